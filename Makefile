@@ -1,0 +1,76 @@
+# Forge continuity — every developer and CI entry point.
+# `make run` and `make test` install everything they need on a fresh machine.
+
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+NODE_STAMP := tools/node_modules/.installed
+GEN := shared/gen
+PROTO_FILES := $(wildcard protos/forge/continuity/v1/*.proto)
+
+export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN)
+export PYTHONDONTWRITEBYTECODE := 1
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: help install run test test-all lint typecheck protos protos-check bench demo clean db-upgrade
+
+help:
+	@echo "make run        start the four services on SQLite (var/continuity.db)"
+	@echo "make test       install everything and run the test suite (SQLite + PostgreSQL)"
+	@echo "make lint       ruff, buf lint, proto drift check"
+	@echo "make typecheck  mypy"
+	@echo "make protos     regenerate Python code from protos/"
+	@echo "make bench      benchmarks (speed and memory targets)"
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+$(NODE_STAMP): tools/package.json
+	cd tools && npm install --no-audit --no-fund --silent
+	touch $(NODE_STAMP)
+
+install: $(STAMP)
+
+protos: $(STAMP)
+	rm -rf $(GEN)/forge && mkdir -p $(GEN)
+	$(PY) -m grpc_tools.protoc -I protos \
+	  --python_out=$(GEN) --grpc_python_out=$(GEN) --mypy_out=$(GEN) --mypy_grpc_out=$(GEN) \
+	  $(PROTO_FILES)
+	for d in $(GEN)/forge $(GEN)/forge/continuity $(GEN)/forge/continuity/v1; do touch $$d/__init__.py; done
+
+protos-check: $(STAMP)
+	@tmp=$$(mktemp -d) && cp -r $(GEN) $$tmp/before && $(MAKE) --no-print-directory -s protos >/dev/null && \
+	  if diff -r $$tmp/before $(GEN) >/dev/null; then echo "generated code matches protos/"; rm -rf $$tmp; \
+	  else diff -r $$tmp/before $(GEN) | head -20; echo "generated code drifted from protos/: run 'make protos' and commit"; rm -rf $$tmp; exit 1; fi
+
+lint: $(STAMP) $(NODE_STAMP) protos-check
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	tools/node_modules/.bin/buf lint
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+db-upgrade: $(STAMP)
+	$(PY) -m services.ledger.migrate
+
+run: $(STAMP)
+	$(PY) -m services.runner
+
+test: $(STAMP) $(NODE_STAMP)
+	$(MAKE) --no-print-directory lint typecheck
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) -m pytest -q benchmarks --benchmark-only
+
+demo: $(STAMP)
+	$(PY) -m services.demo
+
+clean:
+	rm -rf $(VENV) tools/node_modules var .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,74 @@
+"""RFC 8785 canonical JSON and SHA-256 digests: the one place every digest in the system comes from.
+
+Digests are written ``sha256:<64 lowercase hex>`` everywhere (journal hashes, blob addresses,
+candidate / run / policy digests), so a reader can always tell the algorithm from the value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+import rfc8785
+
+DIGEST_PREFIX = "sha256:"
+DIGEST_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
+# The hash an empty journal's head carries; the first entry links to it.
+GENESIS_HASH = DIGEST_PREFIX + "0" * 64
+
+
+class CanonicalJsonError(ValueError):
+    """The value cannot be represented as RFC 8785 canonical JSON (e.g. NaN, a float too large,
+    an integer beyond IEEE 754 double precision, a non-string key)."""
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """Serialize ``value`` as RFC 8785 canonical JSON (UTF-8)."""
+    try:
+        return rfc8785.dumps(value)
+    except (rfc8785.CanonicalizationError, TypeError, ValueError) as exc:
+        raise CanonicalJsonError(str(exc)) from exc
+
+
+def canonical_text(value: Any) -> str:
+    """Serialize ``value`` as RFC 8785 canonical JSON text."""
+    return canonical_bytes(value).decode("utf-8")
+
+
+def parse_json(text: str | bytes) -> Any:
+    """Parse JSON strictly: duplicate keys and non-finite numbers are refused."""
+
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        for key, item in pairs:
+            if key in result:
+                raise CanonicalJsonError(f"duplicate key {key!r}")
+            result[key] = item
+        return result
+
+    def no_constant(name: str) -> Any:
+        raise CanonicalJsonError(f"non-finite number {name} is not JSON")
+
+    try:
+        return json.loads(text, object_pairs_hook=no_duplicates, parse_constant=no_constant)
+    except json.JSONDecodeError as exc:
+        raise CanonicalJsonError(f"invalid JSON: {exc.msg} at position {exc.pos}") from exc
+    except RecursionError as exc:
+        raise CanonicalJsonError("JSON nested too deeply") from exc
+
+
+def sha256_digest(data: bytes) -> str:
+    """``sha256:<hex>`` of raw bytes."""
+    return DIGEST_PREFIX + hashlib.sha256(data).hexdigest()
+
+
+def digest_of(value: Any) -> str:
+    """``sha256:<hex>`` of the canonical JSON of ``value``."""
+    return sha256_digest(canonical_bytes(value))
+
+
+def is_digest(value: str) -> bool:
+    """True when ``value`` is a well-formed ``sha256:<64 hex>`` digest."""
+    return bool(DIGEST_PATTERN.match(value))
