@@ -1,0 +1,1 @@
+"""Admission service: validates operator submissions and coordinates the ledger's atomic append."""

@@ -1,0 +1,1 @@
+"""Candidate service: read-only evaluation of held runs and saved requests."""

@@ -1,0 +1,237 @@
+"""The native journal's rules: typed entry kinds, payload validation, the hash chain and its
+verification. Pure functions; the ledger transaction applies them."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from shared.canonical import (
+    GENESIS_HASH,
+    CanonicalJsonError,
+    canonical_text,
+    digest_of,
+    parse_json,
+)
+from shared.errors import FieldViolation, InvalidArgument
+
+MAX_PAYLOAD_BYTES = 256 * 1024
+
+
+class EntryKind(enum.Enum):
+    """Journal entry kinds; values are the stored names (the proto enum without its prefix)."""
+
+    RUN_STARTED = "run_started"
+    CHECKPOINT_STORED = "checkpoint_stored"
+    MODEL_REQUEST_SENT = "model_request_sent"
+    RESPONSE_CONSUMED = "response_consumed"
+    TOOL_CALL_GRANTED = "tool_call_granted"
+    TOOL_INTENT = "tool_intent"
+    TOOL_OUTCOME = "tool_outcome"
+    COMMAND_EXECUTED = "command_executed"
+    WORKER_CLAIMED = "worker_claimed"
+    REQUEST_FAILED = "request_failed"
+    RUN_HELD = "run_held"
+    STARTUP_RECOVERY_ANNOTATION = "startup_recovery_annotation"
+    MIGRATION_SETTLEMENT = "migration_settlement"
+    OWNERSHIP_CLAIM = "ownership_claim"
+    RECOVERY_WITNESS = "recovery_witness"
+    REQUEST_EVENT = "request_event"
+    REFUSAL_SETTLEMENT = "refusal_settlement"
+    ADMISSION_REFUSAL = "admission_refusal"
+
+
+# Kinds only the ledger's own transactions write; a caller can never forge them by append.
+LEDGER_ONLY_KINDS = frozenset(
+    {
+        EntryKind.MIGRATION_SETTLEMENT,
+        EntryKind.OWNERSHIP_CLAIM,
+        EntryKind.RECOVERY_WITNESS,
+        EntryKind.REQUEST_EVENT,
+        EntryKind.REFUSAL_SETTLEMENT,
+        EntryKind.ADMISSION_REFUSAL,
+        # Commands are charged through ExecutionService.RecordCommand, under a lease generation.
+        EntryKind.COMMAND_EXECUTED,
+        # Claims happen through ExecutionService.ClaimExecutionRequest.
+        EntryKind.WORKER_CLAIMED,
+    }
+)
+
+REQUIRED_KEYS: Mapping[EntryKind, tuple[str, ...]] = {
+    EntryKind.RUN_STARTED: ("task_id", "attempt_id"),
+    EntryKind.CHECKPOINT_STORED: ("checkpoint_digest",),
+    EntryKind.MODEL_REQUEST_SENT: ("request_id", "checkpoint_digest"),
+    EntryKind.RESPONSE_CONSUMED: ("request_id", "response_digest"),
+    EntryKind.TOOL_CALL_GRANTED: ("call_id", "tool_name"),
+    EntryKind.TOOL_INTENT: ("call_id",),
+    EntryKind.TOOL_OUTCOME: ("call_id", "status"),
+    EntryKind.COMMAND_EXECUTED: ("command_id",),
+    EntryKind.WORKER_CLAIMED: ("execution_request_id", "lease_generation"),
+    EntryKind.REQUEST_FAILED: ("execution_request_id", "reason"),
+    EntryKind.RUN_HELD: ("reason",),
+    EntryKind.STARTUP_RECOVERY_ANNOTATION: ("annotation",),
+    EntryKind.MIGRATION_SETTLEMENT: ("request_id", "derived_checkpoint_digest", "candidate_digest"),
+    EntryKind.OWNERSHIP_CLAIM: ("request_id", "execution_request_id", "lease_seconds"),
+    EntryKind.RECOVERY_WITNESS: ("recovery_id", "workflow"),
+    EntryKind.REQUEST_EVENT: ("execution_request_id", "event"),
+    EntryKind.REFUSAL_SETTLEMENT: ("recovery_id",),
+    EntryKind.ADMISSION_REFUSAL: ("reason",),
+}
+
+TOOL_OUTCOME_STATUSES = frozenset({"succeeded", "failed", "unknown"})
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    """One journal row as stored."""
+
+    run_id: str
+    sequence: int
+    kind: str
+    payload_json: str
+    prev_hash: str
+    hash: str
+    actor: str
+    recorded_at: str
+
+
+def validate_payload(kind: EntryKind, payload_json: str) -> str:
+    """The canonical text of a valid payload, or INVALID_ARGUMENT naming what is wrong."""
+    if len(payload_json.encode("utf-8")) > MAX_PAYLOAD_BYTES:
+        raise InvalidArgument(
+            "JOURNAL_PAYLOAD_TOO_LARGE",
+            f"payload exceeds {MAX_PAYLOAD_BYTES} bytes",
+            metadata={"limit_bytes": str(MAX_PAYLOAD_BYTES)},
+            field_violations=[FieldViolation("payload_json", "too large")],
+        )
+    try:
+        payload = parse_json(payload_json)
+        canonical = canonical_text(payload)
+    except CanonicalJsonError as exc:
+        raise InvalidArgument(
+            "JOURNAL_PAYLOAD_INVALID",
+            f"payload is not valid JSON: {exc}",
+            field_violations=[FieldViolation("payload_json", str(exc))],
+        ) from exc
+    if not isinstance(payload, dict):
+        raise InvalidArgument(
+            "JOURNAL_PAYLOAD_INVALID",
+            "payload must be a JSON object",
+            field_violations=[FieldViolation("payload_json", "must be a JSON object")],
+        )
+    missing = [key for key in REQUIRED_KEYS[kind] if key not in payload]
+    if missing:
+        raise InvalidArgument(
+            "JOURNAL_PAYLOAD_INVALID",
+            f"{kind.value} payload is missing {', '.join(missing)}",
+            metadata={"kind": kind.value, "missing": ",".join(missing)},
+            field_violations=[
+                FieldViolation(f"payload_json.{key}", "required for this kind") for key in missing
+            ],
+        )
+    if kind is EntryKind.TOOL_OUTCOME and payload["status"] not in TOOL_OUTCOME_STATUSES:
+        raise InvalidArgument(
+            "JOURNAL_PAYLOAD_INVALID",
+            "tool_outcome status must be one of succeeded, failed, unknown",
+            field_violations=[FieldViolation("payload_json.status", "unsupported status")],
+        )
+    return canonical
+
+
+def entry_hash(
+    *,
+    run_id: str,
+    sequence: int,
+    kind: str,
+    payload: Any,
+    prev_hash: str,
+    actor: str,
+    recorded_at: str,
+) -> str:
+    """SHA-256 over the canonical JSON envelope of one entry (see docs/adr on hashing)."""
+    return digest_of(
+        {
+            "run_id": run_id,
+            "sequence": sequence,
+            "kind": kind,
+            "payload": payload,
+            "prev_hash": prev_hash,
+            "actor": actor,
+            "recorded_at": recorded_at,
+        }
+    )
+
+
+def seal(
+    run_id: str,
+    sequence: int,
+    kind: EntryKind,
+    canonical_payload: str,
+    prev_hash: str,
+    actor: str,
+    recorded_at: str,
+) -> StoredEntry:
+    """A new entry linked to ``prev_hash`` with its hash computed."""
+    digest = entry_hash(
+        run_id=run_id,
+        sequence=sequence,
+        kind=kind.value,
+        payload=parse_json(canonical_payload),
+        prev_hash=prev_hash,
+        actor=actor,
+        recorded_at=recorded_at,
+    )
+    return StoredEntry(
+        run_id, sequence, kind.value, canonical_payload, prev_hash, digest, actor, recorded_at
+    )
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Result of recomputing a journal chain."""
+
+    valid: bool
+    entries_checked: int
+    head_sequence: int
+    head_hash: str
+    first_broken_sequence: int = 0
+    problem: str = ""
+
+
+def verify_chain(entries: Iterable[StoredEntry]) -> Verification:
+    """Recompute every hash and link in sequence order; report the first broken sequence."""
+    expected_prev, expected_sequence, checked = GENESIS_HASH, 1, 0
+    head_sequence, head_hash = 0, GENESIS_HASH
+    for entry in entries:
+        checked += 1
+
+        def broken(problem: str, at: int = entry.sequence) -> Verification:
+            return Verification(False, checked, head_sequence, head_hash, at, problem)
+
+        if entry.sequence != expected_sequence:
+            # A missing entry breaks the chain where it should have been.
+            return broken("sequence_gap", expected_sequence)
+        if entry.prev_hash != expected_prev:
+            return broken("link_mismatch")
+        try:
+            payload = parse_json(entry.payload_json)
+            if canonical_text(payload) != entry.payload_json:
+                return broken("payload_not_canonical")
+        except CanonicalJsonError:
+            return broken("payload_not_canonical")
+        recomputed = entry_hash(
+            run_id=entry.run_id,
+            sequence=entry.sequence,
+            kind=entry.kind,
+            payload=payload,
+            prev_hash=entry.prev_hash,
+            actor=entry.actor,
+            recorded_at=entry.recorded_at,
+        )
+        if recomputed != entry.hash:
+            return broken("hash_mismatch")
+        expected_prev, expected_sequence = entry.hash, entry.sequence + 1
+        head_sequence, head_hash = entry.sequence, entry.hash
+    return Verification(True, checked, head_sequence, head_hash)

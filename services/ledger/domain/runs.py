@@ -1,0 +1,75 @@
+"""Runs and their original task attempt: validation and the canonical run digest."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+from shared.canonical import digest_of, is_digest
+from shared.errors import FieldViolation, InvalidArgument
+
+IDENTIFIER = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+SUPPORTED_TIME_BUDGET_PROTOCOLS = frozenset({"provider-timeout-v1"})
+
+
+def check_identifier(field: str, value: str) -> None:
+    """INVALID_ARGUMENT unless ``value`` is 1..128 characters of [A-Za-z0-9._:-]."""
+    if not IDENTIFIER.match(value):
+        raise InvalidArgument(
+            "FIELD_INVALID" if value else "FIELD_REQUIRED",
+            f"{field} must be 1..128 characters of [A-Za-z0-9._:-]",
+            metadata={"field": field},
+            field_violations=[FieldViolation(field, "1..128 characters of [A-Za-z0-9._:-]")],
+        )
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What a platform writer registers for a run."""
+
+    run_id: str
+    task_id: str
+    attempt_id: str
+    source_revision: str
+    configuration_digest: str
+    provider_timeout_seconds: int
+    active_deadline: str | None
+    command_limit: int
+    time_budget_protocol: str
+    source_profile: str
+
+    def validate(self) -> None:
+        violations: list[FieldViolation] = []
+        for name in ("run_id", "task_id", "attempt_id"):
+            if not IDENTIFIER.match(getattr(self, name)):
+                violations.append(FieldViolation(name, "1..128 characters of [A-Za-z0-9._:-]"))
+        for name in ("source_revision", "time_budget_protocol", "source_profile"):
+            value = getattr(self, name)
+            if not value or len(value) > 256:
+                violations.append(FieldViolation(name, "required, at most 256 characters"))
+        if not is_digest(self.configuration_digest):
+            violations.append(FieldViolation("configuration_digest", "must be sha256:<64 hex>"))
+        if self.provider_timeout_seconds <= 0:
+            violations.append(FieldViolation("provider_timeout_seconds", "must be positive"))
+        if self.command_limit <= 0:
+            violations.append(FieldViolation("command_limit", "must be positive"))
+        if violations:
+            raise InvalidArgument(
+                "RUN_INVALID",
+                "; ".join(f"{v.field}: {v.description}" for v in violations),
+                field_violations=violations,
+            )
+
+    @property
+    def digest(self) -> str:
+        return digest_of(asdict(self))
+
+
+@dataclass(frozen=True)
+class Run:
+    """A stored run."""
+
+    spec: RunSpec
+    created_by: str
+    created_at: str
+    run_digest: str

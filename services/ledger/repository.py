@@ -1,0 +1,233 @@
+"""Every SQL statement of the ledger. Functions take a connection inside the caller's
+transaction; they never commit. Rows come back as domain dataclasses."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sqlalchemy import Connection, func, insert, select
+
+from services.ledger.domain.journal import StoredEntry
+from services.ledger.domain.policy import PolicyRevision, PolicySettings
+from services.ledger.domain.runs import Run, RunSpec
+from services.ledger.schema import admission_tickets, blobs, journal_entries, policy_revisions, runs
+from shared.canonical import GENESIS_HASH
+
+# --- runs -----------------------------------------------------------------------------------
+
+
+def insert_run(connection: Connection, run: Run) -> None:
+    spec = run.spec
+    connection.execute(
+        insert(runs).values(
+            run_id=spec.run_id,
+            task_id=spec.task_id,
+            attempt_id=spec.attempt_id,
+            source_revision=spec.source_revision,
+            configuration_digest=spec.configuration_digest,
+            provider_timeout_seconds=spec.provider_timeout_seconds,
+            active_deadline=spec.active_deadline,
+            command_limit=spec.command_limit,
+            time_budget_protocol=spec.time_budget_protocol,
+            source_profile=spec.source_profile,
+            created_by=run.created_by,
+            created_at=run.created_at,
+            run_digest=run.run_digest,
+        )
+    )
+
+
+def get_run(connection: Connection, run_id: str) -> Run | None:
+    row = connection.execute(select(runs).where(runs.c.run_id == run_id)).mappings().first()
+    if row is None:
+        return None
+    spec = RunSpec(
+        run_id=row["run_id"],
+        task_id=row["task_id"],
+        attempt_id=row["attempt_id"],
+        source_revision=row["source_revision"],
+        configuration_digest=row["configuration_digest"],
+        provider_timeout_seconds=row["provider_timeout_seconds"],
+        active_deadline=row["active_deadline"],
+        command_limit=row["command_limit"],
+        time_budget_protocol=row["time_budget_protocol"],
+        source_profile=row["source_profile"],
+    )
+    return Run(spec, row["created_by"], row["created_at"], row["run_digest"])
+
+
+# --- journal --------------------------------------------------------------------------------
+
+
+def _entry(row: object) -> StoredEntry:
+    values = dict(row._mapping)  # type: ignore[attr-defined]
+    return StoredEntry(**values)
+
+
+def journal_head(connection: Connection, run_id: str) -> tuple[int, str]:
+    """(sequence, hash) of the last entry; (0, genesis) for an empty journal."""
+    row = connection.execute(
+        select(journal_entries.c.sequence, journal_entries.c.hash)
+        .where(journal_entries.c.run_id == run_id)
+        .order_by(journal_entries.c.sequence.desc())
+        .limit(1)
+    ).first()
+    return (0, GENESIS_HASH) if row is None else (int(row.sequence), str(row.hash))
+
+
+def insert_journal_entry(connection: Connection, entry: StoredEntry) -> None:
+    connection.execute(
+        insert(journal_entries).values(
+            run_id=entry.run_id,
+            sequence=entry.sequence,
+            kind=entry.kind,
+            payload_json=entry.payload_json,
+            prev_hash=entry.prev_hash,
+            hash=entry.hash,
+            actor=entry.actor,
+            recorded_at=entry.recorded_at,
+        )
+    )
+
+
+def read_journal(
+    connection: Connection, run_id: str, from_sequence: int, limit: int
+) -> list[StoredEntry]:
+    rows = connection.execute(
+        select(journal_entries)
+        .where(journal_entries.c.run_id == run_id, journal_entries.c.sequence >= from_sequence)
+        .order_by(journal_entries.c.sequence)
+        .limit(limit)
+    )
+    return [_entry(row) for row in rows]
+
+
+def iter_journal(connection: Connection, run_id: str, batch: int = 500) -> Iterator[StoredEntry]:
+    """Every entry in sequence order, fetched in batches (bounded memory for long journals)."""
+    next_sequence = 1
+    while True:
+        page = read_journal(connection, run_id, next_sequence, batch)
+        yield from page
+        if len(page) < batch:
+            return
+        next_sequence = page[-1].sequence + 1
+
+
+def count_entries(connection: Connection, run_id: str) -> int:
+    return int(
+        connection.execute(
+            select(func.count()).select_from(journal_entries).where(
+                journal_entries.c.run_id == run_id
+            )
+        ).scalar_one()
+    )
+
+
+# --- blobs ----------------------------------------------------------------------------------
+
+
+def get_blob(connection: Connection, digest: str) -> tuple[bytes, str] | None:
+    row = connection.execute(
+        select(blobs.c.content, blobs.c.media_type).where(blobs.c.digest == digest)
+    ).first()
+    return None if row is None else (bytes(row.content), str(row.media_type))
+
+
+def blob_exists(connection: Connection, digest: str) -> bool:
+    return (
+        connection.execute(select(blobs.c.digest).where(blobs.c.digest == digest)).first()
+        is not None
+    )
+
+
+def insert_blob(
+    connection: Connection, digest: str, content: bytes, media_type: str, created_at: str
+) -> None:
+    connection.execute(
+        insert(blobs).values(
+            digest=digest,
+            content=content,
+            media_type=media_type,
+            size=len(content),
+            created_at=created_at,
+        )
+    )
+
+
+# --- policy ---------------------------------------------------------------------------------
+
+
+def _policy(row: object) -> PolicyRevision:
+    values = dict(row._mapping)  # type: ignore[attr-defined]
+    settings = PolicySettings(
+        enabled=bool(values["enabled"]),
+        window_seconds=int(values["window_seconds"]),
+        per_run_ticket_limit=int(values["per_run_ticket_limit"]),
+        pending_ticket_limit=int(values["pending_ticket_limit"]),
+        allow_unavailable_source_observations=bool(values["allow_unavailable_source_observations"]),
+        allow_pre_admission_recovery=bool(values["allow_pre_admission_recovery"]),
+        allow_readonly_observation_recovery=bool(values["allow_readonly_observation_recovery"]),
+    )
+    return PolicyRevision(
+        revision=int(values["revision"]),
+        settings=settings,
+        updated_by=str(values["updated_by"]),
+        updated_at=str(values["updated_at"]),
+        digest=str(values["digest"]),
+    )
+
+
+def current_policy(connection: Connection) -> PolicyRevision:
+    row = connection.execute(
+        select(policy_revisions).order_by(policy_revisions.c.revision.desc()).limit(1)
+    ).first()
+    if row is None:
+        raise RuntimeError("policy_revisions is empty: migrations were not applied")
+    return _policy(row)
+
+
+def policy_revision(connection: Connection, revision: int) -> PolicyRevision | None:
+    row = connection.execute(
+        select(policy_revisions).where(policy_revisions.c.revision == revision)
+    ).first()
+    return None if row is None else _policy(row)
+
+
+def list_policy_revisions(
+    connection: Connection, before_revision: int, limit: int
+) -> list[PolicyRevision]:
+    query = select(policy_revisions).order_by(policy_revisions.c.revision.desc()).limit(limit)
+    if before_revision > 0:
+        query = query.where(policy_revisions.c.revision < before_revision)
+    return [_policy(row) for row in connection.execute(query)]
+
+
+def insert_policy_revision(connection: Connection, policy: PolicyRevision) -> None:
+    settings = policy.settings
+    connection.execute(
+        insert(policy_revisions).values(
+            revision=policy.revision,
+            enabled=settings.enabled,
+            window_seconds=settings.window_seconds,
+            per_run_ticket_limit=settings.per_run_ticket_limit,
+            pending_ticket_limit=settings.pending_ticket_limit,
+            allow_unavailable_source_observations=settings.allow_unavailable_source_observations,
+            allow_pre_admission_recovery=settings.allow_pre_admission_recovery,
+            allow_readonly_observation_recovery=settings.allow_readonly_observation_recovery,
+            updated_by=policy.updated_by,
+            updated_at=policy.updated_at,
+            digest=policy.digest,
+        )
+    )
+
+
+# --- admission tickets ----------------------------------------------------------------------
+
+
+def get_ticket_json(connection: Connection, run_id: str, request_id: str) -> str | None:
+    row = connection.execute(
+        select(admission_tickets.c.ticket_json).where(
+            admission_tickets.c.run_id == run_id, admission_tickets.c.request_id == request_id
+        )
+    ).first()
+    return None if row is None else str(row.ticket_json)

@@ -1,0 +1,121 @@
+"""Table definitions of the ledger database (SQLAlchemy Core). Migrations create them; the
+repository module is the only code that issues statements against them.
+
+Timestamps are stored as ISO-8601 UTC text with microseconds so that the hashed journal envelope
+reads back byte-identical on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    ForeignKey,
+    LargeBinary,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("run_id", String(128), primary_key=True),
+    Column("task_id", String(256), nullable=False),
+    Column("attempt_id", String(256), nullable=False),
+    Column("source_revision", String(256), nullable=False),
+    Column("configuration_digest", String(80), nullable=False),
+    Column("provider_timeout_seconds", BigInteger, nullable=False),
+    Column("active_deadline", String(40), nullable=True),
+    Column("command_limit", BigInteger, nullable=False),
+    Column("time_budget_protocol", String(64), nullable=False),
+    Column("source_profile", String(256), nullable=False),
+    Column("created_by", String(256), nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("run_digest", String(80), nullable=False),
+)
+
+# The per-run native journal. (run_id, sequence) is the primary key and (run_id, prev_hash) is
+# unique: two appends at the same head cannot both commit, so no fork is possible, even for the
+# first append of an empty run, without any in-process lock.
+journal_entries = Table(
+    "journal_entries",
+    metadata,
+    Column("run_id", String(128), ForeignKey("runs.run_id"), nullable=False),
+    Column("sequence", BigInteger, nullable=False),
+    Column("kind", String(64), nullable=False),
+    Column("payload_json", Text, nullable=False),
+    Column("prev_hash", String(80), nullable=False),
+    Column("hash", String(80), nullable=False),
+    Column("actor", String(256), nullable=False),
+    Column("recorded_at", String(40), nullable=False),
+    PrimaryKeyConstraint("run_id", "sequence", name="pk_journal_entries"),
+    UniqueConstraint("run_id", "prev_hash", name="uq_journal_entries_link"),
+)
+
+blobs = Table(
+    "blobs",
+    metadata,
+    Column("digest", String(80), primary_key=True),
+    Column("content", LargeBinary, nullable=False),
+    Column("media_type", String(128), nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("created_at", String(40), nullable=False),
+)
+
+policy_revisions = Table(
+    "policy_revisions",
+    metadata,
+    Column("revision", BigInteger, primary_key=True, autoincrement=False),
+    Column("enabled", Boolean, nullable=False),
+    Column("window_seconds", BigInteger, nullable=False),
+    Column("per_run_ticket_limit", BigInteger, nullable=False),
+    Column("pending_ticket_limit", BigInteger, nullable=False),
+    Column("allow_unavailable_source_observations", Boolean, nullable=False),
+    Column("allow_pre_admission_recovery", Boolean, nullable=False),
+    Column("allow_readonly_observation_recovery", Boolean, nullable=False),
+    Column("updated_by", String(256), nullable=False),
+    Column("updated_at", String(40), nullable=False),
+    Column("digest", String(80), nullable=False),
+)
+
+execution_requests = Table(
+    "execution_requests",
+    metadata,
+    Column("execution_request_id", String(80), primary_key=True),
+    Column("run_id", String(128), ForeignKey("runs.run_id"), nullable=False),
+    Column("attempt_id", String(256), nullable=False),
+    Column("request_id", String(128), nullable=False),
+    Column("checkpoint_digest", String(80), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("lease_generation", BigInteger, nullable=False),
+    Column("lease_seconds", BigInteger, nullable=False),
+    Column("lease_expires_at", String(40), nullable=True),
+    Column("owner", String(256), nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("updated_at", String(40), nullable=False),
+)
+
+# One row per admitted request. (run_id, request_id) is the idempotency key; the unique
+# consumed_response_digest means another identity can never obtain a second ticket for the same
+# consumed graph.
+admission_tickets = Table(
+    "admission_tickets",
+    metadata,
+    Column("run_id", String(128), ForeignKey("runs.run_id"), nullable=False),
+    Column("request_id", String(128), nullable=False),
+    Column("operator_identity", String(256), nullable=False),
+    Column("request_content_digest", String(80), nullable=False),
+    Column("consumed_response_digest", String(80), nullable=False),
+    Column("execution_request_id", String(80), nullable=False),
+    Column("ticket_json", Text, nullable=False),
+    Column("created_at", String(40), nullable=False),
+    PrimaryKeyConstraint("run_id", "request_id", name="pk_admission_tickets"),
+    UniqueConstraint("consumed_response_digest", name="uq_admission_tickets_consumed_graph"),
+)

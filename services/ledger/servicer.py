@@ -1,0 +1,352 @@
+"""gRPC servicers of the ledger process: translate protobuf ↔ domain, nothing else."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import grpc
+from google.protobuf import json_format
+
+from forge.continuity.v1 import (
+    common_pb2,
+    execution_pb2,
+    execution_pb2_grpc,
+    ledger_pb2,
+    ledger_pb2_grpc,
+    policy_pb2,
+    policy_pb2_grpc,
+)
+from services.ledger.domain.journal import EntryKind, StoredEntry
+from services.ledger.domain.policy import PolicyRevision, PolicySettings
+from services.ledger.domain.runs import Run, RunSpec
+from services.ledger.service import Ledger
+from shared.auth import ANY_ROLE, Role, current_principal
+from shared.errors import FieldViolation, InvalidArgument, Unimplemented
+from shared.server import ServiceBinding
+from shared.timeutil import from_timestamp, to_text, to_timestamp
+
+KIND_PREFIX = "JOURNAL_ENTRY_KIND_"
+FOLLOW_POLL_SECONDS = 0.2
+
+
+def kind_from_proto(value: int) -> EntryKind:
+    name = common_pb2.JournalEntryKind.Name(value) if value in common_pb2.JournalEntryKind.values() else ""
+    try:
+        return EntryKind[name.removeprefix(KIND_PREFIX)]
+    except KeyError:
+        raise InvalidArgument(
+            "JOURNAL_ENTRY_KIND_UNKNOWN",
+            f"unknown journal entry kind {value}",
+            metadata={"kind": str(value)},
+            field_violations=[FieldViolation("kind", "must be a known JournalEntryKind")],
+        ) from None
+
+
+def kind_to_proto(kind: str) -> int:
+    return common_pb2.JournalEntryKind.Value(KIND_PREFIX + EntryKind(kind).name)
+
+
+def entry_to_proto(entry: StoredEntry) -> common_pb2.JournalEntry:
+    return common_pb2.JournalEntry(
+        run_id=entry.run_id,
+        sequence=entry.sequence,
+        kind=kind_to_proto(entry.kind),  # type: ignore[arg-type]
+        payload_json=entry.payload_json,
+        prev_hash=entry.prev_hash,
+        hash=entry.hash,
+        actor=entry.actor,
+        recorded_at=to_timestamp(entry.recorded_at),
+    )
+
+
+def head_to_proto(head: tuple[int, str]) -> common_pb2.JournalHead:
+    return common_pb2.JournalHead(sequence=head[0], hash=head[1])
+
+
+def run_to_proto(run: Run) -> ledger_pb2.Run:
+    spec = run.spec
+    return ledger_pb2.Run(
+        run_id=spec.run_id,
+        task_id=spec.task_id,
+        attempt_id=spec.attempt_id,
+        source_revision=spec.source_revision,
+        configuration_digest=spec.configuration_digest,
+        provider_timeout_seconds=spec.provider_timeout_seconds,
+        active_deadline=to_timestamp(spec.active_deadline),
+        command_limit=spec.command_limit,
+        time_budget_protocol=spec.time_budget_protocol,
+        source_profile=spec.source_profile,
+        created_by=run.created_by,
+        created_at=to_timestamp(run.created_at),
+        run_digest=run.run_digest,
+    )
+
+
+def policy_to_proto(policy: PolicyRevision) -> common_pb2.Policy:
+    settings = policy.settings
+    return common_pb2.Policy(
+        revision=policy.revision,
+        enabled=settings.enabled,
+        window_seconds=settings.window_seconds,
+        per_run_ticket_limit=settings.per_run_ticket_limit,
+        pending_ticket_limit=settings.pending_ticket_limit,
+        allow_unavailable_source_observations=settings.allow_unavailable_source_observations,
+        allow_pre_admission_recovery=settings.allow_pre_admission_recovery,
+        allow_readonly_observation_recovery=settings.allow_readonly_observation_recovery,
+        updated_by=policy.updated_by,
+        updated_at=to_timestamp(policy.updated_at),
+        digest=policy.digest,
+    )
+
+
+def _not_yet(method: str) -> Unimplemented:
+    return Unimplemented(
+        "NOT_YET_AVAILABLE",
+        f"{method} is part of the v1 contract but not available in this release",
+        metadata={"method": method},
+    )
+
+
+class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+
+    def CreateRun(
+        self, request: ledger_pb2.CreateRunRequest, context: grpc.ServicerContext
+    ) -> ledger_pb2.CreateRunResponse:
+        spec = RunSpec(
+            run_id=request.run_id,
+            task_id=request.task_id,
+            attempt_id=request.attempt_id,
+            source_revision=request.source_revision,
+            configuration_digest=request.configuration_digest,
+            provider_timeout_seconds=request.provider_timeout_seconds,
+            active_deadline=(
+                to_text(from_timestamp(request.active_deadline))
+                if request.HasField("active_deadline")
+                else None
+            ),
+            command_limit=request.command_limit,
+            time_budget_protocol=request.time_budget_protocol,
+            source_profile=request.source_profile,
+        )
+        run, created = self._ledger.create_run(spec, current_principal().identity)
+        return ledger_pb2.CreateRunResponse(run=run_to_proto(run), created=created)
+
+    def GetRun(
+        self, request: ledger_pb2.GetRunRequest, context: grpc.ServicerContext
+    ) -> ledger_pb2.GetRunResponse:
+        run, head = self._ledger.get_run(request.run_id)
+        return ledger_pb2.GetRunResponse(run=run_to_proto(run), head=head_to_proto(head))
+
+    def AppendJournalEntry(
+        self, request: ledger_pb2.AppendJournalEntryRequest, context: grpc.ServicerContext
+    ) -> ledger_pb2.AppendJournalEntryResponse:
+        entry = self._ledger.append(
+            request.run_id,
+            request.expected_head_hash,
+            kind_from_proto(request.kind),
+            request.payload_json,
+            current_principal().identity,
+        )
+        return ledger_pb2.AppendJournalEntryResponse(entry=entry_to_proto(entry))
+
+    def ReadJournal(
+        self, request: ledger_pb2.ReadJournalRequest, context: grpc.ServicerContext
+    ) -> ledger_pb2.ReadJournalResponse:
+        entries, head = self._ledger.read_journal(
+            request.run_id, request.from_sequence, request.page_size
+        )
+        last = entries[-1].sequence if entries else 0
+        return ledger_pb2.ReadJournalResponse(
+            entries=[entry_to_proto(e) for e in entries],
+            head=head_to_proto(head),
+            next_sequence=last + 1 if entries and last < head[0] else 0,
+        )
+
+    def StreamJournal(
+        self, request: ledger_pb2.StreamJournalRequest, context: grpc.ServicerContext
+    ) -> Iterator[ledger_pb2.StreamJournalResponse]:
+        next_sequence = max(request.from_sequence, 1)
+        while True:
+            for entry in self._ledger.follow(request.run_id, next_sequence):
+                yield ledger_pb2.StreamJournalResponse(entry=entry_to_proto(entry))
+                next_sequence = entry.sequence + 1
+            if not request.follow or not context.is_active():
+                return
+            time.sleep(FOLLOW_POLL_SECONDS)
+
+    def VerifyJournal(
+        self, request: ledger_pb2.VerifyJournalRequest, context: grpc.ServicerContext
+    ) -> ledger_pb2.VerifyJournalResponse:
+        result = self._ledger.verify(request.run_id)
+        return ledger_pb2.VerifyJournalResponse(
+            valid=result.valid,
+            first_broken_sequence=result.first_broken_sequence,
+            entries_checked=result.entries_checked,
+            head=head_to_proto((result.head_sequence, result.head_hash)),
+            problem=result.problem,
+        )
+
+    def PutBlob(
+        self, request: ledger_pb2.PutBlobRequest, context: grpc.ServicerContext
+    ) -> ledger_pb2.PutBlobResponse:
+        digest, created = self._ledger.put_blob(
+            request.content, request.media_type, request.expected_digest
+        )
+        return ledger_pb2.PutBlobResponse(digest=digest, size=len(request.content), created=created)
+
+    def GetBlob(
+        self, request: ledger_pb2.GetBlobRequest, context: grpc.ServicerContext
+    ) -> ledger_pb2.GetBlobResponse:
+        content, media_type = self._ledger.get_blob(request.digest)
+        return ledger_pb2.GetBlobResponse(
+            content=content, media_type=media_type, digest=request.digest
+        )
+
+    def CommitAdmission(
+        self, request: ledger_pb2.CommitAdmissionRequest, context: grpc.ServicerContext
+    ) -> ledger_pb2.CommitAdmissionResponse:
+        raise _not_yet("CommitAdmission")
+
+    def GetAdmission(
+        self, request: ledger_pb2.GetAdmissionRequest, context: grpc.ServicerContext
+    ) -> ledger_pb2.GetAdmissionResponse:
+        ticket = json_format.ParseDict(
+            self._ledger.get_admission(request.run_id, request.request_id),
+            ledger_pb2.AdmissionTicket(),
+        )
+        return ledger_pb2.GetAdmissionResponse(ticket=ticket)
+
+
+class PolicyServicer(policy_pb2_grpc.PolicyServiceServicer):
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+
+    def GetPolicy(
+        self, request: policy_pb2.GetPolicyRequest, context: grpc.ServicerContext
+    ) -> policy_pb2.GetPolicyResponse:
+        return policy_pb2.GetPolicyResponse(
+            policy=policy_to_proto(self._ledger.get_policy(request.revision))
+        )
+
+    def PutPolicy(
+        self, request: policy_pb2.PutPolicyRequest, context: grpc.ServicerContext
+    ) -> policy_pb2.PutPolicyResponse:
+        if not request.HasField("settings"):
+            raise InvalidArgument(
+                "FIELD_REQUIRED",
+                "settings is required",
+                metadata={"field": "settings"},
+                field_violations=[FieldViolation("settings", "required")],
+            )
+        given = request.settings
+        settings = PolicySettings(
+            enabled=given.enabled,
+            window_seconds=given.window_seconds,
+            per_run_ticket_limit=given.per_run_ticket_limit,
+            pending_ticket_limit=given.pending_ticket_limit,
+            allow_unavailable_source_observations=given.allow_unavailable_source_observations,
+            allow_pre_admission_recovery=given.allow_pre_admission_recovery,
+            allow_readonly_observation_recovery=given.allow_readonly_observation_recovery,
+        )
+        stored = self._ledger.put_policy(
+            request.expected_revision, settings, current_principal().identity
+        )
+        return policy_pb2.PutPolicyResponse(policy=policy_to_proto(stored))
+
+    def ListPolicyRevisions(
+        self, request: policy_pb2.ListPolicyRevisionsRequest, context: grpc.ServicerContext
+    ) -> policy_pb2.ListPolicyRevisionsResponse:
+        revisions = self._ledger.list_policies(request.before_revision, request.page_size)
+        return policy_pb2.ListPolicyRevisionsResponse(
+            policies=[policy_to_proto(p) for p in revisions]
+        )
+
+
+class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
+    """Worker claims, leases and the command ledger (delivered with the v1 end-to-end flow)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+
+    def ClaimExecutionRequest(
+        self, request: execution_pb2.ClaimExecutionRequestRequest, context: grpc.ServicerContext
+    ) -> execution_pb2.ClaimExecutionRequestResponse:
+        raise _not_yet("ClaimExecutionRequest")
+
+    def CompleteExecutionRequest(
+        self, request: execution_pb2.CompleteExecutionRequestRequest, context: grpc.ServicerContext
+    ) -> execution_pb2.CompleteExecutionRequestResponse:
+        raise _not_yet("CompleteExecutionRequest")
+
+    def FailExecutionRequest(
+        self, request: execution_pb2.FailExecutionRequestRequest, context: grpc.ServicerContext
+    ) -> execution_pb2.FailExecutionRequestResponse:
+        raise _not_yet("FailExecutionRequest")
+
+    def GetExecutionRequest(
+        self, request: execution_pb2.GetExecutionRequestRequest, context: grpc.ServicerContext
+    ) -> execution_pb2.GetExecutionRequestResponse:
+        raise _not_yet("GetExecutionRequest")
+
+    def RecordCommand(
+        self, request: execution_pb2.RecordCommandRequest, context: grpc.ServicerContext
+    ) -> execution_pb2.RecordCommandResponse:
+        raise _not_yet("RecordCommand")
+
+    def GetCommandUsage(
+        self, request: execution_pb2.GetCommandUsageRequest, context: grpc.ServicerContext
+    ) -> execution_pb2.GetCommandUsageResponse:
+        raise _not_yet("GetCommandUsage")
+
+
+WRITERS = frozenset({Role.PLATFORM_WRITER})
+ADMINS = frozenset({Role.FACTORY_ADMINISTRATOR})
+SERVICES = frozenset({Role.CONTINUITY_SERVICE})
+WORKERS = frozenset({Role.WORKER})
+
+
+def bindings(ledger: Ledger) -> list[ServiceBinding]:
+    """The three services the ledger process hosts, with the roles allowed on each method."""
+    ledger_servicer = LedgerServicer(ledger)
+    policy_servicer = PolicyServicer(ledger)
+    execution_servicer = ExecutionServicer(ledger)
+    return [
+        ServiceBinding(
+            ledger_pb2.DESCRIPTOR.services_by_name["LedgerService"],
+            lambda server: ledger_pb2_grpc.add_LedgerServiceServicer_to_server(ledger_servicer, server),
+            {
+                "CreateRun": WRITERS,
+                "GetRun": ANY_ROLE,
+                "AppendJournalEntry": WRITERS,
+                "ReadJournal": ANY_ROLE,
+                "StreamJournal": ANY_ROLE,
+                "VerifyJournal": ANY_ROLE,
+                "PutBlob": WRITERS | SERVICES,
+                "GetBlob": ANY_ROLE,
+                "CommitAdmission": SERVICES,
+                "GetAdmission": ANY_ROLE,
+            },
+        ),
+        ServiceBinding(
+            policy_pb2.DESCRIPTOR.services_by_name["PolicyService"],
+            lambda server: policy_pb2_grpc.add_PolicyServiceServicer_to_server(policy_servicer, server),
+            {"GetPolicy": ANY_ROLE, "PutPolicy": ADMINS, "ListPolicyRevisions": ANY_ROLE},
+        ),
+        ServiceBinding(
+            execution_pb2.DESCRIPTOR.services_by_name["ExecutionService"],
+            lambda server: execution_pb2_grpc.add_ExecutionServiceServicer_to_server(
+                execution_servicer, server
+            ),
+            {
+                "ClaimExecutionRequest": WORKERS,
+                "CompleteExecutionRequest": WORKERS,
+                "FailExecutionRequest": WORKERS,
+                "GetExecutionRequest": ANY_ROLE,
+                "RecordCommand": WORKERS,
+                "GetCommandUsage": ANY_ROLE,
+            },
+        ),
+    ]

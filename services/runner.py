@@ -1,0 +1,143 @@
+"""`make run`: start the ledger, reconstruction, candidate and admission services on loopback,
+each in its own process, against the embedded SQLite database under var/.
+
+Ctrl-C or SIGTERM stops all four: each drains its in-flight calls, and children are tied to this
+process (they receive SIGTERM if it dies), so no orphan is left behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from services.ledger.database import make_engine, upgrade
+from shared.auth import token_digest
+from shared.config import (
+    DEFAULT_DATABASE_URL,
+    DEFAULT_PORTS,
+    DEFAULT_PRINCIPALS_FILE,
+    SERVICE_NAMES,
+    port_variable,
+    target_variable,
+)
+
+# Local development credentials, written only when no principals file exists yet. They are
+# printed at start-up and used by the README's grpcurl examples; never use them elsewhere.
+DEV_PRINCIPALS = {
+    "dev-admin-token": ("dev-admin", ["factory_administrator", "reader"]),
+    "dev-operator-token": ("dev-operator", ["execution_operator", "reader"]),
+    "dev-worker-token": ("dev-worker", ["worker"]),
+    "dev-writer-token": ("dev-writer", ["platform_writer"]),
+    "dev-reader-token": ("dev-reader", ["reader"]),
+    "dev-service-token": ("continuity-services", ["continuity_service"]),
+}
+DEV_SERVICE_TOKEN = "dev-service-token"
+_PR_SET_PDEATHSIG = 1
+
+
+def write_dev_principals(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    document = {
+        "principals": [
+            {"identity": identity, "roles": roles, "token_sha256": token_digest(token)}
+            for token, (identity, roles) in DEV_PRINCIPALS.items()
+        ]
+    }
+    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+
+
+def _die_with_parent() -> None:
+    # Linux: deliver SIGTERM to the child if the runner dies, so no service outlives it.
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m services.runner", description=__doc__)
+    for name in SERVICE_NAMES:
+        parser.add_argument(
+            f"--{name}-port",
+            type=int,
+            default=int(os.environ.get(port_variable(name)) or DEFAULT_PORTS[name]),
+        )
+    parser.add_argument(
+        "--database-url", default=os.environ.get("FORGE_DATABASE_URL") or DEFAULT_DATABASE_URL
+    )
+    parser.add_argument(
+        "--principals-file",
+        default=os.environ.get("FORGE_PRINCIPALS_FILE") or DEFAULT_PRINCIPALS_FILE,
+    )
+    args = parser.parse_args(argv)
+    principals = Path(args.principals_file)
+    if not principals.exists():
+        write_dev_principals(principals)
+        print(f"wrote local development principals to {principals}", flush=True)
+    engine = make_engine(args.database_url)
+    upgrade(engine)
+    engine.dispose()
+
+    ports = {name: getattr(args, f"{name}_port") for name in SERVICE_NAMES}
+    env = dict(os.environ)
+    env.setdefault("FORGE_SERVICE_TOKEN", DEV_SERVICE_TOKEN)
+    env["FORGE_DATABASE_URL"] = args.database_url
+    env["FORGE_PRINCIPALS_FILE"] = str(principals)
+    for name, port in ports.items():
+        env[port_variable(name)] = str(port)
+        env[target_variable(name)] = f"127.0.0.1:{port}"
+
+    children: list[subprocess.Popen[bytes]] = []
+    stopping = False
+
+    def stop(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for name in SERVICE_NAMES:
+        children.append(
+            subprocess.Popen(
+                [sys.executable, "-m", f"services.{name}"],
+                env=env,
+                preexec_fn=_die_with_parent,
+                start_new_session=True,  # Ctrl-C reaches the runner only; it stops children itself
+            )
+        )
+    print(
+        "forge continuity: "
+        + ", ".join(f"{name} 127.0.0.1:{port}" for name, port in ports.items())
+        + f" (database {args.database_url}); Ctrl-C to stop",
+        flush=True,
+    )
+    exit_code = 0
+    while not stopping:
+        for child in children:
+            if child.poll() is not None:
+                print(f"a service exited with status {child.returncode}; stopping", flush=True)
+                exit_code = 1
+                stopping = True
+        time.sleep(0.2)
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    for child in children:
+        try:
+            child.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+    print("forge continuity: stopped", flush=True)
+    return exit_code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,35 @@
+"""The common `main` of every service process: settings, logging, principals, serve, drain."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from shared.auth import PrincipalDirectory
+from shared.config import Settings, load_settings
+from shared.server import ServiceBinding, serve_until_signalled, start_server
+
+Build = Callable[[Settings], tuple[Sequence[ServiceBinding], Callable[[], None]]]
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+
+
+def run_service(service: str, argv: list[str], build: Build) -> int:
+    """Start ``service`` with the bindings ``build`` returns; block until SIGTERM/SIGINT; then
+    drain in-flight calls and run the cleanup ``build`` returned."""
+    settings = load_settings(service, argv)
+    configure_logging(settings.log_level)
+    directory = PrincipalDirectory.load(settings.principals_file)
+    service_bindings, cleanup = build(settings)
+    running = start_server(settings, service_bindings, directory)
+    try:
+        serve_until_signalled(running, settings.grace_seconds)
+    finally:
+        cleanup()
+    logging.getLogger("forge.server").info("%s stopped", service)
+    return 0

@@ -1,0 +1,98 @@
+"""Outbound channels for service-to-service and client calls: bearer token, trace context, and a
+timeout that never outlives the inbound call's deadline."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import grpc
+from opentelemetry.instrumentation.grpc import client_interceptor, grpcext
+
+from shared.config import DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS, DEFAULT_MAX_MESSAGE_BYTES
+from shared.deadline import downstream_timeout
+
+
+class _CallDetails(
+    collections.namedtuple(
+        "_CallDetails",
+        ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression"),
+    ),
+    grpc.ClientCallDetails,  # type: ignore[misc]
+):
+    pass
+
+
+class CredentialsAndDeadlineInterceptor(
+    grpc.UnaryUnaryClientInterceptor,  # type: ignore[misc]
+    grpc.UnaryStreamClientInterceptor,  # type: ignore[misc]
+):
+    """Adds ``authorization`` metadata and caps the timeout at the inbound deadline."""
+
+    def __init__(self, token: str, default_timeout: float) -> None:
+        self._token = token
+        self._default_timeout = default_timeout
+
+    def _details(self, details: grpc.ClientCallDetails) -> _CallDetails:
+        metadata: list[tuple[str, str | bytes]] = list(details.metadata or [])
+        if self._token and not any(key == "authorization" for key, _ in metadata):
+            metadata.append(("authorization", f"Bearer {self._token}"))
+        timeout = downstream_timeout(details.timeout or self._default_timeout)
+        return _CallDetails(
+            details.method,
+            timeout,
+            metadata,
+            details.credentials,
+            details.wait_for_ready,
+            details.compression,
+        )
+
+    def intercept_unary_unary(
+        self, continuation: Callable[..., Any], details: grpc.ClientCallDetails, request: Any
+    ) -> Any:
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(
+        self, continuation: Callable[..., Any], details: grpc.ClientCallDetails, request: Any
+    ) -> Any:
+        return continuation(self._details(details), request)
+
+
+def open_channel(
+    target: str,
+    token: str = "",
+    *,
+    root_certificates: bytes | None = None,
+    client_certificate: tuple[bytes, bytes] | None = None,
+    default_timeout: float = DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    extra_interceptors: Sequence[grpc.UnaryUnaryClientInterceptor] = (),
+) -> grpc.Channel:
+    """A traced, authenticated channel. TLS when root certificates are given; mTLS when a
+    (private key, certificate chain) pair is given too."""
+    options = [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+    ]
+    if root_certificates is not None:
+        key, chain = client_certificate if client_certificate else (None, None)
+        credentials = grpc.ssl_channel_credentials(root_certificates, key, chain)
+        channel = grpc.secure_channel(target, credentials, options=options)
+    else:
+        channel = grpc.insecure_channel(target, options=options)
+    traced = grpcext.intercept_channel(channel, client_interceptor())
+    return grpc.intercept_channel(
+        traced, CredentialsAndDeadlineInterceptor(token, default_timeout), *extra_interceptors
+    )
+
+
+def call(method: Callable[..., Any], request: Any, **kwargs: Any) -> Any:
+    """Invoke a stub method; a failed call re-raises as the typed domain error it carried, so a
+    downstream refusal keeps its reason when it travels back to the original caller."""
+    from shared.errors import from_rpc_error
+
+    try:
+        return method(request, **kwargs)
+    except grpc.RpcError as error:
+        raise from_rpc_error(error) from None

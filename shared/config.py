@@ -1,0 +1,135 @@
+"""Runtime configuration read from the environment (and overridable by command-line flags).
+
+Every variable the services read is declared here, once, so the deploy manifests can be checked
+against this list (tests/deploy). Names are stable: operators set them in Kubernetes ConfigMaps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+SERVICE_NAMES = ("ledger", "reconstruction", "candidate", "admission")
+DEFAULT_PORTS: Mapping[str, int] = {
+    "ledger": 50051,
+    "reconstruction": 50052,
+    "candidate": 50053,
+    "admission": 50054,
+}
+DEFAULT_DATABASE_URL = "sqlite:///var/continuity.db"
+DEFAULT_PRINCIPALS_FILE = "var/principals.json"
+DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+DEFAULT_GRACE_SECONDS = 10.0
+DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS = 30.0
+
+# Every environment variable the code reads, with its meaning (documented in the README too).
+ENVIRONMENT: Mapping[str, str] = {
+    "FORGE_HOST": "bind address of every service (default 127.0.0.1)",
+    "FORGE_LEDGER_PORT": "ledger port (default 50051)",
+    "FORGE_RECONSTRUCTION_PORT": "reconstruction port (default 50052)",
+    "FORGE_CANDIDATE_PORT": "candidate port (default 50053)",
+    "FORGE_ADMISSION_PORT": "admission port (default 50054)",
+    "FORGE_LEDGER_TARGET": "host:port the candidate and admission services call the ledger at",
+    "FORGE_RECONSTRUCTION_TARGET": "host:port the candidate and admission services call reconstruction at",
+    "FORGE_CANDIDATE_TARGET": "host:port the admission service calls the candidate service at",
+    "FORGE_DATABASE_URL": "ledger database URL: sqlite:///path or postgresql+psycopg://...",
+    "FORGE_PRINCIPALS_FILE": "JSON file mapping token digests / mTLS subjects to identities and roles",
+    "FORGE_SERVICE_TOKEN": "bearer token this service presents when it calls another service",
+    "FORGE_TLS_CERT": "PEM server certificate; enables TLS together with FORGE_TLS_KEY",
+    "FORGE_TLS_KEY": "PEM server private key",
+    "FORGE_TLS_CLIENT_CA": "PEM CA bundle; when set, client certificates are required (mTLS)",
+    "FORGE_MAX_MESSAGE_BYTES": "maximum request/response size in bytes (default 33554432)",
+    "FORGE_GRACE_SECONDS": "seconds in-flight calls get to drain on shutdown (default 10)",
+    "FORGE_LOG_LEVEL": "log level (default INFO)",
+    "OTEL_EXPORTER_OTLP_ENDPOINT": "OTLP/gRPC endpoint; spans are exported only when it is set",
+    "OTEL_SERVICE_NAME": "overrides the service name reported in traces",
+}
+
+
+def _env(env: Mapping[str, str], name: str, default: str) -> str:
+    value = env.get(name, "")
+    return value if value != "" else default
+
+
+@dataclass(frozen=True)
+class TlsSettings:
+    """Server TLS material; client_ca set means mutual TLS."""
+
+    cert_file: str
+    key_file: str
+    client_ca_file: str = ""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything one service process needs to start."""
+
+    service: str
+    host: str
+    port: int
+    database_url: str = DEFAULT_DATABASE_URL
+    principals_file: str = DEFAULT_PRINCIPALS_FILE
+    service_token: str = ""
+    targets: Mapping[str, str] = field(default_factory=dict)
+    tls: TlsSettings | None = None
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    grace_seconds: float = DEFAULT_GRACE_SECONDS
+    log_level: str = "INFO"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def port_variable(service: str) -> str:
+    return f"FORGE_{service.upper()}_PORT"
+
+
+def target_variable(service: str) -> str:
+    return f"FORGE_{service.upper()}_TARGET"
+
+
+def load_settings(
+    service: str, argv: list[str] | None = None, env: Mapping[str, str] | None = None
+) -> Settings:
+    """Settings for ``service`` from flags (highest precedence), then environment, then defaults."""
+    if service not in SERVICE_NAMES:
+        raise ValueError(f"unknown service {service!r}")
+    env = os.environ if env is None else env
+    parser = argparse.ArgumentParser(prog=f"python -m services.{service}")
+    parser.add_argument("--host", default=_env(env, "FORGE_HOST", "127.0.0.1"))
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=int(_env(env, port_variable(service), str(DEFAULT_PORTS[service]))),
+    )
+    parser.add_argument("--database-url", default=_env(env, "FORGE_DATABASE_URL", DEFAULT_DATABASE_URL))
+    parser.add_argument(
+        "--principals-file", default=_env(env, "FORGE_PRINCIPALS_FILE", DEFAULT_PRINCIPALS_FILE)
+    )
+    args = parser.parse_args(argv or [])
+    host = args.host
+    targets = {
+        name: _env(env, target_variable(name), f"127.0.0.1:{DEFAULT_PORTS[name]}")
+        for name in SERVICE_NAMES
+        if name != service
+    }
+    cert, key = env.get("FORGE_TLS_CERT", ""), env.get("FORGE_TLS_KEY", "")
+    tls = TlsSettings(cert, key, env.get("FORGE_TLS_CLIENT_CA", "")) if cert and key else None
+    return Settings(
+        service=service,
+        host=host,
+        port=args.port,
+        database_url=args.database_url,
+        principals_file=args.principals_file,
+        service_token=env.get("FORGE_SERVICE_TOKEN", ""),
+        targets=targets,
+        tls=tls,
+        max_message_bytes=int(
+            _env(env, "FORGE_MAX_MESSAGE_BYTES", str(DEFAULT_MAX_MESSAGE_BYTES))
+        ),
+        grace_seconds=float(_env(env, "FORGE_GRACE_SECONDS", str(DEFAULT_GRACE_SECONDS))),
+        log_level=_env(env, "FORGE_LOG_LEVEL", "INFO"),
+    )

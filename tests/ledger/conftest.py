@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import grpc
+import pytest
+
+from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc, policy_pb2_grpc
+from services.ledger.servicer import bindings
+from services.ledger.service import Ledger
+from tests.support import Served, serve
+
+CONFIGURATION_DIGEST = "sha256:" + "c" * 64
+
+
+@dataclass
+class LedgerClients:
+    served: Served
+
+    def ledger(self, token: str = "writer-token") -> ledger_pb2_grpc.LedgerServiceStub:
+        return ledger_pb2_grpc.LedgerServiceStub(self.served.channel(token))
+
+    def policy(self, token: str = "admin-token") -> policy_pb2_grpc.PolicyServiceStub:
+        return policy_pb2_grpc.PolicyServiceStub(self.served.channel(token))
+
+    def channel(self, token: str) -> grpc.Channel:
+        return self.served.channel(token)
+
+
+@pytest.fixture
+def ledger_server(ledger: Ledger) -> Iterator[LedgerClients]:
+    with serve("ledger", bindings(ledger)) as served:
+        yield LedgerClients(served)
+
+
+def run_request(run_id: str = "run-1", **overrides: object) -> ledger_pb2.CreateRunRequest:
+    fields: dict[str, object] = {
+        "run_id": run_id,
+        "task_id": "task-1",
+        "attempt_id": "attempt-1",
+        "source_revision": "rev-abc",
+        "configuration_digest": CONFIGURATION_DIGEST,
+        "provider_timeout_seconds": 900,
+        "command_limit": 22,
+        "time_budget_protocol": "provider-timeout-v1",
+        "source_profile": "profile-2026-11",
+    }
+    fields.update(overrides)
+    return ledger_pb2.CreateRunRequest(**fields)  # type: ignore[arg-type]

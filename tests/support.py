@@ -1,0 +1,71 @@
+"""Test helpers: principals for every role, real servers on ephemeral loopback ports, channels."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import grpc
+
+from shared.auth import PrincipalDirectory, token_digest
+from shared.client import open_channel
+from shared.config import Settings
+from shared.server import RunningServer, ServiceBinding, start_server
+
+# token -> (identity, roles)
+TOKENS: dict[str, tuple[str, list[str]]] = {
+    "admin-token": ("alice-admin", ["factory_administrator"]),
+    "operator-token": ("olga-operator", ["execution_operator"]),
+    "operator2-token": ("otto-operator", ["execution_operator"]),
+    "worker-token": ("wanda-worker", ["worker"]),
+    "writer-token": ("paul-writer", ["platform_writer"]),
+    "reader-token": ("rita-reader", ["reader"]),
+    "service-token": ("continuity-services", ["continuity_service"]),
+}
+ROLE_TOKENS = {
+    "factory_administrator": "admin-token",
+    "execution_operator": "operator-token",
+    "worker": "worker-token",
+    "platform_writer": "writer-token",
+    "reader": "reader-token",
+    "continuity_service": "service-token",
+}
+
+
+def principals_document() -> dict[str, object]:
+    return {
+        "principals": [
+            {"identity": identity, "roles": roles, "token_sha256": token_digest(token)}
+            for token, (identity, roles) in TOKENS.items()
+        ]
+    }
+
+
+def directory() -> PrincipalDirectory:
+    return PrincipalDirectory.from_document(principals_document())
+
+
+@dataclass
+class Served:
+    """A running server and how to reach it."""
+
+    running: RunningServer
+    target: str
+
+    def channel(self, token: str = "") -> grpc.Channel:
+        return open_channel(self.target, token)
+
+
+@contextmanager
+def serve(service: str, bindings: Sequence[ServiceBinding], **settings: object) -> Iterator[Served]:
+    """Start a real server on 127.0.0.1:<ephemeral> hosting ``bindings``; stop it afterwards."""
+    running = start_server(
+        Settings(service=service, host="127.0.0.1", port=0, **settings),  # type: ignore[arg-type]
+        bindings,
+        directory(),
+    )
+    try:
+        yield Served(running, f"127.0.0.1:{running.port}")
+    finally:
+        running.stop(grace=1.0)
