@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN)
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install run test test-all lint typecheck protos protos-check bench demo clean db-upgrade
+.PHONY: help install run test lint typecheck protos protos-check bench demo clean db-upgrade fixtures fixtures-check
 
 help:
 	@echo "make run        start the four services on SQLite (var/continuity.db)"
@@ -23,6 +23,7 @@ help:
 	@echo "make typecheck  mypy"
 	@echo "make protos     regenerate Python code from protos/"
 	@echo "make bench      benchmarks (speed and memory targets)"
+	@echo "make fixtures   regenerate the historical SDK fixtures (byte-identical; fixtures-check verifies)"
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -67,10 +68,16 @@ test: $(STAMP) $(NODE_STAMP)
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
-	$(PY) -m pytest -q benchmarks --benchmark-only
+	$(PY) -m pytest -q tests/benchmarks -o python_files="bench_*.py" --benchmark-only -p no:cacheprovider
 
 demo: $(STAMP)
 	$(PY) -m services.demo
+
+fixtures: $(STAMP)
+	$(PYTHON) tools/fixtures/generate.py
+
+fixtures-check: $(STAMP)
+	$(PYTHON) tools/fixtures/generate.py --check
 
 clean:
 	rm -rf $(VENV) tools/node_modules var .pytest_cache .mypy_cache .ruff_cache

@@ -8,6 +8,7 @@ process (they receive SIGTERM if it dies), so no orphan is left behind.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import json
 import os
@@ -38,7 +39,7 @@ DEV_PRINCIPALS = {
     "dev-reader-token": ("dev-reader", ["reader"]),
     "dev-service-token": ("continuity-services", ["continuity_service"]),
 }
-DEV_SERVICE_TOKEN = "dev-service-token"
+DEV_SERVICE_TOKEN = "dev-service-token"  # noqa: S105 - documented local-only credential
 _PR_SET_PDEATHSIG = 1
 
 
@@ -55,10 +56,8 @@ def write_dev_principals(path: Path) -> None:
 
 def _die_with_parent() -> None:
     # Linux: deliver SIGTERM to the child if the runner dies, so no service outlives it.
-    try:
+    with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.Popen(
                 [sys.executable, "-m", f"services.{name}"],
                 env=env,
-                preexec_fn=_die_with_parent,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - runs before any thread starts
                 start_new_session=True,  # Ctrl-C reaches the runner only; it stops children itself
             )
         )

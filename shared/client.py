@@ -25,8 +25,8 @@ class _CallDetails(
 
 
 class CredentialsAndDeadlineInterceptor(
-    grpc.UnaryUnaryClientInterceptor,  # type: ignore[misc]
-    grpc.UnaryStreamClientInterceptor,  # type: ignore[misc]
+    grpc.UnaryUnaryClientInterceptor,  # type: ignore[type-arg]
+    grpc.UnaryStreamClientInterceptor,  # type: ignore[type-arg]
 ):
     """Adds ``authorization`` metadata and caps the timeout at the inbound deadline."""
 
@@ -67,7 +67,7 @@ def open_channel(
     client_certificate: tuple[bytes, bytes] | None = None,
     default_timeout: float = DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-    extra_interceptors: Sequence[grpc.UnaryUnaryClientInterceptor] = (),
+    extra_interceptors: Sequence[grpc.UnaryUnaryClientInterceptor] = (),  # type: ignore[type-arg]
 ) -> grpc.Channel:
     """A traced, authenticated channel. TLS when root certificates are given; mTLS when a
     (private key, certificate chain) pair is given too."""
@@ -81,7 +81,7 @@ def open_channel(
         channel = grpc.secure_channel(target, credentials, options=options)
     else:
         channel = grpc.insecure_channel(target, options=options)
-    traced = grpcext.intercept_channel(channel, client_interceptor())
+    traced = grpcext.intercept_channel(channel, client_interceptor())  # type: ignore[no-untyped-call]
     return grpc.intercept_channel(
         traced, CredentialsAndDeadlineInterceptor(token, default_timeout), *extra_interceptors
     )

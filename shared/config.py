@@ -32,10 +32,14 @@ ENVIRONMENT: Mapping[str, str] = {
     "FORGE_CANDIDATE_PORT": "candidate port (default 50053)",
     "FORGE_ADMISSION_PORT": "admission port (default 50054)",
     "FORGE_LEDGER_TARGET": "host:port the candidate and admission services call the ledger at",
-    "FORGE_RECONSTRUCTION_TARGET": "host:port the candidate and admission services call reconstruction at",
+    "FORGE_RECONSTRUCTION_TARGET": (
+        "host:port the candidate and admission services call reconstruction at"
+    ),
     "FORGE_CANDIDATE_TARGET": "host:port the admission service calls the candidate service at",
     "FORGE_DATABASE_URL": "ledger database URL: sqlite:///path or postgresql+psycopg://...",
-    "FORGE_PRINCIPALS_FILE": "JSON file mapping token digests / mTLS subjects to identities and roles",
+    "FORGE_PRINCIPALS_FILE": (
+        "JSON file mapping token digests / mTLS subjects to identities and roles"
+    ),
     "FORGE_SERVICE_TOKEN": "bearer token this service presents when it calls another service",
     "FORGE_TLS_CERT": "PEM server certificate; enables TLS together with FORGE_TLS_KEY",
     "FORGE_TLS_KEY": "PEM server private key",
@@ -105,7 +109,9 @@ def load_settings(
         type=int,
         default=int(_env(env, port_variable(service), str(DEFAULT_PORTS[service]))),
     )
-    parser.add_argument("--database-url", default=_env(env, "FORGE_DATABASE_URL", DEFAULT_DATABASE_URL))
+    parser.add_argument(
+        "--database-url", default=_env(env, "FORGE_DATABASE_URL", DEFAULT_DATABASE_URL)
+    )
     parser.add_argument(
         "--principals-file", default=_env(env, "FORGE_PRINCIPALS_FILE", DEFAULT_PRINCIPALS_FILE)
     )
@@ -127,9 +133,7 @@ def load_settings(
         service_token=env.get("FORGE_SERVICE_TOKEN", ""),
         targets=targets,
         tls=tls,
-        max_message_bytes=int(
-            _env(env, "FORGE_MAX_MESSAGE_BYTES", str(DEFAULT_MAX_MESSAGE_BYTES))
-        ),
+        max_message_bytes=int(_env(env, "FORGE_MAX_MESSAGE_BYTES", str(DEFAULT_MAX_MESSAGE_BYTES))),
         grace_seconds=float(_env(env, "FORGE_GRACE_SECONDS", str(DEFAULT_GRACE_SECONDS))),
         log_level=_env(env, "FORGE_LOG_LEVEL", "INFO"),
     )

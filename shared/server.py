@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
@@ -32,6 +32,11 @@ from shared.telemetry import configure_tracing
 
 log = logging.getLogger("forge.server")
 audit = logging.getLogger("forge.audit")
+
+if TYPE_CHECKING:
+    Handler = grpc.RpcMethodHandler[Any, Any]
+else:
+    Handler = grpc.RpcMethodHandler
 
 # Health and reflection answer without credentials so probes and grpcurl `list` work.
 PUBLIC_METHOD_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
@@ -57,11 +62,11 @@ class ServiceBinding:
 
 
 def _peer_subjects(context: grpc.ServicerContext) -> list[str]:
-    auth = context.auth_context()
-    return [value.decode("utf-8", "replace") for value in auth.get("x509_common_name", [])]
+    values: Sequence[bytes] = context.auth_context().get("x509_common_name", [])  # type: ignore[assignment]
+    return [value.decode("utf-8", "replace") for value in values]
 
 
-class CallPolicyInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
+class CallPolicyInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
     """Authenticates, authorizes, captures the deadline and maps domain errors, around every
     handler of the hosted services."""
 
@@ -73,16 +78,17 @@ class CallPolicyInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
 
     def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
+    ) -> Handler | None:
         handler = continuation(handler_call_details)
         method: str = handler_call_details.method
         if handler is None or method.startswith(PUBLIC_METHOD_PREFIXES):
             return handler
         allowed = self._method_roles.get(method, frozenset())
-        metadata = {key: value for key, value in handler_call_details.invocation_metadata}
-        authorization = metadata.get("authorization")
+        metadata = dict(handler_call_details.invocation_metadata)
+        presented = metadata.get("authorization")
+        authorization = presented if isinstance(presented, str) else None
         if handler.unary_unary:
             return grpc.unary_unary_rpc_method_handler(
                 self._wrap_unary(handler.unary_unary, method, allowed, authorization),
@@ -227,7 +233,7 @@ def start_server(
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=settings.service),
         interceptors=[
-            server_interceptor(tracer_provider=provider),
+            server_interceptor(tracer_provider=provider),  # type: ignore[no-untyped-call]
             CallPolicyInterceptor(directory, method_roles),
         ],
         options=options,

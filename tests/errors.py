@@ -11,17 +11,15 @@ import pytest
 from shared.errors import ERROR_DOMAIN, DomainError, from_rpc_error
 
 
-def expect_error(
-    code: grpc.StatusCode, reason: str, invoke: Callable[[], Any]
-) -> DomainError:
+def expect_error(code: grpc.StatusCode, reason: str, invoke: Callable[[], Any]) -> DomainError:
     """Run ``invoke``; assert it fails with ``code`` and exactly one ErrorInfo with ``reason``."""
     with pytest.raises(grpc.RpcError) as caught:
         invoke()
     error = caught.value
     assert isinstance(error, grpc.Call)
     assert error.code() == code, f"expected {code}, got {error.code()}: {error.details()}"
-    from grpc_status import rpc_status
     from google.rpc import error_details_pb2
+    from grpc_status import rpc_status
 
     status = rpc_status.from_call(error)
     assert status is not None, "no rich status details"

@@ -47,7 +47,9 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServiceServicer):
         return admission_pb2.GetInvalidReadContinuityResponse(ticket=saved.ticket)
 
     def RequestInvalidReadRecovery(
-        self, request: admission_pb2.RequestInvalidReadRecoveryRequest, context: grpc.ServicerContext
+        self,
+        request: admission_pb2.RequestInvalidReadRecoveryRequest,
+        context: grpc.ServicerContext,
     ) -> admission_pb2.RequestInvalidReadRecoveryResponse:
         raise _not_yet("RequestInvalidReadRecovery")
 
@@ -94,7 +96,9 @@ def bindings(ledger: ledger_pb2_grpc.LedgerServiceStub) -> list[ServiceBinding]:
     return [
         ServiceBinding(
             admission_pb2.DESCRIPTOR.services_by_name["AdmissionService"],
-            lambda server: admission_pb2_grpc.add_AdmissionServiceServicer_to_server(servicer, server),
+            lambda server: admission_pb2_grpc.add_AdmissionServiceServicer_to_server(
+                servicer, server
+            ),
             {
                 "RequestInvalidReadContinuity": OPERATORS,
                 "RequestInvalidReadContinuityV2": OPERATORS,

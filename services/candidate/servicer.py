@@ -57,7 +57,9 @@ def bindings() -> list[ServiceBinding]:
     return [
         ServiceBinding(
             candidate_pb2.DESCRIPTOR.services_by_name["CandidateService"],
-            lambda server: candidate_pb2_grpc.add_CandidateServiceServicer_to_server(servicer, server),
+            lambda server: candidate_pb2_grpc.add_CandidateServiceServicer_to_server(
+                servicer, server
+            ),
             {
                 "GetInvalidReadContinuityCandidate": OPERATORS,
                 "GetInvalidReadRecoveryCandidate": ADMINS,

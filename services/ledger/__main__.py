@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 
 from services.ledger.database import make_engine, upgrade
-from services.ledger.servicer import bindings
 from services.ledger.service import Ledger
+from services.ledger.servicer import bindings
 from shared.bootstrap import run_service
 
 

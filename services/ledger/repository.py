@@ -116,9 +116,9 @@ def iter_journal(connection: Connection, run_id: str, batch: int = 500) -> Itera
 def count_entries(connection: Connection, run_id: str) -> int:
     return int(
         connection.execute(
-            select(func.count()).select_from(journal_entries).where(
-                journal_entries.c.run_id == run_id
-            )
+            select(func.count())
+            .select_from(journal_entries)
+            .where(journal_entries.c.run_id == run_id)
         ).scalar_one()
     )
 

@@ -168,7 +168,9 @@ class Ledger:
                 raise _run_not_found(run_id)
             return verify_chain(repository.iter_journal(connection, run_id))
 
-    def follow(self, run_id: str, from_sequence: int, page_size: int = 200) -> Iterator[StoredEntry]:
+    def follow(
+        self, run_id: str, from_sequence: int, page_size: int = 200
+    ) -> Iterator[StoredEntry]:
         """Entries from ``from_sequence`` up to the current head (callers poll for more)."""
         next_sequence = max(from_sequence, 1)
         while True:
@@ -202,7 +204,11 @@ class Ledger:
                 if repository.blob_exists(connection, digest):
                     return digest, False
                 repository.insert_blob(
-                    connection, digest, content, media_type or "application/octet-stream", self._now()
+                    connection,
+                    digest,
+                    content,
+                    media_type or "application/octet-stream",
+                    self._now(),
                 )
                 return digest, True
         except IntegrityError:
@@ -247,9 +253,14 @@ class Ledger:
             return Aborted(
                 "POLICY_REVISION_STALE",
                 f"policy is at revision {current}, not {expected_revision}",
-                metadata={"current_revision": str(current), "expected_revision": str(expected_revision)},
+                metadata={
+                    "current_revision": str(current),
+                    "expected_revision": str(expected_revision),
+                },
                 precondition_violations=[
-                    PreconditionViolation("POLICY_REVISION", "policy", f"current revision is {current}")
+                    PreconditionViolation(
+                        "POLICY_REVISION", "policy", f"current revision is {current}"
+                    )
                 ],
             )
 

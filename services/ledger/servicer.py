@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import cast
 
 import grpc
 from google.protobuf import json_format
@@ -31,10 +32,10 @@ FOLLOW_POLL_SECONDS = 0.2
 
 
 def kind_from_proto(value: int) -> EntryKind:
-    name = common_pb2.JournalEntryKind.Name(value) if value in common_pb2.JournalEntryKind.values() else ""
     try:
+        name = common_pb2.JournalEntryKind.Name(cast(common_pb2.JournalEntryKind.ValueType, value))
         return EntryKind[name.removeprefix(KIND_PREFIX)]
-    except KeyError:
+    except (KeyError, ValueError):
         raise InvalidArgument(
             "JOURNAL_ENTRY_KIND_UNKNOWN",
             f"unknown journal entry kind {value}",
@@ -169,11 +170,12 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         self, request: ledger_pb2.StreamJournalRequest, context: grpc.ServicerContext
     ) -> Iterator[ledger_pb2.StreamJournalResponse]:
         next_sequence = max(request.from_sequence, 1)
-        while True:
+        # Re-check liveness before every read: a cancelled or expired follower stops polling.
+        while context.is_active():
             for entry in self._ledger.follow(request.run_id, next_sequence):
                 yield ledger_pb2.StreamJournalResponse(entry=entry_to_proto(entry))
                 next_sequence = entry.sequence + 1
-            if not request.follow or not context.is_active():
+            if not request.follow:
                 return
             time.sleep(FOLLOW_POLL_SECONDS)
 
@@ -316,7 +318,9 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
     return [
         ServiceBinding(
             ledger_pb2.DESCRIPTOR.services_by_name["LedgerService"],
-            lambda server: ledger_pb2_grpc.add_LedgerServiceServicer_to_server(ledger_servicer, server),
+            lambda server: ledger_pb2_grpc.add_LedgerServiceServicer_to_server(
+                ledger_servicer, server
+            ),
             {
                 "CreateRun": WRITERS,
                 "GetRun": ANY_ROLE,
@@ -332,7 +336,9 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
         ),
         ServiceBinding(
             policy_pb2.DESCRIPTOR.services_by_name["PolicyService"],
-            lambda server: policy_pb2_grpc.add_PolicyServiceServicer_to_server(policy_servicer, server),
+            lambda server: policy_pb2_grpc.add_PolicyServiceServicer_to_server(
+                policy_servicer, server
+            ),
             {"GetPolicy": ANY_ROLE, "PutPolicy": ADMINS, "ListPolicyRevisions": ANY_ROLE},
         ),
         ServiceBinding(

@@ -7,8 +7,8 @@ import grpc
 import pytest
 
 from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc, policy_pb2_grpc
-from services.ledger.servicer import bindings
 from services.ledger.service import Ledger
+from services.ledger.servicer import bindings
 from tests.support import Served, serve
 
 CONFIGURATION_DIGEST = "sha256:" + "c" * 64

@@ -18,7 +18,9 @@ from tests.ledger.conftest import LedgerClients, run_request
 K = common_pb2.JournalEntryKind
 
 
-def append(clients: LedgerClients, run_id: str, head: str, kind: int, payload: object) -> common_pb2.JournalEntry:
+def append(
+    clients: LedgerClients, run_id: str, head: str, kind: int, payload: object
+) -> common_pb2.JournalEntry:
     response = clients.ledger().AppendJournalEntry(
         ledger_pb2.AppendJournalEntryRequest(
             run_id=run_id, expected_head_hash=head, kind=kind, payload_json=json.dumps(payload)
@@ -34,7 +36,9 @@ def journal(clients: LedgerClients, run_id: str) -> list[common_pb2.JournalEntry
     return list(response.entries)
 
 
-def test_create_run_is_idempotent_and_conflicts_on_different_content(ledger_server: LedgerClients) -> None:
+def test_create_run_is_idempotent_and_conflicts_on_different_content(
+    ledger_server: LedgerClients,
+) -> None:
     stub = ledger_server.ledger()
     first = stub.CreateRun(run_request())
     again = stub.CreateRun(run_request())
@@ -51,8 +55,20 @@ def test_create_run_is_idempotent_and_conflicts_on_different_content(ledger_serv
 
 def test_entries_chain_from_genesis_and_hashes_recompute(ledger_server: LedgerClients) -> None:
     ledger_server.ledger().CreateRun(run_request())
-    first = append(ledger_server, "run-1", "", K.JOURNAL_ENTRY_KIND_RUN_STARTED, {"task_id": "task-1", "attempt_id": "attempt-1"})
-    second = append(ledger_server, "run-1", first.hash, K.JOURNAL_ENTRY_KIND_TOOL_OUTCOME, {"status": "unknown", "call_id": "c1"})
+    first = append(
+        ledger_server,
+        "run-1",
+        "",
+        K.JOURNAL_ENTRY_KIND_RUN_STARTED,
+        {"task_id": "task-1", "attempt_id": "attempt-1"},
+    )
+    second = append(
+        ledger_server,
+        "run-1",
+        first.hash,
+        K.JOURNAL_ENTRY_KIND_TOOL_OUTCOME,
+        {"status": "unknown", "call_id": "c1"},
+    )
     assert (first.sequence, first.prev_hash) == (1, GENESIS_HASH)
     assert (second.sequence, second.prev_hash) == (2, first.hash)
     # Canonical payload: keys sorted, no whitespace.
@@ -68,13 +84,23 @@ def test_entries_chain_from_genesis_and_hashes_recompute(ledger_server: LedgerCl
         recorded_at=second.recorded_at.ToDatetime().strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
     )
     assert recomputed == second.hash
-    verified = ledger_server.ledger("reader-token").VerifyJournal(ledger_pb2.VerifyJournalRequest(run_id="run-1"))
+    verified = ledger_server.ledger("reader-token").VerifyJournal(
+        ledger_pb2.VerifyJournalRequest(run_id="run-1")
+    )
     assert verified.valid and verified.entries_checked == 2 and verified.head.hash == second.hash
 
 
-def test_stale_head_is_aborted_with_current_head_and_writes_nothing(ledger_server: LedgerClients) -> None:
+def test_stale_head_is_aborted_with_current_head_and_writes_nothing(
+    ledger_server: LedgerClients,
+) -> None:
     ledger_server.ledger().CreateRun(run_request())
-    first = append(ledger_server, "run-1", "", K.JOURNAL_ENTRY_KIND_RUN_STARTED, {"task_id": "t", "attempt_id": "a"})
+    first = append(
+        ledger_server,
+        "run-1",
+        "",
+        K.JOURNAL_ENTRY_KIND_RUN_STARTED,
+        {"task_id": "t", "attempt_id": "a"},
+    )
     error = expect_error(
         grpc.StatusCode.ABORTED,
         "JOURNAL_HEAD_STALE",
@@ -86,7 +112,9 @@ def test_stale_head_is_aborted_with_current_head_and_writes_nothing(ledger_serve
     assert [e.sequence for e in journal(ledger_server, "run-1")] == [1]
 
 
-def test_thirty_two_concurrent_writers_on_an_empty_run_never_fork(ledger_server: LedgerClients) -> None:
+def test_thirty_two_concurrent_writers_on_an_empty_run_never_fork(
+    ledger_server: LedgerClients,
+) -> None:
     ledger_server.ledger().CreateRun(run_request())
     writers, failures, aborted = 32, [], [0]
     lock = threading.Lock()
@@ -135,13 +163,22 @@ def test_thirty_two_concurrent_writers_on_an_empty_run_never_fork(ledger_server:
     for entry in entries:
         assert entry.prev_hash == previous
         previous = entry.hash
-    verified = ledger_server.ledger("reader-token").VerifyJournal(ledger_pb2.VerifyJournalRequest(run_id="run-1"))
+    verified = ledger_server.ledger("reader-token").VerifyJournal(
+        ledger_pb2.VerifyJournalRequest(run_id="run-1")
+    )
     assert verified.valid and verified.entries_checked == writers
 
 
 @pytest.mark.parametrize(
     ("column", "position"),
-    [("payload_json", 1), ("payload_json", 4), ("payload_json", 7), ("hash", 3), ("actor", 5), ("recorded_at", 2)],
+    [
+        ("payload_json", 1),
+        ("payload_json", 4),
+        ("payload_json", 7),
+        ("hash", 3),
+        ("actor", 5),
+        ("recorded_at", 2),
+    ],
 )
 def test_a_changed_byte_is_reported_at_its_exact_sequence(
     ledger_server: LedgerClients, engine: Engine, column: str, position: int
@@ -149,7 +186,13 @@ def test_a_changed_byte_is_reported_at_its_exact_sequence(
     ledger_server.ledger().CreateRun(run_request())
     head = ""
     for index in range(7):
-        head = append(ledger_server, "run-1", head, K.JOURNAL_ENTRY_KIND_STARTUP_RECOVERY_ANNOTATION, {"annotation": f"n{index}"}).hash
+        head = append(
+            ledger_server,
+            "run-1",
+            head,
+            K.JOURNAL_ENTRY_KIND_STARTUP_RECOVERY_ANNOTATION,
+            {"annotation": f"n{index}"},
+        ).hash
     with engine.begin() as connection:
         value = connection.execute(
             text(f"SELECT {column} FROM journal_entries WHERE run_id = 'run-1' AND sequence = :s"),
@@ -160,36 +203,106 @@ def test_a_changed_byte_is_reported_at_its_exact_sequence(
         replacement = "0" if value[middle] != "0" else "1"
         tampered = value[:middle] + replacement + value[middle + 1 :]
         connection.execute(
-            text(f"UPDATE journal_entries SET {column} = :v WHERE run_id = 'run-1' AND sequence = :s"),
+            text(
+                f"UPDATE journal_entries SET {column} = :v WHERE run_id = 'run-1' AND sequence = :s"
+            ),
             {"v": tampered, "s": position},
         )
-    verified = ledger_server.ledger("reader-token").VerifyJournal(ledger_pb2.VerifyJournalRequest(run_id="run-1"))
+    verified = ledger_server.ledger("reader-token").VerifyJournal(
+        ledger_pb2.VerifyJournalRequest(run_id="run-1")
+    )
     assert not verified.valid
     assert verified.first_broken_sequence == position
     assert verified.problem in {"hash_mismatch", "payload_not_canonical"}
 
 
-def test_a_deleted_entry_is_reported_where_it_should_have_been(ledger_server: LedgerClients, engine: Engine) -> None:
+def test_a_deleted_entry_is_reported_where_it_should_have_been(
+    ledger_server: LedgerClients, engine: Engine
+) -> None:
     ledger_server.ledger().CreateRun(run_request())
     head = ""
     for index in range(5):
-        head = append(ledger_server, "run-1", head, K.JOURNAL_ENTRY_KIND_RUN_HELD, {"reason": f"r{index}"}).hash
+        head = append(
+            ledger_server, "run-1", head, K.JOURNAL_ENTRY_KIND_RUN_HELD, {"reason": f"r{index}"}
+        ).hash
     with engine.begin() as connection:
-        connection.execute(text("DELETE FROM journal_entries WHERE run_id = 'run-1' AND sequence = 3"))
-    verified = ledger_server.ledger("reader-token").VerifyJournal(ledger_pb2.VerifyJournalRequest(run_id="run-1"))
-    assert (verified.valid, verified.first_broken_sequence, verified.problem) == (False, 3, "sequence_gap")
+        connection.execute(
+            text("DELETE FROM journal_entries WHERE run_id = 'run-1' AND sequence = 3")
+        )
+    verified = ledger_server.ledger("reader-token").VerifyJournal(
+        ledger_pb2.VerifyJournalRequest(run_id="run-1")
+    )
+    assert (verified.valid, verified.first_broken_sequence, verified.problem) == (
+        False,
+        3,
+        "sequence_gap",
+    )
 
 
 BAD_APPENDS = [
-    pytest.param(K.JOURNAL_ENTRY_KIND_RUN_HELD, "{not json", grpc.StatusCode.INVALID_ARGUMENT, "JOURNAL_PAYLOAD_INVALID", id="malformed"),
-    pytest.param(K.JOURNAL_ENTRY_KIND_RUN_HELD, "[1, 2]", grpc.StatusCode.INVALID_ARGUMENT, "JOURNAL_PAYLOAD_INVALID", id="not-an-object"),
-    pytest.param(K.JOURNAL_ENTRY_KIND_RUN_HELD, '{"reason": "a", "reason": "b"}', grpc.StatusCode.INVALID_ARGUMENT, "JOURNAL_PAYLOAD_INVALID", id="duplicate-key"),
-    pytest.param(K.JOURNAL_ENTRY_KIND_RUN_HELD, json.dumps({"reason": "x" * (256 * 1024)}), grpc.StatusCode.INVALID_ARGUMENT, "JOURNAL_PAYLOAD_TOO_LARGE", id="oversized"),
-    pytest.param(K.JOURNAL_ENTRY_KIND_TOOL_OUTCOME, '{"call_id": "c1"}', grpc.StatusCode.INVALID_ARGUMENT, "JOURNAL_PAYLOAD_INVALID", id="missing-field"),
-    pytest.param(K.JOURNAL_ENTRY_KIND_TOOL_OUTCOME, '{"call_id": "c1", "status": "maybe"}', grpc.StatusCode.INVALID_ARGUMENT, "JOURNAL_PAYLOAD_INVALID", id="bad-status"),
-    pytest.param(K.JOURNAL_ENTRY_KIND_UNSPECIFIED, '{"reason": "x"}', grpc.StatusCode.INVALID_ARGUMENT, "JOURNAL_ENTRY_KIND_UNKNOWN", id="unspecified-kind"),
-    pytest.param(999, '{"reason": "x"}', grpc.StatusCode.INVALID_ARGUMENT, "JOURNAL_ENTRY_KIND_UNKNOWN", id="unknown-kind"),
-    pytest.param(K.JOURNAL_ENTRY_KIND_MIGRATION_SETTLEMENT, '{"request_id": "r", "derived_checkpoint_digest": "d", "candidate_digest": "c"}', grpc.StatusCode.INVALID_ARGUMENT, "JOURNAL_ENTRY_KIND_RESERVED", id="reserved-kind"),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_RUN_HELD,
+        "{not json",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_INVALID",
+        id="malformed",
+    ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_RUN_HELD,
+        "[1, 2]",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_INVALID",
+        id="not-an-object",
+    ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_RUN_HELD,
+        '{"reason": "a", "reason": "b"}',
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_INVALID",
+        id="duplicate-key",
+    ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_RUN_HELD,
+        json.dumps({"reason": "x" * (256 * 1024)}),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_TOO_LARGE",
+        id="oversized",
+    ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_TOOL_OUTCOME,
+        '{"call_id": "c1"}',
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_INVALID",
+        id="missing-field",
+    ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_TOOL_OUTCOME,
+        '{"call_id": "c1", "status": "maybe"}',
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_INVALID",
+        id="bad-status",
+    ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_UNSPECIFIED,
+        '{"reason": "x"}',
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_ENTRY_KIND_UNKNOWN",
+        id="unspecified-kind",
+    ),
+    pytest.param(
+        999,
+        '{"reason": "x"}',
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_ENTRY_KIND_UNKNOWN",
+        id="unknown-kind",
+    ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_MIGRATION_SETTLEMENT,
+        '{"request_id": "r", "derived_checkpoint_digest": "d", "candidate_digest": "c"}',
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_ENTRY_KIND_RESERVED",
+        id="reserved-kind",
+    ),
 ]
 
 
@@ -198,13 +311,22 @@ def test_bad_appends_are_refused_and_leave_the_journal_unchanged(
     ledger_server: LedgerClients, kind: int, payload: str, code: grpc.StatusCode, reason: str
 ) -> None:
     ledger_server.ledger().CreateRun(run_request())
-    first = append(ledger_server, "run-1", "", K.JOURNAL_ENTRY_KIND_RUN_STARTED, {"task_id": "t", "attempt_id": "a"})
+    first = append(
+        ledger_server,
+        "run-1",
+        "",
+        K.JOURNAL_ENTRY_KIND_RUN_STARTED,
+        {"task_id": "t", "attempt_id": "a"},
+    )
     expect_error(
         code,
         reason,
         lambda: ledger_server.ledger().AppendJournalEntry(
             ledger_pb2.AppendJournalEntryRequest(
-                run_id="run-1", expected_head_hash=first.hash, kind=kind, payload_json=payload  # type: ignore[arg-type]
+                run_id="run-1",
+                expected_head_hash=first.hash,
+                kind=kind,
+                payload_json=payload,  # type: ignore[arg-type]
             )
         ),
     )
@@ -216,31 +338,65 @@ def test_missing_fields_and_unknown_runs_are_refused(ledger_server: LedgerClient
     expect_error(
         grpc.StatusCode.INVALID_ARGUMENT,
         "FIELD_REQUIRED",
-        lambda: stub.AppendJournalEntry(ledger_pb2.AppendJournalEntryRequest(kind=K.JOURNAL_ENTRY_KIND_RUN_HELD, payload_json='{"reason":"x"}')),
+        lambda: stub.AppendJournalEntry(
+            ledger_pb2.AppendJournalEntryRequest(
+                kind=K.JOURNAL_ENTRY_KIND_RUN_HELD, payload_json='{"reason":"x"}'
+            )
+        ),
     )
     expect_error(
         grpc.StatusCode.NOT_FOUND,
         "RUN_NOT_FOUND",
-        lambda: stub.AppendJournalEntry(ledger_pb2.AppendJournalEntryRequest(run_id="nope", kind=K.JOURNAL_ENTRY_KIND_RUN_HELD, payload_json='{"reason":"x"}')),
+        lambda: stub.AppendJournalEntry(
+            ledger_pb2.AppendJournalEntryRequest(
+                run_id="nope", kind=K.JOURNAL_ENTRY_KIND_RUN_HELD, payload_json='{"reason":"x"}'
+            )
+        ),
     )
     expect_error(
         grpc.StatusCode.INVALID_ARGUMENT,
         "FIELD_INVALID",
-        lambda: stub.AppendJournalEntry(ledger_pb2.AppendJournalEntryRequest(run_id="run-x", expected_head_hash="abc", kind=K.JOURNAL_ENTRY_KIND_RUN_HELD, payload_json='{"reason":"x"}')),
+        lambda: stub.AppendJournalEntry(
+            ledger_pb2.AppendJournalEntryRequest(
+                run_id="run-x",
+                expected_head_hash="abc",
+                kind=K.JOURNAL_ENTRY_KIND_RUN_HELD,
+                payload_json='{"reason":"x"}',
+            )
+        ),
     )
-    error = expect_error(grpc.StatusCode.INVALID_ARGUMENT, "RUN_INVALID", lambda: stub.CreateRun(ledger_pb2.CreateRunRequest(run_id="r")))
-    assert {v.field for v in error.field_violations} >= {"task_id", "attempt_id", "configuration_digest", "command_limit"}
+    error = expect_error(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "RUN_INVALID",
+        lambda: stub.CreateRun(ledger_pb2.CreateRunRequest(run_id="r")),
+    )
+    assert {v.field for v in error.field_violations} >= {
+        "task_id",
+        "attempt_id",
+        "configuration_digest",
+        "command_limit",
+    }
 
 
 def test_read_pages_and_stream_follow(ledger_server: LedgerClients) -> None:
     ledger_server.ledger().CreateRun(run_request())
     head = ""
     for index in range(5):
-        head = append(ledger_server, "run-1", head, K.JOURNAL_ENTRY_KIND_RUN_HELD, {"reason": f"r{index}"}).hash
+        head = append(
+            ledger_server, "run-1", head, K.JOURNAL_ENTRY_KIND_RUN_HELD, {"reason": f"r{index}"}
+        ).hash
     reader = ledger_server.ledger("reader-token")
-    page = reader.ReadJournal(ledger_pb2.ReadJournalRequest(run_id="run-1", from_sequence=2, page_size=2))
-    assert [e.sequence for e in page.entries] == [2, 3] and page.next_sequence == 4 and page.head.sequence == 5
-    last = reader.ReadJournal(ledger_pb2.ReadJournalRequest(run_id="run-1", from_sequence=4, page_size=10))
+    page = reader.ReadJournal(
+        ledger_pb2.ReadJournalRequest(run_id="run-1", from_sequence=2, page_size=2)
+    )
+    assert (
+        [e.sequence for e in page.entries] == [2, 3]
+        and page.next_sequence == 4
+        and page.head.sequence == 5
+    )
+    last = reader.ReadJournal(
+        ledger_pb2.ReadJournalRequest(run_id="run-1", from_sequence=4, page_size=10)
+    )
     assert [e.sequence for e in last.entries] == [4, 5] and last.next_sequence == 0
 
     channel = ledger_server.channel("reader-token")

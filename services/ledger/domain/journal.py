@@ -200,38 +200,42 @@ class Verification:
     problem: str = ""
 
 
+def _check_entry(entry: StoredEntry, expected_sequence: int, expected_prev: str) -> tuple[str, int]:
+    """("", 0) when the entry is intact, else (problem, the sequence where the chain breaks)."""
+    if entry.sequence != expected_sequence:
+        # A missing entry breaks the chain where it should have been.
+        return "sequence_gap", expected_sequence
+    if entry.prev_hash != expected_prev:
+        return "link_mismatch", entry.sequence
+    try:
+        payload = parse_json(entry.payload_json)
+        if canonical_text(payload) != entry.payload_json:
+            return "payload_not_canonical", entry.sequence
+    except CanonicalJsonError:
+        return "payload_not_canonical", entry.sequence
+    recomputed = entry_hash(
+        run_id=entry.run_id,
+        sequence=entry.sequence,
+        kind=entry.kind,
+        payload=payload,
+        prev_hash=entry.prev_hash,
+        actor=entry.actor,
+        recorded_at=entry.recorded_at,
+    )
+    if recomputed != entry.hash:
+        return "hash_mismatch", entry.sequence
+    return "", 0
+
+
 def verify_chain(entries: Iterable[StoredEntry]) -> Verification:
     """Recompute every hash and link in sequence order; report the first broken sequence."""
     expected_prev, expected_sequence, checked = GENESIS_HASH, 1, 0
     head_sequence, head_hash = 0, GENESIS_HASH
     for entry in entries:
         checked += 1
-
-        def broken(problem: str, at: int = entry.sequence) -> Verification:
+        problem, at = _check_entry(entry, expected_sequence, expected_prev)
+        if problem:
             return Verification(False, checked, head_sequence, head_hash, at, problem)
-
-        if entry.sequence != expected_sequence:
-            # A missing entry breaks the chain where it should have been.
-            return broken("sequence_gap", expected_sequence)
-        if entry.prev_hash != expected_prev:
-            return broken("link_mismatch")
-        try:
-            payload = parse_json(entry.payload_json)
-            if canonical_text(payload) != entry.payload_json:
-                return broken("payload_not_canonical")
-        except CanonicalJsonError:
-            return broken("payload_not_canonical")
-        recomputed = entry_hash(
-            run_id=entry.run_id,
-            sequence=entry.sequence,
-            kind=entry.kind,
-            payload=payload,
-            prev_hash=entry.prev_hash,
-            actor=entry.actor,
-            recorded_at=entry.recorded_at,
-        )
-        if recomputed != entry.hash:
-            return broken("hash_mismatch")
         expected_prev, expected_sequence = entry.hash, entry.sequence + 1
         head_sequence, head_hash = entry.sequence, entry.hash
     return Verification(True, checked, head_sequence, head_hash)

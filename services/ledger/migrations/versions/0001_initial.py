@@ -109,15 +109,13 @@ def upgrade() -> None:
         sa.Column("ticket_json", sa.Text, nullable=False),
         sa.Column("created_at", sa.String(40), nullable=False),
         sa.PrimaryKeyConstraint("run_id", "request_id", name="pk_admission_tickets"),
-        sa.UniqueConstraint(
-            "consumed_response_digest", name="uq_admission_tickets_consumed_graph"
-        ),
+        sa.UniqueConstraint("consumed_response_digest", name="uq_admission_tickets_consumed_graph"),
     )
     op.bulk_insert(
         policy,
         [
             {
-                **{k: v for k, v in DEFAULT_POLICY.items()},
+                **DEFAULT_POLICY,
                 "updated_by": "system",
                 "updated_at": "1970-01-01T00:00:00.000000Z",
                 "digest": digest_of(DEFAULT_POLICY),

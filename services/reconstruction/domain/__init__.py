@@ -1,0 +1,52 @@
+"""Pure reconstruction library (no grpc, no database, no network).
+
+API::
+
+    reconstruct_invalid_read(checkpoint: bytes, raw_response: bytes, version: int,
+                             consumed_at: str) -> ReconstructionResult
+        Verify the historical checkpoint (canonical bytes, sealed state digest, registered
+        runtime and validator identities), project it 2.58.0 → 2.55.0 with a witness, parse the
+        consumed response once through the pinned SDK behind a sealed transport, check
+        eligibility, migrate the tool contract against the installed worker (captured through a
+        second sealed transport) and return the derived checkpoint: ``derived_checkpoint`` bytes
+        (canonical JSON), ``derived_checkpoint_digest``, ``witness`` (+ ``witness_json``,
+        ``witness_digest``), ``captured_contract`` (+ json) and ``accounting`` (+ json).
+        Version 1 appends ``{"status":"invalid_query"}`` for the one rejected read_run_evidence
+        call; version 2 also appends the unavailable-observation result for each list_files
+        sibling. Same inputs → same bytes, in any process.
+        Raises ``shared.errors.InvalidArgument`` (VERSION_UNSUPPORTED, CONSUMED_AT_INVALID,
+        CHECKPOINT_MALFORMED) or ``FailedPrecondition`` with a typed reason whose metadata names
+        the ``field`` (SDK projection, checkpoint identity) or ``element`` (contract, response).
+
+    analyze_consumed_response(checkpoint: bytes, raw_response: bytes) -> ResponseAnalysis
+        Read-only: the tool calls, the single read_run_evidence call id and query,
+        accepted_by_advertised_schema, rejected_by_pinned_validator, validator_error, runtime
+        and validator identities, sibling calls, unsupported content, and ``holds(version)``.
+
+Async forms: ``areconstruct_invalid_read``, ``aanalyze_consumed_response``.
+The formats are documented in docs/formats.md.
+"""
+
+from __future__ import annotations
+
+from .analysis import Hold, ResponseAnalysis, ToolCallView
+from .reconstruct import (
+    OBSERVATION_UNAVAILABLE,
+    ReconstructionResult,
+    aanalyze_consumed_response,
+    analyze_consumed_response,
+    areconstruct_invalid_read,
+    reconstruct_invalid_read,
+)
+
+__all__ = [
+    "OBSERVATION_UNAVAILABLE",
+    "Hold",
+    "ReconstructionResult",
+    "ResponseAnalysis",
+    "ToolCallView",
+    "aanalyze_consumed_response",
+    "analyze_consumed_response",
+    "areconstruct_invalid_read",
+    "reconstruct_invalid_read",
+]

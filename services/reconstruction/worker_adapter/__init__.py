@@ -1,0 +1,29 @@
+"""The installed reference worker adapter (Firefly Agentic 26.10.1 worker, prompt catalog 1.0.1).
+
+``execute_agentic`` is the entry point the engine calls; ``build_agent`` builds the same agent for
+sealed reconstruction. ``historical`` holds the registered historical identities.
+"""
+
+from __future__ import annotations
+
+from .agent import (
+    AGENTIC_VERSION,
+    GRANTS,
+    MODEL_SETTINGS,
+    AgenticTask,
+    LocalEffects,
+    WorkerEffects,
+    build_agent,
+    execute_agentic,
+)
+
+__all__ = [
+    "AGENTIC_VERSION",
+    "GRANTS",
+    "MODEL_SETTINGS",
+    "AgenticTask",
+    "LocalEffects",
+    "WorkerEffects",
+    "build_agent",
+    "execute_agentic",
+]

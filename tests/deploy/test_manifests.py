@@ -1,0 +1,915 @@
+"""The deploy files name exactly the services, ports, environment variables and commands the code
+reads. Docker and Kubernetes cannot run where the tests run, so these checks are what keeps
+deploy/Dockerfile, deploy/compose.yaml and deploy/k8s/ honest against shared/config.py.
+
+A service whose ``python -m services.<name>`` module does not exist yet fails here on purpose.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shlex
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator, Mapping
+from concurrent import futures
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import urlsplit
+
+import grpc
+import pytest
+import yaml
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from packaging.specifiers import SpecifierSet
+
+from shared.auth import PrincipalDirectory, Role
+from shared.config import (
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_PORTS,
+    ENVIRONMENT,
+    SERVICE_NAMES,
+    port_variable,
+    target_variable,
+)
+from shared.errors import DomainError
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+K8S = DEPLOY / "k8s"
+DOCKERFILE = DEPLOY / "Dockerfile"
+DOCKERIGNORE = DEPLOY / "Dockerfile.dockerignore"
+COMPOSE = DEPLOY / "compose.yaml"
+
+MIGRATE_MODULE = "services.ledger.migrate"
+# Which services each service calls (design brief): exactly the targets it must be given.
+CALLS: Mapping[str, tuple[str, ...]] = {
+    "ledger": (),
+    "reconstruction": (),
+    "candidate": ("ledger", "reconstruction"),
+    "admission": ("ledger", "candidate", "reconstruction"),
+}
+# Only the ledger (and its migrations) may reach the database.
+DATABASE_URL = "FORGE_DATABASE_URL"
+# Values that legitimately differ between compose (development) and Kubernetes (a real site).
+SITE_SPECIFIC = {"OTEL_EXPORTER_OTLP_ENDPOINT", "FORGE_DATABASE_URL", "FORGE_SERVICE_TOKEN"}
+# Containers must listen beyond loopback: probes and peers connect to the container's address.
+ALL_INTERFACES = "0.0.0.0"  # noqa: S104
+COMPOSE_MIGRATE = "migrate"
+COMPOSE_POSTGRES = "postgres"
+COMPOSE_COLLECTOR = "otel-collector"
+
+
+def python_m(module: str) -> list[str]:
+    return ["python", "-m", module]
+
+
+def why_not_runnable(module: str) -> str | None:
+    """Why ``python -m module`` would fail from the repository's code, or None if it would run."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except ModuleNotFoundError as error:
+        return f"`python -m {module}` would fail: {error}"
+    if spec is None or spec.origin is None:
+        return f"`python -m {module}` would fail: no module named {module!r}"
+    if not Path(spec.origin).resolve().is_relative_to(ROOT / "services"):
+        return f"{module} resolves to {spec.origin}, outside services/ (the image copies services/)"
+    if spec.submodule_search_locations is not None:
+        main = f"{module}.__main__"
+        if importlib.util.find_spec(main) is None:
+            return (
+                f"`python -m {module}` would fail: {module} is a package without __main__.py "
+                "(not written yet?)"
+            )
+    return None
+
+
+def test_environment_lists_every_variable_the_code_reads() -> None:
+    """The manifests are checked against shared.config.ENVIRONMENT; that list must be complete."""
+    pattern = re.compile(r"""["'](FORGE_[A-Z0-9_]+|OTEL_[A-Z0-9_]+)["']""")
+    sources = [*(ROOT / "services").rglob("*.py"), *(ROOT / "shared").glob("*.py")]
+    read = {
+        (match[1], str(path.relative_to(ROOT)))
+        for path in sources
+        for match in pattern.finditer(path.read_text(encoding="utf-8"))
+    }
+    unlisted = sorted((name, where) for name, where in read if name not in ENVIRONMENT)
+    assert not unlisted, f"variables read by the code but missing from ENVIRONMENT: {unlisted}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Dockerfile
+
+
+@dataclass(frozen=True)
+class Instruction:
+    stage: int
+    keyword: str
+    value: str
+
+
+def dockerfile_instructions() -> list[Instruction]:
+    """Instructions, continuations joined and comments dropped; stage 0 starts at the first FROM."""
+    logical: list[str] = []
+    pending = ""
+    for raw in DOCKERFILE.read_text(encoding="utf-8").splitlines():
+        stripped = raw.strip()
+        if stripped.startswith("#") or (not stripped and not pending):
+            continue
+        if stripped.endswith("\\"):
+            pending += stripped[:-1] + " "
+            continue
+        logical.append((pending + stripped).strip())
+        pending = ""
+    assert not pending, "Dockerfile ends inside a line continuation"
+    args: dict[str, str] = {}
+    stage = -1
+    result = []
+    for line in logical:
+        keyword, _, value = line.partition(" ")
+        keyword = keyword.upper()
+        if keyword == "ARG" and stage < 0:
+            name, _, default = value.partition("=")
+            args[name.strip()] = default.strip()
+        if keyword == "FROM":
+            stage += 1
+            value = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: args[m[1] or m[2]], value)
+        result.append(Instruction(stage, keyword, value.strip()))
+    return result
+
+
+def final_stage() -> list[Instruction]:
+    instructions = dockerfile_instructions()
+    last = max(instruction.stage for instruction in instructions)
+    return [instruction for instruction in instructions if instruction.stage == last]
+
+
+def dockerfile_env() -> dict[str, str]:
+    env: dict[str, str] = {}
+    for instruction in final_stage():
+        if instruction.keyword == "ENV":
+            for pair in shlex.split(instruction.value):
+                name, _, value = pair.partition("=")
+                env[name] = value
+    return env
+
+
+def dockerfile_user() -> tuple[int, int | None]:
+    users = [i.value for i in final_stage() if i.keyword == "USER"]
+    assert users, "the final Dockerfile stage has no USER: the services would run as root"
+    user, _, group = users[-1].partition(":")
+    assert user.isdigit(), f"USER {users[-1]!r} must be numeric so Kubernetes can verify non-root"
+    return int(user), int(group) if group else None
+
+
+def test_dockerfile_uses_the_python_the_project_requires() -> None:
+    requires = SpecifierSet(
+        re.search(r'requires-python\s*=\s*"([^"]+)"', (ROOT / "pyproject.toml").read_text())[1]  # type: ignore[index]
+    )
+    images = [i.value.split()[0] for i in dockerfile_instructions() if i.keyword == "FROM"]
+    assert images, "Dockerfile has no FROM"
+    for image in images:
+        match = re.fullmatch(r"python:(\d+\.\d+)[-.\w]*", image)
+        assert match, f"FROM {image}: expected an official python:X.Y image"
+        assert requires.contains(match[1]), f"FROM {image}: pyproject requires-python {requires}"
+
+
+def test_dockerfile_runs_as_a_non_root_numeric_user() -> None:
+    uid, gid = dockerfile_user()
+    assert uid != 0, "USER is root"
+    assert gid != 0, "USER group is root"
+
+
+def test_dockerfile_lets_the_command_choose_the_service() -> None:
+    instructions = dockerfile_instructions()
+    entrypoints = [i.value for i in instructions if i.keyword == "ENTRYPOINT"]
+    assert not entrypoints, (
+        f"ENTRYPOINT {entrypoints}: compose `command:` would be appended to it; "
+        "the command alone must choose the service"
+    )
+    exposed = {
+        int(p.split("/")[0])
+        for i in final_stage()
+        if i.keyword == "EXPOSE"
+        for p in i.value.split()
+    }
+    assert exposed == set(DEFAULT_PORTS.values()), f"EXPOSE {sorted(exposed)} != DEFAULT_PORTS"
+
+
+def test_dockerfile_puts_the_code_and_generated_protos_on_pythonpath() -> None:
+    env = dockerfile_env()
+    assert env.get("PYTHONPATH") == "/app:/app/shared/gen", f"PYTHONPATH={env.get('PYTHONPATH')!r}"
+    assert (ROOT / "shared" / "gen" / "forge" / "continuity" / "v1").is_dir(), (
+        "shared/gen/forge/continuity/v1 is missing: run `make protos`"
+    )
+    workdir = "/"
+    copied: set[str] = set()
+    for instruction in final_stage():
+        if instruction.keyword == "WORKDIR":
+            workdir = str(PurePosixPath(workdir, instruction.value))
+        if instruction.keyword == "COPY":
+            parts = [p for p in shlex.split(instruction.value) if not p.startswith("--")]
+            copied.add(str(PurePosixPath(workdir, parts[-1])))
+    for entry in env["PYTHONPATH"].split(":"):
+        assert any(entry == c or entry.startswith(c + "/") for c in copied) or entry == workdir, (
+            f"PYTHONPATH entry {entry} is not copied into the image (copied: {sorted(copied)})"
+        )
+    assert {"/app/shared", "/app/services"} <= copied, f"code not copied to /app: {sorted(copied)}"
+    assert env.get("FORGE_HOST") in (None, ALL_INTERFACES), (
+        "image FORGE_HOST must bind all interfaces"
+    )
+    for name in env:
+        assert not name.startswith("FORGE_") or name in ENVIRONMENT, f"image sets unknown {name}"
+
+
+def test_dockerfile_installs_the_pyproject_dependencies() -> None:
+    runs = " ".join(i.value for i in dockerfile_instructions() if i.keyword == "RUN")
+    assert "pyproject.toml" in runs and "pip install" in runs, (
+        "the image must install the dependencies declared in pyproject.toml"
+    )
+    assert re.search(r"pip install[^&]*\s\.(\s|$)", runs), (
+        "the image must `pip install` the project"
+    )
+
+
+def _ignore_regex(pattern: str) -> re.Pattern[str]:
+    out = ""
+    index = 0
+    while index < len(pattern):
+        if pattern.startswith("**", index):
+            out += ".*"
+            index += 2
+        elif pattern[index] == "*":
+            out += "[^/]*"
+            index += 1
+        elif pattern[index] == "?":
+            out += "[^/]"
+            index += 1
+        else:
+            out += re.escape(pattern[index])
+            index += 1
+    return re.compile(out + "(/.*)?")  # a matched directory excludes what is below it
+
+
+def context_excludes(path: str) -> bool:
+    """Whether deploy/Dockerfile.dockerignore keeps ``path`` (repository-relative) out of the build
+    context: the last matching pattern wins, ``!`` re-includes."""
+    excluded = False
+    for line in DOCKERIGNORE.read_text(encoding="utf-8").splitlines():
+        pattern = line.strip()
+        if not pattern or pattern.startswith("#"):
+            continue
+        negate = pattern.startswith("!")
+        pattern = pattern.lstrip("!").strip("/")
+        if _ignore_regex(pattern).fullmatch(path):
+            excluded = not negate
+    return excluded
+
+
+def test_build_context_holds_what_the_image_copies_and_nothing_private() -> None:
+    sources = []
+    for instruction in dockerfile_instructions():
+        if instruction.keyword == "COPY" and "--from" not in instruction.value:
+            parts = shlex.split(instruction.value)
+            sources += [p for p in parts[:-1] if not p.startswith("--")]
+    assert sources, "Dockerfile copies nothing from the build context"
+    for source in sources:
+        assert (ROOT / source).exists(), f"COPY {source}: not in the repository"
+        assert not context_excludes(source.strip("/")), (
+            f"COPY {source}: excluded by {DOCKERIGNORE.name}"
+        )
+    for private in (".venv/bin/python", ".git/config", "var/continuity.db", "var/principals.json"):
+        assert context_excludes(private), f"{private} would be sent to the Docker build context"
+
+
+# ---------------------------------------------------------------------------------------------
+# compose
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    document = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+    assert isinstance(document, dict) and isinstance(document.get("services"), dict)
+    return document
+
+
+def compose_env(service: Mapping[str, Any]) -> dict[str, str]:
+    environment = service.get("environment") or {}
+    if isinstance(environment, list):
+        environment = dict(item.split("=", 1) for item in environment)
+    return {str(k): "" if v is None else str(v) for k, v in environment.items()}
+
+
+def compose_port(service: Mapping[str, Any], name: str) -> int:
+    ports = service.get("ports") or []
+    assert len(ports) == 1, f"compose {name}: expected one published port, got {ports}"
+    parts = str(ports[0]).split(":")
+    assert len(parts) == 3 and parts[0] == "127.0.0.1", (
+        f"compose {name}: publish as 127.0.0.1:PORT:PORT (loopback only), got {ports[0]!r}"
+    )
+    assert parts[1] == parts[2], f"compose {name}: host and container port differ: {ports[0]!r}"
+    return int(parts[2])
+
+
+def test_compose_has_exactly_the_expected_services(compose: dict[str, Any]) -> None:
+    expected = {*SERVICE_NAMES, COMPOSE_MIGRATE, COMPOSE_POSTGRES, COMPOSE_COLLECTOR}
+    assert set(compose["services"]) == expected
+
+
+@pytest.mark.parametrize("name", SERVICE_NAMES)
+def test_compose_service_runs_its_module(compose: dict[str, Any], name: str) -> None:
+    command = compose["services"][name].get("command")
+    assert command == python_m(f"services.{name}"), f"compose {name}: command {command!r}"
+    problem = why_not_runnable(f"services.{name}")
+    assert problem is None, problem
+
+
+def test_compose_migration_runs_the_migrate_module(compose: dict[str, Any]) -> None:
+    migrate = compose["services"][COMPOSE_MIGRATE]
+    assert migrate.get("command") == python_m(MIGRATE_MODULE), (
+        f"migrate command {migrate.get('command')!r}"
+    )
+    assert migrate.get("restart") == "no", 'the migration is one-shot: restart must be "no"'
+    problem = why_not_runnable(MIGRATE_MODULE)
+    assert problem is None, problem
+
+
+@pytest.mark.parametrize("name", SERVICE_NAMES)
+def test_compose_service_port_and_healthcheck(compose: dict[str, Any], name: str) -> None:
+    service = compose["services"][name]
+    port = DEFAULT_PORTS[name]
+    assert compose_port(service, name) == port, f"compose {name}: published port != {port}"
+    env = compose_env(service)
+    assert env.get(port_variable(name)) in (None, str(port)), (
+        f"compose {name}: {port_variable(name)}={env.get(port_variable(name))!r}, expected {port}"
+    )
+    test = service.get("healthcheck", {}).get("test")
+    assert isinstance(test, list) and test[:3] == ["CMD", "python", "-c"], (
+        f"compose {name}: healthcheck must be [CMD, python, -c, <grpc health script>, address]"
+    )
+    assert test[-1] == f"127.0.0.1:{port}", f"compose {name}: healthcheck probes {test[-1]}"
+    assert "grpc_health.v1" in test[3], f"compose {name}: healthcheck is not a grpc.health.v1 check"
+
+
+@pytest.fixture
+def health_server() -> Iterator[tuple[str, health.HealthServicer]]:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield f"127.0.0.1:{port}", servicer
+    finally:
+        server.stop(None)
+
+
+def test_compose_healthcheck_script_really_checks_grpc_health(
+    compose: dict[str, Any], health_server: tuple[str, health.HealthServicer]
+) -> None:
+    address, servicer = health_server
+    script = compose["services"]["ledger"]["healthcheck"]["test"][3]
+
+    def run() -> int:
+        return subprocess.run(
+            [sys.executable, "-c", script, address], check=False, capture_output=True, timeout=60
+        ).returncode
+
+    servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    assert run() == 0, "healthcheck failed against a SERVING server"
+    servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+    assert run() != 0, "healthcheck passed against a NOT_SERVING server"
+
+
+def test_compose_sets_only_variables_the_code_reads(compose: dict[str, Any]) -> None:
+    for name in (*SERVICE_NAMES, COMPOSE_MIGRATE):
+        unknown = set(compose_env(compose["services"][name])) - set(ENVIRONMENT)
+        assert not unknown, (
+            f"compose {name} sets variables shared/config.py does not read: {unknown}"
+        )
+
+
+@pytest.mark.parametrize("name", SERVICE_NAMES)
+def test_compose_service_binds_all_interfaces_and_targets_its_callees(
+    compose: dict[str, Any], name: str
+) -> None:
+    env = compose_env(compose["services"][name])
+    assert env.get("FORGE_HOST") == ALL_INTERFACES, (
+        f"compose {name}: FORGE_HOST={env.get('FORGE_HOST')!r}"
+    )
+    for callee in CALLS[name]:
+        assert target_variable(callee) in env, f"compose {name} calls {callee} but has no target"
+    for callee in SERVICE_NAMES:
+        if target_variable(callee) in env:
+            expected = f"{callee}:{DEFAULT_PORTS[callee]}"
+            assert env[target_variable(callee)] == expected, (
+                f"compose {name}: {target_variable(callee)}={env[target_variable(callee)]!r}, "
+                f"expected {expected} (the compose service name and its port)"
+            )
+            assert callee in compose["services"], f"no compose service {callee}"
+
+
+def test_compose_database_reaches_only_the_ledger(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    holders = {
+        n for n in (*SERVICE_NAMES, COMPOSE_MIGRATE) if DATABASE_URL in compose_env(services[n])
+    }
+    assert holders == {"ledger", COMPOSE_MIGRATE}, f"{DATABASE_URL} is given to {sorted(holders)}"
+    urls = {compose_env(services[n])[DATABASE_URL] for n in holders}
+    assert len(urls) == 1, f"ledger and migrate use different databases: {urls}"
+    url = urlsplit(urls.pop())
+    postgres = compose_env(services[COMPOSE_POSTGRES])
+    assert url.scheme == "postgresql+psycopg", f"{DATABASE_URL} scheme {url.scheme}"
+    assert url.hostname == COMPOSE_POSTGRES and (url.port or 5432) == 5432
+    assert url.username == postgres["POSTGRES_USER"]
+    assert url.password == postgres["POSTGRES_PASSWORD"]
+    assert url.path.lstrip("/") == postgres["POSTGRES_DB"]
+
+
+def test_compose_service_tokens_are_in_the_principals_file(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    secrets = compose.get("secrets") or {}
+    for name in SERVICE_NAMES:
+        env = compose_env(services[name])
+        assert ("FORGE_SERVICE_TOKEN" in env) == bool(CALLS[name]), (
+            f"compose {name}: FORGE_SERVICE_TOKEN must be set exactly for services that call others"
+        )
+        mounts = {m["target"]: m["source"] for m in services[name].get("secrets", [])}
+        path = env.get("FORGE_PRINCIPALS_FILE")
+        assert path in mounts, (
+            f"compose {name}: FORGE_PRINCIPALS_FILE={path!r} is not a mounted secret"
+        )
+        source = DEPLOY / secrets[mounts[path]]["file"]
+        directory = PrincipalDirectory.load(source)
+        if "FORGE_SERVICE_TOKEN" in env:
+            try:
+                principal = directory.authenticate(f"Bearer {env['FORGE_SERVICE_TOKEN']}")
+            except DomainError as error:
+                pytest.fail(f"compose {name}: {source.name} refuses its service token: {error}")
+            assert principal.identity == name, (
+                f"{name}'s token authenticates as {principal.identity}"
+            )
+            assert Role.CONTINUITY_SERVICE in principal.roles, f"{name} lacks continuity_service"
+
+
+def test_compose_start_order(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+
+    def conditions(name: str) -> dict[str, str]:
+        return {k: v["condition"] for k, v in (services[name].get("depends_on") or {}).items()}
+
+    assert conditions(COMPOSE_MIGRATE).get(COMPOSE_POSTGRES) == "service_healthy"
+    assert conditions("ledger").get(COMPOSE_MIGRATE) == "service_completed_successfully", (
+        "the ledger must start only after the migrations completed"
+    )
+    for name in SERVICE_NAMES:
+        for callee in CALLS[name]:
+            assert conditions(name).get(callee) == "service_healthy", (
+                f"compose {name} must wait for {callee} to be healthy"
+            )
+        if compose_env(services[name]).get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+            assert COMPOSE_COLLECTOR in conditions(name), (
+                f"compose {name} must start after the collector"
+            )
+
+
+def test_compose_tracing_reaches_the_collector(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    config_mounts = [
+        v.split(":")
+        for v in services[COMPOSE_COLLECTOR].get("volumes", [])
+        if "otel-collector.yaml" in v
+    ]
+    assert len(config_mounts) == 1, "the collector must mount deploy/otel-collector.yaml"
+    host_path, container_path = config_mounts[0][:2]
+    assert (DEPLOY / host_path).is_file()
+    assert f"--config={container_path}" in services[COMPOSE_COLLECTOR].get("command", [])
+    config = yaml.safe_load((DEPLOY / host_path).read_text(encoding="utf-8"))
+    receiver = config["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"]
+    receiver_port = int(receiver.rsplit(":", 1)[1])
+    traces = config["service"]["pipelines"]["traces"]
+    assert "otlp" in traces["receivers"], "the traces pipeline does not take the OTLP receiver"
+    for kind in ("receivers", "processors", "exporters"):
+        for component in traces.get(kind, []):
+            assert component in config.get(kind, {}), (
+                f"pipeline uses undefined {kind[:-1]} {component}"
+            )
+    service_names = set()
+    for name in SERVICE_NAMES:
+        env = compose_env(services[name])
+        endpoint = urlsplit(env.get("OTEL_EXPORTER_OTLP_ENDPOINT", ""))
+        assert (endpoint.scheme, endpoint.hostname, endpoint.port) == (
+            "http",
+            COMPOSE_COLLECTOR,
+            receiver_port,
+        ), f"compose {name}: OTEL_EXPORTER_OTLP_ENDPOINT={env.get('OTEL_EXPORTER_OTLP_ENDPOINT')!r}"
+        service_names.add(env.get("OTEL_SERVICE_NAME"))
+    assert None not in service_names and len(service_names) == len(SERVICE_NAMES), (
+        f"each service needs its own OTEL_SERVICE_NAME, got {service_names}"
+    )
+
+
+def test_compose_builds_one_image_from_the_dockerfile(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    images = {services[n].get("image") for n in (*SERVICE_NAMES, COMPOSE_MIGRATE)}
+    assert len(images) == 1 and None not in images, f"the forge services use images {images}"
+    for name in (*SERVICE_NAMES, COMPOSE_MIGRATE):
+        build = services[name].get("build") or {}
+        context = (DEPLOY / build.get("context", ".")).resolve()
+        assert context == ROOT, f"compose {name}: build context {context}, expected the repo root"
+        assert (context / build.get("dockerfile", "Dockerfile")).resolve() == DOCKERFILE
+        grace = services[name].get("stop_grace_period", "10s")
+        seconds = float(str(grace).rstrip("s"))
+        assert seconds > float(
+            compose_env(services[name]).get("FORGE_GRACE_SECONDS", DEFAULT_GRACE_SECONDS)
+        ), f"compose {name}: stop_grace_period {grace} does not leave time to drain"
+
+
+# ---------------------------------------------------------------------------------------------
+# Kubernetes
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    secret: str
+    key: str
+
+
+@dataclass
+class Cluster:
+    namespace: str
+    kustomization: dict[str, Any]
+    objects: dict[tuple[str, str], dict[str, Any]]
+
+    def of_kind(self, kind: str) -> dict[str, dict[str, Any]]:
+        return {name: obj for (k, name), obj in self.objects.items() if k == kind}
+
+    def config_map(self, name: str) -> dict[str, str]:
+        assert ("ConfigMap", name) in self.objects, (
+            f"ConfigMap {name} is referenced but not defined"
+        )
+        return {k: str(v) for k, v in (self.objects["ConfigMap", name].get("data") or {}).items()}
+
+    def secret_keys(self, name: str) -> set[str]:
+        assert ("Secret", name) in self.objects, f"Secret {name} is referenced but not defined"
+        secret = self.objects["Secret", name]
+        return set(secret.get("stringData") or {}) | set(secret.get("data") or {})
+
+    def secret_value(self, name: str, key: str) -> str:
+        return str((self.objects["Secret", name].get("stringData") or {})[key])
+
+    def container_env(self, container: dict[str, Any]) -> dict[str, str | SecretRef]:
+        env: dict[str, str | SecretRef] = {}
+        for source in container.get("envFrom", []):
+            assert "prefix" not in source, "envFrom prefixes are not supported by this check"
+            if "configMapRef" in source:
+                env.update(self.config_map(source["configMapRef"]["name"]))
+            elif "secretRef" in source:
+                name = source["secretRef"]["name"]
+                env.update({key: SecretRef(name, key) for key in self.secret_keys(name)})
+            else:
+                raise AssertionError(f"unsupported envFrom {source}")
+        for entry in container.get("env", []):
+            if "value" in entry:
+                env[entry["name"]] = str(entry["value"])
+                continue
+            reference = entry.get("valueFrom", {})
+            if "configMapKeyRef" in reference:
+                ref = reference["configMapKeyRef"]
+                data = self.config_map(ref["name"])
+                assert ref["key"] in data, f"ConfigMap {ref['name']} has no key {ref['key']}"
+                env[entry["name"]] = data[ref["key"]]
+            elif "secretKeyRef" in reference:
+                ref = reference["secretKeyRef"]
+                assert ref["key"] in self.secret_keys(ref["name"]), (
+                    f"Secret {ref['name']} has no key {ref['key']}"
+                )
+                env[entry["name"]] = SecretRef(ref["name"], ref["key"])
+            else:
+                raise AssertionError(f"unsupported env entry {entry}")
+        return env
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Cluster:
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text(encoding="utf-8"))
+    objects: dict[tuple[str, str], dict[str, Any]] = {}
+    for resource in kustomization.get("resources", []):
+        path = K8S / resource
+        assert path.is_file(), f"kustomization lists {resource}, which does not exist"
+        for document in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            if document is None:
+                continue
+            key = (document["kind"], document["metadata"]["name"])
+            assert key not in objects, f"{key} defined twice"
+            objects[key] = document
+    return Cluster(kustomization.get("namespace", ""), kustomization, objects)
+
+
+def deployment_container(cluster: Cluster, name: str) -> dict[str, Any]:
+    deployments = cluster.of_kind("Deployment")
+    assert name in deployments, f"no Deployment {name}"
+    containers: list[dict[str, Any]] = deployments[name]["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1, f"Deployment {name}: expected one container"
+    return containers[0]
+
+
+def the_job(cluster: Cluster) -> dict[str, Any]:
+    jobs = cluster.of_kind("Job")
+    assert len(jobs) == 1, f"expected exactly one Job (the migrations), got {sorted(jobs)}"
+    return next(iter(jobs.values()))
+
+
+def test_kustomization_lists_every_manifest(cluster: Cluster) -> None:
+    listed = set(cluster.kustomization.get("resources", []))
+    present = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
+    assert listed == present, f"kustomization resources {sorted(listed)} != files {sorted(present)}"
+
+
+def test_everything_lives_in_the_namespace(cluster: Cluster) -> None:
+    namespaces = cluster.of_kind("Namespace")
+    assert list(namespaces) == [cluster.namespace], f"Namespace objects {list(namespaces)}"
+    for (kind, name), obj in cluster.objects.items():
+        if kind != "Namespace":
+            assert obj["metadata"].get("namespace") == cluster.namespace, f"{kind}/{name} namespace"
+
+
+def test_one_deployment_and_service_per_service(cluster: Cluster) -> None:
+    assert set(cluster.of_kind("Deployment")) == set(SERVICE_NAMES)
+    assert set(cluster.of_kind("Service")) == set(SERVICE_NAMES)
+
+
+@pytest.mark.parametrize("name", SERVICE_NAMES)
+def test_deployment_runs_its_module(cluster: Cluster, name: str) -> None:
+    container = deployment_container(cluster, name)
+    assert "args" not in container, f"Deployment {name}: use `command` only"
+    assert container.get("command") == python_m(f"services.{name}"), (
+        f"Deployment {name}: command {container.get('command')!r}"
+    )
+    problem = why_not_runnable(f"services.{name}")
+    assert problem is None, problem
+
+
+@pytest.mark.parametrize("name", SERVICE_NAMES)
+def test_deployment_ports_and_grpc_probes(cluster: Cluster, name: str) -> None:
+    port = DEFAULT_PORTS[name]
+    container = deployment_container(cluster, name)
+    ports = container.get("ports", [])
+    assert [p["containerPort"] for p in ports] == [port], f"Deployment {name}: ports {ports}"
+    for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+        if probe == "startupProbe" and probe not in container:
+            continue
+        spec = container.get(probe, {})
+        assert spec.get("grpc", {}).get("port") == port, (
+            f"Deployment {name}: {probe} must be a gRPC probe on {port}, got {spec}"
+        )
+    env = cluster.container_env(container)
+    assert env.get(port_variable(name), str(port)) == str(port), (
+        f"Deployment {name}: {port_variable(name)}={env.get(port_variable(name))!r}"
+    )
+
+
+@pytest.mark.parametrize("name", SERVICE_NAMES)
+def test_service_selects_its_deployment_on_its_port(cluster: Cluster, name: str) -> None:
+    service = cluster.of_kind("Service")[name]
+    deployments = cluster.of_kind("Deployment")
+    selector = service["spec"]["selector"]
+    selected = [
+        d
+        for d, obj in deployments.items()
+        if selector.items() <= obj["spec"]["template"]["metadata"]["labels"].items()
+    ]
+    assert selected == [name], f"Service {name} selects Deployments {selected}"
+    deployment = deployments[name]["spec"]
+    assert (
+        deployment["selector"]["matchLabels"].items()
+        <= deployment["template"]["metadata"]["labels"].items()
+    )
+    container = deployment_container(cluster, name)
+    [service_port] = service["spec"]["ports"]
+    assert service_port["port"] == DEFAULT_PORTS[name], (
+        f"Service {name} port {service_port['port']}"
+    )
+    target = service_port.get("targetPort", service_port["port"])
+    container_port = {p.get("name"): p["containerPort"] for p in container["ports"]}
+    resolved = container_port.get(target) if isinstance(target, str) else target
+    assert resolved == DEFAULT_PORTS[name], f"Service {name} targetPort {target!r} -> {resolved}"
+
+
+def k8s_containers(cluster: Cluster) -> Iterator[tuple[str, dict[str, Any]]]:
+    for name in SERVICE_NAMES:
+        yield f"Deployment {name}", deployment_container(cluster, name)
+    for container in the_job(cluster)["spec"]["template"]["spec"]["containers"]:
+        yield "migration Job", container
+
+
+def test_k8s_sets_only_variables_the_code_reads(cluster: Cluster) -> None:
+    for where, container in k8s_containers(cluster):
+        unknown = set(cluster.container_env(container)) - set(ENVIRONMENT)
+        assert not unknown, f"{where} sets variables shared/config.py does not read: {unknown}"
+    unknown = set().union(*(cluster.config_map(n) for n in cluster.of_kind("ConfigMap"))) - set(
+        ENVIRONMENT
+    )
+    assert not unknown, f"ConfigMap keys shared/config.py does not read: {unknown}"
+
+
+def service_host(target: str, namespace: str) -> tuple[str, int]:
+    host, _, port = target.rpartition(":")
+    parts = host.split(".")
+    allowed_suffixes: list[list[str]] = [
+        [],
+        [namespace],
+        [namespace, "svc"],
+        [namespace, "svc", "cluster", "local"],
+    ]
+    assert parts[1:] in allowed_suffixes, f"target {target} is not a Service in {namespace}"
+    return parts[0], int(port)
+
+
+@pytest.mark.parametrize("name", SERVICE_NAMES)
+def test_k8s_service_binds_all_interfaces_and_targets_its_callees(
+    cluster: Cluster, name: str
+) -> None:
+    env = cluster.container_env(deployment_container(cluster, name))
+    assert env.get("FORGE_HOST") == ALL_INTERFACES, (
+        f"Deployment {name}: FORGE_HOST={env.get('FORGE_HOST')!r}; "
+        "probes and Services reach the pod IP, not loopback"
+    )
+    for callee in CALLS[name]:
+        assert target_variable(callee) in env, f"Deployment {name} calls {callee} but has no target"
+    services = cluster.of_kind("Service")
+    for callee in SERVICE_NAMES:
+        target = env.get(target_variable(callee))
+        if target is None:
+            continue
+        assert isinstance(target, str), f"{target_variable(callee)} should not be secret"
+        host, port = service_host(target, cluster.namespace)
+        assert host == callee and host in services, (
+            f"Deployment {name}: {target_variable(callee)}={target}"
+        )
+        assert port == DEFAULT_PORTS[callee] == services[host]["spec"]["ports"][0]["port"], (
+            f"Deployment {name}: {target_variable(callee)}={target}, Service {callee} port differs"
+        )
+
+
+def test_k8s_database_reaches_only_the_ledger_and_migrations(cluster: Cluster) -> None:
+    refs = {}
+    for where, container in k8s_containers(cluster):
+        value = cluster.container_env(container).get(DATABASE_URL)
+        if value is not None:
+            assert isinstance(value, SecretRef), f"{where}: {DATABASE_URL} must come from a Secret"
+            refs[where] = value
+    assert set(refs) == {"Deployment ledger", "migration Job"}, (
+        f"{DATABASE_URL} given to {sorted(refs)}"
+    )
+    assert len(set(refs.values())) == 1, f"ledger and migrations read different Secrets: {refs}"
+    ref = next(iter(refs.values()))
+    url = urlsplit(cluster.secret_value(ref.secret, ref.key))
+    assert url.scheme == "postgresql+psycopg", f"Secret {ref.secret}/{ref.key}: scheme {url.scheme}"
+
+
+@pytest.mark.parametrize("name", SERVICE_NAMES)
+def test_k8s_service_token_and_principals(cluster: Cluster, name: str) -> None:
+    container = deployment_container(cluster, name)
+    env = cluster.container_env(container)
+    token = env.get("FORGE_SERVICE_TOKEN")
+    assert (token is not None) == bool(CALLS[name]), (
+        f"Deployment {name}: FORGE_SERVICE_TOKEN must be set exactly for services that call others"
+    )
+    if token is not None:
+        assert isinstance(token, SecretRef), (
+            f"Deployment {name}: FORGE_SERVICE_TOKEN must be a Secret"
+        )
+        assert token.key == name, (
+            f"Deployment {name} presents another service's token ({token.key})"
+        )
+    path = env.get("FORGE_PRINCIPALS_FILE")
+    assert isinstance(path, str) and path, f"Deployment {name}: FORGE_PRINCIPALS_FILE unset"
+    directory, filename = str(PurePosixPath(path).parent), PurePosixPath(path).name
+    pod = cluster.of_kind("Deployment")[name]["spec"]["template"]["spec"]
+    mounts = {m["mountPath"]: m["name"] for m in container.get("volumeMounts", [])}
+    assert directory in mounts, f"Deployment {name}: nothing mounted at {directory}"
+    volume = {v["name"]: v for v in pod.get("volumes", [])}[mounts[directory]]
+    assert "secret" in volume, f"Deployment {name}: the principals file must come from a Secret"
+    secret = volume["secret"]["secretName"]
+    assert filename in cluster.secret_keys(secret), f"Secret {secret} has no key {filename}"
+    document = json.loads(cluster.secret_value(secret, filename))
+    PrincipalDirectory.from_document(document)  # the services must be able to start with it
+    identities = {p["identity"]: p for p in document["principals"]}
+    for caller in (n for n in SERVICE_NAMES if CALLS[n]):
+        assert Role.CONTINUITY_SERVICE.value in identities.get(caller, {}).get("roles", []), (
+            f"Secret {secret}: no {caller} principal with the continuity_service role"
+        )
+
+
+def test_k8s_placeholder_secrets_are_marked(cluster: Cluster) -> None:
+    for name, secret in cluster.of_kind("Secret").items():
+        for key, value in (secret.get("stringData") or {}).items():
+            assert "REPLACE_ME" in str(value), (
+                f"Secret {name}/{key} holds a value not marked REPLACE_ME"
+            )
+
+
+def test_k8s_migration_job_runs_the_migrate_module(cluster: Cluster) -> None:
+    job = the_job(cluster)
+    pod = job["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert container.get("command") == python_m(MIGRATE_MODULE), (
+        f"Job command {container.get('command')!r}"
+    )
+    assert pod.get("restartPolicy") in ("Never", "OnFailure"), (
+        "a Job needs restartPolicy Never/OnFailure"
+    )
+    problem = why_not_runnable(MIGRATE_MODULE)
+    assert problem is None, problem
+
+
+def test_k8s_pods_are_locked_down_and_sized(cluster: Cluster) -> None:
+    uid, gid = dockerfile_user()
+    pods = {
+        f"Deployment {n}": d["spec"]["template"]["spec"]
+        for n, d in cluster.of_kind("Deployment").items()
+    }
+    pods["migration Job"] = the_job(cluster)["spec"]["template"]["spec"]
+    for where, pod in pods.items():
+        security = pod.get("securityContext", {})
+        assert security.get("runAsNonRoot") is True, f"{where}: runAsNonRoot"
+        assert security.get("runAsUser") == uid, f"{where}: runAsUser != image USER {uid}"
+        if gid is not None:
+            assert security.get("runAsGroup") == gid, f"{where}: runAsGroup != image group {gid}"
+        assert pod.get("automountServiceAccountToken") is False, f"{where}: needs no API token"
+        for container in pod["containers"]:
+            context = container.get("securityContext", {})
+            assert context.get("allowPrivilegeEscalation") is False, (
+                f"{where}: privilege escalation"
+            )
+            assert context.get("readOnlyRootFilesystem") is True, (
+                f"{where}: writable root filesystem"
+            )
+            assert context.get("capabilities", {}).get("drop") == ["ALL"], f"{where}: capabilities"
+            resources = container.get("resources", {})
+            for bound in ("requests", "limits"):
+                assert {"cpu", "memory"} <= set(resources.get(bound, {})), f"{where}: {bound}"
+        if where.startswith("Deployment"):
+            container_env = cluster.container_env(pod["containers"][0])
+            grace = float(str(container_env.get("FORGE_GRACE_SECONDS", DEFAULT_GRACE_SECONDS)))
+            assert pod.get("terminationGracePeriodSeconds", 30) > grace, (
+                f"{where}: terminationGracePeriodSeconds leaves no time to drain {grace}s"
+            )
+
+
+def test_k8s_uses_one_image(cluster: Cluster) -> None:
+    images = {c["image"].split(":")[0] for _, c in k8s_containers(cluster)}
+    assert images == {"forge-continuity"}, f"containers use images {images}"
+    names = {i["name"] for i in cluster.kustomization.get("images", [])}
+    assert names == {"forge-continuity"}, "kustomization `images` must name forge-continuity"
+
+
+# ---------------------------------------------------------------------------------------------
+# compose and Kubernetes agree
+
+
+def _agreement_pairs(
+    compose: dict[str, Any], cluster: Cluster
+) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    for name in SERVICE_NAMES:
+        yield name, compose["services"][name], deployment_container(cluster, name)
+    [job_container] = the_job(cluster)["spec"]["template"]["spec"]["containers"]
+    yield "migrations", compose["services"][COMPOSE_MIGRATE], job_container
+
+
+def test_compose_and_k8s_run_the_same_commands_with_the_same_settings(
+    compose: dict[str, Any], cluster: Cluster
+) -> None:
+    for name, service, container in _agreement_pairs(compose, cluster):
+        assert service.get("command") == container.get("command"), f"{name}: commands differ"
+        compose_vars = compose_env(service)
+        k8s_vars = cluster.container_env(container)
+        assert set(compose_vars) == set(k8s_vars), textwrap.dedent(
+            f"""\
+            {name}: compose and Kubernetes set different variables
+              only compose:    {sorted(set(compose_vars) - set(k8s_vars))}
+              only Kubernetes: {sorted(set(k8s_vars) - set(compose_vars))}"""
+        )
+        for variable in set(compose_vars) - SITE_SPECIFIC:
+            assert compose_vars[variable] == k8s_vars[variable], (
+                f"{name}: {variable} is {compose_vars[variable]!r} in compose, "
+                f"{k8s_vars[variable]!r} in Kubernetes"
+            )
+        if name in DEFAULT_PORTS:
+            assert (
+                compose_port(service, name)
+                == deployment_container(cluster, name)["ports"][0]["containerPort"]
+            )
+
+
+def test_compose_and_k8s_use_the_same_image_and_user(
+    compose: dict[str, Any], cluster: Cluster
+) -> None:
+    compose_image = compose["services"]["ledger"]["image"]
+    k8s_image = deployment_container(cluster, "ledger")["image"]
+    assert compose_image.split(":")[0] == k8s_image.split(":")[0], f"{compose_image} vs {k8s_image}"
