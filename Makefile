@@ -45,7 +45,8 @@ protos: $(STAMP)
 	for d in $(GEN)/forge $(GEN)/forge/continuity $(GEN)/forge/continuity/v1; do touch $$d/__init__.py; done
 
 protos-check: $(STAMP)
-	@tmp=$$(mktemp -d) && cp -r $(GEN) $$tmp/before && $(MAKE) --no-print-directory -s protos >/dev/null && \
+	@tmp=$$(mktemp -d) && cp -r $(GEN) $$tmp/before && \
+	  { $(MAKE) --no-print-directory -s protos >$$tmp/log 2>&1 || { cat $$tmp/log; exit 1; }; } && \
 	  if diff -r $$tmp/before $(GEN) >/dev/null; then echo "generated code matches protos/"; rm -rf $$tmp; \
 	  else diff -r $$tmp/before $(GEN) | head -20; echo "generated code drifted from protos/: run 'make protos' and commit"; rm -rf $$tmp; exit 1; fi
 
