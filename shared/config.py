@@ -47,6 +47,9 @@ ENVIRONMENT: Mapping[str, str] = {
     "FORGE_MAX_MESSAGE_BYTES": "maximum request/response size in bytes (default 33554432)",
     "FORGE_GRACE_SECONDS": "seconds in-flight calls get to drain on shutdown (default 10)",
     "FORGE_LOG_LEVEL": "log level (default INFO)",
+    "FORGE_QUALIFIED_SOURCE_PROFILES": (
+        "extra qualified source profiles, comma-separated (the release's own is always qualified)"
+    ),
     "OTEL_EXPORTER_OTLP_ENDPOINT": "OTLP/gRPC endpoint; spans are exported only when it is set",
     "OTEL_SERVICE_NAME": "overrides the service name reported in traces",
 }

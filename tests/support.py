@@ -19,6 +19,7 @@ TOKENS: dict[str, tuple[str, list[str]]] = {
     "operator-token": ("olga-operator", ["execution_operator"]),
     "operator2-token": ("otto-operator", ["execution_operator"]),
     "worker-token": ("wanda-worker", ["worker"]),
+    "worker2-token": ("walt-worker", ["worker"]),
     "writer-token": ("paul-writer", ["platform_writer"]),
     "reader-token": ("rita-reader", ["reader"]),
     "service-token": ("continuity-services", ["continuity_service"]),

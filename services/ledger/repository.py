@@ -4,13 +4,22 @@ transaction; they never commit. Rows come back as domain dataclasses."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import asdict
 
-from sqlalchemy import Connection, func, insert, select
+from sqlalchemy import Connection, func, insert, select, update
 
+from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
 from services.ledger.domain.journal import StoredEntry
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
 from services.ledger.domain.runs import Run, RunSpec
-from services.ledger.schema import admission_tickets, blobs, journal_entries, policy_revisions, runs
+from services.ledger.schema import (
+    admission_tickets,
+    blobs,
+    execution_requests,
+    journal_entries,
+    policy_revisions,
+    runs,
+)
 from shared.canonical import GENESIS_HASH
 
 # --- runs -----------------------------------------------------------------------------------
@@ -224,10 +233,151 @@ def insert_policy_revision(connection: Connection, policy: PolicyRevision) -> No
 # --- admission tickets ----------------------------------------------------------------------
 
 
-def get_ticket_json(connection: Connection, run_id: str, request_id: str) -> str | None:
+# --- execution requests ---------------------------------------------------------------------
+
+
+def _execution_request(row: object) -> ExecutionRequestRecord:
+    values = dict(row._mapping)  # type: ignore[attr-defined]
+    values["state"] = RequestState(values["state"])
+    return ExecutionRequestRecord(**values)
+
+
+def insert_execution_request(connection: Connection, record: ExecutionRequestRecord) -> None:
+    values = asdict(record)
+    values["state"] = record.state.value
+    connection.execute(insert(execution_requests).values(**values))
+
+
+def update_execution_request(connection: Connection, record: ExecutionRequestRecord) -> None:
+    connection.execute(
+        update(execution_requests)
+        .where(execution_requests.c.execution_request_id == record.execution_request_id)
+        .values(
+            state=record.state.value,
+            lease_generation=record.lease_generation,
+            owner=record.owner,
+            updated_at=record.updated_at,
+        )
+    )
+
+
+def get_execution_request(
+    connection: Connection, execution_request_id: str, *, for_update: bool = False
+) -> ExecutionRequestRecord | None:
+    query = select(execution_requests).where(
+        execution_requests.c.execution_request_id == execution_request_id
+    )
+    if for_update:
+        query = query.with_for_update()
+    row = connection.execute(query).first()
+    return None if row is None else _execution_request(row)
+
+
+def list_execution_requests(
+    connection: Connection, run_id: str, states: tuple[RequestState, ...] = ()
+) -> list[ExecutionRequestRecord]:
+    query = (
+        select(execution_requests)
+        .where(execution_requests.c.run_id == run_id)
+        .order_by(execution_requests.c.created_at, execution_requests.c.execution_request_id)
+    )
+    if states:
+        query = query.where(execution_requests.c.state.in_([s.value for s in states]))
+    return [_execution_request(row) for row in connection.execute(query)]
+
+
+def count_execution_requests(connection: Connection, states: tuple[RequestState, ...]) -> int:
+    return int(
+        connection.execute(
+            select(func.count())
+            .select_from(execution_requests)
+            .where(execution_requests.c.state.in_([s.value for s in states]))
+        ).scalar_one()
+    )
+
+
+# --- tickets --------------------------------------------------------------------------------
+
+
+def insert_ticket(
+    connection: Connection,
+    *,
+    run_id: str,
+    request_id: str,
+    operator_identity: str,
+    request_content_digest: str,
+    consumed_response_digest: str,
+    execution_request_id: str,
+    ticket_json: str,
+    created_at: str,
+) -> None:
+    connection.execute(
+        insert(admission_tickets).values(
+            run_id=run_id,
+            request_id=request_id,
+            operator_identity=operator_identity,
+            request_content_digest=request_content_digest,
+            consumed_response_digest=consumed_response_digest,
+            execution_request_id=execution_request_id,
+            ticket_json=ticket_json,
+            created_at=created_at,
+        )
+    )
+
+
+def get_ticket(connection: Connection, run_id: str, request_id: str) -> dict[str, str] | None:
     row = connection.execute(
-        select(admission_tickets.c.ticket_json).where(
+        select(admission_tickets).where(
             admission_tickets.c.run_id == run_id, admission_tickets.c.request_id == request_id
         )
     ).first()
-    return None if row is None else str(row.ticket_json)
+    return None if row is None else {k: str(v) for k, v in row._mapping.items()}
+
+
+def ticket_for_consumed_graph(
+    connection: Connection, consumed_response_digest: str
+) -> dict[str, str] | None:
+    row = connection.execute(
+        select(admission_tickets).where(
+            admission_tickets.c.consumed_response_digest == consumed_response_digest
+        )
+    ).first()
+    return None if row is None else {k: str(v) for k, v in row._mapping.items()}
+
+
+def count_tickets_for_run(connection: Connection, run_id: str) -> int:
+    return int(
+        connection.execute(
+            select(func.count())
+            .select_from(admission_tickets)
+            .where(admission_tickets.c.run_id == run_id)
+        ).scalar_one()
+    )
+
+
+def lock_current_policy(connection: Connection) -> PolicyRevision:
+    """The current policy, row-locked on PostgreSQL: admissions, claims and policy writes
+    serialize on it, so caps and revocations are checked against committed state. (SQLite's
+    BEGIN IMMEDIATE already serializes writers.)"""
+    row = connection.execute(
+        select(policy_revisions)
+        .order_by(policy_revisions.c.revision.desc())
+        .limit(1)
+        .with_for_update()
+    ).first()
+    if row is None:
+        raise RuntimeError("policy_revisions is empty: migrations were not applied")
+    return _policy(row)
+
+
+# --- commands -------------------------------------------------------------------------------
+
+
+def command_entries(connection: Connection, run_id: str) -> list[StoredEntry]:
+    """The run's retained command_executed rows, in sequence order."""
+    rows = connection.execute(
+        select(journal_entries)
+        .where(journal_entries.c.run_id == run_id, journal_entries.c.kind == "command_executed")
+        .order_by(journal_entries.c.sequence)
+    )
+    return [_entry(row) for row in rows]

@@ -12,6 +12,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     ForeignKey,
+    Index,
     LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
@@ -93,6 +94,7 @@ execution_requests = Table(
     Column("attempt_id", String(256), nullable=False),
     Column("request_id", String(128), nullable=False),
     Column("checkpoint_digest", String(80), nullable=False),
+    Column("policy_revision", BigInteger, nullable=False),
     Column("state", String(16), nullable=False),
     Column("lease_generation", BigInteger, nullable=False),
     Column("lease_seconds", BigInteger, nullable=False),
@@ -100,6 +102,7 @@ execution_requests = Table(
     Column("owner", String(256), nullable=False),
     Column("created_at", String(40), nullable=False),
     Column("updated_at", String(40), nullable=False),
+    Index("ix_execution_requests_run_state", "run_id", "state"),
 )
 
 # One row per admitted request. (run_id, request_id) is the idempotency key; the unique

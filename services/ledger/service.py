@@ -6,11 +6,33 @@ replicas against one PostgreSQL stay correct."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from services.ledger import repository
+from services.ledger.domain.admission import (
+    AdmissionInput,
+    WorkerSource,
+    check_capacity,
+    check_policy_for_admission,
+    check_policy_for_execution,
+    check_worker_source,
+)
+from services.ledger.domain.commands import CommandLedger
+from services.ledger.domain.execution import (
+    PENDING_STATES,
+    ExecutionRequestRecord,
+    RequestState,
+    bound_lease,
+    check_not_expired,
+    check_worker_write,
+    claimed,
+    execution_request_id,
+    finished,
+    lease_expiry,
+)
 from services.ledger.domain.journal import (
     LEDGER_ONLY_KINDS,
     EntryKind,
@@ -22,10 +44,11 @@ from services.ledger.domain.journal import (
 )
 from services.ledger.domain.policy import PolicyRevision, PolicySettings, policy_digest
 from services.ledger.domain.runs import Run, RunSpec, check_identifier
-from shared.canonical import GENESIS_HASH, is_digest, parse_json, sha256_digest
+from shared.canonical import GENESIS_HASH, canonical_text, is_digest, parse_json, sha256_digest
 from shared.errors import (
     Aborted,
     Conflict,
+    FailedPrecondition,
     FieldViolation,
     InvalidArgument,
     NotFound,
@@ -266,7 +289,7 @@ class Ledger:
 
         try:
             with self._engine.begin() as connection:
-                current = repository.current_policy(connection)
+                current = repository.lock_current_policy(connection)
                 if current.revision != expected_revision:
                     raise stale(current.revision)
                 revision = current.revision + 1
@@ -286,18 +309,337 @@ class Ledger:
 
     # --- admissions -------------------------------------------------------------------------
 
-    def get_admission(self, run_id: str, request_id: str) -> dict[str, object]:
-        """The saved ticket of an admission request (its stored JSON document)."""
+    def _append_in(
+        self, connection: Connection, run_id: str, kind: EntryKind, payload: object, actor: str
+    ) -> StoredEntry:
+        """Append at the current head inside the caller's transaction."""
+        sequence, head = repository.journal_head(connection, run_id)
+        entry = seal(run_id, sequence + 1, kind, canonical_text(payload), head, actor, self._now())
+        repository.insert_journal_entry(connection, entry)
+        return entry
+
+    def commit_admission(self, admission: AdmissionInput) -> tuple[dict[str, Any], bool]:
+        """The native admission transaction. Returns (ticket document, created)."""
+        admission.validate()
+        try:
+            with self._engine.begin() as connection:
+                return self._commit_admission(connection, admission)
+        except IntegrityError:
+            # A concurrent transaction admitted first; answer as if we had come second.
+            with self._engine.begin() as connection:
+                return self._commit_admission(connection, admission)
+
+    def _commit_admission(
+        self, connection: Connection, admission: AdmissionInput
+    ) -> tuple[dict[str, Any], bool]:
+        policy = repository.lock_current_policy(connection)
+        stored = repository.get_ticket(connection, admission.run_id, admission.request_id)
+        if stored is not None:
+            return self._replay(stored, admission), False
+        taken = repository.ticket_for_consumed_graph(connection, admission.consumed_response_digest)
+        if taken is not None:
+            raise Conflict(
+                "CONSUMED_GRAPH_ALREADY_ADMITTED",
+                "this consumed response already has a continuity ticket",
+                metadata={"run_id": taken["run_id"], "request_id": taken["request_id"]},
+            )
+        run = repository.get_run(connection, admission.run_id)
+        if run is None:
+            raise _run_not_found(admission.run_id)
+        check_policy_for_admission(policy, admission.policy_revision, admission.version)
+        sequence, head = repository.journal_head(connection, admission.run_id)
+        if head != admission.expected_head_hash:
+            raise _stale_head(admission.run_id, admission.expected_head_hash, sequence, head)
+        outstanding = repository.list_execution_requests(
+            connection, run.spec.run_id, PENDING_STATES
+        )
+        if outstanding:
+            raise FailedPrecondition(
+                "CLAIM_OUTSTANDING",
+                "the run already has a queued or executing claim",
+                metadata={"execution_request_id": outstanding[0].execution_request_id},
+            )
+        check_capacity(
+            policy,
+            per_run=repository.count_tickets_for_run(connection, run.spec.run_id),
+            pending=repository.count_execution_requests(connection, PENDING_STATES),
+        )
+        if not repository.blob_exists(connection, admission.derived_checkpoint_digest):
+            raise FailedPrecondition(
+                "DERIVED_CHECKPOINT_MISSING",
+                "store the derived checkpoint with PutBlob before committing the admission",
+                metadata={"digest": admission.derived_checkpoint_digest},
+            )
+        now = self._clock()
+        lease_seconds = bound_lease(
+            admission.valid_for_seconds, policy.settings.window_seconds, run, now
+        )
+        request_id = execution_request_id(run.spec.run_id, admission.request_id)
+        actor = admission.operator_identity
+        settlement = self._append_in(
+            connection,
+            run.spec.run_id,
+            EntryKind.MIGRATION_SETTLEMENT,
+            {
+                "request_id": admission.request_id,
+                "version": admission.version,
+                "candidate_digest": admission.digests["candidate_digest"],
+                "derived_checkpoint_digest": admission.derived_checkpoint_digest,
+                "witness_digest": admission.witness_digest,
+                "consumed_response_digest": admission.consumed_response_digest,
+                "policy_revision": policy.revision,
+            },
+            actor,
+        )
+        claim = self._append_in(
+            connection,
+            run.spec.run_id,
+            EntryKind.OWNERSHIP_CLAIM,
+            {
+                "request_id": admission.request_id,
+                "execution_request_id": request_id,
+                "attempt_id": run.spec.attempt_id,
+                "lease_seconds": lease_seconds,
+            },
+            actor,
+        )
+        created_at = to_text(now)
+        record = ExecutionRequestRecord(
+            execution_request_id=request_id,
+            run_id=run.spec.run_id,
+            attempt_id=run.spec.attempt_id,
+            request_id=admission.request_id,
+            checkpoint_digest=admission.derived_checkpoint_digest,
+            policy_revision=policy.revision,
+            state=RequestState.QUEUED,
+            lease_generation=0,
+            lease_seconds=lease_seconds,
+            lease_expires_at=lease_expiry(now, lease_seconds),
+            owner="",
+            created_at=created_at,
+            updated_at=created_at,
+        )
+        repository.insert_execution_request(connection, record)
+        ticket = {
+            "run_id": run.spec.run_id,
+            "request_id": admission.request_id,
+            "operator_identity": actor,
+            "settlement_sequence": settlement.sequence,
+            "claim_sequence": claim.sequence,
+            "digests": dict(admission.digests),
+            "policy_revision": policy.revision,
+            "version": admission.version,
+            "derived_checkpoint_digest": admission.derived_checkpoint_digest,
+            "request_content_digest": admission.request_content_digest,
+            "execution_request_id": request_id,
+            "created_at": created_at,
+        }
+        repository.insert_ticket(
+            connection,
+            run_id=run.spec.run_id,
+            request_id=admission.request_id,
+            operator_identity=actor,
+            request_content_digest=admission.request_content_digest,
+            consumed_response_digest=admission.consumed_response_digest,
+            execution_request_id=request_id,
+            ticket_json=canonical_text(ticket),
+            created_at=created_at,
+        )
+        return ticket, True
+
+    @staticmethod
+    def _replay(stored: dict[str, str], admission: AdmissionInput) -> dict[str, Any]:
+        """The stored ticket for an identical repeat; a conflict for anything else."""
+        if stored["operator_identity"] != admission.operator_identity:
+            raise Conflict(
+                "REQUEST_ID_OWNED_BY_ANOTHER_IDENTITY",
+                f"request {admission.request_id} was submitted by another identity",
+                metadata={"request_id": admission.request_id},
+            )
+        if stored["request_content_digest"] != admission.request_content_digest:
+            raise Conflict(
+                "REQUEST_ID_CONFLICT",
+                f"request {admission.request_id} was already submitted with different content",
+                metadata={
+                    "request_id": admission.request_id,
+                    "stored_request_content_digest": stored["request_content_digest"],
+                },
+            )
+        document = parse_json(stored["ticket_json"])
+        assert isinstance(document, dict)
+        return document
+
+    def get_admission(
+        self, run_id: str, request_id: str
+    ) -> tuple[dict[str, Any], ExecutionRequestRecord]:
+        """The saved ticket and the current state of its execution request."""
         check_identifier("run_id", run_id)
         check_identifier("request_id", request_id)
         with self._engine.connect() as connection:
-            stored = repository.get_ticket_json(connection, run_id, request_id)
-        if stored is None:
-            raise NotFound(
-                "ADMISSION_NOT_FOUND",
-                f"no admission request {request_id} for run {run_id}",
-                metadata={"run_id": run_id, "request_id": request_id},
+            stored = repository.get_ticket(connection, run_id, request_id)
+            if stored is None:
+                raise NotFound(
+                    "ADMISSION_NOT_FOUND",
+                    f"no admission request {request_id} for run {run_id}",
+                    metadata={"run_id": run_id, "request_id": request_id},
+                )
+            record = repository.get_execution_request(connection, stored["execution_request_id"])
+        document = parse_json(stored["ticket_json"])
+        assert isinstance(document, dict) and record is not None
+        return document, record
+
+    # --- execution requests and commands ----------------------------------------------------
+
+    def list_execution_requests(
+        self, run_id: str, states: tuple[RequestState, ...]
+    ) -> list[ExecutionRequestRecord]:
+        check_identifier("run_id", run_id)
+        with self._engine.connect() as connection:
+            if repository.get_run(connection, run_id) is None:
+                raise _run_not_found(run_id)
+            return repository.list_execution_requests(connection, run_id, states)
+
+    def get_execution_request(self, execution_request_id: str) -> ExecutionRequestRecord:
+        with self._engine.connect() as connection:
+            return _existing_request(connection, execution_request_id)
+
+    def claim(
+        self, execution_request_id: str, worker: str, presented: WorkerSource
+    ) -> ExecutionRequestRecord:
+        """A worker claims a queued continuation after the current checks are repeated."""
+        with self._engine.begin() as connection:
+            policy = repository.lock_current_policy(connection)
+            record = _existing_request(connection, execution_request_id, for_update=True)
+            if record.state is not RequestState.QUEUED:
+                raise FailedPrecondition(
+                    "EXECUTION_REQUEST_NOT_QUEUED",
+                    f"execution request is {record.state.value}; "
+                    "claimed requests are never requeued",
+                    metadata={"state": record.state.value},
+                )
+            check_not_expired(record, self._clock())
+            check_policy_for_execution(policy, record.policy_revision)
+            run = repository.get_run(connection, record.run_id)
+            assert run is not None
+            check_worker_source(run, record, presented)
+            now = self._now()
+            updated = claimed(record, worker, now)
+            repository.update_execution_request(connection, updated)
+            self._append_in(
+                connection,
+                record.run_id,
+                EntryKind.WORKER_CLAIMED,
+                {
+                    "execution_request_id": record.execution_request_id,
+                    "lease_generation": updated.lease_generation,
+                    "attempt_id": record.attempt_id,
+                },
+                worker,
             )
-        document = parse_json(stored)
-        assert isinstance(document, dict)
-        return document
+            return updated
+
+    def finish(
+        self,
+        execution_request_id: str,
+        worker: str,
+        generation: int,
+        outcome: RequestState,
+        reason: str = "",
+    ) -> ExecutionRequestRecord:
+        """Complete or fail a claimed request under the current generation."""
+        with self._engine.begin() as connection:
+            record = _existing_request(connection, execution_request_id, for_update=True)
+            check_worker_write(record, worker, generation, self._clock())
+            updated = finished(record, outcome, self._now())
+            repository.update_execution_request(connection, updated)
+            if outcome is RequestState.COMPLETED:
+                kind, payload = EntryKind.REQUEST_EVENT, {"event": "completed"}
+            else:
+                kind, payload = EntryKind.REQUEST_FAILED, {"reason": reason}
+            self._append_in(
+                connection,
+                record.run_id,
+                kind,
+                {
+                    "execution_request_id": execution_request_id,
+                    "lease_generation": generation,
+                    **payload,
+                },
+                worker,
+            )
+            return updated
+
+    def record_command(
+        self,
+        execution_request_id: str,
+        worker: str,
+        generation: int,
+        command_id: str,
+        command_digest: str,
+    ) -> tuple[int, bool, int, int]:
+        """Charge one command before it runs: (journal sequence, charged, used, limit)."""
+        check_identifier("command_id", command_id)
+        if not is_digest(command_digest):
+            raise InvalidArgument(
+                "FIELD_INVALID",
+                "command_digest must be sha256:<64 hex>",
+                metadata={"field": "command_digest"},
+                field_violations=[FieldViolation("command_digest", "must be sha256:<64 hex>")],
+            )
+        with self._engine.begin() as connection:
+            policy = repository.lock_current_policy(connection)
+            record = _existing_request(connection, execution_request_id, for_update=True)
+            check_worker_write(record, worker, generation, self._clock())
+            check_policy_for_execution(policy, record.policy_revision)
+            run = repository.get_run(connection, record.run_id)
+            assert run is not None
+            usage = CommandLedger.from_entries(
+                repository.command_entries(connection, record.run_id)
+            )
+            previous = usage.receipt(command_id)
+            if previous is not None:
+                if previous.command_digest != command_digest:
+                    raise Conflict(
+                        "COMMAND_ID_CONFLICT",
+                        f"command {command_id} was recorded with a different command digest",
+                        metadata={"command_id": command_id},
+                    )
+                return previous.sequence, False, usage.used, run.spec.command_limit
+            usage.check_room(run.spec.command_limit)
+            entry = self._append_in(
+                connection,
+                record.run_id,
+                EntryKind.COMMAND_EXECUTED,
+                {
+                    "command_id": command_id,
+                    "command_digest": command_digest,
+                    "execution_request_id": execution_request_id,
+                    "lease_generation": generation,
+                },
+                worker,
+            )
+            return entry.sequence, True, usage.used + 1, run.spec.command_limit
+
+    def command_usage(self, run_id: str) -> tuple[int, int]:
+        check_identifier("run_id", run_id)
+        with self._engine.connect() as connection:
+            run = repository.get_run(connection, run_id)
+            if run is None:
+                raise _run_not_found(run_id)
+            usage = CommandLedger.from_entries(repository.command_entries(connection, run_id))
+            return usage.used, run.spec.command_limit
+
+
+def _existing_request(
+    connection: Connection, execution_request_id: str, *, for_update: bool = False
+) -> ExecutionRequestRecord:
+    record = repository.get_execution_request(
+        connection, execution_request_id, for_update=for_update
+    )
+    if record is None:
+        raise NotFound(
+            "EXECUTION_REQUEST_NOT_FOUND",
+            f"no execution request {execution_request_id}",
+            metadata={"execution_request_id": execution_request_id},
+        )
+    return record

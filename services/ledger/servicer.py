@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import cast
+from typing import Any, cast
 
 import grpc
 from google.protobuf import json_format
@@ -18,12 +18,14 @@ from forge.continuity.v1 import (
     policy_pb2,
     policy_pb2_grpc,
 )
+from services.ledger.domain.admission import DIGEST_NAMES, AdmissionInput, WorkerSource
+from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
 from services.ledger.domain.runs import Run, RunSpec
 from services.ledger.service import Ledger
 from shared.auth import ANY_ROLE, Role, current_principal
-from shared.errors import FieldViolation, InvalidArgument, Unimplemented
+from shared.errors import FieldViolation, InvalidArgument
 from shared.server import ServiceBinding
 from shared.timeutil import from_timestamp, to_text, to_timestamp
 
@@ -101,12 +103,53 @@ def policy_to_proto(policy: PolicyRevision) -> common_pb2.Policy:
     )
 
 
-def _not_yet(method: str) -> Unimplemented:
-    return Unimplemented(
-        "NOT_YET_AVAILABLE",
-        f"{method} is part of the v1 contract but not available in this release",
-        metadata={"method": method},
+STATE_PREFIX = "EXECUTION_REQUEST_STATE_"
+
+
+def state_from_proto(value: int) -> RequestState:
+    try:
+        name = common_pb2.ExecutionRequestState.Name(
+            cast(common_pb2.ExecutionRequestState.ValueType, value)
+        )
+        return RequestState(name.removeprefix(STATE_PREFIX).lower())
+    except ValueError:
+        raise InvalidArgument(
+            "FIELD_INVALID",
+            f"unknown execution request state {value}",
+            metadata={"field": "states"},
+            field_violations=[
+                FieldViolation("states", "must be known ExecutionRequestState values")
+            ],
+        ) from None
+
+
+def execution_request_to_proto(record: ExecutionRequestRecord) -> common_pb2.ExecutionRequest:
+    return common_pb2.ExecutionRequest(
+        execution_request_id=record.execution_request_id,
+        run_id=record.run_id,
+        attempt_id=record.attempt_id,
+        request_id=record.request_id,
+        checkpoint_digest=record.checkpoint_digest,
+        state=common_pb2.ExecutionRequestState.Value(STATE_PREFIX + record.state.name),
+        lease=common_pb2.Lease(
+            generation=record.lease_generation,
+            seconds=record.lease_seconds,
+            expires_at=to_timestamp(record.lease_expires_at),
+        ),
+        owner=record.owner,
     )
+
+
+def ticket_to_proto(
+    document: dict[str, Any], record: ExecutionRequestRecord
+) -> ledger_pb2.AdmissionTicket:
+    """The saved ticket, with its execution request as it is now."""
+    ticket = json_format.ParseDict(
+        {k: v for k, v in document.items() if k != "execution_request_id"},
+        ledger_pb2.AdmissionTicket(),
+    )
+    ticket.execution_request.CopyFrom(execution_request_to_proto(record))
+    return ticket
 
 
 class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
@@ -210,16 +253,32 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     def CommitAdmission(
         self, request: ledger_pb2.CommitAdmissionRequest, context: grpc.ServicerContext
     ) -> ledger_pb2.CommitAdmissionResponse:
-        raise _not_yet("CommitAdmission")
+        digests = request.digests
+        admission = AdmissionInput(
+            run_id=request.run_id,
+            request_id=request.request_id,
+            operator_identity=request.operator_identity,
+            request_content_digest=request.request_content_digest,
+            expected_head_hash=request.expected_head_hash,
+            policy_revision=request.policy_revision,
+            digests={name: getattr(digests, name) for name in DIGEST_NAMES},
+            version=request.version,
+            valid_for_seconds=request.valid_for_seconds,
+            derived_checkpoint_digest=request.derived_checkpoint_digest,
+            consumed_response_digest=request.consumed_response_digest,
+            witness_digest=request.witness_digest,
+        )
+        document, created = self._ledger.commit_admission(admission)
+        _, record = self._ledger.get_admission(request.run_id, request.request_id)
+        return ledger_pb2.CommitAdmissionResponse(
+            ticket=ticket_to_proto(document, record), created=created
+        )
 
     def GetAdmission(
         self, request: ledger_pb2.GetAdmissionRequest, context: grpc.ServicerContext
     ) -> ledger_pb2.GetAdmissionResponse:
-        ticket = json_format.ParseDict(
-            self._ledger.get_admission(request.run_id, request.request_id),
-            ledger_pb2.AdmissionTicket(),
-        )
-        return ledger_pb2.GetAdmissionResponse(ticket=ticket)
+        document, record = self._ledger.get_admission(request.run_id, request.request_id)
+        return ledger_pb2.GetAdmissionResponse(ticket=ticket_to_proto(document, record))
 
 
 class PolicyServicer(policy_pb2_grpc.PolicyServiceServicer):
@@ -268,7 +327,7 @@ class PolicyServicer(policy_pb2_grpc.PolicyServiceServicer):
 
 
 class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
-    """Worker claims, leases and the command ledger (delivered with the v1 end-to-end flow)."""
+    """Worker claims under fenced leases, and the command ledger."""
 
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
@@ -276,32 +335,91 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
     def ClaimExecutionRequest(
         self, request: execution_pb2.ClaimExecutionRequestRequest, context: grpc.ServicerContext
     ) -> execution_pb2.ClaimExecutionRequestResponse:
-        raise _not_yet("ClaimExecutionRequest")
+        record = self._ledger.claim(
+            request.execution_request_id,
+            current_principal().identity,
+            WorkerSource(
+                request.source_revision, request.configuration_digest, request.source_profile
+            ),
+        )
+        return execution_pb2.ClaimExecutionRequestResponse(
+            execution_request=execution_request_to_proto(record)
+        )
 
     def CompleteExecutionRequest(
         self, request: execution_pb2.CompleteExecutionRequestRequest, context: grpc.ServicerContext
     ) -> execution_pb2.CompleteExecutionRequestResponse:
-        raise _not_yet("CompleteExecutionRequest")
+        record = self._ledger.finish(
+            request.execution_request_id,
+            current_principal().identity,
+            request.lease_generation,
+            RequestState.COMPLETED,
+        )
+        return execution_pb2.CompleteExecutionRequestResponse(
+            execution_request=execution_request_to_proto(record)
+        )
 
     def FailExecutionRequest(
         self, request: execution_pb2.FailExecutionRequestRequest, context: grpc.ServicerContext
     ) -> execution_pb2.FailExecutionRequestResponse:
-        raise _not_yet("FailExecutionRequest")
+        if not request.reason:
+            raise InvalidArgument(
+                "FIELD_REQUIRED",
+                "reason is required",
+                metadata={"field": "reason"},
+                field_violations=[FieldViolation("reason", "required")],
+            )
+        record = self._ledger.finish(
+            request.execution_request_id,
+            current_principal().identity,
+            request.lease_generation,
+            RequestState.FAILED,
+            request.reason,
+        )
+        return execution_pb2.FailExecutionRequestResponse(
+            execution_request=execution_request_to_proto(record)
+        )
 
     def GetExecutionRequest(
         self, request: execution_pb2.GetExecutionRequestRequest, context: grpc.ServicerContext
     ) -> execution_pb2.GetExecutionRequestResponse:
-        raise _not_yet("GetExecutionRequest")
+        record = self._ledger.get_execution_request(request.execution_request_id)
+        return execution_pb2.GetExecutionRequestResponse(
+            execution_request=execution_request_to_proto(record)
+        )
+
+    def ListExecutionRequests(
+        self, request: execution_pb2.ListExecutionRequestsRequest, context: grpc.ServicerContext
+    ) -> execution_pb2.ListExecutionRequestsResponse:
+        states = tuple(state_from_proto(value) for value in request.states)
+        records = self._ledger.list_execution_requests(request.run_id, states)
+        return execution_pb2.ListExecutionRequestsResponse(
+            execution_requests=[execution_request_to_proto(r) for r in records]
+        )
 
     def RecordCommand(
         self, request: execution_pb2.RecordCommandRequest, context: grpc.ServicerContext
     ) -> execution_pb2.RecordCommandResponse:
-        raise _not_yet("RecordCommand")
+        sequence, charged, used, limit = self._ledger.record_command(
+            request.execution_request_id,
+            current_principal().identity,
+            request.lease_generation,
+            request.command_id,
+            request.command_digest,
+        )
+        return execution_pb2.RecordCommandResponse(
+            journal_sequence=sequence,
+            charged=charged,
+            usage=execution_pb2.CommandUsage(used=used, limit=limit),
+        )
 
     def GetCommandUsage(
         self, request: execution_pb2.GetCommandUsageRequest, context: grpc.ServicerContext
     ) -> execution_pb2.GetCommandUsageResponse:
-        raise _not_yet("GetCommandUsage")
+        used, limit = self._ledger.command_usage(request.run_id)
+        return execution_pb2.GetCommandUsageResponse(
+            usage=execution_pb2.CommandUsage(used=used, limit=limit)
+        )
 
 
 WRITERS = frozenset({Role.PLATFORM_WRITER})
@@ -351,6 +469,7 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
                 "CompleteExecutionRequest": WORKERS,
                 "FailExecutionRequest": WORKERS,
                 "GetExecutionRequest": ANY_ROLE,
+                "ListExecutionRequests": ANY_ROLE,
                 "RecordCommand": WORKERS,
                 "GetCommandUsage": ANY_ROLE,
             },

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from forge.continuity.v1 import reconstruction_pb2, reconstruction_pb2_grpc
-from services.reconstruction.domain import reconstruct_invalid_read
+from services.reconstruction.domain import Hold, analyze_consumed_response, reconstruct_invalid_read
+from shared.canonical import canonical_text
 from shared.errors import FieldViolation, InvalidArgument
 
 _VERSIONS = {
@@ -53,4 +54,46 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
             witness_digest=result.witness_digest,
             captured_contract_json=result.captured_contract_json,
             accounting_json=result.accounting_json,
+        )
+
+    def AnalyzeConsumedResponse(
+        self, request: reconstruction_pb2.AnalyzeConsumedResponseRequest, context: Any
+    ) -> reconstruction_pb2.AnalyzeConsumedResponseResponse:
+        for field in ("checkpoint", "raw_response"):
+            if not getattr(request, field):
+                raise _required(field)
+        analysis = analyze_consumed_response(request.checkpoint, request.raw_response)
+
+        def holds(found: tuple[Hold, ...]) -> list[reconstruction_pb2.AnalysisHold]:
+            return [
+                reconstruction_pb2.AnalysisHold(
+                    reason=hold.reason, element=hold.element, message=hold.message
+                )
+                for hold in found
+            ]
+
+        return reconstruction_pb2.AnalyzeConsumedResponseResponse(
+            tool_calls=[
+                reconstruction_pb2.ConsumedToolCall(
+                    call_id=call.tool_call_id,
+                    tool_name=call.tool_name,
+                    args_digest=call.args_digest,
+                    grant=call.grant or "",
+                )
+                for call in analysis.tool_calls
+            ],
+            evidence_call_id=analysis.evidence_call_id or "",
+            evidence_query_json=(
+                canonical_text(analysis.evidence_query)
+                if analysis.evidence_query is not None
+                else ""
+            ),
+            accepted_by_advertised_schema=analysis.accepted_by_advertised_schema,
+            rejected_by_pinned_validator=analysis.rejected_by_pinned_validator,
+            validator_error=analysis.validator_error or "",
+            runtime_identity_json=canonical_text(dict(analysis.runtime_identity)),
+            validator_identity=analysis.validator_identity.get("source_hash", ""),
+            common_holds=holds(analysis.holds_common),
+            v1_holds=holds(analysis.holds_v1),
+            v2_holds=holds(analysis.holds_v2),
         )

@@ -53,6 +53,7 @@ EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.ExecutionService/CompleteExecutionRequest": WORKER,
     "/forge.continuity.v1.ExecutionService/FailExecutionRequest": WORKER,
     "/forge.continuity.v1.ExecutionService/GetExecutionRequest": ALL,
+    "/forge.continuity.v1.ExecutionService/ListExecutionRequests": ALL,
     "/forge.continuity.v1.ExecutionService/RecordCommand": WORKER,
     "/forge.continuity.v1.ExecutionService/GetCommandUsage": ALL,
     "/forge.continuity.v1.CandidateService/GetInvalidReadContinuityCandidate": OPERATOR | ADMIN,

@@ -52,10 +52,6 @@ LEDGER_ONLY_KINDS = frozenset(
         EntryKind.REQUEST_EVENT,
         EntryKind.REFUSAL_SETTLEMENT,
         EntryKind.ADMISSION_REFUSAL,
-        # Commands are charged through ExecutionService.RecordCommand, under a lease generation.
-        EntryKind.COMMAND_EXECUTED,
-        # Claims happen through ExecutionService.ClaimExecutionRequest.
-        EntryKind.WORKER_CLAIMED,
     }
 )
 

@@ -89,6 +89,7 @@ def upgrade() -> None:
         sa.Column("attempt_id", sa.String(256), nullable=False),
         sa.Column("request_id", sa.String(128), nullable=False),
         sa.Column("checkpoint_digest", sa.String(80), nullable=False),
+        sa.Column("policy_revision", sa.BigInteger, nullable=False),
         sa.Column("state", sa.String(16), nullable=False),
         sa.Column("lease_generation", sa.BigInteger, nullable=False),
         sa.Column("lease_seconds", sa.BigInteger, nullable=False),

@@ -3,9 +3,11 @@
 isort:skip_file
 """
 
+from collections import abc as _abc
 from forge.continuity.v1 import common_pb2 as _common_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf.internal import containers as _containers
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -362,3 +364,55 @@ class CommandUsage(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CommandUsage: _TypeAlias = CommandUsage  # noqa: Y015
+
+@_typing.final
+class ListExecutionRequestsRequest(_message.Message):
+    """ListExecutionRequestsRequest names a run."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    STATES_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    """The run."""
+    @_builtins.property
+    def states(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.ExecutionRequestState.ValueType]:
+        """Only requests in these states; empty means all."""
+
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        states: _abc.Iterable[_common_pb2.ExecutionRequestState.ValueType] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["run_id", b"run_id", "states", b"states"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListExecutionRequestsRequest: _TypeAlias = ListExecutionRequestsRequest  # noqa: Y015
+
+@_typing.final
+class ListExecutionRequestsResponse(_message.Message):
+    """ListExecutionRequestsResponse lists execution requests."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_REQUESTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def execution_requests(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ExecutionRequest]:
+        """The requests, oldest first."""
+
+    def __init__(
+        self,
+        *,
+        execution_requests: _abc.Iterable[_common_pb2.ExecutionRequest] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_requests", b"execution_requests"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListExecutionRequestsResponse: _TypeAlias = ListExecutionRequestsResponse  # noqa: Y015

@@ -58,6 +58,11 @@ class ExecutionServiceStub:
                 request_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.GetExecutionRequestRequest.SerializeToString,
                 response_deserializer=forge_dot_continuity_dot_v1_dot_execution__pb2.GetExecutionRequestResponse.FromString,
                 _registered_method=True)
+        self.ListExecutionRequests = channel.unary_unary(
+                '/forge.continuity.v1.ExecutionService/ListExecutionRequests',
+                request_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.ListExecutionRequestsRequest.SerializeToString,
+                response_deserializer=forge_dot_continuity_dot_v1_dot_execution__pb2.ListExecutionRequestsResponse.FromString,
+                _registered_method=True)
         self.RecordCommand = channel.unary_unary(
                 '/forge.continuity.v1.ExecutionService/RecordCommand',
                 request_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.RecordCommandRequest.SerializeToString,
@@ -107,6 +112,14 @@ class ExecutionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListExecutionRequests(self, request, context):
+        """Lists a run's execution requests, oldest first, optionally only in the given states.
+        Role: reader or better.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def RecordCommand(self, request, context):
         """Records one command before it runs: refused (RESOURCE_EXHAUSTED, COMMAND_LIMIT_REACHED) when the
         run's retained native rows already reach its command limit. Recording the same command_id again
@@ -145,6 +158,11 @@ def add_ExecutionServiceServicer_to_server(servicer, server):
                     servicer.GetExecutionRequest,
                     request_deserializer=forge_dot_continuity_dot_v1_dot_execution__pb2.GetExecutionRequestRequest.FromString,
                     response_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.GetExecutionRequestResponse.SerializeToString,
+            ),
+            'ListExecutionRequests': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListExecutionRequests,
+                    request_deserializer=forge_dot_continuity_dot_v1_dot_execution__pb2.ListExecutionRequestsRequest.FromString,
+                    response_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.ListExecutionRequestsResponse.SerializeToString,
             ),
             'RecordCommand': grpc.unary_unary_rpc_method_handler(
                     servicer.RecordCommand,
@@ -269,6 +287,33 @@ class ExecutionService:
             '/forge.continuity.v1.ExecutionService/GetExecutionRequest',
             forge_dot_continuity_dot_v1_dot_execution__pb2.GetExecutionRequestRequest.SerializeToString,
             forge_dot_continuity_dot_v1_dot_execution__pb2.GetExecutionRequestResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListExecutionRequests(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/forge.continuity.v1.ExecutionService/ListExecutionRequests',
+            forge_dot_continuity_dot_v1_dot_execution__pb2.ListExecutionRequestsRequest.SerializeToString,
+            forge_dot_continuity_dot_v1_dot_execution__pb2.ListExecutionRequestsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -49,6 +49,10 @@ class ExecutionServiceStub:
     """
     GetExecutionRequest: _grpc.UnaryUnaryMultiCallable[_execution_pb2.GetExecutionRequestRequest, _execution_pb2.GetExecutionRequestResponse]
     """Reads an execution request. Role: reader or better."""
+    ListExecutionRequests: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ListExecutionRequestsRequest, _execution_pb2.ListExecutionRequestsResponse]
+    """Lists a run's execution requests, oldest first, optionally only in the given states.
+    Role: reader or better.
+    """
     RecordCommand: _grpc.UnaryUnaryMultiCallable[_execution_pb2.RecordCommandRequest, _execution_pb2.RecordCommandResponse]
     """Records one command before it runs: refused (RESOURCE_EXHAUSTED, COMMAND_LIMIT_REACHED) when the
     run's retained native rows already reach its command limit. Recording the same command_id again
@@ -78,6 +82,10 @@ class ExecutionServiceAsyncStub(ExecutionServiceStub):
     """
     GetExecutionRequest: _aio.UnaryUnaryMultiCallable[_execution_pb2.GetExecutionRequestRequest, _execution_pb2.GetExecutionRequestResponse]  # type: ignore[assignment]
     """Reads an execution request. Role: reader or better."""
+    ListExecutionRequests: _aio.UnaryUnaryMultiCallable[_execution_pb2.ListExecutionRequestsRequest, _execution_pb2.ListExecutionRequestsResponse]  # type: ignore[assignment]
+    """Lists a run's execution requests, oldest first, optionally only in the given states.
+    Role: reader or better.
+    """
     RecordCommand: _aio.UnaryUnaryMultiCallable[_execution_pb2.RecordCommandRequest, _execution_pb2.RecordCommandResponse]  # type: ignore[assignment]
     """Records one command before it runs: refused (RESOURCE_EXHAUSTED, COMMAND_LIMIT_REACHED) when the
     run's retained native rows already reach its command limit. Recording the same command_id again
@@ -128,6 +136,16 @@ class ExecutionServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_execution_pb2.GetExecutionRequestResponse, _abc.Awaitable[_execution_pb2.GetExecutionRequestResponse]]:
         """Reads an execution request. Role: reader or better."""
+
+    @_abc_1.abstractmethod
+    def ListExecutionRequests(
+        self,
+        request: _execution_pb2.ListExecutionRequestsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_execution_pb2.ListExecutionRequestsResponse, _abc.Awaitable[_execution_pb2.ListExecutionRequestsResponse]]:
+        """Lists a run's execution requests, oldest first, optionally only in the given states.
+        Role: reader or better.
+        """
 
     @_abc_1.abstractmethod
     def RecordCommand(

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(forge/continuity/v1/reconstruction.proto\x12\x13\x66orge.continuity.v1\x1a\x1fgoogle/api/field_behavior.proto\"\xb3\x01\n\x1dReconstructInvalidReadRequest\x12\x18\n\ncheckpoint\x18\x01 \x01(\x0c\x42\x04\xe2\x41\x01\x02\x12\x1a\n\x0craw_response\x18\x02 \x01(\x0c\x42\x04\xe2\x41\x01\x02\x12\x41\n\x07version\x18\x03 \x01(\x0e\x32*.forge.continuity.v1.ReconstructionVersionB\x04\xe2\x41\x01\x02\x12\x19\n\x0b\x63onsumed_at\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\"\xc6\x01\n\x1eReconstructInvalidReadResponse\x12\x1a\n\x12\x64\x65rived_checkpoint\x18\x01 \x01(\x0c\x12!\n\x19\x64\x65rived_checkpoint_digest\x18\x02 \x01(\t\x12\x14\n\x0cwitness_json\x18\x03 \x01(\t\x12\x16\n\x0ewitness_digest\x18\x04 \x01(\t\x12\x1e\n\x16\x63\x61ptured_contract_json\x18\x05 \x01(\t\x12\x17\n\x0f\x61\x63\x63ounting_json\x18\x06 \x01(\t*}\n\x15ReconstructionVersion\x12&\n\"RECONSTRUCTION_VERSION_UNSPECIFIED\x10\x00\x12\x1d\n\x19RECONSTRUCTION_VERSION_V1\x10\x01\x12\x1d\n\x19RECONSTRUCTION_VERSION_V2\x10\x02\x32\x9b\x01\n\x15ReconstructionService\x12\x81\x01\n\x16ReconstructInvalidRead\x12\x32.forge.continuity.v1.ReconstructInvalidReadRequest\x1a\x33.forge.continuity.v1.ReconstructInvalidReadResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(forge/continuity/v1/reconstruction.proto\x12\x13\x66orge.continuity.v1\x1a\x1fgoogle/api/field_behavior.proto\"\xb3\x01\n\x1dReconstructInvalidReadRequest\x12\x18\n\ncheckpoint\x18\x01 \x01(\x0c\x42\x04\xe2\x41\x01\x02\x12\x1a\n\x0craw_response\x18\x02 \x01(\x0c\x42\x04\xe2\x41\x01\x02\x12\x41\n\x07version\x18\x03 \x01(\x0e\x32*.forge.continuity.v1.ReconstructionVersionB\x04\xe2\x41\x01\x02\x12\x19\n\x0b\x63onsumed_at\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\"\xc6\x01\n\x1eReconstructInvalidReadResponse\x12\x1a\n\x12\x64\x65rived_checkpoint\x18\x01 \x01(\x0c\x12!\n\x19\x64\x65rived_checkpoint_digest\x18\x02 \x01(\t\x12\x14\n\x0cwitness_json\x18\x03 \x01(\t\x12\x16\n\x0ewitness_digest\x18\x04 \x01(\t\x12\x1e\n\x16\x63\x61ptured_contract_json\x18\x05 \x01(\t\x12\x17\n\x0f\x61\x63\x63ounting_json\x18\x06 \x01(\t\"V\n\x1e\x41nalyzeConsumedResponseRequest\x12\x18\n\ncheckpoint\x18\x01 \x01(\x0c\x42\x04\xe2\x41\x01\x02\x12\x1a\n\x0craw_response\x18\x02 \x01(\x0c\x42\x04\xe2\x41\x01\x02\"Z\n\x10\x43onsumedToolCall\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x11\n\ttool_name\x18\x02 \x01(\t\x12\x13\n\x0b\x61rgs_digest\x18\x03 \x01(\t\x12\r\n\x05grant\x18\x04 \x01(\t\"@\n\x0c\x41nalysisHold\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x0f\n\x07\x65lement\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"\xd7\x03\n\x1f\x41nalyzeConsumedResponseResponse\x12\x39\n\ntool_calls\x18\x01 \x03(\x0b\x32%.forge.continuity.v1.ConsumedToolCall\x12\x18\n\x10\x65vidence_call_id\x18\x02 \x01(\t\x12\x1b\n\x13\x65vidence_query_json\x18\x03 \x01(\t\x12%\n\x1d\x61\x63\x63\x65pted_by_advertised_schema\x18\x04 \x01(\x08\x12$\n\x1crejected_by_pinned_validator\x18\x05 \x01(\x08\x12\x17\n\x0fvalidator_error\x18\x06 \x01(\t\x12\x1d\n\x15runtime_identity_json\x18\x07 \x01(\t\x12\x1a\n\x12validator_identity\x18\x08 \x01(\t\x12\x37\n\x0c\x63ommon_holds\x18\t \x03(\x0b\x32!.forge.continuity.v1.AnalysisHold\x12\x33\n\x08v1_holds\x18\n \x03(\x0b\x32!.forge.continuity.v1.AnalysisHold\x12\x33\n\x08v2_holds\x18\x0b \x03(\x0b\x32!.forge.continuity.v1.AnalysisHold*}\n\x15ReconstructionVersion\x12&\n\"RECONSTRUCTION_VERSION_UNSPECIFIED\x10\x00\x12\x1d\n\x19RECONSTRUCTION_VERSION_V1\x10\x01\x12\x1d\n\x19RECONSTRUCTION_VERSION_V2\x10\x02\x32\xa2\x02\n\x15ReconstructionService\x12\x81\x01\n\x16ReconstructInvalidRead\x12\x32.forge.continuity.v1.ReconstructInvalidReadRequest\x1a\x33.forge.continuity.v1.ReconstructInvalidReadResponse\x12\x84\x01\n\x17\x41nalyzeConsumedResponse\x12\x33.forge.continuity.v1.AnalyzeConsumedResponseRequest\x1a\x34.forge.continuity.v1.AnalyzeConsumedResponseResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,12 +40,24 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RECONSTRUCTINVALIDREADREQUEST'].fields_by_name['version']._serialized_options = b'\342A\001\002'
   _globals['_RECONSTRUCTINVALIDREADREQUEST'].fields_by_name['consumed_at']._loaded_options = None
   _globals['_RECONSTRUCTINVALIDREADREQUEST'].fields_by_name['consumed_at']._serialized_options = b'\342A\001\002'
-  _globals['_RECONSTRUCTIONVERSION']._serialized_start=481
-  _globals['_RECONSTRUCTIONVERSION']._serialized_end=606
+  _globals['_ANALYZECONSUMEDRESPONSEREQUEST'].fields_by_name['checkpoint']._loaded_options = None
+  _globals['_ANALYZECONSUMEDRESPONSEREQUEST'].fields_by_name['checkpoint']._serialized_options = b'\342A\001\002'
+  _globals['_ANALYZECONSUMEDRESPONSEREQUEST'].fields_by_name['raw_response']._loaded_options = None
+  _globals['_ANALYZECONSUMEDRESPONSEREQUEST'].fields_by_name['raw_response']._serialized_options = b'\342A\001\002'
+  _globals['_RECONSTRUCTIONVERSION']._serialized_start=1201
+  _globals['_RECONSTRUCTIONVERSION']._serialized_end=1326
   _globals['_RECONSTRUCTINVALIDREADREQUEST']._serialized_start=99
   _globals['_RECONSTRUCTINVALIDREADREQUEST']._serialized_end=278
   _globals['_RECONSTRUCTINVALIDREADRESPONSE']._serialized_start=281
   _globals['_RECONSTRUCTINVALIDREADRESPONSE']._serialized_end=479
-  _globals['_RECONSTRUCTIONSERVICE']._serialized_start=609
-  _globals['_RECONSTRUCTIONSERVICE']._serialized_end=764
+  _globals['_ANALYZECONSUMEDRESPONSEREQUEST']._serialized_start=481
+  _globals['_ANALYZECONSUMEDRESPONSEREQUEST']._serialized_end=567
+  _globals['_CONSUMEDTOOLCALL']._serialized_start=569
+  _globals['_CONSUMEDTOOLCALL']._serialized_end=659
+  _globals['_ANALYSISHOLD']._serialized_start=661
+  _globals['_ANALYSISHOLD']._serialized_end=725
+  _globals['_ANALYZECONSUMEDRESPONSERESPONSE']._serialized_start=728
+  _globals['_ANALYZECONSUMEDRESPONSERESPONSE']._serialized_end=1199
+  _globals['_RECONSTRUCTIONSERVICE']._serialized_start=1329
+  _globals['_RECONSTRUCTIONSERVICE']._serialized_end=1619
 # @@protoc_insertion_point(module_scope)

@@ -3,8 +3,10 @@
 isort:skip_file
 """
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
@@ -116,3 +118,163 @@ class ReconstructInvalidReadResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReconstructInvalidReadResponse: _TypeAlias = ReconstructInvalidReadResponse  # noqa: Y015
+
+@_typing.final
+class AnalyzeConsumedResponseRequest(_message.Message):
+    """AnalyzeConsumedResponseRequest carries the original stored bytes."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHECKPOINT_FIELD_NUMBER: _builtins.int
+    RAW_RESPONSE_FIELD_NUMBER: _builtins.int
+    checkpoint: _builtins.bytes
+    """The original checkpoint bytes."""
+    raw_response: _builtins.bytes
+    """The consumed raw provider response bytes."""
+    def __init__(
+        self,
+        *,
+        checkpoint: _builtins.bytes = ...,
+        raw_response: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "raw_response", b"raw_response"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AnalyzeConsumedResponseRequest: _TypeAlias = AnalyzeConsumedResponseRequest  # noqa: Y015
+
+@_typing.final
+class ConsumedToolCall(_message.Message):
+    """ConsumedToolCall is one tool call of the consumed response."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALL_ID_FIELD_NUMBER: _builtins.int
+    TOOL_NAME_FIELD_NUMBER: _builtins.int
+    ARGS_DIGEST_FIELD_NUMBER: _builtins.int
+    GRANT_FIELD_NUMBER: _builtins.int
+    call_id: _builtins.str
+    """The provider's call id."""
+    tool_name: _builtins.str
+    """The tool name."""
+    args_digest: _builtins.str
+    """Digest of the canonical call arguments ("" when they are not JSON)."""
+    grant: _builtins.str
+    """The grant the historical contract declared for the tool ("read", "write", ...), "" if unknown."""
+    def __init__(
+        self,
+        *,
+        call_id: _builtins.str = ...,
+        tool_name: _builtins.str = ...,
+        args_digest: _builtins.str = ...,
+        grant: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["args_digest", b"args_digest", "call_id", b"call_id", "grant", b"grant", "tool_name", b"tool_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsumedToolCall: _TypeAlias = ConsumedToolCall  # noqa: Y015
+
+@_typing.final
+class AnalysisHold(_message.Message):
+    """AnalysisHold is one reason the response cannot be continued under a version."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REASON_FIELD_NUMBER: _builtins.int
+    ELEMENT_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    reason: _builtins.str
+    """Stable reason (e.g. SIBLING_CALL_REFUSED, EVIDENCE_QUERY_VALID, UNSUPPORTED_RESPONSE_CONTENT)."""
+    element: _builtins.str
+    """The element it names (a call id, a content kind)."""
+    message: _builtins.str
+    """A human-readable sentence."""
+    def __init__(
+        self,
+        *,
+        reason: _builtins.str = ...,
+        element: _builtins.str = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["element", b"element", "message", b"message", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AnalysisHold: _TypeAlias = AnalysisHold  # noqa: Y015
+
+@_typing.final
+class AnalyzeConsumedResponseResponse(_message.Message):
+    """AnalyzeConsumedResponseResponse is the read-only analysis."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_CALLS_FIELD_NUMBER: _builtins.int
+    EVIDENCE_CALL_ID_FIELD_NUMBER: _builtins.int
+    EVIDENCE_QUERY_JSON_FIELD_NUMBER: _builtins.int
+    ACCEPTED_BY_ADVERTISED_SCHEMA_FIELD_NUMBER: _builtins.int
+    REJECTED_BY_PINNED_VALIDATOR_FIELD_NUMBER: _builtins.int
+    VALIDATOR_ERROR_FIELD_NUMBER: _builtins.int
+    RUNTIME_IDENTITY_JSON_FIELD_NUMBER: _builtins.int
+    VALIDATOR_IDENTITY_FIELD_NUMBER: _builtins.int
+    COMMON_HOLDS_FIELD_NUMBER: _builtins.int
+    V1_HOLDS_FIELD_NUMBER: _builtins.int
+    V2_HOLDS_FIELD_NUMBER: _builtins.int
+    evidence_call_id: _builtins.str
+    """The id of the single read_run_evidence call, "" when there is not exactly one."""
+    evidence_query_json: _builtins.str
+    """The call's query object as canonical JSON ("" when absent)."""
+    accepted_by_advertised_schema: _builtins.bool
+    """True when the old advertised schema accepts the call arguments."""
+    rejected_by_pinned_validator: _builtins.bool
+    """True when the pinned validator rejects the query."""
+    validator_error: _builtins.str
+    """The pinned validator's error text."""
+    runtime_identity_json: _builtins.str
+    """Registered runtime identity, canonical JSON."""
+    validator_identity: _builtins.str
+    """Registered validator identity (source hash)."""
+    @_builtins.property
+    def tool_calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConsumedToolCall]:
+        """Every tool call of the response, in order."""
+
+    @_builtins.property
+    def common_holds(self) -> _containers.RepeatedCompositeFieldContainer[Global___AnalysisHold]:
+        """Holds that apply to every version."""
+
+    @_builtins.property
+    def v1_holds(self) -> _containers.RepeatedCompositeFieldContainer[Global___AnalysisHold]:
+        """Holds that apply to version 1 only."""
+
+    @_builtins.property
+    def v2_holds(self) -> _containers.RepeatedCompositeFieldContainer[Global___AnalysisHold]:
+        """Holds that apply to version 2 only."""
+
+    def __init__(
+        self,
+        *,
+        tool_calls: _abc.Iterable[Global___ConsumedToolCall] | None = ...,
+        evidence_call_id: _builtins.str = ...,
+        evidence_query_json: _builtins.str = ...,
+        accepted_by_advertised_schema: _builtins.bool = ...,
+        rejected_by_pinned_validator: _builtins.bool = ...,
+        validator_error: _builtins.str = ...,
+        runtime_identity_json: _builtins.str = ...,
+        validator_identity: _builtins.str = ...,
+        common_holds: _abc.Iterable[Global___AnalysisHold] | None = ...,
+        v1_holds: _abc.Iterable[Global___AnalysisHold] | None = ...,
+        v2_holds: _abc.Iterable[Global___AnalysisHold] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted_by_advertised_schema", b"accepted_by_advertised_schema", "common_holds", b"common_holds", "evidence_call_id", b"evidence_call_id", "evidence_query_json", b"evidence_query_json", "rejected_by_pinned_validator", b"rejected_by_pinned_validator", "runtime_identity_json", b"runtime_identity_json", "tool_calls", b"tool_calls", "v1_holds", b"v1_holds", "v2_holds", b"v2_holds", "validator_error", b"validator_error", "validator_identity", b"validator_identity"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AnalyzeConsumedResponseResponse: _TypeAlias = AnalyzeConsumedResponseResponse  # noqa: Y015

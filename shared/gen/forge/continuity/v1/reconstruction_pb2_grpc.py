@@ -43,6 +43,11 @@ class ReconstructionServiceStub:
                 request_serializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReconstructInvalidReadRequest.SerializeToString,
                 response_deserializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReconstructInvalidReadResponse.FromString,
                 _registered_method=True)
+        self.AnalyzeConsumedResponse = channel.unary_unary(
+                '/forge.continuity.v1.ReconstructionService/AnalyzeConsumedResponse',
+                request_serializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeConsumedResponseRequest.SerializeToString,
+                response_deserializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeConsumedResponseResponse.FromString,
+                _registered_method=True)
 
 
 class ReconstructionServiceServicer:
@@ -61,6 +66,17 @@ class ReconstructionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AnalyzeConsumedResponse(self, request, context):
+        """Analyzes, read-only, the consumed response against the historical contract and the pinned
+        validator: the calls, the single read_run_evidence query, whether the old advertised schema
+        accepts it and the pinned validator rejects it, and the typed holds per version. A checkpoint
+        that cannot be migrated is FAILED_PRECONDITION with the migration's reason.
+        Role: continuity service or reader.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReconstructionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -68,6 +84,11 @@ def add_ReconstructionServiceServicer_to_server(servicer, server):
                     servicer.ReconstructInvalidRead,
                     request_deserializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReconstructInvalidReadRequest.FromString,
                     response_serializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReconstructInvalidReadResponse.SerializeToString,
+            ),
+            'AnalyzeConsumedResponse': grpc.unary_unary_rpc_method_handler(
+                    servicer.AnalyzeConsumedResponse,
+                    request_deserializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeConsumedResponseRequest.FromString,
+                    response_serializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeConsumedResponseResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -101,6 +122,33 @@ class ReconstructionService:
             '/forge.continuity.v1.ReconstructionService/ReconstructInvalidRead',
             forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReconstructInvalidReadRequest.SerializeToString,
             forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReconstructInvalidReadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AnalyzeConsumedResponse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/forge.continuity.v1.ReconstructionService/AnalyzeConsumedResponse',
+            forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeConsumedResponseRequest.SerializeToString,
+            forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeConsumedResponseResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -42,6 +42,13 @@ class ReconstructionServiceStub:
     with a typed reason (e.g. MIGRATION_FIELD_REFUSED) naming the field or contract element.
     Role: continuity service or reader.
     """
+    AnalyzeConsumedResponse: _grpc.UnaryUnaryMultiCallable[_reconstruction_pb2.AnalyzeConsumedResponseRequest, _reconstruction_pb2.AnalyzeConsumedResponseResponse]
+    """Analyzes, read-only, the consumed response against the historical contract and the pinned
+    validator: the calls, the single read_run_evidence query, whether the old advertised schema
+    accepts it and the pinned validator rejects it, and the typed holds per version. A checkpoint
+    that cannot be migrated is FAILED_PRECONDITION with the migration's reason.
+    Role: continuity service or reader.
+    """
 
 @_typing.type_check_only
 class ReconstructionServiceAsyncStub(ReconstructionServiceStub):
@@ -55,6 +62,13 @@ class ReconstructionServiceAsyncStub(ReconstructionServiceStub):
     ReconstructInvalidRead: _aio.UnaryUnaryMultiCallable[_reconstruction_pb2.ReconstructInvalidReadRequest, _reconstruction_pb2.ReconstructInvalidReadResponse]  # type: ignore[assignment]
     """Reconstructs the continuation of a held invalid-read run. Refusals are FAILED_PRECONDITION
     with a typed reason (e.g. MIGRATION_FIELD_REFUSED) naming the field or contract element.
+    Role: continuity service or reader.
+    """
+    AnalyzeConsumedResponse: _aio.UnaryUnaryMultiCallable[_reconstruction_pb2.AnalyzeConsumedResponseRequest, _reconstruction_pb2.AnalyzeConsumedResponseResponse]  # type: ignore[assignment]
+    """Analyzes, read-only, the consumed response against the historical contract and the pinned
+    validator: the calls, the single read_run_evidence query, whether the old advertised schema
+    accepts it and the pinned validator rejects it, and the typed holds per version. A checkpoint
+    that cannot be migrated is FAILED_PRECONDITION with the migration's reason.
     Role: continuity service or reader.
     """
 
@@ -73,6 +87,19 @@ class ReconstructionServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_reconstruction_pb2.ReconstructInvalidReadResponse, _abc.Awaitable[_reconstruction_pb2.ReconstructInvalidReadResponse]]:
         """Reconstructs the continuation of a held invalid-read run. Refusals are FAILED_PRECONDITION
         with a typed reason (e.g. MIGRATION_FIELD_REFUSED) naming the field or contract element.
+        Role: continuity service or reader.
+        """
+
+    @_abc_1.abstractmethod
+    def AnalyzeConsumedResponse(
+        self,
+        request: _reconstruction_pb2.AnalyzeConsumedResponseRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_reconstruction_pb2.AnalyzeConsumedResponseResponse, _abc.Awaitable[_reconstruction_pb2.AnalyzeConsumedResponseResponse]]:
+        """Analyzes, read-only, the consumed response against the historical contract and the pinned
+        validator: the calls, the single read_run_evidence query, whether the old advertised schema
+        accepts it and the pinned validator rejects it, and the typed holds per version. A checkpoint
+        that cannot be migrated is FAILED_PRECONDITION with the migration's reason.
         Role: continuity service or reader.
         """
 

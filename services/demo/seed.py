@@ -1,0 +1,219 @@
+"""Write a held run into the ledger exactly as the platform's workers and engine would.
+
+The native journal of a run held on a rejected evidence read is, in order:
+
+1. ``run_started``          {task_id, attempt_id, source_revision, configuration_digest}
+2. ``command_executed`` ×N  {command_id, command_digest}       (commands run before the hold)
+3. ``checkpoint_stored``    {checkpoint_digest}                 (blob: the original checkpoint)
+4. ``model_request_sent``   {request_id, checkpoint_digest}
+5. ``response_consumed``    {request_id, response_digest, consumed_at} (blob: the raw response)
+6. ``tool_call_granted``    {call_id, tool_name, args_digest}   (one per call in the response)
+7. ``run_held``             {reason: "invalid_evidence_query", call_id, logged_error}
+
+Fixtures come from tests/data/fixtures (generated from the real historical SDK).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from forge.continuity.v1 import common_pb2, ledger_pb2, ledger_pb2_grpc
+from shared.canonical import digest_of, sha256_digest
+from shared.qualification import DEFAULT_QUALIFIED_PROFILE
+
+FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "data" / "fixtures"
+K = common_pb2.JournalEntryKind
+TIME_BUDGET_PROTOCOL = "provider-timeout-v1"
+CONFIGURATION_DIGEST = digest_of({"provider": "openai", "model": "gpt-5.2", "settings": {}})
+
+
+@dataclass(frozen=True)
+class HeldRunFixture:
+    """One generated held run: the stored bytes and how it was consumed."""
+
+    name: str
+    checkpoint: bytes
+    raw_response: bytes
+    consumed_at: str
+    version: int
+    expect: dict[str, Any]
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        message = json.loads(self.raw_response)["choices"][0]["message"]
+        return list(message.get("tool_calls") or [])
+
+
+def load_fixture(name: str) -> HeldRunFixture:
+    manifest = json.loads((FIXTURES / "manifest.json").read_text(encoding="utf-8"))[name]
+    case = FIXTURES / name
+    return HeldRunFixture(
+        name=name,
+        checkpoint=(case / "checkpoint.json").read_bytes(),
+        raw_response=(case / "raw_response.json").read_bytes(),
+        consumed_at=manifest["consumed_at"],
+        version=int(manifest["version"]),
+        expect=manifest["expect"],
+    )
+
+
+@dataclass
+class SeededRun:
+    """What was written, for assertions."""
+
+    run_id: str
+    attempt_id: str
+    checkpoint_digest: str
+    response_digest: str
+    head_hash: str
+    entries: list[common_pb2.JournalEntry] = field(default_factory=list)
+
+
+Entry = tuple[int, dict[str, Any]]
+
+
+def held_run_entries(
+    fixture: HeldRunFixture,
+    *,
+    task_id: str,
+    attempt_id: str,
+    source_revision: str,
+    commands_before: int,
+    after_consume: Sequence[Entry] = (),
+    consume: bool = True,
+) -> list[Entry]:
+    """The native journal of the held run, as (kind, payload) pairs."""
+    checkpoint_digest = sha256_digest(fixture.checkpoint)
+    response_digest = sha256_digest(fixture.raw_response)
+    entries: list[Entry] = [
+        (
+            K.JOURNAL_ENTRY_KIND_RUN_STARTED,
+            {
+                "task_id": task_id,
+                "attempt_id": attempt_id,
+                "source_revision": source_revision,
+                "configuration_digest": CONFIGURATION_DIGEST,
+            },
+        )
+    ]
+    entries += [
+        (
+            K.JOURNAL_ENTRY_KIND_COMMAND_EXECUTED,
+            {"command_id": f"cmd-{n:02d}", "command_digest": digest_of({"argv": ["make", f"step-{n}"]})},
+        )
+        for n in range(1, commands_before + 1)
+    ]
+    entries += [
+        (K.JOURNAL_ENTRY_KIND_CHECKPOINT_STORED, {"checkpoint_digest": checkpoint_digest}),
+        (
+            K.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
+            {"request_id": "model-request-1", "checkpoint_digest": checkpoint_digest},
+        ),
+    ]
+    if consume:
+        entries.append(
+            (
+                K.JOURNAL_ENTRY_KIND_RESPONSE_CONSUMED,
+                {
+                    "request_id": "model-request-1",
+                    "response_digest": response_digest,
+                    "consumed_at": fixture.consumed_at,
+                },
+            )
+        )
+    evidence_call = ""
+    for call in fixture.tool_calls:
+        name = call["function"]["name"]
+        if name == "read_run_evidence":
+            evidence_call = call["id"]
+        arguments = call["function"]["arguments"]
+        try:
+            args_digest = digest_of(json.loads(arguments))
+        except ValueError:
+            args_digest = ""
+        entries.append(
+            (
+                K.JOURNAL_ENTRY_KIND_TOOL_CALL_GRANTED,
+                {"call_id": call["id"], "tool_name": name, "args_digest": args_digest},
+            )
+        )
+    entries += list(after_consume)
+    entries.append(
+        (
+            K.JOURNAL_ENTRY_KIND_RUN_HELD,
+            {
+                "reason": "invalid_evidence_query",
+                "call_id": evidence_call,
+                "logged_error": "Tool 'read_run_evidence' exceeded max retries count of 0.",
+            },
+        )
+    )
+    return entries
+
+
+def seed_held_run(
+    ledger: ledger_pb2_grpc.LedgerServiceStub,
+    fixture: HeldRunFixture,
+    run_id: str,
+    *,
+    commands_before: int = 11,
+    command_limit: int = 22,
+    source_profile: str = DEFAULT_QUALIFIED_PROFILE,
+    provider_timeout_seconds: int = 900,
+    active_deadline: Any = None,
+    time_budget_protocol: str = TIME_BUDGET_PROTOCOL,
+    after_consume: Sequence[Entry] = (),
+    consume: bool = True,
+    edit: Callable[[list[Entry]], list[Entry]] | None = None,
+) -> SeededRun:
+    """Register the run, store its blobs and append its native journal (as a platform writer)."""
+    attempt_id = f"{run_id}-attempt-1"
+    source_revision = "git:4f1c2a9"
+    ledger.CreateRun(
+        ledger_pb2.CreateRunRequest(
+            run_id=run_id,
+            task_id=f"{run_id}-task",
+            attempt_id=attempt_id,
+            source_revision=source_revision,
+            configuration_digest=CONFIGURATION_DIGEST,
+            provider_timeout_seconds=provider_timeout_seconds,
+            active_deadline=active_deadline,
+            command_limit=command_limit,
+            time_budget_protocol=time_budget_protocol,
+            source_profile=source_profile,
+        )
+    )
+    checkpoint = ledger.PutBlob(
+        ledger_pb2.PutBlobRequest(content=fixture.checkpoint, media_type="application/json")
+    ).digest
+    response = ledger.PutBlob(
+        ledger_pb2.PutBlobRequest(content=fixture.raw_response, media_type="application/json")
+    ).digest
+    entries = held_run_entries(
+        fixture,
+        task_id=f"{run_id}-task",
+        attempt_id=attempt_id,
+        source_revision=source_revision,
+        commands_before=commands_before,
+        after_consume=after_consume,
+        consume=consume,
+    )
+    if edit is not None:
+        entries = edit(entries)
+    seeded = SeededRun(run_id, attempt_id, checkpoint, response, "")
+    for kind, payload in entries:
+        appended = ledger.AppendJournalEntry(
+            ledger_pb2.AppendJournalEntryRequest(
+                run_id=run_id,
+                expected_head_hash=seeded.head_hash,
+                kind=kind,  # type: ignore[arg-type]
+                payload_json=json.dumps(payload),
+            )
+        ).entry
+        seeded.entries.append(appended)
+        seeded.head_hash = appended.hash
+    return seeded

@@ -1,0 +1,177 @@
+"""The checks of the native admission transaction and of worker claims, without storage."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from services.ledger.domain.execution import MAX_LEASE_SECONDS, ExecutionRequestRecord
+from services.ledger.domain.policy import PolicyRevision
+from services.ledger.domain.runs import Run, check_identifier
+from shared.canonical import is_digest
+from shared.errors import (
+    FailedPrecondition,
+    FieldViolation,
+    InvalidArgument,
+    PreconditionViolation,
+    ResourceExhausted,
+)
+from shared.qualification import is_qualified
+
+DIGEST_NAMES = ("candidate_digest", "run_digest", "journal_digest", "policy_digest")
+
+
+@dataclass(frozen=True)
+class AdmissionInput:
+    """An admission the admission service validated; the ledger re-checks state itself."""
+
+    run_id: str
+    request_id: str
+    operator_identity: str
+    request_content_digest: str
+    expected_head_hash: str
+    policy_revision: int
+    digests: Mapping[str, str]
+    version: int
+    valid_for_seconds: int
+    derived_checkpoint_digest: str
+    consumed_response_digest: str
+    witness_digest: str
+
+    def validate(self) -> None:
+        check_identifier("run_id", self.run_id)
+        check_identifier("request_id", self.request_id)
+        violations: list[FieldViolation] = []
+        if not self.operator_identity:
+            violations.append(FieldViolation("operator_identity", "required"))
+        for name in (
+            "request_content_digest",
+            "expected_head_hash",
+            "derived_checkpoint_digest",
+            "consumed_response_digest",
+            "witness_digest",
+        ):
+            if not is_digest(getattr(self, name)):
+                violations.append(FieldViolation(name, "must be sha256:<64 hex>"))
+        violations += [
+            FieldViolation(f"digests.{name}", "must be sha256:<64 hex>")
+            for name in DIGEST_NAMES
+            if not is_digest(self.digests.get(name, ""))
+        ]
+        if self.version not in (1, 2):
+            violations.append(FieldViolation("version", "must be 1 or 2"))
+        if not 1 <= self.valid_for_seconds <= MAX_LEASE_SECONDS:
+            violations.append(
+                FieldViolation("valid_for_seconds", f"must be in 1..{MAX_LEASE_SECONDS}")
+            )
+        if self.policy_revision <= 0:
+            violations.append(FieldViolation("policy_revision", "must be positive"))
+        if violations:
+            raise InvalidArgument(
+                "ADMISSION_INVALID",
+                "; ".join(f"{v.field}: {v.description}" for v in violations),
+                field_violations=violations,
+            )
+
+
+@dataclass(frozen=True)
+class WorkerSource:
+    """What a claiming worker will execute; it must be exactly the run's."""
+
+    source_revision: str
+    configuration_digest: str
+    source_profile: str
+
+
+def check_policy_for_admission(policy: PolicyRevision, decided_revision: int, version: int) -> None:
+    if not policy.settings.enabled:
+        raise FailedPrecondition(
+            "POLICY_DISABLED",
+            "invalid-read continuity is disabled by policy",
+            metadata={"policy_revision": str(policy.revision)},
+        )
+    if policy.revision != decided_revision:
+        raise FailedPrecondition(
+            "POLICY_REVISION_CHANGED",
+            f"policy moved from revision {decided_revision} to {policy.revision}; "
+            "read a new candidate",
+            metadata={"current_revision": str(policy.revision)},
+            precondition_violations=[
+                PreconditionViolation(
+                    "POLICY_REVISION", "policy", f"current revision is {policy.revision}"
+                )
+            ],
+        )
+    if version == 2 and not policy.settings.allow_unavailable_source_observations:
+        raise FailedPrecondition(
+            "POLICY_DISABLED",
+            "version-2 admissions need allow_unavailable_source_observations",
+            metadata={"setting": "allow_unavailable_source_observations"},
+        )
+
+
+def check_policy_for_execution(policy: PolicyRevision, ticket_revision: int) -> None:
+    """Revocation stops dispatch and execution: the policy must still be the ticket's, enabled."""
+    if not policy.settings.enabled:
+        raise FailedPrecondition(
+            "POLICY_REVOKED",
+            "invalid-read continuity was disabled; queued and claimed continuations stop",
+            metadata={"policy_revision": str(policy.revision)},
+        )
+    if policy.revision != ticket_revision:
+        raise FailedPrecondition(
+            "POLICY_REVISION_CHANGED",
+            f"the ticket was admitted under policy revision {ticket_revision}, "
+            f"now {policy.revision}",
+            metadata={
+                "ticket_revision": str(ticket_revision),
+                "current_revision": str(policy.revision),
+            },
+        )
+
+
+def check_capacity(policy: PolicyRevision, *, per_run: int, pending: int) -> None:
+    if per_run >= policy.settings.per_run_ticket_limit:
+        raise ResourceExhausted(
+            "PER_RUN_TICKET_LIMIT",
+            f"the run already has {per_run} tickets (limit {policy.settings.per_run_ticket_limit})",
+            metadata={"limit": str(policy.settings.per_run_ticket_limit), "count": str(per_run)},
+        )
+    if pending >= policy.settings.pending_ticket_limit:
+        raise ResourceExhausted(
+            "PENDING_TICKET_LIMIT",
+            f"{pending} tickets are pending (limit {policy.settings.pending_ticket_limit})",
+            metadata={"limit": str(policy.settings.pending_ticket_limit), "count": str(pending)},
+        )
+
+
+def check_worker_source(run: Run, record: ExecutionRequestRecord, presented: WorkerSource) -> None:
+    """The claim repeats the current checks: same attempt, source, configuration, profile."""
+    violations = [
+        PreconditionViolation(kind, name, f"expected {expected}, got {given}")
+        for kind, name, expected, given in (
+            ("ATTEMPT", "attempt_id", run.spec.attempt_id, record.attempt_id),
+            ("SOURCE", "source_revision", run.spec.source_revision, presented.source_revision),
+            (
+                "CONFIGURATION",
+                "configuration_digest",
+                run.spec.configuration_digest,
+                presented.configuration_digest,
+            ),
+            ("PROFILE", "source_profile", run.spec.source_profile, presented.source_profile),
+        )
+        if expected != given
+    ]
+    if violations:
+        raise FailedPrecondition(
+            "CLAIM_CHECK_FAILED",
+            "the worker's attempt, source, configuration or profile differs from the run's",
+            metadata={"mismatched": ",".join(v.subject for v in violations)},
+            precondition_violations=violations,
+        )
+    if not is_qualified(run.spec.source_profile):
+        raise FailedPrecondition(
+            "PROFILE_NOT_QUALIFIED",
+            f"source profile {run.spec.source_profile} is not currently qualified",
+            metadata={"source_profile": run.spec.source_profile},
+        )

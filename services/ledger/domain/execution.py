@@ -1,0 +1,142 @@
+"""Admission tickets, execution requests and finite, fenced leases: the rules, without storage."""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from services.ledger.domain.runs import SUPPORTED_TIME_BUDGET_PROTOCOLS, Run
+from shared.canonical import digest_of
+from shared.errors import FailedPrecondition, PermissionDenied, PreconditionViolation
+from shared.timeutil import from_text, to_text
+
+MAX_LEASE_SECONDS = 7200
+
+
+class RequestState(enum.Enum):
+    """Execution request states (stored names)."""
+
+    QUEUED = "queued"
+    CLAIMED = "claimed"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+PENDING_STATES = (RequestState.QUEUED, RequestState.CLAIMED)
+
+
+@dataclass(frozen=True)
+class ExecutionRequestRecord:
+    """One queued continuation and its lease."""
+
+    execution_request_id: str
+    run_id: str
+    attempt_id: str
+    request_id: str
+    checkpoint_digest: str
+    policy_revision: int
+    state: RequestState
+    lease_generation: int
+    lease_seconds: int
+    lease_expires_at: str | None
+    owner: str
+    created_at: str
+    updated_at: str
+
+
+def execution_request_id(run_id: str, request_id: str) -> str:
+    """Deterministic id: the same admission always names the same execution request."""
+    return "exr_" + digest_of({"run_id": run_id, "request_id": request_id})[7:31]
+
+
+def bound_lease(
+    requested_seconds: int,
+    window_seconds: int,
+    run: Run,
+    now: datetime,
+) -> int:
+    """min(requested, policy window ≤ 7200, frozen provider timeout, remaining active deadline)."""
+    if run.spec.time_budget_protocol not in SUPPORTED_TIME_BUDGET_PROTOCOLS:
+        raise FailedPrecondition(
+            "TIME_BUDGET_UNSUPPORTED",
+            f"time-budget protocol {run.spec.time_budget_protocol!r} is not supported",
+            metadata={"time_budget_protocol": run.spec.time_budget_protocol},
+        )
+    bounds = [
+        requested_seconds,
+        min(window_seconds, MAX_LEASE_SECONDS),
+        run.spec.provider_timeout_seconds,
+    ]
+    if run.spec.active_deadline is not None:
+        bounds.append(math.floor((from_text(run.spec.active_deadline) - now).total_seconds()))
+    lease = min(bounds)
+    if lease <= 0:
+        raise FailedPrecondition(
+            "ACTIVE_DEADLINE_PASSED",
+            "the run's active deadline leaves no time for a lease",
+            metadata={"active_deadline": run.spec.active_deadline or ""},
+        )
+    return lease
+
+
+def lease_expiry(now: datetime, seconds: int) -> str:
+    return to_text(now + timedelta(seconds=seconds))
+
+
+def check_worker_write(
+    record: ExecutionRequestRecord, worker: str, generation: int, now: datetime
+) -> None:
+    """Every worker write: the caller owns the claim, holds the current generation, in time."""
+    if record.state is not RequestState.CLAIMED:
+        raise FailedPrecondition(
+            "EXECUTION_REQUEST_NOT_CLAIMED",
+            f"execution request is {record.state.value}, not claimed",
+            metadata={"state": record.state.value},
+        )
+    if generation != record.lease_generation:
+        raise FailedPrecondition(
+            "LEASE_GENERATION_STALE",
+            f"lease generation {generation} is stale; current is {record.lease_generation}",
+            metadata={"current_generation": str(record.lease_generation)},
+            precondition_violations=[
+                PreconditionViolation(
+                    "LEASE_GENERATION",
+                    record.execution_request_id,
+                    f"current generation is {record.lease_generation}",
+                )
+            ],
+        )
+    if record.owner != worker:
+        raise PermissionDenied(
+            "NOT_LEASE_OWNER",
+            f"{worker} does not own execution request {record.execution_request_id}",
+            metadata={"identity": worker},
+        )
+    check_not_expired(record, now)
+
+
+def check_not_expired(record: ExecutionRequestRecord, now: datetime) -> None:
+    if record.lease_expires_at is not None and now >= from_text(record.lease_expires_at):
+        raise FailedPrecondition(
+            "LEASE_EXPIRED",
+            f"the lease of {record.execution_request_id} expired at {record.lease_expires_at}",
+            metadata={"lease_expires_at": record.lease_expires_at},
+        )
+
+
+def claimed(record: ExecutionRequestRecord, worker: str, now: str) -> ExecutionRequestRecord:
+    return replace(
+        record,
+        state=RequestState.CLAIMED,
+        lease_generation=record.lease_generation + 1,
+        owner=worker,
+        updated_at=now,
+    )
+
+
+def finished(
+    record: ExecutionRequestRecord, state: RequestState, now: str
+) -> ExecutionRequestRecord:
+    return replace(record, state=state, updated_at=now)
