@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import grpc
 
+from forge.continuity.v1 import candidate_pb2_grpc, ledger_pb2_grpc, reconstruction_pb2_grpc
+from services.admission.coordinator import Downstream
 from shared.auth import PrincipalDirectory, token_digest
 from shared.client import open_channel
 from shared.config import Settings
@@ -70,3 +72,18 @@ def serve(service: str, bindings: Sequence[ServiceBinding], **settings: object) 
         yield Served(running, f"127.0.0.1:{running.port}")
     finally:
         running.stop(grace=1.0)
+
+
+def admission_downstream(
+    ledger_target: str, candidate_target: str, reconstruction_target: str
+) -> Downstream:
+    """The stubs an admission server calls, each with the continuity service identity."""
+    return Downstream(
+        ledger=ledger_pb2_grpc.LedgerServiceStub(open_channel(ledger_target, "service-token")),
+        candidate=candidate_pb2_grpc.CandidateServiceStub(
+            open_channel(candidate_target, "service-token")
+        ),
+        reconstruction=reconstruction_pb2_grpc.ReconstructionServiceStub(
+            open_channel(reconstruction_target, "service-token")
+        ),
+    )

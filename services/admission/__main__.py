@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from forge.continuity.v1 import ledger_pb2_grpc
+from forge.continuity.v1 import candidate_pb2_grpc, ledger_pb2_grpc, reconstruction_pb2_grpc
+from services.admission.coordinator import Downstream
 from services.admission.servicer import bindings
 from shared.bootstrap import run_service
 from shared.client import open_channel
@@ -13,8 +14,23 @@ from shared.config import Settings
 
 def main(argv: list[str] | None = None) -> int:
     def build(settings: Settings):  # type: ignore[no-untyped-def]
-        channel = open_channel(settings.targets["ledger"], settings.service_token)
-        return bindings(ledger_pb2_grpc.LedgerServiceStub(channel)), channel.close
+        channels = {
+            name: open_channel(settings.targets[name], settings.service_token)
+            for name in ("ledger", "candidate", "reconstruction")
+        }
+        downstream = Downstream(
+            ledger=ledger_pb2_grpc.LedgerServiceStub(channels["ledger"]),
+            candidate=candidate_pb2_grpc.CandidateServiceStub(channels["candidate"]),
+            reconstruction=reconstruction_pb2_grpc.ReconstructionServiceStub(
+                channels["reconstruction"]
+            ),
+        )
+
+        def close() -> None:
+            for channel in channels.values():
+                channel.close()
+
+        return bindings(downstream), close
 
     return run_service("admission", argv if argv is not None else sys.argv[1:], build)
 

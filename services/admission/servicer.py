@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import grpc
 
-from forge.continuity.v1 import admission_pb2, admission_pb2_grpc, ledger_pb2, ledger_pb2_grpc
-from shared.auth import ANY_ROLE, Role
-from shared.client import call
+from forge.continuity.v1 import admission_pb2, admission_pb2_grpc, common_pb2
+from services.admission.coordinator import AdmissionCoordinator, Downstream
+from services.admission.domain import DIGEST_NAMES, V1_ACKNOWLEDGEMENTS, ContinuityRequest
+from shared.auth import ANY_ROLE, Role, current_principal
 from shared.errors import Unimplemented
 from shared.server import ServiceBinding
 
@@ -19,16 +20,32 @@ def _not_yet(method: str) -> Unimplemented:
     )
 
 
+def _digests(message: common_pb2.ContinuityDigests) -> dict[str, str]:
+    return {name: getattr(message, name) for name in DIGEST_NAMES}
+
+
 class AdmissionServicer(admission_pb2_grpc.AdmissionServiceServicer):
-    def __init__(self, ledger: ledger_pb2_grpc.LedgerServiceStub) -> None:
-        self._ledger = ledger
+    def __init__(self, coordinator: AdmissionCoordinator) -> None:
+        self._coordinator = coordinator
 
     def RequestInvalidReadContinuity(
         self,
         request: admission_pb2.RequestInvalidReadContinuityRequest,
         context: grpc.ServicerContext,
     ) -> admission_pb2.RequestInvalidReadContinuityResponse:
-        raise _not_yet("RequestInvalidReadContinuity")
+        ticket, created = self._coordinator.submit(
+            ContinuityRequest(
+                run_id=request.run_id,
+                request_id=request.request_id,
+                version=request.version,
+                expected_version=1,
+                valid_for_seconds=request.valid_for_seconds,
+                digests=_digests(request.digests),
+                acknowledgements={name: getattr(request, name) for name in V1_ACKNOWLEDGEMENTS},
+            ),
+            current_principal().identity,
+        )
+        return admission_pb2.RequestInvalidReadContinuityResponse(ticket=ticket, created=created)
 
     def RequestInvalidReadContinuityV2(
         self,
@@ -40,11 +57,8 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServiceServicer):
     def GetInvalidReadContinuity(
         self, request: admission_pb2.GetInvalidReadContinuityRequest, context: grpc.ServicerContext
     ) -> admission_pb2.GetInvalidReadContinuityResponse:
-        saved = call(
-            self._ledger.GetAdmission,
-            ledger_pb2.GetAdmissionRequest(run_id=request.run_id, request_id=request.request_id),
-        )
-        return admission_pb2.GetInvalidReadContinuityResponse(ticket=saved.ticket)
+        ticket = self._coordinator.read_back(request.run_id, request.request_id)
+        return admission_pb2.GetInvalidReadContinuityResponse(ticket=ticket)
 
     def RequestInvalidReadRecovery(
         self,
@@ -91,8 +105,8 @@ OPERATORS = frozenset({Role.EXECUTION_OPERATOR})
 ADMINS = frozenset({Role.FACTORY_ADMINISTRATOR})
 
 
-def bindings(ledger: ledger_pb2_grpc.LedgerServiceStub) -> list[ServiceBinding]:
-    servicer = AdmissionServicer(ledger)
+def bindings(downstream: Downstream) -> list[ServiceBinding]:
+    servicer = AdmissionServicer(AdmissionCoordinator(downstream))
     return [
         ServiceBinding(
             admission_pb2.DESCRIPTOR.services_by_name["AdmissionService"],

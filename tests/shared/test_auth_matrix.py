@@ -18,7 +18,6 @@ from forge.continuity.v1 import (
     candidate_pb2,
     execution_pb2,
     ledger_pb2,
-    ledger_pb2_grpc,
     policy_pb2,
 )
 from services.admission.servicer import bindings as admission_bindings
@@ -26,7 +25,7 @@ from services.candidate.servicer import bindings as candidate_bindings
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
 from shared.errors import from_rpc_error
-from tests.support import ROLE_TOKENS, Served, serve
+from tests.support import ROLE_TOKENS, Served, admission_downstream, serve
 
 ALL = frozenset(ROLE_TOKENS)
 ADMIN = frozenset({"factory_administrator"})
@@ -103,10 +102,14 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
     engine = make_engine(f"sqlite:///{tmp_path_factory.mktemp('auth')}/ledger.db")
     upgrade(engine)
     with serve("ledger", ledger_bindings(Ledger(engine))) as ledger:
-        stub = ledger_pb2_grpc.LedgerServiceStub(ledger.channel("service-token"))
         with (
             serve("candidate", candidate_bindings()) as candidate,
-            serve("admission", admission_bindings(stub)) as admission,
+            serve(
+                "admission",
+                admission_bindings(
+                    admission_downstream(ledger.target, candidate.target, "127.0.0.1:1")
+                ),
+            ) as admission,
         ):
             yield {
                 "LedgerService": ledger,

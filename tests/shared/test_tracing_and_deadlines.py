@@ -20,7 +20,7 @@ from shared.deadline import reset_inbound_deadline, set_inbound_deadline
 from shared.telemetry import add_span_processor
 from tests.errors import expect_error
 from tests.ledger.conftest import run_request
-from tests.support import Served, serve
+from tests.support import Served, admission_downstream, serve
 
 EXPORTER = InMemorySpanExporter()
 add_span_processor(SimpleSpanProcessor(EXPORTER))
@@ -29,8 +29,9 @@ add_span_processor(SimpleSpanProcessor(EXPORTER))
 @pytest.fixture
 def two_services(ledger: Ledger) -> Iterator[tuple[Served, Served]]:
     with serve("ledger", ledger_bindings(ledger)) as ledger_served:
-        stub = ledger_pb2_grpc.LedgerServiceStub(ledger_served.channel("service-token"))
-        with serve("admission", admission_bindings(stub)) as admission_served:
+        # Only the ledger is reached by a read-back; the other targets are never dialled.
+        downstream = admission_downstream(ledger_served.target, "127.0.0.1:1", "127.0.0.1:1")
+        with serve("admission", admission_bindings(downstream)) as admission_served:
             yield ledger_served, admission_served
 
 

@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 
 from shared.canonical import digest_of, is_digest
 from shared.errors import FieldViolation, InvalidArgument
+from shared.identifiers import IDENTIFIER, check_identifier
 
-IDENTIFIER = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+__all__ = ["IDENTIFIER", "SUPPORTED_TIME_BUDGET_PROTOCOLS", "Run", "RunSpec", "check_identifier"]
+
 SUPPORTED_TIME_BUDGET_PROTOCOLS = frozenset({"provider-timeout-v1"})
-
-
-def check_identifier(field: str, value: str) -> None:
-    """INVALID_ARGUMENT unless ``value`` is 1..128 characters of [A-Za-z0-9._:-]."""
-    if not IDENTIFIER.match(value):
-        raise InvalidArgument(
-            "FIELD_INVALID" if value else "FIELD_REQUIRED",
-            f"{field} must be 1..128 characters of [A-Za-z0-9._:-]",
-            metadata={"field": field},
-            field_violations=[FieldViolation(field, "1..128 characters of [A-Za-z0-9._:-]")],
-        )
 
 
 @dataclass(frozen=True)
