@@ -1,1 +1,1 @@
-"""The v1 story on realistic data (`make demo`), and the seeding of held runs it and the tests use."""
+"""The v1 story on realistic data (`make demo`) and the seeding of held runs it and tests use."""

@@ -103,7 +103,10 @@ def held_run_entries(
     entries += [
         (
             K.JOURNAL_ENTRY_KIND_COMMAND_EXECUTED,
-            {"command_id": f"cmd-{n:02d}", "command_digest": digest_of({"argv": ["make", f"step-{n}"]})},
+            {
+                "command_id": f"cmd-{n:02d}",
+                "command_digest": digest_of({"argv": ["make", f"step-{n}"]}),
+            },
         )
         for n in range(1, commands_before + 1)
     ]

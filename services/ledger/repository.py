@@ -335,11 +335,12 @@ def get_ticket(connection: Connection, run_id: str, request_id: str) -> dict[str
 
 
 def ticket_for_consumed_graph(
-    connection: Connection, consumed_response_digest: str
+    connection: Connection, run_id: str, consumed_response_digest: str
 ) -> dict[str, str] | None:
     row = connection.execute(
         select(admission_tickets).where(
-            admission_tickets.c.consumed_response_digest == consumed_response_digest
+            admission_tickets.c.run_id == run_id,
+            admission_tickets.c.consumed_response_digest == consumed_response_digest,
         )
     ).first()
     return None if row is None else {k: str(v) for k, v in row._mapping.items()}

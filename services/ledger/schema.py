@@ -106,8 +106,8 @@ execution_requests = Table(
 )
 
 # One row per admitted request. (run_id, request_id) is the idempotency key; the unique
-# consumed_response_digest means another identity can never obtain a second ticket for the same
-# consumed graph.
+# (run_id, consumed_response_digest) means another identity can never obtain a second ticket for
+# the same consumed graph.
 admission_tickets = Table(
     "admission_tickets",
     metadata,
@@ -120,5 +120,7 @@ admission_tickets = Table(
     Column("ticket_json", Text, nullable=False),
     Column("created_at", String(40), nullable=False),
     PrimaryKeyConstraint("run_id", "request_id", name="pk_admission_tickets"),
-    UniqueConstraint("consumed_response_digest", name="uq_admission_tickets_consumed_graph"),
+    UniqueConstraint(
+        "run_id", "consumed_response_digest", name="uq_admission_tickets_consumed_graph"
+    ),
 )

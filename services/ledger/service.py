@@ -336,7 +336,9 @@ class Ledger:
         stored = repository.get_ticket(connection, admission.run_id, admission.request_id)
         if stored is not None:
             return self._replay(stored, admission), False
-        taken = repository.ticket_for_consumed_graph(connection, admission.consumed_response_digest)
+        taken = repository.ticket_for_consumed_graph(
+            connection, admission.run_id, admission.consumed_response_digest
+        )
         if taken is not None:
             raise Conflict(
                 "CONSUMED_GRAPH_ALREADY_ADMITTED",

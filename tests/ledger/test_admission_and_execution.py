@@ -373,13 +373,7 @@ def test_concurrent_admissions_across_runs_never_exceed_the_pending_cap(
 ) -> None:
     runs = [seed(clients, f"run-{index}") for index in range(8)]
     enable_policy(clients, pending_ticket_limit=3)
-    # Every run consumed the same fixture response; give each its own consumed graph digest.
-    requests = [
-        commit_request(
-            clients, seeded, consumed_response_digest=digest_of({"graph": seeded.run_id})
-        )
-        for seeded in runs
-    ]
+    requests = [commit_request(clients, seeded) for seeded in runs]
     outcomes: list[str] = []
     lock = threading.Lock()
     barrier = threading.Barrier(len(requests))

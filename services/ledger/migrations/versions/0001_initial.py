@@ -110,7 +110,9 @@ def upgrade() -> None:
         sa.Column("ticket_json", sa.Text, nullable=False),
         sa.Column("created_at", sa.String(40), nullable=False),
         sa.PrimaryKeyConstraint("run_id", "request_id", name="pk_admission_tickets"),
-        sa.UniqueConstraint("consumed_response_digest", name="uq_admission_tickets_consumed_graph"),
+        sa.UniqueConstraint(
+            "run_id", "consumed_response_digest", name="uq_admission_tickets_consumed_graph"
+        ),
     )
     op.bulk_insert(
         policy,
