@@ -26,6 +26,8 @@ TOKENS: dict[str, tuple[str, list[str]]] = {
     "reader-token": ("rita-reader", ["reader"]),
     "service-token": ("continuity-services", ["continuity_service"]),
 }
+# Sixty-four distinct execution operators for the concurrency tests.
+TOKENS.update({f"op-{i}-token": (f"operator-{i:02d}", ["execution_operator"]) for i in range(64)})
 ROLE_TOKENS = {
     "factory_administrator": "admin-token",
     "execution_operator": "operator-token",

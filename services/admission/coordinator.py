@@ -26,7 +26,7 @@ from services.admission.domain import (
 )
 from shared.canonical import parse_json
 from shared.client import call
-from shared.errors import FailedPrecondition, NotFound
+from shared.errors import DomainError, FailedPrecondition, NotFound
 
 RECONSTRUCTION_VERSIONS = {
     1: reconstruction_pb2.RECONSTRUCTION_VERSION_V1,
@@ -72,7 +72,20 @@ class AdmissionCoordinator:
         if stored is not None:
             check_replay(request, stored.operator_identity, stored.request_content_digest, operator)
             return stored, False
+        try:
+            return self._admit(request, operator)
+        except DomainError:
+            # An identical request may have committed while this one was in flight: the
+            # candidate then moved, but the right answer is still the stored ticket.
+            stored = self._stored(request)
+            if stored is None:
+                raise
+            check_replay(request, stored.operator_identity, stored.request_content_digest, operator)
+            return stored, False
 
+    def _admit(
+        self, request: ContinuityRequest, operator: str
+    ) -> tuple[ledger_pb2.AdmissionTicket, bool]:
         candidate = call(
             self._down.candidate.GetInvalidReadContinuityCandidate,
             candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=request.run_id),
