@@ -43,15 +43,25 @@ DEV_SERVICE_TOKEN = "dev-service-token"  # noqa: S105 - documented local-only cr
 _PR_SET_PDEATHSIG = 1
 
 
-def write_dev_principals(path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def dev_principals_text() -> str:
     document = {
         "principals": [
             {"identity": identity, "roles": roles, "token_sha256": token_digest(token)}
             for token, (identity, roles) in DEV_PRINCIPALS.items()
         ]
     }
-    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    return json.dumps(document, indent=2) + "\n"
+
+
+def write_dev_principals(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dev_principals_text(), encoding="utf-8")
+
+
+def print_dev_tokens() -> None:
+    print("local development tokens (use as 'authorization: Bearer <token>'):", flush=True)
+    for token, (identity, roles) in DEV_PRINCIPALS.items():
+        print(f"  {token:<20} {identity:<20} {', '.join(roles)}", flush=True)
 
 
 def _die_with_parent() -> None:
@@ -80,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     if not principals.exists():
         write_dev_principals(principals)
         print(f"wrote local development principals to {principals}", flush=True)
+    if principals.read_text(encoding="utf-8") == dev_principals_text():
+        print_dev_tokens()
     engine = make_engine(args.database_url)
     upgrade(engine)
     engine.dispose()
