@@ -36,6 +36,10 @@ ENVIRONMENT: Mapping[str, str] = {
         "host:port the candidate and admission services call reconstruction at"
     ),
     "FORGE_CANDIDATE_TARGET": "host:port the admission service calls the candidate service at",
+    "FORGE_ADMISSION_TARGET": (
+        "host:port of the admission service, for the Python client and operator CLI"
+    ),
+    "FORGE_TOKEN": "bearer token the Python client and operator CLI present",
     "FORGE_DATABASE_URL": "ledger database URL: sqlite:///path or postgresql+psycopg://...",
     "FORGE_PRINCIPALS_FILE": (
         "JSON file mapping token digests / mTLS subjects to identities and roles"

@@ -1,18 +1,31 @@
-"""`python -m services.candidate`: serve the candidate service."""
+"""`python -m services.candidate`: serve the read-only candidate service."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Sequence
 
+from services.candidate.downstream import GrpcCandidateSources
 from services.candidate.servicer import bindings
 from shared.bootstrap import run_service
+from shared.client import open_channel
 from shared.config import Settings
+from shared.server import ServiceBinding
+
+
+def build(settings: Settings) -> tuple[Sequence[ServiceBinding], Callable[[], None]]:
+    """Channels to the ledger and reconstruction under this service's own identity."""
+    ledger = open_channel(settings.targets["ledger"], settings.service_token)
+    reconstruction = open_channel(settings.targets["reconstruction"], settings.service_token)
+
+    def close() -> None:
+        ledger.close()
+        reconstruction.close()
+
+    return bindings(GrpcCandidateSources(ledger, reconstruction)), close
 
 
 def main(argv: list[str] | None = None) -> int:
-    def build(settings: Settings):  # type: ignore[no-untyped-def]
-        return bindings(), lambda: None
-
     return run_service("candidate", argv if argv is not None else sys.argv[1:], build)
 
 

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
+
 import grpc
 
-from forge.continuity.v1 import candidate_pb2, candidate_pb2_grpc
+from forge.continuity.v1 import candidate_pb2, candidate_pb2_grpc, common_pb2
+from services.candidate.domain import Candidate, CandidateEvaluator, CandidateSources, Handoff
 from shared.auth import Role
-from shared.errors import Unimplemented
+from shared.errors import FieldViolation, InvalidArgument, Unavailable, Unimplemented
 from shared.server import ServiceBinding
+from shared.timeutil import utc_now
+
+# The continuity version this RPC evaluates.
+CANDIDATE_VERSION = 1
 
 
 def _not_yet(method: str) -> Unimplemented:
@@ -18,13 +26,116 @@ def _not_yet(method: str) -> Unimplemented:
     )
 
 
+def _required(field: str) -> InvalidArgument:
+    return InvalidArgument(
+        "FIELD_REQUIRED",
+        f"{field} is required",
+        metadata={"field": field},
+        field_violations=[FieldViolation(field, "required")],
+    )
+
+
+def handoff_to_proto(handoff: Handoff) -> common_pb2.HandoffPayload:
+    resources = handoff.consumed_resources
+    return common_pb2.HandoffPayload(
+        known_effects=[
+            common_pb2.KnownEffect(description=e.description, journal_sequence=e.journal_sequence)
+            for e in handoff.known_effects
+        ],
+        unresolved_alternatives=[
+            common_pb2.UnresolvedAlternative(subject=u.subject, alternatives=list(u.alternatives))
+            for u in handoff.unresolved_alternatives
+        ],
+        remaining_obligations=[
+            common_pb2.RemainingObligation(description=o.description, blocked_by=o.blocked_by)
+            for o in handoff.remaining_obligations
+        ],
+        permitted_next_actions=[
+            common_pb2.PermittedAction(action=a.action, description=a.description)
+            for a in handoff.permitted_next_actions
+        ],
+        consumed_resources=common_pb2.ConsumedResources(
+            model_responses_consumed=resources.model_responses_consumed,
+            tool_calls=resources.tool_calls,
+            commands_used=resources.commands_used,
+            command_limit=resources.command_limit,
+            deadline_remaining_seconds=resources.deadline_remaining_seconds,
+        ),
+    )
+
+
+def candidate_to_proto(candidate: Candidate) -> candidate_pb2.InvalidReadContinuityCandidate:
+    proof, digests = candidate.proof, candidate.digests
+    return candidate_pb2.InvalidReadContinuityCandidate(
+        run_id=candidate.run_id,
+        attempt_id=candidate.attempt_id,
+        eligible=candidate.eligible,
+        version=candidate.version,
+        digests=common_pb2.ContinuityDigests(
+            candidate_digest=digests.candidate_digest,
+            run_digest=digests.run_digest,
+            journal_digest=digests.journal_digest,
+            policy_digest=digests.policy_digest,
+        ),
+        proof=candidate_pb2.CandidateProof(
+            checkpoint_digest=proof.checkpoint_digest,
+            consumed_response_digest=proof.consumed_response_digest,
+            call_id=proof.call_id,
+            query_json=proof.query_json,
+            accepted_by_advertised_schema=proof.accepted_by_advertised_schema,
+            rejected_by_pinned_validator=proof.rejected_by_pinned_validator,
+            validator_error=proof.validator_error,
+            runtime_identity=proof.runtime_identity,
+            validator_identity=proof.validator_identity,
+            derived_checkpoint_digest=proof.derived_checkpoint_digest,
+            witness_digest=proof.witness_digest,
+            consume_sequence=proof.consume_sequence,
+        ),
+        qualification=candidate_pb2.Qualification(
+            source_profile=candidate.qualification.source_profile,
+            qualified=candidate.qualification.qualified,
+        ),
+        policy_revision=candidate.policy_revision,
+        source_digest=candidate.source_digest,
+        custody_digest=candidate.custody_digest,
+        holds=[
+            common_pb2.Hold(
+                reason=common_pb2.HoldReason.Value("HOLD_REASON_" + h.reason.value),
+                requirement=common_pb2.HoldRequirement.Value(
+                    "HOLD_REQUIREMENT_" + h.requirement.value
+                ),
+                detail=h.detail,
+                subject=h.subject,
+            )
+            for h in candidate.holds
+        ],
+        handoff=handoff_to_proto(candidate.handoff),
+        journal_head=common_pb2.JournalHead(
+            sequence=candidate.journal_head.sequence, hash=candidate.journal_head.hash
+        ),
+    )
+
+
 class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
+    def __init__(self, evaluator: CandidateEvaluator | None) -> None:
+        self._evaluator = evaluator
+
     def GetInvalidReadContinuityCandidate(
         self,
         request: candidate_pb2.GetInvalidReadContinuityCandidateRequest,
         context: grpc.ServicerContext,
     ) -> candidate_pb2.GetInvalidReadContinuityCandidateResponse:
-        raise _not_yet("GetInvalidReadContinuityCandidate")
+        if not request.run_id:
+            raise _required("run_id")
+        if self._evaluator is None:
+            raise Unavailable(
+                "CANDIDATE_SOURCES_UNCONFIGURED",
+                "this candidate server has no ledger or reconstruction connection",
+            )
+        candidate = self._evaluator.invalid_read_continuity(request.run_id, CANDIDATE_VERSION)
+        return candidate_pb2.GetInvalidReadContinuityCandidateResponse(
+            candidate=candidate_to_proto(candidate)
+        )
 
     def GetInvalidReadRecoveryCandidate(
         self,
@@ -48,12 +159,21 @@ class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
         raise _not_yet("GetReadonlyObservationCandidate")
 
 
-OPERATORS = frozenset({Role.EXECUTION_OPERATOR, Role.FACTORY_ADMINISTRATOR})
+# Admission recomputes the candidate under its own service identity.
+OPERATORS = frozenset(
+    {Role.EXECUTION_OPERATOR, Role.FACTORY_ADMINISTRATOR, Role.CONTINUITY_SERVICE}
+)
 ADMINS = frozenset({Role.FACTORY_ADMINISTRATOR})
 
 
-def bindings() -> list[ServiceBinding]:
-    servicer = CandidateServicer()
+def bindings(
+    sources: CandidateSources | None = None,
+    *,
+    clock: Callable[[], datetime] = utc_now,
+) -> list[ServiceBinding]:
+    """The candidate service over ``sources`` (None: every evaluation is UNAVAILABLE)."""
+    evaluator = CandidateEvaluator(sources, clock=clock) if sources is not None else None
+    servicer = CandidateServicer(evaluator)
     return [
         ServiceBinding(
             candidate_pb2.DESCRIPTOR.services_by_name["CandidateService"],

@@ -33,6 +33,8 @@ OPERATOR = frozenset({"execution_operator"})
 WRITER = frozenset({"platform_writer"})
 WORKER = frozenset({"worker"})
 SERVICE = frozenset({"continuity_service"})
+# Admission recomputes the candidate under its own service identity.
+CANDIDATE_READERS = OPERATOR | ADMIN | SERVICE
 
 EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.LedgerService/CreateRun": WRITER,
@@ -55,7 +57,7 @@ EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.ExecutionService/ListExecutionRequests": ALL,
     "/forge.continuity.v1.ExecutionService/RecordCommand": WORKER,
     "/forge.continuity.v1.ExecutionService/GetCommandUsage": ALL,
-    "/forge.continuity.v1.CandidateService/GetInvalidReadContinuityCandidate": OPERATOR | ADMIN,
+    "/forge.continuity.v1.CandidateService/GetInvalidReadContinuityCandidate": CANDIDATE_READERS,
     "/forge.continuity.v1.CandidateService/GetInvalidReadRecoveryCandidate": ADMIN,
     "/forge.continuity.v1.CandidateService/GetRejectedBoundaryCandidate": ADMIN,
     "/forge.continuity.v1.CandidateService/GetReadonlyObservationCandidate": ADMIN,
@@ -101,23 +103,23 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
 
     engine = make_engine(f"sqlite:///{tmp_path_factory.mktemp('auth')}/ledger.db")
     upgrade(engine)
-    with serve("ledger", ledger_bindings(Ledger(engine))) as ledger:
-        with (
-            serve("candidate", candidate_bindings()) as candidate,
-            serve(
-                "admission",
-                admission_bindings(
-                    admission_downstream(ledger.target, candidate.target, "127.0.0.1:1")
-                ),
-            ) as admission,
-        ):
-            yield {
-                "LedgerService": ledger,
-                "PolicyService": ledger,
-                "ExecutionService": ledger,
-                "CandidateService": candidate,
-                "AdmissionService": admission,
-            }
+    with (
+        serve("ledger", ledger_bindings(Ledger(engine))) as ledger,
+        serve("candidate", candidate_bindings()) as candidate,
+        serve(
+            "admission",
+            admission_bindings(
+                admission_downstream(ledger.target, candidate.target, "127.0.0.1:1")
+            ),
+        ) as admission,
+    ):
+        yield {
+            "LedgerService": ledger,
+            "PolicyService": ledger,
+            "ExecutionService": ledger,
+            "CandidateService": candidate,
+            "AdmissionService": admission,
+        }
     engine.dispose()
 
 

@@ -75,9 +75,11 @@ def mtls_server(
     (tmp_path / "server.crt").write_bytes(server_pem[1])
     (tmp_path / "ca.crt").write_bytes(ca_pem)
     document = principals_document()
-    document["principals"].append(
+    entries = document["principals"]
+    assert isinstance(entries, list)
+    entries.append(
         {"identity": "admission-service", "roles": ["reader"], "mtls_subject": "admission"}
-    )  # type: ignore[attr-defined]
+    )
     running = start_server(
         Settings(
             service="ledger",

@@ -1,0 +1,140 @@
+"""Reading the native journal: an independent recomputation of the chain over exactly the entries
+the candidate evaluates, and the request / checkpoint / response / consume closure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from shared.canonical import GENESIS_HASH, CanonicalJsonError, canonical_text, digest_of, parse_json
+
+from .model import Entry, JournalHead
+
+RUN_STARTED: Final = "run_started"
+CHECKPOINT_STORED: Final = "checkpoint_stored"
+MODEL_REQUEST_SENT: Final = "model_request_sent"
+RESPONSE_CONSUMED: Final = "response_consumed"
+TOOL_CALL_GRANTED: Final = "tool_call_granted"
+TOOL_INTENT: Final = "tool_intent"
+TOOL_OUTCOME: Final = "tool_outcome"
+COMMAND_EXECUTED: Final = "command_executed"
+RUN_HELD: Final = "run_held"
+
+# The native custody rows: tool grants, intents, outcomes and charged commands.
+CUSTODY_KINDS: Final = frozenset({TOOL_CALL_GRANTED, TOOL_INTENT, TOOL_OUTCOME, COMMAND_EXECUTED})
+
+
+@dataclass(frozen=True)
+class ChainBreak:
+    sequence: int
+    problem: str
+
+
+def check_chain(entries: Sequence[Entry], head: JournalHead) -> ChainBreak | None:
+    """Recompute every link and hash (SHA-256 over the canonical JSON of run_id, sequence, kind,
+    payload, prev_hash, actor, recorded_at) of the entries read; the first break, if any."""
+    expected_prev, expected_sequence = GENESIS_HASH, 1
+    for entry in entries:
+        if entry.sequence != expected_sequence:
+            return ChainBreak(expected_sequence, "sequence_gap")
+        problem = _entry_problem(entry, expected_prev)
+        if problem:
+            return ChainBreak(entry.sequence, problem)
+        expected_prev, expected_sequence = entry.hash, entry.sequence + 1
+    if expected_sequence - 1 != head.sequence or expected_prev != head.hash:
+        return ChainBreak(expected_sequence, "head_mismatch")
+    return None
+
+
+def _entry_problem(entry: Entry, expected_prev: str) -> str:
+    if entry.prev_hash != expected_prev:
+        return "link_mismatch"
+    try:
+        payload = parse_json(entry.payload_json)
+        canonical = canonical_text(payload)
+    except CanonicalJsonError:
+        return "payload_not_canonical"
+    if canonical != entry.payload_json:
+        return "payload_not_canonical"
+    if entry_hash(entry, payload) != entry.hash:
+        return "hash_mismatch"
+    return ""
+
+
+def entry_hash(entry: Entry, payload: object) -> str:
+    return digest_of(
+        {
+            "run_id": entry.run_id,
+            "sequence": entry.sequence,
+            "kind": entry.kind,
+            "payload": payload,
+            "prev_hash": entry.prev_hash,
+            "actor": entry.actor,
+            "recorded_at": entry.recorded_at,
+        }
+    )
+
+
+@dataclass(frozen=True)
+class Closure:
+    """The last model request and what the journal says about it."""
+
+    request: Entry | None
+    consume: Entry | None
+    checkpoint_stored: Entry | None
+
+    @property
+    def request_id(self) -> str:
+        return self.request.text("request_id") if self.request else ""
+
+    @property
+    def checkpoint_digest(self) -> str:
+        return self.request.text("checkpoint_digest") if self.request else ""
+
+    @property
+    def response_digest(self) -> str:
+        return self.consume.text("response_digest") if self.consume else ""
+
+    @property
+    def consumed_at(self) -> str:
+        return self.consume.text("consumed_at") if self.consume else ""
+
+
+def closure_of(entries: Sequence[Entry]) -> Closure:
+    """The last ``model_request_sent``, the first ``response_consumed`` after it with the same
+    request_id, and the last ``checkpoint_stored`` of its checkpoint that precedes it."""
+    requests = [e for e in entries if e.kind == MODEL_REQUEST_SENT]
+    if not requests:
+        return Closure(None, None, None)
+    request = requests[-1]
+    request_id = request.text("request_id")
+    consume = next(
+        (
+            e
+            for e in entries
+            if e.sequence > request.sequence
+            and e.kind == RESPONSE_CONSUMED
+            and e.text("request_id") == request_id
+        ),
+        None,
+    )
+    digest = request.text("checkpoint_digest")
+    stored = [
+        e
+        for e in entries
+        if e.sequence < request.sequence
+        and e.kind == CHECKPOINT_STORED
+        and digest
+        and e.text("checkpoint_digest") == digest
+    ]
+    return Closure(request, consume, stored[-1] if stored else None)
+
+
+def custody_rows(entries: Sequence[Entry]) -> list[dict[str, object]]:
+    """The custody rows the custody digest binds: (sequence, kind, hash) in journal order."""
+    return [
+        {"sequence": e.sequence, "kind": e.kind, "hash": e.hash}
+        for e in entries
+        if e.kind in CUSTODY_KINDS
+    ]

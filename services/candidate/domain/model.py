@@ -1,0 +1,337 @@
+"""The candidate's vocabulary: what it reads (run, journal, policy, execution requests, analysis)
+and what it returns (holds, proof, digests, handoff). Plain data, no transport types."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+# --- inputs ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """The ledger's record of a run and its original task attempt."""
+
+    run_id: str
+    task_id: str
+    attempt_id: str
+    source_revision: str
+    configuration_digest: str
+    provider_timeout_seconds: int
+    active_deadline: datetime | None
+    command_limit: int
+    time_budget_protocol: str
+    source_profile: str
+    run_digest: str
+
+
+@dataclass(frozen=True)
+class JournalHead:
+    """The last entry of a journal: (sequence, hash); (0, genesis) when empty."""
+
+    sequence: int
+    hash: str
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One native journal entry as read from the ledger.
+
+    ``kind`` is the stored kind name (``run_started``, ``tool_outcome``...); ``payload`` is the
+    parsed payload, or None when ``payload_json`` is not a JSON object; ``recorded_at`` is the
+    stored ISO-8601 text (microseconds, trailing Z) that the entry hash covers.
+    """
+
+    run_id: str
+    sequence: int
+    kind: str
+    payload_json: str
+    payload: dict[str, Any] | None
+    prev_hash: str
+    hash: str
+    actor: str
+    recorded_at: str
+
+    def text(self, key: str) -> str:
+        """A payload value as text ("" when absent or not a string)."""
+        value = (self.payload or {}).get(key)
+        return value if isinstance(value, str) else ""
+
+
+@dataclass(frozen=True)
+class ChainVerification:
+    """The ledger's own recomputation of the journal chain."""
+
+    valid: bool
+    first_broken_sequence: int
+    problem: str
+    head: JournalHead
+
+
+@dataclass(frozen=True)
+class PolicyRecord:
+    """The current policy revision (only what the candidate evaluates)."""
+
+    revision: int
+    enabled: bool
+    digest: str
+    allow_unavailable_source_observations: bool
+
+
+class ExecutionState(enum.Enum):
+    QUEUED = "queued"
+    CLAIMED = "claimed"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+
+# Queued or executing: a native claim exists and no second continuation may be prepared.
+OUTSTANDING_STATES = frozenset({ExecutionState.QUEUED, ExecutionState.CLAIMED})
+
+
+@dataclass(frozen=True)
+class ExecutionRecord:
+    """One execution request of the run."""
+
+    execution_request_id: str
+    request_id: str
+    state: ExecutionState
+
+
+@dataclass(frozen=True)
+class ConsumedCall:
+    """One tool call of the consumed response."""
+
+    call_id: str
+    tool_name: str
+    grant: str
+
+
+@dataclass(frozen=True)
+class AnalysisFinding:
+    """One reason reconstruction's analysis gives for refusing a version."""
+
+    reason: str
+    element: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ResponseAnalysis:
+    """Reconstruction's read-only analysis of the consumed response."""
+
+    tool_calls: tuple[ConsumedCall, ...]
+    evidence_call_id: str
+    evidence_query_json: str
+    accepted_by_advertised_schema: bool
+    rejected_by_pinned_validator: bool
+    validator_error: str
+    runtime_identity_json: str
+    validator_identity: str
+    common_holds: tuple[AnalysisFinding, ...]
+    v1_holds: tuple[AnalysisFinding, ...]
+    v2_holds: tuple[AnalysisFinding, ...]
+
+    def holds(self, version: int) -> tuple[AnalysisFinding, ...]:
+        return self.common_holds + (self.v1_holds if version == 1 else self.v2_holds)
+
+
+@dataclass(frozen=True)
+class Reconstruction:
+    """What the candidate keeps of a reconstruction: the digests the proof binds."""
+
+    derived_checkpoint_digest: str
+    witness_digest: str
+
+
+# --- outputs --------------------------------------------------------------------------------
+
+
+class HoldReason(enum.Enum):
+    """Typed hold reasons; names equal the contract's ``HoldReason`` values without prefix."""
+
+    POLICY_DISABLED = "POLICY_DISABLED"
+    JOURNAL_CHAIN_BROKEN = "JOURNAL_CHAIN_BROKEN"
+    CLOSURE_INCOMPLETE = "CLOSURE_INCOMPLETE"
+    CONSUME_MISSING = "CONSUME_MISSING"
+    IDENTITY_UNREGISTERED = "IDENTITY_UNREGISTERED"
+    QUERY_VALID = "QUERY_VALID"
+    QUERY_NOT_ADVERTISED = "QUERY_NOT_ADVERTISED"
+    SIBLING_CALL = "SIBLING_CALL"
+    UNKNOWN_OR_WRITABLE_CALL = "UNKNOWN_OR_WRITABLE_CALL"
+    UNSUPPORTED_CONTENT = "UNSUPPORTED_CONTENT"
+    UNACCOUNTED_EFFECTS = "UNACCOUNTED_EFFECTS"
+    UNRESOLVED_CUSTODY = "UNRESOLVED_CUSTODY"
+    RUN_NOT_HELD = "RUN_NOT_HELD"
+    ATTEMPT_MISMATCH = "ATTEMPT_MISMATCH"
+    SOURCE_OR_CONFIGURATION_CHANGED = "SOURCE_OR_CONFIGURATION_CHANGED"
+    PROFILE_NOT_QUALIFIED = "PROFILE_NOT_QUALIFIED"
+    CLAIM_OUTSTANDING = "CLAIM_OUTSTANDING"
+    MIGRATION_REFUSED = "MIGRATION_REFUSED"
+    ERROR_MESSAGE_ONLY = "ERROR_MESSAGE_ONLY"
+    TIME_BUDGET_UNSUPPORTED = "TIME_BUDGET_UNSUPPORTED"
+
+
+class Requirement(enum.Enum):
+    """What would clear a hold; names equal the contract's ``HoldRequirement`` values."""
+
+    POLICY = "POLICY"
+    CUSTODY = "CUSTODY"
+    QUALIFICATION = "QUALIFICATION"
+    SOURCE = "SOURCE"
+    AUTHORITY = "AUTHORITY"
+    NOT_ELIGIBLE = "NOT_ELIGIBLE"
+
+
+# The one place each reason's clearing requirement is decided.
+REQUIREMENTS: dict[HoldReason, Requirement] = {
+    HoldReason.POLICY_DISABLED: Requirement.POLICY,
+    HoldReason.JOURNAL_CHAIN_BROKEN: Requirement.NOT_ELIGIBLE,
+    HoldReason.CLOSURE_INCOMPLETE: Requirement.NOT_ELIGIBLE,
+    HoldReason.CONSUME_MISSING: Requirement.NOT_ELIGIBLE,
+    HoldReason.IDENTITY_UNREGISTERED: Requirement.QUALIFICATION,
+    HoldReason.QUERY_VALID: Requirement.NOT_ELIGIBLE,
+    HoldReason.QUERY_NOT_ADVERTISED: Requirement.NOT_ELIGIBLE,
+    HoldReason.SIBLING_CALL: Requirement.NOT_ELIGIBLE,
+    HoldReason.UNKNOWN_OR_WRITABLE_CALL: Requirement.NOT_ELIGIBLE,
+    HoldReason.UNSUPPORTED_CONTENT: Requirement.NOT_ELIGIBLE,
+    HoldReason.UNACCOUNTED_EFFECTS: Requirement.CUSTODY,
+    HoldReason.UNRESOLVED_CUSTODY: Requirement.CUSTODY,
+    HoldReason.RUN_NOT_HELD: Requirement.NOT_ELIGIBLE,
+    HoldReason.ATTEMPT_MISMATCH: Requirement.NOT_ELIGIBLE,
+    HoldReason.SOURCE_OR_CONFIGURATION_CHANGED: Requirement.SOURCE,
+    HoldReason.PROFILE_NOT_QUALIFIED: Requirement.QUALIFICATION,
+    HoldReason.CLAIM_OUTSTANDING: Requirement.NOT_ELIGIBLE,
+    HoldReason.MIGRATION_REFUSED: Requirement.NOT_ELIGIBLE,
+    HoldReason.ERROR_MESSAGE_ONLY: Requirement.NOT_ELIGIBLE,
+    HoldReason.TIME_BUDGET_UNSUPPORTED: Requirement.NOT_ELIGIBLE,
+}
+
+
+@dataclass(frozen=True)
+class Hold:
+    """One typed reason the candidate is held, what clears it, and the element concerned."""
+
+    reason: HoldReason
+    requirement: Requirement
+    detail: str
+    subject: str
+
+
+def hold(reason: HoldReason, subject: str, detail: str) -> Hold:
+    return Hold(reason, REQUIREMENTS[reason], detail, subject)
+
+
+@dataclass(frozen=True)
+class Proof:
+    """The eligibility evidence (partial when held)."""
+
+    checkpoint_digest: str = ""
+    consumed_response_digest: str = ""
+    call_id: str = ""
+    query_json: str = ""
+    accepted_by_advertised_schema: bool = False
+    rejected_by_pinned_validator: bool = False
+    validator_error: str = ""
+    runtime_identity: str = ""
+    validator_identity: str = ""
+    derived_checkpoint_digest: str = ""
+    witness_digest: str = ""
+    consume_sequence: int = 0
+
+    def canonical(self) -> dict[str, Any]:
+        return {
+            "checkpoint_digest": self.checkpoint_digest,
+            "consumed_response_digest": self.consumed_response_digest,
+            "call_id": self.call_id,
+            "query_json": self.query_json,
+            "accepted_by_advertised_schema": self.accepted_by_advertised_schema,
+            "rejected_by_pinned_validator": self.rejected_by_pinned_validator,
+            "validator_error": self.validator_error,
+            "runtime_identity": self.runtime_identity,
+            "validator_identity": self.validator_identity,
+            "derived_checkpoint_digest": self.derived_checkpoint_digest,
+            "witness_digest": self.witness_digest,
+            "consume_sequence": self.consume_sequence,
+        }
+
+
+@dataclass(frozen=True)
+class Qualification:
+    source_profile: str
+    qualified: bool
+
+
+@dataclass(frozen=True)
+class Digests:
+    candidate_digest: str
+    run_digest: str
+    journal_digest: str
+    policy_digest: str
+
+
+@dataclass(frozen=True)
+class KnownEffect:
+    description: str
+    journal_sequence: int
+
+
+@dataclass(frozen=True)
+class UnresolvedAlternative:
+    subject: str
+    alternatives: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RemainingObligation:
+    description: str
+    blocked_by: str
+
+
+@dataclass(frozen=True)
+class PermittedAction:
+    action: str
+    description: str
+
+
+@dataclass(frozen=True)
+class ConsumedResources:
+    model_responses_consumed: int
+    tool_calls: int
+    commands_used: int
+    command_limit: int
+    deadline_remaining_seconds: int
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """Spec 001's handoff payload: what a held (or eligible) candidate hands an operator."""
+
+    known_effects: tuple[KnownEffect, ...]
+    unresolved_alternatives: tuple[UnresolvedAlternative, ...]
+    remaining_obligations: tuple[RemainingObligation, ...]
+    permitted_next_actions: tuple[PermittedAction, ...]
+    consumed_resources: ConsumedResources
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """The read-only evaluation of a held run."""
+
+    run_id: str
+    attempt_id: str
+    eligible: bool
+    version: int
+    digests: Digests
+    proof: Proof
+    qualification: Qualification
+    policy_revision: int
+    source_digest: str
+    custody_digest: str
+    holds: tuple[Hold, ...]
+    handoff: Handoff
+    journal_head: JournalHead

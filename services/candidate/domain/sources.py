@@ -1,0 +1,62 @@
+"""What the candidate reads, as an interface: the ledger (run, journal, policy, execution
+requests, blobs) and reconstruction (analysis, derived checkpoint). Every method is a read.
+
+Implementations raise ``shared.errors.DomainError`` subclasses for refusals, so the domain never
+sees a transport type: a missing run is ``NotFound`` (RUN_NOT_FOUND); a refused analysis or
+reconstruction is ``FailedPrecondition`` / ``InvalidArgument`` with the typed reason and the
+``field`` / ``element`` metadata naming what was refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from .model import (
+    ChainVerification,
+    Entry,
+    ExecutionRecord,
+    JournalHead,
+    PolicyRecord,
+    Reconstruction,
+    ResponseAnalysis,
+    RunRecord,
+)
+
+
+class CandidateSources(Protocol):
+    """Read-only access to everything a candidate is computed from."""
+
+    def run(self, run_id: str) -> tuple[RunRecord, JournalHead]:
+        """The run and its current journal head."""
+        ...
+
+    def journal(self, run_id: str) -> tuple[Sequence[Entry], JournalHead]:
+        """Every entry of the run's journal in sequence order, and the head the read ended at."""
+        ...
+
+    def verify(self, run_id: str) -> ChainVerification:
+        """The ledger's recomputation of the whole chain."""
+        ...
+
+    def policy(self) -> PolicyRecord:
+        """The current policy revision."""
+        ...
+
+    def execution_requests(self, run_id: str) -> Sequence[ExecutionRecord]:
+        """The run's execution requests (at least every queued or claimed one)."""
+        ...
+
+    def blob(self, digest: str) -> bytes | None:
+        """The stored bytes, or None when no blob has that digest."""
+        ...
+
+    def analyze(self, checkpoint: bytes, raw_response: bytes) -> ResponseAnalysis:
+        """Reconstruction's read-only analysis of the consumed response."""
+        ...
+
+    def reconstruct(
+        self, checkpoint: bytes, raw_response: bytes, version: int, consumed_at: str
+    ) -> Reconstruction:
+        """The derived checkpoint and witness digests for ``version``."""
+        ...

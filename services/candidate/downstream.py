@@ -1,0 +1,209 @@
+"""The candidate's read-only sources over gRPC: the ledger process (LedgerService, PolicyService,
+ExecutionService) and the reconstruction service. Protobuf ↔ domain translation only; downstream
+refusals arrive as the typed domain errors they carried (shared.client.call)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import grpc
+
+from forge.continuity.v1 import (
+    common_pb2,
+    execution_pb2,
+    execution_pb2_grpc,
+    ledger_pb2,
+    ledger_pb2_grpc,
+    policy_pb2,
+    policy_pb2_grpc,
+    reconstruction_pb2,
+    reconstruction_pb2_grpc,
+)
+from services.candidate.domain import (
+    AnalysisFinding,
+    ChainVerification,
+    ConsumedCall,
+    Entry,
+    ExecutionRecord,
+    ExecutionState,
+    JournalHead,
+    PolicyRecord,
+    Reconstruction,
+    ResponseAnalysis,
+    RunRecord,
+)
+from shared.canonical import CanonicalJsonError, parse_json
+from shared.client import call
+from shared.errors import InvalidArgument, NotFound
+from shared.timeutil import from_timestamp, to_text
+
+KIND_PREFIX: Final = "JOURNAL_ENTRY_KIND_"
+PAGE_SIZE: Final = 1000
+_STATES: Final = {
+    common_pb2.EXECUTION_REQUEST_STATE_QUEUED: ExecutionState.QUEUED,
+    common_pb2.EXECUTION_REQUEST_STATE_CLAIMED: ExecutionState.CLAIMED,
+    common_pb2.EXECUTION_REQUEST_STATE_COMPLETED: ExecutionState.COMPLETED,
+    common_pb2.EXECUTION_REQUEST_STATE_FAILED: ExecutionState.FAILED,
+}
+_VERSIONS: Final = {
+    1: reconstruction_pb2.RECONSTRUCTION_VERSION_V1,
+    2: reconstruction_pb2.RECONSTRUCTION_VERSION_V2,
+}
+
+
+def _head(head: common_pb2.JournalHead) -> JournalHead:
+    return JournalHead(head.sequence, head.hash)
+
+
+def _kind(value: int) -> str:
+    try:
+        return common_pb2.JournalEntryKind.Name(value).removeprefix(KIND_PREFIX).lower()  # type: ignore[arg-type]
+    except ValueError:
+        return f"unknown_kind_{value}"
+
+
+def entry_from_proto(entry: common_pb2.JournalEntry) -> Entry:
+    try:
+        parsed = parse_json(entry.payload_json)
+    except CanonicalJsonError:
+        parsed = None
+    return Entry(
+        run_id=entry.run_id,
+        sequence=entry.sequence,
+        kind=_kind(entry.kind),
+        payload_json=entry.payload_json,
+        payload=parsed if isinstance(parsed, dict) else None,
+        prev_hash=entry.prev_hash,
+        hash=entry.hash,
+        actor=entry.actor,
+        recorded_at=to_text(from_timestamp(entry.recorded_at)),
+    )
+
+
+def run_from_proto(run: ledger_pb2.Run) -> RunRecord:
+    return RunRecord(
+        run_id=run.run_id,
+        task_id=run.task_id,
+        attempt_id=run.attempt_id,
+        source_revision=run.source_revision,
+        configuration_digest=run.configuration_digest,
+        provider_timeout_seconds=run.provider_timeout_seconds,
+        active_deadline=(
+            from_timestamp(run.active_deadline) if run.HasField("active_deadline") else None
+        ),
+        command_limit=run.command_limit,
+        time_budget_protocol=run.time_budget_protocol,
+        source_profile=run.source_profile,
+        run_digest=run.run_digest,
+    )
+
+
+def _findings(holds: Sequence[reconstruction_pb2.AnalysisHold]) -> tuple[AnalysisFinding, ...]:
+    return tuple(AnalysisFinding(h.reason, h.element, h.message) for h in holds)
+
+
+class GrpcCandidateSources:
+    """:class:`services.candidate.domain.CandidateSources` over the ledger and reconstruction."""
+
+    def __init__(self, ledger: grpc.Channel, reconstruction: grpc.Channel) -> None:
+        self._ledger = ledger_pb2_grpc.LedgerServiceStub(ledger)
+        self._policy = policy_pb2_grpc.PolicyServiceStub(ledger)
+        self._execution = execution_pb2_grpc.ExecutionServiceStub(ledger)
+        self._reconstruction = reconstruction_pb2_grpc.ReconstructionServiceStub(reconstruction)
+
+    def run(self, run_id: str) -> tuple[RunRecord, JournalHead]:
+        found = call(self._ledger.GetRun, ledger_pb2.GetRunRequest(run_id=run_id))
+        return run_from_proto(found.run), _head(found.head)
+
+    def journal(self, run_id: str) -> tuple[list[Entry], JournalHead]:
+        entries: list[Entry] = []
+        next_sequence = 1
+        while True:
+            page = call(
+                self._ledger.ReadJournal,
+                ledger_pb2.ReadJournalRequest(
+                    run_id=run_id, from_sequence=next_sequence, page_size=PAGE_SIZE
+                ),
+            )
+            entries += [entry_from_proto(e) for e in page.entries]
+            if page.next_sequence == 0 or not page.entries:
+                return entries, _head(page.head)
+            next_sequence = page.next_sequence
+
+    def verify(self, run_id: str) -> ChainVerification:
+        result = call(self._ledger.VerifyJournal, ledger_pb2.VerifyJournalRequest(run_id=run_id))
+        return ChainVerification(
+            valid=result.valid,
+            first_broken_sequence=result.first_broken_sequence,
+            problem=result.problem,
+            head=_head(result.head),
+        )
+
+    def policy(self) -> PolicyRecord:
+        policy = call(self._policy.GetPolicy, policy_pb2.GetPolicyRequest()).policy
+        return PolicyRecord(
+            revision=policy.revision,
+            enabled=policy.enabled,
+            digest=policy.digest,
+            allow_unavailable_source_observations=policy.allow_unavailable_source_observations,
+        )
+
+    def execution_requests(self, run_id: str) -> list[ExecutionRecord]:
+        found = call(
+            self._execution.ListExecutionRequests,
+            execution_pb2.ListExecutionRequestsRequest(run_id=run_id),
+        )
+        return [
+            ExecutionRecord(
+                execution_request_id=r.execution_request_id,
+                request_id=r.request_id,
+                state=_STATES.get(r.state, ExecutionState.UNKNOWN),
+            )
+            for r in found.execution_requests
+        ]
+
+    def blob(self, digest: str) -> bytes | None:
+        try:
+            found = call(self._ledger.GetBlob, ledger_pb2.GetBlobRequest(digest=digest))
+        except (NotFound, InvalidArgument):
+            return None
+        content: bytes = found.content
+        return content
+
+    def analyze(self, checkpoint: bytes, raw_response: bytes) -> ResponseAnalysis:
+        found = call(
+            self._reconstruction.AnalyzeConsumedResponse,
+            reconstruction_pb2.AnalyzeConsumedResponseRequest(
+                checkpoint=checkpoint, raw_response=raw_response
+            ),
+        )
+        return ResponseAnalysis(
+            tool_calls=tuple(
+                ConsumedCall(c.call_id, c.tool_name, c.grant) for c in found.tool_calls
+            ),
+            evidence_call_id=found.evidence_call_id,
+            evidence_query_json=found.evidence_query_json,
+            accepted_by_advertised_schema=found.accepted_by_advertised_schema,
+            rejected_by_pinned_validator=found.rejected_by_pinned_validator,
+            validator_error=found.validator_error,
+            runtime_identity_json=found.runtime_identity_json,
+            validator_identity=found.validator_identity,
+            common_holds=_findings(found.common_holds),
+            v1_holds=_findings(found.v1_holds),
+            v2_holds=_findings(found.v2_holds),
+        )
+
+    def reconstruct(
+        self, checkpoint: bytes, raw_response: bytes, version: int, consumed_at: str
+    ) -> Reconstruction:
+        found = call(
+            self._reconstruction.ReconstructInvalidRead,
+            reconstruction_pb2.ReconstructInvalidReadRequest(
+                checkpoint=checkpoint,
+                raw_response=raw_response,
+                version=_VERSIONS[version],
+                consumed_at=consumed_at,
+            ),
+        )
+        return Reconstruction(found.derived_checkpoint_digest, found.witness_digest)

@@ -1,0 +1,414 @@
+"""The operator CLI, in-process through ``main(argv)`` and once as a real ``python -m`` process,
+against the real ledger process on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, text
+
+from tests.client.conftest import CliRunner, lines, seed
+from tests.support import Served
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def value_column(output: str) -> set[int]:
+    """The column every ``key: value`` line's value starts at."""
+    columns = set()
+    for line in lines(output):
+        key, _, rest = line.partition(":")
+        columns.add(len(line) - len(rest.lstrip()))
+        assert key and rest.strip(), line
+    return columns
+
+
+# --- policy ------------------------------------------------------------------------------------
+
+
+def test_policy_show_is_aligned_key_value_lines(cli: CliRunner, ledger_served: Served) -> None:
+    result = cli("policy", "show", ledger=ledger_served.target)
+    assert (result.code, result.err) == (0, "")
+    shown = {
+        key: rest.strip() for key, _, rest in (line.partition(":") for line in lines(result.out))
+    }
+    assert shown["revision"] == "1"
+    assert shown["enabled"] == "false"
+    assert shown["updated_by"] == "system"
+    assert shown["digest"].startswith("sha256:")
+    assert len(value_column(result.out)) == 1
+
+
+def test_policy_set_then_show_a_revision_and_history(cli: CliRunner, ledger_served: Served) -> None:
+    target = ledger_served.target
+    result = cli(
+        "policy",
+        "set",
+        "--expected-revision",
+        "1",
+        "--enable",
+        "--window-seconds",
+        "3600",
+        "--per-run-ticket-limit",
+        "20",
+        "--allow-readonly-observation-recovery",
+        token="admin-token",
+        ledger=target,
+    )
+    assert (result.code, result.err) == (0, "")
+    assert "revision:" in result.out and " 2\n" in result.out
+    assert any(line.split() == ["per_run_ticket_limit:", "20"] for line in lines(result.out))
+    assert any(
+        line.split() == ["allow_readonly_observation_recovery:", "true"]
+        for line in lines(result.out)
+    )
+
+    disabled = cli(
+        "policy",
+        "set",
+        "--expected-revision",
+        "2",
+        "--disable",
+        "--window-seconds",
+        "600",
+        token="admin-token",
+        ledger=target,
+    )
+    assert disabled.code == 0
+    assert any(line.split() == ["enabled:", "false"] for line in lines(disabled.out))
+
+    old = cli("policy", "show", "--revision", "2", ledger=target)
+    assert any(line.split() == ["window_seconds:", "3600"] for line in lines(old.out))
+
+    history = cli("policy", "history", ledger=target)
+    assert history.code == 0
+    header, *rows = lines(history.out)
+    assert header.split()[:3] == ["REVISION", "ENABLED", "WINDOW"]
+    assert [row.split()[:3] for row in rows] == [
+        ["3", "false", "600"],
+        ["2", "true", "3600"],
+        ["1", "false", "0"],
+    ]
+    assert "readonly_observation_recovery" in rows[1]
+    assert "alice-admin" in rows[0] and "system" in rows[2]
+
+
+def test_a_refusal_prints_code_reason_message_and_details(
+    cli: CliRunner, ledger_served: Served
+) -> None:
+    args = ("policy", "set", "--expected-revision", "1", "--enable", "--window-seconds", "60")
+    denied = cli(*args, token="reader-token", ledger=ledger_served.target)
+    assert denied.code == 1
+    assert denied.out == ""
+    assert denied.err.startswith("error: PERMISSION_DENIED ROLE_REQUIRED: ")
+
+    assert cli(*args, token="admin-token", ledger=ledger_served.target).code == 0
+    stale = cli(*args, token="admin-token", ledger=ledger_served.target)
+    assert stale.code == 1
+    assert stale.err.startswith("error: ABORTED POLICY_REVISION_STALE: ")
+    assert "precondition violations:" in stale.err
+    assert "POLICY_REVISION policy: current revision is 2" in stale.err
+    assert any(line.split() == ["current_revision:", "2"] for line in lines(stale.err))
+
+    invalid = cli(
+        "policy",
+        "set",
+        "--expected-revision",
+        "2",
+        "--enable",
+        "--window-seconds",
+        "9000",
+        token="admin-token",
+        ledger=ledger_served.target,
+    )
+    assert invalid.code == 1
+    assert invalid.err.startswith("error: INVALID_ARGUMENT ")
+    assert "field violations:" in invalid.err and "settings.window_seconds" in invalid.err
+
+
+def test_json_output_is_parsable_protobuf_json_with_defaults(
+    cli: CliRunner, ledger_served: Served
+) -> None:
+    shown = cli("--json", "policy", "show", ledger=ledger_served.target)
+    assert shown.code == 0
+    policy = json.loads(shown.out)
+    assert policy["revision"] == "1"  # proto3 JSON: int64 as a string
+    assert policy["enabled"] is False  # defaults are printed, with proto field names
+    assert policy["allow_pre_admission_recovery"] is False
+    assert policy["per_run_ticket_limit"] == "50"
+
+    # Connection options and --json may also follow the command.
+    history = cli("policy", "history", "--json", ledger=ledger_served.target)
+    assert [p["revision"] for p in json.loads(history.out)["policies"]] == ["1"]
+
+    refused = cli(
+        "policy",
+        "set",
+        "--expected-revision",
+        "7",
+        "--enable",
+        "--window-seconds",
+        "60",
+        "--json",
+        token="admin-token",
+        ledger=ledger_served.target,
+    )
+    assert (refused.code, refused.out) == (1, "")
+    error = json.loads(refused.err)["error"]
+    assert error["code"] == "ABORTED"
+    assert error["reason"] == "POLICY_REVISION_STALE"
+    assert error["metadata"] == {"current_revision": "1", "expected_revision": "7"}
+    assert error["precondition_violations"] == [
+        {"type": "POLICY_REVISION", "subject": "policy", "description": "current revision is 1"}
+    ]
+    assert error["field_violations"] == []
+
+
+# --- journal and commands ----------------------------------------------------------------------
+
+
+def test_journal_show_prints_one_line_per_entry(cli: CliRunner, ledger_served: Served) -> None:
+    seeded = seed(ledger_served)
+    result = cli("journal", "show", "run-1", ledger=ledger_served.target)
+    assert (result.code, result.err) == (0, "")
+    header, *rows = lines(result.out)
+    assert header.split() == ["SEQ", "KIND", "ACTOR", "HASH"]
+    assert len(rows) == len(seeded.entries)
+    for row, entry in zip(rows, seeded.entries, strict=True):
+        sequence, _kind, actor, short = row.split()
+        assert int(sequence) == entry.sequence
+        assert actor == "paul-writer"
+        assert entry.hash.startswith(short) and len(short) == len("sha256:") + 12
+    assert rows[0].split()[1] == "RUN_STARTED"
+    assert rows[1].split()[1] == "COMMAND_EXECUTED"
+    assert rows[-1].split()[1] == "RUN_HELD"
+    assert len({row.index(row.split()[1]) for row in rows}) == 1  # kinds in one column
+
+    tail = cli("journal", "show", "run-1", "--from", "12", ledger=ledger_served.target)
+    assert [int(row.split()[0]) for row in lines(tail.out)[1:]] == list(
+        range(12, len(seeded.entries) + 1)
+    )
+
+    as_json = cli("--json", "journal", "show", "run-1", ledger=ledger_served.target)
+    document = json.loads(as_json.out)
+    assert document["run_id"] == "run-1"
+    assert [e["hash"] for e in document["entries"]] == [e.hash for e in seeded.entries]
+    assert document["entries"][0]["kind"] == "JOURNAL_ENTRY_KIND_RUN_STARTED"
+
+
+def test_journal_verify_and_a_broken_chain(
+    cli: CliRunner, ledger_served: Served, engine: Engine
+) -> None:
+    seeded = seed(ledger_served)
+    verified = cli("journal", "verify", "run-1", ledger=ledger_served.target)
+    assert verified.code == 0
+    assert any(line.split() == ["valid:", "true"] for line in lines(verified.out))
+    assert any(
+        line.split() == ["entries_checked:", str(len(seeded.entries))]
+        for line in lines(verified.out)
+    )
+    assert any(line.split() == ["head_hash:", seeded.head_hash] for line in lines(verified.out))
+
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "UPDATE journal_entries SET actor = 'mallory' "
+                "WHERE run_id = 'run-1' AND sequence = 4"
+            )
+        )
+    broken = cli("journal", "verify", "run-1", ledger=ledger_served.target)
+    assert broken.code == 1
+    assert any(line.split() == ["valid:", "false"] for line in lines(broken.out))
+    assert any(line.split() == ["first_broken_sequence:", "4"] for line in lines(broken.out))
+    as_json = cli("journal", "verify", "run-1", "--json", ledger=ledger_served.target)
+    assert as_json.code == 1
+    assert json.loads(as_json.out)["first_broken_sequence"] == "4"
+
+
+def test_commands_shows_usage_of_limit(cli: CliRunner, ledger_served: Served) -> None:
+    seed(ledger_served)
+    result = cli("commands", "run-1", ledger=ledger_served.target)
+    assert result.code == 0
+    assert [line.split() for line in lines(result.out)] == [
+        ["used:", "11"],
+        ["limit:", "22"],
+        ["remaining:", "11"],
+    ]
+    as_json = json.loads(cli("--json", "commands", "run-1", ledger=ledger_served.target).out)
+    assert as_json == {"used": "11", "limit": "22"}
+    missing = cli("journal", "show", "no-such-run", ledger=ledger_served.target)
+    assert missing.code == 1
+    assert missing.err.startswith("error: NOT_FOUND RUN_NOT_FOUND: ")
+    assert any(line.split() == ["run_id:", "no-such-run"] for line in lines(missing.err))
+
+
+# --- usage errors and local refusals (no server) ----------------------------------------------
+
+SUBMIT = ("request", "submit", "run-1", "req-1", "--valid-for-seconds", "1800")
+ACKS = (
+    "--acknowledge-no-new-grant",
+    "--acknowledge-original-consumption",
+    "--acknowledge-renewed-same-attempt-lease",
+)
+DIGEST_FLAGS = (
+    "--candidate-digest",
+    "sha256:" + "a" * 64,
+    "--run-digest",
+    "sha256:" + "b" * 64,
+    "--journal-digest",
+    "sha256:" + "c" * 64,
+    "--policy-digest",
+    "sha256:" + "d" * 64,
+)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        (),
+        ("policy",),
+        ("policy", "set", "--expected-revision", "1", "--window-seconds", "60"),
+        ("policy", "set", "--expected-revision", "1", "--enable", "--disable"),
+        ("policy", "show", "--revision", "latest"),
+        ("journal", "show"),
+        ("request", "submit", "run-1", "req-1", *ACKS, "--from-candidate"),
+        (*SUBMIT, *ACKS),
+        (*SUBMIT, *ACKS, "--candidate-digest", "sha256:" + "a" * 64),
+        (*SUBMIT, *ACKS, "--from-candidate", *DIGEST_FLAGS),
+        ("nonsense",),
+    ],
+)
+def test_usage_errors_exit_2(cli: CliRunner, argv: tuple[str, ...]) -> None:
+    result = cli(*argv)
+    assert result.code == 2
+    assert result.out == ""
+    assert result.err.startswith("usage error: ")
+
+
+def test_a_missing_token_is_a_usage_error(cli: CliRunner) -> None:
+    result = cli("policy", "show", token=None)
+    assert result.code == 2
+    assert "FORGE_TOKEN" in result.err
+    as_json = cli("--json", "policy", "show", token=None)
+    assert as_json.code == 2
+    assert json.loads(as_json.err)["error"]["code"] == "USAGE"
+
+
+def test_help_exits_0(cli: CliRunner) -> None:
+    result = cli("request", "submit", "--help")
+    assert result.code == 0
+    assert "--acknowledge-no-new-grant" in result.out
+
+
+@pytest.mark.parametrize(
+    ("extra", "reason", "field"),
+    [
+        (ACKS[1:], "ACKNOWLEDGEMENT_REQUIRED", "acknowledge_no_new_grant"),
+        ((*ACKS, "--version", "3"), "VERSION_UNSUPPORTED", "version"),
+        (
+            (*ACKS, "--version", "2"),
+            "ACKNOWLEDGEMENT_REQUIRED",
+            "acknowledge_unavailable_source_observations",
+        ),
+        (
+            (*ACKS, "--acknowledge-unavailable-source-observations"),
+            "FIELD_INVALID",
+            "acknowledge_unavailable_source_observations",
+        ),
+    ],
+)
+@pytest.mark.parametrize("digests", [("--from-candidate",), DIGEST_FLAGS])
+def test_submit_refuses_locally_before_any_call(
+    cli: CliRunner,
+    extra: tuple[str, ...],
+    reason: str,
+    field: str,
+    digests: tuple[str, ...],
+) -> None:
+    """Every service address is a closed port; even --from-candidate reads nothing first."""
+    result = cli(*SUBMIT, *extra, *digests, token="operator-token")
+    assert result.code == 1
+    assert result.err.startswith(f"error: INVALID_ARGUMENT {reason}: ")
+    assert "origin:" in result.err
+    assert f"    {field}: " in result.err
+
+
+def test_submit_with_a_bad_window_refuses_locally_as_json(cli: CliRunner) -> None:
+    result = cli(
+        "request",
+        "submit",
+        "run-1",
+        "req-1",
+        "--valid-for-seconds",
+        "0",
+        *ACKS,
+        *DIGEST_FLAGS,
+        "--json",
+        token="operator-token",
+    )
+    assert (result.code, result.out) == (1, "")
+    error = json.loads(result.err)["error"]
+    assert (error["code"], error["reason"]) == ("INVALID_ARGUMENT", "FIELD_INVALID")
+    assert [v["field"] for v in error["field_violations"]] == ["valid_for_seconds"]
+    assert error["metadata"]["origin"] == "client"
+
+
+def test_a_well_formed_submit_does_go_out(cli: CliRunner) -> None:
+    """The contrast to the local refusals: the closed port answers UNAVAILABLE."""
+    result = cli(*SUBMIT, *ACKS, *DIGEST_FLAGS, token="operator-token")
+    assert result.code == 1
+    assert result.err.startswith("error: UNAVAILABLE ")
+
+
+# --- the real entry point ----------------------------------------------------------------------
+
+
+def test_python_dash_m_services_client_runs(ledger_served: Served) -> None:
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT}:{ROOT / 'shared' / 'gen'}",
+        "FORGE_TOKEN": "reader-token",
+        "FORGE_LEDGER_TARGET": ledger_served.target,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "services.client", "--json", "policy", "show"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["revision"] == "1"
+
+    refused = subprocess.run(
+        [
+            *(sys.executable, "-m", "services.client"),
+            *("policy", "set", "--expected-revision", "1", "--enable", "--window-seconds", "60"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("error: PERMISSION_DENIED ROLE_REQUIRED: ")
+
+    usage = subprocess.run(
+        [sys.executable, "-m", "services.client", "policy"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert usage.returncode == 2
