@@ -17,6 +17,10 @@ def configure_logging(level: str) -> None:
         level=getattr(logging, level.upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
+    # The SDK's HTTP client logs every request it "sends"; inside reconstruction those requests
+    # only ever reach the sealed in-process transport, and the provider URL in the log misleads.
+    for noisy in ("httpx", "httpx2", "openai"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def run_service(service: str, argv: list[str], build: Build) -> int:

@@ -38,6 +38,7 @@ from services.demo.seed import load_fixture, seed_held_run
 from shared.canonical import digest_of
 from shared.client import open_channel
 from shared.config import DEFAULT_PORTS, SERVICE_NAMES, target_variable
+from shared.errors import from_rpc_error
 
 TOKENS = {
     "admin": "dev-admin-token",
@@ -101,18 +102,21 @@ def services() -> Iterator[dict[str, str]]:
             "FORGE_PRINCIPALS_FILE": f"{workdir}/principals.json",
         }
         arguments = [f"--{name}-port={port}" for name, port in ports.items()]
-        runner = subprocess.Popen(
-            [sys.executable, "-m", "services.runner", *arguments],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-        )
+        log = Path(workdir) / "services.log"
+        with log.open("wb") as sink:
+            runner = subprocess.Popen(
+                [sys.executable, "-m", "services.runner", *arguments],
+                cwd=ROOT,
+                env=env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+            )
         targets = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
         try:
             deadline = time.monotonic() + 120
             while not all(serving(target) for target in targets.values()):
                 if runner.poll() is not None or time.monotonic() > deadline:
-                    raise StepFailed("the services did not start")
+                    raise StepFailed("the services did not start:\n" + log.read_text())
                 time.sleep(0.3)
             print("started services: " + ", ".join(targets.values()))
             yield targets
@@ -228,6 +232,30 @@ def story(targets: dict[str, str], run_id: str) -> None:  # noqa: PLR0915 - one 
         not repeat.charged and repeat.usage.used == 13,
         "reading a completed command charges nothing",
     )
+
+    step("The remaining nine commands run under the original limit; the 23rd is refused")
+
+    def record(index: int) -> execution_pb2.RecordCommandResponse:
+        response: execution_pb2.RecordCommandResponse = worker.RecordCommand(
+            execution_pb2.RecordCommandRequest(
+                execution_request_id=claimed.execution_request_id,
+                lease_generation=claimed.lease.generation,
+                command_id=f"{run_id}-step-{index}",
+                command_digest=digest_of({"argv": ["make", f"step-{index}"]}),
+            )
+        )
+        return response
+
+    for index in range(14, 23):
+        last = record(index)
+    check(last.usage.used == 22, "22 of 22 used")
+    try:
+        record(23)
+    except grpc.RpcError as refused:
+        reason = from_rpc_error(refused).reason
+        check(reason == "COMMAND_LIMIT_REACHED", "the 23rd command is refused before it runs")
+    else:
+        raise StepFailed("the 23rd command was accepted")
     worker.CompleteExecutionRequest(
         execution_pb2.CompleteExecutionRequestRequest(
             execution_request_id=claimed.execution_request_id,
