@@ -19,7 +19,9 @@ DEFAULT_QUALIFIED_PROFILE = "forge-worker/firefly-agentic-26.10.1/pydantic-ai-2.
 def qualified_profiles(env: Mapping[str, str] | None = None) -> frozenset[str]:
     env = os.environ if env is None else env
     extra = env.get("FORGE_QUALIFIED_SOURCE_PROFILES", "")
-    return frozenset({DEFAULT_QUALIFIED_PROFILE, *(p.strip() for p in extra.split(",") if p.strip())})
+    return frozenset(
+        {DEFAULT_QUALIFIED_PROFILE, *(p.strip() for p in extra.split(",") if p.strip())}
+    )
 
 
 def is_qualified(profile: str, env: Mapping[str, str] | None = None) -> bool:

@@ -37,10 +37,8 @@ from services.ledger.domain.journal import (
     LEDGER_ONLY_KINDS,
     EntryKind,
     StoredEntry,
-    Verification,
     seal,
     validate_payload,
-    verify_chain,
 )
 from services.ledger.domain.policy import PolicyRevision, PolicySettings, policy_digest
 from services.ledger.domain.runs import Run, RunSpec, check_identifier
@@ -54,6 +52,7 @@ from shared.errors import (
     NotFound,
     PreconditionViolation,
 )
+from shared.journal_chain import Verification, verify_chain
 from shared.timeutil import Clock, to_text, utc_now
 
 MAX_BLOB_BYTES = 16 * 1024 * 1024

@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import Engine, text
 
 from forge.continuity.v1 import common_pb2, ledger_pb2
-from services.ledger.domain.journal import entry_hash
 from shared.canonical import GENESIS_HASH, parse_json
+from shared.journal_chain import entry_hash
 from tests.errors import expect_error
 from tests.ledger.conftest import LedgerClients, run_request
 

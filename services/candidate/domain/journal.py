@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from shared.canonical import GENESIS_HASH, CanonicalJsonError, canonical_text, digest_of, parse_json
+from shared.journal_chain import verify_chain
 
 from .model import Entry, JournalHead
 
@@ -32,48 +32,14 @@ class ChainBreak:
 
 
 def check_chain(entries: Sequence[Entry], head: JournalHead) -> ChainBreak | None:
-    """Recompute every link and hash (SHA-256 over the canonical JSON of run_id, sequence, kind,
-    payload, prev_hash, actor, recorded_at) of the entries read; the first break, if any."""
-    expected_prev, expected_sequence = GENESIS_HASH, 1
-    for entry in entries:
-        if entry.sequence != expected_sequence:
-            return ChainBreak(expected_sequence, "sequence_gap")
-        problem = _entry_problem(entry, expected_prev)
-        if problem:
-            return ChainBreak(entry.sequence, problem)
-        expected_prev, expected_sequence = entry.hash, entry.sequence + 1
-    if expected_sequence - 1 != head.sequence or expected_prev != head.hash:
-        return ChainBreak(expected_sequence, "head_mismatch")
+    """Recompute every link and hash of the entries read (shared.journal_chain) and check they
+    end at the head the ledger reported; the first break, if any."""
+    verified = verify_chain(entries)
+    if not verified.valid:
+        return ChainBreak(verified.first_broken_sequence, verified.problem)
+    if verified.head_sequence != head.sequence or verified.head_hash != head.hash:
+        return ChainBreak(verified.head_sequence + 1, "head_mismatch")
     return None
-
-
-def _entry_problem(entry: Entry, expected_prev: str) -> str:
-    if entry.prev_hash != expected_prev:
-        return "link_mismatch"
-    try:
-        payload = parse_json(entry.payload_json)
-        canonical = canonical_text(payload)
-    except CanonicalJsonError:
-        return "payload_not_canonical"
-    if canonical != entry.payload_json:
-        return "payload_not_canonical"
-    if entry_hash(entry, payload) != entry.hash:
-        return "hash_mismatch"
-    return ""
-
-
-def entry_hash(entry: Entry, payload: object) -> str:
-    return digest_of(
-        {
-            "run_id": entry.run_id,
-            "sequence": entry.sequence,
-            "kind": entry.kind,
-            "payload": payload,
-            "prev_hash": entry.prev_hash,
-            "actor": entry.actor,
-            "recorded_at": entry.recorded_at,
-        }
-    )
 
 
 @dataclass(frozen=True)

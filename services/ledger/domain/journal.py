@@ -1,21 +1,16 @@
-"""The native journal's rules: typed entry kinds, payload validation, the hash chain and its
-verification. Pure functions; the ledger transaction applies them."""
+"""The native journal's rules: typed entry kinds, payload validation, and sealing an entry into
+the hash chain (whose definition lives in shared.journal_chain). Pure functions; the ledger
+transaction applies them."""
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from shared.canonical import (
-    GENESIS_HASH,
-    CanonicalJsonError,
-    canonical_text,
-    digest_of,
-    parse_json,
-)
+from shared.canonical import CanonicalJsonError, canonical_text, parse_json
 from shared.errors import FieldViolation, InvalidArgument
+from shared.journal_chain import entry_hash
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 
@@ -136,30 +131,6 @@ def validate_payload(kind: EntryKind, payload_json: str) -> str:
     return canonical
 
 
-def entry_hash(
-    *,
-    run_id: str,
-    sequence: int,
-    kind: str,
-    payload: Any,
-    prev_hash: str,
-    actor: str,
-    recorded_at: str,
-) -> str:
-    """SHA-256 over the canonical JSON envelope of one entry (see docs/adr on hashing)."""
-    return digest_of(
-        {
-            "run_id": run_id,
-            "sequence": sequence,
-            "kind": kind,
-            "payload": payload,
-            "prev_hash": prev_hash,
-            "actor": actor,
-            "recorded_at": recorded_at,
-        }
-    )
-
-
 def seal(
     run_id: str,
     sequence: int,
@@ -182,56 +153,3 @@ def seal(
     return StoredEntry(
         run_id, sequence, kind.value, canonical_payload, prev_hash, digest, actor, recorded_at
     )
-
-
-@dataclass(frozen=True)
-class Verification:
-    """Result of recomputing a journal chain."""
-
-    valid: bool
-    entries_checked: int
-    head_sequence: int
-    head_hash: str
-    first_broken_sequence: int = 0
-    problem: str = ""
-
-
-def _check_entry(entry: StoredEntry, expected_sequence: int, expected_prev: str) -> tuple[str, int]:
-    """("", 0) when the entry is intact, else (problem, the sequence where the chain breaks)."""
-    if entry.sequence != expected_sequence:
-        # A missing entry breaks the chain where it should have been.
-        return "sequence_gap", expected_sequence
-    if entry.prev_hash != expected_prev:
-        return "link_mismatch", entry.sequence
-    try:
-        payload = parse_json(entry.payload_json)
-        if canonical_text(payload) != entry.payload_json:
-            return "payload_not_canonical", entry.sequence
-    except CanonicalJsonError:
-        return "payload_not_canonical", entry.sequence
-    recomputed = entry_hash(
-        run_id=entry.run_id,
-        sequence=entry.sequence,
-        kind=entry.kind,
-        payload=payload,
-        prev_hash=entry.prev_hash,
-        actor=entry.actor,
-        recorded_at=entry.recorded_at,
-    )
-    if recomputed != entry.hash:
-        return "hash_mismatch", entry.sequence
-    return "", 0
-
-
-def verify_chain(entries: Iterable[StoredEntry]) -> Verification:
-    """Recompute every hash and link in sequence order; report the first broken sequence."""
-    expected_prev, expected_sequence, checked = GENESIS_HASH, 1, 0
-    head_sequence, head_hash = 0, GENESIS_HASH
-    for entry in entries:
-        checked += 1
-        problem, at = _check_entry(entry, expected_sequence, expected_prev)
-        if problem:
-            return Verification(False, checked, head_sequence, head_hash, at, problem)
-        expected_prev, expected_sequence = entry.hash, entry.sequence + 1
-        head_sequence, head_hash = entry.sequence, entry.hash
-    return Verification(True, checked, head_sequence, head_hash)
