@@ -8,8 +8,9 @@ import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent import futures
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
@@ -114,7 +115,7 @@ class CallPolicyInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
         authorize(principal, allowed, method)
         return principal
 
-    def _refuse(self, context: grpc.ServicerContext, method: str, error: DomainError) -> None:
+    def _refuse(self, context: grpc.ServicerContext, method: str, error: DomainError) -> NoReturn:
         if error.kind.name in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
             audit.warning(
                 "denied method=%s peer=%s reason=%s identity=%s",
@@ -126,12 +127,37 @@ class CallPolicyInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
         else:
             log.info("refused method=%s reason=%s: %s", method, error.reason, error.message)
         context.abort_with_status(to_status(error))
+        raise AssertionError("abort_with_status returns only by raising")  # pragma: no cover
 
-    def _fail(self, context: grpc.ServicerContext, method: str) -> None:
+    def _fail(self, context: grpc.ServicerContext, method: str) -> NoReturn:
         log.exception("internal error in %s", method)
         context.abort_with_status(
             to_status(Internal("INTERNAL_ERROR", "internal error; see the service log"))
         )
+        raise AssertionError("abort_with_status returns only by raising")  # pragma: no cover
+
+    @contextmanager
+    def _call_scope(
+        self,
+        context: grpc.ServicerContext,
+        method: str,
+        allowed: frozenset[Role],
+        authorization: str | None,
+    ) -> Iterator[None]:
+        """Around one handler: authenticate and authorize, expose the principal and deadline to
+        the handler's code, and turn any failure into a rich status."""
+        deadline_token = set_inbound_deadline(context.time_remaining())
+        principal_token = set_current_principal(None)
+        try:
+            set_current_principal(self._enter(context, method, allowed, authorization))
+            yield
+        except DomainError as error:
+            self._refuse(context, method, error)
+        except Exception:
+            self._fail(context, method)
+        finally:
+            reset_current_principal(principal_token)
+            reset_inbound_deadline(deadline_token)
 
     def _wrap_unary(
         self,
@@ -141,18 +167,8 @@ class CallPolicyInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
         authorization: str | None,
     ) -> Callable[[Any, grpc.ServicerContext], Any]:
         def handle(request: Any, context: grpc.ServicerContext) -> Any:
-            deadline_token = set_inbound_deadline(context.time_remaining())
-            principal_token = set_current_principal(None)
-            try:
-                set_current_principal(self._enter(context, method, allowed, authorization))
+            with self._call_scope(context, method, allowed, authorization):
                 return behaviour(request, context)
-            except DomainError as error:
-                self._refuse(context, method, error)
-            except Exception:
-                self._fail(context, method)
-            finally:
-                reset_current_principal(principal_token)
-                reset_inbound_deadline(deadline_token)
 
         return handle
 
@@ -164,18 +180,8 @@ class CallPolicyInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
         authorization: str | None,
     ) -> Callable[[Any, grpc.ServicerContext], Iterator[Any]]:
         def handle(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-            deadline_token = set_inbound_deadline(context.time_remaining())
-            principal_token = set_current_principal(None)
-            try:
-                set_current_principal(self._enter(context, method, allowed, authorization))
+            with self._call_scope(context, method, allowed, authorization):
                 yield from behaviour(request, context)
-            except DomainError as error:
-                self._refuse(context, method, error)
-            except Exception:
-                self._fail(context, method)
-            finally:
-                reset_current_principal(principal_token)
-                reset_inbound_deadline(deadline_token)
 
         return handle
 

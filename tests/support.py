@@ -7,9 +7,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import grpc
+from sqlalchemy import Engine, func, select
 
 from forge.continuity.v1 import candidate_pb2_grpc, ledger_pb2_grpc, reconstruction_pb2_grpc
 from services.admission.coordinator import Downstream
+from services.ledger.schema import metadata
 from shared.auth import PrincipalDirectory, token_digest
 from shared.client import open_channel
 from shared.config import Settings
@@ -89,3 +91,14 @@ def admission_downstream(
             open_channel(reconstruction_target, "service-token")
         ),
     )
+
+
+def row_counts(engine: Engine) -> dict[str, int]:
+    """Rows per ledger table: equal before and after a refusal means nothing was written."""
+    with engine.connect() as connection:
+        return {
+            table.name: int(
+                connection.execute(select(func.count()).select_from(table)).scalar_one()
+            )
+            for table in metadata.sorted_tables
+        }

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import grpc
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from forge.continuity.v1 import (
     admission_pb2,
@@ -17,21 +17,9 @@ from forge.continuity.v1 import (
 from services.demo.seed import load_fixture, seed_held_run
 from tests.admission.conftest import Stack, rpc_reason, submission
 from tests.errors import expect_error
+from tests.support import row_counts
 
 FIXTURE = load_fixture("v1_basic")
-
-
-def table_counts(engine: Engine) -> dict[str, int]:
-    with engine.connect() as connection:
-        return {
-            table: connection.execute(text(f"SELECT count(*) FROM {table}")).scalar_one()
-            for table in (
-                "journal_entries",
-                "execution_requests",
-                "admission_tickets",
-                "policy_revisions",
-            )
-        }
 
 
 def kinds(stack: Stack, run_id: str) -> list[str]:
@@ -126,14 +114,14 @@ def test_bad_input_is_refused_and_writes_nothing(
     seed_held_run(stack.ledger_stub(), FIXTURE, "run-1")
     stack.set_policy()
     candidate = stack.candidate_of("run-1")
-    counts = table_counts(engine)
+    counts = row_counts(engine)
     error = expect_error(
         grpc.StatusCode.INVALID_ARGUMENT,
         reason,
         lambda: stack.admissions().RequestInvalidReadContinuity(submission(candidate, **overrides)),
     )
     assert {v.field for v in error.field_violations} == fields
-    assert table_counts(engine) == counts
+    assert row_counts(engine) == counts
 
 
 def test_stale_digests_are_named_and_nothing_is_written(stack: Stack, engine: Engine) -> None:
@@ -141,7 +129,7 @@ def test_stale_digests_are_named_and_nothing_is_written(stack: Stack, engine: En
     stack.set_policy()
     candidate = stack.candidate_of("run-1")
     stack.set_policy(window_seconds=1200)  # the policy moves after the operator read the candidate
-    counts = table_counts(engine)
+    counts = row_counts(engine)
     error = expect_error(
         grpc.StatusCode.FAILED_PRECONDITION,
         "CANDIDATE_DIGEST_STALE",
@@ -152,14 +140,14 @@ def test_stale_digests_are_named_and_nothing_is_written(stack: Stack, engine: En
         "candidate_digest",
     }
     assert all(v.type == "DIGEST" for v in error.precondition_violations)
-    assert table_counts(engine) == counts
+    assert row_counts(engine) == counts
 
 
 def test_a_held_candidate_supplies_no_claim(stack: Stack, engine: Engine) -> None:
     seed_held_run(stack.ledger_stub(), FIXTURE, "run-1")  # policy stays disabled
     candidate = stack.candidate_of("run-1")
     assert not candidate.eligible
-    counts = table_counts(engine)
+    counts = row_counts(engine)
     error = expect_error(
         grpc.StatusCode.FAILED_PRECONDITION,
         "CANDIDATE_HELD",
@@ -167,7 +155,7 @@ def test_a_held_candidate_supplies_no_claim(stack: Stack, engine: Engine) -> Non
     )
     assert "POLICY_DISABLED" in error.metadata["holds"].split(",")
     assert "POLICY" in error.metadata["requirements"].split(",")
-    assert table_counts(engine) == counts
+    assert row_counts(engine) == counts
 
 
 def test_idempotency_conflicts(stack: Stack, engine: Engine) -> None:
@@ -175,7 +163,7 @@ def test_idempotency_conflicts(stack: Stack, engine: Engine) -> None:
     stack.set_policy()
     candidate = stack.candidate_of("run-1")
     stack.admissions().RequestInvalidReadContinuity(submission(candidate))
-    counts = table_counts(engine)
+    counts = row_counts(engine)
     expect_error(
         grpc.StatusCode.ALREADY_EXISTS,
         "REQUEST_ID_CONFLICT",
@@ -196,7 +184,7 @@ def test_idempotency_conflicts(stack: Stack, engine: Engine) -> None:
             submission(candidate, request_id="req-2")
         )
     assert rpc_reason(caught.value) in {"CANDIDATE_DIGEST_STALE", "CONSUMED_GRAPH_ALREADY_ADMITTED"}
-    assert table_counts(engine) == counts
+    assert row_counts(engine) == counts
 
 
 def _concurrently(count: int, work: Callable[[int], object]) -> tuple[list[object], list[str]]:
@@ -241,7 +229,7 @@ def test_sixty_four_identical_submissions_make_exactly_one_ticket(
     assert sum(r.created for r in responses) == 1
     assert len({r.ticket.SerializeToString() for r in responses}) == 1
     assert kinds(stack, "run-1").count("migration_settlement") == 1
-    assert table_counts(engine)["admission_tickets"] == 1
+    assert row_counts(engine)["admission_tickets"] == 1
 
 
 def test_sixty_four_identities_get_exactly_one_ticket(stack: Stack, engine: Engine) -> None:
@@ -261,7 +249,7 @@ def test_sixty_four_identities_get_exactly_one_ticket(stack: Stack, engine: Engi
         "CLAIM_OUTSTANDING",
         "JOURNAL_HEAD_STALE",
     }
-    assert table_counts(engine)["admission_tickets"] == 1
+    assert row_counts(engine)["admission_tickets"] == 1
     assert kinds(stack, "run-1").count("migration_settlement") == 1
 
 
@@ -280,7 +268,7 @@ def test_concurrent_admissions_across_runs_respect_the_pending_cap(
     )
     assert len(results) == 2
     assert sorted(refusals) == ["PENDING_TICKET_LIMIT"] * 4
-    assert table_counts(engine)["admission_tickets"] == 2
+    assert row_counts(engine)["admission_tickets"] == 2
 
 
 def test_only_execution_operators_submit(stack: Stack) -> None:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine
 
 from forge.continuity.v1 import (
     candidate_pb2,
@@ -24,12 +24,11 @@ from forge.continuity.v1 import (
 from services.candidate.downstream import GrpcCandidateSources
 from services.candidate.servicer import bindings as candidate_bindings
 from services.demo.seed import SeededRun, load_fixture, seed_held_run
-from services.ledger.schema import metadata
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
 from services.reconstruction.__main__ import bindings as reconstruction_bindings
 from shared.client import open_channel
-from tests.support import Served, serve
+from tests.support import Served, row_counts, serve
 
 # The candidate servers' clock: handoff deadlines are computed against it.
 NOW = datetime(2026, 10, 20, 12, 0, tzinfo=UTC)
@@ -95,13 +94,7 @@ class Stack:
         return self.ledger().GetRun(ledger_pb2.GetRunRequest(run_id=run_id)).head
 
     def row_counts(self) -> dict[str, int]:
-        with self.engine.connect() as connection:
-            return {
-                table.name: int(
-                    connection.execute(select(func.count()).select_from(table)).scalar_one()
-                )
-                for table in metadata.sorted_tables
-            }
+        return row_counts(self.engine)
 
     @contextmanager
     def another_candidate_server(self) -> Iterator[Served]:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from forge.continuity.v1 import (
     common_pb2,
@@ -29,7 +29,7 @@ from shared.qualification import DEFAULT_QUALIFIED_PROFILE
 from shared.timeutil import to_timestamp
 from tests.errors import expect_error
 from tests.ledger.conftest import LedgerClients
-from tests.support import serve
+from tests.support import row_counts, serve
 
 FIXTURE = load_fixture("v1_basic")
 DERIVED = b'{"derived": "checkpoint"}'
@@ -130,20 +130,6 @@ def journal_kinds(clients: LedgerClients, run_id: str) -> list[str]:
     ]
 
 
-def table_counts(engine: Engine) -> dict[str, int]:
-    with engine.connect() as connection:
-        return {
-            table: connection.execute(text(f"SELECT count(*) FROM {table}")).scalar_one()
-            for table in (
-                "journal_entries",
-                "execution_requests",
-                "admission_tickets",
-                "blobs",
-                "policy_revisions",
-            )
-        }
-
-
 def claim_request(
     clients: LedgerClients, execution_request_id: str, **overrides: object
 ) -> execution_pb2.ClaimExecutionRequestRequest:
@@ -196,20 +182,20 @@ def test_identical_repeat_returns_the_stored_ticket_and_writes_nothing(
     seeded = seed(clients)
     enable_policy(clients)
     first = commit(clients, commit_request(clients, seeded))
-    counts = table_counts(engine)
+    counts = row_counts(engine)
     # The head has moved since: an identical repeat must still get the stored ticket.
     again = commit(
         clients, commit_request(clients, seeded, policy_revision=first.ticket.policy_revision)
     )
     assert not again.created and again.ticket == first.ticket
-    assert table_counts(engine) == counts
+    assert row_counts(engine) == counts
 
 
 def test_conflicts_are_refused_and_write_nothing(clients: LedgerClients, engine: Engine) -> None:
     seeded = seed(clients)
     enable_policy(clients)
     commit(clients, commit_request(clients, seeded))
-    counts = table_counts(engine)
+    counts = row_counts(engine)
     expect_error(
         grpc.StatusCode.ALREADY_EXISTS,
         "REQUEST_ID_CONFLICT",
@@ -230,7 +216,7 @@ def test_conflicts_are_refused_and_write_nothing(clients: LedgerClients, engine:
             commit_request(clients, seeded, request_id="req-2", operator_identity="otto-operator"),
         ),
     )
-    assert table_counts(engine) == counts
+    assert row_counts(engine) == counts
 
 
 @pytest.mark.parametrize(
@@ -270,9 +256,9 @@ def test_refusals_write_nothing(
         overrides["run_id"] = "run-unknown"
     if prepare != "policy-moved":
         request = commit_request(clients, seeded, **overrides)
-    counts = table_counts(engine)
+    counts = row_counts(engine)
     expect_error(code, reason, lambda: commit(clients, request))
-    assert table_counts(engine) == counts
+    assert row_counts(engine) == counts
 
 
 @pytest.mark.parametrize(
@@ -325,13 +311,13 @@ def test_unsupported_time_budget_and_passed_deadline_refuse_admission(
             (clock.now - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         ),
     )
-    counts = table_counts(engine)
+    counts = row_counts(engine)
     expect_error(
         grpc.StatusCode.FAILED_PRECONDITION,
         "ACTIVE_DEADLINE_PASSED",
         lambda: commit(clients, commit_request(clients, late)),
     )
-    assert table_counts(engine) == counts
+    assert row_counts(engine) == counts
 
 
 def test_sixty_four_concurrent_identical_commits_make_one_ticket(
@@ -365,7 +351,7 @@ def test_sixty_four_concurrent_identical_commits_make_one_ticket(
     assert sum(r.created for r in results) == 1
     assert len({r.ticket.SerializeToString() for r in results}) == 1
     assert journal_kinds(clients, "run-1").count("migration_settlement") == 1
-    assert table_counts(engine)["admission_tickets"] == 1
+    assert row_counts(engine)["admission_tickets"] == 1
 
 
 def test_concurrent_admissions_across_runs_never_exceed_the_pending_cap(
@@ -395,7 +381,7 @@ def test_concurrent_admissions_across_runs_never_exceed_the_pending_cap(
     for thread in threads:
         thread.join()
     assert sorted(outcomes) == ["PENDING_TICKET_LIMIT"] * 5 + ["ok"] * 3
-    assert table_counts(engine)["admission_tickets"] == 3
+    assert row_counts(engine)["admission_tickets"] == 3
 
 
 # --- worker claims and leases ---------------------------------------------------------------------
@@ -599,12 +585,12 @@ def test_command_ledger_eleven_of_twenty_two(clients: LedgerClients, engine: Eng
         worker.GetCommandUsage(execution_pb2.GetCommandUsageRequest(run_id="run-1")).usage.used
         == 22
     )
-    before = table_counts(engine)
+    before = row_counts(engine)
     error = expect_error(
         grpc.StatusCode.RESOURCE_EXHAUSTED, "COMMAND_LIMIT_REACHED", lambda: record("new-12")
     )
     assert error.metadata == {"used": "22", "limit": "22"}
-    assert table_counts(engine) == before
+    assert row_counts(engine) == before
     expect_error(
         grpc.StatusCode.FAILED_PRECONDITION,
         "LEASE_GENERATION_STALE",
