@@ -1,7 +1,7 @@
 """The admission path: validate, read back, recompute the candidate, compare digests,
 reconstruct, and ask the ledger for the one atomic append. Admission never writes to the
-database itself; every write is the ledger's CommitAdmission (plus the content-addressed
-derived checkpoint blob it needs)."""
+database itself; its one write is the ledger's CommitAdmission, which stores the derived
+checkpoint in the same transaction as the settlement."""
 
 from __future__ import annotations
 
@@ -114,14 +114,6 @@ class AdmissionCoordinator:
                 metadata={"candidate_version": str(candidate.version)},
             )
         derived = self._reconstruct(candidate, request.version)
-        call(
-            self._down.ledger.PutBlob,
-            ledger_pb2.PutBlobRequest(
-                content=derived.derived_checkpoint,
-                media_type="application/json",
-                expected_digest=derived.derived_checkpoint_digest,
-            ),
-        )
         committed = call(
             self._down.ledger.CommitAdmission,
             ledger_pb2.CommitAdmissionRequest(
@@ -137,6 +129,7 @@ class AdmissionCoordinator:
                 derived_checkpoint_digest=derived.derived_checkpoint_digest,
                 consumed_response_digest=candidate.proof.consumed_response_digest,
                 witness_digest=derived.witness_digest,
+                derived_checkpoint=derived.derived_checkpoint,
             ),
         )
         return committed.ticket, committed.created

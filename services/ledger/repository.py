@@ -357,18 +357,26 @@ def count_tickets_for_run(connection: Connection, run_id: str) -> int:
 
 
 def lock_current_policy(connection: Connection) -> PolicyRevision:
-    """The current policy, row-locked on PostgreSQL: admissions, claims and policy writes
-    serialize on it, so caps and revocations are checked against committed state. (SQLite's
-    BEGIN IMMEDIATE already serializes writers.)"""
-    row = connection.execute(
-        select(policy_revisions)
-        .order_by(policy_revisions.c.revision.desc())
-        .limit(1)
-        .with_for_update()
-    ).first()
-    if row is None:
-        raise RuntimeError("policy_revisions is empty: migrations were not applied")
-    return _policy(row)
+    """The current policy, row-locked on PostgreSQL: admissions, claims, command charges and
+    policy writes serialize on it, so caps and revocations are checked against committed state.
+
+    A policy write inserts a new revision instead of updating one, so a transaction that waited
+    for the lock may hold a revision that was superseded meanwhile; under READ COMMITTED each new
+    statement sees the committed newer row, so re-read until the locked row is the newest.
+    (SQLite's BEGIN IMMEDIATE already serializes writers; there the first read is final.)"""
+    while True:
+        row = connection.execute(
+            select(policy_revisions)
+            .order_by(policy_revisions.c.revision.desc())
+            .limit(1)
+            .with_for_update()
+        ).first()
+        if row is None:
+            raise RuntimeError("policy_revisions is empty: migrations were not applied")
+        locked = _policy(row)
+        newest = connection.execute(select(func.max(policy_revisions.c.revision))).scalar_one()
+        if newest == locked.revision:
+            return locked
 
 
 # --- commands -------------------------------------------------------------------------------

@@ -56,6 +56,9 @@ from shared.journal_chain import Verification, verify_chain
 from shared.timeutil import Clock, to_text, utc_now
 
 MAX_BLOB_BYTES = 16 * 1024 * 1024
+FENCED_NATIVE_KINDS = frozenset(
+    {EntryKind.WORKER_CLAIMED, EntryKind.REQUEST_FAILED, EntryKind.COMMAND_EXECUTED}
+)
 MAX_JOURNAL_PAGE = 1000
 DEFAULT_JOURNAL_PAGE = 100
 MAX_POLICY_PAGE = 500
@@ -152,11 +155,13 @@ class Ledger:
             )
         try:
             with self._engine.begin() as connection:
-                if repository.get_run(connection, run_id) is None:
+                run = repository.get_run(connection, run_id)
+                if run is None:
                     raise _run_not_found(run_id)
                 sequence, head = repository.journal_head(connection, run_id)
                 if head != expected:
                     raise _stale_head(run_id, expected, sequence, head)
+                self._check_native_write(connection, run, kind, canonical)
                 entry = seal(run_id, sequence + 1, kind, canonical, head, actor, self._now())
                 repository.insert_journal_entry(connection, entry)
                 return entry
@@ -165,6 +170,40 @@ class Ledger:
             with self._engine.connect() as connection:
                 sequence, head = repository.journal_head(connection, run_id)
             raise _stale_head(run_id, expected, sequence, head) from None
+
+    @staticmethod
+    def _check_native_write(
+        connection: Connection, run: Run, kind: EntryKind, canonical_payload: str
+    ) -> None:
+        """Native appends may not route around the continuity rules: a continuity execution
+        request is written only through ExecutionService under its lease generation, and a
+        native command is charged against the same command limit."""
+        payload = parse_json(canonical_payload)
+        assert isinstance(payload, dict)
+        fenced = payload.get("execution_request_id")
+        if (
+            kind in FENCED_NATIVE_KINDS
+            and isinstance(fenced, str)
+            and repository.get_execution_request(connection, fenced) is not None
+        ):
+            raise InvalidArgument(
+                "EXECUTION_REQUEST_FENCED",
+                f"{fenced} is a continuity execution request: write through ExecutionService "
+                "with its lease generation",
+                metadata={"execution_request_id": fenced, "kind": kind.value},
+            )
+        if kind is EntryKind.COMMAND_EXECUTED:
+            usage = CommandLedger.from_entries(
+                repository.command_entries(connection, run.spec.run_id)
+            )
+            command_id = str(payload["command_id"])
+            if usage.receipt(command_id) is not None:
+                raise Conflict(
+                    "COMMAND_ALREADY_RECORDED",
+                    f"command {command_id} is already charged to this run",
+                    metadata={"command_id": command_id},
+                )
+            usage.check_room(run.spec.command_limit)
 
     def read_journal(
         self, run_id: str, from_sequence: int, page_size: int
@@ -366,10 +405,18 @@ class Ledger:
             pending=repository.count_execution_requests(connection, PENDING_STATES),
         )
         if not repository.blob_exists(connection, admission.derived_checkpoint_digest):
-            raise FailedPrecondition(
-                "DERIVED_CHECKPOINT_MISSING",
-                "store the derived checkpoint with PutBlob before committing the admission",
-                metadata={"digest": admission.derived_checkpoint_digest},
+            if not admission.derived_checkpoint:
+                raise FailedPrecondition(
+                    "DERIVED_CHECKPOINT_MISSING",
+                    "send the derived checkpoint bytes with the admission",
+                    metadata={"digest": admission.derived_checkpoint_digest},
+                )
+            repository.insert_blob(
+                connection,
+                admission.derived_checkpoint_digest,
+                admission.derived_checkpoint,
+                "application/json",
+                self._now(),
             )
         now = self._clock()
         lease_seconds = bound_lease(

@@ -267,6 +267,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             derived_checkpoint_digest=request.derived_checkpoint_digest,
             consumed_response_digest=request.consumed_response_digest,
             witness_digest=request.witness_digest,
+            derived_checkpoint=request.derived_checkpoint,
         )
         document, created = self._ledger.commit_admission(admission)
         _, record = self._ledger.get_admission(request.run_id, request.request_id)

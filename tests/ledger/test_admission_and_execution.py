@@ -3,6 +3,7 @@ real ledger service on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -596,3 +597,142 @@ def test_command_ledger_eleven_of_twenty_two(clients: LedgerClients, engine: Eng
         "LEASE_GENERATION_STALE",
         lambda: record("new-13", generation=2),
     )
+
+
+# --- atomicity of what the transaction stores ----------------------------------------------------
+
+
+def test_the_derived_checkpoint_is_stored_only_with_the_settlement(
+    clients: LedgerClients, engine: Engine
+) -> None:
+    seeded = seed_held_run(clients.ledger(), FIXTURE, "run-1")
+    enable_policy(clients)
+    derived = b'{"derived": "only-with-the-settlement"}'
+    stale = commit_request(
+        clients,
+        seeded,
+        expected_head_hash=seeded.entries[-2].hash,
+        derived_checkpoint=derived,
+        derived_checkpoint_digest=sha256_digest(derived),
+    )
+    counts = row_counts(engine)
+    expect_error(grpc.StatusCode.ABORTED, "JOURNAL_HEAD_STALE", lambda: commit(clients, stale))
+    expect_error(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ADMISSION_INVALID",
+        lambda: commit(clients, commit_request(clients, seeded, derived_checkpoint=b"other bytes")),
+    )
+    assert row_counts(engine) == counts
+    ticket = commit(
+        clients,
+        commit_request(
+            clients,
+            seeded,
+            derived_checkpoint=derived,
+            derived_checkpoint_digest=sha256_digest(derived),
+        ),
+    ).ticket
+    stored = clients.ledger("reader-token").GetBlob(
+        ledger_pb2.GetBlobRequest(digest=ticket.derived_checkpoint_digest)
+    )
+    assert stored.content == derived
+
+
+@pytest.mark.parametrize("operation", ["admission", "claim"])
+def test_a_revocation_committed_while_waiting_for_the_policy_lock_is_seen(
+    clients: LedgerClients, engine: Engine, operation: str
+) -> None:
+    """The policy write inserts a new revision; a transaction that queued behind it must judge
+    against that new revision, not the one it first locked."""
+    from services.ledger import repository
+    from services.ledger.domain.policy import PolicyRevision, PolicySettings, policy_digest
+
+    seeded = seed(clients)
+    enable_policy(clients)
+    request = commit_request(clients, seeded)
+    exr = ""
+    if operation == "claim":
+        exr = commit(clients, request).ticket.execution_request.execution_request_id
+    outcome: list[str] = []
+
+    def act() -> None:
+        try:
+            if operation == "admission":
+                commit(clients, request)
+            else:
+                execution(clients).ClaimExecutionRequest(claim_request(clients, exr))
+            outcome.append("ok")
+        except grpc.RpcError as error:
+            outcome.append(from_rpc_error(error).reason)
+
+    with engine.connect() as connection, connection.begin():
+        current = repository.lock_current_policy(connection)
+        disabled = PolicySettings(False, 3600, 50, 500, False, False, False)
+        revision = current.revision + 1
+        repository.insert_policy_revision(
+            connection,
+            PolicyRevision(
+                revision,
+                disabled,
+                "alice-admin",
+                "2026-12-01T12:00:00.000000Z",
+                policy_digest(revision, disabled),
+            ),
+        )
+        waiter = threading.Thread(target=act)
+        waiter.start()
+        waiter.join(timeout=1.5)
+        assert waiter.is_alive(), "the second transaction should be waiting for the policy lock"
+    waiter.join(timeout=60)
+    assert outcome == ["POLICY_DISABLED" if operation == "admission" else "POLICY_REVOKED"]
+
+
+def test_native_appends_cannot_route_around_leases_or_the_command_limit(
+    clients: LedgerClients, engine: Engine
+) -> None:
+    seeded, ticket = admitted(clients)
+    exr = ticket.execution_request.execution_request_id
+    writer = clients.ledger()
+
+    def append(kind: int, payload: dict[str, object]) -> ledger_pb2.AppendJournalEntryResponse:
+        head = writer.GetRun(ledger_pb2.GetRunRequest(run_id="run-1")).head.hash
+        return writer.AppendJournalEntry(
+            ledger_pb2.AppendJournalEntryRequest(
+                run_id="run-1", expected_head_hash=head, kind=kind, payload_json=json.dumps(payload)
+            )
+        )
+
+    counts = row_counts(engine)
+    for kind, payload in (
+        (
+            common_pb2.JOURNAL_ENTRY_KIND_WORKER_CLAIMED,
+            {"execution_request_id": exr, "lease_generation": 1},
+        ),
+        (
+            common_pb2.JOURNAL_ENTRY_KIND_REQUEST_FAILED,
+            {"execution_request_id": exr, "reason": "x"},
+        ),
+        (
+            common_pb2.JOURNAL_ENTRY_KIND_COMMAND_EXECUTED,
+            {"command_id": "c-x", "execution_request_id": exr},
+        ),
+    ):
+        expect_error(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "EXECUTION_REQUEST_FENCED",
+            lambda kind=kind, payload=payload: append(kind, payload),
+        )
+    expect_error(
+        grpc.StatusCode.ALREADY_EXISTS,
+        "COMMAND_ALREADY_RECORDED",
+        lambda: append(common_pb2.JOURNAL_ENTRY_KIND_COMMAND_EXECUTED, {"command_id": "cmd-01"}),
+    )
+    assert row_counts(engine) == counts
+    for index in range(11):
+        append(common_pb2.JOURNAL_ENTRY_KIND_COMMAND_EXECUTED, {"command_id": f"native-{index}"})
+    expect_error(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "COMMAND_LIMIT_REACHED",
+        lambda: append(common_pb2.JOURNAL_ENTRY_KIND_COMMAND_EXECUTED, {"command_id": "native-23"}),
+    )
+    assert seeded.run_id == "run-1"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from services.ledger.domain.execution import MAX_LEASE_SECONDS, ExecutionRequestRecord
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run, check_identifier
-from shared.canonical import is_digest
+from shared.canonical import is_digest, sha256_digest
 from shared.errors import (
     FailedPrecondition,
     FieldViolation,
@@ -37,6 +37,7 @@ class AdmissionInput:
     derived_checkpoint_digest: str
     consumed_response_digest: str
     witness_digest: str
+    derived_checkpoint: bytes = b""
 
     def validate(self) -> None:
         check_identifier("run_id", self.run_id)
@@ -66,6 +67,13 @@ class AdmissionInput:
             )
         if self.policy_revision <= 0:
             violations.append(FieldViolation("policy_revision", "must be positive"))
+        if (
+            self.derived_checkpoint
+            and sha256_digest(self.derived_checkpoint) != self.derived_checkpoint_digest
+        ):
+            violations.append(
+                FieldViolation("derived_checkpoint", "does not match derived_checkpoint_digest")
+            )
         if violations:
             raise InvalidArgument(
                 "ADMISSION_INVALID",

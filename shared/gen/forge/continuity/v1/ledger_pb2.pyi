@@ -608,6 +608,7 @@ class CommitAdmissionRequest(_message.Message):
     DERIVED_CHECKPOINT_DIGEST_FIELD_NUMBER: _builtins.int
     CONSUMED_RESPONSE_DIGEST_FIELD_NUMBER: _builtins.int
     WITNESS_DIGEST_FIELD_NUMBER: _builtins.int
+    DERIVED_CHECKPOINT_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run."""
     request_id: _builtins.str
@@ -625,11 +626,15 @@ class CommitAdmissionRequest(_message.Message):
     valid_for_seconds: _builtins.int
     """Requested lease seconds; the ledger bounds it."""
     derived_checkpoint_digest: _builtins.str
-    """Digest of the derived checkpoint (already stored with PutBlob)."""
+    """Digest of the derived checkpoint ("sha256:" + hex of derived_checkpoint)."""
     consumed_response_digest: _builtins.str
     """Digest of the consumed response: one ticket per consumed graph, whoever asks."""
     witness_digest: _builtins.str
     """The migration witness digest recorded in the settlement."""
+    derived_checkpoint: _builtins.bytes
+    """The derived checkpoint bytes; stored as a blob in the same transaction as the settlement,
+    so a refused admission stores nothing. May be empty when the blob is already stored.
+    """
     @_builtins.property
     def digests(self) -> _common_pb2.ContinuityDigests:
         """The exact digests the operator submitted."""
@@ -649,10 +654,11 @@ class CommitAdmissionRequest(_message.Message):
         derived_checkpoint_digest: _builtins.str = ...,
         consumed_response_digest: _builtins.str = ...,
         witness_digest: _builtins.str = ...,
+        derived_checkpoint: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["digests", b"digests"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumed_response_digest", b"consumed_response_digest", "derived_checkpoint_digest", b"derived_checkpoint_digest", "digests", b"digests", "expected_head_hash", b"expected_head_hash", "operator_identity", b"operator_identity", "policy_revision", b"policy_revision", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "run_id", b"run_id", "valid_for_seconds", b"valid_for_seconds", "version", b"version", "witness_digest", b"witness_digest"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumed_response_digest", b"consumed_response_digest", "derived_checkpoint", b"derived_checkpoint", "derived_checkpoint_digest", b"derived_checkpoint_digest", "digests", b"digests", "expected_head_hash", b"expected_head_hash", "operator_identity", b"operator_identity", "policy_revision", b"policy_revision", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "run_id", b"run_id", "valid_for_seconds", b"valid_for_seconds", "version", b"version", "witness_digest", b"witness_digest"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
