@@ -23,6 +23,8 @@ help:
 	@echo "make typecheck  mypy"
 	@echo "make protos     regenerate Python code from protos/"
 	@echo "make bench      benchmarks (speed and memory targets)"
+	@echo "make demo       the whole v1 story against make run (or services it starts itself)"
+	@echo "make db-upgrade apply ledger migrations to FORGE_DATABASE_URL (default var/continuity.db)"
 	@echo "make fixtures   regenerate the historical SDK fixtures (byte-identical; fixtures-check verifies)"
 
 $(STAMP): pyproject.toml

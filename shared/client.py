@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import grpc
 from opentelemetry.instrumentation.grpc import client_interceptor, grpcext
 
-from shared.config import DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS, DEFAULT_MAX_MESSAGE_BYTES
+from shared.config import DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS, DEFAULT_MAX_MESSAGE_BYTES, Settings
 from shared.deadline import downstream_timeout
 
 
@@ -77,7 +78,8 @@ def open_channel(
     ]
     if root_certificates is not None:
         key, chain = client_certificate if client_certificate else (None, None)
-        credentials = grpc.ssl_channel_credentials(root_certificates, key, chain)
+        # An empty bundle means "the system's trusted roots".
+        credentials = grpc.ssl_channel_credentials(root_certificates or None, key, chain)
         channel = grpc.secure_channel(target, credentials, options=options)
     else:
         channel = grpc.insecure_channel(target, options=options)
@@ -96,3 +98,23 @@ def call(method: Callable[..., Any], request: Any, **kwargs: Any) -> Any:
         return method(request, **kwargs)
     except grpc.RpcError as error:
         raise from_rpc_error(error) from None
+
+
+def service_channel(settings: Settings, service: str) -> grpc.Channel:
+    """The channel one service uses to call another, under its own identity: its bearer token,
+    and, when it serves TLS itself, TLS to the callee with its own certificate as the client
+    certificate (the CA bundle in FORGE_TLS_CLIENT_CA verifies peers both ways)."""
+    target = settings.targets[service]
+    if settings.tls is None:
+        return open_channel(target, settings.service_token)
+    root = Path(settings.tls.client_ca_file).read_bytes() if settings.tls.client_ca_file else None
+    identity = (
+        Path(settings.tls.key_file).read_bytes(),
+        Path(settings.tls.cert_file).read_bytes(),
+    )
+    return open_channel(
+        target,
+        settings.service_token,
+        root_certificates=root if root is not None else b"",
+        client_certificate=identity,
+    )

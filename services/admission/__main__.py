@@ -8,14 +8,14 @@ from forge.continuity.v1 import candidate_pb2_grpc, ledger_pb2_grpc, reconstruct
 from services.admission.coordinator import Downstream
 from services.admission.servicer import bindings
 from shared.bootstrap import run_service
-from shared.client import open_channel
+from shared.client import service_channel
 from shared.config import Settings
 
 
 def main(argv: list[str] | None = None) -> int:
     def build(settings: Settings):  # type: ignore[no-untyped-def]
         channels = {
-            name: open_channel(settings.targets[name], settings.service_token)
+            name: service_channel(settings, name)
             for name in ("ledger", "candidate", "reconstruction")
         }
         downstream = Downstream(

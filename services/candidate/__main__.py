@@ -8,15 +8,15 @@ from collections.abc import Callable, Sequence
 from services.candidate.downstream import GrpcCandidateSources
 from services.candidate.servicer import bindings
 from shared.bootstrap import run_service
-from shared.client import open_channel
+from shared.client import service_channel
 from shared.config import Settings
 from shared.server import ServiceBinding
 
 
 def build(settings: Settings) -> tuple[Sequence[ServiceBinding], Callable[[], None]]:
     """Channels to the ledger and reconstruction under this service's own identity."""
-    ledger = open_channel(settings.targets["ledger"], settings.service_token)
-    reconstruction = open_channel(settings.targets["reconstruction"], settings.service_token)
+    ledger = service_channel(settings, "ledger")
+    reconstruction = service_channel(settings, "reconstruction")
 
     def close() -> None:
         ledger.close()

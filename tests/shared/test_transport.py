@@ -17,7 +17,7 @@ from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc, policy_pb2, policy_
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
 from shared.auth import PrincipalDirectory
-from shared.client import open_channel
+from shared.client import open_channel, service_channel
 from shared.config import Settings, TlsSettings
 from shared.server import start_server
 from tests.errors import expect_error
@@ -140,3 +140,25 @@ def test_messages_over_the_size_limit_are_refused(ledger: Ledger) -> None:
             stub.PutBlob(ledger_pb2.PutBlobRequest(content=b"x" * (128 * 1024)))
         assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
         assert stub.PutBlob(ledger_pb2.PutBlobRequest(content=b"small")).created
+
+
+def test_services_call_each_other_over_mutual_tls(
+    mtls_server: tuple[str, bytes, tuple[bytes, bytes], tuple[bytes, bytes]], tmp_path: Path
+) -> None:
+    target, ca_pem, known, _stranger = mtls_server
+    (tmp_path / "admission.key").write_bytes(known[0])
+    (tmp_path / "admission.crt").write_bytes(known[1])
+    (tmp_path / "ca.crt").write_bytes(ca_pem)
+    settings = Settings(
+        service="admission",
+        host="127.0.0.1",
+        port=0,
+        targets={"ledger": target},
+        tls=TlsSettings(
+            str(tmp_path / "admission.crt"),
+            str(tmp_path / "admission.key"),
+            str(tmp_path / "ca.crt"),
+        ),
+    )
+    stub = policy_pb2_grpc.PolicyServiceStub(service_channel(settings, "ledger"))
+    assert stub.GetPolicy(policy_pb2.GetPolicyRequest()).policy.revision == 1

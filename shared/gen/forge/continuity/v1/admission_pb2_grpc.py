@@ -107,7 +107,8 @@ class AdmissionServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetInvalidReadContinuity(self, request, context):
-        """Reads the saved outcome of a request (either version). Role: execution operator or reader.
+        """Reads the saved outcome of a request (either version), with its execution request as it is
+        now. Role: any authenticated caller.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

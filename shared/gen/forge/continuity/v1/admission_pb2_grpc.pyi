@@ -42,7 +42,9 @@ class AdmissionServiceStub:
     RequestInvalidReadContinuityV2: _grpc.UnaryUnaryMultiCallable[_admission_pb2.RequestInvalidReadContinuityV2Request, _admission_pb2.RequestInvalidReadContinuityV2Response]
     """Submits a version-2 request (unavailable pure source observations). Role: execution operator."""
     GetInvalidReadContinuity: _grpc.UnaryUnaryMultiCallable[_admission_pb2.GetInvalidReadContinuityRequest, _admission_pb2.GetInvalidReadContinuityResponse]
-    """Reads the saved outcome of a request (either version). Role: execution operator or reader."""
+    """Reads the saved outcome of a request (either version), with its execution request as it is
+    now. Role: any authenticated caller.
+    """
     RequestInvalidReadRecovery: _grpc.UnaryUnaryMultiCallable[_admission_pb2.RequestInvalidReadRecoveryRequest, _admission_pb2.RequestInvalidReadRecoveryResponse]
     """Submits the never-claimed failed-request recovery once. Role: factory administrator that is
     also the original execution actor.
@@ -72,7 +74,9 @@ class AdmissionServiceAsyncStub(AdmissionServiceStub):
     RequestInvalidReadContinuityV2: _aio.UnaryUnaryMultiCallable[_admission_pb2.RequestInvalidReadContinuityV2Request, _admission_pb2.RequestInvalidReadContinuityV2Response]  # type: ignore[assignment]
     """Submits a version-2 request (unavailable pure source observations). Role: execution operator."""
     GetInvalidReadContinuity: _aio.UnaryUnaryMultiCallable[_admission_pb2.GetInvalidReadContinuityRequest, _admission_pb2.GetInvalidReadContinuityResponse]  # type: ignore[assignment]
-    """Reads the saved outcome of a request (either version). Role: execution operator or reader."""
+    """Reads the saved outcome of a request (either version), with its execution request as it is
+    now. Role: any authenticated caller.
+    """
     RequestInvalidReadRecovery: _aio.UnaryUnaryMultiCallable[_admission_pb2.RequestInvalidReadRecoveryRequest, _admission_pb2.RequestInvalidReadRecoveryResponse]  # type: ignore[assignment]
     """Submits the never-claimed failed-request recovery once. Role: factory administrator that is
     also the original execution actor.
@@ -117,7 +121,9 @@ class AdmissionServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _admission_pb2.GetInvalidReadContinuityRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_admission_pb2.GetInvalidReadContinuityResponse, _abc.Awaitable[_admission_pb2.GetInvalidReadContinuityResponse]]:
-        """Reads the saved outcome of a request (either version). Role: execution operator or reader."""
+        """Reads the saved outcome of a request (either version), with its execution request as it is
+        now. Role: any authenticated caller.
+        """
 
     @_abc_1.abstractmethod
     def RequestInvalidReadRecovery(

@@ -52,7 +52,9 @@ class CandidateProof(_message.Message):
     validator_error: _builtins.str
     """The pinned validator's error summary."""
     runtime_identity: _builtins.str
-    """Registered identity (source hash) of the historical runtime."""
+    """Digest of the canonical registered historical runtime identity record (SDK, Agentic and
+    prompt catalog versions, validator source hash, advertised schema digest).
+    """
     validator_identity: _builtins.str
     """Registered identity (source hash) of the pre-callback validator."""
     derived_checkpoint_digest: _builtins.str

@@ -66,7 +66,8 @@ class CandidateServiceServicer:
     """
 
     def GetInvalidReadContinuityCandidate(self, request, context):
-        """Evaluates the invalid-read continuity candidate of a held run. Role: execution operator.
+        """Evaluates the invalid-read continuity candidate of a held run. Role: execution operator,
+        factory administrator, or a continuity service (admission recomputes candidates).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

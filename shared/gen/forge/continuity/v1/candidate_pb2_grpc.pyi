@@ -37,7 +37,9 @@ class CandidateServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> CandidateServiceAsyncStub: ...
     GetInvalidReadContinuityCandidate: _grpc.UnaryUnaryMultiCallable[_candidate_pb2.GetInvalidReadContinuityCandidateRequest, _candidate_pb2.GetInvalidReadContinuityCandidateResponse]
-    """Evaluates the invalid-read continuity candidate of a held run. Role: execution operator."""
+    """Evaluates the invalid-read continuity candidate of a held run. Role: execution operator,
+    factory administrator, or a continuity service (admission recomputes candidates).
+    """
     GetInvalidReadRecoveryCandidate: _grpc.UnaryUnaryMultiCallable[_candidate_pb2.GetInvalidReadRecoveryCandidateRequest, _candidate_pb2.GetInvalidReadRecoveryCandidateResponse]
     """Evaluates the never-claimed failed-request recovery candidate. Role: factory administrator."""
     GetRejectedBoundaryCandidate: _grpc.UnaryUnaryMultiCallable[_candidate_pb2.GetRejectedBoundaryCandidateRequest, _candidate_pb2.GetRejectedBoundaryCandidateResponse]
@@ -56,7 +58,9 @@ class CandidateServiceAsyncStub(CandidateServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     GetInvalidReadContinuityCandidate: _aio.UnaryUnaryMultiCallable[_candidate_pb2.GetInvalidReadContinuityCandidateRequest, _candidate_pb2.GetInvalidReadContinuityCandidateResponse]  # type: ignore[assignment]
-    """Evaluates the invalid-read continuity candidate of a held run. Role: execution operator."""
+    """Evaluates the invalid-read continuity candidate of a held run. Role: execution operator,
+    factory administrator, or a continuity service (admission recomputes candidates).
+    """
     GetInvalidReadRecoveryCandidate: _aio.UnaryUnaryMultiCallable[_candidate_pb2.GetInvalidReadRecoveryCandidateRequest, _candidate_pb2.GetInvalidReadRecoveryCandidateResponse]  # type: ignore[assignment]
     """Evaluates the never-claimed failed-request recovery candidate. Role: factory administrator."""
     GetRejectedBoundaryCandidate: _aio.UnaryUnaryMultiCallable[_candidate_pb2.GetRejectedBoundaryCandidateRequest, _candidate_pb2.GetRejectedBoundaryCandidateResponse]  # type: ignore[assignment]
@@ -78,7 +82,9 @@ class CandidateServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _candidate_pb2.GetInvalidReadContinuityCandidateRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_candidate_pb2.GetInvalidReadContinuityCandidateResponse, _abc.Awaitable[_candidate_pb2.GetInvalidReadContinuityCandidateResponse]]:
-        """Evaluates the invalid-read continuity candidate of a held run. Role: execution operator."""
+        """Evaluates the invalid-read continuity candidate of a held run. Role: execution operator,
+        factory administrator, or a continuity service (admission recomputes candidates).
+        """
 
     @_abc_1.abstractmethod
     def GetInvalidReadRecoveryCandidate(

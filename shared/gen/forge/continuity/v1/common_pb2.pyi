@@ -37,7 +37,7 @@ class _RoleEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Role.ValueType],
     ROLE_PLATFORM_WRITER: _Role.ValueType  # 4
     """Platform components (engine, workers) that write native journal entries and blobs."""
     ROLE_READER: _Role.ValueType  # 5
-    """Read-only access to journals, blobs, policy, candidates and saved outcomes."""
+    """Read-only access to journals, blobs, policy and saved outcomes (candidates need an operator)."""
     ROLE_CONTINUITY_SERVICE: _Role.ValueType  # 6
     """Service-to-service identity of the continuity services themselves (admission, candidate)."""
 
@@ -57,7 +57,7 @@ ROLE_WORKER: Role.ValueType  # 3
 ROLE_PLATFORM_WRITER: Role.ValueType  # 4
 """Platform components (engine, workers) that write native journal entries and blobs."""
 ROLE_READER: Role.ValueType  # 5
-"""Read-only access to journals, blobs, policy, candidates and saved outcomes."""
+"""Read-only access to journals, blobs, policy and saved outcomes (candidates need an operator)."""
 ROLE_CONTINUITY_SERVICE: Role.ValueType  # 6
 """Service-to-service identity of the continuity services themselves (admission, candidate)."""
 Global___Role: _TypeAlias = Role  # noqa: Y015
@@ -402,8 +402,11 @@ class JournalEntry(_message.Message):
     prev_hash: _builtins.str
     """Hash of the previous entry ("sha256:" + 64 hex); the genesis hash for sequence 1."""
     hash: _builtins.str
-    """SHA-256 over the canonical JSON of {run_id, sequence, kind, payload, prev_hash, actor,
-    recorded_at}, as "sha256:" + 64 lowercase hex digits.
+    """SHA-256 over the RFC 8785 canonical JSON of {run_id, sequence, kind, payload, prev_hash,
+    actor, recorded_at}, as "sha256:" + 64 lowercase hex digits. In that envelope "kind" is the
+    lowercase stored name (the enum name without JOURNAL_ENTRY_KIND_, e.g. "run_started"),
+    "payload" is the parsed payload_json, and "recorded_at" is recorded_at formatted as
+    "YYYY-MM-DDTHH:MM:SS.ffffffZ" (always six fractional digits, UTC).
     """
     actor: _builtins.str
     """The authenticated identity that appended the entry (for ledger transactions, the acting
@@ -806,7 +809,10 @@ class ContinuityDigests(_message.Message):
     JOURNAL_DIGEST_FIELD_NUMBER: _builtins.int
     POLICY_DIGEST_FIELD_NUMBER: _builtins.int
     candidate_digest: _builtins.str
-    """Digest of the whole candidate (proof, qualification, policy revision, source and custody)."""
+    """Digest of the whole candidate: RFC 8785 canonical JSON of its run, attempt, version,
+    eligibility, the other three digests, policy revision, source and custody digests, proof,
+    qualification and sorted (hold reason, subject) pairs. Time-varying values are excluded.
+    """
     run_digest: _builtins.str
     """Digest of the run record (task, attempt, source, configuration)."""
     journal_digest: _builtins.str

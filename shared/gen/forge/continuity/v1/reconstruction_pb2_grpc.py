@@ -60,7 +60,7 @@ class ReconstructionServiceServicer:
     def ReconstructInvalidRead(self, request, context):
         """Reconstructs the continuation of a held invalid-read run. Refusals are FAILED_PRECONDITION
         with a typed reason (e.g. MIGRATION_FIELD_REFUSED) naming the field or contract element.
-        Role: continuity service or reader.
+        Role: any authenticated caller (pure computation over bytes the caller already holds).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -71,7 +71,7 @@ class ReconstructionServiceServicer:
         validator: the calls, the single read_run_evidence query, whether the old advertised schema
         accepts it and the pinned validator rejects it, and the typed holds per version. A checkpoint
         that cannot be migrated is FAILED_PRECONDITION with the migration's reason.
-        Role: continuity service or reader.
+        Role: any authenticated caller.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

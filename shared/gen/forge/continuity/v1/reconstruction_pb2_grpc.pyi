@@ -40,14 +40,14 @@ class ReconstructionServiceStub:
     ReconstructInvalidRead: _grpc.UnaryUnaryMultiCallable[_reconstruction_pb2.ReconstructInvalidReadRequest, _reconstruction_pb2.ReconstructInvalidReadResponse]
     """Reconstructs the continuation of a held invalid-read run. Refusals are FAILED_PRECONDITION
     with a typed reason (e.g. MIGRATION_FIELD_REFUSED) naming the field or contract element.
-    Role: continuity service or reader.
+    Role: any authenticated caller (pure computation over bytes the caller already holds).
     """
     AnalyzeConsumedResponse: _grpc.UnaryUnaryMultiCallable[_reconstruction_pb2.AnalyzeConsumedResponseRequest, _reconstruction_pb2.AnalyzeConsumedResponseResponse]
     """Analyzes, read-only, the consumed response against the historical contract and the pinned
     validator: the calls, the single read_run_evidence query, whether the old advertised schema
     accepts it and the pinned validator rejects it, and the typed holds per version. A checkpoint
     that cannot be migrated is FAILED_PRECONDITION with the migration's reason.
-    Role: continuity service or reader.
+    Role: any authenticated caller.
     """
 
 @_typing.type_check_only
@@ -62,14 +62,14 @@ class ReconstructionServiceAsyncStub(ReconstructionServiceStub):
     ReconstructInvalidRead: _aio.UnaryUnaryMultiCallable[_reconstruction_pb2.ReconstructInvalidReadRequest, _reconstruction_pb2.ReconstructInvalidReadResponse]  # type: ignore[assignment]
     """Reconstructs the continuation of a held invalid-read run. Refusals are FAILED_PRECONDITION
     with a typed reason (e.g. MIGRATION_FIELD_REFUSED) naming the field or contract element.
-    Role: continuity service or reader.
+    Role: any authenticated caller (pure computation over bytes the caller already holds).
     """
     AnalyzeConsumedResponse: _aio.UnaryUnaryMultiCallable[_reconstruction_pb2.AnalyzeConsumedResponseRequest, _reconstruction_pb2.AnalyzeConsumedResponseResponse]  # type: ignore[assignment]
     """Analyzes, read-only, the consumed response against the historical contract and the pinned
     validator: the calls, the single read_run_evidence query, whether the old advertised schema
     accepts it and the pinned validator rejects it, and the typed holds per version. A checkpoint
     that cannot be migrated is FAILED_PRECONDITION with the migration's reason.
-    Role: continuity service or reader.
+    Role: any authenticated caller.
     """
 
 class ReconstructionServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -87,7 +87,7 @@ class ReconstructionServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_reconstruction_pb2.ReconstructInvalidReadResponse, _abc.Awaitable[_reconstruction_pb2.ReconstructInvalidReadResponse]]:
         """Reconstructs the continuation of a held invalid-read run. Refusals are FAILED_PRECONDITION
         with a typed reason (e.g. MIGRATION_FIELD_REFUSED) naming the field or contract element.
-        Role: continuity service or reader.
+        Role: any authenticated caller (pure computation over bytes the caller already holds).
         """
 
     @_abc_1.abstractmethod
@@ -100,7 +100,7 @@ class ReconstructionServiceServicer(metaclass=_abc_1.ABCMeta):
         validator: the calls, the single read_run_evidence query, whether the old advertised schema
         accepts it and the pinned validator rejects it, and the typed holds per version. A checkpoint
         that cannot be migrated is FAILED_PRECONDITION with the migration's reason.
-        Role: continuity service or reader.
+        Role: any authenticated caller.
         """
 
 def add_ReconstructionServiceServicer_to_server(servicer: ReconstructionServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
