@@ -216,13 +216,7 @@ def insert_policy_revision(connection: Connection, policy: PolicyRevision) -> No
     connection.execute(
         insert(policy_revisions).values(
             revision=policy.revision,
-            enabled=settings.enabled,
-            window_seconds=settings.window_seconds,
-            per_run_ticket_limit=settings.per_run_ticket_limit,
-            pending_ticket_limit=settings.pending_ticket_limit,
-            allow_unavailable_source_observations=settings.allow_unavailable_source_observations,
-            allow_pre_admission_recovery=settings.allow_pre_admission_recovery,
-            allow_readonly_observation_recovery=settings.allow_readonly_observation_recovery,
+            **asdict(settings),
             updated_by=policy.updated_by,
             updated_at=policy.updated_at,
             digest=policy.digest,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import asdict, fields
 from typing import Any, cast
 
 import grpc
@@ -90,13 +91,7 @@ def policy_to_proto(policy: PolicyRevision) -> common_pb2.Policy:
     settings = policy.settings
     return common_pb2.Policy(
         revision=policy.revision,
-        enabled=settings.enabled,
-        window_seconds=settings.window_seconds,
-        per_run_ticket_limit=settings.per_run_ticket_limit,
-        pending_ticket_limit=settings.pending_ticket_limit,
-        allow_unavailable_source_observations=settings.allow_unavailable_source_observations,
-        allow_pre_admission_recovery=settings.allow_pre_admission_recovery,
-        allow_readonly_observation_recovery=settings.allow_readonly_observation_recovery,
+        **asdict(settings),
         updated_by=policy.updated_by,
         updated_at=to_timestamp(policy.updated_at),
         digest=policy.digest,
@@ -305,13 +300,7 @@ class PolicyServicer(policy_pb2_grpc.PolicyServiceServicer):
             )
         given = request.settings
         settings = PolicySettings(
-            enabled=given.enabled,
-            window_seconds=given.window_seconds,
-            per_run_ticket_limit=given.per_run_ticket_limit,
-            pending_ticket_limit=given.pending_ticket_limit,
-            allow_unavailable_source_observations=given.allow_unavailable_source_observations,
-            allow_pre_admission_recovery=given.allow_pre_admission_recovery,
-            allow_readonly_observation_recovery=given.allow_readonly_observation_recovery,
+            **{f.name: getattr(given, f.name) for f in fields(PolicySettings)}
         )
         stored = self._ledger.put_policy(
             request.expected_revision, settings, current_principal().identity
