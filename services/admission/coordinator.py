@@ -88,7 +88,9 @@ class AdmissionCoordinator:
     ) -> tuple[ledger_pb2.AdmissionTicket, bool]:
         candidate = call(
             self._down.candidate.GetInvalidReadContinuityCandidate,
-            candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=request.run_id),
+            candidate_pb2.GetInvalidReadContinuityCandidateRequest(
+                run_id=request.run_id, version=request.version
+            ),
         ).candidate
         compare_digests(
             request.digests, {name: getattr(candidate.digests, name) for name in DIGEST_NAMES}

@@ -6,7 +6,12 @@ import grpc
 
 from forge.continuity.v1 import admission_pb2, admission_pb2_grpc, common_pb2
 from services.admission.coordinator import AdmissionCoordinator, Downstream
-from services.admission.domain import DIGEST_NAMES, V1_ACKNOWLEDGEMENTS, ContinuityRequest
+from services.admission.domain import (
+    DIGEST_NAMES,
+    V1_ACKNOWLEDGEMENTS,
+    V2_ACKNOWLEDGEMENTS,
+    ContinuityRequest,
+)
 from shared.auth import ANY_ROLE, Role, current_principal
 from shared.errors import Unimplemented
 from shared.server import ServiceBinding
@@ -52,7 +57,19 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServiceServicer):
         request: admission_pb2.RequestInvalidReadContinuityV2Request,
         context: grpc.ServicerContext,
     ) -> admission_pb2.RequestInvalidReadContinuityV2Response:
-        raise _not_yet("RequestInvalidReadContinuityV2")
+        ticket, created = self._coordinator.submit(
+            ContinuityRequest(
+                run_id=request.run_id,
+                request_id=request.request_id,
+                version=request.version,
+                expected_version=2,
+                valid_for_seconds=request.valid_for_seconds,
+                digests=_digests(request.digests),
+                acknowledgements={name: getattr(request, name) for name in V2_ACKNOWLEDGEMENTS},
+            ),
+            current_principal().identity,
+        )
+        return admission_pb2.RequestInvalidReadContinuityV2Response(ticket=ticket, created=created)
 
     def GetInvalidReadContinuity(
         self, request: admission_pb2.GetInvalidReadContinuityRequest, context: grpc.ServicerContext

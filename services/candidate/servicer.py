@@ -14,8 +14,8 @@ from shared.errors import FieldViolation, InvalidArgument, Unavailable, Unimplem
 from shared.server import ServiceBinding
 from shared.timeutil import utc_now
 
-# The continuity version this RPC evaluates.
-CANDIDATE_VERSION = 1
+# Unset (0) selects version 1, the default continuity version.
+DEFAULT_VERSION = 1
 
 
 def _not_yet(method: str) -> Unimplemented:
@@ -132,7 +132,9 @@ class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
                 "CANDIDATE_SOURCES_UNCONFIGURED",
                 "this candidate server has no ledger or reconstruction connection",
             )
-        candidate = self._evaluator.invalid_read_continuity(request.run_id, CANDIDATE_VERSION)
+        candidate = self._evaluator.invalid_read_continuity(
+            request.run_id, request.version or DEFAULT_VERSION
+        )
         return candidate_pb2.GetInvalidReadContinuityCandidateResponse(
             candidate=candidate_to_proto(candidate)
         )

@@ -202,16 +202,23 @@ class GetInvalidReadContinuityCandidateRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     RUN_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The held run."""
+    version: _builtins.int
+    """The continuity version to evaluate: 0 or 1 for version 1 (one rejected evidence read, no
+    sibling call); 2 for version 2 (unavailable pure list_files observations, which also needs
+    the policy setting allow_unavailable_source_observations).
+    """
     def __init__(
         self,
         *,
         run_id: _builtins.str = ...,
+        version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["run_id", b"run_id", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
