@@ -401,6 +401,19 @@ def _global_options(parser: argparse.ArgumentParser, env: Mapping[str, str] | No
     )
 
 
+def _add_candidate_commands(commands: Any, leaf: Any) -> None:
+    candidate = commands.add_parser("candidate", help="read a held run's continuity candidate")
+    candidate_commands = candidate.add_subparsers(dest="action", required=True, metavar="ACTION")
+    candidate_show = leaf(
+        candidate_commands,
+        "show",
+        "show the candidate: proof, qualification, digests, holds and handoff",
+        _candidate_show,
+    )
+    candidate_show.add_argument("run_id", metavar="RUN_ID")
+    candidate_show.add_argument("--version", type=int, default=1, help="1 (default) or 2")
+
+
 def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m services.client",
@@ -450,15 +463,7 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         put.add_argument(f"--{flag}", action="store_true", help="off unless given")
     leaf(policy_commands, "history", "list every policy revision, newest first", _policy_history)
 
-    candidate = commands.add_parser("candidate", help="read a held run's continuity candidate")
-    candidate_commands = candidate.add_subparsers(dest="action", required=True, metavar="ACTION")
-    candidate_show = leaf(
-        candidate_commands,
-        "show",
-        "show the candidate: proof, qualification, digests, holds and handoff",
-        _candidate_show,
-    )
-    candidate_show.add_argument("run_id", metavar="RUN_ID")
+    _add_candidate_commands(commands, leaf)
 
     request = commands.add_parser("request", help="submit or read a continuity request")
     request_commands = request.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -569,7 +574,7 @@ def _policy_history(client: ContinuityClient, args: argparse.Namespace, out: Out
 
 
 def _candidate_show(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
-    candidate = client.invalid_read_continuity_candidate(args.run_id)
+    candidate = client.invalid_read_continuity_candidate(args.run_id, args.version)
     out.emit(candidate, candidate_lines(candidate))
     return EXIT_OK
 
@@ -591,7 +596,7 @@ def _submission_digests(
         except NotFound as absent:
             if absent.reason != "ADMISSION_NOT_FOUND":
                 raise
-        return client.invalid_read_continuity_candidate(args.run_id).digests
+        return client.invalid_read_continuity_candidate(args.run_id, args.version).digests
     missing = [name for name in DIGEST_NAMES if name not in given]
     if missing:
         raise UsageError(

@@ -137,7 +137,7 @@ def _check_window(valid_for_seconds: object) -> None:
         )
 
 
-def _check_version(version: object, acknowledge_observations: object) -> None:
+def _check_version(version: object, acknowledge_observations: object = None) -> None:
     if (
         not isinstance(version, int)
         or isinstance(version, bool)
@@ -370,11 +370,15 @@ class ContinuityClient:
     # --- candidate and admission ---------------------------------------------------------------
 
     def invalid_read_continuity_candidate(
-        self, run_id: str
+        self, run_id: str, version: int = 1
     ) -> candidate_pb2.InvalidReadContinuityCandidate:
-        """The read-only candidate of a held run (creates no claim, writes nothing)."""
+        """The read-only candidate of a held run under continuity ``version`` (1 or 2); it
+        creates no claim and writes nothing."""
         _check_identifiers(run_id=run_id)
-        request = candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=run_id)
+        _check_version(version)
+        request = candidate_pb2.GetInvalidReadContinuityCandidateRequest(
+            run_id=run_id, version=version
+        )
         return _invoke(self._candidate.GetInvalidReadContinuityCandidate, request).candidate
 
     def request_invalid_read_continuity(

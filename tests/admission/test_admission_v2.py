@@ -113,3 +113,50 @@ def test_version_one_requests_cannot_admit_version_two_proofs(stack: Stack, engi
     )
     assert "candidate_digest" in {v.subject for v in error.precondition_violations}
     assert row_counts(engine) == counts
+
+
+def test_the_client_and_cli_evaluate_and_submit_version_two(stack: Stack) -> None:
+    import io
+    import json
+    from contextlib import redirect_stdout
+
+    from services.client import ContinuityClient
+    from services.client.cli import main
+
+    seed_held_run(stack.ledger_stub(), FIXTURE, "run-v2")
+    stack.set_policy(allow_unavailable_source_observations=True)
+    targets = ["--ledger", stack.ledger.target, "--candidate", stack.candidate.target]
+    targets += ["--admission", stack.admission.target]
+    with ContinuityClient(
+        "operator-token",
+        ledger_target=stack.ledger.target,
+        candidate_target=stack.candidate.target,
+        admission_target=stack.admission.target,
+    ) as client:
+        assert client.invalid_read_continuity_candidate("run-v2", version=2).eligible
+        assert not client.invalid_read_continuity_candidate("run-v2").eligible
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        status = main(
+            [
+                *targets,
+                "--token",
+                "operator-token",
+                "--json",
+                "request",
+                "submit",
+                "run-v2",
+                "req-cli",
+                "--version",
+                "2",
+                "--from-candidate",
+                "--valid-for-seconds",
+                "600",
+                "--acknowledge-no-new-grant",
+                "--acknowledge-original-consumption",
+                "--acknowledge-renewed-same-attempt-lease",
+                "--acknowledge-unavailable-source-observations",
+            ]
+        )
+    assert status == 0, printed.getvalue()
+    assert json.loads(printed.getvalue())["ticket"]["version"] == 2
