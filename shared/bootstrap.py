@@ -9,7 +9,9 @@ from shared.auth import PrincipalDirectory
 from shared.config import Settings, load_settings
 from shared.server import ServiceBinding, serve_until_signalled, start_server
 
-Build = Callable[[Settings], tuple[Sequence[ServiceBinding], Callable[[], None]]]
+# What a service's build step returns: its bindings and a cleanup to run after the drain.
+BuildResult = tuple[Sequence[ServiceBinding], Callable[[], None]]
+Build = Callable[[Settings], BuildResult]
 
 
 def configure_logging(level: str) -> None:

@@ -7,13 +7,13 @@ import sys
 from forge.continuity.v1 import candidate_pb2_grpc, ledger_pb2_grpc, reconstruction_pb2_grpc
 from services.admission.coordinator import Downstream
 from services.admission.servicer import bindings
-from shared.bootstrap import run_service
+from shared.bootstrap import BuildResult, run_service
 from shared.client import service_channel
 from shared.config import Settings
 
 
 def main(argv: list[str] | None = None) -> int:
-    def build(settings: Settings):  # type: ignore[no-untyped-def]
+    def build(settings: Settings) -> BuildResult:
         channels = {
             name: service_channel(settings, name)
             for name in ("ledger", "candidate", "reconstruction")

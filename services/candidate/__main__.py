@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
 
 from services.candidate.downstream import GrpcCandidateSources
 from services.candidate.servicer import bindings
-from shared.bootstrap import run_service
+from shared.bootstrap import BuildResult, run_service
 from shared.client import service_channel
 from shared.config import Settings
-from shared.server import ServiceBinding
 
 
-def build(settings: Settings) -> tuple[Sequence[ServiceBinding], Callable[[], None]]:
+def build(settings: Settings) -> BuildResult:
     """Channels to the ledger and reconstruction under this service's own identity."""
     ledger = service_channel(settings, "ledger")
     reconstruction = service_channel(settings, "reconstruction")

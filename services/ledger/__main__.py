@@ -8,11 +8,12 @@ import sys
 from services.ledger.database import make_engine, upgrade
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
-from shared.bootstrap import run_service
+from shared.bootstrap import BuildResult, run_service
+from shared.config import Settings
 
 
 def main(argv: list[str] | None = None) -> int:
-    def build(settings):  # type: ignore[no-untyped-def]
+    def build(settings: Settings) -> BuildResult:
         engine = make_engine(settings.database_url)
         upgrade(engine)
         return bindings(Ledger(engine)), engine.dispose

@@ -7,7 +7,7 @@ import sys
 from forge.continuity.v1 import reconstruction_pb2, reconstruction_pb2_grpc
 from services.reconstruction.servicer import ReconstructionServicer
 from shared.auth import ANY_ROLE
-from shared.bootstrap import run_service
+from shared.bootstrap import BuildResult, run_service
 from shared.config import Settings
 from shared.server import ServiceBinding
 
@@ -27,7 +27,7 @@ def bindings() -> list[ServiceBinding]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    def build(settings: Settings):  # type: ignore[no-untyped-def]
+    def build(settings: Settings) -> BuildResult:
         return bindings(), lambda: None
 
     return run_service("reconstruction", argv if argv is not None else sys.argv[1:], build)
