@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 
-from forge.continuity.v1 import admission_pb2, admission_pb2_grpc, common_pb2
+from forge.continuity.v1 import admission_pb2, admission_pb2_grpc, common_pb2, ledger_pb2
 from services.admission.coordinator import AdmissionCoordinator, Downstream
 from services.admission.domain import (
     DIGEST_NAMES,
@@ -33,23 +33,35 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServiceServicer):
     def __init__(self, coordinator: AdmissionCoordinator) -> None:
         self._coordinator = coordinator
 
+    def _submit(
+        self,
+        request: (
+            admission_pb2.RequestInvalidReadContinuityRequest
+            | admission_pb2.RequestInvalidReadContinuityV2Request
+        ),
+        expected_version: int,
+        acknowledgements: tuple[str, ...],
+    ) -> tuple[ledger_pb2.AdmissionTicket, bool]:
+        """Both versions' routes: the same request shape, their own version and acknowledgements."""
+        return self._coordinator.submit(
+            ContinuityRequest(
+                run_id=request.run_id,
+                request_id=request.request_id,
+                version=request.version,
+                expected_version=expected_version,
+                valid_for_seconds=request.valid_for_seconds,
+                digests=_digests(request.digests),
+                acknowledgements={name: getattr(request, name) for name in acknowledgements},
+            ),
+            current_principal().identity,
+        )
+
     def RequestInvalidReadContinuity(
         self,
         request: admission_pb2.RequestInvalidReadContinuityRequest,
         context: grpc.ServicerContext,
     ) -> admission_pb2.RequestInvalidReadContinuityResponse:
-        ticket, created = self._coordinator.submit(
-            ContinuityRequest(
-                run_id=request.run_id,
-                request_id=request.request_id,
-                version=request.version,
-                expected_version=1,
-                valid_for_seconds=request.valid_for_seconds,
-                digests=_digests(request.digests),
-                acknowledgements={name: getattr(request, name) for name in V1_ACKNOWLEDGEMENTS},
-            ),
-            current_principal().identity,
-        )
+        ticket, created = self._submit(request, 1, V1_ACKNOWLEDGEMENTS)
         return admission_pb2.RequestInvalidReadContinuityResponse(ticket=ticket, created=created)
 
     def RequestInvalidReadContinuityV2(
@@ -57,18 +69,7 @@ class AdmissionServicer(admission_pb2_grpc.AdmissionServiceServicer):
         request: admission_pb2.RequestInvalidReadContinuityV2Request,
         context: grpc.ServicerContext,
     ) -> admission_pb2.RequestInvalidReadContinuityV2Response:
-        ticket, created = self._coordinator.submit(
-            ContinuityRequest(
-                run_id=request.run_id,
-                request_id=request.request_id,
-                version=request.version,
-                expected_version=2,
-                valid_for_seconds=request.valid_for_seconds,
-                digests=_digests(request.digests),
-                acknowledgements={name: getattr(request, name) for name in V2_ACKNOWLEDGEMENTS},
-            ),
-            current_principal().identity,
-        )
+        ticket, created = self._submit(request, 2, V2_ACKNOWLEDGEMENTS)
         return admission_pb2.RequestInvalidReadContinuityV2Response(ticket=ticket, created=created)
 
     def GetInvalidReadContinuity(

@@ -209,25 +209,23 @@ def story(targets: dict[str, str], run_id: str) -> None:  # noqa: PLR0915 - one 
         )
     ).execution_request
     check(claimed.lease.generation == 1, "claimed under lease generation 1")
-    for command in ("pytest -q", "ruff check"):
-        receipt = worker.RecordCommand(
+
+    def record(command_id: str, argv: list[str]) -> execution_pb2.RecordCommandResponse:
+        response: execution_pb2.RecordCommandResponse = worker.RecordCommand(
             execution_pb2.RecordCommandRequest(
                 execution_request_id=claimed.execution_request_id,
                 lease_generation=claimed.lease.generation,
-                command_id=f"{run_id}-{digest_of(command)[7:15]}",
-                command_digest=digest_of({"argv": command.split()}),
+                command_id=command_id,
+                command_digest=digest_of({"argv": argv}),
             )
         )
+        return response
+
+    for command in ("pytest -q", "ruff check"):
+        receipt = record(f"{run_id}-{digest_of(command)[7:15]}", command.split())
         print(f"    ran {command!r}: {receipt.usage.used} of {receipt.usage.limit}")
     check(receipt.usage.used == 13, "command ledger at 13 of 22")
-    repeat = worker.RecordCommand(
-        execution_pb2.RecordCommandRequest(
-            execution_request_id=claimed.execution_request_id,
-            lease_generation=claimed.lease.generation,
-            command_id=f"{run_id}-{digest_of('ruff check')[7:15]}",
-            command_digest=digest_of({"argv": ["ruff", "check"]}),
-        )
-    )
+    repeat = record(f"{run_id}-{digest_of('ruff check')[7:15]}", ["ruff", "check"])
     check(
         not repeat.charged and repeat.usage.used == 13,
         "reading a completed command charges nothing",
@@ -235,22 +233,11 @@ def story(targets: dict[str, str], run_id: str) -> None:  # noqa: PLR0915 - one 
 
     step("The remaining nine commands run under the original limit; the 23rd is refused")
 
-    def record(index: int) -> execution_pb2.RecordCommandResponse:
-        response: execution_pb2.RecordCommandResponse = worker.RecordCommand(
-            execution_pb2.RecordCommandRequest(
-                execution_request_id=claimed.execution_request_id,
-                lease_generation=claimed.lease.generation,
-                command_id=f"{run_id}-step-{index}",
-                command_digest=digest_of({"argv": ["make", f"step-{index}"]}),
-            )
-        )
-        return response
-
     for index in range(14, 23):
-        last = record(index)
+        last = record(f"{run_id}-step-{index}", ["make", f"step-{index}"])
     check(last.usage.used == 22, "22 of 22 used")
     try:
-        record(23)
+        record(f"{run_id}-step-23", ["make", "step-23"])
     except grpc.RpcError as refused:
         reason = from_rpc_error(refused).reason
         check(reason == "COMMAND_LIMIT_REACHED", "the 23rd command is refused before it runs")
