@@ -27,7 +27,7 @@ from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#forge/continuity/v1/execution.proto\x12\x13\x66orge.continuity.v1\x1a forge/continuity/v1/common.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\"\xa3\x01\n\x1c\x43laimExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1d\n\x0fsource_revision\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\"\n\x14\x63onfiguration_digest\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1c\n\x0esource_profile\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\"a\n\x1d\x43laimExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"e\n\x1f\x43ompleteExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1e\n\x10lease_generation\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\"d\n CompleteExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"w\n\x1b\x46\x61ilExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1e\n\x10lease_generation\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12\x14\n\x06reason\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\"`\n\x1c\x46\x61ilExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"@\n\x1aGetExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"_\n\x1bGetExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"\x92\x01\n\x14RecordCommandRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1e\n\x10lease_generation\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12\x18\n\ncommand_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1c\n\x0e\x63ommand_digest\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\"t\n\x15RecordCommandResponse\x12\x18\n\x10journal_sequence\x18\x01 \x01(\x03\x12\x0f\n\x07\x63harged\x18\x02 \x01(\x08\x12\x30\n\x05usage\x18\x03 \x01(\x0b\x32!.forge.continuity.v1.CommandUsage\".\n\x16GetCommandUsageRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"K\n\x17GetCommandUsageResponse\x12\x30\n\x05usage\x18\x01 \x01(\x0b\x32!.forge.continuity.v1.CommandUsage\"+\n\x0c\x43ommandUsage\x12\x0c\n\x04used\x18\x01 \x01(\x03\x12\r\n\x05limit\x18\x02 \x01(\x03\"v\n\x1cListExecutionRequestsRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12@\n\x06states\x18\x02 \x03(\x0e\x32*.forge.continuity.v1.ExecutionRequestStateB\x04\xe2\x41\x01\x01\"b\n\x1dListExecutionRequestsResponse\x12\x41\n\x12\x65xecution_requests\x18\x01 \x03(\x0b\x32%.forge.continuity.v1.ExecutionRequest2\xab\n\n\x10\x45xecutionService\x12\xc2\x01\n\x15\x43laimExecutionRequest\x12\x31.forge.continuity.v1.ClaimExecutionRequestRequest\x1a\x32.forge.continuity.v1.ClaimExecutionRequestResponse\"B\x82\xd3\xe4\x93\x02<\"7/api/v1/execution-requests/{execution_request_id}:claim:\x01*\x12\xce\x01\n\x18\x43ompleteExecutionRequest\x12\x34.forge.continuity.v1.CompleteExecutionRequestRequest\x1a\x35.forge.continuity.v1.CompleteExecutionRequestResponse\"E\x82\xd3\xe4\x93\x02?\":/api/v1/execution-requests/{execution_request_id}:complete:\x01*\x12\xbe\x01\n\x14\x46\x61ilExecutionRequest\x12\x30.forge.continuity.v1.FailExecutionRequestRequest\x1a\x31.forge.continuity.v1.FailExecutionRequestResponse\"A\x82\xd3\xe4\x93\x02;\"6/api/v1/execution-requests/{execution_request_id}:fail:\x01*\x12\xb3\x01\n\x13GetExecutionRequest\x12/.forge.continuity.v1.GetExecutionRequestRequest\x1a\x30.forge.continuity.v1.GetExecutionRequestResponse\"9\x82\xd3\xe4\x93\x02\x33\x12\x31/api/v1/execution-requests/{execution_request_id}\x12\xb0\x01\n\x15ListExecutionRequests\x12\x31.forge.continuity.v1.ListExecutionRequestsRequest\x1a\x32.forge.continuity.v1.ListExecutionRequestsResponse\"0\x82\xd3\xe4\x93\x02*\x12(/api/v1/runs/{run_id}/execution-requests\x12\xba\x01\n\rRecordCommand\x12).forge.continuity.v1.RecordCommandRequest\x1a*.forge.continuity.v1.RecordCommandResponse\"R\x82\xd3\xe4\x93\x02L\"G/api/v1/execution-requests/{execution_request_id}/commands/{command_id}:\x01*\x12\x99\x01\n\x0fGetCommandUsage\x12+.forge.continuity.v1.GetCommandUsageRequest\x1a,.forge.continuity.v1.GetCommandUsageResponse\"+\x82\xd3\xe4\x93\x02%\x12#/api/v1/runs/{run_id}/command-usageb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#forge/continuity/v1/execution.proto\x12\x13\x66orge.continuity.v1\x1a forge/continuity/v1/common.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\"\xbd\x01\n\x1c\x43laimExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1d\n\x0fsource_revision\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\"\n\x14\x63onfiguration_digest\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1c\n\x0esource_profile\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\x12\x18\n\nattempt_id\x18\x05 \x01(\tB\x04\xe2\x41\x01\x02\"a\n\x1d\x43laimExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"e\n\x1f\x43ompleteExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1e\n\x10lease_generation\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\"d\n CompleteExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"w\n\x1b\x46\x61ilExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1e\n\x10lease_generation\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12\x14\n\x06reason\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\"`\n\x1c\x46\x61ilExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"@\n\x1aGetExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"_\n\x1bGetExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"\x92\x01\n\x14RecordCommandRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1e\n\x10lease_generation\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12\x18\n\ncommand_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1c\n\x0e\x63ommand_digest\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\"t\n\x15RecordCommandResponse\x12\x18\n\x10journal_sequence\x18\x01 \x01(\x03\x12\x0f\n\x07\x63harged\x18\x02 \x01(\x08\x12\x30\n\x05usage\x18\x03 \x01(\x0b\x32!.forge.continuity.v1.CommandUsage\".\n\x16GetCommandUsageRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"K\n\x17GetCommandUsageResponse\x12\x30\n\x05usage\x18\x01 \x01(\x0b\x32!.forge.continuity.v1.CommandUsage\"+\n\x0c\x43ommandUsage\x12\x0c\n\x04used\x18\x01 \x01(\x03\x12\r\n\x05limit\x18\x02 \x01(\x03\"v\n\x1cListExecutionRequestsRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12@\n\x06states\x18\x02 \x03(\x0e\x32*.forge.continuity.v1.ExecutionRequestStateB\x04\xe2\x41\x01\x01\"b\n\x1dListExecutionRequestsResponse\x12\x41\n\x12\x65xecution_requests\x18\x01 \x03(\x0b\x32%.forge.continuity.v1.ExecutionRequest2\xab\n\n\x10\x45xecutionService\x12\xc2\x01\n\x15\x43laimExecutionRequest\x12\x31.forge.continuity.v1.ClaimExecutionRequestRequest\x1a\x32.forge.continuity.v1.ClaimExecutionRequestResponse\"B\x82\xd3\xe4\x93\x02<\"7/api/v1/execution-requests/{execution_request_id}:claim:\x01*\x12\xce\x01\n\x18\x43ompleteExecutionRequest\x12\x34.forge.continuity.v1.CompleteExecutionRequestRequest\x1a\x35.forge.continuity.v1.CompleteExecutionRequestResponse\"E\x82\xd3\xe4\x93\x02?\":/api/v1/execution-requests/{execution_request_id}:complete:\x01*\x12\xbe\x01\n\x14\x46\x61ilExecutionRequest\x12\x30.forge.continuity.v1.FailExecutionRequestRequest\x1a\x31.forge.continuity.v1.FailExecutionRequestResponse\"A\x82\xd3\xe4\x93\x02;\"6/api/v1/execution-requests/{execution_request_id}:fail:\x01*\x12\xb3\x01\n\x13GetExecutionRequest\x12/.forge.continuity.v1.GetExecutionRequestRequest\x1a\x30.forge.continuity.v1.GetExecutionRequestResponse\"9\x82\xd3\xe4\x93\x02\x33\x12\x31/api/v1/execution-requests/{execution_request_id}\x12\xb0\x01\n\x15ListExecutionRequests\x12\x31.forge.continuity.v1.ListExecutionRequestsRequest\x1a\x32.forge.continuity.v1.ListExecutionRequestsResponse\"0\x82\xd3\xe4\x93\x02*\x12(/api/v1/runs/{run_id}/execution-requests\x12\xba\x01\n\rRecordCommand\x12).forge.continuity.v1.RecordCommandRequest\x1a*.forge.continuity.v1.RecordCommandResponse\"R\x82\xd3\xe4\x93\x02L\"G/api/v1/execution-requests/{execution_request_id}/commands/{command_id}:\x01*\x12\x99\x01\n\x0fGetCommandUsage\x12+.forge.continuity.v1.GetCommandUsageRequest\x1a,.forge.continuity.v1.GetCommandUsageResponse\"+\x82\xd3\xe4\x93\x02%\x12#/api/v1/runs/{run_id}/command-usageb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,6 +42,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CLAIMEXECUTIONREQUESTREQUEST'].fields_by_name['configuration_digest']._serialized_options = b'\342A\001\002'
   _globals['_CLAIMEXECUTIONREQUESTREQUEST'].fields_by_name['source_profile']._loaded_options = None
   _globals['_CLAIMEXECUTIONREQUESTREQUEST'].fields_by_name['source_profile']._serialized_options = b'\342A\001\002'
+  _globals['_CLAIMEXECUTIONREQUESTREQUEST'].fields_by_name['attempt_id']._loaded_options = None
+  _globals['_CLAIMEXECUTIONREQUESTREQUEST'].fields_by_name['attempt_id']._serialized_options = b'\342A\001\002'
   _globals['_COMPLETEEXECUTIONREQUESTREQUEST'].fields_by_name['execution_request_id']._loaded_options = None
   _globals['_COMPLETEEXECUTIONREQUESTREQUEST'].fields_by_name['execution_request_id']._serialized_options = b'\342A\001\002'
   _globals['_COMPLETEEXECUTIONREQUESTREQUEST'].fields_by_name['lease_generation']._loaded_options = None
@@ -83,35 +85,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EXECUTIONSERVICE'].methods_by_name['GetCommandUsage']._loaded_options = None
   _globals['_EXECUTIONSERVICE'].methods_by_name['GetCommandUsage']._serialized_options = b'\202\323\344\223\002%\022#/api/v1/runs/{run_id}/command-usage'
   _globals['_CLAIMEXECUTIONREQUESTREQUEST']._serialized_start=158
-  _globals['_CLAIMEXECUTIONREQUESTREQUEST']._serialized_end=321
-  _globals['_CLAIMEXECUTIONREQUESTRESPONSE']._serialized_start=323
-  _globals['_CLAIMEXECUTIONREQUESTRESPONSE']._serialized_end=420
-  _globals['_COMPLETEEXECUTIONREQUESTREQUEST']._serialized_start=422
-  _globals['_COMPLETEEXECUTIONREQUESTREQUEST']._serialized_end=523
-  _globals['_COMPLETEEXECUTIONREQUESTRESPONSE']._serialized_start=525
-  _globals['_COMPLETEEXECUTIONREQUESTRESPONSE']._serialized_end=625
-  _globals['_FAILEXECUTIONREQUESTREQUEST']._serialized_start=627
-  _globals['_FAILEXECUTIONREQUESTREQUEST']._serialized_end=746
-  _globals['_FAILEXECUTIONREQUESTRESPONSE']._serialized_start=748
-  _globals['_FAILEXECUTIONREQUESTRESPONSE']._serialized_end=844
-  _globals['_GETEXECUTIONREQUESTREQUEST']._serialized_start=846
-  _globals['_GETEXECUTIONREQUESTREQUEST']._serialized_end=910
-  _globals['_GETEXECUTIONREQUESTRESPONSE']._serialized_start=912
-  _globals['_GETEXECUTIONREQUESTRESPONSE']._serialized_end=1007
-  _globals['_RECORDCOMMANDREQUEST']._serialized_start=1010
-  _globals['_RECORDCOMMANDREQUEST']._serialized_end=1156
-  _globals['_RECORDCOMMANDRESPONSE']._serialized_start=1158
-  _globals['_RECORDCOMMANDRESPONSE']._serialized_end=1274
-  _globals['_GETCOMMANDUSAGEREQUEST']._serialized_start=1276
-  _globals['_GETCOMMANDUSAGEREQUEST']._serialized_end=1322
-  _globals['_GETCOMMANDUSAGERESPONSE']._serialized_start=1324
-  _globals['_GETCOMMANDUSAGERESPONSE']._serialized_end=1399
-  _globals['_COMMANDUSAGE']._serialized_start=1401
-  _globals['_COMMANDUSAGE']._serialized_end=1444
-  _globals['_LISTEXECUTIONREQUESTSREQUEST']._serialized_start=1446
-  _globals['_LISTEXECUTIONREQUESTSREQUEST']._serialized_end=1564
-  _globals['_LISTEXECUTIONREQUESTSRESPONSE']._serialized_start=1566
-  _globals['_LISTEXECUTIONREQUESTSRESPONSE']._serialized_end=1664
-  _globals['_EXECUTIONSERVICE']._serialized_start=1667
-  _globals['_EXECUTIONSERVICE']._serialized_end=2990
+  _globals['_CLAIMEXECUTIONREQUESTREQUEST']._serialized_end=347
+  _globals['_CLAIMEXECUTIONREQUESTRESPONSE']._serialized_start=349
+  _globals['_CLAIMEXECUTIONREQUESTRESPONSE']._serialized_end=446
+  _globals['_COMPLETEEXECUTIONREQUESTREQUEST']._serialized_start=448
+  _globals['_COMPLETEEXECUTIONREQUESTREQUEST']._serialized_end=549
+  _globals['_COMPLETEEXECUTIONREQUESTRESPONSE']._serialized_start=551
+  _globals['_COMPLETEEXECUTIONREQUESTRESPONSE']._serialized_end=651
+  _globals['_FAILEXECUTIONREQUESTREQUEST']._serialized_start=653
+  _globals['_FAILEXECUTIONREQUESTREQUEST']._serialized_end=772
+  _globals['_FAILEXECUTIONREQUESTRESPONSE']._serialized_start=774
+  _globals['_FAILEXECUTIONREQUESTRESPONSE']._serialized_end=870
+  _globals['_GETEXECUTIONREQUESTREQUEST']._serialized_start=872
+  _globals['_GETEXECUTIONREQUESTREQUEST']._serialized_end=936
+  _globals['_GETEXECUTIONREQUESTRESPONSE']._serialized_start=938
+  _globals['_GETEXECUTIONREQUESTRESPONSE']._serialized_end=1033
+  _globals['_RECORDCOMMANDREQUEST']._serialized_start=1036
+  _globals['_RECORDCOMMANDREQUEST']._serialized_end=1182
+  _globals['_RECORDCOMMANDRESPONSE']._serialized_start=1184
+  _globals['_RECORDCOMMANDRESPONSE']._serialized_end=1300
+  _globals['_GETCOMMANDUSAGEREQUEST']._serialized_start=1302
+  _globals['_GETCOMMANDUSAGEREQUEST']._serialized_end=1348
+  _globals['_GETCOMMANDUSAGERESPONSE']._serialized_start=1350
+  _globals['_GETCOMMANDUSAGERESPONSE']._serialized_end=1425
+  _globals['_COMMANDUSAGE']._serialized_start=1427
+  _globals['_COMMANDUSAGE']._serialized_end=1470
+  _globals['_LISTEXECUTIONREQUESTSREQUEST']._serialized_start=1472
+  _globals['_LISTEXECUTIONREQUESTSREQUEST']._serialized_end=1590
+  _globals['_LISTEXECUTIONREQUESTSRESPONSE']._serialized_start=1592
+  _globals['_LISTEXECUTIONREQUESTSRESPONSE']._serialized_end=1690
+  _globals['_EXECUTIONSERVICE']._serialized_start=1693
+  _globals['_EXECUTIONSERVICE']._serialized_end=3016
 # @@protoc_insertion_point(module_scope)

@@ -29,6 +29,7 @@ class ClaimExecutionRequestRequest(_message.Message):
     SOURCE_REVISION_FIELD_NUMBER: _builtins.int
     CONFIGURATION_DIGEST_FIELD_NUMBER: _builtins.int
     SOURCE_PROFILE_FIELD_NUMBER: _builtins.int
+    ATTEMPT_ID_FIELD_NUMBER: _builtins.int
     execution_request_id: _builtins.str
     """The queued execution request."""
     source_revision: _builtins.str
@@ -37,6 +38,10 @@ class ClaimExecutionRequestRequest(_message.Message):
     """The configuration digest the worker will execute; must equal the run's."""
     source_profile: _builtins.str
     """The worker's qualified source profile; must equal the run's."""
+    attempt_id: _builtins.str
+    """The task attempt the worker will execute in; must equal the run's original attempt (a
+    continuity never starts a new attempt).
+    """
     def __init__(
         self,
         *,
@@ -44,10 +49,11 @@ class ClaimExecutionRequestRequest(_message.Message):
         source_revision: _builtins.str = ...,
         configuration_digest: _builtins.str = ...,
         source_profile: _builtins.str = ...,
+        attempt_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["configuration_digest", b"configuration_digest", "execution_request_id", b"execution_request_id", "source_profile", b"source_profile", "source_revision", b"source_revision"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_id", b"attempt_id", "configuration_digest", b"configuration_digest", "execution_request_id", b"execution_request_id", "source_profile", b"source_profile", "source_revision", b"source_revision"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,140 @@
+"""One source of the contract facts that every service, the client and the CLI share.
+
+Whatever the `.proto` files already say (acknowledgement fields, enum names) is derived from the
+generated descriptors here, so a contract change cannot leave a second hand-written copy behind.
+Facts the protos cannot express (the spec's 7200 s maximum, the supported time-budget protocol)
+are stated once, here. Nothing in this module performs I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from google.protobuf.descriptor import Descriptor, EnumDescriptor
+
+from forge.continuity.v1 import admission_pb2, reconstruction_pb2
+
+# --- digests --------------------------------------------------------------------------------
+
+#: The four digests an operator copies from a candidate and submits unchanged.
+DIGEST_NAMES: Final = ("candidate_digest", "run_digest", "journal_digest", "policy_digest")
+
+# --- windows and leases ---------------------------------------------------------------------
+
+#: The spec's hard maximum for a policy window, a requested lease window and a granted lease.
+MAX_WINDOW_SECONDS: Final = 7200
+
+# --- time budgets ---------------------------------------------------------------------------
+
+#: The only time-budget protocol whose lease arithmetic is defined (frozen provider timeout plus
+#: the remaining active deadline).
+PROVIDER_TIMEOUT_V1: Final = "provider-timeout-v1"
+SUPPORTED_TIME_BUDGET_PROTOCOLS: Final = frozenset({PROVIDER_TIMEOUT_V1})
+
+# --- execution requests ---------------------------------------------------------------------
+
+#: Execution-request states that still hold the run (a claim is outstanding while in either).
+PENDING_STATE_NAMES: Final = ("queued", "claimed")
+
+
+# --- enums ----------------------------------------------------------------------------------
+
+
+class _EnumWrapper(Protocol):
+    """What protobuf's generated enum wrappers offer (``common_pb2.HoldReason`` and friends)."""
+
+    DESCRIPTOR: EnumDescriptor
+
+    def Name(self, number: int, /) -> str: ...
+
+    def Value(self, name: str, /) -> int: ...
+
+
+def enum_prefix(enum: _EnumWrapper) -> str:
+    """``HOLD_REASON_`` for ``HoldReason``: the buf-style prefix every value carries."""
+    unspecified = enum.DESCRIPTOR.values_by_number[0].name
+    if not unspecified.endswith("_UNSPECIFIED"):
+        raise ValueError(f"{enum.DESCRIPTOR.full_name} has no *_UNSPECIFIED zero value")
+    return unspecified.removesuffix("UNSPECIFIED")
+
+
+def enum_short_name(enum: _EnumWrapper, number: int) -> str:
+    """``POLICY_DISABLED`` for ``HOLD_REASON_POLICY_DISABLED`` (ValueError for an unknown one)."""
+    return enum.Name(number).removeprefix(enum_prefix(enum))
+
+
+def enum_number(enum: _EnumWrapper, short_name: str) -> int:
+    """The inverse of :func:`enum_short_name`; case-insensitive (``queued`` → 1)."""
+    return enum.Value(enum_prefix(enum) + short_name.upper())
+
+
+# --- acknowledgements -----------------------------------------------------------------------
+
+ACKNOWLEDGEMENT_PREFIX: Final = "acknowledge_"
+
+
+def acknowledgement_fields(message: Descriptor) -> tuple[str, ...]:
+    """The message's ``acknowledge_*`` fields in field-number order (each must be ``true``)."""
+    return tuple(
+        field.name
+        for field in sorted(message.fields, key=lambda field: field.number)
+        if field.name.startswith(ACKNOWLEDGEMENT_PREFIX)
+    )
+
+
+# --- continuity versions --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContinuityVersion:
+    """One invalid-read continuity version: its route's request, acknowledgements and the
+    reconstruction it needs."""
+
+    number: int
+    request: Descriptor
+    acknowledgements: tuple[str, ...]
+    reconstruction_version: int
+
+
+def _version(number: int, request: Descriptor, reconstruction_version: int) -> ContinuityVersion:
+    return ContinuityVersion(
+        number, request, acknowledgement_fields(request), reconstruction_version
+    )
+
+
+VERSIONS: Final[Mapping[int, ContinuityVersion]] = {
+    1: _version(
+        1,
+        admission_pb2.RequestInvalidReadContinuityRequest.DESCRIPTOR,
+        reconstruction_pb2.RECONSTRUCTION_VERSION_V1,
+    ),
+    2: _version(
+        2,
+        admission_pb2.RequestInvalidReadContinuityV2Request.DESCRIPTOR,
+        reconstruction_pb2.RECONSTRUCTION_VERSION_V2,
+    ),
+}
+SUPPORTED_VERSIONS: Final = tuple(sorted(VERSIONS))
+#: An unset (0) version on a read selects this one.
+DEFAULT_VERSION: Final = 1
+#: Reconstruction's protobuf enum → the domain's version number.
+VERSION_BY_RECONSTRUCTION_ENUM: Final[Mapping[int, int]] = {
+    version.reconstruction_version: number for number, version in VERSIONS.items()
+}
+
+# --- recovery workflows ---------------------------------------------------------------------
+
+#: Each recovery submission's acknowledgement fields, by the workflow's submit request.
+RECOVERY_ACKNOWLEDGEMENTS: Final[Mapping[str, tuple[str, ...]]] = {
+    "never_claimed": acknowledgement_fields(
+        admission_pb2.RequestInvalidReadRecoveryRequest.DESCRIPTOR
+    ),
+    "rejected_boundary": acknowledgement_fields(
+        admission_pb2.RequestRejectedBoundaryRecoveryRequest.DESCRIPTOR
+    ),
+    "readonly_observation": acknowledgement_fields(
+        admission_pb2.RequestReadonlyObservationRecoveryRequest.DESCRIPTOR
+    ),
+}
