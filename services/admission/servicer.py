@@ -198,10 +198,9 @@ def _handler(name: str, route: Route) -> grpc.RpcMethodHandler[Any, Any]:
 def binding(table: Mapping[str, Route]) -> ServiceBinding:
     """Serve ``table``; it must route exactly the service's RPCs (fail closed)."""
     declared = {method.name for method in SERVICE.methods}
-    if set(table) != declared:
-        raise ValueError(
-            f"{SERVICE.full_name}: routes {sorted(set(table))} differ from {sorted(declared)}"
-        )
+    missing, unknown = sorted(declared - set(table)), sorted(set(table) - declared)
+    if missing or unknown:
+        raise ValueError(f"{SERVICE.full_name}: no route for {missing}, no RPC for {unknown}")
     handlers = {name: _handler(name, route) for name, route in table.items()}
 
     def register(server: grpc.Server) -> None:
