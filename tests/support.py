@@ -10,7 +10,7 @@ import grpc
 from sqlalchemy import Engine, func, select
 
 from forge.continuity.v1 import candidate_pb2_grpc, ledger_pb2_grpc, reconstruction_pb2_grpc
-from services.admission.coordinator import Downstream
+from services.admission.downstream import Downstream
 from services.ledger.schema import metadata
 from shared.auth import PrincipalDirectory, token_digest
 from shared.client import open_channel

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from forge.continuity.v1 import candidate_pb2_grpc, ledger_pb2_grpc, reconstruction_pb2_grpc
-from services.admission.coordinator import Downstream
+from services.admission.downstream import Downstream
 from services.admission.servicer import bindings
 from shared.bootstrap import BuildResult, run_service
 from shared.client import service_channel

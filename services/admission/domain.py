@@ -1,14 +1,15 @@
-"""Admission rules that need no I/O: input validation, the idempotency content digest, digest
-comparison, and turning a held candidate into a precise refusal."""
+"""Admission rules every workflow shares, without I/O: input checks (identifiers,
+acknowledgements, the lease window, submitted digests), digest comparison, and turning a held
+candidate into a precise refusal. Each check raises the same reason for every workflow."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from shared.canonical import digest_of, is_digest
+from shared.canonical import is_digest
+from shared.contract import MAX_WINDOW_SECONDS
 from shared.errors import (
-    Conflict,
     FailedPrecondition,
     FieldViolation,
     InvalidArgument,
@@ -16,111 +17,81 @@ from shared.errors import (
 )
 from shared.identifiers import IDENTIFIER
 
-DIGEST_NAMES = ("candidate_digest", "run_digest", "journal_digest", "policy_digest")
-MAX_VALID_FOR_SECONDS = 7200
-V1_ACKNOWLEDGEMENTS = (
-    "acknowledge_no_new_grant",
-    "acknowledge_original_consumption",
-    "acknowledge_renewed_same_attempt_lease",
-)
-V2_ACKNOWLEDGEMENTS = (*V1_ACKNOWLEDGEMENTS, "acknowledge_unavailable_source_observations")
+
+def _listing(names: Sequence[str]) -> str:
+    """``a and b`` / ``a, b and c``."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-@dataclass(frozen=True)
-class ContinuityRequest:
-    """An operator's admission request, as submitted."""
-
-    run_id: str
-    request_id: str
-    version: int
-    expected_version: int
-    valid_for_seconds: int
-    digests: Mapping[str, str]
-    acknowledgements: Mapping[str, bool]
-
-    def validate(self) -> None:
-        """INVALID_ARGUMENT naming every bad field; nothing is read or written before this."""
-        violations: list[FieldViolation] = []
-        for name in ("run_id", "request_id"):
-            if not IDENTIFIER.match(getattr(self, name)):
-                violations.append(FieldViolation(name, "1..128 characters of [A-Za-z0-9._:-]"))
-        if violations:
-            raise InvalidArgument(
-                "FIELD_INVALID",
-                "run_id and request_id must be identifiers",
-                field_violations=violations,
-            )
-        if self.version != self.expected_version:
-            raise InvalidArgument(
-                "VERSION_UNSUPPORTED",
-                f"this route takes version {self.expected_version}, got {self.version}",
-                metadata={"field": "version", "expected": str(self.expected_version)},
-                field_violations=[FieldViolation("version", f"must be {self.expected_version}")],
-            )
-        missing = [name for name, given in self.acknowledgements.items() if given is not True]
-        if missing:
-            raise InvalidArgument(
-                "ACKNOWLEDGEMENT_REQUIRED",
-                "every acknowledgement must be exactly true: " + ", ".join(missing),
-                metadata={"missing": ",".join(missing)},
-                field_violations=[FieldViolation(name, "must be true") for name in missing],
-            )
-        if not 1 <= self.valid_for_seconds <= MAX_VALID_FOR_SECONDS:
-            raise InvalidArgument(
-                "FIELD_INVALID",
-                f"valid_for_seconds must be in 1..{MAX_VALID_FOR_SECONDS}",
-                metadata={"field": "valid_for_seconds"},
-                field_violations=[
-                    FieldViolation("valid_for_seconds", f"must be in 1..{MAX_VALID_FOR_SECONDS}")
-                ],
-            )
-        bad = [name for name in DIGEST_NAMES if not is_digest(self.digests.get(name, ""))]
-        if bad:
-            raise InvalidArgument(
-                "FIELD_INVALID",
-                "every digest must be sha256:<64 hex>, copied from the candidate",
-                metadata={"field": ",".join(f"digests.{name}" for name in bad)},
-                field_violations=[
-                    FieldViolation(f"digests.{name}", "must be sha256:<64 hex>") for name in bad
-                ],
-            )
-
-    @property
-    def content_digest(self) -> str:
-        """What makes two submissions "identical" (the identity is compared separately)."""
-        return digest_of(
-            {
-                "run_id": self.run_id,
-                "request_id": self.request_id,
-                "version": self.version,
-                "valid_for_seconds": self.valid_for_seconds,
-                "digests": dict(self.digests),
-                "acknowledgements": dict(self.acknowledgements),
-            }
+def require_identifiers(identifiers: Mapping[str, str]) -> None:
+    """INVALID_ARGUMENT FIELD_INVALID naming every field that is not an identifier."""
+    violations = [
+        FieldViolation(name, "1..128 characters of [A-Za-z0-9._:-]")
+        for name, value in identifiers.items()
+        if not IDENTIFIER.match(value)
+    ]
+    if violations:
+        raise InvalidArgument(
+            "FIELD_INVALID",
+            f"{_listing(list(identifiers))} must be identifiers",
+            field_violations=violations,
         )
 
 
-def check_replay(
-    request: ContinuityRequest, stored_operator: str, stored_content_digest: str, operator: str
-) -> None:
-    """An existing ticket for this request id may only be read back by an identical request."""
-    if stored_operator != operator:
-        raise Conflict(
-            "REQUEST_ID_OWNED_BY_ANOTHER_IDENTITY",
-            f"request {request.request_id} was submitted by another identity",
-            metadata={"request_id": request.request_id},
+def require_version(version: int, expected: int) -> None:
+    """INVALID_ARGUMENT VERSION_UNSUPPORTED unless the request names its route's version."""
+    if version != expected:
+        raise InvalidArgument(
+            "VERSION_UNSUPPORTED",
+            f"this route takes version {expected}, got {version}",
+            metadata={"field": "version", "expected": str(expected)},
+            field_violations=[FieldViolation("version", f"must be {expected}")],
         )
-    if stored_content_digest != request.content_digest:
-        raise Conflict(
-            "REQUEST_ID_CONFLICT",
-            f"request {request.request_id} was already submitted with different content",
-            metadata={"request_id": request.request_id},
+
+
+def require_acknowledgements(given: Mapping[str, bool], required: Sequence[str]) -> None:
+    """INVALID_ARGUMENT ACKNOWLEDGEMENT_REQUIRED naming every required acknowledgement that is
+    not exactly true."""
+    missing = [name for name in required if given.get(name) is not True]
+    if missing:
+        raise InvalidArgument(
+            "ACKNOWLEDGEMENT_REQUIRED",
+            "every acknowledgement must be exactly true: " + ", ".join(missing),
+            metadata={"missing": ",".join(missing)},
+            field_violations=[FieldViolation(name, "must be true") for name in missing],
+        )
+
+
+def require_window(valid_for_seconds: int) -> None:
+    """INVALID_ARGUMENT FIELD_INVALID unless the requested lease window is 1..MAX_WINDOW_SECONDS."""
+    if not 1 <= valid_for_seconds <= MAX_WINDOW_SECONDS:
+        raise InvalidArgument(
+            "FIELD_INVALID",
+            f"valid_for_seconds must be in 1..{MAX_WINDOW_SECONDS}",
+            metadata={"field": "valid_for_seconds"},
+            field_violations=[
+                FieldViolation("valid_for_seconds", f"must be in 1..{MAX_WINDOW_SECONDS}")
+            ],
+        )
+
+
+def require_digests(digests: Mapping[str, str]) -> None:
+    """INVALID_ARGUMENT FIELD_INVALID naming every submitted digest (keyed by its field path)
+    that is not ``sha256:<64 hex>``."""
+    bad = [field for field, value in digests.items() if not is_digest(value)]
+    if bad:
+        raise InvalidArgument(
+            "FIELD_INVALID",
+            "every digest must be sha256:<64 hex>, copied from the candidate",
+            metadata={"field": ",".join(bad)},
+            field_violations=[FieldViolation(field, "must be sha256:<64 hex>") for field in bad],
         )
 
 
 def compare_digests(submitted: Mapping[str, str], current: Mapping[str, str]) -> None:
-    """FAILED_PRECONDITION naming each stale digest when the candidate moved."""
-    stale = [name for name in DIGEST_NAMES if submitted.get(name) != current.get(name)]
+    """FAILED_PRECONDITION CANDIDATE_DIGEST_STALE naming each submitted digest the recomputed
+    candidate no longer has (in the submitted order)."""
+    stale = [name for name in submitted if submitted.get(name) != current.get(name)]
     if stale:
         raise FailedPrecondition(
             "CANDIDATE_DIGEST_STALE",
@@ -137,6 +108,8 @@ def compare_digests(submitted: Mapping[str, str], current: Mapping[str, str]) ->
 
 @dataclass(frozen=True)
 class HoldView:
+    """One hold of a candidate, by the short enum names (``POLICY_DISABLED``, ``POLICY``)."""
+
     reason: str
     requirement: str
     subject: str

@@ -1,146 +1,215 @@
-"""gRPC servicer of the admission service: translates protobuf ↔ domain, nothing else."""
+"""The admission service as a dispatch table: RPC name → route.
+
+A route holds the roles allowed to call the RPC and its answer: translate the protobuf request to
+the domain, run it (a submit through the driver, a read, or the not-yet-available refusal), and
+build the protobuf response. Nothing else happens here; the table is also what is registered with
+the server, so an RPC without a route cannot be served.
+"""
 
 from __future__ import annotations
 
-import grpc
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from forge.continuity.v1 import admission_pb2, admission_pb2_grpc, common_pb2, ledger_pb2
-from services.admission.coordinator import AdmissionCoordinator, Downstream
-from services.admission.domain import (
-    DIGEST_NAMES,
-    V1_ACKNOWLEDGEMENTS,
-    V2_ACKNOWLEDGEMENTS,
+import grpc
+from google.protobuf.message import Message
+from google.protobuf.message_factory import GetMessageClass
+
+from forge.continuity.v1 import admission_pb2, ledger_pb2
+from services.admission.downstream import Downstream
+from services.admission.driver import Submission, Submitted, Workflow, submit
+from services.admission.workflows.invalid_read import (
+    AdmissionKey,
     ContinuityRequest,
+    InvalidReadContinuity,
 )
 from shared.auth import ANY_ROLE, Role, current_principal
+from shared.contract import DIGEST_NAMES, VERSIONS
 from shared.errors import Unimplemented
 from shared.server import ServiceBinding
 
+SERVICE = admission_pb2.DESCRIPTOR.services_by_name["AdmissionService"]
+OPERATORS = frozenset({Role.EXECUTION_OPERATOR})
+ADMINS = frozenset({Role.FACTORY_ADMINISTRATOR})
 
-def _not_yet(method: str) -> Unimplemented:
-    return Unimplemented(
-        "NOT_YET_AVAILABLE",
-        f"{method} is part of the v1 contract but not available in this release",
-        metadata={"method": method},
-    )
-
-
-def _digests(message: common_pb2.ContinuityDigests) -> dict[str, str]:
-    return {name: getattr(message, name) for name in DIGEST_NAMES}
+ProtoT = TypeVar("ProtoT", bound=Message)
+RequestT = TypeVar("RequestT", bound=Submission)
+ResultT = TypeVar("ResultT")
+KeyT = TypeVar("KeyT")
 
 
-class AdmissionServicer(admission_pb2_grpc.AdmissionServiceServicer):
-    def __init__(self, coordinator: AdmissionCoordinator) -> None:
-        self._coordinator = coordinator
+@dataclass(frozen=True)
+class Call:
+    """The RPC being answered and its authenticated caller."""
 
-    def _submit(
-        self,
+    method: str
+    identity: str
+
+
+@dataclass(frozen=True)
+class Route:
+    """Who may call an RPC and how it is answered (protobuf request → protobuf response)."""
+
+    roles: frozenset[Role]
+    answer: Callable[[Any, Call], Message]
+
+
+def submit_route(
+    roles: frozenset[Role],
+    workflow: Workflow[RequestT, Any, ResultT],
+    translate: Callable[[ProtoT], RequestT],
+    respond: Callable[[Submitted[ResultT]], Message],
+) -> Route:
+    """A submission run through the submit driver by ``workflow``."""
+
+    def answer(request: ProtoT, call: Call) -> Message:
+        return respond(submit(workflow, translate(request), call.identity))
+
+    return Route(roles, answer)
+
+
+def read_route(
+    roles: frozenset[Role],
+    read: Callable[[KeyT], ResultT],
+    translate: Callable[[ProtoT], KeyT],
+    respond: Callable[[ResultT], Message],
+) -> Route:
+    """A read of a stored result by its key."""
+
+    def answer(request: ProtoT, call: Call) -> Message:
+        return respond(read(translate(request)))
+
+    return Route(roles, answer)
+
+
+def not_yet_available(roles: frozenset[Role]) -> Route:
+    """An RPC of the contract whose workflow is not delivered in this release."""
+
+    def answer(request: Message, call: Call) -> Message:
+        raise Unimplemented(
+            "NOT_YET_AVAILABLE",
+            f"{call.method} is part of the v1 contract but not available in this release",
+            metadata={"method": call.method},
+        )
+
+    return Route(roles, answer)
+
+
+# --- translators and builders -----------------------------------------------------------------
+
+
+def _continuity_request(version: int) -> Callable[[Any], ContinuityRequest]:
+    """Both versions' routes share the request shape; each reads its own acknowledgements."""
+    acknowledgements = VERSIONS[version].acknowledgements
+
+    def translate(
         request: (
             admission_pb2.RequestInvalidReadContinuityRequest
             | admission_pb2.RequestInvalidReadContinuityV2Request
         ),
-        expected_version: int,
-        acknowledgements: tuple[str, ...],
-    ) -> tuple[ledger_pb2.AdmissionTicket, bool]:
-        """Both versions' routes: the same request shape, their own version and acknowledgements."""
-        return self._coordinator.submit(
-            ContinuityRequest(
-                run_id=request.run_id,
-                request_id=request.request_id,
-                version=request.version,
-                expected_version=expected_version,
-                valid_for_seconds=request.valid_for_seconds,
-                digests=_digests(request.digests),
-                acknowledgements={name: getattr(request, name) for name in acknowledgements},
-            ),
-            current_principal().identity,
+    ) -> ContinuityRequest:
+        return ContinuityRequest(
+            run_id=request.run_id,
+            request_id=request.request_id,
+            version=request.version,
+            valid_for_seconds=request.valid_for_seconds,
+            digests={name: getattr(request.digests, name) for name in DIGEST_NAMES},
+            acknowledgements={name: getattr(request, name) for name in acknowledgements},
         )
 
-    def RequestInvalidReadContinuity(
-        self,
-        request: admission_pb2.RequestInvalidReadContinuityRequest,
-        context: grpc.ServicerContext,
-    ) -> admission_pb2.RequestInvalidReadContinuityResponse:
-        ticket, created = self._submit(request, 1, V1_ACKNOWLEDGEMENTS)
-        return admission_pb2.RequestInvalidReadContinuityResponse(ticket=ticket, created=created)
-
-    def RequestInvalidReadContinuityV2(
-        self,
-        request: admission_pb2.RequestInvalidReadContinuityV2Request,
-        context: grpc.ServicerContext,
-    ) -> admission_pb2.RequestInvalidReadContinuityV2Response:
-        ticket, created = self._submit(request, 2, V2_ACKNOWLEDGEMENTS)
-        return admission_pb2.RequestInvalidReadContinuityV2Response(ticket=ticket, created=created)
-
-    def GetInvalidReadContinuity(
-        self, request: admission_pb2.GetInvalidReadContinuityRequest, context: grpc.ServicerContext
-    ) -> admission_pb2.GetInvalidReadContinuityResponse:
-        ticket = self._coordinator.read_back(request.run_id, request.request_id)
-        return admission_pb2.GetInvalidReadContinuityResponse(ticket=ticket)
-
-    def RequestInvalidReadRecovery(
-        self,
-        request: admission_pb2.RequestInvalidReadRecoveryRequest,
-        context: grpc.ServicerContext,
-    ) -> admission_pb2.RequestInvalidReadRecoveryResponse:
-        raise _not_yet("RequestInvalidReadRecovery")
-
-    def GetInvalidReadRecovery(
-        self, request: admission_pb2.GetInvalidReadRecoveryRequest, context: grpc.ServicerContext
-    ) -> admission_pb2.GetInvalidReadRecoveryResponse:
-        raise _not_yet("GetInvalidReadRecovery")
-
-    def RequestRejectedBoundaryRecovery(
-        self,
-        request: admission_pb2.RequestRejectedBoundaryRecoveryRequest,
-        context: grpc.ServicerContext,
-    ) -> admission_pb2.RequestRejectedBoundaryRecoveryResponse:
-        raise _not_yet("RequestRejectedBoundaryRecovery")
-
-    def GetRejectedBoundaryRecovery(
-        self,
-        request: admission_pb2.GetRejectedBoundaryRecoveryRequest,
-        context: grpc.ServicerContext,
-    ) -> admission_pb2.GetRejectedBoundaryRecoveryResponse:
-        raise _not_yet("GetRejectedBoundaryRecovery")
-
-    def RequestReadonlyObservationRecovery(
-        self,
-        request: admission_pb2.RequestReadonlyObservationRecoveryRequest,
-        context: grpc.ServicerContext,
-    ) -> admission_pb2.RequestReadonlyObservationRecoveryResponse:
-        raise _not_yet("RequestReadonlyObservationRecovery")
-
-    def GetReadonlyObservationRecovery(
-        self,
-        request: admission_pb2.GetReadonlyObservationRecoveryRequest,
-        context: grpc.ServicerContext,
-    ) -> admission_pb2.GetReadonlyObservationRecoveryResponse:
-        raise _not_yet("GetReadonlyObservationRecovery")
+    return translate
 
 
-OPERATORS = frozenset({Role.EXECUTION_OPERATOR})
-ADMINS = frozenset({Role.FACTORY_ADMINISTRATOR})
+def _admission_key(request: admission_pb2.GetInvalidReadContinuityRequest) -> AdmissionKey:
+    return AdmissionKey(request.run_id, request.request_id)
+
+
+def _v1_response(
+    submitted: Submitted[ledger_pb2.AdmissionTicket],
+) -> admission_pb2.RequestInvalidReadContinuityResponse:
+    return admission_pb2.RequestInvalidReadContinuityResponse(
+        ticket=submitted.result, created=submitted.created
+    )
+
+
+def _v2_response(
+    submitted: Submitted[ledger_pb2.AdmissionTicket],
+) -> admission_pb2.RequestInvalidReadContinuityV2Response:
+    return admission_pb2.RequestInvalidReadContinuityV2Response(
+        ticket=submitted.result, created=submitted.created
+    )
+
+
+def _ticket_response(
+    ticket: ledger_pb2.AdmissionTicket,
+) -> admission_pb2.GetInvalidReadContinuityResponse:
+    return admission_pb2.GetInvalidReadContinuityResponse(ticket=ticket)
+
+
+# --- the table --------------------------------------------------------------------------------
+
+
+def routes(downstream: Downstream) -> dict[str, Route]:
+    """Every RPC of AdmissionService, by name."""
+
+    def saved_ticket(key: AdmissionKey) -> ledger_pb2.AdmissionTicket:
+        # The ledger's ADMISSION_NOT_FOUND is the read's answer for an unknown key.
+        return downstream.stored_ticket(key).result
+
+    return {
+        "RequestInvalidReadContinuity": submit_route(
+            OPERATORS,
+            InvalidReadContinuity(VERSIONS[1], downstream),
+            _continuity_request(1),
+            _v1_response,
+        ),
+        "RequestInvalidReadContinuityV2": submit_route(
+            OPERATORS,
+            InvalidReadContinuity(VERSIONS[2], downstream),
+            _continuity_request(2),
+            _v2_response,
+        ),
+        "GetInvalidReadContinuity": read_route(
+            ANY_ROLE, saved_ticket, _admission_key, _ticket_response
+        ),
+        "RequestInvalidReadRecovery": not_yet_available(ADMINS),
+        "GetInvalidReadRecovery": not_yet_available(ANY_ROLE),
+        "RequestRejectedBoundaryRecovery": not_yet_available(ADMINS),
+        "GetRejectedBoundaryRecovery": not_yet_available(ANY_ROLE),
+        "RequestReadonlyObservationRecovery": not_yet_available(ADMINS),
+        "GetReadonlyObservationRecovery": not_yet_available(ANY_ROLE),
+    }
+
+
+def _handler(name: str, route: Route) -> grpc.RpcMethodHandler[Any, Any]:
+    method = SERVICE.methods_by_name[name]
+
+    def behaviour(request: Message, context: grpc.ServicerContext) -> Message:
+        return route.answer(request, Call(name, current_principal().identity))
+
+    return grpc.unary_unary_rpc_method_handler(
+        behaviour,
+        request_deserializer=GetMessageClass(method.input_type).FromString,
+        response_serializer=GetMessageClass(method.output_type).SerializeToString,
+    )
+
+
+def binding(table: Mapping[str, Route]) -> ServiceBinding:
+    """Serve ``table``; it must route exactly the service's RPCs (fail closed)."""
+    declared = {method.name for method in SERVICE.methods}
+    missing, unknown = sorted(declared - set(table)), sorted(set(table) - declared)
+    if missing or unknown:
+        raise ValueError(f"{SERVICE.full_name}: no route for {missing}, no RPC for {unknown}")
+    handlers = {name: _handler(name, route) for name, route in table.items()}
+
+    def register(server: grpc.Server) -> None:
+        server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(SERVICE.full_name, handlers),)
+        )
+
+    return ServiceBinding(SERVICE, register, {name: route.roles for name, route in table.items()})
 
 
 def bindings(downstream: Downstream) -> list[ServiceBinding]:
-    servicer = AdmissionServicer(AdmissionCoordinator(downstream))
-    return [
-        ServiceBinding(
-            admission_pb2.DESCRIPTOR.services_by_name["AdmissionService"],
-            lambda server: admission_pb2_grpc.add_AdmissionServiceServicer_to_server(
-                servicer, server
-            ),
-            {
-                "RequestInvalidReadContinuity": OPERATORS,
-                "RequestInvalidReadContinuityV2": OPERATORS,
-                "GetInvalidReadContinuity": ANY_ROLE,
-                "RequestInvalidReadRecovery": ADMINS,
-                "GetInvalidReadRecovery": ANY_ROLE,
-                "RequestRejectedBoundaryRecovery": ADMINS,
-                "GetRejectedBoundaryRecovery": ANY_ROLE,
-                "RequestReadonlyObservationRecovery": ADMINS,
-                "GetReadonlyObservationRecovery": ANY_ROLE,
-            },
-        )
-    ]
+    return [binding(routes(downstream))]

@@ -1,0 +1,146 @@
+"""Admission's ports over gRPC: the ledger, candidate and reconstruction services. Protobuf ↔
+domain translation only; downstream refusals arrive as the typed domain errors they carried
+(``shared.client.call``), so a refusal keeps its reason on its way back to the operator."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from forge.continuity.v1 import (
+    candidate_pb2,
+    candidate_pb2_grpc,
+    common_pb2,
+    ledger_pb2,
+    ledger_pb2_grpc,
+    reconstruction_pb2,
+    reconstruction_pb2_grpc,
+)
+from services.admission.domain import HoldView
+from services.admission.driver import Stored, Submitted
+from services.admission.workflows.invalid_read import (
+    AdmissionCommit,
+    AdmissionKey,
+    CandidateProof,
+    InvalidReadCandidate,
+    Reconstruction,
+)
+from shared.client import call
+from shared.contract import DIGEST_NAMES, enum_short_name
+from shared.idempotency import StoredAction
+
+
+def _digests(message: common_pb2.ContinuityDigests) -> dict[str, str]:
+    return {name: getattr(message, name) for name in DIGEST_NAMES}
+
+
+def _hold(hold: common_pb2.Hold) -> HoldView:
+    return HoldView(
+        enum_short_name(common_pb2.HoldReason, hold.reason),
+        enum_short_name(common_pb2.HoldRequirement, hold.requirement),
+        hold.subject,
+        hold.detail,
+    )
+
+
+def _stored_ticket(ticket: ledger_pb2.AdmissionTicket) -> Stored[ledger_pb2.AdmissionTicket]:
+    return Stored(ticket, StoredAction(ticket.operator_identity, ticket.request_content_digest))
+
+
+def _candidate(
+    candidate: candidate_pb2.InvalidReadContinuityCandidate,
+) -> InvalidReadCandidate:
+    proof = candidate.proof
+    return InvalidReadCandidate(
+        run_id=candidate.run_id,
+        eligible=candidate.eligible,
+        version=candidate.version,
+        digests=_digests(candidate.digests),
+        holds=tuple(_hold(hold) for hold in candidate.holds),
+        policy_revision=candidate.policy_revision,
+        journal_head_hash=candidate.journal_head.hash,
+        proof=CandidateProof(
+            checkpoint_digest=proof.checkpoint_digest,
+            consumed_response_digest=proof.consumed_response_digest,
+            consume_sequence=proof.consume_sequence,
+            derived_checkpoint_digest=proof.derived_checkpoint_digest,
+        ),
+    )
+
+
+def _continuity_digests(digests: Mapping[str, str]) -> common_pb2.ContinuityDigests:
+    return common_pb2.ContinuityDigests(**{name: digests[name] for name in DIGEST_NAMES})
+
+
+@dataclass(frozen=True)
+class Downstream:
+    """The stubs admission coordinates (each channel carries admission's service identity); the
+    invalid-read workflow's port over them."""
+
+    ledger: ledger_pb2_grpc.LedgerServiceStub
+    candidate: candidate_pb2_grpc.CandidateServiceStub
+    reconstruction: reconstruction_pb2_grpc.ReconstructionServiceStub
+
+    def stored_ticket(self, key: AdmissionKey) -> Stored[ledger_pb2.AdmissionTicket]:
+        response: ledger_pb2.GetAdmissionResponse = call(
+            self.ledger.GetAdmission,
+            ledger_pb2.GetAdmissionRequest(run_id=key.run_id, request_id=key.request_id),
+        )
+        return _stored_ticket(response.ticket)
+
+    def invalid_read_candidate(self, run_id: str, version: int) -> InvalidReadCandidate:
+        response: candidate_pb2.GetInvalidReadContinuityCandidateResponse = call(
+            self.candidate.GetInvalidReadContinuityCandidate,
+            candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=run_id, version=version),
+        )
+        return _candidate(response.candidate)
+
+    def blob(self, digest: str) -> bytes:
+        content: bytes = call(self.ledger.GetBlob, ledger_pb2.GetBlobRequest(digest=digest)).content
+        return content
+
+    def journal_payload(self, run_id: str, sequence: int) -> str | None:
+        entries = call(
+            self.ledger.ReadJournal,
+            ledger_pb2.ReadJournalRequest(run_id=run_id, from_sequence=sequence, page_size=1),
+        ).entries
+        return str(entries[0].payload_json) if entries else None
+
+    def reconstruct(
+        self, checkpoint: bytes, raw_response: bytes, reconstruction_version: int, consumed_at: str
+    ) -> Reconstruction:
+        derived: reconstruction_pb2.ReconstructInvalidReadResponse = call(
+            self.reconstruction.ReconstructInvalidRead,
+            reconstruction_pb2.ReconstructInvalidReadRequest(
+                checkpoint=checkpoint,
+                raw_response=raw_response,
+                version=reconstruction_pb2.ReconstructionVersion.ValueType(reconstruction_version),
+                consumed_at=consumed_at,
+            ),
+        )
+        return Reconstruction(
+            derived_checkpoint=derived.derived_checkpoint,
+            derived_checkpoint_digest=derived.derived_checkpoint_digest,
+            witness_digest=derived.witness_digest,
+        )
+
+    def commit(self, admission: AdmissionCommit) -> Submitted[ledger_pb2.AdmissionTicket]:
+        committed: ledger_pb2.CommitAdmissionResponse = call(
+            self.ledger.CommitAdmission,
+            ledger_pb2.CommitAdmissionRequest(
+                run_id=admission.run_id,
+                request_id=admission.request_id,
+                operator_identity=admission.operator_identity,
+                request_content_digest=admission.request_content_digest,
+                expected_head_hash=admission.expected_head_hash,
+                policy_revision=admission.policy_revision,
+                digests=_continuity_digests(admission.digests),
+                version=admission.version,
+                valid_for_seconds=admission.valid_for_seconds,
+                derived_checkpoint_digest=admission.derived_checkpoint_digest,
+                consumed_response_digest=admission.consumed_response_digest,
+                witness_digest=admission.witness_digest,
+                derived_checkpoint=admission.derived_checkpoint,
+            ),
+        )
+        return Submitted(committed.ticket, committed.created)

@@ -1,0 +1,1 @@
+"""The admission service's workflows, each a plug-in of the submit driver."""
