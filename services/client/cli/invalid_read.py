@@ -1,0 +1,150 @@
+"""``candidate show`` and ``request submit | show``: the invalid-read continuity flow."""
+
+from __future__ import annotations
+
+import argparse
+
+from forge.continuity.v1 import common_pb2
+from services.client.cli._command import (
+    EXIT_OK,
+    Output,
+    Subcommands,
+    UsageError,
+    add_command,
+    add_group,
+)
+from services.client.cli.render import candidate_lines, ticket_lines
+from services.client.client import ContinuityClient, validate_continuity_request
+from shared.contract import DIGEST_NAMES, MAX_WINDOW_SECONDS, SUPPORTED_VERSIONS
+from shared.errors import NotFound
+
+_VERSIONS_HELP = " or ".join(str(number) for number in SUPPORTED_VERSIONS) + " (default 1)"
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def register(commands: Subcommands) -> None:
+    candidate = add_group(commands, "candidate", "read a held run's continuity candidate")
+    show = add_command(
+        candidate,
+        "show",
+        "show the candidate: proof, qualification, digests, holds and handoff",
+        _candidate_show,
+    )
+    show.add_argument("run_id", metavar="RUN_ID")
+    show.add_argument("--version", type=int, default=1, help=_VERSIONS_HELP)
+
+    request = add_group(commands, "request", "submit or read a continuity request")
+    submit = add_command(
+        request,
+        "submit",
+        "submit a continuity request (execution operator); keep REQUEST_ID and use "
+        "'request show' after a lost response",
+        _request_submit,
+    )
+    submit.add_argument("run_id", metavar="RUN_ID")
+    submit.add_argument("request_id", metavar="REQUEST_ID")
+    submit.add_argument(
+        "--valid-for-seconds",
+        type=int,
+        required=True,
+        help=f"requested lease window, 1..{MAX_WINDOW_SECONDS}",
+    )
+    submit.add_argument("--version", type=int, default=1, help=_VERSIONS_HELP)
+    submit.add_argument("--acknowledge-no-new-grant", action="store_true")
+    submit.add_argument("--acknowledge-original-consumption", action="store_true")
+    submit.add_argument("--acknowledge-renewed-same-attempt-lease", action="store_true")
+    submit.add_argument(
+        "--acknowledge-unavailable-source-observations",
+        action="store_true",
+        default=None,
+        help="version 2 only",
+    )
+    submit.add_argument(
+        "--from-candidate",
+        action="store_true",
+        help="read the candidate first and submit its exact digests (when REQUEST_ID already "
+        "has a saved ticket, resend the digests it was admitted with, so a retry after a lost "
+        "response is the identical request)",
+    )
+    for name in DIGEST_NAMES:
+        submit.add_argument(_flag(name), dest=name, metavar="DIGEST")
+    show_request = add_command(
+        request, "show", "read the saved outcome of a request", _request_show
+    )
+    show_request.add_argument("run_id", metavar="RUN_ID")
+    show_request.add_argument("request_id", metavar="REQUEST_ID")
+
+
+def _candidate_show(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
+    candidate = client.invalid_read_continuity_candidate(args.run_id, args.version)
+    out.emit(candidate, candidate_lines(candidate))
+    return EXIT_OK
+
+
+def _request_submit(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
+    acknowledgements = {
+        "acknowledge_no_new_grant": args.acknowledge_no_new_grant,
+        "acknowledge_original_consumption": args.acknowledge_original_consumption,
+        "acknowledge_renewed_same_attempt_lease": args.acknowledge_renewed_same_attempt_lease,
+        "acknowledge_unavailable_source_observations": (
+            args.acknowledge_unavailable_source_observations
+        ),
+    }
+    # Refuse locally before anything (even the candidate read) goes over the wire.
+    validate_continuity_request(
+        args.run_id,
+        args.request_id,
+        version=args.version,
+        valid_for_seconds=args.valid_for_seconds,
+        **acknowledgements,
+    )
+    digests = _submission_digests(client, args)
+    response = client.request_invalid_read_continuity(
+        args.run_id,
+        args.request_id,
+        digests=digests,
+        version=args.version,
+        valid_for_seconds=args.valid_for_seconds,
+        **acknowledgements,
+    )
+    out.emit(response, ticket_lines(response.ticket, response.created))
+    return EXIT_OK
+
+
+def _request_show(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
+    ticket = client.invalid_read_continuity(args.run_id, args.request_id)
+    out.emit(ticket, ticket_lines(ticket))
+    return EXIT_OK
+
+
+# --- which digests a submission carries --------------------------------------------------------
+
+
+def _submission_digests(
+    client: ContinuityClient, args: argparse.Namespace
+) -> common_pb2.ContinuityDigests:
+    given = {name: getattr(args, name) for name in DIGEST_NAMES if getattr(args, name)}
+    if args.from_candidate:
+        if given:
+            raise UsageError(
+                "request submit: --from-candidate reads the digests; do not also pass "
+                + ", ".join(_flag(name) for name in given)
+            )
+        # A retry after a lost response must resend what was admitted: once admitted, the
+        # candidate has moved on, so a saved ticket's digests are the ones this request carried.
+        try:
+            return client.invalid_read_continuity(args.run_id, args.request_id).digests
+        except NotFound as absent:
+            if absent.reason != "ADMISSION_NOT_FOUND":
+                raise
+        return client.invalid_read_continuity_candidate(args.run_id, args.version).digests
+    missing = [name for name in DIGEST_NAMES if name not in given]
+    if missing:
+        raise UsageError(
+            "request submit: pass --from-candidate, or all four digests; missing "
+            + ", ".join(_flag(name) for name in missing)
+        )
+    return common_pb2.ContinuityDigests(**given)
