@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from forge.continuity.v1 import common_pb2
+from services.client._validation import ORIGIN
 from services.client.cli._command import (
     EXIT_OK,
     Output,
@@ -16,9 +17,14 @@ from services.client.cli._command import (
 from services.client.cli.render import candidate_lines, ticket_lines
 from services.client.client import ContinuityClient, validate_continuity_request
 from shared.contract import DIGEST_NAMES, MAX_WINDOW_SECONDS, SUPPORTED_VERSIONS
-from shared.errors import NotFound
+from shared.errors import Conflict, FailedPrecondition, NotFound, PreconditionViolation
 
 _VERSIONS_HELP = " or ".join(str(number) for number in SUPPORTED_VERSIONS) + " (default 1)"
+_DIGEST_HELP = {
+    "candidate_digest": "the candidate_digest shown by 'candidate show'; with --from-candidate "
+    "the one you reviewed: the current candidate is read and, when its candidate_digest "
+    "differs, the submission is refused here and nothing is sent",
+}
 
 
 def _flag(name: str) -> str:
@@ -65,12 +71,19 @@ def register(commands: Subcommands) -> None:
     submit.add_argument(
         "--from-candidate",
         action="store_true",
-        help="read the candidate first and submit its exact digests (when REQUEST_ID already "
-        "has a saved ticket, resend the digests it was admitted with, so a retry after a lost "
-        "response is the identical request)",
+        help="read the candidate and submit its exact digests, only when its candidate_digest "
+        "is the --candidate-digest you reviewed (required with this flag; a different one is "
+        "refused here and nothing is sent); when REQUEST_ID already has a ticket admitted from "
+        "that candidate_digest, resend the digests it was admitted with, so a retry after a "
+        "lost response is the identical request",
     )
     for name in DIGEST_NAMES:
-        submit.add_argument(_flag(name), dest=name, metavar="DIGEST")
+        submit.add_argument(
+            _flag(name),
+            dest=name,
+            metavar="DIGEST",
+            help=_DIGEST_HELP.get(name, "copied from 'candidate show' (not with --from-candidate)"),
+        )
     show_request = add_command(
         request, "show", "read the saved outcome of a request", _request_show
     )
@@ -128,23 +141,67 @@ def _submission_digests(
 ) -> common_pb2.ContinuityDigests:
     given = {name: getattr(args, name) for name in DIGEST_NAMES if getattr(args, name)}
     if args.from_candidate:
-        if given:
+        read = [name for name in given if name != "candidate_digest"]
+        if read:
             raise UsageError(
-                "request submit: --from-candidate reads the digests; do not also pass "
-                + ", ".join(_flag(name) for name in given)
+                "request submit: --from-candidate reads these digests; do not also pass "
+                + ", ".join(_flag(name) for name in read)
             )
-        # A retry after a lost response must resend what was admitted: once admitted, the
-        # candidate has moved on, so a saved ticket's digests are the ones this request carried.
-        try:
-            return client.invalid_read_continuity(args.run_id, args.request_id).digests
-        except NotFound as absent:
-            if absent.reason != "ADMISSION_NOT_FOUND":
-                raise
-        return client.invalid_read_continuity_candidate(args.run_id, args.version).digests
+        if "candidate_digest" not in given:
+            raise UsageError(
+                "request submit: --from-candidate needs --candidate-digest, the candidate_digest "
+                "of the candidate you reviewed ('candidate show')"
+            )
+        return _reviewed_digests(client, args, given["candidate_digest"])
     missing = [name for name in DIGEST_NAMES if name not in given]
     if missing:
         raise UsageError(
-            "request submit: pass --from-candidate, or all four digests; missing "
-            + ", ".join(_flag(name) for name in missing)
+            "request submit: pass --from-candidate with --candidate-digest, or all four digests; "
+            "missing " + ", ".join(_flag(name) for name in missing)
         )
     return common_pb2.ContinuityDigests(**given)
+
+
+def _reviewed_digests(
+    client: ContinuityClient, args: argparse.Namespace, reviewed: str
+) -> common_pb2.ContinuityDigests:
+    """The digests to submit for ``--from-candidate``, only when they belong to the candidate
+    the operator reviewed: a submission must carry what the operator saw, never whatever the
+    candidate has become since."""
+    # A retry after a lost response must resend what was admitted: once admitted, the
+    # candidate has moved on, so a saved ticket's digests are the ones this request carried.
+    try:
+        admitted = client.invalid_read_continuity(args.run_id, args.request_id).digests
+    except NotFound as absent:
+        if absent.reason != "ADMISSION_NOT_FOUND":
+            raise
+    else:
+        if admitted.candidate_digest != reviewed:
+            raise Conflict(
+                "REQUEST_ID_CONFLICT",
+                f"request {args.request_id} was already admitted from candidate "
+                f"{admitted.candidate_digest}, not the reviewed {reviewed}; nothing was submitted",
+                metadata={
+                    **ORIGIN,
+                    "request_id": args.request_id,
+                    "admitted_candidate_digest": admitted.candidate_digest,
+                    "reviewed_candidate_digest": reviewed,
+                },
+            )
+        return admitted
+    current = client.invalid_read_continuity_candidate(args.run_id, args.version).digests
+    if current.candidate_digest != reviewed:
+        raise FailedPrecondition(
+            "CANDIDATE_DIGEST_STALE",
+            "the candidate changed since it was reviewed: candidate_digest; read it again with "
+            "'candidate show', review it, and submit its candidate_digest; nothing was submitted",
+            metadata={**ORIGIN, "stale": "candidate_digest"},
+            precondition_violations=[
+                PreconditionViolation(
+                    "DIGEST",
+                    "candidate_digest",
+                    f"reviewed {reviewed}, current {current.candidate_digest}",
+                )
+            ],
+        )
+    return current
