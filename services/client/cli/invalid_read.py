@@ -16,9 +16,17 @@ from services.client.cli._command import (
 )
 from services.client.cli.render import candidate_lines, ticket_lines
 from services.client.client import ContinuityClient, validate_continuity_request
-from shared.contract import DIGEST_NAMES, MAX_WINDOW_SECONDS, SUPPORTED_VERSIONS
+from shared.contract import DIGEST_NAMES, MAX_WINDOW_SECONDS, SUPPORTED_VERSIONS, VERSIONS
 from shared.errors import Conflict, FailedPrecondition, NotFound, PreconditionViolation
 
+#: Every acknowledgement of any version, in the contract's order, with the versions taking it.
+_ACKNOWLEDGEMENTS = {
+    name: tuple(
+        number for number in SUPPORTED_VERSIONS if name in VERSIONS[number].acknowledgements
+    )
+    for number in SUPPORTED_VERSIONS
+    for name in VERSIONS[number].acknowledgements
+}
 _VERSIONS_HELP = " or ".join(str(number) for number in SUPPORTED_VERSIONS) + " (default 1)"
 _DIGEST_HELP = {
     "candidate_digest": "the candidate_digest shown by 'candidate show'; with --from-candidate "
@@ -59,15 +67,15 @@ def register(commands: Subcommands) -> None:
         help=f"requested lease window, 1..{MAX_WINDOW_SECONDS}",
     )
     submit.add_argument("--version", type=int, default=1, help=_VERSIONS_HELP)
-    submit.add_argument("--acknowledge-no-new-grant", action="store_true")
-    submit.add_argument("--acknowledge-original-consumption", action="store_true")
-    submit.add_argument("--acknowledge-renewed-same-attempt-lease", action="store_true")
-    submit.add_argument(
-        "--acknowledge-unavailable-source-observations",
-        action="store_true",
-        default=None,
-        help="version 2 only",
-    )
+    for name, versions in _ACKNOWLEDGEMENTS.items():
+        if versions == SUPPORTED_VERSIONS:
+            submit.add_argument(_flag(name), action="store_true")
+        else:
+            # Unset (None) unless given, so a version that does not take it can tell.
+            only = " and ".join(str(number) for number in versions)
+            submit.add_argument(
+                _flag(name), action="store_true", default=None, help=f"version {only} only"
+            )
     submit.add_argument(
         "--from-candidate",
         action="store_true",
@@ -98,14 +106,7 @@ def _candidate_show(client: ContinuityClient, args: argparse.Namespace, out: Out
 
 
 def _request_submit(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
-    acknowledgements = {
-        "acknowledge_no_new_grant": args.acknowledge_no_new_grant,
-        "acknowledge_original_consumption": args.acknowledge_original_consumption,
-        "acknowledge_renewed_same_attempt_lease": args.acknowledge_renewed_same_attempt_lease,
-        "acknowledge_unavailable_source_observations": (
-            args.acknowledge_unavailable_source_observations
-        ),
-    }
+    acknowledgements = {name: getattr(args, name) for name in _ACKNOWLEDGEMENTS}
     # Refuse locally before anything (even the candidate read) goes over the wire.
     validate_continuity_request(
         args.run_id,
