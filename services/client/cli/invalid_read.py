@@ -16,7 +16,13 @@ from services.client.cli._command import (
 )
 from services.client.cli.render import candidate_lines, ticket_lines
 from services.client.client import ContinuityClient, validate_continuity_request
-from shared.contract import DIGEST_NAMES, MAX_WINDOW_SECONDS, SUPPORTED_VERSIONS, VERSIONS
+from shared.contract import (
+    DEFAULT_VERSION,
+    DIGEST_NAMES,
+    MAX_WINDOW_SECONDS,
+    SUPPORTED_VERSIONS,
+    VERSIONS,
+)
 from shared.errors import Conflict, FailedPrecondition, NotFound, PreconditionViolation
 
 #: Every acknowledgement of any version, in the contract's order, with the versions taking it.
@@ -27,7 +33,9 @@ _ACKNOWLEDGEMENTS = {
     for number in SUPPORTED_VERSIONS
     for name in VERSIONS[number].acknowledgements
 }
-_VERSIONS_HELP = " or ".join(str(number) for number in SUPPORTED_VERSIONS) + " (default 1)"
+_VERSIONS_HELP = (
+    " or ".join(str(number) for number in SUPPORTED_VERSIONS) + f" (default {DEFAULT_VERSION})"
+)
 _DIGEST_HELP = {
     "candidate_digest": "the candidate_digest shown by 'candidate show'; with --from-candidate "
     "the one you reviewed: the current candidate is read and, when its candidate_digest "
@@ -48,7 +56,7 @@ def register(commands: Subcommands) -> None:
         _candidate_show,
     )
     show.add_argument("run_id", metavar="RUN_ID")
-    show.add_argument("--version", type=int, default=1, help=_VERSIONS_HELP)
+    show.add_argument("--version", type=int, default=DEFAULT_VERSION, help=_VERSIONS_HELP)
 
     request = add_group(commands, "request", "submit or read a continuity request")
     submit = add_command(
@@ -66,7 +74,7 @@ def register(commands: Subcommands) -> None:
         required=True,
         help=f"requested lease window, 1..{MAX_WINDOW_SECONDS}",
     )
-    submit.add_argument("--version", type=int, default=1, help=_VERSIONS_HELP)
+    submit.add_argument("--version", type=int, default=DEFAULT_VERSION, help=_VERSIONS_HELP)
     for name, versions in _ACKNOWLEDGEMENTS.items():
         if versions == SUPPORTED_VERSIONS:
             submit.add_argument(_flag(name), action="store_true")
