@@ -135,6 +135,7 @@ def test_the_client_and_cli_evaluate_and_submit_version_two(stack: Stack) -> Non
     ) as client:
         assert client.invalid_read_continuity_candidate("run-v2", version=2).eligible
         assert not client.invalid_read_continuity_candidate("run-v2").eligible
+        reviewed = client.invalid_read_continuity_candidate("run-v2", version=2)
     printed = io.StringIO()
     with redirect_stdout(printed):
         status = main(
@@ -150,6 +151,8 @@ def test_the_client_and_cli_evaluate_and_submit_version_two(stack: Stack) -> Non
                 "--version",
                 "2",
                 "--from-candidate",
+                "--candidate-digest",
+                reviewed.digests.candidate_digest,
                 "--valid-for-seconds",
                 "600",
                 "--acknowledge-no-new-grant",

@@ -280,6 +280,7 @@ DIGEST_FLAGS = (
         (*SUBMIT, *ACKS),
         (*SUBMIT, *ACKS, "--candidate-digest", "sha256:" + "a" * 64),
         (*SUBMIT, *ACKS, "--from-candidate", *DIGEST_FLAGS),
+        (*SUBMIT, *ACKS, "--from-candidate", *DIGEST_FLAGS[2:4]),
         ("nonsense",),
     ],
 )
@@ -288,6 +289,22 @@ def test_usage_errors_exit_2(cli: CliRunner, argv: tuple[str, ...]) -> None:
     assert result.code == 2
     assert result.out == ""
     assert result.err.startswith("usage error: ")
+
+
+def test_from_candidate_needs_the_reviewed_candidate_digest(cli: CliRunner) -> None:
+    """Without the candidate digest the operator reviewed, --from-candidate would submit whatever
+    the candidate has become: a usage error, before any call (every address is a closed port)."""
+    result = cli(*SUBMIT, *ACKS, "--from-candidate", token="operator-token")
+    assert (result.code, result.out) == (2, "")
+    assert result.err.startswith("usage error: ")
+    assert "--candidate-digest" in result.err
+
+
+def test_submit_help_documents_the_reviewed_candidate_digest(cli: CliRunner) -> None:
+    result = cli("request", "submit", "--help")
+    assert result.code == 0
+    assert "--candidate-digest" in result.out
+    assert "reviewed" in result.out
 
 
 def test_a_missing_token_is_a_usage_error(cli: CliRunner) -> None:
@@ -322,7 +339,7 @@ def test_help_exits_0(cli: CliRunner) -> None:
         ),
     ],
 )
-@pytest.mark.parametrize("digests", [("--from-candidate",), DIGEST_FLAGS])
+@pytest.mark.parametrize("digests", [("--from-candidate", *DIGEST_FLAGS[:2]), DIGEST_FLAGS])
 def test_submit_refuses_locally_before_any_call(
     cli: CliRunner,
     extra: tuple[str, ...],

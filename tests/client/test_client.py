@@ -7,7 +7,7 @@ import pytest
 
 from forge.continuity.v1 import common_pb2
 from services.client import ContinuityClient
-from services.client import client as client_module
+from services.client import ledger as ledger_module
 from shared.config import DEFAULT_PORTS
 from shared.errors import Aborted, InvalidArgument, NotFound, PermissionDenied, Unauthenticated
 from tests.client.conftest import ClientFactory, seed
@@ -49,7 +49,7 @@ def test_policy_revisions_fetches_every_page(
     admin = client_for("admin-token")
     for revision in range(1, 6):
         admin.put_policy(revision, enabled=revision % 2 == 1, window_seconds=60 * revision)
-    monkeypatch.setattr(client_module, "_POLICY_PAGE", 2)
+    monkeypatch.setattr(ledger_module, "_POLICY_PAGE", 2)
     assert [p.revision for p in admin.policy_revisions()] == [6, 5, 4, 3, 2, 1]
 
 
@@ -117,7 +117,7 @@ def test_journal_reads_every_page(
     ledger_served: Served, client_for: ClientFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seeded = seed(ledger_served)
-    monkeypatch.setattr(client_module, "_JOURNAL_PAGE", 4)
+    monkeypatch.setattr(ledger_module, "_JOURNAL_PAGE", 4)
     sequences = [e.sequence for e in client_for("reader-token").journal("run-1", 2)]
     assert sequences == list(range(2, len(seeded.entries) + 1))
 

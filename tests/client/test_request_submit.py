@@ -23,6 +23,7 @@ from shared.errors import (
     Conflict,
     DomainError,
     FailedPrecondition,
+    NotFound,
     Unavailable,
     Unimplemented,
 )
@@ -124,7 +125,8 @@ def test_the_operator_flow_through_the_cli_and_client(stack: Stack, cli: CliRunn
 
     # 3. Submit with the candidate's exact digests.
     submit = ("request", "submit", "run-1", "req-1", "--valid-for-seconds", "1800", *ACKS)
-    submitted = stack.cli(cli, *submit, "--from-candidate")
+    reviewed = ("--from-candidate", "--candidate-digest", candidate_fields["candidate_digest"])
+    submitted = stack.cli(cli, *submit, *reviewed)
     assert (submitted.code, submitted.err) == (0, "")
     ticket_fields = fields(submitted.out)
     assert ticket_fields["created"] == "true"
@@ -142,7 +144,7 @@ def test_the_operator_flow_through_the_cli_and_client(stack: Stack, cli: CliRunn
     assert shown_back.code == 0
     assert fields(shown_back.out) == {k: v for k, v in ticket_fields.items() if k != "created"}
 
-    retried = stack.cli(cli, *submit, "--from-candidate", "--json")
+    retried = stack.cli(cli, *submit, *reviewed, "--json")
     assert retried.code == 0, retried.err
     document = json.loads(retried.out)
     assert document["created"] is False
@@ -265,6 +267,7 @@ def test_a_held_candidate_lists_each_hold_with_its_requirement(
     hold_line = next(line for line in lines(shown.out) if "- POLICY_DISABLED" in line)
     assert hold_line.endswith("requires POLICY")
 
+    reviewed = json.loads(stack.cli(cli, "--json", "candidate", "show", "run-1").out)
     refused = stack.cli(
         cli,
         "--json",
@@ -276,6 +279,8 @@ def test_a_held_candidate_lists_each_hold_with_its_requirement(
         "600",
         *ACKS,
         "--from-candidate",
+        "--candidate-digest",
+        reviewed["digests"]["candidate_digest"],
     )
     assert (refused.code, refused.out) == (1, "")
     error = json.loads(refused.err)["error"]
@@ -363,3 +368,108 @@ def test_each_recovery_wrapper_reaches_its_rpc(
     if isinstance(error, Unimplemented):
         assert error.reason == "NOT_YET_AVAILABLE"
         assert error.metadata["method"] == rpc
+
+
+# --- --from-candidate carries the candidate the operator reviewed -------------------------------
+
+SUBMIT_FROM_CANDIDATE = (
+    *("request", "submit", "run-1", "req-1", "--valid-for-seconds", "600"),
+    *ACKS,
+    "--from-candidate",
+)
+
+
+def shown_candidate_digest(stack: Stack, cli: CliRunner) -> str:
+    shown = stack.cli(cli, "--json", "candidate", "show", "run-1")
+    assert shown.code == 0, shown.err
+    digest: str = json.loads(shown.out)["digests"]["candidate_digest"]
+    return digest
+
+
+def assert_nothing_submitted(stack: Stack) -> None:
+    with stack.client("reader-token") as reader:
+        with pytest.raises(NotFound) as absent:
+            reader.invalid_read_continuity("run-1", "req-1")
+        assert absent.value.reason == "ADMISSION_NOT_FOUND"
+        assert reader.journal("run-1")[-1].kind == common_pb2.JOURNAL_ENTRY_KIND_RUN_HELD
+
+
+def test_from_candidate_refuses_when_the_candidate_moved_since_it_was_reviewed(
+    stack: Stack, cli: CliRunner
+) -> None:
+    """The operator reviews the candidate, then the policy changes: the current candidate is not
+    the one reviewed, so nothing is submitted; the candidate reviewed afresh is submitted."""
+    seed(stack.ledger)
+    with stack.client("admin-token") as admin:
+        admin.put_policy(1, enabled=True, window_seconds=3600)
+    reviewed = shown_candidate_digest(stack, cli)
+    with stack.client("admin-token") as admin:
+        admin.put_policy(2, enabled=True, window_seconds=1800)
+
+    stale = stack.cli(cli, *SUBMIT_FROM_CANDIDATE, "--candidate-digest", reviewed)
+    assert (stale.code, stale.out) == (1, "")
+    assert stale.err.startswith("error: FAILED_PRECONDITION CANDIDATE_DIGEST_STALE: ")
+    assert "nothing was submitted" in stale.err
+    assert f"    DIGEST candidate_digest: reviewed {reviewed}, current sha256:" in stale.err
+    assert any(line.split() == ["origin:", "client"] for line in lines(stale.err))
+    assert_nothing_submitted(stack)
+
+    as_json = stack.cli(cli, *SUBMIT_FROM_CANDIDATE, "--candidate-digest", reviewed, "--json")
+    assert (as_json.code, as_json.out) == (1, "")
+    error = json.loads(as_json.err)["error"]
+    assert (error["code"], error["reason"]) == ("FAILED_PRECONDITION", "CANDIDATE_DIGEST_STALE")
+    assert error["metadata"] == {"origin": "client", "stale": "candidate_digest"}
+    assert_nothing_submitted(stack)
+
+    current = shown_candidate_digest(stack, cli)
+    assert current != reviewed
+    submitted = stack.cli(cli, *SUBMIT_FROM_CANDIDATE, "--candidate-digest", current)
+    assert (submitted.code, submitted.err) == (0, "")
+    assert fields(submitted.out)["created"] == "true"
+    assert fields(submitted.out)["candidate_digest"] == current
+    assert fields(submitted.out)["policy_revision"] == "3"
+
+
+def test_from_candidate_with_a_mismatching_digest_submits_nothing(
+    stack: Stack, cli: CliRunner
+) -> None:
+    seed(stack.ledger)
+    with stack.client("admin-token") as admin:
+        admin.put_policy(1, enabled=True, window_seconds=3600)
+    mismatching = stack.cli(cli, *SUBMIT_FROM_CANDIDATE, "--candidate-digest", "sha256:" + "0" * 64)
+    assert (mismatching.code, mismatching.out) == (1, "")
+    assert mismatching.err.startswith("error: FAILED_PRECONDITION CANDIDATE_DIGEST_STALE: ")
+    assert_nothing_submitted(stack)
+
+    matching = shown_candidate_digest(stack, cli)
+    submitted = stack.cli(cli, *SUBMIT_FROM_CANDIDATE, "--candidate-digest", matching)
+    assert (submitted.code, submitted.err) == (0, "")
+    assert fields(submitted.out)["created"] == "true"
+    with stack.client("reader-token") as reader:
+        assert reader.invalid_read_continuity("run-1", "req-1").digests.candidate_digest == matching
+
+
+def test_a_retry_from_candidate_must_name_the_candidate_it_was_admitted_from(
+    stack: Stack, cli: CliRunner
+) -> None:
+    """After admission the candidate moves on; a retry resends the admitted digests only when the
+    reviewed candidate digest is the admitted one, else it is refused without a call."""
+    seed(stack.ledger)
+    with stack.client("admin-token") as admin:
+        admin.put_policy(1, enabled=True, window_seconds=3600)
+    reviewed = shown_candidate_digest(stack, cli)
+    first = stack.cli(cli, *SUBMIT_FROM_CANDIDATE, "--candidate-digest", reviewed)
+    assert first.code == 0, first.err
+
+    retried = stack.cli(cli, *SUBMIT_FROM_CANDIDATE, "--candidate-digest", reviewed)
+    assert (retried.code, retried.err) == (0, "")
+    assert fields(retried.out)["created"].startswith("false")
+
+    other = "sha256:" + "9" * 64
+    conflict = stack.cli(cli, *SUBMIT_FROM_CANDIDATE, "--candidate-digest", other)
+    assert (conflict.code, conflict.out) == (1, "")
+    assert conflict.err.startswith("error: ALREADY_EXISTS REQUEST_ID_CONFLICT: ")
+    assert any(line.split() == ["origin:", "client"] for line in lines(conflict.err))
+    assert any(
+        line.split() == ["admitted_candidate_digest:", reviewed] for line in lines(conflict.err)
+    )

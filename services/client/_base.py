@@ -1,0 +1,80 @@
+"""What every part of the client shares: the channels and stubs of the three processes, the
+environment's token and targets, and the call helper that turns a status into a typed error."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Final, TypeVar
+
+import grpc
+
+from forge.continuity.v1 import (
+    admission_pb2_grpc,
+    candidate_pb2_grpc,
+    execution_pb2_grpc,
+    ledger_pb2_grpc,
+    policy_pb2_grpc,
+)
+from shared.client import call, open_channel
+from shared.config import DEFAULT_PORTS
+
+TOKEN_VARIABLE: Final = "FORGE_TOKEN"  # noqa: S105 - the variable name, not a token
+TARGET_VARIABLES: Final[Mapping[str, str]] = {
+    "ledger": "FORGE_LEDGER_TARGET",
+    "candidate": "FORGE_CANDIDATE_TARGET",
+    "admission": "FORGE_ADMISSION_TARGET",
+}
+
+_Req = TypeVar("_Req")
+_Resp = TypeVar("_Resp")
+
+
+def default_target(service: str, env: Mapping[str, str] | None = None) -> str:
+    """``FORGE_<SERVICE>_TARGET`` when set, else the service's default port on 127.0.0.1."""
+    env = os.environ if env is None else env
+    return env.get(TARGET_VARIABLES[service], "") or f"127.0.0.1:{DEFAULT_PORTS[service]}"
+
+
+def invoke(method: grpc.UnaryUnaryMultiCallable[_Req, _Resp], request: _Req) -> _Resp:
+    """One call; a refusal is raised as the ``shared.errors`` exception the service sent."""
+    response: _Resp = call(method, request)
+    return response
+
+
+class ClientBase:
+    """The channels and stubs one bearer token uses; each workflow mixin builds on these."""
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        ledger_target: str,
+        candidate_target: str,
+        admission_target: str,
+        timeout: float = 30.0,
+        root_certificates: bytes | None = None,
+    ) -> None:
+        self.targets = {
+            "ledger": ledger_target,
+            "candidate": candidate_target,
+            "admission": admission_target,
+        }
+
+        def channel(target: str) -> grpc.Channel:
+            return open_channel(
+                target, token, root_certificates=root_certificates, default_timeout=timeout
+            )
+
+        self._channels = [channel(ledger_target), channel(candidate_target)]
+        self._channels.append(channel(admission_target))
+        ledger, candidate, admission = self._channels
+        self._ledger = ledger_pb2_grpc.LedgerServiceStub(ledger)
+        self._policy = policy_pb2_grpc.PolicyServiceStub(ledger)
+        self._execution = execution_pb2_grpc.ExecutionServiceStub(ledger)
+        self._candidate = candidate_pb2_grpc.CandidateServiceStub(candidate)
+        self._admission = admission_pb2_grpc.AdmissionServiceStub(admission)
+
+    def close(self) -> None:
+        for channel in self._channels:
+            channel.close()

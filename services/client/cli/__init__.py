@@ -1,0 +1,104 @@
+"""`python -m services.client`: the operator CLI of invalid-read continuity.
+
+Examples (against `make run`, which prints the local development tokens)::
+
+    export FORGE_TOKEN=dev-admin-token
+    python -m services.client policy show
+    python -m services.client policy set --expected-revision 1 --enable --window-seconds 3600
+    python -m services.client --token dev-operator-token candidate show run-1
+    python -m services.client --token dev-operator-token request submit run-1 req-1 \\
+        --from-candidate --candidate-digest sha256:... --valid-for-seconds 1800 \\
+        --acknowledge-no-new-grant --acknowledge-original-consumption \\
+        --acknowledge-renewed-same-attempt-lease
+    python -m services.client request show run-1 req-1
+    python -m services.client journal show run-1
+    python -m services.client --json journal verify run-1
+
+Exit status: 0 on success; 1 when a service (or the client's own validation) refuses, or when
+``journal verify`` finds a broken chain; 2 for usage errors. Refusals print
+``error: CODE REASON: message`` and their details on stderr (a JSON object with ``--json``).
+
+Each workflow's commands live in their own module, which exposes ``register(commands)``;
+rendering lives in :mod:`services.client.cli.render`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+
+from services.client._base import TOKEN_VARIABLE
+from services.client.cli import invalid_read, journal, policy
+from services.client.cli._command import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    Handler,
+    Output,
+    Parser,
+    UsageError,
+    connection_options,
+)
+from services.client.cli.render import error_lines, error_object
+from services.client.client import ContinuityClient
+from shared.errors import DomainError
+
+__all__ = ["EXIT_OK", "EXIT_REFUSED", "EXIT_USAGE", "UsageError", "build_parser", "main"]
+
+#: The command modules, in the order their commands are listed in ``--help``.
+_WORKFLOWS = (policy, invalid_read, journal)
+
+
+def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="python -m services.client",
+        description="Operator CLI of invalid-read continuity: policy, requests, journals.",
+        epilog="Exit status: 0 success, 1 refused (or a broken journal chain), 2 usage error.",
+    )
+    connection_options(parser, env)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for workflow in _WORKFLOWS:
+        workflow.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    """Run one command; returns the exit status (never raises SystemExit except for --help)."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    environment = os.environ if env is None else env
+    stdout, stderr = sys.stdout, sys.stderr
+    as_json = "--json" in arguments
+    try:
+        parser = build_parser(environment)
+        try:
+            args = parser.parse_args(arguments)
+        except SystemExit as done:  # --help
+            return done.code if isinstance(done.code, int) else EXIT_OK
+        as_json = bool(args.json)
+        if not args.token:
+            raise UsageError(f"no token: pass --token or set {TOKEN_VARIABLE}")
+        with ContinuityClient(
+            args.token,
+            ledger_target=args.ledger,
+            candidate_target=args.candidate,
+            admission_target=args.admission,
+            timeout=args.timeout,
+        ) as client:
+            handler: Handler = args.handler
+            return handler(client, args, Output(as_json, stdout))
+    except UsageError as usage:
+        if as_json:
+            document = {"error": {"code": "USAGE", "message": str(usage)}}
+            stderr.write(json.dumps(document, indent=2) + "\n")
+        else:
+            stderr.write(f"usage error: {usage}\n(see python -m services.client --help)\n")
+        return EXIT_USAGE
+    except DomainError as error:
+        if as_json:
+            stderr.write(json.dumps(error_object(error), indent=2) + "\n")
+        else:
+            stderr.write("\n".join(error_lines(error)) + "\n")
+        return EXIT_REFUSED
