@@ -126,37 +126,38 @@ def _helpers(tree: ast.Module, module_dicts: dict[str, frozenset[str]]) -> dict[
     return helpers
 
 
+def sites_in(source: str, where: str) -> Iterator[RaiseSite]:
+    """The raise sites with a constant reason in one module's ``source``."""
+    tree = ast.parse(source)
+    module_dicts = _module_dicts(tree)
+    helpers = _helpers(tree, module_dicts)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        name = _callee(node) or ""
+        if name in ERROR_CLASSES:
+            kind, keys = ERROR_CLASSES[name], _metadata_keys(node, module_dicts)
+        elif name in helpers:
+            helper = helpers[name]
+            keys = helper.metadata_keys
+            if helper.keywords_are_metadata:
+                keys |= {k.arg for k in node.keywords if k.arg and k.arg not in _NOT_METADATA}
+            kind = helper.kind
+        elif name in INDIRECT_CONSTRUCTORS:
+            kind, keys = INDIRECT_CONSTRUCTORS[name]
+        else:
+            continue
+        for reason in _reasons(node.args[0]):
+            yield RaiseSite(reason, kind, keys, f"{where}:{node.lineno}")
+
+
 def raise_sites() -> Iterator[RaiseSite]:
     """Every raise site with a constant reason under ``services/`` and ``shared/``."""
     for top in SCANNED:
         for path in sorted((ROOT / top).rglob("*.py")):
-            if "gen" in path.relative_to(ROOT).parts:
-                continue
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-            module_dicts = _module_dicts(tree)
-            helpers = _helpers(tree, module_dicts)
-            for node in ast.walk(tree):
-                if not isinstance(node, ast.Call) or not node.args:
-                    continue
-                name = _callee(node) or ""
-                where = f"{path.relative_to(ROOT)}:{node.lineno}"
-                if name in ERROR_CLASSES:
-                    kind, keys = ERROR_CLASSES[name], _metadata_keys(node, module_dicts)
-                elif name in helpers:
-                    helper = helpers[name]
-                    keys = helper.metadata_keys
-                    if helper.keywords_are_metadata:
-                        names = {
-                            k.arg for k in node.keywords if k.arg and k.arg not in _NOT_METADATA
-                        }
-                        keys = keys | names
-                    kind = helper.kind
-                elif name in INDIRECT_CONSTRUCTORS:
-                    kind, keys = INDIRECT_CONSTRUCTORS[name]
-                else:
-                    continue
-                for reason in _reasons(node.args[0]):
-                    yield RaiseSite(reason, kind, keys, where)
+            where = path.relative_to(ROOT)
+            if "gen" not in where.parts:
+                yield from sites_in(path.read_text(encoding="utf-8"), str(where))
 
 
 if __name__ == "__main__":

@@ -16,26 +16,48 @@ from shared.reasons import (
     architecture_with_table,
     errors_markdown,
 )
-from tests.shared.raised_reasons import raise_sites
+from tests.shared.raised_reasons import raise_sites, sites_in
 
 SITES = list(raise_sites())
 
 
-def test_the_scan_finds_the_raise_sites() -> None:
-    # Guards the scanner itself: a direct raise, a refusal helper, a conditional reason, an
-    # indirect constructor, and metadata keys followed through **NAME.
-    found = {(site.reason, site.where.split(":")[0]) for site in SITES}
-    assert ("RUN_NOT_FOUND", "services/ledger/service.py") in found
-    assert ("MIGRATION_COUNTER_MISSING", "services/reconstruction/domain/projection.py") in found
-    assert ("FIELD_REQUIRED", "shared/identifiers.py") in found
-    assert ("SIBLING_CALL_REFUSED", "services/reconstruction/domain/analysis.py") in found
-    client_keys = {
-        key
-        for site in SITES
-        if site.where.startswith("services/client/") and site.reason == "FIELD_INVALID"
-        for key in site.metadata_keys
+SAMPLE = """
+from shared.errors import FailedPrecondition, InvalidArgument, NotFound
+
+_ORIGIN = {"origin": "client"}
+
+
+def _refuse(reason, message, **metadata):
+    raise InvalidArgument(reason, message, metadata={**_ORIGIN, **metadata})
+
+
+def _held(reason, field):
+    return FailedPrecondition(reason, "held", metadata={"field": field})
+
+
+def check(value, found):
+    if not found:
+        raise NotFound("RUN_NOT_FOUND", "no run", metadata={"run_id": value})
+    _refuse("FIELD_INVALID", "bad", field="x")
+    raise _held("MIGRATION_FIELD_REFUSED", "/state")
+    raise InvalidArgument("FIELD_INVALID" if value else "FIELD_REQUIRED", "bad")
+    holds = [Hold("SIBLING_CALL_REFUSED", "call_1", "refused")]
+"""
+
+
+def test_the_scan_finds_every_form_of_raise_site() -> None:
+    # Guards the scanner itself: a direct raise, a helper taking **metadata (keys followed
+    # through **NAME), a helper with fixed metadata, a conditional reason, an indirect constructor.
+    found = {(site.reason, site.kind, site.metadata_keys) for site in sites_in(SAMPLE, "sample.py")}
+    assert found == {
+        ("RUN_NOT_FOUND", ErrorKind.NOT_FOUND, frozenset({"run_id"})),
+        ("FIELD_INVALID", ErrorKind.INVALID_ARGUMENT, frozenset({"origin", "field"})),
+        ("MIGRATION_FIELD_REFUSED", ErrorKind.FAILED_PRECONDITION, frozenset({"field"})),
+        ("FIELD_INVALID", ErrorKind.INVALID_ARGUMENT, frozenset()),
+        ("FIELD_REQUIRED", ErrorKind.INVALID_ARGUMENT, frozenset()),
+        ("SIBLING_CALL_REFUSED", ErrorKind.FAILED_PRECONDITION, frozenset({"element"})),
     }
-    assert {"origin", "field"} <= client_keys
+    assert len(SITES) > 100, "the scan of services/ and shared/ found almost nothing"
 
 
 def test_every_raised_reason_is_catalogued_under_the_code_of_its_class() -> None:
