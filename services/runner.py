@@ -1,5 +1,6 @@
-"""`make run`: start the ledger, reconstruction, candidate and admission services on loopback,
-each in its own process, against the embedded SQLite database under var/.
+"""`make run`: apply the ledger migrations, then start the ledger, reconstruction, candidate and
+admission services on loopback, each in its own process, against the embedded SQLite database
+under var/.
 
 Ctrl-C or SIGTERM stops all four: each drains its in-flight calls, and children are tied to this
 process (they receive SIGTERM if it dies), so no orphan is left behind.
@@ -18,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from services.ledger.database import make_engine, upgrade
+from services.ledger.database import migrate
 from shared.auth import token_digest
 from shared.config import (
     DEFAULT_DATABASE_URL,
@@ -92,9 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote local development principals to {principals}", flush=True)
     if principals.read_text(encoding="utf-8") == dev_principals_text():
         print_dev_tokens()
-    engine = make_engine(args.database_url)
-    upgrade(engine)
-    engine.dispose()
+    # The ledger only checks the schema revision; for local development the runner migrates.
+    migrate(args.database_url)
 
     ports = {name: getattr(args, f"{name}_port") for name in SERVICE_NAMES}
     env = dict(os.environ)

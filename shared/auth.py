@@ -99,10 +99,15 @@ class PrincipalDirectory:
             roles = frozenset(Role(name) for name in entry.get("roles", []))
             principal = Principal(identity, roles)
             if digest := entry.get("token_sha256"):
-                if digest in by_token:
+                # Hex is case-insensitive: normalize before the duplicate check, or "ABC..." and
+                # "abc..." would pass as two tokens and the later one would silently win.
+                normalized = str(digest).lower()
+                if normalized in by_token:
                     raise ValueError(f"token digest listed twice (identity {identity})")
-                by_token[str(digest).lower()] = principal
+                by_token[normalized] = principal
             if subject := entry.get("mtls_subject"):
+                if str(subject) in by_subject:
+                    raise ValueError(f"mTLS subject listed twice (identity {identity})")
                 by_subject[str(subject)] = principal
             if not entry.get("token_sha256") and not entry.get("mtls_subject"):
                 raise ValueError(f"principal {identity} has neither token_sha256 nor mtls_subject")

@@ -91,7 +91,9 @@ def open_channel(
 
 def call(method: Callable[..., Any], request: Any, **kwargs: Any) -> Any:
     """Invoke a stub method; a failed call re-raises as the typed domain error it carried, so a
-    downstream refusal keeps its reason when it travels back to the original caller."""
+    downstream refusal keeps its reason when it travels back to the original caller. A status
+    without ErrorInfo (deadline, cancellation, unreachable peer) keeps its code with a fixed reason
+    and message; its original details, which may name peer addresses, are only logged here."""
     from shared.errors import from_rpc_error
 
     try:

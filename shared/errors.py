@@ -4,12 +4,14 @@ Domain code raises :class:`DomainError` subclasses (no grpc imports needed there
 bootstrap's interceptor turns each into a ``google.rpc.Status`` carrying exactly one ``ErrorInfo``
 (stable UPPER_SNAKE ``reason``, domain ``continuity.forge``), plus ``BadRequest`` or
 ``PreconditionFailure`` details where they fit. Clients turn a rich status back into the same
-exception type with :func:`from_rpc_error`.
+exception type with :func:`from_rpc_error`. Every reason is listed, with its code, metadata keys
+and meaning, in :mod:`shared.reasons`.
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +21,8 @@ import grpc
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
+
+log = logging.getLogger("forge.client")
 
 ERROR_DOMAIN = "continuity.forge"
 _REASON_PATTERN = re.compile(r"^[A-Z][A-Z0-9_]*[A-Z0-9]$")
@@ -38,6 +42,7 @@ class ErrorKind(enum.Enum):
     UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED
     UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
     DEADLINE_EXCEEDED = grpc.StatusCode.DEADLINE_EXCEEDED
+    CANCELLED = grpc.StatusCode.CANCELLED
     INTERNAL = grpc.StatusCode.INTERNAL
 
 
@@ -145,6 +150,18 @@ class Unavailable(DomainError):
     kind = ErrorKind.UNAVAILABLE
 
 
+class DeadlineExceeded(DomainError):
+    """A call did not finish before its deadline."""
+
+    kind = ErrorKind.DEADLINE_EXCEEDED
+
+
+class Cancelled(DomainError):
+    """A call was cancelled before it finished."""
+
+    kind = ErrorKind.CANCELLED
+
+
 class Internal(DomainError):
     """An invariant broke inside the service."""
 
@@ -164,9 +181,32 @@ _BY_KIND: dict[ErrorKind, type[DomainError]] = {
         Unauthenticated,
         Unimplemented,
         Unavailable,
+        DeadlineExceeded,
+        Cancelled,
         Internal,
     )
 }
+
+# A status without ErrorInfo comes from the transport or a framework, not from a domain refusal:
+# its details may name peers ("ipv4:10.0.0.7:50051"), so the caller gets a fixed message instead.
+# It keeps its code (a code without a typed error becomes INTERNAL) and takes a fixed reason.
+_BARE_REASONS: dict[ErrorKind, str] = {
+    ErrorKind.DEADLINE_EXCEEDED: "DOWNSTREAM_DEADLINE_EXCEEDED",
+    ErrorKind.CANCELLED: "DOWNSTREAM_CANCELLED",
+}
+_BARE_MESSAGES: dict[ErrorKind, str] = {
+    ErrorKind.DEADLINE_EXCEEDED: "the call did not finish before its deadline",
+    ErrorKind.CANCELLED: "the call was cancelled",
+    ErrorKind.UNAVAILABLE: "the called service is unavailable; retry later",
+}
+
+
+def bare_status_error(code: grpc.StatusCode | None) -> DomainError:
+    """The typed error for a status that carries no ErrorInfo, with a fixed, safe message."""
+    kind = next((k for k in ErrorKind if k.value == code), ErrorKind.INTERNAL)
+    reason = _BARE_REASONS.get(kind, kind.name)
+    message = _BARE_MESSAGES.get(kind, f"the call failed ({kind.name}); see the service log")
+    return _BY_KIND[kind](reason, message)
 
 
 def _pack(message: object) -> any_pb2.Any:
@@ -219,40 +259,38 @@ def to_status(error: DomainError) -> grpc.Status:
 
 def from_rpc_error(error: grpc.RpcError) -> DomainError:
     """Rebuild the typed domain error from a rich status (for clients and service-to-service
-    calls). A status without ErrorInfo becomes a generic error named after its code."""
+    calls). A status without a well-formed ErrorInfo becomes :func:`bare_status_error`; its
+    original details are logged here, never passed on."""
     code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
-    message = error.details() if isinstance(error, grpc.Call) else str(error)
     status = rpc_status.from_call(error) if isinstance(error, grpc.Call) else None
-    reason = code.name if code is not None else "UNKNOWN"
-    metadata: dict[str, str] = {}
+    info: error_details_pb2.ErrorInfo | None = None
     fields: list[FieldViolation] = []
     preconditions: list[PreconditionViolation] = []
-    if status is not None:
-        message = status.message
-        for detail in status.details:
-            if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-                info = error_details_pb2.ErrorInfo()
-                detail.Unpack(info)
-                reason, metadata = info.reason, dict(info.metadata)
-            elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-                bad = error_details_pb2.BadRequest()
-                detail.Unpack(bad)
-                fields = [FieldViolation(v.field, v.description) for v in bad.field_violations]
-            elif detail.Is(error_details_pb2.PreconditionFailure.DESCRIPTOR):
-                failure = error_details_pb2.PreconditionFailure()
-                detail.Unpack(failure)
-                preconditions = [
-                    PreconditionViolation(v.type, v.subject, v.description)
-                    for v in failure.violations
-                ]
+    details: Sequence[any_pb2.Any] = status.details if status is not None else ()
+    for detail in details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            fields = [FieldViolation(v.field, v.description) for v in bad.field_violations]
+        elif detail.Is(error_details_pb2.PreconditionFailure.DESCRIPTOR):
+            failure = error_details_pb2.PreconditionFailure()
+            detail.Unpack(failure)
+            preconditions = [
+                PreconditionViolation(v.type, v.subject, v.description) for v in failure.violations
+            ]
+    if status is None or info is None or not _REASON_PATTERN.match(info.reason):
+        original = error.details() if isinstance(error, grpc.Call) else str(error)
+        name = code.name if code is not None else "UNKNOWN"
+        log.warning("call failed with %s and no ErrorInfo: %s", name, original)
+        return bare_status_error(code)
     kind = next((k for k in ErrorKind if k.value == code), ErrorKind.INTERNAL)
-    cls = _BY_KIND.get(kind, Internal)
-    if not _REASON_PATTERN.match(reason):
-        reason = "UNKNOWN_ERROR"
-    return cls(
-        reason=reason,
-        message=message or "",
-        metadata=metadata,
+    return _BY_KIND[kind](
+        reason=info.reason,
+        message=status.message,
+        metadata=dict(info.metadata),
         field_violations=fields,
         precondition_violations=preconditions,
     )

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
-from services.ledger.database import make_engine, upgrade
+from services.ledger.database import make_engine, migrate
 from services.ledger.service import Ledger
 
 POSTGRES_URL = os.environ.get(
@@ -45,12 +45,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest, tmp_path: os.PathLike[str]) -> Iterator[str]:
-    """A fresh, migrated database: a SQLite file or a new PostgreSQL schema."""
+    """A fresh, migrated database: a SQLite file or a new PostgreSQL schema. The ledger never
+    migrates by itself, so the fixture applies the migrations as the migration job would."""
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path}/ledger.db"
-        engine = make_engine(url)
-        upgrade(engine)
-        engine.dispose()
+        migrate(url)
         yield url
         return
     if _postgres_problem:
@@ -61,9 +60,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: os.PathLike[str]) -> 
         connection.execute(text(f'CREATE SCHEMA "{schema}"'))
     separator = "&" if "?" in POSTGRES_URL else "?"
     url = f"{POSTGRES_URL}{separator}options=-csearch_path%3D{schema}"
-    engine = make_engine(url)
-    upgrade(engine)
-    engine.dispose()
+    migrate(url)
     try:
         yield url
     finally:

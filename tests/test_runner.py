@@ -17,6 +17,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from forge.continuity.v1 import policy_pb2, policy_pb2_grpc
+from services.ledger.database import current_revision, make_engine, required_revision
 from shared.client import open_channel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,6 +113,12 @@ def test_four_services_serve_and_stop_cleanly_on_sigterm(
         open_channel(f"127.0.0.1:{ports['ledger']}", "dev-reader-token")
     )
     assert policy.GetPolicy(policy_pb2.GetPolicyRequest()).policy.revision == 1
+    # The ledger never migrates by itself: the runner migrated the fresh database first.
+    engine = make_engine(f"sqlite:///{tmp_path}/continuity.db")
+    try:
+        assert current_revision(engine) == required_revision()
+    finally:
+        engine.dispose()
 
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=60) == 0

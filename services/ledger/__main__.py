@@ -1,24 +1,45 @@
-"""`python -m services.ledger`: apply migrations, then serve the ledger, policy and execution
-services."""
+"""`python -m services.ledger`: serve the ledger, policy and execution services.
+
+The ledger does not migrate its database: it checks the schema revision at start-up and exits
+non-zero on a stale one. `python -m services.ledger.migrate` (the migration job, `make db-upgrade`)
+and `make run` apply the migrations.
+"""
 
 from __future__ import annotations
 
+import logging
 import sys
 
-from services.ledger.database import make_engine, upgrade
+from services.ledger.database import make_engine, require_current_schema
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
 from shared.bootstrap import BuildResult, run_service
 from shared.config import Settings
+from shared.errors import FailedPrecondition
+
+# Exit status when the database schema is not at the revision this release requires.
+EXIT_SCHEMA_STALE = 3
 
 
 def main(argv: list[str] | None = None) -> int:
     def build(settings: Settings) -> BuildResult:
         engine = make_engine(settings.database_url)
-        upgrade(engine)
+        try:
+            require_current_schema(engine)
+        except FailedPrecondition:
+            engine.dispose()
+            raise
         return bindings(Ledger(engine)), engine.dispose
 
-    return run_service("ledger", argv if argv is not None else sys.argv[1:], build)
+    try:
+        return run_service("ledger", argv if argv is not None else sys.argv[1:], build)
+    except FailedPrecondition as refused:
+        if refused.reason != "SCHEMA_REVISION_STALE":
+            raise
+        logging.getLogger("forge.ledger").error(
+            "refusing to serve: %s %s", refused.reason, refused.message
+        )
+        return EXIT_SCHEMA_STALE
 
 
 if __name__ == "__main__":

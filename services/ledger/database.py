@@ -1,4 +1,9 @@
-"""Engine construction and migrations for the ledger's database (SQLite or PostgreSQL)."""
+"""Engine construction and migrations for the ledger's database (SQLite or PostgreSQL).
+
+Only the migration command (``python -m services.ledger.migrate``, ``make db-upgrade``) and the
+local runner (``make run``) upgrade the schema. The ledger itself only checks the revision at
+start-up and refuses a stale one, so several ledger replicas never race on a migration.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,12 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+
+from shared.errors import FailedPrecondition
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -44,11 +53,52 @@ def make_engine(url: str, **options: Any) -> Engine:
     return create_engine(url, **options)
 
 
-def upgrade(engine: Engine) -> None:
-    """Apply every pending migration (idempotent)."""
+def _alembic_config() -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
+    return config
+
+
+def upgrade(engine: Engine) -> None:
+    """Apply every pending migration (idempotent)."""
+    config = _alembic_config()
     with engine.connect() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
         connection.commit()
+
+
+def migrate(url: str) -> None:
+    """Apply every pending migration to the database at ``url`` (idempotent)."""
+    engine = make_engine(url)
+    try:
+        upgrade(engine)
+    finally:
+        engine.dispose()
+
+
+def required_revision() -> str:
+    """The schema revision this release's code is written against (the migrations' head)."""
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    if head is None:  # pragma: no cover - the release always ships migrations
+        raise RuntimeError(f"no migrations under {MIGRATIONS}")
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The revision the database's schema is at; None when it was never migrated."""
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def require_current_schema(engine: Engine) -> None:
+    """FAILED_PRECONDITION ``SCHEMA_REVISION_STALE`` unless the schema is at the required
+    revision. The ledger never upgrades by itself: that is the migration command's job."""
+    current, required = current_revision(engine), required_revision()
+    if current != required:
+        raise FailedPrecondition(
+            "SCHEMA_REVISION_STALE",
+            f"database schema is at revision {current or 'none (never migrated)'}, this release"
+            f" requires {required}: run `python -m services.ledger.migrate` (make db-upgrade)",
+            metadata={"current_revision": current or "", "required_revision": required},
+        )

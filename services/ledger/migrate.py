@@ -1,12 +1,13 @@
 """`python -m services.ledger.migrate`: apply ledger migrations and exit (the Kubernetes
-migration Job runs this before the ledger Deployment starts)."""
+migration Job, the compose `migrate` service and `make db-upgrade` run this before the ledger
+starts; the ledger itself refuses to serve a schema that is not at the required revision)."""
 
 from __future__ import annotations
 
 import logging
 import sys
 
-from services.ledger.database import make_engine, upgrade
+from services.ledger.database import current_revision, make_engine, upgrade
 from shared.config import load_settings
 
 
@@ -14,9 +15,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     settings = load_settings("ledger", argv if argv is not None else sys.argv[1:])
     engine = make_engine(settings.database_url)
-    upgrade(engine)
-    engine.dispose()
-    logging.getLogger("forge.ledger").info("migrations applied")
+    try:
+        upgrade(engine)
+        revision = current_revision(engine)
+    finally:
+        engine.dispose()
+    logging.getLogger("forge.ledger").info("migrations applied: schema at revision %s", revision)
     return 0
 
 

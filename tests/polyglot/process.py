@@ -115,8 +115,9 @@ def _serving(target: str) -> bool:
 
 @contextmanager
 def running_ledger(database_url: str, workdir: Path) -> Iterator[LedgerProcess]:
-    """``python -m services.ledger`` on ``database_url`` (already migrated or empty), with the
-    test principals, its log and principals file in ``workdir``; stopped with SIGTERM on exit."""
+    """``python -m services.ledger`` on ``database_url`` (already migrated: the ledger refuses a
+    stale schema), with the test principals, its log and principals file in ``workdir``; stopped
+    with SIGTERM on exit."""
     principals = workdir / "principals.json"
     principals.write_text(json.dumps(principals_document()), encoding="utf-8")
     log_path = workdir / "ledger.log"
