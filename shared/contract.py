@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Any, Final, Protocol, TypeVar, cast
 
 from google.protobuf.descriptor import Descriptor, EnumDescriptor
 
@@ -42,17 +42,24 @@ PENDING_STATE_NAMES: Final = ("queued", "claimed")
 # --- enums ----------------------------------------------------------------------------------
 
 
-class _EnumWrapper(Protocol):
-    """What protobuf's generated enum wrappers offer (``common_pb2.HoldReason`` and friends)."""
+_Number = TypeVar("_Number", bound=int)
+
+
+class _EnumWrapper(Protocol[_Number]):
+    """What protobuf's generated enum wrappers offer (``common_pb2.HoldReason`` and friends).
+
+    Generic in the value type: mypy-protobuf types each enum's values as its own ``ValueType``
+    (a NewType of int), which message constructors require.
+    """
 
     DESCRIPTOR: EnumDescriptor
 
-    def Name(self, number: int, /) -> str: ...
+    def Name(self, number: _Number, /) -> str: ...
 
-    def Value(self, name: str, /) -> int: ...
+    def Value(self, name: str, /) -> _Number: ...
 
 
-def enum_prefix(enum: _EnumWrapper) -> str:
+def enum_prefix(enum: _EnumWrapper[Any]) -> str:
     """``HOLD_REASON_`` for ``HoldReason``: the buf-style prefix every value carries."""
     unspecified = enum.DESCRIPTOR.values_by_number[0].name
     if not unspecified.endswith("_UNSPECIFIED"):
@@ -60,12 +67,12 @@ def enum_prefix(enum: _EnumWrapper) -> str:
     return unspecified.removesuffix("UNSPECIFIED")
 
 
-def enum_short_name(enum: _EnumWrapper, number: int) -> str:
+def enum_short_name(enum: _EnumWrapper[_Number], number: int) -> str:
     """``POLICY_DISABLED`` for ``HOLD_REASON_POLICY_DISABLED`` (ValueError for an unknown one)."""
-    return enum.Name(number).removeprefix(enum_prefix(enum))
+    return enum.Name(cast(_Number, number)).removeprefix(enum_prefix(enum))
 
 
-def enum_number(enum: _EnumWrapper, short_name: str) -> int:
+def enum_number(enum: _EnumWrapper[_Number], short_name: str) -> _Number:
     """The inverse of :func:`enum_short_name`; case-insensitive (``queued`` → 1)."""
     return enum.Value(enum_prefix(enum) + short_name.upper())
 
