@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar, cast
 
 from google.protobuf.descriptor import Descriptor, EnumDescriptor
 
@@ -42,18 +42,21 @@ PENDING_STATE_NAMES: Final = ("queued", "claimed")
 # --- enums ----------------------------------------------------------------------------------
 
 
-_EnumValue = TypeVar("_EnumValue", bound=int)
+_Number = TypeVar("_Number", bound=int)
 
 
-class _EnumWrapper(Protocol[_EnumValue]):
+class _EnumWrapper(Protocol[_Number]):
     """What protobuf's generated enum wrappers offer (``common_pb2.HoldReason`` and friends).
-    Generic in the enum's value type: the generated stubs take only their own ``ValueType``."""
+
+    Generic in the value type: mypy-protobuf types each enum's values as its own ``ValueType``
+    (a NewType of int), which message constructors require.
+    """
 
     DESCRIPTOR: EnumDescriptor
 
-    def Name(self, number: _EnumValue, /) -> str: ...
+    def Name(self, number: _Number, /) -> str: ...
 
-    def Value(self, name: str, /) -> _EnumValue: ...
+    def Value(self, name: str, /) -> _Number: ...
 
 
 def enum_prefix(enum: _EnumWrapper[Any]) -> str:
@@ -64,12 +67,12 @@ def enum_prefix(enum: _EnumWrapper[Any]) -> str:
     return unspecified.removesuffix("UNSPECIFIED")
 
 
-def enum_short_name(enum: _EnumWrapper[_EnumValue], number: _EnumValue) -> str:
+def enum_short_name(enum: _EnumWrapper[_Number], number: int) -> str:
     """``POLICY_DISABLED`` for ``HOLD_REASON_POLICY_DISABLED`` (ValueError for an unknown one)."""
-    return enum.Name(number).removeprefix(enum_prefix(enum))
+    return enum.Name(cast(_Number, number)).removeprefix(enum_prefix(enum))
 
 
-def enum_number(enum: _EnumWrapper[_EnumValue], short_name: str) -> _EnumValue:
+def enum_number(enum: _EnumWrapper[_Number], short_name: str) -> _Number:
     """The inverse of :func:`enum_short_name`; case-insensitive (``queued`` → 1)."""
     return enum.Value(enum_prefix(enum) + short_name.upper())
 

@@ -35,21 +35,11 @@ from services.candidate.domain import (
 )
 from shared.canonical import CanonicalJsonError, parse_json
 from shared.client import call
+from shared.contract import VERSIONS, enum_short_name
 from shared.errors import InvalidArgument, NotFound
 from shared.timeutil import from_timestamp, to_text
 
-KIND_PREFIX: Final = "JOURNAL_ENTRY_KIND_"
 PAGE_SIZE: Final = 1000
-_STATES: Final = {
-    common_pb2.EXECUTION_REQUEST_STATE_QUEUED: ExecutionState.QUEUED,
-    common_pb2.EXECUTION_REQUEST_STATE_CLAIMED: ExecutionState.CLAIMED,
-    common_pb2.EXECUTION_REQUEST_STATE_COMPLETED: ExecutionState.COMPLETED,
-    common_pb2.EXECUTION_REQUEST_STATE_FAILED: ExecutionState.FAILED,
-}
-_VERSIONS: Final = {
-    1: reconstruction_pb2.RECONSTRUCTION_VERSION_V1,
-    2: reconstruction_pb2.RECONSTRUCTION_VERSION_V2,
-}
 
 
 def _head(head: common_pb2.JournalHead) -> JournalHead:
@@ -58,9 +48,17 @@ def _head(head: common_pb2.JournalHead) -> JournalHead:
 
 def _kind(value: int) -> str:
     try:
-        return common_pb2.JournalEntryKind.Name(value).removeprefix(KIND_PREFIX).lower()  # type: ignore[arg-type]
+        return enum_short_name(common_pb2.JournalEntryKind, value).lower()
     except ValueError:
         return f"unknown_kind_{value}"
+
+
+def _state(value: int) -> ExecutionState:
+    """The domain state of a protobuf ExecutionRequestState (UNKNOWN for unspecified / new)."""
+    try:
+        return ExecutionState(enum_short_name(common_pb2.ExecutionRequestState, value).lower())
+    except ValueError:
+        return ExecutionState.UNKNOWN
 
 
 def entry_from_proto(entry: common_pb2.JournalEntry) -> Entry:
@@ -158,7 +156,7 @@ class GrpcCandidateSources:
             ExecutionRecord(
                 execution_request_id=r.execution_request_id,
                 request_id=r.request_id,
-                state=_STATES.get(r.state, ExecutionState.UNKNOWN),
+                state=_state(r.state),
             )
             for r in found.execution_requests
         ]
@@ -202,7 +200,7 @@ class GrpcCandidateSources:
             reconstruction_pb2.ReconstructInvalidReadRequest(
                 checkpoint=checkpoint,
                 raw_response=raw_response,
-                version=_VERSIONS[version],
+                version=VERSIONS[version].reconstruction_version,  # type: ignore[arg-type]
                 consumed_at=consumed_at,
             ),
         )

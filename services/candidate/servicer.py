@@ -10,12 +10,10 @@ import grpc
 from forge.continuity.v1 import candidate_pb2, candidate_pb2_grpc, common_pb2
 from services.candidate.domain import Candidate, CandidateEvaluator, CandidateSources, Handoff
 from shared.auth import Role
+from shared.contract import DEFAULT_VERSION, enum_number
 from shared.errors import FieldViolation, InvalidArgument, Unavailable, Unimplemented
 from shared.server import ServiceBinding
 from shared.timeutil import utc_now
-
-# Unset (0) selects version 1, the default continuity version.
-DEFAULT_VERSION = 1
 
 
 def _not_yet(method: str) -> Unimplemented:
@@ -100,10 +98,8 @@ def candidate_to_proto(candidate: Candidate) -> candidate_pb2.InvalidReadContinu
         custody_digest=candidate.custody_digest,
         holds=[
             common_pb2.Hold(
-                reason=common_pb2.HoldReason.Value("HOLD_REASON_" + h.reason.value),
-                requirement=common_pb2.HoldRequirement.Value(
-                    "HOLD_REQUIREMENT_" + h.requirement.value
-                ),
+                reason=enum_number(common_pb2.HoldReason, h.reason.value),
+                requirement=enum_number(common_pb2.HoldRequirement, h.requirement.value),
                 detail=h.detail,
                 subject=h.subject,
             )
@@ -132,6 +128,7 @@ class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
                 "CANDIDATE_SOURCES_UNCONFIGURED",
                 "this candidate server has no ledger or reconstruction connection",
             )
+        # Unset (0) selects the default continuity version.
         candidate = self._evaluator.invalid_read_continuity(
             request.run_id, request.version or DEFAULT_VERSION
         )

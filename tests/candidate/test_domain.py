@@ -8,18 +8,22 @@ from pathlib import Path
 
 import pytest
 
+from forge.continuity.v1 import common_pb2
 from services.candidate.domain import (
     CandidateEvaluator,
     ChainVerification,
     Entry,
     ExecutionRecord,
+    HoldReason,
     JournalHead,
     PolicyRecord,
     Reconstruction,
+    Requirement,
     ResponseAnalysis,
     RunRecord,
 )
 from shared.canonical import GENESIS_HASH
+from shared.contract import enum_number, enum_short_name
 from shared.errors import Aborted, InvalidArgument
 
 DOMAIN = Path(__file__).resolve().parents[2] / "services" / "candidate" / "domain"
@@ -96,7 +100,7 @@ def test_only_versions_1_and_2_are_evaluated() -> None:
 
 
 def test_the_domain_imports_no_transport() -> None:
-    for path in DOMAIN.glob("*.py"):
+    for path in DOMAIN.rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             names: list[str] = []
@@ -106,3 +110,16 @@ def test_the_domain_imports_no_transport() -> None:
                 names = [node.module]
             for name in names:
                 assert not name.startswith(("grpc", "forge", "google.protobuf")), (path, name)
+
+
+def test_every_domain_hold_reason_and_requirement_is_a_contract_value() -> None:
+    """The servicer translates by name (shared.contract): every domain value must exist in the
+    contract (the contract also has the recovery workflows' reasons)."""
+    for domain, contract in (
+        (HoldReason, common_pb2.HoldReason),
+        (Requirement, common_pb2.HoldRequirement),
+    ):
+        named = {enum_short_name(contract, n) for n in contract.values()} - {"UNSPECIFIED"}
+        assert {member.value for member in domain} <= named
+        for member in domain:
+            assert enum_short_name(contract, enum_number(contract, member.value)) == member.value

@@ -4,13 +4,24 @@ API::
 
     CandidateEvaluator(sources, *, clock=utc_now, qualified=is_qualified)
         .invalid_read_continuity(run_id, version=1) -> Candidate
-        Reads the run, its whole journal and the ledger's verification (one consistent head),
-        the current policy, the run's execution requests and the checkpoint / response blobs the
-        journal names; asks reconstruction to analyze the consumed response and, when the
-        analysis refuses nothing, to derive the checkpoint. Returns the candidate with every hold
-        that applies, its exact digests, proof, qualification and handoff payload. Raises only
-        for an unknown run (NotFound RUN_NOT_FOUND, from the ledger), an unavailable dependency,
-        or a journal that kept changing during the read (Aborted JOURNAL_CHANGED_DURING_READ).
+        Gathers the facts once (``gather_facts``), then runs the invalid-read workflow's pure
+        checks over them (``evaluate(INVALID_READ_CONTINUITY, facts)``). Returns the candidate
+        with every hold that applies, its exact digests, proof, qualification and handoff
+        payload. Raises only for an unsupported version (InvalidArgument VERSION_UNSUPPORTED), an
+        unknown run (NotFound RUN_NOT_FOUND, from the ledger), an unavailable dependency, a
+        journal that kept changing during the read (Aborted JOURNAL_CHANGED_DURING_READ), or a
+        reconstruction reason the candidate does not map (Internal
+        RECONSTRUCTION_REASON_UNMAPPED).
+
+    gather_facts(sources, run_id, version, *, clock, qualified) -> Facts
+        Every read, once: the run, its whole journal and the ledger's verification (one
+        consistent head), the current policy, the run's execution requests, the checkpoint /
+        response blobs the journal names, reconstruction's analysis of the consumed response and,
+        when the analysis refuses nothing, the reconstruction (or their typed refusals).
+
+    Workflow, INVALID_READ_CONTINUITY, evaluate(workflow, facts) -> Candidate
+        A workflow is a tuple of checks (``checks.common`` shared by every candidate kind,
+        ``checks.invalid_read`` for this one) and how it assembles its proof.
 
     CandidateSources
         The read-only interface the evaluator needs (see sources.py); the service implements it
@@ -19,7 +30,8 @@ API::
 
 from __future__ import annotations
 
-from .evaluate import CandidateEvaluator, read_snapshot, source_digest
+from .evaluate import CandidateEvaluator
+from .facts import Facts, Refusal, Snapshot, gather_facts, read_snapshot
 from .model import (
     REQUIREMENTS,
     AnalysisFinding,
@@ -48,8 +60,10 @@ from .model import (
     UnresolvedAlternative,
 )
 from .sources import CandidateSources
+from .workflows import INVALID_READ_CONTINUITY, Workflow, evaluate, source_digest
 
 __all__ = [
+    "INVALID_READ_CONTINUITY",
     "REQUIREMENTS",
     "AnalysisFinding",
     "Candidate",
@@ -62,6 +76,7 @@ __all__ = [
     "Entry",
     "ExecutionRecord",
     "ExecutionState",
+    "Facts",
     "Handoff",
     "Hold",
     "HoldReason",
@@ -72,11 +87,16 @@ __all__ = [
     "Proof",
     "Qualification",
     "Reconstruction",
+    "Refusal",
     "RemainingObligation",
     "Requirement",
     "ResponseAnalysis",
     "RunRecord",
+    "Snapshot",
     "UnresolvedAlternative",
+    "Workflow",
+    "evaluate",
+    "gather_facts",
     "read_snapshot",
     "source_digest",
 ]

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from shared.contract import PENDING_STATE_NAMES
+
 # --- inputs ---------------------------------------------------------------------------------
 
 
@@ -90,7 +92,7 @@ class ExecutionState(enum.Enum):
 
 
 # Queued or executing: a native claim exists and no second continuation may be prepared.
-OUTSTANDING_STATES = frozenset({ExecutionState.QUEUED, ExecutionState.CLAIMED})
+OUTSTANDING_STATES = frozenset(ExecutionState(name) for name in PENDING_STATE_NAMES)
 
 
 @dataclass(frozen=True)

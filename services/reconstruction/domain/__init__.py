@@ -24,12 +24,17 @@ API::
         and validator identities, sibling calls, unsupported content, and ``holds(version)``.
 
 Async forms: ``areconstruct_invalid_read``, ``aanalyze_consumed_response``.
+
+``ANALYSIS_REASONS`` / ``REFUSAL_REASONS``: every finding reason the analysis reports and every
+refusal reason (FAILED_PRECONDITION / INVALID_ARGUMENT) the service raises; callers that map
+reasons must cover both exactly.
 The formats are documented in docs/formats.md.
 """
 
 from __future__ import annotations
 
 from .analysis import Hold, ResponseAnalysis, ToolCallView
+from .reasons import ANALYSIS_REASONS, REFUSAL_REASONS
 from .reconstruct import (
     OBSERVATION_UNAVAILABLE,
     ReconstructionResult,
@@ -40,7 +45,9 @@ from .reconstruct import (
 )
 
 __all__ = [
+    "ANALYSIS_REASONS",
     "OBSERVATION_UNAVAILABLE",
+    "REFUSAL_REASONS",
     "Hold",
     "ReconstructionResult",
     "ResponseAnalysis",

@@ -1,0 +1,259 @@
+"""Checks every held-run candidate shares: the journal's integrity, held state, origin, closure
+and custody, and the current policy, profile, time budget and claims.
+
+Each check is a pure function of the gathered :class:`Facts` returning the holds it finds (in the
+order it finds them); none depends on another having run.
+"""
+
+from __future__ import annotations
+
+from shared.contract import SUPPORTED_TIME_BUDGET_PROTOCOLS
+
+from ..facts import Facts
+from ..journal import RUN_STARTED, TOOL_CALL_GRANTED, TOOL_OUTCOME, check_chain
+from ..model import OUTSTANDING_STATES, Hold, HoldReason, hold
+
+
+def chain(facts: Facts) -> list[Hold]:
+    """The first break of the chain, by the ledger's verification or our own recomputation."""
+    breaks: list[tuple[int, str]] = []
+    verification = facts.snapshot.verification
+    if not verification.valid:
+        breaks.append((verification.first_broken_sequence, verification.problem))
+    local = check_chain(facts.entries, facts.head)
+    if local is not None:
+        breaks.append((local.sequence, local.problem))
+    if not breaks:
+        return []
+    sequence, problem = min(breaks)
+    return [
+        hold(
+            HoldReason.JOURNAL_CHAIN_BROKEN,
+            str(sequence),
+            f"the journal chain breaks at sequence {sequence} ({problem or 'unverified'})",
+        )
+    ]
+
+
+def held_state(facts: Facts) -> list[Hold]:
+    """The journal ends with run_held."""
+    if facts.final_held is not None:
+        return []
+    last = facts.entries[-1] if facts.entries else None
+    return [
+        hold(
+            HoldReason.RUN_NOT_HELD,
+            str(last.sequence if last else 0),
+            f"the last journal entry is {last.kind if last else 'absent'}, not run_held",
+        )
+    ]
+
+
+def origin(facts: Facts) -> list[Hold]:
+    """run_started proves the run's original task attempt, source and configuration."""
+    run = facts.run
+    starts = [e for e in facts.entries if e.kind == RUN_STARTED]
+    holds: list[Hold] = []
+    if not starts:
+        holds.append(
+            hold(
+                HoldReason.ATTEMPT_MISMATCH,
+                RUN_STARTED,
+                "the journal has no run_started entry: the original task attempt is unproven",
+            )
+        )
+    for start in starts:
+        found = (start.text("task_id"), start.text("attempt_id"))
+        if found != (run.task_id, run.attempt_id):
+            holds.append(
+                hold(
+                    HoldReason.ATTEMPT_MISMATCH,
+                    str(start.sequence),
+                    f"run_started at sequence {start.sequence} names task {found[0]!r} "
+                    f"attempt {found[1]!r}, not the run's task {run.task_id!r} "
+                    f"attempt {run.attempt_id!r}",
+                )
+            )
+        for name, expected in (
+            ("source_revision", run.source_revision),
+            ("configuration_digest", run.configuration_digest),
+        ):
+            if start.text(name) != expected:
+                holds.append(
+                    hold(
+                        HoldReason.SOURCE_OR_CONFIGURATION_CHANGED,
+                        name,
+                        f"run_started at sequence {start.sequence} records {name} "
+                        f"{start.text(name)!r}, the run is registered with {expected!r}",
+                    )
+                )
+    return holds
+
+
+def _blob_missing(digest: str, what: str) -> Hold:
+    return hold(
+        HoldReason.CLOSURE_INCOMPLETE,
+        digest or what,
+        f"the {what} blob {digest or '(none)'} named in the journal is not stored intact",
+    )
+
+
+def closure(facts: Facts) -> list[Hold]:
+    """The last model request has its stored checkpoint, its consume (with its time) and both
+    blobs intact."""
+    closure = facts.closure
+    if closure.request is None:
+        return [
+            hold(
+                HoldReason.CLOSURE_INCOMPLETE,
+                "model_request_sent",
+                "the journal records no model request",
+            )
+        ]
+    holds: list[Hold] = []
+    if closure.consume is None:
+        holds.append(
+            hold(
+                HoldReason.CONSUME_MISSING,
+                closure.request_id,
+                f"model request {closure.request_id!r} (sequence {closure.request.sequence}) "
+                "is not followed by its response_consumed",
+            )
+        )
+    if closure.checkpoint_stored is None:
+        holds.append(
+            hold(
+                HoldReason.CLOSURE_INCOMPLETE,
+                closure.checkpoint_digest or str(closure.request.sequence),
+                f"no checkpoint_stored of {closure.checkpoint_digest or '(none)'} precedes "
+                f"model request {closure.request_id!r}",
+            )
+        )
+    if facts.checkpoint is None:
+        holds.append(_blob_missing(closure.checkpoint_digest, "checkpoint"))
+    if closure.consume is not None:
+        if facts.response is None:
+            holds.append(_blob_missing(closure.response_digest, "consumed response"))
+        if not closure.consumed_at:
+            holds.append(
+                hold(
+                    HoldReason.CLOSURE_INCOMPLETE,
+                    str(closure.consume.sequence),
+                    "response_consumed does not record its consumption time (consumed_at)",
+                )
+            )
+    return holds
+
+
+def custody_after_consume(facts: Facts) -> list[Hold]:
+    """After the consume only the grants of the response's calls (one each, matching) and the
+    final run_held may follow; between request and consume nothing may. Without an analysis the
+    calls are unknown and only their grants' position is checked."""
+    request, consume = facts.closure.request, facts.closure.consume
+    if request is None:
+        return []
+    calls = facts.calls
+    expected = {c.call_id: c.tool_name for c in calls} if calls is not None else None
+    final_held = facts.final_held
+    holds: list[Hold] = []
+    granted: set[str] = set()
+    for entry in facts.entries:
+        if entry.sequence <= request.sequence or entry is final_held:
+            continue
+        if consume is not None and entry.sequence == consume.sequence:
+            continue
+        after = consume is not None and entry.sequence > consume.sequence
+        if after and entry.kind == TOOL_CALL_GRANTED:
+            call_id = entry.text("call_id")
+            if expected is None or (
+                expected.get(call_id) == entry.text("tool_name") and call_id not in granted
+            ):
+                granted.add(call_id)
+                continue
+        holds.append(
+            hold(
+                HoldReason.UNACCOUNTED_EFFECTS,
+                str(entry.sequence),
+                f"{entry.kind} at sequence {entry.sequence} is not accounted for by the "
+                "consumed response",
+            )
+        )
+    if consume is not None and expected is not None:
+        holds += [
+            hold(
+                HoldReason.CLOSURE_INCOMPLETE,
+                call_id,
+                f"tool call {call_id!r} of the consumed response has no grant",
+            )
+            for call_id in expected
+            if call_id not in granted
+        ]
+    return holds
+
+
+def unknown_outcomes(facts: Facts) -> list[Hold]:
+    """No tool call has a durable unknown outcome (native reconciliation settles those)."""
+    return [
+        hold(
+            HoldReason.UNRESOLVED_CUSTODY,
+            entry.text("call_id") or str(entry.sequence),
+            f"tool call {entry.text('call_id')!r} has a durable unknown outcome at "
+            f"sequence {entry.sequence}; it needs its original native reconciliation",
+        )
+        for entry in facts.entries
+        if entry.kind == TOOL_OUTCOME and entry.text("status") == "unknown"
+    ]
+
+
+def policy_enabled(facts: Facts) -> list[Hold]:
+    policy = facts.policy
+    if policy.enabled:
+        return []
+    return [
+        hold(
+            HoldReason.POLICY_DISABLED,
+            "enabled",
+            f"continuity policy revision {policy.revision} is disabled",
+        )
+    ]
+
+
+def profile_qualified(facts: Facts) -> list[Hold]:
+    profile = facts.run.source_profile
+    if facts.qualified:
+        return []
+    return [
+        hold(
+            HoldReason.PROFILE_NOT_QUALIFIED,
+            profile,
+            f"source profile {profile!r} is not a current qualified profile",
+        )
+    ]
+
+
+def time_budget(facts: Facts) -> list[Hold]:
+    protocol = facts.run.time_budget_protocol
+    if protocol in SUPPORTED_TIME_BUDGET_PROTOCOLS:
+        return []
+    supported = " or ".join(repr(p) for p in sorted(SUPPORTED_TIME_BUDGET_PROTOCOLS))
+    return [
+        hold(
+            HoldReason.TIME_BUDGET_UNSUPPORTED,
+            protocol,
+            f"time-budget protocol {protocol!r} is not {supported}",
+        )
+    ]
+
+
+def outstanding_claims(facts: Facts) -> list[Hold]:
+    """No execution request of the run is queued or claimed."""
+    return [
+        hold(
+            HoldReason.CLAIM_OUTSTANDING,
+            execution.execution_request_id,
+            f"execution request {execution.execution_request_id} (admission "
+            f"{execution.request_id!r}) is {execution.state.value}",
+        )
+        for execution in facts.executions
+        if execution.state in OUTSTANDING_STATES
+    ]

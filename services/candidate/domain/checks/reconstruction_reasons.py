@@ -1,0 +1,97 @@
+"""Reconstruction's reasons → the contract's hold reasons, exhaustively.
+
+Reconstruction reports findings (``AnalysisHold.reason``) and refuses with typed errors; both are
+plain strings on the wire. Each one it can give (``services.reconstruction.domain``'s
+``ANALYSIS_REASONS`` and ``REFUSAL_REASONS``; tests/candidate checks the maps cover exactly
+those) has an explicit hold here. A reason missing from both maps is not defaulted to some hold:
+the candidate fails with INTERNAL RECONSTRUCTION_REASON_UNMAPPED. That fails closed — no candidate,
+so nothing can be admitted on it — and it is loud, where a guessed hold would let a new refusal
+pass unnoticed under a requirement (and permitted next actions) chosen for something else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from shared.errors import Internal
+
+from ..model import ConsumedCall, Hold, HoldReason, hold
+
+READ_GRANT: Final = "read"
+
+#: Analysis findings (common and per version).
+FINDING_HOLDS: Final[dict[str, HoldReason]] = {
+    "EVIDENCE_QUERY_VALID": HoldReason.QUERY_VALID,
+    "EVIDENCE_QUERY_NOT_ADVERTISED": HoldReason.QUERY_NOT_ADVERTISED,
+    # A refused sibling whose grant is not a pure read becomes UNKNOWN_OR_WRITABLE_CALL.
+    "SIBLING_CALL_REFUSED": HoldReason.SIBLING_CALL,
+    "UNKNOWN_TOOL_CALL": HoldReason.UNKNOWN_OR_WRITABLE_CALL,
+    "UNSUPPORTED_RESPONSE_CONTENT": HoldReason.UNSUPPORTED_CONTENT,
+    "EVIDENCE_CALL_COUNT": HoldReason.UNSUPPORTED_CONTENT,
+    "DUPLICATE_TOOL_CALL_ID": HoldReason.UNSUPPORTED_CONTENT,
+}
+
+#: Refusals of AnalyzeConsumedResponse and ReconstructInvalidRead (which also refuses with the
+#: finding reasons above when a finding applies).
+REFUSAL_HOLDS: Final[dict[str, HoldReason]] = {
+    # The pinned SDK could not consume the stored response.
+    "CONSUMED_RESPONSE_UNPARSEABLE": HoldReason.UNSUPPORTED_CONTENT,
+    # The checkpoint names a runtime / validator / schema identity that is not registered.
+    "HISTORICAL_IDENTITY_UNREGISTERED": HoldReason.IDENTITY_UNREGISTERED,
+    # The journal's consumption time cannot bind the derived messages.
+    "CONSUMED_AT_INVALID": HoldReason.CLOSURE_INCOMPLETE,
+    # The checkpoint cannot be migrated: its bytes, format, SDK projection or tool contract.
+    "CHECKPOINT_DIGEST_MISMATCH": HoldReason.MIGRATION_REFUSED,
+    "CHECKPOINT_FORMAT_UNSUPPORTED": HoldReason.MIGRATION_REFUSED,
+    "CHECKPOINT_MALFORMED": HoldReason.MIGRATION_REFUSED,
+    "CHECKPOINT_NOT_CANONICAL": HoldReason.MIGRATION_REFUSED,
+    "CONTRACT_MIGRATION_REFUSED": HoldReason.MIGRATION_REFUSED,
+    "HISTORY_PREFIX_CHANGED": HoldReason.MIGRATION_REFUSED,
+    "MIGRATION_COUNTER_MISSING": HoldReason.MIGRATION_REFUSED,
+    "MIGRATION_COUNTER_OUT_OF_BOUNDS": HoldReason.MIGRATION_REFUSED,
+    "MIGRATION_COUNTER_UNEXPECTED": HoldReason.MIGRATION_REFUSED,
+    "MIGRATION_FIELD_REFUSED": HoldReason.MIGRATION_REFUSED,
+    "SDK_TRANSITION_UNSUPPORTED": HoldReason.MIGRATION_REFUSED,
+    # Request refusals: the candidate sends a supported version and the intact stored bytes, so
+    # these arise only from an empty stored blob; no migration can be built from it.
+    "FIELD_REQUIRED": HoldReason.MIGRATION_REFUSED,
+    "VERSION_UNSUPPORTED": HoldReason.MIGRATION_REFUSED,
+}
+
+
+def unmapped(reason: str, origin: str) -> Internal:
+    return Internal(
+        "RECONSTRUCTION_REASON_UNMAPPED",
+        f"reconstruction gave the {origin} reason {reason!r}, which the candidate does not map "
+        "to a hold; the candidate service must be updated for it",
+        metadata={"reconstruction_reason": reason, "origin": origin},
+    )
+
+
+def _mapped(
+    mapped: HoldReason, reason: str, subject: str, message: str, calls: Sequence[ConsumedCall]
+) -> Hold:
+    if mapped is HoldReason.SIBLING_CALL:
+        grant = next((c.grant for c in calls if c.call_id == subject), "")
+        if grant != READ_GRANT:
+            # A refused sibling that is not a pure read is a writable / command call.
+            mapped = HoldReason.UNKNOWN_OR_WRITABLE_CALL
+    return hold(mapped, subject, f"{reason}: {message}")
+
+
+def finding_hold(reason: str, subject: str, message: str, calls: Sequence[ConsumedCall]) -> Hold:
+    """The hold of an analysis finding (INTERNAL RECONSTRUCTION_REASON_UNMAPPED if unknown)."""
+    mapped = FINDING_HOLDS.get(reason)
+    if mapped is None:
+        raise unmapped(reason, "finding")
+    return _mapped(mapped, reason, subject, message, calls)
+
+
+def refusal_hold(reason: str, subject: str, message: str, calls: Sequence[ConsumedCall]) -> Hold:
+    """The hold of a refusal, or of a finding refused as an error (INTERNAL
+    RECONSTRUCTION_REASON_UNMAPPED if unknown)."""
+    mapped = REFUSAL_HOLDS.get(reason) or FINDING_HOLDS.get(reason)
+    if mapped is None:
+        raise unmapped(reason, "refusal")
+    return _mapped(mapped, reason, subject, message, calls)

@@ -1,0 +1,185 @@
+"""Gathering the facts of a candidate, once: every read from :class:`CandidateSources` happens
+here, before any check runs, so the checks are pure functions of one frozen :class:`Facts`.
+
+The run, its whole journal and the ledger's verification are read at one consistent head (read
+again while the head moves; ABORTED JOURNAL_CHANGED_DURING_READ when it never settles). Then the
+current policy, the run's execution requests, the checkpoint and consumed-response blobs the
+journal names (kept only when intact), reconstruction's analysis of the consumed response and,
+when the analysis refuses nothing for the version, the reconstruction. A refusal of either call
+is a fact too (:class:`Refusal`); any other error propagates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+
+from shared.canonical import is_digest, sha256_digest
+from shared.errors import Aborted, DomainError, FailedPrecondition, InvalidArgument
+from shared.qualification import is_qualified
+from shared.timeutil import utc_now
+
+from .journal import RUN_HELD, Closure, closure_of
+from .model import (
+    ChainVerification,
+    ConsumedCall,
+    Entry,
+    ExecutionRecord,
+    JournalHead,
+    PolicyRecord,
+    Reconstruction,
+    ResponseAnalysis,
+    RunRecord,
+)
+from .sources import CandidateSources
+
+MAX_READ_ATTEMPTS: Final = 3
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One consistent read of the run, its whole journal and the ledger's verification."""
+
+    run: RunRecord
+    head: JournalHead
+    entries: tuple[Entry, ...]
+    verification: ChainVerification
+
+
+def read_snapshot(sources: CandidateSources, run_id: str) -> Snapshot:
+    """Read run, journal and verification until all three describe the same head."""
+    for _ in range(MAX_READ_ATTEMPTS):
+        run, head = sources.run(run_id)
+        entries, read_head = sources.journal(run_id)
+        verification = sources.verify(run_id)
+        if read_head == head and (not verification.valid or verification.head == head):
+            return Snapshot(run, head, tuple(entries), verification)
+    raise Aborted(
+        "JOURNAL_CHANGED_DURING_READ",
+        f"the journal of {run_id} kept changing while the candidate was read; read it again",
+        metadata={"run_id": run_id},
+    )
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A typed refusal of reconstruction (FAILED_PRECONDITION or INVALID_ARGUMENT)."""
+
+    reason: str
+    message: str
+    # What the refusal names: its ``field`` or ``element`` metadata ("" when it names neither).
+    names: str
+
+    @classmethod
+    def of(cls, error: DomainError) -> Refusal:
+        names = error.metadata.get("field") or error.metadata.get("element") or ""
+        return cls(error.reason, error.message, names)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything a candidate is computed from, read once."""
+
+    version: int
+    snapshot: Snapshot
+    policy: PolicyRecord
+    executions: tuple[ExecutionRecord, ...]
+    qualified: bool
+    now: datetime
+    # The journal's last request / consume / checkpoint closure (derived from the entries).
+    closure: Closure
+    # The blobs the closure names, when stored intact (None: absent, altered or never named).
+    checkpoint: bytes | None
+    response: bytes | None
+    # Reconstruction's analysis of the consumed response, or its refusal (both None when the
+    # blobs were not there to analyze).
+    analysis: ResponseAnalysis | None
+    analysis_refusal: Refusal | None
+    # The reconstruction, or its refusal (both None when it was not attempted).
+    reconstruction: Reconstruction | None
+    reconstruction_refusal: Refusal | None
+
+    @property
+    def run(self) -> RunRecord:
+        return self.snapshot.run
+
+    @property
+    def head(self) -> JournalHead:
+        return self.snapshot.head
+
+    @property
+    def entries(self) -> tuple[Entry, ...]:
+        return self.snapshot.entries
+
+    @property
+    def final_held(self) -> Entry | None:
+        """The last journal entry when it is ``run_held``."""
+        last = self.entries[-1] if self.entries else None
+        return last if last is not None and last.kind == RUN_HELD else None
+
+    @property
+    def calls(self) -> tuple[ConsumedCall, ...] | None:
+        """The consumed response's tool calls as the pinned SDK parsed them (reconstruction's
+        analysis); None when there is no analysis. The candidate never parses the response
+        itself; without an analysis the candidate is always held already (a missing blob or
+        consume, or the analysis refusal), so calls that cannot be known only lose detail."""
+        return self.analysis.tool_calls if self.analysis is not None else None
+
+
+def gather_facts(
+    sources: CandidateSources,
+    run_id: str,
+    version: int,
+    *,
+    clock: Callable[[], datetime] = utc_now,
+    qualified: Callable[[str], bool] = is_qualified,
+) -> Facts:
+    """Read everything the candidate of ``run_id`` under ``version`` is computed from."""
+    snapshot = read_snapshot(sources, run_id)
+    policy = sources.policy()
+    executions = tuple(sources.execution_requests(run_id))
+    now = clock()
+    is_profile_qualified = qualified(snapshot.run.source_profile)
+    closure = closure_of(snapshot.entries)
+    checkpoint = response = None
+    if closure.request is not None:
+        checkpoint = _intact_blob(sources, closure.checkpoint_digest)
+        if closure.consume is not None:
+            response = _intact_blob(sources, closure.response_digest)
+    analysis = reconstruction = None
+    analysis_refusal = reconstruction_refusal = None
+    if checkpoint is not None and response is not None:
+        try:
+            analysis = sources.analyze(checkpoint, response)
+        except (FailedPrecondition, InvalidArgument) as error:
+            analysis_refusal = Refusal.of(error)
+        # Reconstruct only what the analysis refuses nothing of, at its native consumption time.
+        if analysis is not None and not analysis.holds(version) and closure.consumed_at:
+            try:
+                reconstruction = sources.reconstruct(
+                    checkpoint, response, version, closure.consumed_at
+                )
+            except (FailedPrecondition, InvalidArgument) as error:
+                reconstruction_refusal = Refusal.of(error)
+    return Facts(
+        version=version,
+        snapshot=snapshot,
+        policy=policy,
+        executions=executions,
+        qualified=is_profile_qualified,
+        now=now,
+        closure=closure,
+        checkpoint=checkpoint,
+        response=response,
+        analysis=analysis,
+        analysis_refusal=analysis_refusal,
+        reconstruction=reconstruction,
+        reconstruction_refusal=reconstruction_refusal,
+    )
+
+
+def _intact_blob(sources: CandidateSources, digest: str) -> bytes | None:
+    content = sources.blob(digest) if is_digest(digest) else None
+    return content if content is not None and sha256_digest(content) == digest else None

@@ -1,0 +1,145 @@
+"""Workflows: a candidate kind is its checks (in report order) and how it assembles its proof.
+
+:func:`evaluate` runs every check of a workflow over the gathered facts, keeps the first hold of
+each (reason, subject), and assembles the candidate: proof, qualification, the exact digests and
+the handoff. A later candidate kind composes the common checks with its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from shared.canonical import digest_of
+from shared.errors import Internal
+
+from .checks import Check, common, invalid_read
+from .facts import Facts
+from .handoff import build_handoff
+from .journal import custody_rows
+from .model import Candidate, Digests, Hold, HoldReason, Proof, Qualification, RunRecord
+
+
+@dataclass(frozen=True)
+class Workflow:
+    """One candidate kind."""
+
+    # The kind bound into the candidate digest.
+    kind: str
+    checks: tuple[Check, ...]
+    # Whether the facts carry a complete proof (an eligible candidate must).
+    proven: Callable[[Facts], bool]
+    proof: Callable[[Facts], Proof]
+    # A call the continuation settles, so the handoff does not list it as unresolved.
+    settled_call: Callable[[Facts], str]
+
+
+INVALID_READ_CONTINUITY: Final = Workflow(
+    kind="forge.continuity.v1.InvalidReadContinuityCandidate",
+    checks=(
+        common.chain,
+        common.held_state,
+        common.origin,
+        common.closure,
+        common.custody_after_consume,
+        common.unknown_outcomes,
+        invalid_read.error_message_only,
+        common.policy_enabled,
+        invalid_read.observation_policy,
+        common.profile_qualified,
+        common.time_budget,
+        common.outstanding_claims,
+        invalid_read.analysis,
+        invalid_read.reconstruction,
+    ),
+    proven=invalid_read.proven,
+    proof=invalid_read.proof,
+    settled_call=invalid_read.rejected_evidence_call,
+)
+
+
+def holds_of(workflow: Workflow, facts: Facts) -> tuple[Hold, ...]:
+    """Every hold the workflow's checks find, in check order, each (reason, subject) once."""
+    return tuple(_unique(found for check in workflow.checks for found in check(facts)))
+
+
+def evaluate(workflow: Workflow, facts: Facts) -> Candidate:
+    """The workflow's candidate from the gathered facts."""
+    run, policy, head = facts.run, facts.policy, facts.head
+    holds = holds_of(workflow, facts)
+    proven = workflow.proven(facts)
+    if not holds and not proven:
+        raise Internal("CANDIDATE_PROOF_MISSING", "no hold applies but no proof was built")
+    version = facts.version if proven else 0
+    eligible = not holds
+    proof = workflow.proof(facts)
+    qualification = Qualification(run.source_profile, facts.qualified)
+    source = source_digest(run)
+    custody = digest_of(custody_rows(facts.entries))
+    candidate_digest = digest_of(
+        {
+            "kind": workflow.kind,
+            "run_id": run.run_id,
+            "attempt_id": run.attempt_id,
+            "version": version,
+            "eligible": eligible,
+            "run_digest": run.run_digest,
+            "journal_digest": head.hash,
+            "policy_digest": policy.digest,
+            "policy_revision": policy.revision,
+            "source_digest": source,
+            "custody_digest": custody,
+            "proof": proof.canonical(),
+            "qualification": {
+                "source_profile": qualification.source_profile,
+                "qualified": qualification.qualified,
+            },
+            "holds": sorted([h.reason.value, h.subject] for h in holds),
+        }
+    )
+    return Candidate(
+        run_id=run.run_id,
+        attempt_id=run.attempt_id,
+        eligible=eligible,
+        version=version,
+        digests=Digests(candidate_digest, run.run_digest, head.hash, policy.digest),
+        proof=proof,
+        qualification=qualification,
+        policy_revision=policy.revision,
+        source_digest=source,
+        custody_digest=custody,
+        holds=holds,
+        handoff=build_handoff(
+            run=run,
+            entries=facts.entries,
+            closure=facts.closure,
+            holds=holds,
+            eligible=eligible,
+            rejected_evidence_call=workflow.settled_call(facts),
+            now=facts.now,
+        ),
+        journal_head=head,
+    )
+
+
+def source_digest(run: RunRecord) -> str:
+    """digest_of({source_revision, configuration_digest, source_profile}) of the run record."""
+    return digest_of(
+        {
+            "source_revision": run.source_revision,
+            "configuration_digest": run.configuration_digest,
+            "source_profile": run.source_profile,
+        }
+    )
+
+
+def _unique(holds: Iterable[Hold]) -> list[Hold]:
+    seen: set[tuple[HoldReason, str]] = set()
+    kept: list[Hold] = []
+    for found in holds:
+        key = (found.reason, found.subject)
+        if key not in seen:
+            seen.add(key)
+            kept.append(found)
+    return kept
