@@ -25,7 +25,7 @@ from forge.continuity.v1 import (
     ledger_pb2_grpc,
     reconstruction_pb2_grpc,
 )
-from services.admission.coordinator import Downstream
+from services.admission.downstream import Downstream
 from services.admission.servicer import bindings as admission_bindings
 from shared.client import call, open_channel
 from shared.errors import (

@@ -23,13 +23,6 @@ def to_json_object(message: Message) -> dict[str, Any]:
     )
 
 
-def _short_name(enum: Any, number: int) -> str:
-    """``shared.contract.enum_short_name`` for a generated enum wrapper: their stubs type
-    ``Name``'s parameter as the enum's own int NewType, which the contract's protocol (``int``)
-    does not accept, so the wrapper is passed untyped here."""
-    return enum_short_name(enum, number)
-
-
 def _bool(value: bool) -> str:
     return "true" if value else "false"
 
@@ -152,8 +145,8 @@ def hold_lines(holds: Sequence[common_pb2.Hold]) -> list[str]:
         return ["holds: none"]
     lines = [f"holds: {len(holds)}"]
     for hold in holds:
-        reason = _short_name(common_pb2.HoldReason, hold.reason)
-        requirement = _short_name(common_pb2.HoldRequirement, hold.requirement)
+        reason = enum_short_name(common_pb2.HoldReason, hold.reason)
+        requirement = enum_short_name(common_pb2.HoldRequirement, hold.requirement)
         subject = f" [{hold.subject}]" if hold.subject else ""
         lines.append(f"  - {reason}{subject}: requires {requirement}")
         if hold.detail:
@@ -249,7 +242,7 @@ def ticket_lines(ticket: ledger_pb2.AdmissionTicket, created: bool | None = None
         ("created_at", _time(ticket, "created_at")),
         *_digest_pairs(ticket.digests),
         ("execution_request_id", execution.execution_request_id),
-        ("execution_state", _short_name(common_pb2.ExecutionRequestState, execution.state)),
+        ("execution_state", enum_short_name(common_pb2.ExecutionRequestState, execution.state)),
         ("attempt_id", execution.attempt_id),
         ("checkpoint_digest", execution.checkpoint_digest),
         ("lease_seconds", lease.seconds),
@@ -271,7 +264,7 @@ def journal_lines(entries: Sequence[common_pb2.JournalEntry]) -> list[str]:
         [
             (
                 entry.sequence,
-                _short_name(common_pb2.JournalEntryKind, entry.kind),
+                enum_short_name(common_pb2.JournalEntryKind, entry.kind),
                 entry.actor,
                 short_hash(entry.hash),
             )
