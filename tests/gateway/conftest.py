@@ -21,10 +21,11 @@ import pytest
 import uvicorn
 from sqlalchemy import Engine
 
-from forge.continuity.v1 import ledger_pb2_grpc
+from forge.continuity.v1 import common_pb2, ledger_pb2_grpc, policy_pb2, policy_pb2_grpc
 from services.admission.servicer import bindings as admission_bindings
 from services.candidate.downstream import GrpcCandidateSources
 from services.candidate.servicer import bindings as candidate_bindings
+from services.demo.seed import load_fixture, seed_held_run
 from services.gateway.app import create_app
 from services.gateway.config import GatewaySettings
 from services.ledger.database import make_engine, upgrade
@@ -122,3 +123,47 @@ def reason_of(body: dict[str, Any]) -> str:
     infos = [d for d in body.get("details", []) if d["@type"].endswith("google.rpc.ErrorInfo")]
     assert len(infos) == 1, body
     return str(infos[0]["reason"])
+
+
+V1_ACKNOWLEDGEMENTS = {
+    "acknowledge_no_new_grant": True,
+    "acknowledge_original_consumption": True,
+    "acknowledge_renewed_same_attempt_lease": True,
+}
+
+
+def seed(gateway: RunningGateway, run_id: str, fixture: str = "v1_basic", **options: Any) -> None:
+    """A held run, written over gRPC (the HTTP seeding is exercised in test_every_route)."""
+    seed_held_run(gateway.ledger_stub(), load_fixture(fixture), run_id, **options)
+
+
+def enable_policy(gateway: RunningGateway) -> None:
+    policy = policy_pb2_grpc.PolicyServiceStub(gateway.ledger.channel("admin-token"))
+    current = policy.GetPolicy(policy_pb2.GetPolicyRequest()).policy
+    policy.PutPolicy(
+        policy_pb2.PutPolicyRequest(
+            expected_revision=current.revision,
+            settings=common_pb2.PolicySettings(enabled=True, window_seconds=3600),
+        )
+    )
+
+
+def v1_submission(candidate: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+    """The JSON body of a v1 admission for a candidate read over HTTP."""
+    body = {
+        "digests": candidate["digests"],
+        "version": 1,
+        "valid_for_seconds": 1800,
+        **V1_ACKNOWLEDGEMENTS,
+    }
+    body.update(overrides)
+    return body
+
+
+def read_candidate(gateway: RunningGateway, run_id: str) -> dict[str, Any]:
+    with gateway.client("operator-token") as client:
+        reply = client.get(f"/api/v1/runs/{run_id}/invalid-read-continuity/candidate")
+    assert reply.status_code == 200, reply.text
+    candidate: dict[str, Any] = reply.json()["candidate"]
+    assert candidate["eligible"], candidate["holds"]
+    return candidate
