@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from google.protobuf import message
 
 from forge.continuity.v1 import (
     admission_pb2,
@@ -164,7 +165,7 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
     verified = reader.VerifyJournal(ledger_pb2.VerifyJournalRequest(run_id="run-1"))
     assert verified.valid and verified.entries_checked == len(page.entries)
 
-    not_yet = {
+    not_yet: dict[str, type[message.Message]] = {
         "GetInvalidReadRecoveryCandidate": candidate_pb2.GetInvalidReadRecoveryCandidateRequest,
         "GetRejectedBoundaryCandidate": candidate_pb2.GetRejectedBoundaryCandidateRequest,
         "GetReadonlyObservationCandidate": candidate_pb2.GetReadonlyObservationCandidateRequest,
