@@ -41,6 +41,7 @@ _STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 # Reasons of the gateway's own refusals (made before any gRPC call).
 INVALID_JSON = "INVALID_JSON"
+INVALID_PARAMETER = "INVALID_PARAMETER"
 REQUEST_BODY_TOO_LARGE = "REQUEST_BODY_TOO_LARGE"
 ROUTE_NOT_FOUND = "ROUTE_NOT_FOUND"
 METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
@@ -133,4 +134,14 @@ def invalid_json(message: str, field: str = "") -> GatewayRefusal:
         INVALID_JSON,
         message,
         field_violations=[(field or "body", message)],
+    )
+
+
+def invalid_parameter(message: str, name: str) -> GatewayRefusal:
+    return GatewayRefusal(
+        code_pb2.INVALID_ARGUMENT,
+        INVALID_PARAMETER,
+        message,
+        metadata={"parameter": name},
+        field_violations=[(name, message)],
     )

@@ -17,7 +17,12 @@ from google.protobuf import descriptor, json_format, message
 from google.rpc import code_pb2
 
 from services.gateway.routes import Route
-from services.gateway.status import PATH_AND_BODY_DISAGREE, GatewayRefusal, invalid_json
+from services.gateway.status import (
+    PATH_AND_BODY_DISAGREE,
+    GatewayRefusal,
+    invalid_json,
+    invalid_parameter,
+)
 
 _BOOL = descriptor.FieldDescriptor.TYPE_BOOL
 
@@ -56,7 +61,20 @@ def _scalar(field: descriptor.FieldDescriptor, text: str, where: str) -> Any:
         return text
     if text in ("true", "false"):
         return text == "true"
-    raise invalid_json(f"{where}: expected true or false, got {text!r}", where)
+    raise invalid_parameter(f"{where}: expected true or false, got {text!r}", where)
+
+
+def _query_fields(route: Route, name: str, taken: set[str]) -> list[descriptor.FieldDescriptor]:
+    """The field a query parameter sets: a known field path, through no repeated field, and not
+    one the path or the body already carries."""
+    fields = _resolve(route.method.input_type, name)
+    if fields is None or any(_is_repeated(f) for f in fields[:-1]):
+        raise invalid_parameter(f"unknown query parameter {name!r}", name)
+    if fields[0].name in taken:
+        raise invalid_parameter(
+            f"query parameter {name!r} sets a field the path or the body carries", name
+        )
+    return fields
 
 
 def _place(
@@ -118,21 +136,21 @@ def request_message(
             )
     if query and route.body == "*":
         names = sorted({name for name, _ in query})
-        raise invalid_json(
+        raise invalid_parameter(
             f"query parameters {names} are not accepted: the body carries the whole request",
             names[0],
         )
+    taken = {path.split(".")[0] for path in variables} | ({route.body} if route.body else set())
     repeated: dict[str, list[Any]] = {}
     for name, text in query:
-        fields = _resolve(request_type, name)
-        if fields is None or any(_is_repeated(f) for f in fields[:-1]):
-            raise invalid_json(f"unknown query parameter {name!r}", name)
+        fields = _query_fields(route, name, taken)
         value = _scalar(fields[-1], text, name)
         if _is_repeated(fields[-1]):
-            repeated.setdefault(name, []).append(value)
-            _place(document, fields, repeated[name])
-        else:
-            _place(document, fields, value)
+            key = ".".join(field.name for field in fields)
+            repeated.setdefault(key, []).append(value)
+            _place(document, fields, repeated[key])
+        elif _place(document, fields, value) is not None:
+            raise invalid_parameter(f"query parameter {name!r} is given twice", name)
     request = route.request_class()
     try:
         json_format.ParseDict(document, request, ignore_unknown_fields=False)

@@ -202,7 +202,7 @@ def test_bad_requests_are_refused_before_any_call(gateway: RunningGateway) -> No
             operator.post(path, params={"version": "1"}, json=v1_submission(candidate)),
             400,
             3,
-            "INVALID_JSON",
+            "INVALID_PARAMETER",
         )
         oversized = b'{"version": 1, "pad": "' + b"x" * (64 * 1024) + b'"}'
         body = refused(post(oversized), 413, 8, "REQUEST_BODY_TOO_LARGE")
@@ -218,12 +218,30 @@ def test_bad_requests_are_refused_before_any_call(gateway: RunningGateway) -> No
 
         refused(operator.post(path, content=chunks()), 413, 8, "REQUEST_BODY_TOO_LARGE")
     with gateway.client("reader-token") as reader:
-        refused(reader.get("/api/v1/runs/run-1", params={"nope": "1"}), 400, 3, "INVALID_JSON")
+        refused(reader.get("/api/v1/runs/run-1", params={"nope": "1"}), 400, 3, "INVALID_PARAMETER")
+        refused(
+            reader.get("/api/v1/runs/run-1", params={"run_id": "run-2"}),
+            400,
+            3,
+            "INVALID_PARAMETER",
+        )
+        refused(
+            reader.get("/api/v1/runs/run-1/journal", params=[("page_size", "1")] * 2),
+            400,
+            3,
+            "INVALID_PARAMETER",
+        )
+        refused(
+            reader.get("/api/v1/runs/run-1/journal", params={"page_size": "ten"}),
+            400,
+            3,
+            "INVALID_JSON",
+        )
         refused(
             reader.get("/api/v1/runs/run-1/journal:stream", params={"follow": "yes"}),
             400,
             3,
-            "INVALID_JSON",
+            "INVALID_PARAMETER",
         )
     assert gateway.rows() == before, "a refused request wrote to the ledger"
     with gateway.client("operator-token") as operator:

@@ -206,3 +206,16 @@ def test_the_journal_stream_is_newline_delimited_json(gateway: RunningGateway) -
     lines = [json.loads(line) for line in reply.text.splitlines()]
     assert [line["entry"] for line in lines] == page["entries"][2:]
     assert lines[0]["entry"]["sequence"] == "3"  # int64 is a string in the proto3 JSON mapping
+
+
+def test_a_stream_refused_before_its_first_line_is_an_ordinary_refusal(
+    gateway: RunningGateway,
+) -> None:
+    seed_held_run(stub(gateway, "LedgerService", "writer-token"), load_fixture("v1_basic"), "r")
+    with gateway.client("reader-token") as client:
+        missing = client.get("/api/v1/runs/nope/journal:stream")
+        empty = client.get("/api/v1/runs/r/journal:stream", params={"from_sequence": "999"})
+    assert missing.status_code == 404, missing.text
+    assert missing.headers["content-type"] == "application/json"
+    assert missing.json()["code"] == 5
+    assert empty.status_code == 200 and empty.text == ""
