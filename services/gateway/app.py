@@ -127,6 +127,11 @@ class Gateway:
             return await self._transcode(request)
         except GatewayRefusal as refusal:
             return refusal_response(refusal)
+        except Exception:  # a gateway bug answers as a Status, not as a plain-text page
+            log.exception("%s %s failed", request.method, request.url.path)
+            return status_response(
+                status_pb2.Status(code=code_pb2.INTERNAL, message="internal gateway error")
+            )
 
     async def _transcode(self, request: Request) -> Response:
         raw_path = request.scope.get("raw_path") or request.url.path.encode()

@@ -4,6 +4,7 @@ so nothing is written."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -260,3 +261,24 @@ def test_bad_requests_are_refused_before_any_call(gateway: RunningGateway) -> No
     ticket = reply.json()["ticket"]
     assert ticket["operator_identity"] == "olga-operator"  # output: proto field names
     assert ticket["settlement_sequence"] == str(int(ticket["claim_sequence"]) - 1)  # int64: text
+
+
+def test_a_stream_that_fails_after_its_first_line_ends_with_an_error_line(
+    gateway: RunningGateway,
+) -> None:
+    seed(gateway, "run-1")
+    with (
+        gateway.client("reader-token") as reader,
+        reader.stream(
+            "GET", "/api/v1/runs/run-1/journal:stream", params={"follow": "true"}
+        ) as reply,
+    ):
+        assert reply.status_code == 200
+        lines = reply.iter_lines()
+        first = json.loads(next(lines))
+        assert first["entry"]["sequence"] == "1"
+        gateway.ledger.running.stop(grace=0)  # the ledger goes away mid-stream
+        rest = [json.loads(line) for line in lines if line]
+    assert "error" in rest[-1], rest[-1]
+    assert rest[-1]["error"]["code"] in (1, 14)  # CANCELLED or UNAVAILABLE
+    assert all("entry" in line for line in rest[:-1])
