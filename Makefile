@@ -14,14 +14,15 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN)
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install run test lint typecheck protos protos-check bench demo clean db-upgrade fixtures fixtures-check
+.PHONY: help install run test lint typecheck protos protos-check openapi openapi-check bench demo clean db-upgrade fixtures fixtures-check
 
 help:
-	@echo "make run        start the four services on SQLite (var/continuity.db)"
+	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
 	@echo "make test       install everything and run the test suite (SQLite + PostgreSQL)"
 	@echo "make lint       ruff, buf lint, proto drift check"
 	@echo "make typecheck  mypy"
 	@echo "make protos     regenerate Python code from protos/"
+	@echo "make openapi    regenerate docs/openapi.json (the gateway's OpenAPI document) from protos/"
 	@echo "make bench      benchmarks (speed and memory targets)"
 	@echo "make demo       the whole v1 story against make run (or services it starts itself)"
 	@echo "make db-upgrade apply ledger migrations to FORGE_DATABASE_URL (default var/continuity.db)"
@@ -52,7 +53,14 @@ protos-check: $(STAMP)
 	  if diff -r $$tmp/before $(GEN) >/dev/null; then echo "generated code matches protos/"; rm -rf $$tmp; \
 	  else diff -r $$tmp/before $(GEN) | head -20; echo "generated code drifted from protos/: run 'make protos' and commit"; rm -rf $$tmp; exit 1; fi
 
-lint: $(STAMP) $(NODE_STAMP) protos-check
+# The gateway's OpenAPI document, generated from the google.api.http annotations.
+openapi: $(STAMP)
+	$(PY) -m services.gateway.openapi docs/openapi.json
+
+openapi-check: $(STAMP)
+	$(PY) -m services.gateway.openapi --check docs/openapi.json
+
+lint: $(STAMP) $(NODE_STAMP) protos-check openapi-check
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	tools/node_modules/.bin/buf lint

@@ -1,8 +1,8 @@
 """`make run`: apply the ledger migrations, then start the ledger, reconstruction, candidate and
 admission services on loopback, each in its own process, against the embedded SQLite database
-under var/.
+under var/, and the HTTP/JSON gateway in front of them (127.0.0.1:8080).
 
-Ctrl-C or SIGTERM stops all four: each drains its in-flight calls, and children are tied to this
+Ctrl-C or SIGTERM stops all five: each drains its in-flight calls, and children are tied to this
 process (they receive SIGTERM if it dies), so no orphan is left behind.
 """
 
@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from services.gateway.config import DEFAULT_GATEWAY_PORT, GATEWAY, GATEWAY_PORT_VARIABLE
 from services.ledger.database import migrate
 from shared.auth import token_digest
 from shared.config import (
@@ -80,6 +81,11 @@ def main(argv: list[str] | None = None) -> int:
             default=int(os.environ.get(port_variable(name)) or DEFAULT_PORTS[name]),
         )
     parser.add_argument(
+        "--gateway-port",
+        type=int,
+        default=int(os.environ.get(GATEWAY_PORT_VARIABLE) or DEFAULT_GATEWAY_PORT),
+    )
+    parser.add_argument(
         "--database-url", default=os.environ.get("FORGE_DATABASE_URL") or DEFAULT_DATABASE_URL
     )
     parser.add_argument(
@@ -104,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, port in ports.items():
         env[port_variable(name)] = str(port)
         env[target_variable(name)] = f"127.0.0.1:{port}"
+    env[GATEWAY_PORT_VARIABLE] = str(args.gateway_port)
 
     children: list[subprocess.Popen[bytes]] = []
     stopping = False
@@ -114,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    for name in SERVICE_NAMES:
+    for name in (*SERVICE_NAMES, GATEWAY):
         children.append(
             subprocess.Popen(
                 [sys.executable, "-m", f"services.{name}"],
@@ -126,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "forge continuity: "
         + ", ".join(f"{name} 127.0.0.1:{port}" for name, port in ports.items())
+        + f", {GATEWAY} http://127.0.0.1:{args.gateway_port}"
         + f" (database {args.database_url}); Ctrl-C to stop",
         flush=True,
     )

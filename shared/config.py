@@ -56,6 +56,10 @@ ENVIRONMENT: Mapping[str, str] = {
     ),
     "OTEL_EXPORTER_OTLP_ENDPOINT": "OTLP/gRPC endpoint; spans are exported only when it is set",
     "OTEL_SERVICE_NAME": "overrides the service name reported in traces",
+    "FORGE_GATEWAY_PORT": "HTTP/JSON gateway port (default 8080)",
+    "FORGE_GATEWAY_MAX_BODY_BYTES": (
+        "largest request body the HTTP gateway accepts, in bytes (default 1048576)"
+    ),
 }
 
 

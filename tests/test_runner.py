@@ -1,14 +1,16 @@
-"""`make run`'s process: four real services on loopback, health SERVING, clean stop on SIGTERM,
-and no orphan when the runner itself is killed."""
+"""`make run`'s process: four real services and the HTTP gateway on loopback, health SERVING, clean
+stop on SIGTERM, and no orphan when the runner itself is killed."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,9 +67,22 @@ def wait_serving(port: int, deadline: float) -> None:
         time.sleep(0.3)
 
 
+def wait_http(port: int, deadline: float) -> None:
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the gateway on port {port} never answered /healthz")
+        time.sleep(0.3)
+
+
 @pytest.fixture
 def runner(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, int]]]:
-    ports = dict(zip(SERVICES, free_ports(4), strict=True))
+    ports = dict(zip((*SERVICES, "gateway"), free_ports(5), strict=True))
     env = {
         **os.environ,
         "PYTHONPATH": f"{ROOT}:{ROOT / 'shared' / 'gen'}",
@@ -80,8 +95,10 @@ def runner(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, 
     )
     try:
         deadline = time.monotonic() + 90
-        for port in ports.values():
-            wait_serving(port, deadline)
+        for name, port in ports.items():
+            if name != "gateway":
+                wait_serving(port, deadline)
+        wait_http(ports["gateway"], deadline)
         yield process, ports
     finally:
         if process.poll() is None:
@@ -94,9 +111,10 @@ def test_four_services_serve_and_stop_cleanly_on_sigterm(
 ) -> None:
     process, ports = runner
     children = children_of(process.pid)
-    assert len(children) == 4
+    assert len(children) == 5
     assert (tmp_path / "principals.json").exists() and (tmp_path / "continuity.db").exists()
-    for name, port in ports.items():
+    for name in SERVICES:
+        port = ports[name]
         channel = grpc.insecure_channel(f"127.0.0.1:{port}")
         service = {
             "ledger": "forge.continuity.v1.LedgerService",
@@ -119,6 +137,13 @@ def test_four_services_serve_and_stop_cleanly_on_sigterm(
         assert current_revision(engine) == required_revision()
     finally:
         engine.dispose()
+    # The gateway answers the spec's HTTP route through the ledger it was pointed at.
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{ports['gateway']}/api/v1/invalid-read-continuity/policy",
+        headers={"authorization": "Bearer dev-reader-token"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as reply:  # noqa: S310 - a loopback URL
+        assert json.load(reply)["policy"]["revision"] == "1"
 
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=60) == 0
@@ -130,7 +155,7 @@ def test_killing_the_runner_leaves_no_orphan(
 ) -> None:
     process, _ports = runner
     children = children_of(process.pid)
-    assert len(children) == 4
+    assert len(children) == 5
     process.kill()
     process.wait()
     deadline = time.monotonic() + 30

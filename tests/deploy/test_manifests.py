@@ -27,6 +27,8 @@ import yaml
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from packaging.specifiers import SpecifierSet
 
+from services.gateway.config import DEFAULT_GATEWAY_PORT, GATEWAY, GATEWAY_PORT_VARIABLE
+from services.gateway.config import SERVERS as GATEWAY_CALLS
 from shared.auth import PrincipalDirectory, Role
 from shared.config import (
     DEFAULT_GRACE_SECONDS,
@@ -197,7 +199,8 @@ def test_dockerfile_lets_the_command_choose_the_service() -> None:
         if i.keyword == "EXPOSE"
         for p in i.value.split()
     }
-    assert exposed == set(DEFAULT_PORTS.values()), f"EXPOSE {sorted(exposed)} != DEFAULT_PORTS"
+    expected = {*DEFAULT_PORTS.values(), DEFAULT_GATEWAY_PORT}
+    assert exposed == expected, f"EXPOSE {sorted(exposed)} != DEFAULT_PORTS and the gateway port"
 
 
 def test_dockerfile_puts_the_code_and_generated_protos_on_pythonpath() -> None:
@@ -316,7 +319,7 @@ def compose_port(service: Mapping[str, Any], name: str) -> int:
 
 
 def test_compose_has_exactly_the_expected_services(compose: dict[str, Any]) -> None:
-    expected = {*SERVICE_NAMES, COMPOSE_MIGRATE, COMPOSE_POSTGRES, COMPOSE_COLLECTOR}
+    expected = {*SERVICE_NAMES, GATEWAY, COMPOSE_MIGRATE, COMPOSE_POSTGRES, COMPOSE_COLLECTOR}
     assert set(compose["services"]) == expected
 
 
@@ -639,8 +642,8 @@ def test_everything_lives_in_the_namespace(cluster: Cluster) -> None:
 
 
 def test_one_deployment_and_service_per_service(cluster: Cluster) -> None:
-    assert set(cluster.of_kind("Deployment")) == set(SERVICE_NAMES)
-    assert set(cluster.of_kind("Service")) == set(SERVICE_NAMES)
+    assert set(cluster.of_kind("Deployment")) == {*SERVICE_NAMES, GATEWAY}
+    assert set(cluster.of_kind("Service")) == {*SERVICE_NAMES, GATEWAY}
 
 
 @pytest.mark.parametrize("name", SERVICE_NAMES)
@@ -701,7 +704,7 @@ def test_service_selects_its_deployment_on_its_port(cluster: Cluster, name: str)
 
 
 def k8s_containers(cluster: Cluster) -> Iterator[tuple[str, dict[str, Any]]]:
-    for name in SERVICE_NAMES:
+    for name in (*SERVICE_NAMES, GATEWAY):
         yield f"Deployment {name}", deployment_container(cluster, name)
     for container in the_job(cluster)["spec"]["template"]["spec"]["containers"]:
         yield "migration Job", container
@@ -913,3 +916,102 @@ def test_compose_and_k8s_use_the_same_image_and_user(
     compose_image = compose["services"]["ledger"]["image"]
     k8s_image = deployment_container(cluster, "ledger")["image"]
     assert compose_image.split(":")[0] == k8s_image.split(":")[0], f"{compose_image} vs {k8s_image}"
+
+
+# ---------------------------------------------------------------------------------------------
+# the HTTP gateway: its own module, HTTP port and probes; the targets of the servers it calls; no
+# identity, database or principals of its own (callers' tokens pass through)
+
+GATEWAY_OWN_NOTHING = (DATABASE_URL, "FORGE_SERVICE_TOKEN", "FORGE_PRINCIPALS_FILE")
+
+
+def _check_gateway_env(where: str, env: Mapping[str, object], host_of: dict[str, str]) -> None:
+    assert env.get("FORGE_HOST") == ALL_INTERFACES, f"{where}: FORGE_HOST={env.get('FORGE_HOST')!r}"
+    assert env.get(GATEWAY_PORT_VARIABLE, str(DEFAULT_GATEWAY_PORT)) == str(DEFAULT_GATEWAY_PORT)
+    targets = {name for name in SERVICE_NAMES if target_variable(name) in env}
+    assert targets == set(GATEWAY_CALLS), f"{where}: targets {sorted(targets)} != {GATEWAY_CALLS}"
+    for callee in GATEWAY_CALLS:
+        assert env[target_variable(callee)] == f"{host_of[callee]}:{DEFAULT_PORTS[callee]}", (
+            f"{where}: {target_variable(callee)}={env[target_variable(callee)]!r}"
+        )
+    for variable in GATEWAY_OWN_NOTHING:
+        assert variable not in env, f"{where}: the gateway must not be given {variable}"
+    unknown = set(env) - set(ENVIRONMENT)
+    assert not unknown, f"{where} sets variables shared/config.py does not read: {unknown}"
+
+
+def test_compose_gateway(compose: dict[str, Any]) -> None:
+    service = compose["services"][GATEWAY]
+    assert service.get("command") == python_m(f"services.{GATEWAY}")
+    problem = why_not_runnable(f"services.{GATEWAY}")
+    assert problem is None, problem
+    assert compose_port(service, GATEWAY) == DEFAULT_GATEWAY_PORT
+    assert not service.get("secrets"), "compose gateway: mounts no principals"
+    _check_gateway_env("compose gateway", compose_env(service), {n: n for n in SERVICE_NAMES})
+    conditions = {k: v["condition"] for k, v in (service.get("depends_on") or {}).items()}
+    assert conditions == dict.fromkeys(GATEWAY_CALLS, "service_healthy"), conditions
+    test = service.get("healthcheck", {}).get("test")
+    assert test[:3] == ["CMD", "python", "-c"], test
+    assert test[-1] == f"http://127.0.0.1:{DEFAULT_GATEWAY_PORT}/healthz", test
+
+
+def test_compose_gateway_healthcheck_really_checks_http(compose: dict[str, Any]) -> None:
+    import http.server
+    import threading
+
+    script = compose["services"][GATEWAY]["healthcheck"]["test"][3]
+    answer = {"status": 200}
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(answer["status"] if self.path == "/healthz" else 404)
+            self.end_headers()
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/healthz"
+
+    def run() -> int:
+        return subprocess.run(
+            [sys.executable, "-c", script, url], check=False, capture_output=True, timeout=60
+        ).returncode
+
+    try:
+        assert run() == 0, "healthcheck failed against a healthy gateway"
+        answer["status"] = 503
+        assert run() != 0, "healthcheck passed against an unhealthy gateway"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_k8s_gateway(cluster: Cluster) -> None:
+    container = deployment_container(cluster, GATEWAY)
+    assert container.get("command") == python_m(f"services.{GATEWAY}")
+    [port] = container["ports"]
+    assert port["containerPort"] == DEFAULT_GATEWAY_PORT
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        check = container[probe].get("httpGet", {})
+        assert check.get("path") == "/healthz", f"gateway {probe}: {container[probe]}"
+        assert check.get("port") in (port["name"], DEFAULT_GATEWAY_PORT), f"gateway {probe}"
+    assert not container.get("volumeMounts") or all(
+        "principals" not in m["mountPath"] for m in container["volumeMounts"]
+    )
+    services = cluster.of_kind("Service")
+    env = cluster.container_env(container)
+    _check_gateway_env("Deployment gateway", env, {n: n for n in SERVICE_NAMES})
+    for callee in GATEWAY_CALLS:
+        assert services[callee]["spec"]["ports"][0]["port"] == DEFAULT_PORTS[callee]
+    [service_port] = services[GATEWAY]["spec"]["ports"]
+    assert service_port["port"] == DEFAULT_GATEWAY_PORT
+    assert service_port.get("targetPort") in (port["name"], DEFAULT_GATEWAY_PORT)
+
+
+def test_compose_and_k8s_run_the_same_gateway(compose: dict[str, Any], cluster: Cluster) -> None:
+    service = compose["services"][GATEWAY]
+    container = deployment_container(cluster, GATEWAY)
+    assert service["command"] == container["command"]
+    assert compose_env(service) == cluster.container_env(container)

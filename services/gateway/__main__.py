@@ -1,0 +1,35 @@
+"""`python -m services.gateway`: serve the annotated HTTP routes on FORGE_GATEWAY_PORT (8080).
+
+uvicorn runs the ASGI app; SIGTERM / SIGINT stop accepting connections and give in-flight
+requests FORGE_GRACE_SECONDS to finish.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import uvicorn
+
+from services.gateway.app import create_app
+from services.gateway.config import load_gateway_settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings = load_gateway_settings(argv if argv is not None else sys.argv[1:])
+    logging.basicConfig(level=settings.log_level.upper())
+    config = uvicorn.Config(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        timeout_graceful_shutdown=max(1, int(settings.grace_seconds)),
+        server_header=False,
+    )
+    server = uvicorn.Server(config)
+    server.run()
+    return 0 if server.started else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,74 @@
+"""The gateway's settings: where it listens, which gRPC server hosts each service, body cap."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from services.gateway.routes import contract_routes
+from shared.config import (
+    DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS,
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_PORTS,
+    target_variable,
+)
+
+GATEWAY = "gateway"
+DEFAULT_GATEWAY_PORT = 8080
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+GATEWAY_PORT_VARIABLE = "FORGE_GATEWAY_PORT"
+MAX_BODY_VARIABLE = "FORGE_GATEWAY_MAX_BODY_BYTES"
+# The gRPC servers the gateway calls: those hosting a method with an http rule.
+SERVERS: tuple[str, ...] = tuple(sorted({route.server for route in contract_routes()}))
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_GATEWAY_PORT
+    targets: Mapping[str, str] = field(
+        default_factory=lambda: {name: f"127.0.0.1:{DEFAULT_PORTS[name]}" for name in SERVERS}
+    )
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    call_timeout_seconds: float = DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS
+    grace_seconds: float = DEFAULT_GRACE_SECONDS
+    log_level: str = "INFO"
+
+
+def _env(env: Mapping[str, str], name: str, default: str) -> str:
+    value = env.get(name, "")
+    return value if value != "" else default
+
+
+def load_gateway_settings(
+    argv: list[str] | None = None, env: Mapping[str, str] | None = None
+) -> GatewaySettings:
+    """Flags, then the environment (the same FORGE_* variables the services read), then defaults."""
+    env = os.environ if env is None else env
+    parser = argparse.ArgumentParser(prog="python -m services.gateway")
+    parser.add_argument("--host", default=_env(env, "FORGE_HOST", "127.0.0.1"))
+    parser.add_argument(
+        "--port", type=int, default=int(_env(env, GATEWAY_PORT_VARIABLE, str(DEFAULT_GATEWAY_PORT)))
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=int(_env(env, MAX_BODY_VARIABLE, str(DEFAULT_MAX_BODY_BYTES))),
+    )
+    args = parser.parse_args(argv or [])
+    return GatewaySettings(
+        host=args.host,
+        port=args.port,
+        targets={
+            name: _env(env, target_variable(name), f"127.0.0.1:{DEFAULT_PORTS[name]}")
+            for name in SERVERS
+        },
+        max_body_bytes=args.max_body_bytes,
+        max_message_bytes=int(_env(env, "FORGE_MAX_MESSAGE_BYTES", str(DEFAULT_MAX_MESSAGE_BYTES))),
+        grace_seconds=float(_env(env, "FORGE_GRACE_SECONDS", str(DEFAULT_GRACE_SECONDS))),
+        log_level=_env(env, "FORGE_LOG_LEVEL", "INFO"),
+    )
