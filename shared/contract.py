@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from google.protobuf.descriptor import Descriptor, EnumDescriptor
 
@@ -47,7 +47,8 @@ class _EnumWrapper(Protocol):
 
     DESCRIPTOR: EnumDescriptor
 
-    def Name(self, number: int, /) -> str: ...
+    # ``Any``: each generated wrapper types the number as its own ``ValueType``.
+    def Name(self, number: Any, /) -> str: ...
 
     def Value(self, name: str, /) -> int: ...
 

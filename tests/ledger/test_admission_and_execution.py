@@ -134,8 +134,18 @@ def journal_kinds(clients: LedgerClients, run_id: str) -> list[str]:
 def claim_request(
     clients: LedgerClients, execution_request_id: str, **overrides: object
 ) -> execution_pb2.ClaimExecutionRequestRequest:
+    """A claim presenting the run's own source and its original attempt."""
+    queued = execution(clients, "reader-token").GetExecutionRequest(
+        execution_pb2.GetExecutionRequestRequest(execution_request_id=execution_request_id)
+    )
+    run = (
+        clients.ledger("reader-token")
+        .GetRun(ledger_pb2.GetRunRequest(run_id=queued.execution_request.run_id))
+        .run
+    )
     fields: dict[str, object] = {
         "execution_request_id": execution_request_id,
+        "attempt_id": run.attempt_id,
         "source_revision": "git:4f1c2a9",
         "configuration_digest": CONFIGURATION_DIGEST,
         "source_profile": DEFAULT_QUALIFIED_PROFILE,
@@ -448,19 +458,23 @@ def test_claim_complete_and_fencing(clients: LedgerClients) -> None:
         ({"source_revision": "git:other"}, "source_revision"),
         ({"configuration_digest": digest_of("other")}, "configuration_digest"),
         ({"source_profile": "forge-worker/other"}, "source_profile"),
+        ({"attempt_id": "run-1-attempt-2"}, "attempt_id"),
+        ({"attempt_id": ""}, "attempt_id"),
     ],
 )
 def test_claim_repeats_the_source_checks(
-    clients: LedgerClients, override: dict[str, str], subject: str
+    clients: LedgerClients, engine: Engine, override: dict[str, str], subject: str
 ) -> None:
     _seeded, ticket = admitted(clients)
     exr = ticket.execution_request.execution_request_id
+    counts = row_counts(engine)
     error = expect_error(
         grpc.StatusCode.FAILED_PRECONDITION,
         "CLAIM_CHECK_FAILED",
         lambda: execution(clients).ClaimExecutionRequest(claim_request(clients, exr, **override)),
     )
     assert [v.subject for v in error.precondition_violations] == [subject]
+    assert row_counts(engine) == counts
     state = execution(clients, "reader-token").GetExecutionRequest(
         execution_pb2.GetExecutionRequestRequest(execution_request_id=exr)
     )
@@ -644,8 +658,8 @@ def test_a_revocation_committed_while_waiting_for_the_policy_lock_is_seen(
 ) -> None:
     """The policy write inserts a new revision; a transaction that queued behind it must judge
     against that new revision, not the one it first locked."""
-    from services.ledger import repository
     from services.ledger.domain.policy import PolicyRevision, PolicySettings, policy_digest
+    from services.ledger.repository import policy as repository
 
     seeded = seed(clients)
     enable_policy(clients)
