@@ -12,6 +12,7 @@ from forge.continuity.v1 import (
 )
 from services.demo.seed import CONFIGURATION_DIGEST, SeededRun, load_fixture, seed_held_run
 from shared.canonical import digest_of, sha256_digest
+from shared.contract import enum_short_name
 from shared.qualification import DEFAULT_QUALIFIED_PROFILE
 from tests.ledger.conftest import LedgerClients
 
@@ -86,10 +87,7 @@ def journal_kinds(clients: LedgerClients, run_id: str) -> list[str]:
         .ReadJournal(ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000))
         .entries
     )
-    return [
-        common_pb2.JournalEntryKind.Name(e.kind).removeprefix("JOURNAL_ENTRY_KIND_").lower()
-        for e in entries
-    ]
+    return [enum_short_name(common_pb2.JournalEntryKind, e.kind).lower() for e in entries]
 
 
 def claim_request(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sqlalchemy import Connection, func, insert, select
+from sqlalchemy import Connection, insert, select
 
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.schema import journal_entries
@@ -83,16 +83,6 @@ def iter_journal(connection: Connection, run_id: str, batch: int = 500) -> Itera
         if len(page) < batch:
             return
         next_sequence = page[-1].sequence + 1
-
-
-def count_entries(connection: Connection, run_id: str) -> int:
-    return int(
-        connection.execute(
-            select(func.count())
-            .select_from(journal_entries)
-            .where(journal_entries.c.run_id == run_id)
-        ).scalar_one()
-    )
 
 
 def command_entries(connection: Connection, run_id: str) -> list[StoredEntry]:
