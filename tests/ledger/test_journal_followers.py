@@ -3,6 +3,7 @@ claims and commands need; and a journal read does not block writers."""
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import json
 import sqlite3
@@ -53,20 +54,30 @@ def append(clients: LedgerClients, head: str, reason: str) -> common_pb2.Journal
 
 
 class Follower:
-    """One following stream on its own channel; closing the channel cancels the stream."""
+    """One following stream on its own channel; closing the channel cancels the stream.
+
+    The client's tracing interceptor makes the stream's span current while the stream is open;
+    each stream runs in its own context so open streams never leak a span into the test."""
 
     def __init__(self, clients: LedgerClients) -> None:
         self.channel = clients.channel("reader-token")
-        self.stream = ledger_pb2_grpc.LedgerServiceStub(self.channel).StreamJournal(
+        self._context = contextvars.copy_context()
+        self.stream = self._context.run(
+            ledger_pb2_grpc.LedgerServiceStub(self.channel).StreamJournal,
             ledger_pb2.StreamJournalRequest(run_id="run-1", from_sequence=1, follow=True),
             timeout=30,
         )
 
     def next_sequence(self) -> int:
-        return int(next(self.stream).entry.sequence)
+        response: ledger_pb2.StreamJournalResponse = self._context.run(next, self.stream)
+        return int(response.entry.sequence)
 
     def close(self) -> None:
         self.channel.close()
+        # With the client interceptors the call is a generator; closing it ends its span here.
+        close = getattr(self.stream, "close", None)
+        if close is not None:
+            self._context.run(close)
 
 
 def refused_follower(clients: LedgerClients) -> None:
