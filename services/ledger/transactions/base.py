@@ -19,7 +19,7 @@ from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import policy as policy_rows
 from services.ledger.repository import runs as run_rows
 from shared.canonical import canonical_text
-from shared.errors import Aborted, NotFound, PreconditionViolation
+from shared.errors import Aborted, FieldViolation, InvalidArgument, NotFound, PreconditionViolation
 from shared.timeutil import Clock, to_text, utc_now
 
 P = ParamSpec("P")
@@ -114,3 +114,16 @@ def append_entry(
 def lock_policy(connection: Connection) -> PolicyRevision:
     """Lock the current policy row; writers that judge the policy serialize on it."""
     return policy_rows.lock_current_policy(connection)
+
+
+def check_not_negative(**values: int) -> None:
+    """Paging arguments: ``INVALID_ARGUMENT FIELD_INVALID`` naming each negative field (a negative
+    LIMIT must never reach the database)."""
+    negative = [name for name, value in values.items() if value < 0]
+    if negative:
+        raise InvalidArgument(
+            "FIELD_INVALID",
+            f"{' and '.join(values)} must not be negative",
+            metadata={"field": ",".join(negative)},
+            field_violations=[FieldViolation(name, "must not be negative") for name in negative],
+        )

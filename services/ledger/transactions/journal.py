@@ -24,6 +24,7 @@ from services.ledger.repository import journal as journal_rows
 from services.ledger.transactions.base import (
     LedgerContext,
     check_head,
+    check_not_negative,
     existing_run,
     retry_on_unique_conflict,
 )
@@ -146,12 +147,7 @@ class JournalPage:
 
 def read(context: LedgerContext, run_id: str, from_sequence: int, page_size: int) -> JournalPage:
     check_identifier("run_id", run_id)
-    if from_sequence < 0 or page_size < 0:
-        raise InvalidArgument(
-            "FIELD_INVALID",
-            "from_sequence and page_size must not be negative",
-            field_violations=[FieldViolation("from_sequence", "must not be negative")],
-        )
+    check_not_negative(from_sequence=from_sequence, page_size=page_size)
     limit = min(page_size or DEFAULT_JOURNAL_PAGE, MAX_JOURNAL_PAGE)
     # A plain connection, never begin(): a read must not take SQLite's write lock.
     with context.engine.connect() as connection:

@@ -6,10 +6,11 @@ from services.ledger.domain.policy import PolicyRevision, PolicySettings, policy
 from services.ledger.repository import policy as policy_rows
 from services.ledger.transactions.base import (
     LedgerContext,
+    check_not_negative,
     lock_policy,
     retry_on_unique_conflict,
 )
-from shared.errors import Aborted, FieldViolation, InvalidArgument, NotFound, PreconditionViolation
+from shared.errors import Aborted, NotFound, PreconditionViolation
 
 MAX_POLICY_PAGE = 500
 DEFAULT_POLICY_PAGE = 50
@@ -69,18 +70,7 @@ def list_revisions(
     context: LedgerContext, before_revision: int, page_size: int
 ) -> list[PolicyRevision]:
     """Revisions newest first, older than ``before_revision`` (0: from the current one)."""
-    violations = [
-        FieldViolation(name, "must not be negative")
-        for name, value in (("before_revision", before_revision), ("page_size", page_size))
-        if value < 0
-    ]
-    if violations:
-        raise InvalidArgument(
-            "FIELD_INVALID",
-            "before_revision and page_size must not be negative",
-            metadata={"field": ",".join(v.field for v in violations)},
-            field_violations=violations,
-        )
+    check_not_negative(before_revision=before_revision, page_size=page_size)
     limit = min(page_size or DEFAULT_POLICY_PAGE, MAX_POLICY_PAGE)
     with context.engine.connect() as connection:
         return policy_rows.list_policy_revisions(connection, before_revision, limit)
