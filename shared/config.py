@@ -54,6 +54,9 @@ ENVIRONMENT: Mapping[str, str] = {
     "FORGE_QUALIFIED_SOURCE_PROFILES": (
         "extra qualified source profiles, comma-separated (the release's own is always qualified)"
     ),
+    "FORGE_MAX_JOURNAL_FOLLOWERS": (
+        "ledger: concurrent StreamJournal followers (default 8, below the server's thread pool)"
+    ),
     "OTEL_EXPORTER_OTLP_ENDPOINT": "OTLP/gRPC endpoint; spans are exported only when it is set",
     "OTEL_SERVICE_NAME": "overrides the service name reported in traces",
     "FORGE_GATEWAY_PORT": "HTTP/JSON gateway port (default 8080)",
@@ -148,3 +151,30 @@ def load_settings(
         grace_seconds=float(_env(env, "FORGE_GRACE_SECONDS", str(DEFAULT_GRACE_SECONDS))),
         log_level=_env(env, "FORGE_LOG_LEVEL", "INFO"),
     )
+
+
+# --- server threads and journal followers ---------------------------------------------------
+
+#: Threads of each service's gRPC server pool (shared.server.start_server).
+DEFAULT_SERVER_THREADS = 32
+#: Journal followers poll while they wait, each on a pool thread; at most this many at a time,
+#: so the rest of the pool stays free for admissions, claims and commands.
+DEFAULT_MAX_JOURNAL_FOLLOWERS = 8
+#: The bound may be raised to at most half the pool.
+MAX_JOURNAL_FOLLOWERS_CEILING = DEFAULT_SERVER_THREADS // 2
+
+
+def journal_follower_limit(env: Mapping[str, str] | None = None) -> int:
+    """FORGE_MAX_JOURNAL_FOLLOWERS, checked to be in 1..half the server's thread pool."""
+    env = os.environ if env is None else env
+    text = _env(env, "FORGE_MAX_JOURNAL_FOLLOWERS", str(DEFAULT_MAX_JOURNAL_FOLLOWERS))
+    try:
+        limit = int(text)
+    except ValueError:
+        raise ValueError(f"FORGE_MAX_JOURNAL_FOLLOWERS must be an integer, not {text!r}") from None
+    if not 1 <= limit <= MAX_JOURNAL_FOLLOWERS_CEILING:
+        raise ValueError(
+            f"FORGE_MAX_JOURNAL_FOLLOWERS must be in 1..{MAX_JOURNAL_FOLLOWERS_CEILING} "
+            f"(half of the {DEFAULT_SERVER_THREADS} server threads), not {limit}"
+        )
+    return limit

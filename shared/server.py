@@ -26,7 +26,7 @@ from shared.auth import (
     reset_current_principal,
     set_current_principal,
 )
-from shared.config import Settings
+from shared.config import DEFAULT_SERVER_THREADS, Settings
 from shared.deadline import reset_inbound_deadline, set_inbound_deadline
 from shared.errors import DomainError, Internal, to_status
 from shared.telemetry import configure_tracing
@@ -224,7 +224,7 @@ def start_server(
     bindings: Sequence[ServiceBinding],
     directory: PrincipalDirectory,
     *,
-    max_workers: int = 32,
+    max_workers: int = DEFAULT_SERVER_THREADS,
 ) -> RunningServer:
     """Build, bind and start a server hosting ``bindings`` (port 0 picks a free port)."""
     provider = configure_tracing(settings.service)

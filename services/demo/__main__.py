@@ -203,6 +203,7 @@ def story(targets: dict[str, str], run_id: str) -> None:  # noqa: PLR0915 - one 
     claimed = worker.ClaimExecutionRequest(
         execution_pb2.ClaimExecutionRequestRequest(
             execution_request_id=queued.execution_request_id,
+            attempt_id=run.attempt_id,
             source_revision=run.source_revision,
             configuration_digest=run.configuration_digest,
             source_profile=run.source_profile,

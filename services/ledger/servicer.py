@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import time
+import threading
 from collections.abc import Iterator
 from dataclasses import asdict, fields
-from typing import Any, cast
 
 import grpc
-from google.protobuf import json_format
 
 from forge.continuity.v1 import (
     common_pb2,
@@ -19,26 +17,25 @@ from forge.continuity.v1 import (
     policy_pb2,
     policy_pb2_grpc,
 )
-from services.ledger.domain.admission import DIGEST_NAMES, AdmissionInput, WorkerSource
+from services.ledger.domain.admission import AdmissionInput, WorkerSource
 from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
 from services.ledger.domain.runs import Run, RunSpec
+from services.ledger.domain.tickets import StoredTicket
 from services.ledger.service import Ledger
+from services.ledger.transactions.admission import Admission
 from shared.auth import ANY_ROLE, Role, current_principal
+from shared.contract import DIGEST_NAMES, enum_number, enum_short_name
 from shared.errors import FieldViolation, InvalidArgument
 from shared.server import ServiceBinding
 from shared.timeutil import from_timestamp, to_text, to_timestamp
 
-KIND_PREFIX = "JOURNAL_ENTRY_KIND_"
-FOLLOW_POLL_SECONDS = 0.2
-
 
 def kind_from_proto(value: int) -> EntryKind:
     try:
-        name = common_pb2.JournalEntryKind.Name(cast(common_pb2.JournalEntryKind.ValueType, value))
-        return EntryKind[name.removeprefix(KIND_PREFIX)]
-    except (KeyError, ValueError):
+        return EntryKind(enum_short_name(common_pb2.JournalEntryKind, value).lower())
+    except ValueError:
         raise InvalidArgument(
             "JOURNAL_ENTRY_KIND_UNKNOWN",
             f"unknown journal entry kind {value}",
@@ -47,15 +44,17 @@ def kind_from_proto(value: int) -> EntryKind:
         ) from None
 
 
-def kind_to_proto(kind: str) -> int:
-    return common_pb2.JournalEntryKind.Value(KIND_PREFIX + EntryKind(kind).name)
+def kind_to_proto(kind: str) -> common_pb2.JournalEntryKind.ValueType:
+    return common_pb2.JournalEntryKind.ValueType(
+        enum_number(common_pb2.JournalEntryKind, EntryKind(kind).value)
+    )
 
 
 def entry_to_proto(entry: StoredEntry) -> common_pb2.JournalEntry:
     return common_pb2.JournalEntry(
         run_id=entry.run_id,
         sequence=entry.sequence,
-        kind=kind_to_proto(entry.kind),  # type: ignore[arg-type]
+        kind=kind_to_proto(entry.kind),
         payload_json=entry.payload_json,
         prev_hash=entry.prev_hash,
         hash=entry.hash,
@@ -98,15 +97,9 @@ def policy_to_proto(policy: PolicyRevision) -> common_pb2.Policy:
     )
 
 
-STATE_PREFIX = "EXECUTION_REQUEST_STATE_"
-
-
 def state_from_proto(value: int) -> RequestState:
     try:
-        name = common_pb2.ExecutionRequestState.Name(
-            cast(common_pb2.ExecutionRequestState.ValueType, value)
-        )
-        return RequestState(name.removeprefix(STATE_PREFIX).lower())
+        return RequestState(enum_short_name(common_pb2.ExecutionRequestState, value).lower())
     except ValueError:
         raise InvalidArgument(
             "FIELD_INVALID",
@@ -118,6 +111,12 @@ def state_from_proto(value: int) -> RequestState:
         ) from None
 
 
+def state_to_proto(state: RequestState) -> common_pb2.ExecutionRequestState.ValueType:
+    return common_pb2.ExecutionRequestState.ValueType(
+        enum_number(common_pb2.ExecutionRequestState, state.value)
+    )
+
+
 def execution_request_to_proto(record: ExecutionRequestRecord) -> common_pb2.ExecutionRequest:
     return common_pb2.ExecutionRequest(
         execution_request_id=record.execution_request_id,
@@ -125,7 +124,7 @@ def execution_request_to_proto(record: ExecutionRequestRecord) -> common_pb2.Exe
         attempt_id=record.attempt_id,
         request_id=record.request_id,
         checkpoint_digest=record.checkpoint_digest,
-        state=common_pb2.ExecutionRequestState.Value(STATE_PREFIX + record.state.name),
+        state=state_to_proto(record.state),
         lease=common_pb2.Lease(
             generation=record.lease_generation,
             seconds=record.lease_seconds,
@@ -136,15 +135,32 @@ def execution_request_to_proto(record: ExecutionRequestRecord) -> common_pb2.Exe
 
 
 def ticket_to_proto(
-    document: dict[str, Any], record: ExecutionRequestRecord
+    ticket: StoredTicket, record: ExecutionRequestRecord
 ) -> ledger_pb2.AdmissionTicket:
-    """The saved ticket, with its execution request as it is now."""
-    ticket = json_format.ParseDict(
-        {k: v for k, v in document.items() if k != "execution_request_id"},
-        ledger_pb2.AdmissionTicket(),
+    """The saved ticket, field by field, with its execution request as it is now."""
+    return ledger_pb2.AdmissionTicket(
+        run_id=ticket.run_id,
+        request_id=ticket.request_id,
+        operator_identity=ticket.operator_identity,
+        execution_request=execution_request_to_proto(record),
+        settlement_sequence=ticket.settlement_sequence,
+        claim_sequence=ticket.claim_sequence,
+        digests=common_pb2.ContinuityDigests(
+            candidate_digest=ticket.digests["candidate_digest"],
+            run_digest=ticket.digests["run_digest"],
+            journal_digest=ticket.digests["journal_digest"],
+            policy_digest=ticket.digests["policy_digest"],
+        ),
+        policy_revision=ticket.policy_revision,
+        version=ticket.version,
+        derived_checkpoint_digest=ticket.derived_checkpoint_digest,
+        request_content_digest=ticket.request_content_digest,
+        created_at=to_timestamp(ticket.created_at),
     )
-    ticket.execution_request.CopyFrom(execution_request_to_proto(record))
-    return ticket
+
+
+def admission_to_proto(admission: Admission) -> ledger_pb2.AdmissionTicket:
+    return ticket_to_proto(admission.ticket, admission.execution_request)
 
 
 class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
@@ -194,28 +210,26 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     def ReadJournal(
         self, request: ledger_pb2.ReadJournalRequest, context: grpc.ServicerContext
     ) -> ledger_pb2.ReadJournalResponse:
-        entries, head = self._ledger.read_journal(
-            request.run_id, request.from_sequence, request.page_size
-        )
-        last = entries[-1].sequence if entries else 0
+        page = self._ledger.read_journal(request.run_id, request.from_sequence, request.page_size)
         return ledger_pb2.ReadJournalResponse(
-            entries=[entry_to_proto(e) for e in entries],
-            head=head_to_proto(head),
-            next_sequence=last + 1 if entries and last < head[0] else 0,
+            entries=[entry_to_proto(e) for e in page.entries],
+            head=head_to_proto(page.head),
+            next_sequence=page.next_sequence,
         )
 
     def StreamJournal(
         self, request: ledger_pb2.StreamJournalRequest, context: grpc.ServicerContext
     ) -> Iterator[ledger_pb2.StreamJournalResponse]:
-        next_sequence = max(request.from_sequence, 1)
-        # Re-check liveness before every read: a cancelled or expired follower stops polling.
-        while context.is_active():
-            for entry in self._ledger.follow(request.run_id, next_sequence):
-                yield ledger_pb2.StreamJournalResponse(entry=entry_to_proto(entry))
-                next_sequence = entry.sequence + 1
-            if not request.follow:
-                return
-            time.sleep(FOLLOW_POLL_SECONDS)
+        cancelled = threading.Event()
+        context.add_callback(cancelled.set)  # wakes a waiting follower when the call ends
+        for entry in self._ledger.stream_journal(
+            request.run_id,
+            request.from_sequence,
+            follow=request.follow,
+            is_active=context.is_active,
+            wait=cancelled.wait,
+        ):
+            yield ledger_pb2.StreamJournalResponse(entry=entry_to_proto(entry))
 
     def VerifyJournal(
         self, request: ledger_pb2.VerifyJournalRequest, context: grpc.ServicerContext
@@ -264,17 +278,16 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             witness_digest=request.witness_digest,
             derived_checkpoint=request.derived_checkpoint,
         )
-        document, created = self._ledger.commit_admission(admission)
-        _, record = self._ledger.get_admission(request.run_id, request.request_id)
+        committed = self._ledger.commit_admission(admission)
         return ledger_pb2.CommitAdmissionResponse(
-            ticket=ticket_to_proto(document, record), created=created
+            ticket=admission_to_proto(committed), created=committed.created
         )
 
     def GetAdmission(
         self, request: ledger_pb2.GetAdmissionRequest, context: grpc.ServicerContext
     ) -> ledger_pb2.GetAdmissionResponse:
-        document, record = self._ledger.get_admission(request.run_id, request.request_id)
-        return ledger_pb2.GetAdmissionResponse(ticket=ticket_to_proto(document, record))
+        found = self._ledger.get_admission(request.run_id, request.request_id)
+        return ledger_pb2.GetAdmissionResponse(ticket=admission_to_proto(found))
 
 
 class PolicyServicer(policy_pb2_grpc.PolicyServiceServicer):
@@ -329,7 +342,10 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
             request.execution_request_id,
             current_principal().identity,
             WorkerSource(
-                request.source_revision, request.configuration_digest, request.source_profile
+                source_revision=request.source_revision,
+                configuration_digest=request.configuration_digest,
+                source_profile=request.source_profile,
+                attempt_id=request.attempt_id,
             ),
         )
         return execution_pb2.ClaimExecutionRequestResponse(

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
+from sqlalchemy import Engine
 
 from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc, policy_pb2_grpc
 from services.ledger.service import Ledger
@@ -26,6 +28,28 @@ class LedgerClients:
 
     def channel(self, token: str) -> grpc.Channel:
         return self.served.channel(token)
+
+
+@dataclass
+class Clock:
+    now: datetime = field(default_factory=lambda: datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def clients(engine: Engine, clock: Clock) -> Iterator[LedgerClients]:
+    with serve("ledger", bindings(Ledger(engine, clock))) as served:
+        yield LedgerClients(served)
 
 
 @pytest.fixture

@@ -410,3 +410,21 @@ def test_read_pages_and_stream_follow(ledger_server: LedgerClients) -> None:
     seen.append(next(stream).entry.sequence)
     channel.close()  # cancels the open stream
     assert seen == [4, 5, 6]
+
+
+@pytest.mark.parametrize(
+    ("request_fields", "fields"),
+    [({"from_sequence": -1}, ["from_sequence"]), ({"page_size": -3}, ["page_size"])],
+)
+def test_negative_journal_paging_names_the_field(
+    ledger_server: LedgerClients, request_fields: dict[str, int], fields: list[str]
+) -> None:
+    ledger_server.ledger().CreateRun(run_request())
+    error = expect_error(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "FIELD_INVALID",
+        lambda: ledger_server.ledger("reader-token").ReadJournal(
+            ledger_pb2.ReadJournalRequest(run_id="run-1", **request_fields)  # type: ignore[arg-type]
+        ),
+    )
+    assert [v.field for v in error.field_violations] == fields

@@ -206,3 +206,38 @@ def test_blob_refusals(ledger_server: LedgerClients, engine: Engine) -> None:
     )
     with engine.connect() as connection:
         assert connection.execute(text("SELECT count(*) FROM blobs")).scalar_one() == 0
+
+
+@pytest.mark.parametrize(
+    ("request_fields", "fields"),
+    [
+        ({"page_size": -1}, ["page_size"]),
+        ({"before_revision": -2}, ["before_revision"]),
+        ({"page_size": -5, "before_revision": -1}, ["before_revision", "page_size"]),
+    ],
+)
+def test_negative_policy_paging_is_an_invalid_argument(
+    ledger_server: LedgerClients, request_fields: dict[str, int], fields: list[str]
+) -> None:
+    """A negative page size once became ``LIMIT -n`` (INTERNAL on PostgreSQL)."""
+    error = expect_error(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "FIELD_INVALID",
+        lambda: ledger_server.policy("reader-token").ListPolicyRevisions(
+            policy_pb2.ListPolicyRevisionsRequest(**request_fields)  # type: ignore[arg-type]
+        ),
+    )
+    assert [v.field for v in error.field_violations] == fields
+
+
+def test_policy_revisions_page_newest_first(ledger_server: LedgerClients) -> None:
+    admin = ledger_server.policy()
+    for revision in (1, 2, 3):
+        admin.PutPolicy(
+            policy_pb2.PutPolicyRequest(expected_revision=revision, settings=settings())
+        )
+    reader = ledger_server.policy("reader-token")
+    first = reader.ListPolicyRevisions(policy_pb2.ListPolicyRevisionsRequest(page_size=2))
+    assert [p.revision for p in first.policies] == [4, 3]
+    rest = reader.ListPolicyRevisions(policy_pb2.ListPolicyRevisionsRequest(before_revision=3))
+    assert [p.revision for p in rest.policies] == [2, 1]

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from services.ledger.domain.execution import MAX_LEASE_SECONDS, ExecutionRequestRecord
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run, check_identifier
 from shared.canonical import is_digest, sha256_digest
+from shared.contract import DIGEST_NAMES, MAX_WINDOW_SECONDS, SUPPORTED_VERSIONS
 from shared.errors import (
     FailedPrecondition,
     FieldViolation,
@@ -17,8 +17,6 @@ from shared.errors import (
     ResourceExhausted,
 )
 from shared.qualification import is_qualified
-
-DIGEST_NAMES = ("candidate_digest", "run_digest", "journal_digest", "policy_digest")
 
 
 @dataclass(frozen=True)
@@ -59,11 +57,12 @@ class AdmissionInput:
             for name in DIGEST_NAMES
             if not is_digest(self.digests.get(name, ""))
         ]
-        if self.version not in (1, 2):
-            violations.append(FieldViolation("version", "must be 1 or 2"))
-        if not 1 <= self.valid_for_seconds <= MAX_LEASE_SECONDS:
+        if self.version not in SUPPORTED_VERSIONS:
+            supported = " or ".join(str(v) for v in SUPPORTED_VERSIONS)
+            violations.append(FieldViolation("version", f"must be {supported}"))
+        if not 1 <= self.valid_for_seconds <= MAX_WINDOW_SECONDS:
             violations.append(
-                FieldViolation("valid_for_seconds", f"must be in 1..{MAX_LEASE_SECONDS}")
+                FieldViolation("valid_for_seconds", f"must be in 1..{MAX_WINDOW_SECONDS}")
             )
         if self.policy_revision <= 0:
             violations.append(FieldViolation("policy_revision", "must be positive"))
@@ -84,11 +83,13 @@ class AdmissionInput:
 
 @dataclass(frozen=True)
 class WorkerSource:
-    """What a claiming worker will execute; it must be exactly the run's."""
+    """What a claiming worker will execute, and in which attempt; it must be exactly the run's
+    (a continuity never starts a new attempt)."""
 
     source_revision: str
     configuration_digest: str
     source_profile: str
+    attempt_id: str
 
 
 def check_policy_for_admission(policy: PolicyRevision, decided_revision: int, version: int) -> None:
@@ -153,12 +154,13 @@ def check_capacity(policy: PolicyRevision, *, per_run: int, pending: int) -> Non
         )
 
 
-def check_worker_source(run: Run, record: ExecutionRequestRecord, presented: WorkerSource) -> None:
-    """The claim repeats the current checks: same attempt, source, configuration, profile."""
+def check_worker_source(run: Run, presented: WorkerSource) -> None:
+    """The claim repeats the current checks: the run's original attempt, source, configuration
+    and profile, each as the worker presents it."""
     violations = [
         PreconditionViolation(kind, name, f"expected {expected}, got {given}")
         for kind, name, expected, given in (
-            ("ATTEMPT", "attempt_id", run.spec.attempt_id, record.attempt_id),
+            ("ATTEMPT", "attempt_id", run.spec.attempt_id, presented.attempt_id),
             ("SOURCE", "source_revision", run.spec.source_revision, presented.source_revision),
             (
                 "CONFIGURATION",

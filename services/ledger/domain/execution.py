@@ -7,12 +7,11 @@ import math
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from services.ledger.domain.runs import SUPPORTED_TIME_BUDGET_PROTOCOLS, Run
+from services.ledger.domain.runs import Run
 from shared.canonical import digest_of
+from shared.contract import MAX_WINDOW_SECONDS, PENDING_STATE_NAMES, SUPPORTED_TIME_BUDGET_PROTOCOLS
 from shared.errors import FailedPrecondition, PermissionDenied, PreconditionViolation
 from shared.timeutil import from_text, to_text
-
-MAX_LEASE_SECONDS = 7200
 
 
 class RequestState(enum.Enum):
@@ -24,7 +23,7 @@ class RequestState(enum.Enum):
     FAILED = "failed"
 
 
-PENDING_STATES = (RequestState.QUEUED, RequestState.CLAIMED)
+PENDING_STATES = tuple(RequestState(name) for name in PENDING_STATE_NAMES)
 
 
 @dataclass(frozen=True)
@@ -66,7 +65,7 @@ def bound_lease(
         )
     bounds = [
         requested_seconds,
-        min(window_seconds, MAX_LEASE_SECONDS),
+        min(window_seconds, MAX_WINDOW_SECONDS),
         run.spec.provider_timeout_seconds,
     ]
     if run.spec.active_deadline is not None:

@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from shared.canonical import digest_of, is_digest
+from shared.contract import SUPPORTED_TIME_BUDGET_PROTOCOLS
 from shared.errors import FieldViolation, InvalidArgument
 from shared.identifiers import IDENTIFIER, check_identifier
 
 __all__ = ["IDENTIFIER", "SUPPORTED_TIME_BUDGET_PROTOCOLS", "Run", "RunSpec", "check_identifier"]
-
-SUPPORTED_TIME_BUDGET_PROTOCOLS = frozenset({"provider-timeout-v1"})
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,98 @@
+"""The journal_entries table: the hash-chained journal of each run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sqlalchemy import Connection, insert, select
+
+from services.ledger.domain.journal import EntryKind, StoredEntry
+from services.ledger.schema import journal_entries
+from shared.canonical import GENESIS_HASH
+
+
+def _entry(row: object) -> StoredEntry:
+    values = dict(row._mapping)  # type: ignore[attr-defined]
+    return StoredEntry(**values)
+
+
+def journal_head(connection: Connection, run_id: str) -> tuple[int, str]:
+    """(sequence, hash) of the last entry; (0, genesis) for an empty journal."""
+    row = connection.execute(
+        select(journal_entries.c.sequence, journal_entries.c.hash)
+        .where(journal_entries.c.run_id == run_id)
+        .order_by(journal_entries.c.sequence.desc())
+        .limit(1)
+    ).first()
+    return (0, GENESIS_HASH) if row is None else (int(row.sequence), str(row.hash))
+
+
+def last_entry(connection: Connection, run_id: str) -> StoredEntry | None:
+    row = connection.execute(
+        select(journal_entries)
+        .where(journal_entries.c.run_id == run_id)
+        .order_by(journal_entries.c.sequence.desc())
+        .limit(1)
+    ).first()
+    return None if row is None else _entry(row)
+
+
+def last_entry_of_kind(connection: Connection, run_id: str, kind: EntryKind) -> StoredEntry | None:
+    row = connection.execute(
+        select(journal_entries)
+        .where(journal_entries.c.run_id == run_id, journal_entries.c.kind == kind.value)
+        .order_by(journal_entries.c.sequence.desc())
+        .limit(1)
+    ).first()
+    return None if row is None else _entry(row)
+
+
+def insert_journal_entry(connection: Connection, entry: StoredEntry) -> None:
+    connection.execute(
+        insert(journal_entries).values(
+            run_id=entry.run_id,
+            sequence=entry.sequence,
+            kind=entry.kind,
+            payload_json=entry.payload_json,
+            prev_hash=entry.prev_hash,
+            hash=entry.hash,
+            actor=entry.actor,
+            recorded_at=entry.recorded_at,
+        )
+    )
+
+
+def read_journal(
+    connection: Connection, run_id: str, from_sequence: int, limit: int
+) -> list[StoredEntry]:
+    rows = connection.execute(
+        select(journal_entries)
+        .where(journal_entries.c.run_id == run_id, journal_entries.c.sequence >= from_sequence)
+        .order_by(journal_entries.c.sequence)
+        .limit(limit)
+    )
+    return [_entry(row) for row in rows]
+
+
+def iter_journal(connection: Connection, run_id: str, batch: int = 500) -> Iterator[StoredEntry]:
+    """Every entry in sequence order, fetched in batches (bounded memory for long journals)."""
+    next_sequence = 1
+    while True:
+        page = read_journal(connection, run_id, next_sequence, batch)
+        yield from page
+        if len(page) < batch:
+            return
+        next_sequence = page[-1].sequence + 1
+
+
+def command_entries(connection: Connection, run_id: str) -> list[StoredEntry]:
+    """The run's retained command_executed rows, in sequence order."""
+    rows = connection.execute(
+        select(journal_entries)
+        .where(
+            journal_entries.c.run_id == run_id,
+            journal_entries.c.kind == EntryKind.COMMAND_EXECUTED.value,
+        )
+        .order_by(journal_entries.c.sequence)
+    )
+    return [_entry(row) for row in rows]

@@ -1,0 +1,95 @@
+"""The policy_revisions table: immutable, numbered policy revisions."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from sqlalchemy import Connection, func, insert, select
+
+from services.ledger.domain.policy import PolicyRevision, PolicySettings
+from services.ledger.schema import policy_revisions
+
+
+def _policy(row: object) -> PolicyRevision:
+    values = dict(row._mapping)  # type: ignore[attr-defined]
+    settings = PolicySettings(
+        enabled=bool(values["enabled"]),
+        window_seconds=int(values["window_seconds"]),
+        per_run_ticket_limit=int(values["per_run_ticket_limit"]),
+        pending_ticket_limit=int(values["pending_ticket_limit"]),
+        allow_unavailable_source_observations=bool(values["allow_unavailable_source_observations"]),
+        allow_pre_admission_recovery=bool(values["allow_pre_admission_recovery"]),
+        allow_readonly_observation_recovery=bool(values["allow_readonly_observation_recovery"]),
+    )
+    return PolicyRevision(
+        revision=int(values["revision"]),
+        settings=settings,
+        updated_by=str(values["updated_by"]),
+        updated_at=str(values["updated_at"]),
+        digest=str(values["digest"]),
+    )
+
+
+def current_policy(connection: Connection) -> PolicyRevision:
+    row = connection.execute(
+        select(policy_revisions).order_by(policy_revisions.c.revision.desc()).limit(1)
+    ).first()
+    if row is None:
+        raise RuntimeError("policy_revisions is empty: migrations were not applied")
+    return _policy(row)
+
+
+def policy_revision(connection: Connection, revision: int) -> PolicyRevision | None:
+    row = connection.execute(
+        select(policy_revisions).where(policy_revisions.c.revision == revision)
+    ).first()
+    return None if row is None else _policy(row)
+
+
+def list_policy_revisions(
+    connection: Connection, before_revision: int, limit: int
+) -> list[PolicyRevision]:
+    """Newest first; ``before_revision`` 0 means from the current one. Callers validate that
+    neither argument is negative (a negative LIMIT is an error on PostgreSQL)."""
+    if limit <= 0 or before_revision < 0:
+        raise ValueError("limit must be positive and before_revision not negative")
+    query = select(policy_revisions).order_by(policy_revisions.c.revision.desc()).limit(limit)
+    if before_revision > 0:
+        query = query.where(policy_revisions.c.revision < before_revision)
+    return [_policy(row) for row in connection.execute(query)]
+
+
+def insert_policy_revision(connection: Connection, policy: PolicyRevision) -> None:
+    settings = policy.settings
+    connection.execute(
+        insert(policy_revisions).values(
+            revision=policy.revision,
+            **asdict(settings),
+            updated_by=policy.updated_by,
+            updated_at=policy.updated_at,
+            digest=policy.digest,
+        )
+    )
+
+
+def lock_current_policy(connection: Connection) -> PolicyRevision:
+    """The current policy, row-locked on PostgreSQL: admissions, claims, command charges and
+    policy writes serialize on it, so caps and revocations are checked against committed state.
+
+    A policy write inserts a new revision instead of updating one, so a transaction that waited
+    for the lock may hold a revision that was superseded meanwhile; under READ COMMITTED each new
+    statement sees the committed newer row, so re-read until the locked row is the newest.
+    (SQLite's BEGIN IMMEDIATE already serializes writers; there the first read is final.)"""
+    while True:
+        row = connection.execute(
+            select(policy_revisions)
+            .order_by(policy_revisions.c.revision.desc())
+            .limit(1)
+            .with_for_update()
+        ).first()
+        if row is None:
+            raise RuntimeError("policy_revisions is empty: migrations were not applied")
+        locked = _policy(row)
+        newest = connection.execute(select(func.max(policy_revisions.c.revision))).scalar_one()
+        if newest == locked.revision:
+            return locked

@@ -1,0 +1,48 @@
+"""The runs table."""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, insert, select
+
+from services.ledger.domain.runs import Run, RunSpec
+from services.ledger.schema import runs
+
+
+def insert_run(connection: Connection, run: Run) -> None:
+    spec = run.spec
+    connection.execute(
+        insert(runs).values(
+            run_id=spec.run_id,
+            task_id=spec.task_id,
+            attempt_id=spec.attempt_id,
+            source_revision=spec.source_revision,
+            configuration_digest=spec.configuration_digest,
+            provider_timeout_seconds=spec.provider_timeout_seconds,
+            active_deadline=spec.active_deadline,
+            command_limit=spec.command_limit,
+            time_budget_protocol=spec.time_budget_protocol,
+            source_profile=spec.source_profile,
+            created_by=run.created_by,
+            created_at=run.created_at,
+            run_digest=run.run_digest,
+        )
+    )
+
+
+def get_run(connection: Connection, run_id: str) -> Run | None:
+    row = connection.execute(select(runs).where(runs.c.run_id == run_id)).mappings().first()
+    if row is None:
+        return None
+    spec = RunSpec(
+        run_id=row["run_id"],
+        task_id=row["task_id"],
+        attempt_id=row["attempt_id"],
+        source_revision=row["source_revision"],
+        configuration_digest=row["configuration_digest"],
+        provider_timeout_seconds=row["provider_timeout_seconds"],
+        active_deadline=row["active_deadline"],
+        command_limit=row["command_limit"],
+        time_budget_protocol=row["time_budget_protocol"],
+        source_profile=row["source_profile"],
+    )
+    return Run(spec, row["created_by"], row["created_at"], row["run_digest"])

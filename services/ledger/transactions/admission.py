@@ -1,0 +1,259 @@
+"""The native admission transaction (docs/architecture.md, "One admission, step by step",
+step 9) and reading a saved ticket back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Connection
+
+from services.ledger.domain.admission import (
+    AdmissionInput,
+    check_capacity,
+    check_policy_for_admission,
+)
+from services.ledger.domain.execution import (
+    PENDING_STATES,
+    ExecutionRequestRecord,
+    RequestState,
+    bound_lease,
+    execution_request_id,
+    lease_expiry,
+)
+from services.ledger.domain.journal import EntryKind
+from services.ledger.domain.runs import check_identifier
+from services.ledger.domain.tickets import StoredTicket
+from services.ledger.repository import blobs as blob_rows
+from services.ledger.repository import execution_requests as request_rows
+from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import tickets as ticket_rows
+from services.ledger.transactions.base import (
+    LedgerContext,
+    append_entry,
+    check_head,
+    existing_run,
+    lock_policy,
+    retry_on_unique_conflict,
+)
+from services.ledger.transactions.execution import existing_request
+from shared.canonical import parse_json
+from shared.errors import Conflict, FailedPrecondition, NotFound, PreconditionViolation
+from shared.idempotency import StoredAction, replay_or_conflict
+from shared.timeutil import to_text
+
+DERIVED_CHECKPOINT_MEDIA_TYPE = "application/json"
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A saved ticket, its execution request as it is now, and whether this call created it."""
+
+    ticket: StoredTicket
+    execution_request: ExecutionRequestRecord
+    created: bool
+
+
+def commit(context: LedgerContext, admission: AdmissionInput) -> Admission:
+    """Admit, or replay the identical earlier admission; refusals write nothing."""
+    admission.validate()
+    return _commit(context, admission)
+
+
+@retry_on_unique_conflict
+def _commit(context: LedgerContext, admission: AdmissionInput) -> Admission:
+    # If a concurrent transaction commits first (a unique constraint fires), the retry answers
+    # as the second caller would: replay or conflict.
+    with context.engine.begin() as connection:
+        return _admit(context, connection, admission)
+
+
+def _admit(context: LedgerContext, connection: Connection, admission: AdmissionInput) -> Admission:
+    # 9.1 lock the current policy row
+    policy = lock_policy(connection)
+    # 9.2 apply idempotency again: replay an identical repeat, refuse anything else
+    stored = ticket_rows.get_ticket(connection, admission.run_id, admission.request_id)
+    if stored is not None:
+        replay_or_conflict(
+            id_field="request_id",
+            action_id=admission.request_id,
+            stored=StoredAction(
+                stored.ticket.operator_identity, stored.ticket.request_content_digest
+            ),
+            identity=admission.operator_identity,
+            content_digest=admission.request_content_digest,
+        )
+        record = existing_request(connection, stored.ticket.execution_request_id)
+        return Admission(stored.ticket, record, created=False)
+    # 9.3 one ticket per consumed graph, under any request id or identity
+    taken = ticket_rows.ticket_for_consumed_graph(
+        connection, admission.run_id, admission.consumed_response_digest
+    )
+    if taken is not None:
+        raise Conflict(
+            "CONSUMED_GRAPH_ALREADY_ADMITTED",
+            "this consumed response already has a continuity ticket",
+            metadata={"run_id": taken.ticket.run_id, "request_id": taken.ticket.request_id},
+        )
+    run = existing_run(connection, admission.run_id)
+    # 9.4 the policy is enabled, still the candidate's revision, and allows the version
+    check_policy_for_admission(policy, admission.policy_revision, admission.version)
+    # 9.5 re-check the head
+    check_head(connection, run.spec.run_id, admission.expected_head_hash)
+    # 9.5 at that head the run is held, and its consumed response is the one named
+    _check_held_on_consumed_response(connection, admission)
+    # 9.6 no queued or claimed execution request for the run
+    outstanding = request_rows.list_execution_requests(connection, run.spec.run_id, PENDING_STATES)
+    if outstanding:
+        raise FailedPrecondition(
+            "CLAIM_OUTSTANDING",
+            "the run already has a queued or executing claim",
+            metadata={"execution_request_id": outstanding[0].execution_request_id},
+        )
+    # 9.7 the queue caps
+    check_capacity(
+        policy,
+        per_run=ticket_rows.count_tickets_for_run(connection, run.spec.run_id),
+        pending=request_rows.count_execution_requests(connection, PENDING_STATES),
+    )
+    # 9.8 store the derived checkpoint blob (its digest was checked by validate())
+    if not blob_rows.blob_exists(connection, admission.derived_checkpoint_digest):
+        if not admission.derived_checkpoint:
+            raise FailedPrecondition(
+                "DERIVED_CHECKPOINT_MISSING",
+                "send the derived checkpoint bytes with the admission",
+                metadata={"digest": admission.derived_checkpoint_digest},
+            )
+        blob_rows.insert_blob(
+            connection,
+            admission.derived_checkpoint_digest,
+            admission.derived_checkpoint,
+            DERIVED_CHECKPOINT_MEDIA_TYPE,
+            context.now(),
+        )
+    # 9.9 bound the lease
+    now = context.clock()
+    lease_seconds = bound_lease(
+        admission.valid_for_seconds, policy.settings.window_seconds, run, now
+    )
+    request_id = execution_request_id(run.spec.run_id, admission.request_id)
+    actor = admission.operator_identity
+    # 9.10 the migration settlement and, adjacent to it, the ownership claim
+    settlement = append_entry(
+        context,
+        connection,
+        run.spec.run_id,
+        EntryKind.MIGRATION_SETTLEMENT,
+        {
+            "request_id": admission.request_id,
+            "version": admission.version,
+            "candidate_digest": admission.digests["candidate_digest"],
+            "derived_checkpoint_digest": admission.derived_checkpoint_digest,
+            "witness_digest": admission.witness_digest,
+            "consumed_response_digest": admission.consumed_response_digest,
+            "policy_revision": policy.revision,
+        },
+        actor,
+    )
+    claim = append_entry(
+        context,
+        connection,
+        run.spec.run_id,
+        EntryKind.OWNERSHIP_CLAIM,
+        {
+            "request_id": admission.request_id,
+            "execution_request_id": request_id,
+            "attempt_id": run.spec.attempt_id,
+            "lease_seconds": lease_seconds,
+        },
+        actor,
+    )
+    # 9.11 the queued execution request: derived checkpoint, original attempt, generation 0
+    created_at = to_text(now)
+    record = ExecutionRequestRecord(
+        execution_request_id=request_id,
+        run_id=run.spec.run_id,
+        attempt_id=run.spec.attempt_id,
+        request_id=admission.request_id,
+        checkpoint_digest=admission.derived_checkpoint_digest,
+        policy_revision=policy.revision,
+        state=RequestState.QUEUED,
+        lease_generation=0,
+        lease_seconds=lease_seconds,
+        lease_expires_at=lease_expiry(now, lease_seconds),
+        owner="",
+        created_at=created_at,
+        updated_at=created_at,
+    )
+    request_rows.insert_execution_request(connection, record)
+    # 9.12 the ticket
+    ticket = StoredTicket(
+        run_id=run.spec.run_id,
+        request_id=admission.request_id,
+        operator_identity=actor,
+        settlement_sequence=settlement.sequence,
+        claim_sequence=claim.sequence,
+        digests=dict(admission.digests),
+        policy_revision=policy.revision,
+        version=admission.version,
+        derived_checkpoint_digest=admission.derived_checkpoint_digest,
+        request_content_digest=admission.request_content_digest,
+        execution_request_id=request_id,
+        created_at=created_at,
+    )
+    ticket_rows.insert_ticket(connection, ticket, admission.consumed_response_digest)
+    return Admission(ticket, record, created=True)
+
+
+def _check_held_on_consumed_response(connection: Connection, admission: AdmissionInput) -> None:
+    """The ledger does not trust the caller's ``consumed_response_digest``, which keys the
+    one-ticket-per-consumed-graph rule: the run must be held (its last entry is ``run_held``),
+    and its newest ``response_consumed`` must name that response."""
+    run_id = admission.run_id
+    last = journal_rows.last_entry(connection, run_id)
+    if last is None or last.kind != EntryKind.RUN_HELD.value:
+        found = last.kind if last is not None else "nothing"
+        raise FailedPrecondition(
+            "RUN_NOT_HELD",
+            f"the run's last journal entry is {found}, not run_held",
+            metadata={"run_id": run_id, "last_entry_kind": last.kind if last else ""},
+            precondition_violations=[
+                PreconditionViolation("RUN_HELD", f"runs/{run_id}/journal", f"last is {found}")
+            ],
+        )
+    consumed = journal_rows.last_entry_of_kind(connection, run_id, EntryKind.RESPONSE_CONSUMED)
+    payload = parse_json(consumed.payload_json) if consumed is not None else {}
+    journal_digest = payload.get("response_digest") if isinstance(payload, dict) else None
+    if journal_digest != admission.consumed_response_digest:
+        recorded = journal_digest if isinstance(journal_digest, str) else ""
+        raise FailedPrecondition(
+            "CONSUMED_RESPONSE_MISMATCH",
+            "consumed_response_digest is not the response the run's journal records as consumed",
+            metadata={
+                "run_id": run_id,
+                "consumed_response_digest": admission.consumed_response_digest,
+                "journal_response_digest": recorded,
+            },
+            precondition_violations=[
+                PreconditionViolation(
+                    "CONSUMED_RESPONSE",
+                    "consumed_response_digest",
+                    f"the journal's newest response_consumed names {recorded or 'no response'}",
+                )
+            ],
+        )
+
+
+def get(context: LedgerContext, run_id: str, request_id: str) -> Admission:
+    """The saved ticket and the current state of its execution request."""
+    check_identifier("run_id", run_id)
+    check_identifier("request_id", request_id)
+    with context.engine.connect() as connection:
+        stored = ticket_rows.get_ticket(connection, run_id, request_id)
+        if stored is None:
+            raise NotFound(
+                "ADMISSION_NOT_FOUND",
+                f"no admission request {request_id} for run {run_id}",
+                metadata={"run_id": run_id, "request_id": request_id},
+            )
+        record = existing_request(connection, stored.ticket.execution_request_id)
+        return Admission(stored.ticket, record, created=False)

@@ -1,0 +1,198 @@
+"""Worker claims under fenced leases (11), fenced worker writes (12) and the command ledger
+(13), plus reads of execution requests."""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection
+
+from services.ledger.domain.admission import (
+    WorkerSource,
+    check_policy_for_execution,
+    check_worker_source,
+)
+from services.ledger.domain.commands import CommandLedger
+from services.ledger.domain.execution import (
+    ExecutionRequestRecord,
+    RequestState,
+    check_not_expired,
+    check_worker_write,
+    claimed,
+    finished,
+)
+from services.ledger.domain.journal import EntryKind
+from services.ledger.domain.runs import check_identifier
+from services.ledger.repository import execution_requests as request_rows
+from services.ledger.repository import journal as journal_rows
+from services.ledger.transactions.base import (
+    LedgerContext,
+    append_entry,
+    existing_run,
+    lock_policy,
+)
+from shared.canonical import is_digest
+from shared.errors import Conflict, FailedPrecondition, FieldViolation, InvalidArgument, NotFound
+
+
+def existing_request(
+    connection: Connection, execution_request_id: str, *, for_update: bool = False
+) -> ExecutionRequestRecord:
+    record = request_rows.get_execution_request(
+        connection, execution_request_id, for_update=for_update
+    )
+    if record is None:
+        raise NotFound(
+            "EXECUTION_REQUEST_NOT_FOUND",
+            f"no execution request {execution_request_id}",
+            metadata={"execution_request_id": execution_request_id},
+        )
+    return record
+
+
+def get(context: LedgerContext, execution_request_id: str) -> ExecutionRequestRecord:
+    with context.engine.connect() as connection:
+        return existing_request(connection, execution_request_id)
+
+
+def list_for_run(
+    context: LedgerContext, run_id: str, states: tuple[RequestState, ...]
+) -> list[ExecutionRequestRecord]:
+    check_identifier("run_id", run_id)
+    with context.engine.connect() as connection:
+        existing_run(connection, run_id)
+        return request_rows.list_execution_requests(connection, run_id, states)
+
+
+def claim(
+    context: LedgerContext, execution_request_id: str, worker: str, presented: WorkerSource
+) -> ExecutionRequestRecord:
+    """A worker claims a queued continuation after the current checks are repeated."""
+    with context.engine.begin() as connection:
+        # 11.1 lock the policy row and the request row
+        policy = lock_policy(connection)
+        record = existing_request(connection, execution_request_id, for_update=True)
+        # 11.2 only a queued request is claimed; a claimed one is never requeued
+        if record.state is not RequestState.QUEUED:
+            raise FailedPrecondition(
+                "EXECUTION_REQUEST_NOT_QUEUED",
+                f"execution request is {record.state.value}; claimed requests are never requeued",
+                metadata={"state": record.state.value},
+            )
+        # 11.3 the lease must not have expired
+        check_not_expired(record, context.clock())
+        # 11.4 the policy is still enabled and at the ticket's revision
+        check_policy_for_execution(policy, record.policy_revision)
+        # 11.5 the presented attempt, source, configuration and profile are the run's
+        check_worker_source(existing_run(connection, record.run_id), presented)
+        # 11.6 generation 0 -> 1, the owner is recorded, worker_claimed is appended
+        updated = claimed(record, worker, context.now())
+        request_rows.update_execution_request(connection, updated)
+        append_entry(
+            context,
+            connection,
+            record.run_id,
+            EntryKind.WORKER_CLAIMED,
+            {
+                "execution_request_id": record.execution_request_id,
+                "lease_generation": updated.lease_generation,
+                "attempt_id": record.attempt_id,
+            },
+            worker,
+        )
+        return updated
+
+
+def finish(
+    context: LedgerContext,
+    execution_request_id: str,
+    worker: str,
+    generation: int,
+    outcome: RequestState,
+    reason: str = "",
+) -> ExecutionRequestRecord:
+    """Complete or fail a claimed request under the current generation."""
+    with context.engine.begin() as connection:
+        record = existing_request(connection, execution_request_id, for_update=True)
+        # 12 claimed, current generation, the caller owns it, the lease is in time
+        check_worker_write(record, worker, generation, context.clock())
+        updated = finished(record, outcome, context.now())
+        request_rows.update_execution_request(connection, updated)
+        if outcome is RequestState.COMPLETED:
+            kind, payload = EntryKind.REQUEST_EVENT, {"event": "completed"}
+        else:
+            kind, payload = EntryKind.REQUEST_FAILED, {"reason": reason}
+        append_entry(
+            context,
+            connection,
+            record.run_id,
+            kind,
+            {
+                "execution_request_id": execution_request_id,
+                "lease_generation": generation,
+                **payload,
+            },
+            worker,
+        )
+        return updated
+
+
+def record_command(
+    context: LedgerContext,
+    execution_request_id: str,
+    worker: str,
+    generation: int,
+    command_id: str,
+    command_digest: str,
+) -> tuple[int, bool, int, int]:
+    """Charge one command before it runs: (journal sequence, charged, used, limit)."""
+    check_identifier("command_id", command_id)
+    if not is_digest(command_digest):
+        raise InvalidArgument(
+            "FIELD_INVALID",
+            "command_digest must be sha256:<64 hex>",
+            metadata={"field": "command_digest"},
+            field_violations=[FieldViolation("command_digest", "must be sha256:<64 hex>")],
+        )
+    with context.engine.begin() as connection:
+        policy = lock_policy(connection)
+        record = existing_request(connection, execution_request_id, for_update=True)
+        # 12 a fenced write, which also repeats the policy check
+        check_worker_write(record, worker, generation, context.clock())
+        check_policy_for_execution(policy, record.policy_revision)
+        run = existing_run(connection, record.run_id)
+        # 13 count distinct command ids in the run's retained command_executed rows
+        usage = CommandLedger.from_entries(journal_rows.command_entries(connection, record.run_id))
+        previous = usage.receipt(command_id)
+        if previous is not None:
+            # 13 a known id: its receipt (same digest) or COMMAND_ID_CONFLICT
+            if previous.command_digest != command_digest:
+                raise Conflict(
+                    "COMMAND_ID_CONFLICT",
+                    f"command {command_id} was recorded with a different command digest",
+                    metadata={"command_id": command_id},
+                )
+            return previous.sequence, False, usage.used, run.spec.command_limit
+        # 13 at the limit the command is refused before it runs
+        usage.check_room(run.spec.command_limit)
+        entry = append_entry(
+            context,
+            connection,
+            record.run_id,
+            EntryKind.COMMAND_EXECUTED,
+            {
+                "command_id": command_id,
+                "command_digest": command_digest,
+                "execution_request_id": execution_request_id,
+                "lease_generation": generation,
+            },
+            worker,
+        )
+        return entry.sequence, True, usage.used + 1, run.spec.command_limit
+
+
+def command_usage(context: LedgerContext, run_id: str) -> tuple[int, int]:
+    """(used, limit) of the run's command ledger."""
+    check_identifier("run_id", run_id)
+    with context.engine.connect() as connection:
+        run = existing_run(connection, run_id)
+        usage = CommandLedger.from_entries(journal_rows.command_entries(connection, run_id))
+        return usage.used, run.spec.command_limit

@@ -1,0 +1,227 @@
+"""The hash-chained journal: native appends at an expected head, pages, verification, and
+bounded followers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from sqlalchemy import Connection
+
+from services.ledger.domain.commands import CommandLedger
+from services.ledger.domain.journal import (
+    LEDGER_ONLY_KINDS,
+    EntryKind,
+    StoredEntry,
+    seal,
+    validate_payload,
+)
+from services.ledger.domain.runs import Run, check_identifier
+from services.ledger.repository import execution_requests as request_rows
+from services.ledger.repository import journal as journal_rows
+from services.ledger.transactions.base import (
+    LedgerContext,
+    check_head,
+    check_not_negative,
+    existing_run,
+    retry_on_unique_conflict,
+)
+from shared.canonical import GENESIS_HASH, is_digest, parse_json
+from shared.errors import Conflict, FieldViolation, InvalidArgument, ResourceExhausted
+from shared.journal_chain import Verification, verify_chain
+
+FENCED_NATIVE_KINDS = frozenset(
+    {EntryKind.WORKER_CLAIMED, EntryKind.REQUEST_FAILED, EntryKind.COMMAND_EXECUTED}
+)
+MAX_JOURNAL_PAGE = 1000
+DEFAULT_JOURNAL_PAGE = 100
+FOLLOW_PAGE = 200
+FOLLOW_POLL_SECONDS = 0.2
+
+
+# --- append ---------------------------------------------------------------------------------
+
+
+def append(
+    context: LedgerContext,
+    run_id: str,
+    expected_head_hash: str,
+    kind: EntryKind,
+    payload_json: str,
+    actor: str,
+) -> StoredEntry:
+    """Append one native entry at the expected head (empty means the genesis head)."""
+    check_identifier("run_id", run_id)
+    if kind in LEDGER_ONLY_KINDS:
+        raise InvalidArgument(
+            "JOURNAL_ENTRY_KIND_RESERVED",
+            f"{kind.value} entries are written only by the ledger's own transactions",
+            metadata={"kind": kind.value},
+            field_violations=[FieldViolation("kind", "reserved for ledger transactions")],
+        )
+    canonical = validate_payload(kind, payload_json)
+    expected = expected_head_hash or GENESIS_HASH
+    if not is_digest(expected):
+        raise InvalidArgument(
+            "FIELD_INVALID",
+            "expected_head_hash must be sha256:<64 hex> (or empty for an empty journal)",
+            metadata={"field": "expected_head_hash"},
+            field_violations=[FieldViolation("expected_head_hash", "must be sha256:<64 hex>")],
+        )
+    return _append_at(context, run_id, expected, kind, canonical, actor)
+
+
+@retry_on_unique_conflict
+def _append_at(
+    context: LedgerContext,
+    run_id: str,
+    expected: str,
+    kind: EntryKind,
+    canonical: str,
+    actor: str,
+) -> StoredEntry:
+    # A concurrent append that committed at the same head first makes the retry report where
+    # the head is now (JOURNAL_HEAD_STALE).
+    with context.engine.begin() as connection:
+        run = existing_run(connection, run_id)
+        sequence, head = check_head(connection, run_id, expected)
+        _check_native_write(connection, run, kind, canonical)
+        entry = seal(run_id, sequence + 1, kind, canonical, head, actor, context.now())
+        journal_rows.insert_journal_entry(connection, entry)
+        return entry
+
+
+def _check_native_write(
+    connection: Connection, run: Run, kind: EntryKind, canonical_payload: str
+) -> None:
+    """Native appends may not route around the continuity rules: a continuity execution
+    request is written only through ExecutionService under its lease generation (12), and a
+    native command is charged against the same command limit (13)."""
+    payload = parse_json(canonical_payload)
+    assert isinstance(payload, dict)
+    fenced = payload.get("execution_request_id")
+    if (
+        kind in FENCED_NATIVE_KINDS
+        and isinstance(fenced, str)
+        and request_rows.get_execution_request(connection, fenced) is not None
+    ):
+        raise InvalidArgument(
+            "EXECUTION_REQUEST_FENCED",
+            f"{fenced} is a continuity execution request: write through ExecutionService "
+            "with its lease generation",
+            metadata={"execution_request_id": fenced, "kind": kind.value},
+        )
+    if kind is EntryKind.COMMAND_EXECUTED:
+        usage = CommandLedger.from_entries(
+            journal_rows.command_entries(connection, run.spec.run_id)
+        )
+        command_id = str(payload["command_id"])
+        if usage.receipt(command_id) is not None:
+            raise Conflict(
+                "COMMAND_ALREADY_RECORDED",
+                f"command {command_id} is already charged to this run",
+                metadata={"command_id": command_id},
+            )
+        usage.check_room(run.spec.command_limit)
+
+
+# --- reads ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JournalPage:
+    """One page of entries, the head when it was read, and where the next page starts (0 when
+    the page reaches the head)."""
+
+    entries: list[StoredEntry]
+    head: tuple[int, str]
+
+    @property
+    def next_sequence(self) -> int:
+        if not self.entries or self.entries[-1].sequence >= self.head[0]:
+            return 0
+        return self.entries[-1].sequence + 1
+
+
+def read(context: LedgerContext, run_id: str, from_sequence: int, page_size: int) -> JournalPage:
+    check_identifier("run_id", run_id)
+    check_not_negative(from_sequence=from_sequence, page_size=page_size)
+    limit = min(page_size or DEFAULT_JOURNAL_PAGE, MAX_JOURNAL_PAGE)
+    # A plain connection, never begin(): a read must not take SQLite's write lock.
+    with context.engine.connect() as connection:
+        existing_run(connection, run_id)
+        entries = journal_rows.read_journal(connection, run_id, max(from_sequence, 1), limit)
+        return JournalPage(entries, journal_rows.journal_head(connection, run_id))
+
+
+def verify(context: LedgerContext, run_id: str) -> Verification:
+    check_identifier("run_id", run_id)
+    with context.engine.connect() as connection:
+        existing_run(connection, run_id)
+        return verify_chain(journal_rows.iter_journal(connection, run_id))
+
+
+def entries_from(context: LedgerContext, run_id: str, from_sequence: int) -> Iterator[StoredEntry]:
+    """Entries from ``from_sequence`` up to the current head, page by page."""
+    next_sequence = max(from_sequence, 1)
+    while True:
+        entries = read(context, run_id, next_sequence, FOLLOW_PAGE).entries
+        yield from entries
+        if len(entries) < FOLLOW_PAGE:
+            return
+        next_sequence = entries[-1].sequence + 1
+
+
+# --- followers ------------------------------------------------------------------------------
+
+
+class JournalFollowers:
+    """A fixed number of follower slots. A follower polls while it waits for new entries, and the
+    server's thread pool is bounded; beyond the limit a follower is refused at once, so followers
+    can never occupy the threads that admissions, claims and commands need."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("the journal follower limit must be at least 1")
+        self.limit = limit
+        self._slots = threading.BoundedSemaphore(limit)
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        if not self._slots.acquire(blocking=False):
+            raise ResourceExhausted(
+                "JOURNAL_FOLLOWERS_EXHAUSTED",
+                f"{self.limit} journal followers are already open; retry later or read pages",
+                metadata={"limit": str(self.limit)},
+            )
+        try:
+            yield
+        finally:
+            self._slots.release()
+
+
+def stream(
+    context: LedgerContext,
+    followers: JournalFollowers,
+    run_id: str,
+    from_sequence: int,
+    *,
+    follow: bool,
+    is_active: Callable[[], bool],
+    wait: Callable[[float], object],
+) -> Iterator[StoredEntry]:
+    """Entries from ``from_sequence``; with ``follow``, keep polling for new ones while the
+    caller is active (``wait`` sleeps between polls and may return early on cancellation)."""
+    next_sequence = max(from_sequence, 1)
+    if not follow:
+        yield from entries_from(context, run_id, next_sequence)
+        return
+    with followers.slot():
+        # Re-check liveness before every read: a cancelled or expired follower stops polling.
+        while is_active():
+            for entry in entries_from(context, run_id, next_sequence):
+                yield entry
+                next_sequence = entry.sequence + 1
+            wait(FOLLOW_POLL_SECONDS)

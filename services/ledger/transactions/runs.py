@@ -1,0 +1,39 @@
+"""Registering a run and reading it back."""
+
+from __future__ import annotations
+
+from services.ledger.domain.runs import Run, RunSpec, check_identifier
+from services.ledger.repository import runs as run_rows
+from services.ledger.transactions.base import (
+    LedgerContext,
+    current_head,
+    existing_run,
+    retry_on_unique_conflict,
+)
+from shared.errors import Conflict
+
+
+@retry_on_unique_conflict
+def create(context: LedgerContext, spec: RunSpec, actor: str) -> tuple[Run, bool]:
+    """Register a run; an identical repeat returns the stored run with created=False."""
+    spec.validate()
+    with context.engine.begin() as connection:
+        existing = run_rows.get_run(connection, spec.run_id)
+        if existing is None:
+            run = Run(spec, actor, context.now(), spec.digest)
+            run_rows.insert_run(connection, run)
+            return run, True
+    if existing.spec != spec:
+        raise Conflict(
+            "RUN_CONFLICT",
+            f"run {spec.run_id} is already registered with different content",
+            metadata={"run_id": spec.run_id, "stored_run_digest": existing.run_digest},
+        )
+    return existing, False
+
+
+def get(context: LedgerContext, run_id: str) -> tuple[Run, tuple[int, str]]:
+    """The run and its journal head."""
+    check_identifier("run_id", run_id)
+    with context.engine.connect() as connection:
+        return existing_run(connection, run_id), current_head(connection, run_id)

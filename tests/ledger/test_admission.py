@@ -1,0 +1,362 @@
+"""The native admission transaction through the real ledger service on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, timedelta
+
+import grpc
+import pytest
+from sqlalchemy import Engine
+
+from forge.continuity.v1 import (
+    ledger_pb2,
+    ledger_pb2_grpc,
+)
+from services.demo.seed import load_fixture, seed_held_run
+from shared.canonical import digest_of, sha256_digest
+from shared.errors import from_rpc_error
+from shared.timeutil import to_timestamp
+from tests.errors import expect_error
+from tests.ledger.admission_support import (
+    DERIVED,
+    FIXTURE,
+    S,
+    claim_request,
+    commit,
+    commit_request,
+    enable_policy,
+    execution,
+    journal_kinds,
+    seed,
+)
+from tests.ledger.conftest import Clock, LedgerClients
+from tests.support import row_counts
+
+# --- the admission transaction ------------------------------------------------------------------
+
+
+def test_admission_appends_settlement_and_adjacent_claim_and_queues_the_checkpoint(
+    clients: LedgerClients,
+) -> None:
+    seeded = seed(clients)
+    enable_policy(clients)
+    before = journal_kinds(clients, "run-1")
+    response = commit(clients, commit_request(clients, seeded))
+    ticket = response.ticket
+    assert response.created
+    assert journal_kinds(clients, "run-1") == [*before, "migration_settlement", "ownership_claim"]
+    assert ticket.claim_sequence == ticket.settlement_sequence + 1 == len(before) + 2
+    queued = ticket.execution_request
+    assert queued.state == S.EXECUTION_REQUEST_STATE_QUEUED and queued.lease.generation == 0
+    assert queued.checkpoint_digest == sha256_digest(DERIVED)
+    assert queued.attempt_id == seeded.attempt_id
+    assert queued.lease.seconds == 900  # bounded by the frozen provider timeout
+    entries = (
+        clients.ledger("reader-token")
+        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id="run-1", page_size=1000))
+        .entries
+    )
+    assert {e.actor for e in entries[-2:]} == {"olga-operator"}  # the operator, not the service
+    # The old claim and deadline stay recorded unchanged: the prefix is byte-identical.
+    assert [e.hash for e in entries[: len(before)]] == [e.hash for e in seeded.entries]
+    read_back = clients.ledger("reader-token").GetAdmission(
+        ledger_pb2.GetAdmissionRequest(run_id="run-1", request_id="req-1")
+    )
+    assert read_back.ticket == ticket
+
+
+def test_identical_repeat_returns_the_stored_ticket_and_writes_nothing(
+    clients: LedgerClients, engine: Engine
+) -> None:
+    seeded = seed(clients)
+    enable_policy(clients)
+    first = commit(clients, commit_request(clients, seeded))
+    counts = row_counts(engine)
+    # The head has moved since: an identical repeat must still get the stored ticket.
+    again = commit(
+        clients, commit_request(clients, seeded, policy_revision=first.ticket.policy_revision)
+    )
+    assert not again.created and again.ticket == first.ticket
+    assert row_counts(engine) == counts
+
+
+def test_conflicts_are_refused_and_write_nothing(clients: LedgerClients, engine: Engine) -> None:
+    seeded = seed(clients)
+    enable_policy(clients)
+    commit(clients, commit_request(clients, seeded))
+    counts = row_counts(engine)
+    expect_error(
+        grpc.StatusCode.ALREADY_EXISTS,
+        "REQUEST_ID_CONFLICT",
+        lambda: commit(
+            clients, commit_request(clients, seeded, request_content_digest=digest_of("other"))
+        ),
+    )
+    expect_error(
+        grpc.StatusCode.ALREADY_EXISTS,
+        "REQUEST_ID_OWNED_BY_ANOTHER_IDENTITY",
+        lambda: commit(clients, commit_request(clients, seeded, operator_identity="otto-operator")),
+    )
+    expect_error(
+        grpc.StatusCode.ALREADY_EXISTS,
+        "CONSUMED_GRAPH_ALREADY_ADMITTED",
+        lambda: commit(
+            clients,
+            commit_request(clients, seeded, request_id="req-2", operator_identity="otto-operator"),
+        ),
+    )
+    assert row_counts(engine) == counts
+
+
+@pytest.mark.parametrize(
+    ("prepare", "code", "reason"),
+    [
+        ("policy-disabled", grpc.StatusCode.FAILED_PRECONDITION, "POLICY_DISABLED"),
+        ("policy-moved", grpc.StatusCode.FAILED_PRECONDITION, "POLICY_REVISION_CHANGED"),
+        ("stale-head", grpc.StatusCode.ABORTED, "JOURNAL_HEAD_STALE"),
+        ("no-derived-blob", grpc.StatusCode.FAILED_PRECONDITION, "DERIVED_CHECKPOINT_MISSING"),
+        ("bad-version", grpc.StatusCode.INVALID_ARGUMENT, "ADMISSION_INVALID"),
+        ("window-too-long", grpc.StatusCode.INVALID_ARGUMENT, "ADMISSION_INVALID"),
+        ("v2-not-allowed", grpc.StatusCode.FAILED_PRECONDITION, "POLICY_DISABLED"),
+        ("unknown-run", grpc.StatusCode.NOT_FOUND, "RUN_NOT_FOUND"),
+    ],
+)
+def test_refusals_write_nothing(
+    clients: LedgerClients, engine: Engine, prepare: str, code: grpc.StatusCode, reason: str
+) -> None:
+    seeded = seed(clients)
+    overrides: dict[str, object] = {}
+    if prepare != "policy-disabled":
+        enable_policy(clients)
+    if prepare == "policy-moved":
+        request = commit_request(clients, seeded)
+        enable_policy(clients, window_seconds=60)
+    elif prepare == "stale-head":
+        overrides["expected_head_hash"] = seeded.entries[-2].hash
+    elif prepare == "no-derived-blob":
+        overrides["derived_checkpoint_digest"] = sha256_digest(b"never stored")
+    elif prepare == "bad-version":
+        overrides["version"] = 3
+    elif prepare == "window-too-long":
+        overrides["valid_for_seconds"] = 7201
+    elif prepare == "v2-not-allowed":
+        overrides["version"] = 2
+    elif prepare == "unknown-run":
+        overrides["run_id"] = "run-unknown"
+    if prepare != "policy-moved":
+        request = commit_request(clients, seeded, **overrides)
+    counts = row_counts(engine)
+    expect_error(code, reason, lambda: commit(clients, request))
+    assert row_counts(engine) == counts
+
+
+@pytest.mark.parametrize(
+    ("requested", "window", "provider_timeout", "deadline_in", "expected"),
+    [
+        (1800, 3600, 900, None, 900),
+        (300, 3600, 900, None, 300),
+        (3600, 600, 900, None, 600),
+        (7200, 7200, 10_000, None, 7200),
+        (3600, 3600, 900, 120, 120),
+    ],
+)
+def test_lease_is_the_minimum_of_its_bounds(
+    clients: LedgerClients,
+    clock: Clock,
+    requested: int,
+    window: int,
+    provider_timeout: int,
+    deadline_in: int | None,
+    expected: int,
+) -> None:
+    deadline = None
+    if deadline_in is not None:
+        deadline = to_timestamp(
+            (clock.now + timedelta(seconds=deadline_in)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        )
+    seeded = seed(clients, provider_timeout_seconds=provider_timeout, active_deadline=deadline)
+    enable_policy(clients, window_seconds=window)
+    ticket = commit(clients, commit_request(clients, seeded, valid_for_seconds=requested)).ticket
+    assert ticket.execution_request.lease.seconds == expected
+    expires = ticket.execution_request.lease.expires_at.ToDatetime(tzinfo=UTC)
+    assert expires == clock.now + timedelta(seconds=expected)
+
+
+def test_unsupported_time_budget_and_passed_deadline_refuse_admission(
+    clients: LedgerClients, clock: Clock, engine: Engine
+) -> None:
+    enable_policy(clients)
+    old = seed(clients, "run-old", time_budget_protocol="wall-clock-v0")
+    expect_error(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "TIME_BUDGET_UNSUPPORTED",
+        lambda: commit(clients, commit_request(clients, old)),
+    )
+    late = seed_held_run(
+        clients.ledger(),
+        load_fixture("v1_first_turn"),
+        "run-late",
+        active_deadline=to_timestamp(
+            (clock.now - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        ),
+    )
+    counts = row_counts(engine)
+    expect_error(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "ACTIVE_DEADLINE_PASSED",
+        lambda: commit(clients, commit_request(clients, late)),
+    )
+    assert row_counts(engine) == counts
+
+
+def test_sixty_four_concurrent_identical_commits_make_one_ticket(
+    clients: LedgerClients, engine: Engine
+) -> None:
+    seeded = seed(clients)
+    enable_policy(clients)
+    request = commit_request(clients, seeded)
+    results: list[ledger_pb2.CommitAdmissionResponse] = []
+    errors: list[Exception] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(64)
+
+    def submit() -> None:
+        stub = ledger_pb2_grpc.LedgerServiceStub(clients.channel("service-token"))
+        barrier.wait()
+        try:
+            response = stub.CommitAdmission(request)
+            with lock:
+                results.append(response)
+        except Exception as error:  # noqa: BLE001 - collected and asserted below
+            with lock:
+                errors.append(error)
+
+    threads = [threading.Thread(target=submit) for _ in range(64)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sum(r.created for r in results) == 1
+    assert len({r.ticket.SerializeToString() for r in results}) == 1
+    assert journal_kinds(clients, "run-1").count("migration_settlement") == 1
+    assert row_counts(engine)["admission_tickets"] == 1
+
+
+def test_concurrent_admissions_across_runs_never_exceed_the_pending_cap(
+    clients: LedgerClients, engine: Engine
+) -> None:
+    runs = [seed(clients, f"run-{index}") for index in range(8)]
+    enable_policy(clients, pending_ticket_limit=3)
+    requests = [commit_request(clients, seeded) for seeded in runs]
+    outcomes: list[str] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(len(requests))
+
+    def submit(request: ledger_pb2.CommitAdmissionRequest) -> None:
+        stub = ledger_pb2_grpc.LedgerServiceStub(clients.channel("service-token"))
+        barrier.wait()
+        try:
+            stub.CommitAdmission(request)
+            outcome = "ok"
+        except grpc.RpcError as error:
+            outcome = from_rpc_error(error).reason
+        with lock:
+            outcomes.append(outcome)
+
+    threads = [threading.Thread(target=submit, args=(r,)) for r in requests]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["PENDING_TICKET_LIMIT"] * 5 + ["ok"] * 3
+    assert row_counts(engine)["admission_tickets"] == 3
+
+
+# --- atomicity of what the transaction stores ----------------------------------------------------
+
+
+def test_the_derived_checkpoint_is_stored_only_with_the_settlement(
+    clients: LedgerClients, engine: Engine
+) -> None:
+    seeded = seed_held_run(clients.ledger(), FIXTURE, "run-1")
+    enable_policy(clients)
+    derived = b'{"derived": "only-with-the-settlement"}'
+    stale = commit_request(
+        clients,
+        seeded,
+        expected_head_hash=seeded.entries[-2].hash,
+        derived_checkpoint=derived,
+        derived_checkpoint_digest=sha256_digest(derived),
+    )
+    counts = row_counts(engine)
+    expect_error(grpc.StatusCode.ABORTED, "JOURNAL_HEAD_STALE", lambda: commit(clients, stale))
+    expect_error(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ADMISSION_INVALID",
+        lambda: commit(clients, commit_request(clients, seeded, derived_checkpoint=b"other bytes")),
+    )
+    assert row_counts(engine) == counts
+    ticket = commit(
+        clients,
+        commit_request(
+            clients,
+            seeded,
+            derived_checkpoint=derived,
+            derived_checkpoint_digest=sha256_digest(derived),
+        ),
+    ).ticket
+    stored = clients.ledger("reader-token").GetBlob(
+        ledger_pb2.GetBlobRequest(digest=ticket.derived_checkpoint_digest)
+    )
+    assert stored.content == derived
+
+
+@pytest.mark.parametrize("operation", ["admission", "claim"])
+def test_a_revocation_committed_while_waiting_for_the_policy_lock_is_seen(
+    clients: LedgerClients, engine: Engine, operation: str
+) -> None:
+    """The policy write inserts a new revision; a transaction that queued behind it must judge
+    against that new revision, not the one it first locked."""
+    from services.ledger.domain.policy import PolicyRevision, PolicySettings, policy_digest
+    from services.ledger.repository import policy as repository
+
+    seeded = seed(clients)
+    enable_policy(clients)
+    request = commit_request(clients, seeded)
+    exr = ""
+    if operation == "claim":
+        exr = commit(clients, request).ticket.execution_request.execution_request_id
+    outcome: list[str] = []
+
+    def act() -> None:
+        try:
+            if operation == "admission":
+                commit(clients, request)
+            else:
+                execution(clients).ClaimExecutionRequest(claim_request(clients, exr))
+            outcome.append("ok")
+        except grpc.RpcError as error:
+            outcome.append(from_rpc_error(error).reason)
+
+    with engine.connect() as connection, connection.begin():
+        current = repository.lock_current_policy(connection)
+        disabled = PolicySettings(False, 3600, 50, 500, False, False, False)
+        revision = current.revision + 1
+        repository.insert_policy_revision(
+            connection,
+            PolicyRevision(
+                revision,
+                disabled,
+                "alice-admin",
+                "2026-12-01T12:00:00.000000Z",
+                policy_digest(revision, disabled),
+            ),
+        )
+        waiter = threading.Thread(target=act)
+        waiter.start()
+        waiter.join(timeout=1.5)
+        assert waiter.is_alive(), "the second transaction should be waiting for the policy lock"
+    waiter.join(timeout=60)
+    assert outcome == ["POLICY_DISABLED" if operation == "admission" else "POLICY_REVOKED"]
