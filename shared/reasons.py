@@ -110,7 +110,7 @@ _REASONS: tuple[Reason, ...] = (
            ("admitted_candidate_digest", "origin", "request_id", "reviewed_candidate_digest",
             "stored_request_content_digest"),
            "the request id was already submitted by this identity with different content "
-           "(origin=client: the CLI found it admitted from another candidate than the reviewed one)"),
+           "(origin=client: the CLI found it admitted from another candidate than the reviewed)"),
     Reason("REQUEST_ID_OWNED_BY_ANOTHER_IDENTITY", _AE, ("request_id",),
            "the request id was already submitted by another identity"),
     Reason("RECOVERY_ID_CONFLICT", _AE, ("recovery_id", "stored_request_content_digest"),

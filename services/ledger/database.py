@@ -14,12 +14,20 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 from shared.errors import FailedPrecondition
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+SQLITE_BEGIN_OPTION = "forge_sqlite_begin"
+
+
+def read_only_connection(engine: Engine) -> Connection:
+    """A connection for reads only: on SQLite its transaction begins DEFERRED (a shared read
+    snapshot under WAL) instead of IMMEDIATE, so it never blocks a writer. Writing on it is a
+    programming error; write transactions use ``engine.begin()``."""
+    return engine.connect().execution_options(**{SQLITE_BEGIN_OPTION: "DEFERRED"})
 
 
 def make_engine(url: str, **options: Any) -> Engine:
@@ -44,7 +52,11 @@ def make_engine(url: str, **options: Any) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _begin(connection: Any) -> None:
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
+            # Writers take the write lock up front (no lock upgrade to fail on); a connection
+            # opened for reading only (``read_only_connection``) begins deferred, so reads and
+            # journal followers never hold the write lock.
+            mode = connection.get_execution_options().get(SQLITE_BEGIN_OPTION, "IMMEDIATE")
+            connection.exec_driver_sql(f"BEGIN {mode}")
 
         return engine
     options.setdefault("pool_size", 10)

@@ -18,6 +18,7 @@ from forge.continuity.v1 import common_pb2, ledger_pb2, ledger_pb2_grpc
 from services.ledger.repository import journal as journal_rows
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
+from services.ledger.transactions.base import LedgerContext
 from shared.config import (
     DEFAULT_MAX_JOURNAL_FOLLOWERS,
     DEFAULT_SERVER_THREADS,
@@ -154,18 +155,10 @@ def test_the_follower_bound_stays_below_the_server_thread_pool() -> None:
             journal_follower_limit({"FORGE_MAX_JOURNAL_FOLLOWERS": bad})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "services/ledger/database.py begins every SQLite transaction with BEGIN IMMEDIATE, "
-        "including the implicit one of engine.connect(), so each journal read (and every follower "
-        "poll) holds SQLite's write lock while it runs"
-    ),
-)
 def test_a_journal_read_on_sqlite_does_not_take_the_write_lock(engine: Engine) -> None:
     if engine.dialect.name != "sqlite":
         pytest.skip("SQLite only: PostgreSQL reads never block writers")
-    with engine.connect() as connection:  # exactly how the ledger's reads connect
+    with LedgerContext(engine).read() as connection:  # exactly how the ledger's reads connect
         journal_rows.journal_head(connection, "run-1")
         other = sqlite3.connect(str(make_url(str(engine.url)).database), timeout=0)
         try:

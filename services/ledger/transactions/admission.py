@@ -247,7 +247,7 @@ def get(context: LedgerContext, run_id: str, request_id: str) -> Admission:
     """The saved ticket and the current state of its execution request."""
     check_identifier("run_id", run_id)
     check_identifier("request_id", request_id)
-    with context.engine.connect() as connection:
+    with context.read() as connection:
         stored = ticket_rows.get_ticket(connection, run_id, request_id)
         if stored is None:
             raise NotFound(

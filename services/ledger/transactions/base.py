@@ -12,6 +12,7 @@ from typing import ParamSpec, TypeVar
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
+from services.ledger.database import read_only_connection
 from services.ledger.domain.journal import EntryKind, StoredEntry, seal
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run
@@ -35,6 +36,11 @@ class LedgerContext:
 
     def now(self) -> str:
         return to_text(self.clock())
+
+    def read(self) -> Connection:
+        """A read-only connection (it never takes SQLite's write lock); writes use
+        ``engine.begin()``."""
+        return read_only_connection(self.engine)
 
 
 def retry_on_unique_conflict(transaction: Callable[P, T]) -> Callable[P, T]:

@@ -52,7 +52,7 @@ def get(context: LedgerContext, digest: str) -> tuple[bytes, str]:
             metadata={"field": "digest"},
             field_violations=[FieldViolation("digest", "must be sha256:<64 hex>")],
         )
-    with context.engine.connect() as connection:
+    with context.read() as connection:
         found = blob_rows.get_blob(connection, digest)
     if found is None:
         raise NotFound("BLOB_NOT_FOUND", f"no blob {digest}", metadata={"digest": digest})

@@ -49,7 +49,7 @@ def existing_request(
 
 
 def get(context: LedgerContext, execution_request_id: str) -> ExecutionRequestRecord:
-    with context.engine.connect() as connection:
+    with context.read() as connection:
         return existing_request(connection, execution_request_id)
 
 
@@ -57,7 +57,7 @@ def list_for_run(
     context: LedgerContext, run_id: str, states: tuple[RequestState, ...]
 ) -> list[ExecutionRequestRecord]:
     check_identifier("run_id", run_id)
-    with context.engine.connect() as connection:
+    with context.read() as connection:
         existing_run(connection, run_id)
         return request_rows.list_execution_requests(connection, run_id, states)
 
@@ -192,7 +192,7 @@ def record_command(
 def command_usage(context: LedgerContext, run_id: str) -> tuple[int, int]:
     """(used, limit) of the run's command ledger."""
     check_identifier("run_id", run_id)
-    with context.engine.connect() as connection:
+    with context.read() as connection:
         run = existing_run(connection, run_id)
         usage = CommandLedger.from_entries(journal_rows.command_entries(connection, run_id))
         return usage.used, run.spec.command_limit

@@ -150,7 +150,7 @@ def read(context: LedgerContext, run_id: str, from_sequence: int, page_size: int
     check_not_negative(from_sequence=from_sequence, page_size=page_size)
     limit = min(page_size or DEFAULT_JOURNAL_PAGE, MAX_JOURNAL_PAGE)
     # A plain connection, never begin(): a read must not take SQLite's write lock.
-    with context.engine.connect() as connection:
+    with context.read() as connection:
         existing_run(connection, run_id)
         entries = journal_rows.read_journal(connection, run_id, max(from_sequence, 1), limit)
         return JournalPage(entries, journal_rows.journal_head(connection, run_id))
@@ -158,7 +158,7 @@ def read(context: LedgerContext, run_id: str, from_sequence: int, page_size: int
 
 def verify(context: LedgerContext, run_id: str) -> Verification:
     check_identifier("run_id", run_id)
-    with context.engine.connect() as connection:
+    with context.read() as connection:
         existing_run(connection, run_id)
         return verify_chain(journal_rows.iter_journal(connection, run_id))
 

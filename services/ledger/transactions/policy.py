@@ -18,7 +18,7 @@ DEFAULT_POLICY_PAGE = 50
 
 def get(context: LedgerContext, revision: int) -> PolicyRevision:
     """Revision ``revision``, or the current one for 0 (or less)."""
-    with context.engine.connect() as connection:
+    with context.read() as connection:
         if revision <= 0:
             return policy_rows.current_policy(connection)
         found = policy_rows.policy_revision(connection, revision)
@@ -72,5 +72,5 @@ def list_revisions(
     """Revisions newest first, older than ``before_revision`` (0: from the current one)."""
     check_not_negative(before_revision=before_revision, page_size=page_size)
     limit = min(page_size or DEFAULT_POLICY_PAGE, MAX_POLICY_PAGE)
-    with context.engine.connect() as connection:
+    with context.read() as connection:
         return policy_rows.list_policy_revisions(connection, before_revision, limit)

@@ -35,5 +35,5 @@ def create(context: LedgerContext, spec: RunSpec, actor: str) -> tuple[Run, bool
 def get(context: LedgerContext, run_id: str) -> tuple[Run, tuple[int, str]]:
     """The run and its journal head."""
     check_identifier("run_id", run_id)
-    with context.engine.connect() as connection:
+    with context.read() as connection:
         return existing_run(connection, run_id), current_head(connection, run_id)
