@@ -38,6 +38,7 @@ from services.demo.seed import load_fixture, seed_held_run
 from shared.canonical import digest_of
 from shared.client import open_channel
 from shared.config import DEFAULT_PORTS, SERVICE_NAMES, target_variable
+from shared.contract import enum_short_name
 from shared.errors import from_rpc_error
 
 TOKENS = {
@@ -258,7 +259,7 @@ def story(targets: dict[str, str], run_id: str) -> None:  # noqa: PLR0915 - one 
         .entries
     )
     for entry in entries:
-        kind = common_pb2.JournalEntryKind.Name(entry.kind).removeprefix("JOURNAL_ENTRY_KIND_")
+        kind = enum_short_name(common_pb2.JournalEntryKind, entry.kind)
         print(f"    {entry.sequence:>3}  {kind.lower():<28} {entry.actor:<22} {entry.hash[:19]}")
     verified = ledger("reader").VerifyJournal(ledger_pb2.VerifyJournalRequest(run_id=run_id))
     check(verified.valid, f"hash chain verifies ({verified.entries_checked} entries)")

@@ -23,11 +23,12 @@ from typing import Any
 
 from forge.continuity.v1 import common_pb2, ledger_pb2, ledger_pb2_grpc
 from shared.canonical import digest_of, sha256_digest
+from shared.contract import PROVIDER_TIMEOUT_V1
 from shared.qualification import DEFAULT_QUALIFIED_PROFILE
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "data" / "fixtures"
 K = common_pb2.JournalEntryKind
-TIME_BUDGET_PROTOCOL = "provider-timeout-v1"
+TIME_BUDGET_PROTOCOL = PROVIDER_TIMEOUT_V1
 CONFIGURATION_DIGEST = digest_of({"provider": "openai", "model": "gpt-5.2", "settings": {}})
 
 

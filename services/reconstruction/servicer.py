@@ -10,12 +10,8 @@ from typing import Any
 from forge.continuity.v1 import reconstruction_pb2, reconstruction_pb2_grpc
 from services.reconstruction.domain import Hold, analyze_consumed_response, reconstruct_invalid_read
 from shared.canonical import canonical_text
+from shared.contract import VERSION_BY_RECONSTRUCTION_ENUM
 from shared.errors import FieldViolation, InvalidArgument
-
-_VERSIONS = {
-    reconstruction_pb2.RECONSTRUCTION_VERSION_V1: 1,
-    reconstruction_pb2.RECONSTRUCTION_VERSION_V2: 2,
-}
 
 
 def _required(field: str) -> InvalidArgument:
@@ -36,7 +32,7 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
         for field in ("checkpoint", "raw_response", "consumed_at"):
             if not getattr(request, field):
                 raise _required(field)
-        version = _VERSIONS.get(request.version)
+        version = VERSION_BY_RECONSTRUCTION_ENUM.get(request.version)
         if version is None:
             raise InvalidArgument(
                 "VERSION_UNSUPPORTED",

@@ -14,6 +14,7 @@ from pydantic_ai.usage import RequestUsage
 
 from services.reconstruction.worker_adapter.evidence import INVALID_QUERY_RESULT
 from shared.canonical import canonical_bytes, digest_of, sha256_digest
+from shared.contract import SUPPORTED_VERSIONS
 from shared.errors import FailedPrecondition, InvalidArgument
 
 from .analysis import ResponseAnalysis, analyze
@@ -34,7 +35,6 @@ OBSERVATION_UNAVAILABLE: Final = {
     "status": "observation_unavailable",
     "reason": "original_read_result_not_retained",
 }
-SUPPORTED_VERSIONS: Final = (1, 2)
 T = TypeVar("T")
 
 
