@@ -12,7 +12,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from shared.admissibility import ActionFacts, BoundRequest, Consumed
 from shared.canonical import parse_json
+
+#: The never-claimed workflow's stored name.
+NEVER_CLAIMED = "never_claimed"
 
 #: Kinds that may follow a failure without keeping the request held.
 ACCOUNTED_AFTER_FAILURE = frozenset({"startup_recovery_annotation"})
@@ -136,4 +140,54 @@ def request_history(rows: Iterable[JournalRow], request_id: str) -> RequestHisto
         unaccounted_after_failure=unaccounted,
         witnessed=tuple(witnessed),
         unknown_outcomes=tuple(sorted(c for c, status in unknown.items() if status == "unknown")),
+    )
+
+
+def consumed_from(
+    rows: Iterable[JournalRow], command_limit: int, deadline_remaining_seconds: int
+) -> Consumed:
+    """Resources already charged, counted from retained native rows (never reset)."""
+    responses = tool_calls = 0
+    commands: set[str] = set()
+    for row in rows:
+        if row.kind == "response_consumed":
+            responses += 1
+        elif row.kind == "tool_call_granted":
+            tool_calls += 1
+        elif row.kind == "command_executed":
+            commands.add(str(_payload(row).get("command_id", "")))
+    return Consumed(responses, tool_calls, len(commands), command_limit, deadline_remaining_seconds)
+
+
+def never_claimed_facts(
+    history: RequestHistory,
+    *,
+    state: str,
+    outstanding: tuple[str, ...],
+    workflow_enabled: bool,
+    actor: str,
+    actor_has_authority: bool,
+    consumed: Consumed,
+) -> ActionFacts:
+    """The admissibility facts of the never-claimed recovery of ``history``'s request."""
+    return ActionFacts(
+        workflow=NEVER_CLAIMED,
+        action="request_invalid_read_recovery",
+        bound=BoundRequest(
+            request_id=history.request_id,
+            execution_request_id=history.execution_request_id,
+            state=state,
+            claimed=bool(history.worker_claims),
+            failed_unclaimed=history.unclaimed_failure_sequence > 0,
+        ),
+        spent_by=history.spent_by(NEVER_CLAIMED),
+        workflow_enabled=workflow_enabled,
+        actor=actor,
+        original_actor=history.original_actor,
+        actor_has_authority=actor_has_authority,
+        outstanding=tuple(o for o in outstanding if o != history.execution_request_id),
+        unaccounted_sequences=history.unaccounted_after_failure,
+        uncertain=history.unknown_outcomes,
+        known_effects=history.known_effects(),
+        consumed=consumed,
     )
