@@ -379,3 +379,21 @@ def test_two_recovery_ids_race_on_one_request_exactly_one_wins(stack: Stack) -> 
     assert len(won) == 1 and won[0].created
     assert lost == ["RECOVERY_ID_CONFLICT"]
     assert kinds(stack).count("recovery_witness") == 1
+
+
+def test_the_requeued_request_counts_against_the_pending_cap(stack: Stack, engine: Engine) -> None:
+    ticket = admit(stack)
+    fail_unclaimed(stack, ticket)
+    stack.set_policy(pending_ticket_limit=1)
+    seed_held_run(stack.ledger_stub(), FIXTURE, "run-2")
+    other = stack.candidate_of("run-2")
+    stack.admissions(ADA).RequestInvalidReadContinuity(submission(other, "req-2"))
+    candidate = recovery_candidate(stack)
+    assert candidate.eligible  # the cap is a queue bound, judged by the commit
+    before = row_counts(engine), kinds(stack)
+    expect_error(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "PENDING_TICKET_LIMIT",
+        lambda: stack.admissions(ADA).RequestInvalidReadRecovery(recovery(candidate)),
+    )
+    assert (row_counts(engine), kinds(stack)) == before

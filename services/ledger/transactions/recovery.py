@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from sqlalchemy import Connection
 
+from services.ledger.domain.admission import check_capacity
 from services.ledger.domain.execution import (
     PENDING_STATES,
     ExecutionRequestRecord,
@@ -205,12 +206,18 @@ def _recover(
     outcome = check(facts)
     if isinstance(outcome, Unresolved):
         raise unresolved_refusal(outcome, recovery.run_id, recovery.request_id)
-    # R.5 bound the new lease exactly as at admission
+    # R.5 the queue cap: the requeued request counts as pending again (no new ticket)
+    check_capacity(
+        policy,
+        per_run=0,
+        pending=request_rows.count_execution_requests(connection, PENDING_STATES),
+    )
+    # R.6 bound the new lease exactly as at admission
     now = context.clock()
     lease_seconds = bound_lease(
         recovery.valid_for_seconds, policy.settings.window_seconds, run, now
     )
-    # R.6 the witness and the request event; nothing earlier is touched
+    # R.7 the witness and the request event; nothing earlier is touched
     witness = append_entry(
         context,
         connection,
@@ -242,7 +249,7 @@ def _recover(
         },
         recovery.actor,
     )
-    # R.7 the same request queued again: same attempt, checkpoint and generation, a new lease
+    # R.8 the same request queued again: same attempt, checkpoint and generation, a new lease
     created_at = to_text(now)
     requeued = replace(
         record,
@@ -254,7 +261,7 @@ def _recover(
         updated_at=created_at,
     )
     request_rows.requeue_execution_request(connection, requeued)
-    # R.8 the saved action
+    # R.9 the saved action
     saved = StoredRecovery(
         run_id=run.spec.run_id,
         request_id=recovery.request_id,
