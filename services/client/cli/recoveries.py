@@ -18,9 +18,7 @@ def _flag(name: str) -> str:
 
 
 def register(commands: Subcommands) -> None:
-    recovery = add_group(
-        commands, "recovery", "recover a failed request that no worker claimed (administrator)"
-    )
+    recovery = add_group(commands, "recovery", "recover a request that failed unclaimed")
     show_candidate = add_command(
         recovery,
         "candidate",
