@@ -36,6 +36,11 @@ from shared.config import (
 DEV_PRINCIPALS = {
     "dev-admin-token": ("dev-admin", ["factory_administrator", "reader"]),
     "dev-operator-token": ("dev-operator", ["execution_operator", "reader"]),
+    # An operator who is also a factory administrator: may recover the tickets it submitted.
+    "dev-admin-operator-token": (
+        "dev-admin-operator",
+        ["execution_operator", "factory_administrator", "reader"],
+    ),
     "dev-worker-token": ("dev-worker", ["worker"]),
     "dev-writer-token": ("dev-writer", ["platform_writer"]),
     "dev-reader-token": ("dev-reader", ["reader"]),

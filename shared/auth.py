@@ -19,7 +19,7 @@ import enum
 import hashlib
 import hmac
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +117,16 @@ class PrincipalDirectory:
     def load(cls, path: str | Path) -> PrincipalDirectory:
         return cls.from_document(json.loads(Path(path).read_text(encoding="utf-8")))
 
+    def roles_of(self, identity: str) -> frozenset[Role]:
+        """Every role ``identity`` holds now, over all of its credentials."""
+        principals = [*self._by_token_digest.values(), *self._by_subject.values()]
+        return frozenset(
+            role
+            for principal in principals
+            if principal.identity == identity
+            for role in principal.roles
+        )
+
     def authenticate(
         self, authorization: str | None, mtls_subjects: Iterable[str] = ()
     ) -> Principal:
@@ -161,3 +171,17 @@ def require_role(*roles: Role) -> Principal:
     principal = current_principal()
     authorize(principal, frozenset(roles), "this operation")
     return principal
+
+
+def current_role_names(path: str | Path) -> Callable[[str], frozenset[str]]:
+    """Role names an identity holds *now*: the principals file is read again on every call, so a
+    revocation is seen by the next check (used where authority must be re-checked at commit)."""
+
+    def roles(identity: str) -> frozenset[str]:
+        try:
+            directory = PrincipalDirectory.load(path)
+        except (OSError, ValueError):
+            return frozenset()  # fail closed
+        return frozenset(role.value for role in directory.roles_of(identity))
+
+    return roles

@@ -80,6 +80,9 @@ _REASONS: tuple[Reason, ...] = (
            "the admission the ledger was asked to commit is malformed (field violations in "
            "BadRequest)"),
     Reason("POLICY_INVALID", _IA, (), "the policy update is malformed"),
+    Reason("RECOVERY_INVALID", _IA, (),
+           "the recovery the ledger was asked to commit is malformed (field violations in "
+           "BadRequest)"),
     Reason("JOURNAL_ENTRY_KIND_UNKNOWN", _IA, ("kind",), "the journal entry kind is not defined"),
     Reason("JOURNAL_ENTRY_KIND_RESERVED", _IA, ("kind",),
            "the journal entry kind is written only by the ledger itself"),
@@ -103,6 +106,8 @@ _REASONS: tuple[Reason, ...] = (
     Reason("POLICY_REVISION_NOT_FOUND", _NF, ("revision",), "no policy revision with this number"),
     Reason("EXECUTION_REQUEST_NOT_FOUND", _NF, ("execution_request_id",),
            "no execution request with this id"),
+    Reason("RECOVERY_NOT_FOUND", _NF, ("request_id", "run_id", "workflow"),
+           "no recovery of this workflow is stored for this run and request id"),
     # --- ALREADY_EXISTS --------------------------------------------------------------------------
     Reason("RUN_CONFLICT", _AE, ("run_id", "stored_run_digest"),
            "the run id is registered with different content"),
@@ -114,10 +119,11 @@ _REASONS: tuple[Reason, ...] = (
     Reason("REQUEST_ID_OWNED_BY_ANOTHER_IDENTITY", _AE, ("request_id",),
            "the request id was already submitted by another identity"),
     Reason("RECOVERY_ID_CONFLICT", _AE, ("recovery_id", "stored_request_content_digest"),
-           "reserved: the recovery id was already submitted by this identity with different "
-           "content"),
+           "a recovery of this request (or this recovery id) was already submitted by this "
+           "identity with different content: a different action never replaces a witness"),
     Reason("RECOVERY_ID_OWNED_BY_ANOTHER_IDENTITY", _AE, ("recovery_id",),
-           "reserved: the recovery id was already submitted by another identity"),
+           "a recovery of this request (or this recovery id) was already submitted by another "
+           "identity"),
     Reason("CONSUMED_GRAPH_ALREADY_ADMITTED", _AE, ("request_id", "run_id"),
            "the consumed response was already admitted under another request id"),
     Reason("COMMAND_ID_CONFLICT", _AE, ("command_id",),
@@ -137,6 +143,9 @@ _REASONS: tuple[Reason, ...] = (
            "a continuity digest the operator reviewed no longer matches the current state"),
     Reason("CANDIDATE_HELD", _FP, ("holds", "requirements"),
            "the candidate is held; only an eligible candidate can be submitted"),
+    Reason("RECOVERY_UNRESOLVED", _FP, ("holds", "recovery_id", "request_id", "run_id"),
+           "the admissibility check, re-run inside the recovery transaction, leaves the request "
+           "unresolved (one PreconditionFailure violation per hold)"),
     Reason("CANDIDATE_VERSION_MISMATCH", _FP, ("candidate_version",),
            "the candidate proves another version than the one requested"),
     Reason("RECONSTRUCTION_MISMATCH", _FP, ("candidate", "reconstructed"),

@@ -27,6 +27,9 @@ TOKENS: dict[str, tuple[str, list[str]]] = {
     "writer-token": ("paul-writer", ["platform_writer"]),
     "reader-token": ("rita-reader", ["reader"]),
     "service-token": ("continuity-services", ["continuity_service"]),
+    # An execution operator who is also a factory administrator: the original operator of a
+    # ticket who may recover it.
+    "admin-operator-token": ("ada-admin-operator", ["execution_operator", "factory_administrator"]),
 }
 # Sixty-four distinct execution operators for the concurrency tests.
 TOKENS.update({f"op-{i}-token": (f"operator-{i:02d}", ["execution_operator"]) for i in range(64)})

@@ -35,5 +35,10 @@ def test_the_demo_tells_the_whole_v1_story(tmp_path: Path) -> None:
         "ok  the 23rd command is refused before it runs",
         "ok  hash chain verifies",
         "The v1 story behaved as the spec says.",
+        "ok  eligible: the native history proves no worker ever claimed it",
+        "ok  the same request and attempt are queued again",
+        "ok  idempotent: no second witness",
+        "ok  another recovery id cannot replace the witness",
+        "The never-claimed recovery story behaved as the spec says.",
     ):
         assert line in done.stdout, done.stdout

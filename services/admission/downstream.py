@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from forge.continuity.v1 import (
+    admission_pb2,
     candidate_pb2,
     candidate_pb2_grpc,
     common_pb2,
@@ -24,6 +25,11 @@ from services.admission.workflows.invalid_read import (
     CandidateProof,
     InvalidReadCandidate,
     Reconstruction,
+)
+from services.admission.workflows.never_claimed import (
+    RecoveryCandidateView,
+    RecoveryCommit,
+    RecoveryKey,
 )
 from shared.client import call
 from shared.contract import DIGEST_NAMES, enum_short_name
@@ -66,6 +72,32 @@ def _candidate(
             derived_checkpoint_digest=proof.derived_checkpoint_digest,
         ),
     )
+
+
+#: The ledger's stored workflow names → the contract's RecoveryWorkflow.
+RECOVERY_WORKFLOWS = {
+    "never_claimed": admission_pb2.RECOVERY_WORKFLOW_NEVER_CLAIMED,
+    "rejected_boundary": admission_pb2.RECOVERY_WORKFLOW_REJECTED_BOUNDARY,
+    "readonly_observation": admission_pb2.RECOVERY_WORKFLOW_READONLY_OBSERVATION,
+}
+
+
+def recovery_outcome(saved: ledger_pb2.SavedRecovery) -> admission_pb2.RecoveryOutcome:
+    return admission_pb2.RecoveryOutcome(
+        run_id=saved.run_id,
+        request_id=saved.request_id,
+        recovery_id=saved.recovery_id,
+        workflow=RECOVERY_WORKFLOWS[saved.workflow],
+        actor=saved.actor,
+        execution_request=saved.execution_request,
+        witness_sequence=saved.witness_sequence,
+        event_sequence=saved.event_sequence,
+        created_at=saved.created_at,
+    )
+
+
+def _stored_recovery(saved: ledger_pb2.SavedRecovery) -> Stored[admission_pb2.RecoveryOutcome]:
+    return Stored(recovery_outcome(saved), StoredAction(saved.actor, saved.request_content_digest))
 
 
 def _continuity_digests(digests: Mapping[str, str]) -> common_pb2.ContinuityDigests:
@@ -144,3 +176,47 @@ class Downstream:
             ),
         )
         return Submitted(committed.ticket, committed.created)
+
+    # --- the never-claimed recovery's port ----------------------------------------------------
+
+    def stored_recovery(self, key: RecoveryKey) -> Stored[admission_pb2.RecoveryOutcome]:
+        response: ledger_pb2.GetRecoveryResponse = call(
+            self.ledger.GetRecovery,
+            ledger_pb2.GetRecoveryRequest(
+                run_id=key.run_id, request_id=key.request_id, workflow=key.workflow
+            ),
+        )
+        return _stored_recovery(response.recovery)
+
+    def never_claimed_candidate(self, run_id: str, request_id: str) -> RecoveryCandidateView:
+        response: candidate_pb2.GetInvalidReadRecoveryCandidateResponse = call(
+            self.candidate.GetInvalidReadRecoveryCandidate,
+            candidate_pb2.GetInvalidReadRecoveryCandidateRequest(
+                run_id=run_id, request_id=request_id
+            ),
+        )
+        candidate = response.candidate
+        return RecoveryCandidateView(
+            eligible=candidate.eligible,
+            candidate_digest=candidate.candidate_digest,
+            holds=tuple(_hold(hold) for hold in candidate.holds),
+            policy_revision=candidate.policy_revision,
+            journal_head_hash=candidate.journal_head.hash,
+        )
+
+    def commit_recovery(self, recovery: RecoveryCommit) -> Submitted[admission_pb2.RecoveryOutcome]:
+        committed: ledger_pb2.CommitInvalidReadRecoveryResponse = call(
+            self.ledger.CommitInvalidReadRecovery,
+            ledger_pb2.CommitInvalidReadRecoveryRequest(
+                run_id=recovery.run_id,
+                request_id=recovery.request_id,
+                recovery_id=recovery.recovery_id,
+                actor=recovery.actor,
+                request_content_digest=recovery.request_content_digest,
+                candidate_digest=recovery.candidate_digest,
+                expected_head_hash=recovery.expected_head_hash,
+                policy_revision=recovery.policy_revision,
+                valid_for_seconds=recovery.valid_for_seconds,
+            ),
+        )
+        return Submitted(recovery_outcome(committed.recovery), committed.created)

@@ -24,8 +24,13 @@ from services.admission.workflows.invalid_read import (
     ContinuityRequest,
     InvalidReadContinuity,
 )
+from services.admission.workflows.never_claimed import (
+    NeverClaimedRecovery,
+    NeverClaimedRequest,
+    RecoveryKey,
+)
 from shared.auth import ANY_ROLE, Role, current_principal
-from shared.contract import DIGEST_NAMES, VERSIONS
+from shared.contract import DIGEST_NAMES, RECOVERY_ACKNOWLEDGEMENTS, VERSIONS
 from shared.errors import Unimplemented
 from shared.server import ServiceBinding
 
@@ -147,6 +152,39 @@ def _ticket_response(
     return admission_pb2.GetInvalidReadContinuityResponse(ticket=ticket)
 
 
+def _never_claimed_request(
+    request: admission_pb2.RequestInvalidReadRecoveryRequest,
+) -> NeverClaimedRequest:
+    return NeverClaimedRequest(
+        run_id=request.run_id,
+        request_id=request.request_id,
+        recovery_id=request.recovery_id,
+        candidate_digest=request.candidate_digest,
+        valid_for_seconds=request.valid_for_seconds,
+        acknowledgements={
+            name: getattr(request, name) for name in RECOVERY_ACKNOWLEDGEMENTS["never_claimed"]
+        },
+    )
+
+
+def _never_claimed_key(request: admission_pb2.GetInvalidReadRecoveryRequest) -> RecoveryKey:
+    return RecoveryKey(request.run_id, request.request_id)
+
+
+def _never_claimed_response(
+    submitted: Submitted[admission_pb2.RecoveryOutcome],
+) -> admission_pb2.RequestInvalidReadRecoveryResponse:
+    return admission_pb2.RequestInvalidReadRecoveryResponse(
+        outcome=submitted.result, created=submitted.created
+    )
+
+
+def _recovery_response(
+    outcome: admission_pb2.RecoveryOutcome,
+) -> admission_pb2.GetInvalidReadRecoveryResponse:
+    return admission_pb2.GetInvalidReadRecoveryResponse(outcome=outcome)
+
+
 # --- the table --------------------------------------------------------------------------------
 
 
@@ -156,6 +194,10 @@ def routes(downstream: Downstream) -> dict[str, Route]:
     def saved_ticket(key: AdmissionKey) -> ledger_pb2.AdmissionTicket:
         # The ledger's ADMISSION_NOT_FOUND is the read's answer for an unknown key.
         return downstream.stored_ticket(key).result
+
+    def saved_recovery(key: RecoveryKey) -> admission_pb2.RecoveryOutcome:
+        # The ledger's RECOVERY_NOT_FOUND is the read's answer for an unknown key.
+        return downstream.stored_recovery(key).result
 
     return {
         "RequestInvalidReadContinuity": submit_route(
@@ -173,8 +215,15 @@ def routes(downstream: Downstream) -> dict[str, Route]:
         "GetInvalidReadContinuity": read_route(
             ANY_ROLE, saved_ticket, _admission_key, _ticket_response
         ),
-        "RequestInvalidReadRecovery": not_yet_available(ADMINS),
-        "GetInvalidReadRecovery": not_yet_available(ANY_ROLE),
+        "RequestInvalidReadRecovery": submit_route(
+            ADMINS,
+            NeverClaimedRecovery(downstream),
+            _never_claimed_request,
+            _never_claimed_response,
+        ),
+        "GetInvalidReadRecovery": read_route(
+            ANY_ROLE, saved_recovery, _never_claimed_key, _recovery_response
+        ),
         "RequestRejectedBoundaryRecovery": not_yet_available(ADMINS),
         "GetRejectedBoundaryRecovery": not_yet_available(ANY_ROLE),
         "RequestReadonlyObservationRecovery": not_yet_available(ADMINS),

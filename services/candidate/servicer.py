@@ -9,7 +9,9 @@ import grpc
 
 from forge.continuity.v1 import candidate_pb2, candidate_pb2_grpc, common_pb2
 from services.candidate.domain import Candidate, CandidateEvaluator, CandidateSources, Handoff
-from shared.auth import Role
+from services.candidate.domain.recovery import Caller, never_claimed_candidate
+from services.candidate.recovery_proto import recovery_candidate_to_proto
+from shared.auth import Role, current_principal
 from shared.contract import DEFAULT_VERSION, enum_number
 from shared.errors import FieldViolation, InvalidArgument, Unavailable, Unimplemented
 from shared.server import ServiceBinding
@@ -113,8 +115,15 @@ def candidate_to_proto(candidate: Candidate) -> candidate_pb2.InvalidReadContinu
 
 
 class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
-    def __init__(self, evaluator: CandidateEvaluator | None) -> None:
+    def __init__(
+        self,
+        evaluator: CandidateEvaluator | None,
+        sources: CandidateSources | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
         self._evaluator = evaluator
+        self._sources = sources
+        self._clock = clock
 
     def GetInvalidReadContinuityCandidate(
         self,
@@ -141,7 +150,26 @@ class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
         request: candidate_pb2.GetInvalidReadRecoveryCandidateRequest,
         context: grpc.ServicerContext,
     ) -> candidate_pb2.GetInvalidReadRecoveryCandidateResponse:
-        raise _not_yet("GetInvalidReadRecoveryCandidate")
+        for name in ("run_id", "request_id"):
+            if not getattr(request, name):
+                raise _required(name)
+        if self._sources is None:
+            raise Unavailable(
+                "CANDIDATE_SOURCES_UNCONFIGURED",
+                "this candidate server has no ledger or reconstruction connection",
+            )
+        principal = current_principal()
+        caller = Caller(
+            identity=principal.identity,
+            has_authority=Role.FACTORY_ADMINISTRATOR in principal.roles,
+            recomputing=principal.roles == frozenset({Role.CONTINUITY_SERVICE}),
+        )
+        candidate = never_claimed_candidate(
+            self._sources, request.run_id, request.request_id, caller, clock=self._clock
+        )
+        return candidate_pb2.GetInvalidReadRecoveryCandidateResponse(
+            candidate=recovery_candidate_to_proto(candidate)
+        )
 
     def GetRejectedBoundaryCandidate(
         self,
@@ -172,7 +200,7 @@ def bindings(
 ) -> list[ServiceBinding]:
     """The candidate service over ``sources`` (None: every evaluation is UNAVAILABLE)."""
     evaluator = CandidateEvaluator(sources, clock=clock) if sources is not None else None
-    servicer = CandidateServicer(evaluator)
+    servicer = CandidateServicer(evaluator, sources, clock)
     return [
         ServiceBinding(
             candidate_pb2.DESCRIPTOR.services_by_name["CandidateService"],
@@ -181,7 +209,8 @@ def bindings(
             ),
             {
                 "GetInvalidReadContinuityCandidate": OPERATORS,
-                "GetInvalidReadRecoveryCandidate": ADMINS,
+                # Admission recomputes the recovery candidate under its service identity.
+                "GetInvalidReadRecoveryCandidate": ADMINS | {Role.CONTINUITY_SERVICE},
                 "GetRejectedBoundaryCandidate": ADMINS,
                 "GetReadonlyObservationCandidate": ADMINS,
             },

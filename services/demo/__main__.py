@@ -34,6 +34,7 @@ from forge.continuity.v1 import (
     policy_pb2,
     policy_pb2_grpc,
 )
+from services.demo.recovery_story import never_claimed_story
 from services.demo.seed import load_fixture, seed_held_run
 from shared.canonical import digest_of
 from shared.client import open_channel
@@ -276,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with services() as targets:
             story(targets, args.run_id)
+            never_claimed_story(targets, f"{args.run_id}-recovery", TOKENS, check, step)
     except StepFailed as failure:
         print(f"\nDEMO FAILED: {failure}", file=sys.stderr)
         return 1
@@ -283,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nDEMO FAILED: {error.code()}: {error.details()}", file=sys.stderr)  # type: ignore[attr-defined]
         return 1
     print("\nThe v1 story behaved as the spec says.")
+    print("The never-claimed recovery story behaved as the spec says.")
     return 0
 
 

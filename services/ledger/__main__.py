@@ -13,6 +13,7 @@ import sys
 from services.ledger.database import make_engine, require_current_schema
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
+from shared.auth import current_role_names
 from shared.bootstrap import BuildResult, run_service
 from shared.config import Settings
 from shared.errors import FailedPrecondition
@@ -29,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
         except FailedPrecondition:
             engine.dispose()
             raise
-        return bindings(Ledger(engine)), engine.dispose
+        ledger = Ledger(engine, authority=current_role_names(settings.principals_file))
+        return bindings(ledger), engine.dispose
 
     try:
         return run_service("ledger", argv if argv is not None else sys.argv[1:], build)

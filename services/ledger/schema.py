@@ -124,3 +124,23 @@ admission_tickets = Table(
         "run_id", "consumed_response_digest", name="uq_admission_tickets_consumed_graph"
     ),
 )
+
+# One row per recovery action, keyed by the caller-chosen recovery_id (the idempotency key); the
+# unique (run_id, request_id, workflow) lets only one recovery of a workflow ever succeed per
+# request, whatever its recovery_id or identity.
+recovery_actions = Table(
+    "recovery_actions",
+    metadata,
+    Column("recovery_id", String(128), primary_key=True),
+    Column("run_id", String(128), ForeignKey("runs.run_id"), nullable=False),
+    Column("request_id", String(128), nullable=False),
+    Column("workflow", String(32), nullable=False),
+    Column("actor", String(256), nullable=False),
+    Column("request_content_digest", String(80), nullable=False),
+    Column("execution_request_id", String(80), nullable=False),
+    Column("recovery_json", Text, nullable=False),
+    Column("created_at", String(40), nullable=False),
+    UniqueConstraint(
+        "run_id", "request_id", "workflow", name="uq_recovery_actions_one_per_request"
+    ),
+)

@@ -12,10 +12,19 @@ from services.ledger.domain.execution import ExecutionRequestRecord, RequestStat
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
 from services.ledger.domain.runs import Run, RunSpec
-from services.ledger.transactions import admission, blobs, execution, journal, policy, runs
+from services.ledger.transactions import (
+    admission,
+    blobs,
+    execution,
+    journal,
+    policy,
+    recovery,
+    runs,
+)
 from services.ledger.transactions.admission import Admission
 from services.ledger.transactions.base import LedgerContext
 from services.ledger.transactions.journal import JournalFollowers, JournalPage
+from services.ledger.transactions.recovery import Authority, Recovery, RecoveryInput, no_authority
 from shared.config import journal_follower_limit
 from shared.journal_chain import Verification
 from shared.timeutil import Clock, utc_now
@@ -31,8 +40,11 @@ class Ledger:
         clock: Clock = utc_now,
         *,
         max_journal_followers: int | None = None,
+        authority: Authority = no_authority,
     ) -> None:
         self._context = LedgerContext(engine, clock)
+        # Current roles of an identity, asked inside every recovery transaction.
+        self._authority = authority
         limit = journal_follower_limit() if max_journal_followers is None else max_journal_followers
         self.journal_followers = JournalFollowers(limit)
 
@@ -105,6 +117,14 @@ class Ledger:
     def get_admission(self, run_id: str, request_id: str) -> Admission:
         return admission.get(self._context, run_id, request_id)
 
+    # --- recoveries -----------------------------------------------------------------------------
+
+    def commit_never_claimed_recovery(self, request: RecoveryInput) -> Recovery:
+        return recovery.commit_never_claimed(self._context, self._authority, request)
+
+    def get_recovery(self, run_id: str, request_id: str, workflow: str) -> Recovery:
+        return recovery.get(self._context, run_id, request_id, workflow)
+
     # --- execution requests and commands --------------------------------------------------------
 
     def list_execution_requests(
@@ -131,6 +151,11 @@ class Ledger:
         return execution.finish(
             self._context, execution_request_id, worker, generation, outcome, reason
         )
+
+    def fail_unclaimed(
+        self, execution_request_id: str, worker: str, reason: str
+    ) -> ExecutionRequestRecord:
+        return execution.fail_unclaimed(self._context, execution_request_id, worker, reason)
 
     def record_command(
         self,

@@ -23,6 +23,7 @@ from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
 from services.ledger.domain.runs import Run, RunSpec
 from services.ledger.domain.tickets import StoredTicket
+from services.ledger.recovery_proto import recovery_input, recovery_to_proto
 from services.ledger.service import Ledger
 from services.ledger.transactions.admission import Admission
 from shared.auth import ANY_ROLE, Role, current_principal
@@ -289,6 +290,23 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         found = self._ledger.get_admission(request.run_id, request.request_id)
         return ledger_pb2.GetAdmissionResponse(ticket=admission_to_proto(found))
 
+    def CommitInvalidReadRecovery(
+        self, request: ledger_pb2.CommitInvalidReadRecoveryRequest, context: grpc.ServicerContext
+    ) -> ledger_pb2.CommitInvalidReadRecoveryResponse:
+        committed = self._ledger.commit_never_claimed_recovery(recovery_input(request))
+        return ledger_pb2.CommitInvalidReadRecoveryResponse(
+            recovery=recovery_to_proto(committed, execution_request_to_proto),
+            created=committed.created,
+        )
+
+    def GetRecovery(
+        self, request: ledger_pb2.GetRecoveryRequest, context: grpc.ServicerContext
+    ) -> ledger_pb2.GetRecoveryResponse:
+        found = self._ledger.get_recovery(request.run_id, request.request_id, request.workflow)
+        return ledger_pb2.GetRecoveryResponse(
+            recovery=recovery_to_proto(found, execution_request_to_proto)
+        )
+
 
 class PolicyServicer(policy_pb2_grpc.PolicyServiceServicer):
     def __init__(self, ledger: Ledger) -> None:
@@ -386,6 +404,18 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
             execution_request=execution_request_to_proto(record)
         )
 
+    def FailUnclaimedExecutionRequest(
+        self,
+        request: execution_pb2.FailUnclaimedExecutionRequestRequest,
+        context: grpc.ServicerContext,
+    ) -> execution_pb2.FailUnclaimedExecutionRequestResponse:
+        record = self._ledger.fail_unclaimed(
+            request.execution_request_id, current_principal().identity, request.reason
+        )
+        return execution_pb2.FailUnclaimedExecutionRequestResponse(
+            execution_request=execution_request_to_proto(record)
+        )
+
     def GetExecutionRequest(
         self, request: execution_pb2.GetExecutionRequestRequest, context: grpc.ServicerContext
     ) -> execution_pb2.GetExecutionRequestResponse:
@@ -456,6 +486,8 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
                 "GetBlob": ANY_ROLE,
                 "CommitAdmission": SERVICES,
                 "GetAdmission": ANY_ROLE,
+                "CommitInvalidReadRecovery": SERVICES,
+                "GetRecovery": ANY_ROLE,
             },
         ),
         ServiceBinding(
@@ -474,6 +506,7 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
                 "ClaimExecutionRequest": WORKERS,
                 "CompleteExecutionRequest": WORKERS,
                 "FailExecutionRequest": WORKERS,
+                "FailUnclaimedExecutionRequest": WORKERS,
                 "GetExecutionRequest": ANY_ROLE,
                 "ListExecutionRequests": ANY_ROLE,
                 "RecordCommand": WORKERS,

@@ -245,10 +245,15 @@ def test_the_continuity_service_identity_may_read_and_a_reader_may_not(stack: St
 
 def test_recovery_candidates_are_not_yet_available(stack: Stack) -> None:
     stub = stack.candidates("admin-token")
-    for invoke in (
+    # The never-claimed recovery candidate is delivered (tests/recovery): it reads the run.
+    expect_error(
+        grpc.StatusCode.NOT_FOUND,
+        "RUN_NOT_FOUND",
         lambda: stub.GetInvalidReadRecoveryCandidate(
             candidate_pb2.GetInvalidReadRecoveryCandidateRequest(run_id="r", request_id="q")
         ),
+    )
+    for invoke in (
         lambda: stub.GetRejectedBoundaryCandidate(
             candidate_pb2.GetRejectedBoundaryCandidateRequest(run_id="r", request_id="q")
         ),

@@ -3,8 +3,9 @@
 The story runs on HTTP stubs (tests/gateway/http_stub.py) that build each request from the
 method's own http rule: the run is seeded over HTTP, the policy is put, the candidate read, the
 v1 and v2 admissions submitted, workers claim, record, complete and fail, the journal is read,
-streamed and verified. The recovery routes answer from the services themselves (501
-NOT_YET_AVAILABLE naming the RPC the route reached). The last assertion: every route was used.
+streamed and verified. The never-claimed recovery routes answer typed refusals for a claimed
+request; the other recovery routes answer from the services themselves (501 NOT_YET_AVAILABLE
+naming the RPC the route reached). The last assertion: every route was used.
 """
 
 from __future__ import annotations
@@ -165,12 +166,41 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
     verified = reader.VerifyJournal(ledger_pb2.VerifyJournalRequest(run_id="run-1"))
     assert verified.valid and verified.entries_checked == len(page.entries)
 
+    # The never-claimed recovery: the claimed request is held, nothing is stored yet, and only
+    # an unclaimed queued request can fail before a claim.
+    with pytest.raises(HttpRefused) as not_queued:
+        worker.FailUnclaimedExecutionRequest(
+            execution_pb2.FailUnclaimedExecutionRequestRequest(
+                execution_request_id=claimed.execution_request_id, reason="dispatch_refused"
+            )
+        )
+    assert not_queued.value.reason == "EXECUTION_REQUEST_NOT_QUEUED"
+    administrator = stub(gateway, "CandidateService", "admin-token")
+    held = administrator.GetInvalidReadRecoveryCandidate(
+        candidate_pb2.GetInvalidReadRecoveryCandidateRequest(run_id="run-1", request_id="req-1")
+    ).candidate
+    assert not held.eligible
+    assert common_pb2.HOLD_REASON_WORKER_CLAIMED in [h.reason for h in held.holds]
+    recovering = stub(gateway, "AdmissionService", "admin-token")
+    with pytest.raises(HttpRefused) as unsaved:
+        recovering.GetInvalidReadRecovery(
+            admission_pb2.GetInvalidReadRecoveryRequest(run_id="run-1", request_id="req-1")
+        )
+    assert (unsaved.value.status, unsaved.value.reason) == (404, "RECOVERY_NOT_FOUND")
+    with pytest.raises(HttpRefused) as held_refusal:
+        recovering.RequestInvalidReadRecovery(
+            admission_pb2.RequestInvalidReadRecoveryRequest(
+                run_id="run-1", request_id="req-1", recovery_id="rec-1",
+                candidate_digest=held.candidate_digest, valid_for_seconds=600,
+                acknowledge_never_claimed=True, acknowledge_same_request_and_attempt=True,
+                acknowledge_budgets_charged=True, acknowledge_same_attempt_lease=True,
+            )
+        )  # fmt: skip
+    assert held_refusal.value.reason == "CANDIDATE_HELD"
+
     not_yet: dict[str, type[message.Message]] = {
-        "GetInvalidReadRecoveryCandidate": candidate_pb2.GetInvalidReadRecoveryCandidateRequest,
         "GetRejectedBoundaryCandidate": candidate_pb2.GetRejectedBoundaryCandidateRequest,
         "GetReadonlyObservationCandidate": candidate_pb2.GetReadonlyObservationCandidateRequest,
-        "RequestInvalidReadRecovery": admission_pb2.RequestInvalidReadRecoveryRequest,
-        "GetInvalidReadRecovery": admission_pb2.GetInvalidReadRecoveryRequest,
         "RequestRejectedBoundaryRecovery": admission_pb2.RequestRejectedBoundaryRecoveryRequest,
         "GetRejectedBoundaryRecovery": admission_pb2.GetRejectedBoundaryRecoveryRequest,
         "RequestReadonlyObservationRecovery": (

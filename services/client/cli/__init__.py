@@ -11,6 +11,12 @@ Examples (against `make run`, which prints the local development tokens)::
         --acknowledge-no-new-grant --acknowledge-original-consumption \\
         --acknowledge-renewed-same-attempt-lease
     python -m services.client request show run-1 req-1
+    python -m services.client --token dev-admin-operator-token recovery candidate run-1 req-1
+    python -m services.client --token dev-admin-operator-token recovery submit run-1 req-1 \\
+        rec-1 --candidate-digest sha256:... --valid-for-seconds 900 \\
+        --acknowledge-never-claimed --acknowledge-same-request-and-attempt \\
+        --acknowledge-budgets-charged --acknowledge-same-attempt-lease
+    python -m services.client recovery show run-1 req-1
     python -m services.client journal show run-1
     python -m services.client --json journal verify run-1
 
@@ -31,7 +37,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from services.client._base import TOKEN_VARIABLE
-from services.client.cli import invalid_read, journal, policy
+from services.client.cli import invalid_read, journal, policy, recoveries
 from services.client.cli._command import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -49,7 +55,7 @@ from shared.errors import DomainError
 __all__ = ["EXIT_OK", "EXIT_REFUSED", "EXIT_USAGE", "UsageError", "build_parser", "main"]
 
 #: The command modules, in the order their commands are listed in ``--help``.
-_WORKFLOWS = (policy, invalid_read, journal)
+_WORKFLOWS = (policy, invalid_read, recoveries, journal)
 
 
 def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:

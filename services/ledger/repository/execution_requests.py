@@ -68,3 +68,20 @@ def count_execution_requests(connection: Connection, states: tuple[RequestState,
             .where(execution_requests.c.state.in_([s.value for s in states]))
         ).scalar_one()
     )
+
+
+def requeue_execution_request(connection: Connection, record: ExecutionRequestRecord) -> None:
+    """A recovery queues the same request again: state, generation, owner and a new lease."""
+    connection.execute(
+        update(execution_requests)
+        .where(execution_requests.c.execution_request_id == record.execution_request_id)
+        .values(
+            state=record.state.value,
+            policy_revision=record.policy_revision,
+            lease_generation=record.lease_generation,
+            lease_seconds=record.lease_seconds,
+            lease_expires_at=record.lease_expires_at,
+            owner=record.owner,
+            updated_at=record.updated_at,
+        )
+    )

@@ -196,3 +196,42 @@ def command_usage(context: LedgerContext, run_id: str) -> tuple[int, int]:
         run = existing_run(connection, run_id)
         usage = CommandLedger.from_entries(journal_rows.command_entries(connection, run_id))
         return usage.used, run.spec.command_limit
+
+
+def fail_unclaimed(
+    context: LedgerContext, execution_request_id: str, worker: str, reason: str
+) -> ExecutionRequestRecord:
+    """The native failed receipt of a request that no worker claimed: queued at generation 0 →
+    failed, with ``request_failed`` at ``lease_generation: 0``."""
+    if not reason:
+        raise InvalidArgument(
+            "FIELD_REQUIRED",
+            "reason is required",
+            metadata={"field": "reason"},
+            field_violations=[FieldViolation("reason", "required")],
+        )
+    with context.engine.begin() as connection:
+        record = existing_request(connection, execution_request_id, for_update=True)
+        if record.state is not RequestState.QUEUED or record.lease_generation != 0:
+            raise FailedPrecondition(
+                "EXECUTION_REQUEST_NOT_QUEUED",
+                f"execution request is {record.state.value} at generation "
+                f"{record.lease_generation}; only an unclaimed queued request fails here",
+                metadata={"state": record.state.value},
+            )
+        updated = finished(record, RequestState.FAILED, context.now())
+        request_rows.update_execution_request(connection, updated)
+        append_entry(
+            context,
+            connection,
+            record.run_id,
+            EntryKind.REQUEST_FAILED,
+            {
+                "execution_request_id": execution_request_id,
+                "lease_generation": 0,
+                "reason": reason,
+                "claimed": False,
+            },
+            worker,
+        )
+        return updated

@@ -253,6 +253,10 @@ class _HoldReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_HoldReason
     """A worker already claimed the request (recovery workflows)."""
     HOLD_REASON_AUTHORITY_MISSING: _HoldReason.ValueType  # 22
     """The acting identity lacks current authority."""
+    HOLD_REASON_RECOVERY_SPENT: _HoldReason.ValueType  # 23
+    """The request's one recovery of this workflow was already used (recovery workflows)."""
+    HOLD_REASON_REQUEST_NOT_FAILED_UNCLAIMED: _HoldReason.ValueType  # 24
+    """The request's native event history does not prove a failure before any worker claim."""
 
 class HoldReason(_HoldReason, metaclass=_HoldReasonEnumTypeWrapper):
     """HoldReason is the typed reason a candidate, ticket or action is held."""
@@ -303,6 +307,10 @@ HOLD_REASON_WORKER_CLAIMED: HoldReason.ValueType  # 21
 """A worker already claimed the request (recovery workflows)."""
 HOLD_REASON_AUTHORITY_MISSING: HoldReason.ValueType  # 22
 """The acting identity lacks current authority."""
+HOLD_REASON_RECOVERY_SPENT: HoldReason.ValueType  # 23
+"""The request's one recovery of this workflow was already used (recovery workflows)."""
+HOLD_REASON_REQUEST_NOT_FAILED_UNCLAIMED: HoldReason.ValueType  # 24
+"""The request's native event history does not prove a failure before any worker claim."""
 Global___HoldReason: _TypeAlias = HoldReason  # noqa: Y015
 
 class _HoldRequirement:
@@ -617,6 +625,7 @@ class HandoffPayload(_message.Message):
     REMAINING_OBLIGATIONS_FIELD_NUMBER: _builtins.int
     PERMITTED_NEXT_ACTIONS_FIELD_NUMBER: _builtins.int
     CONSUMED_RESOURCES_FIELD_NUMBER: _builtins.int
+    BOUND_REQUESTS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def known_effects(self) -> _containers.RepeatedCompositeFieldContainer[Global___KnownEffect]:
         """Effects known to have happened, each tied to its journal entry."""
@@ -637,6 +646,10 @@ class HandoffPayload(_message.Message):
     def consumed_resources(self) -> Global___ConsumedResources:
         """Resources already consumed and what remains."""
 
+    @_builtins.property
+    def bound_requests(self) -> _containers.RepeatedCompositeFieldContainer[Global___BoundRequest]:
+        """The logical requests the action is bound to, with their state as native evidence shows it."""
+
     def __init__(
         self,
         *,
@@ -645,14 +658,53 @@ class HandoffPayload(_message.Message):
         remaining_obligations: _abc.Iterable[Global___RemainingObligation] | None = ...,
         permitted_next_actions: _abc.Iterable[Global___PermittedAction] | None = ...,
         consumed_resources: Global___ConsumedResources | None = ...,
+        bound_requests: _abc.Iterable[Global___BoundRequest] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["consumed_resources", b"consumed_resources"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumed_resources", b"consumed_resources", "known_effects", b"known_effects", "permitted_next_actions", b"permitted_next_actions", "remaining_obligations", b"remaining_obligations", "unresolved_alternatives", b"unresolved_alternatives"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bound_requests", b"bound_requests", "consumed_resources", b"consumed_resources", "known_effects", b"known_effects", "permitted_next_actions", b"permitted_next_actions", "remaining_obligations", b"remaining_obligations", "unresolved_alternatives", b"unresolved_alternatives"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___HandoffPayload: _TypeAlias = HandoffPayload  # noqa: Y015
+
+@_typing.final
+class BoundRequest(_message.Message):
+    """BoundRequest is a logical request a recovery action is bound to."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    EXECUTION_REQUEST_ID_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    CLAIMED_FIELD_NUMBER: _builtins.int
+    FAILED_UNCLAIMED_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """The admission request identifier."""
+    execution_request_id: _builtins.str
+    """Its execution request."""
+    state: _builtins.str
+    """The stored state name (queued, claimed, completed, failed)."""
+    claimed: _builtins.bool
+    """True when the native history records a worker claim."""
+    failed_unclaimed: _builtins.bool
+    """True when the native history records a failure before any worker claim."""
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        execution_request_id: _builtins.str = ...,
+        state: _builtins.str = ...,
+        claimed: _builtins.bool = ...,
+        failed_unclaimed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claimed", b"claimed", "execution_request_id", b"execution_request_id", "failed_unclaimed", b"failed_unclaimed", "request_id", b"request_id", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BoundRequest: _TypeAlias = BoundRequest  # noqa: Y015
 
 @_typing.final
 class KnownEffect(_message.Message):

@@ -27,7 +27,7 @@ from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#forge/continuity/v1/execution.proto\x12\x13\x66orge.continuity.v1\x1a forge/continuity/v1/common.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\"\xbd\x01\n\x1c\x43laimExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1d\n\x0fsource_revision\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\"\n\x14\x63onfiguration_digest\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1c\n\x0esource_profile\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\x12\x18\n\nattempt_id\x18\x05 \x01(\tB\x04\xe2\x41\x01\x02\"a\n\x1d\x43laimExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"e\n\x1f\x43ompleteExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1e\n\x10lease_generation\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\"d\n CompleteExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"w\n\x1b\x46\x61ilExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1e\n\x10lease_generation\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12\x14\n\x06reason\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\"`\n\x1c\x46\x61ilExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"@\n\x1aGetExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"_\n\x1bGetExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"\x92\x01\n\x14RecordCommandRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1e\n\x10lease_generation\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12\x18\n\ncommand_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1c\n\x0e\x63ommand_digest\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\"t\n\x15RecordCommandResponse\x12\x18\n\x10journal_sequence\x18\x01 \x01(\x03\x12\x0f\n\x07\x63harged\x18\x02 \x01(\x08\x12\x30\n\x05usage\x18\x03 \x01(\x0b\x32!.forge.continuity.v1.CommandUsage\".\n\x16GetCommandUsageRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"K\n\x17GetCommandUsageResponse\x12\x30\n\x05usage\x18\x01 \x01(\x0b\x32!.forge.continuity.v1.CommandUsage\"+\n\x0c\x43ommandUsage\x12\x0c\n\x04used\x18\x01 \x01(\x03\x12\r\n\x05limit\x18\x02 \x01(\x03\"v\n\x1cListExecutionRequestsRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12@\n\x06states\x18\x02 \x03(\x0e\x32*.forge.continuity.v1.ExecutionRequestStateB\x04\xe2\x41\x01\x01\"b\n\x1dListExecutionRequestsResponse\x12\x41\n\x12\x65xecution_requests\x18\x01 \x03(\x0b\x32%.forge.continuity.v1.ExecutionRequest2\xab\n\n\x10\x45xecutionService\x12\xc2\x01\n\x15\x43laimExecutionRequest\x12\x31.forge.continuity.v1.ClaimExecutionRequestRequest\x1a\x32.forge.continuity.v1.ClaimExecutionRequestResponse\"B\x82\xd3\xe4\x93\x02<\"7/api/v1/execution-requests/{execution_request_id}:claim:\x01*\x12\xce\x01\n\x18\x43ompleteExecutionRequest\x12\x34.forge.continuity.v1.CompleteExecutionRequestRequest\x1a\x35.forge.continuity.v1.CompleteExecutionRequestResponse\"E\x82\xd3\xe4\x93\x02?\":/api/v1/execution-requests/{execution_request_id}:complete:\x01*\x12\xbe\x01\n\x14\x46\x61ilExecutionRequest\x12\x30.forge.continuity.v1.FailExecutionRequestRequest\x1a\x31.forge.continuity.v1.FailExecutionRequestResponse\"A\x82\xd3\xe4\x93\x02;\"6/api/v1/execution-requests/{execution_request_id}:fail:\x01*\x12\xb3\x01\n\x13GetExecutionRequest\x12/.forge.continuity.v1.GetExecutionRequestRequest\x1a\x30.forge.continuity.v1.GetExecutionRequestResponse\"9\x82\xd3\xe4\x93\x02\x33\x12\x31/api/v1/execution-requests/{execution_request_id}\x12\xb0\x01\n\x15ListExecutionRequests\x12\x31.forge.continuity.v1.ListExecutionRequestsRequest\x1a\x32.forge.continuity.v1.ListExecutionRequestsResponse\"0\x82\xd3\xe4\x93\x02*\x12(/api/v1/runs/{run_id}/execution-requests\x12\xba\x01\n\rRecordCommand\x12).forge.continuity.v1.RecordCommandRequest\x1a*.forge.continuity.v1.RecordCommandResponse\"R\x82\xd3\xe4\x93\x02L\"G/api/v1/execution-requests/{execution_request_id}/commands/{command_id}:\x01*\x12\x99\x01\n\x0fGetCommandUsage\x12+.forge.continuity.v1.GetCommandUsageRequest\x1a,.forge.continuity.v1.GetCommandUsageResponse\"+\x82\xd3\xe4\x93\x02%\x12#/api/v1/runs/{run_id}/command-usageb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#forge/continuity/v1/execution.proto\x12\x13\x66orge.continuity.v1\x1a forge/continuity/v1/common.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\"\xbd\x01\n\x1c\x43laimExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1d\n\x0fsource_revision\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\"\n\x14\x63onfiguration_digest\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1c\n\x0esource_profile\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\x12\x18\n\nattempt_id\x18\x05 \x01(\tB\x04\xe2\x41\x01\x02\"a\n\x1d\x43laimExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"e\n\x1f\x43ompleteExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1e\n\x10lease_generation\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\"d\n CompleteExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"w\n\x1b\x46\x61ilExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1e\n\x10lease_generation\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12\x14\n\x06reason\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\"`\n\x1c\x46\x61ilExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"`\n$FailUnclaimedExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x14\n\x06reason\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"i\n%FailUnclaimedExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"@\n\x1aGetExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"_\n\x1bGetExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"\x92\x01\n\x14RecordCommandRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1e\n\x10lease_generation\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12\x18\n\ncommand_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1c\n\x0e\x63ommand_digest\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\"t\n\x15RecordCommandResponse\x12\x18\n\x10journal_sequence\x18\x01 \x01(\x03\x12\x0f\n\x07\x63harged\x18\x02 \x01(\x08\x12\x30\n\x05usage\x18\x03 \x01(\x0b\x32!.forge.continuity.v1.CommandUsage\".\n\x16GetCommandUsageRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"K\n\x17GetCommandUsageResponse\x12\x30\n\x05usage\x18\x01 \x01(\x0b\x32!.forge.continuity.v1.CommandUsage\"+\n\x0c\x43ommandUsage\x12\x0c\n\x04used\x18\x01 \x01(\x03\x12\r\n\x05limit\x18\x02 \x01(\x03\"v\n\x1cListExecutionRequestsRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12@\n\x06states\x18\x02 \x03(\x0e\x32*.forge.continuity.v1.ExecutionRequestStateB\x04\xe2\x41\x01\x01\"b\n\x1dListExecutionRequestsResponse\x12\x41\n\x12\x65xecution_requests\x18\x01 \x03(\x0b\x32%.forge.continuity.v1.ExecutionRequest2\x91\x0c\n\x10\x45xecutionService\x12\xc2\x01\n\x15\x43laimExecutionRequest\x12\x31.forge.continuity.v1.ClaimExecutionRequestRequest\x1a\x32.forge.continuity.v1.ClaimExecutionRequestResponse\"B\x82\xd3\xe4\x93\x02<\"7/api/v1/execution-requests/{execution_request_id}:claim:\x01*\x12\xce\x01\n\x18\x43ompleteExecutionRequest\x12\x34.forge.continuity.v1.CompleteExecutionRequestRequest\x1a\x35.forge.continuity.v1.CompleteExecutionRequestResponse\"E\x82\xd3\xe4\x93\x02?\":/api/v1/execution-requests/{execution_request_id}:complete:\x01*\x12\xbe\x01\n\x14\x46\x61ilExecutionRequest\x12\x30.forge.continuity.v1.FailExecutionRequestRequest\x1a\x31.forge.continuity.v1.FailExecutionRequestResponse\"A\x82\xd3\xe4\x93\x02;\"6/api/v1/execution-requests/{execution_request_id}:fail:\x01*\x12\xe3\x01\n\x1d\x46\x61ilUnclaimedExecutionRequest\x12\x39.forge.continuity.v1.FailUnclaimedExecutionRequestRequest\x1a:.forge.continuity.v1.FailUnclaimedExecutionRequestResponse\"K\x82\xd3\xe4\x93\x02\x45\"@/api/v1/execution-requests/{execution_request_id}:fail-unclaimed:\x01*\x12\xb3\x01\n\x13GetExecutionRequest\x12/.forge.continuity.v1.GetExecutionRequestRequest\x1a\x30.forge.continuity.v1.GetExecutionRequestResponse\"9\x82\xd3\xe4\x93\x02\x33\x12\x31/api/v1/execution-requests/{execution_request_id}\x12\xb0\x01\n\x15ListExecutionRequests\x12\x31.forge.continuity.v1.ListExecutionRequestsRequest\x1a\x32.forge.continuity.v1.ListExecutionRequestsResponse\"0\x82\xd3\xe4\x93\x02*\x12(/api/v1/runs/{run_id}/execution-requests\x12\xba\x01\n\rRecordCommand\x12).forge.continuity.v1.RecordCommandRequest\x1a*.forge.continuity.v1.RecordCommandResponse\"R\x82\xd3\xe4\x93\x02L\"G/api/v1/execution-requests/{execution_request_id}/commands/{command_id}:\x01*\x12\x99\x01\n\x0fGetCommandUsage\x12+.forge.continuity.v1.GetCommandUsageRequest\x1a,.forge.continuity.v1.GetCommandUsageResponse\"+\x82\xd3\xe4\x93\x02%\x12#/api/v1/runs/{run_id}/command-usageb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -54,6 +54,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_FAILEXECUTIONREQUESTREQUEST'].fields_by_name['lease_generation']._serialized_options = b'\342A\001\002'
   _globals['_FAILEXECUTIONREQUESTREQUEST'].fields_by_name['reason']._loaded_options = None
   _globals['_FAILEXECUTIONREQUESTREQUEST'].fields_by_name['reason']._serialized_options = b'\342A\001\002'
+  _globals['_FAILUNCLAIMEDEXECUTIONREQUESTREQUEST'].fields_by_name['execution_request_id']._loaded_options = None
+  _globals['_FAILUNCLAIMEDEXECUTIONREQUESTREQUEST'].fields_by_name['execution_request_id']._serialized_options = b'\342A\001\002'
+  _globals['_FAILUNCLAIMEDEXECUTIONREQUESTREQUEST'].fields_by_name['reason']._loaded_options = None
+  _globals['_FAILUNCLAIMEDEXECUTIONREQUESTREQUEST'].fields_by_name['reason']._serialized_options = b'\342A\001\002'
   _globals['_GETEXECUTIONREQUESTREQUEST'].fields_by_name['execution_request_id']._loaded_options = None
   _globals['_GETEXECUTIONREQUESTREQUEST'].fields_by_name['execution_request_id']._serialized_options = b'\342A\001\002'
   _globals['_RECORDCOMMANDREQUEST'].fields_by_name['execution_request_id']._loaded_options = None
@@ -76,6 +80,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EXECUTIONSERVICE'].methods_by_name['CompleteExecutionRequest']._serialized_options = b'\202\323\344\223\002?\":/api/v1/execution-requests/{execution_request_id}:complete:\001*'
   _globals['_EXECUTIONSERVICE'].methods_by_name['FailExecutionRequest']._loaded_options = None
   _globals['_EXECUTIONSERVICE'].methods_by_name['FailExecutionRequest']._serialized_options = b'\202\323\344\223\002;\"6/api/v1/execution-requests/{execution_request_id}:fail:\001*'
+  _globals['_EXECUTIONSERVICE'].methods_by_name['FailUnclaimedExecutionRequest']._loaded_options = None
+  _globals['_EXECUTIONSERVICE'].methods_by_name['FailUnclaimedExecutionRequest']._serialized_options = b'\202\323\344\223\002E\"@/api/v1/execution-requests/{execution_request_id}:fail-unclaimed:\001*'
   _globals['_EXECUTIONSERVICE'].methods_by_name['GetExecutionRequest']._loaded_options = None
   _globals['_EXECUTIONSERVICE'].methods_by_name['GetExecutionRequest']._serialized_options = b'\202\323\344\223\0023\0221/api/v1/execution-requests/{execution_request_id}'
   _globals['_EXECUTIONSERVICE'].methods_by_name['ListExecutionRequests']._loaded_options = None
@@ -96,24 +102,28 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_FAILEXECUTIONREQUESTREQUEST']._serialized_end=772
   _globals['_FAILEXECUTIONREQUESTRESPONSE']._serialized_start=774
   _globals['_FAILEXECUTIONREQUESTRESPONSE']._serialized_end=870
-  _globals['_GETEXECUTIONREQUESTREQUEST']._serialized_start=872
-  _globals['_GETEXECUTIONREQUESTREQUEST']._serialized_end=936
-  _globals['_GETEXECUTIONREQUESTRESPONSE']._serialized_start=938
-  _globals['_GETEXECUTIONREQUESTRESPONSE']._serialized_end=1033
-  _globals['_RECORDCOMMANDREQUEST']._serialized_start=1036
-  _globals['_RECORDCOMMANDREQUEST']._serialized_end=1182
-  _globals['_RECORDCOMMANDRESPONSE']._serialized_start=1184
-  _globals['_RECORDCOMMANDRESPONSE']._serialized_end=1300
-  _globals['_GETCOMMANDUSAGEREQUEST']._serialized_start=1302
-  _globals['_GETCOMMANDUSAGEREQUEST']._serialized_end=1348
-  _globals['_GETCOMMANDUSAGERESPONSE']._serialized_start=1350
-  _globals['_GETCOMMANDUSAGERESPONSE']._serialized_end=1425
-  _globals['_COMMANDUSAGE']._serialized_start=1427
-  _globals['_COMMANDUSAGE']._serialized_end=1470
-  _globals['_LISTEXECUTIONREQUESTSREQUEST']._serialized_start=1472
-  _globals['_LISTEXECUTIONREQUESTSREQUEST']._serialized_end=1590
-  _globals['_LISTEXECUTIONREQUESTSRESPONSE']._serialized_start=1592
-  _globals['_LISTEXECUTIONREQUESTSRESPONSE']._serialized_end=1690
-  _globals['_EXECUTIONSERVICE']._serialized_start=1693
-  _globals['_EXECUTIONSERVICE']._serialized_end=3016
+  _globals['_FAILUNCLAIMEDEXECUTIONREQUESTREQUEST']._serialized_start=872
+  _globals['_FAILUNCLAIMEDEXECUTIONREQUESTREQUEST']._serialized_end=968
+  _globals['_FAILUNCLAIMEDEXECUTIONREQUESTRESPONSE']._serialized_start=970
+  _globals['_FAILUNCLAIMEDEXECUTIONREQUESTRESPONSE']._serialized_end=1075
+  _globals['_GETEXECUTIONREQUESTREQUEST']._serialized_start=1077
+  _globals['_GETEXECUTIONREQUESTREQUEST']._serialized_end=1141
+  _globals['_GETEXECUTIONREQUESTRESPONSE']._serialized_start=1143
+  _globals['_GETEXECUTIONREQUESTRESPONSE']._serialized_end=1238
+  _globals['_RECORDCOMMANDREQUEST']._serialized_start=1241
+  _globals['_RECORDCOMMANDREQUEST']._serialized_end=1387
+  _globals['_RECORDCOMMANDRESPONSE']._serialized_start=1389
+  _globals['_RECORDCOMMANDRESPONSE']._serialized_end=1505
+  _globals['_GETCOMMANDUSAGEREQUEST']._serialized_start=1507
+  _globals['_GETCOMMANDUSAGEREQUEST']._serialized_end=1553
+  _globals['_GETCOMMANDUSAGERESPONSE']._serialized_start=1555
+  _globals['_GETCOMMANDUSAGERESPONSE']._serialized_end=1630
+  _globals['_COMMANDUSAGE']._serialized_start=1632
+  _globals['_COMMANDUSAGE']._serialized_end=1675
+  _globals['_LISTEXECUTIONREQUESTSREQUEST']._serialized_start=1677
+  _globals['_LISTEXECUTIONREQUESTSREQUEST']._serialized_end=1795
+  _globals['_LISTEXECUTIONREQUESTSRESPONSE']._serialized_start=1797
+  _globals['_LISTEXECUTIONREQUESTSRESPONSE']._serialized_end=1895
+  _globals['_EXECUTIONSERVICE']._serialized_start=1898
+  _globals['_EXECUTIONSERVICE']._serialized_end=3451
 # @@protoc_insertion_point(module_scope)

@@ -188,6 +188,56 @@ class FailExecutionRequestResponse(_message.Message):
 Global___FailExecutionRequestResponse: _TypeAlias = FailExecutionRequestResponse  # noqa: Y015
 
 @_typing.final
+class FailUnclaimedExecutionRequestRequest(_message.Message):
+    """FailUnclaimedExecutionRequestRequest fails a queued, never-claimed request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_REQUEST_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    execution_request_id: _builtins.str
+    """The queued request."""
+    reason: _builtins.str
+    """Machine-readable failure reason."""
+    def __init__(
+        self,
+        *,
+        execution_request_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_request_id", b"execution_request_id", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FailUnclaimedExecutionRequestRequest: _TypeAlias = FailUnclaimedExecutionRequestRequest  # noqa: Y015
+
+@_typing.final
+class FailUnclaimedExecutionRequestResponse(_message.Message):
+    """FailUnclaimedExecutionRequestResponse returns the failed request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_REQUEST_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def execution_request(self) -> _common_pb2.ExecutionRequest:
+        """The failed request."""
+
+    def __init__(
+        self,
+        *,
+        execution_request: _common_pb2.ExecutionRequest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["execution_request", b"execution_request"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_request", b"execution_request"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FailUnclaimedExecutionRequestResponse: _TypeAlias = FailUnclaimedExecutionRequestResponse  # noqa: Y015
+
+@_typing.final
 class GetExecutionRequestRequest(_message.Message):
     """GetExecutionRequestRequest names an execution request."""
 

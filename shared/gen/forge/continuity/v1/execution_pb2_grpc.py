@@ -53,6 +53,11 @@ class ExecutionServiceStub:
                 request_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.FailExecutionRequestRequest.SerializeToString,
                 response_deserializer=forge_dot_continuity_dot_v1_dot_execution__pb2.FailExecutionRequestResponse.FromString,
                 _registered_method=True)
+        self.FailUnclaimedExecutionRequest = channel.unary_unary(
+                '/forge.continuity.v1.ExecutionService/FailUnclaimedExecutionRequest',
+                request_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.FailUnclaimedExecutionRequestRequest.SerializeToString,
+                response_deserializer=forge_dot_continuity_dot_v1_dot_execution__pb2.FailUnclaimedExecutionRequestResponse.FromString,
+                _registered_method=True)
         self.GetExecutionRequest = channel.unary_unary(
                 '/forge.continuity.v1.ExecutionService/GetExecutionRequest',
                 request_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.GetExecutionRequestRequest.SerializeToString,
@@ -100,6 +105,14 @@ class ExecutionServiceServicer:
     def FailExecutionRequest(self, request, context):
         """Fails a claimed request; it is never requeued automatically. Role: worker holding the current
         generation.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FailUnclaimedExecutionRequest(self, request, context):
+        """Fails a queued request that no worker claimed (the dispatcher could not start it): the native
+        failed receipt of a failure before any claim. Role: worker.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -153,6 +166,11 @@ def add_ExecutionServiceServicer_to_server(servicer, server):
                     servicer.FailExecutionRequest,
                     request_deserializer=forge_dot_continuity_dot_v1_dot_execution__pb2.FailExecutionRequestRequest.FromString,
                     response_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.FailExecutionRequestResponse.SerializeToString,
+            ),
+            'FailUnclaimedExecutionRequest': grpc.unary_unary_rpc_method_handler(
+                    servicer.FailUnclaimedExecutionRequest,
+                    request_deserializer=forge_dot_continuity_dot_v1_dot_execution__pb2.FailUnclaimedExecutionRequestRequest.FromString,
+                    response_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.FailUnclaimedExecutionRequestResponse.SerializeToString,
             ),
             'GetExecutionRequest': grpc.unary_unary_rpc_method_handler(
                     servicer.GetExecutionRequest,
@@ -260,6 +278,33 @@ class ExecutionService:
             '/forge.continuity.v1.ExecutionService/FailExecutionRequest',
             forge_dot_continuity_dot_v1_dot_execution__pb2.FailExecutionRequestRequest.SerializeToString,
             forge_dot_continuity_dot_v1_dot_execution__pb2.FailExecutionRequestResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FailUnclaimedExecutionRequest(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/forge.continuity.v1.ExecutionService/FailUnclaimedExecutionRequest',
+            forge_dot_continuity_dot_v1_dot_execution__pb2.FailUnclaimedExecutionRequestRequest.SerializeToString,
+            forge_dot_continuity_dot_v1_dot_execution__pb2.FailUnclaimedExecutionRequestResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -47,6 +47,10 @@ class ExecutionServiceStub:
     """Fails a claimed request; it is never requeued automatically. Role: worker holding the current
     generation.
     """
+    FailUnclaimedExecutionRequest: _grpc.UnaryUnaryMultiCallable[_execution_pb2.FailUnclaimedExecutionRequestRequest, _execution_pb2.FailUnclaimedExecutionRequestResponse]
+    """Fails a queued request that no worker claimed (the dispatcher could not start it): the native
+    failed receipt of a failure before any claim. Role: worker.
+    """
     GetExecutionRequest: _grpc.UnaryUnaryMultiCallable[_execution_pb2.GetExecutionRequestRequest, _execution_pb2.GetExecutionRequestResponse]
     """Reads an execution request. Role: reader or better."""
     ListExecutionRequests: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ListExecutionRequestsRequest, _execution_pb2.ListExecutionRequestsResponse]
@@ -79,6 +83,10 @@ class ExecutionServiceAsyncStub(ExecutionServiceStub):
     FailExecutionRequest: _aio.UnaryUnaryMultiCallable[_execution_pb2.FailExecutionRequestRequest, _execution_pb2.FailExecutionRequestResponse]  # type: ignore[assignment]
     """Fails a claimed request; it is never requeued automatically. Role: worker holding the current
     generation.
+    """
+    FailUnclaimedExecutionRequest: _aio.UnaryUnaryMultiCallable[_execution_pb2.FailUnclaimedExecutionRequestRequest, _execution_pb2.FailUnclaimedExecutionRequestResponse]  # type: ignore[assignment]
+    """Fails a queued request that no worker claimed (the dispatcher could not start it): the native
+    failed receipt of a failure before any claim. Role: worker.
     """
     GetExecutionRequest: _aio.UnaryUnaryMultiCallable[_execution_pb2.GetExecutionRequestRequest, _execution_pb2.GetExecutionRequestResponse]  # type: ignore[assignment]
     """Reads an execution request. Role: reader or better."""
@@ -127,6 +135,16 @@ class ExecutionServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_execution_pb2.FailExecutionRequestResponse, _abc.Awaitable[_execution_pb2.FailExecutionRequestResponse]]:
         """Fails a claimed request; it is never requeued automatically. Role: worker holding the current
         generation.
+        """
+
+    @_abc_1.abstractmethod
+    def FailUnclaimedExecutionRequest(
+        self,
+        request: _execution_pb2.FailUnclaimedExecutionRequestRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_execution_pb2.FailUnclaimedExecutionRequestResponse, _abc.Awaitable[_execution_pb2.FailUnclaimedExecutionRequestResponse]]:
+        """Fails a queued request that no worker claimed (the dispatcher could not start it): the native
+        failed receipt of a failure before any claim. Role: worker.
         """
 
     @_abc_1.abstractmethod

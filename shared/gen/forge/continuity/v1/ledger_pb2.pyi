@@ -813,3 +813,205 @@ class GetAdmissionResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetAdmissionResponse: _TypeAlias = GetAdmissionResponse  # noqa: Y015
+
+@_typing.final
+class CommitInvalidReadRecoveryRequest(_message.Message):
+    """CommitInvalidReadRecoveryRequest carries a never-claimed recovery already validated by admission."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    RECOVERY_ID_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    REQUEST_CONTENT_DIGEST_FIELD_NUMBER: _builtins.int
+    CANDIDATE_DIGEST_FIELD_NUMBER: _builtins.int
+    EXPECTED_HEAD_HASH_FIELD_NUMBER: _builtins.int
+    POLICY_REVISION_FIELD_NUMBER: _builtins.int
+    VALID_FOR_SECONDS_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    """The run."""
+    request_id: _builtins.str
+    """The saved admission request."""
+    recovery_id: _builtins.str
+    """Caller-chosen recovery action identifier."""
+    actor: _builtins.str
+    """The administrator that submitted it (forwarded by admission; recorded as actor)."""
+    request_content_digest: _builtins.str
+    """Digest of the canonical request content; the idempotency comparison key."""
+    candidate_digest: _builtins.str
+    """The candidate digest the administrator submitted."""
+    expected_head_hash: _builtins.str
+    """The journal head hash the candidate was computed at."""
+    policy_revision: _builtins.int
+    """The policy revision the candidate was computed under."""
+    valid_for_seconds: _builtins.int
+    """Requested lease seconds; the ledger bounds it as at admission."""
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+        recovery_id: _builtins.str = ...,
+        actor: _builtins.str = ...,
+        request_content_digest: _builtins.str = ...,
+        candidate_digest: _builtins.str = ...,
+        expected_head_hash: _builtins.str = ...,
+        policy_revision: _builtins.int = ...,
+        valid_for_seconds: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "candidate_digest", b"candidate_digest", "expected_head_hash", b"expected_head_hash", "policy_revision", b"policy_revision", "recovery_id", b"recovery_id", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "run_id", b"run_id", "valid_for_seconds", b"valid_for_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommitInvalidReadRecoveryRequest: _TypeAlias = CommitInvalidReadRecoveryRequest  # noqa: Y015
+
+@_typing.final
+class SavedRecovery(_message.Message):
+    """SavedRecovery is one saved recovery action."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    RECOVERY_ID_FIELD_NUMBER: _builtins.int
+    WORKFLOW_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    EXECUTION_REQUEST_FIELD_NUMBER: _builtins.int
+    WITNESS_SEQUENCE_FIELD_NUMBER: _builtins.int
+    EVENT_SEQUENCE_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    REQUEST_CONTENT_DIGEST_FIELD_NUMBER: _builtins.int
+    CANDIDATE_DIGEST_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    """The run."""
+    request_id: _builtins.str
+    """The saved admission request."""
+    recovery_id: _builtins.str
+    """The caller-chosen recovery identifier."""
+    workflow: _builtins.str
+    """The workflow's stored name (never_claimed, rejected_boundary, readonly_observation)."""
+    actor: _builtins.str
+    """The administrator that submitted it."""
+    witness_sequence: _builtins.int
+    """Journal sequence of the recovery witness."""
+    event_sequence: _builtins.int
+    """Journal sequence of the request event."""
+    request_content_digest: _builtins.str
+    """Digest of the canonical request content."""
+    candidate_digest: _builtins.str
+    """The candidate digest the action was decided on."""
+    @_builtins.property
+    def execution_request(self) -> _common_pb2.ExecutionRequest:
+        """The requeued execution request, as it is now."""
+
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When the action was saved."""
+
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+        recovery_id: _builtins.str = ...,
+        workflow: _builtins.str = ...,
+        actor: _builtins.str = ...,
+        execution_request: _common_pb2.ExecutionRequest | None = ...,
+        witness_sequence: _builtins.int = ...,
+        event_sequence: _builtins.int = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        request_content_digest: _builtins.str = ...,
+        candidate_digest: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "execution_request", b"execution_request"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "candidate_digest", b"candidate_digest", "created_at", b"created_at", "event_sequence", b"event_sequence", "execution_request", b"execution_request", "recovery_id", b"recovery_id", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "run_id", b"run_id", "witness_sequence", b"witness_sequence", "workflow", b"workflow"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SavedRecovery: _TypeAlias = SavedRecovery  # noqa: Y015
+
+@_typing.final
+class CommitInvalidReadRecoveryResponse(_message.Message):
+    """CommitInvalidReadRecoveryResponse returns the saved recovery."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECOVERY_FIELD_NUMBER: _builtins.int
+    CREATED_FIELD_NUMBER: _builtins.int
+    created: _builtins.bool
+    """False when this was an identical repeat that returned the stored recovery."""
+    @_builtins.property
+    def recovery(self) -> Global___SavedRecovery:
+        """The saved recovery."""
+
+    def __init__(
+        self,
+        *,
+        recovery: Global___SavedRecovery | None = ...,
+        created: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["recovery", b"recovery"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created", b"created", "recovery", b"recovery"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommitInvalidReadRecoveryResponse: _TypeAlias = CommitInvalidReadRecoveryResponse  # noqa: Y015
+
+@_typing.final
+class GetRecoveryRequest(_message.Message):
+    """GetRecoveryRequest names a request's recovery of one workflow."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    WORKFLOW_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    """The run."""
+    request_id: _builtins.str
+    """The saved admission request."""
+    workflow: _builtins.str
+    """The workflow's stored name (never_claimed, rejected_boundary, readonly_observation)."""
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+        workflow: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "run_id", b"run_id", "workflow", b"workflow"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetRecoveryRequest: _TypeAlias = GetRecoveryRequest  # noqa: Y015
+
+@_typing.final
+class GetRecoveryResponse(_message.Message):
+    """GetRecoveryResponse returns the saved recovery."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECOVERY_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def recovery(self) -> Global___SavedRecovery:
+        """The saved recovery."""
+
+    def __init__(
+        self,
+        *,
+        recovery: Global___SavedRecovery | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["recovery", b"recovery"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["recovery", b"recovery"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetRecoveryResponse: _TypeAlias = GetRecoveryResponse  # noqa: Y015

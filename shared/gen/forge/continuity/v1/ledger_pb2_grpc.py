@@ -88,6 +88,16 @@ class LedgerServiceStub:
                 request_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetAdmissionRequest.SerializeToString,
                 response_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetAdmissionResponse.FromString,
                 _registered_method=True)
+        self.CommitInvalidReadRecovery = channel.unary_unary(
+                '/forge.continuity.v1.LedgerService/CommitInvalidReadRecovery',
+                request_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.CommitInvalidReadRecoveryRequest.SerializeToString,
+                response_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.CommitInvalidReadRecoveryResponse.FromString,
+                _registered_method=True)
+        self.GetRecovery = channel.unary_unary(
+                '/forge.continuity.v1.LedgerService/GetRecovery',
+                request_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRecoveryRequest.SerializeToString,
+                response_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRecoveryResponse.FromString,
+                _registered_method=True)
 
 
 class LedgerServiceServicer:
@@ -176,6 +186,23 @@ class LedgerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CommitInvalidReadRecovery(self, request, context):
+        """The never-claimed recovery transaction, called by the admission service only: in ONE database
+        transaction it re-runs the admissibility check (authority included), appends a recovery
+        witness and a request event, and queues the same execution request with a new finite lease.
+        Idempotent by recovery_id. Role: continuity service.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRecovery(self, request, context):
+        """Reads the saved recovery of a request and workflow. Role: reader or better.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LedgerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -228,6 +255,16 @@ def add_LedgerServiceServicer_to_server(servicer, server):
                     servicer.GetAdmission,
                     request_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetAdmissionRequest.FromString,
                     response_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetAdmissionResponse.SerializeToString,
+            ),
+            'CommitInvalidReadRecovery': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitInvalidReadRecovery,
+                    request_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.CommitInvalidReadRecoveryRequest.FromString,
+                    response_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.CommitInvalidReadRecoveryResponse.SerializeToString,
+            ),
+            'GetRecovery': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRecovery,
+                    request_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRecoveryRequest.FromString,
+                    response_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRecoveryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -504,6 +541,60 @@ class LedgerService:
             '/forge.continuity.v1.LedgerService/GetAdmission',
             forge_dot_continuity_dot_v1_dot_ledger__pb2.GetAdmissionRequest.SerializeToString,
             forge_dot_continuity_dot_v1_dot_ledger__pb2.GetAdmissionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitInvalidReadRecovery(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/forge.continuity.v1.LedgerService/CommitInvalidReadRecovery',
+            forge_dot_continuity_dot_v1_dot_ledger__pb2.CommitInvalidReadRecoveryRequest.SerializeToString,
+            forge_dot_continuity_dot_v1_dot_ledger__pb2.CommitInvalidReadRecoveryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRecovery(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/forge.continuity.v1.LedgerService/GetRecovery',
+            forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRecoveryRequest.SerializeToString,
+            forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRecoveryResponse.FromString,
             options,
             channel_credentials,
             insecure,

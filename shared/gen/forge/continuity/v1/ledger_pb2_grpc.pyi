@@ -72,6 +72,14 @@ class LedgerServiceStub:
     """
     GetAdmission: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.GetAdmissionRequest, _ledger_pb2.GetAdmissionResponse]
     """Reads the saved outcome of an admission request. Role: reader or better."""
+    CommitInvalidReadRecovery: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.CommitInvalidReadRecoveryRequest, _ledger_pb2.CommitInvalidReadRecoveryResponse]
+    """The never-claimed recovery transaction, called by the admission service only: in ONE database
+    transaction it re-runs the admissibility check (authority included), appends a recovery
+    witness and a request event, and queues the same execution request with a new finite lease.
+    Idempotent by recovery_id. Role: continuity service.
+    """
+    GetRecovery: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.GetRecoveryRequest, _ledger_pb2.GetRecoveryResponse]
+    """Reads the saved recovery of a request and workflow. Role: reader or better."""
 
 @_typing.type_check_only
 class LedgerServiceAsyncStub(LedgerServiceStub):
@@ -117,6 +125,14 @@ class LedgerServiceAsyncStub(LedgerServiceStub):
     """
     GetAdmission: _aio.UnaryUnaryMultiCallable[_ledger_pb2.GetAdmissionRequest, _ledger_pb2.GetAdmissionResponse]  # type: ignore[assignment]
     """Reads the saved outcome of an admission request. Role: reader or better."""
+    CommitInvalidReadRecovery: _aio.UnaryUnaryMultiCallable[_ledger_pb2.CommitInvalidReadRecoveryRequest, _ledger_pb2.CommitInvalidReadRecoveryResponse]  # type: ignore[assignment]
+    """The never-claimed recovery transaction, called by the admission service only: in ONE database
+    transaction it re-runs the admissibility check (authority included), appends a recovery
+    witness and a request event, and queues the same execution request with a new finite lease.
+    Idempotent by recovery_id. Role: continuity service.
+    """
+    GetRecovery: _aio.UnaryUnaryMultiCallable[_ledger_pb2.GetRecoveryRequest, _ledger_pb2.GetRecoveryResponse]  # type: ignore[assignment]
+    """Reads the saved recovery of a request and workflow. Role: reader or better."""
 
 class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
     """LedgerService is the only owner of the database: runs and task attempts, the hash-chained native
@@ -219,5 +235,25 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.GetAdmissionResponse, _abc.Awaitable[_ledger_pb2.GetAdmissionResponse]]:
         """Reads the saved outcome of an admission request. Role: reader or better."""
+
+    @_abc_1.abstractmethod
+    def CommitInvalidReadRecovery(
+        self,
+        request: _ledger_pb2.CommitInvalidReadRecoveryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ledger_pb2.CommitInvalidReadRecoveryResponse, _abc.Awaitable[_ledger_pb2.CommitInvalidReadRecoveryResponse]]:
+        """The never-claimed recovery transaction, called by the admission service only: in ONE database
+        transaction it re-runs the admissibility check (authority included), appends a recovery
+        witness and a request event, and queues the same execution request with a new finite lease.
+        Idempotent by recovery_id. Role: continuity service.
+        """
+
+    @_abc_1.abstractmethod
+    def GetRecovery(
+        self,
+        request: _ledger_pb2.GetRecoveryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ledger_pb2.GetRecoveryResponse, _abc.Awaitable[_ledger_pb2.GetRecoveryResponse]]:
+        """Reads the saved recovery of a request and workflow. Role: reader or better."""
 
 def add_LedgerServiceServicer_to_server(servicer: LedgerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,194 @@
+"""The never-claimed failed-request recovery candidate: read-only, like every candidate.
+
+It composes the checks every held-run candidate shares (the journal chain, the run's origin —
+original attempt, unchanged source and configuration —, the qualified profile and the time-budget
+protocol) with the one admissibility check of ``shared.admissibility`` over the request's native
+event history (``shared.request_history``). The ledger runs the same check again inside its
+commit transaction, with the actor's authority asked again then.
+
+The candidate digest covers everything the decision rests on except who asks: an administrator
+and admission (recomputing under its service identity) obtain the same digest. The caller's own
+authority is shown as an ``AUTHORITY_MISSING`` hold to an administrator who lacks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from shared.admissibility import Admissible, Handoff, check
+from shared.canonical import digest_of, is_digest, sha256_digest
+from shared.errors import NotFound
+from shared.qualification import is_qualified
+from shared.request_history import (
+    NEVER_CLAIMED,
+    consumed_from,
+    never_claimed_facts,
+    request_history,
+)
+from shared.timeutil import utc_now
+
+from .checks import common
+from .facts import Facts, read_snapshot
+from .journal import closure_of
+from .model import OUTSTANDING_STATES, Entry, Hold, HoldReason, JournalHead, Requirement, hold
+from .sources import CandidateSources
+
+#: The checks every held-run candidate shares that a recovery reviews again.
+COMMON_CHECKS = (common.chain, common.origin, common.profile_qualified, common.time_budget)
+#: Holds about the caller, not the evidence: shown, but outside the digest.
+CALLER_HOLDS = frozenset({HoldReason.AUTHORITY_MISSING})
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who asks: an administrator (authority judged now) or admission recomputing."""
+
+    identity: str
+    has_authority: bool
+    recomputing: bool = False
+
+
+@dataclass(frozen=True)
+class RecoveryCandidate:
+    run_id: str
+    request_id: str
+    eligible: bool
+    candidate_digest: str
+    holds: tuple[Hold, ...]
+    handoff: Handoff
+    policy_revision: int
+    journal_head: JournalHead
+
+
+def _deadline_remaining(active_deadline: datetime | None, now: datetime) -> int:
+    if active_deadline is None:
+        return -1
+    return max(0, int((active_deadline - now).total_seconds()))
+
+
+def never_claimed_candidate(
+    sources: CandidateSources,
+    run_id: str,
+    request_id: str,
+    caller: Caller,
+    *,
+    clock: Callable[[], datetime] = utc_now,
+    qualified: Callable[[str], bool] = is_qualified,
+) -> RecoveryCandidate:
+    """The recovery candidate of ``request_id``; ADMISSION_NOT_FOUND when it was never admitted."""
+    snapshot = read_snapshot(sources, run_id)
+    policy = sources.policy()
+    executions = tuple(sources.execution_requests(run_id))
+    now = clock()
+    history = request_history(snapshot.entries, request_id)
+    if not history.found:
+        raise NotFound(
+            "ADMISSION_NOT_FOUND",
+            f"no admission request {request_id} for run {run_id}",
+            metadata={"run_id": run_id, "request_id": request_id},
+        )
+    facts = Facts(
+        version=0,
+        snapshot=snapshot,
+        policy=policy,
+        executions=executions,
+        qualified=qualified(snapshot.run.source_profile),
+        now=now,
+        closure=closure_of(snapshot.entries),
+        checkpoint=None,
+        response=None,
+        analysis=None,
+        analysis_refusal=None,
+        reconstruction=None,
+        reconstruction_refusal=None,
+    )
+    holds = [found for check_ in COMMON_CHECKS for found in check_(facts)]
+    holds += _checkpoint_holds(sources, snapshot.entries, request_id)
+    state = next(
+        (
+            e.state.value
+            for e in executions
+            if e.execution_request_id == history.execution_request_id
+        ),
+        "unknown",
+    )
+    admissibility = never_claimed_facts(
+        history,
+        state=state,
+        outstanding=tuple(
+            e.execution_request_id for e in executions if e.state in OUTSTANDING_STATES
+        ),
+        workflow_enabled=policy.enabled,
+        # Admission recomputes for the digest; the ledger judges the actor at commit.
+        actor=history.original_actor if caller.recomputing else caller.identity,
+        actor_has_authority=caller.recomputing or caller.has_authority,
+        consumed=consumed_from(
+            snapshot.entries,
+            snapshot.run.command_limit,
+            _deadline_remaining(snapshot.run.active_deadline, now),
+        ),
+    )
+    outcome = check(admissibility)
+    handoff = outcome.handoff
+    if not isinstance(outcome, Admissible):
+        holds += [
+            Hold(HoldReason(r.hold), Requirement(r.requirement), r.detail, r.subject)
+            for r in outcome.refusals
+        ]
+    elif holds:
+        handoff = replace(handoff, permitted_next_actions=())
+    evidence_holds = sorted(
+        (h.reason.value, h.subject) for h in holds if h.reason not in CALLER_HOLDS
+    )
+    digest = digest_of(
+        {
+            "workflow": NEVER_CLAIMED,
+            "run_id": run_id,
+            "request_id": request_id,
+            "run_digest": snapshot.run.run_digest,
+            "journal_digest": snapshot.head.hash,
+            "policy_digest": policy.digest,
+            "policy_revision": policy.revision,
+            "execution_request_id": history.execution_request_id,
+            "state": state,
+            "holds": [list(pair) for pair in evidence_holds],
+        }
+    )
+    return RecoveryCandidate(
+        run_id=run_id,
+        request_id=request_id,
+        eligible=not holds,
+        candidate_digest=digest,
+        holds=tuple(holds),
+        handoff=handoff,
+        policy_revision=policy.revision,
+        journal_head=snapshot.head,
+    )
+
+
+def _checkpoint_holds(
+    sources: CandidateSources, entries: tuple[Entry, ...], request_id: str
+) -> list[Hold]:
+    """The checkpoint the request resumes from (the settlement's derived checkpoint) is stored
+    intact."""
+    settlement = next(
+        (
+            e
+            for e in entries
+            if e.kind == "migration_settlement" and e.text("request_id") == request_id
+        ),
+        None,
+    )
+    digest = settlement.text("derived_checkpoint_digest") if settlement else ""
+    content = sources.blob(digest) if is_digest(digest) else None
+    if content is not None and sha256_digest(content) == digest:
+        return []
+    return [
+        hold(
+            HoldReason.CLOSURE_INCOMPLETE,
+            digest or "derived_checkpoint_digest",
+            "the checkpoint the request resumes from is not stored intact",
+        )
+    ]

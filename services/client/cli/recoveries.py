@@ -1,0 +1,106 @@
+"""``recovery candidate | submit | show``: the never-claimed failed-request recovery."""
+
+from __future__ import annotations
+
+import argparse
+
+from forge.continuity.v1 import admission_pb2, candidate_pb2, common_pb2
+from services.client.cli._command import EXIT_OK, Output, Subcommands, add_command, add_group
+from services.client.cli.render import aligned, handoff_lines, hold_lines
+from services.client.client import ContinuityClient
+from shared.contract import MAX_WINDOW_SECONDS, RECOVERY_ACKNOWLEDGEMENTS
+
+_ACKNOWLEDGEMENTS = RECOVERY_ACKNOWLEDGEMENTS["never_claimed"]
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def register(commands: Subcommands) -> None:
+    recovery = add_group(commands, "recovery", "recover a request that failed unclaimed")
+    show_candidate = add_command(
+        recovery,
+        "candidate",
+        "show the recovery candidate: eligibility, digest, holds and handoff (read-only)",
+        _candidate,
+    )
+    submit = add_command(
+        recovery,
+        "submit",
+        "submit the recovery once; keep RECOVERY_ID and use 'recovery show' after a lost response",
+        _submit,
+    )
+    show = add_command(recovery, "show", "show the saved recovery of a request", _show)
+    for command in (show_candidate, submit, show):
+        command.add_argument("run_id", metavar="RUN_ID")
+        command.add_argument("request_id", metavar="REQUEST_ID")
+    submit.add_argument("recovery_id", metavar="RECOVERY_ID")
+    submit.add_argument(
+        "--candidate-digest", required=True, help="the candidate_digest 'recovery candidate' shows"
+    )
+    submit.add_argument(
+        "--valid-for-seconds",
+        type=int,
+        required=True,
+        help=f"requested lease window, 1..{MAX_WINDOW_SECONDS}",
+    )
+    for name in _ACKNOWLEDGEMENTS:
+        submit.add_argument(_flag(name), action="store_true")
+
+
+def candidate_lines(candidate: candidate_pb2.RecoveryCandidate) -> list[str]:
+    lines = aligned(
+        [
+            ("run", candidate.run_id),
+            ("request", candidate.request_id),
+            ("eligible", "yes" if candidate.eligible else "no"),
+            ("candidate_digest", candidate.candidate_digest),
+            ("policy revision", candidate.policy_revision),
+            ("journal head", candidate.journal_head.sequence),
+        ]
+    )
+    return lines + hold_lines(candidate.holds) + handoff_lines(candidate.handoff)
+
+
+def outcome_lines(outcome: admission_pb2.RecoveryOutcome, created: bool | None = None) -> list[str]:
+    request = outcome.execution_request
+    pairs: list[tuple[str, object]] = [
+        ("run", outcome.run_id),
+        ("request", outcome.request_id),
+        ("recovery", outcome.recovery_id),
+        ("actor", outcome.actor),
+        ("execution request", request.execution_request_id),
+        ("state", common_pb2.ExecutionRequestState.Name(request.state)),
+        ("lease", f"generation {request.lease.generation}, {request.lease.seconds} s"),
+        ("witness sequence", outcome.witness_sequence),
+        ("event sequence", outcome.event_sequence),
+    ]
+    if created is not None:
+        pairs.append(("created", "yes" if created else "no (identical repeat)"))
+    return aligned(pairs)
+
+
+def _candidate(client: ContinuityClient, args: argparse.Namespace, output: Output) -> int:
+    candidate = client.invalid_read_recovery_candidate(args.run_id, args.request_id)
+    output.emit(candidate, candidate_lines(candidate))
+    return EXIT_OK
+
+
+def _submit(client: ContinuityClient, args: argparse.Namespace, output: Output) -> int:
+    submitted = client.request_invalid_read_recovery(
+        args.run_id,
+        args.request_id,
+        args.recovery_id,
+        candidate_digest=args.candidate_digest,
+        valid_for_seconds=args.valid_for_seconds,
+        **{name: bool(getattr(args, name)) for name in _ACKNOWLEDGEMENTS},
+    )
+    output.emit(submitted, outcome_lines(submitted.outcome, submitted.created))
+    return EXIT_OK
+
+
+def _show(client: ContinuityClient, args: argparse.Namespace, output: Output) -> int:
+    outcome = client.invalid_read_recovery(args.run_id, args.request_id)
+    output.emit(outcome, outcome_lines(outcome))
+    return EXIT_OK

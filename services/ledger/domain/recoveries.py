@@ -1,0 +1,88 @@
+"""The stored recovery action: a versioned record with explicit keys (like the ticket record of
+``domain/tickets.py``), so renaming a contract field never makes an old row unreadable."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from shared.canonical import canonical_text, parse_json
+
+RECORD_VERSION = 1
+
+#: The workflows' stored names.
+NEVER_CLAIMED = "never_claimed"
+WORKFLOWS = (NEVER_CLAIMED, "rejected_boundary", "readonly_observation")
+
+
+class RecoveryRecordError(ValueError):
+    """A stored recovery row this code cannot read (a newer record version, or a damaged row)."""
+
+
+@dataclass(frozen=True)
+class StoredRecovery:
+    """One saved recovery action (its execution request is read separately, as it is now)."""
+
+    run_id: str
+    request_id: str
+    recovery_id: str
+    workflow: str
+    actor: str
+    request_content_digest: str
+    candidate_digest: str
+    execution_request_id: str
+    witness_sequence: int
+    event_sequence: int
+    lease_seconds: int
+    created_at: str
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "record_version": RECORD_VERSION,
+            "run_id": self.run_id,
+            "request_id": self.request_id,
+            "recovery_id": self.recovery_id,
+            "workflow": self.workflow,
+            "actor": self.actor,
+            "request_content_digest": self.request_content_digest,
+            "candidate_digest": self.candidate_digest,
+            "execution_request_id": self.execution_request_id,
+            "witness_sequence": self.witness_sequence,
+            "event_sequence": self.event_sequence,
+            "lease_seconds": self.lease_seconds,
+            "created_at": self.created_at,
+        }
+
+    def to_text(self) -> str:
+        return canonical_text(self.to_record())
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> StoredRecovery:
+        version = record.get("record_version")
+        if version != RECORD_VERSION:
+            raise RecoveryRecordError(f"unknown recovery record version {version!r}")
+        try:
+            return cls(
+                run_id=str(record["run_id"]),
+                request_id=str(record["request_id"]),
+                recovery_id=str(record["recovery_id"]),
+                workflow=str(record["workflow"]),
+                actor=str(record["actor"]),
+                request_content_digest=str(record["request_content_digest"]),
+                candidate_digest=str(record["candidate_digest"]),
+                execution_request_id=str(record["execution_request_id"]),
+                witness_sequence=int(record["witness_sequence"]),
+                event_sequence=int(record["event_sequence"]),
+                lease_seconds=int(record["lease_seconds"]),
+                created_at=str(record["created_at"]),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise RecoveryRecordError(f"damaged recovery record: {error!r}") from error
+
+    @classmethod
+    def from_text(cls, text: str) -> StoredRecovery:
+        record = parse_json(text)
+        if not isinstance(record, dict):
+            raise RecoveryRecordError("a recovery record must be a JSON object")
+        return cls.from_record(record)

@@ -1,0 +1,45 @@
+"""Protobuf ↔ domain translation of the ledger's recovery RPCs (kept apart from servicer.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from forge.continuity.v1 import common_pb2, ledger_pb2
+from services.ledger.domain.execution import ExecutionRequestRecord
+from services.ledger.transactions.recovery import Recovery, RecoveryInput
+from shared.timeutil import to_timestamp
+
+
+def recovery_input(request: ledger_pb2.CommitInvalidReadRecoveryRequest) -> RecoveryInput:
+    return RecoveryInput(
+        run_id=request.run_id,
+        request_id=request.request_id,
+        recovery_id=request.recovery_id,
+        actor=request.actor,
+        request_content_digest=request.request_content_digest,
+        candidate_digest=request.candidate_digest,
+        expected_head_hash=request.expected_head_hash,
+        policy_revision=request.policy_revision,
+        valid_for_seconds=request.valid_for_seconds,
+    )
+
+
+def recovery_to_proto(
+    found: Recovery,
+    execution_request: Callable[[ExecutionRequestRecord], common_pb2.ExecutionRequest],
+) -> ledger_pb2.SavedRecovery:
+    """The saved record, field by field, with its execution request as it is now."""
+    saved = found.recovery
+    return ledger_pb2.SavedRecovery(
+        run_id=saved.run_id,
+        request_id=saved.request_id,
+        recovery_id=saved.recovery_id,
+        workflow=saved.workflow,
+        actor=saved.actor,
+        execution_request=execution_request(found.execution_request),
+        witness_sequence=saved.witness_sequence,
+        event_sequence=saved.event_sequence,
+        created_at=to_timestamp(saved.created_at),
+        request_content_digest=saved.request_content_digest,
+        candidate_digest=saved.candidate_digest,
+    )

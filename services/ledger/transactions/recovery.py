@@ -1,0 +1,317 @@
+"""The never-claimed recovery transaction (docs/adr/0009-admissibility-check.md) and reading a
+saved recovery back.
+
+One transaction: lock the policy, apply idempotency by recovery_id, re-run the admissibility
+check with the actor's authority re-checked now, then preserve everything, append a recovery
+witness and a request event, and queue the same execution request with a new finite lease bounded
+exactly as at admission. No attempt, model allowance or command quota is added.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from sqlalchemy import Connection
+
+from services.ledger.domain.admission import check_capacity
+from services.ledger.domain.execution import (
+    PENDING_STATES,
+    ExecutionRequestRecord,
+    RequestState,
+    bound_lease,
+    lease_expiry,
+)
+from services.ledger.domain.journal import EntryKind
+from services.ledger.domain.recoveries import NEVER_CLAIMED, WORKFLOWS, StoredRecovery
+from services.ledger.domain.runs import Run, check_identifier
+from services.ledger.repository import execution_requests as request_rows
+from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import recoveries as recovery_rows
+from services.ledger.repository import tickets as ticket_rows
+from services.ledger.transactions.base import (
+    LedgerContext,
+    append_entry,
+    check_head,
+    existing_run,
+    lock_policy,
+    retry_on_unique_conflict,
+)
+from services.ledger.transactions.execution import existing_request
+from shared.admissibility import Unresolved, check
+from shared.canonical import is_digest
+from shared.contract import MAX_WINDOW_SECONDS
+from shared.errors import (
+    FailedPrecondition,
+    FieldViolation,
+    InvalidArgument,
+    NotFound,
+    PreconditionViolation,
+)
+from shared.idempotency import StoredAction, replay_or_conflict
+from shared.request_history import consumed_from, never_claimed_facts, request_history
+from shared.timeutil import from_text, to_text
+
+#: The role the never-claimed recovery needs, held now by the ticket's original operator.
+RECOVERY_ROLE = "factory_administrator"
+#: Current roles of an identity; the ledger asks again inside every recovery transaction.
+Authority = Callable[[str], frozenset[str]]
+
+
+def no_authority(identity: str) -> frozenset[str]:
+    """Fail closed: without an authority source nobody may recover."""
+    return frozenset()
+
+
+@dataclass(frozen=True)
+class RecoveryInput:
+    """A never-claimed recovery the admission service validated; the ledger re-checks state."""
+
+    run_id: str
+    request_id: str
+    recovery_id: str
+    actor: str
+    request_content_digest: str
+    candidate_digest: str
+    expected_head_hash: str
+    policy_revision: int
+    valid_for_seconds: int
+
+    def validate(self) -> None:
+        for name in ("run_id", "request_id", "recovery_id"):
+            check_identifier(name, getattr(self, name))
+        violations: list[FieldViolation] = []
+        if not self.actor:
+            violations.append(FieldViolation("actor", "required"))
+        for name in ("request_content_digest", "candidate_digest", "expected_head_hash"):
+            if not is_digest(getattr(self, name)):
+                violations.append(FieldViolation(name, "must be sha256:<64 hex>"))
+        if not 1 <= self.valid_for_seconds <= MAX_WINDOW_SECONDS:
+            violations.append(
+                FieldViolation("valid_for_seconds", f"must be in 1..{MAX_WINDOW_SECONDS}")
+            )
+        if self.policy_revision <= 0:
+            violations.append(FieldViolation("policy_revision", "must be positive"))
+        if violations:
+            raise InvalidArgument(
+                "RECOVERY_INVALID",
+                "; ".join(f"{v.field}: {v.description}" for v in violations),
+                field_violations=violations,
+            )
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """A saved recovery, its execution request as it is now, and whether this call created it."""
+
+    recovery: StoredRecovery
+    execution_request: ExecutionRequestRecord
+    created: bool
+
+
+def commit_never_claimed(
+    context: LedgerContext, authority: Authority, recovery: RecoveryInput
+) -> Recovery:
+    """Recover, or replay the identical earlier recovery; refusals write nothing."""
+    recovery.validate()
+    return _commit(context, authority, recovery)
+
+
+@retry_on_unique_conflict
+def _commit(context: LedgerContext, authority: Authority, recovery: RecoveryInput) -> Recovery:
+    # A concurrent recovery that commits first fires a unique constraint; the retry answers as
+    # the second caller would: replay or conflict.
+    with context.engine.begin() as connection:
+        return _recover(context, connection, authority, recovery)
+
+
+def _replay(connection: Connection, stored: StoredRecovery, recovery: RecoveryInput) -> Recovery:
+    replay_or_conflict(
+        id_field="recovery_id",
+        action_id=recovery.recovery_id,
+        stored=StoredAction(stored.actor, stored.request_content_digest),
+        identity=recovery.actor,
+        content_digest=recovery.request_content_digest,
+    )
+    if stored.recovery_id != recovery.recovery_id:
+        # Same identity and content digest under another recovery id cannot happen (the digest
+        # covers the id); refuse rather than answer with another action's result.
+        raise FailedPrecondition(
+            "RECOVERY_UNRESOLVED",
+            "another recovery already used this request's one action",
+            metadata={"recovery_id": stored.recovery_id, "holds": "RECOVERY_SPENT"},
+        )
+    record = existing_request(connection, stored.execution_request_id)
+    return Recovery(stored, record, created=False)
+
+
+def _deadline_remaining(run: Run, context: LedgerContext) -> int:
+    if run.spec.active_deadline is None:
+        return -1
+    remaining = (from_text(run.spec.active_deadline) - context.clock()).total_seconds()
+    return max(0, math.floor(remaining))
+
+
+def _recover(
+    context: LedgerContext, connection: Connection, authority: Authority, recovery: RecoveryInput
+) -> Recovery:
+    # R.1 lock the current policy row
+    policy = lock_policy(connection)
+    # R.2 idempotency by recovery_id, then one recovery per request and workflow
+    for stored in (
+        recovery_rows.get_by_recovery_id(connection, recovery.recovery_id),
+        recovery_rows.get_for_request(
+            connection, recovery.run_id, recovery.request_id, NEVER_CLAIMED
+        ),
+    ):
+        if stored is not None:
+            return _replay(connection, stored, recovery)
+    # R.3 the ticket exists; the policy is still the candidate's revision; the head is unmoved
+    ticket = ticket_rows.get_ticket(connection, recovery.run_id, recovery.request_id)
+    if ticket is None:
+        raise NotFound(
+            "ADMISSION_NOT_FOUND",
+            f"no admission request {recovery.request_id} for run {recovery.run_id}",
+            metadata={"run_id": recovery.run_id, "request_id": recovery.request_id},
+        )
+    if policy.revision != recovery.policy_revision:
+        raise FailedPrecondition(
+            "POLICY_REVISION_CHANGED",
+            f"policy moved from revision {recovery.policy_revision} to {policy.revision}; "
+            "read a new candidate",
+            metadata={"current_revision": str(policy.revision)},
+            precondition_violations=[
+                PreconditionViolation(
+                    "POLICY_REVISION", "policy", f"current revision is {policy.revision}"
+                )
+            ],
+        )
+    run = existing_run(connection, recovery.run_id)
+    check_head(connection, run.spec.run_id, recovery.expected_head_hash)
+    # R.4 the admissibility check, on facts read now, with the actor's authority asked now
+    record = existing_request(connection, ticket.ticket.execution_request_id, for_update=True)
+    entries = list(journal_rows.iter_journal(connection, run.spec.run_id))
+    history = request_history(entries, recovery.request_id)
+    pending = request_rows.list_execution_requests(connection, run.spec.run_id, PENDING_STATES)
+    facts = never_claimed_facts(
+        history,
+        state=record.state.value,
+        outstanding=tuple(r.execution_request_id for r in pending),
+        workflow_enabled=policy.settings.enabled,
+        actor=recovery.actor,
+        actor_has_authority=RECOVERY_ROLE in authority(recovery.actor),
+        consumed=consumed_from(entries, run.spec.command_limit, _deadline_remaining(run, context)),
+    )
+    outcome = check(facts)
+    if isinstance(outcome, Unresolved):
+        raise unresolved_refusal(outcome, recovery.run_id, recovery.request_id)
+    # R.5 the queue cap: the requeued request counts as pending again (no new ticket)
+    check_capacity(
+        policy,
+        per_run=0,
+        pending=request_rows.count_execution_requests(connection, PENDING_STATES),
+    )
+    # R.6 bound the new lease exactly as at admission
+    now = context.clock()
+    lease_seconds = bound_lease(
+        recovery.valid_for_seconds, policy.settings.window_seconds, run, now
+    )
+    # R.7 the witness and the request event; nothing earlier is touched
+    witness = append_entry(
+        context,
+        connection,
+        run.spec.run_id,
+        EntryKind.RECOVERY_WITNESS,
+        {
+            "recovery_id": recovery.recovery_id,
+            "workflow": NEVER_CLAIMED,
+            "request_id": recovery.request_id,
+            "execution_request_id": record.execution_request_id,
+            "candidate_digest": recovery.candidate_digest,
+            "failed_sequence": history.unclaimed_failure_sequence,
+            "policy_revision": policy.revision,
+        },
+        recovery.actor,
+    )
+    event = append_entry(
+        context,
+        connection,
+        run.spec.run_id,
+        EntryKind.REQUEST_EVENT,
+        {
+            "execution_request_id": record.execution_request_id,
+            "event": "requeued_by_recovery",
+            "recovery_id": recovery.recovery_id,
+            "attempt_id": record.attempt_id,
+            "lease_generation": record.lease_generation,
+            "lease_seconds": lease_seconds,
+        },
+        recovery.actor,
+    )
+    # R.8 the same request queued again: same attempt, checkpoint and generation, a new lease
+    created_at = to_text(now)
+    requeued = replace(
+        record,
+        state=RequestState.QUEUED,
+        policy_revision=policy.revision,
+        lease_seconds=lease_seconds,
+        lease_expires_at=lease_expiry(now, lease_seconds),
+        owner="",
+        updated_at=created_at,
+    )
+    request_rows.requeue_execution_request(connection, requeued)
+    # R.9 the saved action
+    saved = StoredRecovery(
+        run_id=run.spec.run_id,
+        request_id=recovery.request_id,
+        recovery_id=recovery.recovery_id,
+        workflow=NEVER_CLAIMED,
+        actor=recovery.actor,
+        request_content_digest=recovery.request_content_digest,
+        candidate_digest=recovery.candidate_digest,
+        execution_request_id=record.execution_request_id,
+        witness_sequence=witness.sequence,
+        event_sequence=event.sequence,
+        lease_seconds=lease_seconds,
+        created_at=created_at,
+    )
+    recovery_rows.insert_recovery(connection, saved)
+    return Recovery(saved, requeued, created=True)
+
+
+def unresolved_refusal(outcome: Unresolved, run_id: str, request_id: str) -> FailedPrecondition:
+    """FAILED_PRECONDITION RECOVERY_UNRESOLVED, one violation per refusal of the check."""
+    holds = sorted({refusal.hold for refusal in outcome.refusals})
+    return FailedPrecondition(
+        "RECOVERY_UNRESOLVED",
+        "the admissibility check leaves the request unresolved: " + ", ".join(holds),
+        metadata={"run_id": run_id, "request_id": request_id, "holds": ",".join(holds)},
+        precondition_violations=[
+            PreconditionViolation(refusal.hold, refusal.subject, refusal.detail)
+            for refusal in outcome.refusals
+        ],
+    )
+
+
+def get(context: LedgerContext, run_id: str, request_id: str, workflow: str) -> Recovery:
+    """The saved recovery of a request and workflow, its execution request as it is now."""
+    check_identifier("run_id", run_id)
+    check_identifier("request_id", request_id)
+    if workflow not in WORKFLOWS:
+        raise InvalidArgument(
+            "FIELD_INVALID",
+            f"workflow must be one of {', '.join(WORKFLOWS)}",
+            metadata={"field": "workflow"},
+            field_violations=[FieldViolation("workflow", "unknown workflow")],
+        )
+    with context.read() as connection:
+        stored = recovery_rows.get_for_request(connection, run_id, request_id, workflow)
+        if stored is None:
+            raise NotFound(
+                "RECOVERY_NOT_FOUND",
+                f"no {workflow} recovery for request {request_id} of run {run_id}",
+                metadata={"run_id": run_id, "request_id": request_id, "workflow": workflow},
+            )
+        record = existing_request(connection, stored.execution_request_id)
+        return Recovery(stored, record, created=False)

@@ -1,0 +1,283 @@
+"""The one admissibility check in front of every recovery action (spec 001; ADR 0009).
+
+``check(facts)`` answers ``Admissible`` or ``Unresolved``. It covers four concerns: an expired or
+spent action identity, authorization timing, dependencies (an outstanding ticket or claim the
+action would bypass) and residual effects (a request that may still land). It is pure: the
+candidate service calls it to show holds, the ledger calls it again inside the commit transaction.
+
+Time is not an input. Lease expiry and the remaining deadline are reported in the handoff but no
+rule reads them, so waiting never turns ``Unresolved`` into ``Admissible``; only new native
+evidence changes the facts. Probability is no input either.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Concern(enum.Enum):
+    """The four concerns of the check."""
+
+    ACTION_IDENTITY = "action_identity"
+    AUTHORIZATION = "authorization"
+    DEPENDENCY = "dependency"
+    RESIDUAL_EFFECT = "residual_effect"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One reason the action is not admissible, as a typed hold (contract ``HoldReason`` and
+    ``HoldRequirement`` names without prefix)."""
+
+    concern: Concern
+    hold: str
+    requirement: str
+    subject: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class BoundRequest:
+    """The execution request the action is bound to, as its native history shows it."""
+
+    request_id: str
+    execution_request_id: str
+    #: The stored state (queued, claimed, completed, failed).
+    state: str
+    #: The native history records a worker claim (any generation).
+    claimed: bool
+    #: The native history records the failure at generation 0, after the ownership claim.
+    failed_unclaimed: bool
+    #: Reported only: expiry alone is no evidence of failure.
+    lease_expired: bool = False
+
+
+@dataclass(frozen=True)
+class Consumed:
+    """Resources already charged to the run; a recovery never resets them."""
+
+    model_responses: int = 0
+    tool_calls: int = 0
+    commands_used: int = 0
+    command_limit: int = 0
+    #: Reported only; -1 when the run has no deadline.
+    deadline_remaining_seconds: int = -1
+
+
+@dataclass(frozen=True)
+class ActionFacts:
+    """Everything the check decides on; gathered by the caller, never by the check."""
+
+    workflow: str
+    #: The action's permitted name when admissible (e.g. ``request_invalid_read_recovery``).
+    action: str
+    bound: BoundRequest
+    #: Recovery identifiers already stored for this request and workflow.
+    spent_by: tuple[str, ...]
+    #: The policy and the workflow's setting allow the action.
+    workflow_enabled: bool
+    actor: str
+    original_actor: str
+    #: The actor currently holds the authority the workflow needs.
+    actor_has_authority: bool
+    #: Other queued or claimed execution requests of the run.
+    outstanding: tuple[str, ...] = ()
+    #: Journal sequences after the bound request's failure that nothing accounts for.
+    unaccounted_sequences: tuple[int, ...] = ()
+    #: Operations with a durable unknown outcome (e.g. tool call ids).
+    uncertain: tuple[str, ...] = ()
+    #: (description, journal sequence) of effects known to have happened.
+    known_effects: tuple[tuple[str, int], ...] = ()
+    consumed: Consumed = Consumed()
+
+
+@dataclass(frozen=True)
+class PermittedAction:
+    action: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """Spec 001's handoff: what an operator gets instead of a bare "held"."""
+
+    bound_requests: tuple[BoundRequest, ...]
+    known_effects: tuple[tuple[str, int], ...]
+    #: (subject, alternatives the evidence still permits)
+    unresolved_alternatives: tuple[tuple[str, tuple[str, ...]], ...]
+    #: (obligation, what blocks it)
+    remaining_obligations: tuple[tuple[str, str], ...]
+    permitted_next_actions: tuple[PermittedAction, ...]
+    consumed: Consumed
+
+
+@dataclass(frozen=True)
+class Admissible:
+    handoff: Handoff
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A terminal outcome, distinct from failed and from done."""
+
+    refusals: tuple[Refusal, ...]
+    handoff: Handoff
+
+
+Outcome = Admissible | Unresolved
+
+CLAIM_ALTERNATIVES = ("failed", "committed", "in_flight")
+
+
+def _refusals(facts: ActionFacts) -> list[Refusal]:
+    bound, found = facts.bound, []
+    # expired or spent action identity: one recovery per request and workflow
+    for recovery_id in facts.spent_by:
+        found.append(
+            Refusal(
+                Concern.ACTION_IDENTITY,
+                "RECOVERY_SPENT",
+                "NOT_ELIGIBLE",
+                recovery_id,
+                f"recovery {recovery_id} already used this request's one {facts.workflow} action",
+            )
+        )
+    # authorization timing: evaluated again inside the commit transaction
+    if not facts.workflow_enabled:
+        found.append(
+            Refusal(
+                Concern.AUTHORIZATION,
+                "POLICY_DISABLED",
+                "POLICY",
+                "policy",
+                f"the policy does not enable the {facts.workflow} workflow",
+            )
+        )
+    if facts.actor != facts.original_actor or not facts.actor_has_authority:
+        found.append(
+            Refusal(
+                Concern.AUTHORIZATION,
+                "AUTHORITY_MISSING",
+                "AUTHORITY",
+                facts.actor,
+                f"only {facts.original_actor}, the ticket's original operator, with current "
+                "factory administrator authority may act",
+            )
+        )
+    # dependencies: an outstanding ticket or claim the action would bypass
+    if bound.state == "queued" and not bound.claimed:
+        found.append(
+            Refusal(
+                Concern.DEPENDENCY,
+                "CLAIM_OUTSTANDING",
+                "NOT_ELIGIBLE",
+                bound.execution_request_id,
+                "the request is still queued; it has not failed",
+            )
+        )
+    for other in facts.outstanding:
+        found.append(
+            Refusal(
+                Concern.DEPENDENCY,
+                "CLAIM_OUTSTANDING",
+                "NOT_ELIGIBLE",
+                other,
+                f"execution request {other} is queued or claimed",
+            )
+        )
+    # residual effects: anything that may still land refuses the action in every state
+    if bound.claimed or bound.state == "claimed":
+        found.append(
+            Refusal(
+                Concern.RESIDUAL_EFFECT,
+                "WORKER_CLAIMED",
+                "CUSTODY",
+                bound.execution_request_id,
+                "a worker claimed the request; its outcome needs native reconciliation",
+            )
+        )
+    elif bound.state != "queued" and not (bound.state == "failed" and bound.failed_unclaimed):
+        found.append(
+            Refusal(
+                Concern.RESIDUAL_EFFECT,
+                "REQUEST_NOT_FAILED_UNCLAIMED",
+                "NOT_ELIGIBLE",
+                bound.execution_request_id,
+                f"the request is {bound.state}; its native history does not prove a failure "
+                "before any worker claim",
+            )
+        )
+    for sequence in facts.unaccounted_sequences:
+        found.append(
+            Refusal(
+                Concern.RESIDUAL_EFFECT,
+                "UNACCOUNTED_EFFECTS",
+                "CUSTODY",
+                str(sequence),
+                f"journal entry {sequence} after the failure is not accounted for",
+            )
+        )
+    for subject in facts.uncertain:
+        found.append(
+            Refusal(
+                Concern.RESIDUAL_EFFECT,
+                "UNRESOLVED_CUSTODY",
+                "CUSTODY",
+                subject,
+                f"the outcome of {subject} is unknown and durable",
+            )
+        )
+    return found
+
+
+def _permitted(facts: ActionFacts, refusals: list[Refusal]) -> tuple[PermittedAction, ...]:
+    """The next actions that stay safe in every state the evidence permits."""
+    if not refusals:
+        return (
+            PermittedAction(
+                facts.action, "submit the candidate's digest with every acknowledgement"
+            ),
+        )
+    actions: dict[str, str] = {}
+    for refusal in refusals:
+        if refusal.concern is Concern.ACTION_IDENTITY:
+            actions["read_recovery"] = "read the saved recovery back; it cannot be replaced"
+        elif refusal.hold == "POLICY_DISABLED":
+            actions["update_policy"] = "a factory administrator may enable the workflow"
+        elif refusal.concern is Concern.AUTHORIZATION:
+            actions["obtain_authority"] = "the original operator needs current authority"
+        elif refusal.requirement == "CUSTODY":
+            actions["reconcile_custody"] = "reconcile the request under its native rules"
+    return tuple(PermittedAction(name, why) for name, why in sorted(actions.items()))
+
+
+def _handoff(facts: ActionFacts, refusals: list[Refusal]) -> Handoff:
+    bound = facts.bound
+    unresolved: list[tuple[str, tuple[str, ...]]] = []
+    if bound.claimed or bound.state == "claimed":
+        unresolved.append((bound.execution_request_id, CLAIM_ALTERNATIVES))
+    unresolved += [(subject, CLAIM_ALTERNATIVES) for subject in facts.uncertain]
+    obligations = (
+        (
+            f"continue request {bound.request_id} in the original attempt",
+            ", ".join(sorted({r.hold for r in refusals})),
+        ),
+    )
+    return Handoff(
+        bound_requests=(bound,),
+        known_effects=facts.known_effects,
+        unresolved_alternatives=tuple(unresolved),
+        remaining_obligations=obligations,
+        permitted_next_actions=_permitted(facts, refusals),
+        consumed=facts.consumed,
+    )
+
+
+def check(facts: ActionFacts) -> Outcome:
+    """Admissible only when no concern refuses the action in any state the evidence permits."""
+    refusals = _refusals(facts)
+    handoff = _handoff(facts, refusals)
+    if refusals:
+        return Unresolved(tuple(refusals), handoff)
+    return Admissible(handoff)

@@ -1,0 +1,193 @@
+"""A continuity request's complete native event history, read from the run's journal.
+
+The candidate service and the ledger both turn journal entries into the facts of the
+admissibility check (``shared.admissibility``) with this one reader, so the two can never read
+the same journal differently. Only native entries count: a missing owner or generation on a row
+is never evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from shared.admissibility import ActionFacts, BoundRequest, Consumed
+from shared.canonical import parse_json
+
+#: The never-claimed workflow's stored name.
+NEVER_CLAIMED = "never_claimed"
+
+#: Kinds that may follow a failure without keeping the request held.
+ACCOUNTED_AFTER_FAILURE = frozenset({"startup_recovery_annotation"})
+
+
+class JournalRow(Protocol):
+    """What the reader needs of a journal entry (the ledger's and the candidate's both fit)."""
+
+    @property
+    def sequence(self) -> int: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def payload_json(self) -> str: ...
+
+    @property
+    def actor(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class RequestHistory:
+    """What the journal proves about one admitted request."""
+
+    request_id: str
+    execution_request_id: str
+    #: The actor of the migration settlement: the ticket's original operator.
+    original_actor: str
+    settlement_sequence: int
+    claim_sequence: int
+    #: Sequences of worker_claimed entries for the execution request.
+    worker_claims: tuple[int, ...]
+    #: Sequence of the request_failed entry at generation 0 recorded before any claim; 0 if none.
+    unclaimed_failure_sequence: int
+    #: Entries after that failure that nothing accounts for.
+    unaccounted_after_failure: tuple[int, ...]
+    #: Recovery identifiers witnessed for the request, by workflow.
+    witnessed: tuple[tuple[str, str], ...]
+    #: Tool calls whose durable outcome is unknown.
+    unknown_outcomes: tuple[str, ...]
+
+    @property
+    def found(self) -> bool:
+        return self.claim_sequence > 0
+
+    def spent_by(self, workflow: str) -> tuple[str, ...]:
+        return tuple(recovery for flow, recovery in self.witnessed if flow == workflow)
+
+    def known_effects(self) -> tuple[tuple[str, int], ...]:
+        effects = [
+            (
+                f"request {self.request_id} admitted (migration settlement)",
+                self.settlement_sequence,
+            ),
+            (f"execution request {self.execution_request_id} queued", self.claim_sequence),
+        ]
+        effects += [(f"worker claimed {self.execution_request_id}", s) for s in self.worker_claims]
+        if self.unclaimed_failure_sequence:
+            effects.append(
+                (
+                    f"{self.execution_request_id} failed before any claim",
+                    self.unclaimed_failure_sequence,
+                )
+            )
+        return tuple(sorted(effects, key=lambda effect: effect[1]))
+
+
+def _payload(row: JournalRow) -> dict[str, object]:
+    try:
+        payload = parse_json(row.payload_json)
+    except ValueError:
+        return {}
+    return payload if isinstance(payload, dict) else {}
+
+
+def request_history(rows: Iterable[JournalRow], request_id: str) -> RequestHistory:
+    """The history of ``request_id`` in one run's journal (rows in sequence order)."""
+    ordered = sorted(rows, key=lambda row: row.sequence)
+    execution_request_id, actor, settlement, claim = "", "", 0, 0
+    claims: list[int] = []
+    failure = 0
+    witnessed: list[tuple[str, str]] = []
+    unknown: dict[str, str] = {}
+    for row in ordered:
+        payload = _payload(row)
+        if row.kind == "tool_outcome" and isinstance(payload.get("call_id"), str):
+            unknown[str(payload["call_id"])] = str(payload.get("status", ""))
+        if row.kind == "migration_settlement" and payload.get("request_id") == request_id:
+            settlement, actor = row.sequence, row.actor
+        elif row.kind == "ownership_claim" and payload.get("request_id") == request_id:
+            claim, execution_request_id = row.sequence, str(payload.get("execution_request_id", ""))
+        elif row.kind == "recovery_witness" and payload.get("request_id") == request_id:
+            witnessed.append((str(payload.get("workflow")), str(payload.get("recovery_id"))))
+        elif (
+            not execution_request_id or payload.get("execution_request_id") != execution_request_id
+        ):
+            continue
+        elif row.kind == "worker_claimed":
+            claims.append(row.sequence)
+        elif (
+            row.kind == "request_failed"
+            and not claims
+            and not failure
+            and payload.get("lease_generation") == 0
+        ):
+            failure = row.sequence
+    unaccounted = tuple(
+        row.sequence
+        for row in ordered
+        if failure and row.sequence > failure and row.kind not in ACCOUNTED_AFTER_FAILURE
+    )
+    return RequestHistory(
+        request_id=request_id,
+        execution_request_id=execution_request_id,
+        original_actor=actor,
+        settlement_sequence=settlement,
+        claim_sequence=claim,
+        worker_claims=tuple(claims),
+        unclaimed_failure_sequence=failure,
+        unaccounted_after_failure=unaccounted,
+        witnessed=tuple(witnessed),
+        unknown_outcomes=tuple(sorted(c for c, status in unknown.items() if status == "unknown")),
+    )
+
+
+def consumed_from(
+    rows: Iterable[JournalRow], command_limit: int, deadline_remaining_seconds: int
+) -> Consumed:
+    """Resources already charged, counted from retained native rows (never reset)."""
+    responses = tool_calls = 0
+    commands: set[str] = set()
+    for row in rows:
+        if row.kind == "response_consumed":
+            responses += 1
+        elif row.kind == "tool_call_granted":
+            tool_calls += 1
+        elif row.kind == "command_executed":
+            commands.add(str(_payload(row).get("command_id", "")))
+    return Consumed(responses, tool_calls, len(commands), command_limit, deadline_remaining_seconds)
+
+
+def never_claimed_facts(
+    history: RequestHistory,
+    *,
+    state: str,
+    outstanding: tuple[str, ...],
+    workflow_enabled: bool,
+    actor: str,
+    actor_has_authority: bool,
+    consumed: Consumed,
+) -> ActionFacts:
+    """The admissibility facts of the never-claimed recovery of ``history``'s request."""
+    return ActionFacts(
+        workflow=NEVER_CLAIMED,
+        action="request_invalid_read_recovery",
+        bound=BoundRequest(
+            request_id=history.request_id,
+            execution_request_id=history.execution_request_id,
+            state=state,
+            claimed=bool(history.worker_claims),
+            failed_unclaimed=history.unclaimed_failure_sequence > 0,
+        ),
+        spent_by=history.spent_by(NEVER_CLAIMED),
+        workflow_enabled=workflow_enabled,
+        actor=actor,
+        original_actor=history.original_actor,
+        actor_has_authority=actor_has_authority,
+        outstanding=tuple(o for o in outstanding if o != history.execution_request_id),
+        unaccounted_sequences=history.unaccounted_after_failure,
+        uncertain=history.unknown_outcomes,
+        known_effects=history.known_effects(),
+        consumed=consumed,
+    )
