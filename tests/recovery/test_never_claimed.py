@@ -397,3 +397,12 @@ def test_the_requeued_request_counts_against_the_pending_cap(stack: Stack, engin
         lambda: stack.admissions(ADA).RequestInvalidReadRecovery(recovery(candidate)),
     )
     assert (row_counts(engine), kinds(stack)) == before
+
+
+def test_a_claimed_request_cannot_be_failed_as_unclaimed(stack: Stack, engine: Engine) -> None:
+    ticket = admit(stack)
+    claim(stack, ticket)
+    refused = refused_with_nothing_written(
+        stack, engine, lambda: fail_unclaimed(stack, ticket), "EXECUTION_REQUEST_NOT_QUEUED"
+    )
+    assert refused.metadata["state"] == "claimed"
