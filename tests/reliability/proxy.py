@@ -9,6 +9,7 @@ after the server answered it, before the answer reaches the ledger ("after_commi
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -28,10 +29,8 @@ class _Pair:
 
     def cut(self) -> None:
         for end in (self.client, self.server):
-            try:
+            with contextlib.suppress(OSError):
                 end.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             end.close()
 
 

@@ -29,6 +29,7 @@ from tests.support import serve
 TRIALS = scale(fast=6, full=200)
 MODES: tuple[Mode, ...] = ("before_commit", "after_commit")
 INTENT = common_pb2.JOURNAL_ENTRY_KIND_TOOL_INTENT
+SETTLEMENT = common_pb2.JOURNAL_ENTRY_KIND_MIGRATION_SETTLEMENT
 
 
 @pytest.fixture
@@ -145,7 +146,7 @@ def test_admission_commits_survive_a_cut_before_and_after_commit(
         entries = reader.ReadJournal(
             ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000)
         ).entries
-        settlements = sum(e.kind == common_pb2.JOURNAL_ENTRY_KIND_MIGRATION_SETTLEMENT for e in entries)
+        settlements = sum(e.kind == SETTLEMENT for e in entries)
         duplicates += settlements != 1
         assert reader.VerifyJournal(ledger_pb2.VerifyJournalRequest(run_id=run_id)).valid
     report(

@@ -15,7 +15,7 @@ import grpc
 import pytest
 from sqlalchemy import Engine
 
-from forge.continuity.v1 import execution_pb2
+from forge.continuity.v1 import execution_pb2, execution_pb2_grpc
 from shared.canonical import digest_of
 from shared.errors import from_rpc_error
 from tests.ledger.admission_support import (
@@ -65,6 +65,27 @@ def _stale_writes(exr: str, generation: int) -> list[tuple[str, Callable[..., ob
     ]
 
 
+def _outcome(error: grpc.RpcError) -> str:
+    return f"{error.code().name}:{from_rpc_error(error).reason}"  # type: ignore[attr-defined]
+
+
+def _paused_worker(
+    worker: execution_pb2_grpc.ExecutionServiceStub,
+    exr: str,
+    generation: int,
+    resumed: threading.Event,
+    outcomes: list[str],
+) -> None:
+    """Holds its claim, paused while its lease runs out and another worker claims; then writes."""
+    resumed.wait(timeout=30)
+    for _name, write in _stale_writes(exr, generation):
+        try:
+            write(worker)
+            outcomes.append("OK")
+        except grpc.RpcError as error:
+            outcomes.append(_outcome(error))
+
+
 @pytest.mark.parametrize(
     "database_url", ["sqlite", "postgresql"] if FULL else ["sqlite"], indirect=True
 )
@@ -82,17 +103,10 @@ def test_a_paused_worker_past_its_lease_writes_nothing(
         claimed = worker.ClaimExecutionRequest(claim_request(clients, exr)).execution_request
         resumed = threading.Event()
         outcomes: list[str] = []
-
-        def paused_worker(exr: str = exr, generation: int = claimed.lease.generation) -> None:
-            resumed.wait(timeout=30)  # paused while its lease runs out and another claims
-            for _name, write in _stale_writes(exr, generation):
-                try:
-                    write(worker)
-                    outcomes.append("OK")
-                except grpc.RpcError as error:
-                    outcomes.append(f"{error.code().name}:{from_rpc_error(error).reason}")  # type: ignore[attr-defined]
-
-        thread = threading.Thread(target=paused_worker)
+        thread = threading.Thread(
+            target=_paused_worker,
+            args=(worker, exr, claimed.lease.generation, resumed, outcomes),
+        )
         thread.start()
         clock.advance(ticket.execution_request.lease.seconds + 1)
         counts = row_counts(engine)
@@ -100,7 +114,7 @@ def test_a_paused_worker_past_its_lease_writes_nothing(
             other.ClaimExecutionRequest(claim_request(clients, exr))
             outcomes.append("OK")
         except grpc.RpcError as error:
-            outcomes.append(f"{error.code().name}:{from_rpc_error(error).reason}")  # type: ignore[attr-defined]
+            outcomes.append(_outcome(error))
         resumed.set()
         thread.join(timeout=60)
         stale_writes += 3

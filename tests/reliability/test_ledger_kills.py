@@ -59,7 +59,9 @@ def ledger_process(database_url: str, tmp_path: Path) -> Iterator[KillableLedger
         process.stop()
 
 
-def _append_until_cut(clients: LedgerClients, run_id: str, load: Load, stop: threading.Event) -> None:
+def _append_until_cut(
+    clients: LedgerClients, run_id: str, load: Load, stop: threading.Event
+) -> None:
     writer = clients.ledger()
     while not stop.is_set():
         try:
