@@ -42,6 +42,7 @@ class CuttingProxy:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _listener: socket.socket = field(init=False)
     _closed: bool = False
+    _pairs: list[_Pair] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -63,6 +64,12 @@ class CuttingProxy:
     def armed(self) -> Mode | None:
         return self._armed
 
+    def cut_all(self) -> None:
+        """Cut every connection now, as a PostgreSQL restart would (idle ones included)."""
+        for pair in list(self._pairs):
+            pair.cut()
+        self._pairs.clear()
+
     def close(self) -> None:
         self._closed = True
         self._listener.close()
@@ -75,6 +82,7 @@ class CuttingProxy:
                 return
             server = socket.create_connection(self.upstream)
             pair = _Pair(client, server)
+            self._pairs.append(pair)
             threading.Thread(target=self._to_server, args=(pair,), daemon=True).start()
             threading.Thread(target=self._to_client, args=(pair,), daemon=True).start()
 

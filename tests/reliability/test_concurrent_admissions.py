@@ -6,6 +6,7 @@ them ``created``), and not one INTERNAL or UNKNOWN.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +23,8 @@ from tests.support import row_counts
 
 FIXTURE = load_fixture("v1_basic")
 CALLERS = 64
-ROUNDS = scale(fast=1, full=50)
+# FORGE_RELIABILITY_ROUNDS overrides the count (a full run of 50 rounds takes ~10 min here).
+ROUNDS = int(os.environ.get("FORGE_RELIABILITY_ROUNDS", scale(fast=1, full=50)))
 SETTLEMENT = common_pb2.JOURNAL_ENTRY_KIND_MIGRATION_SETTLEMENT
 
 

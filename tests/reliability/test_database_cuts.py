@@ -3,7 +3,8 @@ the COMMIT of a write (journal appends and admission commits), through the real 
 
 Invariant: every unknown outcome is settled by a read-back and a same-ID retry (the expected
 head for an append, the request_id for an admission); 0 duplicates, 0 acknowledged writes lost,
-and every journal verifies.
+and every journal verifies. The cut is reported as UNAVAILABLE DATABASE_UNAVAILABLE (retry by
+the same ID), never INTERNAL.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ def _failure(error: grpc.RpcError) -> str:
     return f"{error.code().name}:{from_rpc_error(error).reason}"  # type: ignore[attr-defined]
 
 
+CUT_REPORTED_AS = "UNAVAILABLE:DATABASE_UNAVAILABLE"
+
+
 def _tally(tally: dict[str, int], key: str) -> None:
     tally[key] = tally.get(key, 0) + 1
 
@@ -80,6 +84,7 @@ def test_appends_survive_a_cut_before_and_after_commit(
             continue
         except grpc.RpcError as error:
             _tally(settled, f"{mode}:{_failure(error)}")
+            assert _failure(error) == CUT_REPORTED_AS, _failure(error)
         finally:
             proxy.arm(None)
         # The outcome is unknown: a same-head retry either appends it or reports the moved head.
@@ -131,6 +136,7 @@ def test_admission_commits_survive_a_cut_before_and_after_commit(
             continue
         except grpc.RpcError as error:
             _tally(settled, f"{mode}:{_failure(error)}")
+            assert _failure(error) == CUT_REPORTED_AS, _failure(error)
         finally:
             proxy.arm(None)
         retried = service.CommitAdmission(request, timeout=30)
@@ -161,3 +167,16 @@ def test_admission_commits_survive_a_cut_before_and_after_commit(
     assert (duplicates, lost) == (0, 0)
     assert settled.get("before_commit:retry_replayed", 0) == 0
     assert settled.get("after_commit:retry_created", 0) == 0
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_idle_connections_cut_are_replaced_silently(
+    cut_ledger: tuple[LedgerClients, CuttingProxy],
+) -> None:
+    """The pool's pre-ping finds the dead connections and reconnects: no error reaches a caller."""
+    clients, proxy = cut_ledger
+    writer = clients.ledger()
+    writer.CreateRun(run_request("run-idle"))
+    for _ in range(3):
+        proxy.cut_all()
+        assert writer.GetRun(ledger_pb2.GetRunRequest(run_id="run-idle"), timeout=30).run

@@ -40,7 +40,9 @@ CHANGED_FIELDS: list[dict[str, object]] = [
 @pytest.mark.parametrize(
     "database_url", ["sqlite", "postgresql"] if FULL else ["sqlite"], indirect=True
 )
-def test_reused_and_malformed_request_ids_write_nothing(stack: Stack, engine: Engine) -> None:
+def test_reused_and_malformed_request_ids_write_nothing(
+    stack: Stack, engine: Engine, database_url: str
+) -> None:
     seed_held_run(stack.ledger_stub(), FIXTURE, "run-1")
     stack.set_policy()
     candidate = stack.candidate_of("run-1")
@@ -99,4 +101,9 @@ def test_reused_and_malformed_request_ids_write_nothing(stack: Stack, engine: En
 
     generated()
     assert row_counts(engine) == counts
-    report("request_ids", **checked, rows_written=0)
+    report(
+        "request_ids",
+        backend=database_url.split(":", 1)[0].split("+", 1)[0],
+        **checked,
+        rows_written=0,
+    )
