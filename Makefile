@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN)
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install run test lint typecheck protos protos-check openapi openapi-check bench demo clean db-upgrade fixtures fixtures-check
+.PHONY: help install run test reliability lint typecheck protos protos-check openapi openapi-check bench demo clean db-upgrade fixtures fixtures-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
@@ -24,6 +24,7 @@ help:
 	@echo "make protos     regenerate Python code from protos/"
 	@echo "make openapi    regenerate docs/openapi.json (the gateway's OpenAPI document) from protos/"
 	@echo "make bench      benchmarks (speed and memory targets)"
+	@echo "make reliability faults, races and hostile input at full counts (docs/reliability.md)"
 	@echo "make demo       the whole v1 story against make run (or services it starts itself)"
 	@echo "make db-upgrade apply ledger migrations to FORGE_DATABASE_URL (default var/continuity.db)"
 	@echo "make fixtures   regenerate the historical SDK fixtures (byte-identical; fixtures-check verifies)"
@@ -77,6 +78,13 @@ run: $(STAMP)
 test: $(STAMP) $(NODE_STAMP)
 	$(MAKE) --no-print-directory lint typecheck
 	$(PY) -m pytest -q
+
+# The reliability scenarios at full counts (make test runs a fast slice of each). Figures are
+# printed and appended to var/reliability.jsonl; any broken invariant fails the target.
+reliability: $(STAMP)
+	mkdir -p var && rm -f var/reliability.jsonl
+	FORGE_RELIABILITY_SCALE=full FORGE_RELIABILITY_RESULTS=var/reliability.jsonl CI=true \
+	  $(PY) -m pytest -q -s -o timeout=3600 tests/reliability
 
 bench: $(STAMP)
 	$(PY) -m pytest -q tests/benchmarks -o python_files="bench_*.py" --benchmark-only -p no:cacheprovider

@@ -6,7 +6,8 @@ import re
 
 from shared.errors import FieldViolation, InvalidArgument
 
-IDENTIFIER = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+# \Z, not $: "$" also matches before a trailing newline, which would let "id\n" through.
+IDENTIFIER = re.compile(r"\A[A-Za-z0-9._:-]{1,128}\Z")
 
 
 def check_identifier(field: str, value: str) -> None:

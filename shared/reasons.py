@@ -238,6 +238,9 @@ _REASONS: tuple[Reason, ...] = (
     Reason("NOT_YET_AVAILABLE", _UI, ("method",), "in the contract, not delivered in this release"),
     Reason("CANDIDATE_SOURCES_UNCONFIGURED", _UV, (),
            "the candidate server has no ledger or reconstruction connection"),
+    Reason("DATABASE_UNAVAILABLE", _UV, (),
+           "the ledger lost its database connection; a write's outcome is unknown until a "
+           "same-ID retry or read-back settles it"),
     Reason("INTERNAL_ERROR", _IN, (),
            "an unexpected exception; the details are in the service log"),
     Reason("CANDIDATE_PROOF_MISSING", _IN, (), "no hold applies but no proof was built"),

@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from shared.errors import FieldViolation, InvalidArgument
+
 Clock = Callable[[], datetime]
 
 
@@ -36,3 +38,18 @@ def to_timestamp(text: str | None) -> Timestamp | None:
 
 def from_timestamp(stamp: Timestamp) -> datetime:
     return stamp.ToDatetime(tzinfo=UTC)
+
+
+def timestamp_field(field: str, stamp: Timestamp) -> datetime:
+    """A caller's Timestamp field as a datetime; INVALID_ARGUMENT FIELD_INVALID when it lies
+    outside what a Timestamp may hold (nanos outside 0..999999999, seconds outside years
+    0001..9999), which protobuf itself would raise as a bare ValueError."""
+    try:
+        return from_timestamp(stamp)
+    except ValueError:
+        raise InvalidArgument(
+            "FIELD_INVALID",
+            f"{field} is not a valid timestamp",
+            metadata={"field": field},
+            field_violations=[FieldViolation(field, "a timestamp between years 0001 and 9999")],
+        ) from None

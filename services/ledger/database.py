@@ -15,9 +15,9 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import ExceptionContext, make_url
 
-from shared.errors import FailedPrecondition
+from shared.errors import FailedPrecondition, Unavailable
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SQLITE_BEGIN_OPTION = "forge_sqlite_begin"
@@ -58,11 +58,29 @@ def make_engine(url: str, **options: Any) -> Engine:
             mode = connection.get_execution_options().get(SQLITE_BEGIN_OPTION, "IMMEDIATE")
             connection.exec_driver_sql(f"BEGIN {mode}")
 
-        return engine
+        return _unavailable_on_disconnect(engine)
     options.setdefault("pool_size", 10)
     options.setdefault("max_overflow", 40)
     options.setdefault("pool_pre_ping", True)
-    return create_engine(url, **options)
+    return _unavailable_on_disconnect(create_engine(url, **options))
+
+
+def _unavailable_on_disconnect(engine: Engine) -> Engine:
+    """A lost database connection becomes UNAVAILABLE DATABASE_UNAVAILABLE (safe to retry by
+    the same ID) instead of INTERNAL: the connection is gone, no invariant broke. SQLAlchemy
+    still invalidates the connection before this error propagates."""
+
+    @event.listens_for(engine, "handle_error")
+    def _translate(context: ExceptionContext) -> None:
+        # A failed pre-ping is not an error: the pool silently replaces that connection.
+        if context.is_disconnect and not context.is_pre_ping:
+            raise Unavailable(
+                "DATABASE_UNAVAILABLE",
+                "the ledger lost its database connection; retry with the same request id or "
+                "read back to learn whether the write committed",
+            ) from context.original_exception
+
+    return engine
 
 
 def _alembic_config() -> Config:

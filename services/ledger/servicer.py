@@ -30,7 +30,7 @@ from shared.auth import ANY_ROLE, Role, current_principal
 from shared.contract import DIGEST_NAMES, enum_number, enum_short_name
 from shared.errors import FieldViolation, InvalidArgument
 from shared.server import ServiceBinding
-from shared.timeutil import from_timestamp, to_text, to_timestamp
+from shared.timeutil import timestamp_field, to_text, to_timestamp
 
 
 def kind_from_proto(value: int) -> EntryKind:
@@ -179,7 +179,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             configuration_digest=request.configuration_digest,
             provider_timeout_seconds=request.provider_timeout_seconds,
             active_deadline=(
-                to_text(from_timestamp(request.active_deadline))
+                to_text(timestamp_field("active_deadline", request.active_deadline))
                 if request.HasField("active_deadline")
                 else None
             ),

@@ -7,6 +7,7 @@ import threading
 
 import grpc
 import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
 from sqlalchemy import Engine, text
 
 from forge.continuity.v1 import common_pb2, ledger_pb2
@@ -14,6 +15,7 @@ from shared.canonical import GENESIS_HASH, parse_json
 from shared.journal_chain import entry_hash
 from tests.errors import expect_error
 from tests.ledger.conftest import LedgerClients, run_request
+from tests.support import row_counts
 
 K = common_pb2.JournalEntryKind
 
@@ -51,6 +53,24 @@ def test_create_run_is_idempotent_and_conflicts_on_different_content(
         lambda: stub.CreateRun(run_request(command_limit=23)),
     )
     assert stub.GetRun(ledger_pb2.GetRunRequest(run_id="run-1")).run.command_limit == 22
+
+
+@pytest.mark.parametrize(
+    "deadline",
+    [Timestamp(seconds=1, nanos=-1), Timestamp(seconds=2**63 - 1), Timestamp(seconds=-(2**40))],
+    ids=["negative-nanos", "beyond-year-9999", "before-year-1"],
+)
+def test_an_invalid_active_deadline_is_field_invalid_and_writes_nothing(
+    ledger_server: LedgerClients, engine: Engine, deadline: Timestamp
+) -> None:
+    counts = row_counts(engine)
+    error = expect_error(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "FIELD_INVALID",
+        lambda: ledger_server.ledger().CreateRun(run_request(active_deadline=deadline)),
+    )
+    assert [v.field for v in error.field_violations] == ["active_deadline"]
+    assert row_counts(engine) == counts
 
 
 def test_entries_chain_from_genesis_and_hashes_recompute(ledger_server: LedgerClients) -> None:
