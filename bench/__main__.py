@@ -86,7 +86,11 @@ def main() -> int:
     lines = summary(results)
     document = {
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "platform": platform.platform()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+        },
         "scale": scale,
         "seconds": round(time.perf_counter() - began, 1),
         "summary": lines,

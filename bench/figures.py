@@ -36,6 +36,8 @@ from shared.client import open_channel
 from shared.journal_chain import verify_chain
 
 CALLERS = 8
+# The local development credentials (services.runner.DEV_PRINCIPALS) the bench services trust.
+WRITER_TOKEN = "dev-writer-token"  # noqa: S105 - local-only development credential
 FIXTURE: HeldRunFixture = load_fixture("v1_basic")
 K = common_pb2.JournalEntryKind
 
@@ -46,7 +48,7 @@ class Clients:
     def __init__(self, services: Services) -> None:
         self._targets = services.targets
 
-    def ledger(self, token: str = "dev-writer-token") -> ledger_pb2_grpc.LedgerServiceStub:
+    def ledger(self, token: str = WRITER_TOKEN) -> ledger_pb2_grpc.LedgerServiceStub:
         return ledger_pb2_grpc.LedgerServiceStub(open_channel(self._targets["ledger"], token))
 
     def candidates(self) -> candidate_pb2_grpc.CandidateServiceStub:
@@ -79,13 +81,18 @@ class Clients:
 def baseline_floor(target: str, calls_each: int) -> Throughput:
     """8 concurrent callers of the bare server: one gRPC call + one 3-row transaction each."""
     channels = [grpc.insecure_channel(target) for _ in range(CALLERS)]
-    methods = [channel.unary_unary(METHOD) for channel in channels]
+    methods = [channel.unary_unary(METHOD, None, None) for channel in channels]
     for method in methods:
         method(b"warm-up")
+
+    def caller(index: int) -> Callable[[int], None]:
+        def insert(_n: int) -> None:
+            methods[index](b"x")
+
+        return insert
+
     try:
-        return run_concurrently(
-            [lambda _n, m=method: m(b"x") for method in methods], calls_each  # type: ignore[misc]
-        )
+        return run_concurrently([caller(i) for i in range(CALLERS)], calls_each)
     finally:
         for channel in channels:
             channel.close()
@@ -145,7 +152,9 @@ def admission_throughput(clients: Clients, calls_each: int) -> Throughput:
     return run_concurrently([caller(i) for i in range(CALLERS)], calls_each)
 
 
-def append_throughput(clients: Clients, calls_each: int, prefix: str = "bench-append") -> Throughput:
+def append_throughput(
+    clients: Clients, calls_each: int, prefix: str = "bench-append"
+) -> Throughput:
     """Figure 3: 8 writers, each appending to its own run (8 runs)."""
     stubs = [clients.ledger() for _ in range(CALLERS)]
     heads = [""] * CALLERS
@@ -167,14 +176,18 @@ def append_throughput(clients: Clients, calls_each: int, prefix: str = "bench-ap
 
     def caller(index: int) -> Callable[[int], None]:
         def append(_n: int) -> None:
-            entry = stubs[index].AppendJournalEntry(
-                ledger_pb2.AppendJournalEntryRequest(
-                    run_id=f"{prefix}-{index}",
-                    expected_head_hash=heads[index],
-                    kind=K.JOURNAL_ENTRY_KIND_STARTUP_RECOVERY_ANNOTATION,
-                    payload_json=json.dumps({"annotation": f"n{next(counter)}"}),
+            entry = (
+                stubs[index]
+                .AppendJournalEntry(
+                    ledger_pb2.AppendJournalEntryRequest(
+                        run_id=f"{prefix}-{index}",
+                        expected_head_hash=heads[index],
+                        kind=K.JOURNAL_ENTRY_KIND_STARTUP_RECOVERY_ANNOTATION,
+                        payload_json=json.dumps({"annotation": f"n{next(counter)}"}),
+                    )
                 )
-            ).entry
+                .entry
+            )
             heads[index] = entry.hash
 
         return append
@@ -199,8 +212,11 @@ def candidate_latency(
                 stored = list(iter_journal(connection, run_id, batch=5_000))
             request = candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=run_id)
             first = candidates.GetInvalidReadContinuityCandidate(request).candidate
-            read = timed(lambda r=request: candidates.GetInvalidReadContinuityCandidate(r), repeats[length])  # type: ignore[misc]
-            hashing = timed(lambda s=stored: verify_chain(s), repeats[length])  # type: ignore[misc]
+            read = timed(
+                lambda: candidates.GetInvalidReadContinuityCandidate(request),  # noqa: B023
+                repeats[length],
+            )
+            hashing = timed(lambda: verify_chain(stored), repeats[length])  # noqa: B023
             rows.append(
                 {
                     "entries": len(stored),
@@ -282,9 +298,13 @@ def memory_growth(
         if number % admission_every == 0:
             run_id = f"bench-rss-{index}-{number}"
             seed_held_run(stubs[index], FIXTURE, run_id)
-            candidate = candidates[index].GetInvalidReadContinuityCandidate(
-                candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=run_id)
-            ).candidate
+            candidate = (
+                candidates[index]
+                .GetInvalidReadContinuityCandidate(
+                    candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=run_id)
+                )
+                .candidate
+            )
             admissions[index].RequestInvalidReadContinuity(_submission(candidate, "req-1"))
             counts["admissions"] = next(admitted)
         else:
@@ -312,7 +332,7 @@ def memory_growth(
     )
     seconds = time.perf_counter() - began
     after_small, after_large = snapshots.get(small, {}), snapshots.get(large, {})
-    per_service = {
+    per_service: dict[str, dict[str, Any]] = {
         name: {
             "after_small_kib": after_small[name],
             "after_large_kib": after_large[name],
@@ -327,7 +347,7 @@ def memory_growth(
         "operations_done": counts,
         "seconds": round(seconds, 1),
         "services": per_service,
-        "worst_peak_ratio": max(s["peak_ratio"] for s in per_service.values()),
+        "worst_peak_ratio": max(float(s["peak_ratio"]) for s in per_service.values()),
     }
 
 

@@ -77,7 +77,7 @@ def run_concurrently(callers: Sequence[Callable[[int], None]], calls_each: int) 
                 began = time.perf_counter()
                 callers[index](n)
                 samples[index].append(time.perf_counter() - began)
-        except BaseException as error:
+        except Exception as error:  # noqa: BLE001 - re-raised on the calling thread
             errors.append(error)
 
     threads = [threading.Thread(target=loop, args=(i,)) for i in range(len(callers))]

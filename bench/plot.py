@@ -11,7 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display: render straight to the PNG
 
-import matplotlib.pyplot as plt  # noqa: E402 - after the backend is chosen
+import matplotlib.pyplot as plt
 
 
 def plot_candidate_latency(rows: Sequence[dict[str, Any]], path: Path) -> None:

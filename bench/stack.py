@@ -124,7 +124,15 @@ def baseline_server(database_url: str) -> Iterator[str]:
     """The bare baseline server (bench.baseline) in its own process; its target."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "bench.baseline", "--port", str(port), "--database-url", database_url]
+        [
+            sys.executable,
+            "-m",
+            "bench.baseline",
+            "--port",
+            str(port),
+            "--database-url",
+            database_url,
+        ]
     )
     try:
         _wait_ready(f"127.0.0.1:{port}", process)
