@@ -36,6 +36,8 @@ from shared.client import open_channel
 from shared.journal_chain import verify_chain
 
 CALLERS = 8
+# The bench's own deadline for one candidate read (the services keep their downstream deadlines).
+CANDIDATE_TIMEOUT_SECONDS = 300.0
 # The local development credentials (services.runner.DEV_PRINCIPALS) the bench services trust.
 WRITER_TOKEN = "dev-writer-token"  # noqa: S105 - local-only development credential
 FIXTURE: HeldRunFixture = load_fixture("v1_basic")
@@ -51,8 +53,10 @@ class Clients:
     def ledger(self, token: str = WRITER_TOKEN) -> ledger_pb2_grpc.LedgerServiceStub:
         return ledger_pb2_grpc.LedgerServiceStub(open_channel(self._targets["ledger"], token))
 
-    def candidates(self) -> candidate_pb2_grpc.CandidateServiceStub:
-        channel = open_channel(self._targets["candidate"], "dev-operator-token")
+    def candidates(self, timeout: float = 30.0) -> candidate_pb2_grpc.CandidateServiceStub:
+        channel = open_channel(
+            self._targets["candidate"], "dev-operator-token", default_timeout=timeout
+        )
         return candidate_pb2_grpc.CandidateServiceStub(channel)
 
     def admissions(self) -> admission_pb2_grpc.AdmissionServiceStub:
@@ -201,7 +205,7 @@ def candidate_latency(
     """Figure 2: the candidate of a held run whose journal has each length, beside the in-process
     verification of the same stored entries (the chain's canonical envelopes hashed with
     hashlib, shared.journal_chain.verify_chain) — the cost of verifying the chain at all."""
-    ledger, candidates = clients.ledger(), clients.candidates()
+    ledger, candidates = clients.ledger(), clients.candidates(timeout=CANDIDATE_TIMEOUT_SECONDS)
     engine = create_engine(database_url)
     rows = []
     try:
@@ -211,7 +215,13 @@ def candidate_latency(
             with engine.connect() as connection:
                 stored = list(iter_journal(connection, run_id, batch=5_000))
             request = candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=run_id)
-            first = candidates.GetInvalidReadContinuityCandidate(request).candidate
+            try:
+                first = candidates.GetInvalidReadContinuityCandidate(request).candidate
+            except grpc.RpcError as error:
+                # A read the services cannot finish (a downstream deadline) is a result too.
+                code = error.code()  # type: ignore[attr-defined]
+                rows.append({"entries": len(stored), "error": str(code)})
+                continue
             read = timed(
                 lambda: candidates.GetInvalidReadContinuityCandidate(request),  # noqa: B023
                 repeats[length],

@@ -9,9 +9,11 @@ the genesis hash.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from shared.canonical import GENESIS_HASH, CanonicalJsonError, canonical_text, digest_of, parse_json
 
@@ -100,13 +102,77 @@ class Verification:
     problem: str = ""
 
 
-def verify_chain(entries: Iterable[ChainEntry]) -> Verification:
-    """Recompute every hash and link in sequence order; report the first broken sequence."""
+EntryFields = tuple[str, int, str, str, str, str, str, str]
+DEFAULT_INTACT_ENTRIES: Final = 250_000
+
+
+def entry_fields(entry: ChainEntry) -> EntryFields:
+    """Every stored field of an entry: what its hash recomputation is a pure function of."""
+    return (
+        entry.run_id,
+        entry.sequence,
+        entry.kind,
+        entry.payload_json,
+        entry.prev_hash,
+        entry.hash,
+        entry.actor,
+        entry.recorded_at,
+    )
+
+
+class IntactEntries:
+    """A bounded memory (least recently used out) of entries, by their exact stored fields,
+    whose canonical payload and hash were recomputed and matched. The recomputation is a pure
+    function of those fields, so an entry read again with identical fields needs no second
+    recomputation; any altered field is a different key and is recomputed. Links and sequence
+    order are always checked."""
+
+    def __init__(self, max_entries: int = DEFAULT_INTACT_ENTRIES) -> None:
+        self._max_entries = max_entries
+        self._entries: OrderedDict[EntryFields, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __contains__(self, fields: EntryFields) -> bool:
+        with self._lock:
+            if fields not in self._entries:
+                return False
+            self._entries.move_to_end(fields)
+            return True
+
+    def add(self, fields: EntryFields) -> None:
+        with self._lock:
+            self._entries[fields] = None
+            while len(self._entries) > self._max_entries:
+                self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+
+def verify_chain(
+    entries: Iterable[ChainEntry], intact: IntactEntries | None = None
+) -> Verification:
+    """Recompute every hash and link in sequence order; report the first broken sequence. With
+    ``intact``, an entry whose exact fields were recomputed before is not recomputed again (same
+    fields, same answer); the ones recomputed now and found intact are remembered there."""
     expected_prev, expected_sequence, checked = GENESIS_HASH, 1, 0
     head_sequence, head_hash = 0, GENESIS_HASH
     for entry in entries:
         checked += 1
-        problem, at = entry_problem(entry, expected_sequence, expected_prev)
+        fields = entry_fields(entry) if intact is not None else None
+        if (
+            fields is not None
+            and intact is not None
+            and entry.sequence == expected_sequence
+            and entry.prev_hash == expected_prev
+            and fields in intact
+        ):
+            problem, at = "", 0
+        else:
+            problem, at = entry_problem(entry, expected_sequence, expected_prev)
+            if not problem and fields is not None and intact is not None:
+                intact.add(fields)
         if problem:
             return Verification(False, checked, head_sequence, head_hash, at, problem)
         expected_prev, expected_sequence = entry.hash, entry.sequence + 1
