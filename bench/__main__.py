@@ -70,6 +70,7 @@ def summary(results: dict[str, Any]) -> dict[str, float]:
         "admission_throughput_ratio": results["admission"]["throughput_ratio"],
         "admission_p99_ratio": results["admission"]["p99_ratio"],
         f"candidate_{longest['entries']}_ratio": longest["ratio_p50"],
+        f"candidate_{longest['entries']}_first_read_ratio": longest["first_read_ratio"],
         "append_throughput_ratio": results["append"]["throughput_ratio"],
         "reconstruction_cold_ratio": results["reconstruction"]["cold_ratio_p50"],
         "reconstruction_warm_ratio": results["reconstruction"]["warm_ratio_p50"],

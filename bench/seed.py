@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import create_engine
 
-from forge.continuity.v1 import common_pb2, ledger_pb2, ledger_pb2_grpc
-from services.demo.seed import HeldRunFixture, seed_held_run
+from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc
+from services.demo.seed import Entry, HeldRunFixture, seed_held_run
 from services.ledger.domain.journal import EntryKind, seal
 from services.ledger.repository.journal import insert_journal_entries, journal_head
 from shared.canonical import canonical_text
 from shared.timeutil import to_text, utc_now
 
-K = common_pb2.JournalEntryKind
 BULK_ACTOR = "bench-bulk-seed"
 BULK_BATCH = 5_000
 
@@ -27,8 +27,13 @@ class LongRun:
     entries: int
 
 
-def _append(ledger: ledger_pb2_grpc.LedgerServiceStub, run_id: str, head: str, kind: int) -> str:
-    payload = {"reason": "invalid_evidence_query", "call_id": "", "logged_error": "bench"}
+def _append(
+    ledger: ledger_pb2_grpc.LedgerServiceStub,
+    run_id: str,
+    head: str,
+    kind: int,
+    payload: dict[str, Any],
+) -> str:
     appended = ledger.AppendJournalEntry(
         ledger_pb2.AppendJournalEntryRequest(
             run_id=run_id,
@@ -50,7 +55,13 @@ def seed_long_held_run(
     """A held run whose journal has exactly ``entries`` entries: the held run's own entries (by
     RPC) up to its consume and grants, annotations sealed in bulk through the repository, then the
     final ``run_held`` appended by RPC (so the ledger seals the head itself)."""
-    seeded = seed_held_run(ledger, fixture, run_id, edit=lambda rows: rows[:-1])
+    held: list[Entry] = []
+
+    def hold_back_the_final_entry(rows: list[Entry]) -> list[Entry]:
+        held.append(rows[-1])
+        return rows[:-1]
+
+    seeded = seed_held_run(ledger, fixture, run_id, edit=hold_back_the_final_entry)
     padding = entries - len(seeded.entries) - 1
     engine = create_engine(database_url)
     try:
@@ -78,5 +89,6 @@ def seed_long_held_run(
                 insert_journal_entries(connection, batch)
     finally:
         engine.dispose()
-    _append(ledger, run_id, head, K.JOURNAL_ENTRY_KIND_RUN_HELD)
+    held_kind, held_payload = held[0]
+    _append(ledger, run_id, head, held_kind, held_payload)
     return LongRun(run_id, entries)
