@@ -64,7 +64,7 @@ def measure(scale: float, rss_operations: int) -> dict[str, Any]:
 
 
 def summary(results: dict[str, Any]) -> dict[str, float]:
-    candidate = {row["entries"]: row for row in results["candidate"] if "error" not in row}
+    candidate = {row["entries"]: row for row in results["candidate"] if "candidate" in row}
     longest = candidate[max(candidate)]
     lines = {
         "admission_throughput_ratio": results["admission"]["throughput_ratio"],

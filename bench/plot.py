@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 
 
 def plot_candidate_latency(rows: Sequence[dict[str, Any]], path: Path) -> None:
-    rows = [row for row in rows if "error" not in row]
+    rows = [row for row in rows if "candidate" in row]
     lengths = [row["entries"] for row in rows]
     figure, axes = plt.subplots(figsize=(7, 4.5), dpi=100)
     for key, label in (
