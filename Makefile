@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN)
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install run test reliability lint typecheck protos protos-check openapi openapi-check bench demo clean db-upgrade fixtures fixtures-check
+.PHONY: help install run test reliability lint typecheck protos protos-check openapi openapi-check bench bench-micro profile demo clean db-upgrade fixtures fixtures-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
@@ -23,7 +23,8 @@ help:
 	@echo "make typecheck  mypy"
 	@echo "make protos     regenerate Python code from protos/"
 	@echo "make openapi    regenerate docs/openapi.json (the gateway's OpenAPI document) from protos/"
-	@echo "make bench      benchmarks (speed and memory targets)"
+	@echo "make bench      the five performance figures beside in-run baselines (PostgreSQL)"
+	@echo "make profile    py-spy samples of every service under admission load"
 	@echo "make reliability faults, races and hostile input at full counts (docs/reliability.md)"
 	@echo "make demo       the whole v1 story against make run (or services it starts itself)"
 	@echo "make db-upgrade apply ledger migrations to FORGE_DATABASE_URL (default var/continuity.db)"
@@ -86,8 +87,18 @@ reliability: $(STAMP)
 	FORGE_RELIABILITY_SCALE=full FORGE_RELIABILITY_RESULTS=var/reliability.jsonl CI=true \
 	  $(PY) -m pytest -q -s -o timeout=3600 tests/reliability
 
+# The five figures beside their in-run baselines, on PostgreSQL (FORGE_BENCH_POSTGRES_URL, default
+# the local server's database `test`): bench/results/latest.json and candidate_latency.png.
 bench: $(STAMP)
+	$(PY) -m bench
+
+# pytest-benchmark micro-benchmarks (absolute times, no baseline) of single calls.
+bench-micro: $(STAMP)
 	$(PY) -m pytest -q tests/benchmarks -o python_files="bench_*.py" --benchmark-only -p no:cacheprovider
+
+# Where each service process spends its CPU under admission load (py-spy, all threads).
+profile: $(STAMP)
+	$(PY) -m bench.profile
 
 demo: $(STAMP)
 	$(PY) -m services.demo

@@ -9,9 +9,12 @@ the genesis hash.
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from shared.canonical import GENESIS_HASH, CanonicalJsonError, canonical_text, digest_of, parse_json
 
@@ -100,13 +103,80 @@ class Verification:
     problem: str = ""
 
 
-def verify_chain(entries: Iterable[ChainEntry]) -> Verification:
-    """Recompute every hash and link in sequence order; report the first broken sequence."""
+DEFAULT_INTACT_ENTRIES: Final = 200_000
+
+
+def entry_fields(entry: ChainEntry) -> bytes:
+    """A digest of every stored field of an entry (each length-prefixed, so no two field lists
+    collide): what its hash recomputation is a pure function of. Raw SHA-256 over the stored text,
+    far cheaper than the canonical-JSON recomputation, and 32 bytes to remember."""
+    fields = (
+        entry.run_id,
+        str(entry.sequence),
+        entry.kind,
+        entry.payload_json,
+        entry.prev_hash,
+        entry.hash,
+        entry.actor,
+        entry.recorded_at,
+    )
+    text = "".join(f"{len(field)}:{field}" for field in fields)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+class IntactEntries:
+    """A bounded memory (least recently used out) of entries, by the digest of their exact stored
+    fields (:func:`entry_fields`), whose canonical payload and hash were recomputed and matched.
+    The recomputation is a pure function of those fields, so an entry read again with identical
+    fields needs no second recomputation; any altered field is a different key and is recomputed.
+    Links and sequence order are always checked."""
+
+    def __init__(self, max_entries: int = DEFAULT_INTACT_ENTRIES) -> None:
+        self._max_entries = max_entries
+        self._entries: OrderedDict[bytes, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __contains__(self, fields: bytes) -> bool:
+        with self._lock:
+            if fields not in self._entries:
+                return False
+            self._entries.move_to_end(fields)
+            return True
+
+    def add(self, fields: bytes) -> None:
+        with self._lock:
+            self._entries[fields] = None
+            while len(self._entries) > self._max_entries:
+                self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+
+def verify_chain(
+    entries: Iterable[ChainEntry], intact: IntactEntries | None = None
+) -> Verification:
+    """Recompute every hash and link in sequence order; report the first broken sequence. With
+    ``intact``, an entry whose exact fields were recomputed before is not recomputed again (same
+    fields, same answer); the ones recomputed now and found intact are remembered there."""
     expected_prev, expected_sequence, checked = GENESIS_HASH, 1, 0
     head_sequence, head_hash = 0, GENESIS_HASH
     for entry in entries:
         checked += 1
-        problem, at = entry_problem(entry, expected_sequence, expected_prev)
+        fields = entry_fields(entry) if intact is not None else None
+        if (
+            fields is not None
+            and intact is not None
+            and entry.sequence == expected_sequence
+            and entry.prev_hash == expected_prev
+            and fields in intact
+        ):
+            problem, at = "", 0
+        else:
+            problem, at = entry_problem(entry, expected_sequence, expected_prev)
+            if not problem and fields is not None and intact is not None:
+                intact.add(fields)
         if problem:
             return Verification(False, checked, head_sequence, head_hash, at, problem)
         expected_prev, expected_sequence = entry.hash, entry.sequence + 1

@@ -8,7 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from forge.continuity.v1 import reconstruction_pb2, reconstruction_pb2_grpc
-from services.reconstruction.domain import Hold, analyze_consumed_response, reconstruct_invalid_read
+from services.reconstruction.cache import ContentCache, content_key
+from services.reconstruction.domain import (
+    Hold,
+    ReconstructionResult,
+    ResponseAnalysis,
+    analyze_consumed_response,
+    reconstruct_invalid_read,
+)
 from shared.canonical import canonical_text
 from shared.contract import VERSION_BY_RECONSTRUCTION_ENUM
 from shared.errors import FieldViolation, InvalidArgument
@@ -24,7 +31,17 @@ def _required(field: str) -> InvalidArgument:
 
 
 class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServicer):
-    """Stateless: any replica gives the same bytes for the same request."""
+    """Stateless: any replica gives the same bytes for the same request. Results are cached by
+    the content of their inputs (services.reconstruction.cache); a cached answer is the answer
+    the computation gives, so the cache changes latency only."""
+
+    def __init__(
+        self,
+        reconstructions: ContentCache[ReconstructionResult] | None = None,
+        analyses: ContentCache[ResponseAnalysis] | None = None,
+    ) -> None:
+        self._reconstructions = reconstructions if reconstructions is not None else ContentCache()
+        self._analyses = analyses if analyses is not None else ContentCache()
 
     def ReconstructInvalidRead(
         self, request: reconstruction_pb2.ReconstructInvalidReadRequest, context: Any
@@ -40,8 +57,11 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
                 metadata={"field": "version"},
                 field_violations=[FieldViolation("version", "unspecified or unknown")],
             )
-        result = reconstruct_invalid_read(
-            request.checkpoint, request.raw_response, version, request.consumed_at
+        checkpoint, raw, consumed_at = request.checkpoint, request.raw_response, request.consumed_at
+        result = self._reconstructions.get_or_compute(
+            content_key("reconstruct", checkpoint, raw, version, consumed_at),
+            2 * (len(checkpoint) + len(raw)),
+            lambda: reconstruct_invalid_read(checkpoint, raw, version, consumed_at),
         )
         return reconstruction_pb2.ReconstructInvalidReadResponse(
             derived_checkpoint=result.derived_checkpoint,
@@ -58,7 +78,12 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
         for field in ("checkpoint", "raw_response"):
             if not getattr(request, field):
                 raise _required(field)
-        analysis = analyze_consumed_response(request.checkpoint, request.raw_response)
+        checkpoint, raw = request.checkpoint, request.raw_response
+        analysis = self._analyses.get_or_compute(
+            content_key("analyze", checkpoint, raw),
+            len(raw),
+            lambda: analyze_consumed_response(checkpoint, raw),
+        )
 
         def holds(found: tuple[Hold, ...]) -> list[reconstruction_pb2.AnalysisHold]:
             return [

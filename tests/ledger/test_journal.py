@@ -236,6 +236,50 @@ def test_a_changed_byte_is_reported_at_its_exact_sequence(
     assert verified.problem in {"hash_mismatch", "payload_not_canonical"}
 
 
+@pytest.mark.parametrize("column", ["payload_json", "actor", "recorded_at"])
+def test_a_byte_changed_after_a_verification_is_still_reported(
+    ledger_server: LedgerClients, engine: Engine, column: str
+) -> None:
+    """The verification remembers intact rows by their exact fields: an altered row is a new
+    key, recomputed and reported, however often the chain verified before."""
+    ledger_server.ledger().CreateRun(run_request())
+    head = ""
+    for index in range(5):
+        head = append(
+            ledger_server,
+            "run-1",
+            head,
+            K.JOURNAL_ENTRY_KIND_STARTUP_RECOVERY_ANNOTATION,
+            {"annotation": f"n{index}"},
+        ).hash
+    reader = ledger_server.ledger("reader-token")
+    request = ledger_pb2.VerifyJournalRequest(run_id="run-1")
+    assert reader.VerifyJournal(request).valid
+    with engine.begin() as connection:
+        value = connection.execute(
+            text(f"SELECT {column} FROM journal_entries WHERE run_id = 'run-1' AND sequence = 3")
+        ).scalar_one()
+        middle = len(value) // 2
+        replacement = "0" if value[middle] != "0" else "1"
+        connection.execute(
+            text(
+                f"UPDATE journal_entries SET {column} = :v WHERE run_id = 'run-1' AND sequence = 3"
+            ),
+            {"v": value[:middle] + replacement + value[middle + 1 :]},
+        )
+    verified = reader.VerifyJournal(request)
+    assert not verified.valid
+    assert verified.first_broken_sequence == 3
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                f"UPDATE journal_entries SET {column} = :v WHERE run_id = 'run-1' AND sequence = 3"
+            ),
+            {"v": value},
+        )
+    assert reader.VerifyJournal(request).valid
+
+
 def test_a_deleted_entry_is_reported_where_it_should_have_been(
     ledger_server: LedgerClients, engine: Engine
 ) -> None:

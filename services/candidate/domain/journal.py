@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from shared.journal_chain import verify_chain
+from shared.journal_chain import IntactEntries, verify_chain
 
 from .model import Entry, JournalHead
 
@@ -25,6 +25,11 @@ RUN_HELD: Final = "run_held"
 CUSTODY_KINDS: Final = frozenset({TOOL_CALL_GRANTED, TOOL_INTENT, TOOL_OUTCOME, COMMAND_EXECUTED})
 
 
+# Entries this process already recomputed and found intact, by their exact fields: the next
+# candidate of the same run recomputes only what is new or altered (shared.journal_chain).
+_INTACT = IntactEntries()
+
+
 @dataclass(frozen=True)
 class ChainBreak:
     sequence: int
@@ -34,7 +39,7 @@ class ChainBreak:
 def check_chain(entries: Sequence[Entry], head: JournalHead) -> ChainBreak | None:
     """Recompute every link and hash of the entries read (shared.journal_chain) and check they
     end at the head the ledger reported; the first break, if any."""
-    verified = verify_chain(entries)
+    verified = verify_chain(entries, _INTACT)
     if not verified.valid:
         return ChainBreak(verified.first_broken_sequence, verified.problem)
     if verified.head_sequence != head.sequence or verified.head_hash != head.hash:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from sqlalchemy import Connection, insert, select
 
@@ -60,6 +60,27 @@ def insert_journal_entry(connection: Connection, entry: StoredEntry) -> None:
             recorded_at=entry.recorded_at,
         )
     )
+
+
+def insert_journal_entries(connection: Connection, entries: Sequence[StoredEntry]) -> None:
+    """Insert sealed entries in one executemany (bulk seeding of long journals in benchmarks)."""
+    if entries:
+        connection.execute(
+            insert(journal_entries),
+            [
+                {
+                    "run_id": e.run_id,
+                    "sequence": e.sequence,
+                    "kind": e.kind,
+                    "payload_json": e.payload_json,
+                    "prev_hash": e.prev_hash,
+                    "hash": e.hash,
+                    "actor": e.actor,
+                    "recorded_at": e.recorded_at,
+                }
+                for e in entries
+            ],
+        )
 
 
 def read_journal(

@@ -1,0 +1,112 @@
+"""Concurrent callers and the statistics every figure reports (medians and ranges, not single
+absolute times: the machine is shared and noisy)."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Latencies:
+    """Latency statistics in milliseconds."""
+
+    count: int
+    p50_ms: float
+    p99_ms: float
+    min_ms: float
+    max_ms: float
+
+    @classmethod
+    def of(cls, seconds: Sequence[float]) -> Latencies:
+        ordered = sorted(seconds)
+        if not ordered:
+            return cls(0, 0.0, 0.0, 0.0, 0.0)
+
+        def at(fraction: float) -> float:
+            return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))] * 1000
+
+        return cls(len(ordered), at(0.5), at(0.99), ordered[0] * 1000, ordered[-1] * 1000)
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "count": self.count,
+            "p50_ms": round(self.p50_ms, 3),
+            "p99_ms": round(self.p99_ms, 3),
+            "min_ms": round(self.min_ms, 3),
+            "max_ms": round(self.max_ms, 3),
+        }
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """What ``callers`` concurrent loops achieved: calls per second and per-call latency."""
+
+    callers: int
+    calls: int
+    seconds: float
+    latencies: Latencies
+
+    @property
+    def per_second(self) -> float:
+        return self.calls / self.seconds if self.seconds else 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "callers": self.callers,
+            "calls": self.calls,
+            "seconds": round(self.seconds, 3),
+            "per_second": round(self.per_second, 2),
+            "latency": self.latencies.as_dict(),
+        }
+
+
+def run_concurrently(callers: Sequence[Callable[[int], None]], calls_each: int) -> Throughput:
+    """Each caller (one thread) is called with 0..calls_each-1; all start together."""
+    samples: list[list[float]] = [[] for _ in callers]
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(callers) + 1)
+
+    def loop(index: int) -> None:
+        start.wait()
+        try:
+            for n in range(calls_each):
+                began = time.perf_counter()
+                callers[index](n)
+                samples[index].append(time.perf_counter() - began)
+        except Exception as error:  # noqa: BLE001 - re-raised on the calling thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=loop, args=(i,)) for i in range(len(callers))]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - began
+    if errors:
+        raise errors[0]
+    flat = [s for per_caller in samples for s in per_caller]
+    return Throughput(len(callers), len(flat), elapsed, Latencies.of(flat))
+
+
+def timed(action: Callable[[], object], repeats: int) -> Latencies:
+    """Sequential latencies of ``repeats`` calls."""
+    samples = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        action()
+        samples.append(time.perf_counter() - began)
+    return Latencies.of(samples)
+
+
+def ratio(value: float, baseline: float) -> float:
+    return round(value / baseline, 3) if baseline else 0.0
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else 0.0

@@ -1,0 +1,97 @@
+"""`python -m bench.profile`: sample every service process with py-spy (all threads) while 8
+callers admit pre-seeded held runs, and print where each process spends its samples.
+
+Writes the collapsed stacks to bench/results/profile/<service>.txt (flame-graph input) and prints,
+per service, its share of the samples and the functions with the most inclusive samples.
+"""
+
+from __future__ import annotations
+
+import collections
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from bench import figures
+from bench.load import run_concurrently
+from bench.stack import bench_schema, services
+
+OUT = Path(__file__).resolve().parent / "results" / "profile"
+ADMISSIONS_EACH = 6
+TOP = 12
+
+
+def _inclusive(collapsed: Path) -> tuple[int, collections.Counter[str]]:
+    total, counts = 0, collections.Counter[str]()
+    for line in collapsed.read_text().splitlines():
+        stack, _, number = line.rpartition(" ")
+        samples = int(number)
+        total += samples
+        for frame in set(stack.split(";")):
+            counts[frame] += samples
+    return total, counts
+
+
+def main() -> int:
+    spy = shutil.which("py-spy")
+    if spy is None:
+        print("py-spy is not installed (pip install py-spy)", file=sys.stderr)
+        return 1
+    OUT.mkdir(parents=True, exist_ok=True)
+    with bench_schema() as url, services(url) as running:
+        clients = figures.Clients(running)
+        clients.set_policy()
+        prepared = figures.prepared_admissions(
+            clients, "profile", figures.CALLERS * ADMISSIONS_EACH
+        )
+        stubs = [clients.admissions() for _ in range(figures.CALLERS)]
+        samplers = {
+            name: subprocess.Popen(
+                [
+                    spy,
+                    "record",
+                    "--pid",
+                    str(pid),
+                    "--format",
+                    "raw",
+                    "--rate",
+                    "200",
+                    "--output",
+                    str(OUT / f"{name}.txt"),
+                    "--nonblocking",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for name, pid in running.pids.items()
+        }
+
+        def caller(index: int) -> Callable[[int], None]:
+            def admit(n: int) -> None:
+                stubs[index].RequestInvalidReadContinuity(prepared[index * ADMISSIONS_EACH + n])
+
+            return admit
+
+        result = run_concurrently([caller(i) for i in range(figures.CALLERS)], ADMISSIONS_EACH)
+        for sampler in samplers.values():
+            sampler.send_signal(2)
+        for sampler in samplers.values():
+            sampler.wait(timeout=30)
+    latency = result.latencies.p50_ms
+    print(f"{result.calls} admissions, {result.per_second:.2f}/s, p50 {latency:.0f} ms")
+    for name in samplers:
+        collapsed = OUT / f"{name}.txt"
+        if not collapsed.exists():
+            continue
+        total, counts = _inclusive(collapsed)
+        print(f"\n== {name}: {total} samples")
+        project = [(f, c) for f, c in counts.most_common() if "services/" in f or "shared/" in f]
+        for frame, count in project[:TOP]:
+            print(f"  {100 * count / max(total, 1):5.1f}%  {frame}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

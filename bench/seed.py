@@ -1,0 +1,94 @@
+"""Seeding the benchmarks' runs: held runs through the ledger's RPCs (as a platform writer), and
+long journals in bulk through the ledger's repository (100,000 RPCs would measure the seeding,
+not the candidate)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import create_engine
+
+from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc
+from services.demo.seed import Entry, HeldRunFixture, seed_held_run
+from services.ledger.domain.journal import EntryKind, seal
+from services.ledger.repository.journal import insert_journal_entries, journal_head
+from shared.canonical import canonical_text
+from shared.timeutil import to_text, utc_now
+
+BULK_ACTOR = "bench-bulk-seed"
+BULK_BATCH = 5_000
+
+
+@dataclass(frozen=True)
+class LongRun:
+    run_id: str
+    entries: int
+
+
+def _append(
+    ledger: ledger_pb2_grpc.LedgerServiceStub,
+    run_id: str,
+    head: str,
+    kind: int,
+    payload: dict[str, Any],
+) -> str:
+    appended = ledger.AppendJournalEntry(
+        ledger_pb2.AppendJournalEntryRequest(
+            run_id=run_id,
+            expected_head_hash=head,
+            kind=kind,  # type: ignore[arg-type]
+            payload_json=json.dumps(payload),
+        )
+    ).entry
+    return str(appended.hash)
+
+
+def seed_long_held_run(
+    ledger: ledger_pb2_grpc.LedgerServiceStub,
+    database_url: str,
+    fixture: HeldRunFixture,
+    run_id: str,
+    entries: int,
+) -> LongRun:
+    """A held run whose journal has exactly ``entries`` entries: the held run's own entries (by
+    RPC) up to its consume and grants, annotations sealed in bulk through the repository, then the
+    final ``run_held`` appended by RPC (so the ledger seals the head itself)."""
+    held: list[Entry] = []
+
+    def hold_back_the_final_entry(rows: list[Entry]) -> list[Entry]:
+        held.append(rows[-1])
+        return rows[:-1]
+
+    seeded = seed_held_run(ledger, fixture, run_id, edit=hold_back_the_final_entry)
+    padding = entries - len(seeded.entries) - 1
+    engine = create_engine(database_url)
+    try:
+        with engine.begin() as connection:
+            sequence, head = journal_head(connection, run_id)
+            recorded_at = to_text(utc_now())
+            batch = []
+            for n in range(padding):
+                payload = canonical_text({"annotation": f"bench padding {n}"})
+                entry = seal(
+                    run_id,
+                    sequence + 1,
+                    EntryKind.STARTUP_RECOVERY_ANNOTATION,
+                    payload,
+                    head,
+                    BULK_ACTOR,
+                    recorded_at,
+                )
+                batch.append(entry)
+                sequence, head = entry.sequence, entry.hash
+                if len(batch) == BULK_BATCH:
+                    insert_journal_entries(connection, batch)
+                    batch = []
+            if batch:
+                insert_journal_entries(connection, batch)
+    finally:
+        engine.dispose()
+    held_kind, held_payload = held[0]
+    _append(ledger, run_id, head, held_kind, held_payload)
+    return LongRun(run_id, entries)

@@ -1,0 +1,151 @@
+"""The services under measurement, each in its own process on loopback (as ``make run`` starts
+them), over a dedicated PostgreSQL schema; and the bare baseline server beside them."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from sqlalchemy import create_engine, text
+
+from services.ledger.database import migrate
+from services.runner import DEV_SERVICE_TOKEN, dev_principals_text
+from shared.config import SERVICE_NAMES, port_variable, target_variable
+
+POSTGRES_URL = os.environ.get(
+    "FORGE_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+READY_SECONDS = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@contextmanager
+def bench_schema() -> Iterator[str]:
+    """A fresh, migrated schema of its own; the database URL that selects it. Dropped after."""
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(POSTGRES_URL)
+    with admin.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    url = f"{POSTGRES_URL}{separator}options=-csearch_path%3D{schema}"
+    migrate(url)
+    try:
+        yield url
+    finally:
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def _wait_ready(target: str, process: subprocess.Popen[bytes]) -> None:
+    channel = grpc.insecure_channel(target)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=READY_SECONDS)
+    except grpc.FutureTimeoutError:
+        process.kill()
+        raise RuntimeError(f"{target} did not start within {READY_SECONDS}s") from None
+    finally:
+        channel.close()
+    if process.poll() is not None:
+        raise RuntimeError(f"the process serving {target} exited with {process.returncode}")
+
+
+def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@dataclass(frozen=True)
+class Services:
+    """The four services' targets and process ids."""
+
+    targets: Mapping[str, str]
+    pids: Mapping[str, int]
+
+
+@contextmanager
+def services(database_url: str) -> Iterator[Services]:
+    """Start ledger, reconstruction, candidate and admission (in that order) on free ports."""
+    with tempfile.TemporaryDirectory(prefix="forge-bench-") as scratch:
+        principals = Path(scratch) / "principals.json"
+        principals.write_text(dev_principals_text(), encoding="utf-8")
+        ports = {name: free_port() for name in SERVICE_NAMES}
+        env = dict(os.environ)
+        env.update(
+            {
+                "FORGE_SERVICE_TOKEN": DEV_SERVICE_TOKEN,
+                "FORGE_DATABASE_URL": database_url,
+                "FORGE_PRINCIPALS_FILE": str(principals),
+                "FORGE_LOG_LEVEL": "WARNING",
+            }
+        )
+        env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+        for name, port in ports.items():
+            env[port_variable(name)] = str(port)
+            env[target_variable(name)] = f"127.0.0.1:{port}"
+        processes: list[subprocess.Popen[bytes]] = []
+        try:
+            for name in SERVICE_NAMES:
+                process = subprocess.Popen([sys.executable, "-m", f"services.{name}"], env=env)
+                processes.append(process)
+                _wait_ready(f"127.0.0.1:{ports[name]}", process)
+            yield Services(
+                {name: f"127.0.0.1:{port}" for name, port in ports.items()},
+                {name: p.pid for name, p in zip(SERVICE_NAMES, processes, strict=True)},
+            )
+        finally:
+            _stop(processes)
+
+
+@contextmanager
+def baseline_server(database_url: str) -> Iterator[str]:
+    """The bare baseline server (bench.baseline) in its own process; its target."""
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bench.baseline",
+            "--port",
+            str(port),
+            "--database-url",
+            database_url,
+        ]
+    )
+    try:
+        _wait_ready(f"127.0.0.1:{port}", process)
+        yield f"127.0.0.1:{port}"
+    finally:
+        _stop([process])
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """The process's current (VmRSS) and peak (VmHWM) resident set, in KiB."""
+    fields: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in {"VmRSS", "VmHWM"}:
+            fields[name] = int(value.split()[0])
+    return fields
