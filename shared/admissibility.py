@@ -51,6 +51,11 @@ class BoundRequest:
     failed_unclaimed: bool
     #: Reported only: expiry alone is no evidence of failure.
     lease_expired: bool = False
+    #: The native history proves one worker claim whose provider request was refused before
+    #: admission (the failure under that claim's generation, nothing else in between), and an
+    #: administrator-reviewed rejection pins the same request. Only the rejected-boundary
+    #: workflow sets it; it resolves the claim's residual effect.
+    refusal_reviewed: bool = False
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,9 @@ class ActionFacts:
     #: (description, journal sequence) of effects known to have happened.
     known_effects: tuple[tuple[str, int], ...] = ()
     consumed: Consumed = Consumed()
+    #: None unless the action rests on a reviewed provider refusal; then every reason the native
+    #: history and the review do not prove the supported case (empty: proven).
+    refusal_problems: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -187,7 +195,19 @@ def _refusals(facts: ActionFacts) -> list[Refusal]:
             )
         )
     # residual effects: anything that may still land refuses the action in every state
-    if bound.claimed or bound.state == "claimed":
+    if facts.refusal_problems is not None:
+        # the rejected-boundary workflow: the reviewed refusal must be proven by native evidence
+        for problem in facts.refusal_problems:
+            found.append(
+                Refusal(
+                    Concern.RESIDUAL_EFFECT,
+                    "REFUSAL_NOT_PROVEN",
+                    "CUSTODY",
+                    bound.execution_request_id,
+                    problem,
+                )
+            )
+    if bound.state == "claimed" or (bound.claimed and not bound.refusal_reviewed):
         found.append(
             Refusal(
                 Concern.RESIDUAL_EFFECT,
@@ -197,7 +217,11 @@ def _refusals(facts: ActionFacts) -> list[Refusal]:
                 "a worker claimed the request; its outcome needs native reconciliation",
             )
         )
-    elif bound.state != "queued" and not (bound.state == "failed" and bound.failed_unclaimed):
+    elif (
+        facts.refusal_problems is None
+        and bound.state != "queued"
+        and not (bound.state == "failed" and bound.failed_unclaimed)
+    ):
         found.append(
             Refusal(
                 Concern.RESIDUAL_EFFECT,
@@ -255,7 +279,7 @@ def _permitted(facts: ActionFacts, refusals: list[Refusal]) -> tuple[PermittedAc
 def _handoff(facts: ActionFacts, refusals: list[Refusal]) -> Handoff:
     bound = facts.bound
     unresolved: list[tuple[str, tuple[str, ...]]] = []
-    if bound.claimed or bound.state == "claimed":
+    if bound.state == "claimed" or (bound.claimed and not bound.refusal_reviewed):
         unresolved.append((bound.execution_request_id, CLAIM_ALTERNATIVES))
     unresolved += [(subject, CLAIM_ALTERNATIVES) for subject in facts.uncertain]
     obligations = (

@@ -58,6 +58,16 @@ class RequestHistory:
     witnessed: tuple[tuple[str, str], ...]
     #: Tool calls whose durable outcome is unknown.
     unknown_outcomes: tuple[str, ...]
+    #: The settlement's derived checkpoint: the checkpoint the request resumes from.
+    derived_checkpoint_digest: str = ""
+    #: (sequence, generation) of request_failed entries recorded after a worker claim.
+    claimed_failures: tuple[tuple[int, int], ...] = ()
+    #: Generations of the worker claims, in order.
+    claim_generations: tuple[int, ...] = ()
+    #: (sequence, payload) of provider requests retained for the execution request.
+    provider_requests: tuple[tuple[int, dict[str, object]], ...] = ()
+    #: (sequence, kind) of every entry after the ownership claim, in order.
+    after_claim: tuple[tuple[int, str], ...] = ()
 
     @property
     def found(self) -> bool:
@@ -101,12 +111,17 @@ def request_history(rows: Iterable[JournalRow], request_id: str) -> RequestHisto
     failure = 0
     witnessed: list[tuple[str, str]] = []
     unknown: dict[str, str] = {}
+    derived = ""
+    generations: list[int] = []
+    claimed_failures: list[tuple[int, int]] = []
+    provider_requests: list[tuple[int, dict[str, object]]] = []
     for row in ordered:
         payload = _payload(row)
         if row.kind == "tool_outcome" and isinstance(payload.get("call_id"), str):
             unknown[str(payload["call_id"])] = str(payload.get("status", ""))
         if row.kind == "migration_settlement" and payload.get("request_id") == request_id:
             settlement, actor = row.sequence, row.actor
+            derived = str(payload.get("derived_checkpoint_digest", ""))
         elif row.kind == "ownership_claim" and payload.get("request_id") == request_id:
             claim, execution_request_id = row.sequence, str(payload.get("execution_request_id", ""))
         elif row.kind == "recovery_witness" and payload.get("request_id") == request_id:
@@ -117,6 +132,11 @@ def request_history(rows: Iterable[JournalRow], request_id: str) -> RequestHisto
             continue
         elif row.kind == "worker_claimed":
             claims.append(row.sequence)
+            generations.append(_generation(payload))
+        elif row.kind == "model_request_sent":
+            provider_requests.append((row.sequence, payload))
+        elif row.kind == "request_failed" and claims:
+            claimed_failures.append((row.sequence, _generation(payload)))
         elif (
             row.kind == "request_failed"
             and not claims
@@ -140,7 +160,19 @@ def request_history(rows: Iterable[JournalRow], request_id: str) -> RequestHisto
         unaccounted_after_failure=unaccounted,
         witnessed=tuple(witnessed),
         unknown_outcomes=tuple(sorted(c for c, status in unknown.items() if status == "unknown")),
+        derived_checkpoint_digest=derived,
+        claimed_failures=tuple(claimed_failures),
+        claim_generations=tuple(generations),
+        provider_requests=tuple(provider_requests),
+        after_claim=tuple(
+            (row.sequence, row.kind) for row in ordered if claim and row.sequence > claim
+        ),
     )
+
+
+def _generation(payload: dict[str, object]) -> int:
+    value = payload.get("lease_generation")
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
 
 
 def consumed_from(

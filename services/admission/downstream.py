@@ -34,6 +34,8 @@ from services.admission.workflows.never_claimed import (
 from shared.client import call
 from shared.contract import DIGEST_NAMES, enum_short_name
 from shared.idempotency import StoredAction
+from shared.rejected_boundary import ReviewedRejection
+from shared.rejected_boundary_proto import reviewed_rejection_to_proto
 
 
 def _digests(message: common_pb2.ContinuityDigests) -> dict[str, str]:
@@ -93,6 +95,18 @@ def recovery_outcome(saved: ledger_pb2.SavedRecovery) -> admission_pb2.RecoveryO
         witness_sequence=saved.witness_sequence,
         event_sequence=saved.event_sequence,
         created_at=saved.created_at,
+        settlement_sequence=saved.settlement_sequence,
+        reviewed_rejection_digest=saved.reviewed_rejection_digest,
+    )
+
+
+def _recovery_candidate_view(candidate: candidate_pb2.RecoveryCandidate) -> RecoveryCandidateView:
+    return RecoveryCandidateView(
+        eligible=candidate.eligible,
+        candidate_digest=candidate.candidate_digest,
+        holds=tuple(_hold(hold) for hold in candidate.holds),
+        policy_revision=candidate.policy_revision,
+        journal_head_hash=candidate.journal_head.hash,
     )
 
 
@@ -195,14 +209,20 @@ class Downstream:
                 run_id=run_id, request_id=request_id
             ),
         )
-        candidate = response.candidate
-        return RecoveryCandidateView(
-            eligible=candidate.eligible,
-            candidate_digest=candidate.candidate_digest,
-            holds=tuple(_hold(hold) for hold in candidate.holds),
-            policy_revision=candidate.policy_revision,
-            journal_head_hash=candidate.journal_head.hash,
+        return _recovery_candidate_view(response.candidate)
+
+    def rejected_boundary_candidate(
+        self, run_id: str, request_id: str, review: ReviewedRejection
+    ) -> RecoveryCandidateView:
+        response: candidate_pb2.GetRejectedBoundaryCandidateResponse = call(
+            self.candidate.GetRejectedBoundaryCandidate,
+            candidate_pb2.GetRejectedBoundaryCandidateRequest(
+                run_id=run_id,
+                request_id=request_id,
+                reviewed_rejection=reviewed_rejection_to_proto(review),
+            ),
         )
+        return _recovery_candidate_view(response.candidate)
 
     def commit_recovery(self, recovery: RecoveryCommit) -> Submitted[admission_pb2.RecoveryOutcome]:
         committed: ledger_pb2.CommitInvalidReadRecoveryResponse = call(
@@ -217,6 +237,10 @@ class Downstream:
                 expected_head_hash=recovery.expected_head_hash,
                 policy_revision=recovery.policy_revision,
                 valid_for_seconds=recovery.valid_for_seconds,
+                workflow=recovery.workflow,
+                reviewed_rejection=(
+                    reviewed_rejection_to_proto(recovery.reviewed) if recovery.reviewed else None
+                ),
             ),
         )
         return Submitted(recovery_outcome(committed.recovery), committed.created)

@@ -29,9 +29,15 @@ from services.admission.workflows.never_claimed import (
     NeverClaimedRequest,
     RecoveryKey,
 )
+from services.admission.workflows.rejected_boundary import (
+    RejectedBoundaryRecovery,
+    RejectedBoundaryRequest,
+)
 from shared.auth import ANY_ROLE, Role, current_principal
 from shared.contract import DIGEST_NAMES, RECOVERY_ACKNOWLEDGEMENTS, VERSIONS
 from shared.errors import Unimplemented
+from shared.rejected_boundary import REJECTED_BOUNDARY
+from shared.rejected_boundary_proto import reviewed_rejection
 from shared.server import ServiceBinding
 
 SERVICE = admission_pb2.DESCRIPTOR.services_by_name["AdmissionService"]
@@ -179,6 +185,42 @@ def _never_claimed_response(
     )
 
 
+def _rejected_boundary_request(
+    request: admission_pb2.RequestRejectedBoundaryRecoveryRequest,
+) -> RejectedBoundaryRequest:
+    return RejectedBoundaryRequest(
+        run_id=request.run_id,
+        request_id=request.request_id,
+        recovery_id=request.recovery_id,
+        candidate_digest=request.candidate_digest,
+        review=reviewed_rejection(request.reviewed_rejection),
+        valid_for_seconds=request.valid_for_seconds,
+        acknowledgements={
+            name: getattr(request, name) for name in RECOVERY_ACKNOWLEDGEMENTS[REJECTED_BOUNDARY]
+        },
+    )
+
+
+def _rejected_boundary_key(
+    request: admission_pb2.GetRejectedBoundaryRecoveryRequest,
+) -> RecoveryKey:
+    return RecoveryKey(request.run_id, request.request_id, REJECTED_BOUNDARY)
+
+
+def _rejected_boundary_response(
+    submitted: Submitted[admission_pb2.RecoveryOutcome],
+) -> admission_pb2.RequestRejectedBoundaryRecoveryResponse:
+    return admission_pb2.RequestRejectedBoundaryRecoveryResponse(
+        outcome=submitted.result, created=submitted.created
+    )
+
+
+def _rejected_boundary_read(
+    outcome: admission_pb2.RecoveryOutcome,
+) -> admission_pb2.GetRejectedBoundaryRecoveryResponse:
+    return admission_pb2.GetRejectedBoundaryRecoveryResponse(outcome=outcome)
+
+
 def _recovery_response(
     outcome: admission_pb2.RecoveryOutcome,
 ) -> admission_pb2.GetInvalidReadRecoveryResponse:
@@ -224,8 +266,15 @@ def routes(downstream: Downstream) -> dict[str, Route]:
         "GetInvalidReadRecovery": read_route(
             ANY_ROLE, saved_recovery, _never_claimed_key, _recovery_response
         ),
-        "RequestRejectedBoundaryRecovery": not_yet_available(ADMINS),
-        "GetRejectedBoundaryRecovery": not_yet_available(ANY_ROLE),
+        "RequestRejectedBoundaryRecovery": submit_route(
+            ADMINS,
+            RejectedBoundaryRecovery(downstream),
+            _rejected_boundary_request,
+            _rejected_boundary_response,
+        ),
+        "GetRejectedBoundaryRecovery": read_route(
+            ANY_ROLE, saved_recovery, _rejected_boundary_key, _rejected_boundary_read
+        ),
         "RequestReadonlyObservationRecovery": not_yet_available(ADMINS),
         "GetReadonlyObservationRecovery": not_yet_available(ANY_ROLE),
     }

@@ -145,6 +145,7 @@ class GrpcCandidateSources:
             enabled=policy.enabled,
             digest=policy.digest,
             allow_unavailable_source_observations=policy.allow_unavailable_source_observations,
+            allow_pre_admission_recovery=policy.allow_pre_admission_recovery,
         )
 
     def execution_requests(self, run_id: str) -> list[ExecutionRecord]:
@@ -157,6 +158,7 @@ class GrpcCandidateSources:
                 execution_request_id=r.execution_request_id,
                 request_id=r.request_id,
                 state=_state(r.state),
+                checkpoint_digest=r.checkpoint_digest,
             )
             for r in found.execution_requests
         ]

@@ -9,11 +9,16 @@ import grpc
 
 from forge.continuity.v1 import candidate_pb2, candidate_pb2_grpc, common_pb2
 from services.candidate.domain import Candidate, CandidateEvaluator, CandidateSources, Handoff
-from services.candidate.domain.recovery import Caller, never_claimed_candidate
+from services.candidate.domain.recovery import (
+    Caller,
+    never_claimed_candidate,
+    rejected_boundary_candidate,
+)
 from services.candidate.recovery_proto import recovery_candidate_to_proto
 from shared.auth import Role, current_principal
 from shared.contract import DEFAULT_VERSION, enum_number
 from shared.errors import FieldViolation, InvalidArgument, Unavailable, Unimplemented
+from shared.rejected_boundary_proto import reviewed_rejection
 from shared.server import ServiceBinding
 from shared.timeutil import utc_now
 
@@ -145,6 +150,14 @@ class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
             candidate=candidate_to_proto(candidate)
         )
 
+    def _require_sources(self) -> CandidateSources:
+        if self._sources is None:
+            raise Unavailable(
+                "CANDIDATE_SOURCES_UNCONFIGURED",
+                "this candidate server has no ledger or reconstruction connection",
+            )
+        return self._sources
+
     def GetInvalidReadRecoveryCandidate(
         self,
         request: candidate_pb2.GetInvalidReadRecoveryCandidateRequest,
@@ -153,19 +166,12 @@ class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
         for name in ("run_id", "request_id"):
             if not getattr(request, name):
                 raise _required(name)
-        if self._sources is None:
-            raise Unavailable(
-                "CANDIDATE_SOURCES_UNCONFIGURED",
-                "this candidate server has no ledger or reconstruction connection",
-            )
-        principal = current_principal()
-        caller = Caller(
-            identity=principal.identity,
-            has_authority=Role.FACTORY_ADMINISTRATOR in principal.roles,
-            recomputing=principal.roles == frozenset({Role.CONTINUITY_SERVICE}),
-        )
         candidate = never_claimed_candidate(
-            self._sources, request.run_id, request.request_id, caller, clock=self._clock
+            self._require_sources(),
+            request.run_id,
+            request.request_id,
+            _caller(),
+            clock=self._clock,
         )
         return candidate_pb2.GetInvalidReadRecoveryCandidateResponse(
             candidate=recovery_candidate_to_proto(candidate)
@@ -176,7 +182,22 @@ class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
         request: candidate_pb2.GetRejectedBoundaryCandidateRequest,
         context: grpc.ServicerContext,
     ) -> candidate_pb2.GetRejectedBoundaryCandidateResponse:
-        raise _not_yet("GetRejectedBoundaryCandidate")
+        for name in ("run_id", "request_id"):
+            if not getattr(request, name):
+                raise _required(name)
+        if not request.HasField("reviewed_rejection"):
+            raise _required("reviewed_rejection")
+        candidate = rejected_boundary_candidate(
+            self._require_sources(),
+            request.run_id,
+            request.request_id,
+            _caller(),
+            reviewed_rejection(request.reviewed_rejection),
+            clock=self._clock,
+        )
+        return candidate_pb2.GetRejectedBoundaryCandidateResponse(
+            candidate=recovery_candidate_to_proto(candidate)
+        )
 
     def GetReadonlyObservationCandidate(
         self,
@@ -184,6 +205,16 @@ class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
         context: grpc.ServicerContext,
     ) -> candidate_pb2.GetReadonlyObservationCandidateResponse:
         raise _not_yet("GetReadonlyObservationCandidate")
+
+
+def _caller() -> Caller:
+    """Who asks: an administrator, or admission recomputing under its service identity."""
+    principal = current_principal()
+    return Caller(
+        identity=principal.identity,
+        has_authority=Role.FACTORY_ADMINISTRATOR in principal.roles,
+        recomputing=principal.roles == frozenset({Role.CONTINUITY_SERVICE}),
+    )
 
 
 # Admission recomputes the candidate under its own service identity.
@@ -211,7 +242,7 @@ def bindings(
                 "GetInvalidReadContinuityCandidate": OPERATORS,
                 # Admission recomputes the recovery candidate under its service identity.
                 "GetInvalidReadRecoveryCandidate": ADMINS | {Role.CONTINUITY_SERVICE},
-                "GetRejectedBoundaryCandidate": ADMINS,
+                "GetRejectedBoundaryCandidate": ADMINS | {Role.CONTINUITY_SERVICE},
                 "GetReadonlyObservationCandidate": ADMINS,
             },
         )

@@ -35,6 +35,7 @@ from forge.continuity.v1 import (
     policy_pb2_grpc,
 )
 from services.demo.recovery_story import never_claimed_story
+from services.demo.refusal_story import refusal_story
 from services.demo.seed import load_fixture, seed_held_run
 from shared.canonical import digest_of
 from shared.client import open_channel
@@ -278,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         with services() as targets:
             story(targets, args.run_id)
             never_claimed_story(targets, f"{args.run_id}-recovery", TOKENS, check, step)
+            refusal_story(targets, f"{args.run_id}-refusal", TOKENS, check, step)
     except StepFailed as failure:
         print(f"\nDEMO FAILED: {failure}", file=sys.stderr)
         return 1
@@ -286,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print("\nThe v1 story behaved as the spec says.")
     print("The never-claimed recovery story behaved as the spec says.")
+    print("The rejected-boundary recovery story behaved as the spec says.")
     return 0
 
 

@@ -6,7 +6,9 @@ from collections.abc import Callable
 
 from forge.continuity.v1 import common_pb2, ledger_pb2
 from services.ledger.domain.execution import ExecutionRequestRecord
+from services.ledger.domain.recoveries import NEVER_CLAIMED
 from services.ledger.transactions.recovery import Recovery, RecoveryInput
+from shared.rejected_boundary_proto import reviewed_rejection
 from shared.timeutil import to_timestamp
 
 
@@ -21,6 +23,12 @@ def recovery_input(request: ledger_pb2.CommitInvalidReadRecoveryRequest) -> Reco
         expected_head_hash=request.expected_head_hash,
         policy_revision=request.policy_revision,
         valid_for_seconds=request.valid_for_seconds,
+        workflow=request.workflow or NEVER_CLAIMED,
+        reviewed=(
+            reviewed_rejection(request.reviewed_rejection)
+            if request.HasField("reviewed_rejection")
+            else None
+        ),
     )
 
 
@@ -42,4 +50,6 @@ def recovery_to_proto(
         created_at=to_timestamp(saved.created_at),
         request_content_digest=saved.request_content_digest,
         candidate_digest=saved.candidate_digest,
+        settlement_sequence=saved.settlement_sequence,
+        reviewed_rejection_digest=saved.reviewed_rejection_digest,
     )

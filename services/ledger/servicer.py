@@ -293,7 +293,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     def CommitInvalidReadRecovery(
         self, request: ledger_pb2.CommitInvalidReadRecoveryRequest, context: grpc.ServicerContext
     ) -> ledger_pb2.CommitInvalidReadRecoveryResponse:
-        committed = self._ledger.commit_never_claimed_recovery(recovery_input(request))
+        committed = self._ledger.commit_recovery(recovery_input(request))
         return ledger_pb2.CommitInvalidReadRecoveryResponse(
             recovery=recovery_to_proto(committed, execution_request_to_proto),
             created=committed.created,

@@ -55,4 +55,12 @@ def test_the_cli_lists_every_module_command_in_order() -> None:
     parser = build_parser({})
     listed = parser.format_help().split("  COMMAND\n", 1)[1].split("\n\n", 1)[0]
     names = [line.split()[0] for line in listed.splitlines()]
-    assert names == ["policy", "candidate", "request", "recovery", "journal", "commands"]
+    assert names == [
+        "policy",
+        "candidate",
+        "request",
+        "recovery",
+        "refusal",
+        "journal",
+        "commands",
+    ]

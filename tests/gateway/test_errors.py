@@ -137,7 +137,7 @@ def test_the_command_limit_is_429(gateway: RunningGateway) -> None:
 def test_unimplemented_routes_are_501(gateway: RunningGateway) -> None:
     with gateway.client("admin-token") as admin:
         refused(
-            admin.get(REQUESTS.format(run="r", request="q") + "/rejected-boundary-recovery"),
+            admin.get(REQUESTS.format(run="r", request="q") + "/readonly-observation-recovery"),
             501,
             12,
             "NOT_YET_AVAILABLE",

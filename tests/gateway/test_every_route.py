@@ -3,8 +3,8 @@
 The story runs on HTTP stubs (tests/gateway/http_stub.py) that build each request from the
 method's own http rule: the run is seeded over HTTP, the policy is put, the candidate read, the
 v1 and v2 admissions submitted, workers claim, record, complete and fail, the journal is read,
-streamed and verified. The never-claimed recovery routes answer typed refusals for a claimed
-request; the other recovery routes answer from the services themselves (501 NOT_YET_AVAILABLE
+streamed and verified. The never-claimed and rejected-boundary recovery routes answer typed
+refusals; the other recovery routes answer from the services themselves (501 NOT_YET_AVAILABLE
 naming the RPC the route reached). The last assertion: every route was used.
 """
 
@@ -198,11 +198,38 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
         )  # fmt: skip
     assert held_refusal.value.reason == "CANDIDATE_HELD"
 
+    refusing = stub(gateway, "AdmissionService", "admin-token")
+    for invoke, expected in (
+        (
+            lambda: stub(gateway, "CandidateService", "admin-token").GetRejectedBoundaryCandidate(
+                candidate_pb2.GetRejectedBoundaryCandidateRequest(
+                    run_id="run-1", request_id="req-1"
+                )
+            ),
+            # the HTTP body maps to an empty review, refused field by field
+            (400, "REVIEWED_REJECTION_INVALID"),
+        ),
+        (
+            lambda: refusing.RequestRejectedBoundaryRecovery(
+                admission_pb2.RequestRejectedBoundaryRecoveryRequest(
+                    run_id="run-1", request_id="req-1", recovery_id="rec-1"
+                )
+            ),
+            (400, "ACKNOWLEDGEMENT_REQUIRED"),
+        ),
+        (
+            lambda: refusing.GetRejectedBoundaryRecovery(
+                admission_pb2.GetRejectedBoundaryRecoveryRequest(run_id="run-1", request_id="req-1")
+            ),
+            (404, "RECOVERY_NOT_FOUND"),
+        ),
+    ):
+        with pytest.raises(HttpRefused) as typed:
+            invoke()
+        assert (typed.value.status, typed.value.reason) == expected, typed.value.body
+
     not_yet: dict[str, type[message.Message]] = {
-        "GetRejectedBoundaryCandidate": candidate_pb2.GetRejectedBoundaryCandidateRequest,
         "GetReadonlyObservationCandidate": candidate_pb2.GetReadonlyObservationCandidateRequest,
-        "RequestRejectedBoundaryRecovery": admission_pb2.RequestRejectedBoundaryRecoveryRequest,
-        "GetRejectedBoundaryRecovery": admission_pb2.GetRejectedBoundaryRecoveryRequest,
         "RequestReadonlyObservationRecovery": (
             admission_pb2.RequestReadonlyObservationRecoveryRequest
         ),

@@ -24,6 +24,7 @@ from services.admission.driver import Stored, Submitted
 from shared.canonical import digest_of
 from shared.contract import RECOVERY_ACKNOWLEDGEMENTS
 from shared.errors import NotFound
+from shared.rejected_boundary import ReviewedRejection
 
 OutcomeT = TypeVar("OutcomeT")
 OutcomeT_co = TypeVar("OutcomeT_co", covariant=True)
@@ -110,6 +111,9 @@ class RecoveryCommit:
     expected_head_hash: str
     policy_revision: int
     valid_for_seconds: int
+    workflow: str = WORKFLOW
+    #: Rejected boundary only: the administrator-reviewed rejection.
+    reviewed: ReviewedRejection | None = None
 
 
 class NeverClaimedPort(Protocol[OutcomeT_co]):
@@ -168,7 +172,15 @@ class NeverClaimedRecovery(Generic[OutcomeT]):
         )
 
 
-def find_recovery(port: NeverClaimedPort[OutcomeT], key: RecoveryKey) -> Stored[OutcomeT] | None:
+class RecoveryStore(Protocol[OutcomeT_co]):
+    """Where every recovery workflow reads its saved action back."""
+
+    def stored_recovery(self, key: RecoveryKey) -> Stored[OutcomeT_co]:
+        """The recovery stored under ``key``; NOT_FOUND RECOVERY_NOT_FOUND when there is none."""
+        ...
+
+
+def find_recovery(port: RecoveryStore[OutcomeT], key: RecoveryKey) -> Stored[OutcomeT] | None:
     """The recovery stored under ``key``, or None; any other refusal travels on."""
     try:
         return port.stored_recovery(key)

@@ -81,6 +81,8 @@ class PolicyRecord:
     enabled: bool
     digest: str
     allow_unavailable_source_observations: bool
+    #: Enables the rejected-boundary (provider refusal before admission) recovery.
+    allow_pre_admission_recovery: bool = False
 
 
 class ExecutionState(enum.Enum):
@@ -102,6 +104,8 @@ class ExecutionRecord:
     execution_request_id: str
     request_id: str
     state: ExecutionState
+    #: The checkpoint the pending request resumes from.
+    checkpoint_digest: str = ""
 
 
 @dataclass(frozen=True)
@@ -180,6 +184,7 @@ class HoldReason(enum.Enum):
     AUTHORITY_MISSING = "AUTHORITY_MISSING"
     RECOVERY_SPENT = "RECOVERY_SPENT"
     REQUEST_NOT_FAILED_UNCLAIMED = "REQUEST_NOT_FAILED_UNCLAIMED"
+    REFUSAL_NOT_PROVEN = "REFUSAL_NOT_PROVEN"
 
 
 class Requirement(enum.Enum):
@@ -219,6 +224,7 @@ REQUIREMENTS: dict[HoldReason, Requirement] = {
     HoldReason.AUTHORITY_MISSING: Requirement.AUTHORITY,
     HoldReason.RECOVERY_SPENT: Requirement.NOT_ELIGIBLE,
     HoldReason.REQUEST_NOT_FAILED_UNCLAIMED: Requirement.NOT_ELIGIBLE,
+    HoldReason.REFUSAL_NOT_PROVEN: Requirement.CUSTODY,
 }
 
 

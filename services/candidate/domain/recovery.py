@@ -21,6 +21,12 @@ from shared.admissibility import Admissible, Handoff, check
 from shared.canonical import digest_of, is_digest, sha256_digest
 from shared.errors import NotFound
 from shared.qualification import is_qualified
+from shared.rejected_boundary import (
+    REJECTED_BOUNDARY,
+    ReviewedRejection,
+    refusal_problems,
+    rejected_boundary_facts,
+)
 from shared.request_history import (
     NEVER_CLAIMED,
     consumed_from,
@@ -78,6 +84,39 @@ def never_claimed_candidate(
     qualified: Callable[[str], bool] = is_qualified,
 ) -> RecoveryCandidate:
     """The recovery candidate of ``request_id``; ADMISSION_NOT_FOUND when it was never admitted."""
+    return _recovery_candidate(
+        sources, run_id, request_id, caller, None, clock=clock, qualified=qualified
+    )
+
+
+def rejected_boundary_candidate(
+    sources: CandidateSources,
+    run_id: str,
+    request_id: str,
+    caller: Caller,
+    review: ReviewedRejection,
+    *,
+    clock: Callable[[], datetime] = utc_now,
+    qualified: Callable[[str], bool] = is_qualified,
+) -> RecoveryCandidate:
+    """The rejected-boundary candidate of ``request_id`` under ``review`` (validated field by
+    field first: INVALID_ARGUMENT REVIEWED_REJECTION_INVALID)."""
+    review.validate()
+    return _recovery_candidate(
+        sources, run_id, request_id, caller, review, clock=clock, qualified=qualified
+    )
+
+
+def _recovery_candidate(
+    sources: CandidateSources,
+    run_id: str,
+    request_id: str,
+    caller: Caller,
+    review: ReviewedRejection | None,
+    *,
+    clock: Callable[[], datetime],
+    qualified: Callable[[str], bool],
+) -> RecoveryCandidate:
     snapshot = read_snapshot(sources, run_id)
     policy = sources.policy()
     executions = tuple(sources.execution_requests(run_id))
@@ -106,30 +145,49 @@ def never_claimed_candidate(
     )
     holds = [found for check_ in COMMON_CHECKS for found in check_(facts)]
     holds += _checkpoint_holds(sources, snapshot.entries, request_id)
-    state = next(
-        (
-            e.state.value
-            for e in executions
-            if e.execution_request_id == history.execution_request_id
-        ),
-        "unknown",
+    bound = next(
+        (e for e in executions if e.execution_request_id == history.execution_request_id), None
     )
-    admissibility = never_claimed_facts(
-        history,
-        state=state,
-        outstanding=tuple(
-            e.execution_request_id for e in executions if e.state in OUTSTANDING_STATES
-        ),
-        workflow_enabled=policy.enabled,
-        # Admission recomputes for the digest; the ledger judges the actor at commit.
-        actor=history.original_actor if caller.recomputing else caller.identity,
-        actor_has_authority=caller.recomputing or caller.has_authority,
-        consumed=consumed_from(
-            snapshot.entries,
-            snapshot.run.command_limit,
-            _deadline_remaining(snapshot.run.active_deadline, now),
-        ),
+    state = bound.state.value if bound is not None else "unknown"
+    outstanding = tuple(e.execution_request_id for e in executions if e.state in OUTSTANDING_STATES)
+    # Admission recomputes for the digest; the ledger judges the actor at commit.
+    actor = history.original_actor if caller.recomputing else caller.identity
+    has_authority = caller.recomputing or caller.has_authority
+    consumed = consumed_from(
+        snapshot.entries,
+        snapshot.run.command_limit,
+        _deadline_remaining(snapshot.run.active_deadline, now),
     )
+    if review is None:
+        workflow = NEVER_CLAIMED
+        admissibility = never_claimed_facts(
+            history,
+            state=state,
+            outstanding=outstanding,
+            workflow_enabled=policy.enabled,
+            actor=actor,
+            actor_has_authority=has_authority,
+            consumed=consumed,
+        )
+    else:
+        workflow = REJECTED_BOUNDARY
+        holds += _report_holds(sources, review)
+        problems = refusal_problems(
+            history,
+            review,
+            source_revision=snapshot.run.source_revision,
+            pending_checkpoint_digest=bound.checkpoint_digest if bound is not None else "",
+        )
+        admissibility = rejected_boundary_facts(
+            history,
+            problems,
+            state=state,
+            outstanding=outstanding,
+            workflow_enabled=policy.enabled and policy.allow_pre_admission_recovery,
+            actor=actor,
+            actor_has_authority=has_authority,
+            consumed=consumed,
+        )
     outcome = check(admissibility)
     handoff = outcome.handoff
     if not isinstance(outcome, Admissible):
@@ -142,30 +200,48 @@ def never_claimed_candidate(
     evidence_holds = sorted(
         (h.reason.value, h.subject) for h in holds if h.reason not in CALLER_HOLDS
     )
-    digest = digest_of(
-        {
-            "workflow": NEVER_CLAIMED,
-            "run_id": run_id,
-            "request_id": request_id,
-            "run_digest": snapshot.run.run_digest,
-            "journal_digest": snapshot.head.hash,
-            "policy_digest": policy.digest,
-            "policy_revision": policy.revision,
-            "execution_request_id": history.execution_request_id,
-            "state": state,
-            "holds": [list(pair) for pair in evidence_holds],
-        }
-    )
+    decided_on: dict[str, object] = {
+        "workflow": workflow,
+        "run_id": run_id,
+        "request_id": request_id,
+        "run_digest": snapshot.run.run_digest,
+        "journal_digest": snapshot.head.hash,
+        "policy_digest": policy.digest,
+        "policy_revision": policy.revision,
+        "execution_request_id": history.execution_request_id,
+        "state": state,
+        "holds": [list(pair) for pair in evidence_holds],
+    }
+    if review is not None:
+        # the review is part of what the decision rests on
+        decided_on["reviewed_rejection_digest"] = review.digest
     return RecoveryCandidate(
         run_id=run_id,
         request_id=request_id,
         eligible=not holds,
-        candidate_digest=digest,
+        candidate_digest=digest_of(decided_on),
         holds=tuple(holds),
         handoff=handoff,
         policy_revision=policy.revision,
         journal_head=snapshot.head,
     )
+
+
+def _report_holds(sources: CandidateSources, review: ReviewedRejection) -> list[Hold]:
+    """The review's source-validator and executable-probe reports are pinned: stored intact."""
+    found = []
+    for name in ("source_validator_report_digest", "executable_probe_report_digest"):
+        digest = getattr(review, name)
+        content = sources.blob(digest)
+        if content is None or sha256_digest(content) != digest:
+            found.append(
+                hold(
+                    HoldReason.CLOSURE_INCOMPLETE,
+                    digest,
+                    f"the reviewed rejection's {name.removesuffix('_digest')} is not stored intact",
+                )
+            )
+    return found
 
 
 def _checkpoint_holds(

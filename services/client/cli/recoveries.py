@@ -76,6 +76,8 @@ def outcome_lines(outcome: admission_pb2.RecoveryOutcome, created: bool | None =
         ("witness sequence", outcome.witness_sequence),
         ("event sequence", outcome.event_sequence),
     ]
+    if outcome.settlement_sequence:
+        pairs.append(("settlement sequence", outcome.settlement_sequence))
     if created is not None:
         pairs.append(("created", "yes" if created else "no (identical repeat)"))
     return aligned(pairs)

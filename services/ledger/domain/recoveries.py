@@ -13,7 +13,8 @@ RECORD_VERSION = 1
 
 #: The workflows' stored names.
 NEVER_CLAIMED = "never_claimed"
-WORKFLOWS = (NEVER_CLAIMED, "rejected_boundary", "readonly_observation")
+REJECTED_BOUNDARY = "rejected_boundary"
+WORKFLOWS = (NEVER_CLAIMED, REJECTED_BOUNDARY, "readonly_observation")
 
 
 class RecoveryRecordError(ValueError):
@@ -36,6 +37,9 @@ class StoredRecovery:
     event_sequence: int
     lease_seconds: int
     created_at: str
+    #: Rejected boundary only: the refusal settlement's sequence and the reviewed rejection.
+    settlement_sequence: int = 0
+    reviewed_rejection_digest: str = ""
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -52,6 +56,8 @@ class StoredRecovery:
             "event_sequence": self.event_sequence,
             "lease_seconds": self.lease_seconds,
             "created_at": self.created_at,
+            "settlement_sequence": self.settlement_sequence,
+            "reviewed_rejection_digest": self.reviewed_rejection_digest,
         }
 
     def to_text(self) -> str:
@@ -76,6 +82,9 @@ class StoredRecovery:
                 event_sequence=int(record["event_sequence"]),
                 lease_seconds=int(record["lease_seconds"]),
                 created_at=str(record["created_at"]),
+                # Absent in records written before the rejected-boundary workflow existed.
+                settlement_sequence=int(record.get("settlement_sequence", 0)),
+                reviewed_rejection_digest=str(record.get("reviewed_rejection_digest", "")),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise RecoveryRecordError(f"damaged recovery record: {error!r}") from error

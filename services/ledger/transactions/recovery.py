@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 from sqlalchemy import Connection
 
@@ -24,7 +24,12 @@ from services.ledger.domain.execution import (
     lease_expiry,
 )
 from services.ledger.domain.journal import EntryKind
-from services.ledger.domain.recoveries import NEVER_CLAIMED, WORKFLOWS, StoredRecovery
+from services.ledger.domain.recoveries import (
+    NEVER_CLAIMED,
+    REJECTED_BOUNDARY,
+    WORKFLOWS,
+    StoredRecovery,
+)
 from services.ledger.domain.runs import Run, check_identifier
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
@@ -39,7 +44,7 @@ from services.ledger.transactions.base import (
     retry_on_unique_conflict,
 )
 from services.ledger.transactions.execution import existing_request
-from shared.admissibility import Unresolved, check
+from shared.admissibility import ActionFacts, Consumed, Unresolved, check
 from shared.canonical import is_digest
 from shared.contract import MAX_WINDOW_SECONDS
 from shared.errors import (
@@ -50,7 +55,18 @@ from shared.errors import (
     PreconditionViolation,
 )
 from shared.idempotency import StoredAction, replay_or_conflict
-from shared.request_history import consumed_from, never_claimed_facts, request_history
+from shared.rejected_boundary import (
+    ASSERTION_KIND,
+    ReviewedRejection,
+    refusal_problems,
+    rejected_boundary_facts,
+)
+from shared.request_history import (
+    RequestHistory,
+    consumed_from,
+    never_claimed_facts,
+    request_history,
+)
 from shared.timeutil import from_text, to_text
 
 #: The role the never-claimed recovery needs, held now by the ticket's original operator.
@@ -77,11 +93,20 @@ class RecoveryInput:
     expected_head_hash: str
     policy_revision: int
     valid_for_seconds: int
+    workflow: str = NEVER_CLAIMED
+    #: Rejected boundary only: the administrator-reviewed rejection.
+    reviewed: ReviewedRejection | None = None
 
     def validate(self) -> None:
         for name in ("run_id", "request_id", "recovery_id"):
             check_identifier(name, getattr(self, name))
         violations: list[FieldViolation] = []
+        if self.workflow not in (NEVER_CLAIMED, REJECTED_BOUNDARY):
+            violations.append(FieldViolation("workflow", "not a submittable recovery workflow"))
+        if (self.workflow == REJECTED_BOUNDARY) != (self.reviewed is not None):
+            violations.append(
+                FieldViolation("reviewed_rejection", "required by (only) the rejected boundary")
+            )
         if not self.actor:
             violations.append(FieldViolation("actor", "required"))
         for name in ("request_content_digest", "candidate_digest", "expected_head_hash"):
@@ -99,6 +124,8 @@ class RecoveryInput:
                 "; ".join(f"{v.field}: {v.description}" for v in violations),
                 field_violations=violations,
             )
+        if self.reviewed is not None:
+            self.reviewed.validate()
 
 
 @dataclass(frozen=True)
@@ -113,7 +140,8 @@ class Recovery:
 def commit_never_claimed(
     context: LedgerContext, authority: Authority, recovery: RecoveryInput
 ) -> Recovery:
-    """Recover, or replay the identical earlier recovery; refusals write nothing."""
+    """Recover (never-claimed or rejected-boundary, by ``recovery.workflow``), or replay the
+    identical earlier recovery; refusals write nothing."""
     recovery.validate()
     return _commit(context, authority, recovery)
 
@@ -162,7 +190,7 @@ def _recover(
     for stored in (
         recovery_rows.get_by_recovery_id(connection, recovery.recovery_id),
         recovery_rows.get_for_request(
-            connection, recovery.run_id, recovery.request_id, NEVER_CLAIMED
+            connection, recovery.run_id, recovery.request_id, recovery.workflow
         ),
     ):
         if stored is not None:
@@ -194,12 +222,17 @@ def _recover(
     entries = list(journal_rows.iter_journal(connection, run.spec.run_id))
     history = request_history(entries, recovery.request_id)
     pending = request_rows.list_execution_requests(connection, run.spec.run_id, PENDING_STATES)
-    facts = never_claimed_facts(
+    facts = _facts(
+        recovery,
         history,
+        record,
+        run,
         state=record.state.value,
         outstanding=tuple(r.execution_request_id for r in pending),
-        workflow_enabled=policy.settings.enabled,
-        actor=recovery.actor,
+        workflow_enabled=policy.settings.enabled
+        and (
+            recovery.workflow != REJECTED_BOUNDARY or policy.settings.allow_pre_admission_recovery
+        ),
         actor_has_authority=RECOVERY_ROLE in authority(recovery.actor),
         consumed=consumed_from(entries, run.spec.command_limit, _deadline_remaining(run, context)),
     )
@@ -217,7 +250,28 @@ def _recover(
     lease_seconds = bound_lease(
         recovery.valid_for_seconds, policy.settings.window_seconds, run, now
     )
-    # R.7 the witness and the request event; nothing earlier is touched
+    # R.7 the refusal settlement (rejected boundary), the witness and the request event; nothing
+    # earlier (ticket, seal, failed claim, checkpoint) is touched
+    settlement_sequence = 0
+    if recovery.reviewed is not None:
+        settlement_sequence = append_entry(
+            context,
+            connection,
+            run.spec.run_id,
+            EntryKind.REFUSAL_SETTLEMENT,
+            {
+                "recovery_id": recovery.recovery_id,
+                "request_id": recovery.request_id,
+                "execution_request_id": record.execution_request_id,
+                # an administrator-reviewed assertion with pinned evidence, never a receipt
+                "assertion": ASSERTION_KIND,
+                "reviewed_rejection_digest": recovery.reviewed.digest,
+                "reviewed_rejection": asdict(recovery.reviewed),
+                "failed_sequence": history.claimed_failures[0][0],
+                "failed_generation": history.claimed_failures[0][1],
+            },
+            recovery.actor,
+        ).sequence
     witness = append_entry(
         context,
         connection,
@@ -225,11 +279,11 @@ def _recover(
         EntryKind.RECOVERY_WITNESS,
         {
             "recovery_id": recovery.recovery_id,
-            "workflow": NEVER_CLAIMED,
+            "workflow": recovery.workflow,
             "request_id": recovery.request_id,
             "execution_request_id": record.execution_request_id,
             "candidate_digest": recovery.candidate_digest,
-            "failed_sequence": history.unclaimed_failure_sequence,
+            "failed_sequence": _failed_sequence(recovery, history),
             "policy_revision": policy.revision,
         },
         recovery.actor,
@@ -266,7 +320,7 @@ def _recover(
         run_id=run.spec.run_id,
         request_id=recovery.request_id,
         recovery_id=recovery.recovery_id,
-        workflow=NEVER_CLAIMED,
+        workflow=recovery.workflow,
         actor=recovery.actor,
         request_content_digest=recovery.request_content_digest,
         candidate_digest=recovery.candidate_digest,
@@ -275,9 +329,58 @@ def _recover(
         event_sequence=event.sequence,
         lease_seconds=lease_seconds,
         created_at=created_at,
+        settlement_sequence=settlement_sequence,
+        reviewed_rejection_digest=recovery.reviewed.digest if recovery.reviewed else "",
     )
     recovery_rows.insert_recovery(connection, saved)
     return Recovery(saved, requeued, created=True)
+
+
+def _facts(
+    recovery: RecoveryInput,
+    history: RequestHistory,
+    record: ExecutionRequestRecord,
+    run: Run,
+    *,
+    state: str,
+    outstanding: tuple[str, ...],
+    workflow_enabled: bool,
+    actor_has_authority: bool,
+    consumed: Consumed,
+) -> ActionFacts:
+    """The workflow's admissibility facts, read now inside the transaction."""
+    if recovery.reviewed is None:
+        return never_claimed_facts(
+            history,
+            state=state,
+            outstanding=outstanding,
+            workflow_enabled=workflow_enabled,
+            actor=recovery.actor,
+            actor_has_authority=actor_has_authority,
+            consumed=consumed,
+        )
+    problems = refusal_problems(
+        history,
+        recovery.reviewed,
+        source_revision=run.spec.source_revision,
+        pending_checkpoint_digest=record.checkpoint_digest,
+    )
+    return rejected_boundary_facts(
+        history,
+        problems,
+        state=state,
+        outstanding=outstanding,
+        workflow_enabled=workflow_enabled,
+        actor=recovery.actor,
+        actor_has_authority=actor_has_authority,
+        consumed=consumed,
+    )
+
+
+def _failed_sequence(recovery: RecoveryInput, history: RequestHistory) -> int:
+    if recovery.reviewed is not None:
+        return history.claimed_failures[0][0]
+    return history.unclaimed_failure_sequence
 
 
 def unresolved_refusal(outcome: Unresolved, run_id: str, request_id: str) -> FailedPrecondition:

@@ -257,6 +257,10 @@ class _HoldReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_HoldReason
     """The request's one recovery of this workflow was already used (recovery workflows)."""
     HOLD_REASON_REQUEST_NOT_FAILED_UNCLAIMED: _HoldReason.ValueType  # 24
     """The request's native event history does not prove a failure before any worker claim."""
+    HOLD_REASON_REFUSAL_NOT_PROVEN: _HoldReason.ValueType  # 25
+    """The native history and the reviewed rejection do not prove a provider refusal before
+    admission of the continuation's first request.
+    """
 
 class HoldReason(_HoldReason, metaclass=_HoldReasonEnumTypeWrapper):
     """HoldReason is the typed reason a candidate, ticket or action is held."""
@@ -311,6 +315,10 @@ HOLD_REASON_RECOVERY_SPENT: HoldReason.ValueType  # 23
 """The request's one recovery of this workflow was already used (recovery workflows)."""
 HOLD_REASON_REQUEST_NOT_FAILED_UNCLAIMED: HoldReason.ValueType  # 24
 """The request's native event history does not prove a failure before any worker claim."""
+HOLD_REASON_REFUSAL_NOT_PROVEN: HoldReason.ValueType  # 25
+"""The native history and the reviewed rejection do not prove a provider refusal before
+admission of the continuation's first request.
+"""
 Global___HoldReason: _TypeAlias = HoldReason  # noqa: Y015
 
 class _HoldRequirement:

@@ -4,6 +4,7 @@ isort:skip_file
 """
 
 from collections import abc as _abc
+from forge.continuity.v1 import candidate_pb2 as _candidate_pb2
 from forge.continuity.v1 import common_pb2 as _common_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -829,6 +830,8 @@ class CommitInvalidReadRecoveryRequest(_message.Message):
     EXPECTED_HEAD_HASH_FIELD_NUMBER: _builtins.int
     POLICY_REVISION_FIELD_NUMBER: _builtins.int
     VALID_FOR_SECONDS_FIELD_NUMBER: _builtins.int
+    WORKFLOW_FIELD_NUMBER: _builtins.int
+    REVIEWED_REJECTION_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run."""
     request_id: _builtins.str
@@ -847,6 +850,12 @@ class CommitInvalidReadRecoveryRequest(_message.Message):
     """The policy revision the candidate was computed under."""
     valid_for_seconds: _builtins.int
     """Requested lease seconds; the ledger bounds it as at admission."""
+    workflow: _builtins.str
+    """The workflow's stored name; empty means never_claimed."""
+    @_builtins.property
+    def reviewed_rejection(self) -> _candidate_pb2.ReviewedProviderRejectionV1:
+        """Rejected boundary: the administrator-reviewed rejection the candidate was computed from."""
+
     def __init__(
         self,
         *,
@@ -859,10 +868,12 @@ class CommitInvalidReadRecoveryRequest(_message.Message):
         expected_head_hash: _builtins.str = ...,
         policy_revision: _builtins.int = ...,
         valid_for_seconds: _builtins.int = ...,
+        workflow: _builtins.str = ...,
+        reviewed_rejection: _candidate_pb2.ReviewedProviderRejectionV1 | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["reviewed_rejection", b"reviewed_rejection"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "candidate_digest", b"candidate_digest", "expected_head_hash", b"expected_head_hash", "policy_revision", b"policy_revision", "recovery_id", b"recovery_id", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "run_id", b"run_id", "valid_for_seconds", b"valid_for_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "candidate_digest", b"candidate_digest", "expected_head_hash", b"expected_head_hash", "policy_revision", b"policy_revision", "recovery_id", b"recovery_id", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "reviewed_rejection", b"reviewed_rejection", "run_id", b"run_id", "valid_for_seconds", b"valid_for_seconds", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -885,6 +896,8 @@ class SavedRecovery(_message.Message):
     CREATED_AT_FIELD_NUMBER: _builtins.int
     REQUEST_CONTENT_DIGEST_FIELD_NUMBER: _builtins.int
     CANDIDATE_DIGEST_FIELD_NUMBER: _builtins.int
+    SETTLEMENT_SEQUENCE_FIELD_NUMBER: _builtins.int
+    REVIEWED_REJECTION_DIGEST_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run."""
     request_id: _builtins.str
@@ -903,6 +916,10 @@ class SavedRecovery(_message.Message):
     """Digest of the canonical request content."""
     candidate_digest: _builtins.str
     """The candidate digest the action was decided on."""
+    settlement_sequence: _builtins.int
+    """Rejected boundary: journal sequence of the refusal settlement (0 otherwise)."""
+    reviewed_rejection_digest: _builtins.str
+    """Rejected boundary: digest of the administrator-reviewed rejection (empty otherwise)."""
     @_builtins.property
     def execution_request(self) -> _common_pb2.ExecutionRequest:
         """The requeued execution request, as it is now."""
@@ -925,10 +942,12 @@ class SavedRecovery(_message.Message):
         created_at: _timestamp_pb2.Timestamp | None = ...,
         request_content_digest: _builtins.str = ...,
         candidate_digest: _builtins.str = ...,
+        settlement_sequence: _builtins.int = ...,
+        reviewed_rejection_digest: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "execution_request", b"execution_request"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "candidate_digest", b"candidate_digest", "created_at", b"created_at", "event_sequence", b"event_sequence", "execution_request", b"execution_request", "recovery_id", b"recovery_id", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "run_id", b"run_id", "witness_sequence", b"witness_sequence", "workflow", b"workflow"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "candidate_digest", b"candidate_digest", "created_at", b"created_at", "event_sequence", b"event_sequence", "execution_request", b"execution_request", "recovery_id", b"recovery_id", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "reviewed_rejection_digest", b"reviewed_rejection_digest", "run_id", b"run_id", "settlement_sequence", b"settlement_sequence", "witness_sequence", b"witness_sequence", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

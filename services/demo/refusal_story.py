@@ -1,0 +1,203 @@
+"""`make demo`, part three: the first provider request of an admitted continuation is refused
+before the provider admitted it; an administrator-reviewed rejection recovers it once, and a
+second refusal stays held (the rejected-boundary recovery)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from forge.continuity.v1 import (
+    admission_pb2,
+    admission_pb2_grpc,
+    candidate_pb2,
+    candidate_pb2_grpc,
+    common_pb2,
+    execution_pb2,
+    execution_pb2_grpc,
+    ledger_pb2,
+    ledger_pb2_grpc,
+    policy_pb2,
+    policy_pb2_grpc,
+)
+from services.demo.recovery_story import ADMIN_OPERATOR, refused
+from services.demo.seed import load_fixture, seed_held_run
+from shared.canonical import sha256_digest
+from shared.client import open_channel
+
+WIRE = b'{"model":"demo-model","messages":[{"role":"user","content":"continue"}]}'
+
+
+def refusal_story(
+    targets: dict[str, str],
+    run_id: str,
+    tokens: dict[str, str],
+    check: Callable[[bool, str], None],
+    step: Callable[[str], None],
+) -> None:
+    writer = ledger_pb2_grpc.LedgerServiceStub(open_channel(targets["ledger"], tokens["writer"]))
+    reader = ledger_pb2_grpc.LedgerServiceStub(open_channel(targets["ledger"], tokens["reader"]))
+    policy = policy_pb2_grpc.PolicyServiceStub(open_channel(targets["ledger"], tokens["admin"]))
+    candidates = candidate_pb2_grpc.CandidateServiceStub(
+        open_channel(targets["candidate"], ADMIN_OPERATOR)
+    )
+    admission = admission_pb2_grpc.AdmissionServiceStub(
+        open_channel(targets["admission"], ADMIN_OPERATOR)
+    )
+    worker = execution_pb2_grpc.ExecutionServiceStub(
+        open_channel(targets["ledger"], tokens["worker"])
+    )
+
+    step(f"Run {run_id}: the policy enables the provider-refusal recovery; the run is admitted")
+    seed_held_run(writer, load_fixture("v1_basic"), run_id)
+    current = policy.GetPolicy(policy_pb2.GetPolicyRequest()).policy
+    policy.PutPolicy(
+        policy_pb2.PutPolicyRequest(
+            expected_revision=current.revision,
+            settings=common_pb2.PolicySettings(
+                enabled=True, window_seconds=3600, allow_pre_admission_recovery=True
+            ),
+        )
+    )
+    candidate = candidates.GetInvalidReadContinuityCandidate(
+        candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=run_id)
+    ).candidate
+    request_id = f"{run_id}-request-1"
+    queued = admission.RequestInvalidReadContinuity(
+        admission_pb2.RequestInvalidReadContinuityRequest(
+            run_id=run_id,
+            request_id=request_id,
+            digests=candidate.digests,
+            version=1,
+            valid_for_seconds=1800,
+            acknowledge_no_new_grant=True,
+            acknowledge_original_consumption=True,
+            acknowledge_renewed_same_attempt_lease=True,
+        )
+    ).ticket.execution_request
+    run = reader.GetRun(ledger_pb2.GetRunRequest(run_id=run_id)).run
+
+    def refused_at_provider() -> None:
+        claimed = worker.ClaimExecutionRequest(
+            execution_pb2.ClaimExecutionRequestRequest(
+                execution_request_id=queued.execution_request_id,
+                attempt_id=run.attempt_id,
+                source_revision=run.source_revision,
+                configuration_digest=run.configuration_digest,
+                source_profile=run.source_profile,
+            )
+        ).execution_request
+        head = reader.ReadJournal(
+            ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000)
+        ).entries[-1]
+        writer.AppendJournalEntry(
+            ledger_pb2.AppendJournalEntryRequest(
+                run_id=run_id,
+                expected_head_hash=head.hash,
+                kind=common_pb2.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
+                payload_json=json.dumps(
+                    {
+                        "request_id": request_id,
+                        "execution_request_id": claimed.execution_request_id,
+                        "checkpoint_digest": claimed.checkpoint_digest,
+                        "wire_digest": sha256_digest(WIRE),
+                        "wire_length": len(WIRE),
+                        "model": "demo-model",
+                    }
+                ),
+            )
+        )
+        worker.FailExecutionRequest(
+            execution_pb2.FailExecutionRequestRequest(
+                execution_request_id=claimed.execution_request_id,
+                lease_generation=claimed.lease.generation,
+                reason="provider_rejected_request",
+            )
+        )
+
+    step("A worker claims it; the provider refuses its first request before admitting it")
+    refused_at_provider()
+
+    step("The administrator reviews the rejection with pinned reports and reads the candidate")
+    reports = [
+        writer.PutBlob(ledger_pb2.PutBlobRequest(content=content, media_type="application/json"))
+        for content in (b'{"report":"source-validator"}', b'{"report":"executable-probe"}')
+    ]
+    review = candidate_pb2.ReviewedProviderRejectionV1(
+        provider_epoch="demo-epoch-1",
+        wire_digest=sha256_digest(WIRE),
+        wire_length=len(WIRE),
+        endpoint="https://provider.invalid/v1",
+        principal="forge-demo",
+        model="demo-model",
+        source_revision=run.source_revision,
+        executable_identity="forge-worker@demo",
+        source_validator_report_digest=reports[0].digest,
+        executable_probe_report_digest=reports[1].digest,
+    )
+
+    def read_candidate() -> candidate_pb2.RecoveryCandidate:
+        return candidates.GetRejectedBoundaryCandidate(
+            candidate_pb2.GetRejectedBoundaryCandidateRequest(
+                run_id=run_id, request_id=request_id, reviewed_rejection=review
+            )
+        ).candidate
+
+    recovery = read_candidate()
+    for hold in recovery.holds:
+        print(f"    hold {common_pb2.HoldReason.Name(hold.reason)}: {hold.detail}")
+    check(recovery.eligible, "eligible: the journal retains the reviewed request and its refusal")
+
+    def submit(
+        recovery_id: str, digest: str = recovery.candidate_digest
+    ) -> admission_pb2.RequestRejectedBoundaryRecoveryResponse:
+        response: admission_pb2.RequestRejectedBoundaryRecoveryResponse = (
+            admission.RequestRejectedBoundaryRecovery(
+                admission_pb2.RequestRejectedBoundaryRecoveryRequest(
+                    run_id=run_id,
+                    request_id=request_id,
+                    recovery_id=recovery_id,
+                    candidate_digest=digest,
+                    reviewed_rejection=review,
+                    valid_for_seconds=900,
+                    acknowledge_reviewed_provider_epoch=True,
+                    acknowledge_no_response_or_tool_replay=True,
+                    acknowledge_same_request_and_budgets=True,
+                    acknowledge_finite_ownership_lease=True,
+                )
+            )
+        )
+        return response
+
+    step("The administrator submits the recovery, and the response is lost")
+    submit(f"{run_id}-recovery-1")  # the reply is discarded on purpose
+    print("    (response discarded)")
+
+    step("The administrator reads the saved recovery back")
+    outcome = admission.GetRejectedBoundaryRecovery(
+        admission_pb2.GetRejectedBoundaryRecoveryRequest(run_id=run_id, request_id=request_id)
+    ).outcome
+    requeued = outcome.execution_request
+    check(
+        requeued.execution_request_id == queued.execution_request_id
+        and requeued.state == common_pb2.EXECUTION_REQUEST_STATE_QUEUED
+        and outcome.settlement_sequence > 0,
+        "a refusal settlement is recorded and the same request is queued again",
+    )
+    print(f"    new lease {requeued.lease.seconds}s at generation {requeued.lease.generation}")
+
+    step("An identical resubmit returns the saved recovery; a different action is refused")
+    again = submit(f"{run_id}-recovery-1")
+    check(not again.created and again.outcome == outcome, "idempotent: no second settlement")
+    reason = refused(lambda: submit(f"{run_id}-recovery-2"))
+    check(reason == "RECOVERY_ID_CONFLICT", "another recovery id cannot replace the settlement")
+
+    step("The provider refuses the request a second time")
+    refused_at_provider()
+    second = read_candidate()
+    names = {
+        common_pb2.HoldReason.Name(h.reason).removeprefix("HOLD_REASON_") for h in second.holds
+    }
+    check(not second.eligible and "RECOVERY_SPENT" in names, "a second refusal stays held")
+    reason = refused(lambda: submit(f"{run_id}-recovery-3", second.candidate_digest))
+    check(reason == "RECOVERY_ID_CONFLICT", "no retry loop: the one action is spent")

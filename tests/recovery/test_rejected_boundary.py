@@ -1,0 +1,400 @@
+"""The provider request refused before admission (rejected-boundary recovery) end to end: four
+real services, SQLite and PostgreSQL (part B of the recovery workflows)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import replace
+
+import grpc
+import pytest
+from sqlalchemy import Engine
+
+from forge.continuity.v1 import admission_pb2, candidate_pb2, common_pb2, execution_pb2, ledger_pb2
+from services.demo.seed import seed_held_run
+from shared.canonical import sha256_digest
+from shared.rejected_boundary import ReviewedRejection
+from shared.rejected_boundary_proto import reviewed_rejection_to_proto
+from tests.admission.conftest import Stack, rpc_reason
+from tests.admission.conftest import submission as continuity
+from tests.errors import expect_error
+from tests.recovery.conftest import Authority
+from tests.recovery.test_never_claimed import (
+    ADA,
+    ADA_IDENTITY,
+    FIXTURE,
+    admit,
+    claim,
+    execution,
+    fail_unclaimed,
+    holds,
+    kinds,
+    refused_with_nothing_written,
+)
+from tests.support import row_counts
+
+WIRE = b'{"model":"gpt-test","messages":[{"role":"user","content":"continue"}]}'
+MODEL, ENDPOINT, PRINCIPAL = "gpt-test", "https://provider.invalid/v1", "svc-forge"
+
+
+def head_hash(stack: Stack) -> str:
+    entries = (
+        stack.ledger_stub("reader-token")
+        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id="run-1", page_size=1000))
+        .entries
+    )
+    return entries[-1].hash
+
+
+def append(stack: Stack, kind: int, payload: dict[str, object]) -> None:
+    stack.ledger_stub().AppendJournalEntry(
+        ledger_pb2.AppendJournalEntryRequest(
+            run_id="run-1",
+            expected_head_hash=head_hash(stack),
+            kind=kind,  # type: ignore[arg-type]
+            payload_json=json.dumps(payload),
+        )
+    )
+
+
+def refused_at_provider(stack: Stack, ticket: ledger_pb2.AdmissionTicket) -> None:
+    """A worker claims, sends the first provider request (retained natively), and fails."""
+    claimed = claim(stack, ticket).execution_request
+    append(
+        stack,
+        common_pb2.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
+        {
+            "request_id": "req-1",
+            "execution_request_id": claimed.execution_request_id,
+            "checkpoint_digest": claimed.checkpoint_digest,
+            "wire_digest": sha256_digest(WIRE),
+            "wire_length": len(WIRE),
+            "model": MODEL,
+            "endpoint": ENDPOINT,
+            "principal": PRINCIPAL,
+        },
+    )
+    execution(stack).FailExecutionRequest(
+        execution_pb2.FailExecutionRequestRequest(
+            execution_request_id=claimed.execution_request_id,
+            lease_generation=claimed.lease.generation,
+            reason="provider_rejected_request",
+        )
+    )
+
+
+def review(stack: Stack, **overrides: object) -> ReviewedRejection:
+    writer = stack.ledger_stub()
+    reports = [
+        writer.PutBlob(
+            ledger_pb2.PutBlobRequest(content=content, media_type="application/json")
+        ).digest
+        for content in (b'{"report":"source-validator"}', b'{"report":"executable-probe"}')
+    ]
+    run = stack.ledger_stub("reader-token").GetRun(ledger_pb2.GetRunRequest(run_id="run-1")).run
+    reviewed = ReviewedRejection(
+        provider_epoch="epoch-7",
+        wire_digest=sha256_digest(WIRE),
+        wire_length=len(WIRE),
+        endpoint=ENDPOINT,
+        principal=PRINCIPAL,
+        model=MODEL,
+        source_revision=run.source_revision,
+        executable_identity="forge-worker@sha256:1",
+        source_validator_report_digest=reports[0],
+        executable_probe_report_digest=reports[1],
+        admissions=0,
+        jobs=0,
+        provider_dispatches=0,
+        tool_callbacks=0,
+    )
+    return replace(reviewed, **overrides)  # type: ignore[arg-type]
+
+
+def candidate_of(
+    stack: Stack, reviewed: ReviewedRejection, token: str = ADA
+) -> candidate_pb2.RecoveryCandidate:
+    return (
+        stack.candidates(token)
+        .GetRejectedBoundaryCandidate(
+            candidate_pb2.GetRejectedBoundaryCandidateRequest(
+                run_id="run-1",
+                request_id="req-1",
+                reviewed_rejection=reviewed_rejection_to_proto(reviewed),
+            )
+        )
+        .candidate
+    )
+
+
+def submission(
+    candidate: candidate_pb2.RecoveryCandidate,
+    reviewed: ReviewedRejection,
+    recovery_id: str = "rec-1",
+    **overrides: object,
+) -> admission_pb2.RequestRejectedBoundaryRecoveryRequest:
+    fields: dict[str, object] = {
+        "run_id": "run-1",
+        "request_id": "req-1",
+        "recovery_id": recovery_id,
+        "candidate_digest": candidate.candidate_digest,
+        "reviewed_rejection": reviewed_rejection_to_proto(reviewed),
+        "valid_for_seconds": 900,
+        "acknowledge_reviewed_provider_epoch": True,
+        "acknowledge_no_response_or_tool_replay": True,
+        "acknowledge_same_request_and_budgets": True,
+        "acknowledge_finite_ownership_lease": True,
+    }
+    fields.update(overrides)
+    return admission_pb2.RequestRejectedBoundaryRecoveryRequest(**fields)  # type: ignore[arg-type]
+
+
+def admit_enabled(stack: Stack) -> ledger_pb2.AdmissionTicket:
+    """Admit under a policy that enables the workflow (a claim needs the ticket's revision)."""
+    seed_held_run(stack.ledger_stub(), FIXTURE, "run-1")
+    stack.set_policy(allow_pre_admission_recovery=True)
+    candidate = stack.candidate_of("run-1")
+    assert candidate.eligible, candidate.holds
+    return stack.admissions(ADA).RequestInvalidReadContinuity(continuity(candidate)).ticket
+
+
+def test_recover_read_back_resubmit_and_a_second_refusal_stays_held(
+    stack: Stack, engine: Engine
+) -> None:
+    ticket = admit_enabled(stack)
+    refused_at_provider(stack, ticket)
+    reviewed = review(stack)
+    candidate = candidate_of(stack, reviewed)
+    assert candidate.eligible, candidate.holds
+    assert [a.action for a in candidate.handoff.permitted_next_actions] == [
+        "request_rejected_boundary_recovery"
+    ]
+    counts = row_counts(engine)
+    first = stack.admissions(ADA).RequestRejectedBoundaryRecovery(submission(candidate, reviewed))
+    assert first.created
+    outcome = first.outcome
+    assert outcome.workflow == admission_pb2.RECOVERY_WORKFLOW_REJECTED_BOUNDARY
+    assert outcome.actor == ADA_IDENTITY
+    assert outcome.reviewed_rejection_digest == reviewed.digest
+    requeued = outcome.execution_request
+    # The same request, attempt and checkpoint, queued again under a new finite lease.
+    assert requeued.execution_request_id == ticket.execution_request.execution_request_id
+    assert requeued.attempt_id == ticket.execution_request.attempt_id
+    assert requeued.checkpoint_digest == ticket.execution_request.checkpoint_digest
+    assert requeued.state == common_pb2.EXECUTION_REQUEST_STATE_QUEUED
+    assert requeued.lease.generation == 1 and 0 < requeued.lease.seconds <= 900
+    # Ticket, seal, failed claim and checkpoint preserved; a distinct settlement and receipt.
+    journal = kinds(stack)
+    assert journal[-7:] == [
+        "ownership_claim",
+        "worker_claimed",
+        "model_request_sent",
+        "request_failed",
+        "refusal_settlement",
+        "recovery_witness",
+        "request_event",
+    ]
+    assert outcome.settlement_sequence == len(journal) - 2
+    after = row_counts(engine)
+    assert after["recovery_actions"] == counts["recovery_actions"] + 1
+    assert after["admission_tickets"] == counts["admission_tickets"]
+    assert after["execution_requests"] == counts["execution_requests"]
+    # A lost response: read it back; an identical resubmit writes nothing.
+    read_back = stack.admissions("reader-token").GetRejectedBoundaryRecovery(
+        admission_pb2.GetRejectedBoundaryRecoveryRequest(run_id="run-1", request_id="req-1")
+    )
+    assert read_back.outcome == outcome
+    again = stack.admissions(ADA).RequestRejectedBoundaryRecovery(submission(candidate, reviewed))
+    assert not again.created and again.outcome == outcome
+    assert row_counts(engine) == after
+    # A different action is refused and writes nothing.
+    refused_with_nothing_written(
+        stack,
+        engine,
+        lambda: stack.admissions(ADA).RequestRejectedBoundaryRecovery(
+            submission(candidate, reviewed, "rec-2")
+        ),
+        "RECOVERY_ID_CONFLICT",
+    )
+    # A second failure stays held: the spent action identity refuses a retry loop.
+    refused_at_provider(stack, ticket)
+    second = candidate_of(stack, reviewed)
+    assert not second.eligible
+    assert {"RECOVERY_SPENT", "REFUSAL_NOT_PROVEN"} <= holds(second)
+    refused_with_nothing_written(
+        stack,
+        engine,
+        lambda: stack.admissions(ADA).RequestRejectedBoundaryRecovery(
+            submission(second, reviewed, "rec-3")
+        ),
+        "RECOVERY_ID_CONFLICT",
+    )
+
+
+def test_the_policy_flag_off_holds(stack: Stack, engine: Engine) -> None:
+    ticket = admit(stack)
+    refused_at_provider(stack, ticket)
+    reviewed = review(stack)
+    candidate = candidate_of(stack, reviewed)
+    assert holds(candidate) == {"POLICY_DISABLED"}
+    refused_with_nothing_written(
+        stack,
+        engine,
+        lambda: stack.admissions(ADA).RequestRejectedBoundaryRecovery(
+            submission(candidate, reviewed)
+        ),
+        "CANDIDATE_HELD",
+    )
+
+
+def test_a_never_claimed_failure_is_not_this_workflow(stack: Stack, engine: Engine) -> None:
+    ticket = admit_enabled(stack)
+    fail_unclaimed(stack, ticket)
+    reviewed = review(stack)
+    candidate = candidate_of(stack, reviewed)
+    assert "REFUSAL_NOT_PROVEN" in holds(candidate)
+    refused_with_nothing_written(
+        stack,
+        engine,
+        lambda: stack.admissions(ADA).RequestRejectedBoundaryRecovery(
+            submission(candidate, reviewed)
+        ),
+        "CANDIDATE_HELD",
+    )
+
+
+def test_a_claimed_request_still_running_stays_held(stack: Stack) -> None:
+    ticket = admit_enabled(stack)
+    claim(stack, ticket)
+    candidate = candidate_of(stack, review(stack))
+    assert {"WORKER_CLAIMED", "REFUSAL_NOT_PROVEN"} <= holds(candidate)
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("wire_digest", sha256_digest(b"another request")),
+        ("wire_length", len(WIRE) + 1),
+        ("model", "another-model"),
+        ("source_revision", "another-revision"),
+    ],
+)
+def test_a_review_that_does_not_name_the_retained_request_holds(
+    stack: Stack, engine: Engine, field: str, value: object
+) -> None:
+    ticket = admit_enabled(stack)
+    refused_at_provider(stack, ticket)
+    reviewed = review(stack, **{field: value})
+    candidate = candidate_of(stack, reviewed)
+    # unproven, the worker's claim stays an unresolved residual effect
+    assert holds(candidate) == {"REFUSAL_NOT_PROVEN", "WORKER_CLAIMED"}
+    refused_with_nothing_written(
+        stack,
+        engine,
+        lambda: stack.admissions(ADA).RequestRejectedBoundaryRecovery(
+            submission(candidate, reviewed)
+        ),
+        "CANDIDATE_HELD",
+    )
+
+
+def test_an_intervening_tool_outcome_holds(stack: Stack) -> None:
+    ticket = admit_enabled(stack)
+    claimed = claim(stack, ticket).execution_request
+    append(
+        stack,
+        common_pb2.JOURNAL_ENTRY_KIND_TOOL_OUTCOME,
+        {"call_id": "call-9", "status": "succeeded"},
+    )
+    execution(stack).FailExecutionRequest(
+        execution_pb2.FailExecutionRequestRequest(
+            execution_request_id=claimed.execution_request_id,
+            lease_generation=claimed.lease.generation,
+            reason="provider_rejected_request",
+        )
+    )
+    assert "REFUSAL_NOT_PROVEN" in holds(candidate_of(stack, review(stack)))
+
+
+def test_a_malformed_review_is_refused_field_by_field(stack: Stack, engine: Engine) -> None:
+    ticket = admit_enabled(stack)
+    refused_at_provider(stack, ticket)
+    good = review(stack)
+    candidate = candidate_of(stack, good)
+    for bad in (replace(good, jobs=1), replace(good, wire_digest="not-a-digest")):
+        expect_error(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "REVIEWED_REJECTION_INVALID",
+            lambda bad=bad: candidate_of(stack, bad),  # type: ignore[misc]
+        )
+        before = row_counts(engine), kinds(stack)
+        expect_error(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "REVIEWED_REJECTION_INVALID",
+            lambda bad=bad: stack.admissions(ADA).RequestRejectedBoundaryRecovery(  # type: ignore[misc]
+                submission(candidate, bad)
+            ),
+        )
+        assert (row_counts(engine), kinds(stack)) == before
+    # A review the candidate was not computed from does not match its digest.
+    other = replace(good, executable_identity="forge-worker@sha256:2")
+    refused_with_nothing_written(
+        stack,
+        engine,
+        lambda: stack.admissions(ADA).RequestRejectedBoundaryRecovery(submission(candidate, other)),
+        "CANDIDATE_DIGEST_STALE",
+    )
+
+
+def test_authority_revoked_between_candidate_and_submit(
+    stack: Stack, engine: Engine, authority: Authority
+) -> None:
+    ticket = admit_enabled(stack)
+    refused_at_provider(stack, ticket)
+    reviewed = review(stack)
+    candidate = candidate_of(stack, reviewed)
+    assert candidate.eligible
+    authority.revoke(ADA_IDENTITY, "factory_administrator")
+    error = refused_with_nothing_written(
+        stack,
+        engine,
+        lambda: stack.admissions(ADA).RequestRejectedBoundaryRecovery(
+            submission(candidate, reviewed)
+        ),
+        "RECOVERY_UNRESOLVED",
+    )
+    assert "AUTHORITY_MISSING" in error.metadata["holds"]
+
+
+def test_two_recovery_ids_race_on_one_request_exactly_one_wins(stack: Stack) -> None:
+    ticket = admit_enabled(stack)
+    refused_at_provider(stack, ticket)
+    reviewed = review(stack)
+    candidate = candidate_of(stack, reviewed)
+    results: dict[str, object] = {}
+    barrier = threading.Barrier(2)
+
+    def submit(recovery_id: str) -> None:
+        barrier.wait()
+        try:
+            results[recovery_id] = stack.admissions(ADA).RequestRejectedBoundaryRecovery(
+                submission(candidate, reviewed, recovery_id)
+            )
+        except grpc.RpcError as error:
+            results[recovery_id] = rpc_reason(error)
+
+    threads = [threading.Thread(target=submit, args=(f"rec-{i}",)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    won = [
+        r
+        for r in results.values()
+        if isinstance(r, admission_pb2.RequestRejectedBoundaryRecoveryResponse)
+    ]
+    lost = [r for r in results.values() if isinstance(r, str)]
+    assert len(won) == 1 and won[0].created
+    assert lost == ["RECOVERY_ID_CONFLICT"]
+    assert kinds(stack).count("refusal_settlement") == 1
