@@ -4,6 +4,7 @@ once, under the same request and attempt (the never-claimed failed-request recov
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import grpc
 
@@ -37,6 +38,34 @@ def refused(call: Callable[[], object]) -> str:
     return ""
 
 
+class StoryStubs(NamedTuple):
+    """The stubs a recovery story calls, each under the identity that story step needs."""
+
+    writer: ledger_pb2_grpc.LedgerServiceStub
+    reader: ledger_pb2_grpc.LedgerServiceStub
+    policy: policy_pb2_grpc.PolicyServiceStub
+    candidates: candidate_pb2_grpc.CandidateServiceStub
+    admission: admission_pb2_grpc.AdmissionServiceStub
+    worker: execution_pb2_grpc.ExecutionServiceStub
+
+
+def story_stubs(targets: dict[str, str], tokens: dict[str, str]) -> StoryStubs:
+    """Platform writer, reader, administrator, the administrator-operator and the worker."""
+    ledger = targets["ledger"]
+    return StoryStubs(
+        writer=ledger_pb2_grpc.LedgerServiceStub(open_channel(ledger, tokens["writer"])),
+        reader=ledger_pb2_grpc.LedgerServiceStub(open_channel(ledger, tokens["reader"])),
+        policy=policy_pb2_grpc.PolicyServiceStub(open_channel(ledger, tokens["admin"])),
+        candidates=candidate_pb2_grpc.CandidateServiceStub(
+            open_channel(targets["candidate"], ADMIN_OPERATOR)
+        ),
+        admission=admission_pb2_grpc.AdmissionServiceStub(
+            open_channel(targets["admission"], ADMIN_OPERATOR)
+        ),
+        worker=execution_pb2_grpc.ExecutionServiceStub(open_channel(ledger, tokens["worker"])),
+    )
+
+
 def never_claimed_story(
     targets: dict[str, str],
     run_id: str,
@@ -44,18 +73,7 @@ def never_claimed_story(
     check: Callable[[bool, str], None],
     step: Callable[[str], None],
 ) -> None:
-    writer = ledger_pb2_grpc.LedgerServiceStub(open_channel(targets["ledger"], tokens["writer"]))
-    reader = ledger_pb2_grpc.LedgerServiceStub(open_channel(targets["ledger"], tokens["reader"]))
-    policy = policy_pb2_grpc.PolicyServiceStub(open_channel(targets["ledger"], tokens["admin"]))
-    candidates = candidate_pb2_grpc.CandidateServiceStub(
-        open_channel(targets["candidate"], ADMIN_OPERATOR)
-    )
-    admission = admission_pb2_grpc.AdmissionServiceStub(
-        open_channel(targets["admission"], ADMIN_OPERATOR)
-    )
-    dispatcher = execution_pb2_grpc.ExecutionServiceStub(
-        open_channel(targets["ledger"], tokens["worker"])
-    )
+    writer, reader, policy, candidates, admission, dispatcher = story_stubs(targets, tokens)
 
     step(f"Run {run_id}: admitted by an operator who is also a factory administrator")
     seed_held_run(writer, load_fixture("v1_basic"), run_id)

@@ -9,21 +9,15 @@ from collections.abc import Callable
 
 from forge.continuity.v1 import (
     admission_pb2,
-    admission_pb2_grpc,
     candidate_pb2,
-    candidate_pb2_grpc,
     common_pb2,
     execution_pb2,
-    execution_pb2_grpc,
     ledger_pb2,
-    ledger_pb2_grpc,
     policy_pb2,
-    policy_pb2_grpc,
 )
-from services.demo.recovery_story import ADMIN_OPERATOR, refused
+from services.demo.recovery_story import refused, story_stubs
 from services.demo.seed import load_fixture, seed_held_run
 from shared.canonical import sha256_digest
-from shared.client import open_channel
 
 WIRE = b'{"model":"demo-model","messages":[{"role":"user","content":"continue"}]}'
 
@@ -35,18 +29,7 @@ def refusal_story(
     check: Callable[[bool, str], None],
     step: Callable[[str], None],
 ) -> None:
-    writer = ledger_pb2_grpc.LedgerServiceStub(open_channel(targets["ledger"], tokens["writer"]))
-    reader = ledger_pb2_grpc.LedgerServiceStub(open_channel(targets["ledger"], tokens["reader"]))
-    policy = policy_pb2_grpc.PolicyServiceStub(open_channel(targets["ledger"], tokens["admin"]))
-    candidates = candidate_pb2_grpc.CandidateServiceStub(
-        open_channel(targets["candidate"], ADMIN_OPERATOR)
-    )
-    admission = admission_pb2_grpc.AdmissionServiceStub(
-        open_channel(targets["admission"], ADMIN_OPERATOR)
-    )
-    worker = execution_pb2_grpc.ExecutionServiceStub(
-        open_channel(targets["ledger"], tokens["worker"])
-    )
+    writer, reader, policy, candidates, admission, worker = story_stubs(targets, tokens)
 
     step(f"Run {run_id}: the policy enables the provider-refusal recovery; the run is admitted")
     seed_held_run(writer, load_fixture("v1_basic"), run_id)
