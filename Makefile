@@ -52,8 +52,8 @@ protos: $(STAMP)
 protos-check: $(STAMP)
 	@tmp=$$(mktemp -d) && cp -r $(GEN) $$tmp/before && \
 	  { $(MAKE) --no-print-directory -s protos >$$tmp/log 2>&1 || { cat $$tmp/log; exit 1; }; } && \
-	  if diff -r $$tmp/before $(GEN) >/dev/null; then echo "generated code matches protos/"; rm -rf $$tmp; \
-	  else diff -r $$tmp/before $(GEN) | head -20; echo "generated code drifted from protos/: run 'make protos' and commit"; rm -rf $$tmp; exit 1; fi
+	  if diff -r -x __pycache__ $$tmp/before $(GEN) >/dev/null; then echo "generated code matches protos/"; rm -rf $$tmp; \
+	  else diff -r -x __pycache__ $$tmp/before $(GEN) | head -20; echo "generated code drifted from protos/: run 'make protos' and commit"; rm -rf $$tmp; exit 1; fi
 
 # The gateway's OpenAPI document, generated from the google.api.http annotations.
 openapi: $(STAMP)
