@@ -86,6 +86,8 @@ class ActionFacts:
     original_actor: str
     #: The actor currently holds the authority the workflow needs.
     actor_has_authority: bool
+    #: That authority in words, for the refusal's detail.
+    required_authority: str = "factory administrator"
     #: Other queued or claimed execution requests of the run.
     outstanding: tuple[str, ...] = ()
     #: Journal sequences after the bound request's failure that nothing accounts for.
@@ -170,7 +172,7 @@ def _refusals(facts: ActionFacts) -> list[Refusal]:
                 "AUTHORITY",
                 facts.actor,
                 f"only {facts.original_actor}, the ticket's original operator, with current "
-                "factory administrator authority may act",
+                f"{facts.required_authority} authority may act",
             )
         )
     # dependencies: an outstanding ticket or claim the action would bypass

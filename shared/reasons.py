@@ -87,6 +87,10 @@ _REASONS: tuple[Reason, ...] = (
            "the reviewed provider rejection is incomplete or malformed, or a provider counter "
            "(admissions, jobs, dispatches, tool callbacks) is not 0 (field violations in "
            "BadRequest)"),
+    Reason("CORRECTIVE_PROVIDER_INVALID", _IA, (),
+           "the rejected-boundary recovery's corrective provider configuration is missing or "
+           "malformed, or names the rejected provider epoch again (field violations in "
+           "BadRequest)"),
     Reason("JOURNAL_ENTRY_KIND_UNKNOWN", _IA, ("kind",), "the journal entry kind is not defined"),
     Reason("JOURNAL_ENTRY_KIND_RESERVED", _IA, ("kind",),
            "the journal entry kind is written only by the ledger itself"),
@@ -150,6 +154,14 @@ _REASONS: tuple[Reason, ...] = (
     Reason("RECOVERY_UNRESOLVED", _FP, ("holds", "recovery_id", "request_id", "run_id"),
            "the admissibility check, re-run inside the recovery transaction, leaves the request "
            "unresolved (one PreconditionFailure violation per hold)"),
+    Reason("REVIEWED_REPORT_UNVERIFIED", _FP, ("fields",),
+           "inside the recovery transaction, a reviewed source-validator or executable-probe "
+           "report is not stored intact or does not name the reviewed source revision, "
+           "executable identity and provider epoch (one PreconditionFailure violation each)"),
+    Reason("CORRECTIVE_PROVIDER_UNVERIFIED", _FP, ("fields",),
+           "inside the recovery transaction, the corrective provider configuration document is "
+           "not stored intact or does not name the corrective epoch, the rejected epoch it "
+           "replaces and the model (one PreconditionFailure violation each)"),
     Reason("CANDIDATE_VERSION_MISMATCH", _FP, ("candidate_version",),
            "the candidate proves another version than the one requested"),
     Reason("RECONSTRUCTION_MISMATCH", _FP, ("candidate", "reconstructed"),

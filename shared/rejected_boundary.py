@@ -35,6 +35,8 @@ ALLOWED_BEFORE_FAILURE = frozenset(
 )
 #: Provider facts compared with the retained request whenever the journal retained them.
 RETAINED_FACTS = ("provider_epoch", "endpoint", "principal", "model", "executable_identity")
+#: The roles the original actor must hold now, at the candidate and again at commit.
+REQUIRED_ROLES = frozenset({"factory_administrator", "execution_operator"})
 #: Counters the provider must not have advanced for a refusal before admission.
 ZERO_COUNTERS = ("admissions", "jobs", "provider_dispatches", "tool_callbacks")
 
@@ -183,6 +185,7 @@ def rejected_boundary_facts(
         actor=actor,
         original_actor=history.original_actor,
         actor_has_authority=actor_has_authority,
+        required_authority="factory administrator and execution",
         outstanding=tuple(o for o in outstanding if o != history.execution_request_id),
         uncertain=history.unknown_outcomes,
         known_effects=history.known_effects(),

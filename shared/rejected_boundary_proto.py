@@ -1,10 +1,12 @@
-"""Protobuf translation of ``ReviewedProviderRejectionV1``, shared by the candidate, admission
+"""Protobuf translation of ``ReviewedProviderRejectionV1`` and
+``CorrectiveProviderConfigurationV1``, shared by the candidate, admission
 and ledger servicers so each reads the reviewed rejection the same way."""
 
 from __future__ import annotations
 
 from forge.continuity.v1 import candidate_pb2
 from shared.rejected_boundary import ReviewedRejection
+from shared.rejected_boundary_evidence import CorrectiveProvider
 
 
 def reviewed_rejection(message: candidate_pb2.ReviewedProviderRejectionV1) -> ReviewedRejection:
@@ -45,4 +47,22 @@ def reviewed_rejection_to_proto(
         jobs=review.jobs,
         provider_dispatches=review.provider_dispatches,
         tool_callbacks=review.tool_callbacks,
+    )
+
+
+def corrective_provider(
+    message: candidate_pb2.CorrectiveProviderConfigurationV1,
+) -> CorrectiveProvider:
+    return CorrectiveProvider(
+        provider_epoch=message.provider_epoch,
+        configuration_digest=message.configuration_digest,
+    )
+
+
+def corrective_provider_to_proto(
+    corrective: CorrectiveProvider,
+) -> candidate_pb2.CorrectiveProviderConfigurationV1:
+    return candidate_pb2.CorrectiveProviderConfigurationV1(
+        provider_epoch=corrective.provider_epoch,
+        configuration_digest=corrective.configuration_digest,
     )

@@ -35,7 +35,10 @@ from shared.client import call
 from shared.contract import DIGEST_NAMES, enum_short_name
 from shared.idempotency import StoredAction
 from shared.rejected_boundary import ReviewedRejection
-from shared.rejected_boundary_proto import reviewed_rejection_to_proto
+from shared.rejected_boundary_proto import (
+    corrective_provider_to_proto,
+    reviewed_rejection_to_proto,
+)
 
 
 def _digests(message: common_pb2.ContinuityDigests) -> dict[str, str]:
@@ -240,6 +243,11 @@ class Downstream:
                 workflow=recovery.workflow,
                 reviewed_rejection=(
                     reviewed_rejection_to_proto(recovery.reviewed) if recovery.reviewed else None
+                ),
+                corrective_provider=(
+                    corrective_provider_to_proto(recovery.corrective)
+                    if recovery.corrective
+                    else None
                 ),
             ),
         )

@@ -37,7 +37,7 @@ from shared.auth import ANY_ROLE, Role, current_principal
 from shared.contract import DIGEST_NAMES, RECOVERY_ACKNOWLEDGEMENTS, VERSIONS
 from shared.errors import Unimplemented
 from shared.rejected_boundary import REJECTED_BOUNDARY
-from shared.rejected_boundary_proto import reviewed_rejection
+from shared.rejected_boundary_proto import corrective_provider, reviewed_rejection
 from shared.server import ServiceBinding
 
 SERVICE = admission_pb2.DESCRIPTOR.services_by_name["AdmissionService"]
@@ -195,6 +195,7 @@ def _rejected_boundary_request(
         candidate_digest=request.candidate_digest,
         review=reviewed_rejection(request.reviewed_rejection),
         valid_for_seconds=request.valid_for_seconds,
+        corrective=corrective_provider(request.corrective_provider),
         acknowledgements={
             name: getattr(request, name) for name in RECOVERY_ACKNOWLEDGEMENTS[REJECTED_BOUNDARY]
         },

@@ -214,6 +214,7 @@ def _caller() -> Caller:
         identity=principal.identity,
         has_authority=Role.FACTORY_ADMINISTRATOR in principal.roles,
         recomputing=principal.roles == frozenset({Role.CONTINUITY_SERVICE}),
+        has_execution_authority=Role.EXECUTION_OPERATOR in principal.roles,
     )
 
 

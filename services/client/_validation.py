@@ -14,6 +14,8 @@ from typing import NoReturn
 from forge.continuity.v1 import candidate_pb2, common_pb2
 from shared.contract import DIGEST_NAMES, MAX_WINDOW_SECONDS, SUPPORTED_VERSIONS, VERSIONS
 from shared.errors import FieldViolation, InvalidArgument
+from shared.rejected_boundary_proto import corrective_provider as corrective
+from shared.rejected_boundary_proto import reviewed_rejection as reviewed
 
 #: Metadata of every refusal raised here: nothing was sent.
 ORIGIN = {"origin": "client"}
@@ -147,6 +149,29 @@ def check_reviewed_rejection(reviewed_rejection: object) -> None:
             "reviewed_rejection must be a ReviewedProviderRejectionV1",
             [FieldViolation("reviewed_rejection", "a ReviewedProviderRejectionV1")],
             field="reviewed_rejection",
+        )
+
+
+def check_corrective_provider(
+    corrective_provider: object, reviewed_rejection: candidate_pb2.ReviewedProviderRejectionV1
+) -> None:
+    """The corrective provider configuration, locally as admission judges it: present, well
+    formed, and not the rejected epoch again (the stored document is checked at commit)."""
+    if not isinstance(corrective_provider, candidate_pb2.CorrectiveProviderConfigurationV1):
+        _refuse(
+            "CORRECTIVE_PROVIDER_INVALID",
+            "corrective_provider must be a CorrectiveProviderConfigurationV1",
+            [FieldViolation("corrective_provider", "a CorrectiveProviderConfigurationV1")],
+            field="corrective_provider",
+        )
+    try:
+        corrective(corrective_provider).validate(reviewed(reviewed_rejection))
+    except InvalidArgument as error:
+        _refuse(
+            error.reason,
+            error.message,
+            error.field_violations,
+            field="corrective_provider",
         )
 
 

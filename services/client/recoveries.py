@@ -12,6 +12,7 @@ from services.client._base import ClientBase, invoke
 from services.client._validation import (
     check_identifiers,
     check_recovery,
+    check_corrective_provider,
     check_reviewed_rejection,
     in_contract_order,
 )
@@ -117,8 +118,10 @@ class RejectedBoundaryRecoveryCalls(ClientBase):
         acknowledge_no_response_or_tool_replay: bool,
         acknowledge_same_request_and_budgets: bool,
         acknowledge_finite_ownership_lease: bool,
+        corrective_provider: candidate_pb2.CorrectiveProviderConfigurationV1,
     ) -> admission_pb2.RequestRejectedBoundaryRecoveryResponse:
-        """Submit the reviewed provider-refusal recovery once (RejectedBoundaryRecoveryInputV1)."""
+        """Submit the reviewed provider-refusal recovery once (RejectedBoundaryRecoveryInputV1)
+        under the corrective provider configuration the request is sent under next."""
         workflow = "rejected_boundary"
         digest = check_recovery(
             run_id,
@@ -139,6 +142,7 @@ class RejectedBoundaryRecoveryCalls(ClientBase):
             ),
         )
         check_reviewed_rejection(reviewed_rejection)
+        check_corrective_provider(corrective_provider, reviewed_rejection)
         return invoke(
             self._admission.RequestRejectedBoundaryRecovery,
             admission_pb2.RequestRejectedBoundaryRecoveryRequest(
@@ -148,6 +152,7 @@ class RejectedBoundaryRecoveryCalls(ClientBase):
                 candidate_digest=digest,
                 reviewed_rejection=reviewed_rejection,
                 valid_for_seconds=valid_for_seconds,
+                corrective_provider=corrective_provider,
                 **_acknowledged(workflow),
             ),
         )

@@ -102,9 +102,22 @@ def refusal_story(
     refused_at_provider()
 
     step("The administrator reviews the rejection with pinned reports and reads the candidate")
+    # Each pinned report names the source revision, executable and provider epoch it was made for.
+    made_for = {
+        "source_revision": run.source_revision,
+        "executable_identity": "forge-worker@demo",
+        "provider_epoch": "demo-epoch-1",
+    }
+
+    def stored(document: dict[str, object]) -> str:
+        content = json.dumps(document, sort_keys=True).encode()
+        return writer.PutBlob(
+            ledger_pb2.PutBlobRequest(content=content, media_type="application/json")
+        ).digest
+
     reports = [
-        writer.PutBlob(ledger_pb2.PutBlobRequest(content=content, media_type="application/json"))
-        for content in (b'{"report":"source-validator"}', b'{"report":"executable-probe"}')
+        stored({"kind": kind, **made_for})
+        for kind in ("source_validator_report", "executable_probe_report")
     ]
     review = candidate_pb2.ReviewedProviderRejectionV1(
         provider_epoch="demo-epoch-1",
@@ -115,8 +128,21 @@ def refusal_story(
         model="demo-model",
         source_revision=run.source_revision,
         executable_identity="forge-worker@demo",
-        source_validator_report_digest=reports[0].digest,
-        executable_probe_report_digest=reports[1].digest,
+        source_validator_report_digest=reports[0],
+        executable_probe_report_digest=reports[1],
+    )
+    # The rejected epoch's evidence does not show the provider accepts the request now: the
+    # action names the corrected configuration, stored as a document the ledger checks at commit.
+    corrective = candidate_pb2.CorrectiveProviderConfigurationV1(
+        provider_epoch="demo-epoch-2",
+        configuration_digest=stored(
+            {
+                "kind": "corrective_provider_configuration",
+                "provider_epoch": "demo-epoch-2",
+                "replaces_provider_epoch": "demo-epoch-1",
+                "model": "demo-model",
+            }
+        ),
     )
 
     def read_candidate() -> candidate_pb2.RecoveryCandidate:
@@ -147,6 +173,7 @@ def refusal_story(
                     acknowledge_no_response_or_tool_replay=True,
                     acknowledge_same_request_and_budgets=True,
                     acknowledge_finite_ownership_lease=True,
+                    corrective_provider=corrective,
                 )
             )
         )

@@ -8,7 +8,7 @@ from forge.continuity.v1 import common_pb2, ledger_pb2
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.recoveries import NEVER_CLAIMED
 from services.ledger.transactions.recovery import Recovery, RecoveryInput
-from shared.rejected_boundary_proto import reviewed_rejection
+from shared.rejected_boundary_proto import corrective_provider, reviewed_rejection
 from shared.timeutil import to_timestamp
 
 
@@ -27,6 +27,11 @@ def recovery_input(request: ledger_pb2.CommitInvalidReadRecoveryRequest) -> Reco
         reviewed=(
             reviewed_rejection(request.reviewed_rejection)
             if request.HasField("reviewed_rejection")
+            else None
+        ),
+        corrective=(
+            corrective_provider(request.corrective_provider)
+            if request.HasField("corrective_provider")
             else None
         ),
     )

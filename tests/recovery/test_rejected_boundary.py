@@ -84,24 +84,61 @@ def refused_at_provider(stack: Stack, ticket: ledger_pb2.AdmissionTicket) -> Non
     )
 
 
+def document(fields: dict[str, object]) -> bytes:
+    return json.dumps(fields, sort_keys=True).encode()
+
+
+def store(stack: Stack, fields: dict[str, object]) -> str:
+    """Store a JSON document as a blob; its digest."""
+    content = document(fields)
+    return (
+        stack.ledger_stub()
+        .PutBlob(ledger_pb2.PutBlobRequest(content=content, media_type="application/json"))
+        .digest
+    )
+
+
+EPOCH, EXECUTABLE = "epoch-7", "forge-worker@sha256:1"
+
+
+def report(stack: Stack, kind: str, **overrides: object) -> str:
+    """A stored report made for the reviewed source revision, executable and provider epoch."""
+    run = stack.ledger_stub("reader-token").GetRun(ledger_pb2.GetRunRequest(run_id="run-1")).run
+    facts = {
+        "kind": kind,
+        "source_revision": run.source_revision,
+        "executable_identity": EXECUTABLE,
+        "provider_epoch": EPOCH,
+    }
+    return store(stack, {**facts, **overrides})
+
+
+#: The corrected provider configuration document; ``review`` stores it with the reports.
+CORRECTIVE_FIELDS: dict[str, object] = {
+    "kind": "corrective_provider_configuration",
+    "provider_epoch": "epoch-8",
+    "replaces_provider_epoch": EPOCH,
+    "model": MODEL,
+}
+CORRECTIVE = candidate_pb2.CorrectiveProviderConfigurationV1(
+    provider_epoch="epoch-8", configuration_digest=sha256_digest(document(CORRECTIVE_FIELDS))
+)
+
+
 def review(stack: Stack, **overrides: object) -> ReviewedRejection:
-    writer = stack.ledger_stub()
-    reports = [
-        writer.PutBlob(
-            ledger_pb2.PutBlobRequest(content=content, media_type="application/json")
-        ).digest
-        for content in (b'{"report":"source-validator"}', b'{"report":"executable-probe"}')
-    ]
+    """The administrator's review, its two reports and the corrective configuration stored."""
+    assert store(stack, CORRECTIVE_FIELDS) == CORRECTIVE.configuration_digest
+    reports = [report(stack, kind) for kind in ("source_validator_report", "executable_probe_report")]
     run = stack.ledger_stub("reader-token").GetRun(ledger_pb2.GetRunRequest(run_id="run-1")).run
     reviewed = ReviewedRejection(
-        provider_epoch="epoch-7",
+        provider_epoch=EPOCH,
         wire_digest=sha256_digest(WIRE),
         wire_length=len(WIRE),
         endpoint=ENDPOINT,
         principal=PRINCIPAL,
         model=MODEL,
         source_revision=run.source_revision,
-        executable_identity="forge-worker@sha256:1",
+        executable_identity=EXECUTABLE,
         source_validator_report_digest=reports[0],
         executable_probe_report_digest=reports[1],
         admissions=0,
@@ -145,6 +182,7 @@ def submission(
         "acknowledge_no_response_or_tool_replay": True,
         "acknowledge_same_request_and_budgets": True,
         "acknowledge_finite_ownership_lease": True,
+        "corrective_provider": CORRECTIVE,
     }
     fields.update(overrides)
     return admission_pb2.RequestRejectedBoundaryRecoveryRequest(**fields)  # type: ignore[arg-type]
@@ -347,15 +385,17 @@ def test_a_malformed_review_is_refused_field_by_field(stack: Stack, engine: Engi
     )
 
 
+@pytest.mark.parametrize("role", ["factory_administrator", "execution_operator"])
 def test_authority_revoked_between_candidate_and_submit(
-    stack: Stack, engine: Engine, authority: Authority
+    stack: Stack, engine: Engine, authority: Authority, role: str
 ) -> None:
+    """Factory administrator AND execution authority, asked again inside the commit."""
     ticket = admit_enabled(stack)
     refused_at_provider(stack, ticket)
     reviewed = review(stack)
     candidate = candidate_of(stack, reviewed)
     assert candidate.eligible
-    authority.revoke(ADA_IDENTITY, "factory_administrator")
+    authority.revoke(ADA_IDENTITY, role)
     error = refused_with_nothing_written(
         stack,
         engine,

@@ -25,6 +25,7 @@ from shared.canonical import digest_of
 from shared.contract import RECOVERY_ACKNOWLEDGEMENTS
 from shared.errors import NotFound
 from shared.rejected_boundary import ReviewedRejection
+from shared.rejected_boundary_evidence import CorrectiveProvider
 
 OutcomeT = TypeVar("OutcomeT")
 OutcomeT_co = TypeVar("OutcomeT_co", covariant=True)
@@ -114,6 +115,8 @@ class RecoveryCommit:
     workflow: str = WORKFLOW
     #: Rejected boundary only: the administrator-reviewed rejection.
     reviewed: ReviewedRejection | None = None
+    #: Rejected boundary only: the corrective provider configuration.
+    corrective: CorrectiveProvider | None = None
 
 
 class NeverClaimedPort(Protocol[OutcomeT_co]):

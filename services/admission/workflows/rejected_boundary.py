@@ -1,7 +1,8 @@
 """The provider-refusal-before-admission (rejected-boundary) recovery as a workflow of the submit
 driver (ADR 0007, ADR 0009).
 
-Like the never-claimed recovery: the driver validates, reads back by (run_id, request_id),
+Like the never-claimed recovery: the driver validates (the corrective provider configuration too:
+well formed and not the rejected epoch), reads back by (run_id, request_id),
 replays or refuses by the idempotency rule keyed by ``recovery_id``, recomputes the candidate
 under the same reviewed rejection, compares its one digest and refuses a held candidate; the
 ledger's one transaction runs the admissibility check again and appends the refusal settlement.
@@ -29,6 +30,7 @@ from services.admission.workflows.never_claimed import (
 from shared.canonical import digest_of
 from shared.contract import RECOVERY_ACKNOWLEDGEMENTS
 from shared.rejected_boundary import REJECTED_BOUNDARY, ReviewedRejection
+from shared.rejected_boundary_evidence import CorrectiveProvider
 
 OutcomeT = TypeVar("OutcomeT")
 OutcomeT_co = TypeVar("OutcomeT_co", covariant=True)
@@ -45,6 +47,8 @@ class RejectedBoundaryRequest:
     review: ReviewedRejection
     valid_for_seconds: int
     acknowledgements: Mapping[str, bool]
+    #: The provider configuration or version the request is sent under next.
+    corrective: CorrectiveProvider
 
     @property
     def key(self) -> RecoveryKey:
@@ -72,6 +76,7 @@ class RejectedBoundaryRequest:
                 "reviewed_rejection": asdict(self.review),
                 "valid_for_seconds": self.valid_for_seconds,
                 "acknowledgements": dict(self.acknowledgements),
+                "corrective_provider": asdict(self.corrective),
             }
         )
 
@@ -110,6 +115,8 @@ class RejectedBoundaryRecovery(Generic[OutcomeT]):
         require_window(request.valid_for_seconds)
         require_digests({"candidate_digest": request.candidate_digest})
         request.review.validate()
+        # well formed and not the rejected epoch; the ledger checks the stored document at commit
+        request.corrective.validate(request.review)
 
     def read_back(self, request: RejectedBoundaryRequest) -> Stored[OutcomeT] | None:
         return find_recovery(self._port, request.key)
@@ -135,5 +142,6 @@ class RejectedBoundaryRecovery(Generic[OutcomeT]):
                 valid_for_seconds=request.valid_for_seconds,
                 workflow=REJECTED_BOUNDARY,
                 reviewed=request.review,
+                corrective=request.corrective,
             )
         )

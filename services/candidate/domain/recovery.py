@@ -27,6 +27,7 @@ from shared.rejected_boundary import (
     refusal_problems,
     rejected_boundary_facts,
 )
+from shared.rejected_boundary_evidence import report_problems
 from shared.request_history import (
     NEVER_CLAIMED,
     consumed_from,
@@ -52,8 +53,11 @@ class Caller:
     """Who asks: an administrator (authority judged now) or admission recomputing."""
 
     identity: str
+    #: Current factory administrator authority.
     has_authority: bool
     recomputing: bool = False
+    #: Current execution authority (the rejected boundary needs both).
+    has_execution_authority: bool = False
 
 
 @dataclass(frozen=True)
@@ -185,7 +189,8 @@ def _recovery_candidate(
             outstanding=outstanding,
             workflow_enabled=policy.enabled and policy.allow_pre_admission_recovery,
             actor=actor,
-            actor_has_authority=has_authority,
+            actor_has_authority=has_authority
+            and (caller.recomputing or caller.has_execution_authority),
             consumed=consumed,
         )
     outcome = check(admissibility)
@@ -228,20 +233,16 @@ def _recovery_candidate(
 
 
 def _report_holds(sources: CandidateSources, review: ReviewedRejection) -> list[Hold]:
-    """The review's source-validator and executable-probe reports are pinned: stored intact."""
-    found = []
-    for name in ("source_validator_report_digest", "executable_probe_report_digest"):
-        digest = getattr(review, name)
-        content = sources.blob(digest)
-        if content is None or sha256_digest(content) != digest:
-            found.append(
-                hold(
-                    HoldReason.CLOSURE_INCOMPLETE,
-                    digest,
-                    f"the reviewed rejection's {name.removesuffix('_digest')} is not stored intact",
-                )
-            )
-    return found
+    """The review's source-validator and executable-probe reports are pinned: stored intact and
+    made for the reviewed source revision, executable identity and provider epoch."""
+    return [
+        hold(
+            HoldReason.CLOSURE_INCOMPLETE if problem.missing else HoldReason.REFUSAL_NOT_PROVEN,
+            problem.digest,
+            problem.detail,
+        )
+        for problem in report_problems(review, sources.blob)
+    ]
 
 
 def _checkpoint_holds(

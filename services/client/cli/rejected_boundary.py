@@ -62,6 +62,16 @@ def register(commands: Subcommands) -> None:
         required=True,
         help=f"requested lease window, 1..{MAX_WINDOW_SECONDS}",
     )
+    submit.add_argument(
+        "--corrective-provider-epoch",
+        required=True,
+        help="the provider epoch (configuration or version) the request is sent under next",
+    )
+    submit.add_argument(
+        "--corrective-configuration-digest",
+        required=True,
+        help="digest of the stored corrective provider configuration document",
+    )
     for name in _ACKNOWLEDGEMENTS:
         submit.add_argument("--" + name.replace("_", "-"), action="store_true")
 
@@ -90,6 +100,10 @@ def _submit(client: ContinuityClient, args: argparse.Namespace, output: Output) 
         candidate_digest=args.candidate_digest,
         reviewed_rejection=_review(args.review),
         valid_for_seconds=args.valid_for_seconds,
+        corrective_provider=candidate_pb2.CorrectiveProviderConfigurationV1(
+            provider_epoch=args.corrective_provider_epoch,
+            configuration_digest=args.corrective_configuration_digest,
+        ),
         **{name: bool(getattr(args, name)) for name in _ACKNOWLEDGEMENTS},
     )
     output.emit(submitted, outcome_lines(submitted.outcome, submitted.created))

@@ -2,7 +2,9 @@
 saved recovery back.
 
 One transaction: lock the policy, apply idempotency by recovery_id, re-run the admissibility
-check with the actor's authority re-checked now, then preserve everything, append a recovery
+check with the actor's authority re-checked now (the rejected boundary also re-checks its pinned
+reports and the corrective provider configuration against the stored documents), then preserve
+everything, append a recovery
 witness and a request event, and queue the same execution request with a new finite lease bounded
 exactly as at admission. No attempt, model allowance or command quota is added.
 """
@@ -31,6 +33,7 @@ from services.ledger.domain.recoveries import (
     StoredRecovery,
 )
 from services.ledger.domain.runs import Run, check_identifier
+from services.ledger.repository import blobs as blob_rows
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import recoveries as recovery_rows
@@ -57,9 +60,16 @@ from shared.errors import (
 from shared.idempotency import StoredAction, replay_or_conflict
 from shared.rejected_boundary import (
     ASSERTION_KIND,
+    REQUIRED_ROLES,
     ReviewedRejection,
     refusal_problems,
     rejected_boundary_facts,
+)
+from shared.rejected_boundary_evidence import (
+    CorrectiveProvider,
+    EvidenceProblem,
+    corrective_problems,
+    report_problems,
 )
 from shared.request_history import (
     RequestHistory,
@@ -69,8 +79,11 @@ from shared.request_history import (
 )
 from shared.timeutil import from_text, to_text
 
-#: The role the never-claimed recovery needs, held now by the ticket's original operator.
-RECOVERY_ROLE = "factory_administrator"
+#: The roles each workflow needs, held now by the ticket's original operator.
+RECOVERY_ROLES = {
+    NEVER_CLAIMED: frozenset({"factory_administrator"}),
+    REJECTED_BOUNDARY: REQUIRED_ROLES,
+}
 #: Current roles of an identity; the ledger asks again inside every recovery transaction.
 Authority = Callable[[str], frozenset[str]]
 
@@ -96,6 +109,8 @@ class RecoveryInput:
     workflow: str = NEVER_CLAIMED
     #: Rejected boundary only: the administrator-reviewed rejection.
     reviewed: ReviewedRejection | None = None
+    #: Rejected boundary only: the corrective provider configuration.
+    corrective: CorrectiveProvider | None = None
 
     def validate(self) -> None:
         for name in ("run_id", "request_id", "recovery_id"):
@@ -103,10 +118,14 @@ class RecoveryInput:
         violations: list[FieldViolation] = []
         if self.workflow not in (NEVER_CLAIMED, REJECTED_BOUNDARY):
             violations.append(FieldViolation("workflow", "not a submittable recovery workflow"))
-        if (self.workflow == REJECTED_BOUNDARY) != (self.reviewed is not None):
-            violations.append(
-                FieldViolation("reviewed_rejection", "required by (only) the rejected boundary")
-            )
+        for name in ("reviewed", "corrective"):
+            if (self.workflow == REJECTED_BOUNDARY) != (getattr(self, name) is not None):
+                violations.append(
+                    FieldViolation(
+                        "reviewed_rejection" if name == "reviewed" else "corrective_provider",
+                        "required by (only) the rejected boundary",
+                    )
+                )
         if not self.actor:
             violations.append(FieldViolation("actor", "required"))
         for name in ("request_content_digest", "candidate_digest", "expected_head_hash"):
@@ -126,6 +145,8 @@ class RecoveryInput:
             )
         if self.reviewed is not None:
             self.reviewed.validate()
+            if self.corrective is not None:
+                self.corrective.validate(self.reviewed)
 
 
 @dataclass(frozen=True)
@@ -233,12 +254,16 @@ def _recover(
         and (
             recovery.workflow != REJECTED_BOUNDARY or policy.settings.allow_pre_admission_recovery
         ),
-        actor_has_authority=RECOVERY_ROLE in authority(recovery.actor),
+        actor_has_authority=RECOVERY_ROLES[recovery.workflow] <= authority(recovery.actor),
         consumed=consumed_from(entries, run.spec.command_limit, _deadline_remaining(run, context)),
     )
     outcome = check(facts)
     if isinstance(outcome, Unresolved):
         raise unresolved_refusal(outcome, recovery.run_id, recovery.request_id)
+    # R.4b the rejected boundary's pinned evidence, read now: a report or the corrective
+    # configuration changed or missing since the candidate refuses the action
+    if recovery.reviewed is not None and recovery.corrective is not None:
+        _check_pinned_evidence(connection, recovery.reviewed, recovery.corrective)
     # R.5 the queue cap: the requeued request counts as pending again (no new ticket)
     check_capacity(
         policy,
@@ -285,6 +310,11 @@ def _recover(
             "candidate_digest": recovery.candidate_digest,
             "failed_sequence": _failed_sequence(recovery, history),
             "policy_revision": policy.revision,
+            **(
+                {"corrective_provider": asdict(recovery.corrective)}
+                if recovery.corrective is not None
+                else {}
+            ),
         },
         recovery.actor,
     )
@@ -374,6 +404,38 @@ def _facts(
         actor=recovery.actor,
         actor_has_authority=actor_has_authority,
         consumed=consumed,
+    )
+
+
+def _check_pinned_evidence(
+    connection: Connection, review: ReviewedRejection, corrective: CorrectiveProvider
+) -> None:
+    """FAILED_PRECONDITION REVIEWED_REPORT_UNVERIFIED or CORRECTIVE_PROVIDER_UNVERIFIED when a
+    pinned document is not stored intact or does not match the action now."""
+
+    def content_of(digest: str) -> bytes | None:
+        found = blob_rows.get_blob(connection, digest)
+        return found[0] if found is not None else None
+
+    for reason, problems in (
+        ("REVIEWED_REPORT_UNVERIFIED", report_problems(review, content_of)),
+        ("CORRECTIVE_PROVIDER_UNVERIFIED", corrective_problems(corrective, review, content_of)),
+    ):
+        if problems:
+            raise _evidence_refusal(reason, problems)
+
+
+def _evidence_refusal(reason: str, problems: tuple[EvidenceProblem, ...]) -> FailedPrecondition:
+    return FailedPrecondition(
+        reason,
+        "; ".join(problem.detail for problem in problems),
+        metadata={"fields": ",".join(sorted({problem.field for problem in problems}))},
+        precondition_violations=[
+            PreconditionViolation(
+                "MISSING" if problem.missing else "MISMATCH", problem.digest, problem.detail
+            )
+            for problem in problems
+        ],
     )
 
 

@@ -483,6 +483,7 @@ class RequestRejectedBoundaryRecoveryRequest(_message.Message):
     ACKNOWLEDGE_NO_RESPONSE_OR_TOOL_REPLAY_FIELD_NUMBER: _builtins.int
     ACKNOWLEDGE_SAME_REQUEST_AND_BUDGETS_FIELD_NUMBER: _builtins.int
     ACKNOWLEDGE_FINITE_OWNERSHIP_LEASE_FIELD_NUMBER: _builtins.int
+    CORRECTIVE_PROVIDER_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run."""
     request_id: _builtins.str
@@ -505,6 +506,12 @@ class RequestRejectedBoundaryRecoveryRequest(_message.Message):
     def reviewed_rejection(self) -> _candidate_pb2.ReviewedProviderRejectionV1:
         """The reviewed rejection the candidate was computed from."""
 
+    @_builtins.property
+    def corrective_provider(self) -> _candidate_pb2.CorrectiveProviderConfigurationV1:
+        """The corrective provider configuration the request is sent under next; validated before the
+        action is admitted and again inside the commit transaction, recorded in the witness.
+        """
+
     def __init__(
         self,
         *,
@@ -518,10 +525,11 @@ class RequestRejectedBoundaryRecoveryRequest(_message.Message):
         acknowledge_no_response_or_tool_replay: _builtins.bool = ...,
         acknowledge_same_request_and_budgets: _builtins.bool = ...,
         acknowledge_finite_ownership_lease: _builtins.bool = ...,
+        corrective_provider: _candidate_pb2.CorrectiveProviderConfigurationV1 | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["reviewed_rejection", b"reviewed_rejection"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["corrective_provider", b"corrective_provider", "reviewed_rejection", b"reviewed_rejection"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["acknowledge_finite_ownership_lease", b"acknowledge_finite_ownership_lease", "acknowledge_no_response_or_tool_replay", b"acknowledge_no_response_or_tool_replay", "acknowledge_reviewed_provider_epoch", b"acknowledge_reviewed_provider_epoch", "acknowledge_same_request_and_budgets", b"acknowledge_same_request_and_budgets", "candidate_digest", b"candidate_digest", "recovery_id", b"recovery_id", "request_id", b"request_id", "reviewed_rejection", b"reviewed_rejection", "run_id", b"run_id", "valid_for_seconds", b"valid_for_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acknowledge_finite_ownership_lease", b"acknowledge_finite_ownership_lease", "acknowledge_no_response_or_tool_replay", b"acknowledge_no_response_or_tool_replay", "acknowledge_reviewed_provider_epoch", b"acknowledge_reviewed_provider_epoch", "acknowledge_same_request_and_budgets", b"acknowledge_same_request_and_budgets", "candidate_digest", b"candidate_digest", "corrective_provider", b"corrective_provider", "recovery_id", b"recovery_id", "request_id", b"request_id", "reviewed_rejection", b"reviewed_rejection", "run_id", b"run_id", "valid_for_seconds", b"valid_for_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

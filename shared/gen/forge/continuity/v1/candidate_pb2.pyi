@@ -431,6 +431,38 @@ class ReviewedProviderRejectionV1(_message.Message):
 Global___ReviewedProviderRejectionV1: _TypeAlias = ReviewedProviderRejectionV1  # noqa: Y015
 
 @_typing.final
+class CorrectiveProviderConfigurationV1(_message.Message):
+    """CorrectiveProviderConfigurationV1 names the provider configuration or version the recovered request
+    is sent under next. Evidence for the old rejection does not establish that the current provider
+    accepts the request, so a rejected-boundary recovery names the corrective epoch and pins a stored
+    configuration document (docs/formats.md) that the ledger checks inside its commit transaction.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROVIDER_EPOCH_FIELD_NUMBER: _builtins.int
+    CONFIGURATION_DIGEST_FIELD_NUMBER: _builtins.int
+    provider_epoch: _builtins.str
+    """The corrective provider epoch (configuration or version); must differ from the rejected one."""
+    configuration_digest: _builtins.str
+    """Digest of the stored configuration document naming this epoch, the epoch it replaces and the
+    model.
+    """
+    def __init__(
+        self,
+        *,
+        provider_epoch: _builtins.str = ...,
+        configuration_digest: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["configuration_digest", b"configuration_digest", "provider_epoch", b"provider_epoch"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CorrectiveProviderConfigurationV1: _TypeAlias = CorrectiveProviderConfigurationV1  # noqa: Y015
+
+@_typing.final
 class GetRejectedBoundaryCandidateRequest(_message.Message):
     """GetRejectedBoundaryCandidateRequest carries the reviewed rejection."""
 

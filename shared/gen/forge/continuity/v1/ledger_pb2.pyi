@@ -832,6 +832,7 @@ class CommitInvalidReadRecoveryRequest(_message.Message):
     VALID_FOR_SECONDS_FIELD_NUMBER: _builtins.int
     WORKFLOW_FIELD_NUMBER: _builtins.int
     REVIEWED_REJECTION_FIELD_NUMBER: _builtins.int
+    CORRECTIVE_PROVIDER_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run."""
     request_id: _builtins.str
@@ -856,6 +857,10 @@ class CommitInvalidReadRecoveryRequest(_message.Message):
     def reviewed_rejection(self) -> _candidate_pb2.ReviewedProviderRejectionV1:
         """Rejected boundary: the administrator-reviewed rejection the candidate was computed from."""
 
+    @_builtins.property
+    def corrective_provider(self) -> _candidate_pb2.CorrectiveProviderConfigurationV1:
+        """Rejected boundary: the corrective provider configuration, checked against stored evidence."""
+
     def __init__(
         self,
         *,
@@ -870,10 +875,11 @@ class CommitInvalidReadRecoveryRequest(_message.Message):
         valid_for_seconds: _builtins.int = ...,
         workflow: _builtins.str = ...,
         reviewed_rejection: _candidate_pb2.ReviewedProviderRejectionV1 | None = ...,
+        corrective_provider: _candidate_pb2.CorrectiveProviderConfigurationV1 | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["reviewed_rejection", b"reviewed_rejection"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["corrective_provider", b"corrective_provider", "reviewed_rejection", b"reviewed_rejection"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "candidate_digest", b"candidate_digest", "expected_head_hash", b"expected_head_hash", "policy_revision", b"policy_revision", "recovery_id", b"recovery_id", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "reviewed_rejection", b"reviewed_rejection", "run_id", b"run_id", "valid_for_seconds", b"valid_for_seconds", "workflow", b"workflow"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "candidate_digest", b"candidate_digest", "corrective_provider", b"corrective_provider", "expected_head_hash", b"expected_head_hash", "policy_revision", b"policy_revision", "recovery_id", b"recovery_id", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "reviewed_rejection", b"reviewed_rejection", "run_id", b"run_id", "valid_for_seconds", b"valid_for_seconds", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
