@@ -87,7 +87,7 @@ _REASONS: tuple[Reason, ...] = (
            "the reviewed provider rejection is incomplete or malformed, or a provider counter "
            "(admissions, jobs, dispatches, tool callbacks) is not 0 (field violations in "
            "BadRequest)"),
-    Reason("CORRECTIVE_PROVIDER_INVALID", _IA, (),
+    Reason("CORRECTIVE_PROVIDER_INVALID", _IA, ("field", "origin"),
            "the rejected-boundary recovery's corrective provider configuration is missing or "
            "malformed, or names the rejected provider epoch again (field violations in "
            "BadRequest)"),

@@ -188,6 +188,9 @@ def recovery(method: str, **overrides: Any) -> dict[str, Any]:
         fields["reviewed_rejection"] = candidate_pb2.ReviewedProviderRejectionV1(
             provider_epoch="epoch-1"
         )
+        fields["corrective_provider"] = candidate_pb2.CorrectiveProviderConfigurationV1(
+            provider_epoch="epoch-2", configuration_digest="sha256:" + "f" * 64
+        )
     fields.update(overrides)
     return fields
 
@@ -231,6 +234,12 @@ def test_the_reviewed_rejection_must_be_typed(client: ContinuityClient) -> None:
     )
     assert [v.field for v in error.field_violations] == ["reviewed_rejection"]
     error = refused_locally(
+        client.request_rejected_boundary_recovery,
+        **recovery(method, corrective_provider={"provider_epoch": "epoch-2"}),
+    )
+    assert error.reason == "CORRECTIVE_PROVIDER_INVALID"
+    assert [v.field for v in error.field_violations] == ["corrective_provider"]
+    error = refused_locally(
         client.rejected_boundary_recovery_candidate,
         run_id="run-1",
         request_id="req-1",
@@ -268,3 +277,35 @@ def test_a_well_formed_recovery_is_sent(client: ContinuityClient, method: str) -
                 candidate_digest=candidate_pb2.RecoveryCandidate(candidate_digest="sha256:x"),
             )
         )
+
+
+@pytest.mark.parametrize(
+    ("corrective", "field"),
+    [
+        (
+            {"provider_epoch": "epoch-1", "configuration_digest": "sha256:" + "f" * 64},
+            "corrective_provider.provider_epoch",  # the rejected epoch again
+        ),
+        (
+            {"provider_epoch": "", "configuration_digest": "sha256:" + "f" * 64},
+            "corrective_provider.provider_epoch",
+        ),
+        (
+            {"provider_epoch": "epoch-2", "configuration_digest": "sha256:short"},
+            "corrective_provider.configuration_digest",
+        ),
+    ],
+)
+def test_the_corrective_provider_is_checked_locally(
+    client: ContinuityClient, corrective: dict[str, str], field: str
+) -> None:
+    method = "request_rejected_boundary_recovery"
+    error = refused_locally(
+        client.request_rejected_boundary_recovery,
+        **recovery(
+            method,
+            corrective_provider=candidate_pb2.CorrectiveProviderConfigurationV1(**corrective),
+        ),
+    )
+    assert error.reason == "CORRECTIVE_PROVIDER_INVALID"
+    assert [v.field for v in error.field_violations] == [field]

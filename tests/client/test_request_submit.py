@@ -330,6 +330,9 @@ RECOVERY_CALLS: list[tuple[str, str, dict[str, object]]] = [
             "recovery_id": "rec-1",
             **RECOVERY,
             "reviewed_rejection": REVIEWED,
+            "corrective_provider": candidate_pb2.CorrectiveProviderConfigurationV1(
+                provider_epoch="epoch-2", configuration_digest="sha256:" + "7" * 64
+            ),
             "acknowledge_reviewed_provider_epoch": True,
             "acknowledge_no_response_or_tool_replay": True,
             "acknowledge_same_request_and_budgets": True,

@@ -15,7 +15,12 @@ from shared.rejected_boundary_proto import reviewed_rejection_to_proto
 from tests.admission.conftest import Stack
 from tests.recovery.test_client_and_cli import client
 from tests.recovery.test_never_claimed import ADA, ADA_IDENTITY
-from tests.recovery.test_rejected_boundary import admit_enabled, refused_at_provider, review
+from tests.recovery.test_rejected_boundary import (
+    CORRECTIVE,
+    admit_enabled,
+    refused_at_provider,
+    review,
+)
 
 ACKNOWLEDGED = {
     "acknowledge_reviewed_provider_epoch": True,
@@ -33,14 +38,15 @@ def test_the_client_methods_carry_the_spec_names(stack: Stack) -> None:
         assert candidate.eligible, candidate.holds
         submitted = ada.request_rejected_boundary_recovery(
             "run-1", "req-1", "rec-1", candidate_digest=candidate, reviewed_rejection=reviewed,
-            valid_for_seconds=600, **ACKNOWLEDGED,
+            valid_for_seconds=600, corrective_provider=CORRECTIVE, **ACKNOWLEDGED,
         )  # fmt: skip
         assert submitted.created and submitted.outcome.actor == ADA_IDENTITY
         assert ada.rejected_boundary_recovery("run-1", "req-1") == submitted.outcome
         with pytest.raises(Conflict) as refused:
             ada.request_rejected_boundary_recovery(
                 "run-1", "req-1", "rec-2", candidate_digest=candidate,
-                reviewed_rejection=reviewed, valid_for_seconds=600, **ACKNOWLEDGED,
+                reviewed_rejection=reviewed, valid_for_seconds=600,
+                corrective_provider=CORRECTIVE, **ACKNOWLEDGED,
             )  # fmt: skip
         assert refused.value.reason == "RECOVERY_ID_CONFLICT"
 
@@ -71,6 +77,8 @@ def test_the_cli_reviews_submits_and_shows(
     submit = [
         *("refusal", "submit", "run-1", "req-1", "rec-1", "--review", str(review_file)),
         *("--candidate-digest", candidate["candidate_digest"], "--valid-for-seconds", "600"),
+        *("--corrective-provider-epoch", CORRECTIVE.provider_epoch),
+        *("--corrective-configuration-digest", CORRECTIVE.configuration_digest),
     ]
     assert cli(*submit)[0] == 1  # no acknowledgement: refused locally, nothing sent
     flags = ["--" + name.replace("_", "-") for name in ACKNOWLEDGED]
