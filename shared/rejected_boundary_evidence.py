@@ -97,7 +97,9 @@ def _document(content_of: ContentOf, digest: str) -> dict[str, object] | None:
     return document if isinstance(document, dict) else {}
 
 
-def report_problems(review: ReviewedRejection, content_of: ContentOf) -> tuple[EvidenceProblem, ...]:
+def report_problems(
+    review: ReviewedRejection, content_of: ContentOf
+) -> tuple[EvidenceProblem, ...]:
     """Every reason the review's two reports are not stored intact or do not match it."""
     problems: list[EvidenceProblem] = []
     for field, kind in REPORTS.items():

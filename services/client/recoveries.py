@@ -10,9 +10,9 @@ from __future__ import annotations
 from forge.continuity.v1 import admission_pb2, candidate_pb2
 from services.client._base import ClientBase, invoke
 from services.client._validation import (
+    check_corrective_provider,
     check_identifiers,
     check_recovery,
-    check_corrective_provider,
     check_reviewed_rejection,
     in_contract_order,
 )

@@ -13,6 +13,7 @@ from forge.continuity.v1 import (
     common_pb2,
     execution_pb2,
     ledger_pb2,
+    ledger_pb2_grpc,
     policy_pb2,
 )
 from services.demo.recovery_story import refused, story_stubs
@@ -102,48 +103,7 @@ def refusal_story(
     refused_at_provider()
 
     step("The administrator reviews the rejection with pinned reports and reads the candidate")
-    # Each pinned report names the source revision, executable and provider epoch it was made for.
-    made_for = {
-        "source_revision": run.source_revision,
-        "executable_identity": "forge-worker@demo",
-        "provider_epoch": "demo-epoch-1",
-    }
-
-    def stored(document: dict[str, object]) -> str:
-        content = json.dumps(document, sort_keys=True).encode()
-        return writer.PutBlob(
-            ledger_pb2.PutBlobRequest(content=content, media_type="application/json")
-        ).digest
-
-    reports = [
-        stored({"kind": kind, **made_for})
-        for kind in ("source_validator_report", "executable_probe_report")
-    ]
-    review = candidate_pb2.ReviewedProviderRejectionV1(
-        provider_epoch="demo-epoch-1",
-        wire_digest=sha256_digest(WIRE),
-        wire_length=len(WIRE),
-        endpoint="https://provider.invalid/v1",
-        principal="forge-demo",
-        model="demo-model",
-        source_revision=run.source_revision,
-        executable_identity="forge-worker@demo",
-        source_validator_report_digest=reports[0],
-        executable_probe_report_digest=reports[1],
-    )
-    # The rejected epoch's evidence does not show the provider accepts the request now: the
-    # action names the corrected configuration, stored as a document the ledger checks at commit.
-    corrective = candidate_pb2.CorrectiveProviderConfigurationV1(
-        provider_epoch="demo-epoch-2",
-        configuration_digest=stored(
-            {
-                "kind": "corrective_provider_configuration",
-                "provider_epoch": "demo-epoch-2",
-                "replaces_provider_epoch": "demo-epoch-1",
-                "model": "demo-model",
-            }
-        ),
-    )
+    review, corrective = _pinned_evidence(writer, run.source_revision)
 
     def read_candidate() -> candidate_pb2.RecoveryCandidate:
         return candidates.GetRejectedBoundaryCandidate(
@@ -158,7 +118,9 @@ def refusal_story(
     check(recovery.eligible, "eligible: the journal retains the reviewed request and its refusal")
 
     def submit(
-        recovery_id: str, digest: str = recovery.candidate_digest
+        recovery_id: str,
+        digest: str = recovery.candidate_digest,
+        corrective: candidate_pb2.CorrectiveProviderConfigurationV1 = corrective,
     ) -> admission_pb2.RequestRejectedBoundaryRecoveryResponse:
         response: admission_pb2.RequestRejectedBoundaryRecoveryResponse = (
             admission.RequestRejectedBoundaryRecovery(
@@ -178,6 +140,14 @@ def refusal_story(
             )
         )
         return response
+
+    step("Submitting under the rejected provider epoch again is refused: it names no correction")
+    unchanged = candidate_pb2.CorrectiveProviderConfigurationV1(
+        provider_epoch=review.provider_epoch,
+        configuration_digest=corrective.configuration_digest,
+    )
+    reason = refused(lambda: submit(f"{run_id}-recovery-1", corrective=unchanged))
+    check(reason == "CORRECTIVE_PROVIDER_INVALID", "the corrective configuration must differ")
 
     step("The administrator submits the recovery, and the response is lost")
     submit(f"{run_id}-recovery-1")  # the reply is discarded on purpose
@@ -211,3 +181,55 @@ def refusal_story(
     check(not second.eligible and "RECOVERY_SPENT" in names, "a second refusal stays held")
     reason = refused(lambda: submit(f"{run_id}-recovery-3", second.candidate_digest))
     check(reason == "RECOVERY_ID_CONFLICT", "no retry loop: the one action is spent")
+
+
+def _pinned_evidence(
+    writer: ledger_pb2_grpc.LedgerServiceStub, source_revision: str
+) -> tuple[
+    candidate_pb2.ReviewedProviderRejectionV1, candidate_pb2.CorrectiveProviderConfigurationV1
+]:
+    """The administrator's review with its two stored reports, and the corrective provider
+    configuration the action names."""
+    # Each pinned report names the source revision, executable and provider epoch it was made for.
+    made_for = {
+        "source_revision": source_revision,
+        "executable_identity": "forge-worker@demo",
+        "provider_epoch": "demo-epoch-1",
+    }
+
+    def stored(document: dict[str, object]) -> str:
+        content = json.dumps(document, sort_keys=True).encode()
+        return writer.PutBlob(
+            ledger_pb2.PutBlobRequest(content=content, media_type="application/json")
+        ).digest
+
+    reports = [
+        stored({"kind": kind, **made_for})
+        for kind in ("source_validator_report", "executable_probe_report")
+    ]
+    review = candidate_pb2.ReviewedProviderRejectionV1(
+        provider_epoch="demo-epoch-1",
+        wire_digest=sha256_digest(WIRE),
+        wire_length=len(WIRE),
+        endpoint="https://provider.invalid/v1",
+        principal="forge-demo",
+        model="demo-model",
+        source_revision=source_revision,
+        executable_identity="forge-worker@demo",
+        source_validator_report_digest=reports[0],
+        executable_probe_report_digest=reports[1],
+    )
+    # The rejected epoch's evidence does not show the provider accepts the request now: the
+    # action names the corrected configuration, stored as a document the ledger checks at commit.
+    corrective = candidate_pb2.CorrectiveProviderConfigurationV1(
+        provider_epoch="demo-epoch-2",
+        configuration_digest=stored(
+            {
+                "kind": "corrective_provider_configuration",
+                "provider_epoch": "demo-epoch-2",
+                "replaces_provider_epoch": "demo-epoch-1",
+                "model": "demo-model",
+            }
+        ),
+    )
+    return review, corrective

@@ -221,12 +221,19 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
             # acknowledged and reviewed, but no corrective provider configuration
             lambda: refusing.RequestRejectedBoundaryRecovery(
                 admission_pb2.RequestRejectedBoundaryRecoveryRequest(
-                    run_id="run-1", request_id="req-1", recovery_id="rec-1",
-                    candidate_digest="sha256:" + "1" * 64, valid_for_seconds=600,
+                    run_id="run-1",
+                    request_id="req-1",
+                    recovery_id="rec-1",
+                    candidate_digest="sha256:" + "1" * 64,
+                    valid_for_seconds=600,
                     reviewed_rejection=candidate_pb2.ReviewedProviderRejectionV1(
-                        provider_epoch="epoch-1", wire_digest="sha256:" + "2" * 64,
-                        wire_length=10, endpoint="https://provider.invalid/v1",
-                        principal="svc", model="m", source_revision="rev",
+                        provider_epoch="epoch-1",
+                        wire_digest="sha256:" + "2" * 64,
+                        wire_length=10,
+                        endpoint="https://provider.invalid/v1",
+                        principal="svc",
+                        model="m",
+                        source_revision="rev",
                         executable_identity="exe",
                         source_validator_report_digest="sha256:" + "3" * 64,
                         executable_probe_report_digest="sha256:" + "4" * 64,
@@ -236,7 +243,7 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
                     acknowledge_same_request_and_budgets=True,
                     acknowledge_finite_ownership_lease=True,
                 )
-            ),  # fmt: skip
+            ),
             (400, "CORRECTIVE_PROVIDER_INVALID"),
         ),
         (

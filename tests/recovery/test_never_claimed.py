@@ -127,8 +127,10 @@ def refused_with_nothing_written(
         execution_pb2.ListExecutionRequestsRequest(run_id="run-1")
     )
     code = {"RECOVERY_ID_CONFLICT": AE, "RECOVERY_ID_OWNED_BY_ANOTHER_IDENTITY": AE}.get(
-        reason, IA if reason in ("ACKNOWLEDGEMENT_REQUIRED", "FIELD_INVALID", "CORRECTIVE_PROVIDER_INVALID")
-        else FP
+        reason,
+        IA
+        if reason in ("ACKNOWLEDGEMENT_REQUIRED", "FIELD_INVALID", "CORRECTIVE_PROVIDER_INVALID")
+        else FP,
     )
     error = expect_error(code, reason, call)
     assert (row_counts(engine), kinds(stack)) == before

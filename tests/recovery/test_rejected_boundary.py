@@ -128,7 +128,9 @@ CORRECTIVE = candidate_pb2.CorrectiveProviderConfigurationV1(
 def review(stack: Stack, **overrides: object) -> ReviewedRejection:
     """The administrator's review, its two reports and the corrective configuration stored."""
     assert store(stack, CORRECTIVE_FIELDS) == CORRECTIVE.configuration_digest
-    reports = [report(stack, kind) for kind in ("source_validator_report", "executable_probe_report")]
+    reports = [
+        report(stack, kind) for kind in ("source_validator_report", "executable_probe_report")
+    ]
     run = stack.ledger_stub("reader-token").GetRun(ledger_pb2.GetRunRequest(run_id="run-1")).run
     reviewed = ReviewedRejection(
         provider_epoch=EPOCH,

@@ -195,9 +195,7 @@ def test_evidence_missing_or_changed_at_commit_refuses_and_writes_nothing(
 ) -> None:
     reviewed, candidate = reviewed_and_candidate(stack)
     assert candidate.eligible, candidate.holds
-    digest = (
-        CORRECTIVE.configuration_digest if field == "corrective" else getattr(reviewed, field)
-    )
+    digest = CORRECTIVE.configuration_digest if field == "corrective" else getattr(reviewed, field)
     with engine.begin() as connection:
         if tamper == "delete":
             connection.execute(text("DELETE FROM blobs WHERE digest = :d"), {"d": digest})
@@ -208,7 +206,9 @@ def test_evidence_missing_or_changed_at_commit_refuses_and_writes_nothing(
             )
     before = row_counts(engine), kinds(stack)
     error = expect_error(
-        grpc.StatusCode.FAILED_PRECONDITION, reason, lambda: commit_in_ledger(stack, candidate, reviewed)
+        grpc.StatusCode.FAILED_PRECONDITION,
+        reason,
+        lambda: commit_in_ledger(stack, candidate, reviewed),
     )
     assert (row_counts(engine), kinds(stack)) == before
     assert error.metadata["fields"] == (

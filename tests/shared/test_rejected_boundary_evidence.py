@@ -11,7 +11,7 @@ import pytest
 from shared.admissibility import Consumed, Unresolved, check
 from shared.canonical import sha256_digest
 from shared.errors import InvalidArgument
-from shared.rejected_boundary import REQUIRED_ROLES, rejected_boundary_facts
+from shared.rejected_boundary import REQUIRED_ROLES, ReviewedRejection, rejected_boundary_facts
 from shared.rejected_boundary_evidence import (
     CorrectiveProvider,
     corrective_problems,
@@ -20,7 +20,11 @@ from shared.rejected_boundary_evidence import (
 from shared.request_history import request_history
 from tests.shared.test_rejected_boundary import CLAIMED, FAILED, REVIEW, SENT, SETTLED, rows
 
-FACTS = {"source_revision": REVIEW.source_revision, "executable_identity": "x", "provider_epoch": "e"}
+FACTS = {
+    "source_revision": REVIEW.source_revision,
+    "executable_identity": "x",
+    "provider_epoch": "e",
+}
 
 
 def stored(*documents: dict[str, object]) -> tuple[dict[str, bytes], list[str]]:
@@ -33,7 +37,7 @@ def stored(*documents: dict[str, object]) -> tuple[dict[str, bytes], list[str]]:
 
 def with_reports(
     validator: dict[str, object], probe: dict[str, object]
-) -> tuple[dict[str, bytes], object]:
+) -> tuple[dict[str, bytes], ReviewedRejection]:
     blobs, digests = stored(validator, probe)
     review = replace(
         REVIEW,
@@ -49,14 +53,16 @@ def test_matching_reports_have_no_problem() -> None:
     blobs, review = with_reports(
         {"kind": "source_validator_report", **FACTS}, {"kind": "executable_probe_report", **FACTS}
     )
-    assert report_problems(review, blobs.get) == ()  # type: ignore[arg-type]
+    assert report_problems(review, blobs.get) == ()
 
 
-@pytest.mark.parametrize("fact", ["kind", "source_revision", "executable_identity", "provider_epoch"])
+@pytest.mark.parametrize(
+    "fact", ["kind", "source_revision", "executable_identity", "provider_epoch"]
+)
 def test_a_report_made_for_something_else_is_a_problem(fact: str) -> None:
     probe = {"kind": "executable_probe_report", **FACTS, fact: "other"}
     blobs, review = with_reports({"kind": "source_validator_report", **FACTS}, probe)
-    problems = report_problems(review, blobs.get)  # type: ignore[arg-type]
+    problems = report_problems(review, blobs.get)
     assert [(p.field, p.missing) for p in problems] == [("executable_probe_report_digest", False)]
 
 
@@ -65,9 +71,9 @@ def test_a_report_not_stored_intact_is_missing() -> None:
         {"kind": "source_validator_report", **FACTS}, {"kind": "executable_probe_report", **FACTS}
     )
     tampered = {d: (b"{}" if "probe" not in c.decode() else c) for d, c in blobs.items()}
-    problems = report_problems(review, tampered.get)  # type: ignore[arg-type]
+    problems = report_problems(review, tampered.get)
     assert [(p.field, p.missing) for p in problems] == [("source_validator_report_digest", True)]
-    assert [p.missing for p in report_problems(review, {}.get)] == [True, True]  # type: ignore[arg-type]
+    assert [p.missing for p in report_problems(review, {}.get)] == [True, True]
 
 
 CONFIGURATION = {
@@ -104,7 +110,7 @@ def test_a_malformed_corrective_configuration_is_invalid(corrective: CorrectiveP
 
 
 def test_the_workflow_needs_administrator_and_execution_authority() -> None:
-    assert REQUIRED_ROLES == {"factory_administrator", "execution_operator"}
+    assert {"factory_administrator", "execution_operator"} == REQUIRED_ROLES
     history = request_history(rows(*SETTLED, CLAIMED, SENT, FAILED), "req-1")
     facts = rejected_boundary_facts(
         history,
