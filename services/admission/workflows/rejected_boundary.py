@@ -65,7 +65,8 @@ class RejectedBoundaryRequest:
     @property
     def content_digest(self) -> str:
         """What makes two submissions identical (the identity is compared separately). Stored
-        recoveries carry it: its shape must never change."""
+        recoveries carry it: its shape must never change. (``corrective_provider`` joined it with
+        the field itself; a submission without one is refused before any comparison.)"""
         return digest_of(
             {
                 "workflow": REJECTED_BOUNDARY,
