@@ -69,6 +69,25 @@ def test_the_witness_records_the_corrective_configuration(stack: Stack) -> None:
     }
 
 
+def test_the_same_recovery_id_under_another_correction_is_a_conflict(
+    stack: Stack, engine: Engine
+) -> None:
+    reviewed, candidate = reviewed_and_candidate(stack)
+    first = submit(stack, candidate, reviewed)
+    assert first.created
+    other = candidate_pb2.CorrectiveProviderConfigurationV1(
+        provider_epoch="epoch-9",
+        configuration_digest=store(stack, {**CORRECTIVE_FIELDS, "provider_epoch": "epoch-9"}),
+    )
+    nothing_written(
+        stack,
+        engine,
+        lambda: submit(stack, candidate, reviewed, corrective_provider=other),
+        "RECOVERY_ID_CONFLICT",
+    )
+    assert submit(stack, candidate, reviewed).outcome == first.outcome
+
+
 @pytest.mark.parametrize(
     "corrective",
     [
