@@ -48,6 +48,7 @@ from .model import (
     HoldReason,
     JournalHead,
     KnownEffect,
+    PendingReproduction,
     PermittedAction,
     PolicyRecord,
     Proof,
