@@ -1,6 +1,10 @@
 """`make demo`, part three: the first provider request of an admitted continuation is refused
 before the provider admitted it; an administrator-reviewed rejection recovers it once, and a
-second refusal stays held (the rejected-boundary recovery)."""
+second refusal stays held (the rejected-boundary recovery).
+
+The worker is simulated, its request is not: it resumes the ticket's derived checkpoint through
+the real pinned SDK against a loopback provider that refuses with HTTP 400, and retains what that
+provider received. Forge's sealed reproduction must give the very same bytes."""
 
 from __future__ import annotations
 
@@ -15,11 +19,11 @@ from forge.continuity.v1 import (
     ledger_pb2,
     policy_pb2,
 )
+from services.demo.provider import RefusingProvider, SentRequest, send_refused
 from services.demo.recovery_story import refused, story_stubs
 from services.demo.seed import load_fixture, seed_held_run
-from shared.canonical import sha256_digest
 
-WIRE = b'{"model":"demo-model","messages":[{"role":"user","content":"continue"}]}'
+PRINCIPAL = "forge-demo"
 
 
 def refusal_story(
@@ -60,7 +64,7 @@ def refusal_story(
     ).ticket.execution_request
     run = reader.GetRun(ledger_pb2.GetRunRequest(run_id=run_id)).run
 
-    def refused_at_provider() -> None:
+    def refused_at_provider(provider: RefusingProvider) -> SentRequest:
         claimed = worker.ClaimExecutionRequest(
             execution_pb2.ClaimExecutionRequestRequest(
                 execution_request_id=queued.execution_request_id,
@@ -70,6 +74,8 @@ def refusal_story(
                 source_profile=run.source_profile,
             )
         ).execution_request
+        derived = reader.GetBlob(ledger_pb2.GetBlobRequest(digest=claimed.checkpoint_digest))
+        sent = send_refused(derived.content, provider)
         head = reader.ReadJournal(
             ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000)
         ).entries[-1]
@@ -79,14 +85,7 @@ def refusal_story(
                 expected_head_hash=head.hash,
                 kind=common_pb2.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
                 payload_json=json.dumps(
-                    {
-                        "request_id": request_id,
-                        "execution_request_id": claimed.execution_request_id,
-                        "checkpoint_digest": claimed.checkpoint_digest,
-                        "wire_digest": sha256_digest(WIRE),
-                        "wire_length": len(WIRE),
-                        "model": "demo-model",
-                    }
+                    sent.model_request_sent(request_id, claimed.execution_request_id, PRINCIPAL)
                 ),
             )
         )
@@ -97,9 +96,12 @@ def refusal_story(
                 reason="provider_rejected_request",
             )
         )
+        return sent
 
     step("A worker claims it; the provider refuses its first request before admitting it")
-    refused_at_provider()
+    provider = RefusingProvider()  # a daemon thread: it cannot keep a failed demo alive
+    sent = refused_at_provider(provider)
+    print(f"    the provider refused {sent.request.wire_length} bytes at {sent.endpoint}")
 
     step("The administrator reviews the rejection with pinned reports and reads the candidate")
     reports = [
@@ -108,11 +110,11 @@ def refusal_story(
     ]
     review = candidate_pb2.ReviewedProviderRejectionV1(
         provider_epoch="demo-epoch-1",
-        wire_digest=sha256_digest(WIRE),
-        wire_length=len(WIRE),
-        endpoint="https://provider.invalid/v1",
-        principal="forge-demo",
-        model="demo-model",
+        wire_digest=sent.request.wire_digest,
+        wire_length=sent.request.wire_length,
+        endpoint=sent.endpoint,
+        principal=PRINCIPAL,
+        model=sent.request.model,
         source_revision=run.source_revision,
         executable_identity="forge-worker@demo",
         source_validator_report_digest=reports[0].digest,
@@ -129,7 +131,10 @@ def refusal_story(
     recovery = read_candidate()
     for hold in recovery.holds:
         print(f"    hold {common_pb2.HoldReason.Name(hold.reason)}: {hold.detail}")
-    check(recovery.eligible, "eligible: the journal retains the reviewed request and its refusal")
+    check(
+        recovery.eligible,
+        "eligible: the sealed reproduction gives the bytes the provider refused, as retained",
+    )
 
     def submit(
         recovery_id: str, digest: str = recovery.candidate_digest
@@ -176,7 +181,10 @@ def refusal_story(
     check(reason == "RECOVERY_ID_CONFLICT", "another recovery id cannot replace the settlement")
 
     step("The provider refuses the request a second time")
-    refused_at_provider()
+    try:
+        refused_at_provider(provider)
+    finally:
+        provider.close()
     second = read_candidate()
     names = {
         common_pb2.HoldReason.Name(h.reason).removeprefix("HOLD_REASON_") for h in second.holds
