@@ -1,4 +1,4 @@
-"""The demo's worker sending a continuation's first provider request, and a provider that refuses it.
+"""The demo's worker sending a continuation's first provider request; a provider refusing it.
 
 ``RefusingProvider`` is a loopback HTTP server that answers every request with HTTP 400 (a
 validation refusal: no job, no dispatch) and keeps the exact bytes it received. ``send_refused``
@@ -43,7 +43,7 @@ class RefusingProvider:
         received = self.received
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - the http.server hook name
+            def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", "0"))
                 received.append(("POST", self.path, self.rfile.read(length)))
                 self.send_response(400)

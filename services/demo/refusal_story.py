@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 from forge.continuity.v1 import (
     admission_pb2,
@@ -34,6 +35,7 @@ def refusal_story(
     step: Callable[[str], None],
 ) -> None:
     writer, reader, policy, candidates, admission, worker = story_stubs(targets, tokens)
+    stubs = (writer, reader, worker)
 
     step(f"Run {run_id}: the policy enables the provider-refusal recovery; the run is admitted")
     seed_held_run(writer, load_fixture("v1_basic"), run_id)
@@ -65,38 +67,7 @@ def refusal_story(
     run = reader.GetRun(ledger_pb2.GetRunRequest(run_id=run_id)).run
 
     def refused_at_provider(provider: RefusingProvider) -> SentRequest:
-        claimed = worker.ClaimExecutionRequest(
-            execution_pb2.ClaimExecutionRequestRequest(
-                execution_request_id=queued.execution_request_id,
-                attempt_id=run.attempt_id,
-                source_revision=run.source_revision,
-                configuration_digest=run.configuration_digest,
-                source_profile=run.source_profile,
-            )
-        ).execution_request
-        derived = reader.GetBlob(ledger_pb2.GetBlobRequest(digest=claimed.checkpoint_digest))
-        sent = send_refused(derived.content, provider)
-        head = reader.ReadJournal(
-            ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000)
-        ).entries[-1]
-        writer.AppendJournalEntry(
-            ledger_pb2.AppendJournalEntryRequest(
-                run_id=run_id,
-                expected_head_hash=head.hash,
-                kind=common_pb2.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
-                payload_json=json.dumps(
-                    sent.model_request_sent(request_id, claimed.execution_request_id, PRINCIPAL)
-                ),
-            )
-        )
-        worker.FailExecutionRequest(
-            execution_pb2.FailExecutionRequestRequest(
-                execution_request_id=claimed.execution_request_id,
-                lease_generation=claimed.lease.generation,
-                reason="provider_rejected_request",
-            )
-        )
-        return sent
+        return _worker_refused(stubs, queued, run, request_id, provider)
 
     step("A worker claims it; the provider refuses its first request before admitting it")
     provider = RefusingProvider()  # a daemon thread: it cannot keep a failed demo alive
@@ -192,3 +163,48 @@ def refusal_story(
     check(not second.eligible and "RECOVERY_SPENT" in names, "a second refusal stays held")
     reason = refused(lambda: submit(f"{run_id}-recovery-3", second.candidate_digest))
     check(reason == "RECOVERY_ID_CONFLICT", "no retry loop: the one action is spent")
+
+
+def _worker_refused(
+    stubs: tuple[Any, ...],
+    queued: common_pb2.ExecutionRequest,
+    run: ledger_pb2.Run,
+    request_id: str,
+    provider: RefusingProvider,
+) -> SentRequest:
+    """The simulated worker: claim, send the pending request through the real SDK to the
+    refusing provider, retain what it received, and record the failure."""
+    writer, reader, worker = stubs
+    run_id = run.run_id
+    claimed = worker.ClaimExecutionRequest(
+        execution_pb2.ClaimExecutionRequestRequest(
+            execution_request_id=queued.execution_request_id,
+            attempt_id=run.attempt_id,
+            source_revision=run.source_revision,
+            configuration_digest=run.configuration_digest,
+            source_profile=run.source_profile,
+        )
+    ).execution_request
+    derived = reader.GetBlob(ledger_pb2.GetBlobRequest(digest=claimed.checkpoint_digest))
+    sent = send_refused(derived.content, provider)
+    head = reader.ReadJournal(ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000)).entries[
+        -1
+    ]
+    writer.AppendJournalEntry(
+        ledger_pb2.AppendJournalEntryRequest(
+            run_id=run_id,
+            expected_head_hash=head.hash,
+            kind=common_pb2.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
+            payload_json=json.dumps(
+                sent.model_request_sent(request_id, claimed.execution_request_id, PRINCIPAL)
+            ),
+        )
+    )
+    worker.FailExecutionRequest(
+        execution_pb2.FailExecutionRequestRequest(
+            execution_request_id=claimed.execution_request_id,
+            lease_generation=claimed.lease.generation,
+            reason="provider_rejected_request",
+        )
+    )
+    return sent

@@ -83,6 +83,7 @@ __all__ = [
     "HoldReason",
     "JournalHead",
     "KnownEffect",
+    "PendingReproduction",
     "PermittedAction",
     "PolicyRecord",
     "Proof",

@@ -1,5 +1,6 @@
 """What the candidate reads, as an interface: the ledger (run, journal, policy, execution
-requests, blobs) and reconstruction (analysis, derived checkpoint, reproduced pending request). Every method is a read.
+requests, blobs) and reconstruction (analysis, derived checkpoint, reproduced pending request).
+Every method is a read.
 
 Implementations raise ``shared.errors.DomainError`` subclasses for refusals, so the domain never
 sees a transport type: a missing run is ``NotFound`` (RUN_NOT_FOUND); a refused analysis or

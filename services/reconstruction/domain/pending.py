@@ -179,16 +179,17 @@ async def send_pending(record: DerivedRecord, model: Model) -> Sent:
     """Resume ``record`` with ``model`` through the installed worker; every callback refused.
     The provider behind ``model`` is expected to refuse the request (or the transport to stop)."""
     task = continuation_task(record)
+    usage = task.usage  # the SDK counts into this object; a refused request adds nothing
     capturing = CapturingModel(model)
     effects = RefusingEffects()
     error: BaseException | None = None
     try:
         await execute_agentic(task, capturing, effects)
-    except Exception as exc:  # the expected end: the request was refused or stopped
+    except Exception as exc:  # noqa: BLE001 - the expected end: the request was refused
         error = exc
     return Sent(
         captured=tuple(capturing.captured),
-        usage_after=USAGE.dump_python(task.usage, mode="json"),
+        usage_after=USAGE.dump_python(usage, mode="json") if usage is not None else None,
         callback_attempts=tuple(effects.attempts),
         error=error,
     )
