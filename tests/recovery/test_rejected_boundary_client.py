@@ -10,12 +10,18 @@ import pytest
 from google.protobuf import json_format
 
 from services.client.cli import main
+from services.demo.provider import RefusingProvider
 from shared.errors import Conflict
 from shared.rejected_boundary_proto import reviewed_rejection_to_proto
 from tests.admission.conftest import Stack
 from tests.recovery.test_client_and_cli import client
 from tests.recovery.test_never_claimed import ADA, ADA_IDENTITY
-from tests.recovery.test_rejected_boundary import admit_enabled, refused_at_provider, review
+from tests.recovery.test_rejected_boundary import (  # noqa: F401 - provider is a fixture
+    admit_enabled,
+    provider,
+    refused_at_provider,
+    review,
+)
 
 ACKNOWLEDGED = {
     "acknowledge_reviewed_provider_epoch": True,
@@ -25,9 +31,12 @@ ACKNOWLEDGED = {
 }
 
 
-def test_the_client_methods_carry_the_spec_names(stack: Stack) -> None:
-    refused_at_provider(stack, admit_enabled(stack))
-    reviewed = reviewed_rejection_to_proto(review(stack))
+def test_the_client_methods_carry_the_spec_names(
+    stack: Stack,
+    provider: RefusingProvider,  # noqa: F811 - the fixture
+) -> None:
+    sent = refused_at_provider(stack, admit_enabled(stack), provider)
+    reviewed = reviewed_rejection_to_proto(review(stack, sent))
     with client(stack, ADA) as ada:
         candidate = ada.rejected_boundary_recovery_candidate("run-1", "req-1", reviewed)
         assert candidate.eligible, candidate.holds
@@ -46,11 +55,16 @@ def test_the_client_methods_carry_the_spec_names(stack: Stack) -> None:
 
 
 def test_the_cli_reviews_submits_and_shows(
-    stack: Stack, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    stack: Stack,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    provider: RefusingProvider,  # noqa: F811 - the fixture
 ) -> None:
-    refused_at_provider(stack, admit_enabled(stack))
+    sent = refused_at_provider(stack, admit_enabled(stack), provider)
     review_file = tmp_path / "review.json"
-    review_file.write_text(json_format.MessageToJson(reviewed_rejection_to_proto(review(stack))))
+    review_file.write_text(
+        json_format.MessageToJson(reviewed_rejection_to_proto(review(stack, sent)))
+    )
     targets = [
         *("--ledger", stack.ledger.target),
         *("--candidate", stack.candidate.target),
