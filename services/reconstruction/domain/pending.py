@@ -139,9 +139,13 @@ def read_derived_checkpoint(raw: bytes) -> DerivedRecord:
             "the checkpoint was not derived for the installed runtime",
         )
     source = envelope.get("source") or {}
-    for key in ("run", "provider"):
-        if not isinstance(source.get(key), dict):
-            raise _refuse("CHECKPOINT_FORMAT_UNSUPPORTED", f"/source/{key}", f"{key} missing")
+    for key, names in (("run", ("run_id", "conversation_id")), ("provider", ("base_url", "model"))):
+        found = source.get(key) if isinstance(source, dict) else None
+        for name in names:
+            if not isinstance(found, dict) or not isinstance(found.get(name), str):
+                raise _refuse(
+                    "CHECKPOINT_FORMAT_UNSUPPORTED", f"/source/{key}/{name}", f"{name} missing"
+                )
     return DerivedRecord(raw=raw, digest=sha256_digest(raw), envelope=MappingProxyType(envelope))
 
 
