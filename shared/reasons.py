@@ -62,6 +62,7 @@ _RE, _UA, _PD = ErrorKind.RESOURCE_EXHAUSTED, ErrorKind.UNAUTHENTICATED, ErrorKi
 _UI, _UV, _IN = ErrorKind.UNIMPLEMENTED, ErrorKind.UNAVAILABLE, ErrorKind.INTERNAL
 _ANALYSIS = "the consumed response cannot be replayed under the requested version"
 _HISTORICAL = "the historical checkpoint is refused"
+_CHECKPOINT = "the historical (or, for a reproduction, the derived) checkpoint is refused"
 
 # One entry per reason, laid out as a table (the formatter would spread each over six lines).
 # fmt: off
@@ -104,7 +105,8 @@ _REASONS: tuple[Reason, ...] = (
     Reason("BLOB_TOO_LARGE", _IA, ("limit_bytes",), "the blob exceeds the size limit"),
     Reason("BLOB_DIGEST_MISMATCH", _IA, ("digest", "expected_digest"),
            "the blob's bytes do not hash to the digest it was sent under"),
-    Reason("CHECKPOINT_MALFORMED", _IA, (), "the historical checkpoint is not a JSON object"),
+    Reason("CHECKPOINT_MALFORMED", _IA, (),
+           "the historical or derived checkpoint is not a JSON object"),
     Reason("CONSUMED_AT_INVALID", _IA, (), "consumed_at is not an RFC 3339 UTC timestamp"),
     # --- NOT_FOUND -------------------------------------------------------------------------------
     Reason("RUN_NOT_FOUND", _NF, ("run_id",), "no run is registered under this id"),
@@ -201,13 +203,13 @@ _REASONS: tuple[Reason, ...] = (
            "command (the ledger refuses to start)"),
     # --- FAILED_PRECONDITION: reconstruction refusals --------------------------------------------
     Reason("CHECKPOINT_NOT_CANONICAL", _FP, ("field",),
-           f"{_HISTORICAL}: its bytes are not canonical JSON"),
+           f"{_CHECKPOINT}: its bytes are not canonical JSON"),
     Reason("CHECKPOINT_FORMAT_UNSUPPORTED", _FP, ("field",),
-           f"{_HISTORICAL}: its format is not the registered one"),
+           f"{_CHECKPOINT}: its format is not the registered one"),
     Reason("CHECKPOINT_DIGEST_MISMATCH", _FP, ("field",),
-           f"{_HISTORICAL}: the state does not match its sealed digest"),
+           f"{_CHECKPOINT}: the state does not match its sealed digest"),
     Reason("SDK_TRANSITION_UNSUPPORTED", _FP, ("field",),
-           f"{_HISTORICAL}: its runtime is not the registered source"),
+           f"{_CHECKPOINT}: its runtime is not the registered source (or target)"),
     Reason("HISTORICAL_IDENTITY_UNREGISTERED", _FP, ("field",),
            f"{_HISTORICAL}: its validator or pinned source is not registered"),
     Reason("MIGRATION_FIELD_REFUSED", _FP, ("field",),
@@ -221,6 +223,12 @@ _REASONS: tuple[Reason, ...] = (
     Reason("CONSUMED_RESPONSE_UNPARSEABLE", _FP, (),
            "the pinned SDK cannot consume the stored response"),
     Reason("HISTORY_PREFIX_CHANGED", _FP, (), "reconstruction would change the stored history"),
+    Reason("PENDING_REQUEST_NOT_SENT", _FP, ("element",),
+           "the pinned SDK built or sent no provider request from the derived checkpoint (e.g. "
+           "a usage limit refuses it first)"),
+    Reason("PENDING_STATE_DIVERGED", _FP, ("element",),
+           "the request the pinned SDK builds from the derived checkpoint does not carry its "
+           "exact history, settings, tool definitions, usage or limits (element names it)"),
     Reason("UNSUPPORTED_RESPONSE_CONTENT", _FP, ("element",),
            f"{_ANALYSIS}: it holds content other than tool calls"),
     Reason("DUPLICATE_TOOL_CALL_ID", _FP, ("element",),

@@ -40,7 +40,7 @@ def test_the_demo_tells_the_whole_v1_story(tmp_path: Path) -> None:
         "ok  idempotent: no second witness",
         "ok  another recovery id cannot replace the witness",
         "The never-claimed recovery story behaved as the spec says.",
-        "ok  eligible: the journal retains the reviewed request and its refusal",
+        "ok  eligible: the sealed reproduction gives the bytes the provider refused, as retained",
         "ok  a refusal settlement is recorded and the same request is queued again",
         "ok  idempotent: no second settlement",
         "ok  a second refusal stays held",

@@ -28,6 +28,7 @@ from services.candidate.domain import (
     ExecutionRecord,
     ExecutionState,
     JournalHead,
+    PendingReproduction,
     PolicyRecord,
     Reconstruction,
     ResponseAnalysis,
@@ -207,3 +208,26 @@ class GrpcCandidateSources:
             ),
         )
         return Reconstruction(found.derived_checkpoint_digest, found.witness_digest)
+
+    def reproduce_pending(self, derived_checkpoint: bytes) -> PendingReproduction:
+        found = call(
+            self._reconstruction.ReproducePendingRequest,
+            reconstruction_pb2.ReproducePendingRequestRequest(
+                derived_checkpoint=derived_checkpoint
+            ),
+        )
+        return PendingReproduction(
+            derived_checkpoint_digest=found.derived_checkpoint_digest,
+            model=found.model,
+            wire_digest=found.wire_digest,
+            wire_length=found.wire_length,
+            part_digests={
+                "history": found.history_digest,
+                "model_settings": found.model_settings_digest,
+                "tool_definitions": found.tool_definitions_digest,
+                "request_parameters": found.request_parameters_digest,
+                "usage": found.usage_digest,
+                "limits": found.limits_digest,
+            },
+            reproduction_digest=found.reproduction_digest,
+        )

@@ -1,11 +1,16 @@
 """`make demo`, part three: the first provider request of an admitted continuation is refused
 before the provider admitted it; an administrator-reviewed rejection recovers it once, and a
-second refusal stays held (the rejected-boundary recovery)."""
+second refusal stays held (the rejected-boundary recovery).
+
+The worker is simulated, its request is not: it resumes the ticket's derived checkpoint through
+the real pinned SDK against a loopback provider that refuses with HTTP 400, and retains what that
+provider received. Forge's sealed reproduction must give the very same bytes."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 from forge.continuity.v1 import (
     admission_pb2,
@@ -16,11 +21,11 @@ from forge.continuity.v1 import (
     ledger_pb2_grpc,
     policy_pb2,
 )
+from services.demo.provider import RefusingProvider, SentRequest, send_refused
 from services.demo.recovery_story import refused, story_stubs
 from services.demo.seed import load_fixture, seed_held_run
-from shared.canonical import sha256_digest
 
-WIRE = b'{"model":"demo-model","messages":[{"role":"user","content":"continue"}]}'
+PRINCIPAL = "forge-demo"
 
 
 def refusal_story(
@@ -30,80 +35,23 @@ def refusal_story(
     check: Callable[[bool, str], None],
     step: Callable[[str], None],
 ) -> None:
-    writer, reader, policy, candidates, admission, worker = story_stubs(targets, tokens)
+    writer, reader, _policy, candidates, admission, worker = story_stubs(targets, tokens)
+    stubs = (writer, reader, worker)
 
     step(f"Run {run_id}: the policy enables the provider-refusal recovery; the run is admitted")
-    seed_held_run(writer, load_fixture("v1_basic"), run_id)
-    current = policy.GetPolicy(policy_pb2.GetPolicyRequest()).policy
-    policy.PutPolicy(
-        policy_pb2.PutPolicyRequest(
-            expected_revision=current.revision,
-            settings=common_pb2.PolicySettings(
-                enabled=True, window_seconds=3600, allow_pre_admission_recovery=True
-            ),
-        )
-    )
-    candidate = candidates.GetInvalidReadContinuityCandidate(
-        candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=run_id)
-    ).candidate
     request_id = f"{run_id}-request-1"
-    queued = admission.RequestInvalidReadContinuity(
-        admission_pb2.RequestInvalidReadContinuityRequest(
-            run_id=run_id,
-            request_id=request_id,
-            digests=candidate.digests,
-            version=1,
-            valid_for_seconds=1800,
-            acknowledge_no_new_grant=True,
-            acknowledge_original_consumption=True,
-            acknowledge_renewed_same_attempt_lease=True,
-        )
-    ).ticket.execution_request
-    run = reader.GetRun(ledger_pb2.GetRunRequest(run_id=run_id)).run
+    queued, run = _admitted_with_recovery_enabled(targets, tokens, run_id, request_id)
 
-    def refused_at_provider() -> None:
-        claimed = worker.ClaimExecutionRequest(
-            execution_pb2.ClaimExecutionRequestRequest(
-                execution_request_id=queued.execution_request_id,
-                attempt_id=run.attempt_id,
-                source_revision=run.source_revision,
-                configuration_digest=run.configuration_digest,
-                source_profile=run.source_profile,
-            )
-        ).execution_request
-        head = reader.ReadJournal(
-            ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000)
-        ).entries[-1]
-        writer.AppendJournalEntry(
-            ledger_pb2.AppendJournalEntryRequest(
-                run_id=run_id,
-                expected_head_hash=head.hash,
-                kind=common_pb2.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
-                payload_json=json.dumps(
-                    {
-                        "request_id": request_id,
-                        "execution_request_id": claimed.execution_request_id,
-                        "checkpoint_digest": claimed.checkpoint_digest,
-                        "wire_digest": sha256_digest(WIRE),
-                        "wire_length": len(WIRE),
-                        "model": "demo-model",
-                    }
-                ),
-            )
-        )
-        worker.FailExecutionRequest(
-            execution_pb2.FailExecutionRequestRequest(
-                execution_request_id=claimed.execution_request_id,
-                lease_generation=claimed.lease.generation,
-                reason="provider_rejected_request",
-            )
-        )
+    def refused_at_provider(provider: RefusingProvider) -> SentRequest:
+        return _worker_refused(stubs, queued, run, request_id, provider)
 
     step("A worker claims it; the provider refuses its first request before admitting it")
-    refused_at_provider()
+    provider = RefusingProvider()  # a daemon thread: it cannot keep a failed demo alive
+    sent = refused_at_provider(provider)
+    print(f"    the provider refused {sent.request.wire_length} bytes at {sent.endpoint}")
 
     step("The administrator reviews the rejection with pinned reports and reads the candidate")
-    review, corrective = _pinned_evidence(writer, run.source_revision)
+    review, corrective = _pinned_evidence(writer, run.source_revision, sent)
 
     def read_candidate() -> candidate_pb2.RecoveryCandidate:
         return candidates.GetRejectedBoundaryCandidate(
@@ -115,7 +63,10 @@ def refusal_story(
     recovery = read_candidate()
     for hold in recovery.holds:
         print(f"    hold {common_pb2.HoldReason.Name(hold.reason)}: {hold.detail}")
-    check(recovery.eligible, "eligible: the journal retains the reviewed request and its refusal")
+    check(
+        recovery.eligible,
+        "eligible: the sealed reproduction gives the bytes the provider refused, as retained",
+    )
 
     def submit(
         recovery_id: str,
@@ -173,7 +124,10 @@ def refusal_story(
     check(reason == "RECOVERY_ID_CONFLICT", "another recovery id cannot replace the settlement")
 
     step("The provider refuses the request a second time")
-    refused_at_provider()
+    try:
+        refused_at_provider(provider)
+    finally:
+        provider.close()
     second = read_candidate()
     names = {
         common_pb2.HoldReason.Name(h.reason).removeprefix("HOLD_REASON_") for h in second.holds
@@ -183,8 +137,43 @@ def refusal_story(
     check(reason == "RECOVERY_ID_CONFLICT", "no retry loop: the one action is spent")
 
 
+def _admitted_with_recovery_enabled(
+    targets: dict[str, str], tokens: dict[str, str], run_id: str, request_id: str
+) -> tuple[common_pb2.ExecutionRequest, ledger_pb2.Run]:
+    """Seed the held run, enable the provider-refusal recovery in the policy, admit the run: the
+    queued request and the run."""
+    writer, reader, policy, candidates, admission, _ = story_stubs(targets, tokens)
+    seed_held_run(writer, load_fixture("v1_basic"), run_id)
+    current = policy.GetPolicy(policy_pb2.GetPolicyRequest()).policy
+    policy.PutPolicy(
+        policy_pb2.PutPolicyRequest(
+            expected_revision=current.revision,
+            settings=common_pb2.PolicySettings(
+                enabled=True, window_seconds=3600, allow_pre_admission_recovery=True
+            ),
+        )
+    )
+    candidate = candidates.GetInvalidReadContinuityCandidate(
+        candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=run_id)
+    ).candidate
+    queued = admission.RequestInvalidReadContinuity(
+        admission_pb2.RequestInvalidReadContinuityRequest(
+            run_id=run_id,
+            request_id=request_id,
+            digests=candidate.digests,
+            version=1,
+            valid_for_seconds=1800,
+            acknowledge_no_new_grant=True,
+            acknowledge_original_consumption=True,
+            acknowledge_renewed_same_attempt_lease=True,
+        )
+    ).ticket.execution_request
+    run = reader.GetRun(ledger_pb2.GetRunRequest(run_id=run_id)).run
+    return queued, run
+
+
 def _pinned_evidence(
-    writer: ledger_pb2_grpc.LedgerServiceStub, source_revision: str
+    writer: ledger_pb2_grpc.LedgerServiceStub, source_revision: str, sent: SentRequest
 ) -> tuple[
     candidate_pb2.ReviewedProviderRejectionV1, candidate_pb2.CorrectiveProviderConfigurationV1
 ]:
@@ -209,11 +198,11 @@ def _pinned_evidence(
     ]
     review = candidate_pb2.ReviewedProviderRejectionV1(
         provider_epoch="demo-epoch-1",
-        wire_digest=sha256_digest(WIRE),
-        wire_length=len(WIRE),
-        endpoint="https://provider.invalid/v1",
-        principal="forge-demo",
-        model="demo-model",
+        wire_digest=sent.request.wire_digest,
+        wire_length=sent.request.wire_length,
+        endpoint=sent.endpoint,
+        principal=PRINCIPAL,
+        model=sent.request.model,
         source_revision=source_revision,
         executable_identity="forge-worker@demo",
         source_validator_report_digest=reports[0],
@@ -228,8 +217,53 @@ def _pinned_evidence(
                 "kind": "corrective_provider_configuration",
                 "provider_epoch": "demo-epoch-2",
                 "replaces_provider_epoch": "demo-epoch-1",
-                "model": "demo-model",
+                "model": sent.request.model,
             }
         ),
     )
     return review, corrective
+
+
+def _worker_refused(
+    stubs: tuple[Any, ...],
+    queued: common_pb2.ExecutionRequest,
+    run: ledger_pb2.Run,
+    request_id: str,
+    provider: RefusingProvider,
+) -> SentRequest:
+    """The simulated worker: claim, send the pending request through the real SDK to the
+    refusing provider, retain what it received, and record the failure."""
+    writer, reader, worker = stubs
+    run_id = run.run_id
+    claimed = worker.ClaimExecutionRequest(
+        execution_pb2.ClaimExecutionRequestRequest(
+            execution_request_id=queued.execution_request_id,
+            attempt_id=run.attempt_id,
+            source_revision=run.source_revision,
+            configuration_digest=run.configuration_digest,
+            source_profile=run.source_profile,
+        )
+    ).execution_request
+    derived = reader.GetBlob(ledger_pb2.GetBlobRequest(digest=claimed.checkpoint_digest))
+    sent = send_refused(derived.content, provider)
+    head = reader.ReadJournal(ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000)).entries[
+        -1
+    ]
+    writer.AppendJournalEntry(
+        ledger_pb2.AppendJournalEntryRequest(
+            run_id=run_id,
+            expected_head_hash=head.hash,
+            kind=common_pb2.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
+            payload_json=json.dumps(
+                sent.model_request_sent(request_id, claimed.execution_request_id, PRINCIPAL)
+            ),
+        )
+    )
+    worker.FailExecutionRequest(
+        execution_pb2.FailExecutionRequestRequest(
+            execution_request_id=claimed.execution_request_id,
+            lease_generation=claimed.lease.generation,
+            reason="provider_rejected_request",
+        )
+    )
+    return sent

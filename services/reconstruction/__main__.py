@@ -21,7 +21,11 @@ def bindings() -> list[ServiceBinding]:
                 servicer, server
             ),
             # Pure computation over bytes the caller already holds: any authenticated caller.
-            {"ReconstructInvalidRead": ANY_ROLE, "AnalyzeConsumedResponse": ANY_ROLE},
+            {
+                "ReconstructInvalidRead": ANY_ROLE,
+                "AnalyzeConsumedResponse": ANY_ROLE,
+                "ReproducePendingRequest": ANY_ROLE,
+            },
         )
     ]
 

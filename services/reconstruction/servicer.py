@@ -11,10 +11,12 @@ from forge.continuity.v1 import reconstruction_pb2, reconstruction_pb2_grpc
 from services.reconstruction.cache import ContentCache, content_key
 from services.reconstruction.domain import (
     Hold,
+    PendingRequest,
     ReconstructionResult,
     ResponseAnalysis,
     analyze_consumed_response,
     reconstruct_invalid_read,
+    reproduce_pending_request,
 )
 from shared.canonical import canonical_text
 from shared.contract import VERSION_BY_RECONSTRUCTION_ENUM
@@ -39,9 +41,11 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
         self,
         reconstructions: ContentCache[ReconstructionResult] | None = None,
         analyses: ContentCache[ResponseAnalysis] | None = None,
+        reproductions: ContentCache[PendingRequest] | None = None,
     ) -> None:
         self._reconstructions = reconstructions if reconstructions is not None else ContentCache()
         self._analyses = analyses if analyses is not None else ContentCache()
+        self._reproductions = reproductions if reproductions is not None else ContentCache()
 
     def ReconstructInvalidRead(
         self, request: reconstruction_pb2.ReconstructInvalidReadRequest, context: Any
@@ -117,4 +121,34 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
             common_holds=holds(analysis.holds_common),
             v1_holds=holds(analysis.holds_v1),
             v2_holds=holds(analysis.holds_v2),
+        )
+
+    def ReproducePendingRequest(
+        self, request: reconstruction_pb2.ReproducePendingRequestRequest, context: Any
+    ) -> reconstruction_pb2.ReproducePendingRequestResponse:
+        if not request.derived_checkpoint:
+            raise _required("derived_checkpoint")
+        derived = request.derived_checkpoint
+        found = self._reproductions.get_or_compute(
+            content_key("reproduce", derived),
+            4 * len(derived),
+            lambda: reproduce_pending_request(derived),
+        )
+        digests = found.part_digests
+        return reconstruction_pb2.ReproducePendingRequestResponse(
+            derived_checkpoint_digest=found.derived_checkpoint_digest,
+            method=found.method,
+            url=found.url,
+            model=found.model,
+            wire_request=found.wire,
+            wire_digest=found.wire_digest,
+            wire_length=found.wire_length,
+            parts_json=found.parts_json,
+            history_digest=digests["history"],
+            model_settings_digest=digests["model_settings"],
+            tool_definitions_digest=digests["tool_definitions"],
+            request_parameters_digest=digests["request_parameters"],
+            usage_digest=digests["usage"],
+            limits_digest=digests["limits"],
+            reproduction_digest=found.reproduction_digest,
         )

@@ -17,6 +17,7 @@ from services.candidate.domain import (
     Entry,
     ExecutionRecord,
     JournalHead,
+    PendingReproduction,
     PolicyRecord,
     Reconstruction,
     ResponseAnalysis,
@@ -178,6 +179,10 @@ class MemorySources:
         if isinstance(self.reconstruction, DomainError):
             raise self.reconstruction
         return self.reconstruction
+
+    def reproduce_pending(self, derived_checkpoint: bytes) -> PendingReproduction:
+        # The held-run candidate never reproduces; only the rejected-boundary recovery does.
+        raise AssertionError("the invalid-read candidate does not reproduce a pending request")
 
 
 def with_finding(reason: str, element: str = EVIDENCE_CALL) -> ResponseAnalysis:

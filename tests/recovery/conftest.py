@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from sqlalchemy import Engine
 
+from services.demo.provider import RefusingProvider
 from services.ledger.service import Ledger
 from tests.admission.conftest import stack  # noqa: F401 - the four services, over `ledger`
 from tests.support import TOKENS
@@ -31,3 +34,10 @@ def authority() -> Authority:
 @pytest.fixture
 def ledger(engine: Engine, authority: Authority) -> Ledger:
     return Ledger(engine, authority=authority)
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[RefusingProvider]:
+    """A loopback provider that refuses every request and keeps the bytes it received."""
+    with RefusingProvider() as running:
+        yield running

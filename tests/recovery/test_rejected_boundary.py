@@ -1,17 +1,24 @@
 """The provider request refused before admission (rejected-boundary recovery) end to end: four
-real services, SQLite and PostgreSQL (part B of the recovery workflows)."""
+real services, SQLite and PostgreSQL (part B of the recovery workflows).
+
+The worker's first provider request is the real SDK's, sent to a loopback provider that refuses
+it; the retained ``model_request_sent`` describes the bytes that provider received, and the
+candidate reproduces the request through reconstruction's sealed transport to compare."""
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import grpc
 import pytest
 from sqlalchemy import Engine
 
 from forge.continuity.v1 import admission_pb2, candidate_pb2, common_pb2, execution_pb2, ledger_pb2
+from services.demo.provider import RefusingProvider, SentRequest, send_refused
 from services.demo.seed import seed_held_run
 from shared.canonical import sha256_digest
 from shared.rejected_boundary import ReviewedRejection
@@ -34,8 +41,8 @@ from tests.recovery.test_never_claimed import (
 )
 from tests.support import row_counts
 
-WIRE = b'{"model":"gpt-test","messages":[{"role":"user","content":"continue"}]}'
-MODEL, ENDPOINT, PRINCIPAL = "gpt-test", "https://provider.invalid/v1", "svc-forge"
+#: The model of the fixture's checkpoint, so of the request the real SDK sends.
+MODEL, PRINCIPAL = "gpt-4o", "svc-forge"
 
 
 def head_hash(stack: Stack) -> str:
@@ -58,23 +65,25 @@ def append(stack: Stack, kind: int, payload: dict[str, object]) -> None:
     )
 
 
-def refused_at_provider(stack: Stack, ticket: ledger_pb2.AdmissionTicket) -> None:
-    """A worker claims, sends the first provider request (retained natively), and fails."""
+def refused_at_provider(
+    stack: Stack,
+    ticket: ledger_pb2.AdmissionTicket,
+    provider: RefusingProvider,
+    alter: Callable[[SentRequest], dict[str, object]] | None = None,
+) -> SentRequest:
+    """A worker claims, sends the first provider request through the real SDK to ``provider``
+    (which refuses it), retains it natively (``alter`` overrides entry fields) and fails."""
     claimed = claim(stack, ticket).execution_request
-    append(
-        stack,
-        common_pb2.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
-        {
-            "request_id": "req-1",
-            "execution_request_id": claimed.execution_request_id,
-            "checkpoint_digest": claimed.checkpoint_digest,
-            "wire_digest": sha256_digest(WIRE),
-            "wire_length": len(WIRE),
-            "model": MODEL,
-            "endpoint": ENDPOINT,
-            "principal": PRINCIPAL,
-        },
+    derived = (
+        stack.ledger_stub("reader-token")
+        .GetBlob(ledger_pb2.GetBlobRequest(digest=claimed.checkpoint_digest))
+        .content
     )
+    sent = send_refused(derived, provider)
+    entry = sent.model_request_sent("req-1", claimed.execution_request_id, PRINCIPAL)
+    if alter is not None:
+        entry.update(alter(sent))
+    append(stack, common_pb2.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT, entry)
     execution(stack).FailExecutionRequest(
         execution_pb2.FailExecutionRequestRequest(
             execution_request_id=claimed.execution_request_id,
@@ -82,6 +91,7 @@ def refused_at_provider(stack: Stack, ticket: ledger_pb2.AdmissionTicket) -> Non
             reason="provider_rejected_request",
         )
     )
+    return sent
 
 
 def document(fields: dict[str, object]) -> bytes:
@@ -125,20 +135,21 @@ CORRECTIVE = candidate_pb2.CorrectiveProviderConfigurationV1(
 )
 
 
-def review(stack: Stack, **overrides: object) -> ReviewedRejection:
+def review(stack: Stack, sent: SentRequest | None = None, **overrides: object) -> ReviewedRejection:
     """The administrator's review, its two reports and the corrective configuration stored."""
     assert store(stack, CORRECTIVE_FIELDS) == CORRECTIVE.configuration_digest
     reports = [
         report(stack, kind) for kind in ("source_validator_report", "executable_probe_report")
     ]
     run = stack.ledger_stub("reader-token").GetRun(ledger_pb2.GetRunRequest(run_id="run-1")).run
+    request = sent.request if sent is not None else None
     reviewed = ReviewedRejection(
         provider_epoch=EPOCH,
-        wire_digest=sha256_digest(WIRE),
-        wire_length=len(WIRE),
-        endpoint=ENDPOINT,
+        wire_digest=request.wire_digest if request else sha256_digest(b"never sent"),
+        wire_length=request.wire_length if request else 10,
+        endpoint=sent.endpoint if sent else "http://127.0.0.1:1/v1/chat/completions",
         principal=PRINCIPAL,
-        model=MODEL,
+        model=request.model if request else MODEL,
         source_revision=run.source_revision,
         executable_identity=EXECUTABLE,
         source_validator_report_digest=reports[0],
@@ -200,11 +211,11 @@ def admit_enabled(stack: Stack) -> ledger_pb2.AdmissionTicket:
 
 
 def test_recover_read_back_resubmit_and_a_second_refusal_stays_held(
-    stack: Stack, engine: Engine
+    stack: Stack, engine: Engine, provider: RefusingProvider
 ) -> None:
     ticket = admit_enabled(stack)
-    refused_at_provider(stack, ticket)
-    reviewed = review(stack)
+    sent = refused_at_provider(stack, ticket, provider)
+    reviewed = review(stack, sent)
     candidate = candidate_of(stack, reviewed)
     assert candidate.eligible, candidate.holds
     assert [a.action for a in candidate.handoff.permitted_next_actions] == [
@@ -257,8 +268,9 @@ def test_recover_read_back_resubmit_and_a_second_refusal_stays_held(
         ),
         "RECOVERY_ID_CONFLICT",
     )
-    # A second failure stays held: the spent action identity refuses a retry loop.
-    refused_at_provider(stack, ticket)
+    # A second failure stays held: the spent action identity refuses a retry loop. The worker
+    # sends the very same bytes again.
+    assert refused_at_provider(stack, ticket, provider).request.wire == sent.request.wire
     second = candidate_of(stack, reviewed)
     assert not second.eligible
     assert {"RECOVERY_SPENT", "REFUSAL_NOT_PROVEN"} <= holds(second)
@@ -272,10 +284,12 @@ def test_recover_read_back_resubmit_and_a_second_refusal_stays_held(
     )
 
 
-def test_the_policy_flag_off_holds(stack: Stack, engine: Engine) -> None:
+def test_the_policy_flag_off_holds(
+    stack: Stack, engine: Engine, provider: RefusingProvider
+) -> None:
     ticket = admit(stack)
-    refused_at_provider(stack, ticket)
-    reviewed = review(stack)
+    sent = refused_at_provider(stack, ticket, provider)
+    reviewed = review(stack, sent)
     candidate = candidate_of(stack, reviewed)
     assert holds(candidate) == {"POLICY_DISABLED"}
     refused_with_nothing_written(
@@ -312,23 +326,85 @@ def test_a_claimed_request_still_running_stays_held(stack: Stack) -> None:
 
 
 @pytest.mark.parametrize(
-    "field, value",
+    "field, value, reproduced",
     [
-        ("wire_digest", sha256_digest(b"another request")),
-        ("wire_length", len(WIRE) + 1),
-        ("model", "another-model"),
-        ("source_revision", "another-revision"),
+        ("wire_digest", sha256_digest(b"another request"), True),
+        ("wire_length", -1, True),
+        ("model", "another-model", False),
+        ("source_revision", "another-revision", False),
     ],
 )
 def test_a_review_that_does_not_name_the_retained_request_holds(
-    stack: Stack, engine: Engine, field: str, value: object
+    stack: Stack,
+    engine: Engine,
+    provider: RefusingProvider,
+    field: str,
+    value: object,
+    reproduced: bool,
 ) -> None:
     ticket = admit_enabled(stack)
-    refused_at_provider(stack, ticket)
-    reviewed = review(stack, **{field: value})
+    sent = refused_at_provider(stack, ticket, provider)
+    if field == "wire_length":
+        value = sent.request.wire_length + 1
+    reviewed = review(stack, sent, **{field: value})
     candidate = candidate_of(stack, reviewed)
-    # unproven, the worker's claim stays an unresolved residual effect
-    assert holds(candidate) == {"REFUSAL_NOT_PROVEN", "WORKER_CLAIMED"}
+    # unproven, the worker's claim stays an unresolved residual effect; a review naming other
+    # bytes is not the reproduced request either
+    expected = {"REFUSAL_NOT_PROVEN", "WORKER_CLAIMED"}
+    assert holds(candidate) == expected | ({"REQUEST_NOT_REPRODUCED"} if reproduced else set())
+    refused_with_nothing_written(
+        stack,
+        engine,
+        lambda: stack.admissions(ADA).RequestRejectedBoundaryRecovery(
+            submission(candidate, reviewed)
+        ),
+        "CANDIDATE_HELD",
+    )
+
+
+def _one_byte_other(sent: SentRequest) -> bytes:
+    wire = bytearray(sent.request.wire)
+    wire[len(wire) // 2] ^= 0x01
+    return bytes(wire)
+
+
+@pytest.mark.parametrize(
+    "retained",
+    [
+        lambda sent: {"wire_digest": sha256_digest(_one_byte_other(sent))},
+        lambda sent: {"wire_length": sent.request.wire_length + 1},
+        lambda sent: {"history_digest": sha256_digest(b"another history")},
+        lambda sent: {"tool_definitions_digest": sha256_digest(b"other tools")},
+        lambda sent: {"usage_digest": sha256_digest(b"other usage")},
+        lambda sent: {"limits_digest": sha256_digest(b"other limits")},
+        lambda sent: {"model": "another-model"},
+    ],
+    ids=["one-byte", "length", "history", "tools", "usage", "limits", "model"],
+)
+def test_a_retained_request_that_is_not_the_reproduced_one_holds(
+    stack: Stack, engine: Engine, provider: RefusingProvider, retained: Any
+) -> None:
+    """The review names the retained entry exactly, so only the sealed reproduction can tell
+    that the entry does not describe the request the ticket's checkpoint gives."""
+    ticket = admit_enabled(stack)
+    sent = refused_at_provider(stack, ticket, provider, retained)
+    entry = [
+        json.loads(e.payload_json)
+        for e in stack.ledger_stub("reader-token")
+        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id="run-1", page_size=1000))
+        .entries
+        if e.kind == common_pb2.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT
+    ][-1]
+    reviewed = review(
+        stack,
+        sent,
+        wire_digest=entry["wire_digest"],
+        wire_length=entry["wire_length"],
+        model=entry["model"],
+    )
+    candidate = candidate_of(stack, reviewed)
+    assert holds(candidate) == {"REQUEST_NOT_REPRODUCED"}
+    assert not candidate.eligible and not candidate.handoff.permitted_next_actions
     refused_with_nothing_written(
         stack,
         engine,
@@ -357,10 +433,12 @@ def test_an_intervening_tool_outcome_holds(stack: Stack) -> None:
     assert "REFUSAL_NOT_PROVEN" in holds(candidate_of(stack, review(stack)))
 
 
-def test_a_malformed_review_is_refused_field_by_field(stack: Stack, engine: Engine) -> None:
+def test_a_malformed_review_is_refused_field_by_field(
+    stack: Stack, engine: Engine, provider: RefusingProvider
+) -> None:
     ticket = admit_enabled(stack)
-    refused_at_provider(stack, ticket)
-    good = review(stack)
+    sent = refused_at_provider(stack, ticket, provider)
+    good = review(stack, sent)
     candidate = candidate_of(stack, good)
     for bad in (replace(good, jobs=1), replace(good, wire_digest="not-a-digest")):
         expect_error(
@@ -389,12 +467,12 @@ def test_a_malformed_review_is_refused_field_by_field(stack: Stack, engine: Engi
 
 @pytest.mark.parametrize("role", ["factory_administrator", "execution_operator"])
 def test_authority_revoked_between_candidate_and_submit(
-    stack: Stack, engine: Engine, authority: Authority, role: str
+    stack: Stack, engine: Engine, authority: Authority, role: str, provider: RefusingProvider
 ) -> None:
     """Factory administrator AND execution authority, asked again inside the commit."""
     ticket = admit_enabled(stack)
-    refused_at_provider(stack, ticket)
-    reviewed = review(stack)
+    sent = refused_at_provider(stack, ticket, provider)
+    reviewed = review(stack, sent)
     candidate = candidate_of(stack, reviewed)
     assert candidate.eligible
     authority.revoke(ADA_IDENTITY, role)
@@ -409,10 +487,12 @@ def test_authority_revoked_between_candidate_and_submit(
     assert "AUTHORITY_MISSING" in error.metadata["holds"]
 
 
-def test_two_recovery_ids_race_on_one_request_exactly_one_wins(stack: Stack) -> None:
+def test_two_recovery_ids_race_on_one_request_exactly_one_wins(
+    stack: Stack, provider: RefusingProvider
+) -> None:
     ticket = admit_enabled(stack)
-    refused_at_provider(stack, ticket)
-    reviewed = review(stack)
+    sent = refused_at_provider(stack, ticket, provider)
+    reviewed = review(stack, sent)
     candidate = candidate_of(stack, reviewed)
     results: dict[str, object] = {}
     barrier = threading.Barrier(2)

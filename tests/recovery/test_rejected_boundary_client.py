@@ -10,6 +10,7 @@ import pytest
 from google.protobuf import json_format
 
 from services.client.cli import main
+from services.demo.provider import RefusingProvider
 from shared.errors import Conflict
 from shared.rejected_boundary_proto import reviewed_rejection_to_proto
 from tests.admission.conftest import Stack
@@ -30,9 +31,12 @@ ACKNOWLEDGED = {
 }
 
 
-def test_the_client_methods_carry_the_spec_names(stack: Stack) -> None:
-    refused_at_provider(stack, admit_enabled(stack))
-    reviewed = reviewed_rejection_to_proto(review(stack))
+def test_the_client_methods_carry_the_spec_names(
+    stack: Stack,
+    provider: RefusingProvider,
+) -> None:
+    sent = refused_at_provider(stack, admit_enabled(stack), provider)
+    reviewed = reviewed_rejection_to_proto(review(stack, sent))
     with client(stack, ADA) as ada:
         candidate = ada.rejected_boundary_recovery_candidate("run-1", "req-1", reviewed)
         assert candidate.eligible, candidate.holds
@@ -52,11 +56,16 @@ def test_the_client_methods_carry_the_spec_names(stack: Stack) -> None:
 
 
 def test_the_cli_reviews_submits_and_shows(
-    stack: Stack, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    stack: Stack,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    provider: RefusingProvider,
 ) -> None:
-    refused_at_provider(stack, admit_enabled(stack))
+    sent = refused_at_provider(stack, admit_enabled(stack), provider)
     review_file = tmp_path / "review.json"
-    review_file.write_text(json_format.MessageToJson(reviewed_rejection_to_proto(review(stack))))
+    review_file.write_text(
+        json_format.MessageToJson(reviewed_rejection_to_proto(review(stack, sent)))
+    )
     targets = [
         *("--ledger", stack.ledger.target),
         *("--candidate", stack.candidate.target),

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from forge.continuity.v1 import admission_pb2, candidate_pb2, ledger_pb2
+from services.demo.provider import RefusingProvider
 from shared.canonical import sha256_digest
 from shared.rejected_boundary import ReviewedRejection
 from shared.rejected_boundary_proto import reviewed_rejection_to_proto
@@ -34,10 +35,10 @@ from tests.support import row_counts
 
 
 def reviewed_and_candidate(
-    stack: Stack, **overrides: object
+    stack: Stack, provider: RefusingProvider, **overrides: object
 ) -> tuple[ReviewedRejection, candidate_pb2.RecoveryCandidate]:
-    refused_at_provider(stack, admit_enabled(stack))
-    reviewed = review(stack, **overrides)
+    sent = refused_at_provider(stack, admit_enabled(stack), provider)
+    reviewed = review(stack, sent, **overrides)
     return reviewed, candidate_of(stack, reviewed)
 
 
@@ -52,8 +53,10 @@ def submit(
     )
 
 
-def test_the_witness_records_the_corrective_configuration(stack: Stack) -> None:
-    reviewed, candidate = reviewed_and_candidate(stack)
+def test_the_witness_records_the_corrective_configuration(
+    stack: Stack, provider: RefusingProvider
+) -> None:
+    reviewed, candidate = reviewed_and_candidate(stack, provider)
     assert candidate.eligible, candidate.holds
     outcome = submit(stack, candidate, reviewed).outcome
     witness = (
@@ -70,9 +73,9 @@ def test_the_witness_records_the_corrective_configuration(stack: Stack) -> None:
 
 
 def test_the_same_recovery_id_under_another_correction_is_a_conflict(
-    stack: Stack, engine: Engine
+    stack: Stack, engine: Engine, provider: RefusingProvider
 ) -> None:
-    reviewed, candidate = reviewed_and_candidate(stack)
+    reviewed, candidate = reviewed_and_candidate(stack, provider)
     first = submit(stack, candidate, reviewed)
     assert first.created
     other = candidate_pb2.CorrectiveProviderConfigurationV1(
@@ -104,9 +107,12 @@ def test_the_same_recovery_id_under_another_correction_is_a_conflict(
     ],
 )
 def test_a_missing_or_malformed_corrective_configuration_is_invalid(
-    stack: Stack, engine: Engine, corrective: candidate_pb2.CorrectiveProviderConfigurationV1
+    stack: Stack,
+    engine: Engine,
+    corrective: candidate_pb2.CorrectiveProviderConfigurationV1,
+    provider: RefusingProvider,
 ) -> None:
-    reviewed, candidate = reviewed_and_candidate(stack)
+    reviewed, candidate = reviewed_and_candidate(stack, provider)
     nothing_written(
         stack,
         engine,
@@ -125,9 +131,9 @@ def test_a_missing_or_malformed_corrective_configuration_is_invalid(
     ],
 )
 def test_a_corrective_document_that_does_not_match_is_refused_at_commit(
-    stack: Stack, engine: Engine, change: dict[str, object]
+    stack: Stack, engine: Engine, change: dict[str, object], provider: RefusingProvider
 ) -> None:
-    reviewed, candidate = reviewed_and_candidate(stack)
+    reviewed, candidate = reviewed_and_candidate(stack, provider)
     corrective = candidate_pb2.CorrectiveProviderConfigurationV1(
         provider_epoch="epoch-8", configuration_digest=store(stack, {**CORRECTIVE_FIELDS, **change})
     )
@@ -140,9 +146,9 @@ def test_a_corrective_document_that_does_not_match_is_refused_at_commit(
 
 
 def test_a_corrective_document_that_is_not_stored_is_refused_at_commit(
-    stack: Stack, engine: Engine
+    stack: Stack, engine: Engine, provider: RefusingProvider
 ) -> None:
-    reviewed, candidate = reviewed_and_candidate(stack)
+    reviewed, candidate = reviewed_and_candidate(stack, provider)
     corrective = candidate_pb2.CorrectiveProviderConfigurationV1(
         provider_epoch="epoch-8", configuration_digest=sha256_digest(b"never stored")
     )
@@ -157,11 +163,12 @@ def test_a_corrective_document_that_is_not_stored_is_refused_at_commit(
 
 @pytest.mark.parametrize("fact", ["source_revision", "executable_identity", "provider_epoch"])
 def test_a_report_made_for_something_else_holds_the_candidate(
-    stack: Stack, engine: Engine, fact: str
+    stack: Stack, engine: Engine, fact: str, provider: RefusingProvider
 ) -> None:
-    refused_at_provider(stack, admit_enabled(stack))
+    sent = refused_at_provider(stack, admit_enabled(stack), provider)
     reviewed = review(
         stack,
+        sent,
         executable_probe_report_digest=report(stack, "executable_probe_report", **{fact: "other"}),
     )
     candidate = candidate_of(stack, reviewed)
@@ -169,10 +176,12 @@ def test_a_report_made_for_something_else_holds_the_candidate(
     nothing_written(stack, engine, lambda: submit(stack, candidate, reviewed), "CANDIDATE_HELD")
 
 
-def test_a_report_of_the_wrong_kind_holds_the_candidate(stack: Stack) -> None:
-    refused_at_provider(stack, admit_enabled(stack))
+def test_a_report_of_the_wrong_kind_holds_the_candidate(
+    stack: Stack, provider: RefusingProvider
+) -> None:
+    sent = refused_at_provider(stack, admit_enabled(stack), provider)
     reviewed = review(
-        stack, source_validator_report_digest=report(stack, "executable_probe_report")
+        stack, sent, source_validator_report_digest=report(stack, "executable_probe_report")
     )
     assert "REFUSAL_NOT_PROVEN" in holds(candidate_of(stack, reviewed))
 
@@ -210,9 +219,14 @@ def commit_in_ledger(
     ],
 )
 def test_evidence_missing_or_changed_at_commit_refuses_and_writes_nothing(
-    stack: Stack, engine: Engine, field: str, reason: str, tamper: str
+    stack: Stack,
+    engine: Engine,
+    field: str,
+    reason: str,
+    tamper: str,
+    provider: RefusingProvider,
 ) -> None:
-    reviewed, candidate = reviewed_and_candidate(stack)
+    reviewed, candidate = reviewed_and_candidate(stack, provider)
     assert candidate.eligible, candidate.holds
     digest = CORRECTIVE.configuration_digest if field == "corrective" else getattr(reviewed, field)
     with engine.begin() as connection:
@@ -235,9 +249,11 @@ def test_evidence_missing_or_changed_at_commit_refuses_and_writes_nothing(
     )
 
 
-def test_the_ledger_commit_succeeds_with_the_evidence_intact(stack: Stack) -> None:
+def test_the_ledger_commit_succeeds_with_the_evidence_intact(
+    stack: Stack, provider: RefusingProvider
+) -> None:
     """The control for the test above: the same direct commit, nothing tampered."""
-    reviewed, candidate = reviewed_and_candidate(stack)
+    reviewed, candidate = reviewed_and_candidate(stack, provider)
     committed = commit_in_ledger(stack, candidate, reviewed)
     assert committed.created
     assert kinds(stack)[-3:] == ["refusal_settlement", "recovery_witness", "request_event"]

@@ -4,6 +4,7 @@ and what it returns (holds, proof, digests, handoff). Plain data, no transport t
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -154,6 +155,20 @@ class Reconstruction:
     witness_digest: str
 
 
+@dataclass(frozen=True)
+class PendingReproduction:
+    """What the candidate keeps of a reproduced pending request: its wire facts and the digests
+    of its canonical parts (``history``, ``model_settings``, ``tool_definitions``,
+    ``request_parameters``, ``usage``, ``limits``)."""
+
+    derived_checkpoint_digest: str
+    model: str
+    wire_digest: str
+    wire_length: int
+    part_digests: Mapping[str, str]
+    reproduction_digest: str
+
+
 # --- outputs --------------------------------------------------------------------------------
 
 
@@ -185,6 +200,7 @@ class HoldReason(enum.Enum):
     RECOVERY_SPENT = "RECOVERY_SPENT"
     REQUEST_NOT_FAILED_UNCLAIMED = "REQUEST_NOT_FAILED_UNCLAIMED"
     REFUSAL_NOT_PROVEN = "REFUSAL_NOT_PROVEN"
+    REQUEST_NOT_REPRODUCED = "REQUEST_NOT_REPRODUCED"
 
 
 class Requirement(enum.Enum):
@@ -225,6 +241,7 @@ REQUIREMENTS: dict[HoldReason, Requirement] = {
     HoldReason.RECOVERY_SPENT: Requirement.NOT_ELIGIBLE,
     HoldReason.REQUEST_NOT_FAILED_UNCLAIMED: Requirement.NOT_ELIGIBLE,
     HoldReason.REFUSAL_NOT_PROVEN: Requirement.CUSTODY,
+    HoldReason.REQUEST_NOT_REPRODUCED: Requirement.NOT_ELIGIBLE,
 }
 
 

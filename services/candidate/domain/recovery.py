@@ -40,6 +40,7 @@ from .checks import common
 from .facts import Facts, read_snapshot
 from .journal import closure_of
 from .model import OUTSTANDING_STATES, Entry, Hold, HoldReason, JournalHead, Requirement, hold
+from .reproduction import reproduction_check
 from .sources import CandidateSources
 
 #: The checks every held-run candidate shares that a recovery reviews again.
@@ -162,6 +163,7 @@ def _recovery_candidate(
         snapshot.run.command_limit,
         _deadline_remaining(snapshot.run.active_deadline, now),
     )
+    pending_digest = ""  # the reproduced pending request (rejected boundary only)
     if review is None:
         workflow = NEVER_CLAIMED
         admissibility = never_claimed_facts(
@@ -176,6 +178,9 @@ def _recovery_candidate(
     else:
         workflow = REJECTED_BOUNDARY
         holds += _report_holds(sources, review)
+        reproduction = reproduction_check(sources, history, review)
+        holds += reproduction.holds
+        pending_digest = reproduction.reproduction_digest
         problems = refusal_problems(
             history,
             review,
@@ -220,6 +225,7 @@ def _recovery_candidate(
     if review is not None:
         # the review is part of what the decision rests on
         decided_on["reviewed_rejection_digest"] = review.digest
+        decided_on["pending_reproduction_digest"] = pending_digest
     return RecoveryCandidate(
         run_id=run_id,
         request_id=request_id,

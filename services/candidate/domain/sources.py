@@ -1,5 +1,6 @@
 """What the candidate reads, as an interface: the ledger (run, journal, policy, execution
-requests, blobs) and reconstruction (analysis, derived checkpoint). Every method is a read.
+requests, blobs) and reconstruction (analysis, derived checkpoint, reproduced pending request).
+Every method is a read.
 
 Implementations raise ``shared.errors.DomainError`` subclasses for refusals, so the domain never
 sees a transport type: a missing run is ``NotFound`` (RUN_NOT_FOUND); a refused analysis or
@@ -17,6 +18,7 @@ from .model import (
     Entry,
     ExecutionRecord,
     JournalHead,
+    PendingReproduction,
     PolicyRecord,
     Reconstruction,
     ResponseAnalysis,
@@ -59,4 +61,9 @@ class CandidateSources(Protocol):
         self, checkpoint: bytes, raw_response: bytes, version: int, consumed_at: str
     ) -> Reconstruction:
         """The derived checkpoint and witness digests for ``version``."""
+        ...
+
+    def reproduce_pending(self, derived_checkpoint: bytes) -> PendingReproduction:
+        """Reconstruction's sealed reproduction of the first provider request the derived
+        checkpoint continues with (no response supplied, no callback, no network)."""
         ...

@@ -23,7 +23,18 @@ API::
         accepted_by_advertised_schema, rejected_by_pinned_validator, validator_error, runtime
         and validator identities, sibling calls, unsupported content, and ``holds(version)``.
 
-Async forms: ``areconstruct_invalid_read``, ``aanalyze_consumed_response``.
+    reproduce_pending_request(derived_checkpoint: bytes) -> PendingRequest
+        Verify the derived checkpoint (canonical bytes, format, sealed state digest, target
+        runtime), resume it through the installed ``execute_agentic`` and the pinned SDK behind a
+        sealed transport that records the first outbound request and refuses it (no response,
+        no callback, no network), and return the exact wire body (``wire``, ``wire_digest``,
+        ``wire_length``, ``method``, ``url``) and its canonical ``parts`` (history, model
+        settings, tool definitions, other request parameters, usage, limits) with their digests
+        and one ``reproduction_digest``. Same inputs → same bytes. Raises FailedPrecondition
+        PENDING_REQUEST_NOT_SENT / PENDING_STATE_DIVERGED (``element``) or a checkpoint reason.
+
+Async forms: ``areconstruct_invalid_read``, ``aanalyze_consumed_response``,
+``areproduce_pending_request``.
 
 ``ANALYSIS_REASONS`` / ``REFUSAL_REASONS``: every finding reason the analysis reports and every
 refusal reason (FAILED_PRECONDITION / INVALID_ARGUMENT) the service raises; callers that map
@@ -34,6 +45,7 @@ The formats are documented in docs/formats.md.
 from __future__ import annotations
 
 from .analysis import Hold, ResponseAnalysis, ToolCallView
+from .pending import PendingRequest, areproduce_pending_request, reproduce_pending_request
 from .reasons import ANALYSIS_REASONS, REFUSAL_REASONS
 from .reconstruct import (
     OBSERVATION_UNAVAILABLE,
@@ -49,11 +61,14 @@ __all__ = [
     "OBSERVATION_UNAVAILABLE",
     "REFUSAL_REASONS",
     "Hold",
+    "PendingRequest",
     "ReconstructionResult",
     "ResponseAnalysis",
     "ToolCallView",
     "aanalyze_consumed_response",
     "analyze_consumed_response",
     "areconstruct_invalid_read",
+    "areproduce_pending_request",
     "reconstruct_invalid_read",
+    "reproduce_pending_request",
 ]

@@ -23,9 +23,10 @@ ANALYSIS_REASONS: Final = frozenset(
     }
 )
 
-#: FAILED_PRECONDITION / INVALID_ARGUMENT reasons of AnalyzeConsumedResponse and
-#: ReconstructInvalidRead besides the findings above: the checkpoint, its identities and SDK
-#: projection, the consumed response's SDK parse, the tool-contract migration and the request.
+#: FAILED_PRECONDITION / INVALID_ARGUMENT reasons of AnalyzeConsumedResponse,
+#: ReconstructInvalidRead and ReproducePendingRequest besides the findings above: the checkpoint,
+#: its identities and SDK projection, the consumed response's SDK parse, the tool-contract
+#: migration, the reproduced pending request and the request.
 #: INTERNAL errors (TARGET_SDK_MISMATCH, SEALED_*, CONTRACT_CAPTURE_FAILED) are faults of the
 #: service, not refusals of the input, and are not listed.
 REFUSAL_REASONS: Final = frozenset(
@@ -44,6 +45,8 @@ REFUSAL_REASONS: Final = frozenset(
         "MIGRATION_COUNTER_OUT_OF_BOUNDS",
         "MIGRATION_COUNTER_UNEXPECTED",
         "MIGRATION_FIELD_REFUSED",
+        "PENDING_REQUEST_NOT_SENT",
+        "PENDING_STATE_DIVERGED",
         "SDK_TRANSITION_UNSUPPORTED",
         "VERSION_UNSUPPORTED",
     }

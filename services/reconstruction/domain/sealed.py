@@ -44,10 +44,12 @@ class SealedTransport(httpx2.MockTransport):
     def __init__(self, body: bytes | None) -> None:
         self._body = body
         self.requests: list[bytes] = []
+        self.targets: list[tuple[str, str]] = []  # (method, URL) of each request, in order
         super().__init__(self._handle)
 
     def _handle(self, request: httpx2.Request) -> httpx2.Response:
         self.requests.append(bytes(request.content))
+        self.targets.append((request.method, str(request.url)))
         if self._body is None or len(self.requests) > 1:
             raise SealedRequestRefused(f"sealed transport refused request {len(self.requests)}")
         return httpx2.Response(

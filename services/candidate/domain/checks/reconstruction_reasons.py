@@ -53,6 +53,10 @@ REFUSAL_HOLDS: Final[dict[str, HoldReason]] = {
     "MIGRATION_COUNTER_UNEXPECTED": HoldReason.MIGRATION_REFUSED,
     "MIGRATION_FIELD_REFUSED": HoldReason.MIGRATION_REFUSED,
     "SDK_TRANSITION_UNSUPPORTED": HoldReason.MIGRATION_REFUSED,
+    # Only ReproducePendingRequest gives these; the rejected-boundary candidate holds on any
+    # refusal of it (REQUEST_NOT_REPRODUCED), listed here so the map stays exhaustive.
+    "PENDING_REQUEST_NOT_SENT": HoldReason.REQUEST_NOT_REPRODUCED,
+    "PENDING_STATE_DIVERGED": HoldReason.REQUEST_NOT_REPRODUCED,
     # Request refusals: the candidate sends a supported version and the intact stored bytes, so
     # these arise only from an empty stored blob; no migration can be built from it.
     "FIELD_REQUIRED": HoldReason.MIGRATION_REFUSED,

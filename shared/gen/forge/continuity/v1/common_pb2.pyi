@@ -261,6 +261,11 @@ class _HoldReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_HoldReason
     """The native history and the reviewed rejection do not prove a provider refusal before
     admission of the continuation's first request.
     """
+    HOLD_REASON_REQUEST_NOT_REPRODUCED: _HoldReason.ValueType  # 26
+    """The pending request reproduced through the sealed public SDK transport from the ticket's
+    derived checkpoint is not the retained model_request_sent entry or not the reviewed request
+    (wire bytes, length or a retained part differ), or it cannot be reproduced at all.
+    """
 
 class HoldReason(_HoldReason, metaclass=_HoldReasonEnumTypeWrapper):
     """HoldReason is the typed reason a candidate, ticket or action is held."""
@@ -318,6 +323,11 @@ HOLD_REASON_REQUEST_NOT_FAILED_UNCLAIMED: HoldReason.ValueType  # 24
 HOLD_REASON_REFUSAL_NOT_PROVEN: HoldReason.ValueType  # 25
 """The native history and the reviewed rejection do not prove a provider refusal before
 admission of the continuation's first request.
+"""
+HOLD_REASON_REQUEST_NOT_REPRODUCED: HoldReason.ValueType  # 26
+"""The pending request reproduced through the sealed public SDK transport from the ticket's
+derived checkpoint is not the retained model_request_sent entry or not the reviewed request
+(wire bytes, length or a retained part differ), or it cannot be reproduced at all.
 """
 Global___HoldReason: _TypeAlias = HoldReason  # noqa: Y015
 

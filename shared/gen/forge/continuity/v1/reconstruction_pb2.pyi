@@ -278,3 +278,105 @@ class AnalyzeConsumedResponseResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AnalyzeConsumedResponseResponse: _TypeAlias = AnalyzeConsumedResponseResponse  # noqa: Y015
+
+@_typing.final
+class ReproducePendingRequestRequest(_message.Message):
+    """ReproducePendingRequestRequest carries the derived checkpoint the continuation starts from."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DERIVED_CHECKPOINT_FIELD_NUMBER: _builtins.int
+    derived_checkpoint: _builtins.bytes
+    """The derived checkpoint bytes (canonical JSON envelope, see docs/formats.md), as stored."""
+    def __init__(
+        self,
+        *,
+        derived_checkpoint: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["derived_checkpoint", b"derived_checkpoint"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReproducePendingRequestRequest: _TypeAlias = ReproducePendingRequestRequest  # noqa: Y015
+
+@_typing.final
+class ReproducePendingRequestResponse(_message.Message):
+    """ReproducePendingRequestResponse is the reproduced request: its exact wire body and its parts."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DERIVED_CHECKPOINT_DIGEST_FIELD_NUMBER: _builtins.int
+    METHOD_FIELD_NUMBER: _builtins.int
+    URL_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    WIRE_REQUEST_FIELD_NUMBER: _builtins.int
+    WIRE_DIGEST_FIELD_NUMBER: _builtins.int
+    WIRE_LENGTH_FIELD_NUMBER: _builtins.int
+    PARTS_JSON_FIELD_NUMBER: _builtins.int
+    HISTORY_DIGEST_FIELD_NUMBER: _builtins.int
+    MODEL_SETTINGS_DIGEST_FIELD_NUMBER: _builtins.int
+    TOOL_DEFINITIONS_DIGEST_FIELD_NUMBER: _builtins.int
+    REQUEST_PARAMETERS_DIGEST_FIELD_NUMBER: _builtins.int
+    USAGE_DIGEST_FIELD_NUMBER: _builtins.int
+    LIMITS_DIGEST_FIELD_NUMBER: _builtins.int
+    REPRODUCTION_DIGEST_FIELD_NUMBER: _builtins.int
+    derived_checkpoint_digest: _builtins.str
+    """"sha256:" + hex of the derived checkpoint the request was built from."""
+    method: _builtins.str
+    """The HTTP method of the request (e.g. "POST")."""
+    url: _builtins.str
+    """The URL the request was addressed to (the checkpoint provider's base URL + the SDK's path)."""
+    model: _builtins.str
+    """The provider model the request names."""
+    wire_request: _builtins.bytes
+    """The exact request body bytes the SDK built."""
+    wire_digest: _builtins.str
+    """"sha256:" + hex of wire_request."""
+    wire_length: _builtins.int
+    """Length of wire_request in bytes."""
+    parts_json: _builtins.str
+    """The canonical parts as canonical JSON: history, model_settings, tool_definitions,
+    request_parameters, usage and limits (see docs/formats.md).
+    """
+    history_digest: _builtins.str
+    """Digest of the canonical message history the request carries."""
+    model_settings_digest: _builtins.str
+    """Digest of the canonical model settings."""
+    tool_definitions_digest: _builtins.str
+    """Digest of the canonical tool definitions, in order."""
+    request_parameters_digest: _builtins.str
+    """Digest of the other canonical request parameters (output contract, native tools, ...)."""
+    usage_digest: _builtins.str
+    """Digest of the canonical usage the SDK held when the request left."""
+    limits_digest: _builtins.str
+    """Digest of the canonical usage limits."""
+    reproduction_digest: _builtins.str
+    """One digest over every fact above (format forge.continuity.pending-request/1)."""
+    def __init__(
+        self,
+        *,
+        derived_checkpoint_digest: _builtins.str = ...,
+        method: _builtins.str = ...,
+        url: _builtins.str = ...,
+        model: _builtins.str = ...,
+        wire_request: _builtins.bytes = ...,
+        wire_digest: _builtins.str = ...,
+        wire_length: _builtins.int = ...,
+        parts_json: _builtins.str = ...,
+        history_digest: _builtins.str = ...,
+        model_settings_digest: _builtins.str = ...,
+        tool_definitions_digest: _builtins.str = ...,
+        request_parameters_digest: _builtins.str = ...,
+        usage_digest: _builtins.str = ...,
+        limits_digest: _builtins.str = ...,
+        reproduction_digest: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["derived_checkpoint_digest", b"derived_checkpoint_digest", "history_digest", b"history_digest", "limits_digest", b"limits_digest", "method", b"method", "model", b"model", "model_settings_digest", b"model_settings_digest", "parts_json", b"parts_json", "reproduction_digest", b"reproduction_digest", "request_parameters_digest", b"request_parameters_digest", "tool_definitions_digest", b"tool_definitions_digest", "url", b"url", "usage_digest", b"usage_digest", "wire_digest", b"wire_digest", "wire_length", b"wire_length", "wire_request", b"wire_request"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReproducePendingRequestResponse: _TypeAlias = ReproducePendingRequestResponse  # noqa: Y015

@@ -48,6 +48,11 @@ class ReconstructionServiceStub:
                 request_serializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeConsumedResponseRequest.SerializeToString,
                 response_deserializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeConsumedResponseResponse.FromString,
                 _registered_method=True)
+        self.ReproducePendingRequest = channel.unary_unary(
+                '/forge.continuity.v1.ReconstructionService/ReproducePendingRequest',
+                request_serializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReproducePendingRequestRequest.SerializeToString,
+                response_deserializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReproducePendingRequestResponse.FromString,
+                _registered_method=True)
 
 
 class ReconstructionServiceServicer:
@@ -77,6 +82,19 @@ class ReconstructionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReproducePendingRequest(self, request, context):
+        """Reproduces the first provider request of the continuation a derived checkpoint starts: the
+        checkpoint is resumed through the installed worker and the pinned public SDK behind a sealed
+        transport that records the first outbound request and refuses it. No model response is
+        supplied, no tool callback runs and nothing leaves the process. Refusals are
+        FAILED_PRECONDITION (PENDING_REQUEST_NOT_SENT, PENDING_STATE_DIVERGED naming the element, or a
+        checkpoint reason) or INVALID_ARGUMENT (CHECKPOINT_MALFORMED).
+        Role: any authenticated caller.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReconstructionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -89,6 +107,11 @@ def add_ReconstructionServiceServicer_to_server(servicer, server):
                     servicer.AnalyzeConsumedResponse,
                     request_deserializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeConsumedResponseRequest.FromString,
                     response_serializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeConsumedResponseResponse.SerializeToString,
+            ),
+            'ReproducePendingRequest': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReproducePendingRequest,
+                    request_deserializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReproducePendingRequestRequest.FromString,
+                    response_serializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReproducePendingRequestResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -149,6 +172,33 @@ class ReconstructionService:
             '/forge.continuity.v1.ReconstructionService/AnalyzeConsumedResponse',
             forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeConsumedResponseRequest.SerializeToString,
             forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeConsumedResponseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReproducePendingRequest(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/forge.continuity.v1.ReconstructionService/ReproducePendingRequest',
+            forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReproducePendingRequestRequest.SerializeToString,
+            forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReproducePendingRequestResponse.FromString,
             options,
             channel_credentials,
             insecure,

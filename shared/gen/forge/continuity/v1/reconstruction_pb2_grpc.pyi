@@ -49,6 +49,15 @@ class ReconstructionServiceStub:
     that cannot be migrated is FAILED_PRECONDITION with the migration's reason.
     Role: any authenticated caller.
     """
+    ReproducePendingRequest: _grpc.UnaryUnaryMultiCallable[_reconstruction_pb2.ReproducePendingRequestRequest, _reconstruction_pb2.ReproducePendingRequestResponse]
+    """Reproduces the first provider request of the continuation a derived checkpoint starts: the
+    checkpoint is resumed through the installed worker and the pinned public SDK behind a sealed
+    transport that records the first outbound request and refuses it. No model response is
+    supplied, no tool callback runs and nothing leaves the process. Refusals are
+    FAILED_PRECONDITION (PENDING_REQUEST_NOT_SENT, PENDING_STATE_DIVERGED naming the element, or a
+    checkpoint reason) or INVALID_ARGUMENT (CHECKPOINT_MALFORMED).
+    Role: any authenticated caller.
+    """
 
 @_typing.type_check_only
 class ReconstructionServiceAsyncStub(ReconstructionServiceStub):
@@ -69,6 +78,15 @@ class ReconstructionServiceAsyncStub(ReconstructionServiceStub):
     validator: the calls, the single read_run_evidence query, whether the old advertised schema
     accepts it and the pinned validator rejects it, and the typed holds per version. A checkpoint
     that cannot be migrated is FAILED_PRECONDITION with the migration's reason.
+    Role: any authenticated caller.
+    """
+    ReproducePendingRequest: _aio.UnaryUnaryMultiCallable[_reconstruction_pb2.ReproducePendingRequestRequest, _reconstruction_pb2.ReproducePendingRequestResponse]  # type: ignore[assignment]
+    """Reproduces the first provider request of the continuation a derived checkpoint starts: the
+    checkpoint is resumed through the installed worker and the pinned public SDK behind a sealed
+    transport that records the first outbound request and refuses it. No model response is
+    supplied, no tool callback runs and nothing leaves the process. Refusals are
+    FAILED_PRECONDITION (PENDING_REQUEST_NOT_SENT, PENDING_STATE_DIVERGED naming the element, or a
+    checkpoint reason) or INVALID_ARGUMENT (CHECKPOINT_MALFORMED).
     Role: any authenticated caller.
     """
 
@@ -100,6 +118,21 @@ class ReconstructionServiceServicer(metaclass=_abc_1.ABCMeta):
         validator: the calls, the single read_run_evidence query, whether the old advertised schema
         accepts it and the pinned validator rejects it, and the typed holds per version. A checkpoint
         that cannot be migrated is FAILED_PRECONDITION with the migration's reason.
+        Role: any authenticated caller.
+        """
+
+    @_abc_1.abstractmethod
+    def ReproducePendingRequest(
+        self,
+        request: _reconstruction_pb2.ReproducePendingRequestRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_reconstruction_pb2.ReproducePendingRequestResponse, _abc.Awaitable[_reconstruction_pb2.ReproducePendingRequestResponse]]:
+        """Reproduces the first provider request of the continuation a derived checkpoint starts: the
+        checkpoint is resumed through the installed worker and the pinned public SDK behind a sealed
+        transport that records the first outbound request and refuses it. No model response is
+        supplied, no tool callback runs and nothing leaves the process. Refusals are
+        FAILED_PRECONDITION (PENDING_REQUEST_NOT_SENT, PENDING_STATE_DIVERGED naming the element, or a
+        checkpoint reason) or INVALID_ARGUMENT (CHECKPOINT_MALFORMED).
         Role: any authenticated caller.
         """
 
