@@ -8,6 +8,12 @@ candidate service calls it to show holds, the ledger calls it again inside the c
 Time is not an input. Lease expiry and the remaining deadline are reported in the handoff but no
 rule reads them, so waiting never turns ``Unresolved`` into ``Admissible``; only new native
 evidence changes the facts. Probability is no input either.
+
+A reconciliation of a claimed request whose owner was lost (ADR 0010) passes the same check with
+``ReconciliationFacts``: a recorded, unexpired verification (computed by the caller into
+``verification_problems``; the check itself stays time-free) resolves the claim's residual effect
+for ``retry_stage``; ``mark_unresolved`` records what stays unknown and needs only identity and
+authority.
 """
 
 from __future__ import annotations
@@ -56,6 +62,10 @@ class BoundRequest:
     #: administrator-reviewed rejection pins the same request. Only the rejected-boundary
     #: workflow sets it; it resolves the claim's residual effect.
     refusal_reviewed: bool = False
+    #: A recorded, unexpired verification proves the claim's owner stopped, its exposure stayed
+    #: within its reservation and it left no effect or a retry-safe one. Only the reconciliation
+    #: workflow sets it; it resolves the claim's residual effect.
+    cessation_verified: bool = False
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,23 @@ class Consumed:
     command_limit: int = 0
     #: Reported only; -1 when the run has no deadline.
     deadline_remaining_seconds: int = -1
+
+
+@dataclass(frozen=True)
+class ReconciliationFacts:
+    """The facts only a reconciliation of a claimed request adds (ADR 0010)."""
+
+    #: ``retry_stage`` or ``mark_unresolved``.
+    decision: str
+    #: Every reason no recorded, unexpired verification proves cessation, bounded exposure and
+    #: no effect or retry-safe (empty: proven). A timeout or a missing result is such a reason.
+    verification_problems: tuple[str, ...]
+    #: Every limit that leaves a retry nothing to run under (command budget, active deadline).
+    budget_problems: tuple[str, ...] = ()
+
+
+RETRY_STAGE = "retry_stage"
+MARK_UNRESOLVED = "mark_unresolved"
 
 
 @dataclass(frozen=True)
@@ -98,6 +125,11 @@ class ActionFacts:
     #: None unless the action rests on a reviewed provider refusal; then every reason the native
     #: history and the review do not prove the supported case (empty: proven).
     refusal_problems: tuple[str, ...] | None = None
+    #: None unless the action reconciles a claimed request whose owner was lost.
+    reconciliation: ReconciliationFacts | None = None
+    #: Any current holder of the authority may act, not only the ticket's original operator
+    #: (reconciliation is reviewed by a factory administrator).
+    any_authorized_actor: bool = False
 
 
 @dataclass(frozen=True)
@@ -138,6 +170,24 @@ Outcome = Admissible | Unresolved
 CLAIM_ALTERNATIVES = ("failed", "committed", "in_flight")
 
 
+def _authority_refusals(facts: ActionFacts) -> list[Refusal]:
+    """The actor's current authority (any holder for a reconciliation, else the ticket's
+    original operator)."""
+    if facts.any_authorized_actor and facts.actor_has_authority:
+        return []
+    if not facts.any_authorized_actor and (
+        facts.actor == facts.original_actor and facts.actor_has_authority
+    ):
+        return []
+    detail = (
+        f"{facts.actor} lacks current factory administrator authority"
+        if facts.any_authorized_actor
+        else f"only {facts.original_actor}, the ticket's original operator, with current "
+        "factory administrator authority may act"
+    )
+    return [Refusal(Concern.AUTHORIZATION, "AUTHORITY_MISSING", "AUTHORITY", facts.actor, detail)]
+
+
 def _refusals(facts: ActionFacts) -> list[Refusal]:
     bound, found = facts.bound, []
     # expired or spent action identity: one recovery per request and workflow
@@ -162,17 +212,9 @@ def _refusals(facts: ActionFacts) -> list[Refusal]:
                 f"the policy does not enable the {facts.workflow} workflow",
             )
         )
-    if facts.actor != facts.original_actor or not facts.actor_has_authority:
-        found.append(
-            Refusal(
-                Concern.AUTHORIZATION,
-                "AUTHORITY_MISSING",
-                "AUTHORITY",
-                facts.actor,
-                f"only {facts.original_actor}, the ticket's original operator, with current "
-                "factory administrator authority may act",
-            )
-        )
+    found += _authority_refusals(facts)
+    if facts.reconciliation is not None:
+        return found + _reconciliation_refusals(facts, facts.reconciliation)
     # dependencies: an outstanding ticket or claim the action would bypass
     if bound.state == "queued" and not bound.claimed:
         found.append(
@@ -255,6 +297,80 @@ def _refusals(facts: ActionFacts) -> list[Refusal]:
     return found
 
 
+def _reconciliation_refusals(facts: ActionFacts, reconciling: ReconciliationFacts) -> list[Refusal]:
+    """A claimed request whose owner was lost: MARK_UNRESOLVED records what stays unknown, so
+    only identity and authority refuse it; RETRY_STAGE must also clear every dependency, residual
+    effect and budget concern."""
+    bound, found = facts.bound, []
+    if bound.state != "claimed":
+        found.append(
+            Refusal(
+                Concern.RESIDUAL_EFFECT,
+                "REQUEST_NOT_CLAIMED",
+                "NOT_ELIGIBLE",
+                bound.execution_request_id,
+                f"the request is {bound.state}; only a claimed request whose owner was lost is "
+                "reconciled",
+            )
+        )
+    if reconciling.decision != RETRY_STAGE:
+        return found
+    for other in facts.outstanding:
+        found.append(
+            Refusal(
+                Concern.DEPENDENCY,
+                "CLAIM_OUTSTANDING",
+                "NOT_ELIGIBLE",
+                other,
+                f"execution request {other} is queued or claimed",
+            )
+        )
+    # residual effects: a possibly running owner or excess exposure refuses the retry
+    if not bound.cessation_verified:
+        for problem in reconciling.verification_problems or ("no verification recorded",):
+            found.append(
+                Refusal(
+                    Concern.RESIDUAL_EFFECT,
+                    "RECONCILIATION_NOT_VERIFIED",
+                    "CUSTODY",
+                    bound.execution_request_id,
+                    problem,
+                )
+            )
+    for sequence in facts.unaccounted_sequences:
+        found.append(
+            Refusal(
+                Concern.RESIDUAL_EFFECT,
+                "UNACCOUNTED_EFFECTS",
+                "CUSTODY",
+                str(sequence),
+                f"journal entry {sequence} after the claim is not accounted for",
+            )
+        )
+    for subject in facts.uncertain:
+        found.append(
+            Refusal(
+                Concern.RESIDUAL_EFFECT,
+                "UNRESOLVED_CUSTODY",
+                "CUSTODY",
+                subject,
+                f"the outcome of {subject} is unknown and durable",
+            )
+        )
+    # an exhausted budget still blocks the retry: reconciliation adds no allowance
+    for problem in reconciling.budget_problems:
+        found.append(
+            Refusal(
+                Concern.AUTHORIZATION,
+                "BUDGET_EXHAUSTED",
+                "NOT_ELIGIBLE",
+                bound.execution_request_id,
+                problem,
+            )
+        )
+    return found
+
+
 def _permitted(facts: ActionFacts, refusals: list[Refusal]) -> tuple[PermittedAction, ...]:
     """The next actions that stay safe in every state the evidence permits."""
     if not refusals:
@@ -271,15 +387,31 @@ def _permitted(facts: ActionFacts, refusals: list[Refusal]) -> tuple[PermittedAc
             actions["update_policy"] = "a factory administrator may enable the workflow"
         elif refusal.concern is Concern.AUTHORIZATION:
             actions["obtain_authority"] = "the original operator needs current authority"
+        elif refusal.requirement == "CUSTODY" and facts.reconciliation is not None:
+            actions["verify_reconciliation"] = (
+                "a deployment verifier must prove cessation, bounded exposure and no effect"
+            )
         elif refusal.requirement == "CUSTODY":
             actions["reconcile_custody"] = "reconcile the request under its native rules"
+    if (
+        facts.reconciliation is not None
+        and not any(
+            r.concern in (Concern.ACTION_IDENTITY, Concern.AUTHORIZATION)
+            and r.hold != "BUDGET_EXHAUSTED"
+            for r in refusals
+        )
+        and facts.bound.state == "claimed"
+    ):
+        actions[MARK_UNRESOLVED] = "record the request as terminal unresolved; nothing is retried"
     return tuple(PermittedAction(name, why) for name, why in sorted(actions.items()))
 
 
 def _handoff(facts: ActionFacts, refusals: list[Refusal]) -> Handoff:
     bound = facts.bound
     unresolved: list[tuple[str, tuple[str, ...]]] = []
-    if bound.state == "claimed" or (bound.claimed and not bound.refusal_reviewed):
+    if (bound.state == "claimed" or (bound.claimed and not bound.refusal_reviewed)) and not (
+        bound.cessation_verified
+    ):
         unresolved.append((bound.execution_request_id, CLAIM_ALTERNATIVES))
     unresolved += [(subject, CLAIM_ALTERNATIVES) for subject in facts.uncertain]
     obligations = (
