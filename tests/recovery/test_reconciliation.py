@@ -211,7 +211,7 @@ def test_retry_stage_fences_the_old_owner_and_queues_a_new_request(
             engine,
             FP,
             "RECONCILIATION_NOT_VERIFIED",
-            lambda: verify(stack, snapshot, evidence),
+            lambda evidence=evidence: verify(stack, snapshot, evidence),
         )
     verification = verify(stack, snapshot)
     assert (
