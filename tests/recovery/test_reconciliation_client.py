@@ -22,9 +22,7 @@ def ledger(engine: Engine, authority: Authority) -> Ledger:
     return Ledger(engine, authority=authority, verifier=EvidenceVerifier())
 
 
-def test_the_client_inspects_verifies_decides_and_reads_back(
-    stack: Stack, engine: Engine
-) -> None:
+def test_the_client_inspects_verifies_decides_and_reads_back(stack: Stack, engine: Engine) -> None:
     owned = claimed_request(stack, commands=1)
     with client(stack, "admin-token") as admin:
         snapshot = admin.inspect_reconciliation("run-1", owned.execution_request_id, "rcn-1")
