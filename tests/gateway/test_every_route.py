@@ -241,7 +241,7 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
     ).snapshot
     assert snapshot.execution_request.state == common_pb2.EXECUTION_REQUEST_STATE_COMPLETED
     assert snapshot.reconciliation_digest.startswith("sha256:")
-    for invoke, expected in (
+    for call, reason in (
         (
             lambda: reconciling.VerifyReconciliation(
                 reconciliation_pb2.VerifyReconciliationRequest(
@@ -275,8 +275,8 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
         ),
     ):  # fmt: skip
         with pytest.raises(HttpRefused) as held_decision:
-            invoke()
-        assert held_decision.value.reason == expected, held_decision.value.body
+            call()
+        assert held_decision.value.reason == reason, held_decision.value.body
 
     not_yet: dict[str, type[message.Message]] = {
         "GetReadonlyObservationCandidate": candidate_pb2.GetReadonlyObservationCandidateRequest,
