@@ -395,12 +395,11 @@ def _permitted(facts: ActionFacts, refusals: list[Refusal]) -> tuple[PermittedAc
             actions["reconcile_custody"] = "reconcile the request under its native rules"
     if (
         facts.reconciliation is not None
+        # what refuses MARK_UNRESOLVED too: a spent identity, missing authority, no claim
         and not any(
-            r.concern in (Concern.ACTION_IDENTITY, Concern.AUTHORIZATION)
-            and r.hold != "BUDGET_EXHAUSTED"
+            r.hold in ("RECOVERY_SPENT", "AUTHORITY_MISSING", "REQUEST_NOT_CLAIMED")
             for r in refusals
         )
-        and facts.bound.state == "claimed"
     ):
         actions[MARK_UNRESOLVED] = "record the request as terminal unresolved; nothing is retried"
     return tuple(PermittedAction(name, why) for name, why in sorted(actions.items()))
