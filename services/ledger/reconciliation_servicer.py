@@ -21,7 +21,8 @@ from services.ledger.domain.reconciliation import (
     VerifyInput,
 )
 from services.ledger.service import Ledger
-from services.ledger.transactions.reconciliation import Inspection, Reconciled
+from services.ledger.transactions.reconciliation import Reconciled
+from services.ledger.transactions.reconciliation_review import Inspection
 from shared.admissibility import Unresolved
 from shared.auth import current_principal
 from shared.contract import enum_number, enum_short_name

@@ -22,13 +22,15 @@ from services.ledger.transactions import (
     journal,
     policy,
     reconciliation,
+    reconciliation_review,
     recovery,
     runs,
 )
 from services.ledger.transactions.admission import Admission
 from services.ledger.transactions.base import LedgerContext
 from services.ledger.transactions.journal import JournalFollowers, JournalPage
-from services.ledger.transactions.reconciliation import Inspection, Reconciled
+from services.ledger.transactions.reconciliation import Reconciled
+from services.ledger.transactions.reconciliation_review import Inspection
 from services.ledger.transactions.recovery import Authority, Recovery, RecoveryInput, no_authority
 from shared.config import journal_follower_limit
 from shared.journal_chain import Verification
@@ -142,12 +144,12 @@ class Ledger:
     def inspect_reconciliation(
         self, run_id: str, execution_request_id: str, reconciliation_id: str, actor: str
     ) -> Inspection:
-        return reconciliation.inspect(
+        return reconciliation_review.inspect(
             self._context, self._authority, run_id, execution_request_id, reconciliation_id, actor
         )
 
     def verify_reconciliation(self, request: VerifyInput) -> RecordedVerification:
-        return reconciliation.verify(self._context, self._authority, self._verifier, request)
+        return reconciliation_review.verify(self._context, self._authority, self._verifier, request)
 
     def reconcile(self, request: ReconcileInput) -> Reconciled:
         return reconciliation.commit(self._context, self._authority, request)

@@ -285,7 +285,15 @@ def test_retry_stage_fences_the_old_owner_and_queues_a_new_request(
             decision(snapshot, MARK, reconciliation_id="rcn-2")
         ),
     )
+    # prior results stay readable: the old request's claim and commands are still in its snapshot
     fresh = inspect(stack, owned, "rcn-3")
+    assert fresh.execution_request.state == common_pb2.EXECUTION_REQUEST_STATE_RECONCILED
+    assert [c.lease_generation for c in fresh.claims] == [1]
+    assert list(fresh.commands.charged_under_request) == ["cmd-new-0", "cmd-new-1"]
+    assert [r.execution_request_id for r in fresh.request_chain] == [
+        owned.execution_request_id,
+        retry.execution_request_id,
+    ]
     nothing_written(
         stack,
         engine,
@@ -463,6 +471,10 @@ def test_a_queued_request_is_not_reconciled(stack: Stack, engine: Engine) -> Non
         lambda: reconciliations(stack).ReconcileExecutionRequest(decision(snapshot, MARK)),
     )
     assert "REQUEST_NOT_CLAIMED" in error.metadata["holds"]
+    error = nothing_written(
+        stack, engine, FP, "RECONCILIATION_UNRESOLVED", lambda: verify(stack, snapshot)
+    )
+    assert error.metadata["holds"] == "REQUEST_NOT_CLAIMED"
 
 
 @pytest.mark.parametrize("late", ["complete", "command"])
