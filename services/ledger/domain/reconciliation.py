@@ -6,7 +6,7 @@ rules, without storage; ``transactions/reconciliation.py`` applies them in one t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -482,6 +482,10 @@ class StoredReconciliation:
             if not isinstance(record, dict) or record.pop("record_version", None) != RECORD_VERSION:
                 raise ReconciliationRecordError("unknown reconciliation record version")
             record["handoff"] = handoff_from_record(record["handoff"])
+            for field in fields(cls):
+                expected = {"str": str, "int": int}.get(str(field.type))
+                if expected is not None and type(record[field.name]) is not expected:
+                    raise ReconciliationRecordError(f"{field.name} is not {field.type}")
             return cls(**record)
         except (KeyError, TypeError, ValueError) as error:
             raise ReconciliationRecordError(f"damaged reconciliation record: {error!r}") from error
