@@ -3,7 +3,6 @@ SQLite and PostgreSQL (ADR 0010)."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
@@ -475,72 +474,3 @@ def test_a_queued_request_is_not_reconciled(stack: Stack, engine: Engine) -> Non
         stack, engine, FP, "RECONCILIATION_UNRESOLVED", lambda: verify(stack, snapshot)
     )
     assert error.metadata["holds"] == "REQUEST_NOT_CLAIMED"
-
-
-@pytest.mark.parametrize("late", ["complete", "command"])
-def test_a_late_write_racing_the_decision_has_exactly_one_outcome(
-    stack: Stack, engine: Engine, late: str
-) -> None:
-    owned = claimed_request(stack, commands=0)
-    snapshot = inspect(stack, owned)
-    verify(stack, snapshot)
-    barrier = threading.Barrier(2)
-    outcomes: dict[str, str] = {}
-
-    def old_owner() -> None:
-        barrier.wait()
-        try:
-            if late == "complete":
-                execution(stack).CompleteExecutionRequest(
-                    execution_pb2.CompleteExecutionRequestRequest(
-                        execution_request_id=owned.execution_request_id, lease_generation=1
-                    )
-                )
-            else:
-                record(stack, owned, "cmd-racing")
-            outcomes["late"] = "ok"
-        except grpc.RpcError as error:
-            outcomes["late"] = _reason(error)
-
-    def administrator() -> None:
-        barrier.wait()
-        try:
-            reconciliations(stack).ReconcileExecutionRequest(decision(snapshot))
-            outcomes["decision"] = "ok"
-        except grpc.RpcError as error:
-            outcomes["decision"] = _reason(error)
-
-    threads = [threading.Thread(target=old_owner), threading.Thread(target=administrator)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    stored = (
-        execution(stack, "reader-token")
-        .GetExecutionRequest(
-            execution_pb2.GetExecutionRequestRequest(
-                execution_request_id=owned.execution_request_id
-            )
-        )
-        .execution_request
-    )
-    if outcomes["decision"] == "ok":
-        assert outcomes["late"] == "LEASE_FENCED_BY_RECONCILIATION"
-        assert stored.state == common_pb2.EXECUTION_REQUEST_STATE_RECONCILED
-        assert "cmd-racing" not in inspect(stack, owned).commands.charged_under_request
-    else:
-        assert outcomes["late"] == "ok"
-        expected = (
-            "RECONCILIATION_STATE_CHANGED" if late == "complete" else "RECONCILIATION_DIGEST_STALE"
-        )
-        assert outcomes["decision"] == expected
-        assert stored.state == (
-            common_pb2.EXECUTION_REQUEST_STATE_COMPLETED if late == "complete" else CLAIMED
-        )
-        assert "reconciliation_settlement" not in kinds(stack)
-
-
-def _reason(error: grpc.RpcError) -> str:
-    from shared.errors import from_rpc_error
-
-    return from_rpc_error(error).reason
