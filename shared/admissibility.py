@@ -125,11 +125,9 @@ class ActionFacts:
     #: None unless the action rests on a reviewed provider refusal; then every reason the native
     #: history and the review do not prove the supported case (empty: proven).
     refusal_problems: tuple[str, ...] | None = None
-    #: None unless the action reconciles a claimed request whose owner was lost.
+    #: None unless the action reconciles a claimed request whose owner was lost; then any
+    #: current factory administrator may act (``original_actor`` is not read).
     reconciliation: ReconciliationFacts | None = None
-    #: Any current holder of the authority may act, not only the ticket's original operator
-    #: (reconciliation is reviewed by a factory administrator).
-    any_authorized_actor: bool = False
 
 
 @dataclass(frozen=True)
@@ -170,25 +168,9 @@ Outcome = Admissible | Unresolved
 CLAIM_ALTERNATIVES = ("failed", "committed", "in_flight")
 
 
-def _authority_refusals(facts: ActionFacts) -> list[Refusal]:
-    """The actor's current authority (any holder for a reconciliation, else the ticket's
-    original operator)."""
-    if facts.any_authorized_actor and facts.actor_has_authority:
-        return []
-    if not facts.any_authorized_actor and (
-        facts.actor == facts.original_actor and facts.actor_has_authority
-    ):
-        return []
-    detail = (
-        f"{facts.actor} lacks current factory administrator authority"
-        if facts.any_authorized_actor
-        else f"only {facts.original_actor}, the ticket's original operator, with current "
-        "factory administrator authority may act"
-    )
-    return [Refusal(Concern.AUTHORIZATION, "AUTHORITY_MISSING", "AUTHORITY", facts.actor, detail)]
-
-
 def _refusals(facts: ActionFacts) -> list[Refusal]:
+    if facts.reconciliation is not None:
+        return _reconciliation_refusals(facts, facts.reconciliation)
     bound, found = facts.bound, []
     # expired or spent action identity: one recovery per request and workflow
     for recovery_id in facts.spent_by:
@@ -212,9 +194,17 @@ def _refusals(facts: ActionFacts) -> list[Refusal]:
                 f"the policy does not enable the {facts.workflow} workflow",
             )
         )
-    found += _authority_refusals(facts)
-    if facts.reconciliation is not None:
-        return found + _reconciliation_refusals(facts, facts.reconciliation)
+    if facts.actor != facts.original_actor or not facts.actor_has_authority:
+        found.append(
+            Refusal(
+                Concern.AUTHORIZATION,
+                "AUTHORITY_MISSING",
+                "AUTHORITY",
+                facts.actor,
+                f"only {facts.original_actor}, the ticket's original operator, with current "
+                "factory administrator authority may act",
+            )
+        )
     # dependencies: an outstanding ticket or claim the action would bypass
     if bound.state == "queued" and not bound.claimed:
         found.append(
@@ -299,9 +289,41 @@ def _refusals(facts: ActionFacts) -> list[Refusal]:
 
 def _reconciliation_refusals(facts: ActionFacts, reconciling: ReconciliationFacts) -> list[Refusal]:
     """A claimed request whose owner was lost: MARK_UNRESOLVED records what stays unknown, so
-    only identity and authority refuse it; RETRY_STAGE must also clear every dependency, residual
-    effect and budget concern."""
+    only identity, authority and the claim refuse it; RETRY_STAGE must also clear the policy,
+    every dependency, residual effect and budget concern."""
     bound, found = facts.bound, []
+    # spent action identity: one decision per execution request
+    for reconciliation_id in facts.spent_by:
+        found.append(
+            Refusal(
+                Concern.ACTION_IDENTITY,
+                "RECOVERY_SPENT",
+                "NOT_ELIGIBLE",
+                reconciliation_id,
+                f"reconciliation {reconciliation_id} already decided this request",
+            )
+        )
+    # authorization timing: any current factory administrator, asked inside the transaction
+    if not facts.actor_has_authority:
+        found.append(
+            Refusal(
+                Concern.AUTHORIZATION,
+                "AUTHORITY_MISSING",
+                "AUTHORITY",
+                facts.actor,
+                f"{facts.actor} lacks current factory administrator authority",
+            )
+        )
+    if reconciling.decision == RETRY_STAGE and not facts.workflow_enabled:
+        found.append(
+            Refusal(
+                Concern.AUTHORIZATION,
+                "POLICY_DISABLED",
+                "POLICY",
+                "policy",
+                "the policy is disabled: a retry could not be claimed",
+            )
+        )
     if bound.state != "claimed":
         found.append(
             Refusal(

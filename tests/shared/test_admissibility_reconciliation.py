@@ -50,7 +50,6 @@ facts_strategy = st.builds(
         verification_problems=st.sampled_from([(), PROBLEMS]),
         budget_problems=st.sampled_from([(), ("the command budget is exhausted (22 of 22)",)]),
     ),
-    any_authorized_actor=st.just(True),
 )
 
 

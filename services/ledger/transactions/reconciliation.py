@@ -50,7 +50,6 @@ from services.ledger.transactions.reconciliation_review import (
     stale_digest,
 )
 from shared.admissibility import (
-    MARK_UNRESOLVED,
     RETRY_STAGE,
     Unresolved,
     check,
@@ -148,7 +147,7 @@ def _reconcile(
         decision=request.decision,
         actor=request.actor,
         actor_has_authority=RECONCILIATION_ROLE in authority(request.actor),
-        workflow_enabled=policy.settings.enabled or request.decision == MARK_UNRESOLVED,
+        workflow_enabled=policy.settings.enabled,
         now_problems=problems,
     )
     outcome = check(facts)

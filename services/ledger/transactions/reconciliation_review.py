@@ -146,7 +146,6 @@ def facts_of(
         known_effects=snapshot.known_effects(),
         consumed=snapshot.consumed,
         reconciliation=ReconciliationFacts(decision, problems, budget_problems(snapshot)),
-        any_authorized_actor=True,
     )
 
 

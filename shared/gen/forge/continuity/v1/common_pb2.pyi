@@ -283,15 +283,16 @@ class _HoldReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_HoldReason
     """The native history and the reviewed rejection do not prove a provider refusal before
     admission of the continuation's first request.
     """
-    HOLD_REASON_REQUEST_NOT_CLAIMED: _HoldReason.ValueType  # 26
-    """The execution request is not claimed: only a claimed request whose owner was lost is
+    HOLD_REASON_REQUEST_NOT_CLAIMED: _HoldReason.ValueType  # 27
+    """(26 is HOLD_REASON_REQUEST_NOT_REPRODUCED of the rejected-boundary workflow.)
+    The execution request is not claimed: only a claimed request whose owner was lost is
     reconciled (reconciliation).
     """
-    HOLD_REASON_RECONCILIATION_NOT_VERIFIED: _HoldReason.ValueType  # 27
+    HOLD_REASON_RECONCILIATION_NOT_VERIFIED: _HoldReason.ValueType  # 28
     """No recorded, unexpired verification for this reconciliation and inspection digest proves
     cessation of the prior owner, exposure within its reservation and no effect or retry-safe.
     """
-    HOLD_REASON_BUDGET_EXHAUSTED: _HoldReason.ValueType  # 28
+    HOLD_REASON_BUDGET_EXHAUSTED: _HoldReason.ValueType  # 29
     """The run's command budget or active deadline is exhausted: a retry would have nothing to run
     under (reconciliation never adds allowance).
     """
@@ -355,15 +356,16 @@ HOLD_REASON_REFUSAL_NOT_PROVEN: HoldReason.ValueType  # 25
 """The native history and the reviewed rejection do not prove a provider refusal before
 admission of the continuation's first request.
 """
-HOLD_REASON_REQUEST_NOT_CLAIMED: HoldReason.ValueType  # 26
-"""The execution request is not claimed: only a claimed request whose owner was lost is
+HOLD_REASON_REQUEST_NOT_CLAIMED: HoldReason.ValueType  # 27
+"""(26 is HOLD_REASON_REQUEST_NOT_REPRODUCED of the rejected-boundary workflow.)
+The execution request is not claimed: only a claimed request whose owner was lost is
 reconciled (reconciliation).
 """
-HOLD_REASON_RECONCILIATION_NOT_VERIFIED: HoldReason.ValueType  # 27
+HOLD_REASON_RECONCILIATION_NOT_VERIFIED: HoldReason.ValueType  # 28
 """No recorded, unexpired verification for this reconciliation and inspection digest proves
 cessation of the prior owner, exposure within its reservation and no effect or retry-safe.
 """
-HOLD_REASON_BUDGET_EXHAUSTED: HoldReason.ValueType  # 28
+HOLD_REASON_BUDGET_EXHAUSTED: HoldReason.ValueType  # 29
 """The run's command budget or active deadline is exhausted: a retry would have nothing to run
 under (reconciliation never adds allowance).
 """
