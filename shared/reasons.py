@@ -83,13 +83,13 @@ _REASONS: tuple[Reason, ...] = (
     Reason("RECOVERY_INVALID", _IA, (),
            "the recovery the ledger was asked to commit is malformed (field violations in "
            "BadRequest)"),
+    Reason("RECONCILIATION_INVALID", _IA, (),
+           "the reconciliation decision or verification request is malformed or oversized "
+           "(field violations in BadRequest)"),
     Reason("REVIEWED_REJECTION_INVALID", _IA, (),
            "the reviewed provider rejection is incomplete or malformed, or a provider counter "
            "(admissions, jobs, dispatches, tool callbacks) is not 0 (field violations in "
            "BadRequest)"),
-    Reason("RECONCILIATION_INVALID", _IA, (),
-           "the reconciliation decision or verification request is malformed or oversized "
-           "(field violations in BadRequest)"),
     Reason("JOURNAL_ENTRY_KIND_UNKNOWN", _IA, ("kind",), "the journal entry kind is not defined"),
     Reason("JOURNAL_ENTRY_KIND_RESERVED", _IA, ("kind",),
            "the journal entry kind is written only by the ledger itself"),
