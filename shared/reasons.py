@@ -160,20 +160,6 @@ _REASONS: tuple[Reason, ...] = (
     Reason("RECOVERY_UNRESOLVED", _FP, ("holds", "recovery_id", "request_id", "run_id"),
            "the admissibility check, re-run inside the recovery transaction, leaves the request "
            "unresolved (one PreconditionFailure violation per hold)"),
-    Reason("RECONCILIATION_UNRESOLVED", _FP, ("execution_request_id", "holds"),
-           "the admissibility check, re-run inside the reconciliation transaction, leaves the "
-           "request held (one PreconditionFailure violation per hold); nothing was written"),
-    Reason("RECONCILIATION_STATE_CHANGED", _FP, ("lease_generation", "state"),
-           "the execution request's state or lease generation is not the one reviewed"),
-    Reason("RECONCILIATION_DIGEST_STALE", _FP, ("current_reconciliation_digest",),
-           "the request's snapshot moved since the inspection (e.g. a late write of the old "
-           "owner); inspect and review again"),
-    Reason("RECONCILIATION_NOT_VERIFIED", _FP, ("execution_request_id", "verifier"),
-           "the deployment verifier did not prove cessation, exposure within the reservation "
-           "and no effect or retry-safe; nothing was recorded"),
-    Reason("LEASE_FENCED_BY_RECONCILIATION", _FP, ("execution_request_id", "state"),
-           "the execution request was reconciled: every lease generation of it is fenced for "
-           "ever, so a late write of its old owner is refused"),
     Reason("CANDIDATE_VERSION_MISMATCH", _FP, ("candidate_version",),
            "the candidate proves another version than the one requested"),
     Reason("RECONSTRUCTION_MISMATCH", _FP, ("candidate", "reconstructed"),
@@ -203,6 +189,20 @@ _REASONS: tuple[Reason, ...] = (
            "the execution request is not claimed"),
     Reason("LEASE_GENERATION_STALE", _FP, ("current_generation",),
            "the lease generation is not the current one"),
+    Reason("RECONCILIATION_UNRESOLVED", _FP, ("execution_request_id", "holds"),
+           "the admissibility check, re-run inside the reconciliation transaction, leaves the "
+           "request held (one PreconditionFailure violation per hold); nothing was written"),
+    Reason("RECONCILIATION_STATE_CHANGED", _FP, ("lease_generation", "state"),
+           "the execution request's state or lease generation is not the one reviewed"),
+    Reason("RECONCILIATION_DIGEST_STALE", _FP, ("current_reconciliation_digest",),
+           "the request's snapshot moved since the inspection (e.g. a late write of the old "
+           "owner); inspect and review again"),
+    Reason("RECONCILIATION_NOT_VERIFIED", _FP, ("execution_request_id", "verifier"),
+           "the deployment verifier did not prove cessation, exposure within the reservation "
+           "and no effect or retry-safe; nothing was recorded"),
+    Reason("LEASE_FENCED_BY_RECONCILIATION", _FP, ("execution_request_id", "state"),
+           "the execution request was reconciled: every lease generation of it is fenced for "
+           "ever, so a late write of its old owner is refused"),
     Reason("LEASE_EXPIRED", _FP, ("lease_expires_at",), "the lease expired"),
     Reason("ACTIVE_DEADLINE_PASSED", _FP, ("active_deadline",),
            "the request's active deadline has passed"),
