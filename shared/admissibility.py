@@ -8,6 +8,12 @@ candidate service calls it to show holds, the ledger calls it again inside the c
 Time is not an input. Lease expiry and the remaining deadline are reported in the handoff but no
 rule reads them, so waiting never turns ``Unresolved`` into ``Admissible``; only new native
 evidence changes the facts. Probability is no input either.
+
+A reconciliation of a claimed request whose owner was lost (ADR 0010) passes the same check with
+``ReconciliationFacts``: a recorded, unexpired verification (computed by the caller into
+``verification_problems``; the check itself stays time-free) resolves the claim's residual effect
+for ``retry_stage``; ``mark_unresolved`` records what stays unknown and needs only identity and
+authority.
 """
 
 from __future__ import annotations
@@ -56,6 +62,10 @@ class BoundRequest:
     #: administrator-reviewed rejection pins the same request. Only the rejected-boundary
     #: workflow sets it; it resolves the claim's residual effect.
     refusal_reviewed: bool = False
+    #: A recorded, unexpired verification proves the claim's owner stopped, its exposure stayed
+    #: within its reservation and it left no effect or a retry-safe one. Only the reconciliation
+    #: workflow sets it; it resolves the claim's residual effect.
+    cessation_verified: bool = False
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,23 @@ class Consumed:
     command_limit: int = 0
     #: Reported only; -1 when the run has no deadline.
     deadline_remaining_seconds: int = -1
+
+
+@dataclass(frozen=True)
+class ReconciliationFacts:
+    """The facts only a reconciliation of a claimed request adds (ADR 0010)."""
+
+    #: ``retry_stage`` or ``mark_unresolved``.
+    decision: str
+    #: Every reason no recorded, unexpired verification proves cessation, bounded exposure and
+    #: no effect or retry-safe (empty: proven). A timeout or a missing result is such a reason.
+    verification_problems: tuple[str, ...]
+    #: Every limit that leaves a retry nothing to run under (command budget, active deadline).
+    budget_problems: tuple[str, ...] = ()
+
+
+RETRY_STAGE = "retry_stage"
+MARK_UNRESOLVED = "mark_unresolved"
 
 
 @dataclass(frozen=True)
@@ -100,6 +127,9 @@ class ActionFacts:
     #: None unless the action rests on a reviewed provider refusal; then every reason the native
     #: history and the review do not prove the supported case (empty: proven).
     refusal_problems: tuple[str, ...] | None = None
+    #: None unless the action reconciles a claimed request whose owner was lost; then any
+    #: current factory administrator may act (``original_actor`` is not read).
+    reconciliation: ReconciliationFacts | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +171,8 @@ CLAIM_ALTERNATIVES = ("failed", "committed", "in_flight")
 
 
 def _refusals(facts: ActionFacts) -> list[Refusal]:
+    if facts.reconciliation is not None:
+        return _reconciliation_refusals(facts, facts.reconciliation)
     bound, found = facts.bound, []
     # expired or spent action identity: one recovery per request and workflow
     for recovery_id in facts.spent_by:
@@ -257,6 +289,112 @@ def _refusals(facts: ActionFacts) -> list[Refusal]:
     return found
 
 
+def _reconciliation_refusals(facts: ActionFacts, reconciling: ReconciliationFacts) -> list[Refusal]:
+    """A claimed request whose owner was lost: MARK_UNRESOLVED records what stays unknown, so
+    only identity, authority and the claim refuse it; RETRY_STAGE must also clear the policy,
+    every dependency, residual effect and budget concern."""
+    bound, found = facts.bound, []
+    # spent action identity: one decision per execution request
+    for reconciliation_id in facts.spent_by:
+        found.append(
+            Refusal(
+                Concern.ACTION_IDENTITY,
+                "RECOVERY_SPENT",
+                "NOT_ELIGIBLE",
+                reconciliation_id,
+                f"reconciliation {reconciliation_id} already decided this request",
+            )
+        )
+    # authorization timing: any current factory administrator, asked inside the transaction
+    if not facts.actor_has_authority:
+        found.append(
+            Refusal(
+                Concern.AUTHORIZATION,
+                "AUTHORITY_MISSING",
+                "AUTHORITY",
+                facts.actor,
+                f"{facts.actor} lacks current factory administrator authority",
+            )
+        )
+    if reconciling.decision == RETRY_STAGE and not facts.workflow_enabled:
+        found.append(
+            Refusal(
+                Concern.AUTHORIZATION,
+                "POLICY_DISABLED",
+                "POLICY",
+                "policy",
+                "the policy is disabled: a retry could not be claimed",
+            )
+        )
+    if bound.state != "claimed":
+        found.append(
+            Refusal(
+                Concern.RESIDUAL_EFFECT,
+                "REQUEST_NOT_CLAIMED",
+                "NOT_ELIGIBLE",
+                bound.execution_request_id,
+                f"the request is {bound.state}; only a claimed request whose owner was lost is "
+                "reconciled",
+            )
+        )
+    if reconciling.decision != RETRY_STAGE:
+        return found
+    for other in facts.outstanding:
+        found.append(
+            Refusal(
+                Concern.DEPENDENCY,
+                "CLAIM_OUTSTANDING",
+                "NOT_ELIGIBLE",
+                other,
+                f"execution request {other} is queued or claimed",
+            )
+        )
+    # residual effects: a possibly running owner or excess exposure refuses the retry
+    if not bound.cessation_verified:
+        for problem in reconciling.verification_problems or ("no verification recorded",):
+            found.append(
+                Refusal(
+                    Concern.RESIDUAL_EFFECT,
+                    "RECONCILIATION_NOT_VERIFIED",
+                    "CUSTODY",
+                    bound.execution_request_id,
+                    problem,
+                )
+            )
+    for sequence in facts.unaccounted_sequences:
+        found.append(
+            Refusal(
+                Concern.RESIDUAL_EFFECT,
+                "UNACCOUNTED_EFFECTS",
+                "CUSTODY",
+                str(sequence),
+                f"journal entry {sequence} after the claim is not accounted for",
+            )
+        )
+    for subject in facts.uncertain:
+        found.append(
+            Refusal(
+                Concern.RESIDUAL_EFFECT,
+                "UNRESOLVED_CUSTODY",
+                "CUSTODY",
+                subject,
+                f"the outcome of {subject} is unknown and durable",
+            )
+        )
+    # an exhausted budget still blocks the retry: reconciliation adds no allowance
+    for problem in reconciling.budget_problems:
+        found.append(
+            Refusal(
+                Concern.AUTHORIZATION,
+                "BUDGET_EXHAUSTED",
+                "NOT_ELIGIBLE",
+                bound.execution_request_id,
+                problem,
+            )
+        )
+    return found
+
+
 def _permitted(facts: ActionFacts, refusals: list[Refusal]) -> tuple[PermittedAction, ...]:
     """The next actions that stay safe in every state the evidence permits."""
     if not refusals:
@@ -273,15 +411,30 @@ def _permitted(facts: ActionFacts, refusals: list[Refusal]) -> tuple[PermittedAc
             actions["update_policy"] = "a factory administrator may enable the workflow"
         elif refusal.concern is Concern.AUTHORIZATION:
             actions["obtain_authority"] = "the original operator needs current authority"
+        elif refusal.requirement == "CUSTODY" and facts.reconciliation is not None:
+            actions["verify_reconciliation"] = (
+                "a deployment verifier must prove cessation, bounded exposure and no effect"
+            )
         elif refusal.requirement == "CUSTODY":
             actions["reconcile_custody"] = "reconcile the request under its native rules"
+    if (
+        facts.reconciliation is not None
+        # what refuses MARK_UNRESOLVED too: a spent identity, missing authority, no claim
+        and not any(
+            r.hold in ("RECOVERY_SPENT", "AUTHORITY_MISSING", "REQUEST_NOT_CLAIMED")
+            for r in refusals
+        )
+    ):
+        actions[MARK_UNRESOLVED] = "record the request as terminal unresolved; nothing is retried"
     return tuple(PermittedAction(name, why) for name, why in sorted(actions.items()))
 
 
 def _handoff(facts: ActionFacts, refusals: list[Refusal]) -> Handoff:
     bound = facts.bound
     unresolved: list[tuple[str, tuple[str, ...]]] = []
-    if bound.state == "claimed" or (bound.claimed and not bound.refusal_reviewed):
+    if (bound.state == "claimed" or (bound.claimed and not bound.refusal_reviewed)) and not (
+        bound.cessation_verified
+    ):
         unresolved.append((bound.execution_request_id, CLAIM_ALTERNATIVES))
     unresolved += [(subject, CLAIM_ALTERNATIVES) for subject in facts.uncertain]
     obligations = (

@@ -57,6 +57,10 @@ ENVIRONMENT: Mapping[str, str] = {
     "FORGE_MAX_JOURNAL_FOLLOWERS": (
         "ledger: concurrent StreamJournal followers (default 8, below the server's thread pool)"
     ),
+    "FORGE_RECONCILIATION_VERIFIER": (
+        "ledger: the deployment's reconciliation verifier as package.module:attribute (default: "
+        "a verifier that proves nothing, so no RETRY_STAGE is admitted)"
+    ),
     "OTEL_EXPORTER_OTLP_ENDPOINT": "OTLP/gRPC endpoint; spans are exported only when it is set",
     "OTEL_SERVICE_NAME": "overrides the service name reported in traces",
     "FORGE_GATEWAY_PORT": "HTTP/JSON gateway port (default 8080)",

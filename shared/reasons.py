@@ -84,6 +84,9 @@ _REASONS: tuple[Reason, ...] = (
     Reason("RECOVERY_INVALID", _IA, (),
            "the recovery the ledger was asked to commit is malformed (field violations in "
            "BadRequest)"),
+    Reason("RECONCILIATION_INVALID", _IA, (),
+           "the reconciliation decision or verification request is malformed or oversized "
+           "(field violations in BadRequest)"),
     Reason("REVIEWED_REJECTION_INVALID", _IA, (),
            "the reviewed provider rejection is incomplete or malformed, or a provider counter "
            "(admissions, jobs, dispatches, tool callbacks) is not 0 (field violations in "
@@ -118,6 +121,8 @@ _REASONS: tuple[Reason, ...] = (
            "no execution request with this id"),
     Reason("RECOVERY_NOT_FOUND", _NF, ("request_id", "run_id", "workflow"),
            "no recovery of this workflow is stored for this run and request id"),
+    Reason("RECONCILIATION_NOT_FOUND", _NF, ("execution_request_id", "run_id"),
+           "no reconciliation decision is stored for this run and execution request"),
     # --- ALREADY_EXISTS --------------------------------------------------------------------------
     Reason("RUN_CONFLICT", _AE, ("run_id", "stored_run_digest"),
            "the run id is registered with different content"),
@@ -134,6 +139,11 @@ _REASONS: tuple[Reason, ...] = (
     Reason("RECOVERY_ID_OWNED_BY_ANOTHER_IDENTITY", _AE, ("recovery_id",),
            "a recovery of this request (or this recovery id) was already submitted by another "
            "identity"),
+    Reason("RECONCILIATION_ID_CONFLICT", _AE,
+           ("reconciliation_id", "stored_request_content_digest"),
+           "the reconciliation id was already used by this identity with different content"),
+    Reason("RECONCILIATION_ID_OWNED_BY_ANOTHER_IDENTITY", _AE, ("reconciliation_id",),
+           "the reconciliation id was already used by another identity"),
     Reason("CONSUMED_GRAPH_ALREADY_ADMITTED", _AE, ("request_id", "run_id"),
            "the consumed response was already admitted under another request id"),
     Reason("COMMAND_ID_CONFLICT", _AE, ("command_id",),
@@ -193,6 +203,20 @@ _REASONS: tuple[Reason, ...] = (
            "the execution request is not claimed"),
     Reason("LEASE_GENERATION_STALE", _FP, ("current_generation",),
            "the lease generation is not the current one"),
+    Reason("RECONCILIATION_UNRESOLVED", _FP, ("execution_request_id", "holds"),
+           "the admissibility check, re-run inside the reconciliation transaction, leaves the "
+           "request held (one PreconditionFailure violation per hold); nothing was written"),
+    Reason("RECONCILIATION_STATE_CHANGED", _FP, ("lease_generation", "state"),
+           "the execution request's state or lease generation is not the one reviewed"),
+    Reason("RECONCILIATION_DIGEST_STALE", _FP, ("current_reconciliation_digest",),
+           "the request's snapshot moved since the inspection (e.g. a late write of the old "
+           "owner); inspect and review again"),
+    Reason("RECONCILIATION_NOT_VERIFIED", _FP, ("execution_request_id", "verifier"),
+           "the deployment verifier did not prove cessation, exposure within the reservation "
+           "and no effect or retry-safe; nothing was recorded"),
+    Reason("LEASE_FENCED_BY_RECONCILIATION", _FP, ("execution_request_id", "state"),
+           "the execution request was reconciled: every lease generation of it is fenced for "
+           "ever, so a late write of its old owner is refused"),
     Reason("LEASE_EXPIRED", _FP, ("lease_expires_at",), "the lease expired"),
     Reason("ACTIVE_DEADLINE_PASSED", _FP, ("active_deadline",),
            "the request's active deadline has passed"),

@@ -46,5 +46,11 @@ def test_the_demo_tells_the_whole_v1_story(tmp_path: Path) -> None:
         "ok  a second refusal stays held",
         "ok  no retry loop: the one action is spent",
         "The rejected-boundary recovery story behaved as the spec says.",
+        "ok  the request stays claimed: a claimed ticket is never requeued automatically",
+        "ok  a timeout or a missing result proves nothing: the retry is held until verified",
+        "ok  the old claim is released and fenced; a new execution request, same attempt",
+        "ok  nothing refunded: 12 stays charged, the retry makes 13",
+        "ok  late Complete under generation 1: LEASE_FENCED_BY_RECONCILIATION",
+        "The reconciliation story behaved as the spec says.",
     ):
         assert line in done.stdout, done.stdout

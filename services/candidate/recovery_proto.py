@@ -4,47 +4,8 @@ from __future__ import annotations
 
 from forge.continuity.v1 import candidate_pb2, common_pb2
 from services.candidate.domain.recovery import RecoveryCandidate
-from shared.admissibility import Handoff
 from shared.contract import enum_number
-
-
-def admissibility_handoff_to_proto(handoff: Handoff) -> common_pb2.HandoffPayload:
-    consumed = handoff.consumed
-    return common_pb2.HandoffPayload(
-        known_effects=[
-            common_pb2.KnownEffect(description=description, journal_sequence=sequence)
-            for description, sequence in handoff.known_effects
-        ],
-        unresolved_alternatives=[
-            common_pb2.UnresolvedAlternative(subject=subject, alternatives=list(alternatives))
-            for subject, alternatives in handoff.unresolved_alternatives
-        ],
-        remaining_obligations=[
-            common_pb2.RemainingObligation(description=description, blocked_by=blocked_by)
-            for description, blocked_by in handoff.remaining_obligations
-        ],
-        permitted_next_actions=[
-            common_pb2.PermittedAction(action=a.action, description=a.description)
-            for a in handoff.permitted_next_actions
-        ],
-        consumed_resources=common_pb2.ConsumedResources(
-            model_responses_consumed=consumed.model_responses,
-            tool_calls=consumed.tool_calls,
-            commands_used=consumed.commands_used,
-            command_limit=consumed.command_limit,
-            deadline_remaining_seconds=consumed.deadline_remaining_seconds,
-        ),
-        bound_requests=[
-            common_pb2.BoundRequest(
-                request_id=b.request_id,
-                execution_request_id=b.execution_request_id,
-                state=b.state,
-                claimed=b.claimed,
-                failed_unclaimed=b.failed_unclaimed,
-            )
-            for b in handoff.bound_requests
-        ],
-    )
+from shared.handoff_proto import admissibility_handoff_to_proto
 
 
 def recovery_candidate_to_proto(candidate: RecoveryCandidate) -> candidate_pb2.RecoveryCandidate:

@@ -15,6 +15,7 @@ from forge.continuity.v1 import (
     execution_pb2_grpc,
     ledger_pb2_grpc,
     policy_pb2_grpc,
+    reconciliation_pb2_grpc,
 )
 from shared.client import call, open_channel
 from shared.config import DEFAULT_PORTS
@@ -72,6 +73,7 @@ class ClientBase:
         self._ledger = ledger_pb2_grpc.LedgerServiceStub(ledger)
         self._policy = policy_pb2_grpc.PolicyServiceStub(ledger)
         self._execution = execution_pb2_grpc.ExecutionServiceStub(ledger)
+        self._reconciliation = reconciliation_pb2_grpc.ReconciliationServiceStub(ledger)
         self._candidate = candidate_pb2_grpc.CandidateServiceStub(candidate)
         self._admission = admission_pb2_grpc.AdmissionServiceStub(admission)
 

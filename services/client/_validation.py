@@ -36,6 +36,16 @@ def _refuse(
     )
 
 
+def refuse_field(field: str, description: str) -> NoReturn:
+    """FIELD_INVALID (origin=client) naming one field; nothing is sent."""
+    _refuse(
+        "FIELD_INVALID",
+        f"{field}: {description}",
+        [FieldViolation(field, description)],
+        field=field,
+    )
+
+
 def check_identifiers(**identifiers: object) -> None:
     bad = [name for name, value in identifiers.items() if not isinstance(value, str) or not value]
     if bad:

@@ -3,7 +3,7 @@
 One :class:`ContinuityClient` talks to the three processes an operator needs: the ledger (policy,
 journal, command usage), the candidate service and the admission service. Method names follow the
 specification's client names. The class is a facade: each workflow's methods live in their own
-module (``ledger``, ``invalid_read``, ``recoveries``) and are composed here.
+module (``ledger``, ``invalid_read``, ``recoveries``, ``reconciliation``) and are composed here.
 
 Return values, one rule for every method: a response that carries a single message is unwrapped
 to that message (``get_policy`` returns the ``Policy``, ``invalid_read_continuity`` the
@@ -36,6 +36,7 @@ from services.client._base import TOKEN_VARIABLE, default_target
 from services.client._validation import validate_continuity_request
 from services.client.invalid_read import ContinuityResponse, InvalidReadCalls
 from services.client.ledger import LedgerCalls
+from services.client.reconciliation import ReconciliationCalls
 from services.client.recoveries import (
     NeverClaimedRecoveryCalls,
     ReadonlyObservationRecoveryCalls,
@@ -57,6 +58,7 @@ class ContinuityClient(
     NeverClaimedRecoveryCalls,
     RejectedBoundaryRecoveryCalls,
     ReadonlyObservationRecoveryCalls,
+    ReconciliationCalls,
 ):
     """Typed access to the ledger, candidate and admission services for one bearer token.
 

@@ -34,6 +34,7 @@ from forge.continuity.v1 import (
     policy_pb2,
     policy_pb2_grpc,
 )
+from services.demo.reconciliation_story import DEMO_VERIFIER, reconciliation_story
 from services.demo.recovery_story import never_claimed_story
 from services.demo.refusal_story import refusal_story
 from services.demo.seed import load_fixture, seed_held_run
@@ -103,6 +104,8 @@ def services() -> Iterator[dict[str, str]]:
             **os.environ,
             "FORGE_DATABASE_URL": f"sqlite:///{workdir}/demo.db",
             "FORGE_PRINCIPALS_FILE": f"{workdir}/principals.json",
+            # the demo's own ledger can verify a reconciliation of a local worker process
+            "FORGE_RECONCILIATION_VERIFIER": DEMO_VERIFIER,
         }
         arguments = [f"--{name}-port={port}" for name, port in ports.items()]
         log = Path(workdir) / "services.log"
@@ -280,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
             story(targets, args.run_id)
             never_claimed_story(targets, f"{args.run_id}-recovery", TOKENS, check, step)
             refusal_story(targets, f"{args.run_id}-refusal", TOKENS, check, step)
+            reconciliation_story(targets, f"{args.run_id}-reconcile", TOKENS, check, step)
     except StepFailed as failure:
         print(f"\nDEMO FAILED: {failure}", file=sys.stderr)
         return 1
@@ -289,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\nThe v1 story behaved as the spec says.")
     print("The never-claimed recovery story behaved as the spec says.")
     print("The rejected-boundary recovery story behaved as the spec says.")
+    print("The reconciliation story behaved as the spec says.")
     return 0
 
 

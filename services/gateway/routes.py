@@ -24,6 +24,7 @@ from forge.continuity.v1 import (
     execution_pb2,
     ledger_pb2,
     policy_pb2,
+    reconciliation_pb2,
     reconstruction_pb2,
 )
 
@@ -31,6 +32,7 @@ CONTRACT_MODULES: tuple[ModuleType, ...] = (
     ledger_pb2,
     policy_pb2,
     execution_pb2,
+    reconciliation_pb2,
     reconstruction_pb2,
     candidate_pb2,
     admission_pb2,
@@ -40,6 +42,7 @@ SERVICE_SERVERS: Mapping[str, str] = {
     "forge.continuity.v1.LedgerService": "ledger",
     "forge.continuity.v1.PolicyService": "ledger",
     "forge.continuity.v1.ExecutionService": "ledger",
+    "forge.continuity.v1.ReconciliationService": "ledger",
     "forge.continuity.v1.ReconstructionService": "reconstruction",
     "forge.continuity.v1.CandidateService": "candidate",
     "forge.continuity.v1.AdmissionService": "admission",

@@ -8,9 +8,11 @@ and `make run` apply the migrations.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 from services.ledger.database import make_engine, require_current_schema
+from services.ledger.domain.verifier import load_verifier
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
 from shared.auth import current_role_names
@@ -18,6 +20,8 @@ from shared.bootstrap import BuildResult, run_service
 from shared.config import Settings
 from shared.errors import FailedPrecondition
 
+# The deployment's reconciliation verifier, "package.module:attribute"; unset: the refusing default.
+VERIFIER_VARIABLE = "FORGE_RECONCILIATION_VERIFIER"
 # Exit status when the database schema is not at the revision this release requires.
 EXIT_SCHEMA_STALE = 3
 
@@ -30,7 +34,11 @@ def main(argv: list[str] | None = None) -> int:
         except FailedPrecondition:
             engine.dispose()
             raise
-        ledger = Ledger(engine, authority=current_role_names(settings.principals_file))
+        ledger = Ledger(
+            engine,
+            authority=current_role_names(settings.principals_file),
+            verifier=load_verifier(os.environ.get(VERIFIER_VARIABLE, "")),
+        )
         return bindings(ledger), engine.dispose
 
     try:

@@ -144,3 +144,20 @@ recovery_actions = Table(
         "run_id", "request_id", "workflow", name="uq_recovery_actions_one_per_request"
     ),
 )
+
+# One row per reconciliation decision, keyed by the caller-chosen reconciliation_id (the
+# idempotency key); the unique execution_request_id lets only one decision ever succeed per
+# claimed execution request, whatever its reconciliation_id or identity.
+reconciliations = Table(
+    "reconciliations",
+    metadata,
+    Column("reconciliation_id", String(128), primary_key=True),
+    Column("run_id", String(128), ForeignKey("runs.run_id"), nullable=False),
+    Column("execution_request_id", String(80), nullable=False),
+    Column("decision", String(32), nullable=False),
+    Column("actor", String(256), nullable=False),
+    Column("request_content_digest", String(80), nullable=False),
+    Column("reconciliation_json", Text, nullable=False),
+    Column("created_at", String(40), nullable=False),
+    UniqueConstraint("execution_request_id", name="uq_reconciliations_one_per_request"),
+)

@@ -11,19 +11,26 @@ from services.ledger.domain.admission import AdmissionInput, WorkerSource
 from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
+from services.ledger.domain.reconciliation import ReconcileInput, VerifyInput
+from services.ledger.domain.reconciliation import Verification as RecordedVerification
 from services.ledger.domain.runs import Run, RunSpec
+from services.ledger.domain.verifier import ReconciliationVerifier, RefusingVerifier
 from services.ledger.transactions import (
     admission,
     blobs,
     execution,
     journal,
     policy,
+    reconciliation,
+    reconciliation_review,
     recovery,
     runs,
 )
 from services.ledger.transactions.admission import Admission
 from services.ledger.transactions.base import LedgerContext
 from services.ledger.transactions.journal import JournalFollowers, JournalPage
+from services.ledger.transactions.reconciliation import Reconciled
+from services.ledger.transactions.reconciliation_review import Inspection
 from services.ledger.transactions.recovery import Authority, Recovery, RecoveryInput, no_authority
 from shared.config import journal_follower_limit
 from shared.journal_chain import Verification
@@ -41,10 +48,13 @@ class Ledger:
         *,
         max_journal_followers: int | None = None,
         authority: Authority = no_authority,
+        verifier: ReconciliationVerifier | None = None,
     ) -> None:
         self._context = LedgerContext(engine, clock)
         # Current roles of an identity, asked inside every recovery transaction.
         self._authority = authority
+        # The deployment's reconciliation verifier; the default proves nothing.
+        self._verifier = verifier if verifier is not None else RefusingVerifier()
         limit = journal_follower_limit() if max_journal_followers is None else max_journal_followers
         self.journal_followers = JournalFollowers(limit)
 
@@ -128,6 +138,24 @@ class Ledger:
 
     def get_recovery(self, run_id: str, request_id: str, workflow: str) -> Recovery:
         return recovery.get(self._context, run_id, request_id, workflow)
+
+    # --- reconciliation of claimed requests whose owner was lost ------------------------------
+
+    def inspect_reconciliation(
+        self, run_id: str, execution_request_id: str, reconciliation_id: str, actor: str
+    ) -> Inspection:
+        return reconciliation_review.inspect(
+            self._context, self._authority, run_id, execution_request_id, reconciliation_id, actor
+        )
+
+    def verify_reconciliation(self, request: VerifyInput) -> RecordedVerification:
+        return reconciliation_review.verify(self._context, self._authority, self._verifier, request)
+
+    def reconcile(self, request: ReconcileInput) -> Reconciled:
+        return reconciliation.commit(self._context, self._authority, request)
+
+    def get_reconciliation(self, run_id: str, execution_request_id: str) -> Reconciled:
+        return reconciliation.get(self._context, run_id, execution_request_id)
 
     # --- execution requests and commands --------------------------------------------------------
 

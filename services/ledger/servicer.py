@@ -16,6 +16,8 @@ from forge.continuity.v1 import (
     ledger_pb2_grpc,
     policy_pb2,
     policy_pb2_grpc,
+    reconciliation_pb2,
+    reconciliation_pb2_grpc,
 )
 from services.ledger.domain.admission import AdmissionInput, WorkerSource
 from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
@@ -23,6 +25,7 @@ from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
 from services.ledger.domain.runs import Run, RunSpec
 from services.ledger.domain.tickets import StoredTicket
+from services.ledger.reconciliation_servicer import ReconciliationServicer
 from services.ledger.recovery_proto import recovery_input, recovery_to_proto
 from services.ledger.service import Ledger
 from services.ledger.transactions.admission import Admission
@@ -465,10 +468,11 @@ WORKERS = frozenset({Role.WORKER})
 
 
 def bindings(ledger: Ledger) -> list[ServiceBinding]:
-    """The three services the ledger process hosts, with the roles allowed on each method."""
+    """The four services the ledger process hosts, with the roles allowed on each method."""
     ledger_servicer = LedgerServicer(ledger)
     policy_servicer = PolicyServicer(ledger)
     execution_servicer = ExecutionServicer(ledger)
+    reconciliation_servicer = ReconciliationServicer(ledger, execution_request_to_proto)
     return [
         ServiceBinding(
             ledger_pb2.DESCRIPTOR.services_by_name["LedgerService"],
@@ -511,6 +515,18 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
                 "ListExecutionRequests": ANY_ROLE,
                 "RecordCommand": WORKERS,
                 "GetCommandUsage": ANY_ROLE,
+            },
+        ),
+        ServiceBinding(
+            reconciliation_pb2.DESCRIPTOR.services_by_name["ReconciliationService"],
+            lambda server: reconciliation_pb2_grpc.add_ReconciliationServiceServicer_to_server(
+                reconciliation_servicer, server
+            ),
+            {
+                "InspectReconciliation": ANY_ROLE,
+                "VerifyReconciliation": ADMINS,
+                "ReconcileExecutionRequest": ADMINS,
+                "GetReconciliation": ANY_ROLE,
             },
         ),
     ]

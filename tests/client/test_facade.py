@@ -30,6 +30,10 @@ PUBLIC_METHODS = {
     "readonly_observation_recovery_candidate",
     "request_readonly_observation_recovery",
     "readonly_observation_recovery",
+    "inspect_reconciliation",
+    "verify_reconciliation",
+    "reconcile_execution_request",
+    "reconciliation",
 }
 
 
@@ -61,6 +65,7 @@ def test_the_cli_lists_every_module_command_in_order() -> None:
         "request",
         "recovery",
         "refusal",
+        "reconcile",
         "journal",
         "commands",
     ]

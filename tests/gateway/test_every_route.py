@@ -22,6 +22,7 @@ from forge.continuity.v1 import (
     execution_pb2,
     ledger_pb2,
     policy_pb2,
+    reconciliation_pb2,
 )
 from services.demo.seed import load_fixture, seed_held_run
 from services.gateway.routes import contract_routes
@@ -256,6 +257,55 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
         with pytest.raises(HttpRefused) as typed:
             invoke()
         assert (typed.value.status, typed.value.reason) == expected, typed.value.body
+
+    # Reconciliation: the completed request inspects read-only; this ledger has no authority
+    # source, so verification and decision fail closed (held); nothing is saved.
+    reconciling = stub(gateway, "ReconciliationService", "admin-token")
+    snapshot = reconciling.InspectReconciliation(
+        reconciliation_pb2.InspectReconciliationRequest(
+            run_id="run-1",
+            execution_request_id=claimed.execution_request_id,
+            reconciliation_id="rcn-1",
+        )
+    ).snapshot
+    assert snapshot.execution_request.state == common_pb2.EXECUTION_REQUEST_STATE_COMPLETED
+    assert snapshot.reconciliation_digest.startswith("sha256:")
+    for call, reason in (
+        (
+            lambda: reconciling.VerifyReconciliation(
+                reconciliation_pb2.VerifyReconciliationRequest(
+                    run_id="run-1", execution_request_id=claimed.execution_request_id,
+                    reconciliation_id="rcn-1", evidence_reference="incident-1",
+                    reconciliation_digest=snapshot.reconciliation_digest,
+                )
+            ),
+            "RECONCILIATION_UNRESOLVED",
+        ),
+        (
+            lambda: reconciling.ReconcileExecutionRequest(
+                reconciliation_pb2.ReconcileExecutionRequestRequest(
+                    run_id="run-1", execution_request_id=claimed.execution_request_id,
+                    reconciliation_id="rcn-1", evidence_reference="incident-1",
+                    expected_state=common_pb2.EXECUTION_REQUEST_STATE_COMPLETED,
+                    expected_lease_generation=snapshot.execution_request.lease.generation,
+                    decision=reconciliation_pb2.RECONCILIATION_DECISION_MARK_UNRESOLVED,
+                    reconciliation_digest=snapshot.reconciliation_digest,
+                )
+            ),
+            "RECONCILIATION_UNRESOLVED",
+        ),
+        (
+            lambda: reconciling.GetReconciliation(
+                reconciliation_pb2.GetReconciliationRequest(
+                    run_id="run-1", execution_request_id=claimed.execution_request_id
+                )
+            ),
+            "RECONCILIATION_NOT_FOUND",
+        ),
+    ):  # fmt: skip
+        with pytest.raises(HttpRefused) as held_decision:
+            call()
+        assert held_decision.value.reason == reason, held_decision.value.body
 
     not_yet: dict[str, type[message.Message]] = {
         "GetReadonlyObservationCandidate": candidate_pb2.GetReadonlyObservationCandidateRequest,

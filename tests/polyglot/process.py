@@ -35,6 +35,7 @@ LEDGER_PROCESS_SERVICES = (
     "forge.continuity.v1.LedgerService",
     "forge.continuity.v1.PolicyService",
     "forge.continuity.v1.ExecutionService",
+    "forge.continuity.v1.ReconciliationService",
 )
 
 

@@ -19,6 +19,7 @@ from forge.continuity.v1 import (
     execution_pb2,
     ledger_pb2,
     policy_pb2,
+    reconciliation_pb2,
 )
 from services.admission.servicer import bindings as admission_bindings
 from services.candidate.servicer import bindings as candidate_bindings
@@ -52,6 +53,10 @@ EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.PolicyService/GetPolicy": ALL,
     "/forge.continuity.v1.PolicyService/PutPolicy": ADMIN,
     "/forge.continuity.v1.PolicyService/ListPolicyRevisions": ALL,
+    "/forge.continuity.v1.ReconciliationService/InspectReconciliation": ALL,
+    "/forge.continuity.v1.ReconciliationService/VerifyReconciliation": ADMIN,
+    "/forge.continuity.v1.ReconciliationService/ReconcileExecutionRequest": ADMIN,
+    "/forge.continuity.v1.ReconciliationService/GetReconciliation": ALL,
     "/forge.continuity.v1.ExecutionService/ClaimExecutionRequest": WORKER,
     "/forge.continuity.v1.ExecutionService/CompleteExecutionRequest": WORKER,
     "/forge.continuity.v1.ExecutionService/FailExecutionRequest": WORKER,
@@ -75,7 +80,7 @@ EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.AdmissionService/RequestReadonlyObservationRecovery": ADMIN,
     "/forge.continuity.v1.AdmissionService/GetReadonlyObservationRecovery": ALL,
 }
-FILES = (ledger_pb2, policy_pb2, execution_pb2, candidate_pb2, admission_pb2)
+FILES = (ledger_pb2, policy_pb2, execution_pb2, reconciliation_pb2, candidate_pb2, admission_pb2)
 
 
 def _methods() -> dict[str, tuple[str, object, bool]]:
@@ -121,6 +126,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
             "LedgerService": ledger,
             "PolicyService": ledger,
             "ExecutionService": ledger,
+            "ReconciliationService": ledger,
             "CandidateService": candidate,
             "AdmissionService": admission,
         }

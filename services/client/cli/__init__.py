@@ -17,6 +17,11 @@ Examples (against `make run`, which prints the local development tokens)::
         --acknowledge-never-claimed --acknowledge-same-request-and-attempt \\
         --acknowledge-budgets-charged --acknowledge-same-attempt-lease
     python -m services.client recovery show run-1 req-1
+    python -m services.client --token dev-admin-token reconcile inspect run-1 exr_... rcn-1
+    python -m services.client --token dev-admin-token reconcile submit run-1 exr_... rcn-1 \\
+        --reconciliation-digest sha256:... --evidence-reference incident-42 \\
+        --decision mark_unresolved
+    python -m services.client reconcile show run-1 exr_...
     python -m services.client journal show run-1
     python -m services.client --json journal verify run-1
 
@@ -37,7 +42,14 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from services.client._base import TOKEN_VARIABLE
-from services.client.cli import invalid_read, journal, policy, recoveries, rejected_boundary
+from services.client.cli import (
+    invalid_read,
+    journal,
+    policy,
+    reconciliation,
+    recoveries,
+    rejected_boundary,
+)
 from services.client.cli._command import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -55,7 +67,7 @@ from shared.errors import DomainError
 __all__ = ["EXIT_OK", "EXIT_REFUSED", "EXIT_USAGE", "UsageError", "build_parser", "main"]
 
 #: The command modules, in the order their commands are listed in ``--help``.
-_WORKFLOWS = (policy, invalid_read, recoveries, rejected_boundary, journal)
+_WORKFLOWS = (policy, invalid_read, recoveries, rejected_boundary, reconciliation, journal)
 
 
 def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:

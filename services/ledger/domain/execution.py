@@ -21,9 +21,15 @@ class RequestState(enum.Enum):
     CLAIMED = "claimed"
     COMPLETED = "completed"
     FAILED = "failed"
+    #: Retired by a RETRY_STAGE reconciliation; its generations are fenced for ever.
+    RECONCILED = "reconciled"
+    #: Terminal unresolved (MARK_UNRESOLVED); distinct from failed and from done.
+    UNRESOLVED = "unresolved"
 
 
 PENDING_STATES = tuple(RequestState(name) for name in PENDING_STATE_NAMES)
+#: States a reconciliation leaves behind: every generation of the request is fenced for ever.
+RECONCILED_STATES = (RequestState.RECONCILED, RequestState.UNRESOLVED)
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,18 @@ def check_worker_write(
     record: ExecutionRequestRecord, worker: str, generation: int, now: datetime
 ) -> None:
     """Every worker write: the caller owns the claim, holds the current generation, in time."""
+    if record.state in RECONCILED_STATES:
+        # The old owner's late write after a reconciliation: fenced for ever, whatever its
+        # generation, so its results can never complete or satisfy the retry.
+        raise FailedPrecondition(
+            "LEASE_FENCED_BY_RECONCILIATION",
+            f"execution request {record.execution_request_id} was reconciled "
+            f"({record.state.value}); generation {generation} and every other are fenced",
+            metadata={
+                "execution_request_id": record.execution_request_id,
+                "state": record.state.value,
+            },
+        )
     if record.state is not RequestState.CLAIMED:
         raise FailedPrecondition(
             "EXECUTION_REQUEST_NOT_CLAIMED",

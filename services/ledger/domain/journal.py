@@ -36,6 +36,8 @@ class EntryKind(enum.Enum):
     REQUEST_EVENT = "request_event"
     REFUSAL_SETTLEMENT = "refusal_settlement"
     ADMISSION_REFUSAL = "admission_refusal"
+    RECONCILIATION_VERIFICATION = "reconciliation_verification"
+    RECONCILIATION_SETTLEMENT = "reconciliation_settlement"
 
 
 # Kinds only the ledger's own transactions write; a caller can never forge them by append.
@@ -47,6 +49,8 @@ LEDGER_ONLY_KINDS = frozenset(
         EntryKind.REQUEST_EVENT,
         EntryKind.REFUSAL_SETTLEMENT,
         EntryKind.ADMISSION_REFUSAL,
+        EntryKind.RECONCILIATION_VERIFICATION,
+        EntryKind.RECONCILIATION_SETTLEMENT,
     }
 )
 
@@ -69,6 +73,18 @@ REQUIRED_KEYS: Mapping[EntryKind, tuple[str, ...]] = {
     EntryKind.REQUEST_EVENT: ("execution_request_id", "event"),
     EntryKind.REFUSAL_SETTLEMENT: ("recovery_id",),
     EntryKind.ADMISSION_REFUSAL: ("reason",),
+    EntryKind.RECONCILIATION_VERIFICATION: (
+        "reconciliation_id",
+        "execution_request_id",
+        "reconciliation_digest",
+        "expires_at",
+    ),
+    EntryKind.RECONCILIATION_SETTLEMENT: (
+        "reconciliation_id",
+        "execution_request_id",
+        "decision",
+        "fenced_lease_generation",
+    ),
 }
 
 TOOL_OUTCOME_STATUSES = frozenset({"succeeded", "failed", "unknown"})

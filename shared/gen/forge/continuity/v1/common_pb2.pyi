@@ -116,6 +116,16 @@ class _JournalEntryKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Jour
     """Written only by the ledger: a typed refusal while entering a continuity policy epoch.
     Payload: {"reason"}.
     """
+    JOURNAL_ENTRY_KIND_RECONCILIATION_VERIFICATION: _JournalEntryKind.ValueType  # 19
+    """Written only by the ledger: a deployment verifier's recorded proof for a reconciliation
+    (cessation of the prior owner, exposure within its reservation, no effect or retry-safe).
+    Payload: {"reconciliation_id", "execution_request_id", "reconciliation_digest", "expires_at"}.
+    """
+    JOURNAL_ENTRY_KIND_RECONCILIATION_SETTLEMENT: _JournalEntryKind.ValueType  # 20
+    """Written only by the ledger: a reviewed reconciliation decision on a claimed execution request
+    (its lease generation fenced for ever). Payload: {"reconciliation_id", "execution_request_id",
+    "decision", "fenced_lease_generation"}.
+    """
 
 class JournalEntryKind(_JournalEntryKind, metaclass=_JournalEntryKindEnumTypeWrapper):
     """JournalEntryKind is the typed kind of one native journal entry. Each kind documents the JSON keys
@@ -170,6 +180,16 @@ JOURNAL_ENTRY_KIND_REFUSAL_SETTLEMENT: JournalEntryKind.ValueType  # 17
 JOURNAL_ENTRY_KIND_ADMISSION_REFUSAL: JournalEntryKind.ValueType  # 18
 """Written only by the ledger: a typed refusal while entering a continuity policy epoch.
 Payload: {"reason"}.
+"""
+JOURNAL_ENTRY_KIND_RECONCILIATION_VERIFICATION: JournalEntryKind.ValueType  # 19
+"""Written only by the ledger: a deployment verifier's recorded proof for a reconciliation
+(cessation of the prior owner, exposure within its reservation, no effect or retry-safe).
+Payload: {"reconciliation_id", "execution_request_id", "reconciliation_digest", "expires_at"}.
+"""
+JOURNAL_ENTRY_KIND_RECONCILIATION_SETTLEMENT: JournalEntryKind.ValueType  # 20
+"""Written only by the ledger: a reviewed reconciliation decision on a claimed execution request
+(its lease generation fenced for ever). Payload: {"reconciliation_id", "execution_request_id",
+"decision", "fenced_lease_generation"}.
 """
 Global___JournalEntryKind: _TypeAlias = JournalEntryKind  # noqa: Y015
 
@@ -254,7 +274,9 @@ class _HoldReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_HoldReason
     HOLD_REASON_AUTHORITY_MISSING: _HoldReason.ValueType  # 22
     """The acting identity lacks current authority."""
     HOLD_REASON_RECOVERY_SPENT: _HoldReason.ValueType  # 23
-    """The request's one recovery of this workflow was already used (recovery workflows)."""
+    """The request's one recovery of this workflow (or its one reconciliation decision) was already
+    used.
+    """
     HOLD_REASON_REQUEST_NOT_FAILED_UNCLAIMED: _HoldReason.ValueType  # 24
     """The request's native event history does not prove a failure before any worker claim."""
     HOLD_REASON_REFUSAL_NOT_PROVEN: _HoldReason.ValueType  # 25
@@ -265,6 +287,18 @@ class _HoldReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_HoldReason
     """The pending request reproduced through the sealed public SDK transport from the ticket's
     derived checkpoint is not the retained model_request_sent entry or not the reviewed request
     (wire bytes, length or a retained part differ), or it cannot be reproduced at all.
+    """
+    HOLD_REASON_REQUEST_NOT_CLAIMED: _HoldReason.ValueType  # 27
+    """The execution request is not claimed: only a claimed request whose owner was lost is
+    reconciled (reconciliation).
+    """
+    HOLD_REASON_RECONCILIATION_NOT_VERIFIED: _HoldReason.ValueType  # 28
+    """No recorded, unexpired verification for this reconciliation and inspection digest proves
+    cessation of the prior owner, exposure within its reservation and no effect or retry-safe.
+    """
+    HOLD_REASON_BUDGET_EXHAUSTED: _HoldReason.ValueType  # 29
+    """The run's command budget or active deadline is exhausted: a retry would have nothing to run
+    under (reconciliation never adds allowance).
     """
 
 class HoldReason(_HoldReason, metaclass=_HoldReasonEnumTypeWrapper):
@@ -317,7 +351,9 @@ HOLD_REASON_WORKER_CLAIMED: HoldReason.ValueType  # 21
 HOLD_REASON_AUTHORITY_MISSING: HoldReason.ValueType  # 22
 """The acting identity lacks current authority."""
 HOLD_REASON_RECOVERY_SPENT: HoldReason.ValueType  # 23
-"""The request's one recovery of this workflow was already used (recovery workflows)."""
+"""The request's one recovery of this workflow (or its one reconciliation decision) was already
+used.
+"""
 HOLD_REASON_REQUEST_NOT_FAILED_UNCLAIMED: HoldReason.ValueType  # 24
 """The request's native event history does not prove a failure before any worker claim."""
 HOLD_REASON_REFUSAL_NOT_PROVEN: HoldReason.ValueType  # 25
@@ -328,6 +364,18 @@ HOLD_REASON_REQUEST_NOT_REPRODUCED: HoldReason.ValueType  # 26
 """The pending request reproduced through the sealed public SDK transport from the ticket's
 derived checkpoint is not the retained model_request_sent entry or not the reviewed request
 (wire bytes, length or a retained part differ), or it cannot be reproduced at all.
+"""
+HOLD_REASON_REQUEST_NOT_CLAIMED: HoldReason.ValueType  # 27
+"""The execution request is not claimed: only a claimed request whose owner was lost is
+reconciled (reconciliation).
+"""
+HOLD_REASON_RECONCILIATION_NOT_VERIFIED: HoldReason.ValueType  # 28
+"""No recorded, unexpired verification for this reconciliation and inspection digest proves
+cessation of the prior owner, exposure within its reservation and no effect or retry-safe.
+"""
+HOLD_REASON_BUDGET_EXHAUSTED: HoldReason.ValueType  # 29
+"""The run's command budget or active deadline is exhausted: a retry would have nothing to run
+under (reconciliation never adds allowance).
 """
 Global___HoldReason: _TypeAlias = HoldReason  # noqa: Y015
 
@@ -387,6 +435,14 @@ class _ExecutionRequestStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[
     """Completed by its worker."""
     EXECUTION_REQUEST_STATE_FAILED: _ExecutionRequestState.ValueType  # 4
     """Failed; never requeued automatically."""
+    EXECUTION_REQUEST_STATE_RECONCILED: _ExecutionRequestState.ValueType  # 5
+    """Retired by a RETRY_STAGE reconciliation: its lease generations are fenced for ever and its
+    results never complete the retry, which runs under a new execution request.
+    """
+    EXECUTION_REQUEST_STATE_UNRESOLVED: _ExecutionRequestState.ValueType  # 6
+    """Terminal unresolved (MARK_UNRESOLVED reconciliation): distinct from failed and from done;
+    nothing is retried and its lease generations are fenced for ever.
+    """
 
 class ExecutionRequestState(_ExecutionRequestState, metaclass=_ExecutionRequestStateEnumTypeWrapper):
     """ExecutionRequestState is the state of a queued continuation (a ticket's execution request)."""
@@ -401,6 +457,14 @@ EXECUTION_REQUEST_STATE_COMPLETED: ExecutionRequestState.ValueType  # 3
 """Completed by its worker."""
 EXECUTION_REQUEST_STATE_FAILED: ExecutionRequestState.ValueType  # 4
 """Failed; never requeued automatically."""
+EXECUTION_REQUEST_STATE_RECONCILED: ExecutionRequestState.ValueType  # 5
+"""Retired by a RETRY_STAGE reconciliation: its lease generations are fenced for ever and its
+results never complete the retry, which runs under a new execution request.
+"""
+EXECUTION_REQUEST_STATE_UNRESOLVED: ExecutionRequestState.ValueType  # 6
+"""Terminal unresolved (MARK_UNRESOLVED reconciliation): distinct from failed and from done;
+nothing is retried and its lease generations are fenced for ever.
+"""
 Global___ExecutionRequestState: _TypeAlias = ExecutionRequestState  # noqa: Y015
 
 @_typing.final

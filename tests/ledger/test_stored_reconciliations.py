@@ -1,0 +1,73 @@
+"""Stored reconciliations are versioned records with their handoff payload; a damaged or newer
+record is refused, never guessed."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from services.ledger.domain.reconciliation import (
+    ReconciliationRecordError,
+    StoredReconciliation,
+)
+from shared.admissibility import (
+    MARK_UNRESOLVED,
+    BoundRequest,
+    Consumed,
+    Handoff,
+    PermittedAction,
+)
+from shared.canonical import digest_of
+
+HANDOFF = Handoff(
+    bound_requests=(BoundRequest("req-1", "exr_1", "claimed", True, False),),
+    known_effects=(("worker wanda claimed exr_1 at generation 1", 31),),
+    unresolved_alternatives=(("exr_1", ("failed", "committed", "in_flight")),),
+    remaining_obligations=(("continue request req-1 in the original attempt", ""),),
+    permitted_next_actions=(PermittedAction(MARK_UNRESOLVED, "record it"),),
+    consumed=Consumed(1, 2, 13, 22, -1),
+)
+SAVED = StoredReconciliation(
+    run_id="run-1",
+    request_id="req-1",
+    reconciliation_id="rcn-1",
+    execution_request_id="exr_1",
+    decision=MARK_UNRESOLVED,
+    actor="alice-admin",
+    request_content_digest=digest_of("content"),
+    reconciliation_digest=digest_of("snapshot"),
+    evidence_reference="incident-42",
+    fenced_lease_generation=1,
+    verification_sequence=0,
+    settlement_sequence=40,
+    retry_execution_request_id="",
+    handoff=HANDOFF,
+    created_at="2026-12-03T05:00:00.000000Z",
+)
+
+
+def test_a_record_round_trips_with_its_handoff() -> None:
+    text = SAVED.to_text()
+    assert json.loads(text)["record_version"] == 1
+    assert StoredReconciliation.from_text(text) == SAVED
+    retried = replace(SAVED, decision="retry_stage", retry_execution_request_id="exr_2")
+    assert StoredReconciliation.from_text(retried.to_text()) == retried
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda r: r.update(record_version=2),
+        lambda r: r.pop("handoff"),
+        lambda r: r["handoff"].pop("consumed"),
+        lambda r: r.update(settlement_sequence="forty"),
+        lambda r: r.update(surprise=True),
+    ],
+)
+def test_a_newer_or_damaged_record_is_refused(edit: object) -> None:
+    record = json.loads(SAVED.to_text())
+    edit(record)  # type: ignore[operator]
+    with pytest.raises(ReconciliationRecordError):
+        StoredReconciliation.from_text(json.dumps(record))

@@ -1,0 +1,84 @@
+"""The client methods and the CLI commands of reconciliation, against real services."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlalchemy import Engine
+
+from services.client.cli import main
+from services.ledger.service import Ledger
+from shared.errors import Conflict, FailedPrecondition, InvalidArgument
+from tests.admission.conftest import Stack
+from tests.recovery.conftest import Authority
+from tests.recovery.test_client_and_cli import client
+from tests.recovery.test_reconciliation import EvidenceVerifier, claimed_request
+from tests.support import row_counts
+
+
+@pytest.fixture
+def ledger(engine: Engine, authority: Authority) -> Ledger:
+    return Ledger(engine, authority=authority, verifier=EvidenceVerifier())
+
+
+def test_the_client_inspects_verifies_decides_and_reads_back(stack: Stack, engine: Engine) -> None:
+    owned = claimed_request(stack, commands=1)
+    with client(stack, "admin-token") as admin:
+        snapshot = admin.inspect_reconciliation("run-1", owned.execution_request_id, "rcn-1")
+        before = row_counts(engine)
+        for bad in ({"decision": "retry"}, {"decision": "retry_stage", "evidence_reference": ""}):
+            with pytest.raises(InvalidArgument) as local:
+                admin.reconcile_execution_request(
+                    snapshot, **{"evidence_reference": "incident-1", **bad}
+                )
+            assert local.value.metadata["origin"] == "client"
+        with pytest.raises(FailedPrecondition) as unverified:
+            admin.reconcile_execution_request(
+                snapshot, decision="retry_stage", evidence_reference="incident-1"
+            )
+        assert unverified.value.reason == "RECONCILIATION_UNRESOLVED"
+        assert row_counts(engine) == before
+        verification = admin.verify_reconciliation(snapshot, "stopped")
+        assert verification.reconciliation_digest == snapshot.reconciliation_digest
+        done = admin.reconcile_execution_request(
+            snapshot, decision="retry_stage", evidence_reference="incident-1"
+        )
+        assert done.created and done.reconciliation.retry_request.execution_request_id
+        assert admin.reconciliation("run-1", owned.execution_request_id) == done.reconciliation
+        with pytest.raises(Conflict) as conflict:
+            admin.reconcile_execution_request(
+                snapshot, decision="mark_unresolved", evidence_reference="incident-1"
+            )
+        assert conflict.value.reason == "RECONCILIATION_ID_CONFLICT"
+
+
+def test_the_cli_inspects_submits_and_shows(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    owned = claimed_request(stack, commands=0)
+    targets = [
+        *("--ledger", stack.ledger.target),
+        *("--candidate", stack.candidate.target),
+        *("--admission", stack.admission.target),
+    ]
+
+    def cli(*argv: str, token: str = "admin-token") -> tuple[int, str]:
+        capsys.readouterr()
+        code = main(["--token", token, *targets, *argv], env={})
+        return code, capsys.readouterr().out
+
+    exr = owned.execution_request_id
+    code, out = cli("--json", "reconcile", "inspect", "run-1", exr, "rcn-1")
+    assert code == 0
+    digest = json.loads(out)["reconciliation_digest"]
+    submit = [
+        *("reconcile", "submit", "run-1", exr, "rcn-1", "--evidence-reference", "incident-7"),
+        *("--decision", "mark_unresolved"),
+    ]
+    assert cli(*submit, "--reconciliation-digest", "sha256:" + "0" * 64)[0] == 1  # stale
+    assert cli(*submit, "--reconciliation-digest", digest, token="operator-token")[0] == 1
+    code, out = cli(*submit, "--reconciliation-digest", digest)
+    assert code == 0 and "MARK_UNRESOLVED" in out and "yes" in out
+    code, out = cli("reconcile", "show", "run-1", exr, token="reader-token")
+    assert code == 0 and "rcn-1" in out and "EXECUTION_REQUEST_STATE_UNRESOLVED" in out
