@@ -20,6 +20,7 @@ from services.ledger.transactions import (
     policy,
     recovery,
     runs,
+    snapshot,
 )
 from services.ledger.transactions.admission import Admission
 from services.ledger.transactions.base import LedgerContext
@@ -68,6 +69,9 @@ class Ledger:
 
     def verify(self, run_id: str) -> Verification:
         return journal.verify(self._context, run_id)
+
+    def read_snapshot(self, run_id: str) -> Iterator[snapshot.SnapshotPart]:
+        return snapshot.read(self._context, run_id)
 
     def stream_journal(
         self,

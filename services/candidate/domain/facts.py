@@ -33,7 +33,7 @@ from .model import (
     ResponseAnalysis,
     RunRecord,
 )
-from .sources import CandidateSources
+from .sources import CandidateSources, SnapshotSources
 
 MAX_READ_ATTEMPTS: Final = 3
 
@@ -46,11 +46,21 @@ class Snapshot:
     head: JournalHead
     entries: tuple[Entry, ...]
     verification: ChainVerification
+    # Read in the same snapshot when the source reads one (None: read apart, after it).
+    policy: PolicyRecord | None = None
+    executions: tuple[ExecutionRecord, ...] | None = None
 
 
 def read_snapshot(sources: CandidateSources, run_id: str) -> Snapshot:
-    """Read run, journal and verification until all three describe the same head."""
+    """Read run, journal and verification until all three describe the same head (one
+    snapshot read when the source offers it)."""
     for _ in range(MAX_READ_ATTEMPTS):
+        if isinstance(sources, SnapshotSources):
+            snapshot = sources.snapshot(run_id)
+            verification = snapshot.verification
+            if not verification.valid or verification.head == snapshot.head:
+                return snapshot
+            continue
         run, head = sources.run(run_id)
         entries, read_head = sources.journal(run_id)
         verification = sources.verify(run_id)
@@ -138,8 +148,12 @@ def gather_facts(
 ) -> Facts:
     """Read everything the candidate of ``run_id`` under ``version`` is computed from."""
     snapshot = read_snapshot(sources, run_id)
-    policy = sources.policy()
-    executions = tuple(sources.execution_requests(run_id))
+    policy = snapshot.policy if snapshot.policy is not None else sources.policy()
+    executions = (
+        snapshot.executions
+        if snapshot.executions is not None
+        else tuple(sources.execution_requests(run_id))
+    )
     now = clock()
     is_profile_qualified = qualified(snapshot.run.source_profile)
     closure = closure_of(snapshot.entries)

@@ -10,7 +10,7 @@ reconstruction is ``FailedPrecondition`` / ``InvalidArgument`` with the typed re
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .model import (
     ChainVerification,
@@ -22,6 +22,9 @@ from .model import (
     ResponseAnalysis,
     RunRecord,
 )
+
+if TYPE_CHECKING:
+    from .facts import Snapshot
 
 
 class CandidateSources(Protocol):
@@ -59,4 +62,16 @@ class CandidateSources(Protocol):
         self, checkpoint: bytes, raw_response: bytes, version: int, consumed_at: str
     ) -> Reconstruction:
         """The derived checkpoint and witness digests for ``version``."""
+        ...
+
+
+@runtime_checkable
+class SnapshotSources(CandidateSources, Protocol):
+    """Sources that can also read the run, head, whole journal with the ledger's verification,
+    the policy and the execution requests as one consistent snapshot (one read instead of five,
+    and no re-read loop)."""
+
+    def snapshot(self, run_id: str) -> Snapshot:
+        """Everything of :class:`Snapshot`, policy and execution requests included, read at one
+        database snapshot."""
         ...

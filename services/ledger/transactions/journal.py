@@ -41,7 +41,7 @@ FOLLOW_PAGE = 200
 FOLLOW_POLL_SECONDS = 0.2
 # Entries this process already recomputed intact, by the digest of their exact stored fields: a
 # verification recomputes only new or altered rows and gives the same answer (shared.journal_chain).
-_INTACT = IntactEntries()
+INTACT = IntactEntries()
 
 
 # --- append ---------------------------------------------------------------------------------
@@ -163,7 +163,7 @@ def verify(context: LedgerContext, run_id: str) -> Verification:
     check_identifier("run_id", run_id)
     with context.read() as connection:
         existing_run(connection, run_id)
-        return verify_chain(journal_rows.iter_journal(connection, run_id), _INTACT)
+        return verify_chain(journal_rows.iter_journal(connection, run_id), INTACT)
 
 
 def entries_from(context: LedgerContext, run_id: str, from_sequence: int) -> Iterator[StoredEntry]:
