@@ -71,6 +71,20 @@ def existing_run(connection: Connection, run_id: str) -> Run:
     return run
 
 
+def existing_run_at_head(
+    connection: Connection, run_id: str, expected: str
+) -> tuple[Run, tuple[int, str]]:
+    """:func:`existing_run` and :func:`check_head` in one read: the run and its head, which must
+    still be ``expected``."""
+    found = run_rows.get_run_with_head(connection, run_id)
+    if found is None:
+        raise run_not_found(run_id)
+    run, (sequence, head) = found
+    if head != expected:
+        raise stale_head(run_id, expected, sequence, head)
+    return run, (sequence, head)
+
+
 def stale_head(run_id: str, expected: str, sequence: int, head: str) -> Aborted:
     return Aborted(
         "JOURNAL_HEAD_STALE",

@@ -23,9 +23,9 @@ from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.transactions.base import (
     LedgerContext,
-    check_head,
     check_not_negative,
     existing_run,
+    existing_run_at_head,
     retry_on_unique_conflict,
 )
 from shared.canonical import GENESIS_HASH, is_digest, parse_json
@@ -88,8 +88,7 @@ def _append_at(
     # A concurrent append that committed at the same head first makes the retry report where
     # the head is now (JOURNAL_HEAD_STALE).
     with context.engine.begin() as connection:
-        run = existing_run(connection, run_id)
-        sequence, head = check_head(connection, run_id, expected)
+        run, (sequence, head) = existing_run_at_head(connection, run_id, expected)
         _check_native_write(connection, run, kind, canonical)
         entry = seal(run_id, sequence + 1, kind, canonical, head, actor, context.now())
         journal_rows.insert_journal_entry(connection, entry)
