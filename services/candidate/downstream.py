@@ -243,4 +243,6 @@ class GrpcCandidateSources:
                 consumed_at=consumed_at,
             ),
         )
-        return Reconstruction(found.derived_checkpoint_digest, found.witness_digest)
+        return Reconstruction(
+            found.derived_checkpoint_digest, found.witness_digest, found.derived_checkpoint
+        )

@@ -34,6 +34,7 @@ from .evaluate import CandidateEvaluator
 from .facts import Facts, Refusal, Snapshot, gather_facts, read_snapshot
 from .model import (
     REQUIREMENTS,
+    AdmissionInputs,
     AnalysisFinding,
     Candidate,
     ChainVerification,
@@ -65,6 +66,7 @@ from .workflows import INVALID_READ_CONTINUITY, Workflow, evaluate, source_diges
 __all__ = [
     "INVALID_READ_CONTINUITY",
     "REQUIREMENTS",
+    "AdmissionInputs",
     "AnalysisFinding",
     "Candidate",
     "CandidateEvaluator",
