@@ -261,9 +261,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
                 )
             elif isinstance(part, list):
                 yield ledger_pb2.ReadRunSnapshotResponse(
-                    entries=ledger_pb2.RunSnapshotEntries(
-                        entries=[entry_to_proto(e) for e in part]
-                    )
+                    entries=ledger_pb2.RunSnapshotEntries(entries=[entry_to_proto(e) for e in part])
                 )
             else:
                 yield ledger_pb2.ReadRunSnapshotResponse(verification=verification_to_proto(part))

@@ -20,7 +20,7 @@ from services.ledger.domain.execution import (
     execution_request_id,
     lease_expiry,
 )
-from services.ledger.domain.journal import EntryKind
+from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.runs import check_identifier
 from services.ledger.domain.tickets import StoredTicket
 from services.ledger.repository import blobs as blob_rows
@@ -30,13 +30,13 @@ from services.ledger.repository import tickets as ticket_rows
 from services.ledger.transactions.base import (
     LedgerContext,
     append_entry,
-    check_head,
     existing_run,
     lock_policy,
     retry_on_unique_conflict,
+    stale_head,
 )
 from services.ledger.transactions.execution import existing_request
-from shared.canonical import parse_json
+from shared.canonical import GENESIS_HASH, parse_json
 from shared.errors import Conflict, FailedPrecondition, NotFound, PreconditionViolation
 from shared.idempotency import StoredAction, replay_or_conflict
 from shared.timeutil import to_text
@@ -97,10 +97,13 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
     run = existing_run(connection, admission.run_id)
     # 9.4 the policy is enabled, still the candidate's revision, and allows the version
     check_policy_for_admission(policy, admission.policy_revision, admission.version)
-    # 9.5 re-check the head
-    check_head(connection, run.spec.run_id, admission.expected_head_hash)
+    # 9.5 re-check the head (the last entry is the head: one read serves both checks)
+    last = journal_rows.last_entry(connection, run.spec.run_id)
+    head = (last.sequence, last.hash) if last is not None else (0, GENESIS_HASH)
+    if head[1] != admission.expected_head_hash:
+        raise stale_head(run.spec.run_id, admission.expected_head_hash, *head)
     # 9.5 at that head the run is held, and its consumed response is the one named
-    _check_held_on_consumed_response(connection, admission)
+    _check_held_on_consumed_response(connection, admission, last)
     # 9.6 no queued or claimed execution request for the run
     outstanding = request_rows.list_execution_requests(connection, run.spec.run_id, PENDING_STATES)
     if outstanding:
@@ -153,6 +156,7 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
             "policy_revision": policy.revision,
         },
         actor,
+        after=head,
     )
     claim = append_entry(
         context,
@@ -166,6 +170,7 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
             "lease_seconds": lease_seconds,
         },
         actor,
+        after=(settlement.sequence, settlement.hash),
     )
     # 9.11 the queued execution request: derived checkpoint, original attempt, generation 0
     created_at = to_text(now)
@@ -204,12 +209,13 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
     return Admission(ticket, record, created=True)
 
 
-def _check_held_on_consumed_response(connection: Connection, admission: AdmissionInput) -> None:
+def _check_held_on_consumed_response(
+    connection: Connection, admission: AdmissionInput, last: StoredEntry | None
+) -> None:
     """The ledger does not trust the caller's ``consumed_response_digest``, which keys the
-    one-ticket-per-consumed-graph rule: the run must be held (its last entry is ``run_held``),
-    and its newest ``response_consumed`` must name that response."""
+    one-ticket-per-consumed-graph rule: the run must be held (its last entry, ``last``, is
+    ``run_held``), and its newest ``response_consumed`` must name that response."""
     run_id = admission.run_id
-    last = journal_rows.last_entry(connection, run_id)
     if last is None or last.kind != EntryKind.RUN_HELD.value:
         found = last.kind if last is not None else "nothing"
         raise FailedPrecondition(
