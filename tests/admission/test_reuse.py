@@ -73,12 +73,12 @@ class Recorder:
     calls: Counter[str] = field(default_factory=Counter)
     committed: list[ledger_pb2.CommitAdmissionRequest] = field(default_factory=list)
 
-    def GetAdmission(self, request: Any) -> Any:  # noqa: N802 - a stub's method name
+    def GetAdmission(self, request: Any) -> Any:
         from shared.errors import NotFound
 
         raise NotFound("ADMISSION_NOT_FOUND", "none")
 
-    def GetInvalidReadContinuityCandidate(self, request: Any) -> Any:  # noqa: N802
+    def GetInvalidReadContinuityCandidate(self, request: Any) -> Any:
         self.calls["candidate"] += 1
         assert request.include_admission_inputs
         candidate = candidate_pb2.InvalidReadContinuityCandidate(
@@ -94,12 +94,12 @@ class Recorder:
             candidate=candidate, admission_inputs=self.inputs
         )
 
-    def GetBlob(self, request: Any) -> Any:  # noqa: N802
+    def GetBlob(self, request: Any) -> Any:
         self.calls["GetBlob"] += 1
         content = {sha256_digest(CHECKPOINT): CHECKPOINT, sha256_digest(RESPONSE): RESPONSE}
         return ledger_pb2.GetBlobResponse(content=content[request.digest])
 
-    def ReadJournal(self, request: Any) -> Any:  # noqa: N802
+    def ReadJournal(self, request: Any) -> Any:
         self.calls["ReadJournal"] += 1
         entry = ledger_pb2.ReadJournalResponse().entries.add()
         entry.payload_json = CONSUME
@@ -107,7 +107,7 @@ class Recorder:
         response.entries.append(entry)
         return response
 
-    def ReconstructInvalidRead(self, request: Any) -> Any:  # noqa: N802
+    def ReconstructInvalidRead(self, request: Any) -> Any:
         self.calls["reconstruct"] += 1
         return reconstruction_pb2.ReconstructInvalidReadResponse(
             derived_checkpoint=DERIVED,
@@ -115,7 +115,7 @@ class Recorder:
             witness_digest="sha256:" + "f" * 64,
         )
 
-    def CommitAdmission(self, request: Any) -> Any:  # noqa: N802
+    def CommitAdmission(self, request: Any) -> Any:
         self.committed.append(request)
         return ledger_pb2.CommitAdmissionResponse(created=True)
 

@@ -8,7 +8,13 @@ import grpc
 import pytest
 from sqlalchemy import Engine, text
 
-from forge.continuity.v1 import execution_pb2, execution_pb2_grpc, ledger_pb2, policy_pb2
+from forge.continuity.v1 import (
+    common_pb2,
+    execution_pb2,
+    execution_pb2_grpc,
+    ledger_pb2,
+    policy_pb2,
+)
 from services.ledger.transactions import snapshot
 from tests.errors import expect_error
 from tests.ledger.conftest import LedgerClients, run_request
@@ -17,7 +23,12 @@ from tests.ledger.test_journal import K, append, journal
 
 def read_snapshot(
     clients: LedgerClients, run_id: str = "run-1"
-) -> tuple[ledger_pb2.RunSnapshotHeader, list[object], ledger_pb2.VerifyJournalResponse, list[str]]:
+) -> tuple[
+    ledger_pb2.RunSnapshotHeader,
+    list[common_pb2.JournalEntry],
+    ledger_pb2.VerifyJournalResponse,
+    list[str],
+]:
     parts = list(
         clients.ledger("reader-token").ReadRunSnapshot(
             ledger_pb2.ReadRunSnapshotRequest(run_id=run_id)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, RowMapping, insert, select
+from typing import Any
+
+from sqlalchemy import Connection, RowMapping, ScalarSelect, Select, insert, select
 
 from services.ledger.domain.runs import Run, RunSpec
 from services.ledger.schema import journal_entries, runs
@@ -51,7 +53,7 @@ def get_run(connection: Connection, run_id: str) -> Run | None:
     return None if row is None else _run(row)
 
 
-def _newest(column: str) -> object:
+def _newest(column: str) -> ScalarSelect[Any]:
     entries = journal_entries.c
     return (
         select(entries[column])
@@ -63,8 +65,8 @@ def _newest(column: str) -> object:
 
 
 # The run row and its journal head in one statement (one round trip on the append path).
-_RUN_WITH_HEAD = select(
-    runs, _newest("sequence").label("head_sequence"), _newest("hash").label("head_hash")
+_RUN_WITH_HEAD: Select[Any] = select(
+    *runs.columns, _newest("sequence").label("head_sequence"), _newest("hash").label("head_hash")
 )
 
 
