@@ -71,7 +71,9 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
     # 9.1 lock the current policy row
     policy = lock_policy(connection)
     # 9.2 apply idempotency again: replay an identical repeat, refuse anything else
-    stored = ticket_rows.get_ticket(connection, admission.run_id, admission.request_id)
+    stored, taken = ticket_rows.tickets_for_request_or_graph(
+        connection, admission.run_id, admission.request_id, admission.consumed_response_digest
+    )
     if stored is not None:
         replay_or_conflict(
             id_field="request_id",
@@ -85,9 +87,6 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
         record = existing_request(connection, stored.ticket.execution_request_id)
         return Admission(stored.ticket, record, created=False)
     # 9.3 one ticket per consumed graph, under any request id or identity
-    taken = ticket_rows.ticket_for_consumed_graph(
-        connection, admission.run_id, admission.consumed_response_digest
-    )
     if taken is not None:
         raise Conflict(
             "CONSUMED_GRAPH_ALREADY_ADMITTED",
@@ -113,11 +112,10 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
             metadata={"execution_request_id": outstanding[0].execution_request_id},
         )
     # 9.7 the queue caps
-    check_capacity(
-        policy,
-        per_run=ticket_rows.count_tickets_for_run(connection, run.spec.run_id),
-        pending=request_rows.count_execution_requests(connection, PENDING_STATES),
+    per_run, pending = ticket_rows.ticket_and_pending_counts(
+        connection, run.spec.run_id, PENDING_STATES
     )
+    check_capacity(policy, per_run=per_run, pending=pending)
     # 9.8 store the derived checkpoint blob (its digest was checked by validate())
     if not blob_rows.blob_exists(connection, admission.derived_checkpoint_digest):
         if not admission.derived_checkpoint:

@@ -18,7 +18,8 @@ from services.ledger.domain.runs import Run, check_identifier
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import policy as policy_rows
-from services.ledger.transactions.base import LedgerContext, current_head, existing_run
+from services.ledger.repository import runs as run_rows
+from services.ledger.transactions.base import LedgerContext, run_not_found
 from services.ledger.transactions.journal import INTACT
 from shared.journal_chain import ChainVerifier, Verification
 
@@ -44,8 +45,10 @@ def read(context: LedgerContext, run_id: str) -> Iterator[SnapshotPart]:
     missing run is NOT_FOUND RUN_NOT_FOUND, raised before the header."""
     check_identifier("run_id", run_id)
     with snapshot_connection(context.engine) as connection, connection.begin():
-        run = existing_run(connection, run_id)
-        head = current_head(connection, run_id)
+        found = run_rows.get_run_with_head(connection, run_id)
+        if found is None:
+            raise run_not_found(run_id)
+        run, head = found
         yield SnapshotHeader(
             run=run,
             head=head,
