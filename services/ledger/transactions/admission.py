@@ -29,10 +29,10 @@ from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import tickets as ticket_rows
 from services.ledger.transactions.base import (
     LedgerContext,
-    append_entry,
     existing_run,
     lock_policy,
     retry_on_unique_conflict,
+    seal_after,
     stale_head,
 )
 from services.ledger.transactions.execution import existing_request
@@ -117,19 +117,20 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
     )
     check_capacity(policy, per_run=per_run, pending=pending)
     # 9.8 store the derived checkpoint blob (its digest was checked by validate())
-    if not blob_rows.blob_exists(connection, admission.derived_checkpoint_digest):
-        if not admission.derived_checkpoint:
-            raise FailedPrecondition(
-                "DERIVED_CHECKPOINT_MISSING",
-                "send the derived checkpoint bytes with the admission",
-                metadata={"digest": admission.derived_checkpoint_digest},
-            )
-        blob_rows.insert_blob(
+    if admission.derived_checkpoint:
+        # One statement: stored bytes under a digest never change, so an existing row stays.
+        blob_rows.insert_blob_if_absent(
             connection,
             admission.derived_checkpoint_digest,
             admission.derived_checkpoint,
             DERIVED_CHECKPOINT_MEDIA_TYPE,
             context.now(),
+        )
+    elif not blob_rows.blob_exists(connection, admission.derived_checkpoint_digest):
+        raise FailedPrecondition(
+            "DERIVED_CHECKPOINT_MISSING",
+            "send the derived checkpoint bytes with the admission",
+            metadata={"digest": admission.derived_checkpoint_digest},
         )
     # 9.9 bound the lease
     now = context.clock()
@@ -139,9 +140,9 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
     request_id = execution_request_id(run.spec.run_id, admission.request_id)
     actor = admission.operator_identity
     # 9.10 the migration settlement and, adjacent to it, the ownership claim
-    settlement = append_entry(
+    # (both sealed here after the head read in 9.5, then inserted by one statement)
+    settlement = seal_after(
         context,
-        connection,
         run.spec.run_id,
         EntryKind.MIGRATION_SETTLEMENT,
         {
@@ -154,11 +155,10 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
             "policy_revision": policy.revision,
         },
         actor,
-        after=head,
+        head,
     )
-    claim = append_entry(
+    claim = seal_after(
         context,
-        connection,
         run.spec.run_id,
         EntryKind.OWNERSHIP_CLAIM,
         {
@@ -168,8 +168,9 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
             "lease_seconds": lease_seconds,
         },
         actor,
-        after=(settlement.sequence, settlement.hash),
+        (settlement.sequence, settlement.hash),
     )
+    journal_rows.insert_journal_entries(connection, [settlement, claim])
     # 9.11 the queued execution request: derived checkpoint, original attempt, generation 0
     created_at = to_text(now)
     record = ExecutionRequestRecord(

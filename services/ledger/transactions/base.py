@@ -135,6 +135,20 @@ def append_entry(
     return entry
 
 
+def seal_after(
+    context: LedgerContext,
+    run_id: str,
+    kind: EntryKind,
+    payload: object,
+    actor: str,
+    head: tuple[int, str],
+) -> StoredEntry:
+    """The entry sealed after ``head`` (sequence, hash), not yet inserted: a transaction that
+    appends several entries seals them in order and inserts them in one statement."""
+    sequence, prev = head
+    return seal(run_id, sequence + 1, kind, canonical_text(payload), prev, actor, context.now())
+
+
 def lock_policy(connection: Connection) -> PolicyRevision:
     """Lock the current policy row; writers that judge the policy serialize on it."""
     return policy_rows.lock_current_policy(connection)
