@@ -1,9 +1,11 @@
 """Gathering the facts of a candidate, once: every read from :class:`CandidateSources` happens
 here, before any check runs, so the checks are pure functions of one frozen :class:`Facts`.
 
-The run, its whole journal and the ledger's verification are read at one consistent head (read
-again while the head moves; ABORTED JOURNAL_CHANGED_DURING_READ when it never settles). Then the
-current policy, the run's execution requests, the checkpoint and consumed-response blobs the
+The run, its whole journal and the ledger's verification are read at one consistent head: as one
+database snapshot when the sources offer it (:class:`SnapshotSources`, which also carries the
+policy and execution requests), otherwise read again while the head moves (ABORTED
+JOURNAL_CHANGED_DURING_READ when it never settles). Then the current policy and the run's
+execution requests (unless the snapshot had them), the checkpoint and consumed-response blobs the
 journal names (kept only when intact), reconstruction's analysis of the consumed response and,
 when the analysis refuses nothing for the version, the reconstruction. A refusal of either call
 is a fact too (:class:`Refusal`); any other error propagates.
