@@ -123,13 +123,9 @@ def append_entry(
     kind: EntryKind,
     payload: object,
     actor: str,
-    *,
-    after: tuple[int, str] | None = None,
 ) -> StoredEntry:
-    """Seal and insert one entry after the current head, inside the caller's transaction.
-    ``after`` is that head when the transaction already read it (no second read); a concurrent
-    append at the same head still fails on the (run_id, prev_hash) and key constraints."""
-    sequence, head = after if after is not None else current_head(connection, run_id)
+    """Seal and insert one entry after the current head, inside the caller's transaction."""
+    sequence, head = current_head(connection, run_id)
     entry = seal(run_id, sequence + 1, kind, canonical_text(payload), head, actor, context.now())
     journal_rows.insert_journal_entry(connection, entry)
     return entry
@@ -144,7 +140,8 @@ def seal_after(
     head: tuple[int, str],
 ) -> StoredEntry:
     """The entry sealed after ``head`` (sequence, hash), not yet inserted: a transaction that
-    appends several entries seals them in order and inserts them in one statement."""
+    already read the head seals its entries in order and inserts them in one statement (a
+    concurrent append at the same head still fails the (run_id, prev_hash) and key constraints)."""
     sequence, prev = head
     return seal(run_id, sequence + 1, kind, canonical_text(payload), prev, actor, context.now())
 
