@@ -4,7 +4,7 @@ timeout that never outlives the inbound call's deadline."""
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +98,17 @@ def call(method: Callable[..., Any], request: Any, **kwargs: Any) -> Any:
 
     try:
         return method(request, **kwargs)
+    except grpc.RpcError as error:
+        raise from_rpc_error(error) from None
+
+
+def stream(method: Callable[..., Any], request: Any, **kwargs: Any) -> Iterator[Any]:
+    """:func:`call` for a server-streaming method: each response as it arrives; a failed stream
+    re-raises as the typed domain error it carried."""
+    from shared.errors import from_rpc_error
+
+    try:
+        yield from method(request, **kwargs)
     except grpc.RpcError as error:
         raise from_rpc_error(error) from None
 

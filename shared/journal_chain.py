@@ -154,31 +154,59 @@ class IntactEntries:
             return len(self._entries)
 
 
+class ChainVerifier:
+    """:func:`verify_chain` one entry at a time, for a reader that sends or keeps the entries as
+    it goes (one pass over the rows): ``add`` each entry in order, then ``result``. After the
+    first break nothing more is checked (the result names that break)."""
+
+    def __init__(self, intact: IntactEntries | None = None) -> None:
+        self._intact = intact
+        self._expected_prev, self._expected_sequence, self._checked = GENESIS_HASH, 1, 0
+        self._head_sequence, self._head_hash = 0, GENESIS_HASH
+        self._broken: Verification | None = None
+
+    def add(self, entry: ChainEntry) -> bool:
+        """Check the next entry; False once the chain is broken (here or before)."""
+        if self._broken is not None:
+            return False
+        intact = self._intact
+        self._checked += 1
+        fields = entry_fields(entry) if intact is not None else None
+        if (
+            fields is not None
+            and intact is not None
+            and entry.sequence == self._expected_sequence
+            and entry.prev_hash == self._expected_prev
+            and fields in intact
+        ):
+            problem, at = "", 0
+        else:
+            problem, at = entry_problem(entry, self._expected_sequence, self._expected_prev)
+            if not problem and fields is not None and intact is not None:
+                intact.add(fields)
+        if problem:
+            self._broken = Verification(
+                False, self._checked, self._head_sequence, self._head_hash, at, problem
+            )
+            return False
+        self._expected_prev, self._expected_sequence = entry.hash, entry.sequence + 1
+        self._head_sequence, self._head_hash = entry.sequence, entry.hash
+        return True
+
+    def result(self) -> Verification:
+        if self._broken is not None:
+            return self._broken
+        return Verification(True, self._checked, self._head_sequence, self._head_hash)
+
+
 def verify_chain(
     entries: Iterable[ChainEntry], intact: IntactEntries | None = None
 ) -> Verification:
     """Recompute every hash and link in sequence order; report the first broken sequence. With
     ``intact``, an entry whose exact fields were recomputed before is not recomputed again (same
     fields, same answer); the ones recomputed now and found intact are remembered there."""
-    expected_prev, expected_sequence, checked = GENESIS_HASH, 1, 0
-    head_sequence, head_hash = 0, GENESIS_HASH
+    verifier = ChainVerifier(intact)
     for entry in entries:
-        checked += 1
-        fields = entry_fields(entry) if intact is not None else None
-        if (
-            fields is not None
-            and intact is not None
-            and entry.sequence == expected_sequence
-            and entry.prev_hash == expected_prev
-            and fields in intact
-        ):
-            problem, at = "", 0
-        else:
-            problem, at = entry_problem(entry, expected_sequence, expected_prev)
-            if not problem and fields is not None and intact is not None:
-                intact.add(fields)
-        if problem:
-            return Verification(False, checked, head_sequence, head_hash, at, problem)
-        expected_prev, expected_sequence = entry.hash, entry.sequence + 1
-        head_sequence, head_hash = entry.sequence, entry.hash
-    return Verification(True, checked, head_sequence, head_hash)
+        if not verifier.add(entry):
+            break
+    return verifier.result()

@@ -5,6 +5,7 @@ domain translation only; downstream refusals arrive as the typed domain errors t
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from forge.continuity.v1 import (
@@ -31,6 +32,7 @@ from services.admission.workflows.never_claimed import (
     RecoveryCommit,
     RecoveryKey,
 )
+from shared.canonical import parse_json, sha256_digest
 from shared.client import call
 from shared.contract import DIGEST_NAMES, enum_short_name
 from shared.idempotency import StoredAction
@@ -122,6 +124,58 @@ def _continuity_digests(digests: Mapping[str, str]) -> common_pb2.ContinuityDige
 
 
 @dataclass(frozen=True)
+class _Reusable:
+    """What the candidate of the admission in progress was reconstructed from and what it got.
+    Admission's rebuild of the derived checkpoint asks for the same blobs, the same consume
+    entry and the same reconstruction; it is answered from here only for exactly those inputs
+    (blobs by their SHA-256, the reconstruction by identical bytes, version and consumption
+    time), and from the ledger and reconstruction otherwise. The ledger's commit re-checks the
+    head, the consumed response, the held state and the derived checkpoint's digest as before."""
+
+    run_id: str
+    inputs: candidate_pb2.InvalidReadAdmissionInputs
+
+    def blob(self, digest: str) -> bytes | None:
+        for content in (self.inputs.checkpoint, self.inputs.raw_response):
+            if content and sha256_digest(content) == digest:
+                return bytes(content)
+        return None
+
+    def names_consume(self, run_id: str, sequence: int) -> bool:
+        return (
+            run_id == self.run_id
+            and sequence == self.inputs.consume_sequence
+            and bool(self.inputs.consume_payload_json)
+        )
+
+    def reconstruction(
+        self, checkpoint: bytes, raw_response: bytes, version: int, consumed_at: str
+    ) -> Reconstruction | None:
+        inputs = self.inputs
+        payload = parse_json(inputs.consume_payload_json) if inputs.consume_payload_json else None
+        used_at = payload.get("consumed_at") if isinstance(payload, dict) else None
+        if (
+            checkpoint != inputs.checkpoint
+            or raw_response != inputs.raw_response
+            or version != inputs.reconstruction_version
+            or consumed_at != used_at
+            or not inputs.derived_checkpoint
+            or sha256_digest(inputs.derived_checkpoint) != inputs.derived_checkpoint_digest
+        ):
+            return None
+        return Reconstruction(
+            derived_checkpoint=bytes(inputs.derived_checkpoint),
+            derived_checkpoint_digest=inputs.derived_checkpoint_digest,
+            witness_digest=inputs.witness_digest,
+        )
+
+
+# The candidate's inputs of the admission this thread is serving (set by each candidate read, so
+# a later admission on the same thread never sees an earlier one's).
+_REUSABLE: ContextVar[_Reusable | None] = ContextVar("admission_reusable_inputs", default=None)
+
+
+@dataclass(frozen=True)
 class Downstream:
     """The stubs admission coordinates (each channel carries admission's service identity); the
     invalid-read workflow's port over them."""
@@ -138,17 +192,30 @@ class Downstream:
         return _stored_ticket(response.ticket)
 
     def invalid_read_candidate(self, run_id: str, version: int) -> InvalidReadCandidate:
+        _REUSABLE.set(None)
         response: candidate_pb2.GetInvalidReadContinuityCandidateResponse = call(
             self.candidate.GetInvalidReadContinuityCandidate,
-            candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=run_id, version=version),
+            candidate_pb2.GetInvalidReadContinuityCandidateRequest(
+                run_id=run_id, version=version, include_admission_inputs=True
+            ),
         )
+        if response.HasField("admission_inputs"):
+            _REUSABLE.set(_Reusable(run_id, response.admission_inputs))
         return _candidate(response.candidate)
 
     def blob(self, digest: str) -> bytes:
+        reusable = _REUSABLE.get()
+        if reusable is not None:
+            found = reusable.blob(digest)
+            if found is not None:
+                return found
         content: bytes = call(self.ledger.GetBlob, ledger_pb2.GetBlobRequest(digest=digest)).content
         return content
 
     def journal_payload(self, run_id: str, sequence: int) -> str | None:
+        reusable = _REUSABLE.get()
+        if reusable is not None and reusable.names_consume(run_id, sequence):
+            return reusable.inputs.consume_payload_json
         entries = call(
             self.ledger.ReadJournal,
             ledger_pb2.ReadJournalRequest(run_id=run_id, from_sequence=sequence, page_size=1),
@@ -158,6 +225,13 @@ class Downstream:
     def reconstruct(
         self, checkpoint: bytes, raw_response: bytes, reconstruction_version: int, consumed_at: str
     ) -> Reconstruction:
+        reusable = _REUSABLE.get()
+        if reusable is not None:
+            reused = reusable.reconstruction(
+                checkpoint, raw_response, reconstruction_version, consumed_at
+            )
+            if reused is not None:
+                return reused
         derived: reconstruction_pb2.ReconstructInvalidReadResponse = call(
             self.reconstruction.ReconstructInvalidRead,
             reconstruction_pb2.ReconstructInvalidReadRequest(

@@ -33,11 +33,12 @@ from services.candidate.domain import (
     Reconstruction,
     ResponseAnalysis,
     RunRecord,
+    Snapshot,
 )
 from shared.canonical import CanonicalJsonError, parse_json
-from shared.client import call
+from shared.client import call, stream
 from shared.contract import VERSIONS, enum_short_name
-from shared.errors import InvalidArgument, NotFound
+from shared.errors import Internal, InvalidArgument, NotFound
 from shared.timeutil import from_timestamp, to_text
 
 PAGE_SIZE: Final = 1000
@@ -102,6 +103,34 @@ def _findings(holds: Sequence[reconstruction_pb2.AnalysisHold]) -> tuple[Analysi
     return tuple(AnalysisFinding(h.reason, h.element, h.message) for h in holds)
 
 
+def _verification(result: ledger_pb2.VerifyJournalResponse) -> ChainVerification:
+    return ChainVerification(
+        valid=result.valid,
+        first_broken_sequence=result.first_broken_sequence,
+        problem=result.problem,
+        head=_head(result.head),
+    )
+
+
+def _policy(policy: common_pb2.Policy) -> PolicyRecord:
+    return PolicyRecord(
+        revision=policy.revision,
+        enabled=policy.enabled,
+        digest=policy.digest,
+        allow_unavailable_source_observations=policy.allow_unavailable_source_observations,
+        allow_pre_admission_recovery=policy.allow_pre_admission_recovery,
+    )
+
+
+def _execution(record: common_pb2.ExecutionRequest) -> ExecutionRecord:
+    return ExecutionRecord(
+        execution_request_id=record.execution_request_id,
+        request_id=record.request_id,
+        state=_state(record.state),
+        checkpoint_digest=record.checkpoint_digest,
+    )
+
+
 class GrpcCandidateSources:
     """:class:`services.candidate.domain.CandidateSources` over the ledger and reconstruction."""
 
@@ -131,38 +160,46 @@ class GrpcCandidateSources:
             next_sequence = page.next_sequence
 
     def verify(self, run_id: str) -> ChainVerification:
-        result = call(self._ledger.VerifyJournal, ledger_pb2.VerifyJournalRequest(run_id=run_id))
-        return ChainVerification(
-            valid=result.valid,
-            first_broken_sequence=result.first_broken_sequence,
-            problem=result.problem,
-            head=_head(result.head),
+        return _verification(
+            call(self._ledger.VerifyJournal, ledger_pb2.VerifyJournalRequest(run_id=run_id))
         )
 
     def policy(self) -> PolicyRecord:
-        policy = call(self._policy.GetPolicy, policy_pb2.GetPolicyRequest()).policy
-        return PolicyRecord(
-            revision=policy.revision,
-            enabled=policy.enabled,
-            digest=policy.digest,
-            allow_unavailable_source_observations=policy.allow_unavailable_source_observations,
-            allow_pre_admission_recovery=policy.allow_pre_admission_recovery,
-        )
+        return _policy(call(self._policy.GetPolicy, policy_pb2.GetPolicyRequest()).policy)
 
     def execution_requests(self, run_id: str) -> list[ExecutionRecord]:
         found = call(
             self._execution.ListExecutionRequests,
             execution_pb2.ListExecutionRequestsRequest(run_id=run_id),
         )
-        return [
-            ExecutionRecord(
-                execution_request_id=r.execution_request_id,
-                request_id=r.request_id,
-                state=_state(r.state),
-                checkpoint_digest=r.checkpoint_digest,
-            )
-            for r in found.execution_requests
-        ]
+        return [_execution(r) for r in found.execution_requests]
+
+    def snapshot(self, run_id: str) -> Snapshot:
+        """One ``ReadRunSnapshot`` stream: header, journal batches, the ledger's verification."""
+        header: ledger_pb2.RunSnapshotHeader | None = None
+        entries: list[Entry] = []
+        verification: ChainVerification | None = None
+        for part in stream(
+            self._ledger.ReadRunSnapshot, ledger_pb2.ReadRunSnapshotRequest(run_id=run_id)
+        ):
+            which = part.WhichOneof("part")
+            if which == "header":
+                header = part.header
+            elif which == "entries":
+                entries += [entry_from_proto(e) for e in part.entries.entries]
+            elif which == "verification":
+                verification = _verification(part.verification)
+        if header is None or verification is None:
+            # The ledger always sends both; a stream without them broke an invariant.
+            raise Internal("INTERNAL_ERROR", f"the ledger's snapshot of {run_id} ended early")
+        return Snapshot(
+            run=run_from_proto(header.run),
+            head=_head(header.head),
+            entries=tuple(entries),
+            verification=verification,
+            policy=_policy(header.policy),
+            executions=tuple(_execution(r) for r in header.execution_requests),
+        )
 
     def blob(self, digest: str) -> bytes | None:
         try:
@@ -207,7 +244,9 @@ class GrpcCandidateSources:
                 consumed_at=consumed_at,
             ),
         )
-        return Reconstruction(found.derived_checkpoint_digest, found.witness_digest)
+        return Reconstruction(
+            found.derived_checkpoint_digest, found.witness_digest, found.derived_checkpoint
+        )
 
     def reproduce_pending(self, derived_checkpoint: bytes) -> PendingReproduction:
         found = call(

@@ -8,7 +8,13 @@ from datetime import datetime
 import grpc
 
 from forge.continuity.v1 import candidate_pb2, candidate_pb2_grpc, common_pb2
-from services.candidate.domain import Candidate, CandidateEvaluator, CandidateSources, Handoff
+from services.candidate.domain import (
+    AdmissionInputs,
+    Candidate,
+    CandidateEvaluator,
+    CandidateSources,
+    Handoff,
+)
 from services.candidate.domain.recovery import (
     Caller,
     never_claimed_candidate,
@@ -16,7 +22,7 @@ from services.candidate.domain.recovery import (
 )
 from services.candidate.recovery_proto import recovery_candidate_to_proto
 from shared.auth import Role, current_principal
-from shared.contract import DEFAULT_VERSION, enum_number
+from shared.contract import DEFAULT_VERSION, VERSIONS, enum_number
 from shared.errors import FieldViolation, InvalidArgument, Unavailable, Unimplemented
 from shared.rejected_boundary_proto import reviewed_rejection
 from shared.server import ServiceBinding
@@ -119,6 +125,20 @@ def candidate_to_proto(candidate: Candidate) -> candidate_pb2.InvalidReadContinu
     )
 
 
+def admission_inputs_to_proto(inputs: AdmissionInputs) -> candidate_pb2.InvalidReadAdmissionInputs:
+    reconstruction = inputs.reconstruction
+    return candidate_pb2.InvalidReadAdmissionInputs(
+        checkpoint=inputs.checkpoint,
+        raw_response=inputs.raw_response,
+        consume_sequence=inputs.consume_sequence,
+        consume_payload_json=inputs.consume_payload_json,
+        reconstruction_version=VERSIONS[inputs.version].reconstruction_version,
+        derived_checkpoint=reconstruction.derived_checkpoint,
+        derived_checkpoint_digest=reconstruction.derived_checkpoint_digest,
+        witness_digest=reconstruction.witness_digest,
+    )
+
+
 class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
     def __init__(
         self,
@@ -143,11 +163,18 @@ class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
                 "this candidate server has no ledger or reconstruction connection",
             )
         # Unset (0) selects the default continuity version.
-        candidate = self._evaluator.invalid_read_continuity(
-            request.run_id, request.version or DEFAULT_VERSION
+        version = request.version or DEFAULT_VERSION
+        if not request.include_admission_inputs:
+            candidate = self._evaluator.invalid_read_continuity(request.run_id, version)
+            return candidate_pb2.GetInvalidReadContinuityCandidateResponse(
+                candidate=candidate_to_proto(candidate)
+            )
+        candidate, inputs = self._evaluator.invalid_read_continuity_for_admission(
+            request.run_id, version
         )
         return candidate_pb2.GetInvalidReadContinuityCandidateResponse(
-            candidate=candidate_to_proto(candidate)
+            candidate=candidate_to_proto(candidate),
+            admission_inputs=admission_inputs_to_proto(inputs) if inputs is not None else None,
         )
 
     def _require_sources(self) -> CandidateSources:

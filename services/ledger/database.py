@@ -30,6 +30,16 @@ def read_only_connection(engine: Engine) -> Connection:
     return engine.connect().execution_options(**{SQLITE_BEGIN_OPTION: "DEFERRED"})
 
 
+def snapshot_connection(engine: Engine) -> Connection:
+    """A read-only connection whose statements all see one snapshot: REPEATABLE READ on
+    PostgreSQL (one snapshot for the whole transaction); on SQLite a DEFERRED transaction under
+    WAL already reads one snapshot from its first statement."""
+    connection = read_only_connection(engine)
+    if engine.dialect.name == "postgresql":
+        connection = connection.execution_options(isolation_level="REPEATABLE READ")
+    return connection
+
+
 def make_engine(url: str, **options: Any) -> Engine:
     """An engine for ``url``. SQLite gets WAL, a busy timeout, foreign keys, and BEGIN IMMEDIATE
     transactions so concurrent writers queue instead of failing on lock upgrades."""

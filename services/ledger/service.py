@@ -25,6 +25,7 @@ from services.ledger.transactions import (
     reconciliation_review,
     recovery,
     runs,
+    snapshot,
 )
 from services.ledger.transactions.admission import Admission
 from services.ledger.transactions.base import LedgerContext
@@ -78,6 +79,9 @@ class Ledger:
 
     def verify(self, run_id: str) -> Verification:
         return journal.verify(self._context, run_id)
+
+    def read_snapshot(self, run_id: str) -> Iterator[snapshot.SnapshotPart]:
+        return snapshot.read(self._context, run_id)
 
     def stream_journal(
         self,

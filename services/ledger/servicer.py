@@ -29,9 +29,11 @@ from services.ledger.reconciliation_servicer import ReconciliationServicer
 from services.ledger.recovery_proto import recovery_input, recovery_to_proto
 from services.ledger.service import Ledger
 from services.ledger.transactions.admission import Admission
+from services.ledger.transactions.snapshot import SnapshotHeader
 from shared.auth import ANY_ROLE, Role, current_principal
 from shared.contract import DIGEST_NAMES, enum_number, enum_short_name
 from shared.errors import FieldViolation, InvalidArgument
+from shared.journal_chain import Verification
 from shared.server import ServiceBinding
 from shared.timeutil import timestamp_field, to_text, to_timestamp
 
@@ -69,6 +71,16 @@ def entry_to_proto(entry: StoredEntry) -> common_pb2.JournalEntry:
 
 def head_to_proto(head: tuple[int, str]) -> common_pb2.JournalHead:
     return common_pb2.JournalHead(sequence=head[0], hash=head[1])
+
+
+def verification_to_proto(result: Verification) -> ledger_pb2.VerifyJournalResponse:
+    return ledger_pb2.VerifyJournalResponse(
+        valid=result.valid,
+        first_broken_sequence=result.first_broken_sequence,
+        entries_checked=result.entries_checked,
+        head=head_to_proto((result.head_sequence, result.head_hash)),
+        problem=result.problem,
+    )
 
 
 def run_to_proto(run: Run) -> ledger_pb2.Run:
@@ -235,17 +247,32 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         ):
             yield ledger_pb2.StreamJournalResponse(entry=entry_to_proto(entry))
 
+    def ReadRunSnapshot(
+        self, request: ledger_pb2.ReadRunSnapshotRequest, context: grpc.ServicerContext
+    ) -> Iterator[ledger_pb2.ReadRunSnapshotResponse]:
+        for part in self._ledger.read_snapshot(request.run_id):
+            if isinstance(part, SnapshotHeader):
+                yield ledger_pb2.ReadRunSnapshotResponse(
+                    header=ledger_pb2.RunSnapshotHeader(
+                        run=run_to_proto(part.run),
+                        head=head_to_proto(part.head),
+                        policy=policy_to_proto(part.policy),
+                        execution_requests=[
+                            execution_request_to_proto(r) for r in part.execution_requests
+                        ],
+                    )
+                )
+            elif isinstance(part, list):
+                yield ledger_pb2.ReadRunSnapshotResponse(
+                    entries=ledger_pb2.RunSnapshotEntries(entries=[entry_to_proto(e) for e in part])
+                )
+            else:
+                yield ledger_pb2.ReadRunSnapshotResponse(verification=verification_to_proto(part))
+
     def VerifyJournal(
         self, request: ledger_pb2.VerifyJournalRequest, context: grpc.ServicerContext
     ) -> ledger_pb2.VerifyJournalResponse:
-        result = self._ledger.verify(request.run_id)
-        return ledger_pb2.VerifyJournalResponse(
-            valid=result.valid,
-            first_broken_sequence=result.first_broken_sequence,
-            entries_checked=result.entries_checked,
-            head=head_to_proto((result.head_sequence, result.head_hash)),
-            problem=result.problem,
-        )
+        return verification_to_proto(self._ledger.verify(request.run_id))
 
     def PutBlob(
         self, request: ledger_pb2.PutBlobRequest, context: grpc.ServicerContext
@@ -486,6 +513,7 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
                 "ReadJournal": ANY_ROLE,
                 "StreamJournal": ANY_ROLE,
                 "VerifyJournal": ANY_ROLE,
+                "ReadRunSnapshot": ANY_ROLE,
                 "PutBlob": WRITERS | SERVICES,
                 "GetBlob": ANY_ROLE,
                 "CommitAdmission": SERVICES,

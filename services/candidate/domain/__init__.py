@@ -13,6 +13,11 @@ API::
         reconstruction reason the candidate does not map (Internal
         RECONSTRUCTION_REASON_UNMAPPED).
 
+    CandidateEvaluator(...).invalid_read_continuity_for_admission(run_id, version=1)
+        -> (Candidate, AdmissionInputs | None)
+        The candidate and, when it is eligible, the blobs, consume entry and reconstruction it
+        used (admission reuses them for exactly those inputs).
+
     gather_facts(sources, run_id, version, *, clock, qualified) -> Facts
         Every read, once: the run, its whole journal and the ledger's verification (one
         consistent head), the current policy, the run's execution requests, the checkpoint /
@@ -34,6 +39,7 @@ from .evaluate import CandidateEvaluator
 from .facts import Facts, Refusal, Snapshot, gather_facts, read_snapshot
 from .model import (
     REQUIREMENTS,
+    AdmissionInputs,
     AnalysisFinding,
     Candidate,
     ChainVerification,
@@ -66,6 +72,7 @@ from .workflows import INVALID_READ_CONTINUITY, Workflow, evaluate, source_diges
 __all__ = [
     "INVALID_READ_CONTINUITY",
     "REQUIREMENTS",
+    "AdmissionInputs",
     "AnalysisFinding",
     "Candidate",
     "CandidateEvaluator",

@@ -17,8 +17,8 @@ from shared.errors import InvalidArgument
 from shared.qualification import is_qualified
 from shared.timeutil import utc_now
 
-from .facts import gather_facts
-from .model import Candidate
+from .facts import Facts, gather_facts
+from .model import AdmissionInputs, Candidate
 from .sources import CandidateSources
 from .workflows import INVALID_READ_CONTINUITY, evaluate
 
@@ -39,13 +39,46 @@ class CandidateEvaluator:
 
     def invalid_read_continuity(self, run_id: str, version: int = DEFAULT_VERSION) -> Candidate:
         """The candidate of ``run_id`` under continuity ``version``."""
+        return evaluate(INVALID_READ_CONTINUITY, self._facts(run_id, version))
+
+    def invalid_read_continuity_for_admission(
+        self, run_id: str, version: int = DEFAULT_VERSION
+    ) -> tuple[Candidate, AdmissionInputs | None]:
+        """The candidate and, when it is eligible, the inputs and result of its reconstruction
+        (admission reuses them instead of reading and reconstructing the same bytes again)."""
+        facts = self._facts(run_id, version)
+        candidate = evaluate(INVALID_READ_CONTINUITY, facts)
+        return candidate, admission_inputs(facts) if candidate.eligible else None
+
+    def _facts(self, run_id: str, version: int) -> Facts:
         if version not in SUPPORTED_VERSIONS:
             raise InvalidArgument(
                 "VERSION_UNSUPPORTED",
                 f"continuity version {version} is not {' or '.join(map(str, SUPPORTED_VERSIONS))}",
                 metadata={"field": "version"},
             )
-        facts = gather_facts(
+        return gather_facts(
             self._sources, run_id, version, clock=self._clock, qualified=self._qualified
         )
-        return evaluate(INVALID_READ_CONTINUITY, facts)
+
+
+def admission_inputs(facts: Facts) -> AdmissionInputs | None:
+    """The bytes, consume entry and reconstruction the facts hold (None when any is missing)."""
+    consume = facts.closure.consume
+    reconstruction = facts.reconstruction
+    if (
+        facts.checkpoint is None
+        or facts.response is None
+        or consume is None
+        or reconstruction is None
+        or not reconstruction.derived_checkpoint
+    ):
+        return None
+    return AdmissionInputs(
+        checkpoint=facts.checkpoint,
+        raw_response=facts.response,
+        consume_sequence=consume.sequence,
+        consume_payload_json=consume.payload_json,
+        version=facts.version,
+        reconstruction=reconstruction,
+    )

@@ -1,9 +1,11 @@
 """Gathering the facts of a candidate, once: every read from :class:`CandidateSources` happens
 here, before any check runs, so the checks are pure functions of one frozen :class:`Facts`.
 
-The run, its whole journal and the ledger's verification are read at one consistent head (read
-again while the head moves; ABORTED JOURNAL_CHANGED_DURING_READ when it never settles). Then the
-current policy, the run's execution requests, the checkpoint and consumed-response blobs the
+The run, its whole journal and the ledger's verification are read at one consistent head: as one
+database snapshot when the sources offer it (:class:`SnapshotSources`, which also carries the
+policy and execution requests), otherwise read again while the head moves (ABORTED
+JOURNAL_CHANGED_DURING_READ when it never settles). Then the current policy and the run's
+execution requests (unless the snapshot had them), the checkpoint and consumed-response blobs the
 journal names (kept only when intact), reconstruction's analysis of the consumed response and,
 when the analysis refuses nothing for the version, the reconstruction. A refusal of either call
 is a fact too (:class:`Refusal`); any other error propagates.
@@ -33,7 +35,7 @@ from .model import (
     ResponseAnalysis,
     RunRecord,
 )
-from .sources import CandidateSources
+from .sources import CandidateSources, SnapshotSources
 
 MAX_READ_ATTEMPTS: Final = 3
 
@@ -46,11 +48,21 @@ class Snapshot:
     head: JournalHead
     entries: tuple[Entry, ...]
     verification: ChainVerification
+    # Read in the same snapshot when the source reads one (None: read apart, after it).
+    policy: PolicyRecord | None = None
+    executions: tuple[ExecutionRecord, ...] | None = None
 
 
 def read_snapshot(sources: CandidateSources, run_id: str) -> Snapshot:
-    """Read run, journal and verification until all three describe the same head."""
+    """Read run, journal and verification until all three describe the same head (one
+    snapshot read when the source offers it)."""
     for _ in range(MAX_READ_ATTEMPTS):
+        if isinstance(sources, SnapshotSources):
+            snapshot = sources.snapshot(run_id)
+            verification = snapshot.verification
+            if not verification.valid or verification.head == snapshot.head:
+                return snapshot
+            continue
         run, head = sources.run(run_id)
         entries, read_head = sources.journal(run_id)
         verification = sources.verify(run_id)
@@ -138,8 +150,12 @@ def gather_facts(
 ) -> Facts:
     """Read everything the candidate of ``run_id`` under ``version`` is computed from."""
     snapshot = read_snapshot(sources, run_id)
-    policy = sources.policy()
-    executions = tuple(sources.execution_requests(run_id))
+    policy = snapshot.policy if snapshot.policy is not None else sources.policy()
+    executions = (
+        snapshot.executions
+        if snapshot.executions is not None
+        else tuple(sources.execution_requests(run_id))
+    )
     now = clock()
     is_profile_qualified = qualified(snapshot.run.source_profile)
     closure = closure_of(snapshot.entries)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -149,10 +149,25 @@ class ResponseAnalysis:
 
 @dataclass(frozen=True)
 class Reconstruction:
-    """What the candidate keeps of a reconstruction: the digests the proof binds."""
+    """What the candidate keeps of a reconstruction: the digests the proof binds (and the derived
+    checkpoint bytes, when the source returned them, for admission to reuse)."""
 
     derived_checkpoint_digest: str
     witness_digest: str
+    derived_checkpoint: bytes = field(default=b"", repr=False)
+
+
+@dataclass(frozen=True)
+class AdmissionInputs:
+    """What an eligible candidate was reconstructed from and what it got, exactly as used: the
+    blobs, the consume entry, and the reconstruction's result for the version."""
+
+    checkpoint: bytes
+    raw_response: bytes
+    consume_sequence: int
+    consume_payload_json: str
+    version: int
+    reconstruction: Reconstruction
 
 
 @dataclass(frozen=True)

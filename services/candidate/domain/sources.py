@@ -11,7 +11,7 @@ reconstruction is ``FailedPrecondition`` / ``InvalidArgument`` with the typed re
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .model import (
     ChainVerification,
@@ -24,6 +24,9 @@ from .model import (
     ResponseAnalysis,
     RunRecord,
 )
+
+if TYPE_CHECKING:
+    from .facts import Snapshot
 
 
 class CandidateSources(Protocol):
@@ -66,4 +69,16 @@ class CandidateSources(Protocol):
     def reproduce_pending(self, derived_checkpoint: bytes) -> PendingReproduction:
         """Reconstruction's sealed reproduction of the first provider request the derived
         checkpoint continues with (no response supplied, no callback, no network)."""
+        ...
+
+
+@runtime_checkable
+class SnapshotSources(CandidateSources, Protocol):
+    """Sources that can also read the run, head, whole journal with the ledger's verification,
+    the policy and the execution requests as one consistent snapshot (one read instead of five,
+    and no re-read loop)."""
+
+    def snapshot(self, run_id: str) -> Snapshot:
+        """Everything of :class:`Snapshot`, policy and execution requests included, read at one
+        database snapshot."""
         ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sqlalchemy import Connection, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
 
 from services.ledger.schema import blobs
 
@@ -33,3 +34,28 @@ def insert_blob(
             created_at=created_at,
         )
     )
+
+
+def insert_blob_if_absent(
+    connection: Connection, digest: str, content: bytes, media_type: str, created_at: str
+) -> None:
+    """Insert the blob unless its digest is stored already (one statement either way)."""
+    values = {
+        "digest": digest,
+        "content": content,
+        "media_type": media_type,
+        "size": len(content),
+        "created_at": created_at,
+    }
+    if connection.dialect.name == "postgresql":
+        connection.execute(
+            postgresql.insert(blobs)
+            .values(**values)
+            .on_conflict_do_nothing(index_elements=[blobs.c.digest])
+        )
+    else:
+        connection.execute(
+            sqlite.insert(blobs)
+            .values(**values)
+            .on_conflict_do_nothing(index_elements=[blobs.c.digest])
+        )

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, insert, select
+from typing import Any
+
+from sqlalchemy import Connection, RowMapping, ScalarSelect, Select, insert, select
 
 from services.ledger.domain.runs import Run, RunSpec
-from services.ledger.schema import runs
+from services.ledger.schema import journal_entries, runs
+from shared.canonical import GENESIS_HASH
 
 
 def insert_run(connection: Connection, run: Run) -> None:
@@ -29,10 +32,7 @@ def insert_run(connection: Connection, run: Run) -> None:
     )
 
 
-def get_run(connection: Connection, run_id: str) -> Run | None:
-    row = connection.execute(select(runs).where(runs.c.run_id == run_id)).mappings().first()
-    if row is None:
-        return None
+def _run(row: RowMapping) -> Run:
     spec = RunSpec(
         run_id=row["run_id"],
         task_id=row["task_id"],
@@ -46,3 +46,35 @@ def get_run(connection: Connection, run_id: str) -> Run | None:
         source_profile=row["source_profile"],
     )
     return Run(spec, row["created_by"], row["created_at"], row["run_digest"])
+
+
+def get_run(connection: Connection, run_id: str) -> Run | None:
+    row = connection.execute(select(runs).where(runs.c.run_id == run_id)).mappings().first()
+    return None if row is None else _run(row)
+
+
+def _newest(column: str) -> ScalarSelect[Any]:
+    entries = journal_entries.c
+    return (
+        select(entries[column])
+        .where(entries.run_id == runs.c.run_id)
+        .order_by(entries.sequence.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
+# The run row and its journal head in one statement (one round trip on the append path).
+_RUN_WITH_HEAD: Select[Any] = select(
+    *runs.columns, _newest("sequence").label("head_sequence"), _newest("hash").label("head_hash")
+)
+
+
+def get_run_with_head(connection: Connection, run_id: str) -> tuple[Run, tuple[int, str]] | None:
+    """The run and (sequence, hash) of its newest entry ((0, genesis) for an empty journal)."""
+    row = connection.execute(_RUN_WITH_HEAD.where(runs.c.run_id == run_id)).mappings().first()
+    if row is None:
+        return None
+    if row["head_sequence"] is None:
+        return _run(row), (0, GENESIS_HASH)
+    return _run(row), (int(row["head_sequence"]), str(row["head_hash"]))

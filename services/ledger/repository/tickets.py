@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, func, insert, select
+from sqlalchemy import Connection, func, insert, or_, select
 
+from services.ledger.domain.execution import RequestState
 from services.ledger.domain.tickets import StoredTicket
-from services.ledger.schema import admission_tickets
+from services.ledger.schema import admission_tickets, execution_requests
 
 
 @dataclass(frozen=True)
@@ -51,23 +52,46 @@ def get_ticket(connection: Connection, run_id: str, request_id: str) -> TicketRo
     return None if row is None else _row(row)
 
 
-def ticket_for_consumed_graph(
-    connection: Connection, run_id: str, consumed_response_digest: str
-) -> TicketRow | None:
-    row = connection.execute(
-        select(admission_tickets).where(
-            admission_tickets.c.run_id == run_id,
-            admission_tickets.c.consumed_response_digest == consumed_response_digest,
+def tickets_for_request_or_graph(
+    connection: Connection, run_id: str, request_id: str, consumed_response_digest: str
+) -> tuple[TicketRow | None, TicketRow | None]:
+    """(the ticket stored under ``request_id``, a ticket of the run for the consumed response),
+    in one statement; the same ticket may be both."""
+    rows = [
+        (row._mapping["request_id"], _row(row))
+        for row in connection.execute(
+            select(admission_tickets).where(
+                admission_tickets.c.run_id == run_id,
+                or_(
+                    admission_tickets.c.request_id == request_id,
+                    admission_tickets.c.consumed_response_digest == consumed_response_digest,
+                ),
+            )
         )
-    ).first()
-    return None if row is None else _row(row)
-
-
-def count_tickets_for_run(connection: Connection, run_id: str) -> int:
-    return int(
-        connection.execute(
-            select(func.count())
-            .select_from(admission_tickets)
-            .where(admission_tickets.c.run_id == run_id)
-        ).scalar_one()
+    ]
+    by_request = next((ticket for stored, ticket in rows if stored == request_id), None)
+    by_graph = next(
+        (t for _, t in rows if t.consumed_response_digest == consumed_response_digest), None
     )
+    return by_request, by_graph
+
+
+def ticket_and_pending_counts(
+    connection: Connection, run_id: str, pending_states: tuple[RequestState, ...]
+) -> tuple[int, int]:
+    """(the run's tickets, execution requests in ``pending_states`` across all runs), in one
+    statement."""
+    tickets = (
+        select(func.count())
+        .select_from(admission_tickets)
+        .where(admission_tickets.c.run_id == run_id)
+        .scalar_subquery()
+    )
+    pending = (
+        select(func.count())
+        .select_from(execution_requests)
+        .where(execution_requests.c.state.in_([state.value for state in pending_states]))
+        .scalar_subquery()
+    )
+    row = connection.execute(select(tickets, pending)).one()
+    return int(row[0]), int(row[1])

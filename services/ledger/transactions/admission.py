@@ -20,7 +20,7 @@ from services.ledger.domain.execution import (
     execution_request_id,
     lease_expiry,
 )
-from services.ledger.domain.journal import EntryKind
+from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.runs import check_identifier
 from services.ledger.domain.tickets import StoredTicket
 from services.ledger.repository import blobs as blob_rows
@@ -29,14 +29,14 @@ from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import tickets as ticket_rows
 from services.ledger.transactions.base import (
     LedgerContext,
-    append_entry,
-    check_head,
     existing_run,
     lock_policy,
     retry_on_unique_conflict,
+    seal_after,
+    stale_head,
 )
 from services.ledger.transactions.execution import existing_request
-from shared.canonical import parse_json
+from shared.canonical import GENESIS_HASH, parse_json
 from shared.errors import Conflict, FailedPrecondition, NotFound, PreconditionViolation
 from shared.idempotency import StoredAction, replay_or_conflict
 from shared.timeutil import to_text
@@ -71,7 +71,9 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
     # 9.1 lock the current policy row
     policy = lock_policy(connection)
     # 9.2 apply idempotency again: replay an identical repeat, refuse anything else
-    stored = ticket_rows.get_ticket(connection, admission.run_id, admission.request_id)
+    stored, taken = ticket_rows.tickets_for_request_or_graph(
+        connection, admission.run_id, admission.request_id, admission.consumed_response_digest
+    )
     if stored is not None:
         replay_or_conflict(
             id_field="request_id",
@@ -85,9 +87,6 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
         record = existing_request(connection, stored.ticket.execution_request_id)
         return Admission(stored.ticket, record, created=False)
     # 9.3 one ticket per consumed graph, under any request id or identity
-    taken = ticket_rows.ticket_for_consumed_graph(
-        connection, admission.run_id, admission.consumed_response_digest
-    )
     if taken is not None:
         raise Conflict(
             "CONSUMED_GRAPH_ALREADY_ADMITTED",
@@ -97,10 +96,13 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
     run = existing_run(connection, admission.run_id)
     # 9.4 the policy is enabled, still the candidate's revision, and allows the version
     check_policy_for_admission(policy, admission.policy_revision, admission.version)
-    # 9.5 re-check the head
-    check_head(connection, run.spec.run_id, admission.expected_head_hash)
+    # 9.5 re-check the head (the last entry is the head: one read serves both checks)
+    last = journal_rows.last_entry(connection, run.spec.run_id)
+    head = (last.sequence, last.hash) if last is not None else (0, GENESIS_HASH)
+    if head[1] != admission.expected_head_hash:
+        raise stale_head(run.spec.run_id, admission.expected_head_hash, *head)
     # 9.5 at that head the run is held, and its consumed response is the one named
-    _check_held_on_consumed_response(connection, admission)
+    _check_held_on_consumed_response(connection, admission, last)
     # 9.6 no queued or claimed execution request for the run
     outstanding = request_rows.list_execution_requests(connection, run.spec.run_id, PENDING_STATES)
     if outstanding:
@@ -110,25 +112,25 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
             metadata={"execution_request_id": outstanding[0].execution_request_id},
         )
     # 9.7 the queue caps
-    check_capacity(
-        policy,
-        per_run=ticket_rows.count_tickets_for_run(connection, run.spec.run_id),
-        pending=request_rows.count_execution_requests(connection, PENDING_STATES),
+    per_run, pending = ticket_rows.ticket_and_pending_counts(
+        connection, run.spec.run_id, PENDING_STATES
     )
+    check_capacity(policy, per_run=per_run, pending=pending)
     # 9.8 store the derived checkpoint blob (its digest was checked by validate())
-    if not blob_rows.blob_exists(connection, admission.derived_checkpoint_digest):
-        if not admission.derived_checkpoint:
-            raise FailedPrecondition(
-                "DERIVED_CHECKPOINT_MISSING",
-                "send the derived checkpoint bytes with the admission",
-                metadata={"digest": admission.derived_checkpoint_digest},
-            )
-        blob_rows.insert_blob(
+    if admission.derived_checkpoint:
+        # One statement: stored bytes under a digest never change, so an existing row stays.
+        blob_rows.insert_blob_if_absent(
             connection,
             admission.derived_checkpoint_digest,
             admission.derived_checkpoint,
             DERIVED_CHECKPOINT_MEDIA_TYPE,
             context.now(),
+        )
+    elif not blob_rows.blob_exists(connection, admission.derived_checkpoint_digest):
+        raise FailedPrecondition(
+            "DERIVED_CHECKPOINT_MISSING",
+            "send the derived checkpoint bytes with the admission",
+            metadata={"digest": admission.derived_checkpoint_digest},
         )
     # 9.9 bound the lease
     now = context.clock()
@@ -138,9 +140,9 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
     request_id = execution_request_id(run.spec.run_id, admission.request_id)
     actor = admission.operator_identity
     # 9.10 the migration settlement and, adjacent to it, the ownership claim
-    settlement = append_entry(
+    # (both sealed here after the head read in 9.5, then inserted by one statement)
+    settlement = seal_after(
         context,
-        connection,
         run.spec.run_id,
         EntryKind.MIGRATION_SETTLEMENT,
         {
@@ -153,10 +155,10 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
             "policy_revision": policy.revision,
         },
         actor,
+        head,
     )
-    claim = append_entry(
+    claim = seal_after(
         context,
-        connection,
         run.spec.run_id,
         EntryKind.OWNERSHIP_CLAIM,
         {
@@ -166,7 +168,9 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
             "lease_seconds": lease_seconds,
         },
         actor,
+        (settlement.sequence, settlement.hash),
     )
+    journal_rows.insert_journal_entries(connection, [settlement, claim])
     # 9.11 the queued execution request: derived checkpoint, original attempt, generation 0
     created_at = to_text(now)
     record = ExecutionRequestRecord(
@@ -204,12 +208,13 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
     return Admission(ticket, record, created=True)
 
 
-def _check_held_on_consumed_response(connection: Connection, admission: AdmissionInput) -> None:
+def _check_held_on_consumed_response(
+    connection: Connection, admission: AdmissionInput, last: StoredEntry | None
+) -> None:
     """The ledger does not trust the caller's ``consumed_response_digest``, which keys the
-    one-ticket-per-consumed-graph rule: the run must be held (its last entry is ``run_held``),
-    and its newest ``response_consumed`` must name that response."""
+    one-ticket-per-consumed-graph rule: the run must be held (its last entry, ``last``, is
+    ``run_held``), and its newest ``response_consumed`` must name that response."""
     run_id = admission.run_id
-    last = journal_rows.last_entry(connection, run_id)
     if last is None or last.kind != EntryKind.RUN_HELD.value:
         found = last.kind if last is not None else "nothing"
         raise FailedPrecondition(

@@ -71,6 +71,20 @@ def existing_run(connection: Connection, run_id: str) -> Run:
     return run
 
 
+def existing_run_at_head(
+    connection: Connection, run_id: str, expected: str
+) -> tuple[Run, tuple[int, str]]:
+    """:func:`existing_run` and :func:`check_head` in one read: the run and its head, which must
+    still be ``expected``."""
+    found = run_rows.get_run_with_head(connection, run_id)
+    if found is None:
+        raise run_not_found(run_id)
+    run, (sequence, head) = found
+    if head != expected:
+        raise stale_head(run_id, expected, sequence, head)
+    return run, (sequence, head)
+
+
 def stale_head(run_id: str, expected: str, sequence: int, head: str) -> Aborted:
     return Aborted(
         "JOURNAL_HEAD_STALE",
@@ -115,6 +129,21 @@ def append_entry(
     entry = seal(run_id, sequence + 1, kind, canonical_text(payload), head, actor, context.now())
     journal_rows.insert_journal_entry(connection, entry)
     return entry
+
+
+def seal_after(
+    context: LedgerContext,
+    run_id: str,
+    kind: EntryKind,
+    payload: object,
+    actor: str,
+    head: tuple[int, str],
+) -> StoredEntry:
+    """The entry sealed after ``head`` (sequence, hash), not yet inserted: a transaction that
+    already read the head seals its entries in order and inserts them in one statement (a
+    concurrent append at the same head still fails the (run_id, prev_hash) and key constraints)."""
+    sequence, prev = head
+    return seal(run_id, sequence + 1, kind, canonical_text(payload), prev, actor, context.now())
 
 
 def lock_policy(connection: Connection) -> PolicyRevision:

@@ -23,9 +23,9 @@ from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.transactions.base import (
     LedgerContext,
-    check_head,
     check_not_negative,
     existing_run,
+    existing_run_at_head,
     retry_on_unique_conflict,
 )
 from shared.canonical import GENESIS_HASH, is_digest, parse_json
@@ -41,7 +41,7 @@ FOLLOW_PAGE = 200
 FOLLOW_POLL_SECONDS = 0.2
 # Entries this process already recomputed intact, by the digest of their exact stored fields: a
 # verification recomputes only new or altered rows and gives the same answer (shared.journal_chain).
-_INTACT = IntactEntries()
+INTACT = IntactEntries()
 
 
 # --- append ---------------------------------------------------------------------------------
@@ -88,8 +88,7 @@ def _append_at(
     # A concurrent append that committed at the same head first makes the retry report where
     # the head is now (JOURNAL_HEAD_STALE).
     with context.engine.begin() as connection:
-        run = existing_run(connection, run_id)
-        sequence, head = check_head(connection, run_id, expected)
+        run, (sequence, head) = existing_run_at_head(connection, run_id, expected)
         _check_native_write(connection, run, kind, canonical)
         entry = seal(run_id, sequence + 1, kind, canonical, head, actor, context.now())
         journal_rows.insert_journal_entry(connection, entry)
@@ -163,7 +162,7 @@ def verify(context: LedgerContext, run_id: str) -> Verification:
     check_identifier("run_id", run_id)
     with context.read() as connection:
         existing_run(connection, run_id)
-        return verify_chain(journal_rows.iter_journal(connection, run_id), _INTACT)
+        return verify_chain(journal_rows.iter_journal(connection, run_id), INTACT)
 
 
 def entries_from(context: LedgerContext, run_id: str, from_sequence: int) -> Iterator[StoredEntry]:

@@ -203,6 +203,7 @@ class GetInvalidReadContinuityCandidateRequest(_message.Message):
 
     RUN_ID_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
+    INCLUDE_ADMISSION_INPUTS_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The held run."""
     version: _builtins.int
@@ -210,15 +211,20 @@ class GetInvalidReadContinuityCandidateRequest(_message.Message):
     sibling call); 2 for version 2 (unavailable pure list_files observations, which also needs
     the policy setting allow_unavailable_source_observations).
     """
+    include_admission_inputs: _builtins.bool
+    """Also return the inputs and the result of the candidate's reconstruction (admission sets it to
+    reuse them instead of reading and reconstructing the same bytes again).
+    """
     def __init__(
         self,
         *,
         run_id: _builtins.str = ...,
         version: _builtins.int = ...,
+        include_admission_inputs: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["run_id", b"run_id", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_admission_inputs", b"include_admission_inputs", "run_id", b"run_id", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -231,22 +237,80 @@ class GetInvalidReadContinuityCandidateResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     CANDIDATE_FIELD_NUMBER: _builtins.int
+    ADMISSION_INPUTS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def candidate(self) -> Global___InvalidReadContinuityCandidate:
         """The candidate."""
+
+    @_builtins.property
+    def admission_inputs(self) -> Global___InvalidReadAdmissionInputs:
+        """Set only when include_admission_inputs was requested and the candidate is eligible."""
 
     def __init__(
         self,
         *,
         candidate: Global___InvalidReadContinuityCandidate | None = ...,
+        admission_inputs: Global___InvalidReadAdmissionInputs | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["candidate", b"candidate"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["admission_inputs", b"admission_inputs", "candidate", b"candidate"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidate", b"candidate"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_inputs", b"admission_inputs", "candidate", b"candidate"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetInvalidReadContinuityCandidateResponse: _TypeAlias = GetInvalidReadContinuityCandidateResponse  # noqa: Y015
+
+@_typing.final
+class InvalidReadAdmissionInputs(_message.Message):
+    """InvalidReadAdmissionInputs are the bytes an eligible candidate was reconstructed from and the
+    reconstruction it got, exactly as the candidate used them.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHECKPOINT_FIELD_NUMBER: _builtins.int
+    RAW_RESPONSE_FIELD_NUMBER: _builtins.int
+    CONSUME_SEQUENCE_FIELD_NUMBER: _builtins.int
+    CONSUME_PAYLOAD_JSON_FIELD_NUMBER: _builtins.int
+    RECONSTRUCTION_VERSION_FIELD_NUMBER: _builtins.int
+    DERIVED_CHECKPOINT_FIELD_NUMBER: _builtins.int
+    DERIVED_CHECKPOINT_DIGEST_FIELD_NUMBER: _builtins.int
+    WITNESS_DIGEST_FIELD_NUMBER: _builtins.int
+    checkpoint: _builtins.bytes
+    """The stored checkpoint bytes (their SHA-256 is the proof's checkpoint_digest)."""
+    raw_response: _builtins.bytes
+    """The stored consumed-response bytes (their SHA-256 is the proof's consumed_response_digest)."""
+    consume_sequence: _builtins.int
+    """The sequence of the response_consumed entry the candidate read."""
+    consume_payload_json: _builtins.str
+    """That entry's canonical payload JSON, as stored."""
+    reconstruction_version: _builtins.int
+    """The reconstruction version the result is for."""
+    derived_checkpoint: _builtins.bytes
+    """The derived checkpoint reconstruction returned for these inputs."""
+    derived_checkpoint_digest: _builtins.str
+    """Its digest (the proof's derived_checkpoint_digest)."""
+    witness_digest: _builtins.str
+    """The migration witness digest reconstruction returned."""
+    def __init__(
+        self,
+        *,
+        checkpoint: _builtins.bytes = ...,
+        raw_response: _builtins.bytes = ...,
+        consume_sequence: _builtins.int = ...,
+        consume_payload_json: _builtins.str = ...,
+        reconstruction_version: _builtins.int = ...,
+        derived_checkpoint: _builtins.bytes = ...,
+        derived_checkpoint_digest: _builtins.str = ...,
+        witness_digest: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "consume_payload_json", b"consume_payload_json", "consume_sequence", b"consume_sequence", "derived_checkpoint", b"derived_checkpoint", "derived_checkpoint_digest", b"derived_checkpoint_digest", "raw_response", b"raw_response", "reconstruction_version", b"reconstruction_version", "witness_digest", b"witness_digest"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InvalidReadAdmissionInputs: _TypeAlias = InvalidReadAdmissionInputs  # noqa: Y015
 
 @_typing.final
 class RecoveryCandidate(_message.Message):

@@ -478,6 +478,134 @@ class VerifyJournalResponse(_message.Message):
 Global___VerifyJournalResponse: _TypeAlias = VerifyJournalResponse  # noqa: Y015
 
 @_typing.final
+class ReadRunSnapshotRequest(_message.Message):
+    """ReadRunSnapshotRequest names the run to read."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    """The run to read; it must exist (NOT_FOUND, RUN_NOT_FOUND)."""
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadRunSnapshotRequest: _TypeAlias = ReadRunSnapshotRequest  # noqa: Y015
+
+@_typing.final
+class ReadRunSnapshotResponse(_message.Message):
+    """ReadRunSnapshotResponse is one part of the snapshot: the header first, then the journal in
+    batches, then the verification last.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HEADER_FIELD_NUMBER: _builtins.int
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    VERIFICATION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def header(self) -> Global___RunSnapshotHeader:
+        """The run, head, policy and execution requests (first message only)."""
+
+    @_builtins.property
+    def entries(self) -> Global___RunSnapshotEntries:
+        """The next journal entries in sequence order."""
+
+    @_builtins.property
+    def verification(self) -> Global___VerifyJournalResponse:
+        """The ledger's recomputation of the chain over the entries sent (last message only)."""
+
+    def __init__(
+        self,
+        *,
+        header: Global___RunSnapshotHeader | None = ...,
+        entries: Global___RunSnapshotEntries | None = ...,
+        verification: Global___VerifyJournalResponse | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "header", b"header", "part", b"part", "verification", b"verification"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "header", b"header", "part", b"part", "verification", b"verification"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_part: _TypeAlias = _typing.Literal["header", "entries", "verification"]  # noqa: Y015
+    _WhichOneofArgType_part: _TypeAlias = _typing.Literal["part", b"part"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_part) -> _WhichOneofReturnType_part | None: ...
+
+Global___ReadRunSnapshotResponse: _TypeAlias = ReadRunSnapshotResponse  # noqa: Y015
+
+@_typing.final
+class RunSnapshotHeader(_message.Message):
+    """RunSnapshotHeader is what the snapshot read besides the journal, at the same snapshot."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_FIELD_NUMBER: _builtins.int
+    HEAD_FIELD_NUMBER: _builtins.int
+    POLICY_FIELD_NUMBER: _builtins.int
+    EXECUTION_REQUESTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def run(self) -> Global___Run:
+        """The run."""
+
+    @_builtins.property
+    def head(self) -> _common_pb2.JournalHead:
+        """The journal head at the snapshot; the entries sent end at this head."""
+
+    @_builtins.property
+    def policy(self) -> _common_pb2.Policy:
+        """The current policy revision."""
+
+    @_builtins.property
+    def execution_requests(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ExecutionRequest]:
+        """Every execution request of the run, in creation order."""
+
+    def __init__(
+        self,
+        *,
+        run: Global___Run | None = ...,
+        head: _common_pb2.JournalHead | None = ...,
+        policy: _common_pb2.Policy | None = ...,
+        execution_requests: _abc.Iterable[_common_pb2.ExecutionRequest] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["head", b"head", "policy", b"policy", "run", b"run"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_requests", b"execution_requests", "head", b"head", "policy", b"policy", "run", b"run"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunSnapshotHeader: _TypeAlias = RunSnapshotHeader  # noqa: Y015
+
+@_typing.final
+class RunSnapshotEntries(_message.Message):
+    """RunSnapshotEntries is a batch of journal entries."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.JournalEntry]:
+        """Entries in sequence order, continuing the previous batch."""
+
+    def __init__(
+        self,
+        *,
+        entries: _abc.Iterable[_common_pb2.JournalEntry] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunSnapshotEntries: _TypeAlias = RunSnapshotEntries  # noqa: Y015
+
+@_typing.final
 class PutBlobRequest(_message.Message):
     """PutBlobRequest stores content-addressed bytes."""
 

@@ -68,6 +68,11 @@ class LedgerServiceStub:
                 request_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.VerifyJournalRequest.SerializeToString,
                 response_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.VerifyJournalResponse.FromString,
                 _registered_method=True)
+        self.ReadRunSnapshot = channel.unary_stream(
+                '/forge.continuity.v1.LedgerService/ReadRunSnapshot',
+                request_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.ReadRunSnapshotRequest.SerializeToString,
+                response_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.ReadRunSnapshotResponse.FromString,
+                _registered_method=True)
         self.PutBlob = channel.unary_unary(
                 '/forge.continuity.v1.LedgerService/PutBlob',
                 request_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.PutBlobRequest.SerializeToString,
@@ -154,6 +159,16 @@ class LedgerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadRunSnapshot(self, request, context):
+        """Reads, in one consistent database snapshot, everything a candidate is computed from: the run,
+        its journal head, the current policy and the run's execution requests (the first message),
+        every journal entry in sequence order (batches), and the ledger's recomputation of the chain
+        over exactly the rows it sent (the last message). Role: reader or better.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PutBlob(self, request, context):
         """Stores bytes under their SHA-256 digest. Idempotent: the same bytes give the same digest and
         stored bytes never change. Role: platform writer or continuity service.
@@ -235,6 +250,11 @@ def add_LedgerServiceServicer_to_server(servicer, server):
                     servicer.VerifyJournal,
                     request_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.VerifyJournalRequest.FromString,
                     response_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.VerifyJournalResponse.SerializeToString,
+            ),
+            'ReadRunSnapshot': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReadRunSnapshot,
+                    request_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.ReadRunSnapshotRequest.FromString,
+                    response_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.ReadRunSnapshotResponse.SerializeToString,
             ),
             'PutBlob': grpc.unary_unary_rpc_method_handler(
                     servicer.PutBlob,
@@ -433,6 +453,33 @@ class LedgerService:
             '/forge.continuity.v1.LedgerService/VerifyJournal',
             forge_dot_continuity_dot_v1_dot_ledger__pb2.VerifyJournalRequest.SerializeToString,
             forge_dot_continuity_dot_v1_dot_ledger__pb2.VerifyJournalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadRunSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/forge.continuity.v1.LedgerService/ReadRunSnapshot',
+            forge_dot_continuity_dot_v1_dot_ledger__pb2.ReadRunSnapshotRequest.SerializeToString,
+            forge_dot_continuity_dot_v1_dot_ledger__pb2.ReadRunSnapshotResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -58,6 +58,12 @@ class LedgerServiceStub:
     """Recomputes every hash of a run's journal and reports the first broken sequence number.
     Role: reader or better.
     """
+    ReadRunSnapshot: _grpc.UnaryStreamMultiCallable[_ledger_pb2.ReadRunSnapshotRequest, _ledger_pb2.ReadRunSnapshotResponse]
+    """Reads, in one consistent database snapshot, everything a candidate is computed from: the run,
+    its journal head, the current policy and the run's execution requests (the first message),
+    every journal entry in sequence order (batches), and the ledger's recomputation of the chain
+    over exactly the rows it sent (the last message). Role: reader or better.
+    """
     PutBlob: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.PutBlobRequest, _ledger_pb2.PutBlobResponse]
     """Stores bytes under their SHA-256 digest. Idempotent: the same bytes give the same digest and
     stored bytes never change. Role: platform writer or continuity service.
@@ -110,6 +116,12 @@ class LedgerServiceAsyncStub(LedgerServiceStub):
     VerifyJournal: _aio.UnaryUnaryMultiCallable[_ledger_pb2.VerifyJournalRequest, _ledger_pb2.VerifyJournalResponse]  # type: ignore[assignment]
     """Recomputes every hash of a run's journal and reports the first broken sequence number.
     Role: reader or better.
+    """
+    ReadRunSnapshot: _aio.UnaryStreamMultiCallable[_ledger_pb2.ReadRunSnapshotRequest, _ledger_pb2.ReadRunSnapshotResponse]  # type: ignore[assignment]
+    """Reads, in one consistent database snapshot, everything a candidate is computed from: the run,
+    its journal head, the current policy and the run's execution requests (the first message),
+    every journal entry in sequence order (batches), and the ledger's recomputation of the chain
+    over exactly the rows it sent (the last message). Role: reader or better.
     """
     PutBlob: _aio.UnaryUnaryMultiCallable[_ledger_pb2.PutBlobRequest, _ledger_pb2.PutBlobResponse]  # type: ignore[assignment]
     """Stores bytes under their SHA-256 digest. Idempotent: the same bytes give the same digest and
@@ -196,6 +208,18 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_ledger_pb2.VerifyJournalResponse, _abc.Awaitable[_ledger_pb2.VerifyJournalResponse]]:
         """Recomputes every hash of a run's journal and reports the first broken sequence number.
         Role: reader or better.
+        """
+
+    @_abc_1.abstractmethod
+    def ReadRunSnapshot(
+        self,
+        request: _ledger_pb2.ReadRunSnapshotRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_ledger_pb2.ReadRunSnapshotResponse], _abc.AsyncIterator[_ledger_pb2.ReadRunSnapshotResponse]]:
+        """Reads, in one consistent database snapshot, everything a candidate is computed from: the run,
+        its journal head, the current policy and the run's execution requests (the first message),
+        every journal entry in sequence order (batches), and the ledger's recomputation of the chain
+        over exactly the rows it sent (the last message). Role: reader or better.
         """
 
     @_abc_1.abstractmethod
