@@ -131,8 +131,9 @@ def test_a_lost_response_is_read_back_and_never_resubmitted(
     assert len(posts) == 1
     assert saved_recovery(gateway, run_id)["recovery_id"] == action["id"]
 
-    # A reload reads the saved action back at once and still offers no submission.
+    # After a reload, checking the admission shows the saved action and offers no submission.
     page.reload()
+    page.get_by_role("button", name="Check current admission").click()
     expect(page.locator('[data-receipt="queued"]')).to_contain_text(action["id"])
     expect(page.get_by_role("button", name="Requeue existing task")).to_have_count(0)
     expect(page.get_by_role("button", name="Review failed admission")).to_have_count(0)
