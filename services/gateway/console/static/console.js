@@ -525,11 +525,18 @@ async function recoveryView(area, ticket, current) {
     await readBack(recoverySpec(saved, key, ticket), area);
     return;
   }
+  const refusalKey = actionKey(page.runId, ticket.request_id, "rejected_boundary");
+  const refusal = loadAction(refusalKey);
+  if (inFlight(refusal)) {
+    await readBack(refusalSpec(refusal, refusalKey, ticket), area);
+    return;
+  }
   const base = requestPath(ticket.request_id);
   for (const path of [`${base}/recovery`, `${base}/rejected-boundary-recovery`]) {
     const answer = await call("GET", path);
     if (answer.outcome === "ok") {
-      area.replaceChildren(recoveryReceipt(answer.json.outcome, saved && saved.state === "done" ? saved : null));
+      const mine = [saved, refusal].find((a) => a && a.id === answer.json.outcome.recovery_id);
+      area.replaceChildren(recoveryReceipt(answer.json.outcome, mine || null));
       return;
     }
     if (answer.status !== 404) {
@@ -548,20 +555,26 @@ async function recoveryView(area, ticket, current) {
       : `The recovery candidate could not be read: ${describe(answer)}`));
     return;
   }
+  if (Number(current.lease.generation) > 0) {
+    // Claimed, then failed: only the provider-refusal (rejected-boundary) recovery can apply.
+    rejectedBoundaryView(area, ticket, current);
+    return;
+  }
   const candidate = answer.json.candidate;
   const review = el("div", {});
-  area.replaceChildren(el("h4", {}, "Recovery candidate"),
-    facts([
-      ["Eligible", candidate.eligible ? badge("eligible", "ok") : badge("held", "bad")],
-      ["Policy revision", candidate.policy_revision],
-      ["Candidate digest", code(candidate.candidate_digest)],
-    ]),
+  area.replaceChildren(el("h4", {}, "Recovery candidate"), candidateFacts(candidate),
     el("h4", {}, "Holds"), holdsView(candidate.holds), handoffView(candidate.handoff), review);
   if (!permits(candidate, "request_invalid_read_recovery")) return;
   const open = el("button", { type: "button" }, "Review failed admission");
   open.addEventListener("click", () => { open.remove(); neverClaimedReview(review, candidate, ticket, current, key); });
   review.append(el("div", { class: "actions" }, open));
 }
+
+const candidateFacts = (candidate) => facts([
+  ["Eligible", candidate.eligible ? badge("eligible", "ok") : badge("held", "bad")],
+  ["Policy revision", candidate.policy_revision],
+  ["Candidate digest", code(candidate.candidate_digest)],
+]);
 
 function neverClaimedReview(area, candidate, ticket, current, key) {
   const previous = loadAction(key);
@@ -591,6 +604,108 @@ function neverClaimedReview(area, candidate, ticket, current, key) {
       ["Commands already used", `${usageText()}; they stay charged and no allowance is added`],
       ["Action ID", code(action.id)],
       ["Candidate digest", code(action.digest)],
+    ]),
+    acks.fieldset, el("div", { class: "actions" }, submit), result));
+}
+
+// ---------------------------------------------------------------- rejected-boundary recovery
+
+const REFUSAL_ACKS = [
+  ["acknowledge_reviewed_provider_epoch", "The provider refused this request at the reviewed provider epoch, before admitting it."],
+  ["acknowledge_no_response_or_tool_replay", "No model response and no tool callback is replayed."],
+  ["acknowledge_same_request_and_budgets", "The same request, attempt and budgets continue; original usage stays charged."],
+  ["acknowledge_finite_ownership_lease", "Only a finite ownership lease for the same attempt is granted."],
+];
+
+function rejectedBoundaryView(area, ticket, current) {
+  if (!page.policy || !page.policy.allow_pre_admission_recovery) {
+    area.replaceChildren(note("The request failed after a worker claim; the policy does not enable the provider-refusal recovery, so no action is offered."));
+    return;
+  }
+  const key = actionKey(page.runId, ticket.request_id, "rejected_boundary");
+  const input = el("input", { type: "file", id: `review-${ticket.request_id}`, accept: "application/json,.json" });
+  const body = el("div", {});
+  input.addEventListener("change", async () => {
+    body.replaceChildren(note("Reading the review document…"));
+    let review;
+    try {
+      review = JSON.parse(await input.files[0].text());
+    } catch {
+      body.replaceChildren(note("The review document is not JSON."));
+      return;
+    }
+    if (!review || typeof review.reviewed_rejection !== "object" || typeof review.corrective_provider !== "object") {
+      body.replaceChildren(note("The review document must hold reviewed_rejection and corrective_provider."));
+      return;
+    }
+    const answer = await call("POST", `${requestPath(ticket.request_id)}/rejected-boundary-candidate`, review.reviewed_rejection);
+    if (answer.outcome !== "ok") {
+      body.replaceChildren(note(answer.status === 403
+        ? "The provider-refusal recovery needs current factory administrator authority; no action is offered."
+        : `The candidate could not be computed: ${describe(answer)}`));
+      return;
+    }
+    const candidate = answer.json.candidate;
+    const reviewArea = el("div", {});
+    body.replaceChildren(candidateFacts(candidate),
+      facts([
+        ["Reviewed provider epoch", review.reviewed_rejection.provider_epoch],
+        ["Corrective provider epoch", review.corrective_provider.provider_epoch],
+        ["Corrective configuration", code(review.corrective_provider.configuration_digest)],
+      ]),
+      el("h4", {}, "Holds"), holdsView(candidate.holds), handoffView(candidate.handoff), reviewArea);
+    if (!permits(candidate, "request_rejected_boundary_recovery")) return;
+    const open = el("button", { type: "button" }, "Review provider rejection");
+    open.addEventListener("click", () => { open.remove(); refusalReview(reviewArea, candidate, review, ticket, current, key); });
+    reviewArea.append(el("div", { class: "actions" }, open));
+  });
+  area.replaceChildren(el("h4", {}, "Provider refusal before admission"),
+    note("The administrator's review document (JSON with reviewed_rejection and corrective_provider) carries the reviewed provider request and the corrective configuration; the console sends it as written and shows the candidate the server computes from it."),
+    el("div", { class: "field" }, el("label", { for: input.id }, "Review document (JSON file)"), input), body);
+}
+
+function refusalSpec(action, key, ticket) {
+  const base = requestPath(ticket.request_id);
+  return {
+    key, action,
+    path: `${base}/rejected-boundary-recoveries/${encodeURIComponent(action.id)}`,
+    readPath: `${base}/rejected-boundary-recovery`,
+    body: {
+      candidate_digest: action.digest, reviewed_rejection: action.review.reviewed_rejection,
+      corrective_provider: action.review.corrective_provider, valid_for_seconds: action.validForSeconds, ...action.acks,
+    },
+    matches: (json) => json.outcome.recovery_id === action.id,
+    receipt: (json) => recoveryReceipt(json.outcome, action),
+  };
+}
+
+function refusalReview(area, candidate, review, ticket, current, key) {
+  const previous = loadAction(key);
+  const reuse = previous && previous.state === "reviewing" && previous.digest === candidate.candidate_digest;
+  const action = reuse ? previous : {
+    id: newIdentity(), state: "reviewing", digest: candidate.candidate_digest, review,
+    validForSeconds: Math.max(1, grantableWindow() || 1),
+  };
+  saveAction(key, action);
+  const submit = el("button", { type: "button", id: "requeue-refused" }, "Requeue existing task");
+  const acks = acknowledgements("refusal", REFUSAL_ACKS, submit);
+  const result = el("div", {});
+  submit.addEventListener("click", () => {
+    action.acks = acks.values();
+    submit.remove();
+    acks.fieldset.disabled = true;
+    submitOnce(refusalSpec(action, key, ticket), result);
+  });
+  area.replaceChildren(el("div", { class: "card", id: "refusal-review" },
+    el("h3", {}, "Review provider rejection"),
+    note("Reviewing queues nothing. The reviewed rejection is recorded as an administrator-reviewed assertion, never as a provider receipt."),
+    facts([
+      ["Existing request", ticket.request_id],
+      ["Execution request", erLink(current.execution_request_id)],
+      ["Attempt", current.attempt_id],
+      ["Permitted ownership window", `up to ${action.validForSeconds} s, from the current server checks`],
+      ["Commands already used", `${usageText()}; they stay charged and no allowance is added`],
+      ["Action ID", code(action.id)],
     ]),
     acks.fieldset, el("div", { class: "actions" }, submit), result));
 }
