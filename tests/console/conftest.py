@@ -119,6 +119,16 @@ def screenshot(page: Page, name: str) -> Path:
     return path
 
 
+def assert_every_control_labelled(page: Page) -> None:
+    """Every input and button has an accessible name (a label, aria-label or its text)."""
+    unnamed = page.evaluate(
+        "[...document.querySelectorAll('input, button, select, textarea')]"
+        ".filter(c => !c.labels?.length && !c.getAttribute('aria-label')"
+        " && !c.textContent.trim()).map(c => c.outerHTML)"
+    )
+    assert unnamed == []
+
+
 def open_run(page: Page, gateway: RunningGateway, run_id: str, token: str) -> None:
     """Open the run's page and enter the token once, as an operator would."""
     page.goto(f"{gateway.url}/console/runs/{run_id}")

@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from forge.continuity.v1 import common_pb2, policy_pb2, policy_pb2_grpc
-from tests.console.conftest import open_run, screenshot
+from tests.console.conftest import assert_every_control_labelled, open_run, screenshot
 from tests.gateway.conftest import RunningGateway, enable_policy, seed
 
 V1 = [
@@ -73,6 +73,7 @@ def test_an_operator_admits_the_reviewed_candidate(
         expect(submit).to_be_disabled()
         page.get_by_label(label).check()
     expect(submit).to_be_enabled()
+    assert_every_control_labelled(page)
     submit.click()
     receipt = page.locator('[data-receipt="queued"]')
     expect(receipt).to_contain_text("Continuation queued")

@@ -13,7 +13,12 @@ from playwright.sync_api import Page, expect
 from services.demo.provider import RefusingProvider, SentRequest
 from shared.rejected_boundary_proto import reviewed_rejection_to_proto
 from tests.admission.conftest import Stack
-from tests.console.conftest import ADMIN_OPERATOR, open_run, screenshot
+from tests.console.conftest import (
+    ADMIN_OPERATOR,
+    assert_every_control_labelled,
+    open_run,
+    screenshot,
+)
 from tests.gateway.conftest import RunningGateway
 from tests.recovery.test_rejected_boundary import (
     CORRECTIVE,
@@ -65,6 +70,7 @@ def test_a_reviewed_provider_refusal_requeues_the_same_request(
         expect(requeue).to_be_disabled()
         page.get_by_label(label).check()
     expect(requeue).to_be_enabled()
+    assert_every_control_labelled(page)
     screenshot(page, "refusal-review-desktop")
     requeue.click()
     receipt = page.locator('[data-receipt="queued"]')

@@ -10,6 +10,7 @@ from playwright.sync_api import Page, Route, expect
 from tests.console.conftest import (
     ADMIN_OPERATOR,
     PHONE,
+    assert_every_control_labelled,
     failed_unclaimed,
     open_run,
     screenshot,
@@ -73,6 +74,7 @@ def test_review_failed_admission_requeues_the_same_request(
     page.get_by_label(ACKNOWLEDGEMENTS[0]).uncheck()
     expect(requeue).to_be_disabled()
     page.get_by_label(ACKNOWLEDGEMENTS[0]).check()
+    assert_every_control_labelled(page)
     screenshot(page, "review-desktop")
     page.set_viewport_size(PHONE)
     screenshot(page, "review-phone")
