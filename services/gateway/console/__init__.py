@@ -1,6 +1,7 @@
 """The operator console: the spec's Studio review flow as pages the gateway serves under /console.
 
-The console is static: two HTML pages, one script and one style sheet shipped in this package. The
+The console is static: two HTML pages, a few plain JavaScript modules and one style sheet shipped
+in this package. The
 page calls the gateway's public JSON routes from the browser with the operator's own bearer token,
 so the console holds no identity, no session and no privileged path of its own: every decision
 stays with the services, exactly as for curl. Nothing is fetched from outside at run time, and the
@@ -17,7 +18,8 @@ from starlette.responses import FileResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 STATIC = Path(str(resources.files(__package__) / "static"))
-ASSETS = {"console.js": "text/javascript", "console.css": "text/css"}
+SCRIPTS = ("console.js", "common.js", "run.js", "admission.js", "recoveries.js")
+ASSETS = {"console.css": "text/css", **dict.fromkeys(SCRIPTS, "text/javascript")}
 HEADERS = {
     # Only this origin: no external script, style, font or image, no framing, no form posts away.
     "content-security-policy": (
