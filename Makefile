@@ -36,10 +36,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
 
-# The console's browser tests need Chromium from the distribution's packages (tests/console).
+# The console's browser tests need Chromium from the distribution's packages (tests/console);
+# FORGE_CHROMIUM names another Chromium executable instead.
 CHROMIUM := $(shell command -v chromium 2>/dev/null)
 chromium:
-ifeq ($(CHROMIUM),)
+ifeq ($(CHROMIUM)$(FORGE_CHROMIUM),)
 	@echo "installing chromium (Debian packages chromium, chromium-driver) for the console's browser tests"
 	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
