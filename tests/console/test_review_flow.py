@@ -15,7 +15,7 @@ from tests.console.conftest import (
     open_run,
     screenshot,
 )
-from tests.gateway.conftest import RunningGateway
+from tests.gateway.conftest import RunningGateway, enable_policy
 
 ACKNOWLEDGEMENTS = [
     "No worker ever claimed this ticket.",
@@ -196,3 +196,31 @@ def test_callers_without_the_authority_see_no_action(page: Page, gateway: Runnin
     expect(page.locator(f'[data-ticket="{run_id}-request-1"]')).to_contain_text("held")
     expect(page.get_by_role("button", name="Review failed admission")).to_have_count(0)
     assert gateway.rows() == rows
+
+
+def test_a_definite_refusal_is_shown_and_writes_nothing(
+    page: Page, gateway: RunningGateway
+) -> None:
+    """The candidate changes between review and submission: the services refuse, the page shows
+    the reason, nothing is written, and a new review is needed."""
+    run_id = "run-console-stale"
+    failed_unclaimed(gateway, run_id)
+    open_run(page, gateway, run_id, ADMIN_OPERATOR)
+    page.get_by_role("button", name="Check current admission").click()
+    page.get_by_role("button", name="Review failed admission").click()
+    for label in ACKNOWLEDGEMENTS:
+        page.get_by_label(label).check()
+    enable_policy(gateway)  # a new policy revision: the reviewed candidate is no longer current
+    rows = gateway.rows()
+    page.get_by_role("button", name="Requeue existing task").click()
+    alert = page.get_by_role("alert")
+    expect(alert).to_contain_text("Refused; nothing was recorded")
+    expect(alert).to_contain_text("CANDIDATE_DIGEST_STALE")
+    expect(page.get_by_role("button", name="Requeue existing task")).to_have_count(0)
+    assert gateway.rows() == rows
+    assert saved_actions(page)[0]["state"] == "refused"
+    with gateway.client("reader-token") as client:
+        missing = client.get(
+            f"/api/v1/runs/{run_id}/invalid-read-continuity/requests/{run_id}-request-1/recovery"
+        )
+    assert missing.status_code == 404
