@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN)
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install run test reliability lint typecheck protos protos-check openapi openapi-check bench bench-micro profile demo clean db-upgrade fixtures fixtures-check
+.PHONY: help install chromium run test reliability lint typecheck protos protos-check openapi openapi-check bench bench-micro profile demo clean db-upgrade fixtures fixtures-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
@@ -35,6 +35,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
+
+# The console's browser tests need Chromium from the distribution's packages (tests/console);
+# FORGE_CHROMIUM names another Chromium executable instead.
+CHROMIUM := $(shell command -v chromium 2>/dev/null)
+chromium:
+ifeq ($(CHROMIUM)$(FORGE_CHROMIUM),)
+	@echo "installing chromium (Debian packages chromium, chromium-driver) for the console's browser tests"
+	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+endif
 
 $(NODE_STAMP): tools/package.json
 	cd tools && npm install --no-audit --no-fund --silent
@@ -76,7 +86,7 @@ db-upgrade: $(STAMP)
 run: $(STAMP)
 	$(PY) -m services.runner
 
-test: $(STAMP) $(NODE_STAMP)
+test: $(STAMP) $(NODE_STAMP) chromium
 	$(MAKE) --no-print-directory lint typecheck
 	$(PY) -m pytest -q
 

@@ -24,6 +24,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route as StarletteRoute
 
 from services.gateway.config import GatewaySettings
+from services.gateway.console import console_routes
 from services.gateway.openapi import openapi_document
 from services.gateway.routes import Match, Route, RouteTable, contract_routes
 from services.gateway.status import (
@@ -231,6 +232,7 @@ def create_app(settings: GatewaySettings, routes: Sequence[Route] | None = None)
         routes=[
             StarletteRoute("/openapi.json", gateway.openapi_json, methods=["GET"]),
             StarletteRoute("/healthz", gateway.healthz, methods=["GET"]),
+            *console_routes(),  # the operator console (services/gateway/console)
             StarletteRoute("/{path:path}", handler, methods=_ALL_METHODS),
         ],
         lifespan=lifespan,

@@ -1,0 +1,200 @@
+// Shared by every page: DOM helpers, the one JSON call, saved actions, and the review pattern
+// (holds, acknowledgements, submit once, read back, the admission-only receipt).
+export const TOKEN_KEY = "forge.console.token";
+export const ACTION_PREFIX = "forge.console.action:";
+const TIMEOUT_MS = 20000;
+export const API = "/api/v1";
+
+// ---------------------------------------------------------------- small helpers
+
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === false || value === null || value === undefined) continue;
+    if (name === "text") node.textContent = value;
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+export const facts = (pairs) =>
+  el("dl", { class: "facts" }, pairs.filter(Boolean).flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+export const code = (text) => el("code", { class: "digest" }, text || "—");
+export const badge = (text, kind) => el("span", { class: `badge ${kind}` }, text);
+export const note = (text) => el("p", { class: "note" }, text);
+export const shortName = (value, prefix) => String(value || "").replace(prefix, "").toLowerCase().replaceAll("_", " ");
+export const stateName = (s) => shortName(s, "EXECUTION_REQUEST_STATE_");
+export const seqLink = (seq) => (seq && seq !== "0" ? el("a", { href: `#journal-${seq}` }, `#${seq}`) : "—");
+export const erLink = (id) => el("a", { href: `#er-${id}` }, id);
+
+// Tell the page that something was recorded (it refreshes its records).
+const recorded = () => document.dispatchEvent(new Event("forge:recorded"));
+
+export function setStatus(text) {
+  document.getElementById("status").textContent = text;
+}
+
+export const token = () => sessionStorage.getItem(TOKEN_KEY) || "";
+
+function reasonOf(body) {
+  const info = (body && body.details || []).find((d) => String(d["@type"]).endsWith("google.rpc.ErrorInfo"));
+  return info ? info.reason : "";
+}
+
+// One JSON call. outcome: "ok"; "refused" (a definite answer from the services, nothing written);
+// "uncertain" (no answer, a timeout, or a 5xx other than 501: the call may or may not have acted).
+export async function call(method, path, body) {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), TIMEOUT_MS);
+  const headers = { authorization: `Bearer ${token()}` };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  let response;
+  try {
+    response = await fetch(path, {
+      method, headers, cache: "no-store", credentials: "omit", signal: controller.signal,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (error) {
+    const detail = error && error.name === "AbortError" ? "no answer in time" : "the connection failed";
+    return { outcome: "uncertain", status: 0, detail };
+  } finally {
+    clearTimeout(timer);
+  }
+  let json = null;
+  try { json = await response.json(); } catch { json = null; }
+  if (response.ok && json) return { outcome: "ok", status: response.status, json };
+  if (!json || (response.status >= 500 && response.status !== 501)) {
+    return { outcome: "uncertain", status: response.status, detail: `HTTP ${response.status}` };
+  }
+  return { outcome: "refused", status: response.status, json, reason: reasonOf(json), message: json.message || "" };
+}
+
+export const describe = (answer) =>
+  answer.outcome === "refused" ? `${answer.reason || `HTTP ${answer.status}`}: ${answer.message}` : answer.detail;
+
+// Saved actions, one per run and workflow (and request for recoveries).
+export const actionKey = (...parts) => ACTION_PREFIX + parts.map(encodeURIComponent).join(":");
+export function loadAction(key) {
+  try { return JSON.parse(sessionStorage.getItem(key) || "null"); } catch { return null; }
+}
+export const saveAction = (key, action) => sessionStorage.setItem(key, JSON.stringify(action));
+export const inFlight = (action) => action && (action.state === "sent" || action.state === "uncertain");
+export const newIdentity = () => `console-${crypto.randomUUID()}`;
+
+// ---------------------------------------------------------------- candidates and holds
+
+export function holdsView(holds) {
+  if (!holds || holds.length === 0) return note("No holds.");
+  return el("div", {}, holds.map((h) => el("div", { class: "hold" },
+    el("strong", {}, shortName(h.reason, "HOLD_REASON_")), " — requirement: ",
+    shortName(h.requirement, "HOLD_REQUIREMENT_"), el("br"), h.detail,
+    h.subject ? el("span", {}, " (", code(h.subject), ")") : null)));
+}
+
+export function handoffView(handoff) {
+  if (!handoff) return null;
+  const list = (items, render) => (items && items.length ? el("ul", { class: "plain" }, items.map((i) => el("li", {}, render(i)))) : note("None."));
+  const used = handoff.consumed_resources || {};
+  return el("details", { open: true }, el("summary", {}, "Handoff payload"),
+    el("h4", {}, "Known effects"), list(handoff.known_effects, (e) => [e.description, " ", seqLink(e.journal_sequence)]),
+    el("h4", {}, "Unresolved alternatives"), list(handoff.unresolved_alternatives, (a) => `${a.subject}: ${a.alternatives.join(", ")}`),
+    el("h4", {}, "Remaining obligations"), list(handoff.remaining_obligations, (o) => `${o.description}${o.blocked_by ? ` (blocked by ${o.blocked_by})` : ""}`),
+    el("h4", {}, "Permitted next actions"), list(handoff.permitted_next_actions, (a) => [code(a.action), " ", a.description]),
+    el("h4", {}, "Consumed resources"),
+    facts([
+      ["Model responses consumed", used.model_responses_consumed],
+      ["Tool calls", used.tool_calls],
+      ["Commands", `${used.commands_used} of ${used.command_limit}`],
+      ["Deadline remaining", Number(used.deadline_remaining_seconds) < 0 ? "no active deadline" : `${used.deadline_remaining_seconds} s`],
+    ]));
+}
+
+export const permits = (candidate, action) =>
+  Boolean(candidate.eligible) && (candidate.handoff?.permitted_next_actions || []).some((a) => a.action === action);
+
+// Four (or three) acknowledgements as separate labelled checkboxes; the submit button stays
+// disabled until every one is ticked.
+export function acknowledgements(prefix, items, button) {
+  const boxes = items.map(([field, text]) => {
+    const id = `${prefix}-${field}`;
+    return el("div", { class: "ack" }, el("input", { type: "checkbox", id, name: field }), el("label", { for: id }, text));
+  });
+  const fieldset = el("fieldset", {}, el("legend", {}, "Acknowledgements (all required)"), boxes);
+  const inputs = () => [...fieldset.querySelectorAll("input[type=checkbox]")];
+  fieldset.addEventListener("change", () => { button.disabled = !inputs().every((i) => i.checked); });
+  button.disabled = true;
+  return { fieldset, values: () => Object.fromEntries(inputs().map((i) => [i.name, i.checked])) };
+}
+
+// ---------------------------------------------------------------- submit and read back
+
+// Send once. The action is saved as "sent" before the request leaves; any uncertain answer (and
+// a conflict, which means something is already saved) is followed by a read-back, never a resend.
+export async function submitOnce(spec, area) {
+  spec.action.state = "sent";
+  saveAction(spec.key, spec.action);
+  area.replaceChildren(note(`Submitting action ${spec.action.id}…`));
+  const answer = await call("POST", spec.path, spec.body);
+  if (answer.outcome === "ok") {
+    spec.action.state = "done";
+    saveAction(spec.key, spec.action);
+    area.replaceChildren(spec.receipt(answer.json, spec.action));
+    recorded();
+    return;
+  }
+  if (answer.outcome === "uncertain" || answer.status === 409) {
+    spec.action.state = "uncertain";
+    saveAction(spec.key, spec.action);
+    await readBack(spec, area, `The answer was lost (${describe(answer)}). Reading the saved action back…`);
+    return;
+  }
+  spec.action.state = "refused";
+  saveAction(spec.key, spec.action);
+  area.replaceChildren(el("div", { class: "card refused", role: "alert" },
+    el("h4", {}, "Refused; nothing was recorded"), el("p", {}, describe(answer)),
+    note("Check current admission again to review the current candidate.")));
+}
+
+export async function readBack(spec, area, preface) {
+  area.replaceChildren(note(preface || `Reading back saved action ${spec.action.id}…`));
+  const answer = await call("GET", spec.readPath);
+  if (answer.outcome === "ok") {
+    spec.action.state = spec.matches(answer.json, spec.action) ? "done" : "superseded";
+    saveAction(spec.key, spec.action);
+    area.replaceChildren(spec.receipt(answer.json, spec.action));
+    recorded();
+    return;
+  }
+  const again = el("button", { type: "button", class: "secondary" }, "Read back saved action");
+  again.addEventListener("click", () => readBack(spec, area));
+  area.replaceChildren(el("div", { class: "card uncertain", role: "alert" },
+    el("h4", {}, "Outcome not yet known"),
+    el("p", {}, `Action ${spec.action.id} was sent, and its outcome cannot be read back yet (${describe(answer)}). `,
+      "An unavailable response or a missing read-back does not authorize another submission; the console will not submit again."),
+    el("div", { class: "actions" }, again)));
+}
+
+export function queuedReceipt(title, request, extra, ledgerLinks) {
+  return el("div", { class: "card receipt", "data-receipt": "queued" },
+    el("h4", {}, title, " ", badge("admission only", "warn")),
+    el("p", {}, "This receipt confirms admission only. A worker must still claim the ticket and pass the current ",
+      "execution checks before any model request, tool or command runs; a queued continuation is not ",
+      "acceptance of the requested product work."),
+    facts([
+      ["Request", request.request_id],
+      ["Execution request", erLink(request.execution_request_id)],
+      ["Attempt", request.attempt_id],
+      ["State", stateName(request.state)],
+      ["Lease", `${request.lease.seconds} s at generation ${request.lease.generation}, until ${request.lease.expires_at || "—"}`],
+      ...extra,
+    ]),
+    el("p", {}, "Later records: ",
+      el("a", { href: `#er-${request.execution_request_id}` }, "worker records"), " · ",
+      el("a", { href: "#command-records" }, "command records"), " · ",
+      el("a", { href: ledgerLinks ? `#journal-${ledgerLinks}` : "#journal-records" }, "journal records")));
+}

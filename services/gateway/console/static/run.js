@@ -1,0 +1,93 @@
+// The run page's state, its facts (held state, command ledger, policy, grantable window) and
+// records (execution requests, commands, journal).
+
+import { API, call, describe, el, facts, note, seqLink, shortName, stateName } from "./common.js";
+
+const MAX_WINDOW_SECONDS = 7200; // the services' cap on any lease window (policy window <= 7200)
+
+// ---------------------------------------------------------------- run page: facts and records
+
+export const page = { runId: "", run: null, policy: null, usage: null, requests: [] };
+export const runPath = () => `${API}/runs/${encodeURIComponent(page.runId)}`;
+export const requestPath = (requestId) =>
+  `${runPath()}/invalid-read-continuity/requests/${encodeURIComponent(requestId)}`;
+
+// The lease window the server would grant now: min(policy window <= 7200, the run's frozen
+// provider timeout, the remaining active deadline). Shown for review; the ledger bounds it again.
+export function grantableWindow() {
+  if (!page.run || !page.policy) return null;
+  const bounds = [Math.min(Number(page.policy.window_seconds), MAX_WINDOW_SECONDS), Number(page.run.provider_timeout_seconds)];
+  if (page.run.active_deadline) bounds.push(Math.floor((Date.parse(page.run.active_deadline) - Date.now()) / 1000));
+  return Math.max(0, Math.min(...bounds));
+}
+
+export const usageText = () => (page.usage ? `${page.usage.used} of ${page.usage.limit} commands used` : "—");
+
+export async function loadFacts() {
+  const [run, policy, usage] = await Promise.all([
+    call("GET", runPath()),
+    call("GET", `${API}/invalid-read-continuity/policy`),
+    call("GET", `${runPath()}/command-usage`),
+  ]);
+  const target = document.getElementById("run-facts");
+  if (run.outcome !== "ok") {
+    target.replaceChildren(el("div", { class: "card refused" }, `The run could not be read: ${describe(run)}`));
+    return false;
+  }
+  page.run = run.json.run;
+  page.policy = policy.outcome === "ok" ? policy.json.policy : null;
+  page.usage = usage.outcome === "ok" ? usage.json.usage : null;
+  const window = grantableWindow();
+  target.replaceChildren(facts([
+    ["Attempt", page.run.attempt_id],
+    ["Task", page.run.task_id],
+    ["Source", `${page.run.source_revision} · ${page.run.source_profile}`],
+    ["Held state", el("span", { id: "held-state" }, "reading the journal…")],
+    ["Command ledger", el("span", { id: "command-ledger" }, usageText())],
+    ["Policy revision", page.policy ? `${page.policy.revision} (${page.policy.enabled ? "enabled" : "disabled"})` : "—"],
+    ["Lease window the server would grant", window === null ? "—" : `${window} s (policy window, provider timeout and deadline; the ledger bounds it again)`],
+  ]));
+  return true;
+}
+
+export async function loadRecords() {
+  const [requests, usage, journal] = await Promise.all([
+    call("GET", `${runPath()}/execution-requests`),
+    call("GET", `${runPath()}/command-usage`),
+    call("GET", `${runPath()}/journal?page_size=1000`),
+  ]);
+  page.requests = requests.outcome === "ok" ? requests.json.execution_requests : [];
+  const rows = page.requests.map((r) =>
+    el("tr", { id: `er-${r.execution_request_id}` },
+      el("td", {}, r.execution_request_id),
+      el("td", {}, r.request_id),
+      el("td", {}, stateName(r.state)),
+      el("td", {}, `${r.lease.generation} · ${r.lease.seconds} s`),
+      el("td", { class: "wide-only" }, r.owner || "—")));
+  document.getElementById("execution-requests").replaceChildren(
+    requests.outcome !== "ok" ? note(`Not readable: ${describe(requests)}`)
+      : rows.length === 0 ? note("No execution request yet.")
+      : el("div", { class: "table-wrap" }, el("table", { class: "wide" },
+        el("thead", {}, el("tr", {}, el("th", {}, "Execution request"), el("th", {}, "Request"),
+          el("th", {}, "State"), el("th", {}, "Lease generation · window"), el("th", { class: "wide-only" }, "Owner"))),
+        el("tbody", {}, rows))));
+  if (usage.outcome === "ok") page.usage = usage.json.usage;
+  document.getElementById("command-usage").textContent = usage.outcome === "ok" ? usageText() : `Not readable: ${describe(usage)}`;
+  const ledger = document.getElementById("command-ledger");
+  if (ledger) ledger.textContent = usageText();
+  const entries = journal.outcome === "ok" ? journal.json.entries : [];
+  const held = entries.filter((e) => e.kind === "JOURNAL_ENTRY_KIND_RUN_HELD").pop();
+  const heldState = document.getElementById("held-state");
+  if (heldState) {
+    heldState.replaceChildren(journal.outcome !== "ok" ? "—"
+      : held ? el("span", {}, "held at journal ", seqLink(held.sequence)) : "not held");
+  }
+  document.getElementById("journal").replaceChildren(
+    journal.outcome !== "ok" ? note(`Not readable: ${describe(journal)}`)
+      : el("div", { class: "table-wrap" }, el("table", {},
+        el("thead", {}, el("tr", {}, el("th", {}, "Sequence"), el("th", {}, "Kind"), el("th", {}, "Actor"),
+          el("th", { class: "wide-only" }, "Recorded"))),
+        el("tbody", {}, entries.map((e) => el("tr", { id: `journal-${e.sequence}` },
+          el("td", {}, e.sequence), el("td", {}, shortName(e.kind, "JOURNAL_ENTRY_KIND_")),
+          el("td", {}, e.actor), el("td", { class: "wide-only" }, e.recorded_at || "—")))))));
+}
