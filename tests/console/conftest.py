@@ -80,13 +80,15 @@ def chromium_path() -> str:
     pytest.skip(message)
 
 
-@pytest.fixture(scope="session")
+# Package scope, not session: Playwright's sync API keeps an event loop running in this thread
+# while it is started, and every later test that calls asyncio.run() would fail.
+@pytest.fixture(scope="package")
 def playwright() -> Iterator[Playwright]:
     with sync_playwright() as driver:
         yield driver
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     # Playwright gives every launch a fresh temporary profile (its own --user-data-dir).
     launched = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_FLAGS)
