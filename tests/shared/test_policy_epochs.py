@@ -14,8 +14,8 @@ from shared.policy_epochs import (
     ContinuityNamespace,
     ModeTuple,
     NativeReference,
-    catalog_document,
     catalog_digest,
+    catalog_document,
     epoch_receipt,
     mode_tuple_of,
     prepare_mode,
@@ -46,7 +46,7 @@ def reason_of(invoke: object) -> str:
 
 def test_the_catalog_recognizes_exactly_one_reviewed_historical_tuple() -> None:
     assert len(HISTORICAL_EPOCHS) == 1
-    assert HISTORICAL != CURRENT_EPOCH.tuple
+    assert CURRENT_EPOCH.tuple != HISTORICAL
     document = catalog_document()
     assert document["catalog_version"] == CATALOG_VERSION
     assert catalog_digest() == digest_of(document)
