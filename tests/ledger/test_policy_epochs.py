@@ -5,12 +5,15 @@ recognition grants no replay of the consumed response and no restore of an expir
 from __future__ import annotations
 
 import json
+from types import MappingProxyType
 
 import grpc
+import pytest
 from sqlalchemy import Engine
 
 from forge.continuity.v1 import common_pb2, ledger_pb2
 from services.demo.seed import HISTORICAL_CHECKPOINT_MODE
+from shared import policy_epochs
 from shared.canonical import digest_of
 from shared.policy_epochs import CURRENT_EPOCH, catalog_digest
 from shared.qualification import DEFAULT_QUALIFIED_PROFILE
@@ -142,3 +145,25 @@ def test_recognition_grants_no_replay_and_no_restore_of_an_expired_claim(
         lambda: execution(clients).ClaimExecutionRequest(claim_request(clients, exr)),
     )
     assert row_counts(engine) == before
+
+
+def test_a_claim_recognizes_the_epoch_again_under_the_installed_catalog(
+    clients: LedgerClients, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    enable_policy(clients)
+    seeded = seed(clients)
+    ticket = commit(clients, commit_request(clients, seeded)).ticket
+    exr = ticket.execution_request.execution_request_id
+    # A release whose reviewed catalog no longer lists the historical epoch (the ledger runs
+    # in this process, so replacing the catalog is replacing the installed package data).
+    monkeypatch.setattr(policy_epochs, "HISTORICAL_EPOCHS", MappingProxyType({}))
+    before = row_counts(engine)
+    expect_error(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "POLICY_EPOCH_UNRECOGNIZED",
+        lambda: execution(clients).ClaimExecutionRequest(claim_request(clients, exr)),
+    )
+    assert row_counts(engine) == before
+    monkeypatch.undo()
+    claimed = execution(clients).ClaimExecutionRequest(claim_request(clients, exr))
+    assert claimed.execution_request.lease.generation == 1

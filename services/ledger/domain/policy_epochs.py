@@ -15,6 +15,7 @@ from shared.policy_epochs import (
     NativeReference,
     epoch_receipt,
     mode_tuple_of,
+    recognize,
 )
 from shared.qualification import is_qualified
 
@@ -60,3 +61,14 @@ def admission_epoch_receipt(
         if isinstance(checkpoint, dict)
         else "",
     )
+
+
+def recognize_for_execution(
+    run: Run, policy: PolicyRevision, run_started: StoredEntry | None
+) -> None:
+    """A worker claim recognizes the run's adopted epoch again, in the continuity execution
+    context, under the catalog installed now: POLICY_EPOCH_UNRECOGNIZED otherwise."""
+    started = parse_json(run_started.payload_json) if run_started is not None else {}
+    adopted = mode_tuple_of(started if isinstance(started, dict) else {})
+    if adopted is not None:
+        recognize(adopted, continuity_context(ContinuityNamespace.EXECUTION, run, policy))
