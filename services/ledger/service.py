@@ -16,6 +16,7 @@ from services.ledger.transactions import (
     admission,
     blobs,
     execution,
+    inspection,
     journal,
     policy,
     recovery,
@@ -23,6 +24,7 @@ from services.ledger.transactions import (
 )
 from services.ledger.transactions.admission import Admission
 from services.ledger.transactions.base import LedgerContext
+from services.ledger.transactions.inspection import JournalInspection
 from services.ledger.transactions.journal import JournalFollowers, JournalPage
 from services.ledger.transactions.recovery import Authority, Recovery, RecoveryInput, no_authority
 from shared.config import journal_follower_limit
@@ -68,6 +70,9 @@ class Ledger:
 
     def verify(self, run_id: str) -> Verification:
         return journal.verify(self._context, run_id)
+
+    def inspect_journal(self, run_id: str) -> JournalInspection:
+        return inspection.inspect(self._context, run_id)
 
     def stream_journal(
         self,

@@ -12,6 +12,7 @@ from forge.continuity.v1 import (
     common_pb2,
     execution_pb2,
     execution_pb2_grpc,
+    inspection_pb2,
     ledger_pb2,
     ledger_pb2_grpc,
     policy_pb2,
@@ -23,6 +24,7 @@ from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
 from services.ledger.domain.runs import Run, RunSpec
 from services.ledger.domain.tickets import StoredTicket
+from services.ledger.inspection_proto import inspection_to_proto
 from services.ledger.recovery_proto import recovery_input, recovery_to_proto
 from services.ledger.service import Ledger
 from services.ledger.transactions.admission import Admission
@@ -243,6 +245,11 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             head=head_to_proto((result.head_sequence, result.head_hash)),
             problem=result.problem,
         )
+
+    def InspectJournal(
+        self, request: inspection_pb2.InspectJournalRequest, context: grpc.ServicerContext
+    ) -> inspection_pb2.InspectJournalResponse:
+        return inspection_to_proto(self._ledger.inspect_journal(request.run_id))
 
     def PutBlob(
         self, request: ledger_pb2.PutBlobRequest, context: grpc.ServicerContext
@@ -482,6 +489,7 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
                 "ReadJournal": ANY_ROLE,
                 "StreamJournal": ANY_ROLE,
                 "VerifyJournal": ANY_ROLE,
+                "InspectJournal": ANY_ROLE,
                 "PutBlob": WRITERS | SERVICES,
                 "GetBlob": ANY_ROLE,
                 "CommitAdmission": SERVICES,
