@@ -77,17 +77,17 @@ def _strings(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, str,
     """(location, text, member name) of every string value and member name."""
     if isinstance(value, dict):
         for key, item in value.items():
-            yield _pointer(path + (key,)) + "#key", key, None
+            yield _pointer((*path, key)) + "#key", key, None
             if isinstance(item, str):
-                yield _pointer(path + (key,)), item, key
+                yield _pointer((*path, key)), item, key
             else:
-                yield from _strings(item, path + (key,))
+                yield from _strings(item, (*path, key))
     elif isinstance(value, list):
         for index, item in enumerate(value):
             if isinstance(item, str):
-                yield _pointer(path + (str(index),)), item, None
+                yield _pointer((*path, str(index))), item, None
             else:
-                yield from _strings(item, path + (str(index),))
+                yield from _strings(item, (*path, str(index)))
 
 
 def _spans(text: str) -> list[tuple[int, int, str]]:

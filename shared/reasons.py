@@ -210,6 +210,11 @@ _REASONS: tuple[Reason, ...] = (
            f"{_CHECKPOINT}: the state does not match its sealed digest"),
     Reason("SDK_TRANSITION_UNSUPPORTED", _FP, ("field",),
            f"{_CHECKPOINT}: its runtime is not the registered source (or target)"),
+    Reason("INSPECTION_CHAIN_BROKEN", _FP, ("problem", "run_id", "sequence"),
+           "a journal inspection requires an intact chain; it breaks at the named sequence and "
+           "nothing is inspected"),
+    Reason("INSPECTION_ROW_MISMATCH", _FP, ("field", "sequence"),
+           "a native row does not name its record by digest, so the record cannot be inspected"),
     Reason("POLICY_EPOCH_UNRECOGNIZED", _FP, ("epoch", "field"),
            "the run's adopted checkpoint-mode policy epoch is not recognized: not in the "
            "compatibility catalog, malformed, or outside a continuity context with a qualified "

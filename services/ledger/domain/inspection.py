@@ -187,6 +187,12 @@ def _checked(kind: RecordKind, digest: str, stored: bytes) -> tuple[str, Any]:
         raise _Refused(RecordStatus.NOT_CANONICAL, f"/: {exc}") from exc
     if canonical != stored:
         raise _Refused(RecordStatus.NOT_CANONICAL, "/: bytes are not RFC 8785 canonical JSON")
+    _structure(kind, record)
+    return text, record
+
+
+def _structure(kind: RecordKind, record: dict[str, Any]) -> None:
+    """Exact keys, the sealed state digest and the JSON types of the state's parts."""
     keys = HISTORICAL_KEYS if kind is RecordKind.HISTORICAL_CHECKPOINT else DERIVED_KEYS
     for key in sorted(record.keys() ^ keys):
         raise _Refused(RecordStatus.STRUCTURE_REFUSED, f"/{key}: unknown or missing")
@@ -207,7 +213,6 @@ def _checked(kind: RecordKind, digest: str, stored: bytes) -> tuple[str, Any]:
     for name in ("usage", "limits"):
         if not isinstance(state.get(name), dict):
             raise _Refused(RecordStatus.STRUCTURE_REFUSED, f"/state/{name}: not an object")
-    return text, record
 
 
 def _no_constant(name: str) -> None:
@@ -277,6 +282,11 @@ def _budgets(kind: RecordKind, record: Mapping[str, Any]) -> None:
         return
     state = record["state"]
     _counters(state["usage"], "/state/usage", allow_nested=False)
+    messages = state.get("messages")
+    for index, message in enumerate(messages if isinstance(messages, list) else []):
+        usage = message.get("usage") if isinstance(message, dict) else None
+        if isinstance(usage, dict):
+            _counters(usage, f"/state/messages/{index}/usage", allow_nested=False)
     for name, value in state["limits"].items():
         where = f"/state/limits/{name}"
         if not name.endswith("_limit"):
