@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from shared.canonical import CanonicalJsonError, canonical_bytes, canonical_text, digest_of
@@ -126,35 +126,35 @@ def inspect_record(
     stored: bytes | None,
 ) -> RecordReport:
     """The report of one referenced record (``stored`` None: the blob is not stored)."""
-    base = {
-        "referenced_by_sequence": referenced_by_sequence,
-        "reference_field": reference_field,
-        "digest": digest,
-        "kind": kind,
-    }
+    base = RecordReport(
+        referenced_by_sequence=referenced_by_sequence,
+        reference_field=reference_field,
+        digest=digest,
+        kind=kind,
+        status=RecordStatus.BLOB_MISSING,
+        problem="not stored",
+    )
     if stored is None:
-        return RecordReport(**base, status=RecordStatus.BLOB_MISSING, problem="not stored")
+        return base
     try:
         text, record = _checked(kind, digest, stored)
         epoch, validator = _epoch(kind, record)
         _budgets(kind, record)
     except _Refused as refused:
-        return RecordReport(
-            **base, status=refused.status, problem=refused.problem, size_bytes=len(stored)
-        )
-    redacted = redact(record)
+        return replace(base, status=refused.status, problem=refused.problem, size_bytes=len(stored))
     state = record.get("state") if isinstance(record, dict) else None
     telemetry = (
         {name: state[name] for name in TELEMETRY_FIELDS if name in state}
         if isinstance(state, dict)
         else {}
     )
-    return RecordReport(
-        **base,
+    return replace(
+        base,
         status=RecordStatus.INSPECTED,
+        problem="",
         sdk_epoch=epoch,
         size_bytes=len(stored),
-        record_json=canonical_text(redacted),
+        record_json=canonical_text(redact(record)),
         field_count=field_count(record),
         telemetry_provenance_json=canonical_text(redact(telemetry)) if telemetry else "",
         validator=validator,
