@@ -74,14 +74,16 @@ def _pointer(parts: tuple[str, ...]) -> str:
 
 
 def _strings(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, str, str | None]]:
-    """(location, text, member name) of every string value and member name."""
+    """(location, text, member name) of every string value and member name. Pointer segments
+    are the redacted member names, so a location never carries a credential either."""
     if isinstance(value, dict):
         for key, item in value.items():
-            yield _pointer((*path, key)) + "#key", key, None
+            segment = (*path, _redact_text(key, None))
+            yield _pointer(segment) + "#key", key, None
             if isinstance(item, str):
-                yield _pointer((*path, key)), item, key
+                yield _pointer(segment), item, key
             else:
-                yield from _strings(item, (*path, key))
+                yield from _strings(item, segment)
     elif isinstance(value, list):
         for index, item in enumerate(value):
             if isinstance(item, str):
