@@ -73,12 +73,25 @@ def _pointer(parts: tuple[str, ...]) -> str:
     return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
 
 
+def _member_names(value: dict[str, Any]) -> list[str]:
+    """Each member's redacted name; a name equal to an earlier one gets a ``~<n>`` suffix, so
+    redaction never merges two members."""
+    names: list[str] = []
+    for key in value:
+        name = base = _redact_text(key, None)
+        n = 1
+        while name in names:
+            name, n = f"{base}~{n}", n + 1
+        names.append(name)
+    return names
+
+
 def _strings(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, str, str | None]]:
     """(location, text, member name) of every string value and member name. Pointer segments
     are the redacted member names, so a location never carries a credential either."""
     if isinstance(value, dict):
-        for key, item in value.items():
-            segment = (*path, _redact_text(key, None))
+        for name, (key, item) in zip(_member_names(value), value.items(), strict=True):
+            segment = (*path, name)
             yield _pointer(segment) + "#key", key, None
             if isinstance(item, str):
                 yield _pointer(segment), item, key
@@ -145,7 +158,10 @@ def redact(value: Any, member: str | None = None) -> Any:
     """The same JSON value with every credential span replaced; keys and structure unchanged
     (a member name that is itself credential-shaped is redacted in place, keeping the member)."""
     if isinstance(value, dict):
-        return {_redact_text(key, None): redact(item, key) for key, item in value.items()}
+        return {
+            name: redact(item, key)
+            for name, (key, item) in zip(_member_names(value), value.items(), strict=True)
+        }
     if isinstance(value, list):
         return [redact(item) for item in value]
     if isinstance(value, str):

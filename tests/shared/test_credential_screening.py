@@ -79,3 +79,11 @@ def test_the_real_historical_records_have_no_findings(case: str) -> None:
     for name in ("checkpoint.json", "raw_response.json"):
         text = (FIXTURES / case / name).read_text(encoding="utf-8")
         assert screen(json.loads(text), text) == [], (case, name)
+
+
+def test_redaction_never_merges_two_members() -> None:
+    first, second = SAMPLES["github_token"], "ghp_" + "z9Y8x7W6v5" * 4
+    document = {first: 1, second: 2}
+    redacted = redact(document)
+    assert len(redacted) == 2 and field_count(redacted) == field_count(document)
+    assert sorted(redacted.values()) == [1, 2]
