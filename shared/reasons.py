@@ -234,6 +234,18 @@ _REASONS: tuple[Reason, ...] = (
            f"{_CHECKPOINT}: the state does not match its sealed digest"),
     Reason("SDK_TRANSITION_UNSUPPORTED", _FP, ("field",),
            f"{_CHECKPOINT}: its runtime is not the registered source (or target)"),
+    Reason("INSPECTION_CHAIN_BROKEN", _FP, ("problem", "run_id", "sequence"),
+           "a journal inspection requires an intact chain; it breaks at the named sequence and "
+           "nothing is inspected"),
+    Reason("INSPECTION_ROW_MISMATCH", _FP, ("field", "sequence"),
+           "a native row does not name its record by digest, so the record cannot be inspected"),
+    Reason("POLICY_EPOCH_UNRECOGNIZED", _FP, ("epoch", "field"),
+           "the run's adopted checkpoint-mode policy epoch is not recognized: not in the "
+           "compatibility catalog, malformed, or outside a continuity context with a qualified "
+           "profile and an enabled finite-lease policy"),
+    Reason("POLICY_EPOCH_NOT_CURRENT", _FP, ("current_epoch", "epoch"),
+           "ordinary mode preparation and restore accept only the current checkpoint-mode "
+           "policy epoch"),
     Reason("HISTORICAL_IDENTITY_UNREGISTERED", _FP, ("field",),
            f"{_HISTORICAL}: its validator or pinned source is not registered"),
     Reason("MIGRATION_FIELD_REFUSED", _FP, ("field",),

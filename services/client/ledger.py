@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from forge.continuity.v1 import common_pb2, execution_pb2, ledger_pb2, policy_pb2
+from forge.continuity.v1 import common_pb2, execution_pb2, inspection_pb2, ledger_pb2, policy_pb2
 from services.client._base import ClientBase, invoke
 from services.client._validation import check_identifiers
 
@@ -87,6 +87,15 @@ class LedgerCalls(ClientBase):
         """The ledger's recomputation of the run's whole hash chain."""
         check_identifiers(run_id=run_id)
         return invoke(self._ledger.VerifyJournal, ledger_pb2.VerifyJournalRequest(run_id=run_id))
+
+    def inspect_journal(self, run_id: str) -> inspection_pb2.InspectJournalResponse:
+        """Inspect the run's canonical records under the current reader and credential guards:
+        checks per record, credential findings by location and kind (never the value), every
+        field kept with credentials redacted. Returns no resumable SDK object and authorizes
+        nothing; a refused inspection (broken chain or native row) raises ``FailedPrecondition``."""
+        check_identifiers(run_id=run_id)
+        request = inspection_pb2.InspectJournalRequest(run_id=run_id)
+        return invoke(self._ledger.InspectJournal, request)
 
     def command_usage(self, run_id: str) -> execution_pb2.CommandUsage:
         """Commands charged to the run (from retained native rows) and its original limit."""

@@ -8,6 +8,7 @@ step does not behave as the spec says.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import subprocess
@@ -29,6 +30,7 @@ from forge.continuity.v1 import (
     common_pb2,
     execution_pb2,
     execution_pb2_grpc,
+    inspection_pb2,
     ledger_pb2,
     ledger_pb2_grpc,
     policy_pb2,
@@ -271,6 +273,23 @@ def story(targets: dict[str, str], run_id: str) -> None:  # noqa: PLR0915 - one 
     check(
         [e.hash for e in entries[: len(seeded.entries)]] == [e.hash for e in seeded.entries],
         "the original entries are byte-identical",
+    )
+    settlement = next(
+        e for e in entries if e.kind == common_pb2.JOURNAL_ENTRY_KIND_MIGRATION_SETTLEMENT
+    )
+    epochs = json.loads(settlement.payload_json)["policy_epochs"]
+    check(
+        epochs["adopted_epoch"]["epoch_id"] == "checkpoint-mode/1"
+        and epochs["current_epoch"]["epoch_id"] == "checkpoint-mode/2",
+        "the settlement records both policy epochs (historical checkpoint-mode/1, current "
+        f"checkpoint-mode/2) bound to {len(epochs['native_references'])} original rows",
+    )
+    inspected = ledger("reader").InspectJournal(inspection_pb2.InspectJournalRequest(run_id=run_id))
+    check(
+        all(r.status == inspection_pb2.INSPECTED_RECORD_STATUS_INSPECTED for r in inspected.records)
+        and inspected.credential_finding_count == 0,
+        f"journal inspection: {len(inspected.records)} records checked, no credential findings "
+        "(a read: no SDK object, no lease)",
     )
 
 

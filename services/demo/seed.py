@@ -2,7 +2,8 @@
 
 The native journal of a run held on a rejected evidence read is, in order:
 
-1. ``run_started``          {task_id, attempt_id, source_revision, configuration_digest}
+1. ``run_started``          {task_id, attempt_id, source_revision, configuration_digest,
+                             checkpoint_mode} (the older worker's checkpoint-mode adoption)
 2. ``command_executed`` ×N  {command_id, command_digest}       (commands run before the hold)
 3. ``checkpoint_stored``    {checkpoint_digest}                 (blob: the original checkpoint)
 4. ``model_request_sent``   {request_id, checkpoint_digest}
@@ -16,20 +17,26 @@ Fixtures come from tests/data/fixtures (generated from the real historical SDK).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from forge.continuity.v1 import common_pb2, ledger_pb2, ledger_pb2_grpc
 from shared.canonical import digest_of, sha256_digest
 from shared.contract import PROVIDER_TIMEOUT_V1
+from shared.policy_epochs import HISTORICAL_EPOCHS
 from shared.qualification import DEFAULT_QUALIFIED_PROFILE
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "data" / "fixtures"
 K = common_pb2.JournalEntryKind
 TIME_BUDGET_PROTOCOL = PROVIDER_TIMEOUT_V1
 CONFIGURATION_DIGEST = digest_of({"provider": "openai", "model": "gpt-5.2", "settings": {}})
+# The older required-checkpoint worker's adoption, as its run_started records it.
+HISTORICAL_CHECKPOINT_MODE: Mapping[str, str] = MappingProxyType(
+    next(iter(HISTORICAL_EPOCHS)).as_dict()
+)
 
 
 @dataclass(frozen=True)
@@ -86,8 +93,10 @@ def held_run_entries(
     commands_before: int,
     after_consume: Sequence[Entry] = (),
     consume: bool = True,
+    checkpoint_mode: Mapping[str, Any] | None = None,
 ) -> list[Entry]:
-    """The native journal of the held run, as (kind, payload) pairs."""
+    """The native journal of the held run, as (kind, payload) pairs. ``checkpoint_mode`` is the
+    adoption ``run_started`` records (None: the run recorded none)."""
     checkpoint_digest = sha256_digest(fixture.checkpoint)
     response_digest = sha256_digest(fixture.raw_response)
     entries: list[Entry] = [
@@ -98,6 +107,11 @@ def held_run_entries(
                 "attempt_id": attempt_id,
                 "source_revision": source_revision,
                 "configuration_digest": CONFIGURATION_DIGEST,
+                **(
+                    {"checkpoint_mode": dict(checkpoint_mode)}
+                    if checkpoint_mode is not None
+                    else {}
+                ),
             },
         )
     ]
@@ -173,6 +187,7 @@ def seed_held_run(
     after_consume: Sequence[Entry] = (),
     consume: bool = True,
     edit: Callable[[list[Entry]], list[Entry]] | None = None,
+    checkpoint_mode: Mapping[str, Any] | None = HISTORICAL_CHECKPOINT_MODE,
 ) -> SeededRun:
     """Register the run, store its blobs and append its native journal (as a platform writer)."""
     attempt_id = f"{run_id}-attempt-1"
@@ -205,6 +220,7 @@ def seed_held_run(
         commands_before=commands_before,
         after_consume=after_consume,
         consume=consume,
+        checkpoint_mode=checkpoint_mode,
     )
     if edit is not None:
         entries = edit(entries)

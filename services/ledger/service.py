@@ -19,6 +19,7 @@ from services.ledger.transactions import (
     admission,
     blobs,
     execution,
+    inspection,
     journal,
     policy,
     reconciliation,
@@ -29,6 +30,7 @@ from services.ledger.transactions import (
 )
 from services.ledger.transactions.admission import Admission
 from services.ledger.transactions.base import LedgerContext
+from services.ledger.transactions.inspection import JournalInspection
 from services.ledger.transactions.journal import JournalFollowers, JournalPage
 from services.ledger.transactions.reconciliation import Reconciled
 from services.ledger.transactions.reconciliation_review import Inspection
@@ -82,6 +84,9 @@ class Ledger:
 
     def read_snapshot(self, run_id: str) -> Iterator[snapshot.SnapshotPart]:
         return snapshot.read(self._context, run_id)
+
+    def inspect_journal(self, run_id: str) -> JournalInspection:
+        return inspection.inspect(self._context, run_id)
 
     def stream_journal(
         self,

@@ -12,6 +12,7 @@ from forge.continuity.v1 import (
     common_pb2,
     execution_pb2,
     execution_pb2_grpc,
+    inspection_pb2,
     ledger_pb2,
     ledger_pb2_grpc,
     policy_pb2,
@@ -25,6 +26,7 @@ from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
 from services.ledger.domain.runs import Run, RunSpec
 from services.ledger.domain.tickets import StoredTicket
+from services.ledger.inspection_proto import inspection_to_proto
 from services.ledger.reconciliation_servicer import ReconciliationServicer
 from services.ledger.recovery_proto import recovery_input, recovery_to_proto
 from services.ledger.service import Ledger
@@ -274,6 +276,11 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     ) -> ledger_pb2.VerifyJournalResponse:
         return verification_to_proto(self._ledger.verify(request.run_id))
 
+    def InspectJournal(
+        self, request: inspection_pb2.InspectJournalRequest, context: grpc.ServicerContext
+    ) -> inspection_pb2.InspectJournalResponse:
+        return inspection_to_proto(self._ledger.inspect_journal(request.run_id))
+
     def PutBlob(
         self, request: ledger_pb2.PutBlobRequest, context: grpc.ServicerContext
     ) -> ledger_pb2.PutBlobResponse:
@@ -514,6 +521,7 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
                 "StreamJournal": ANY_ROLE,
                 "VerifyJournal": ANY_ROLE,
                 "ReadRunSnapshot": ANY_ROLE,
+                "InspectJournal": ANY_ROLE,
                 "PutBlob": WRITERS | SERVICES,
                 "GetBlob": ANY_ROLE,
                 "CommitAdmission": SERVICES,

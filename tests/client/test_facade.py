@@ -17,6 +17,7 @@ PUBLIC_METHODS = {
     "policy_revisions",
     "journal",
     "verify_journal",
+    "inspect_journal",
     "command_usage",
     "invalid_read_continuity_candidate",
     "request_invalid_read_continuity",

@@ -20,6 +20,7 @@ from forge.continuity.v1 import (
     candidate_pb2,
     common_pb2,
     execution_pb2,
+    inspection_pb2,
     ledger_pb2,
     policy_pb2,
     reconciliation_pb2,
@@ -166,6 +167,9 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
     assert [s.entry for s in streamed] == list(page.entries)
     verified = reader.VerifyJournal(ledger_pb2.VerifyJournalRequest(run_id="run-1"))
     assert verified.valid and verified.entries_checked == len(page.entries)
+    inspected = reader.InspectJournal(inspection_pb2.InspectJournalRequest(run_id="run-1"))
+    assert [e.hash for e in inspected.entries] == [e.hash for e in page.entries]
+    assert inspected.records and inspected.credential_finding_count == 0
 
     # The never-claimed recovery: the claimed request is held, nothing is stored yet, and only
     # an unclaimed queued request can fail before a claim.

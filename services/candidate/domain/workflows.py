@@ -14,7 +14,7 @@ from typing import Final
 from shared.canonical import digest_of
 from shared.errors import Internal
 
-from .checks import Check, common, invalid_read
+from .checks import Check, common, invalid_read, policy_epoch
 from .facts import Facts
 from .handoff import build_handoff
 from .journal import custody_rows
@@ -41,6 +41,7 @@ INVALID_READ_CONTINUITY: Final = Workflow(
         common.chain,
         common.held_state,
         common.origin,
+        policy_epoch.adopted_epoch,
         common.closure,
         common.custody_after_consume,
         common.unknown_outcomes,

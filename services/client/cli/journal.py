@@ -12,7 +12,13 @@ from services.client.cli._command import (
     add_command,
     add_group,
 )
-from services.client.cli.render import aligned, journal_lines, to_json_object, verification_lines
+from services.client.cli.render import (
+    aligned,
+    inspection_lines,
+    journal_lines,
+    to_json_object,
+    verification_lines,
+)
 from services.client.client import ContinuityClient
 
 
@@ -27,6 +33,13 @@ def register(commands: Subcommands) -> None:
     )
     verify = add_command(actions, "verify", "recompute the whole hash chain", _journal_verify)
     verify.add_argument("run_id", metavar="RUN_ID")
+    inspect = add_command(
+        actions,
+        "inspect",
+        "check the run's stored records and screen them for credentials (read only)",
+        _journal_inspect,
+    )
+    inspect.add_argument("run_id", metavar="RUN_ID")
 
     usage = add_command(
         commands, "commands", "command usage of a run (charged of limit)", _command_usage
@@ -47,6 +60,12 @@ def _journal_verify(client: ContinuityClient, args: argparse.Namespace, out: Out
     result = client.verify_journal(args.run_id)
     out.emit(result, verification_lines(result))
     return EXIT_OK if result.valid else EXIT_REFUSED
+
+
+def _journal_inspect(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
+    result = client.inspect_journal(args.run_id)
+    out.emit(result, inspection_lines(result))
+    return EXIT_OK
 
 
 def _command_usage(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:

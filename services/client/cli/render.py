@@ -9,7 +9,7 @@ from typing import Any
 from google.protobuf import json_format, timestamp_pb2
 from google.protobuf.message import Message
 
-from forge.continuity.v1 import candidate_pb2, common_pb2, ledger_pb2
+from forge.continuity.v1 import candidate_pb2, common_pb2, inspection_pb2, ledger_pb2
 from shared.contract import DIGEST_NAMES, enum_short_name
 from shared.errors import DomainError
 
@@ -286,6 +286,35 @@ def verification_lines(result: ledger_pb2.VerifyJournalResponse) -> list[str]:
             ("problem", result.problem or "-"),
         ]
     return aligned(pairs)
+
+
+def inspection_lines(result: inspection_pb2.InspectJournalResponse) -> list[str]:
+    """One line per record (kind, status, epoch, findings) and per credential finding; the
+    redacted record text only in --json."""
+    lines = aligned(
+        [
+            ("run_id", result.run_id),
+            ("head_sequence", result.head.sequence),
+            ("credential_findings", result.credential_finding_count),
+            ("screening_rules", result.screening_rules),
+        ]
+    )
+    for record in result.records:
+        kind = enum_short_name(inspection_pb2.InspectedRecordKind, record.kind).lower()
+        status = enum_short_name(inspection_pb2.InspectedRecordStatus, record.status).lower()
+        lines.append(
+            f"record {record.referenced_by_sequence} {kind} {status} "
+            f"{record.sdk_epoch or '-'} {record.digest}"
+            + (f" problem={record.problem}" if record.problem else "")
+            + (f" validator={record.validator.standing}" if record.validator.standing else "")
+        )
+        lines += [f"  credential {f.kind} at {f.location}" for f in record.credential_findings]
+    for entry in result.entries:
+        lines += [
+            f"entry {entry.sequence} credential {f.kind} at {f.location}"
+            for f in entry.credential_findings
+        ]
+    return lines
 
 
 # --- refusals ----------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from services.ledger.domain.execution import (
     lease_expiry,
 )
 from services.ledger.domain.journal import EntryKind, StoredEntry
+from services.ledger.domain.policy_epochs import admission_epoch_receipt
 from services.ledger.domain.runs import check_identifier
 from services.ledger.domain.tickets import StoredTicket
 from services.ledger.repository import blobs as blob_rows
@@ -103,6 +104,21 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
         raise stale_head(run.spec.run_id, admission.expected_head_hash, *head)
     # 9.5 at that head the run is held, and its consumed response is the one named
     _check_held_on_consumed_response(connection, admission, last)
+    # 9.5b the run's adopted checkpoint-mode policy epoch, recognized only in this continuity
+    # preparation context (shared/policy_epochs.py), and the receipt binding both epochs
+    policy_epochs = admission_epoch_receipt(
+        run,
+        policy,
+        run_started=journal_rows.last_entry_of_kind(
+            connection, run.spec.run_id, EntryKind.RUN_STARTED
+        ),
+        checkpoint_stored=journal_rows.last_entry_of_kind(
+            connection, run.spec.run_id, EntryKind.CHECKPOINT_STORED
+        ),
+        response_consumed=journal_rows.last_entry_of_kind(
+            connection, run.spec.run_id, EntryKind.RESPONSE_CONSUMED
+        ),
+    )
     # 9.6 no queued or claimed execution request for the run
     outstanding = request_rows.list_execution_requests(connection, run.spec.run_id, PENDING_STATES)
     if outstanding:
@@ -153,6 +169,7 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
             "witness_digest": admission.witness_digest,
             "consumed_response_digest": admission.consumed_response_digest,
             "policy_revision": policy.revision,
+            "policy_epochs": policy_epochs,
         },
         actor,
         head,

@@ -20,6 +20,7 @@ from services.ledger.domain.execution import (
     finished,
 )
 from services.ledger.domain.journal import EntryKind
+from services.ledger.domain.policy_epochs import recognize_for_execution
 from services.ledger.domain.runs import check_identifier
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
@@ -82,7 +83,14 @@ def claim(
         # 11.4 the policy is still enabled and at the ticket's revision
         check_policy_for_execution(policy, record.policy_revision)
         # 11.5 the presented attempt, source, configuration and profile are the run's
-        check_worker_source(existing_run(connection, record.run_id), presented)
+        run = existing_run(connection, record.run_id)
+        check_worker_source(run, presented)
+        # 11.5b the run's adopted checkpoint-mode epoch, recognized in the execution context
+        recognize_for_execution(
+            run,
+            policy,
+            journal_rows.last_entry_of_kind(connection, record.run_id, EntryKind.RUN_STARTED),
+        )
         # 11.6 generation 0 -> 1, the owner is recorded, worker_claimed is appended
         updated = claimed(record, worker, context.now())
         request_rows.update_execution_request(connection, updated)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
@@ -102,13 +103,17 @@ def read_checkpoint(raw: bytes) -> CheckpointRecord:
         raw=raw,
         digest=sha256_digest(raw),
         envelope=MappingProxyType(envelope),
-        validator=_registered_validator(runtime),
+        validator=resolve_validator(runtime),
     )
 
 
-def _registered_validator(runtime: Any) -> HistoricalValidator:
+def resolve_validator(
+    runtime: Any, registry: Mapping[str, HistoricalValidator] = REGISTERED_VALIDATORS
+) -> HistoricalValidator:
+    """The registered validator (original or reviewed successor) the runtime names, after a
+    complete source-hash check; any other hash is ineligible until reviewed."""
     claimed = runtime.get("evidence_validator", {}).get("source_hash")
-    validator = REGISTERED_VALIDATORS.get(claimed) if isinstance(claimed, str) else None
+    validator = registry.get(claimed) if isinstance(claimed, str) else None
     field = "/runtime/evidence_validator/source_hash"
     if validator is None:
         raise _refuse_field("HISTORICAL_IDENTITY_UNREGISTERED", field, "validator not registered")

@@ -3,35 +3,29 @@
 from __future__ import annotations
 
 from importlib.metadata import version
-from types import MappingProxyType
 from typing import Any, Final
 
 from shared.errors import Internal
+from shared.sdk_epochs import (
+    DERIVED_FORMAT,
+    HISTORICAL_FORMAT,
+    SOURCE_RUNTIME,
+    TARGET_RUNTIME,
+    TRANSITION_ID,
+)
 
-HISTORICAL_FORMAT: Final = "firefly.agentic.checkpoint/3"
-DERIVED_FORMAT: Final = "forge.continuity.derived-checkpoint/1"
+__all__ = [
+    "DERIVED_FORMAT",
+    "HISTORICAL_FORMAT",
+    "SOURCE_RUNTIME",
+    "TARGET_RUNTIME",
+    "TRANSITION_ID",
+    "WITNESS_FORMAT",
+    "transition",
+    "verify_target_runtime",
+]
+
 WITNESS_FORMAT: Final = "forge.continuity.migration-witness/1"
-
-# Runtime identity a historical checkpoint must carry exactly (field → value).
-SOURCE_RUNTIME: Final[MappingProxyType[str, str]] = MappingProxyType(
-    {
-        "agentic": "26.10.1",
-        "pydantic_ai": "2.58.0",
-        "openai": "3.57.0",
-        "genai_prices": "0.2.3",
-        "prompt_catalog": "1.0.0",
-    }
-)
-TARGET_RUNTIME: Final[MappingProxyType[str, str]] = MappingProxyType(
-    {
-        "agentic": "26.10.1",
-        "pydantic_ai": "2.55.0",
-        "openai": "3.57.0",
-        "genai_prices": "0.2.3",
-        "prompt_catalog": "1.0.1",
-    }
-)
-TRANSITION_ID: Final = "firefly-agentic-26.10.1/pydantic-ai-2.58.0-to-2.55.0"
 
 _DISTRIBUTIONS: Final = {
     "pydantic_ai": "pydantic-ai-slim",

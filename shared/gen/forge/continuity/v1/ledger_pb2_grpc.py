@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from forge.continuity.v1 import inspection_pb2 as forge_dot_continuity_dot_v1_dot_inspection__pb2
 from forge.continuity.v1 import ledger_pb2 as forge_dot_continuity_dot_v1_dot_ledger__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -72,6 +73,11 @@ class LedgerServiceStub:
                 '/forge.continuity.v1.LedgerService/ReadRunSnapshot',
                 request_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.ReadRunSnapshotRequest.SerializeToString,
                 response_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.ReadRunSnapshotResponse.FromString,
+                _registered_method=True)
+        self.InspectJournal = channel.unary_unary(
+                '/forge.continuity.v1.LedgerService/InspectJournal',
+                request_serializer=forge_dot_continuity_dot_v1_dot_inspection__pb2.InspectJournalRequest.SerializeToString,
+                response_deserializer=forge_dot_continuity_dot_v1_dot_inspection__pb2.InspectJournalResponse.FromString,
                 _registered_method=True)
         self.PutBlob = channel.unary_unary(
                 '/forge.continuity.v1.LedgerService/PutBlob',
@@ -169,6 +175,18 @@ class LedgerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def InspectJournal(self, request, context):
+        """Inspects a run's canonical records from the known SDK epochs under the current reader and
+        credential guards: an intact chain and matching native rows are required (refused otherwise);
+        each referenced record is checked for encoded bounds, hash, canonical structure and typed
+        budgets, then its original JSON text is screened for credentials, which are reported by
+        location and kind and never echoed. Returns no resumable SDK object, renews no lease and
+        authorizes nothing. Role: reader or better.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PutBlob(self, request, context):
         """Stores bytes under their SHA-256 digest. Idempotent: the same bytes give the same digest and
         stored bytes never change. Role: platform writer or continuity service.
@@ -255,6 +273,11 @@ def add_LedgerServiceServicer_to_server(servicer, server):
                     servicer.ReadRunSnapshot,
                     request_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.ReadRunSnapshotRequest.FromString,
                     response_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.ReadRunSnapshotResponse.SerializeToString,
+            ),
+            'InspectJournal': grpc.unary_unary_rpc_method_handler(
+                    servicer.InspectJournal,
+                    request_deserializer=forge_dot_continuity_dot_v1_dot_inspection__pb2.InspectJournalRequest.FromString,
+                    response_serializer=forge_dot_continuity_dot_v1_dot_inspection__pb2.InspectJournalResponse.SerializeToString,
             ),
             'PutBlob': grpc.unary_unary_rpc_method_handler(
                     servicer.PutBlob,
@@ -480,6 +503,33 @@ class LedgerService:
             '/forge.continuity.v1.LedgerService/ReadRunSnapshot',
             forge_dot_continuity_dot_v1_dot_ledger__pb2.ReadRunSnapshotRequest.SerializeToString,
             forge_dot_continuity_dot_v1_dot_ledger__pb2.ReadRunSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InspectJournal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/forge.continuity.v1.LedgerService/InspectJournal',
+            forge_dot_continuity_dot_v1_dot_inspection__pb2.InspectJournalRequest.SerializeToString,
+            forge_dot_continuity_dot_v1_dot_inspection__pb2.InspectJournalResponse.FromString,
             options,
             channel_credentials,
             insecure,

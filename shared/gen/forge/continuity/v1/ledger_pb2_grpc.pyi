@@ -4,6 +4,7 @@ isort:skip_file
 """
 
 from collections import abc as _abc
+from forge.continuity.v1 import inspection_pb2 as _inspection_pb2
 from forge.continuity.v1 import ledger_pb2 as _ledger_pb2
 from grpc import aio as _aio
 import abc as _abc_1
@@ -64,6 +65,14 @@ class LedgerServiceStub:
     every journal entry in sequence order (batches), and the ledger's recomputation of the chain
     over exactly the rows it sent (the last message). Role: reader or better.
     """
+    InspectJournal: _grpc.UnaryUnaryMultiCallable[_inspection_pb2.InspectJournalRequest, _inspection_pb2.InspectJournalResponse]
+    """Inspects a run's canonical records from the known SDK epochs under the current reader and
+    credential guards: an intact chain and matching native rows are required (refused otherwise);
+    each referenced record is checked for encoded bounds, hash, canonical structure and typed
+    budgets, then its original JSON text is screened for credentials, which are reported by
+    location and kind and never echoed. Returns no resumable SDK object, renews no lease and
+    authorizes nothing. Role: reader or better.
+    """
     PutBlob: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.PutBlobRequest, _ledger_pb2.PutBlobResponse]
     """Stores bytes under their SHA-256 digest. Idempotent: the same bytes give the same digest and
     stored bytes never change. Role: platform writer or continuity service.
@@ -122,6 +131,14 @@ class LedgerServiceAsyncStub(LedgerServiceStub):
     its journal head, the current policy and the run's execution requests (the first message),
     every journal entry in sequence order (batches), and the ledger's recomputation of the chain
     over exactly the rows it sent (the last message). Role: reader or better.
+    """
+    InspectJournal: _aio.UnaryUnaryMultiCallable[_inspection_pb2.InspectJournalRequest, _inspection_pb2.InspectJournalResponse]  # type: ignore[assignment]
+    """Inspects a run's canonical records from the known SDK epochs under the current reader and
+    credential guards: an intact chain and matching native rows are required (refused otherwise);
+    each referenced record is checked for encoded bounds, hash, canonical structure and typed
+    budgets, then its original JSON text is screened for credentials, which are reported by
+    location and kind and never echoed. Returns no resumable SDK object, renews no lease and
+    authorizes nothing. Role: reader or better.
     """
     PutBlob: _aio.UnaryUnaryMultiCallable[_ledger_pb2.PutBlobRequest, _ledger_pb2.PutBlobResponse]  # type: ignore[assignment]
     """Stores bytes under their SHA-256 digest. Idempotent: the same bytes give the same digest and
@@ -220,6 +237,20 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         its journal head, the current policy and the run's execution requests (the first message),
         every journal entry in sequence order (batches), and the ledger's recomputation of the chain
         over exactly the rows it sent (the last message). Role: reader or better.
+        """
+
+    @_abc_1.abstractmethod
+    def InspectJournal(
+        self,
+        request: _inspection_pb2.InspectJournalRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_inspection_pb2.InspectJournalResponse, _abc.Awaitable[_inspection_pb2.InspectJournalResponse]]:
+        """Inspects a run's canonical records from the known SDK epochs under the current reader and
+        credential guards: an intact chain and matching native rows are required (refused otherwise);
+        each referenced record is checked for encoded bounds, hash, canonical structure and typed
+        budgets, then its original JSON text is screened for credentials, which are reported by
+        location and kind and never echoed. Returns no resumable SDK object, renews no lease and
+        authorizes nothing. Role: reader or better.
         """
 
     @_abc_1.abstractmethod

@@ -1,0 +1,178 @@
+"""Credential screening of stored JSON text: report credential-shaped values by location and kind,
+never by value.
+
+The rules are patterns for the common credential shapes that established secret scanners
+(gitleaks, detect-secrets, GitHub secret scanning) agree on: provider key prefixes with their
+fixed alphabets and lengths, private-key armour, JSON Web Tokens, bearer headers, passwords in
+URLs, and credential-named members holding a string. Every rule is listed here, in one place, and
+the set is versioned (``RULES_VERSION``): a finding names the rule's kind, never the match.
+
+Screening runs on the parsed JSON (each string value and member name, located by its JSON Pointer)
+and on the original text itself, so a value hidden behind JSON escapes is still caught (it is
+reported as ``text@<offset>``). ``redact`` returns the same JSON with each matched span replaced by
+``[REDACTED:<kind>]``: every member and item is kept, only credential characters are removed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+RULES_VERSION: Final = "forge.credential-rules/1"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One credential shape."""
+
+    kind: str
+    pattern: re.Pattern[str]
+
+
+def _rule(kind: str, pattern: str, flags: int = 0) -> Rule:
+    return Rule(kind, re.compile(pattern, flags))
+
+
+# Ordered: the first rule that matches a span names its kind.
+RULES: Final[tuple[Rule, ...]] = (
+    _rule("private_key", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),
+    _rule("aws_access_key_id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
+    _rule("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
+    _rule("gitlab_token", r"\bglpat-[A-Za-z0-9_-]{20,}\b"),
+    _rule("anthropic_api_key", r"\bsk-ant-[A-Za-z0-9_-]{20,}"),
+    _rule("openai_api_key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
+    _rule("stripe_secret_key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}\b"),
+    _rule("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b"),
+    _rule("google_api_key", r"\bAIza[0-9A-Za-z_-]{35}\b"),
+    _rule("json_web_token", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    _rule("bearer_token", r"\b[Bb]earer\s+[A-Za-z0-9._~+/-]{20,}=*"),
+    _rule("url_password", r"\b[a-z][a-z0-9+.-]*://[^/\s:@\"]+:[^/\s@\"]+@"),
+)
+
+# A member whose name says it holds a credential, with a string value of this length or more, is
+# reported even when the value has no known shape.
+CREDENTIAL_MEMBER: Final = re.compile(
+    r"(?i)^(?:.*[_-])?(?:api[_-]?key|secret|secret[_-]?key|password|passwd|access[_-]?token|"
+    r"refresh[_-]?token|auth[_-]?token|authorization|private[_-]?key|client[_-]?secret|"
+    r"credentials?)$"
+)
+MIN_MEMBER_VALUE = 8
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One credential-shaped value: where it is and what kind. Never the value."""
+
+    location: str
+    kind: str
+
+
+def _pointer(parts: tuple[str, ...]) -> str:
+    return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _member_names(value: dict[str, Any]) -> list[str]:
+    """Each member's redacted name; a name equal to an earlier one gets a ``~<n>`` suffix, so
+    redaction never merges two members."""
+    names: list[str] = []
+    for key in value:
+        name = base = _redact_text(key, None)
+        n = 1
+        while name in names:
+            name, n = f"{base}~{n}", n + 1
+        names.append(name)
+    return names
+
+
+def _strings(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, str, str | None]]:
+    """(location, text, member name) of every string value and member name. Pointer segments
+    are the redacted member names, so a location never carries a credential either."""
+    if isinstance(value, dict):
+        for name, (key, item) in zip(_member_names(value), value.items(), strict=True):
+            segment = (*path, name)
+            yield _pointer(segment) + "#key", key, None
+            if isinstance(item, str):
+                yield _pointer(segment), item, key
+            else:
+                yield from _strings(item, segment)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            if isinstance(item, str):
+                yield _pointer((*path, str(index))), item, None
+            else:
+                yield from _strings(item, (*path, str(index)))
+
+
+def _spans(text: str) -> list[tuple[int, int, str]]:
+    """Non-overlapping (start, end, kind) spans of every rule match, first rule winning."""
+    spans: list[tuple[int, int, str]] = []
+    for rule in RULES:
+        for match in rule.pattern.finditer(text):
+            start, end = match.span()
+            if all(end <= s or start >= e for s, e, _ in spans):
+                spans.append((start, end, rule.kind))
+    return sorted(spans)
+
+
+def screen(document: Any, original_text: str) -> list[Finding]:
+    """Every finding in the parsed ``document`` and in its ``original_text``."""
+    findings: list[Finding] = []
+    matched: set[str] = set()
+    for location, text, member in _strings(document):
+        spans = _spans(text)
+        for start, end, kind in spans:
+            findings.append(Finding(location, kind))
+            matched.add(text[start:end])
+        if (
+            not spans
+            and member is not None
+            and CREDENTIAL_MEMBER.match(member)
+            and len(text) >= MIN_MEMBER_VALUE
+        ):
+            findings.append(Finding(location, "credential_member"))
+            matched.add(text)
+    for start, end, kind in _spans(original_text):
+        if original_text[start:end] not in matched:
+            findings.append(Finding(f"text@{start}", kind))
+    return findings
+
+
+def _redact_text(text: str, member: str | None) -> str:
+    spans = _spans(text)
+    if not spans:
+        if member is not None and CREDENTIAL_MEMBER.match(member) and len(text) >= MIN_MEMBER_VALUE:
+            return "[REDACTED:credential_member]"
+        return text
+    out, last = [], 0
+    for start, end, kind in spans:
+        out.append(text[last:start])
+        out.append(f"[REDACTED:{kind}]")
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def redact(value: Any, member: str | None = None) -> Any:
+    """The same JSON value with every credential span replaced; keys and structure unchanged
+    (a member name that is itself credential-shaped is redacted in place, keeping the member)."""
+    if isinstance(value, dict):
+        return {
+            name: redact(item, key)
+            for name, (key, item) in zip(_member_names(value), value.items(), strict=True)
+        }
+    if isinstance(value, list):
+        return [redact(item) for item in value]
+    if isinstance(value, str):
+        return _redact_text(value, member)
+    return value
+
+
+def field_count(value: Any) -> int:
+    """Members and items, recursively: what ``redact`` keeps one for one."""
+    if isinstance(value, dict):
+        return sum(1 + field_count(item) for item in value.values())
+    if isinstance(value, list):
+        return sum(1 + field_count(item) for item in value)
+    return 0
