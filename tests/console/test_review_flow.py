@@ -180,13 +180,18 @@ def test_callers_without_the_authority_see_no_action(page: Page, gateway: Runnin
     run_id = "run-console-unauthorized"
     failed_unclaimed(gateway, run_id)
     rows = gateway.rows()
-    # An execution operator without administrator authority: the candidate route answers 403.
+    # An execution operator without administrator authority: the permissions read says so, and
+    # the administrators' recovery candidate is not even asked for.
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.url))
     open_run(page, gateway, run_id, "operator-token")
     page.get_by_role("button", name="Check current admission").click()
     expect(page.locator(f'[data-ticket="{run_id}-request-1"]')).to_contain_text(
         "needs current factory administrator authority"
     )
     expect(page.get_by_role("button", name="Review failed admission")).to_have_count(0)
+    assert any(url.endswith("/api/v1/caller/permissions") for url in sent)
+    assert not any(url.endswith("/recovery-candidate") for url in sent)
     screenshot(page, gateway, "unauthorized-desktop")
 
     # An administrator who is not the ticket's original operator: held, with the server's hold.
