@@ -152,9 +152,34 @@ class PrincipalDirectory:
         )
 
 
+def permits(principal: Principal, allowed: frozenset[Role]) -> bool:
+    """The one authorization predicate: the principal holds one of the allowed roles."""
+    return principal.has_any(allowed)
+
+
+@dataclass(frozen=True)
+class MethodDecision:
+    """What :func:`authorize` decides for ``principal`` calling ``method``."""
+
+    method: str
+    permitted: bool
+    required_roles: frozenset[Role]
+
+
+def decisions(
+    principal: Principal, method_roles: Mapping[str, frozenset[Role]]
+) -> list[MethodDecision]:
+    """The authorization decision for every method of a role table, sorted by method. Uses the
+    predicate :func:`authorize` uses, so a listing never permits a call the server refuses."""
+    return [
+        MethodDecision(method, permits(principal, allowed), allowed)
+        for method, allowed in sorted(method_roles.items())
+    ]
+
+
 def authorize(principal: Principal, allowed: frozenset[Role], method: str) -> None:
     """PERMISSION_DENIED unless the principal holds one of the allowed roles."""
-    if not principal.has_any(allowed):
+    if not permits(principal, allowed):
         raise PermissionDenied(
             "ROLE_REQUIRED",
             f"{principal.identity} may not call {method}",

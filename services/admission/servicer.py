@@ -3,7 +3,8 @@
 A route holds the roles allowed to call the RPC and its answer: translate the protobuf request to
 the domain, run it (a submit through the driver, a read, or the not-yet-available refusal), and
 build the protobuf response. Nothing else happens here; the table is also what is registered with
-the server, so an RPC without a route cannot be served.
+the server, so an RPC without a route cannot be served. GetCallerPermissions reports the roles of
+this very table (and of the candidate service's table) to the caller.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import grpc
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
-from forge.continuity.v1 import admission_pb2, ledger_pb2
+from forge.continuity.v1 import admission_pb2, common_pb2, ledger_pb2
 from services.admission.downstream import Downstream
 from services.admission.driver import Submission, Submitted, Workflow, submit
 from services.admission.workflows.invalid_read import (
@@ -33,7 +34,9 @@ from services.admission.workflows.rejected_boundary import (
     RejectedBoundaryRecovery,
     RejectedBoundaryRequest,
 )
-from shared.auth import ANY_ROLE, Role, current_principal
+from services.candidate.roles import METHOD_ROLES as CANDIDATE_ROLES
+from services.candidate.roles import SERVICE as CANDIDATE_SERVICE
+from shared.auth import ANY_ROLE, Principal, Role, current_principal, decisions
 from shared.contract import DIGEST_NAMES, RECOVERY_ACKNOWLEDGEMENTS, VERSIONS
 from shared.errors import Unimplemented
 from shared.rejected_boundary import REJECTED_BOUNDARY
@@ -55,7 +58,11 @@ class Call:
     """The RPC being answered and its authenticated caller."""
 
     method: str
-    identity: str
+    principal: Principal
+
+    @property
+    def identity(self) -> str:
+        return self.principal.identity
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,38 @@ def not_yet_available(roles: frozenset[Role]) -> Route:
         )
 
     return Route(roles, answer)
+
+
+def caller_permissions_route(table: Mapping[str, Route]) -> Route:
+    """The caller's identity, roles and the decision for every admission and candidate RPC.
+
+    ``table`` is the route table being served (this route included once it is added): the roles
+    reported are the ones :func:`binding` hands to the server's authorization, not a copy.
+    """
+
+    def answer(request: admission_pb2.GetCallerPermissionsRequest, call: Call) -> Message:
+        method_roles = {
+            **{f"/{SERVICE.full_name}/{name}": route.roles for name, route in table.items()},
+            **{f"/{CANDIDATE_SERVICE.full_name}/{name}": r for name, r in CANDIDATE_ROLES.items()},
+        }
+        return admission_pb2.GetCallerPermissionsResponse(
+            identity=call.principal.identity,
+            roles=_role_numbers(call.principal.roles),
+            permissions=[
+                admission_pb2.MethodPermission(
+                    method=decision.method,
+                    permitted=decision.permitted,
+                    required_roles=_role_numbers(decision.required_roles),
+                )
+                for decision in decisions(call.principal, method_roles)
+            ],
+        )
+
+    return Route(ANY_ROLE, answer)
+
+
+def _role_numbers(roles: frozenset[Role]) -> list[common_pb2.Role.ValueType]:
+    return sorted(common_pb2.Role.Value(f"ROLE_{role.name}") for role in roles)
 
 
 # --- translators and builders -----------------------------------------------------------------
@@ -242,7 +281,7 @@ def routes(downstream: Downstream) -> dict[str, Route]:
         # The ledger's RECOVERY_NOT_FOUND is the read's answer for an unknown key.
         return downstream.stored_recovery(key).result
 
-    return {
+    table: dict[str, Route] = {
         "RequestInvalidReadContinuity": submit_route(
             OPERATORS,
             InvalidReadContinuity(VERSIONS[1], downstream),
@@ -279,13 +318,16 @@ def routes(downstream: Downstream) -> dict[str, Route]:
         "RequestReadonlyObservationRecovery": not_yet_available(ADMINS),
         "GetReadonlyObservationRecovery": not_yet_available(ANY_ROLE),
     }
+    # Reads the finished table at call time, so it reports every route, itself included.
+    table["GetCallerPermissions"] = caller_permissions_route(table)
+    return table
 
 
 def _handler(name: str, route: Route) -> grpc.RpcMethodHandler[Any, Any]:
     method = SERVICE.methods_by_name[name]
 
     def behaviour(request: Message, context: grpc.ServicerContext) -> Message:
-        return route.answer(request, Call(name, current_principal().identity))
+        return route.answer(request, Call(name, current_principal()))
 
     return grpc.unary_unary_rpc_method_handler(
         behaviour,

@@ -21,6 +21,7 @@ from services.candidate.domain.recovery import (
     rejected_boundary_candidate,
 )
 from services.candidate.recovery_proto import recovery_candidate_to_proto
+from services.candidate.roles import METHOD_ROLES, SERVICE
 from shared.auth import Role, current_principal
 from shared.contract import DEFAULT_VERSION, VERSIONS, enum_number
 from shared.errors import FieldViolation, InvalidArgument, Unavailable, Unimplemented
@@ -245,13 +246,6 @@ def _caller() -> Caller:
     )
 
 
-# Admission recomputes the candidate under its own service identity.
-OPERATORS = frozenset(
-    {Role.EXECUTION_OPERATOR, Role.FACTORY_ADMINISTRATOR, Role.CONTINUITY_SERVICE}
-)
-ADMINS = frozenset({Role.FACTORY_ADMINISTRATOR})
-
-
 def bindings(
     sources: CandidateSources | None = None,
     *,
@@ -262,16 +256,10 @@ def bindings(
     servicer = CandidateServicer(evaluator, sources, clock)
     return [
         ServiceBinding(
-            candidate_pb2.DESCRIPTOR.services_by_name["CandidateService"],
+            SERVICE,
             lambda server: candidate_pb2_grpc.add_CandidateServiceServicer_to_server(
                 servicer, server
             ),
-            {
-                "GetInvalidReadContinuityCandidate": OPERATORS,
-                # Admission recomputes the recovery candidate under its service identity.
-                "GetInvalidReadRecoveryCandidate": ADMINS | {Role.CONTINUITY_SERVICE},
-                "GetRejectedBoundaryCandidate": ADMINS | {Role.CONTINUITY_SERVICE},
-                "GetReadonlyObservationCandidate": ADMINS,
-            },
+            METHOD_ROLES,
         )
     ]

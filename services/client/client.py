@@ -34,6 +34,7 @@ from typing import Self
 
 from services.client._base import TOKEN_VARIABLE, default_target
 from services.client._validation import validate_continuity_request
+from services.client.caller import CallerCalls
 from services.client.invalid_read import ContinuityResponse, InvalidReadCalls
 from services.client.ledger import LedgerCalls
 from services.client.reconciliation import ReconciliationCalls
@@ -59,6 +60,7 @@ class ContinuityClient(
     RejectedBoundaryRecoveryCalls,
     ReadonlyObservationRecoveryCalls,
     ReconciliationCalls,
+    CallerCalls,
 ):
     """Typed access to the ledger, candidate and admission services for one bearer token.
 

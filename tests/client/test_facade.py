@@ -35,6 +35,7 @@ PUBLIC_METHODS = {
     "verify_reconciliation",
     "reconcile_execution_request",
     "reconciliation",
+    "caller_permissions",
 }
 
 
@@ -69,4 +70,5 @@ def test_the_cli_lists_every_module_command_in_order() -> None:
         "reconcile",
         "journal",
         "commands",
+        "whoami",
     ]

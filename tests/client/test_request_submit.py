@@ -476,3 +476,28 @@ def test_a_retry_from_candidate_must_name_the_candidate_it_was_admitted_from(
     assert any(
         line.split() == ["admitted_candidate_digest:", reviewed] for line in lines(conflict.err)
     )
+
+
+def test_whoami_shows_the_callers_roles_and_what_they_permit(stack: Stack, cli: CliRunner) -> None:
+    with stack.client("admin-operator-token") as client:
+        reply = client.caller_permissions()
+    assert reply.identity == "ada-admin-operator"
+    permitted = {p.method.rsplit("/", 1)[1] for p in reply.permissions if p.permitted}
+    assert {"RequestInvalidReadContinuity", "RequestInvalidReadRecovery"} <= permitted
+
+    shown = stack.cli(cli, "whoami", token="reader-token")
+    assert (shown.code, shown.err) == (0, "")
+    text = lines(shown.out)
+    assert text[:2] == ["identity: rita-reader", "roles:    reader"]
+    rows = {line.split()[0]: line.split()[1] for line in text[3:]}
+    assert rows["AdmissionService/RequestInvalidReadContinuity"] == "no"
+    assert rows["AdmissionService/GetInvalidReadContinuity"] == "yes"
+    assert len(rows) == len(reply.permissions)
+
+    as_json = stack.cli(cli, "--json", "whoami", token="operator-token")
+    document = json.loads(as_json.out)
+    assert document["identity"] == "olga-operator"
+    assert document["roles"] == ["ROLE_EXECUTION_OPERATOR"]
+    decided = {p["method"].rsplit("/", 1)[1]: p["permitted"] for p in document["permissions"]}
+    assert decided["RequestInvalidReadContinuity"] is True
+    assert decided["RequestInvalidReadRecovery"] is False

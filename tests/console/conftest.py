@@ -3,7 +3,8 @@ gateway on loopback (the gateway fixture of tests/gateway).
 
 Chromium comes from the distribution's packages (`make test` and `.ci/run` install it); Playwright
 drives it through its executable path and never downloads a browser. Without Chromium the tests
-skip on a developer machine and fail under CI=true. Screenshots go to test-artifacts/console/.
+skip on a developer machine and fail under CI=true. Screenshots go to test-artifacts/console/,
+named with the database the run used (sqlite or postgresql).
 """
 
 from __future__ import annotations
@@ -113,9 +114,10 @@ def page(browser: Browser) -> Iterator[Page]:
     assert not errors, errors  # a script error in the page fails the test
 
 
-def screenshot(page: Page, name: str) -> Path:
+def screenshot(page: Page, gateway: RunningGateway, name: str) -> Path:
+    """Saved as ``<name>-<database>.png``: the SQLite and PostgreSQL runs keep their own."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
+    path = ARTIFACTS / f"{name}-{gateway.engine.dialect.name}.png"
     page.screenshot(path=str(path), full_page=True)
     print(f"screenshot: {path}")
     return path

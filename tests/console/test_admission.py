@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Route, expect
 
 from forge.continuity.v1 import common_pb2, policy_pb2, policy_pb2_grpc
 from tests.console.conftest import assert_every_control_labelled, open_run, screenshot
@@ -56,6 +56,8 @@ def test_an_operator_admits_the_reviewed_candidate(
     run_id = f"run-console-v{version}"
     seed(gateway, run_id, fixture)
     allow_unavailable_observations(gateway)
+    sent: list[tuple[str, str]] = []
+    page.on("request", lambda r: sent.append((r.method, r.url)))
     open_run(page, gateway, run_id, "operator-token")
     page.get_by_role("button", name="Check current admission").click()
     expect(page.get_by_text("No admission ticket exists for this run.")).to_be_visible()
@@ -64,7 +66,7 @@ def test_an_operator_admits_the_reviewed_candidate(
     rows = gateway.rows()
     review = page.get_by_role("button", name=f"Review admission (version {version})")
     review.click()
-    assert gateway.rows() == rows, "the authority check and the review write nothing"
+    assert gateway.rows() == rows, "the permission read and the review write nothing"
     action = saved_admission(page)
     assert action["state"] == "reviewing" and action["version"] == version
 
@@ -74,11 +76,14 @@ def test_an_operator_admits_the_reviewed_candidate(
         page.get_by_label(label).check()
     expect(submit).to_be_enabled()
     assert_every_control_labelled(page)
+    # Offered after reading the caller's permissions, never by sending a write to probe.
+    assert any(url.endswith("/api/v1/caller/permissions") for _, url in sent)
+    assert [request for request in sent if request[0] != "GET"] == []
     submit.click()
     receipt = page.locator('[data-receipt="queued"]')
     expect(receipt).to_contain_text("Continuation queued")
     expect(receipt).to_contain_text("admission only")
-    screenshot(page, f"admission-v{version}-desktop")
+    screenshot(page, gateway, f"admission-v{version}-desktop")
 
     with gateway.client("reader-token") as client:
         reply = client.get(
@@ -95,21 +100,57 @@ def test_an_operator_admits_the_reviewed_candidate(
 
 
 @pytest.mark.parametrize(
-    ("token", "explanation"),
+    ("token", "explanation", "candidate_read"),
     [
-        ("admin-token", "Admission needs execution operator authority"),
-        ("reader-token", "no candidate and no action"),
+        ("admin-token", "Admission needs execution operator authority", True),
+        ("reader-token", "no candidate and no action", False),
     ],
 )
 def test_a_caller_without_operator_authority_is_offered_nothing(
-    page: Page, gateway: RunningGateway, token: str, explanation: str
+    page: Page, gateway: RunningGateway, token: str, explanation: str, candidate_read: bool
 ) -> None:
     run_id = "run-console-no-operator"
     seed(gateway, run_id)
     enable_policy(gateway)
     rows = gateway.rows()
+    sent: list[tuple[str, str]] = []
+    page.on("request", lambda r: sent.append((r.method, r.url)))
     open_run(page, gateway, run_id, token)
     page.get_by_role("button", name="Check current admission").click()
     expect(page.get_by_text(explanation)).to_be_visible()
     expect(page.get_by_role("button", name="Review admission (version 1)")).to_have_count(0)
     assert gateway.rows() == rows
+    # The decision comes from the permissions read: nothing is sent that the server refuses.
+    assert any(url.endswith("/api/v1/caller/permissions") for _, url in sent)
+    assert [request for request in sent if request[0] != "GET"] == []
+    read = any("/invalid-read-continuity/candidate" in url for _, url in sent)
+    assert read == candidate_read  # a reader is not even sent to the candidate it may not read
+
+
+def test_the_permissions_read_decides_what_is_offered(page: Page, gateway: RunningGateway) -> None:
+    """A permissions answer that withholds the submission withholds the button, even for an
+    operator whose candidate is eligible: the page follows the server's decision, not a guess."""
+    run_id = "run-console-withheld"
+    seed(gateway, run_id)
+    enable_policy(gateway)
+
+    def withhold(route: Route) -> None:
+        reply = route.fetch()
+        document = reply.json()
+        for permission in document["permissions"]:
+            if permission["method"].endswith("/RequestInvalidReadContinuity"):
+                permission["permitted"] = False
+        route.fulfill(response=reply, json=document)
+
+    page.route("**/api/v1/caller/permissions", withhold)
+    open_run(page, gateway, run_id, "operator-token")
+    page.get_by_role("button", name="Check current admission").click()
+    expect(page.get_by_text("Admission needs execution operator authority")).to_be_visible()
+    expect(page.get_by_text("eligible", exact=True).first).to_be_visible()
+    expect(page.get_by_role("button", name="Review admission (version 1)")).to_have_count(0)
+
+    page.unroute("**/api/v1/caller/permissions")
+    page.route("**/api/v1/caller/permissions", lambda route: route.abort())
+    page.get_by_role("button", name="Check current admission").click()
+    expect(page.get_by_text("The caller's permissions could not be read")).to_be_visible()
+    expect(page.get_by_role("button", name="Review admission (version 1)")).to_have_count(0)

@@ -32,7 +32,7 @@ def test_the_index_keeps_the_token_and_opens_the_run(page: Page, gateway: Runnin
     page.goto(f"{gateway.url}/console/")
     page.get_by_label("Bearer token").fill("reader-token")
     page.get_by_label("Run ID").fill("run-console-index")
-    screenshot(page, "index-phone")
+    screenshot(page, gateway, "index-phone")
     page.get_by_role("button", name="Open run").click()
     expect(page.get_by_role("heading", name="Run run-console-index")).to_be_visible()
     expect(page.locator("#command-ledger")).to_have_text("11 of 22 commands used")

@@ -71,7 +71,7 @@ def test_a_reviewed_provider_refusal_requeues_the_same_request(
         page.get_by_label(label).check()
     expect(requeue).to_be_enabled()
     assert_every_control_labelled(page)
-    screenshot(page, "refusal-review-desktop")
+    screenshot(page, gateway, "refusal-review-desktop")
     requeue.click()
     receipt = page.locator('[data-receipt="queued"]')
     expect(receipt).to_contain_text("Continuation queued")

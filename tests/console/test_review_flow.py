@@ -75,9 +75,9 @@ def test_review_failed_admission_requeues_the_same_request(
     expect(requeue).to_be_disabled()
     page.get_by_label(ACKNOWLEDGEMENTS[0]).check()
     assert_every_control_labelled(page)
-    screenshot(page, "review-desktop")
+    screenshot(page, gateway, "review-desktop")
     page.set_viewport_size(PHONE)
-    screenshot(page, "review-phone")
+    screenshot(page, gateway, "review-phone")
 
     requeue.click()
     receipt = page.locator('[data-receipt="queued"]')
@@ -86,9 +86,9 @@ def test_review_failed_admission_requeues_the_same_request(
     expect(receipt.get_by_role("link", name="worker records")).to_be_visible()
     expect(receipt.get_by_role("link", name="command records")).to_be_visible()
     expect(receipt.get_by_role("link", name="journal records")).to_be_visible()
-    screenshot(page, "receipt-phone")
+    screenshot(page, gateway, "receipt-phone")
     page.set_viewport_size({"width": 1280, "height": 900})
-    screenshot(page, "receipt-desktop")
+    screenshot(page, gateway, "receipt-desktop")
 
     outcome = saved_recovery(gateway, run_id)
     assert outcome["recovery_id"] == action["id"], "the identity chosen before submission"
@@ -180,14 +180,19 @@ def test_callers_without_the_authority_see_no_action(page: Page, gateway: Runnin
     run_id = "run-console-unauthorized"
     failed_unclaimed(gateway, run_id)
     rows = gateway.rows()
-    # An execution operator without administrator authority: the candidate route answers 403.
+    # An execution operator without administrator authority: the permissions read says so, and
+    # the administrators' recovery candidate is not even asked for.
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.url))
     open_run(page, gateway, run_id, "operator-token")
     page.get_by_role("button", name="Check current admission").click()
     expect(page.locator(f'[data-ticket="{run_id}-request-1"]')).to_contain_text(
         "needs current factory administrator authority"
     )
     expect(page.get_by_role("button", name="Review failed admission")).to_have_count(0)
-    screenshot(page, "unauthorized-desktop")
+    assert any(url.endswith("/api/v1/caller/permissions") for url in sent)
+    assert not any(url.endswith("/recovery-candidate") for url in sent)
+    screenshot(page, gateway, "unauthorized-desktop")
 
     # An administrator who is not the ticket's original operator: held, with the server's hold.
     page.get_by_role("button", name="Forget token").click()

@@ -105,6 +105,14 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
         admission_pb2.GetInvalidReadContinuityRequest(run_id="run-1", request_id="req-1")
     )
     assert read_back.ticket == first.ticket
+    # Who the caller is and what its roles permit: a read, decided from the enforced role tables.
+    caller = admission.GetCallerPermissions(admission_pb2.GetCallerPermissionsRequest())
+    assert caller.identity == "olga-operator"
+    assert list(caller.roles) == [common_pb2.ROLE_EXECUTION_OPERATOR]
+    decided = {p.method.rsplit("/", 1)[1]: p.permitted for p in caller.permissions}
+    assert decided["RequestInvalidReadContinuity"] and decided["RequestInvalidReadContinuityV2"]
+    assert not decided["RequestInvalidReadRecovery"]
+    assert not decided["GetInvalidReadRecoveryCandidate"]
 
     found_v2 = candidates.GetInvalidReadContinuityCandidate(
         candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id="run-2", version=2)

@@ -47,8 +47,8 @@ def test_every_http_rule_of_the_contracts_is_a_route() -> None:
     routes = contract_routes()
     assert {route.method.full_name for route in routes} == annotated
     # 31 + ExecutionService.FailUnclaimedExecutionRequest + the four of ReconciliationService
-    # + LedgerService.InspectJournal
-    assert len(routes) == len(annotated) == 37
+    # + LedgerService.InspectJournal + AdmissionService.GetCallerPermissions
+    assert len(routes) == len(annotated) == 38
     assert {(route.http_method, route.template.text) for route in routes} >= SPEC_ROUTES
     assert all(route.server in {"ledger", "candidate", "admission"} for route in routes)
 

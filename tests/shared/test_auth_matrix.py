@@ -15,7 +15,9 @@ from google.protobuf import symbol_database
 
 from forge.continuity.v1 import (
     admission_pb2,
+    admission_pb2_grpc,
     candidate_pb2,
+    common_pb2,
     execution_pb2,
     ledger_pb2,
     policy_pb2,
@@ -26,7 +28,7 @@ from services.candidate.servicer import bindings as candidate_bindings
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
 from shared.errors import from_rpc_error
-from tests.support import ROLE_TOKENS, Served, admission_downstream, serve
+from tests.support import ROLE_TOKENS, TOKENS, Served, admission_downstream, serve
 
 ALL = frozenset(ROLE_TOKENS)
 ADMIN = frozenset({"factory_administrator"})
@@ -81,6 +83,7 @@ EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.AdmissionService/GetRejectedBoundaryRecovery": ALL,
     "/forge.continuity.v1.AdmissionService/RequestReadonlyObservationRecovery": ADMIN,
     "/forge.continuity.v1.AdmissionService/GetReadonlyObservationRecovery": ALL,
+    "/forge.continuity.v1.AdmissionService/GetCallerPermissions": ALL,
 }
 FILES = (ledger_pb2, policy_pb2, execution_pb2, reconciliation_pb2, candidate_pb2, admission_pb2)
 
@@ -192,3 +195,74 @@ def test_each_role_is_allowed_exactly_where_documented(
             ), (role, code)
         else:
             assert (code, reason) == (grpc.StatusCode.PERMISSION_DENIED, "ROLE_REQUIRED"), role
+
+
+def _permissions(served: Served, token: str) -> admission_pb2.GetCallerPermissionsResponse:
+    channel = grpc.insecure_channel(served.target)
+    try:
+        reply: admission_pb2.GetCallerPermissionsResponse = admission_pb2_grpc.AdmissionServiceStub(
+            channel
+        ).GetCallerPermissions(
+            admission_pb2.GetCallerPermissionsRequest(),
+            metadata=[("authorization", f"Bearer {token}")],
+            timeout=5,
+        )
+        return reply
+    finally:
+        channel.close()
+
+
+REPORTED = sorted(
+    m
+    for m in EXPECTED
+    if m.split("/")[1].split(".")[-1] in ("AdmissionService", "CandidateService")
+)
+# Every call that writes or gates a write: the console offers an action only for these.
+SUBMISSIONS = [m for m in REPORTED if m.split("/")[-1].startswith("Request")]
+
+
+@pytest.mark.parametrize("role", sorted(ROLE_TOKENS))
+def test_caller_permissions_match_what_the_interceptor_decides(
+    servers: dict[str, Served], role: str
+) -> None:
+    """The reported decision for each admission and candidate RPC is the decision the server
+    takes when the same caller calls it."""
+    token = ROLE_TOKENS[role]
+    reply = _permissions(servers["AdmissionService"], token)
+    identity, roles = TOKENS[token]
+    assert reply.identity == identity
+    assert [common_pb2.Role.Name(r) for r in reply.roles] == [f"ROLE_{r.upper()}" for r in roles]
+    reported = {p.method: p for p in reply.permissions}
+    assert [p.method for p in reply.permissions] == REPORTED  # every RPC, sorted
+    assert len(SUBMISSIONS) >= 5 and set(SUBMISSIONS) <= set(reported)
+    for method in REPORTED:
+        permission = reported[method]
+        assert {
+            common_pb2.Role.Name(r)[len("ROLE_") :].lower() for r in permission.required_roles
+        } == (EXPECTED[method]), method
+        code, reason = _call(
+            servers[METHODS[method][0]], method, [("authorization", f"Bearer {token}")]
+        )
+        refused = (code, reason) == (grpc.StatusCode.PERMISSION_DENIED, "ROLE_REQUIRED")
+        assert permission.permitted == (not refused), (role, method, code, reason)
+        assert permission.permitted == (role in EXPECTED[method]), (role, method)
+
+
+def test_caller_permissions_need_credentials(servers: dict[str, Served]) -> None:
+    code, reason = _call(
+        servers["AdmissionService"],
+        "/forge.continuity.v1.AdmissionService/GetCallerPermissions",
+        [],
+    )
+    assert (code, reason) == (grpc.StatusCode.UNAUTHENTICATED, "CREDENTIALS_MISSING")
+
+
+def test_a_caller_with_two_roles_is_permitted_what_either_permits(
+    servers: dict[str, Served],
+) -> None:
+    reply = _permissions(servers["AdmissionService"], "admin-operator-token")
+    assert reply.identity == "ada-admin-operator"
+    permitted = {p.method for p in reply.permissions if p.permitted}
+    assert permitted == {
+        m for m in REPORTED if EXPECTED[m] & {"factory_administrator", "execution_operator"}
+    }

@@ -24,6 +24,7 @@ Examples (against `make run`, which prints the local development tokens)::
     python -m services.client reconcile show run-1 exr_...
     python -m services.client journal show run-1
     python -m services.client --json journal verify run-1
+    python -m services.client --token dev-operator-token whoami
 
 Exit status: 0 on success; 1 when a service (or the client's own validation) refuses, or when
 ``journal verify`` finds a broken chain; 2 for usage errors. Refusals print
@@ -43,6 +44,7 @@ from collections.abc import Mapping, Sequence
 
 from services.client._base import TOKEN_VARIABLE
 from services.client.cli import (
+    caller,
     invalid_read,
     journal,
     policy,
@@ -67,7 +69,15 @@ from shared.errors import DomainError
 __all__ = ["EXIT_OK", "EXIT_REFUSED", "EXIT_USAGE", "UsageError", "build_parser", "main"]
 
 #: The command modules, in the order their commands are listed in ``--help``.
-_WORKFLOWS = (policy, invalid_read, recoveries, rejected_boundary, reconciliation, journal)
+_WORKFLOWS = (
+    policy,
+    invalid_read,
+    recoveries,
+    rejected_boundary,
+    reconciliation,
+    journal,
+    caller,
+)
 
 
 def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ from typing import Any
 from google.protobuf import json_format, timestamp_pb2
 from google.protobuf.message import Message
 
-from forge.continuity.v1 import candidate_pb2, common_pb2, inspection_pb2, ledger_pb2
+from forge.continuity.v1 import admission_pb2, candidate_pb2, common_pb2, inspection_pb2, ledger_pb2
 from shared.contract import DIGEST_NAMES, enum_short_name
 from shared.errors import DomainError
 
@@ -318,6 +318,23 @@ def inspection_lines(result: inspection_pb2.InspectJournalResponse) -> list[str]
 
 
 # --- refusals ----------------------------------------------------------------------------------
+
+
+def _roles(numbers: Sequence[int]) -> str:
+    return ", ".join(enum_short_name(common_pb2.Role, n).lower() for n in numbers) or "-"
+
+
+def permission_lines(reply: admission_pb2.GetCallerPermissionsResponse) -> list[str]:
+    """The caller, then one row per RPC: whether it is permitted and which roles permit it."""
+    rows = [
+        (p.method.rsplit(".", 1)[-1], "yes" if p.permitted else "no", _roles(p.required_roles))
+        for p in reply.permissions
+    ]
+    return [
+        *aligned([("identity", reply.identity), ("roles", _roles(reply.roles))]),
+        "",
+        *table(("METHOD", "PERMITTED", "ROLES"), rows),
+    ]
 
 
 def error_lines(error: DomainError) -> list[str]:

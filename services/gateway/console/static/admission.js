@@ -1,9 +1,9 @@
 // Check current admission, and the v1 / v2 admission review when no ticket exists.
 
 import {
-  acknowledgements, actionKey, badge, call, code, describe, el, facts, handoffView, holdsView,
-  inFlight, loadAction, newIdentity, note, permits, queuedReceipt, readBack, saveAction, setStatus,
-  submitOnce,
+  acknowledgements, actionKey, badge, call, callerPermissions, code, describe, el, facts, handoffView,
+  holdsView, inFlight, loadAction, newIdentity, note, permits, queuedReceipt, readBack, saveAction,
+  setStatus, submitOnce, withheldNote,
 } from "./common.js";
 import { grantableWindow, loadRecords, page, requestPath, runPath, usageText } from "./run.js";
 import { ticketView } from "./recoveries.js";
@@ -80,11 +80,15 @@ async function continuityCandidate(area) {
 
 async function continuityVersion(body, version) {
   body.replaceChildren(note(`Reading the version ${version} candidate…`));
+  const permissions = await callerPermissions();
+  if (!permissions.may("CandidateService/GetInvalidReadContinuityCandidate")) {
+    body.replaceChildren(withheldNote(permissions,
+      "This token has no execution operator or administrator authority: no candidate and no action."));
+    return;
+  }
   const answer = await call("GET", `${runPath()}/invalid-read-continuity/candidate?version=${version}`);
   if (answer.outcome !== "ok") {
-    body.replaceChildren(note(answer.status === 403
-      ? "This token has no execution operator or administrator authority: no candidate and no action."
-      : `The candidate could not be read: ${describe(answer)}`));
+    body.replaceChildren(note(`The candidate could not be read: ${describe(answer)}`));
     return;
   }
   const candidate = answer.json.candidate;
@@ -101,11 +105,8 @@ async function continuityVersion(body, version) {
     el("h4", {}, "Holds"), holdsView(candidate.holds), handoffView(candidate.handoff));
   if (!permits(candidate, "request_invalid_read_continuity")) return;
   // The candidate route also serves administrators; admission takes execution operators only.
-  // Ask the admission route itself: an empty body is refused before anything is written, with
-  // 403 for a caller without the role.
-  const probe = await call("POST", `${runPath()}/invalid-read-continuity/${version === 2 ? "requests-v2" : "requests"}/console-authority-check`, {});
-  if (probe.status === 403 || probe.status === 401) {
-    body.append(note("Admission needs execution operator authority; this token has none, so no action is offered."));
+  if (!permissions.may(`AdmissionService/${version === 2 ? "RequestInvalidReadContinuityV2" : "RequestInvalidReadContinuity"}`)) {
+    body.append(withheldNote(permissions, "Admission needs execution operator authority; this token has none, so no action is offered."));
     return;
   }
   const review = el("div", {});

@@ -114,6 +114,22 @@ export function handoffView(handoff) {
     ]));
 }
 
+// What the caller's roles permit, from GET /caller/permissions: the server derives it from the role
+// table its authorization enforces, so no action is offered that it would refuse on role. Asked
+// again at each check (a revoked role shows at once); an answer that is not "ok" permits nothing.
+// may("AdmissionService/RequestInvalidReadContinuity", ...) is true when every RPC named is permitted.
+export async function callerPermissions() {
+  const answer = await call("GET", `${API}/caller/permissions`);
+  const permitted = new Set(answer.outcome === "ok"
+    ? (answer.json.permissions || []).filter((p) => p.permitted).map((p) => p.method.replace(/^\/forge\.continuity\.v1\./, ""))
+    : []);
+  return { answer, may: (...rpcs) => rpcs.length > 0 && rpcs.every((rpc) => permitted.has(rpc)) };
+}
+
+// A note for an action withheld on role: `needs` when the permissions were read, else why not.
+export const withheldNote = (permissions, needs) => note(permissions.answer.outcome === "ok"
+  ? needs : `The caller's permissions could not be read (${describe(permissions.answer)}), so no action is offered.`);
+
 export const permits = (candidate, action) =>
   Boolean(candidate.eligible) && (candidate.handoff?.permitted_next_actions || []).some((a) => a.action === action);
 

@@ -1,9 +1,9 @@
 // A ticket and its recoveries: never-claimed (Review failed admission) and rejected-boundary.
 
 import {
-  acknowledgements, actionKey, badge, call, code, describe, el, erLink, facts, handoffView,
-  holdsView, inFlight, loadAction, newIdentity, note, permits, queuedReceipt, readBack, saveAction,
-  seqLink, shortName, stateName, submitOnce,
+  acknowledgements, actionKey, badge, call, callerPermissions, code, describe, el, erLink, facts,
+  handoffView, holdsView, inFlight, loadAction, newIdentity, note, permits, queuedReceipt, readBack,
+  saveAction, seqLink, shortName, stateName, submitOnce, withheldNote,
 } from "./common.js";
 import { grantableWindow, page, requestPath, usageText } from "./run.js";
 
@@ -88,16 +88,24 @@ async function recoveryView(area, ticket, current) {
     area.replaceChildren(note("No recovery applies: the request has not failed."));
     return;
   }
-  const answer = await call("GET", `${base}/recovery-candidate`);
-  if (answer.outcome !== "ok") {
-    area.replaceChildren(note(answer.status === 403
-      ? "Reviewing a failed admission needs current factory administrator authority; this token has none, so no action is offered."
-      : `The recovery candidate could not be read: ${describe(answer)}`));
-    return;
-  }
+  // Both recoveries read a candidate and submit as a factory administrator: ask the roles first.
+  const permissions = await callerPermissions();
   if (Number(current.lease.generation) > 0) {
     // Claimed, then failed: only the provider-refusal (rejected-boundary) recovery can apply.
+    if (!permissions.may("CandidateService/GetRejectedBoundaryCandidate", "AdmissionService/RequestRejectedBoundaryRecovery")) {
+      area.replaceChildren(withheldNote(permissions, "The provider-refusal recovery needs current factory administrator authority; no action is offered."));
+      return;
+    }
     rejectedBoundaryView(area, ticket, current);
+    return;
+  }
+  if (!permissions.may("CandidateService/GetInvalidReadRecoveryCandidate")) {
+    area.replaceChildren(withheldNote(permissions, "Reviewing a failed admission needs current factory administrator authority; this token has none, so no action is offered."));
+    return;
+  }
+  const answer = await call("GET", `${base}/recovery-candidate`);
+  if (answer.outcome !== "ok") {
+    area.replaceChildren(note(`The recovery candidate could not be read: ${describe(answer)}`));
     return;
   }
   const candidate = answer.json.candidate;
@@ -105,6 +113,10 @@ async function recoveryView(area, ticket, current) {
   area.replaceChildren(el("h4", {}, "Recovery candidate"), candidateFacts(candidate),
     el("h4", {}, "Holds"), holdsView(candidate.holds), handoffView(candidate.handoff), review);
   if (!permits(candidate, "request_invalid_read_recovery")) return;
+  if (!permissions.may("AdmissionService/RequestInvalidReadRecovery")) {
+    review.append(withheldNote(permissions, "Requeueing needs factory administrator authority; this token has none, so no action is offered."));
+    return;
+  }
   const open = el("button", { type: "button" }, "Review failed admission");
   open.addEventListener("click", () => { open.remove(); neverClaimedReview(review, candidate, ticket, current, key); });
   review.append(el("div", { class: "actions" }, open));
@@ -195,6 +207,11 @@ function rejectedBoundaryView(area, ticket, current) {
       ]),
       el("h4", {}, "Holds"), holdsView(candidate.holds), handoffView(candidate.handoff), reviewArea);
     if (!permits(candidate, "request_rejected_boundary_recovery")) return;
+    const again = await callerPermissions();  // the review may be read long after the page was
+    if (!again.may("AdmissionService/RequestRejectedBoundaryRecovery")) {
+      reviewArea.append(withheldNote(again, "The provider-refusal recovery needs current factory administrator authority; no action is offered."));
+      return;
+    }
     const open = el("button", { type: "button" }, "Review provider rejection");
     open.addEventListener("click", () => { open.remove(); refusalReview(reviewArea, candidate, review, ticket, current, key); });
     reviewArea.append(el("div", { class: "actions" }, open));

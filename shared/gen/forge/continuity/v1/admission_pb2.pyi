@@ -3,12 +3,14 @@
 isort:skip_file
 """
 
+from collections import abc as _abc
 from forge.continuity.v1 import candidate_pb2 as _candidate_pb2
 from forge.continuity.v1 import common_pb2 as _common_pb2
 from forge.continuity.v1 import ledger_pb2 as _ledger_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
@@ -746,3 +748,89 @@ class GetReadonlyObservationRecoveryResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetReadonlyObservationRecoveryResponse: _TypeAlias = GetReadonlyObservationRecoveryResponse  # noqa: Y015
+
+@_typing.final
+class GetCallerPermissionsRequest(_message.Message):
+    """GetCallerPermissionsRequest asks about the authenticated caller; it has no fields."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetCallerPermissionsRequest: _TypeAlias = GetCallerPermissionsRequest  # noqa: Y015
+
+@_typing.final
+class MethodPermission(_message.Message):
+    """MethodPermission is the authorization decision for one RPC and the caller's current roles."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    METHOD_FIELD_NUMBER: _builtins.int
+    PERMITTED_FIELD_NUMBER: _builtins.int
+    REQUIRED_ROLES_FIELD_NUMBER: _builtins.int
+    method: _builtins.str
+    """Full gRPC method name, e.g. "/forge.continuity.v1.AdmissionService/RequestInvalidReadContinuity"."""
+    permitted: _builtins.bool
+    """True when the caller holds one of required_roles; the server refuses the call otherwise
+    (PERMISSION_DENIED, reason ROLE_REQUIRED). Workflow checks (holds, the original operator,
+    authority re-checked at commit) still apply to a permitted call.
+    """
+    @_builtins.property
+    def required_roles(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Role.ValueType]:
+        """The roles any one of which permits the call, in enum order."""
+
+    def __init__(
+        self,
+        *,
+        method: _builtins.str = ...,
+        permitted: _builtins.bool = ...,
+        required_roles: _abc.Iterable[_common_pb2.Role.ValueType] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["method", b"method", "permitted", b"permitted", "required_roles", b"required_roles"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MethodPermission: _TypeAlias = MethodPermission  # noqa: Y015
+
+@_typing.final
+class GetCallerPermissionsResponse(_message.Message):
+    """GetCallerPermissionsResponse describes the caller as the server authenticated it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    IDENTITY_FIELD_NUMBER: _builtins.int
+    ROLES_FIELD_NUMBER: _builtins.int
+    PERMISSIONS_FIELD_NUMBER: _builtins.int
+    identity: _builtins.str
+    """The caller's identity from the principals file (the name recorded as actor or operator)."""
+    @_builtins.property
+    def roles(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Role.ValueType]:
+        """The caller's roles, in enum order."""
+
+    @_builtins.property
+    def permissions(self) -> _containers.RepeatedCompositeFieldContainer[Global___MethodPermission]:
+        """One decision per RPC of the AdmissionService and the CandidateService, sorted by method."""
+
+    def __init__(
+        self,
+        *,
+        identity: _builtins.str = ...,
+        roles: _abc.Iterable[_common_pb2.Role.ValueType] | None = ...,
+        permissions: _abc.Iterable[Global___MethodPermission] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["identity", b"identity", "permissions", b"permissions", "roles", b"roles"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetCallerPermissionsResponse: _TypeAlias = GetCallerPermissionsResponse  # noqa: Y015

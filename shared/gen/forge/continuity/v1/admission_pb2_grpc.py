@@ -83,6 +83,11 @@ class AdmissionServiceStub:
                 request_serializer=forge_dot_continuity_dot_v1_dot_admission__pb2.GetReadonlyObservationRecoveryRequest.SerializeToString,
                 response_deserializer=forge_dot_continuity_dot_v1_dot_admission__pb2.GetReadonlyObservationRecoveryResponse.FromString,
                 _registered_method=True)
+        self.GetCallerPermissions = channel.unary_unary(
+                '/forge.continuity.v1.AdmissionService/GetCallerPermissions',
+                request_serializer=forge_dot_continuity_dot_v1_dot_admission__pb2.GetCallerPermissionsRequest.SerializeToString,
+                response_deserializer=forge_dot_continuity_dot_v1_dot_admission__pb2.GetCallerPermissionsResponse.FromString,
+                _registered_method=True)
 
 
 class AdmissionServiceServicer:
@@ -157,6 +162,15 @@ class AdmissionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetCallerPermissions(self, request, context):
+        """Reads who the caller is and which admission and candidate RPCs its roles permit now, decided
+        by the same role table the server's authorization enforces. Reads nothing else and writes
+        nothing. Role: any authenticated caller.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdmissionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -204,6 +218,11 @@ def add_AdmissionServiceServicer_to_server(servicer, server):
                     servicer.GetReadonlyObservationRecovery,
                     request_deserializer=forge_dot_continuity_dot_v1_dot_admission__pb2.GetReadonlyObservationRecoveryRequest.FromString,
                     response_serializer=forge_dot_continuity_dot_v1_dot_admission__pb2.GetReadonlyObservationRecoveryResponse.SerializeToString,
+            ),
+            'GetCallerPermissions': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCallerPermissions,
+                    request_deserializer=forge_dot_continuity_dot_v1_dot_admission__pb2.GetCallerPermissionsRequest.FromString,
+                    response_serializer=forge_dot_continuity_dot_v1_dot_admission__pb2.GetCallerPermissionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -453,6 +472,33 @@ class AdmissionService:
             '/forge.continuity.v1.AdmissionService/GetReadonlyObservationRecovery',
             forge_dot_continuity_dot_v1_dot_admission__pb2.GetReadonlyObservationRecoveryRequest.SerializeToString,
             forge_dot_continuity_dot_v1_dot_admission__pb2.GetReadonlyObservationRecoveryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCallerPermissions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/forge.continuity.v1.AdmissionService/GetCallerPermissions',
+            forge_dot_continuity_dot_v1_dot_admission__pb2.GetCallerPermissionsRequest.SerializeToString,
+            forge_dot_continuity_dot_v1_dot_admission__pb2.GetCallerPermissionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -59,6 +59,11 @@ class AdmissionServiceStub:
     """Submits the read-only observation recovery once. Role: factory administrator."""
     GetReadonlyObservationRecovery: _grpc.UnaryUnaryMultiCallable[_admission_pb2.GetReadonlyObservationRecoveryRequest, _admission_pb2.GetReadonlyObservationRecoveryResponse]
     """Reads the saved read-only observation recovery. Role: reader or better."""
+    GetCallerPermissions: _grpc.UnaryUnaryMultiCallable[_admission_pb2.GetCallerPermissionsRequest, _admission_pb2.GetCallerPermissionsResponse]
+    """Reads who the caller is and which admission and candidate RPCs its roles permit now, decided
+    by the same role table the server's authorization enforces. Reads nothing else and writes
+    nothing. Role: any authenticated caller.
+    """
 
 @_typing.type_check_only
 class AdmissionServiceAsyncStub(AdmissionServiceStub):
@@ -91,6 +96,11 @@ class AdmissionServiceAsyncStub(AdmissionServiceStub):
     """Submits the read-only observation recovery once. Role: factory administrator."""
     GetReadonlyObservationRecovery: _aio.UnaryUnaryMultiCallable[_admission_pb2.GetReadonlyObservationRecoveryRequest, _admission_pb2.GetReadonlyObservationRecoveryResponse]  # type: ignore[assignment]
     """Reads the saved read-only observation recovery. Role: reader or better."""
+    GetCallerPermissions: _aio.UnaryUnaryMultiCallable[_admission_pb2.GetCallerPermissionsRequest, _admission_pb2.GetCallerPermissionsResponse]  # type: ignore[assignment]
+    """Reads who the caller is and which admission and candidate RPCs its roles permit now, decided
+    by the same role table the server's authorization enforces. Reads nothing else and writes
+    nothing. Role: any authenticated caller.
+    """
 
 class AdmissionServiceServicer(metaclass=_abc_1.ABCMeta):
     """AdmissionService checks an operator's exact digests and acknowledgements, recomputes the candidate,
@@ -174,5 +184,16 @@ class AdmissionServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_admission_pb2.GetReadonlyObservationRecoveryResponse, _abc.Awaitable[_admission_pb2.GetReadonlyObservationRecoveryResponse]]:
         """Reads the saved read-only observation recovery. Role: reader or better."""
+
+    @_abc_1.abstractmethod
+    def GetCallerPermissions(
+        self,
+        request: _admission_pb2.GetCallerPermissionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admission_pb2.GetCallerPermissionsResponse, _abc.Awaitable[_admission_pb2.GetCallerPermissionsResponse]]:
+        """Reads who the caller is and which admission and candidate RPCs its roles permit now, decided
+        by the same role table the server's authorization enforces. Reads nothing else and writes
+        nothing. Role: any authenticated caller.
+        """
 
 def add_AdmissionServiceServicer_to_server(servicer: AdmissionServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
