@@ -56,6 +56,10 @@ class BoundRequest:
     #: administrator-reviewed rejection pins the same request. Only the rejected-boundary
     #: workflow sets it; it resolves the claim's residual effect.
     refusal_reviewed: bool = False
+    #: The native history after the refusal recovery proves one consumed turn with exact
+    #: pure-read custody (one unavailable evidence observation, at most one retained list
+    #: result). Only the read-only observation workflow sets it; it resolves that claim.
+    observation_proven: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,9 @@ class ActionFacts:
     #: None unless the action rests on a reviewed provider refusal; then every reason the native
     #: history and the review do not prove the supported case (empty: proven).
     refusal_problems: tuple[str, ...] | None = None
+    #: None unless the action rests on read-only observation custody; then every reason the
+    #: native history does not prove the supported case (empty: proven).
+    observation_problems: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -138,6 +145,11 @@ class Unresolved:
 Outcome = Admissible | Unresolved
 
 CLAIM_ALTERNATIVES = ("failed", "committed", "in_flight")
+
+
+def _claim_resolved(bound: BoundRequest) -> bool:
+    """A worker claim whose outcome native evidence settles for the workflow asking."""
+    return bound.refusal_reviewed or bound.observation_proven
 
 
 def _refusals(facts: ActionFacts) -> list[Refusal]:
@@ -209,7 +221,17 @@ def _refusals(facts: ActionFacts) -> list[Refusal]:
                     problem,
                 )
             )
-    if bound.state == "claimed" or (bound.claimed and not bound.refusal_reviewed):
+    for problem in facts.observation_problems or ():
+        found.append(
+            Refusal(
+                Concern.RESIDUAL_EFFECT,
+                "OBSERVATION_NOT_PROVEN",
+                "CUSTODY",
+                bound.execution_request_id,
+                problem,
+            )
+        )
+    if bound.state == "claimed" or (bound.claimed and not _claim_resolved(bound)):
         found.append(
             Refusal(
                 Concern.RESIDUAL_EFFECT,
@@ -221,6 +243,7 @@ def _refusals(facts: ActionFacts) -> list[Refusal]:
         )
     elif (
         facts.refusal_problems is None
+        and facts.observation_problems is None
         and bound.state != "queued"
         and not (bound.state == "failed" and bound.failed_unclaimed)
     ):
@@ -281,7 +304,7 @@ def _permitted(facts: ActionFacts, refusals: list[Refusal]) -> tuple[PermittedAc
 def _handoff(facts: ActionFacts, refusals: list[Refusal]) -> Handoff:
     bound = facts.bound
     unresolved: list[tuple[str, tuple[str, ...]]] = []
-    if bound.state == "claimed" or (bound.claimed and not bound.refusal_reviewed):
+    if bound.state == "claimed" or (bound.claimed and not _claim_resolved(bound)):
         unresolved.append((bound.execution_request_id, CLAIM_ALTERNATIVES))
     unresolved += [(subject, CLAIM_ALTERNATIVES) for subject in facts.uncertain]
     obligations = (

@@ -4,7 +4,7 @@ refusals arrive as the typed domain errors they carried (shared.client.call)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import grpc
@@ -147,6 +147,7 @@ class GrpcCandidateSources:
             digest=policy.digest,
             allow_unavailable_source_observations=policy.allow_unavailable_source_observations,
             allow_pre_admission_recovery=policy.allow_pre_admission_recovery,
+            allow_readonly_observation_recovery=policy.allow_readonly_observation_recovery,
         )
 
     def execution_requests(self, run_id: str) -> list[ExecutionRecord]:
@@ -205,6 +206,27 @@ class GrpcCandidateSources:
                 raw_response=raw_response,
                 version=VERSIONS[version].reconstruction_version,  # type: ignore[arg-type]
                 consumed_at=consumed_at,
+            ),
+        )
+        return Reconstruction(found.derived_checkpoint_digest, found.witness_digest)
+
+    def reconstruct_observation(
+        self,
+        derived_checkpoint: bytes,
+        raw_response: bytes,
+        consumed_at: str,
+        retained_results: Mapping[str, str],
+    ) -> Reconstruction:
+        found = call(
+            self._reconstruction.ReconstructReadonlyObservation,
+            reconstruction_pb2.ReconstructReadonlyObservationRequest(
+                derived_checkpoint=derived_checkpoint,
+                raw_response=raw_response,
+                consumed_at=consumed_at,
+                retained_results=[
+                    reconstruction_pb2.RetainedToolResult(call_id=call_id, result_json=result)
+                    for call_id, result in sorted(retained_results.items())
+                ],
             ),
         )
         return Reconstruction(found.derived_checkpoint_digest, found.witness_digest)

@@ -27,6 +27,11 @@ from shared.rejected_boundary import (
     refusal_problems,
     rejected_boundary_facts,
 )
+from shared.readonly_observation import (
+    READONLY_OBSERVATION,
+    observation_custody,
+    readonly_observation_facts,
+)
 from shared.rejected_boundary_evidence import report_problems
 from shared.request_history import (
     NEVER_CLAIMED,
@@ -40,6 +45,7 @@ from .checks import common
 from .facts import Facts, read_snapshot
 from .journal import closure_of
 from .model import OUTSTANDING_STATES, Entry, Hold, HoldReason, JournalHead, Requirement, hold
+from .observation import ObservationCheck, observation_check
 from .reproduction import reproduction_check
 from .sources import CandidateSources
 
@@ -112,6 +118,29 @@ def rejected_boundary_candidate(
     )
 
 
+def readonly_observation_candidate(
+    sources: CandidateSources,
+    run_id: str,
+    request_id: str,
+    caller: Caller,
+    *,
+    clock: Callable[[], datetime] = utc_now,
+    qualified: Callable[[str], bool] = is_qualified,
+) -> RecoveryCandidate:
+    """The read-only observation candidate of ``request_id``: the consumed turn after the
+    refusal recovery, its read custody and its sealed reconstruction."""
+    return _recovery_candidate(
+        sources,
+        run_id,
+        request_id,
+        caller,
+        None,
+        clock=clock,
+        qualified=qualified,
+        observation=True,
+    )
+
+
 def _recovery_candidate(
     sources: CandidateSources,
     run_id: str,
@@ -121,6 +150,7 @@ def _recovery_candidate(
     *,
     clock: Callable[[], datetime],
     qualified: Callable[[str], bool],
+    observation: bool = False,
 ) -> RecoveryCandidate:
     snapshot = read_snapshot(sources, run_id)
     policy = sources.policy()
@@ -164,7 +194,24 @@ def _recovery_candidate(
         _deadline_remaining(snapshot.run.active_deadline, now),
     )
     pending_digest = ""  # the reproduced pending request (rejected boundary only)
-    if review is None:
+    observed: ObservationCheck | None = None  # the reconstruction (read-only observation only)
+    if observation:
+        workflow = READONLY_OBSERVATION
+        custody = observation_custody(snapshot.entries, history)
+        observed = observation_check(sources, custody)
+        holds += observed.holds
+        admissibility = readonly_observation_facts(
+            history,
+            custody,
+            state=state,
+            outstanding=outstanding,
+            workflow_enabled=policy.enabled and policy.allow_readonly_observation_recovery,
+            actor=actor,
+            actor_has_authority=has_authority
+            and (caller.recomputing or caller.has_execution_authority),
+            consumed=consumed,
+        )
+    elif review is None:
         workflow = NEVER_CLAIMED
         admissibility = never_claimed_facts(
             history,
@@ -226,6 +273,10 @@ def _recovery_candidate(
         # the review is part of what the decision rests on
         decided_on["reviewed_rejection_digest"] = review.digest
         decided_on["pending_reproduction_digest"] = pending_digest
+    if observed is not None:
+        # the reconstructed continuation is part of what the decision rests on
+        decided_on["observation_checkpoint_digest"] = observed.derived_checkpoint_digest
+        decided_on["observation_witness_digest"] = observed.witness_digest
     return RecoveryCandidate(
         run_id=run_id,
         request_id=request_id,

@@ -36,6 +36,7 @@ class EntryKind(enum.Enum):
     REQUEST_EVENT = "request_event"
     REFUSAL_SETTLEMENT = "refusal_settlement"
     ADMISSION_REFUSAL = "admission_refusal"
+    READONLY_OBSERVATION_RECOVERY = "readonly_observation_recovery"
 
 
 # Kinds only the ledger's own transactions write; a caller can never forge them by append.
@@ -47,6 +48,7 @@ LEDGER_ONLY_KINDS = frozenset(
         EntryKind.REQUEST_EVENT,
         EntryKind.REFUSAL_SETTLEMENT,
         EntryKind.ADMISSION_REFUSAL,
+        EntryKind.READONLY_OBSERVATION_RECOVERY,
     }
 )
 
@@ -69,6 +71,7 @@ REQUIRED_KEYS: Mapping[EntryKind, tuple[str, ...]] = {
     EntryKind.REQUEST_EVENT: ("execution_request_id", "event"),
     EntryKind.REFUSAL_SETTLEMENT: ("recovery_id",),
     EntryKind.ADMISSION_REFUSAL: ("reason",),
+    EntryKind.READONLY_OBSERVATION_RECOVERY: ("recovery_id", "derived_checkpoint_digest"),
 }
 
 TOOL_OUTCOME_STATUSES = frozenset({"succeeded", "failed", "unknown"})

@@ -116,6 +116,12 @@ class _JournalEntryKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Jour
     """Written only by the ledger: a typed refusal while entering a continuity policy epoch.
     Payload: {"reason"}.
     """
+    JOURNAL_ENTRY_KIND_READONLY_OBSERVATION_RECOVERY: _JournalEntryKind.ValueType  # 19
+    """Written only by the ledger: the read-only observation recovery witness, which explains the
+    reviewed continuation of a consumed turn whose evidence observation was not retained (the
+    original unknown tool outcome stays unchanged). Payload: {"recovery_id", "request_id",
+    "execution_request_id", "derived_checkpoint_digest", "observation_witness_digest"}.
+    """
 
 class JournalEntryKind(_JournalEntryKind, metaclass=_JournalEntryKindEnumTypeWrapper):
     """JournalEntryKind is the typed kind of one native journal entry. Each kind documents the JSON keys
@@ -170,6 +176,12 @@ JOURNAL_ENTRY_KIND_REFUSAL_SETTLEMENT: JournalEntryKind.ValueType  # 17
 JOURNAL_ENTRY_KIND_ADMISSION_REFUSAL: JournalEntryKind.ValueType  # 18
 """Written only by the ledger: a typed refusal while entering a continuity policy epoch.
 Payload: {"reason"}.
+"""
+JOURNAL_ENTRY_KIND_READONLY_OBSERVATION_RECOVERY: JournalEntryKind.ValueType  # 19
+"""Written only by the ledger: the read-only observation recovery witness, which explains the
+reviewed continuation of a consumed turn whose evidence observation was not retained (the
+original unknown tool outcome stays unchanged). Payload: {"recovery_id", "request_id",
+"execution_request_id", "derived_checkpoint_digest", "observation_witness_digest"}.
 """
 Global___JournalEntryKind: _TypeAlias = JournalEntryKind  # noqa: Y015
 
@@ -266,6 +278,12 @@ class _HoldReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_HoldReason
     derived checkpoint is not the retained model_request_sent entry or not the reviewed request
     (wire bytes, length or a retained part differ), or it cannot be reproduced at all.
     """
+    HOLD_REASON_OBSERVATION_NOT_PROVEN: _HoldReason.ValueType  # 27
+    """The native history does not prove the read-only observation case: one consumed response
+    after the refusal recovery with exact pure-read custody (one unavailable read_run_evidence
+    call, at most one list_files call with its exact retained result), or its sealed
+    reconstruction refuses.
+    """
 
 class HoldReason(_HoldReason, metaclass=_HoldReasonEnumTypeWrapper):
     """HoldReason is the typed reason a candidate, ticket or action is held."""
@@ -328,6 +346,12 @@ HOLD_REASON_REQUEST_NOT_REPRODUCED: HoldReason.ValueType  # 26
 """The pending request reproduced through the sealed public SDK transport from the ticket's
 derived checkpoint is not the retained model_request_sent entry or not the reviewed request
 (wire bytes, length or a retained part differ), or it cannot be reproduced at all.
+"""
+HOLD_REASON_OBSERVATION_NOT_PROVEN: HoldReason.ValueType  # 27
+"""The native history does not prove the read-only observation case: one consumed response
+after the refusal recovery with exact pure-read custody (one unavailable read_run_evidence
+call, at most one list_files call with its exact retained result), or its sealed
+reconstruction refuses.
 """
 Global___HoldReason: _TypeAlias = HoldReason  # noqa: Y015
 
