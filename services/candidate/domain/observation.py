@@ -11,6 +11,7 @@ checkpoint's digest joins the candidate digest, so admission's recomputation see
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from shared.canonical import sha256_digest
@@ -28,6 +29,31 @@ class ObservationCheck:
     holds: tuple[Hold, ...]
     derived_checkpoint_digest: str
     witness_digest: str
+
+
+@dataclass(frozen=True)
+class ObservationProof:
+    """What admission needs to reconstruct again and compare (the candidate's proof)."""
+
+    pending_checkpoint_digest: str
+    consumed_response_digest: str
+    consumed_at: str
+    retained_result_digests: Mapping[str, str]
+    evidence_call_id: str
+    derived_checkpoint_digest: str
+    witness_digest: str
+
+    @classmethod
+    def of(cls, custody: ObservationCustody, check: ObservationCheck) -> ObservationProof:
+        return cls(
+            pending_checkpoint_digest=custody.pending_checkpoint_digest,
+            consumed_response_digest=custody.consumed_response_digest,
+            consumed_at=custody.consumed_at,
+            retained_result_digests=dict(custody.retained),
+            evidence_call_id=custody.evidence_call_id,
+            derived_checkpoint_digest=check.derived_checkpoint_digest,
+            witness_digest=check.witness_digest,
+        )
 
 
 def _intact(sources: CandidateSources, digest: str) -> bytes | None:

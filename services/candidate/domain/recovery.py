@@ -45,7 +45,7 @@ from .checks import common
 from .facts import Facts, read_snapshot
 from .journal import closure_of
 from .model import OUTSTANDING_STATES, Entry, Hold, HoldReason, JournalHead, Requirement, hold
-from .observation import ObservationCheck, observation_check
+from .observation import ObservationCheck, ObservationProof, observation_check
 from .reproduction import reproduction_check
 from .sources import CandidateSources
 
@@ -77,6 +77,8 @@ class RecoveryCandidate:
     handoff: Handoff
     policy_revision: int
     journal_head: JournalHead
+    #: Read-only observation only: the consumed turn and its reconstruction.
+    observation: ObservationProof | None = None
 
 
 def _deadline_remaining(active_deadline: datetime | None, now: datetime) -> int:
@@ -195,10 +197,12 @@ def _recovery_candidate(
     )
     pending_digest = ""  # the reproduced pending request (rejected boundary only)
     observed: ObservationCheck | None = None  # the reconstruction (read-only observation only)
+    proof: ObservationProof | None = None
     if observation:
         workflow = READONLY_OBSERVATION
         custody = observation_custody(snapshot.entries, history)
         observed = observation_check(sources, custody)
+        proof = ObservationProof.of(custody, observed)
         holds += observed.holds
         admissibility = readonly_observation_facts(
             history,
@@ -286,6 +290,7 @@ def _recovery_candidate(
         handoff=handoff,
         policy_revision=policy.revision,
         journal_head=snapshot.head,
+        observation=proof,
     )
 
 

@@ -111,7 +111,8 @@ def _check_metadata(response: ModelResponse, raw: Any) -> None:
         raise _diverged("provider_response_id", "the response id is not the raw response's")
     if response.model_name != raw.get("model"):
         raise _diverged("model_name", "the model is not the raw response's")
-    usage = raw.get("usage") if isinstance(raw.get("usage"), dict) else {}
+    found = raw.get("usage")
+    usage: dict[str, Any] = found if isinstance(found, dict) else {}
     if response.usage.input_tokens != usage.get("prompt_tokens", 0) or (
         response.usage.output_tokens != usage.get("completion_tokens", 0)
     ):
