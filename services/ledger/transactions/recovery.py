@@ -1,11 +1,11 @@
-"""The never-claimed recovery transaction (docs/adr/0009-admissibility-check.md) and reading a
-saved recovery back.
+"""The recovery transaction of every recovery workflow (docs/adr/0009-admissibility-check.md)
+and reading a saved recovery back.
 
 One transaction: lock the policy, apply idempotency by recovery_id, re-run the admissibility
 check with the actor's authority re-checked now (the rejected boundary also re-checks its pinned
-reports and the corrective provider configuration against the stored documents), then preserve
-everything, append a recovery
-witness and a request event, and queue the same execution request with a new finite lease bounded
+reports and the corrective provider configuration against the stored documents; the read-only
+observation its read custody and the binding of its separate derived checkpoint), then preserve
+everything, append a recovery witness and a request event, and queue the same execution request with a new finite lease bounded
 exactly as at admission. No attempt, model allowance or command quota is added.
 """
 
@@ -28,6 +28,7 @@ from services.ledger.domain.execution import (
 from services.ledger.domain.journal import EntryKind
 from services.ledger.domain.recoveries import (
     NEVER_CLAIMED,
+    READONLY_OBSERVATION,
     REJECTED_BOUNDARY,
     WORKFLOWS,
     StoredRecovery,
@@ -46,7 +47,9 @@ from services.ledger.transactions.base import (
     lock_policy,
     retry_on_unique_conflict,
 )
+from services.ledger.transactions import readonly_observation as observation
 from services.ledger.transactions.execution import existing_request
+from services.ledger.transactions.readonly_observation import ObservationInput
 from shared.admissibility import ActionFacts, Consumed, Unresolved, check
 from shared.canonical import is_digest
 from shared.contract import MAX_WINDOW_SECONDS
@@ -58,6 +61,11 @@ from shared.errors import (
     PreconditionViolation,
 )
 from shared.idempotency import StoredAction, replay_or_conflict
+from shared.readonly_observation import (
+    ObservationCustody,
+    observation_custody,
+    readonly_observation_facts,
+)
 from shared.rejected_boundary import (
     ASSERTION_KIND,
     REQUIRED_ROLES,
@@ -83,6 +91,7 @@ from shared.timeutil import from_text, to_text
 RECOVERY_ROLES = {
     NEVER_CLAIMED: frozenset({"factory_administrator"}),
     REJECTED_BOUNDARY: REQUIRED_ROLES,
+    READONLY_OBSERVATION: REQUIRED_ROLES,
 }
 #: Current roles of an identity; the ledger asks again inside every recovery transaction.
 Authority = Callable[[str], frozenset[str]]
@@ -111,13 +120,21 @@ class RecoveryInput:
     reviewed: ReviewedRejection | None = None
     #: Rejected boundary only: the corrective provider configuration.
     corrective: CorrectiveProvider | None = None
+    #: Read-only observation only: the derived checkpoint admission reconstructed.
+    observation: ObservationInput | None = None
 
     def validate(self) -> None:
         for name in ("run_id", "request_id", "recovery_id"):
             check_identifier(name, getattr(self, name))
         violations: list[FieldViolation] = []
-        if self.workflow not in (NEVER_CLAIMED, REJECTED_BOUNDARY):
+        if self.workflow not in WORKFLOWS:
             violations.append(FieldViolation("workflow", "not a submittable recovery workflow"))
+        if (self.workflow == READONLY_OBSERVATION) != (self.observation is not None):
+            violations.append(
+                FieldViolation("derived_checkpoint", "required by (only) the read-only observation")
+            )
+        if self.observation is not None:
+            violations += self.observation.violations()
         for name in ("reviewed", "corrective"):
             if (self.workflow == REJECTED_BOUNDARY) != (getattr(self, name) is not None):
                 violations.append(
@@ -242,18 +259,23 @@ def _recover(
     record = existing_request(connection, ticket.ticket.execution_request_id, for_update=True)
     entries = list(journal_rows.iter_journal(connection, run.spec.run_id))
     history = request_history(entries, recovery.request_id)
+    custody = observation_custody(entries, history)
     pending = request_rows.list_execution_requests(connection, run.spec.run_id, PENDING_STATES)
+    settings = policy.settings
     facts = _facts(
         recovery,
         history,
+        custody,
         record,
         run,
         state=record.state.value,
         outstanding=tuple(r.execution_request_id for r in pending),
-        workflow_enabled=policy.settings.enabled
-        and (
-            recovery.workflow != REJECTED_BOUNDARY or policy.settings.allow_pre_admission_recovery
-        ),
+        workflow_enabled=settings.enabled
+        and {
+            NEVER_CLAIMED: True,
+            REJECTED_BOUNDARY: settings.allow_pre_admission_recovery,
+            READONLY_OBSERVATION: settings.allow_readonly_observation_recovery,
+        }[recovery.workflow],
         actor_has_authority=RECOVERY_ROLES[recovery.workflow] <= authority(recovery.actor),
         consumed=consumed_from(entries, run.spec.command_limit, _deadline_remaining(run, context)),
     )
@@ -264,6 +286,9 @@ def _recover(
     # configuration changed or missing since the candidate refuses the action
     if recovery.reviewed is not None and recovery.corrective is not None:
         _check_pinned_evidence(connection, recovery.reviewed, recovery.corrective)
+    # R.4c the read-only observation's derived checkpoint is bound to the journal's consumed turn
+    if recovery.observation is not None:
+        observation.check_binding(connection, recovery.observation, custody)
     # R.5 the queue cap: the requeued request counts as pending again (no new ticket)
     check_capacity(
         policy,
@@ -297,24 +322,39 @@ def _recover(
             },
             recovery.actor,
         ).sequence
+    checkpoint_digest, binding = record.checkpoint_digest, {}
+    if recovery.observation is not None:
+        # a separate derived checkpoint and invocation binding; the original one stays intact
+        checkpoint_digest = recovery.observation.derived_checkpoint_digest
+        observation.store_checkpoint(connection, recovery.observation, context.now())
+        binding = {
+            "invocation_binding": observation.invocation_binding(
+                record, checkpoint_digest, policy.revision
+            )
+        }
     witness = append_entry(
         context,
         connection,
         run.spec.run_id,
-        EntryKind.RECOVERY_WITNESS,
+        (
+            EntryKind.READONLY_OBSERVATION_RECOVERY
+            if recovery.observation is not None
+            else EntryKind.RECOVERY_WITNESS
+        ),
         {
             "recovery_id": recovery.recovery_id,
             "workflow": recovery.workflow,
             "request_id": recovery.request_id,
             "execution_request_id": record.execution_request_id,
             "candidate_digest": recovery.candidate_digest,
-            "failed_sequence": _failed_sequence(recovery, history),
+            "failed_sequence": _failed_sequence(recovery, history, custody),
             "policy_revision": policy.revision,
             **(
                 {"corrective_provider": asdict(recovery.corrective)}
                 if recovery.corrective is not None
                 else {}
             ),
+            **_observation_witness(recovery.observation, custody),
         },
         recovery.actor,
     )
@@ -330,6 +370,7 @@ def _recover(
             "attempt_id": record.attempt_id,
             "lease_generation": record.lease_generation,
             "lease_seconds": lease_seconds,
+            **binding,
         },
         recovery.actor,
     )
@@ -337,6 +378,7 @@ def _recover(
     created_at = to_text(now)
     requeued = replace(
         record,
+        checkpoint_digest=checkpoint_digest,
         state=RequestState.QUEUED,
         policy_revision=policy.revision,
         lease_seconds=lease_seconds,
@@ -361,14 +403,36 @@ def _recover(
         created_at=created_at,
         settlement_sequence=settlement_sequence,
         reviewed_rejection_digest=recovery.reviewed.digest if recovery.reviewed else "",
+        derived_checkpoint_digest=(
+            recovery.observation.derived_checkpoint_digest if recovery.observation else ""
+        ),
     )
     recovery_rows.insert_recovery(connection, saved)
     return Recovery(saved, requeued, created=True)
 
 
+def _observation_witness(
+    found: ObservationInput | None, custody: ObservationCustody
+) -> dict[str, object]:
+    """What the read-only observation witness adds: the consumed turn and its reconstruction.
+    The original unknown tool outcome stays unchanged; this entry explains the continuation."""
+    if found is None:
+        return {}
+    return {
+        "derived_checkpoint_digest": found.derived_checkpoint_digest,
+        "observation_witness_digest": found.witness_digest,
+        "source_checkpoint_digest": custody.pending_checkpoint_digest,
+        "consumed_response_digest": custody.consumed_response_digest,
+        "unavailable_call_id": custody.evidence_call_id,
+        "retained_results": dict(sorted(custody.retained.items())),
+        "appended_result": dict(observation.OBSERVATION_UNAVAILABLE),
+    }
+
+
 def _facts(
     recovery: RecoveryInput,
     history: RequestHistory,
+    custody: ObservationCustody,
     record: ExecutionRequestRecord,
     run: Run,
     *,
@@ -379,6 +443,17 @@ def _facts(
     consumed: Consumed,
 ) -> ActionFacts:
     """The workflow's admissibility facts, read now inside the transaction."""
+    if recovery.workflow == READONLY_OBSERVATION:
+        return readonly_observation_facts(
+            history,
+            custody,
+            state=state,
+            outstanding=outstanding,
+            workflow_enabled=workflow_enabled,
+            actor=recovery.actor,
+            actor_has_authority=actor_has_authority,
+            consumed=consumed,
+        )
     if recovery.reviewed is None:
         return never_claimed_facts(
             history,
@@ -439,7 +514,11 @@ def _evidence_refusal(reason: str, problems: tuple[EvidenceProblem, ...]) -> Fai
     )
 
 
-def _failed_sequence(recovery: RecoveryInput, history: RequestHistory) -> int:
+def _failed_sequence(
+    recovery: RecoveryInput, history: RequestHistory, custody: ObservationCustody
+) -> int:
+    if recovery.observation is not None:
+        return custody.failed_sequence
     if recovery.reviewed is not None:
         return history.claimed_failures[0][0]
     return history.unclaimed_failure_sequence

@@ -1,0 +1,257 @@
+"""The read-only observation recovery end to end: four real services, SQLite and PostgreSQL.
+
+The history is the supported one: admission, a provider refusal of the first request and its
+reviewed recovery (the real SDK's request to a loopback provider), then a second claim whose same
+request is answered and consumed; the list_files result is retained, the evidence result is not.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine
+
+from forge.continuity.v1 import (
+    admission_pb2,
+    candidate_pb2,
+    common_pb2,
+    execution_pb2,
+    ledger_pb2,
+)
+from services.reconstruction.domain import reproduce_pending_request
+from services.demo.observation_turn import EVIDENCE_CALL, LIST_CALL, LISTED, consumed_turn
+from services.demo.provider import RefusingProvider
+from services.demo.seed import seed_held_run
+from shared.canonical import parse_json
+from tests.admission.conftest import Stack, rpc_reason
+from tests.admission.conftest import submission as continuity
+from tests.recovery.conftest import Authority
+from tests.recovery.test_never_claimed import (
+    ADA,
+    ADA_IDENTITY,
+    FIXTURE,
+    claim,
+    execution,
+    holds,
+    kinds,
+    refused_with_nothing_written,
+)
+from tests.recovery.test_rejected_boundary import (
+    MODEL,
+    PRINCIPAL,
+    append,
+    candidate_of,
+    refused_at_provider,
+    review,
+)
+from tests.recovery.test_rejected_boundary import submission as refusal_submission
+from tests.support import row_counts
+
+CONSUMED_AT = "2026-12-03T07:00:00.000000Z"
+KIND = {
+    "model_request_sent": common_pb2.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
+    "response_consumed": common_pb2.JOURNAL_ENTRY_KIND_RESPONSE_CONSUMED,
+    "tool_call_granted": common_pb2.JOURNAL_ENTRY_KIND_TOOL_CALL_GRANTED,
+    "tool_intent": common_pb2.JOURNAL_ENTRY_KIND_TOOL_INTENT,
+    "tool_outcome": common_pb2.JOURNAL_ENTRY_KIND_TOOL_OUTCOME,
+    "command_executed": common_pb2.JOURNAL_ENTRY_KIND_COMMAND_EXECUTED,
+}
+
+
+def store(stack: Stack, content: bytes) -> str:
+    return (
+        stack.ledger_stub()
+        .PutBlob(ledger_pb2.PutBlobRequest(content=content, media_type="application/json"))
+        .digest
+    )
+
+
+def refusal_recovered(stack: Stack, provider: RefusingProvider) -> tuple[ledger_pb2.AdmissionTicket, Any]:
+    """Admission, the refused first request and its reviewed recovery (part 1, B)."""
+    seed_held_run(stack.ledger_stub(), FIXTURE, "run-1")
+    stack.set_policy(allow_pre_admission_recovery=True, allow_readonly_observation_recovery=True)
+    candidate = stack.candidate_of("run-1")
+    ticket = stack.admissions(ADA).RequestInvalidReadContinuity(continuity(candidate)).ticket
+    sent = refused_at_provider(stack, ticket, provider)
+    reviewed = review(stack, sent)
+    refusal = candidate_of(stack, reviewed)
+    assert refusal.eligible, refusal.holds
+    stack.admissions(ADA).RequestRejectedBoundaryRecovery(refusal_submission(refusal, reviewed))
+    return ticket, sent
+
+
+def consumed(
+    stack: Stack,
+    ticket: ledger_pb2.AdmissionTicket,
+    sent: Any,
+    *,
+    listing: bool = True,
+    alter: Callable[[list[tuple[str, dict[str, object]]]], None] | None = None,
+    store_blobs: bool = True,
+) -> None:
+    """The second claim sends the same request; its answer is consumed and its reads granted;
+    the list result is retained, the evidence result is not; the request fails under the claim.
+    ``alter`` changes the retained custody before it is appended."""
+    claimed = claim(stack, ticket).execution_request
+    run = stack.ledger_stub("reader-token").GetRun(ledger_pb2.GetRunRequest(run_id="run-1")).run
+    turn = consumed_turn("req-2", "run-7f3a", "gpt-4o-2024-08-06", CONSUMED_AT, listing=listing)
+    assert run.run_id == "run-1"
+    if store_blobs:
+        store(stack, turn.raw_response)
+        store(stack, turn.retained_result)
+    entries: list[tuple[str, dict[str, object]]] = [
+        (
+            "model_request_sent",
+            sent.model_request_sent("req-2", claimed.execution_request_id, PRINCIPAL),
+        ),
+        *turn.entries,
+    ]
+    if alter is not None:
+        alter(entries)
+    for kind, payload in entries:
+        append(stack, KIND[kind], payload)
+    execution(stack).FailExecutionRequest(
+        execution_pb2.FailExecutionRequestRequest(
+            execution_request_id=claimed.execution_request_id,
+            lease_generation=claimed.lease.generation,
+            reason="agentic_tool_unknown",
+        )
+    )
+
+
+def observation_candidate(stack: Stack, token: str = ADA) -> candidate_pb2.RecoveryCandidate:
+    return (
+        stack.candidates(token)
+        .GetReadonlyObservationCandidate(
+            candidate_pb2.GetReadonlyObservationCandidateRequest(run_id="run-1", request_id="req-1")
+        )
+        .candidate
+    )
+
+
+def observation(
+    candidate: candidate_pb2.RecoveryCandidate, recovery_id: str = "obs-1", **overrides: object
+) -> admission_pb2.RequestReadonlyObservationRecoveryRequest:
+    fields: dict[str, object] = {
+        "run_id": "run-1",
+        "request_id": "req-1",
+        "recovery_id": recovery_id,
+        "candidate_digest": candidate.candidate_digest,
+        "valid_for_seconds": 900,
+        "acknowledge_unavailable_observation": True,
+        "acknowledge_no_original_callback_replay": True,
+        "acknowledge_same_request_attempt_and_budgets": True,
+        "acknowledge_finite_ownership_lease": True,
+    }
+    fields.update(overrides)
+    return admission_pb2.RequestReadonlyObservationRecoveryRequest(**fields)  # type: ignore[arg-type]
+
+
+def entries_of(stack: Stack) -> list[common_pb2.JournalEntry]:
+    return list(
+        stack.ledger_stub("reader-token")
+        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id="run-1", page_size=1000))
+        .entries
+    )
+
+
+def test_recover_read_back_resubmit_and_continue_from_the_separate_checkpoint(
+    stack: Stack, engine: Engine, provider: RefusingProvider
+) -> None:
+    ticket, sent = refusal_recovered(stack, provider)
+    consumed(stack, ticket, sent)
+    candidate = observation_candidate(stack)
+    assert candidate.eligible, candidate.holds
+    assert [a.action for a in candidate.handoff.permitted_next_actions] == [
+        "request_readonly_observation_recovery"
+    ]
+    proof = candidate.observation
+    assert proof.evidence_call_id == EVIDENCE_CALL
+    assert set(proof.retained_result_digests) == {LIST_CALL}
+    before_entries = entries_of(stack)
+    unknown = [e for e in before_entries if '"unknown"' in e.payload_json]
+    counts = row_counts(engine)
+    usage = execution(stack, "reader-token").GetCommandUsage(
+        execution_pb2.GetCommandUsageRequest(run_id="run-1")
+    )
+    first = stack.admissions(ADA).RequestReadonlyObservationRecovery(observation(candidate))
+    assert first.created
+    outcome = first.outcome
+    assert outcome.workflow == admission_pb2.RECOVERY_WORKFLOW_READONLY_OBSERVATION
+    assert outcome.actor == ADA_IDENTITY
+    assert outcome.derived_checkpoint_digest == proof.derived_checkpoint_digest
+    requeued = outcome.execution_request
+    # The same request and attempt, a separate derived checkpoint, a new finite lease.
+    assert requeued.execution_request_id == ticket.execution_request.execution_request_id
+    assert requeued.attempt_id == ticket.execution_request.attempt_id
+    assert requeued.checkpoint_digest == proof.derived_checkpoint_digest
+    assert requeued.checkpoint_digest != ticket.execution_request.checkpoint_digest
+    assert requeued.state == common_pb2.EXECUTION_REQUEST_STATE_QUEUED
+    assert 0 < requeued.lease.seconds <= 900
+    # One witness and one event appended; everything before unchanged, the unknown record too.
+    after_entries = entries_of(stack)
+    assert after_entries[: len(before_entries)] == before_entries
+    assert [e for e in after_entries if '"unknown"' in e.payload_json] == unknown
+    assert kinds(stack)[len(before_entries) :] == ["readonly_observation_recovery", "request_event"]
+    witness = parse_json(after_entries[-2].payload_json)
+    assert witness["unavailable_call_id"] == EVIDENCE_CALL
+    assert witness["appended_result"] == {
+        "status": "observation_unavailable",
+        "reason": "original_read_result_not_retained",
+    }
+    event = parse_json(after_entries[-1].payload_json)
+    assert event["invocation_binding"]["checkpoint_digest"] == proof.derived_checkpoint_digest
+    after = row_counts(engine)
+    assert after["recovery_actions"] == counts["recovery_actions"] + 1
+    assert after["admission_tickets"] == counts["admission_tickets"]
+    assert after["execution_requests"] == counts["execution_requests"]
+    assert after["blobs"] == counts["blobs"] + 1  # the separate derived checkpoint only
+    # No command charge: the run's command usage is unchanged.
+    assert (
+        execution(stack, "reader-token").GetCommandUsage(
+            execution_pb2.GetCommandUsageRequest(run_id="run-1")
+        )
+        == usage
+    )
+    # The derived history: the raw response once, the exact retained list result, the fixed
+    # unavailable observation; usage charges the response and each call once.
+    stored = (
+        stack.ledger_stub("reader-token")
+        .GetBlob(ledger_pb2.GetBlobRequest(digest=requeued.checkpoint_digest))
+        .content
+    )
+    derived = json.loads(stored)
+    results = {p["tool_call_id"]: p["content"] for p in derived["state"]["messages"][-1]["parts"]}
+    assert results == {
+        EVIDENCE_CALL: {
+            "status": "observation_unavailable",
+            "reason": "original_read_result_not_retained",
+        },
+        LIST_CALL: LISTED,
+    }
+    # Read back, identical resubmit, a different action refused.
+    read_back = stack.admissions("reader-token").GetReadonlyObservationRecovery(
+        admission_pb2.GetReadonlyObservationRecoveryRequest(run_id="run-1", request_id="req-1")
+    )
+    assert read_back.outcome == outcome
+    again = stack.admissions(ADA).RequestReadonlyObservationRecovery(observation(candidate))
+    assert not again.created and again.outcome == outcome
+    assert row_counts(engine) == after
+    refused_with_nothing_written(
+        stack,
+        engine,
+        lambda: stack.admissions(ADA).RequestReadonlyObservationRecovery(
+            observation(candidate, "obs-2")
+        ),
+        "RECOVERY_ID_CONFLICT",
+    )
+    # The next claim continues from the separate checkpoint; the pinned SDK builds the next
+    # request from it (sealed: nothing is sent).
+    claimed = claim(stack, ticket).execution_request
+    assert claimed.checkpoint_digest == proof.derived_checkpoint_digest
+    reproduced = reproduce_pending_request(stored)
+    assert b"original_read_result_not_retained" in reproduced.wire
