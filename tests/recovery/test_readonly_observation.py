@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import grpc
 import pytest
 from sqlalchemy import Engine
 
@@ -255,3 +256,187 @@ def test_recover_read_back_resubmit_and_continue_from_the_separate_checkpoint(
     assert claimed.checkpoint_digest == proof.derived_checkpoint_digest
     reproduced = reproduce_pending_request(stored)
     assert b"original_read_result_not_retained" in reproduced.wire
+
+
+def test_the_policy_flag_off_holds_and_submitting_is_refused(
+    stack: Stack, engine: Engine, provider: RefusingProvider
+) -> None:
+    ticket, sent = refusal_recovered(stack, provider)
+    consumed(stack, ticket, sent)
+    stack.set_policy(allow_pre_admission_recovery=True)  # the observation flag is off again
+    candidate = observation_candidate(stack)
+    assert holds(candidate) == {"POLICY_DISABLED"}
+    refused_with_nothing_written(
+        stack,
+        engine,
+        lambda: stack.admissions(ADA).RequestReadonlyObservationRecovery(observation(candidate)),
+        "CANDIDATE_HELD",
+    )
+
+
+def _replace_outcome(status: str) -> Callable[[list[tuple[str, dict[str, object]]]], None]:
+    def alter(entries: list[tuple[str, dict[str, object]]]) -> None:
+        for kind, payload in entries:
+            if kind == "tool_outcome" and payload["call_id"] == LIST_CALL:
+                payload["status"] = status
+
+    return alter
+
+
+def _add(kind: str, payload: dict[str, object]) -> Callable[[list[Any]], None]:
+    def alter(entries: list[Any]) -> None:
+        entries.append((kind, payload))
+
+    return alter
+
+
+def _writable_sibling(entries: list[Any]) -> None:
+    for kind, payload in entries:
+        if kind == "tool_call_granted" and payload["call_id"] == LIST_CALL:
+            payload["tool_name"] = "run_command"
+            payload["grant"] = "command"
+
+
+@pytest.mark.parametrize(
+    "alter, expected",
+    [
+        # the list result was not retained: its outcome is not a retained success
+        (_replace_outcome("unknown"), {"OBSERVATION_NOT_PROVEN"}),
+        # a command after the consumed turn: an unaccounted later effect
+        (_add("command_executed", {"command_id": "cmd-late"}), {"OBSERVATION_NOT_PROVEN"}),
+        # a writable / command sibling is no pure read
+        (_writable_sibling, {"OBSERVATION_NOT_PROVEN"}),
+        # an unknown call outside the consumed turn stays uncertain
+        (
+            _add("tool_outcome", {"call_id": "call-other", "status": "unknown"}),
+            {"OBSERVATION_NOT_PROVEN"},
+        ),
+    ],
+    ids=["list-not-retained", "late-command", "command-sibling", "other-unknown"],
+)
+def test_custody_that_is_not_exact_pure_read_stays_held(
+    stack: Stack,
+    engine: Engine,
+    provider: RefusingProvider,
+    alter: Callable[[list[Any]], None],
+    expected: set[str],
+) -> None:
+    ticket, sent = refusal_recovered(stack, provider)
+    consumed(stack, ticket, sent, alter=alter)
+    candidate = observation_candidate(stack)
+    assert not candidate.eligible
+    assert expected <= holds(candidate), candidate.holds
+    # every hold keeps the claim unresolved: the consumed turn may not be continued
+    assert "WORKER_CLAIMED" in holds(candidate)
+    refused_with_nothing_written(
+        stack,
+        engine,
+        lambda: stack.admissions(ADA).RequestReadonlyObservationRecovery(observation(candidate)),
+        "CANDIDATE_HELD",
+    )
+
+
+def test_a_lost_retained_result_holds(
+    stack: Stack, engine: Engine, provider: RefusingProvider
+) -> None:
+    ticket, sent = refusal_recovered(stack, provider)
+    consumed(stack, ticket, sent, store_blobs=False)
+    candidate = observation_candidate(stack)
+    assert holds(candidate) == {"CLOSURE_INCOMPLETE"}
+
+
+def test_without_the_refusal_recovery_nothing_qualifies(
+    stack: Stack, engine: Engine, provider: RefusingProvider
+) -> None:
+    """The spent provider-refusal action cannot authorize this one, nor can its absence."""
+    seed_held_run(stack.ledger_stub(), FIXTURE, "run-1")
+    stack.set_policy(allow_pre_admission_recovery=True, allow_readonly_observation_recovery=True)
+    ticket = stack.admissions(ADA).RequestInvalidReadContinuity(
+        continuity(stack.candidate_of("run-1"))
+    ).ticket
+    refused_at_provider(stack, ticket, provider)
+    candidate = observation_candidate(stack)
+    assert "OBSERVATION_NOT_PROVEN" in holds(candidate)
+
+
+@pytest.mark.parametrize("role", ["factory_administrator", "execution_operator"])
+def test_authority_revoked_between_candidate_and_submit(
+    stack: Stack, engine: Engine, authority: Authority, role: str, provider: RefusingProvider
+) -> None:
+    ticket, sent = refusal_recovered(stack, provider)
+    consumed(stack, ticket, sent)
+    candidate = observation_candidate(stack)
+    assert candidate.eligible
+    authority.revoke(ADA_IDENTITY, role)
+    error = refused_with_nothing_written(
+        stack,
+        engine,
+        lambda: stack.admissions(ADA).RequestReadonlyObservationRecovery(observation(candidate)),
+        "RECOVERY_UNRESOLVED",
+    )
+    assert "AUTHORITY_MISSING" in error.metadata["holds"]
+
+
+@pytest.mark.parametrize(
+    "overrides, reason",
+    [
+        ({"acknowledge_unavailable_observation": False}, "ACKNOWLEDGEMENT_REQUIRED"),
+        ({"acknowledge_finite_ownership_lease": False}, "ACKNOWLEDGEMENT_REQUIRED"),
+        ({"valid_for_seconds": 7201}, "FIELD_INVALID"),
+        ({"valid_for_seconds": 0}, "FIELD_INVALID"),
+        ({"recovery_id": "bad id"}, "FIELD_INVALID"),
+        ({"candidate_digest": "sha256:" + "0" * 64}, "CANDIDATE_DIGEST_STALE"),
+    ],
+)
+def test_bad_submissions_are_refused_and_write_nothing(
+    stack: Stack,
+    engine: Engine,
+    provider: RefusingProvider,
+    overrides: dict[str, object],
+    reason: str,
+) -> None:
+    ticket, sent = refusal_recovered(stack, provider)
+    consumed(stack, ticket, sent)
+    candidate = observation_candidate(stack)
+    refused_with_nothing_written(
+        stack,
+        engine,
+        lambda: stack.admissions(ADA).RequestReadonlyObservationRecovery(
+            observation(candidate, **overrides)
+        ),
+        reason,
+    )
+
+
+def test_two_recovery_ids_race_on_one_request_exactly_one_wins(
+    stack: Stack, provider: RefusingProvider
+) -> None:
+    ticket, sent = refusal_recovered(stack, provider)
+    consumed(stack, ticket, sent)
+    candidate = observation_candidate(stack)
+    results: dict[str, object] = {}
+    barrier = threading.Barrier(2)
+
+    def submit(recovery_id: str) -> None:
+        barrier.wait()
+        try:
+            results[recovery_id] = stack.admissions(ADA).RequestReadonlyObservationRecovery(
+                observation(candidate, recovery_id)
+            )
+        except grpc.RpcError as error:
+            results[recovery_id] = rpc_reason(error)
+
+    threads = [threading.Thread(target=submit, args=(f"obs-{i}",)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    won = [
+        r
+        for r in results.values()
+        if isinstance(r, admission_pb2.RequestReadonlyObservationRecoveryResponse)
+    ]
+    lost = [r for r in results.values() if isinstance(r, str)]
+    assert len(won) == 1 and won[0].created
+    assert lost == ["RECOVERY_ID_CONFLICT"]
+    assert kinds(stack).count("readonly_observation_recovery") == 1
