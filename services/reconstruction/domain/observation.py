@@ -37,11 +37,14 @@ from .sealed import replay_consumed_response
 OBSERVATION_WITNESS_FORMAT: Final = "forge.continuity.readonly-observation-witness/1"
 #: The one sibling whose exact retained successful result may be reused.
 RETAINED_TOOLS: Final = frozenset({"list_files"})
-DIVERGED: Final = "OBSERVATION_RECONSTRUCTION_DIVERGED"
 
 
 def _diverged(element: str, message: str) -> FailedPrecondition:
-    return FailedPrecondition(DIVERGED, f"{message} ({element})", metadata={"element": element})
+    return FailedPrecondition(
+        "OBSERVATION_RECONSTRUCTION_DIVERGED",
+        f"{message} ({element})",
+        metadata={"element": element},
+    )
 
 
 def _finding(reason: str, element: str, message: str) -> FailedPrecondition:
