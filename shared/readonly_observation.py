@@ -61,14 +61,85 @@ def _payload(row: JournalRow) -> dict[str, object]:
     return payload if isinstance(payload, dict) else {}
 
 
-def observation_custody(rows: Iterable[JournalRow], history: RequestHistory) -> ObservationCustody:
-    """Every reason the journal does not prove the supported case (empty: proven)."""
-    ordered = sorted(rows, key=lambda row: row.sequence)
-    execution = history.execution_request_id
+@dataclass
+class _Turn:
+    """The consumed turn's native rows after the refusal recovery's requeue, collected in order;
+    every row nothing here accounts for is a problem."""
+
+    execution_request_id: str
+    generation: int
+    problems: list[str] = field(default_factory=list)
+    sent: dict[str, object] | None = None
+    consumed: dict[str, object] | None = None
+    failed: int = 0
+    granted: dict[str, tuple[str, dict[str, object]]] = field(default_factory=dict)
+    intents: set[str] = field(default_factory=set)
+    outcomes: dict[str, dict[str, object]] = field(default_factory=dict)
+
+    def _own(self, payload: dict[str, object]) -> bool:
+        return payload.get("execution_request_id") == self.execution_request_id
+
+    def take(self, row: JournalRow) -> None:
+        payload, kind = _payload(row), row.kind
+        call_id = str(payload.get("call_id", ""))
+        if kind == "worker_claimed" and self._own(payload):
+            return
+        if kind == "model_request_sent" and self.sent is None:
+            self.sent = payload
+        elif kind == "response_consumed" and self.sent is not None and self.consumed is None:
+            self.consumed = payload
+        elif kind == "tool_call_granted" and self.consumed is not None and not self.failed:
+            if call_id in self.granted:
+                self.problems.append(f"journal entry {row.sequence}: {call_id} granted twice")
+            self.granted[call_id] = (str(payload.get("tool_name", "")), payload)
+        elif kind == "tool_intent" and call_id in self.granted:
+            self.intents.add(call_id)
+        elif kind == "tool_outcome" and call_id in self.intents:
+            self.outcomes[call_id] = payload
+        elif (
+            kind == "request_failed"
+            and not self.failed
+            and self._own(payload)
+            and payload.get("lease_generation") == self.generation
+        ):
+            self.failed = row.sequence
+        elif kind != "startup_recovery_annotation":
+            self.problems.append(
+                f"journal entry {row.sequence} ({kind}) is not accounted for by read custody"
+            )
+
+    def call_problems(self) -> tuple[list[str], dict[str, str]]:
+        """Each call's custody: a pure read, granted with its arguments' digest, a durable
+        intent, and the evidence outcome unknown or the list result retained."""
+        problems: list[str] = []
+        retained: dict[str, str] = {}
+        for call_id, (name, grant) in self.granted.items():
+            if name != EVIDENCE_TOOL and name not in RETAINED_TOOLS:
+                problems.append(f"call {call_id} ({name}) is not a pure read observation")
+                continue
+            granted_as = grant.get("grant", READ_GRANT)
+            if granted_as != READ_GRANT or not is_digest(str(grant.get("args_digest", ""))):
+                problems.append(f"call {call_id} has no read grant with its arguments' digest")
+            if call_id not in self.intents:
+                problems.append(f"call {call_id} has no durable intent")
+            outcome = self.outcomes.get(call_id) or {}
+            digest = str(outcome.get("result_digest", ""))
+            if name == EVIDENCE_TOOL:
+                if outcome.get("status") != "unknown":
+                    problems.append(f"the evidence call {call_id} has no durable unknown outcome")
+            elif outcome.get("status") != "succeeded" or not is_digest(digest):
+                problems.append(f"call {call_id} has no retained successful result")
+            else:
+                retained[call_id] = digest
+        return problems, retained
+
+
+def _requeued_by_refusal(ordered: list[JournalRow], history: RequestHistory) -> int:
+    """The sequence of the one provider-refusal recovery's requeue; 0 when there is none."""
     refusals = [s for flow, s in history.witnessed if flow == REJECTED_BOUNDARY]
     if len(refusals) != 1:
-        return ObservationCustody(("the history holds no complete provider-refusal recovery",))
-    requeue = next(
+        return 0
+    return next(
         (
             row.sequence
             for row in ordered
@@ -78,52 +149,30 @@ def observation_custody(rows: Iterable[JournalRow], history: RequestHistory) -> 
         ),
         0,
     )
-    if not requeue or len(history.worker_claims) != 2 or history.worker_claims[0] > requeue:
+
+
+def observation_custody(rows: Iterable[JournalRow], history: RequestHistory) -> ObservationCustody:
+    """Every reason the journal does not prove the supported case (empty: proven)."""
+    ordered = sorted(rows, key=lambda row: row.sequence)
+    requeue = _requeued_by_refusal(ordered, history)
+    if not requeue:
+        return ObservationCustody(("the history holds no complete provider-refusal recovery",))
+    if len(history.worker_claims) != 2 or history.worker_claims[0] > requeue:
         return ObservationCustody(
             ("the history does not retain exactly one worker claim after the refusal recovery",)
         )
-    after = [row for row in ordered if row.sequence > requeue]
-    problems: list[str] = []
-    checkpoint = history.derived_checkpoint_digest
-    sent = consumed = failed = None
-    granted: dict[str, tuple[str, dict[str, object]]] = {}
-    intents: set[str] = set()
-    outcomes: dict[str, dict[str, object]] = {}
-    generation = history.claim_generations[-1]
-    for row in after:
-        payload = _payload(row)
-        if row.kind == "worker_claimed" and payload.get("execution_request_id") == execution:
-            continue
-        if row.kind == "model_request_sent" and sent is None and consumed is None:
-            sent = payload
-        elif row.kind == "response_consumed" and sent is not None and consumed is None:
-            consumed = payload
-        elif row.kind == "tool_call_granted" and consumed is not None and failed is None:
-            call_id = str(payload.get("call_id", ""))
-            if call_id in granted:
-                problems.append(f"journal entry {row.sequence}: call {call_id} granted twice")
-            granted[call_id] = (str(payload.get("tool_name", "")), payload)
-        elif row.kind == "tool_intent" and str(payload.get("call_id")) in granted:
-            intents.add(str(payload.get("call_id")))
-        elif row.kind == "tool_outcome" and str(payload.get("call_id")) in intents:
-            outcomes[str(payload.get("call_id"))] = payload
-        elif (
-            row.kind == "request_failed"
-            and failed is None
-            and payload.get("execution_request_id") == execution
-            and payload.get("lease_generation") == generation
-        ):
-            failed = row.sequence
-        elif row.kind != "startup_recovery_annotation":
-            problems.append(
-                f"journal entry {row.sequence} ({row.kind}) is not accounted for by read custody"
-            )
-    if sent is None or consumed is None or failed is None:
+    turn = _Turn(history.execution_request_id, history.claim_generations[-1])
+    for row in ordered:
+        if row.sequence > requeue:
+            turn.take(row)
+    sent, consumed, problems = turn.sent, turn.consumed, turn.problems
+    if sent is None or consumed is None or not turn.failed:
         problems.append(
             "the history does not retain one provider request, one consumed response and the "
             "failure under the worker's claim"
         )
         return ObservationCustody(tuple(problems))
+    checkpoint = history.derived_checkpoint_digest
     if not checkpoint or sent.get("checkpoint_digest") != checkpoint:
         problems.append("the consumed request was not sent from the ticket's derived checkpoint")
     if consumed.get("request_id") != sent.get("request_id"):
@@ -132,41 +181,21 @@ def observation_custody(rows: Iterable[JournalRow], history: RequestHistory) -> 
     consumed_at = str(consumed.get("consumed_at", ""))
     if not is_digest(response_digest) or not consumed_at:
         problems.append("the consumed response has no digest or consumption time")
-    retained: dict[str, str] = {}
-    evidence = [c for c, (name, _) in granted.items() if name == EVIDENCE_TOOL]
+    evidence = [c for c, (name, _) in turn.granted.items() if name == EVIDENCE_TOOL]
     if len(evidence) != 1:
         problems.append(f"{len(evidence)} granted read_run_evidence calls; exactly one qualifies")
-    for call_id, (name, grant) in granted.items():
-        if name != EVIDENCE_TOOL and name not in RETAINED_TOOLS:
-            problems.append(f"call {call_id} ({name}) is not a pure read observation")
-            continue
-        if grant.get("grant", READ_GRANT) != READ_GRANT or not is_digest(
-            str(grant.get("args_digest", ""))
-        ):
-            problems.append(f"call {call_id} has no read grant with its arguments' digest")
-        if call_id not in intents:
-            problems.append(f"call {call_id} has no durable intent")
-        outcome = outcomes.get(call_id)
-        status = outcome.get("status") if outcome else None
-        if name == EVIDENCE_TOOL and status != "unknown":
-            problems.append(f"the evidence call {call_id} has no durable unknown outcome")
-        elif name != EVIDENCE_TOOL:
-            digest = str(outcome.get("result_digest", "")) if outcome else ""
-            if status != "succeeded" or not is_digest(digest):
-                problems.append(f"call {call_id} has no retained successful result")
-            else:
-                retained[call_id] = digest
-    if len(granted) - len(evidence) > 1:
+    if len(turn.granted) - len(evidence) > 1:
         problems.append("more than one list_files call")
+    call_problems, retained = turn.call_problems()
     return ObservationCustody(
-        problems=tuple(problems),
+        problems=tuple(problems + call_problems),
         pending_checkpoint_digest=str(sent.get("checkpoint_digest", "")),
         consumed_response_digest=response_digest,
         consumed_at=consumed_at,
-        calls=tuple((call_id, name) for call_id, (name, _) in granted.items()),
+        calls=tuple((call_id, name) for call_id, (name, _) in turn.granted.items()),
         evidence_call_id=evidence[0] if len(evidence) == 1 else "",
         retained=retained,
-        failed_sequence=failed,
+        failed_sequence=turn.failed,
     )
 
 

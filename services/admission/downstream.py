@@ -254,9 +254,7 @@ class Downstream:
         )
         return _recovery_candidate_view(response.candidate)
 
-    def readonly_observation_candidate(
-        self, run_id: str, request_id: str
-    ) -> RecoveryCandidateView:
+    def readonly_observation_candidate(self, run_id: str, request_id: str) -> RecoveryCandidateView:
         response: candidate_pb2.GetReadonlyObservationCandidateResponse = call(
             self.candidate.GetReadonlyObservationCandidate,
             candidate_pb2.GetReadonlyObservationCandidateRequest(

@@ -223,8 +223,7 @@ def _readonly_observation_request(
         candidate_digest=request.candidate_digest,
         valid_for_seconds=request.valid_for_seconds,
         acknowledgements={
-            name: getattr(request, name)
-            for name in RECOVERY_ACKNOWLEDGEMENTS[READONLY_OBSERVATION]
+            name: getattr(request, name) for name in RECOVERY_ACKNOWLEDGEMENTS[READONLY_OBSERVATION]
         },
     )
 

@@ -92,7 +92,11 @@ def consumed_turn(
         entries.append(
             (
                 "tool_outcome",
-                {"call_id": LIST_CALL, "status": "succeeded", "result_digest": sha256_digest(retained)},
+                {
+                    "call_id": LIST_CALL,
+                    "status": "succeeded",
+                    "result_digest": sha256_digest(retained),
+                },
             )
         )
     # The evidence read could not durably retain its result: the agentic_tool_unknown record.

@@ -156,7 +156,9 @@ def test_readonly_observation_acknowledgements_must_be_json_booleans(
             reply = refused(admin.post(path, json=sent), 400, 3, "INVALID_JSON")
             assert "acknowledge_unavailable_observation" in reply["message"]
         refused(
-            admin.get(REQUESTS.format(run="run-1", request="req-1") + "/readonly-observation-recovery"),
+            admin.get(
+                REQUESTS.format(run="run-1", request="req-1") + "/readonly-observation-recovery"
+            ),
             404,
             5,
             "RECOVERY_NOT_FOUND",

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from google.protobuf import message
 
 from forge.continuity.v1 import (
     admission_pb2,
@@ -258,9 +257,13 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
 
     # The read-only observation routes reach their own RPCs: a held request (the worker's claim
     # is unresolved), a submission whose digest is stale, and no saved action yet.
-    observed = stub(gateway, "CandidateService", "admin-token").GetReadonlyObservationCandidate(
-        candidate_pb2.GetReadonlyObservationCandidateRequest(run_id="run-1", request_id="req-1")
-    ).candidate
+    observed = (
+        stub(gateway, "CandidateService", "admin-token")
+        .GetReadonlyObservationCandidate(
+            candidate_pb2.GetReadonlyObservationCandidateRequest(run_id="run-1", request_id="req-1")
+        )
+        .candidate
+    )
     assert not observed.eligible
     assert common_pb2.HOLD_REASON_OBSERVATION_NOT_PROVEN in [h.reason for h in observed.holds]
     with pytest.raises(HttpRefused) as stale:

@@ -23,10 +23,10 @@ from forge.continuity.v1 import (
     execution_pb2,
     ledger_pb2,
 )
-from services.reconstruction.domain import reproduce_pending_request
 from services.demo.observation_turn import EVIDENCE_CALL, LIST_CALL, LISTED, consumed_turn
 from services.demo.provider import RefusingProvider
 from services.demo.seed import seed_held_run
+from services.reconstruction.domain import reproduce_pending_request
 from shared.canonical import parse_json
 from tests.admission.conftest import Stack, rpc_reason
 from tests.admission.conftest import submission as continuity
@@ -42,7 +42,6 @@ from tests.recovery.test_never_claimed import (
     refused_with_nothing_written,
 )
 from tests.recovery.test_rejected_boundary import (
-    MODEL,
     PRINCIPAL,
     append,
     candidate_of,
@@ -71,7 +70,9 @@ def store(stack: Stack, content: bytes) -> str:
     )
 
 
-def refusal_recovered(stack: Stack, provider: RefusingProvider) -> tuple[ledger_pb2.AdmissionTicket, Any]:
+def refusal_recovered(
+    stack: Stack, provider: RefusingProvider
+) -> tuple[ledger_pb2.AdmissionTicket, Any]:
     """Admission, the refused first request and its reviewed recovery (part 1, B)."""
     seed_held_run(stack.ledger_stub(), FIXTURE, "run-1")
     stack.set_policy(allow_pre_admission_recovery=True, allow_readonly_observation_recovery=True)
@@ -351,9 +352,11 @@ def test_without_the_refusal_recovery_nothing_qualifies(
     """The spent provider-refusal action cannot authorize this one, nor can its absence."""
     seed_held_run(stack.ledger_stub(), FIXTURE, "run-1")
     stack.set_policy(allow_pre_admission_recovery=True, allow_readonly_observation_recovery=True)
-    ticket = stack.admissions(ADA).RequestInvalidReadContinuity(
-        continuity(stack.candidate_of("run-1"))
-    ).ticket
+    ticket = (
+        stack.admissions(ADA)
+        .RequestInvalidReadContinuity(continuity(stack.candidate_of("run-1")))
+        .ticket
+    )
     refused_at_provider(stack, ticket, provider)
     candidate = observation_candidate(stack)
     assert "OBSERVATION_NOT_PROVEN" in holds(candidate)

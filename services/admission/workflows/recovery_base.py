@@ -181,9 +181,7 @@ class RecoverySubmission(Generic[RequestT, CandidateT, OutcomeT]):
                 "recovery_id": request.recovery_id,
             }
         )
-        require_acknowledgements(
-            request.acknowledgements, RECOVERY_ACKNOWLEDGEMENTS[self.workflow]
-        )
+        require_acknowledgements(request.acknowledgements, RECOVERY_ACKNOWLEDGEMENTS[self.workflow])
         require_window(request.valid_for_seconds)
         require_digests({"candidate_digest": request.candidate_digest})
         self.validate_more(request)

@@ -89,9 +89,7 @@ def observation_check(sources: CandidateSources, custody: ObservationCustody) ->
     if missing or checkpoint is None or response is None:
         return ObservationCheck(tuple(missing), "", "")
     try:
-        found = sources.reconstruct_observation(
-            checkpoint, response, custody.consumed_at, retained
-        )
+        found = sources.reconstruct_observation(checkpoint, response, custody.consumed_at, retained)
     except (FailedPrecondition, InvalidArgument) as refused:
         element = refused.metadata.get("element") or refused.metadata.get("field") or "-"
         return ObservationCheck(

@@ -16,25 +16,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
-from shared.admissibility import Admissible, Handoff, check
+from shared.admissibility import ActionFacts, Admissible, Handoff, check
 from shared.canonical import digest_of, is_digest, sha256_digest
 from shared.errors import NotFound
 from shared.qualification import is_qualified
+from shared.readonly_observation import (
+    READONLY_OBSERVATION,
+    observation_custody,
+    readonly_observation_facts,
+)
 from shared.rejected_boundary import (
     REJECTED_BOUNDARY,
     ReviewedRejection,
     refusal_problems,
     rejected_boundary_facts,
 )
-from shared.readonly_observation import (
-    READONLY_OBSERVATION,
-    observation_custody,
-    readonly_observation_facts,
-)
 from shared.rejected_boundary_evidence import report_problems
 from shared.request_history import (
     NEVER_CLAIMED,
+    RequestHistory,
     consumed_from,
     never_claimed_facts,
     request_history,
@@ -200,13 +202,10 @@ def _recovery_candidate(
     proof: ObservationProof | None = None
     if observation:
         workflow = READONLY_OBSERVATION
-        custody = observation_custody(snapshot.entries, history)
-        observed = observation_check(sources, custody)
-        proof = ObservationProof.of(custody, observed)
-        holds += observed.holds
-        admissibility = readonly_observation_facts(
+        admissibility, observed, proof = _observation(
+            sources,
+            snapshot.entries,
             history,
-            custody,
             state=state,
             outstanding=outstanding,
             workflow_enabled=policy.enabled and policy.allow_readonly_observation_recovery,
@@ -215,6 +214,7 @@ def _recovery_candidate(
             and (caller.recomputing or caller.has_execution_authority),
             consumed=consumed,
         )
+        holds += observed.holds
     elif review is None:
         workflow = NEVER_CLAIMED
         admissibility = never_claimed_facts(
@@ -292,6 +292,20 @@ def _recovery_candidate(
         journal_head=snapshot.head,
         observation=proof,
     )
+
+
+def _observation(
+    sources: CandidateSources,
+    entries: tuple[Entry, ...],
+    history: RequestHistory,
+    **common: Any,
+) -> tuple[ActionFacts, ObservationCheck, ObservationProof]:
+    """The read-only observation's facts: the journal's read custody, judged by the shared
+    module, and the sealed reconstruction of the consumed turn from the stored bytes."""
+    custody = observation_custody(entries, history)
+    observed = observation_check(sources, custody)
+    facts = readonly_observation_facts(history, custody, **common)
+    return facts, observed, ObservationProof.of(custody, observed)
 
 
 def _report_holds(sources: CandidateSources, review: ReviewedRejection) -> list[Hold]:

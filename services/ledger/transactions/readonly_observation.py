@@ -129,3 +129,21 @@ def invocation_binding(
         "policy_revision": policy_revision,
     }
     return {**binding, "binding_digest": digest_of(binding)}
+
+
+def witness_fields(
+    found: ObservationInput | None, custody: ObservationCustody
+) -> dict[str, object]:
+    """What the read-only observation witness adds: the consumed turn and its reconstruction.
+    The original unknown tool outcome stays unchanged; this entry explains the continuation."""
+    if found is None:
+        return {}
+    return {
+        "derived_checkpoint_digest": found.derived_checkpoint_digest,
+        "observation_witness_digest": found.witness_digest,
+        "source_checkpoint_digest": custody.pending_checkpoint_digest,
+        "consumed_response_digest": custody.consumed_response_digest,
+        "unavailable_call_id": custody.evidence_call_id,
+        "retained_results": dict(sorted(custody.retained.items())),
+        "appended_result": dict(OBSERVATION_UNAVAILABLE),
+    }

@@ -5,8 +5,9 @@ One transaction: lock the policy, apply idempotency by recovery_id, re-run the a
 check with the actor's authority re-checked now (the rejected boundary also re-checks its pinned
 reports and the corrective provider configuration against the stored documents; the read-only
 observation its read custody and the binding of its separate derived checkpoint), then preserve
-everything, append a recovery witness and a request event, and queue the same execution request with a new finite lease bounded
-exactly as at admission. No attempt, model allowance or command quota is added.
+everything, append a recovery witness and a request event, and queue the same execution request
+with a new finite lease bounded exactly as at admission. No attempt, model allowance or command
+quota is added.
 """
 
 from __future__ import annotations
@@ -34,11 +35,11 @@ from services.ledger.domain.recoveries import (
     StoredRecovery,
 )
 from services.ledger.domain.runs import Run, check_identifier
-from services.ledger.repository import blobs as blob_rows
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import recoveries as recovery_rows
 from services.ledger.repository import tickets as ticket_rows
+from services.ledger.transactions import readonly_observation as observation
 from services.ledger.transactions.base import (
     LedgerContext,
     append_entry,
@@ -47,9 +48,9 @@ from services.ledger.transactions.base import (
     lock_policy,
     retry_on_unique_conflict,
 )
-from services.ledger.transactions import readonly_observation as observation
 from services.ledger.transactions.execution import existing_request
 from services.ledger.transactions.readonly_observation import ObservationInput
+from services.ledger.transactions.rejected_boundary import check_pinned_evidence
 from shared.admissibility import ActionFacts, Consumed, Unresolved, check
 from shared.canonical import is_digest
 from shared.contract import MAX_WINDOW_SECONDS
@@ -75,9 +76,6 @@ from shared.rejected_boundary import (
 )
 from shared.rejected_boundary_evidence import (
     CorrectiveProvider,
-    EvidenceProblem,
-    corrective_problems,
-    report_problems,
 )
 from shared.request_history import (
     RequestHistory,
@@ -123,9 +121,8 @@ class RecoveryInput:
     #: Read-only observation only: the derived checkpoint admission reconstructed.
     observation: ObservationInput | None = None
 
-    def validate(self) -> None:
-        for name in ("run_id", "request_id", "recovery_id"):
-            check_identifier(name, getattr(self, name))
+    def _workflow_violations(self) -> list[FieldViolation]:
+        """The workflow is submittable and carries exactly its own fields."""
         violations: list[FieldViolation] = []
         if self.workflow not in WORKFLOWS:
             violations.append(FieldViolation("workflow", "not a submittable recovery workflow"))
@@ -143,6 +140,12 @@ class RecoveryInput:
                         "required by (only) the rejected boundary",
                     )
                 )
+        return violations
+
+    def validate(self) -> None:
+        for name in ("run_id", "request_id", "recovery_id"):
+            check_identifier(name, getattr(self, name))
+        violations = self._workflow_violations()
         if not self.actor:
             violations.append(FieldViolation("actor", "required"))
         for name in ("request_content_digest", "candidate_digest", "expected_head_hash"):
@@ -285,7 +288,7 @@ def _recover(
     # R.4b the rejected boundary's pinned evidence, read now: a report or the corrective
     # configuration changed or missing since the candidate refuses the action
     if recovery.reviewed is not None and recovery.corrective is not None:
-        _check_pinned_evidence(connection, recovery.reviewed, recovery.corrective)
+        check_pinned_evidence(connection, recovery.reviewed, recovery.corrective)
     # R.4c the read-only observation's derived checkpoint is bound to the journal's consumed turn
     if recovery.observation is not None:
         observation.check_binding(connection, recovery.observation, custody)
@@ -354,7 +357,7 @@ def _recover(
                 if recovery.corrective is not None
                 else {}
             ),
-            **_observation_witness(recovery.observation, custody),
+            **observation.witness_fields(recovery.observation, custody),
         },
         recovery.actor,
     )
@@ -411,24 +414,6 @@ def _recover(
     return Recovery(saved, requeued, created=True)
 
 
-def _observation_witness(
-    found: ObservationInput | None, custody: ObservationCustody
-) -> dict[str, object]:
-    """What the read-only observation witness adds: the consumed turn and its reconstruction.
-    The original unknown tool outcome stays unchanged; this entry explains the continuation."""
-    if found is None:
-        return {}
-    return {
-        "derived_checkpoint_digest": found.derived_checkpoint_digest,
-        "observation_witness_digest": found.witness_digest,
-        "source_checkpoint_digest": custody.pending_checkpoint_digest,
-        "consumed_response_digest": custody.consumed_response_digest,
-        "unavailable_call_id": custody.evidence_call_id,
-        "retained_results": dict(sorted(custody.retained.items())),
-        "appended_result": dict(observation.OBSERVATION_UNAVAILABLE),
-    }
-
-
 def _facts(
     recovery: RecoveryInput,
     history: RequestHistory,
@@ -479,38 +464,6 @@ def _facts(
         actor=recovery.actor,
         actor_has_authority=actor_has_authority,
         consumed=consumed,
-    )
-
-
-def _check_pinned_evidence(
-    connection: Connection, review: ReviewedRejection, corrective: CorrectiveProvider
-) -> None:
-    """FAILED_PRECONDITION REVIEWED_REPORT_UNVERIFIED or CORRECTIVE_PROVIDER_UNVERIFIED when a
-    pinned document is not stored intact or does not match the action now."""
-
-    def content_of(digest: str) -> bytes | None:
-        found = blob_rows.get_blob(connection, digest)
-        return found[0] if found is not None else None
-
-    for reason, problems in (
-        ("REVIEWED_REPORT_UNVERIFIED", report_problems(review, content_of)),
-        ("CORRECTIVE_PROVIDER_UNVERIFIED", corrective_problems(corrective, review, content_of)),
-    ):
-        if problems:
-            raise _evidence_refusal(reason, problems)
-
-
-def _evidence_refusal(reason: str, problems: tuple[EvidenceProblem, ...]) -> FailedPrecondition:
-    return FailedPrecondition(
-        reason,
-        "; ".join(problem.detail for problem in problems),
-        metadata={"fields": ",".join(sorted({problem.field for problem in problems}))},
-        precondition_violations=[
-            PreconditionViolation(
-                "MISSING" if problem.missing else "MISMATCH", problem.digest, problem.detail
-            )
-            for problem in problems
-        ],
     )
 
 

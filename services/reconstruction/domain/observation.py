@@ -63,9 +63,7 @@ class ObservationResult:
     calls: tuple[tuple[str, str], ...]
 
 
-def _calls(
-    response: ModelResponse, tools: Mapping[str, Mapping[str, Any]]
-) -> list[ToolCallPart]:
+def _calls(response: ModelResponse, tools: Mapping[str, Mapping[str, Any]]) -> list[ToolCallPart]:
     """Exactly one granted read_run_evidence call and at most one granted list_files call, with
     unique ids and arguments the frozen schemas accept; nothing else."""
     if response.finish_reason != "tool_call":
@@ -122,6 +120,46 @@ def _check_metadata(response: ModelResponse, raw: Any) -> None:
         raise _diverged("usage", "the token counts are not the raw response's")
 
 
+def _results(
+    calls: list[ToolCallPart], retained_results: Mapping[str, Any]
+) -> list[tuple[str, str, Any]]:
+    """(call id, tool name, appended content) in call order: the fixed unavailable observation
+    for the evidence call, the exact retained result for the list call, nothing else."""
+    retained = dict(retained_results)
+    results: list[tuple[str, str, Any]] = []
+    for call in calls:
+        if call.tool_name == EVIDENCE_TOOL:
+            if call.tool_call_id in retained:
+                raise _diverged(call.tool_call_id, "the evidence call has a retained result")
+            results.append((call.tool_call_id, call.tool_name, dict(OBSERVATION_UNAVAILABLE)))
+        elif call.tool_call_id not in retained:
+            raise _diverged(call.tool_call_id, "the list_files call has no retained result")
+        else:
+            results.append((call.tool_call_id, call.tool_name, retained.pop(call.tool_call_id)))
+    if retained:
+        raise _diverged(sorted(retained)[0], "a retained result names no call of the response")
+    return results
+
+
+def _validate_state(state: Any, derived_state: dict[str, Any], appended: int) -> None:
+    """Canonical JSON, JSON types preserved: the SDK round-trips history, usage and limits
+    unchanged; limits, settings and contract are the checkpoint's; usage charges the consumed
+    response once and each original call once."""
+    _round_trip("messages", MESSAGES, derived_state["messages"])
+    _round_trip("usage", USAGE, derived_state["usage"])
+    _round_trip("limits", LIMITS, derived_state["limits"])
+    for name in ("limits", "model_settings", "model_request_parameters"):
+        changed = first_difference(state[name], derived_state[name])
+        if changed is not None:
+            raise _diverged(f"{name}{changed}", "the checkpoint's value changed")
+    before, after = state["usage"], derived_state["usage"]
+    if (
+        after.get("requests") != before.get("requests", 0) + 1
+        or after.get("tool_calls") != before.get("tool_calls", 0) + appended
+    ):
+        raise _diverged("usage", "the consumed response and each call are not charged once")
+
+
 def _round_trip(name: str, adapter: Any, value: Any) -> None:
     """The SDK loads and dumps ``value`` to the same canonical JSON (types preserved)."""
     try:
@@ -166,19 +204,7 @@ async def areconstruct_readonly_observation(
     _check_metadata(replay.response, raw)
     tools = {str(t["name"]): t for t in state["model_request_parameters"]["function_tools"]}
     calls = _calls(replay.response, tools)
-    retained = dict(retained_results)
-    results: list[tuple[str, str, Any]] = []
-    for call in calls:
-        if call.tool_name == EVIDENCE_TOOL:
-            if call.tool_call_id in retained:
-                raise _diverged(call.tool_call_id, "the evidence call has a retained result")
-            results.append((call.tool_call_id, call.tool_name, dict(OBSERVATION_UNAVAILABLE)))
-        elif call.tool_call_id not in retained:
-            raise _diverged(call.tool_call_id, "the list_files call has no retained result")
-        else:
-            results.append((call.tool_call_id, call.tool_name, retained.pop(call.tool_call_id)))
-    if retained:
-        raise _diverged(sorted(retained)[0], "a retained result names no call of the response")
+    results = _results(calls, retained_results)
     # New message metadata: native consumption time and the continuation's run identifiers.
     continuation = continuation_run_id(record)
     response = replace(
@@ -213,14 +239,8 @@ async def areconstruct_readonly_observation(
         "model_settings": state["model_settings"],
         "model_request_parameters": state["model_request_parameters"],
     }
-    _round_trip("messages", MESSAGES, messages_json)
-    _round_trip("usage", USAGE, derived_state["usage"])
-    _round_trip("limits", LIMITS, derived_state["limits"])
+    _validate_state(state, derived_state, len(results))
     before, after = state["usage"], derived_state["usage"]
-    if after.get("requests") != before.get("requests", 0) + 1 or after.get(
-        "tool_calls"
-    ) != before.get("tool_calls", 0) + len(results):
-        raise _diverged("usage", "the consumed response and each call are not charged once")
     witness = {
         "format": OBSERVATION_WITNESS_FORMAT,
         "transition": transition(),
