@@ -34,6 +34,7 @@ from forge.continuity.v1 import (
     policy_pb2,
     policy_pb2_grpc,
 )
+from services.demo.observation_story import observation_story
 from services.demo.recovery_story import never_claimed_story
 from services.demo.refusal_story import refusal_story
 from services.demo.seed import load_fixture, seed_held_run
@@ -280,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
             story(targets, args.run_id)
             never_claimed_story(targets, f"{args.run_id}-recovery", TOKENS, check, step)
             refusal_story(targets, f"{args.run_id}-refusal", TOKENS, check, step)
+            observation_story(targets, f"{args.run_id}-observation", TOKENS, check, step)
     except StepFailed as failure:
         print(f"\nDEMO FAILED: {failure}", file=sys.stderr)
         return 1
@@ -289,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\nThe v1 story behaved as the spec says.")
     print("The never-claimed recovery story behaved as the spec says.")
     print("The rejected-boundary recovery story behaved as the spec says.")
+    print("The read-only observation recovery story behaved as the spec says.")
     return 0
 
 

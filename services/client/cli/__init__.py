@@ -37,7 +37,14 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from services.client._base import TOKEN_VARIABLE
-from services.client.cli import invalid_read, journal, policy, recoveries, rejected_boundary
+from services.client.cli import (
+    invalid_read,
+    journal,
+    observation,
+    policy,
+    recoveries,
+    rejected_boundary,
+)
 from services.client.cli._command import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -55,7 +62,7 @@ from shared.errors import DomainError
 __all__ = ["EXIT_OK", "EXIT_REFUSED", "EXIT_USAGE", "UsageError", "build_parser", "main"]
 
 #: The command modules, in the order their commands are listed in ``--help``.
-_WORKFLOWS = (policy, invalid_read, recoveries, rejected_boundary, journal)
+_WORKFLOWS = (policy, invalid_read, recoveries, rejected_boundary, observation, journal)
 
 
 def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
