@@ -27,7 +27,8 @@ from services.demo.observation_turn import EVIDENCE_CALL, LIST_CALL, LISTED, con
 from services.demo.provider import RefusingProvider
 from services.demo.seed import seed_held_run
 from services.reconstruction.domain import reproduce_pending_request
-from shared.canonical import parse_json
+from services.reconstruction.domain.observation import reconstruct_readonly_observation
+from shared.canonical import canonical_bytes, parse_json, sha256_digest
 from tests.admission.conftest import Stack, rpc_reason
 from tests.admission.conftest import submission as continuity
 from tests.recovery.conftest import Authority
@@ -443,3 +444,71 @@ def test_two_recovery_ids_race_on_one_request_exactly_one_wins(
     assert len(won) == 1 and won[0].created
     assert lost == ["RECOVERY_ID_CONFLICT"]
     assert kinds(stack).count("readonly_observation_recovery") == 1
+
+
+@pytest.mark.parametrize(
+    "retained, reason",
+    [
+        # a valid reconstruction, but of a listing the journal did not retain
+        ({LIST_CALL: ["src/other.py"]}, "RECONSTRUCTION_MISMATCH"),
+        # the evidence call answered by a "retained" result: no reconstruction makes it
+        (None, "RECONSTRUCTION_MISMATCH"),
+    ],
+)
+def test_the_ledger_binds_the_derived_checkpoint_to_the_journals_turn(
+    stack: Stack,
+    engine: Engine,
+    provider: RefusingProvider,
+    retained: dict[str, object] | None,
+    reason: str,
+) -> None:
+    """The ledger cannot reach reconstruction: inside its transaction it checks the derived
+    checkpoint's source, consumed response and appended results against the journal and the
+    stored retained results."""
+    ticket, sent = refusal_recovered(stack, provider)
+    consumed(stack, ticket, sent)
+    candidate = observation_candidate(stack)
+    proof = candidate.observation
+    reader = stack.ledger_stub("reader-token")
+
+    def blob(digest: str) -> bytes:
+        return reader.GetBlob(ledger_pb2.GetBlobRequest(digest=digest)).content
+
+    checkpoint = blob(proof.pending_checkpoint_digest)
+    response = blob(proof.consumed_response_digest)
+    if retained is not None:
+        derived = reconstruct_readonly_observation(
+            checkpoint, response, proof.consumed_at, retained
+        )
+        content = derived.derived_checkpoint
+    else:
+        genuine = reconstruct_readonly_observation(
+            checkpoint, response, proof.consumed_at, {LIST_CALL: LISTED}
+        )
+        envelope = json.loads(genuine.derived_checkpoint)
+        for item in envelope["reconstruction"]["appended_results"]:
+            if item["tool_call_id"] == EVIDENCE_CALL:
+                item["content"] = {"status": "ok", "items": []}
+        content = canonical_bytes(envelope)
+    witness = json.loads(content)["witness_digest"]
+    commit = ledger_pb2.CommitInvalidReadRecoveryRequest(
+        run_id="run-1",
+        request_id="req-1",
+        recovery_id="obs-forged",
+        actor=ADA_IDENTITY,
+        request_content_digest="sha256:" + "9" * 64,
+        candidate_digest=candidate.candidate_digest,
+        expected_head_hash=candidate.journal_head.hash,
+        policy_revision=candidate.policy_revision,
+        valid_for_seconds=600,
+        workflow="readonly_observation",
+        derived_checkpoint=content,
+        derived_checkpoint_digest=sha256_digest(content),
+        observation_witness_digest=witness,
+    )
+    refused_with_nothing_written(
+        stack,
+        engine,
+        lambda: stack.ledger_stub("service-token").CommitInvalidReadRecovery(commit),
+        reason,
+    )
