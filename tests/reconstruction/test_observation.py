@@ -32,7 +32,7 @@ def pending() -> bytes:
 
 
 def raw(listing: bool = True, **changes: Any) -> bytes:
-    turn = consumed_turn("r", "run-7f3a", "gpt-4o-2024-08-06", AT, listing=listing)
+    turn = consumed_turn("r", AT, listing=listing)
     body = json.loads(turn.raw_response)
     body.update(changes)
     return json.dumps(body).encode()

@@ -23,6 +23,7 @@ from forge.continuity.v1 import (
     execution_pb2,
     ledger_pb2,
 )
+from services.demo.observation_turn import CASE as FIXTURE_CASE
 from services.demo.observation_turn import EVIDENCE_CALL, LIST_CALL, LISTED, consumed_turn
 from services.demo.provider import RefusingProvider
 from services.demo.seed import seed_held_run
@@ -101,8 +102,10 @@ def consumed(
     ``alter`` changes the retained custody before it is appended."""
     claimed = claim(stack, ticket).execution_request
     run = stack.ledger_stub("reader-token").GetRun(ledger_pb2.GetRunRequest(run_id="run-1")).run
-    turn = consumed_turn("req-2", "run-7f3a", "gpt-4o-2024-08-06", CONSUMED_AT, listing=listing)
+    turn = consumed_turn("req-2", CONSUMED_AT, listing=listing)
     assert run.run_id == "run-1"
+    # The request the worker retains is the one the fixture's real SDK run sent.
+    assert sent.request.wire_digest == FIXTURE_CASE["wire_digest"]
     if store_blobs:
         store(stack, turn.raw_response)
         store(stack, turn.retained_result)
