@@ -7,17 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine
 
 from services.client.cli import main
 from services.demo.provider import RefusingProvider
 from shared.errors import Conflict, InvalidArgument
 from tests.admission.conftest import Stack
-from tests.polyglot.test_grpcurl import grpcurl
 from tests.recovery.test_client_and_cli import client
 from tests.recovery.test_never_claimed import ADA, ADA_IDENTITY
 from tests.recovery.test_readonly_observation import consumed, refusal_recovered
-from tests.support import row_counts
 
 PROTOS = Path(__file__).resolve().parents[2] / "protos"
 ACKNOWLEDGED = {
