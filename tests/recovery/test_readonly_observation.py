@@ -216,7 +216,8 @@ def test_recover_read_back_resubmit_and_continue_from_the_separate_checkpoint(
     assert after["admission_tickets"] == counts["admission_tickets"]
     assert after["execution_requests"] == counts["execution_requests"]
     assert after["blobs"] == counts["blobs"] + 1  # the separate derived checkpoint only
-    # No command charge: the run's command usage is unchanged.
+    # No command charge: the run's command usage is unchanged (11 of 22 stays 11).
+    assert (usage.usage.used, usage.usage.limit) == (11, 22)
     assert (
         execution(stack, "reader-token").GetCommandUsage(
             execution_pb2.GetCommandUsageRequest(run_id="run-1")
@@ -515,3 +516,20 @@ def test_the_ledger_binds_the_derived_checkpoint_to_the_journals_turn(
         lambda: stack.ledger_stub("service-token").CommitInvalidReadRecovery(commit),
         reason,
     )
+
+
+def test_a_revoked_policy_stops_the_next_claim(
+    stack: Stack, engine: Engine, provider: RefusingProvider
+) -> None:
+    """Admission confirms the queue only; revoking the workflow's policy before the claim stops
+    dispatch (the claim repeats the policy revision it was queued under)."""
+    ticket, sent = refusal_recovered(stack, provider)
+    consumed(stack, ticket, sent)
+    candidate = observation_candidate(stack)
+    stack.admissions(ADA).RequestReadonlyObservationRecovery(observation(candidate))
+    stack.set_policy(allow_pre_admission_recovery=True)  # the observation flag revoked
+    before = row_counts(engine), kinds(stack)
+    with pytest.raises(grpc.RpcError) as refused:
+        claim(stack, ticket)
+    assert rpc_reason(refused.value) in ("POLICY_REVISION_CHANGED", "POLICY_REVOKED")
+    assert (row_counts(engine), kinds(stack)) == before
