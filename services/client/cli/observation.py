@@ -18,9 +18,7 @@ def _flag(name: str) -> str:
 
 
 def register(commands: Subcommands) -> None:
-    observation = add_group(
-        commands, "observation", "continue a consumed turn with an unavailable evidence read"
-    )
+    observation = add_group(commands, "observation", "continue past an unavailable evidence read")
     show_candidate = add_command(
         observation,
         "candidate",
