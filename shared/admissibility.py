@@ -66,6 +66,10 @@ class BoundRequest:
     #: within its reservation and it left no effect or a retry-safe one. Only the reconciliation
     #: workflow sets it; it resolves the claim's residual effect.
     cessation_verified: bool = False
+    #: The native history after the refusal recovery proves one consumed turn with exact
+    #: pure-read custody (one unavailable evidence observation, at most one retained list
+    #: result). Only the read-only observation workflow sets it; it resolves that claim.
+    observation_proven: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,9 @@ class ActionFacts:
     #: None unless the action reconciles a claimed request whose owner was lost; then any
     #: current factory administrator may act (``original_actor`` is not read).
     reconciliation: ReconciliationFacts | None = None
+    #: None unless the action rests on read-only observation custody; then every reason the
+    #: native history does not prove the supported case (empty: proven).
+    observation_problems: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +175,11 @@ class Unresolved:
 Outcome = Admissible | Unresolved
 
 CLAIM_ALTERNATIVES = ("failed", "committed", "in_flight")
+
+
+def _claim_resolved(bound: BoundRequest) -> bool:
+    """A worker claim whose outcome native evidence settles for the workflow asking."""
+    return bound.refusal_reviewed or bound.observation_proven
 
 
 def _refusals(facts: ActionFacts) -> list[Refusal]:
@@ -228,7 +240,13 @@ def _refusals(facts: ActionFacts) -> list[Refusal]:
                 f"execution request {other} is queued or claimed",
             )
         )
-    # residual effects: anything that may still land refuses the action in every state
+    found += _residual_effects(facts)
+    return found
+
+
+def _residual_effects(facts: ActionFacts) -> list[Refusal]:
+    """Anything that may still land refuses the action in every state the evidence permits."""
+    bound, found = facts.bound, []
     if facts.refusal_problems is not None:
         # the rejected-boundary workflow: the reviewed refusal must be proven by native evidence
         for problem in facts.refusal_problems:
@@ -241,7 +259,17 @@ def _refusals(facts: ActionFacts) -> list[Refusal]:
                     problem,
                 )
             )
-    if bound.state == "claimed" or (bound.claimed and not bound.refusal_reviewed):
+    for problem in facts.observation_problems or ():
+        found.append(
+            Refusal(
+                Concern.RESIDUAL_EFFECT,
+                "OBSERVATION_NOT_PROVEN",
+                "CUSTODY",
+                bound.execution_request_id,
+                problem,
+            )
+        )
+    if bound.state == "claimed" or (bound.claimed and not _claim_resolved(bound)):
         found.append(
             Refusal(
                 Concern.RESIDUAL_EFFECT,
@@ -253,6 +281,7 @@ def _refusals(facts: ActionFacts) -> list[Refusal]:
         )
     elif (
         facts.refusal_problems is None
+        and facts.observation_problems is None
         and bound.state != "queued"
         and not (bound.state == "failed" and bound.failed_unclaimed)
     ):
@@ -432,7 +461,7 @@ def _permitted(facts: ActionFacts, refusals: list[Refusal]) -> tuple[PermittedAc
 def _handoff(facts: ActionFacts, refusals: list[Refusal]) -> Handoff:
     bound = facts.bound
     unresolved: list[tuple[str, tuple[str, ...]]] = []
-    if (bound.state == "claimed" or (bound.claimed and not bound.refusal_reviewed)) and not (
+    if (bound.state == "claimed" or (bound.claimed and not _claim_resolved(bound))) and not (
         bound.cessation_verified
     ):
         unresolved.append((bound.execution_request_id, CLAIM_ALTERNATIVES))

@@ -259,6 +259,10 @@ _REASONS: tuple[Reason, ...] = (
     Reason("CONSUMED_RESPONSE_UNPARSEABLE", _FP, (),
            "the pinned SDK cannot consume the stored response"),
     Reason("HISTORY_PREFIX_CHANGED", _FP, (), "reconstruction would change the stored history"),
+    Reason("OBSERVATION_RECONSTRUCTION_DIVERGED", _FP, ("element",),
+           "the sealed reconstruction of a consumed turn with an unavailable evidence "
+           "observation would not keep the raw response, history, state, limits, contract, usage "
+           "or the exact retained results (element names it)"),
     Reason("PENDING_REQUEST_NOT_SENT", _FP, ("element",),
            "the pinned SDK built or sent no provider request from the derived checkpoint (e.g. "
            "a usage limit refuses it first)"),

@@ -18,6 +18,8 @@ from shared.canonical import parse_json
 #: The never-claimed workflow's stored name.
 NEVER_CLAIMED = "never_claimed"
 
+#: Kinds that witness a recovery action (each names its workflow).
+WITNESS_KINDS = frozenset({"recovery_witness", "readonly_observation_recovery"})
 #: Kinds that may follow a failure without keeping the request held.
 ACCOUNTED_AFTER_FAILURE = frozenset({"startup_recovery_annotation"})
 
@@ -124,7 +126,7 @@ def request_history(rows: Iterable[JournalRow], request_id: str) -> RequestHisto
             derived = str(payload.get("derived_checkpoint_digest", ""))
         elif row.kind == "ownership_claim" and payload.get("request_id") == request_id:
             claim, execution_request_id = row.sequence, str(payload.get("execution_request_id", ""))
-        elif row.kind == "recovery_witness" and payload.get("request_id") == request_id:
+        elif row.kind in WITNESS_KINDS and payload.get("request_id") == request_id:
             witnessed.append((str(payload.get("workflow")), str(payload.get("recovery_id"))))
         elif (
             not execution_request_id or payload.get("execution_request_id") != execution_request_id

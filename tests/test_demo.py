@@ -52,5 +52,11 @@ def test_the_demo_tells_the_whole_v1_story(tmp_path: Path) -> None:
         "ok  nothing refunded: 12 stays charged, the retry makes 13",
         "ok  late Complete under generation 1: LEASE_FENCED_BY_RECONCILIATION",
         "The reconciliation story behaved as the spec says.",
+        "ok  eligible: exact read custody; the sealed SDK reconstructs the consumed turn",
+        "ok  the same request is queued again from a separate derived checkpoint",
+        "ok  the evidence observation is explicitly unavailable; the listing is reused exactly",
+        "ok  no command is charged",
+        "ok  idempotent: no second witness",
+        "The read-only observation recovery story behaved as the spec says.",
     ):
         assert line in done.stdout, done.stdout

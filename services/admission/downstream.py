@@ -27,7 +27,9 @@ from services.admission.workflows.invalid_read import (
     InvalidReadCandidate,
     Reconstruction,
 )
-from services.admission.workflows.never_claimed import (
+from services.admission.workflows.readonly_observation import ObservationProofView
+from services.admission.workflows.recovery_base import (
+    ObservationBinding,
     RecoveryCandidateView,
     RecoveryCommit,
     RecoveryKey,
@@ -102,6 +104,7 @@ def recovery_outcome(saved: ledger_pb2.SavedRecovery) -> admission_pb2.RecoveryO
         created_at=saved.created_at,
         settlement_sequence=saved.settlement_sequence,
         reviewed_rejection_digest=saved.reviewed_rejection_digest,
+        derived_checkpoint_digest=saved.derived_checkpoint_digest,
     )
 
 
@@ -112,11 +115,35 @@ def _recovery_candidate_view(candidate: candidate_pb2.RecoveryCandidate) -> Reco
         holds=tuple(_hold(hold) for hold in candidate.holds),
         policy_revision=candidate.policy_revision,
         journal_head_hash=candidate.journal_head.hash,
+        observation=(
+            _observation_proof(candidate.observation) if candidate.HasField("observation") else None
+        ),
+    )
+
+
+def _observation_proof(proof: candidate_pb2.ObservationProof) -> ObservationProofView:
+    return ObservationProofView(
+        pending_checkpoint_digest=proof.pending_checkpoint_digest,
+        consumed_response_digest=proof.consumed_response_digest,
+        consumed_at=proof.consumed_at,
+        retained_result_digests=dict(proof.retained_result_digests),
+        derived_checkpoint_digest=proof.derived_checkpoint_digest,
+        witness_digest=proof.witness_digest,
     )
 
 
 def _stored_recovery(saved: ledger_pb2.SavedRecovery) -> Stored[admission_pb2.RecoveryOutcome]:
     return Stored(recovery_outcome(saved), StoredAction(saved.actor, saved.request_content_digest))
+
+
+def _observation_fields(binding: ObservationBinding | None) -> dict[str, object]:
+    if binding is None:
+        return {}
+    return {
+        "derived_checkpoint": binding.derived_checkpoint,
+        "derived_checkpoint_digest": binding.derived_checkpoint_digest,
+        "observation_witness_digest": binding.witness_digest,
+    }
 
 
 def _continuity_digests(digests: Mapping[str, str]) -> common_pb2.ContinuityDigests:
@@ -301,6 +328,40 @@ class Downstream:
         )
         return _recovery_candidate_view(response.candidate)
 
+    def readonly_observation_candidate(self, run_id: str, request_id: str) -> RecoveryCandidateView:
+        response: candidate_pb2.GetReadonlyObservationCandidateResponse = call(
+            self.candidate.GetReadonlyObservationCandidate,
+            candidate_pb2.GetReadonlyObservationCandidateRequest(
+                run_id=run_id, request_id=request_id
+            ),
+        )
+        return _recovery_candidate_view(response.candidate)
+
+    def reconstruct_observation(
+        self,
+        derived_checkpoint: bytes,
+        raw_response: bytes,
+        consumed_at: str,
+        retained_results: Mapping[str, str],
+    ) -> ObservationBinding:
+        found: reconstruction_pb2.ReconstructReadonlyObservationResponse = call(
+            self.reconstruction.ReconstructReadonlyObservation,
+            reconstruction_pb2.ReconstructReadonlyObservationRequest(
+                derived_checkpoint=derived_checkpoint,
+                raw_response=raw_response,
+                consumed_at=consumed_at,
+                retained_results=[
+                    reconstruction_pb2.RetainedToolResult(call_id=call_id, result_json=result)
+                    for call_id, result in sorted(retained_results.items())
+                ],
+            ),
+        )
+        return ObservationBinding(
+            derived_checkpoint=found.derived_checkpoint,
+            derived_checkpoint_digest=found.derived_checkpoint_digest,
+            witness_digest=found.witness_digest,
+        )
+
     def commit_recovery(self, recovery: RecoveryCommit) -> Submitted[admission_pb2.RecoveryOutcome]:
         committed: ledger_pb2.CommitInvalidReadRecoveryResponse = call(
             self.ledger.CommitInvalidReadRecovery,
@@ -323,6 +384,7 @@ class Downstream:
                     if recovery.corrective
                     else None
                 ),
+                **_observation_fields(recovery.observation),  # type: ignore[arg-type]
             ),
         )
         return Submitted(recovery_outcome(committed.recovery), committed.created)

@@ -1,7 +1,7 @@
 """The admission service as a dispatch table: RPC name → route.
 
 A route holds the roles allowed to call the RPC and its answer: translate the protobuf request to
-the domain, run it (a submit through the driver, a read, or the not-yet-available refusal), and
+the domain, run it (a submit through the driver, or a read), and
 build the protobuf response. Nothing else happens here; the table is also what is registered with
 the server, so an RPC without a route cannot be served. GetCallerPermissions reports the roles of
 this very table (and of the candidate service's table) to the caller.
@@ -30,6 +30,10 @@ from services.admission.workflows.never_claimed import (
     NeverClaimedRequest,
     RecoveryKey,
 )
+from services.admission.workflows.readonly_observation import (
+    ReadonlyObservationRecovery,
+    ReadonlyObservationRequest,
+)
 from services.admission.workflows.rejected_boundary import (
     RejectedBoundaryRecovery,
     RejectedBoundaryRequest,
@@ -38,7 +42,7 @@ from services.candidate.roles import METHOD_ROLES as CANDIDATE_ROLES
 from services.candidate.roles import SERVICE as CANDIDATE_SERVICE
 from shared.auth import ANY_ROLE, Principal, Role, current_principal, decisions
 from shared.contract import DIGEST_NAMES, RECOVERY_ACKNOWLEDGEMENTS, VERSIONS
-from shared.errors import Unimplemented
+from shared.readonly_observation import READONLY_OBSERVATION
 from shared.rejected_boundary import REJECTED_BOUNDARY
 from shared.rejected_boundary_proto import corrective_provider, reviewed_rejection
 from shared.server import ServiceBinding
@@ -97,19 +101,6 @@ def read_route(
 
     def answer(request: ProtoT, call: Call) -> Message:
         return respond(read(translate(request)))
-
-    return Route(roles, answer)
-
-
-def not_yet_available(roles: frozenset[Role]) -> Route:
-    """An RPC of the contract whose workflow is not delivered in this release."""
-
-    def answer(request: Message, call: Call) -> Message:
-        raise Unimplemented(
-            "NOT_YET_AVAILABLE",
-            f"{call.method} is part of the v1 contract but not available in this release",
-            metadata={"method": call.method},
-        )
 
     return Route(roles, answer)
 
@@ -261,6 +252,41 @@ def _rejected_boundary_read(
     return admission_pb2.GetRejectedBoundaryRecoveryResponse(outcome=outcome)
 
 
+def _readonly_observation_request(
+    request: admission_pb2.RequestReadonlyObservationRecoveryRequest,
+) -> ReadonlyObservationRequest:
+    return ReadonlyObservationRequest(
+        run_id=request.run_id,
+        request_id=request.request_id,
+        recovery_id=request.recovery_id,
+        candidate_digest=request.candidate_digest,
+        valid_for_seconds=request.valid_for_seconds,
+        acknowledgements={
+            name: getattr(request, name) for name in RECOVERY_ACKNOWLEDGEMENTS[READONLY_OBSERVATION]
+        },
+    )
+
+
+def _readonly_observation_key(
+    request: admission_pb2.GetReadonlyObservationRecoveryRequest,
+) -> RecoveryKey:
+    return RecoveryKey(request.run_id, request.request_id, READONLY_OBSERVATION)
+
+
+def _readonly_observation_response(
+    submitted: Submitted[admission_pb2.RecoveryOutcome],
+) -> admission_pb2.RequestReadonlyObservationRecoveryResponse:
+    return admission_pb2.RequestReadonlyObservationRecoveryResponse(
+        outcome=submitted.result, created=submitted.created
+    )
+
+
+def _readonly_observation_read(
+    outcome: admission_pb2.RecoveryOutcome,
+) -> admission_pb2.GetReadonlyObservationRecoveryResponse:
+    return admission_pb2.GetReadonlyObservationRecoveryResponse(outcome=outcome)
+
+
 def _recovery_response(
     outcome: admission_pb2.RecoveryOutcome,
 ) -> admission_pb2.GetInvalidReadRecoveryResponse:
@@ -315,8 +341,15 @@ def routes(downstream: Downstream) -> dict[str, Route]:
         "GetRejectedBoundaryRecovery": read_route(
             ANY_ROLE, saved_recovery, _rejected_boundary_key, _rejected_boundary_read
         ),
-        "RequestReadonlyObservationRecovery": not_yet_available(ADMINS),
-        "GetReadonlyObservationRecovery": not_yet_available(ANY_ROLE),
+        "RequestReadonlyObservationRecovery": submit_route(
+            ADMINS,
+            ReadonlyObservationRecovery(downstream),
+            _readonly_observation_request,
+            _readonly_observation_response,
+        ),
+        "GetReadonlyObservationRecovery": read_route(
+            ANY_ROLE, saved_recovery, _readonly_observation_key, _readonly_observation_read
+        ),
     }
     # Reads the finished table at call time, so it reports every route, itself included.
     table["GetCallerPermissions"] = caller_permissions_route(table)

@@ -4,7 +4,7 @@ refusals arrive as the typed domain errors they carried (shared.client.call)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import grpc
@@ -119,6 +119,7 @@ def _policy(policy: common_pb2.Policy) -> PolicyRecord:
         digest=policy.digest,
         allow_unavailable_source_observations=policy.allow_unavailable_source_observations,
         allow_pre_admission_recovery=policy.allow_pre_admission_recovery,
+        allow_readonly_observation_recovery=policy.allow_readonly_observation_recovery,
     )
 
 
@@ -247,6 +248,27 @@ class GrpcCandidateSources:
         return Reconstruction(
             found.derived_checkpoint_digest, found.witness_digest, found.derived_checkpoint
         )
+
+    def reconstruct_observation(
+        self,
+        derived_checkpoint: bytes,
+        raw_response: bytes,
+        consumed_at: str,
+        retained_results: Mapping[str, str],
+    ) -> Reconstruction:
+        found = call(
+            self._reconstruction.ReconstructReadonlyObservation,
+            reconstruction_pb2.ReconstructReadonlyObservationRequest(
+                derived_checkpoint=derived_checkpoint,
+                raw_response=raw_response,
+                consumed_at=consumed_at,
+                retained_results=[
+                    reconstruction_pb2.RetainedToolResult(call_id=call_id, result_json=result)
+                    for call_id, result in sorted(retained_results.items())
+                ],
+            ),
+        )
+        return Reconstruction(found.derived_checkpoint_digest, found.witness_digest)
 
     def reproduce_pending(self, derived_checkpoint: bytes) -> PendingReproduction:
         found = call(

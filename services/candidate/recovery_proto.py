@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from forge.continuity.v1 import candidate_pb2, common_pb2
+from services.candidate.domain.observation import ObservationProof
 from services.candidate.domain.recovery import RecoveryCandidate
 from shared.contract import enum_number
 from shared.handoff_proto import admissibility_handoff_to_proto
@@ -28,4 +29,19 @@ def recovery_candidate_to_proto(candidate: RecoveryCandidate) -> candidate_pb2.R
         journal_head=common_pb2.JournalHead(
             sequence=candidate.journal_head.sequence, hash=candidate.journal_head.hash
         ),
+        observation=_observation(candidate.observation),
+    )
+
+
+def _observation(proof: ObservationProof | None) -> candidate_pb2.ObservationProof | None:
+    if proof is None:
+        return None
+    return candidate_pb2.ObservationProof(
+        pending_checkpoint_digest=proof.pending_checkpoint_digest,
+        consumed_response_digest=proof.consumed_response_digest,
+        consumed_at=proof.consumed_at,
+        retained_result_digests=dict(proof.retained_result_digests),
+        evidence_call_id=proof.evidence_call_id,
+        derived_checkpoint_digest=proof.derived_checkpoint_digest,
+        witness_digest=proof.witness_digest,
     )

@@ -24,5 +24,5 @@ METHOD_ROLES: Mapping[str, frozenset[Role]] = {
     # Admission recomputes the recovery candidate under its service identity.
     "GetInvalidReadRecoveryCandidate": ADMINS | {Role.CONTINUITY_SERVICE},
     "GetRejectedBoundaryCandidate": ADMINS | {Role.CONTINUITY_SERVICE},
-    "GetReadonlyObservationCandidate": ADMINS,
+    "GetReadonlyObservationCandidate": ADMINS | {Role.CONTINUITY_SERVICE},
 }

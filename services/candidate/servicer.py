@@ -18,24 +18,17 @@ from services.candidate.domain import (
 from services.candidate.domain.recovery import (
     Caller,
     never_claimed_candidate,
+    readonly_observation_candidate,
     rejected_boundary_candidate,
 )
 from services.candidate.recovery_proto import recovery_candidate_to_proto
 from services.candidate.roles import METHOD_ROLES, SERVICE
 from shared.auth import Role, current_principal
 from shared.contract import DEFAULT_VERSION, VERSIONS, enum_number
-from shared.errors import FieldViolation, InvalidArgument, Unavailable, Unimplemented
+from shared.errors import FieldViolation, InvalidArgument, Unavailable
 from shared.rejected_boundary_proto import reviewed_rejection
 from shared.server import ServiceBinding
 from shared.timeutil import utc_now
-
-
-def _not_yet(method: str) -> Unimplemented:
-    return Unimplemented(
-        "NOT_YET_AVAILABLE",
-        f"{method} is part of the v1 contract but not available in this release",
-        metadata={"method": method},
-    )
 
 
 def _required(field: str) -> InvalidArgument:
@@ -232,7 +225,19 @@ class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
         request: candidate_pb2.GetReadonlyObservationCandidateRequest,
         context: grpc.ServicerContext,
     ) -> candidate_pb2.GetReadonlyObservationCandidateResponse:
-        raise _not_yet("GetReadonlyObservationCandidate")
+        for name in ("run_id", "request_id"):
+            if not getattr(request, name):
+                raise _required(name)
+        candidate = readonly_observation_candidate(
+            self._require_sources(),
+            request.run_id,
+            request.request_id,
+            _caller(),
+            clock=self._clock,
+        )
+        return candidate_pb2.GetReadonlyObservationCandidateResponse(
+            candidate=recovery_candidate_to_proto(candidate)
+        )
 
 
 def _caller() -> Caller:

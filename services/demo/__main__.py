@@ -36,6 +36,7 @@ from forge.continuity.v1 import (
     policy_pb2,
     policy_pb2_grpc,
 )
+from services.demo.observation_story import observation_story
 from services.demo.reconciliation_story import DEMO_VERIFIER, reconciliation_story
 from services.demo.recovery_story import never_claimed_story
 from services.demo.refusal_story import refusal_story
@@ -303,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
             never_claimed_story(targets, f"{args.run_id}-recovery", TOKENS, check, step)
             refusal_story(targets, f"{args.run_id}-refusal", TOKENS, check, step)
             reconciliation_story(targets, f"{args.run_id}-reconcile", TOKENS, check, step)
+            observation_story(targets, f"{args.run_id}-observation", TOKENS, check, step)
     except StepFailed as failure:
         print(f"\nDEMO FAILED: {failure}", file=sys.stderr)
         return 1
@@ -313,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     print("The never-claimed recovery story behaved as the spec says.")
     print("The rejected-boundary recovery story behaved as the spec says.")
     print("The reconciliation story behaved as the spec says.")
+    print("The read-only observation recovery story behaved as the spec says.")
     return 0
 
 

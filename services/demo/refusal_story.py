@@ -138,10 +138,16 @@ def refusal_story(
 
 
 def _admitted_with_recovery_enabled(
-    targets: dict[str, str], tokens: dict[str, str], run_id: str, request_id: str
+    targets: dict[str, str],
+    tokens: dict[str, str],
+    run_id: str,
+    request_id: str,
+    *,
+    observation: bool = False,
 ) -> tuple[common_pb2.ExecutionRequest, ledger_pb2.Run]:
-    """Seed the held run, enable the provider-refusal recovery in the policy, admit the run: the
-    queued request and the run."""
+    """Seed the held run, enable the provider-refusal recovery (and, with ``observation``, the
+    read-only observation recovery) in the policy, admit the run: the queued request and the
+    run."""
     writer, reader, policy, candidates, admission, _ = story_stubs(targets, tokens)
     seed_held_run(writer, load_fixture("v1_basic"), run_id)
     current = policy.GetPolicy(policy_pb2.GetPolicyRequest()).policy
@@ -149,7 +155,10 @@ def _admitted_with_recovery_enabled(
         policy_pb2.PutPolicyRequest(
             expected_revision=current.revision,
             settings=common_pb2.PolicySettings(
-                enabled=True, window_seconds=3600, allow_pre_admission_recovery=True
+                enabled=True,
+                window_seconds=3600,
+                allow_pre_admission_recovery=True,
+                allow_readonly_observation_recovery=observation,
             ),
         )
     )

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from forge.continuity.v1 import common_pb2, ledger_pb2
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.recoveries import NEVER_CLAIMED
+from services.ledger.transactions.readonly_observation import ObservationInput
 from services.ledger.transactions.recovery import Recovery, RecoveryInput
 from shared.rejected_boundary_proto import corrective_provider, reviewed_rejection
 from shared.timeutil import to_timestamp
@@ -34,6 +35,15 @@ def recovery_input(request: ledger_pb2.CommitInvalidReadRecoveryRequest) -> Reco
             if request.HasField("corrective_provider")
             else None
         ),
+        observation=(
+            ObservationInput(
+                derived_checkpoint=request.derived_checkpoint,
+                derived_checkpoint_digest=request.derived_checkpoint_digest,
+                witness_digest=request.observation_witness_digest,
+            )
+            if request.derived_checkpoint or request.derived_checkpoint_digest
+            else None
+        ),
     )
 
 
@@ -57,4 +67,5 @@ def recovery_to_proto(
         candidate_digest=saved.candidate_digest,
         settlement_sequence=saved.settlement_sequence,
         reviewed_rejection_digest=saved.reviewed_rejection_digest,
+        derived_checkpoint_digest=saved.derived_checkpoint_digest,
     )

@@ -25,6 +25,7 @@ def bindings() -> list[ServiceBinding]:
                 "ReconstructInvalidRead": ANY_ROLE,
                 "AnalyzeConsumedResponse": ANY_ROLE,
                 "ReproducePendingRequest": ANY_ROLE,
+                "ReconstructReadonlyObservation": ANY_ROLE,
             },
         )
     ]

@@ -18,7 +18,8 @@ from services.reconstruction.domain import (
     reconstruct_invalid_read,
     reproduce_pending_request,
 )
-from shared.canonical import canonical_text
+from services.reconstruction.domain.observation import reconstruct_readonly_observation
+from shared.canonical import CanonicalJsonError, canonical_text, parse_json
 from shared.contract import VERSION_BY_RECONSTRUCTION_ENUM
 from shared.errors import FieldViolation, InvalidArgument
 
@@ -121,6 +122,35 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
             common_holds=holds(analysis.holds_common),
             v1_holds=holds(analysis.holds_v1),
             v2_holds=holds(analysis.holds_v2),
+        )
+
+    def ReconstructReadonlyObservation(
+        self, request: reconstruction_pb2.ReconstructReadonlyObservationRequest, context: Any
+    ) -> reconstruction_pb2.ReconstructReadonlyObservationResponse:
+        for field in ("derived_checkpoint", "raw_response", "consumed_at"):
+            if not getattr(request, field):
+                raise _required(field)
+        retained: dict[str, Any] = {}
+        for index, found in enumerate(request.retained_results):
+            name = f"retained_results[{index}].result_json"
+            try:
+                retained[found.call_id] = parse_json(found.result_json)
+            except CanonicalJsonError as exc:
+                raise InvalidArgument(
+                    "FIELD_INVALID",
+                    f"{name} is not JSON",
+                    metadata={"field": name},
+                    field_violations=[FieldViolation(name, "not JSON")],
+                ) from exc
+        result = reconstruct_readonly_observation(
+            request.derived_checkpoint, request.raw_response, request.consumed_at, retained
+        )
+        return reconstruction_pb2.ReconstructReadonlyObservationResponse(
+            derived_checkpoint=result.derived_checkpoint,
+            derived_checkpoint_digest=result.derived_checkpoint_digest,
+            witness_json=result.witness_json,
+            witness_digest=result.witness_digest,
+            accounting_json=result.accounting_json,
         )
 
     def ReproducePendingRequest(

@@ -4,7 +4,7 @@ reconstruction (an analysis or refusal, a reconstruction or refusal), with every
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -179,6 +179,16 @@ class MemorySources:
         if isinstance(self.reconstruction, DomainError):
             raise self.reconstruction
         return self.reconstruction
+
+    def reconstruct_observation(
+        self,
+        derived_checkpoint: bytes,
+        raw_response: bytes,
+        consumed_at: str,
+        retained_results: Mapping[str, str],
+    ) -> Reconstruction:
+        # Only the read-only observation recovery reconstructs a consumed continuation turn.
+        raise AssertionError("the invalid-read candidate does not reconstruct an observation")
 
     def reproduce_pending(self, derived_checkpoint: bytes) -> PendingReproduction:
         # The held-run candidate never reproduces; only the rejected-boundary recovery does.

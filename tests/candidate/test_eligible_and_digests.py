@@ -243,7 +243,7 @@ def test_the_continuity_service_identity_may_read_and_a_reader_may_not(stack: St
         )
 
 
-def test_recovery_candidates_are_not_yet_available(stack: Stack) -> None:
+def test_recovery_candidates_read_the_run(stack: Stack) -> None:
     stub = stack.candidates("admin-token")
     # The never-claimed recovery candidate is delivered (tests/recovery): it reads the run.
     expect_error(
@@ -261,9 +261,10 @@ def test_recovery_candidates_are_not_yet_available(stack: Stack) -> None:
             candidate_pb2.GetRejectedBoundaryCandidateRequest(run_id="r", request_id="q")
         ),
     )
+    # So is the read-only observation candidate (tests/recovery).
     expect_error(
-        grpc.StatusCode.UNIMPLEMENTED,
-        "NOT_YET_AVAILABLE",
+        grpc.StatusCode.NOT_FOUND,
+        "RUN_NOT_FOUND",
         lambda: stub.GetReadonlyObservationCandidate(
             candidate_pb2.GetReadonlyObservationCandidateRequest(run_id="r", request_id="q")
         ),

@@ -67,6 +67,7 @@ def test_the_cli_lists_every_module_command_in_order() -> None:
         "request",
         "recovery",
         "refusal",
+        "observation",
         "reconcile",
         "journal",
         "commands",

@@ -134,14 +134,36 @@ def test_the_command_limit_is_429(gateway: RunningGateway) -> None:
         refused(worker.post(f"{commands}/cmd-13", json=digest), 429, 8, "COMMAND_LIMIT_REACHED")
 
 
-def test_unimplemented_routes_are_501(gateway: RunningGateway) -> None:
+def test_readonly_observation_acknowledgements_must_be_json_booleans(
+    gateway: RunningGateway,
+) -> None:
+    """A string "true" or the number 1 is not the Boolean true: refused before any call, so
+    nothing is written; the read of an unsaved action is RECOVERY_NOT_FOUND."""
+    seed(gateway, "run-1")
+    path = REQUESTS.format(run="run-1", request="req-1") + "/readonly-observation-recoveries/obs-1"
+    body: dict[str, Any] = {
+        "candidate_digest": "sha256:" + "1" * 64,
+        "valid_for_seconds": 600,
+        "acknowledge_unavailable_observation": True,
+        "acknowledge_no_original_callback_replay": True,
+        "acknowledge_same_request_attempt_and_budgets": True,
+        "acknowledge_finite_ownership_lease": True,
+    }
+    before = gateway.rows()
     with gateway.client("admin-token") as admin:
+        for wrong in ("true", 1):
+            sent = {**body, "acknowledge_unavailable_observation": wrong}
+            reply = refused(admin.post(path, json=sent), 400, 3, "INVALID_JSON")
+            assert "acknowledge_unavailable_observation" in reply["message"]
         refused(
-            admin.get(REQUESTS.format(run="r", request="q") + "/readonly-observation-recovery"),
-            501,
-            12,
-            "NOT_YET_AVAILABLE",
+            admin.get(
+                REQUESTS.format(run="run-1", request="req-1") + "/readonly-observation-recovery"
+            ),
+            404,
+            5,
+            "RECOVERY_NOT_FOUND",
         )
+    assert gateway.rows() == before
 
 
 @pytest.fixture

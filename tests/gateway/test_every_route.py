@@ -3,9 +3,8 @@
 The story runs on HTTP stubs (tests/gateway/http_stub.py) that build each request from the
 method's own http rule: the run is seeded over HTTP, the policy is put, the candidate read, the
 v1 and v2 admissions submitted, workers claim, record, complete and fail, the journal is read,
-streamed and verified. The never-claimed and rejected-boundary recovery routes answer typed
-refusals; the other recovery routes answer from the services themselves (501 NOT_YET_AVAILABLE
-naming the RPC the route reached). The last assertion: every route was used.
+streamed and verified. The recovery routes answer typed refusals from the services
+themselves. The last assertion: every route was used.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from google.protobuf import message
 
 from forge.continuity.v1 import (
     admission_pb2,
@@ -319,26 +317,37 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
             call()
         assert held_decision.value.reason == reason, held_decision.value.body
 
-    not_yet: dict[str, type[message.Message]] = {
-        "GetReadonlyObservationCandidate": candidate_pb2.GetReadonlyObservationCandidateRequest,
-        "RequestReadonlyObservationRecovery": (
-            admission_pb2.RequestReadonlyObservationRecoveryRequest
-        ),
-        "GetReadonlyObservationRecovery": admission_pb2.GetReadonlyObservationRecoveryRequest,
-    }
-    recovery_candidates = stub(gateway, "CandidateService", "admin-token")
-    recoveries = stub(gateway, "AdmissionService", "admin-token")
-    for method, request_type in not_yet.items():
-        target = recovery_candidates if method.endswith("Candidate") else recoveries
-        fields = {"run_id": "run-1", "request_id": "req-1"}
-        if "recovery_id" in request_type.DESCRIPTOR.fields_by_name:
-            fields["recovery_id"] = "rec-1"
-        with pytest.raises(HttpRefused) as refused:
-            getattr(target, method)(request_type(**fields))
-        assert refused.value.status == 501, refused.value.body
-        assert refused.value.reason == "NOT_YET_AVAILABLE"
-        [info] = [d for d in refused.value.body["details"] if "ErrorInfo" in d["@type"]]
-        assert info["metadata"]["method"] == method  # the route reached its own RPC
+    # The read-only observation routes reach their own RPCs: a held request (the worker's claim
+    # is unresolved), a submission whose digest is stale, and no saved action yet.
+    observed = (
+        stub(gateway, "CandidateService", "admin-token")
+        .GetReadonlyObservationCandidate(
+            candidate_pb2.GetReadonlyObservationCandidateRequest(run_id="run-1", request_id="req-1")
+        )
+        .candidate
+    )
+    assert not observed.eligible
+    assert common_pb2.HOLD_REASON_OBSERVATION_NOT_PROVEN in [h.reason for h in observed.holds]
+    with pytest.raises(HttpRefused) as stale:
+        refusing.RequestReadonlyObservationRecovery(
+            admission_pb2.RequestReadonlyObservationRecoveryRequest(
+                run_id="run-1", request_id="req-1", recovery_id="obs-1",
+                candidate_digest="sha256:" + "5" * 64, valid_for_seconds=600,
+                acknowledge_unavailable_observation=True,
+                acknowledge_no_original_callback_replay=True,
+                acknowledge_same_request_attempt_and_budgets=True,
+                acknowledge_finite_ownership_lease=True,
+            )
+        )  # fmt: skip
+    assert (stale.value.status, stale.value.reason) == (400, "CANDIDATE_DIGEST_STALE")
+    with pytest.raises(HttpRefused) as unsaved_observation:
+        refusing.GetReadonlyObservationRecovery(
+            admission_pb2.GetReadonlyObservationRecoveryRequest(run_id="run-1", request_id="req-1")
+        )
+    assert (unsaved_observation.value.status, unsaved_observation.value.reason) == (
+        404,
+        "RECOVERY_NOT_FOUND",
+    )
 
     every = {(route.http_method, route.template.text) for route in contract_routes()}
     assert exercised == every, f"routes never exercised: {sorted(every - exercised)}"

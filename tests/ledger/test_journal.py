@@ -367,6 +367,13 @@ BAD_APPENDS = [
         "JOURNAL_ENTRY_KIND_RESERVED",
         id="reserved-kind",
     ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_READONLY_OBSERVATION_RECOVERY,
+        '{"recovery_id": "r", "derived_checkpoint_digest": "d"}',
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_ENTRY_KIND_RESERVED",
+        id="reserved-observation-witness",
+    ),
 ]
 
 

@@ -36,7 +36,7 @@ def test_a_record_round_trips_with_explicit_keys() -> None:
         "record_version", "run_id", "request_id", "recovery_id", "workflow", "actor",
         "request_content_digest", "candidate_digest", "execution_request_id",
         "witness_sequence", "event_sequence", "lease_seconds", "created_at",
-        "settlement_sequence", "reviewed_rejection_digest",
+        "settlement_sequence", "reviewed_rejection_digest", "derived_checkpoint_digest",
     }  # fmt: skip
     assert StoredRecovery.from_text(RECOVERY.to_text()) == RECOVERY
 
@@ -46,6 +46,14 @@ def test_a_record_written_before_the_rejected_boundary_keys_still_reads() -> Non
     del record["settlement_sequence"], record["reviewed_rejection_digest"]
     read = StoredRecovery.from_record(record)
     assert (read.settlement_sequence, read.reviewed_rejection_digest) == (0, "")
+    assert read == RECOVERY
+
+
+def test_a_record_written_before_the_readonly_observation_key_still_reads() -> None:
+    record = RECOVERY.to_record()
+    del record["derived_checkpoint_digest"]
+    read = StoredRecovery.from_record(record)
+    assert read.derived_checkpoint_digest == ""
     assert read == RECOVERY
 
 

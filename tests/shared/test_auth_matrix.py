@@ -73,7 +73,7 @@ EXPECTED: dict[str, frozenset[str]] = {
     # Admission recomputes the recovery candidate under its own service identity too.
     "/forge.continuity.v1.CandidateService/GetInvalidReadRecoveryCandidate": ADMIN | SERVICE,
     "/forge.continuity.v1.CandidateService/GetRejectedBoundaryCandidate": ADMIN | SERVICE,
-    "/forge.continuity.v1.CandidateService/GetReadonlyObservationCandidate": ADMIN,
+    "/forge.continuity.v1.CandidateService/GetReadonlyObservationCandidate": ADMIN | SERVICE,
     "/forge.continuity.v1.AdmissionService/RequestInvalidReadContinuity": OPERATOR,
     "/forge.continuity.v1.AdmissionService/RequestInvalidReadContinuityV2": OPERATOR,
     "/forge.continuity.v1.AdmissionService/GetInvalidReadContinuity": ALL,

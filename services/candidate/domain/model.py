@@ -84,6 +84,8 @@ class PolicyRecord:
     allow_unavailable_source_observations: bool
     #: Enables the rejected-boundary (provider refusal before admission) recovery.
     allow_pre_admission_recovery: bool = False
+    #: Enables the read-only observation recovery.
+    allow_readonly_observation_recovery: bool = False
 
 
 class ExecutionState(enum.Enum):
@@ -216,6 +218,7 @@ class HoldReason(enum.Enum):
     REQUEST_NOT_FAILED_UNCLAIMED = "REQUEST_NOT_FAILED_UNCLAIMED"
     REFUSAL_NOT_PROVEN = "REFUSAL_NOT_PROVEN"
     REQUEST_NOT_REPRODUCED = "REQUEST_NOT_REPRODUCED"
+    OBSERVATION_NOT_PROVEN = "OBSERVATION_NOT_PROVEN"
 
 
 class Requirement(enum.Enum):
@@ -257,6 +260,7 @@ REQUIREMENTS: dict[HoldReason, Requirement] = {
     HoldReason.REQUEST_NOT_FAILED_UNCLAIMED: Requirement.NOT_ELIGIBLE,
     HoldReason.REFUSAL_NOT_PROVEN: Requirement.CUSTODY,
     HoldReason.REQUEST_NOT_REPRODUCED: Requirement.NOT_ELIGIBLE,
+    HoldReason.OBSERVATION_NOT_PROVEN: Requirement.CUSTODY,
 }
 
 

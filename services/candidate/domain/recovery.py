@@ -16,11 +16,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
-from shared.admissibility import Admissible, Handoff, check
+from shared.admissibility import ActionFacts, Admissible, Handoff, check
 from shared.canonical import digest_of, is_digest, sha256_digest
 from shared.errors import NotFound
 from shared.qualification import is_qualified
+from shared.readonly_observation import (
+    READONLY_OBSERVATION,
+    observation_custody,
+    readonly_observation_facts,
+)
 from shared.rejected_boundary import (
     REJECTED_BOUNDARY,
     ReviewedRejection,
@@ -30,6 +36,7 @@ from shared.rejected_boundary import (
 from shared.rejected_boundary_evidence import report_problems
 from shared.request_history import (
     NEVER_CLAIMED,
+    RequestHistory,
     consumed_from,
     never_claimed_facts,
     request_history,
@@ -40,6 +47,7 @@ from .checks import common
 from .facts import Facts, read_snapshot
 from .journal import closure_of
 from .model import OUTSTANDING_STATES, Entry, Hold, HoldReason, JournalHead, Requirement, hold
+from .observation import ObservationCheck, ObservationProof, observation_check
 from .reproduction import reproduction_check
 from .sources import CandidateSources
 
@@ -71,6 +79,8 @@ class RecoveryCandidate:
     handoff: Handoff
     policy_revision: int
     journal_head: JournalHead
+    #: Read-only observation only: the consumed turn and its reconstruction.
+    observation: ObservationProof | None = None
 
 
 def _deadline_remaining(active_deadline: datetime | None, now: datetime) -> int:
@@ -112,6 +122,29 @@ def rejected_boundary_candidate(
     )
 
 
+def readonly_observation_candidate(
+    sources: CandidateSources,
+    run_id: str,
+    request_id: str,
+    caller: Caller,
+    *,
+    clock: Callable[[], datetime] = utc_now,
+    qualified: Callable[[str], bool] = is_qualified,
+) -> RecoveryCandidate:
+    """The read-only observation candidate of ``request_id``: the consumed turn after the
+    refusal recovery, its read custody and its sealed reconstruction."""
+    return _recovery_candidate(
+        sources,
+        run_id,
+        request_id,
+        caller,
+        None,
+        clock=clock,
+        qualified=qualified,
+        observation=True,
+    )
+
+
 def _recovery_candidate(
     sources: CandidateSources,
     run_id: str,
@@ -121,6 +154,7 @@ def _recovery_candidate(
     *,
     clock: Callable[[], datetime],
     qualified: Callable[[str], bool],
+    observation: bool = False,
 ) -> RecoveryCandidate:
     snapshot = read_snapshot(sources, run_id)
     policy = sources.policy()
@@ -164,7 +198,24 @@ def _recovery_candidate(
         _deadline_remaining(snapshot.run.active_deadline, now),
     )
     pending_digest = ""  # the reproduced pending request (rejected boundary only)
-    if review is None:
+    observed: ObservationCheck | None = None  # the reconstruction (read-only observation only)
+    proof: ObservationProof | None = None
+    if observation:
+        workflow = READONLY_OBSERVATION
+        admissibility, observed, proof = _observation(
+            sources,
+            snapshot.entries,
+            history,
+            state=state,
+            outstanding=outstanding,
+            workflow_enabled=policy.enabled and policy.allow_readonly_observation_recovery,
+            actor=actor,
+            actor_has_authority=has_authority
+            and (caller.recomputing or caller.has_execution_authority),
+            consumed=consumed,
+        )
+        holds += observed.holds
+    elif review is None:
         workflow = NEVER_CLAIMED
         admissibility = never_claimed_facts(
             history,
@@ -226,6 +277,10 @@ def _recovery_candidate(
         # the review is part of what the decision rests on
         decided_on["reviewed_rejection_digest"] = review.digest
         decided_on["pending_reproduction_digest"] = pending_digest
+    if observed is not None:
+        # the reconstructed continuation is part of what the decision rests on
+        decided_on["observation_checkpoint_digest"] = observed.derived_checkpoint_digest
+        decided_on["observation_witness_digest"] = observed.witness_digest
     return RecoveryCandidate(
         run_id=run_id,
         request_id=request_id,
@@ -235,7 +290,22 @@ def _recovery_candidate(
         handoff=handoff,
         policy_revision=policy.revision,
         journal_head=snapshot.head,
+        observation=proof,
     )
+
+
+def _observation(
+    sources: CandidateSources,
+    entries: tuple[Entry, ...],
+    history: RequestHistory,
+    **common: Any,
+) -> tuple[ActionFacts, ObservationCheck, ObservationProof]:
+    """The read-only observation's facts: the journal's read custody, judged by the shared
+    module, and the sealed reconstruction of the consumed turn from the stored bytes."""
+    custody = observation_custody(entries, history)
+    observed = observation_check(sources, custody)
+    facts = readonly_observation_facts(history, custody, **common)
+    return facts, observed, ObservationProof.of(custody, observed)
 
 
 def _report_holds(sources: CandidateSources, review: ReviewedRejection) -> list[Hold]:

@@ -10,7 +10,7 @@ reconstruction is ``FailedPrecondition`` / ``InvalidArgument`` with the typed re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .model import (
@@ -64,6 +64,17 @@ class CandidateSources(Protocol):
         self, checkpoint: bytes, raw_response: bytes, version: int, consumed_at: str
     ) -> Reconstruction:
         """The derived checkpoint and witness digests for ``version``."""
+        ...
+
+    def reconstruct_observation(
+        self,
+        derived_checkpoint: bytes,
+        raw_response: bytes,
+        consumed_at: str,
+        retained_results: Mapping[str, str],
+    ) -> Reconstruction:
+        """Reconstruction's sealed continuation of a consumed turn whose evidence observation was
+        not retained (``retained_results``: call id → exact retained result JSON)."""
         ...
 
     def reproduce_pending(self, derived_checkpoint: bytes) -> PendingReproduction:

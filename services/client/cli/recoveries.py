@@ -78,6 +78,8 @@ def outcome_lines(outcome: admission_pb2.RecoveryOutcome, created: bool | None =
     ]
     if outcome.settlement_sequence:
         pairs.append(("settlement sequence", outcome.settlement_sequence))
+    if outcome.derived_checkpoint_digest:
+        pairs.append(("derived checkpoint", outcome.derived_checkpoint_digest))
     if created is not None:
         pairs.append(("created", "yes" if created else "no (identical repeat)"))
     return aligned(pairs)

@@ -38,6 +38,7 @@ class EntryKind(enum.Enum):
     ADMISSION_REFUSAL = "admission_refusal"
     RECONCILIATION_VERIFICATION = "reconciliation_verification"
     RECONCILIATION_SETTLEMENT = "reconciliation_settlement"
+    READONLY_OBSERVATION_RECOVERY = "readonly_observation_recovery"
 
 
 # Kinds only the ledger's own transactions write; a caller can never forge them by append.
@@ -51,6 +52,7 @@ LEDGER_ONLY_KINDS = frozenset(
         EntryKind.ADMISSION_REFUSAL,
         EntryKind.RECONCILIATION_VERIFICATION,
         EntryKind.RECONCILIATION_SETTLEMENT,
+        EntryKind.READONLY_OBSERVATION_RECOVERY,
     }
 )
 
@@ -85,6 +87,7 @@ REQUIRED_KEYS: Mapping[EntryKind, tuple[str, ...]] = {
         "decision",
         "fenced_lease_generation",
     ),
+    EntryKind.READONLY_OBSERVATION_RECOVERY: ("recovery_id", "derived_checkpoint_digest"),
 }
 
 TOOL_OUTCOME_STATUSES = frozenset({"succeeded", "failed", "unknown"})

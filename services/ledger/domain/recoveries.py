@@ -14,7 +14,8 @@ RECORD_VERSION = 1
 #: The workflows' stored names.
 NEVER_CLAIMED = "never_claimed"
 REJECTED_BOUNDARY = "rejected_boundary"
-WORKFLOWS = (NEVER_CLAIMED, REJECTED_BOUNDARY, "readonly_observation")
+READONLY_OBSERVATION = "readonly_observation"
+WORKFLOWS = (NEVER_CLAIMED, REJECTED_BOUNDARY, READONLY_OBSERVATION)
 
 
 class RecoveryRecordError(ValueError):
@@ -40,6 +41,8 @@ class StoredRecovery:
     #: Rejected boundary only: the refusal settlement's sequence and the reviewed rejection.
     settlement_sequence: int = 0
     reviewed_rejection_digest: str = ""
+    #: Read-only observation only: the separate derived checkpoint the request continues from.
+    derived_checkpoint_digest: str = ""
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -58,6 +61,7 @@ class StoredRecovery:
             "created_at": self.created_at,
             "settlement_sequence": self.settlement_sequence,
             "reviewed_rejection_digest": self.reviewed_rejection_digest,
+            "derived_checkpoint_digest": self.derived_checkpoint_digest,
         }
 
     def to_text(self) -> str:
@@ -85,6 +89,8 @@ class StoredRecovery:
                 # Absent in records written before the rejected-boundary workflow existed.
                 settlement_sequence=int(record.get("settlement_sequence", 0)),
                 reviewed_rejection_digest=str(record.get("reviewed_rejection_digest", "")),
+                # Absent in records written before the read-only observation workflow existed.
+                derived_checkpoint_digest=str(record.get("derived_checkpoint_digest", "")),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise RecoveryRecordError(f"damaged recovery record: {error!r}") from error

@@ -71,11 +71,13 @@ def count_execution_requests(connection: Connection, states: tuple[RequestState,
 
 
 def requeue_execution_request(connection: Connection, record: ExecutionRequestRecord) -> None:
-    """A recovery queues the same request again: state, generation, owner and a new lease."""
+    """A recovery queues the same request again: state, generation, owner and a new lease (and,
+    for the read-only observation, its separate derived checkpoint)."""
     connection.execute(
         update(execution_requests)
         .where(execution_requests.c.execution_request_id == record.execution_request_id)
         .values(
+            checkpoint_digest=record.checkpoint_digest,
             state=record.state.value,
             policy_revision=record.policy_revision,
             lease_generation=record.lease_generation,

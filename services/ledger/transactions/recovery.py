@@ -1,12 +1,13 @@
-"""The never-claimed recovery transaction (docs/adr/0009-admissibility-check.md) and reading a
-saved recovery back.
+"""The recovery transaction of every recovery workflow (docs/adr/0009-admissibility-check.md)
+and reading a saved recovery back.
 
 One transaction: lock the policy, apply idempotency by recovery_id, re-run the admissibility
 check with the actor's authority re-checked now (the rejected boundary also re-checks its pinned
-reports and the corrective provider configuration against the stored documents), then preserve
-everything, append a recovery
-witness and a request event, and queue the same execution request with a new finite lease bounded
-exactly as at admission. No attempt, model allowance or command quota is added.
+reports and the corrective provider configuration against the stored documents; the read-only
+observation its read custody and the binding of its separate derived checkpoint), then preserve
+everything, append a recovery witness and a request event, and queue the same execution request
+with a new finite lease bounded exactly as at admission. No attempt, model allowance or command
+quota is added.
 """
 
 from __future__ import annotations
@@ -28,16 +29,17 @@ from services.ledger.domain.execution import (
 from services.ledger.domain.journal import EntryKind
 from services.ledger.domain.recoveries import (
     NEVER_CLAIMED,
+    READONLY_OBSERVATION,
     REJECTED_BOUNDARY,
     WORKFLOWS,
     StoredRecovery,
 )
 from services.ledger.domain.runs import Run, check_identifier
-from services.ledger.repository import blobs as blob_rows
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import recoveries as recovery_rows
 from services.ledger.repository import tickets as ticket_rows
+from services.ledger.transactions import readonly_observation as observation
 from services.ledger.transactions.base import (
     LedgerContext,
     append_entry,
@@ -47,6 +49,8 @@ from services.ledger.transactions.base import (
     retry_on_unique_conflict,
 )
 from services.ledger.transactions.execution import existing_request
+from services.ledger.transactions.readonly_observation import ObservationInput
+from services.ledger.transactions.rejected_boundary import check_pinned_evidence
 from shared.admissibility import ActionFacts, Consumed, Unresolved, check
 from shared.canonical import is_digest
 from shared.contract import MAX_WINDOW_SECONDS
@@ -58,6 +62,11 @@ from shared.errors import (
     PreconditionViolation,
 )
 from shared.idempotency import StoredAction, replay_or_conflict
+from shared.readonly_observation import (
+    ObservationCustody,
+    observation_custody,
+    readonly_observation_facts,
+)
 from shared.rejected_boundary import (
     ASSERTION_KIND,
     REQUIRED_ROLES,
@@ -67,9 +76,6 @@ from shared.rejected_boundary import (
 )
 from shared.rejected_boundary_evidence import (
     CorrectiveProvider,
-    EvidenceProblem,
-    corrective_problems,
-    report_problems,
 )
 from shared.request_history import (
     RequestHistory,
@@ -83,6 +89,7 @@ from shared.timeutil import from_text, to_text
 RECOVERY_ROLES = {
     NEVER_CLAIMED: frozenset({"factory_administrator"}),
     REJECTED_BOUNDARY: REQUIRED_ROLES,
+    READONLY_OBSERVATION: REQUIRED_ROLES,
 }
 #: Current roles of an identity; the ledger asks again inside every recovery transaction.
 Authority = Callable[[str], frozenset[str]]
@@ -111,13 +118,20 @@ class RecoveryInput:
     reviewed: ReviewedRejection | None = None
     #: Rejected boundary only: the corrective provider configuration.
     corrective: CorrectiveProvider | None = None
+    #: Read-only observation only: the derived checkpoint admission reconstructed.
+    observation: ObservationInput | None = None
 
-    def validate(self) -> None:
-        for name in ("run_id", "request_id", "recovery_id"):
-            check_identifier(name, getattr(self, name))
+    def _workflow_violations(self) -> list[FieldViolation]:
+        """The workflow is submittable and carries exactly its own fields."""
         violations: list[FieldViolation] = []
-        if self.workflow not in (NEVER_CLAIMED, REJECTED_BOUNDARY):
+        if self.workflow not in WORKFLOWS:
             violations.append(FieldViolation("workflow", "not a submittable recovery workflow"))
+        if (self.workflow == READONLY_OBSERVATION) != (self.observation is not None):
+            violations.append(
+                FieldViolation("derived_checkpoint", "required by (only) the read-only observation")
+            )
+        if self.observation is not None:
+            violations += self.observation.violations()
         for name in ("reviewed", "corrective"):
             if (self.workflow == REJECTED_BOUNDARY) != (getattr(self, name) is not None):
                 violations.append(
@@ -126,6 +140,12 @@ class RecoveryInput:
                         "required by (only) the rejected boundary",
                     )
                 )
+        return violations
+
+    def validate(self) -> None:
+        for name in ("run_id", "request_id", "recovery_id"):
+            check_identifier(name, getattr(self, name))
+        violations = self._workflow_violations()
         if not self.actor:
             violations.append(FieldViolation("actor", "required"))
         for name in ("request_content_digest", "candidate_digest", "expected_head_hash"):
@@ -242,18 +262,23 @@ def _recover(
     record = existing_request(connection, ticket.ticket.execution_request_id, for_update=True)
     entries = list(journal_rows.iter_journal(connection, run.spec.run_id))
     history = request_history(entries, recovery.request_id)
+    custody = observation_custody(entries, history)
     pending = request_rows.list_execution_requests(connection, run.spec.run_id, PENDING_STATES)
+    settings = policy.settings
     facts = _facts(
         recovery,
         history,
+        custody,
         record,
         run,
         state=record.state.value,
         outstanding=tuple(r.execution_request_id for r in pending),
-        workflow_enabled=policy.settings.enabled
-        and (
-            recovery.workflow != REJECTED_BOUNDARY or policy.settings.allow_pre_admission_recovery
-        ),
+        workflow_enabled=settings.enabled
+        and {
+            NEVER_CLAIMED: True,
+            REJECTED_BOUNDARY: settings.allow_pre_admission_recovery,
+            READONLY_OBSERVATION: settings.allow_readonly_observation_recovery,
+        }[recovery.workflow],
         actor_has_authority=RECOVERY_ROLES[recovery.workflow] <= authority(recovery.actor),
         consumed=consumed_from(entries, run.spec.command_limit, _deadline_remaining(run, context)),
     )
@@ -263,7 +288,10 @@ def _recover(
     # R.4b the rejected boundary's pinned evidence, read now: a report or the corrective
     # configuration changed or missing since the candidate refuses the action
     if recovery.reviewed is not None and recovery.corrective is not None:
-        _check_pinned_evidence(connection, recovery.reviewed, recovery.corrective)
+        check_pinned_evidence(connection, recovery.reviewed, recovery.corrective)
+    # R.4c the read-only observation's derived checkpoint is bound to the journal's consumed turn
+    if recovery.observation is not None:
+        observation.check_binding(connection, recovery.observation, custody)
     # R.5 the queue cap: the requeued request counts as pending again (no new ticket)
     check_capacity(
         policy,
@@ -297,24 +325,39 @@ def _recover(
             },
             recovery.actor,
         ).sequence
+    checkpoint_digest, binding = record.checkpoint_digest, {}
+    if recovery.observation is not None:
+        # a separate derived checkpoint and invocation binding; the original one stays intact
+        checkpoint_digest = recovery.observation.derived_checkpoint_digest
+        observation.store_checkpoint(connection, recovery.observation, context.now())
+        binding = {
+            "invocation_binding": observation.invocation_binding(
+                record, checkpoint_digest, policy.revision
+            )
+        }
     witness = append_entry(
         context,
         connection,
         run.spec.run_id,
-        EntryKind.RECOVERY_WITNESS,
+        (
+            EntryKind.READONLY_OBSERVATION_RECOVERY
+            if recovery.observation is not None
+            else EntryKind.RECOVERY_WITNESS
+        ),
         {
             "recovery_id": recovery.recovery_id,
             "workflow": recovery.workflow,
             "request_id": recovery.request_id,
             "execution_request_id": record.execution_request_id,
             "candidate_digest": recovery.candidate_digest,
-            "failed_sequence": _failed_sequence(recovery, history),
+            "failed_sequence": _failed_sequence(recovery, history, custody),
             "policy_revision": policy.revision,
             **(
                 {"corrective_provider": asdict(recovery.corrective)}
                 if recovery.corrective is not None
                 else {}
             ),
+            **observation.witness_fields(recovery.observation, custody),
         },
         recovery.actor,
     )
@@ -330,6 +373,7 @@ def _recover(
             "attempt_id": record.attempt_id,
             "lease_generation": record.lease_generation,
             "lease_seconds": lease_seconds,
+            **binding,
         },
         recovery.actor,
     )
@@ -337,6 +381,7 @@ def _recover(
     created_at = to_text(now)
     requeued = replace(
         record,
+        checkpoint_digest=checkpoint_digest,
         state=RequestState.QUEUED,
         policy_revision=policy.revision,
         lease_seconds=lease_seconds,
@@ -361,6 +406,9 @@ def _recover(
         created_at=created_at,
         settlement_sequence=settlement_sequence,
         reviewed_rejection_digest=recovery.reviewed.digest if recovery.reviewed else "",
+        derived_checkpoint_digest=(
+            recovery.observation.derived_checkpoint_digest if recovery.observation else ""
+        ),
     )
     recovery_rows.insert_recovery(connection, saved)
     return Recovery(saved, requeued, created=True)
@@ -369,6 +417,7 @@ def _recover(
 def _facts(
     recovery: RecoveryInput,
     history: RequestHistory,
+    custody: ObservationCustody,
     record: ExecutionRequestRecord,
     run: Run,
     *,
@@ -379,6 +428,17 @@ def _facts(
     consumed: Consumed,
 ) -> ActionFacts:
     """The workflow's admissibility facts, read now inside the transaction."""
+    if recovery.workflow == READONLY_OBSERVATION:
+        return readonly_observation_facts(
+            history,
+            custody,
+            state=state,
+            outstanding=outstanding,
+            workflow_enabled=workflow_enabled,
+            actor=recovery.actor,
+            actor_has_authority=actor_has_authority,
+            consumed=consumed,
+        )
     if recovery.reviewed is None:
         return never_claimed_facts(
             history,
@@ -407,39 +467,11 @@ def _facts(
     )
 
 
-def _check_pinned_evidence(
-    connection: Connection, review: ReviewedRejection, corrective: CorrectiveProvider
-) -> None:
-    """FAILED_PRECONDITION REVIEWED_REPORT_UNVERIFIED or CORRECTIVE_PROVIDER_UNVERIFIED when a
-    pinned document is not stored intact or does not match the action now."""
-
-    def content_of(digest: str) -> bytes | None:
-        found = blob_rows.get_blob(connection, digest)
-        return found[0] if found is not None else None
-
-    for reason, problems in (
-        ("REVIEWED_REPORT_UNVERIFIED", report_problems(review, content_of)),
-        ("CORRECTIVE_PROVIDER_UNVERIFIED", corrective_problems(corrective, review, content_of)),
-    ):
-        if problems:
-            raise _evidence_refusal(reason, problems)
-
-
-def _evidence_refusal(reason: str, problems: tuple[EvidenceProblem, ...]) -> FailedPrecondition:
-    return FailedPrecondition(
-        reason,
-        "; ".join(problem.detail for problem in problems),
-        metadata={"fields": ",".join(sorted({problem.field for problem in problems}))},
-        precondition_violations=[
-            PreconditionViolation(
-                "MISSING" if problem.missing else "MISMATCH", problem.digest, problem.detail
-            )
-            for problem in problems
-        ],
-    )
-
-
-def _failed_sequence(recovery: RecoveryInput, history: RequestHistory) -> int:
+def _failed_sequence(
+    recovery: RecoveryInput, history: RequestHistory, custody: ObservationCustody
+) -> int:
+    if recovery.observation is not None:
+        return custody.failed_sequence
     if recovery.reviewed is not None:
         return history.claimed_failures[0][0]
     return history.unclaimed_failure_sequence

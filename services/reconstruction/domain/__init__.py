@@ -33,6 +33,16 @@ API::
         and one ``reproduction_digest``. Same inputs → same bytes. Raises FailedPrecondition
         PENDING_REQUEST_NOT_SENT / PENDING_STATE_DIVERGED (``element``) or a checkpoint reason.
 
+    reconstruct_readonly_observation(derived_checkpoint: bytes, raw_response: bytes,
+                                     consumed_at: str, retained_results) -> ObservationResult
+        A consumed continuation turn whose read_run_evidence result was not retained: the
+        consumed response is parsed once through the pinned SDK behind the sealed transport, the
+        stored history is kept as stored, and the exact retained list_files result and the fixed
+        unavailable observation are appended; canonical JSON (types preserved) of history,
+        usage, limits, settings and contract is validated. Raises FailedPrecondition
+        OBSERVATION_RECONSTRUCTION_DIVERGED (``element``), a finding reason or a checkpoint
+        reason. (``services.reconstruction.domain.observation``.)
+
 Async forms: ``areconstruct_invalid_read``, ``aanalyze_consumed_response``,
 ``areproduce_pending_request``.
 

@@ -149,6 +149,18 @@ def read_derived_checkpoint(raw: bytes) -> DerivedRecord:
     return DerivedRecord(raw=raw, digest=sha256_digest(raw), envelope=MappingProxyType(envelope))
 
 
+def continuation_run_id(record: DerivedRecord) -> str:
+    """The SDK run id that resumes ``record``: the first continuation takes the suffix, a later
+    one (after a reconstructed continuation turn) counts on, so no id repeats in the history."""
+    base = f"{record.run['run_id']}{CONTINUATION_SUFFIX}"
+    seen = {
+        message.get("run_id")
+        for message in record.state["messages"]
+        if isinstance(message, dict) and str(message.get("run_id") or "").startswith(base)
+    }
+    return base if not seen else f"{base}-{len(seen) + 1}"
+
+
 def continuation_task(record: DerivedRecord) -> AgenticTask:
     """The worker task that resumes ``record``: its history, usage and limits, no new prompt."""
     state, run = record.state, record.run
@@ -159,7 +171,7 @@ def continuation_task(record: DerivedRecord) -> AgenticTask:
     except ValidationError as exc:
         raise _not_sent(f"the pinned SDK cannot load the checkpoint state: {exc}") from exc
     return AgenticTask(
-        run_id=f"{run['run_id']}{CONTINUATION_SUFFIX}",
+        run_id=continuation_run_id(record),
         conversation_id=run["conversation_id"],
         prompt=None,
         message_history=messages,

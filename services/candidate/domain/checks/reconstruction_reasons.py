@@ -57,6 +57,10 @@ REFUSAL_HOLDS: Final[dict[str, HoldReason]] = {
     # refusal of it (REQUEST_NOT_REPRODUCED), listed here so the map stays exhaustive.
     "PENDING_REQUEST_NOT_SENT": HoldReason.REQUEST_NOT_REPRODUCED,
     "PENDING_STATE_DIVERGED": HoldReason.REQUEST_NOT_REPRODUCED,
+    # Only ReconstructReadonlyObservation gives it; that candidate holds on any of its refusals.
+    "OBSERVATION_RECONSTRUCTION_DIVERGED": HoldReason.OBSERVATION_NOT_PROVEN,
+    # A retained result that is not JSON text (ReconstructReadonlyObservation only).
+    "FIELD_INVALID": HoldReason.OBSERVATION_NOT_PROVEN,
     # Request refusals: the candidate sends a supported version and the intact stored bytes, so
     # these arise only from an empty stored blob; no migration can be built from it.
     "FIELD_REQUIRED": HoldReason.MIGRATION_REFUSED,

@@ -286,6 +286,7 @@ class RecoveryOutcome(_message.Message):
     CREATED_AT_FIELD_NUMBER: _builtins.int
     SETTLEMENT_SEQUENCE_FIELD_NUMBER: _builtins.int
     REVIEWED_REJECTION_DIGEST_FIELD_NUMBER: _builtins.int
+    DERIVED_CHECKPOINT_DIGEST_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run."""
     request_id: _builtins.str
@@ -304,6 +305,10 @@ class RecoveryOutcome(_message.Message):
     """Rejected boundary: journal sequence of the refusal settlement (0 otherwise)."""
     reviewed_rejection_digest: _builtins.str
     """Rejected boundary: digest of the administrator-reviewed rejection (empty otherwise)."""
+    derived_checkpoint_digest: _builtins.str
+    """Read-only observation: the separate derived checkpoint the request continues from (empty
+    otherwise).
+    """
     @_builtins.property
     def execution_request(self) -> _common_pb2.ExecutionRequest:
         """The requeued execution request with its new finite lease."""
@@ -326,10 +331,11 @@ class RecoveryOutcome(_message.Message):
         created_at: _timestamp_pb2.Timestamp | None = ...,
         settlement_sequence: _builtins.int = ...,
         reviewed_rejection_digest: _builtins.str = ...,
+        derived_checkpoint_digest: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "execution_request", b"execution_request"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "created_at", b"created_at", "event_sequence", b"event_sequence", "execution_request", b"execution_request", "recovery_id", b"recovery_id", "request_id", b"request_id", "reviewed_rejection_digest", b"reviewed_rejection_digest", "run_id", b"run_id", "settlement_sequence", b"settlement_sequence", "witness_sequence", b"witness_sequence", "workflow", b"workflow"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "created_at", b"created_at", "derived_checkpoint_digest", b"derived_checkpoint_digest", "event_sequence", b"event_sequence", "execution_request", b"execution_request", "recovery_id", b"recovery_id", "request_id", b"request_id", "reviewed_rejection_digest", b"reviewed_rejection_digest", "run_id", b"run_id", "settlement_sequence", b"settlement_sequence", "witness_sequence", b"witness_sequence", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -326,6 +326,7 @@ class RecoveryCandidate(_message.Message):
     HANDOFF_FIELD_NUMBER: _builtins.int
     POLICY_REVISION_FIELD_NUMBER: _builtins.int
     JOURNAL_HEAD_FIELD_NUMBER: _builtins.int
+    OBSERVATION_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run."""
     request_id: _builtins.str
@@ -348,6 +349,10 @@ class RecoveryCandidate(_message.Message):
     def journal_head(self) -> _common_pb2.JournalHead:
         """The journal head evaluated."""
 
+    @_builtins.property
+    def observation(self) -> Global___ObservationProof:
+        """Read-only observation only: the consumed turn and its sealed reconstruction."""
+
     def __init__(
         self,
         *,
@@ -359,14 +364,85 @@ class RecoveryCandidate(_message.Message):
         handoff: _common_pb2.HandoffPayload | None = ...,
         policy_revision: _builtins.int = ...,
         journal_head: _common_pb2.JournalHead | None = ...,
+        observation: Global___ObservationProof | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["handoff", b"handoff", "journal_head", b"journal_head"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["handoff", b"handoff", "journal_head", b"journal_head", "observation", b"observation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidate_digest", b"candidate_digest", "eligible", b"eligible", "handoff", b"handoff", "holds", b"holds", "journal_head", b"journal_head", "policy_revision", b"policy_revision", "request_id", b"request_id", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidate_digest", b"candidate_digest", "eligible", b"eligible", "handoff", b"handoff", "holds", b"holds", "journal_head", b"journal_head", "observation", b"observation", "policy_revision", b"policy_revision", "request_id", b"request_id", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RecoveryCandidate: _TypeAlias = RecoveryCandidate  # noqa: Y015
+
+@_typing.final
+class ObservationProof(_message.Message):
+    """ObservationProof binds the read-only observation candidate to the stored bytes it was
+    reconstructed from; admission reconstructs again from them and must obtain the same digest.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class RetainedResultDigestsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    PENDING_CHECKPOINT_DIGEST_FIELD_NUMBER: _builtins.int
+    CONSUMED_RESPONSE_DIGEST_FIELD_NUMBER: _builtins.int
+    CONSUMED_AT_FIELD_NUMBER: _builtins.int
+    RETAINED_RESULT_DIGESTS_FIELD_NUMBER: _builtins.int
+    EVIDENCE_CALL_ID_FIELD_NUMBER: _builtins.int
+    DERIVED_CHECKPOINT_DIGEST_FIELD_NUMBER: _builtins.int
+    WITNESS_DIGEST_FIELD_NUMBER: _builtins.int
+    pending_checkpoint_digest: _builtins.str
+    """The derived checkpoint the consumed request was sent from."""
+    consumed_response_digest: _builtins.str
+    """Digest of the consumed raw response."""
+    consumed_at: _builtins.str
+    """Native consumption time of the response (RFC 3339 UTC)."""
+    evidence_call_id: _builtins.str
+    """The id of the read_run_evidence call whose observation is unavailable."""
+    derived_checkpoint_digest: _builtins.str
+    """Digest of the reconstructed derived checkpoint."""
+    witness_digest: _builtins.str
+    """Digest of the observation witness."""
+    @_builtins.property
+    def retained_result_digests(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """The exact retained results: call id → digest of the stored result."""
+
+    def __init__(
+        self,
+        *,
+        pending_checkpoint_digest: _builtins.str = ...,
+        consumed_response_digest: _builtins.str = ...,
+        consumed_at: _builtins.str = ...,
+        retained_result_digests: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        evidence_call_id: _builtins.str = ...,
+        derived_checkpoint_digest: _builtins.str = ...,
+        witness_digest: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumed_at", b"consumed_at", "consumed_response_digest", b"consumed_response_digest", "derived_checkpoint_digest", b"derived_checkpoint_digest", "evidence_call_id", b"evidence_call_id", "pending_checkpoint_digest", b"pending_checkpoint_digest", "retained_result_digests", b"retained_result_digests", "witness_digest", b"witness_digest"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ObservationProof: _TypeAlias = ObservationProof  # noqa: Y015
 
 @_typing.final
 class GetInvalidReadRecoveryCandidateRequest(_message.Message):

@@ -126,6 +126,12 @@ class _JournalEntryKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Jour
     (its lease generation fenced for ever). Payload: {"reconciliation_id", "execution_request_id",
     "decision", "fenced_lease_generation"}.
     """
+    JOURNAL_ENTRY_KIND_READONLY_OBSERVATION_RECOVERY: _JournalEntryKind.ValueType  # 21
+    """Written only by the ledger: the read-only observation recovery witness, which explains the
+    reviewed continuation of a consumed turn whose evidence observation was not retained (the
+    original unknown tool outcome stays unchanged). Payload: {"recovery_id", "request_id",
+    "execution_request_id", "derived_checkpoint_digest", "observation_witness_digest"}.
+    """
 
 class JournalEntryKind(_JournalEntryKind, metaclass=_JournalEntryKindEnumTypeWrapper):
     """JournalEntryKind is the typed kind of one native journal entry. Each kind documents the JSON keys
@@ -190,6 +196,12 @@ JOURNAL_ENTRY_KIND_RECONCILIATION_SETTLEMENT: JournalEntryKind.ValueType  # 20
 """Written only by the ledger: a reviewed reconciliation decision on a claimed execution request
 (its lease generation fenced for ever). Payload: {"reconciliation_id", "execution_request_id",
 "decision", "fenced_lease_generation"}.
+"""
+JOURNAL_ENTRY_KIND_READONLY_OBSERVATION_RECOVERY: JournalEntryKind.ValueType  # 21
+"""Written only by the ledger: the read-only observation recovery witness, which explains the
+reviewed continuation of a consumed turn whose evidence observation was not retained (the
+original unknown tool outcome stays unchanged). Payload: {"recovery_id", "request_id",
+"execution_request_id", "derived_checkpoint_digest", "observation_witness_digest"}.
 """
 Global___JournalEntryKind: _TypeAlias = JournalEntryKind  # noqa: Y015
 
@@ -300,6 +312,12 @@ class _HoldReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_HoldReason
     """The run's command budget or active deadline is exhausted: a retry would have nothing to run
     under (reconciliation never adds allowance).
     """
+    HOLD_REASON_OBSERVATION_NOT_PROVEN: _HoldReason.ValueType  # 30
+    """The native history does not prove the read-only observation case: one consumed response
+    after the refusal recovery with exact pure-read custody (one unavailable read_run_evidence
+    call, at most one list_files call with its exact retained result), or its sealed
+    reconstruction refuses.
+    """
 
 class HoldReason(_HoldReason, metaclass=_HoldReasonEnumTypeWrapper):
     """HoldReason is the typed reason a candidate, ticket or action is held."""
@@ -376,6 +394,12 @@ cessation of the prior owner, exposure within its reservation and no effect or r
 HOLD_REASON_BUDGET_EXHAUSTED: HoldReason.ValueType  # 29
 """The run's command budget or active deadline is exhausted: a retry would have nothing to run
 under (reconciliation never adds allowance).
+"""
+HOLD_REASON_OBSERVATION_NOT_PROVEN: HoldReason.ValueType  # 30
+"""The native history does not prove the read-only observation case: one consumed response
+after the refusal recovery with exact pure-read custody (one unavailable read_run_evidence
+call, at most one list_files call with its exact retained result), or its sealed
+reconstruction refuses.
 """
 Global___HoldReason: _TypeAlias = HoldReason  # noqa: Y015
 

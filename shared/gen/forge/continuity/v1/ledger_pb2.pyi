@@ -961,6 +961,9 @@ class CommitInvalidReadRecoveryRequest(_message.Message):
     WORKFLOW_FIELD_NUMBER: _builtins.int
     REVIEWED_REJECTION_FIELD_NUMBER: _builtins.int
     CORRECTIVE_PROVIDER_FIELD_NUMBER: _builtins.int
+    DERIVED_CHECKPOINT_FIELD_NUMBER: _builtins.int
+    DERIVED_CHECKPOINT_DIGEST_FIELD_NUMBER: _builtins.int
+    OBSERVATION_WITNESS_DIGEST_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run."""
     request_id: _builtins.str
@@ -981,6 +984,12 @@ class CommitInvalidReadRecoveryRequest(_message.Message):
     """Requested lease seconds; the ledger bounds it as at admission."""
     workflow: _builtins.str
     """The workflow's stored name; empty means never_claimed."""
+    derived_checkpoint: _builtins.bytes
+    """Read-only observation: the new derived checkpoint bytes (stored by the transaction)."""
+    derived_checkpoint_digest: _builtins.str
+    """Read-only observation: "sha256:" + hex of derived_checkpoint."""
+    observation_witness_digest: _builtins.str
+    """Read-only observation: digest of the sealed reconstruction's observation witness."""
     @_builtins.property
     def reviewed_rejection(self) -> _candidate_pb2.ReviewedProviderRejectionV1:
         """Rejected boundary: the administrator-reviewed rejection the candidate was computed from."""
@@ -1004,10 +1013,13 @@ class CommitInvalidReadRecoveryRequest(_message.Message):
         workflow: _builtins.str = ...,
         reviewed_rejection: _candidate_pb2.ReviewedProviderRejectionV1 | None = ...,
         corrective_provider: _candidate_pb2.CorrectiveProviderConfigurationV1 | None = ...,
+        derived_checkpoint: _builtins.bytes = ...,
+        derived_checkpoint_digest: _builtins.str = ...,
+        observation_witness_digest: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["corrective_provider", b"corrective_provider", "reviewed_rejection", b"reviewed_rejection"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "candidate_digest", b"candidate_digest", "corrective_provider", b"corrective_provider", "expected_head_hash", b"expected_head_hash", "policy_revision", b"policy_revision", "recovery_id", b"recovery_id", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "reviewed_rejection", b"reviewed_rejection", "run_id", b"run_id", "valid_for_seconds", b"valid_for_seconds", "workflow", b"workflow"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "candidate_digest", b"candidate_digest", "corrective_provider", b"corrective_provider", "derived_checkpoint", b"derived_checkpoint", "derived_checkpoint_digest", b"derived_checkpoint_digest", "expected_head_hash", b"expected_head_hash", "observation_witness_digest", b"observation_witness_digest", "policy_revision", b"policy_revision", "recovery_id", b"recovery_id", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "reviewed_rejection", b"reviewed_rejection", "run_id", b"run_id", "valid_for_seconds", b"valid_for_seconds", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1032,6 +1044,7 @@ class SavedRecovery(_message.Message):
     CANDIDATE_DIGEST_FIELD_NUMBER: _builtins.int
     SETTLEMENT_SEQUENCE_FIELD_NUMBER: _builtins.int
     REVIEWED_REJECTION_DIGEST_FIELD_NUMBER: _builtins.int
+    DERIVED_CHECKPOINT_DIGEST_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run."""
     request_id: _builtins.str
@@ -1054,6 +1067,8 @@ class SavedRecovery(_message.Message):
     """Rejected boundary: journal sequence of the refusal settlement (0 otherwise)."""
     reviewed_rejection_digest: _builtins.str
     """Rejected boundary: digest of the administrator-reviewed rejection (empty otherwise)."""
+    derived_checkpoint_digest: _builtins.str
+    """Read-only observation: the separate derived checkpoint the request continues from."""
     @_builtins.property
     def execution_request(self) -> _common_pb2.ExecutionRequest:
         """The requeued execution request, as it is now."""
@@ -1078,10 +1093,11 @@ class SavedRecovery(_message.Message):
         candidate_digest: _builtins.str = ...,
         settlement_sequence: _builtins.int = ...,
         reviewed_rejection_digest: _builtins.str = ...,
+        derived_checkpoint_digest: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "execution_request", b"execution_request"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "candidate_digest", b"candidate_digest", "created_at", b"created_at", "event_sequence", b"event_sequence", "execution_request", b"execution_request", "recovery_id", b"recovery_id", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "reviewed_rejection_digest", b"reviewed_rejection_digest", "run_id", b"run_id", "settlement_sequence", b"settlement_sequence", "witness_sequence", b"witness_sequence", "workflow", b"workflow"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "candidate_digest", b"candidate_digest", "created_at", b"created_at", "derived_checkpoint_digest", b"derived_checkpoint_digest", "event_sequence", b"event_sequence", "execution_request", b"execution_request", "recovery_id", b"recovery_id", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "reviewed_rejection_digest", b"reviewed_rejection_digest", "run_id", b"run_id", "settlement_sequence", b"settlement_sequence", "witness_sequence", b"witness_sequence", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

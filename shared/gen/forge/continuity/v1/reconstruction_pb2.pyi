@@ -380,3 +380,103 @@ class ReproducePendingRequestResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReproducePendingRequestResponse: _TypeAlias = ReproducePendingRequestResponse  # noqa: Y015
+
+@_typing.final
+class RetainedToolResult(_message.Message):
+    """RetainedToolResult is the exact retained successful result of one original tool call."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALL_ID_FIELD_NUMBER: _builtins.int
+    RESULT_JSON_FIELD_NUMBER: _builtins.int
+    call_id: _builtins.str
+    """The original call id."""
+    result_json: _builtins.str
+    """The retained result as JSON text (types preserved)."""
+    def __init__(
+        self,
+        *,
+        call_id: _builtins.str = ...,
+        result_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["call_id", b"call_id", "result_json", b"result_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetainedToolResult: _TypeAlias = RetainedToolResult  # noqa: Y015
+
+@_typing.final
+class ReconstructReadonlyObservationRequest(_message.Message):
+    """ReconstructReadonlyObservationRequest carries the stored bytes of a consumed continuation turn."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DERIVED_CHECKPOINT_FIELD_NUMBER: _builtins.int
+    RAW_RESPONSE_FIELD_NUMBER: _builtins.int
+    CONSUMED_AT_FIELD_NUMBER: _builtins.int
+    RETAINED_RESULTS_FIELD_NUMBER: _builtins.int
+    derived_checkpoint: _builtins.bytes
+    """The derived checkpoint the consumed request was sent from, as stored."""
+    raw_response: _builtins.bytes
+    """The consumed raw provider response bytes."""
+    consumed_at: _builtins.str
+    """Native consumption time of the response, RFC 3339 UTC."""
+    @_builtins.property
+    def retained_results(self) -> _containers.RepeatedCompositeFieldContainer[Global___RetainedToolResult]:
+        """The exact retained results of the response's list_files call (none for the evidence call)."""
+
+    def __init__(
+        self,
+        *,
+        derived_checkpoint: _builtins.bytes = ...,
+        raw_response: _builtins.bytes = ...,
+        consumed_at: _builtins.str = ...,
+        retained_results: _abc.Iterable[Global___RetainedToolResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumed_at", b"consumed_at", "derived_checkpoint", b"derived_checkpoint", "raw_response", b"raw_response", "retained_results", b"retained_results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReconstructReadonlyObservationRequest: _TypeAlias = ReconstructReadonlyObservationRequest  # noqa: Y015
+
+@_typing.final
+class ReconstructReadonlyObservationResponse(_message.Message):
+    """ReconstructReadonlyObservationResponse is the derived continuation."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DERIVED_CHECKPOINT_FIELD_NUMBER: _builtins.int
+    DERIVED_CHECKPOINT_DIGEST_FIELD_NUMBER: _builtins.int
+    WITNESS_JSON_FIELD_NUMBER: _builtins.int
+    WITNESS_DIGEST_FIELD_NUMBER: _builtins.int
+    ACCOUNTING_JSON_FIELD_NUMBER: _builtins.int
+    derived_checkpoint: _builtins.bytes
+    """The new derived checkpoint bytes (canonical JSON envelope, see docs/formats.md)."""
+    derived_checkpoint_digest: _builtins.str
+    """"sha256:" + hex of derived_checkpoint."""
+    witness_json: _builtins.str
+    """The observation witness as canonical JSON."""
+    witness_digest: _builtins.str
+    """"sha256:" + hex of the canonical witness."""
+    accounting_json: _builtins.str
+    """Accounting of the consumed response and each original call, canonical JSON."""
+    def __init__(
+        self,
+        *,
+        derived_checkpoint: _builtins.bytes = ...,
+        derived_checkpoint_digest: _builtins.str = ...,
+        witness_json: _builtins.str = ...,
+        witness_digest: _builtins.str = ...,
+        accounting_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accounting_json", b"accounting_json", "derived_checkpoint", b"derived_checkpoint", "derived_checkpoint_digest", b"derived_checkpoint_digest", "witness_digest", b"witness_digest", "witness_json", b"witness_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReconstructReadonlyObservationResponse: _TypeAlias = ReconstructReadonlyObservationResponse  # noqa: Y015

@@ -53,6 +53,11 @@ class ReconstructionServiceStub:
                 request_serializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReproducePendingRequestRequest.SerializeToString,
                 response_deserializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReproducePendingRequestResponse.FromString,
                 _registered_method=True)
+        self.ReconstructReadonlyObservation = channel.unary_unary(
+                '/forge.continuity.v1.ReconstructionService/ReconstructReadonlyObservation',
+                request_serializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReconstructReadonlyObservationRequest.SerializeToString,
+                response_deserializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReconstructReadonlyObservationResponse.FromString,
+                _registered_method=True)
 
 
 class ReconstructionServiceServicer:
@@ -95,6 +100,18 @@ class ReconstructionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReconstructReadonlyObservation(self, request, context):
+        """Reconstructs a consumed continuation turn whose read_run_evidence observation was not
+        retained: the consumed response is parsed once through the pinned public SDK behind the
+        sealed transport, and the derived history appends the exact retained list_files result and
+        the fixed unavailable observation for the evidence call. No callback, no provider request.
+        Refusals are FAILED_PRECONDITION naming the element (OBSERVATION_RECONSTRUCTION_DIVERGED or a
+        finding reason) or a checkpoint reason. Role: any authenticated caller.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReconstructionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -112,6 +129,11 @@ def add_ReconstructionServiceServicer_to_server(servicer, server):
                     servicer.ReproducePendingRequest,
                     request_deserializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReproducePendingRequestRequest.FromString,
                     response_serializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReproducePendingRequestResponse.SerializeToString,
+            ),
+            'ReconstructReadonlyObservation': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReconstructReadonlyObservation,
+                    request_deserializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReconstructReadonlyObservationRequest.FromString,
+                    response_serializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReconstructReadonlyObservationResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -199,6 +221,33 @@ class ReconstructionService:
             '/forge.continuity.v1.ReconstructionService/ReproducePendingRequest',
             forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReproducePendingRequestRequest.SerializeToString,
             forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReproducePendingRequestResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReconstructReadonlyObservation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/forge.continuity.v1.ReconstructionService/ReconstructReadonlyObservation',
+            forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReconstructReadonlyObservationRequest.SerializeToString,
+            forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReconstructReadonlyObservationResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -58,6 +58,14 @@ class ReconstructionServiceStub:
     checkpoint reason) or INVALID_ARGUMENT (CHECKPOINT_MALFORMED).
     Role: any authenticated caller.
     """
+    ReconstructReadonlyObservation: _grpc.UnaryUnaryMultiCallable[_reconstruction_pb2.ReconstructReadonlyObservationRequest, _reconstruction_pb2.ReconstructReadonlyObservationResponse]
+    """Reconstructs a consumed continuation turn whose read_run_evidence observation was not
+    retained: the consumed response is parsed once through the pinned public SDK behind the
+    sealed transport, and the derived history appends the exact retained list_files result and
+    the fixed unavailable observation for the evidence call. No callback, no provider request.
+    Refusals are FAILED_PRECONDITION naming the element (OBSERVATION_RECONSTRUCTION_DIVERGED or a
+    finding reason) or a checkpoint reason. Role: any authenticated caller.
+    """
 
 @_typing.type_check_only
 class ReconstructionServiceAsyncStub(ReconstructionServiceStub):
@@ -88,6 +96,14 @@ class ReconstructionServiceAsyncStub(ReconstructionServiceStub):
     FAILED_PRECONDITION (PENDING_REQUEST_NOT_SENT, PENDING_STATE_DIVERGED naming the element, or a
     checkpoint reason) or INVALID_ARGUMENT (CHECKPOINT_MALFORMED).
     Role: any authenticated caller.
+    """
+    ReconstructReadonlyObservation: _aio.UnaryUnaryMultiCallable[_reconstruction_pb2.ReconstructReadonlyObservationRequest, _reconstruction_pb2.ReconstructReadonlyObservationResponse]  # type: ignore[assignment]
+    """Reconstructs a consumed continuation turn whose read_run_evidence observation was not
+    retained: the consumed response is parsed once through the pinned public SDK behind the
+    sealed transport, and the derived history appends the exact retained list_files result and
+    the fixed unavailable observation for the evidence call. No callback, no provider request.
+    Refusals are FAILED_PRECONDITION naming the element (OBSERVATION_RECONSTRUCTION_DIVERGED or a
+    finding reason) or a checkpoint reason. Role: any authenticated caller.
     """
 
 class ReconstructionServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -134,6 +150,20 @@ class ReconstructionServiceServicer(metaclass=_abc_1.ABCMeta):
         FAILED_PRECONDITION (PENDING_REQUEST_NOT_SENT, PENDING_STATE_DIVERGED naming the element, or a
         checkpoint reason) or INVALID_ARGUMENT (CHECKPOINT_MALFORMED).
         Role: any authenticated caller.
+        """
+
+    @_abc_1.abstractmethod
+    def ReconstructReadonlyObservation(
+        self,
+        request: _reconstruction_pb2.ReconstructReadonlyObservationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_reconstruction_pb2.ReconstructReadonlyObservationResponse, _abc.Awaitable[_reconstruction_pb2.ReconstructReadonlyObservationResponse]]:
+        """Reconstructs a consumed continuation turn whose read_run_evidence observation was not
+        retained: the consumed response is parsed once through the pinned public SDK behind the
+        sealed transport, and the derived history appends the exact retained list_files result and
+        the fixed unavailable observation for the evidence call. No callback, no provider request.
+        Refusals are FAILED_PRECONDITION naming the element (OBSERVATION_RECONSTRUCTION_DIVERGED or a
+        finding reason) or a checkpoint reason. Role: any authenticated caller.
         """
 
 def add_ReconstructionServiceServicer_to_server(servicer: ReconstructionServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,106 @@
+"""The read-only observation candidate's custody and reconstruction check (spec: "A consumed turn
+with an unavailable evidence observation").
+
+The journal's read custody is judged by ``shared.readonly_observation`` (the ledger judges it again
+at commit). Here the stored bytes it names are read — the derived checkpoint the consumed request
+was sent from, the consumed raw response and each exact retained list result — and handed to
+reconstruction's sealed ``ReconstructReadonlyObservation``. A missing or damaged blob, or a
+refused reconstruction, is the hold ``OBSERVATION_NOT_PROVEN``; the reconstructed derived
+checkpoint's digest joins the candidate digest, so admission's recomputation sees the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from shared.canonical import sha256_digest
+from shared.errors import FailedPrecondition, InvalidArgument
+from shared.readonly_observation import ObservationCustody
+
+from .model import Hold, HoldReason, hold
+from .sources import CandidateSources
+
+
+@dataclass(frozen=True)
+class ObservationCheck:
+    """The holds of the check and the reconstruction's digests ("" when none)."""
+
+    holds: tuple[Hold, ...]
+    derived_checkpoint_digest: str
+    witness_digest: str
+
+
+@dataclass(frozen=True)
+class ObservationProof:
+    """What admission needs to reconstruct again and compare (the candidate's proof)."""
+
+    pending_checkpoint_digest: str
+    consumed_response_digest: str
+    consumed_at: str
+    retained_result_digests: Mapping[str, str]
+    evidence_call_id: str
+    derived_checkpoint_digest: str
+    witness_digest: str
+
+    @classmethod
+    def of(cls, custody: ObservationCustody, check: ObservationCheck) -> ObservationProof:
+        return cls(
+            pending_checkpoint_digest=custody.pending_checkpoint_digest,
+            consumed_response_digest=custody.consumed_response_digest,
+            consumed_at=custody.consumed_at,
+            retained_result_digests=dict(custody.retained),
+            evidence_call_id=custody.evidence_call_id,
+            derived_checkpoint_digest=check.derived_checkpoint_digest,
+            witness_digest=check.witness_digest,
+        )
+
+
+def _intact(sources: CandidateSources, digest: str) -> bytes | None:
+    content = sources.blob(digest) if digest else None
+    return content if content is not None and sha256_digest(content) == digest else None
+
+
+def observation_check(sources: CandidateSources, custody: ObservationCustody) -> ObservationCheck:
+    """Reconstruct the consumed turn from the stored bytes the custody names."""
+    if custody.problems:
+        return ObservationCheck((), "", "")  # the admissibility check already holds on them
+    missing: list[Hold] = []
+    checkpoint = _intact(sources, custody.pending_checkpoint_digest)
+    response = _intact(sources, custody.consumed_response_digest)
+    for digest, content in (
+        (custody.pending_checkpoint_digest, checkpoint),
+        (custody.consumed_response_digest, response),
+    ):
+        if content is None:
+            missing.append(hold(HoldReason.CLOSURE_INCOMPLETE, digest, "not stored intact"))
+    retained: dict[str, str] = {}
+    for call_id, digest in sorted(custody.retained.items()):
+        content = _intact(sources, digest)
+        if content is None:
+            missing.append(
+                hold(HoldReason.CLOSURE_INCOMPLETE, digest, f"the result of {call_id} is lost")
+            )
+            continue
+        try:
+            retained[call_id] = content.decode("utf-8")
+        except UnicodeDecodeError:
+            missing.append(hold(HoldReason.OBSERVATION_NOT_PROVEN, call_id, "not JSON text"))
+    if missing or checkpoint is None or response is None:
+        return ObservationCheck(tuple(missing), "", "")
+    try:
+        found = sources.reconstruct_observation(checkpoint, response, custody.consumed_at, retained)
+    except (FailedPrecondition, InvalidArgument) as refused:
+        element = refused.metadata.get("element") or refused.metadata.get("field") or "-"
+        return ObservationCheck(
+            (
+                hold(
+                    HoldReason.OBSERVATION_NOT_PROVEN,
+                    element,
+                    f"sealed reconstruction refused: {refused.reason}: {refused.message}",
+                ),
+            ),
+            "",
+            "",
+        )
+    return ObservationCheck((), found.derived_checkpoint_digest, found.witness_digest)
