@@ -1,10 +1,11 @@
-"""gRPC servicers of the ledger process: translate protobuf ↔ domain, nothing else."""
+"""The LedgerService servicer of the ledger process (protobuf ↔ domain, nothing else) and
+``bindings``: the four services the process hosts with their role tables. The other servicers live
+beside it (``policy_servicer``, ``execution_servicer``, ``reconciliation_servicer``)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from dataclasses import asdict, fields
 
 import grpc
 
@@ -20,13 +21,15 @@ from forge.continuity.v1 import (
     reconciliation_pb2,
     reconciliation_pb2_grpc,
 )
-from services.ledger.domain.admission import AdmissionInput, WorkerSource
-from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
+from services.ledger.domain.admission import AdmissionInput
+from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.journal import EntryKind, StoredEntry
-from services.ledger.domain.policy import PolicyRevision, PolicySettings
 from services.ledger.domain.runs import Run, RunSpec
 from services.ledger.domain.tickets import StoredTicket
+from services.ledger.execution_servicer import ExecutionServicer
 from services.ledger.inspection_proto import inspection_to_proto
+from services.ledger.policy_servicer import PolicyServicer
+from services.ledger.proto_convert import execution_request_to_proto, policy_to_proto
 from services.ledger.reconciliation_servicer import ReconciliationServicer
 from services.ledger.recovery_proto import recovery_input, recovery_to_proto
 from services.ledger.service import Ledger
@@ -101,54 +104,6 @@ def run_to_proto(run: Run) -> ledger_pb2.Run:
         created_by=run.created_by,
         created_at=to_timestamp(run.created_at),
         run_digest=run.run_digest,
-    )
-
-
-def policy_to_proto(policy: PolicyRevision) -> common_pb2.Policy:
-    settings = policy.settings
-    return common_pb2.Policy(
-        revision=policy.revision,
-        **asdict(settings),
-        updated_by=policy.updated_by,
-        updated_at=to_timestamp(policy.updated_at),
-        digest=policy.digest,
-    )
-
-
-def state_from_proto(value: int) -> RequestState:
-    try:
-        return RequestState(enum_short_name(common_pb2.ExecutionRequestState, value).lower())
-    except ValueError:
-        raise InvalidArgument(
-            "FIELD_INVALID",
-            f"unknown execution request state {value}",
-            metadata={"field": "states"},
-            field_violations=[
-                FieldViolation("states", "must be known ExecutionRequestState values")
-            ],
-        ) from None
-
-
-def state_to_proto(state: RequestState) -> common_pb2.ExecutionRequestState.ValueType:
-    return common_pb2.ExecutionRequestState.ValueType(
-        enum_number(common_pb2.ExecutionRequestState, state.value)
-    )
-
-
-def execution_request_to_proto(record: ExecutionRequestRecord) -> common_pb2.ExecutionRequest:
-    return common_pb2.ExecutionRequest(
-        execution_request_id=record.execution_request_id,
-        run_id=record.run_id,
-        attempt_id=record.attempt_id,
-        request_id=record.request_id,
-        checkpoint_digest=record.checkpoint_digest,
-        state=state_to_proto(record.state),
-        lease=common_pb2.Lease(
-            generation=record.lease_generation,
-            seconds=record.lease_seconds,
-            expires_at=to_timestamp(record.lease_expires_at),
-        ),
-        owner=record.owner,
     )
 
 
@@ -342,156 +297,6 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         found = self._ledger.get_recovery(request.run_id, request.request_id, request.workflow)
         return ledger_pb2.GetRecoveryResponse(
             recovery=recovery_to_proto(found, execution_request_to_proto)
-        )
-
-
-class PolicyServicer(policy_pb2_grpc.PolicyServiceServicer):
-    def __init__(self, ledger: Ledger) -> None:
-        self._ledger = ledger
-
-    def GetPolicy(
-        self, request: policy_pb2.GetPolicyRequest, context: grpc.ServicerContext
-    ) -> policy_pb2.GetPolicyResponse:
-        return policy_pb2.GetPolicyResponse(
-            policy=policy_to_proto(self._ledger.get_policy(request.revision))
-        )
-
-    def PutPolicy(
-        self, request: policy_pb2.PutPolicyRequest, context: grpc.ServicerContext
-    ) -> policy_pb2.PutPolicyResponse:
-        if not request.HasField("settings"):
-            raise InvalidArgument(
-                "FIELD_REQUIRED",
-                "settings is required",
-                metadata={"field": "settings"},
-                field_violations=[FieldViolation("settings", "required")],
-            )
-        given = request.settings
-        settings = PolicySettings(
-            **{f.name: getattr(given, f.name) for f in fields(PolicySettings)}
-        )
-        stored = self._ledger.put_policy(
-            request.expected_revision, settings, current_principal().identity
-        )
-        return policy_pb2.PutPolicyResponse(policy=policy_to_proto(stored))
-
-    def ListPolicyRevisions(
-        self, request: policy_pb2.ListPolicyRevisionsRequest, context: grpc.ServicerContext
-    ) -> policy_pb2.ListPolicyRevisionsResponse:
-        revisions = self._ledger.list_policies(request.before_revision, request.page_size)
-        return policy_pb2.ListPolicyRevisionsResponse(
-            policies=[policy_to_proto(p) for p in revisions]
-        )
-
-
-class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
-    """Worker claims under fenced leases, and the command ledger."""
-
-    def __init__(self, ledger: Ledger) -> None:
-        self._ledger = ledger
-
-    def ClaimExecutionRequest(
-        self, request: execution_pb2.ClaimExecutionRequestRequest, context: grpc.ServicerContext
-    ) -> execution_pb2.ClaimExecutionRequestResponse:
-        record = self._ledger.claim(
-            request.execution_request_id,
-            current_principal().identity,
-            WorkerSource(
-                source_revision=request.source_revision,
-                configuration_digest=request.configuration_digest,
-                source_profile=request.source_profile,
-                attempt_id=request.attempt_id,
-            ),
-        )
-        return execution_pb2.ClaimExecutionRequestResponse(
-            execution_request=execution_request_to_proto(record)
-        )
-
-    def CompleteExecutionRequest(
-        self, request: execution_pb2.CompleteExecutionRequestRequest, context: grpc.ServicerContext
-    ) -> execution_pb2.CompleteExecutionRequestResponse:
-        record = self._ledger.finish(
-            request.execution_request_id,
-            current_principal().identity,
-            request.lease_generation,
-            RequestState.COMPLETED,
-        )
-        return execution_pb2.CompleteExecutionRequestResponse(
-            execution_request=execution_request_to_proto(record)
-        )
-
-    def FailExecutionRequest(
-        self, request: execution_pb2.FailExecutionRequestRequest, context: grpc.ServicerContext
-    ) -> execution_pb2.FailExecutionRequestResponse:
-        if not request.reason:
-            raise InvalidArgument(
-                "FIELD_REQUIRED",
-                "reason is required",
-                metadata={"field": "reason"},
-                field_violations=[FieldViolation("reason", "required")],
-            )
-        record = self._ledger.finish(
-            request.execution_request_id,
-            current_principal().identity,
-            request.lease_generation,
-            RequestState.FAILED,
-            request.reason,
-        )
-        return execution_pb2.FailExecutionRequestResponse(
-            execution_request=execution_request_to_proto(record)
-        )
-
-    def FailUnclaimedExecutionRequest(
-        self,
-        request: execution_pb2.FailUnclaimedExecutionRequestRequest,
-        context: grpc.ServicerContext,
-    ) -> execution_pb2.FailUnclaimedExecutionRequestResponse:
-        record = self._ledger.fail_unclaimed(
-            request.execution_request_id, current_principal().identity, request.reason
-        )
-        return execution_pb2.FailUnclaimedExecutionRequestResponse(
-            execution_request=execution_request_to_proto(record)
-        )
-
-    def GetExecutionRequest(
-        self, request: execution_pb2.GetExecutionRequestRequest, context: grpc.ServicerContext
-    ) -> execution_pb2.GetExecutionRequestResponse:
-        record = self._ledger.get_execution_request(request.execution_request_id)
-        return execution_pb2.GetExecutionRequestResponse(
-            execution_request=execution_request_to_proto(record)
-        )
-
-    def ListExecutionRequests(
-        self, request: execution_pb2.ListExecutionRequestsRequest, context: grpc.ServicerContext
-    ) -> execution_pb2.ListExecutionRequestsResponse:
-        states = tuple(state_from_proto(value) for value in request.states)
-        records = self._ledger.list_execution_requests(request.run_id, states)
-        return execution_pb2.ListExecutionRequestsResponse(
-            execution_requests=[execution_request_to_proto(r) for r in records]
-        )
-
-    def RecordCommand(
-        self, request: execution_pb2.RecordCommandRequest, context: grpc.ServicerContext
-    ) -> execution_pb2.RecordCommandResponse:
-        sequence, charged, used, limit = self._ledger.record_command(
-            request.execution_request_id,
-            current_principal().identity,
-            request.lease_generation,
-            request.command_id,
-            request.command_digest,
-        )
-        return execution_pb2.RecordCommandResponse(
-            journal_sequence=sequence,
-            charged=charged,
-            usage=execution_pb2.CommandUsage(used=used, limit=limit),
-        )
-
-    def GetCommandUsage(
-        self, request: execution_pb2.GetCommandUsageRequest, context: grpc.ServicerContext
-    ) -> execution_pb2.GetCommandUsageResponse:
-        used, limit = self._ledger.command_usage(request.run_id)
-        return execution_pb2.GetCommandUsageResponse(
-            usage=execution_pb2.CommandUsage(used=used, limit=limit)
         )
 
 

@@ -1,0 +1,124 @@
+"""The ExecutionService servicer of the ledger process: protobuf ↔ domain, nothing else."""
+
+from __future__ import annotations
+
+import grpc
+
+from forge.continuity.v1 import execution_pb2, execution_pb2_grpc
+from services.ledger.domain.admission import WorkerSource
+from services.ledger.domain.execution import RequestState
+from services.ledger.proto_convert import execution_request_to_proto, state_from_proto
+from services.ledger.service import Ledger
+from shared.auth import current_principal
+from shared.errors import FieldViolation, InvalidArgument
+
+
+class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
+    """Worker claims under fenced leases, and the command ledger."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+
+    def ClaimExecutionRequest(
+        self, request: execution_pb2.ClaimExecutionRequestRequest, context: grpc.ServicerContext
+    ) -> execution_pb2.ClaimExecutionRequestResponse:
+        record = self._ledger.claim(
+            request.execution_request_id,
+            current_principal().identity,
+            WorkerSource(
+                source_revision=request.source_revision,
+                configuration_digest=request.configuration_digest,
+                source_profile=request.source_profile,
+                attempt_id=request.attempt_id,
+            ),
+        )
+        return execution_pb2.ClaimExecutionRequestResponse(
+            execution_request=execution_request_to_proto(record)
+        )
+
+    def CompleteExecutionRequest(
+        self, request: execution_pb2.CompleteExecutionRequestRequest, context: grpc.ServicerContext
+    ) -> execution_pb2.CompleteExecutionRequestResponse:
+        record = self._ledger.finish(
+            request.execution_request_id,
+            current_principal().identity,
+            request.lease_generation,
+            RequestState.COMPLETED,
+        )
+        return execution_pb2.CompleteExecutionRequestResponse(
+            execution_request=execution_request_to_proto(record)
+        )
+
+    def FailExecutionRequest(
+        self, request: execution_pb2.FailExecutionRequestRequest, context: grpc.ServicerContext
+    ) -> execution_pb2.FailExecutionRequestResponse:
+        if not request.reason:
+            raise InvalidArgument(
+                "FIELD_REQUIRED",
+                "reason is required",
+                metadata={"field": "reason"},
+                field_violations=[FieldViolation("reason", "required")],
+            )
+        record = self._ledger.finish(
+            request.execution_request_id,
+            current_principal().identity,
+            request.lease_generation,
+            RequestState.FAILED,
+            request.reason,
+        )
+        return execution_pb2.FailExecutionRequestResponse(
+            execution_request=execution_request_to_proto(record)
+        )
+
+    def FailUnclaimedExecutionRequest(
+        self,
+        request: execution_pb2.FailUnclaimedExecutionRequestRequest,
+        context: grpc.ServicerContext,
+    ) -> execution_pb2.FailUnclaimedExecutionRequestResponse:
+        record = self._ledger.fail_unclaimed(
+            request.execution_request_id, current_principal().identity, request.reason
+        )
+        return execution_pb2.FailUnclaimedExecutionRequestResponse(
+            execution_request=execution_request_to_proto(record)
+        )
+
+    def GetExecutionRequest(
+        self, request: execution_pb2.GetExecutionRequestRequest, context: grpc.ServicerContext
+    ) -> execution_pb2.GetExecutionRequestResponse:
+        record = self._ledger.get_execution_request(request.execution_request_id)
+        return execution_pb2.GetExecutionRequestResponse(
+            execution_request=execution_request_to_proto(record)
+        )
+
+    def ListExecutionRequests(
+        self, request: execution_pb2.ListExecutionRequestsRequest, context: grpc.ServicerContext
+    ) -> execution_pb2.ListExecutionRequestsResponse:
+        states = tuple(state_from_proto(value) for value in request.states)
+        records = self._ledger.list_execution_requests(request.run_id, states)
+        return execution_pb2.ListExecutionRequestsResponse(
+            execution_requests=[execution_request_to_proto(r) for r in records]
+        )
+
+    def RecordCommand(
+        self, request: execution_pb2.RecordCommandRequest, context: grpc.ServicerContext
+    ) -> execution_pb2.RecordCommandResponse:
+        sequence, charged, used, limit = self._ledger.record_command(
+            request.execution_request_id,
+            current_principal().identity,
+            request.lease_generation,
+            request.command_id,
+            request.command_digest,
+        )
+        return execution_pb2.RecordCommandResponse(
+            journal_sequence=sequence,
+            charged=charged,
+            usage=execution_pb2.CommandUsage(used=used, limit=limit),
+        )
+
+    def GetCommandUsage(
+        self, request: execution_pb2.GetCommandUsageRequest, context: grpc.ServicerContext
+    ) -> execution_pb2.GetCommandUsageResponse:
+        used, limit = self._ledger.command_usage(request.run_id)
+        return execution_pb2.GetCommandUsageResponse(
+            usage=execution_pb2.CommandUsage(used=used, limit=limit)
+        )

@@ -1,0 +1,61 @@
+"""Policy and execution request ↔ protobuf conversions the ledger servicers share (translation
+only)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from forge.continuity.v1 import common_pb2
+from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
+from services.ledger.domain.policy import PolicyRevision
+from shared.contract import enum_number, enum_short_name
+from shared.errors import FieldViolation, InvalidArgument
+from shared.timeutil import to_timestamp
+
+
+def policy_to_proto(policy: PolicyRevision) -> common_pb2.Policy:
+    settings = policy.settings
+    return common_pb2.Policy(
+        revision=policy.revision,
+        **asdict(settings),
+        updated_by=policy.updated_by,
+        updated_at=to_timestamp(policy.updated_at),
+        digest=policy.digest,
+    )
+
+
+def state_from_proto(value: int) -> RequestState:
+    try:
+        return RequestState(enum_short_name(common_pb2.ExecutionRequestState, value).lower())
+    except ValueError:
+        raise InvalidArgument(
+            "FIELD_INVALID",
+            f"unknown execution request state {value}",
+            metadata={"field": "states"},
+            field_violations=[
+                FieldViolation("states", "must be known ExecutionRequestState values")
+            ],
+        ) from None
+
+
+def state_to_proto(state: RequestState) -> common_pb2.ExecutionRequestState.ValueType:
+    return common_pb2.ExecutionRequestState.ValueType(
+        enum_number(common_pb2.ExecutionRequestState, state.value)
+    )
+
+
+def execution_request_to_proto(record: ExecutionRequestRecord) -> common_pb2.ExecutionRequest:
+    return common_pb2.ExecutionRequest(
+        execution_request_id=record.execution_request_id,
+        run_id=record.run_id,
+        attempt_id=record.attempt_id,
+        request_id=record.request_id,
+        checkpoint_digest=record.checkpoint_digest,
+        state=state_to_proto(record.state),
+        lease=common_pb2.Lease(
+            generation=record.lease_generation,
+            seconds=record.lease_seconds,
+            expires_at=to_timestamp(record.lease_expires_at),
+        ),
+        owner=record.owner,
+    )
