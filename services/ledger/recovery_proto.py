@@ -8,7 +8,7 @@ from forge.continuity.v1 import common_pb2, ledger_pb2
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.recoveries import NEVER_CLAIMED
 from services.ledger.transactions.readonly_observation import ObservationInput
-from services.ledger.transactions.recovery import Recovery, RecoveryInput
+from services.ledger.transactions.recovery_input import Recovery, RecoveryInput
 from shared.rejected_boundary_proto import corrective_provider, reviewed_rejection
 from shared.timeutil import to_timestamp
 

@@ -34,7 +34,8 @@ from services.ledger.transactions.inspection import JournalInspection
 from services.ledger.transactions.journal import JournalFollowers, JournalPage
 from services.ledger.transactions.reconciliation import Reconciled
 from services.ledger.transactions.reconciliation_review import Inspection
-from services.ledger.transactions.recovery import Authority, Recovery, RecoveryInput, no_authority
+from services.ledger.transactions.recovery_facts import Authority, no_authority
+from services.ledger.transactions.recovery_input import Recovery, RecoveryInput
 from shared.config import journal_follower_limit
 from shared.journal_chain import Verification
 from shared.timeutil import Clock, utc_now

@@ -8,33 +8,27 @@ observation its read custody and the binding of its separate derived checkpoint)
 everything, append a recovery witness and a request event, and queue the same execution request
 with a new finite lease bounded exactly as at admission. No attempt, model allowance or command
 quota is added.
+
+What a recovery submits is checked in ``recovery_input``; the facts the admissibility check reads
+for each workflow are built in ``recovery_facts``.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 
 from sqlalchemy import Connection
 
 from services.ledger.domain.admission import check_capacity
 from services.ledger.domain.execution import (
     PENDING_STATES,
-    ExecutionRequestRecord,
     RequestState,
     bound_lease,
     lease_expiry,
 )
 from services.ledger.domain.journal import EntryKind
-from services.ledger.domain.recoveries import (
-    NEVER_CLAIMED,
-    READONLY_OBSERVATION,
-    REJECTED_BOUNDARY,
-    WORKFLOWS,
-    StoredRecovery,
-)
-from services.ledger.domain.runs import Run, check_identifier
+from services.ledger.domain.recoveries import WORKFLOWS, StoredRecovery
+from services.ledger.domain.runs import check_identifier
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import recoveries as recovery_rows
@@ -49,11 +43,18 @@ from services.ledger.transactions.base import (
     retry_on_unique_conflict,
 )
 from services.ledger.transactions.execution import existing_request
-from services.ledger.transactions.readonly_observation import ObservationInput
+from services.ledger.transactions.recovery_facts import (
+    RECOVERY_ROLES,
+    Authority,
+    action_facts,
+    deadline_remaining,
+    failed_sequence,
+    unresolved_refusal,
+    workflow_enabled,
+)
+from services.ledger.transactions.recovery_input import Recovery, RecoveryInput
 from services.ledger.transactions.rejected_boundary import check_pinned_evidence
-from shared.admissibility import ActionFacts, Consumed, Unresolved, check
-from shared.canonical import is_digest
-from shared.contract import MAX_WINDOW_SECONDS
+from shared.admissibility import Unresolved, check
 from shared.errors import (
     FailedPrecondition,
     FieldViolation,
@@ -62,120 +63,10 @@ from shared.errors import (
     PreconditionViolation,
 )
 from shared.idempotency import StoredAction, replay_or_conflict
-from shared.readonly_observation import (
-    ObservationCustody,
-    observation_custody,
-    readonly_observation_facts,
-)
-from shared.rejected_boundary import (
-    ASSERTION_KIND,
-    REQUIRED_ROLES,
-    ReviewedRejection,
-    refusal_problems,
-    rejected_boundary_facts,
-)
-from shared.rejected_boundary_evidence import (
-    CorrectiveProvider,
-)
-from shared.request_history import (
-    RequestHistory,
-    consumed_from,
-    never_claimed_facts,
-    request_history,
-)
-from shared.timeutil import from_text, to_text
-
-#: The roles each workflow needs, held now by the ticket's original operator.
-RECOVERY_ROLES = {
-    NEVER_CLAIMED: frozenset({"factory_administrator"}),
-    REJECTED_BOUNDARY: REQUIRED_ROLES,
-    READONLY_OBSERVATION: REQUIRED_ROLES,
-}
-#: Current roles of an identity; the ledger asks again inside every recovery transaction.
-Authority = Callable[[str], frozenset[str]]
-
-
-def no_authority(identity: str) -> frozenset[str]:
-    """Fail closed: without an authority source nobody may recover."""
-    return frozenset()
-
-
-@dataclass(frozen=True)
-class RecoveryInput:
-    """A never-claimed recovery the admission service validated; the ledger re-checks state."""
-
-    run_id: str
-    request_id: str
-    recovery_id: str
-    actor: str
-    request_content_digest: str
-    candidate_digest: str
-    expected_head_hash: str
-    policy_revision: int
-    valid_for_seconds: int
-    workflow: str = NEVER_CLAIMED
-    #: Rejected boundary only: the administrator-reviewed rejection.
-    reviewed: ReviewedRejection | None = None
-    #: Rejected boundary only: the corrective provider configuration.
-    corrective: CorrectiveProvider | None = None
-    #: Read-only observation only: the derived checkpoint admission reconstructed.
-    observation: ObservationInput | None = None
-
-    def _workflow_violations(self) -> list[FieldViolation]:
-        """The workflow is submittable and carries exactly its own fields."""
-        violations: list[FieldViolation] = []
-        if self.workflow not in WORKFLOWS:
-            violations.append(FieldViolation("workflow", "not a submittable recovery workflow"))
-        if (self.workflow == READONLY_OBSERVATION) != (self.observation is not None):
-            violations.append(
-                FieldViolation("derived_checkpoint", "required by (only) the read-only observation")
-            )
-        if self.observation is not None:
-            violations += self.observation.violations()
-        for name in ("reviewed", "corrective"):
-            if (self.workflow == REJECTED_BOUNDARY) != (getattr(self, name) is not None):
-                violations.append(
-                    FieldViolation(
-                        "reviewed_rejection" if name == "reviewed" else "corrective_provider",
-                        "required by (only) the rejected boundary",
-                    )
-                )
-        return violations
-
-    def validate(self) -> None:
-        for name in ("run_id", "request_id", "recovery_id"):
-            check_identifier(name, getattr(self, name))
-        violations = self._workflow_violations()
-        if not self.actor:
-            violations.append(FieldViolation("actor", "required"))
-        for name in ("request_content_digest", "candidate_digest", "expected_head_hash"):
-            if not is_digest(getattr(self, name)):
-                violations.append(FieldViolation(name, "must be sha256:<64 hex>"))
-        if not 1 <= self.valid_for_seconds <= MAX_WINDOW_SECONDS:
-            violations.append(
-                FieldViolation("valid_for_seconds", f"must be in 1..{MAX_WINDOW_SECONDS}")
-            )
-        if self.policy_revision <= 0:
-            violations.append(FieldViolation("policy_revision", "must be positive"))
-        if violations:
-            raise InvalidArgument(
-                "RECOVERY_INVALID",
-                "; ".join(f"{v.field}: {v.description}" for v in violations),
-                field_violations=violations,
-            )
-        if self.reviewed is not None:
-            self.reviewed.validate()
-            if self.corrective is not None:
-                self.corrective.validate(self.reviewed)
-
-
-@dataclass(frozen=True)
-class Recovery:
-    """A saved recovery, its execution request as it is now, and whether this call created it."""
-
-    recovery: StoredRecovery
-    execution_request: ExecutionRequestRecord
-    created: bool
+from shared.readonly_observation import observation_custody
+from shared.rejected_boundary import ASSERTION_KIND
+from shared.request_history import consumed_from, request_history
+from shared.timeutil import to_text
 
 
 def commit_never_claimed(
@@ -213,13 +104,6 @@ def _replay(connection: Connection, stored: StoredRecovery, recovery: RecoveryIn
         )
     record = existing_request(connection, stored.execution_request_id)
     return Recovery(stored, record, created=False)
-
-
-def _deadline_remaining(run: Run, context: LedgerContext) -> int:
-    if run.spec.active_deadline is None:
-        return -1
-    remaining = (from_text(run.spec.active_deadline) - context.clock()).total_seconds()
-    return max(0, math.floor(remaining))
 
 
 def _recover(
@@ -265,7 +149,7 @@ def _recover(
     custody = observation_custody(entries, history)
     pending = request_rows.list_execution_requests(connection, run.spec.run_id, PENDING_STATES)
     settings = policy.settings
-    facts = _facts(
+    facts = action_facts(
         recovery,
         history,
         custody,
@@ -273,14 +157,9 @@ def _recover(
         run,
         state=record.state.value,
         outstanding=tuple(r.execution_request_id for r in pending),
-        workflow_enabled=settings.enabled
-        and {
-            NEVER_CLAIMED: True,
-            REJECTED_BOUNDARY: settings.allow_pre_admission_recovery,
-            READONLY_OBSERVATION: settings.allow_readonly_observation_recovery,
-        }[recovery.workflow],
+        workflow_enabled=workflow_enabled(settings, recovery.workflow),
         actor_has_authority=RECOVERY_ROLES[recovery.workflow] <= authority(recovery.actor),
-        consumed=consumed_from(entries, run.spec.command_limit, _deadline_remaining(run, context)),
+        consumed=consumed_from(entries, run.spec.command_limit, deadline_remaining(run, context)),
     )
     outcome = check(facts)
     if isinstance(outcome, Unresolved):
@@ -350,7 +229,7 @@ def _recover(
             "request_id": recovery.request_id,
             "execution_request_id": record.execution_request_id,
             "candidate_digest": recovery.candidate_digest,
-            "failed_sequence": _failed_sequence(recovery, history, custody),
+            "failed_sequence": failed_sequence(recovery, history, custody),
             "policy_revision": policy.revision,
             **(
                 {"corrective_provider": asdict(recovery.corrective)}
@@ -412,83 +291,6 @@ def _recover(
     )
     recovery_rows.insert_recovery(connection, saved)
     return Recovery(saved, requeued, created=True)
-
-
-def _facts(
-    recovery: RecoveryInput,
-    history: RequestHistory,
-    custody: ObservationCustody,
-    record: ExecutionRequestRecord,
-    run: Run,
-    *,
-    state: str,
-    outstanding: tuple[str, ...],
-    workflow_enabled: bool,
-    actor_has_authority: bool,
-    consumed: Consumed,
-) -> ActionFacts:
-    """The workflow's admissibility facts, read now inside the transaction."""
-    if recovery.workflow == READONLY_OBSERVATION:
-        return readonly_observation_facts(
-            history,
-            custody,
-            state=state,
-            outstanding=outstanding,
-            workflow_enabled=workflow_enabled,
-            actor=recovery.actor,
-            actor_has_authority=actor_has_authority,
-            consumed=consumed,
-        )
-    if recovery.reviewed is None:
-        return never_claimed_facts(
-            history,
-            state=state,
-            outstanding=outstanding,
-            workflow_enabled=workflow_enabled,
-            actor=recovery.actor,
-            actor_has_authority=actor_has_authority,
-            consumed=consumed,
-        )
-    problems = refusal_problems(
-        history,
-        recovery.reviewed,
-        source_revision=run.spec.source_revision,
-        pending_checkpoint_digest=record.checkpoint_digest,
-    )
-    return rejected_boundary_facts(
-        history,
-        problems,
-        state=state,
-        outstanding=outstanding,
-        workflow_enabled=workflow_enabled,
-        actor=recovery.actor,
-        actor_has_authority=actor_has_authority,
-        consumed=consumed,
-    )
-
-
-def _failed_sequence(
-    recovery: RecoveryInput, history: RequestHistory, custody: ObservationCustody
-) -> int:
-    if recovery.observation is not None:
-        return custody.failed_sequence
-    if recovery.reviewed is not None:
-        return history.claimed_failures[0][0]
-    return history.unclaimed_failure_sequence
-
-
-def unresolved_refusal(outcome: Unresolved, run_id: str, request_id: str) -> FailedPrecondition:
-    """FAILED_PRECONDITION RECOVERY_UNRESOLVED, one violation per refusal of the check."""
-    holds = sorted({refusal.hold for refusal in outcome.refusals})
-    return FailedPrecondition(
-        "RECOVERY_UNRESOLVED",
-        "the admissibility check leaves the request unresolved: " + ", ".join(holds),
-        metadata={"run_id": run_id, "request_id": request_id, "holds": ",".join(holds)},
-        precondition_violations=[
-            PreconditionViolation(refusal.hold, refusal.subject, refusal.detail)
-            for refusal in outcome.refusals
-        ],
-    )
 
 
 def get(context: LedgerContext, run_id: str, request_id: str, workflow: str) -> Recovery:
