@@ -34,7 +34,8 @@ from services.ledger.transactions.inspection import JournalInspection
 from services.ledger.transactions.journal import JournalFollowers, JournalPage
 from services.ledger.transactions.reconciliation import Reconciled
 from services.ledger.transactions.reconciliation_review import Inspection
-from services.ledger.transactions.recovery import Authority, Recovery, RecoveryInput, no_authority
+from services.ledger.domain.recovery_authority import Authority, no_authority
+from services.ledger.transactions.recovery import Recovery, RecoveryInput
 from shared.config import journal_follower_limit
 from shared.journal_chain import Verification
 from shared.timeutil import Clock, utc_now
@@ -179,7 +180,9 @@ class Ledger:
     def claim(
         self, execution_request_id: str, worker: str, presented: WorkerSource
     ) -> ExecutionRequestRecord:
-        return execution.claim(self._context, execution_request_id, worker, presented)
+        return execution.claim(
+            self._context, self._authority, execution_request_id, worker, presented
+        )
 
     def finish(
         self,
@@ -207,7 +210,9 @@ class Ledger:
         command_digest: str,
     ) -> tuple[int, bool, int, int]:
         return execution.record_command(
-            self._context, execution_request_id, worker, generation, command_id, command_digest
+            self._context,
+            self._authority,
+            execution_request_id, worker, generation, command_id, command_digest
         )
 
     def command_usage(self, run_id: str) -> tuple[int, int]:

@@ -47,3 +47,15 @@ def get_for_request(
         )
     ).first()
     return None if row is None else _recovery(row)
+
+
+def get_by_execution_request(
+    connection: Connection, execution_request_id: str
+) -> StoredRecovery | None:
+    """The recovery that queued this execution request, if a recovery did."""
+    row = connection.execute(
+        select(recovery_actions).where(
+            recovery_actions.c.execution_request_id == execution_request_id
+        )
+    ).first()
+    return None if row is None else _recovery(row)

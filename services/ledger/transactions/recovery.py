@@ -13,7 +13,6 @@ quota is added.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
 from sqlalchemy import Connection
@@ -34,6 +33,7 @@ from services.ledger.domain.recoveries import (
     WORKFLOWS,
     StoredRecovery,
 )
+from services.ledger.domain.recovery_authority import RECOVERY_ROLES, Authority
 from services.ledger.domain.runs import Run, check_identifier
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
@@ -69,7 +69,6 @@ from shared.readonly_observation import (
 )
 from shared.rejected_boundary import (
     ASSERTION_KIND,
-    REQUIRED_ROLES,
     ReviewedRejection,
     refusal_problems,
     rejected_boundary_facts,
@@ -84,21 +83,6 @@ from shared.request_history import (
     request_history,
 )
 from shared.timeutil import from_text, to_text
-
-#: The roles each workflow needs, held now by the ticket's original operator.
-RECOVERY_ROLES = {
-    NEVER_CLAIMED: frozenset({"factory_administrator"}),
-    REJECTED_BOUNDARY: REQUIRED_ROLES,
-    READONLY_OBSERVATION: REQUIRED_ROLES,
-}
-#: Current roles of an identity; the ledger asks again inside every recovery transaction.
-Authority = Callable[[str], frozenset[str]]
-
-
-def no_authority(identity: str) -> frozenset[str]:
-    """Fail closed: without an authority source nobody may recover."""
-    return frozenset()
-
 
 @dataclass(frozen=True)
 class RecoveryInput:
