@@ -68,10 +68,10 @@ def list_for_run(
 def check_recovery_actor(
     connection: Connection, authority: Authority, execution_request_id: str
 ) -> None:
-    """A request a recovery queued runs only while that recovery's actor still holds the
-    authority its workflow required; an admission's request has no such row and passes."""
-    stored = recovery_rows.get_by_execution_request(connection, execution_request_id)
-    if stored is not None:
+    """A request a recovery queued runs only while each recovery's actor still holds the
+    authority its workflow required; an admission's request has no such row and passes (its
+    operator's authority was checked at admission, as before)."""
+    for stored in recovery_rows.list_for_execution_request(connection, execution_request_id):
         check_recovery_authority(authority, stored.workflow, stored.actor, execution_request_id)
 
 
