@@ -63,7 +63,9 @@ def refused_revoked(
     assert (row_counts(engine), kinds(stack)) == before
 
 
-def record(stack: Stack, claimed: execution_pb2.ExecutionRequest, command_id: str) -> object:
+def record(
+    stack: Stack, claimed: common_pb2.ExecutionRequest, command_id: str
+) -> execution_pb2.RecordCommandResponse:
     return execution(stack).RecordCommand(
         execution_pb2.RecordCommandRequest(
             execution_request_id=claimed.execution_request_id,
@@ -121,7 +123,7 @@ def test_never_claimed_commands_dispatch_while_authority_holds(
     authority.revoke(ADA_IDENTITY, "execution_operator")
     claimed = claim(stack, ticket).execution_request
     receipt = record(stack, claimed, "cmd-1")
-    assert receipt.charged  # type: ignore[attr-defined]
+    assert receipt.charged
 
 
 @pytest.mark.parametrize("role", ["factory_administrator", "execution_operator"])

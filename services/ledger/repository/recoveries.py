@@ -49,7 +49,6 @@ def get_for_request(
     return None if row is None else _recovery(row)
 
 
-
 def list_for_execution_request(
     connection: Connection, execution_request_id: str
 ) -> list[StoredRecovery]:

@@ -84,6 +84,7 @@ from shared.request_history import (
 )
 from shared.timeutil import from_text, to_text
 
+
 @dataclass(frozen=True)
 class RecoveryInput:
     """A never-claimed recovery the admission service validated; the ledger re-checks state."""
