@@ -197,6 +197,10 @@ _REASONS: tuple[Reason, ...] = (
            "an admitted continuity execution request is still unclaimed"),
     Reason("CLAIM_CHECK_FAILED", _FP, ("mismatched",),
            "the worker's attempt, source, configuration or profile differs from the run's"),
+    Reason("RECOVERY_AUTHORITY_REVOKED", _FP,
+           ("actor", "execution_request_id", "missing_roles", "workflow"),
+           "the actor of the recovery that queued this request no longer holds the authority "
+           "its workflow required; claim and command dispatch stop"),
     Reason("EXECUTION_REQUEST_NOT_QUEUED", _FP, ("state",),
            "the execution request is no longer queued"),
     Reason("EXECUTION_REQUEST_NOT_CLAIMED", _FP, ("state",),

@@ -13,6 +13,7 @@ from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
 from services.ledger.domain.reconciliation import ReconcileInput, VerifyInput
 from services.ledger.domain.reconciliation import Verification as RecordedVerification
+from services.ledger.domain.recovery_authority import Authority, no_authority
 from services.ledger.domain.runs import Run, RunSpec
 from services.ledger.domain.verifier import ReconciliationVerifier, RefusingVerifier
 from services.ledger.transactions import (
@@ -34,7 +35,6 @@ from services.ledger.transactions.inspection import JournalInspection
 from services.ledger.transactions.journal import JournalFollowers, JournalPage
 from services.ledger.transactions.reconciliation import Reconciled
 from services.ledger.transactions.reconciliation_review import Inspection
-from services.ledger.transactions.recovery_facts import Authority, no_authority
 from services.ledger.transactions.recovery_input import Recovery, RecoveryInput
 from shared.config import journal_follower_limit
 from shared.journal_chain import Verification
@@ -180,7 +180,9 @@ class Ledger:
     def claim(
         self, execution_request_id: str, worker: str, presented: WorkerSource
     ) -> ExecutionRequestRecord:
-        return execution.claim(self._context, execution_request_id, worker, presented)
+        return execution.claim(
+            self._context, self._authority, execution_request_id, worker, presented
+        )
 
     def finish(
         self,
@@ -208,7 +210,13 @@ class Ledger:
         command_digest: str,
     ) -> tuple[int, bool, int, int]:
         return execution.record_command(
-            self._context, execution_request_id, worker, generation, command_id, command_digest
+            self._context,
+            self._authority,
+            execution_request_id,
+            worker,
+            generation,
+            command_id,
+            command_digest,
         )
 
     def command_usage(self, run_id: str) -> tuple[int, int]:

@@ -25,6 +25,9 @@ class Authority:
     def revoke(self, identity: str, role: str) -> None:
         self.roles[identity] = self.roles[identity] - {role}
 
+    def grant(self, identity: str, role: str) -> None:
+        self.roles[identity] = self.roles.get(identity, frozenset()) | {role}
+
 
 @pytest.fixture
 def authority() -> Authority:

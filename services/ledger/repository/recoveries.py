@@ -47,3 +47,16 @@ def get_for_request(
         )
     ).first()
     return None if row is None else _recovery(row)
+
+
+def list_for_execution_request(
+    connection: Connection, execution_request_id: str
+) -> list[StoredRecovery]:
+    """Every recovery that queued this execution request (a request may be recovered by more
+    than one workflow in turn), oldest first."""
+    rows = connection.execute(
+        select(recovery_actions)
+        .where(recovery_actions.c.execution_request_id == execution_request_id)
+        .order_by(recovery_actions.c.created_at, recovery_actions.c.recovery_id)
+    )
+    return [_recovery(row) for row in rows]

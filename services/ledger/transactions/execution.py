@@ -21,9 +21,11 @@ from services.ledger.domain.execution import (
 )
 from services.ledger.domain.journal import EntryKind
 from services.ledger.domain.policy_epochs import recognize_for_execution
+from services.ledger.domain.recovery_authority import Authority, check_recovery_authority
 from services.ledger.domain.runs import check_identifier
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import recoveries as recovery_rows
 from services.ledger.transactions.base import (
     LedgerContext,
     append_entry,
@@ -63,8 +65,22 @@ def list_for_run(
         return request_rows.list_execution_requests(connection, run_id, states)
 
 
+def check_recovery_actor(
+    connection: Connection, authority: Authority, execution_request_id: str
+) -> None:
+    """A request a recovery queued runs only while each recovery's actor still holds the
+    authority its workflow required; an admission's request has no such row and passes (its
+    operator's authority was checked at admission, as before)."""
+    for stored in recovery_rows.list_for_execution_request(connection, execution_request_id):
+        check_recovery_authority(authority, stored.workflow, stored.actor, execution_request_id)
+
+
 def claim(
-    context: LedgerContext, execution_request_id: str, worker: str, presented: WorkerSource
+    context: LedgerContext,
+    authority: Authority,
+    execution_request_id: str,
+    worker: str,
+    presented: WorkerSource,
 ) -> ExecutionRequestRecord:
     """A worker claims a queued continuation after the current checks are repeated."""
     with context.engine.begin() as connection:
@@ -91,6 +107,8 @@ def claim(
             policy,
             journal_rows.last_entry_of_kind(connection, record.run_id, EntryKind.RUN_STARTED),
         )
+        # 11.5c a recovery's request: its actor still holds the workflow's authority
+        check_recovery_actor(connection, authority, record.execution_request_id)
         # 11.6 generation 0 -> 1, the owner is recorded, worker_claimed is appended
         updated = claimed(record, worker, context.now())
         request_rows.update_execution_request(connection, updated)
@@ -145,6 +163,7 @@ def finish(
 
 def record_command(
     context: LedgerContext,
+    authority: Authority,
     execution_request_id: str,
     worker: str,
     generation: int,
@@ -166,6 +185,8 @@ def record_command(
         # 12 a fenced write, which also repeats the policy check
         check_worker_write(record, worker, generation, context.clock())
         check_policy_for_execution(policy, record.policy_revision)
+        # 13 dispatch under a recovery's request re-checks its actor's authority (as 11.5c)
+        check_recovery_actor(connection, authority, execution_request_id)
         run = existing_run(connection, record.run_id)
         # 13 count distinct command ids in the run's retained command_executed rows
         usage = CommandLedger.from_entries(journal_rows.command_entries(connection, record.run_id))

@@ -28,6 +28,7 @@ from services.ledger.domain.execution import (
 )
 from services.ledger.domain.journal import EntryKind
 from services.ledger.domain.recoveries import WORKFLOWS, StoredRecovery
+from services.ledger.domain.recovery_authority import RECOVERY_ROLES, Authority
 from services.ledger.domain.runs import check_identifier
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
@@ -44,8 +45,6 @@ from services.ledger.transactions.base import (
 )
 from services.ledger.transactions.execution import existing_request
 from services.ledger.transactions.recovery_facts import (
-    RECOVERY_ROLES,
-    Authority,
     action_facts,
     deadline_remaining,
     failed_sequence,

@@ -5,7 +5,6 @@ and the refusal an unresolved outcome raises."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.policy import PolicySettings
@@ -20,23 +19,9 @@ from services.ledger.transactions.recovery_input import RecoveryInput
 from shared.admissibility import ActionFacts, Consumed, Unresolved
 from shared.errors import FailedPrecondition, PreconditionViolation
 from shared.readonly_observation import ObservationCustody, readonly_observation_facts
-from shared.rejected_boundary import REQUIRED_ROLES, refusal_problems, rejected_boundary_facts
+from shared.rejected_boundary import refusal_problems, rejected_boundary_facts
 from shared.request_history import RequestHistory, never_claimed_facts
 from shared.timeutil import from_text
-
-#: The roles each workflow needs, held now by the ticket's original operator.
-RECOVERY_ROLES = {
-    NEVER_CLAIMED: frozenset({"factory_administrator"}),
-    REJECTED_BOUNDARY: REQUIRED_ROLES,
-    READONLY_OBSERVATION: REQUIRED_ROLES,
-}
-#: Current roles of an identity; the ledger asks again inside every recovery transaction.
-Authority = Callable[[str], frozenset[str]]
-
-
-def no_authority(identity: str) -> frozenset[str]:
-    """Fail closed: without an authority source nobody may recover."""
-    return frozenset()
 
 
 def deadline_remaining(run: Run, context: LedgerContext) -> int:
