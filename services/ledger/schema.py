@@ -143,6 +143,8 @@ recovery_actions = Table(
     UniqueConstraint(
         "run_id", "request_id", "workflow", name="uq_recovery_actions_one_per_request"
     ),
+    # The claim and every command dispatch find the recoveries that queued a request (11.5c).
+    Index("ix_recovery_actions_execution_request", "execution_request_id"),
 )
 
 # One row per reconciliation decision, keyed by the caller-chosen reconciliation_id (the
