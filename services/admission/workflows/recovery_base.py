@@ -9,6 +9,7 @@ ledger's commit carries beyond the common part.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
@@ -163,7 +164,7 @@ def find_recovery(port: RecoveryStore[OutcomeT], key: RecoveryKey) -> Stored[Out
         return None
 
 
-class RecoverySubmission(Generic[RequestT, CandidateT, OutcomeT]):
+class RecoverySubmission(ABC, Generic[RequestT, CandidateT, OutcomeT]):
     """The submit driver's workflow for one recovery: validation, read-back and the commit's
     common part; a subclass recomputes its candidate and may add to both."""
 
@@ -192,8 +193,9 @@ class RecoverySubmission(Generic[RequestT, CandidateT, OutcomeT]):
     def read_back(self, request: RequestT) -> Stored[OutcomeT] | None:
         return find_recovery(self._store, request.key)
 
+    @abstractmethod
     def candidate(self, request: RequestT) -> CandidateT:
-        raise NotImplementedError
+        """The workflow's candidate, recomputed now with the submission's own inputs."""
 
     def commit_extra(self, request: RequestT, candidate: CandidateT) -> dict[str, Any]:
         """The workflow's own fields of the commit (none by default)."""
