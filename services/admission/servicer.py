@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import grpc
 from google.protobuf.message import Message
@@ -188,19 +188,41 @@ def _ticket_response(
     return admission_pb2.GetInvalidReadContinuityResponse(ticket=ticket)
 
 
+#: The three recovery submission messages; they share the fields ``_recovery_fields`` reads.
+_RecoverySubmission = (
+    admission_pb2.RequestInvalidReadRecoveryRequest
+    | admission_pb2.RequestRejectedBoundaryRecoveryRequest
+    | admission_pb2.RequestReadonlyObservationRecoveryRequest
+)
+
+
+class _RecoveryFields(TypedDict):
+    run_id: str
+    request_id: str
+    recovery_id: str
+    candidate_digest: str
+    valid_for_seconds: int
+    acknowledgements: Mapping[str, bool]
+
+
+def _recovery_fields(request: _RecoverySubmission, workflow: str) -> _RecoveryFields:
+    """The fields every recovery submission carries, with its workflow's acknowledgements."""
+    return {
+        "run_id": request.run_id,
+        "request_id": request.request_id,
+        "recovery_id": request.recovery_id,
+        "candidate_digest": request.candidate_digest,
+        "valid_for_seconds": request.valid_for_seconds,
+        "acknowledgements": {
+            name: getattr(request, name) for name in RECOVERY_ACKNOWLEDGEMENTS[workflow]
+        },
+    }
+
+
 def _never_claimed_request(
     request: admission_pb2.RequestInvalidReadRecoveryRequest,
 ) -> NeverClaimedRequest:
-    return NeverClaimedRequest(
-        run_id=request.run_id,
-        request_id=request.request_id,
-        recovery_id=request.recovery_id,
-        candidate_digest=request.candidate_digest,
-        valid_for_seconds=request.valid_for_seconds,
-        acknowledgements={
-            name: getattr(request, name) for name in RECOVERY_ACKNOWLEDGEMENTS["never_claimed"]
-        },
-    )
+    return NeverClaimedRequest(**_recovery_fields(request, "never_claimed"))
 
 
 def _never_claimed_key(request: admission_pb2.GetInvalidReadRecoveryRequest) -> RecoveryKey:
@@ -219,16 +241,9 @@ def _rejected_boundary_request(
     request: admission_pb2.RequestRejectedBoundaryRecoveryRequest,
 ) -> RejectedBoundaryRequest:
     return RejectedBoundaryRequest(
-        run_id=request.run_id,
-        request_id=request.request_id,
-        recovery_id=request.recovery_id,
-        candidate_digest=request.candidate_digest,
         review=reviewed_rejection(request.reviewed_rejection),
-        valid_for_seconds=request.valid_for_seconds,
         corrective=corrective_provider(request.corrective_provider),
-        acknowledgements={
-            name: getattr(request, name) for name in RECOVERY_ACKNOWLEDGEMENTS[REJECTED_BOUNDARY]
-        },
+        **_recovery_fields(request, REJECTED_BOUNDARY),
     )
 
 
@@ -255,16 +270,7 @@ def _rejected_boundary_read(
 def _readonly_observation_request(
     request: admission_pb2.RequestReadonlyObservationRecoveryRequest,
 ) -> ReadonlyObservationRequest:
-    return ReadonlyObservationRequest(
-        run_id=request.run_id,
-        request_id=request.request_id,
-        recovery_id=request.recovery_id,
-        candidate_digest=request.candidate_digest,
-        valid_for_seconds=request.valid_for_seconds,
-        acknowledgements={
-            name: getattr(request, name) for name in RECOVERY_ACKNOWLEDGEMENTS[READONLY_OBSERVATION]
-        },
-    )
+    return ReadonlyObservationRequest(**_recovery_fields(request, READONLY_OBSERVATION))
 
 
 def _readonly_observation_key(
