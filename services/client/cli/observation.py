@@ -5,50 +5,28 @@ from __future__ import annotations
 
 import argparse
 
-from services.client.cli._command import EXIT_OK, Output, Subcommands, add_command, add_group
-from services.client.cli.recoveries import candidate_lines, outcome_lines
+from services.client.cli._command import EXIT_OK, Output, Subcommands
+from services.client.cli.recoveries import candidate_lines, outcome_lines, register_recovery_group
 from services.client.client import ContinuityClient
-from shared.contract import MAX_WINDOW_SECONDS, RECOVERY_ACKNOWLEDGEMENTS
+from shared.contract import RECOVERY_ACKNOWLEDGEMENTS
 
 _ACKNOWLEDGEMENTS = RECOVERY_ACKNOWLEDGEMENTS["readonly_observation"]
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
 def register(commands: Subcommands) -> None:
-    observation = add_group(commands, "observation", "continue past an unavailable evidence read")
-    show_candidate = add_command(
-        observation,
-        "candidate",
-        "show the read-only observation candidate: eligibility, digest, holds (read-only)",
-        _candidate,
+    register_recovery_group(
+        commands,
+        "observation",
+        "continue past an unavailable evidence read",
+        (
+            "show the read-only observation candidate: eligibility, digest, holds (read-only)",
+            "submit the action once; keep RECOVERY_ID and use 'observation show' after a lost "
+            "response",
+            "show the saved read-only observation action",
+        ),
+        (_candidate, _submit, _show),
+        "readonly_observation",
     )
-    submit = add_command(
-        observation,
-        "submit",
-        "submit the action once; keep RECOVERY_ID and use 'observation show' after a lost response",
-        _submit,
-    )
-    show = add_command(observation, "show", "show the saved read-only observation action", _show)
-    for command in (show_candidate, submit, show):
-        command.add_argument("run_id", metavar="RUN_ID")
-        command.add_argument("request_id", metavar="REQUEST_ID")
-    submit.add_argument("recovery_id", metavar="RECOVERY_ID")
-    submit.add_argument(
-        "--candidate-digest",
-        required=True,
-        help="the candidate_digest 'observation candidate' shows",
-    )
-    submit.add_argument(
-        "--valid-for-seconds",
-        type=int,
-        required=True,
-        help=f"requested lease window, 1..{MAX_WINDOW_SECONDS}",
-    )
-    for name in _ACKNOWLEDGEMENTS:
-        submit.add_argument(_flag(name), action="store_true")
 
 
 def _candidate(client: ContinuityClient, args: argparse.Namespace, output: Output) -> int:

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
 from forge.continuity.v1 import admission_pb2, candidate_pb2, common_pb2
-from services.client.cli._command import EXIT_OK, Output, Subcommands, add_command, add_group
+from services.client.cli._command import (
+    EXIT_OK,
+    Handler,
+    Output,
+    Subcommands,
+    add_command,
+    add_group,
+)
 from services.client.cli.render import aligned, handoff_lines, hold_lines
 from services.client.client import ContinuityClient
 from shared.contract import MAX_WINDOW_SECONDS, RECOVERY_ACKNOWLEDGEMENTS
@@ -13,31 +21,40 @@ from shared.contract import MAX_WINDOW_SECONDS, RECOVERY_ACKNOWLEDGEMENTS
 _ACKNOWLEDGEMENTS = RECOVERY_ACKNOWLEDGEMENTS["never_claimed"]
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+@dataclass(frozen=True)
+class RecoveryCommands:
+    """The three commands of one recovery workflow's group."""
+
+    candidate: argparse.ArgumentParser
+    submit: argparse.ArgumentParser
+    show: argparse.ArgumentParser
 
 
-def register(commands: Subcommands) -> None:
-    recovery = add_group(commands, "recovery", "recover a request that failed unclaimed")
-    show_candidate = add_command(
-        recovery,
-        "candidate",
-        "show the recovery candidate: eligibility, digest, holds and handoff (read-only)",
-        _candidate,
+def register_recovery_group(
+    commands: Subcommands,
+    group: str,
+    help_text: str,
+    texts: tuple[str, str, str],
+    handlers: tuple[Handler, Handler, Handler],
+    workflow: str,
+) -> RecoveryCommands:
+    """``GROUP candidate | submit | show`` with the arguments every recovery workflow takes:
+    run and request, and for the submission the recovery ID, the reviewed candidate digest, the
+    lease window and one flag per acknowledgement of ``workflow``. ``texts`` and ``handlers`` are
+    for candidate, submit and show, in that order."""
+    parent = add_group(commands, group, help_text)
+    candidate, submit, show = (
+        add_command(parent, name, text, handler)
+        for name, text, handler in zip(
+            ("candidate", "submit", "show"), texts, handlers, strict=True
+        )
     )
-    submit = add_command(
-        recovery,
-        "submit",
-        "submit the recovery once; keep RECOVERY_ID and use 'recovery show' after a lost response",
-        _submit,
-    )
-    show = add_command(recovery, "show", "show the saved recovery of a request", _show)
-    for command in (show_candidate, submit, show):
+    for command in (candidate, submit, show):
         command.add_argument("run_id", metavar="RUN_ID")
         command.add_argument("request_id", metavar="REQUEST_ID")
     submit.add_argument("recovery_id", metavar="RECOVERY_ID")
     submit.add_argument(
-        "--candidate-digest", required=True, help="the candidate_digest 'recovery candidate' shows"
+        "--candidate-digest", required=True, help=f"the candidate_digest '{group} candidate' shows"
     )
     submit.add_argument(
         "--valid-for-seconds",
@@ -45,8 +62,25 @@ def register(commands: Subcommands) -> None:
         required=True,
         help=f"requested lease window, 1..{MAX_WINDOW_SECONDS}",
     )
-    for name in _ACKNOWLEDGEMENTS:
-        submit.add_argument(_flag(name), action="store_true")
+    for name in RECOVERY_ACKNOWLEDGEMENTS[workflow]:
+        submit.add_argument("--" + name.replace("_", "-"), action="store_true")
+    return RecoveryCommands(candidate, submit, show)
+
+
+def register(commands: Subcommands) -> None:
+    register_recovery_group(
+        commands,
+        "recovery",
+        "recover a request that failed unclaimed",
+        (
+            "show the recovery candidate: eligibility, digest, holds and handoff (read-only)",
+            "submit the recovery once; keep RECOVERY_ID and use 'recovery show' after a lost "
+            "response",
+            "show the saved recovery of a request",
+        ),
+        (_candidate, _submit, _show),
+        "never_claimed",
+    )
 
 
 def candidate_lines(candidate: candidate_pb2.RecoveryCandidate) -> list[str]:

@@ -17,63 +17,45 @@ from services.client.cli._command import (
     Output,
     Subcommands,
     UsageError,
-    add_command,
-    add_group,
 )
-from services.client.cli.recoveries import candidate_lines, outcome_lines
+from services.client.cli.recoveries import candidate_lines, outcome_lines, register_recovery_group
 from services.client.client import ContinuityClient
-from shared.contract import MAX_WINDOW_SECONDS, RECOVERY_ACKNOWLEDGEMENTS
+from shared.contract import RECOVERY_ACKNOWLEDGEMENTS
 
 _ACKNOWLEDGEMENTS = RECOVERY_ACKNOWLEDGEMENTS["rejected_boundary"]
 
 
 def register(commands: Subcommands) -> None:
-    refusal = add_group(commands, "refusal", "recover a provider request refused before admission")
-    show_candidate = add_command(
-        refusal,
-        "candidate",
-        "show the candidate computed from a reviewed rejection (read-only)",
-        _candidate,
+    refusal = register_recovery_group(
+        commands,
+        "refusal",
+        "recover a provider request refused before admission",
+        (
+            "show the candidate computed from a reviewed rejection (read-only)",
+            "submit the recovery once; keep RECOVERY_ID and use 'refusal show' after a lost "
+            "response",
+            "show the saved recovery of a request",
+        ),
+        (_candidate, _submit, _show),
+        "rejected_boundary",
     )
-    submit = add_command(
-        refusal,
-        "submit",
-        "submit the recovery once; keep RECOVERY_ID and use 'refusal show' after a lost response",
-        _submit,
-    )
-    show = add_command(refusal, "show", "show the saved recovery of a request", _show)
-    for command in (show_candidate, submit, show):
-        command.add_argument("run_id", metavar="RUN_ID")
-        command.add_argument("request_id", metavar="REQUEST_ID")
-    for command in (show_candidate, submit):
+    for command in (refusal.candidate, refusal.submit):
         command.add_argument(
             "--review",
             required=True,
             metavar="FILE",
             help="JSON file with the ReviewedProviderRejectionV1 fields",
         )
-    submit.add_argument("recovery_id", metavar="RECOVERY_ID")
-    submit.add_argument(
-        "--candidate-digest", required=True, help="the candidate_digest 'refusal candidate' shows"
-    )
-    submit.add_argument(
-        "--valid-for-seconds",
-        type=int,
-        required=True,
-        help=f"requested lease window, 1..{MAX_WINDOW_SECONDS}",
-    )
-    submit.add_argument(
+    refusal.submit.add_argument(
         "--corrective-provider-epoch",
         required=True,
         help="the provider epoch (configuration or version) the request is sent under next",
     )
-    submit.add_argument(
+    refusal.submit.add_argument(
         "--corrective-configuration-digest",
         required=True,
         help="digest of the stored corrective provider configuration document",
     )
-    for name in _ACKNOWLEDGEMENTS:
-        submit.add_argument("--" + name.replace("_", "-"), action="store_true")
 
 
 def _review(path: str) -> candidate_pb2.ReviewedProviderRejectionV1:
