@@ -19,12 +19,12 @@ build the admissibility facts with ``readonly_observation_facts``.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from shared.admissibility import ActionFacts, BoundRequest, Consumed
+from shared.admissibility import ActionFacts, Consumed
 from shared.canonical import is_digest, parse_json
 from shared.rejected_boundary import REJECTED_BOUNDARY
-from shared.request_history import JournalRow, RequestHistory
+from shared.request_history import JournalRow, RequestHistory, recovery_facts
 
 #: The read-only observation workflow's stored name.
 READONLY_OBSERVATION = "readonly_observation"
@@ -214,30 +214,25 @@ def readonly_observation_facts(
     Only the proven evidence call's unknown outcome is the one this action explains; any other
     unknown outcome stays uncertain."""
     proven = not custody.problems
-    return ActionFacts(
-        workflow=READONLY_OBSERVATION,
-        action="request_readonly_observation_recovery",
-        bound=BoundRequest(
-            request_id=history.request_id,
-            execution_request_id=history.execution_request_id,
-            state=state,
-            claimed=bool(history.worker_claims),
-            failed_unclaimed=False,
-            observation_proven=proven,
-        ),
-        spent_by=history.spent_by(READONLY_OBSERVATION),
+    facts = recovery_facts(
+        history,
+        READONLY_OBSERVATION,
+        "request_readonly_observation_recovery",
+        state=state,
+        outstanding=outstanding,
         workflow_enabled=workflow_enabled,
         actor=actor,
-        original_actor=history.original_actor,
         actor_has_authority=actor_has_authority,
+        consumed=consumed,
+    )
+    return replace(
+        facts,
+        bound=replace(facts.bound, observation_proven=proven),
         required_authority="factory administrator and execution",
-        outstanding=tuple(o for o in outstanding if o != history.execution_request_id),
         uncertain=tuple(
             call
             for call in history.unknown_outcomes
             if not (proven and call == custody.evidence_call_id)
         ),
-        known_effects=history.known_effects(),
-        consumed=consumed,
         observation_problems=custody.problems,
     )

@@ -17,12 +17,12 @@ The candidate service and the ledger both build the admissibility facts with
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
-from shared.admissibility import ActionFacts, BoundRequest, Consumed
+from shared.admissibility import ActionFacts, Consumed
 from shared.canonical import digest_of, is_digest
 from shared.errors import FieldViolation, InvalidArgument
-from shared.request_history import RequestHistory
+from shared.request_history import RequestHistory, recovery_facts
 
 #: The rejected-boundary workflow's stored name.
 REJECTED_BOUNDARY = "rejected_boundary"
@@ -169,26 +169,20 @@ def rejected_boundary_facts(
     consumed: Consumed,
 ) -> ActionFacts:
     """The admissibility facts of the rejected-boundary recovery of ``history``'s request."""
-    return ActionFacts(
-        workflow=REJECTED_BOUNDARY,
-        action="request_rejected_boundary_recovery",
-        bound=BoundRequest(
-            request_id=history.request_id,
-            execution_request_id=history.execution_request_id,
-            state=state,
-            claimed=bool(history.worker_claims),
-            failed_unclaimed=False,
-            refusal_reviewed=not problems,
-        ),
-        spent_by=history.spent_by(REJECTED_BOUNDARY),
+    facts = recovery_facts(
+        history,
+        REJECTED_BOUNDARY,
+        "request_rejected_boundary_recovery",
+        state=state,
+        outstanding=outstanding,
         workflow_enabled=workflow_enabled,
         actor=actor,
-        original_actor=history.original_actor,
         actor_has_authority=actor_has_authority,
-        required_authority="factory administrator and execution",
-        outstanding=tuple(o for o in outstanding if o != history.execution_request_id),
-        uncertain=history.unknown_outcomes,
-        known_effects=history.known_effects(),
         consumed=consumed,
+    )
+    return replace(
+        facts,
+        bound=replace(facts.bound, refusal_reviewed=not problems),
+        required_authority="factory administrator and execution",
         refusal_problems=problems,
     )

@@ -9,7 +9,7 @@ is never evidence.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from shared.admissibility import ActionFacts, BoundRequest, Consumed
@@ -193,6 +193,42 @@ def consumed_from(
     return Consumed(responses, tool_calls, len(commands), command_limit, deadline_remaining_seconds)
 
 
+def recovery_facts(
+    history: RequestHistory,
+    workflow: str,
+    action: str,
+    *,
+    state: str,
+    outstanding: tuple[str, ...],
+    workflow_enabled: bool,
+    actor: str,
+    actor_has_authority: bool,
+    consumed: Consumed,
+) -> ActionFacts:
+    """The admissibility facts every recovery workflow reads from ``history``'s request; each
+    workflow's builder adds what its own evidence settles."""
+    return ActionFacts(
+        workflow=workflow,
+        action=action,
+        bound=BoundRequest(
+            request_id=history.request_id,
+            execution_request_id=history.execution_request_id,
+            state=state,
+            claimed=bool(history.worker_claims),
+            failed_unclaimed=False,
+        ),
+        spent_by=history.spent_by(workflow),
+        workflow_enabled=workflow_enabled,
+        actor=actor,
+        original_actor=history.original_actor,
+        actor_has_authority=actor_has_authority,
+        outstanding=tuple(o for o in outstanding if o != history.execution_request_id),
+        uncertain=history.unknown_outcomes,
+        known_effects=history.known_effects(),
+        consumed=consumed,
+    )
+
+
 def never_claimed_facts(
     history: RequestHistory,
     *,
@@ -204,24 +240,19 @@ def never_claimed_facts(
     consumed: Consumed,
 ) -> ActionFacts:
     """The admissibility facts of the never-claimed recovery of ``history``'s request."""
-    return ActionFacts(
-        workflow=NEVER_CLAIMED,
-        action="request_invalid_read_recovery",
-        bound=BoundRequest(
-            request_id=history.request_id,
-            execution_request_id=history.execution_request_id,
-            state=state,
-            claimed=bool(history.worker_claims),
-            failed_unclaimed=history.unclaimed_failure_sequence > 0,
-        ),
-        spent_by=history.spent_by(NEVER_CLAIMED),
+    facts = recovery_facts(
+        history,
+        NEVER_CLAIMED,
+        "request_invalid_read_recovery",
+        state=state,
+        outstanding=outstanding,
         workflow_enabled=workflow_enabled,
         actor=actor,
-        original_actor=history.original_actor,
         actor_has_authority=actor_has_authority,
-        outstanding=tuple(o for o in outstanding if o != history.execution_request_id),
-        unaccounted_sequences=history.unaccounted_after_failure,
-        uncertain=history.unknown_outcomes,
-        known_effects=history.known_effects(),
         consumed=consumed,
+    )
+    return replace(
+        facts,
+        bound=replace(facts.bound, failed_unclaimed=history.unclaimed_failure_sequence > 0),
+        unaccounted_sequences=history.unaccounted_after_failure,
     )
