@@ -2,20 +2,76 @@
 
 Spans are exported over OTLP/gRPC only when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set; by default
 nothing is printed or sent. Tests attach an in-memory exporter with :func:`add_span_processor`.
+
+A process that exports nothing records nothing either (:class:`RecordWhileExported`): building,
+timing and closing a span on every hop, and formatting a traceback for every refusal, cost about
+a tenth of an admission's CPU for spans nobody could ever read (docs/performance.md, round 3).
+Trace context still crosses every boundary; set the exporter in every service (the deployment
+files set one endpoint for all), since a service that records nothing passes its callees an
+unsampled parent.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.sampling import (
+    Decision,
+    Sampler,
+    SamplingResult,
+    _get_from_env_or_default,
+)
+from opentelemetry.trace import Link, SpanKind
+from opentelemetry.trace.span import TraceState
+from opentelemetry.util.types import Attributes
 
 _lock = threading.Lock()
 _provider: TracerProvider | None = None
+
+
+class RecordWhileExported(Sampler):
+    """Drop every span until something exports spans, then decide as ``delegate`` does (the
+    SDK's sampler from ``OTEL_TRACES_SAMPLER``, parent-based always-on by default)."""
+
+    def __init__(self, delegate: Sampler | None = None) -> None:
+        self._delegate = delegate if delegate is not None else _get_from_env_or_default()
+        self._exporting = threading.Event()
+
+    def export_started(self) -> None:
+        self._exporting.set()
+
+    @property
+    def exporting(self) -> bool:
+        return self._exporting.is_set()
+
+    def should_sample(
+        self,
+        parent_context: Context | None,
+        trace_id: int,
+        name: str,
+        kind: SpanKind | None = None,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        trace_state: TraceState | None = None,
+    ) -> SamplingResult:
+        if not self._exporting.is_set():
+            return SamplingResult(Decision.DROP)
+        return self._delegate.should_sample(
+            parent_context, trace_id, name, kind, attributes, links, trace_state
+        )
+
+    def get_description(self) -> str:
+        return f"RecordWhileExported{{{self._delegate.get_description()}}}"
+
+
+_sampler = RecordWhileExported()
 
 
 def configure_tracing(service_name: str) -> TracerProvider:
@@ -24,17 +80,22 @@ def configure_tracing(service_name: str) -> TracerProvider:
     with _lock:
         if _provider is None:
             name = os.environ.get("OTEL_SERVICE_NAME") or f"forge-continuity-{service_name}"
-            _provider = TracerProvider(resource=Resource.create({"service.name": name}))
+            _provider = TracerProvider(
+                resource=Resource.create({"service.name": name}), sampler=_sampler
+            )
             if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
                 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
                     OTLPSpanExporter,
                 )
 
                 _provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+                _sampler.export_started()
             trace.set_tracer_provider(_provider)
         return _provider
 
 
 def add_span_processor(processor: SpanProcessor) -> None:
-    """Attach another processor (tests use an in-memory exporter)."""
+    """Attach another processor (tests use an in-memory exporter); spans are recorded from now on."""
     configure_tracing("process").add_span_processor(processor)
+    _sampler.export_started()
+

@@ -173,7 +173,8 @@ def test_admission_commits_survive_a_cut_before_and_after_commit(
 def test_idle_connections_cut_are_replaced_silently(
     cut_ledger: tuple[LedgerClients, CuttingProxy],
 ) -> None:
-    """The pool's pre-ping finds the dead connections and reconnects: no error reaches a caller."""
+    """The pool's checkout check finds the dead connections and reconnects: no error reaches a
+    caller."""
     clients, proxy = cut_ledger
     writer = clients.ledger()
     writer.CreateRun(run_request("run-idle"))

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
+from opentelemetry import propagate
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -17,7 +19,7 @@ from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
 from shared.client import open_channel
 from shared.deadline import reset_inbound_deadline, set_inbound_deadline
-from shared.telemetry import add_span_processor
+from shared.telemetry import RecordWhileExported, add_span_processor
 from tests.errors import expect_error
 from tests.ledger.conftest import run_request
 from tests.support import Served, admission_downstream, serve
@@ -83,3 +85,21 @@ def test_downstream_calls_are_capped_at_the_inbound_deadline(
         reset_inbound_deadline(token)
     assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED  # type: ignore[attr-defined]
     assert time.monotonic() - started < 5
+
+
+def test_a_process_that_exports_nothing_records_no_spans_but_still_propagates_context() -> None:
+    sampler = RecordWhileExported()
+    provider = TracerProvider(sampler=sampler)
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("silent") as span:
+        assert not span.is_recording()
+        carried: dict[str, str] = {}
+        propagate.inject(carried)
+    # The callee still receives a trace to join (unsampled: nothing upstream recorded it).
+    version, trace_id, _span_id, flags = carried["traceparent"].split("-")
+    assert version == "00" and int(trace_id, 16) != 0
+    assert int(flags, 16) & 1 == 0
+    sampler.export_started()
+    with tracer.start_as_current_span("heard") as span:
+        assert span.is_recording()
+        assert span.get_span_context().trace_flags.sampled
