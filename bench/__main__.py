@@ -44,16 +44,16 @@ def measure(scale: float, rss_operations: int) -> dict[str, Any]:
     lengths = tuple(n for n in (100, 1_000, 10_000, 100_000) if n <= 100_000 * scale or n <= 1_000)
     repeats = {100: 15, 1_000: 10, 10_000: 5, 100_000: 3}
     results: dict[str, Any] = {}
-    with bench_schema() as url, baseline_server(url) as floor_target, services(url) as running:
+    with bench_schema() as url, baseline_server(url) as baseline, services(url) as running:
         clients = figures.Clients(running)
         clients.set_policy()
         began = time.perf_counter()
         results["reconstruction"] = figures.reconstruction_latency(clients, _scaled(20, scale, 5))
-        floor = figures.baseline_floor(floor_target, _scaled(100, scale, 10))
+        floor = figures.baseline_floor(baseline, _scaled(100, scale, 10))
         results["admission"] = figures.throughput_figure(
             figures.admission_throughput(clients, _scaled(12, scale, 2)), floor
         )
-        floor = figures.baseline_floor(floor_target, _scaled(100, scale, 10))
+        floor = figures.baseline_floor(baseline, _scaled(100, scale, 10))
         results["append"] = figures.throughput_figure(
             figures.append_throughput(clients, _scaled(100, scale, 10)), floor
         )
@@ -77,7 +77,9 @@ def summary(results: dict[str, Any]) -> dict[str, float]:
         "admission_p99_ratio": results["admission"]["p99_ratio"],
         f"candidate_{longest['entries']}_ratio": longest["ratio_p50"],
         f"candidate_{longest['entries']}_first_read_ratio": longest["first_read_ratio"],
+        "admission_cpu_bound_ceiling": results["admission"]["cpu_bound_ceiling"],
         "append_throughput_ratio": results["append"]["throughput_ratio"],
+        "append_cpu_bound_ceiling": results["append"]["cpu_bound_ceiling"],
         "reconstruction_cold_ratio": results["reconstruction"]["cold_ratio_p50"],
         "reconstruction_warm_ratio": results["reconstruction"]["warm_ratio_p50"],
         "rss_peak_ratio": results["memory"]["worst_peak_ratio"],

@@ -15,7 +15,7 @@ from sqlalchemy import create_engine
 from bench.baseline import METHOD
 from bench.load import Latencies, Throughput, median, ratio, run_concurrently, timed
 from bench.seed import seed_long_held_run
-from bench.stack import Services, memory_kib
+from bench.stack import Baseline, Services, memory_kib
 from forge.continuity.v1 import (
     admission_pb2,
     admission_pb2_grpc,
@@ -49,6 +49,8 @@ class Clients:
 
     def __init__(self, services: Services) -> None:
         self._targets = services.targets
+        # The service processes whose CPU the throughput figures record.
+        self.pids = dict(services.pids)
 
     def ledger(self, token: str = WRITER_TOKEN) -> ledger_pb2_grpc.LedgerServiceStub:
         return ledger_pb2_grpc.LedgerServiceStub(open_channel(self._targets["ledger"], token))
@@ -82,9 +84,9 @@ class Clients:
         )
 
 
-def baseline_floor(target: str, calls_each: int) -> Throughput:
+def baseline_floor(baseline: Baseline, calls_each: int) -> Throughput:
     """8 concurrent callers of the bare server: one gRPC call + one 3-row transaction each."""
-    channels = [grpc.insecure_channel(target) for _ in range(CALLERS)]
+    channels = [grpc.insecure_channel(baseline.target) for _ in range(CALLERS)]
     methods = [channel.unary_unary(METHOD, None, None) for channel in channels]
     for method in methods:
         method(b"warm-up")
@@ -96,7 +98,9 @@ def baseline_floor(target: str, calls_each: int) -> Throughput:
         return insert
 
     try:
-        return run_concurrently([caller(i) for i in range(CALLERS)], calls_each)
+        return run_concurrently(
+            [caller(i) for i in range(CALLERS)], calls_each, watch={"baseline": baseline.pid}
+        )
     finally:
         for channel in channels:
             channel.close()
@@ -153,7 +157,7 @@ def admission_throughput(clients: Clients, calls_each: int) -> Throughput:
 
         return admit
 
-    return run_concurrently([caller(i) for i in range(CALLERS)], calls_each)
+    return run_concurrently([caller(i) for i in range(CALLERS)], calls_each, watch=clients.pids)
 
 
 def append_throughput(
@@ -196,7 +200,7 @@ def append_throughput(
 
         return append
 
-    return run_concurrently([caller(i) for i in range(CALLERS)], calls_each)
+    return run_concurrently([caller(i) for i in range(CALLERS)], calls_each, watch=clients.pids)
 
 
 def candidate_latency(
@@ -382,6 +386,9 @@ def throughput_figure(measured: Throughput, floor: Throughput) -> dict[str, Any]
         "baseline": floor.as_dict(),
         "throughput_ratio": ratio(measured.per_second, floor.per_second),
         "p99_ratio": ratio(measured.latencies.p99_ms, floor.latencies.p99_ms),
+        # The throughput ratio a CPU-bound run could reach at best: the CPU one baseline call
+        # costs (server, PostgreSQL, caller) over the CPU one measured call costs.
+        "cpu_bound_ceiling": ratio(floor.cpu_ms_per_call, measured.cpu_ms_per_call),
     }
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+
+from bench.cpu import CpuReading, CpuUse
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,8 @@ class Throughput:
     calls: int
     seconds: float
     latencies: Latencies
+    # CPU spent in the timed window (None when no processes were named to watch).
+    cpu: CpuUse | None = None
 
     @property
     def per_second(self) -> float:
@@ -61,11 +65,22 @@ class Throughput:
             "seconds": round(self.seconds, 3),
             "per_second": round(self.per_second, 2),
             "latency": self.latencies.as_dict(),
+            **({"cpu_ms_per_call": self.cpu.per_call_ms(self.calls)} if self.cpu else {}),
         }
 
+    @property
+    def cpu_ms_per_call(self) -> float:
+        return 1000 * self.cpu.attributed / self.calls if self.cpu and self.calls else 0.0
 
-def run_concurrently(callers: Sequence[Callable[[int], None]], calls_each: int) -> Throughput:
-    """Each caller (one thread) is called with 0..calls_each-1; all start together."""
+
+def run_concurrently(
+    callers: Sequence[Callable[[int], None]],
+    calls_each: int,
+    watch: Mapping[str, int] | None = None,
+) -> Throughput:
+    """Each caller (one thread) is called with 0..calls_each-1; all start together. With
+    ``watch`` (name → pid) the CPU of those processes, of PostgreSQL, of this process and of the
+    machine over the timed window is recorded too."""
     samples: list[list[float]] = [[] for _ in callers]
     errors: list[BaseException] = []
     start = threading.Barrier(len(callers) + 1)
@@ -83,15 +98,17 @@ def run_concurrently(callers: Sequence[Callable[[int], None]], calls_each: int) 
     threads = [threading.Thread(target=loop, args=(i,)) for i in range(len(callers))]
     for thread in threads:
         thread.start()
+    before = CpuReading.now(watch) if watch is not None else None
     start.wait()
     began = time.perf_counter()
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - began
+    cpu = CpuUse.between(before, CpuReading.now(watch)) if watch is not None and before else None
     if errors:
         raise errors[0]
     flat = [s for per_caller in samples for s in per_caller]
-    return Throughput(len(callers), len(flat), elapsed, Latencies.of(flat))
+    return Throughput(len(callers), len(flat), elapsed, Latencies.of(flat), cpu)
 
 
 def timed(action: Callable[[], object], repeats: int) -> Latencies:

@@ -119,9 +119,17 @@ def services(database_url: str) -> Iterator[Services]:
             _stop(processes)
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """The bare baseline server's target and process id."""
+
+    target: str
+    pid: int
+
+
 @contextmanager
-def baseline_server(database_url: str) -> Iterator[str]:
-    """The bare baseline server (bench.baseline) in its own process; its target."""
+def baseline_server(database_url: str) -> Iterator[Baseline]:
+    """The bare baseline server (bench.baseline) in its own process."""
     port = free_port()
     process = subprocess.Popen(
         [
@@ -136,7 +144,7 @@ def baseline_server(database_url: str) -> Iterator[str]:
     )
     try:
         _wait_ready(f"127.0.0.1:{port}", process)
-        yield f"127.0.0.1:{port}"
+        yield Baseline(f"127.0.0.1:{port}", process.pid)
     finally:
         _stop([process])
 

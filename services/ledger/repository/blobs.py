@@ -2,24 +2,27 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, bindparam, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from services.ledger.schema import blobs
 
+# Built once (building and cache-keying a statement per call cost more than running it).
+_GET = select(blobs.c.content, blobs.c.media_type).where(blobs.c.digest == bindparam("digest"))
+_EXISTS = select(blobs.c.digest).where(blobs.c.digest == bindparam("digest"))
+_INSERT_IF_ABSENT = {
+    "postgresql": postgresql.insert(blobs).on_conflict_do_nothing(index_elements=[blobs.c.digest]),
+    "sqlite": sqlite.insert(blobs).on_conflict_do_nothing(index_elements=[blobs.c.digest]),
+}
+
 
 def get_blob(connection: Connection, digest: str) -> tuple[bytes, str] | None:
-    row = connection.execute(
-        select(blobs.c.content, blobs.c.media_type).where(blobs.c.digest == digest)
-    ).first()
+    row = connection.execute(_GET, {"digest": digest}).first()
     return None if row is None else (bytes(row.content), str(row.media_type))
 
 
 def blob_exists(connection: Connection, digest: str) -> bool:
-    return (
-        connection.execute(select(blobs.c.digest).where(blobs.c.digest == digest)).first()
-        is not None
-    )
+    return connection.execute(_EXISTS, {"digest": digest}).first() is not None
 
 
 def insert_blob(
@@ -47,15 +50,4 @@ def insert_blob_if_absent(
         "size": len(content),
         "created_at": created_at,
     }
-    if connection.dialect.name == "postgresql":
-        connection.execute(
-            postgresql.insert(blobs)
-            .values(**values)
-            .on_conflict_do_nothing(index_elements=[blobs.c.digest])
-        )
-    else:
-        connection.execute(
-            sqlite.insert(blobs)
-            .values(**values)
-            .on_conflict_do_nothing(index_elements=[blobs.c.digest])
-        )
+    connection.execute(_INSERT_IF_ABSENT[connection.dialect.name], values)

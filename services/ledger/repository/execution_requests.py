@@ -4,10 +4,25 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, bindparam, func, insert, select, update
 
 from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
 from services.ledger.schema import execution_requests
+
+# Built once (building and cache-keying a statement per call cost more than running it).
+_INSERT = insert(execution_requests)
+_GET = select(execution_requests).where(
+    execution_requests.c.execution_request_id == bindparam("execution_request_id")
+)
+_GET_FOR_UPDATE = _GET.with_for_update()
+_OF_RUN = (
+    select(execution_requests)
+    .where(execution_requests.c.run_id == bindparam("run_id"))
+    .order_by(execution_requests.c.created_at, execution_requests.c.execution_request_id)
+)
+_OF_RUN_IN_STATES = _OF_RUN.where(
+    execution_requests.c.state.in_(bindparam("states", expanding=True))
+)
 
 
 def _execution_request(row: object) -> ExecutionRequestRecord:
@@ -19,7 +34,7 @@ def _execution_request(row: object) -> ExecutionRequestRecord:
 def insert_execution_request(connection: Connection, record: ExecutionRequestRecord) -> None:
     values = asdict(record)
     values["state"] = record.state.value
-    connection.execute(insert(execution_requests).values(**values))
+    connection.execute(_INSERT, values)
 
 
 def update_execution_request(connection: Connection, record: ExecutionRequestRecord) -> None:
@@ -38,26 +53,20 @@ def update_execution_request(connection: Connection, record: ExecutionRequestRec
 def get_execution_request(
     connection: Connection, execution_request_id: str, *, for_update: bool = False
 ) -> ExecutionRequestRecord | None:
-    query = select(execution_requests).where(
-        execution_requests.c.execution_request_id == execution_request_id
-    )
-    if for_update:
-        query = query.with_for_update()
-    row = connection.execute(query).first()
+    query = _GET_FOR_UPDATE if for_update else _GET
+    row = connection.execute(query, {"execution_request_id": execution_request_id}).first()
     return None if row is None else _execution_request(row)
 
 
 def list_execution_requests(
     connection: Connection, run_id: str, states: tuple[RequestState, ...] = ()
 ) -> list[ExecutionRequestRecord]:
-    query = (
-        select(execution_requests)
-        .where(execution_requests.c.run_id == run_id)
-        .order_by(execution_requests.c.created_at, execution_requests.c.execution_request_id)
+    if not states:
+        return [_execution_request(row) for row in connection.execute(_OF_RUN, {"run_id": run_id})]
+    rows = connection.execute(
+        _OF_RUN_IN_STATES, {"run_id": run_id, "states": [s.value for s in states]}
     )
-    if states:
-        query = query.where(execution_requests.c.state.in_([s.value for s in states]))
-    return [_execution_request(row) for row in connection.execute(query)]
+    return [_execution_request(row) for row in rows]
 
 
 def count_execution_requests(connection: Connection, states: tuple[RequestState, ...]) -> int:

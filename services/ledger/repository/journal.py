@@ -4,11 +4,48 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import BindParameter, Connection, bindparam, insert, select
 
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.schema import journal_entries
 from shared.canonical import GENESIS_HASH
+
+# Hot statements are built once: building and cache-keying a statement on every call cost more
+# CPU than executing it (docs/performance.md, round 3).
+_RUN_ID: BindParameter[str] = bindparam("run_id")
+_HEAD = (
+    select(journal_entries.c.sequence, journal_entries.c.hash)
+    .where(journal_entries.c.run_id == _RUN_ID)
+    .order_by(journal_entries.c.sequence.desc())
+    .limit(1)
+)
+_LAST = (
+    select(journal_entries)
+    .where(journal_entries.c.run_id == _RUN_ID)
+    .order_by(journal_entries.c.sequence.desc())
+    .limit(1)
+)
+_LAST_OF_KIND = (
+    select(journal_entries)
+    .where(journal_entries.c.run_id == _RUN_ID, journal_entries.c.kind == bindparam("kind"))
+    .order_by(journal_entries.c.sequence.desc())
+    .limit(1)
+)
+_INSERT = insert(journal_entries)
+_UP_TO = (
+    select(
+        journal_entries.c.run_id,
+        journal_entries.c.sequence,
+        journal_entries.c.kind,
+        journal_entries.c.payload_json,
+        journal_entries.c.prev_hash,
+        journal_entries.c.hash,
+        journal_entries.c.actor,
+        journal_entries.c.recorded_at,
+    )
+    .where(journal_entries.c.run_id == _RUN_ID, journal_entries.c.sequence <= bindparam("up_to"))
+    .order_by(journal_entries.c.sequence)
+)
 
 
 def _entry(row: object) -> StoredEntry:
@@ -18,69 +55,41 @@ def _entry(row: object) -> StoredEntry:
 
 def journal_head(connection: Connection, run_id: str) -> tuple[int, str]:
     """(sequence, hash) of the last entry; (0, genesis) for an empty journal."""
-    row = connection.execute(
-        select(journal_entries.c.sequence, journal_entries.c.hash)
-        .where(journal_entries.c.run_id == run_id)
-        .order_by(journal_entries.c.sequence.desc())
-        .limit(1)
-    ).first()
+    row = connection.execute(_HEAD, {"run_id": run_id}).first()
     return (0, GENESIS_HASH) if row is None else (int(row.sequence), str(row.hash))
 
 
 def last_entry(connection: Connection, run_id: str) -> StoredEntry | None:
-    row = connection.execute(
-        select(journal_entries)
-        .where(journal_entries.c.run_id == run_id)
-        .order_by(journal_entries.c.sequence.desc())
-        .limit(1)
-    ).first()
+    row = connection.execute(_LAST, {"run_id": run_id}).first()
     return None if row is None else _entry(row)
 
 
 def last_entry_of_kind(connection: Connection, run_id: str, kind: EntryKind) -> StoredEntry | None:
-    row = connection.execute(
-        select(journal_entries)
-        .where(journal_entries.c.run_id == run_id, journal_entries.c.kind == kind.value)
-        .order_by(journal_entries.c.sequence.desc())
-        .limit(1)
-    ).first()
+    row = connection.execute(_LAST_OF_KIND, {"run_id": run_id, "kind": kind.value}).first()
     return None if row is None else _entry(row)
 
 
+def _values(entry: StoredEntry) -> dict[str, object]:
+    return {
+        "run_id": entry.run_id,
+        "sequence": entry.sequence,
+        "kind": entry.kind,
+        "payload_json": entry.payload_json,
+        "prev_hash": entry.prev_hash,
+        "hash": entry.hash,
+        "actor": entry.actor,
+        "recorded_at": entry.recorded_at,
+    }
+
+
 def insert_journal_entry(connection: Connection, entry: StoredEntry) -> None:
-    connection.execute(
-        insert(journal_entries).values(
-            run_id=entry.run_id,
-            sequence=entry.sequence,
-            kind=entry.kind,
-            payload_json=entry.payload_json,
-            prev_hash=entry.prev_hash,
-            hash=entry.hash,
-            actor=entry.actor,
-            recorded_at=entry.recorded_at,
-        )
-    )
+    connection.execute(_INSERT, _values(entry))
 
 
 def insert_journal_entries(connection: Connection, entries: Sequence[StoredEntry]) -> None:
     """Insert sealed entries in one executemany (bulk seeding of long journals in benchmarks)."""
     if entries:
-        connection.execute(
-            insert(journal_entries),
-            [
-                {
-                    "run_id": e.run_id,
-                    "sequence": e.sequence,
-                    "kind": e.kind,
-                    "payload_json": e.payload_json,
-                    "prev_hash": e.prev_hash,
-                    "hash": e.hash,
-                    "actor": e.actor,
-                    "recorded_at": e.recorded_at,
-                }
-                for e in entries
-            ],
-        )
+        connection.execute(_INSERT, [_values(e) for e in entries])
 
 
 def read_journal(
@@ -116,18 +125,7 @@ def journal_batches(
     streamed = up_to_sequence > batch
     options = {"stream_results": True, "yield_per": batch} if streamed else {}
     result = connection.execution_options(**options).execute(
-        select(
-            journal_entries.c.run_id,
-            journal_entries.c.sequence,
-            journal_entries.c.kind,
-            journal_entries.c.payload_json,
-            journal_entries.c.prev_hash,
-            journal_entries.c.hash,
-            journal_entries.c.actor,
-            journal_entries.c.recorded_at,
-        )
-        .where(journal_entries.c.run_id == run_id, journal_entries.c.sequence <= up_to_sequence)
-        .order_by(journal_entries.c.sequence)
+        _UP_TO, {"run_id": run_id, "up_to": up_to_sequence}
     )
     if not streamed:
         entries = [StoredEntry(*row) for row in result]

@@ -30,10 +30,14 @@ def _policy(row: object) -> PolicyRevision:
     )
 
 
+# Built once (building and cache-keying a statement per call cost more than running it).
+_CURRENT = select(policy_revisions).order_by(policy_revisions.c.revision.desc()).limit(1)
+_LOCK_CURRENT = _CURRENT.with_for_update()
+_NEWEST_REVISION = select(func.max(policy_revisions.c.revision))
+
+
 def current_policy(connection: Connection) -> PolicyRevision:
-    row = connection.execute(
-        select(policy_revisions).order_by(policy_revisions.c.revision.desc()).limit(1)
-    ).first()
+    row = connection.execute(_CURRENT).first()
     if row is None:
         raise RuntimeError("policy_revisions is empty: migrations were not applied")
     return _policy(row)
@@ -81,15 +85,10 @@ def lock_current_policy(connection: Connection) -> PolicyRevision:
     statement sees the committed newer row, so re-read until the locked row is the newest.
     (SQLite's BEGIN IMMEDIATE already serializes writers; there the first read is final.)"""
     while True:
-        row = connection.execute(
-            select(policy_revisions)
-            .order_by(policy_revisions.c.revision.desc())
-            .limit(1)
-            .with_for_update()
-        ).first()
+        row = connection.execute(_LOCK_CURRENT).first()
         if row is None:
             raise RuntimeError("policy_revisions is empty: migrations were not applied")
         locked = _policy(row)
-        newest = connection.execute(select(func.max(policy_revisions.c.revision))).scalar_one()
+        newest = connection.execute(_NEWEST_REVISION).scalar_one()
         if newest == locked.revision:
             return locked

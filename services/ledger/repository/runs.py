@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, ScalarSelect, Select, insert, select
+from sqlalchemy import Connection, RowMapping, ScalarSelect, Select, bindparam, insert, select
 
 from services.ledger.domain.runs import Run, RunSpec
 from services.ledger.schema import journal_entries, runs
@@ -48,8 +48,12 @@ def _run(row: RowMapping) -> Run:
     return Run(spec, row["created_by"], row["created_at"], row["run_digest"])
 
 
+# Built once (building and cache-keying a statement per call cost more than running it).
+_GET = select(runs).where(runs.c.run_id == bindparam("run_id"))
+
+
 def get_run(connection: Connection, run_id: str) -> Run | None:
-    row = connection.execute(select(runs).where(runs.c.run_id == run_id)).mappings().first()
+    row = connection.execute(_GET, {"run_id": run_id}).mappings().first()
     return None if row is None else _run(row)
 
 
@@ -67,12 +71,12 @@ def _newest(column: str) -> ScalarSelect[Any]:
 # The run row and its journal head in one statement (one round trip on the append path).
 _RUN_WITH_HEAD: Select[Any] = select(
     *runs.columns, _newest("sequence").label("head_sequence"), _newest("hash").label("head_hash")
-)
+).where(runs.c.run_id == bindparam("run_id"))
 
 
 def get_run_with_head(connection: Connection, run_id: str) -> tuple[Run, tuple[int, str]] | None:
     """The run and (sequence, hash) of its newest entry ((0, genesis) for an empty journal)."""
-    row = connection.execute(_RUN_WITH_HEAD.where(runs.c.run_id == run_id)).mappings().first()
+    row = connection.execute(_RUN_WITH_HEAD, {"run_id": run_id}).mappings().first()
     if row is None:
         return None
     if row["head_sequence"] is None:

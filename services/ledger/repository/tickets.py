@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, func, insert, or_, select
+from sqlalchemy import Connection, bindparam, func, insert, or_, select
 
 from services.ledger.domain.execution import RequestState
 from services.ledger.domain.tickets import StoredTicket
@@ -19,6 +19,31 @@ class TicketRow:
     consumed_response_digest: str
 
 
+# Built once (building and cache-keying a statement per call cost more than running it).
+_INSERT = insert(admission_tickets)
+_GET = select(admission_tickets).where(
+    admission_tickets.c.run_id == bindparam("run_id"),
+    admission_tickets.c.request_id == bindparam("request_id"),
+)
+_FOR_REQUEST_OR_GRAPH = select(admission_tickets).where(
+    admission_tickets.c.run_id == bindparam("run_id"),
+    or_(
+        admission_tickets.c.request_id == bindparam("request_id"),
+        admission_tickets.c.consumed_response_digest == bindparam("consumed_response_digest"),
+    ),
+)
+_TICKETS_AND_PENDING = select(
+    select(func.count())
+    .select_from(admission_tickets)
+    .where(admission_tickets.c.run_id == bindparam("run_id"))
+    .scalar_subquery(),
+    select(func.count())
+    .select_from(execution_requests)
+    .where(execution_requests.c.state.in_(bindparam("states", expanding=True)))
+    .scalar_subquery(),
+)
+
+
 def _row(row: object) -> TicketRow:
     values = row._mapping  # type: ignore[attr-defined]
     return TicketRow(
@@ -30,25 +55,22 @@ def insert_ticket(
     connection: Connection, ticket: StoredTicket, consumed_response_digest: str
 ) -> None:
     connection.execute(
-        insert(admission_tickets).values(
-            run_id=ticket.run_id,
-            request_id=ticket.request_id,
-            operator_identity=ticket.operator_identity,
-            request_content_digest=ticket.request_content_digest,
-            consumed_response_digest=consumed_response_digest,
-            execution_request_id=ticket.execution_request_id,
-            ticket_json=ticket.to_text(),
-            created_at=ticket.created_at,
-        )
+        _INSERT,
+        {
+            "run_id": ticket.run_id,
+            "request_id": ticket.request_id,
+            "operator_identity": ticket.operator_identity,
+            "request_content_digest": ticket.request_content_digest,
+            "consumed_response_digest": consumed_response_digest,
+            "execution_request_id": ticket.execution_request_id,
+            "ticket_json": ticket.to_text(),
+            "created_at": ticket.created_at,
+        },
     )
 
 
 def get_ticket(connection: Connection, run_id: str, request_id: str) -> TicketRow | None:
-    row = connection.execute(
-        select(admission_tickets).where(
-            admission_tickets.c.run_id == run_id, admission_tickets.c.request_id == request_id
-        )
-    ).first()
+    row = connection.execute(_GET, {"run_id": run_id, "request_id": request_id}).first()
     return None if row is None else _row(row)
 
 
@@ -60,13 +82,12 @@ def tickets_for_request_or_graph(
     rows = [
         (row._mapping["request_id"], _row(row))
         for row in connection.execute(
-            select(admission_tickets).where(
-                admission_tickets.c.run_id == run_id,
-                or_(
-                    admission_tickets.c.request_id == request_id,
-                    admission_tickets.c.consumed_response_digest == consumed_response_digest,
-                ),
-            )
+            _FOR_REQUEST_OR_GRAPH,
+            {
+                "run_id": run_id,
+                "request_id": request_id,
+                "consumed_response_digest": consumed_response_digest,
+            },
         )
     ]
     by_request = next((ticket for stored, ticket in rows if stored == request_id), None)
@@ -81,17 +102,8 @@ def ticket_and_pending_counts(
 ) -> tuple[int, int]:
     """(the run's tickets, execution requests in ``pending_states`` across all runs), in one
     statement."""
-    tickets = (
-        select(func.count())
-        .select_from(admission_tickets)
-        .where(admission_tickets.c.run_id == run_id)
-        .scalar_subquery()
-    )
-    pending = (
-        select(func.count())
-        .select_from(execution_requests)
-        .where(execution_requests.c.state.in_([state.value for state in pending_states]))
-        .scalar_subquery()
-    )
-    row = connection.execute(select(tickets, pending)).one()
+    row = connection.execute(
+        _TICKETS_AND_PENDING,
+        {"run_id": run_id, "states": [state.value for state in pending_states]},
+    ).one()
     return int(row[0]), int(row[1])
