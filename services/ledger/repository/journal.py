@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import BindParameter, Connection, bindparam, insert, select
+from sqlalchemy import (
+    BindParameter,
+    CompoundSelect,
+    Connection,
+    bindparam,
+    insert,
+    select,
+    union_all,
+)
 
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.schema import journal_entries
@@ -80,6 +90,52 @@ def _values(entry: StoredEntry) -> dict[str, object]:
         "actor": entry.actor,
         "recorded_at": entry.recorded_at,
     }
+
+
+@dataclass(frozen=True)
+class NewestEntries:
+    """The run's last entry and the newest entry of each asked kind (absent: none recorded)."""
+
+    last: StoredEntry | None
+    of_kind: dict[str, StoredEntry]
+
+    def newest(self, kind: EntryKind) -> StoredEntry | None:
+        return self.of_kind.get(kind.value)
+
+
+_NEWEST_BY_KINDS: dict[tuple[str, ...], CompoundSelect[Any]] = {}
+
+
+def _newest_statement(kinds: tuple[str, ...]) -> CompoundSelect[Any]:
+    """The last entry and the newest entry of each kind, one indexed LIMIT 1 lookup each, in one
+    statement (a UNION ALL of the lookups the callers would otherwise make one by one)."""
+    statement = _NEWEST_BY_KINDS.get(kinds)
+    if statement is None:
+        lookups = [_LAST] + [
+            select(journal_entries)
+            .where(
+                journal_entries.c.run_id == _RUN_ID,
+                journal_entries.c.kind == bindparam(f"kind_{index}"),
+            )
+            .order_by(journal_entries.c.sequence.desc())
+            .limit(1)
+            for index in range(len(kinds))
+        ]
+        statement = union_all(*(select(lookup.subquery()) for lookup in lookups))
+        _NEWEST_BY_KINDS[kinds] = statement
+    return statement
+
+
+def newest_entries(
+    connection: Connection, run_id: str, kinds: Sequence[EntryKind]
+) -> NewestEntries:
+    """:func:`last_entry` and :func:`last_entry_of_kind` of each of ``kinds``: one round trip."""
+    values = tuple(kind.value for kind in kinds)
+    parameters: dict[str, str] = {"run_id": run_id}
+    parameters.update({f"kind_{index}": kind for index, kind in enumerate(values)})
+    rows = [_entry(row) for row in connection.execute(_newest_statement(values), parameters)]
+    last = max(rows, key=lambda entry: entry.sequence, default=None)
+    return NewestEntries(last, {entry.kind: entry for entry in rows if entry.kind in values})
 
 
 def insert_journal_entry(connection: Connection, entry: StoredEntry) -> None:

@@ -41,7 +41,25 @@ _TICKETS_AND_PENDING = select(
     .select_from(execution_requests)
     .where(execution_requests.c.state.in_(bindparam("states", expanding=True)))
     .scalar_subquery(),
+    select(execution_requests.c.execution_request_id)
+    .where(
+        execution_requests.c.run_id == bindparam("run_id"),
+        execution_requests.c.state.in_(bindparam("states", expanding=True)),
+    )
+    .order_by(execution_requests.c.created_at, execution_requests.c.execution_request_id)
+    .limit(1)
+    .scalar_subquery(),
 )
+
+
+@dataclass(frozen=True)
+class QueueCounts:
+    """What the queue caps and the one-claim-per-run rule are checked against."""
+
+    run_tickets: int
+    pending: int
+    # The run's oldest execution request in a pending state ("" when it has none).
+    run_outstanding: str
 
 
 def _row(row: object) -> TicketRow:
@@ -97,13 +115,13 @@ def tickets_for_request_or_graph(
     return by_request, by_graph
 
 
-def ticket_and_pending_counts(
+def queue_counts(
     connection: Connection, run_id: str, pending_states: tuple[RequestState, ...]
-) -> tuple[int, int]:
-    """(the run's tickets, execution requests in ``pending_states`` across all runs), in one
-    statement."""
+) -> QueueCounts:
+    """The run's tickets, the execution requests in ``pending_states`` across all runs, and the
+    run's own oldest one among them, in one statement."""
     row = connection.execute(
         _TICKETS_AND_PENDING,
         {"run_id": run_id, "states": [state.value for state in pending_states]},
     ).one()
-    return int(row[0]), int(row[1])
+    return QueueCounts(int(row[0]), int(row[1]), str(row[2] or ""))

@@ -43,6 +43,8 @@ from shared.idempotency import StoredAction, replay_or_conflict
 from shared.timeutil import to_text
 
 DERIVED_CHECKPOINT_MEDIA_TYPE = "application/json"
+# The kinds whose newest entry steps 9.5 and 9.5b judge.
+_JUDGED_KINDS = (EntryKind.RUN_STARTED, EntryKind.CHECKPOINT_STORED, EntryKind.RESPONSE_CONSUMED)
 
 
 @dataclass(frozen=True)
@@ -97,41 +99,36 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
     run = existing_run(connection, admission.run_id)
     # 9.4 the policy is enabled, still the candidate's revision, and allows the version
     check_policy_for_admission(policy, admission.policy_revision, admission.version)
+    # The journal rows steps 9.5 and 9.5b judge, in one read: the last entry (the head) and the
+    # newest entry of each kind they name.
+    newest = journal_rows.newest_entries(connection, run.spec.run_id, _JUDGED_KINDS)
+    last = newest.last
     # 9.5 re-check the head (the last entry is the head: one read serves both checks)
-    last = journal_rows.last_entry(connection, run.spec.run_id)
     head = (last.sequence, last.hash) if last is not None else (0, GENESIS_HASH)
     if head[1] != admission.expected_head_hash:
         raise stale_head(run.spec.run_id, admission.expected_head_hash, *head)
     # 9.5 at that head the run is held, and its consumed response is the one named
-    _check_held_on_consumed_response(connection, admission, last)
+    _check_held_on_consumed_response(admission, last, newest.newest(EntryKind.RESPONSE_CONSUMED))
     # 9.5b the run's adopted checkpoint-mode policy epoch, recognized only in this continuity
     # preparation context (shared/policy_epochs.py), and the receipt binding both epochs
     policy_epochs = admission_epoch_receipt(
         run,
         policy,
-        run_started=journal_rows.last_entry_of_kind(
-            connection, run.spec.run_id, EntryKind.RUN_STARTED
-        ),
-        checkpoint_stored=journal_rows.last_entry_of_kind(
-            connection, run.spec.run_id, EntryKind.CHECKPOINT_STORED
-        ),
-        response_consumed=journal_rows.last_entry_of_kind(
-            connection, run.spec.run_id, EntryKind.RESPONSE_CONSUMED
-        ),
+        run_started=newest.newest(EntryKind.RUN_STARTED),
+        checkpoint_stored=newest.newest(EntryKind.CHECKPOINT_STORED),
+        response_consumed=newest.newest(EntryKind.RESPONSE_CONSUMED),
     )
+    # 9.6 and 9.7 read together: the run's outstanding request and the queue counts
+    counts = ticket_rows.queue_counts(connection, run.spec.run_id, PENDING_STATES)
     # 9.6 no queued or claimed execution request for the run
-    outstanding = request_rows.list_execution_requests(connection, run.spec.run_id, PENDING_STATES)
-    if outstanding:
+    if counts.run_outstanding:
         raise FailedPrecondition(
             "CLAIM_OUTSTANDING",
             "the run already has a queued or executing claim",
-            metadata={"execution_request_id": outstanding[0].execution_request_id},
+            metadata={"execution_request_id": counts.run_outstanding},
         )
     # 9.7 the queue caps
-    per_run, pending = ticket_rows.ticket_and_pending_counts(
-        connection, run.spec.run_id, PENDING_STATES
-    )
-    check_capacity(policy, per_run=per_run, pending=pending)
+    check_capacity(policy, per_run=counts.run_tickets, pending=counts.pending)
     # 9.8 store the derived checkpoint blob (its digest was checked by validate())
     if admission.derived_checkpoint:
         # One statement: stored bytes under a digest never change, so an existing row stays.
@@ -226,11 +223,11 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
 
 
 def _check_held_on_consumed_response(
-    connection: Connection, admission: AdmissionInput, last: StoredEntry | None
+    admission: AdmissionInput, last: StoredEntry | None, consumed: StoredEntry | None
 ) -> None:
     """The ledger does not trust the caller's ``consumed_response_digest``, which keys the
     one-ticket-per-consumed-graph rule: the run must be held (its last entry, ``last``, is
-    ``run_held``), and its newest ``response_consumed`` must name that response."""
+    ``run_held``), and its newest ``response_consumed`` (``consumed``) must name that response."""
     run_id = admission.run_id
     if last is None or last.kind != EntryKind.RUN_HELD.value:
         found = last.kind if last is not None else "nothing"
@@ -242,7 +239,6 @@ def _check_held_on_consumed_response(
                 PreconditionViolation("RUN_HELD", f"runs/{run_id}/journal", f"last is {found}")
             ],
         )
-    consumed = journal_rows.last_entry_of_kind(connection, run_id, EntryKind.RESPONSE_CONSUMED)
     payload = parse_json(consumed.payload_json) if consumed is not None else {}
     journal_digest = payload.get("response_digest") if isinstance(payload, dict) else None
     if journal_digest != admission.consumed_response_digest:
