@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy import Connection, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -13,6 +15,19 @@ def get_blob(connection: Connection, digest: str) -> tuple[bytes, str] | None:
         select(blobs.c.content, blobs.c.media_type).where(blobs.c.digest == digest)
     ).first()
     return None if row is None else (bytes(row.content), str(row.media_type))
+
+
+def get_blobs(connection: Connection, digests: Sequence[str]) -> dict[str, tuple[bytes, str]]:
+    """(content, media type) of each stored blob of ``digests``, by digest (one statement;
+    digests not stored are absent)."""
+    if not digests:
+        return {}
+    rows = connection.execute(
+        select(blobs.c.digest, blobs.c.content, blobs.c.media_type).where(
+            blobs.c.digest.in_(sorted(set(digests)))
+        )
+    )
+    return {str(row.digest): (bytes(row.content), str(row.media_type)) for row in rows}
 
 
 def blob_exists(connection: Connection, digest: str) -> bool:
