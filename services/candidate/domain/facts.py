@@ -6,10 +6,10 @@ database snapshot when the sources offer it (:class:`SnapshotSources`, which als
 policy and execution requests), otherwise read again while the head moves (ABORTED
 JOURNAL_CHANGED_DURING_READ when it never settles). Then the current policy and the run's
 execution requests (unless the snapshot had them), the checkpoint and consumed-response blobs the
-journal names (kept only when intact; taken from the snapshot when it carried them intact, read
-apart otherwise), reconstruction's analysis of the consumed response and,
-when the analysis refuses nothing for the version, the reconstruction. A refusal of either call
-is a fact too (:class:`Refusal`); any other error propagates.
+journal names (kept only when intact; the snapshot's copy when it carried them intact, read apart
+otherwise), reconstruction's analysis of the consumed response and, when the analysis refuses
+nothing for the version, the reconstruction. A refusal of either call is a fact too
+(:class:`Refusal`); any other error propagates.
 """
 
 from __future__ import annotations
