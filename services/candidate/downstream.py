@@ -35,10 +35,10 @@ from services.candidate.domain import (
     RunRecord,
     Snapshot,
 )
-from shared.canonical import CanonicalJsonError, parse_json
 from shared.client import call, stream
 from shared.contract import VERSIONS, enum_short_name
 from shared.errors import Internal, InvalidArgument, NotFound
+from shared.journal_closure import payload_object
 from shared.timeutil import from_timestamp, to_text
 
 PAGE_SIZE: Final = 1000
@@ -64,16 +64,12 @@ def _state(value: int) -> ExecutionState:
 
 
 def entry_from_proto(entry: common_pb2.JournalEntry) -> Entry:
-    try:
-        parsed = parse_json(entry.payload_json)
-    except CanonicalJsonError:
-        parsed = None
     return Entry(
         run_id=entry.run_id,
         sequence=entry.sequence,
         kind=_kind(entry.kind),
         payload_json=entry.payload_json,
-        payload=parsed if isinstance(parsed, dict) else None,
+        payload=payload_object(entry.payload_json),
         prev_hash=entry.prev_hash,
         hash=entry.hash,
         actor=entry.actor,
@@ -175,19 +171,25 @@ class GrpcCandidateSources:
         )
         return [_execution(r) for r in found.execution_requests]
 
-    def snapshot(self, run_id: str) -> Snapshot:
-        """One ``ReadRunSnapshot`` stream: header, journal batches, the ledger's verification."""
+    def snapshot(self, run_id: str, *, closure_blobs: bool = False) -> Snapshot:
+        """One ``ReadRunSnapshot`` stream: header, journal batches, the closure's blobs when
+        asked for (a ledger that does not send them leaves the reader to GetBlob), the ledger's
+        verification."""
         header: ledger_pb2.RunSnapshotHeader | None = None
         entries: list[Entry] = []
+        blobs: dict[str, bytes] = {}
         verification: ChainVerification | None = None
         for part in stream(
-            self._ledger.ReadRunSnapshot, ledger_pb2.ReadRunSnapshotRequest(run_id=run_id)
+            self._ledger.ReadRunSnapshot,
+            ledger_pb2.ReadRunSnapshotRequest(run_id=run_id, include_closure_blobs=closure_blobs),
         ):
             which = part.WhichOneof("part")
             if which == "header":
                 header = part.header
             elif which == "entries":
                 entries += [entry_from_proto(e) for e in part.entries.entries]
+            elif which == "blob":
+                blobs[part.blob.digest] = part.blob.content
             elif which == "verification":
                 verification = _verification(part.verification)
         if header is None or verification is None:
@@ -200,6 +202,7 @@ class GrpcCandidateSources:
             verification=verification,
             policy=_policy(header.policy),
             executions=tuple(_execution(r) for r in header.execution_requests),
+            blobs=blobs,
         )
 
     def blob(self, digest: str) -> bytes | None:

@@ -83,8 +83,10 @@ class Ledger:
     def verify(self, run_id: str) -> Verification:
         return journal.verify(self._context, run_id)
 
-    def read_snapshot(self, run_id: str) -> Iterator[snapshot.SnapshotPart]:
-        return snapshot.read(self._context, run_id)
+    def read_snapshot(
+        self, run_id: str, *, closure_blobs: bool = False
+    ) -> Iterator[snapshot.SnapshotPart]:
+        return snapshot.read(self._context, run_id, closure_blobs=closure_blobs)
 
     def inspect_journal(self, run_id: str) -> JournalInspection:
         return inspection.inspect(self._context, run_id)

@@ -34,7 +34,7 @@ from services.ledger.reconciliation_servicer import ReconciliationServicer
 from services.ledger.recovery_proto import recovery_input, recovery_to_proto
 from services.ledger.service import Ledger
 from services.ledger.transactions.admission import Admission
-from services.ledger.transactions.snapshot import SnapshotHeader
+from services.ledger.transactions.snapshot import SnapshotBlob, SnapshotHeader
 from shared.auth import ANY_ROLE, Role, current_principal
 from shared.contract import DIGEST_NAMES, enum_number, enum_short_name
 from shared.errors import FieldViolation, InvalidArgument
@@ -207,7 +207,9 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     def ReadRunSnapshot(
         self, request: ledger_pb2.ReadRunSnapshotRequest, context: grpc.ServicerContext
     ) -> Iterator[ledger_pb2.ReadRunSnapshotResponse]:
-        for part in self._ledger.read_snapshot(request.run_id):
+        for part in self._ledger.read_snapshot(
+            request.run_id, closure_blobs=request.include_closure_blobs
+        ):
             if isinstance(part, SnapshotHeader):
                 yield ledger_pb2.ReadRunSnapshotResponse(
                     header=ledger_pb2.RunSnapshotHeader(
@@ -222,6 +224,12 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             elif isinstance(part, list):
                 yield ledger_pb2.ReadRunSnapshotResponse(
                     entries=ledger_pb2.RunSnapshotEntries(entries=[entry_to_proto(e) for e in part])
+                )
+            elif isinstance(part, SnapshotBlob):
+                yield ledger_pb2.ReadRunSnapshotResponse(
+                    blob=ledger_pb2.RunSnapshotBlob(
+                        digest=part.digest, content=part.content, media_type=part.media_type
+                    )
                 )
             else:
                 yield ledger_pb2.ReadRunSnapshotResponse(verification=verification_to_proto(part))

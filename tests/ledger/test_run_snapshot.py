@@ -1,6 +1,7 @@
 """ReadRunSnapshot through the real ledger gRPC service, on SQLite and PostgreSQL: one stream
 with the same run, head, policy, execution requests, entries and verification as the separate
-reads, a tampered row reported where VerifyJournal reports it, and a missing run refused."""
+reads, a tampered row reported where VerifyJournal reports it, a missing run refused, and, when
+asked, exactly the stored blobs the journal's closure names."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from forge.continuity.v1 import (
     ledger_pb2,
     policy_pb2,
 )
+from services.candidate.downstream import entry_from_proto
 from services.ledger.transactions import snapshot
+from shared.journal_closure import closure_of
 from tests.errors import expect_error
 from tests.ledger.conftest import LedgerClients, run_request
 from tests.ledger.test_journal import K, append, journal
@@ -126,3 +129,174 @@ def test_a_missing_run_is_not_found(ledger_server: LedgerClients) -> None:
     expect_error(
         grpc.StatusCode.INVALID_ARGUMENT, "FIELD_REQUIRED", lambda: read_snapshot(ledger_server, "")
     )
+
+
+CONSUMED_AT = "2026-10-20T10:01:00.000000Z"
+NOT_STORED = "sha256:" + "ab" * 32
+
+
+def put(clients: LedgerClients, content: bytes) -> str:
+    return (
+        clients.ledger()
+        .PutBlob(ledger_pb2.PutBlobRequest(content=content, media_type="application/json"))
+        .digest
+    )
+
+
+def snapshot_parts(
+    clients: LedgerClients, *, include_closure_blobs: bool, run_id: str = "run-1"
+) -> list[ledger_pb2.ReadRunSnapshotResponse]:
+    return list(
+        clients.ledger("reader-token").ReadRunSnapshot(
+            ledger_pb2.ReadRunSnapshotRequest(
+                run_id=run_id, include_closure_blobs=include_closure_blobs
+            )
+        )
+    )
+
+
+def sent_blobs(parts: list[ledger_pb2.ReadRunSnapshotResponse]) -> list[tuple[str, bytes, str]]:
+    return [
+        (part.blob.digest, part.blob.content, part.blob.media_type)
+        for part in parts
+        if part.HasField("blob")
+    ]
+
+
+def turns(clients: LedgerClients, journal_rows: list[tuple[int, dict[str, str]]]) -> None:
+    clients.ledger().CreateRun(run_request())
+    head = ""
+    for kind, payload in journal_rows:
+        head = append(clients, "run-1", head, kind, payload).hash
+
+
+def consumed(request_id: str, response_digest: str) -> tuple[int, dict[str, str]]:
+    return (
+        K.JOURNAL_ENTRY_KIND_RESPONSE_CONSUMED,
+        {"request_id": request_id, "response_digest": response_digest, "consumed_at": CONSUMED_AT},
+    )
+
+
+def closure_digests(entries: list[common_pb2.JournalEntry]) -> tuple[str, ...]:
+    """The digests the candidate's own closure names over the entries it received."""
+    return closure_of([entry_from_proto(e) for e in entries]).blob_digests
+
+
+def test_the_snapshot_carries_exactly_the_closure_blobs_when_asked(
+    ledger_server: LedgerClients,
+) -> None:
+    """Two model requests: only the last one's checkpoint and consumed response are sent (not the
+    first turn's, not an unrelated blob), as stored, after the entries and before the
+    verification; the rest of the stream is the one sent without them."""
+    old_checkpoint = put(ledger_server, b'{"checkpoint":"old"}')
+    old_response = put(ledger_server, b'{"response":"old"}')
+    checkpoint = put(ledger_server, b'{"checkpoint":"new"}')
+    response = put(ledger_server, b'{"response":"new"}')
+    put(ledger_server, b'{"unrelated":true}')
+    turns(
+        ledger_server,
+        [
+            (K.JOURNAL_ENTRY_KIND_CHECKPOINT_STORED, {"checkpoint_digest": old_checkpoint}),
+            (
+                K.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
+                {"request_id": "req-1", "checkpoint_digest": old_checkpoint},
+            ),
+            consumed("req-1", old_response),
+            (K.JOURNAL_ENTRY_KIND_CHECKPOINT_STORED, {"checkpoint_digest": checkpoint}),
+            (
+                K.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
+                {"request_id": "req-2", "checkpoint_digest": checkpoint},
+            ),
+            (K.JOURNAL_ENTRY_KIND_STARTUP_RECOVERY_ANNOTATION, {"annotation": "between"}),
+            consumed("req-2", response),
+        ],
+    )
+    asked = snapshot_parts(ledger_server, include_closure_blobs=True)
+    assert [str(p.WhichOneof("part")) for p in asked] == [
+        "header",
+        "entries",
+        "blob",
+        "blob",
+        "verification",
+    ]
+    assert sent_blobs(asked) == [
+        (checkpoint, b'{"checkpoint":"new"}', "application/json"),
+        (response, b'{"response":"new"}', "application/json"),
+    ]
+    entries = list(asked[1].entries.entries)
+    assert closure_digests(entries) == (checkpoint, response)
+    plain = snapshot_parts(ledger_server, include_closure_blobs=False)
+    assert sent_blobs(plain) == []
+    assert plain == [p for p in asked if not p.HasField("blob")]
+
+
+def test_a_named_blob_that_is_not_stored_is_not_sent(ledger_server: LedgerClients) -> None:
+    checkpoint = put(ledger_server, b'{"checkpoint":1}')
+    turns(
+        ledger_server,
+        [
+            (K.JOURNAL_ENTRY_KIND_CHECKPOINT_STORED, {"checkpoint_digest": checkpoint}),
+            (
+                K.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
+                {"request_id": "req-1", "checkpoint_digest": checkpoint},
+            ),
+            consumed("req-1", NOT_STORED),
+        ],
+    )
+    parts = snapshot_parts(ledger_server, include_closure_blobs=True)
+    assert closure_digests(list(parts[1].entries.entries)) == (checkpoint, NOT_STORED)
+    assert sent_blobs(parts) == [(checkpoint, b'{"checkpoint":1}', "application/json")]
+    assert parts[-1].HasField("verification") and parts[-1].verification.valid
+
+
+def test_an_unconsumed_request_sends_its_checkpoint_only(ledger_server: LedgerClients) -> None:
+    checkpoint = put(ledger_server, b'{"checkpoint":1}')
+    put(ledger_server, b'{"response":1}')
+    turns(
+        ledger_server,
+        [
+            (K.JOURNAL_ENTRY_KIND_CHECKPOINT_STORED, {"checkpoint_digest": checkpoint}),
+            (
+                K.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
+                {"request_id": "req-1", "checkpoint_digest": checkpoint},
+            ),
+        ],
+    )
+    parts = snapshot_parts(ledger_server, include_closure_blobs=True)
+    assert sent_blobs(parts) == [(checkpoint, b'{"checkpoint":1}', "application/json")]
+
+
+def test_a_journal_without_a_model_request_sends_no_blob(ledger_server: LedgerClients) -> None:
+    checkpoint = put(ledger_server, b'{"checkpoint":1}')
+    turns(
+        ledger_server,
+        [(K.JOURNAL_ENTRY_KIND_CHECKPOINT_STORED, {"checkpoint_digest": checkpoint})],
+    )
+    parts = snapshot_parts(ledger_server, include_closure_blobs=True)
+    assert [str(p.WhichOneof("part")) for p in parts] == ["header", "entries", "verification"]
+
+
+def test_a_blob_altered_in_the_database_is_sent_as_stored(
+    ledger_server: LedgerClients, engine: Engine
+) -> None:
+    """The ledger does not vouch for the bytes, exactly like GetBlob: the reader checks them."""
+    checkpoint = put(ledger_server, b'{"checkpoint":1}')
+    turns(
+        ledger_server,
+        [
+            (K.JOURNAL_ENTRY_KIND_CHECKPOINT_STORED, {"checkpoint_digest": checkpoint}),
+            (
+                K.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
+                {"request_id": "req-1", "checkpoint_digest": checkpoint},
+            ),
+        ],
+    )
+    with engine.begin() as connection:
+        connection.execute(
+            text("UPDATE blobs SET content = :c WHERE digest = :d"),
+            {"c": b'{"checkpoint":2}', "d": checkpoint},
+        )
+    parts = snapshot_parts(ledger_server, include_closure_blobs=True)
+    assert sent_blobs(parts) == [(checkpoint, b'{"checkpoint":2}', "application/json")]
+    got = ledger_server.ledger("reader-token").GetBlob(ledger_pb2.GetBlobRequest(digest=checkpoint))
+    assert got.content == b'{"checkpoint":2}'

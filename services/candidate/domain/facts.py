@@ -6,24 +6,26 @@ database snapshot when the sources offer it (:class:`SnapshotSources`, which als
 policy and execution requests), otherwise read again while the head moves (ABORTED
 JOURNAL_CHANGED_DURING_READ when it never settles). Then the current policy and the run's
 execution requests (unless the snapshot had them), the checkpoint and consumed-response blobs the
-journal names (kept only when intact), reconstruction's analysis of the consumed response and,
-when the analysis refuses nothing for the version, the reconstruction. A refusal of either call
-is a fact too (:class:`Refusal`); any other error propagates.
+journal names (kept only when intact; the snapshot's copy when it carried them intact, read apart
+otherwise), reconstruction's analysis of the consumed response and, when the analysis refuses
+nothing for the version, the reconstruction. A refusal of either call is a fact too
+(:class:`Refusal`); any other error propagates.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
 from shared.canonical import is_digest, sha256_digest
 from shared.errors import Aborted, DomainError, FailedPrecondition, InvalidArgument
+from shared.journal_closure import closure_of
 from shared.qualification import is_qualified
 from shared.timeutil import utc_now
 
-from .journal import RUN_HELD, Closure, closure_of
+from .journal import RUN_HELD, Closure
 from .model import (
     ChainVerification,
     ConsumedCall,
@@ -51,14 +53,19 @@ class Snapshot:
     # Read in the same snapshot when the source reads one (None: read apart, after it).
     policy: PolicyRecord | None = None
     executions: tuple[ExecutionRecord, ...] | None = None
+    # The closure's blobs as the same snapshot read them, by digest, when asked for and stored
+    # (unverified: a reader checks each one's digest before using it).
+    blobs: Mapping[str, bytes] = field(default_factory=dict)
 
 
-def read_snapshot(sources: CandidateSources, run_id: str) -> Snapshot:
+def read_snapshot(
+    sources: CandidateSources, run_id: str, *, closure_blobs: bool = False
+) -> Snapshot:
     """Read run, journal and verification until all three describe the same head (one
-    snapshot read when the source offers it)."""
+    snapshot read when the source offers it, with the closure's blobs when ``closure_blobs``)."""
     for _ in range(MAX_READ_ATTEMPTS):
         if isinstance(sources, SnapshotSources):
-            snapshot = sources.snapshot(run_id)
+            snapshot = sources.snapshot(run_id, closure_blobs=closure_blobs)
             verification = snapshot.verification
             if not verification.valid or verification.head == snapshot.head:
                 return snapshot
@@ -149,7 +156,7 @@ def gather_facts(
     qualified: Callable[[str], bool] = is_qualified,
 ) -> Facts:
     """Read everything the candidate of ``run_id`` under ``version`` is computed from."""
-    snapshot = read_snapshot(sources, run_id)
+    snapshot = read_snapshot(sources, run_id, closure_blobs=True)
     policy = snapshot.policy if snapshot.policy is not None else sources.policy()
     executions = (
         snapshot.executions
@@ -161,9 +168,9 @@ def gather_facts(
     closure = closure_of(snapshot.entries)
     checkpoint = response = None
     if closure.request is not None:
-        checkpoint = _intact_blob(sources, closure.checkpoint_digest)
+        checkpoint = _intact_blob(sources, snapshot.blobs, closure.checkpoint_digest)
         if closure.consume is not None:
-            response = _intact_blob(sources, closure.response_digest)
+            response = _intact_blob(sources, snapshot.blobs, closure.response_digest)
     analysis = reconstruction = None
     analysis_refusal = reconstruction_refusal = None
     if checkpoint is not None and response is not None:
@@ -196,6 +203,15 @@ def gather_facts(
     )
 
 
-def _intact_blob(sources: CandidateSources, digest: str) -> bytes | None:
-    content = sources.blob(digest) if is_digest(digest) else None
+def _intact_blob(
+    sources: CandidateSources, prefetched: Mapping[str, bytes], digest: str
+) -> bytes | None:
+    """The blob named ``digest`` when its bytes hash to it: the snapshot's copy when intact,
+    otherwise (not sent, or altered) read apart exactly as without a snapshot."""
+    if not is_digest(digest):
+        return None
+    content = prefetched.get(digest)
+    if content is not None and sha256_digest(content) == digest:
+        return content
+    content = sources.blob(digest)
     return content if content is not None and sha256_digest(content) == digest else None

@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Final
 
+from shared.journal_closure import RESPONSE_CONSUMED
+
 from .journal import (
     COMMAND_EXECUTED,
-    RESPONSE_CONSUMED,
     TOOL_CALL_GRANTED,
     TOOL_INTENT,
     TOOL_OUTCOME,

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.contract import PENDING_STATE_NAMES
+from shared.journal_closure import payload_text
 
 # --- inputs ---------------------------------------------------------------------------------
 
@@ -60,8 +61,7 @@ class Entry:
 
     def text(self, key: str) -> str:
         """A payload value as text ("" when absent or not a string)."""
-        value = (self.payload or {}).get(key)
-        return value if isinstance(value, str) else ""
+        return payload_text(self.payload, key)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any
 from shared.admissibility import ActionFacts, Admissible, Handoff, check
 from shared.canonical import digest_of, is_digest, sha256_digest
 from shared.errors import NotFound
+from shared.journal_closure import closure_of
 from shared.qualification import is_qualified
 from shared.readonly_observation import (
     READONLY_OBSERVATION,
@@ -45,7 +46,6 @@ from shared.timeutil import utc_now
 
 from .checks import common
 from .facts import Facts, read_snapshot
-from .journal import closure_of
 from .model import OUTSTANDING_STATES, Entry, Hold, HoldReason, JournalHead, Requirement, hold
 from .observation import ObservationCheck, ObservationProof, observation_check
 from .reproduction import reproduction_check

@@ -89,7 +89,8 @@ class SnapshotSources(CandidateSources, Protocol):
     the policy and the execution requests as one consistent snapshot (one read instead of five,
     and no re-read loop)."""
 
-    def snapshot(self, run_id: str) -> Snapshot:
+    def snapshot(self, run_id: str, *, closure_blobs: bool = False) -> Snapshot:
         """Everything of :class:`Snapshot`, policy and execution requests included, read at one
-        database snapshot."""
+        database snapshot; with ``closure_blobs``, also the stored blobs the journal's closure
+        names (``shared.journal_closure``), which the reader still checks by digest."""
         ...

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy import Connection, bindparam, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -9,6 +11,9 @@ from services.ledger.schema import blobs
 
 # Built once (building and cache-keying a statement per call cost more than running it).
 _GET = select(blobs.c.content, blobs.c.media_type).where(blobs.c.digest == bindparam("digest"))
+_GET_MANY = select(blobs.c.digest, blobs.c.content, blobs.c.media_type).where(
+    blobs.c.digest.in_(bindparam("digests", expanding=True))
+)
 _EXISTS = select(blobs.c.digest).where(blobs.c.digest == bindparam("digest"))
 _INSERT_IF_ABSENT = {
     "postgresql": postgresql.insert(blobs).on_conflict_do_nothing(index_elements=[blobs.c.digest]),
@@ -19,6 +24,15 @@ _INSERT_IF_ABSENT = {
 def get_blob(connection: Connection, digest: str) -> tuple[bytes, str] | None:
     row = connection.execute(_GET, {"digest": digest}).first()
     return None if row is None else (bytes(row.content), str(row.media_type))
+
+
+def get_blobs(connection: Connection, digests: Sequence[str]) -> dict[str, tuple[bytes, str]]:
+    """(content, media type) of each stored blob of ``digests``, by digest (one statement;
+    digests not stored are absent)."""
+    if not digests:
+        return {}
+    rows = connection.execute(_GET_MANY, {"digests": sorted(set(digests))})
+    return {str(row.digest): (bytes(row.content), str(row.media_type)) for row in rows}
 
 
 def blob_exists(connection: Connection, digest: str) -> bool:

@@ -2,7 +2,9 @@
 current policy, the run's execution requests, every journal entry up to that head, and the
 ledger's recomputation of the chain over exactly those rows, all in one read transaction
 (one snapshot), so a reader needs no re-read loop and the rows are verified once, where they are,
-in the same pass that sends them."""
+in the same pass that sends them. On request the same transaction also reads the blobs the
+journal's closure names (``shared.journal_closure``, the candidate's own definition), sent before
+the verification, so the candidate needs no GetBlob calls for them."""
 
 from __future__ import annotations
 
@@ -15,13 +17,16 @@ from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.journal import StoredEntry
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run, check_identifier
+from services.ledger.repository import blobs as blob_rows
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import policy as policy_rows
 from services.ledger.repository import runs as run_rows
 from services.ledger.transactions.base import LedgerContext, run_not_found
 from services.ledger.transactions.journal import INTACT
+from shared.canonical import is_digest
 from shared.journal_chain import ChainVerifier, Verification
+from shared.journal_closure import CLOSURE_KINDS, PayloadRow, closure_of
 
 # Entries per streamed batch: ~1-2 MiB of protobuf for typical payloads, far below the message cap.
 SNAPSHOT_BATCH: Final = 2000
@@ -37,12 +42,24 @@ class SnapshotHeader:
     execution_requests: list[ExecutionRequestRecord]
 
 
-SnapshotPart = SnapshotHeader | list[StoredEntry] | Verification
+@dataclass(frozen=True)
+class SnapshotBlob:
+    """A stored blob the journal's closure names, as stored (its bytes are not checked here)."""
+
+    digest: str
+    content: bytes
+    media_type: str
 
 
-def read(context: LedgerContext, run_id: str) -> Iterator[SnapshotPart]:
-    """The header, then the journal in batches, then the verification of the rows yielded. A
-    missing run is NOT_FOUND RUN_NOT_FOUND, raised before the header."""
+SnapshotPart = SnapshotHeader | list[StoredEntry] | SnapshotBlob | Verification
+
+
+def read(
+    context: LedgerContext, run_id: str, *, closure_blobs: bool = False
+) -> Iterator[SnapshotPart]:
+    """The header, then the journal in batches, then (with ``closure_blobs``) each stored blob
+    the journal's closure names, then the verification of the rows yielded. A missing run is
+    NOT_FOUND RUN_NOT_FOUND, raised before the header."""
     check_identifier("run_id", run_id)
     with snapshot_connection(context.engine) as connection, connection.begin():
         found = run_rows.get_run_with_head(connection, run_id)
@@ -56,8 +73,19 @@ def read(context: LedgerContext, run_id: str) -> Iterator[SnapshotPart]:
             execution_requests=request_rows.list_execution_requests(connection, run_id),
         )
         verifier = ChainVerifier(INTACT)
+        # Only the kinds the closure looks at, so a long journal is not kept in memory.
+        closure_rows: list[PayloadRow] = []
         for batch in journal_rows.journal_batches(connection, run_id, head[0], SNAPSHOT_BATCH):
             for entry in batch:
                 verifier.add(entry)
+                if closure_blobs and entry.kind in CLOSURE_KINDS:
+                    closure_rows.append(PayloadRow(entry))
             yield batch
+        if closure_blobs:
+            digests = [d for d in closure_of(closure_rows).blob_digests if is_digest(d)]
+            stored = blob_rows.get_blobs(connection, digests)
+            for digest in dict.fromkeys(digests):
+                if digest in stored:
+                    content, media_type = stored[digest]
+                    yield SnapshotBlob(digest, content, media_type)
         yield verifier.result()

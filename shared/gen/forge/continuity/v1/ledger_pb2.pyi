@@ -484,16 +484,25 @@ class ReadRunSnapshotRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     RUN_ID_FIELD_NUMBER: _builtins.int
+    INCLUDE_CLOSURE_BLOBS_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run to read; it must exist (NOT_FOUND, RUN_NOT_FOUND)."""
+    include_closure_blobs: _builtins.bool
+    """When true, the snapshot also sends, after the last entries and before the verification, each
+    stored blob the journal's last model-request closure names (shared/journal_closure.py): the
+    request's checkpoint and, once consumed, the consumed raw response, read in the same
+    snapshot. A named blob that is not stored is not sent. Saves a reader its GetBlob calls; the
+    ledger does not check the bytes against the digest, the reader does.
+    """
     def __init__(
         self,
         *,
         run_id: _builtins.str = ...,
+        include_closure_blobs: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_closure_blobs", b"include_closure_blobs", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -502,7 +511,7 @@ Global___ReadRunSnapshotRequest: _TypeAlias = ReadRunSnapshotRequest  # noqa: Y0
 @_typing.final
 class ReadRunSnapshotResponse(_message.Message):
     """ReadRunSnapshotResponse is one part of the snapshot: the header first, then the journal in
-    batches, then the verification last.
+    batches, then the closure blobs when asked for, then the verification last.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -510,6 +519,7 @@ class ReadRunSnapshotResponse(_message.Message):
     HEADER_FIELD_NUMBER: _builtins.int
     ENTRIES_FIELD_NUMBER: _builtins.int
     VERIFICATION_FIELD_NUMBER: _builtins.int
+    BLOB_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def header(self) -> Global___RunSnapshotHeader:
         """The run, head, policy and execution requests (first message only)."""
@@ -522,18 +532,23 @@ class ReadRunSnapshotResponse(_message.Message):
     def verification(self) -> Global___VerifyJournalResponse:
         """The ledger's recomputation of the chain over the entries sent (last message only)."""
 
+    @_builtins.property
+    def blob(self) -> Global___RunSnapshotBlob:
+        """One stored blob of the journal's closure (only with include_closure_blobs)."""
+
     def __init__(
         self,
         *,
         header: Global___RunSnapshotHeader | None = ...,
         entries: Global___RunSnapshotEntries | None = ...,
         verification: Global___VerifyJournalResponse | None = ...,
+        blob: Global___RunSnapshotBlob | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "header", b"header", "part", b"part", "verification", b"verification"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["blob", b"blob", "entries", b"entries", "header", b"header", "part", b"part", "verification", b"verification"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "header", b"header", "part", b"part", "verification", b"verification"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blob", b"blob", "entries", b"entries", "header", b"header", "part", b"part", "verification", b"verification"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_part: _TypeAlias = _typing.Literal["header", "entries", "verification"]  # noqa: Y015
+    _WhichOneofReturnType_part: _TypeAlias = _typing.Literal["header", "entries", "verification", "blob"]  # noqa: Y015
     _WhichOneofArgType_part: _TypeAlias = _typing.Literal["part", b"part"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_part) -> _WhichOneofReturnType_part | None: ...
 
@@ -604,6 +619,36 @@ class RunSnapshotEntries(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RunSnapshotEntries: _TypeAlias = RunSnapshotEntries  # noqa: Y015
+
+@_typing.final
+class RunSnapshotBlob(_message.Message):
+    """RunSnapshotBlob is a stored blob as the snapshot read it, as GetBlob would return it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DIGEST_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    MEDIA_TYPE_FIELD_NUMBER: _builtins.int
+    digest: _builtins.str
+    """The digest the closure names ("sha256:" + 64 hex); the blob is stored under it."""
+    content: _builtins.bytes
+    """The stored bytes (unverified: the reader checks that they hash to the digest)."""
+    media_type: _builtins.str
+    """Media type given at put time."""
+    def __init__(
+        self,
+        *,
+        digest: _builtins.str = ...,
+        content: _builtins.bytes = ...,
+        media_type: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "digest", b"digest", "media_type", b"media_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunSnapshotBlob: _TypeAlias = RunSnapshotBlob  # noqa: Y015
 
 @_typing.final
 class PutBlobRequest(_message.Message):

@@ -168,8 +168,9 @@ class LedgerServiceServicer:
     def ReadRunSnapshot(self, request, context):
         """Reads, in one consistent database snapshot, everything a candidate is computed from: the run,
         its journal head, the current policy and the run's execution requests (the first message),
-        every journal entry in sequence order (batches), and the ledger's recomputation of the chain
-        over exactly the rows it sent (the last message). Role: reader or better.
+        every journal entry in sequence order (batches), on request the stored blobs the journal's
+        last model-request closure names (one message each), and the ledger's recomputation of the
+        chain over exactly the rows it sent (the last message). Role: reader or better.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -62,8 +62,9 @@ class LedgerServiceStub:
     ReadRunSnapshot: _grpc.UnaryStreamMultiCallable[_ledger_pb2.ReadRunSnapshotRequest, _ledger_pb2.ReadRunSnapshotResponse]
     """Reads, in one consistent database snapshot, everything a candidate is computed from: the run,
     its journal head, the current policy and the run's execution requests (the first message),
-    every journal entry in sequence order (batches), and the ledger's recomputation of the chain
-    over exactly the rows it sent (the last message). Role: reader or better.
+    every journal entry in sequence order (batches), on request the stored blobs the journal's
+    last model-request closure names (one message each), and the ledger's recomputation of the
+    chain over exactly the rows it sent (the last message). Role: reader or better.
     """
     InspectJournal: _grpc.UnaryUnaryMultiCallable[_inspection_pb2.InspectJournalRequest, _inspection_pb2.InspectJournalResponse]
     """Inspects a run's canonical records from the known SDK epochs under the current reader and
@@ -129,8 +130,9 @@ class LedgerServiceAsyncStub(LedgerServiceStub):
     ReadRunSnapshot: _aio.UnaryStreamMultiCallable[_ledger_pb2.ReadRunSnapshotRequest, _ledger_pb2.ReadRunSnapshotResponse]  # type: ignore[assignment]
     """Reads, in one consistent database snapshot, everything a candidate is computed from: the run,
     its journal head, the current policy and the run's execution requests (the first message),
-    every journal entry in sequence order (batches), and the ledger's recomputation of the chain
-    over exactly the rows it sent (the last message). Role: reader or better.
+    every journal entry in sequence order (batches), on request the stored blobs the journal's
+    last model-request closure names (one message each), and the ledger's recomputation of the
+    chain over exactly the rows it sent (the last message). Role: reader or better.
     """
     InspectJournal: _aio.UnaryUnaryMultiCallable[_inspection_pb2.InspectJournalRequest, _inspection_pb2.InspectJournalResponse]  # type: ignore[assignment]
     """Inspects a run's canonical records from the known SDK epochs under the current reader and
@@ -235,8 +237,9 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_ledger_pb2.ReadRunSnapshotResponse], _abc.AsyncIterator[_ledger_pb2.ReadRunSnapshotResponse]]:
         """Reads, in one consistent database snapshot, everything a candidate is computed from: the run,
         its journal head, the current policy and the run's execution requests (the first message),
-        every journal entry in sequence order (batches), and the ledger's recomputation of the chain
-        over exactly the rows it sent (the last message). Role: reader or better.
+        every journal entry in sequence order (batches), on request the stored blobs the journal's
+        last model-request closure names (one message each), and the ledger's recomputation of the
+        chain over exactly the rows it sent (the last message). Role: reader or better.
         """
 
     @_abc_1.abstractmethod

@@ -1,0 +1,155 @@
+"""The closure blobs travel in the run snapshot: a candidate read of an eligible run makes one
+ledger call (ReadRunSnapshot) and no GetBlob, and gives the candidate it gives when the snapshot
+carries no blobs (an older ledger) and it reads them apart. A blob altered after it was stored,
+or never stored, is held exactly as before. The ledger calls are counted by a real client
+interceptor on the candidate's channel to the real ledger."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import grpc
+import pytest
+from sqlalchemy import text
+
+from forge.continuity.v1 import candidate_pb2, common_pb2, ledger_pb2
+from services.candidate.downstream import GrpcCandidateSources
+from services.candidate.servicer import bindings as candidate_bindings
+from shared.client import open_channel
+from tests.support import Served, serve
+
+from .conftest import NOW, Candidate, Stack, hold_pairs
+
+K = common_pb2.JournalEntryKind
+NOT_STORED = "sha256:" + "ab" * 32
+
+
+class LedgerCalls(
+    grpc.UnaryUnaryClientInterceptor,  # type: ignore[type-arg]
+    grpc.UnaryStreamClientInterceptor,  # type: ignore[type-arg]
+):
+    """Counts each ledger method the candidate calls. With ``without_blobs`` it asks for the
+    snapshot without blobs, as a ledger that predates ``include_closure_blobs`` answers."""
+
+    def __init__(self, *, without_blobs: bool = False) -> None:
+        self.calls: Counter[str] = Counter()
+        self._without_blobs = without_blobs
+
+    def _count(self, details: Any) -> None:
+        self.calls[str(details.method).rsplit("/", 1)[-1]] += 1
+
+    def intercept_unary_unary(
+        self, continuation: Callable[..., Any], details: Any, request: Any
+    ) -> Any:
+        self._count(details)
+        return continuation(details, request)
+
+    def intercept_unary_stream(
+        self, continuation: Callable[..., Any], details: Any, request: Any
+    ) -> Any:
+        self._count(details)
+        if self._without_blobs and isinstance(request, ledger_pb2.ReadRunSnapshotRequest):
+            request = ledger_pb2.ReadRunSnapshotRequest(run_id=request.run_id)
+        return continuation(details, request)
+
+
+@contextmanager
+def counted_candidate(
+    stack: Stack, *, without_blobs: bool = False
+) -> Iterator[tuple[Served, LedgerCalls]]:
+    """A candidate server whose ledger calls go through a counting interceptor."""
+    counter = LedgerCalls(without_blobs=without_blobs)
+    ledger_channel = open_channel(
+        stack.ledger_served.target, "service-token", extra_interceptors=[counter]
+    )
+    reconstruction_channel = open_channel(stack.reconstruction_served.target, "service-token")
+    sources = GrpcCandidateSources(ledger_channel, reconstruction_channel)
+    try:
+        with serve("candidate", candidate_bindings(sources, clock=lambda: NOW)) as served:
+            yield served, counter
+    finally:
+        ledger_channel.close()
+        reconstruction_channel.close()
+
+
+def read(stack: Stack, served: Served, run_id: str) -> Candidate:
+    return stack.read(run_id, served=served)
+
+
+def both_ways(stack: Stack, run_id: str) -> tuple[Candidate, Counter[str], Candidate, Counter[str]]:
+    """The candidate and ledger calls with the snapshot's blobs, then without them."""
+    with counted_candidate(stack) as (served, counter):
+        prefetched = read(stack, served, run_id)
+    with counted_candidate(stack, without_blobs=True) as (served, old_counter):
+        apart = read(stack, served, run_id)
+    return prefetched, counter.calls, apart, old_counter.calls
+
+
+def test_an_eligible_read_makes_no_blob_call(stack: Stack) -> None:
+    stack.set_policy(enabled=True)
+    stack.seed("v1_basic", "run-e")
+    prefetched, calls, apart, old_calls = both_ways(stack, "run-e")
+    assert prefetched.eligible
+    assert calls == Counter(ReadRunSnapshot=1)
+    assert old_calls == Counter(ReadRunSnapshot=1, GetBlob=2)
+    assert prefetched == apart
+
+
+def test_admission_inputs_are_the_stored_blobs(stack: Stack) -> None:
+    stack.set_policy(enabled=True)
+    seeded = stack.seed("v1_basic", "run-a")
+    with counted_candidate(stack) as (served, counter):
+        found = stack.candidates(served=served).GetInvalidReadContinuityCandidate(
+            candidate_pb2.GetInvalidReadContinuityCandidateRequest(
+                run_id="run-a", include_admission_inputs=True
+            )
+        )
+    assert counter.calls == Counter(ReadRunSnapshot=1)
+    reader = stack.ledger()
+    for digest, content in (
+        (seeded.checkpoint_digest, found.admission_inputs.checkpoint),
+        (seeded.response_digest, found.admission_inputs.raw_response),
+    ):
+        assert reader.GetBlob(ledger_pb2.GetBlobRequest(digest=digest)).content == content
+
+
+@pytest.mark.parametrize("which", ["checkpoint", "response"])
+def test_a_blob_altered_after_it_was_stored_is_held_as_before(stack: Stack, which: str) -> None:
+    """The snapshot sends the altered bytes; they fail the digest check, the candidate reads the
+    blob apart (the same altered bytes) and is held for it exactly as without the snapshot."""
+    stack.set_policy(enabled=True)
+    seeded = stack.seed("v1_basic", "run-x")
+    digest = seeded.checkpoint_digest if which == "checkpoint" else seeded.response_digest
+    with stack.engine.begin() as connection:
+        connection.execute(
+            text("UPDATE blobs SET content = :c WHERE digest = :d"),
+            {"c": b'{"altered":true}', "d": digest},
+        )
+    prefetched, calls, apart, old_calls = both_ways(stack, "run-x")
+    assert not prefetched.eligible
+    assert ("CLOSURE_INCOMPLETE", digest) in hold_pairs(prefetched)
+    assert calls == Counter(ReadRunSnapshot=1, GetBlob=1)
+    assert old_calls == Counter(ReadRunSnapshot=1, GetBlob=2)
+    assert prefetched == apart
+
+
+def test_a_blob_never_stored_is_held_as_before(stack: Stack) -> None:
+    stack.set_policy(enabled=True)
+
+    def unstored(entries: list[Any]) -> list[Any]:
+        return [
+            (k, {**p, "response_digest": NOT_STORED})
+            if k == K.JOURNAL_ENTRY_KIND_RESPONSE_CONSUMED
+            else (k, p)
+            for k, p in entries
+        ]
+
+    stack.seed("v1_basic", "run-m", edit=unstored)
+    prefetched, calls, apart, old_calls = both_ways(stack, "run-m")
+    assert hold_pairs(prefetched) == {("CLOSURE_INCOMPLETE", NOT_STORED)}
+    assert calls == Counter(ReadRunSnapshot=1, GetBlob=1)
+    assert old_calls == Counter(ReadRunSnapshot=1, GetBlob=2)
+    assert prefetched == apart
