@@ -341,8 +341,9 @@ Global___AnalyzeAndReconstructInvalidReadRequest: _TypeAlias = AnalyzeAndReconst
 
 @_typing.final
 class ReconstructionRefusal(_message.Message):
-    """ReconstructionRefusal is a typed refusal of the reconstruction: the rich status
-    ReconstructInvalidRead would have failed with for the same inputs, as data.
+    """ReconstructionRefusal is a typed refusal of the reconstruction: the code, ErrorInfo reason and
+    metadata, and message of the status ReconstructInvalidRead would have failed with for the same
+    inputs, as data.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
