@@ -21,6 +21,7 @@ from forge.continuity.v1 import (
     reconstruction_pb2_grpc,
 )
 from services.candidate.domain import (
+    AnalysisAndReconstruction,
     AnalysisFinding,
     ChainVerification,
     ConsumedCall,
@@ -37,7 +38,7 @@ from services.candidate.domain import (
 )
 from shared.client import call, stream
 from shared.contract import VERSIONS, enum_short_name
-from shared.errors import Internal, InvalidArgument, NotFound
+from shared.errors import FailedPrecondition, Internal, InvalidArgument, NotFound
 from shared.journal_closure import payload_object
 from shared.timeutil import from_timestamp, to_text
 
@@ -97,6 +98,41 @@ def run_from_proto(run: ledger_pb2.Run) -> RunRecord:
 
 def _findings(holds: Sequence[reconstruction_pb2.AnalysisHold]) -> tuple[AnalysisFinding, ...]:
     return tuple(AnalysisFinding(h.reason, h.element, h.message) for h in holds)
+
+
+def _analysis(found: reconstruction_pb2.AnalyzeConsumedResponseResponse) -> ResponseAnalysis:
+    return ResponseAnalysis(
+        tool_calls=tuple(ConsumedCall(c.call_id, c.tool_name, c.grant) for c in found.tool_calls),
+        evidence_call_id=found.evidence_call_id,
+        evidence_query_json=found.evidence_query_json,
+        accepted_by_advertised_schema=found.accepted_by_advertised_schema,
+        rejected_by_pinned_validator=found.rejected_by_pinned_validator,
+        validator_error=found.validator_error,
+        runtime_identity_json=found.runtime_identity_json,
+        validator_identity=found.validator_identity,
+        common_holds=_findings(found.common_holds),
+        v1_holds=_findings(found.v1_holds),
+        v2_holds=_findings(found.v2_holds),
+    )
+
+
+def _reconstruction(found: reconstruction_pb2.ReconstructInvalidReadResponse) -> Reconstruction:
+    return Reconstruction(
+        found.derived_checkpoint_digest, found.witness_digest, found.derived_checkpoint
+    )
+
+
+def _refusal(
+    found: reconstruction_pb2.ReconstructionRefusal,
+) -> FailedPrecondition | InvalidArgument:
+    """The typed error ReconstructInvalidRead would have raised (as ``shared.client.call``
+    rebuilds it from the status)."""
+    kind = (
+        InvalidArgument
+        if found.code == reconstruction_pb2.RECONSTRUCTION_REFUSAL_CODE_INVALID_ARGUMENT
+        else FailedPrecondition
+    )
+    return kind(found.reason, found.message, metadata=dict(found.metadata))
 
 
 def _verification(result: ledger_pb2.VerifyJournalResponse) -> ChainVerification:
@@ -214,42 +250,54 @@ class GrpcCandidateSources:
         return content
 
     def analyze(self, checkpoint: bytes, raw_response: bytes) -> ResponseAnalysis:
-        found = call(
-            self._reconstruction.AnalyzeConsumedResponse,
-            reconstruction_pb2.AnalyzeConsumedResponseRequest(
-                checkpoint=checkpoint, raw_response=raw_response
-            ),
-        )
-        return ResponseAnalysis(
-            tool_calls=tuple(
-                ConsumedCall(c.call_id, c.tool_name, c.grant) for c in found.tool_calls
-            ),
-            evidence_call_id=found.evidence_call_id,
-            evidence_query_json=found.evidence_query_json,
-            accepted_by_advertised_schema=found.accepted_by_advertised_schema,
-            rejected_by_pinned_validator=found.rejected_by_pinned_validator,
-            validator_error=found.validator_error,
-            runtime_identity_json=found.runtime_identity_json,
-            validator_identity=found.validator_identity,
-            common_holds=_findings(found.common_holds),
-            v1_holds=_findings(found.v1_holds),
-            v2_holds=_findings(found.v2_holds),
+        return _analysis(
+            call(
+                self._reconstruction.AnalyzeConsumedResponse,
+                reconstruction_pb2.AnalyzeConsumedResponseRequest(
+                    checkpoint=checkpoint, raw_response=raw_response
+                ),
+            )
         )
 
     def reconstruct(
         self, checkpoint: bytes, raw_response: bytes, version: int, consumed_at: str
     ) -> Reconstruction:
+        return _reconstruction(
+            call(
+                self._reconstruction.ReconstructInvalidRead,
+                reconstruction_pb2.ReconstructInvalidReadRequest(
+                    checkpoint=checkpoint,
+                    raw_response=raw_response,
+                    version=VERSIONS[version].reconstruction_version,  # type: ignore[arg-type]
+                    consumed_at=consumed_at,
+                ),
+            )
+        )
+
+    def analyze_and_reconstruct(
+        self, checkpoint: bytes, raw_response: bytes, version: int, consumed_at: str
+    ) -> AnalysisAndReconstruction:
+        """One ``AnalyzeAndReconstructInvalidRead`` call instead of the two above."""
         found = call(
-            self._reconstruction.ReconstructInvalidRead,
-            reconstruction_pb2.ReconstructInvalidReadRequest(
+            self._reconstruction.AnalyzeAndReconstructInvalidRead,
+            reconstruction_pb2.AnalyzeAndReconstructInvalidReadRequest(
                 checkpoint=checkpoint,
                 raw_response=raw_response,
                 version=VERSIONS[version].reconstruction_version,  # type: ignore[arg-type]
                 consumed_at=consumed_at,
             ),
         )
-        return Reconstruction(
-            found.derived_checkpoint_digest, found.witness_digest, found.derived_checkpoint
+        outcome = found.WhichOneof("reconstruction_outcome")
+        return AnalysisAndReconstruction(
+            analysis=_analysis(found.analysis),
+            reconstruction=(
+                _reconstruction(found.reconstruction) if outcome == "reconstruction" else None
+            ),
+            reconstruction_refusal=(
+                _refusal(found.reconstruction_refusal)
+                if outcome == "reconstruction_refusal"
+                else None
+            ),
         )
 
     def reconstruct_observation(

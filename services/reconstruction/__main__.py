@@ -24,6 +24,7 @@ def bindings() -> list[ServiceBinding]:
             {
                 "ReconstructInvalidRead": ANY_ROLE,
                 "AnalyzeConsumedResponse": ANY_ROLE,
+                "AnalyzeAndReconstructInvalidRead": ANY_ROLE,
                 "ReproducePendingRequest": ANY_ROLE,
                 "ReconstructReadonlyObservation": ANY_ROLE,
             },

@@ -14,6 +14,7 @@ from services.reconstruction.domain import (
     PendingRequest,
     ReconstructionResult,
     ResponseAnalysis,
+    analyze_and_reconstruct_invalid_read,
     analyze_consumed_response,
     reconstruct_invalid_read,
     reproduce_pending_request,
@@ -21,7 +22,7 @@ from services.reconstruction.domain import (
 from services.reconstruction.domain.observation import reconstruct_readonly_observation
 from shared.canonical import CanonicalJsonError, canonical_text, parse_json
 from shared.contract import VERSION_BY_RECONSTRUCTION_ENUM
-from shared.errors import FieldViolation, InvalidArgument
+from shared.errors import FailedPrecondition, FieldViolation, InvalidArgument
 
 
 def _required(field: str) -> InvalidArgument:
@@ -30,6 +31,89 @@ def _required(field: str) -> InvalidArgument:
         f"{field} is required",
         metadata={"field": field},
         field_violations=[FieldViolation(field, "required")],
+    )
+
+
+def _require(request: Any, *fields: str) -> None:
+    for field in fields:
+        if not getattr(request, field):
+            raise _required(field)
+
+
+def _version(value: int) -> int:
+    version = VERSION_BY_RECONSTRUCTION_ENUM.get(value)
+    if version is None:
+        raise InvalidArgument(
+            "VERSION_UNSUPPORTED",
+            "version must be RECONSTRUCTION_VERSION_V1 or _V2",
+            metadata={"field": "version"},
+            field_violations=[FieldViolation("version", "unspecified or unknown")],
+        )
+    return version
+
+
+def _holds(found: tuple[Hold, ...]) -> list[reconstruction_pb2.AnalysisHold]:
+    return [
+        reconstruction_pb2.AnalysisHold(
+            reason=hold.reason, element=hold.element, message=hold.message
+        )
+        for hold in found
+    ]
+
+
+def _analysis_to_proto(
+    analysis: ResponseAnalysis,
+) -> reconstruction_pb2.AnalyzeConsumedResponseResponse:
+    return reconstruction_pb2.AnalyzeConsumedResponseResponse(
+        tool_calls=[
+            reconstruction_pb2.ConsumedToolCall(
+                call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                args_digest=call.args_digest,
+                grant=call.grant or "",
+            )
+            for call in analysis.tool_calls
+        ],
+        evidence_call_id=analysis.evidence_call_id or "",
+        evidence_query_json=(
+            canonical_text(analysis.evidence_query) if analysis.evidence_query is not None else ""
+        ),
+        accepted_by_advertised_schema=analysis.accepted_by_advertised_schema,
+        rejected_by_pinned_validator=analysis.rejected_by_pinned_validator,
+        validator_error=analysis.validator_error or "",
+        runtime_identity_json=canonical_text(dict(analysis.runtime_identity)),
+        validator_identity=analysis.validator_identity.get("source_hash", ""),
+        common_holds=_holds(analysis.holds_common),
+        v1_holds=_holds(analysis.holds_v1),
+        v2_holds=_holds(analysis.holds_v2),
+    )
+
+
+def _reconstruction_to_proto(
+    result: ReconstructionResult,
+) -> reconstruction_pb2.ReconstructInvalidReadResponse:
+    return reconstruction_pb2.ReconstructInvalidReadResponse(
+        derived_checkpoint=result.derived_checkpoint,
+        derived_checkpoint_digest=result.derived_checkpoint_digest,
+        witness_json=result.witness_json,
+        witness_digest=result.witness_digest,
+        captured_contract_json=result.captured_contract_json,
+        accounting_json=result.accounting_json,
+    )
+
+
+def _refusal_to_proto(
+    refusal: FailedPrecondition | InvalidArgument,
+) -> reconstruction_pb2.ReconstructionRefusal:
+    return reconstruction_pb2.ReconstructionRefusal(
+        code=(
+            reconstruction_pb2.RECONSTRUCTION_REFUSAL_CODE_INVALID_ARGUMENT
+            if isinstance(refusal, InvalidArgument)
+            else reconstruction_pb2.RECONSTRUCTION_REFUSAL_CODE_FAILED_PRECONDITION
+        ),
+        reason=refusal.reason,
+        message=refusal.message,
+        metadata=refusal.metadata,
     )
 
 
@@ -48,80 +132,61 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
         self._analyses = analyses if analyses is not None else ContentCache()
         self._reproductions = reproductions if reproductions is not None else ContentCache()
 
-    def ReconstructInvalidRead(
-        self, request: reconstruction_pb2.ReconstructInvalidReadRequest, context: Any
-    ) -> reconstruction_pb2.ReconstructInvalidReadResponse:
-        for field in ("checkpoint", "raw_response", "consumed_at"):
-            if not getattr(request, field):
-                raise _required(field)
-        version = VERSION_BY_RECONSTRUCTION_ENUM.get(request.version)
-        if version is None:
-            raise InvalidArgument(
-                "VERSION_UNSUPPORTED",
-                "version must be RECONSTRUCTION_VERSION_V1 or _V2",
-                metadata={"field": "version"},
-                field_violations=[FieldViolation("version", "unspecified or unknown")],
-            )
-        checkpoint, raw, consumed_at = request.checkpoint, request.raw_response, request.consumed_at
-        result = self._reconstructions.get_or_compute(
-            content_key("reconstruct", checkpoint, raw, version, consumed_at),
-            2 * (len(checkpoint) + len(raw)),
-            lambda: reconstruct_invalid_read(checkpoint, raw, version, consumed_at),
-        )
-        return reconstruction_pb2.ReconstructInvalidReadResponse(
-            derived_checkpoint=result.derived_checkpoint,
-            derived_checkpoint_digest=result.derived_checkpoint_digest,
-            witness_json=result.witness_json,
-            witness_digest=result.witness_digest,
-            captured_contract_json=result.captured_contract_json,
-            accounting_json=result.accounting_json,
-        )
-
-    def AnalyzeConsumedResponse(
-        self, request: reconstruction_pb2.AnalyzeConsumedResponseRequest, context: Any
-    ) -> reconstruction_pb2.AnalyzeConsumedResponseResponse:
-        for field in ("checkpoint", "raw_response"):
-            if not getattr(request, field):
-                raise _required(field)
-        checkpoint, raw = request.checkpoint, request.raw_response
-        analysis = self._analyses.get_or_compute(
+    def _analysis(self, checkpoint: bytes, raw: bytes) -> ResponseAnalysis:
+        return self._analyses.get_or_compute(
             content_key("analyze", checkpoint, raw),
             len(raw),
             lambda: analyze_consumed_response(checkpoint, raw),
         )
 
-        def holds(found: tuple[Hold, ...]) -> list[reconstruction_pb2.AnalysisHold]:
-            return [
-                reconstruction_pb2.AnalysisHold(
-                    reason=hold.reason, element=hold.element, message=hold.message
-                )
-                for hold in found
-            ]
+    def _reconstruction(
+        self, checkpoint: bytes, raw: bytes, version: int, consumed_at: str
+    ) -> ReconstructionResult:
+        return self._reconstructions.get_or_compute(
+            content_key("reconstruct", checkpoint, raw, version, consumed_at),
+            2 * (len(checkpoint) + len(raw)),
+            lambda: reconstruct_invalid_read(checkpoint, raw, version, consumed_at),
+        )
 
-        return reconstruction_pb2.AnalyzeConsumedResponseResponse(
-            tool_calls=[
-                reconstruction_pb2.ConsumedToolCall(
-                    call_id=call.tool_call_id,
-                    tool_name=call.tool_name,
-                    args_digest=call.args_digest,
-                    grant=call.grant or "",
-                )
-                for call in analysis.tool_calls
-            ],
-            evidence_call_id=analysis.evidence_call_id or "",
-            evidence_query_json=(
-                canonical_text(analysis.evidence_query)
-                if analysis.evidence_query is not None
-                else ""
+    def ReconstructInvalidRead(
+        self, request: reconstruction_pb2.ReconstructInvalidReadRequest, context: Any
+    ) -> reconstruction_pb2.ReconstructInvalidReadResponse:
+        _require(request, "checkpoint", "raw_response", "consumed_at")
+        version = _version(request.version)
+        return _reconstruction_to_proto(
+            self._reconstruction(
+                request.checkpoint, request.raw_response, version, request.consumed_at
+            )
+        )
+
+    def AnalyzeConsumedResponse(
+        self, request: reconstruction_pb2.AnalyzeConsumedResponseRequest, context: Any
+    ) -> reconstruction_pb2.AnalyzeConsumedResponseResponse:
+        _require(request, "checkpoint", "raw_response")
+        return _analysis_to_proto(self._analysis(request.checkpoint, request.raw_response))
+
+    def AnalyzeAndReconstructInvalidRead(
+        self, request: reconstruction_pb2.AnalyzeAndReconstructInvalidReadRequest, context: Any
+    ) -> reconstruction_pb2.AnalyzeAndReconstructInvalidReadResponse:
+        _require(request, "checkpoint", "raw_response")
+        found = analyze_and_reconstruct_invalid_read(
+            request.checkpoint,
+            request.raw_response,
+            _version(request.version),
+            request.consumed_at,
+            analyze=self._analysis,
+            reconstruct=self._reconstruction,
+        )
+        return reconstruction_pb2.AnalyzeAndReconstructInvalidReadResponse(
+            analysis=_analysis_to_proto(found.analysis),
+            reconstruction=(
+                _reconstruction_to_proto(found.reconstruction)
+                if found.reconstruction is not None
+                else None
             ),
-            accepted_by_advertised_schema=analysis.accepted_by_advertised_schema,
-            rejected_by_pinned_validator=analysis.rejected_by_pinned_validator,
-            validator_error=analysis.validator_error or "",
-            runtime_identity_json=canonical_text(dict(analysis.runtime_identity)),
-            validator_identity=analysis.validator_identity.get("source_hash", ""),
-            common_holds=holds(analysis.holds_common),
-            v1_holds=holds(analysis.holds_v1),
-            v2_holds=holds(analysis.holds_v2),
+            reconstruction_refusal=(
+                _refusal_to_proto(found.refusal) if found.refusal is not None else None
+            ),
         )
 
     def ReconstructReadonlyObservation(

@@ -22,11 +22,13 @@ from forge.continuity.v1 import (
     ledger_pb2,
     policy_pb2,
     reconciliation_pb2,
+    reconstruction_pb2,
 )
 from services.admission.servicer import bindings as admission_bindings
 from services.candidate.servicer import bindings as candidate_bindings
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
+from services.reconstruction.__main__ import bindings as reconstruction_bindings
 from shared.errors import from_rpc_error
 from tests.support import ROLE_TOKENS, TOKENS, Served, admission_downstream, serve
 
@@ -69,6 +71,12 @@ EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.ExecutionService/ListExecutionRequests": ALL,
     "/forge.continuity.v1.ExecutionService/RecordCommand": WORKER,
     "/forge.continuity.v1.ExecutionService/GetCommandUsage": ALL,
+    # Pure computation over bytes the caller already holds.
+    "/forge.continuity.v1.ReconstructionService/ReconstructInvalidRead": ALL,
+    "/forge.continuity.v1.ReconstructionService/AnalyzeConsumedResponse": ALL,
+    "/forge.continuity.v1.ReconstructionService/AnalyzeAndReconstructInvalidRead": ALL,
+    "/forge.continuity.v1.ReconstructionService/ReproducePendingRequest": ALL,
+    "/forge.continuity.v1.ReconstructionService/ReconstructReadonlyObservation": ALL,
     "/forge.continuity.v1.CandidateService/GetInvalidReadContinuityCandidate": CANDIDATE_READERS,
     # Admission recomputes the recovery candidate under its own service identity too.
     "/forge.continuity.v1.CandidateService/GetInvalidReadRecoveryCandidate": ADMIN | SERVICE,
@@ -85,7 +93,15 @@ EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.AdmissionService/GetReadonlyObservationRecovery": ALL,
     "/forge.continuity.v1.AdmissionService/GetCallerPermissions": ALL,
 }
-FILES = (ledger_pb2, policy_pb2, execution_pb2, reconciliation_pb2, candidate_pb2, admission_pb2)
+FILES = (
+    ledger_pb2,
+    policy_pb2,
+    execution_pb2,
+    reconciliation_pb2,
+    reconstruction_pb2,
+    candidate_pb2,
+    admission_pb2,
+)
 
 
 def _methods() -> dict[str, tuple[str, object, bool]]:
@@ -119,6 +135,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
     upgrade(engine)
     with (
         serve("ledger", ledger_bindings(Ledger(engine))) as ledger,
+        serve("reconstruction", reconstruction_bindings()) as reconstruction,
         serve("candidate", candidate_bindings()) as candidate,
         serve(
             "admission",
@@ -132,6 +149,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
             "PolicyService": ledger,
             "ExecutionService": ledger,
             "ReconciliationService": ledger,
+            "ReconstructionService": reconstruction,
             "CandidateService": candidate,
             "AdmissionService": admission,
         }

@@ -40,6 +40,7 @@ from .facts import Facts, Refusal, Snapshot, gather_facts, read_snapshot
 from .model import (
     REQUIREMENTS,
     AdmissionInputs,
+    AnalysisAndReconstruction,
     AnalysisFinding,
     Candidate,
     ChainVerification,
@@ -66,18 +67,20 @@ from .model import (
     RunRecord,
     UnresolvedAlternative,
 )
-from .sources import CandidateSources
+from .sources import CandidateSources, CombinedReconstructionSources
 from .workflows import INVALID_READ_CONTINUITY, Workflow, evaluate, source_digest
 
 __all__ = [
     "INVALID_READ_CONTINUITY",
     "REQUIREMENTS",
     "AdmissionInputs",
+    "AnalysisAndReconstruction",
     "AnalysisFinding",
     "Candidate",
     "CandidateEvaluator",
     "CandidateSources",
     "ChainVerification",
+    "CombinedReconstructionSources",
     "ConsumedCall",
     "ConsumedResources",
     "Digests",

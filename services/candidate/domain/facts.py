@@ -8,7 +8,8 @@ JOURNAL_CHANGED_DURING_READ when it never settles). Then the current policy and 
 execution requests (unless the snapshot had them), the checkpoint and consumed-response blobs the
 journal names (kept only when intact; the snapshot's copy when it carried them intact, read apart
 otherwise), reconstruction's analysis of the consumed response and, when the analysis refuses
-nothing for the version, the reconstruction. A refusal of either call is a fact too
+nothing for the version, the reconstruction (in one call when the sources offer it,
+:class:`CombinedReconstructionSources`). A refusal of either is a fact too
 (:class:`Refusal`); any other error propagates.
 """
 
@@ -37,7 +38,7 @@ from .model import (
     ResponseAnalysis,
     RunRecord,
 )
-from .sources import CandidateSources, SnapshotSources
+from .sources import CandidateSources, CombinedReconstructionSources, SnapshotSources
 
 MAX_READ_ATTEMPTS: Final = 3
 
@@ -171,21 +172,11 @@ def gather_facts(
         checkpoint = _intact_blob(sources, snapshot.blobs, closure.checkpoint_digest)
         if closure.consume is not None:
             response = _intact_blob(sources, snapshot.blobs, closure.response_digest)
-    analysis = reconstruction = None
-    analysis_refusal = reconstruction_refusal = None
-    if checkpoint is not None and response is not None:
-        try:
-            analysis = sources.analyze(checkpoint, response)
-        except (FailedPrecondition, InvalidArgument) as error:
-            analysis_refusal = Refusal.of(error)
-        # Reconstruct only what the analysis refuses nothing of, at its native consumption time.
-        if analysis is not None and not analysis.holds(version) and closure.consumed_at:
-            try:
-                reconstruction = sources.reconstruct(
-                    checkpoint, response, version, closure.consumed_at
-                )
-            except (FailedPrecondition, InvalidArgument) as error:
-                reconstruction_refusal = Refusal.of(error)
+    analyzed = (
+        _analyze_and_reconstruct(sources, checkpoint, response, version, closure.consumed_at)
+        if checkpoint is not None and response is not None
+        else _Analyzed()
+    )
     return Facts(
         version=version,
         snapshot=snapshot,
@@ -196,11 +187,53 @@ def gather_facts(
         closure=closure,
         checkpoint=checkpoint,
         response=response,
-        analysis=analysis,
-        analysis_refusal=analysis_refusal,
-        reconstruction=reconstruction,
-        reconstruction_refusal=reconstruction_refusal,
+        analysis=analyzed.analysis,
+        analysis_refusal=analyzed.analysis_refusal,
+        reconstruction=analyzed.reconstruction,
+        reconstruction_refusal=analyzed.reconstruction_refusal,
     )
+
+
+@dataclass(frozen=True)
+class _Analyzed:
+    """The analysis and reconstruction facts (all None: the blobs were not there to analyze)."""
+
+    analysis: ResponseAnalysis | None = None
+    analysis_refusal: Refusal | None = None
+    reconstruction: Reconstruction | None = None
+    reconstruction_refusal: Refusal | None = None
+
+
+def _analyze_and_reconstruct(
+    sources: CandidateSources, checkpoint: bytes, response: bytes, version: int, consumed_at: str
+) -> _Analyzed:
+    """Reconstruction's analysis and, when it refuses nothing for the version, the
+    reconstruction at the native consumption time (none without one)."""
+    combined = None
+    try:
+        if isinstance(sources, CombinedReconstructionSources):
+            combined = sources.analyze_and_reconstruct(checkpoint, response, version, consumed_at)
+            analysis = combined.analysis
+        else:
+            analysis = sources.analyze(checkpoint, response)
+    except (FailedPrecondition, InvalidArgument) as error:
+        return _Analyzed(analysis_refusal=Refusal.of(error))
+    # Reconstruct only what the analysis refuses nothing of, at its native consumption time. The
+    # decision stays here: a combined answer is used only for it (an outcome the candidate would
+    # not have asked for is ignored, a missing one is asked for separately).
+    if analysis.holds(version) or not consumed_at:
+        return _Analyzed(analysis)
+    if combined is not None and combined.reconstruction is not None:
+        return _Analyzed(analysis, reconstruction=combined.reconstruction)
+    if combined is not None and combined.reconstruction_refusal is not None:
+        return _Analyzed(
+            analysis, reconstruction_refusal=Refusal.of(combined.reconstruction_refusal)
+        )
+    try:
+        reconstruction = sources.reconstruct(checkpoint, response, version, consumed_at)
+    except (FailedPrecondition, InvalidArgument) as error:
+        return _Analyzed(analysis, reconstruction_refusal=Refusal.of(error))
+    return _Analyzed(analysis, reconstruction=reconstruction)
 
 
 def _intact_blob(

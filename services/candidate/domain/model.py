@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.contract import PENDING_STATE_NAMES
+from shared.errors import FailedPrecondition, InvalidArgument
 from shared.journal_closure import payload_text
 
 # --- inputs ---------------------------------------------------------------------------------
@@ -157,6 +158,16 @@ class Reconstruction:
     derived_checkpoint_digest: str
     witness_digest: str
     derived_checkpoint: bytes = field(default=b"", repr=False)
+
+
+@dataclass(frozen=True)
+class AnalysisAndReconstruction:
+    """Reconstruction's analysis and, from the same call, the reconstruction or its typed
+    refusal (both None when the call did not attempt it)."""
+
+    analysis: ResponseAnalysis
+    reconstruction: Reconstruction | None = None
+    reconstruction_refusal: FailedPrecondition | InvalidArgument | None = None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .model import (
+    AnalysisAndReconstruction,
     ChainVerification,
     Entry,
     ExecutionRecord,
@@ -93,4 +94,18 @@ class SnapshotSources(CandidateSources, Protocol):
         """Everything of :class:`Snapshot`, policy and execution requests included, read at one
         database snapshot; with ``closure_blobs``, also the stored blobs the journal's closure
         names (``shared.journal_closure``), which the reader still checks by digest."""
+        ...
+
+
+@runtime_checkable
+class CombinedReconstructionSources(CandidateSources, Protocol):
+    """Sources that can also ask reconstruction for the analysis and the reconstruction in one
+    call (one hop instead of two, the same bytes sent once)."""
+
+    def analyze_and_reconstruct(
+        self, checkpoint: bytes, raw_response: bytes, version: int, consumed_at: str
+    ) -> AnalysisAndReconstruction:
+        """:meth:`analyze` and, only when the analysis holds nothing for ``version`` and
+        ``consumed_at`` is set, :meth:`reconstruct`. A refusal of the analysis raises as from
+        :meth:`analyze`; a refusal of the reconstruction is ``reconstruction_refusal``."""
         ...

@@ -23,6 +23,13 @@ API::
         accepted_by_advertised_schema, rejected_by_pinned_validator, validator_error, runtime
         and validator identities, sibling calls, unsupported content, and ``holds(version)``.
 
+    analyze_and_reconstruct_invalid_read(checkpoint: bytes, raw_response: bytes, version: int,
+                                         consumed_at: str) -> AnalysisAndReconstruction
+        The analysis and, only when it holds nothing for ``version`` and ``consumed_at`` is set,
+        the reconstruction; a reconstruction refusal (FailedPrecondition / InvalidArgument) is
+        returned as ``refusal``, an analysis refusal raises as above.
+        (``services.reconstruction.domain.combined``.)
+
     reproduce_pending_request(derived_checkpoint: bytes) -> PendingRequest
         Verify the derived checkpoint (canonical bytes, format, sealed state digest, target
         runtime), resume it through the installed ``execute_agentic`` and the pinned SDK behind a
@@ -55,6 +62,7 @@ The formats are documented in docs/formats.md.
 from __future__ import annotations
 
 from .analysis import Hold, ResponseAnalysis, ToolCallView
+from .combined import AnalysisAndReconstruction, analyze_and_reconstruct_invalid_read
 from .pending import PendingRequest, areproduce_pending_request, reproduce_pending_request
 from .reasons import ANALYSIS_REASONS, REFUSAL_REASONS
 from .reconstruct import (
@@ -70,12 +78,14 @@ __all__ = [
     "ANALYSIS_REASONS",
     "OBSERVATION_UNAVAILABLE",
     "REFUSAL_REASONS",
+    "AnalysisAndReconstruction",
     "Hold",
     "PendingRequest",
     "ReconstructionResult",
     "ResponseAnalysis",
     "ToolCallView",
     "aanalyze_consumed_response",
+    "analyze_and_reconstruct_invalid_read",
     "analyze_consumed_response",
     "areconstruct_invalid_read",
     "areproduce_pending_request",

@@ -43,6 +43,30 @@ RECONSTRUCTION_VERSION_V2: ReconstructionVersion.ValueType  # 2
 """Version 2: additionally, unavailable pure list_files observations."""
 Global___ReconstructionVersion: _TypeAlias = ReconstructionVersion  # noqa: Y015
 
+class _ReconstructionRefusalCode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ReconstructionRefusalCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ReconstructionRefusalCode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RECONSTRUCTION_REFUSAL_CODE_UNSPECIFIED: _ReconstructionRefusalCode.ValueType  # 0
+    """Never set on a refusal."""
+    RECONSTRUCTION_REFUSAL_CODE_FAILED_PRECONDITION: _ReconstructionRefusalCode.ValueType  # 1
+    """FAILED_PRECONDITION: the inputs cannot be continued (e.g. MIGRATION_FIELD_REFUSED)."""
+    RECONSTRUCTION_REFUSAL_CODE_INVALID_ARGUMENT: _ReconstructionRefusalCode.ValueType  # 2
+    """INVALID_ARGUMENT: the inputs are malformed (e.g. CONSUMED_AT_INVALID, CHECKPOINT_MALFORMED)."""
+
+class ReconstructionRefusalCode(_ReconstructionRefusalCode, metaclass=_ReconstructionRefusalCodeEnumTypeWrapper):
+    """ReconstructionRefusalCode is the status code ReconstructInvalidRead would have failed with."""
+
+RECONSTRUCTION_REFUSAL_CODE_UNSPECIFIED: ReconstructionRefusalCode.ValueType  # 0
+"""Never set on a refusal."""
+RECONSTRUCTION_REFUSAL_CODE_FAILED_PRECONDITION: ReconstructionRefusalCode.ValueType  # 1
+"""FAILED_PRECONDITION: the inputs cannot be continued (e.g. MIGRATION_FIELD_REFUSED)."""
+RECONSTRUCTION_REFUSAL_CODE_INVALID_ARGUMENT: ReconstructionRefusalCode.ValueType  # 2
+"""INVALID_ARGUMENT: the inputs are malformed (e.g. CONSUMED_AT_INVALID, CHECKPOINT_MALFORMED)."""
+Global___ReconstructionRefusalCode: _TypeAlias = ReconstructionRefusalCode  # noqa: Y015
+
 @_typing.final
 class ReconstructInvalidReadRequest(_message.Message):
     """ReconstructInvalidReadRequest carries the original stored bytes."""
@@ -278,6 +302,141 @@ class AnalyzeConsumedResponseResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AnalyzeConsumedResponseResponse: _TypeAlias = AnalyzeConsumedResponseResponse  # noqa: Y015
+
+@_typing.final
+class AnalyzeAndReconstructInvalidReadRequest(_message.Message):
+    """AnalyzeAndReconstructInvalidReadRequest carries the original stored bytes once for both steps."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHECKPOINT_FIELD_NUMBER: _builtins.int
+    RAW_RESPONSE_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    CONSUMED_AT_FIELD_NUMBER: _builtins.int
+    checkpoint: _builtins.bytes
+    """The original checkpoint bytes (as stored; never changed)."""
+    raw_response: _builtins.bytes
+    """The consumed raw provider response bytes (OpenAI chat-completions JSON)."""
+    version: Global___ReconstructionVersion.ValueType
+    """The version whose analysis holds decide whether to reconstruct, and the version to reconstruct."""
+    consumed_at: _builtins.str
+    """Native consumption time of the response, RFC 3339 UTC; binds derived message timestamps.
+    Empty: the reconstruction is not attempted (the response carries the analysis only).
+    """
+    def __init__(
+        self,
+        *,
+        checkpoint: _builtins.bytes = ...,
+        raw_response: _builtins.bytes = ...,
+        version: Global___ReconstructionVersion.ValueType = ...,
+        consumed_at: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "consumed_at", b"consumed_at", "raw_response", b"raw_response", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AnalyzeAndReconstructInvalidReadRequest: _TypeAlias = AnalyzeAndReconstructInvalidReadRequest  # noqa: Y015
+
+@_typing.final
+class ReconstructionRefusal(_message.Message):
+    """ReconstructionRefusal is a typed refusal of the reconstruction: the code, ErrorInfo reason and
+    metadata, and message of the status ReconstructInvalidRead would have failed with for the same
+    inputs, as data.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class MetadataEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
+    code: Global___ReconstructionRefusalCode.ValueType
+    """The status code of the refusal."""
+    reason: _builtins.str
+    """Stable reason, the status's ErrorInfo reason (e.g. MIGRATION_FIELD_REFUSED)."""
+    message: _builtins.str
+    """The status message, a human-readable sentence."""
+    @_builtins.property
+    def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """The ErrorInfo metadata: "field" or "element" name what was refused, where the reason has one."""
+
+    def __init__(
+        self,
+        *,
+        code: Global___ReconstructionRefusalCode.ValueType = ...,
+        reason: _builtins.str = ...,
+        message: _builtins.str = ...,
+        metadata: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message", b"message", "metadata", b"metadata", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReconstructionRefusal: _TypeAlias = ReconstructionRefusal  # noqa: Y015
+
+@_typing.final
+class AnalyzeAndReconstructInvalidReadResponse(_message.Message):
+    """AnalyzeAndReconstructInvalidReadResponse is the analysis and, when attempted, the
+    reconstruction's outcome.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ANALYSIS_FIELD_NUMBER: _builtins.int
+    RECONSTRUCTION_FIELD_NUMBER: _builtins.int
+    RECONSTRUCTION_REFUSAL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def analysis(self) -> Global___AnalyzeConsumedResponseResponse:
+        """The read-only analysis, exactly as AnalyzeConsumedResponse returns it for the same bytes."""
+
+    @_builtins.property
+    def reconstruction(self) -> Global___ReconstructInvalidReadResponse:
+        """The derived continuation, exactly as ReconstructInvalidRead returns it for the same inputs."""
+
+    @_builtins.property
+    def reconstruction_refusal(self) -> Global___ReconstructionRefusal:
+        """The refusal ReconstructInvalidRead would have failed with for the same inputs."""
+
+    def __init__(
+        self,
+        *,
+        analysis: Global___AnalyzeConsumedResponseResponse | None = ...,
+        reconstruction: Global___ReconstructInvalidReadResponse | None = ...,
+        reconstruction_refusal: Global___ReconstructionRefusal | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["analysis", b"analysis", "reconstruction", b"reconstruction", "reconstruction_outcome", b"reconstruction_outcome", "reconstruction_refusal", b"reconstruction_refusal"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["analysis", b"analysis", "reconstruction", b"reconstruction", "reconstruction_outcome", b"reconstruction_outcome", "reconstruction_refusal", b"reconstruction_refusal"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_reconstruction_outcome: _TypeAlias = _typing.Literal["reconstruction", "reconstruction_refusal"]  # noqa: Y015
+    _WhichOneofArgType_reconstruction_outcome: _TypeAlias = _typing.Literal["reconstruction_outcome", b"reconstruction_outcome"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_reconstruction_outcome) -> _WhichOneofReturnType_reconstruction_outcome | None: ...
+
+Global___AnalyzeAndReconstructInvalidReadResponse: _TypeAlias = AnalyzeAndReconstructInvalidReadResponse  # noqa: Y015
 
 @_typing.final
 class ReproducePendingRequestRequest(_message.Message):

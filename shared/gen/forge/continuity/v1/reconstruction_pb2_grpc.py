@@ -48,6 +48,11 @@ class ReconstructionServiceStub:
                 request_serializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeConsumedResponseRequest.SerializeToString,
                 response_deserializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeConsumedResponseResponse.FromString,
                 _registered_method=True)
+        self.AnalyzeAndReconstructInvalidRead = channel.unary_unary(
+                '/forge.continuity.v1.ReconstructionService/AnalyzeAndReconstructInvalidRead',
+                request_serializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeAndReconstructInvalidReadRequest.SerializeToString,
+                response_deserializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeAndReconstructInvalidReadResponse.FromString,
+                _registered_method=True)
         self.ReproducePendingRequest = channel.unary_unary(
                 '/forge.continuity.v1.ReconstructionService/ReproducePendingRequest',
                 request_serializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.ReproducePendingRequestRequest.SerializeToString,
@@ -82,6 +87,20 @@ class ReconstructionServiceServicer:
         accepts it and the pinned validator rejects it, and the typed holds per version. A checkpoint
         that cannot be migrated is FAILED_PRECONDITION with the migration's reason.
         Role: any authenticated caller.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AnalyzeAndReconstructInvalidRead(self, request, context):
+        """AnalyzeConsumedResponse and, only when its analysis allows it, ReconstructInvalidRead in one
+        call over the same bytes (the candidate's two calls as one hop). The analysis is exactly the
+        one AnalyzeConsumedResponse returns, and a refusal of the analysis fails this call exactly as
+        it fails AnalyzeConsumedResponse. The reconstruction is attempted only when the analysis has no
+        hold for the version and consumed_at is set; its result is exactly ReconstructInvalidRead's
+        response, and its refusal (FAILED_PRECONDITION or INVALID_ARGUMENT there) is returned as a
+        typed ReconstructionRefusal in the response, not as a failed call. Any other error fails the
+        call as it fails ReconstructInvalidRead. Role: any authenticated caller.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -124,6 +143,11 @@ def add_ReconstructionServiceServicer_to_server(servicer, server):
                     servicer.AnalyzeConsumedResponse,
                     request_deserializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeConsumedResponseRequest.FromString,
                     response_serializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeConsumedResponseResponse.SerializeToString,
+            ),
+            'AnalyzeAndReconstructInvalidRead': grpc.unary_unary_rpc_method_handler(
+                    servicer.AnalyzeAndReconstructInvalidRead,
+                    request_deserializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeAndReconstructInvalidReadRequest.FromString,
+                    response_serializer=forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeAndReconstructInvalidReadResponse.SerializeToString,
             ),
             'ReproducePendingRequest': grpc.unary_unary_rpc_method_handler(
                     servicer.ReproducePendingRequest,
@@ -194,6 +218,33 @@ class ReconstructionService:
             '/forge.continuity.v1.ReconstructionService/AnalyzeConsumedResponse',
             forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeConsumedResponseRequest.SerializeToString,
             forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeConsumedResponseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AnalyzeAndReconstructInvalidRead(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/forge.continuity.v1.ReconstructionService/AnalyzeAndReconstructInvalidRead',
+            forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeAndReconstructInvalidReadRequest.SerializeToString,
+            forge_dot_continuity_dot_v1_dot_reconstruction__pb2.AnalyzeAndReconstructInvalidReadResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -49,6 +49,16 @@ class ReconstructionServiceStub:
     that cannot be migrated is FAILED_PRECONDITION with the migration's reason.
     Role: any authenticated caller.
     """
+    AnalyzeAndReconstructInvalidRead: _grpc.UnaryUnaryMultiCallable[_reconstruction_pb2.AnalyzeAndReconstructInvalidReadRequest, _reconstruction_pb2.AnalyzeAndReconstructInvalidReadResponse]
+    """AnalyzeConsumedResponse and, only when its analysis allows it, ReconstructInvalidRead in one
+    call over the same bytes (the candidate's two calls as one hop). The analysis is exactly the
+    one AnalyzeConsumedResponse returns, and a refusal of the analysis fails this call exactly as
+    it fails AnalyzeConsumedResponse. The reconstruction is attempted only when the analysis has no
+    hold for the version and consumed_at is set; its result is exactly ReconstructInvalidRead's
+    response, and its refusal (FAILED_PRECONDITION or INVALID_ARGUMENT there) is returned as a
+    typed ReconstructionRefusal in the response, not as a failed call. Any other error fails the
+    call as it fails ReconstructInvalidRead. Role: any authenticated caller.
+    """
     ReproducePendingRequest: _grpc.UnaryUnaryMultiCallable[_reconstruction_pb2.ReproducePendingRequestRequest, _reconstruction_pb2.ReproducePendingRequestResponse]
     """Reproduces the first provider request of the continuation a derived checkpoint starts: the
     checkpoint is resumed through the installed worker and the pinned public SDK behind a sealed
@@ -87,6 +97,16 @@ class ReconstructionServiceAsyncStub(ReconstructionServiceStub):
     accepts it and the pinned validator rejects it, and the typed holds per version. A checkpoint
     that cannot be migrated is FAILED_PRECONDITION with the migration's reason.
     Role: any authenticated caller.
+    """
+    AnalyzeAndReconstructInvalidRead: _aio.UnaryUnaryMultiCallable[_reconstruction_pb2.AnalyzeAndReconstructInvalidReadRequest, _reconstruction_pb2.AnalyzeAndReconstructInvalidReadResponse]  # type: ignore[assignment]
+    """AnalyzeConsumedResponse and, only when its analysis allows it, ReconstructInvalidRead in one
+    call over the same bytes (the candidate's two calls as one hop). The analysis is exactly the
+    one AnalyzeConsumedResponse returns, and a refusal of the analysis fails this call exactly as
+    it fails AnalyzeConsumedResponse. The reconstruction is attempted only when the analysis has no
+    hold for the version and consumed_at is set; its result is exactly ReconstructInvalidRead's
+    response, and its refusal (FAILED_PRECONDITION or INVALID_ARGUMENT there) is returned as a
+    typed ReconstructionRefusal in the response, not as a failed call. Any other error fails the
+    call as it fails ReconstructInvalidRead. Role: any authenticated caller.
     """
     ReproducePendingRequest: _aio.UnaryUnaryMultiCallable[_reconstruction_pb2.ReproducePendingRequestRequest, _reconstruction_pb2.ReproducePendingRequestResponse]  # type: ignore[assignment]
     """Reproduces the first provider request of the continuation a derived checkpoint starts: the
@@ -135,6 +155,22 @@ class ReconstructionServiceServicer(metaclass=_abc_1.ABCMeta):
         accepts it and the pinned validator rejects it, and the typed holds per version. A checkpoint
         that cannot be migrated is FAILED_PRECONDITION with the migration's reason.
         Role: any authenticated caller.
+        """
+
+    @_abc_1.abstractmethod
+    def AnalyzeAndReconstructInvalidRead(
+        self,
+        request: _reconstruction_pb2.AnalyzeAndReconstructInvalidReadRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_reconstruction_pb2.AnalyzeAndReconstructInvalidReadResponse, _abc.Awaitable[_reconstruction_pb2.AnalyzeAndReconstructInvalidReadResponse]]:
+        """AnalyzeConsumedResponse and, only when its analysis allows it, ReconstructInvalidRead in one
+        call over the same bytes (the candidate's two calls as one hop). The analysis is exactly the
+        one AnalyzeConsumedResponse returns, and a refusal of the analysis fails this call exactly as
+        it fails AnalyzeConsumedResponse. The reconstruction is attempted only when the analysis has no
+        hold for the version and consumed_at is set; its result is exactly ReconstructInvalidRead's
+        response, and its refusal (FAILED_PRECONDITION or INVALID_ARGUMENT there) is returned as a
+        typed ReconstructionRefusal in the response, not as a failed call. Any other error fails the
+        call as it fails ReconstructInvalidRead. Role: any authenticated caller.
         """
 
     @_abc_1.abstractmethod
