@@ -95,7 +95,7 @@ def configure_tracing(service_name: str) -> TracerProvider:
 
 
 def add_span_processor(processor: SpanProcessor) -> None:
-    """Attach another processor (tests use an in-memory exporter); spans are recorded from now on."""
+    """Attach another processor (tests use an in-memory exporter); spans are recorded from now."""
     configure_tracing("process").add_span_processor(processor)
     _sampler.export_started()
 
