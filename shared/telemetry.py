@@ -98,4 +98,3 @@ def add_span_processor(processor: SpanProcessor) -> None:
     """Attach another processor (tests use an in-memory exporter); spans are recorded from now."""
     configure_tracing("process").add_span_processor(processor)
     _sampler.export_started()
-
