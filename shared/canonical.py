@@ -37,22 +37,30 @@ def canonical_text(value: Any) -> str:
     return canonical_bytes(value).decode("utf-8")
 
 
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, item in pairs:
+        if key in result:
+            raise CanonicalJsonError(f"duplicate key {key!r}")
+        result[key] = item
+    return result
+
+
+def _no_constant(name: str) -> Any:
+    raise CanonicalJsonError(f"non-finite number {name} is not JSON")
+
+
+# One strict decoder for every parse (json.loads with hooks would build a new one per call).
+_STRICT = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+
+
 def parse_json(text: str | bytes) -> Any:
     """Parse JSON strictly: duplicate keys and non-finite numbers are refused."""
-
-    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        result: dict[str, Any] = {}
-        for key, item in pairs:
-            if key in result:
-                raise CanonicalJsonError(f"duplicate key {key!r}")
-            result[key] = item
-        return result
-
-    def no_constant(name: str) -> Any:
-        raise CanonicalJsonError(f"non-finite number {name} is not JSON")
-
     try:
-        return json.loads(text, object_pairs_hook=no_duplicates, parse_constant=no_constant)
+        if isinstance(text, bytes | bytearray):
+            # json.loads detects the encoding of bytes (UTF-8, -16 or -32); keep doing so.
+            text = text.decode(json.detect_encoding(text), "surrogatepass")
+        return _STRICT.decode(text)
     except json.JSONDecodeError as exc:
         raise CanonicalJsonError(f"invalid JSON: {exc.msg} at position {exc.pos}") from exc
     except RecursionError as exc:

@@ -3,6 +3,7 @@ ledger and hashed into journal entries, identical on every database."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -20,11 +21,28 @@ def utc_now() -> datetime:
 def to_text(moment: datetime) -> str:
     if moment.tzinfo is None:
         raise ValueError("timestamps must be timezone-aware")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    utc = moment.astimezone(UTC)
+    # Formatted field by field: strftime("%Y") does not pad years before 1000 on every platform,
+    # which broke the fixed width (and the read-back) of such timestamps.
+    return (
+        f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T"
+        f"{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}.{utc.microsecond:06d}Z"
+    )
+
+
+_STORED_FORM = "%Y-%m-%dT%H:%M:%S.%fZ"
+_STORED_PATTERN = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z\Z", re.ASCII)
 
 
 def from_text(text: str) -> datetime:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    # The fixed-width stored form is parsed by the C ``fromisoformat``, several times faster
+    # than ``strptime``, which still parses (or refuses) anything else exactly as before.
+    if _STORED_PATTERN.match(text):
+        try:
+            return datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)
+        except ValueError:
+            pass
+    return datetime.strptime(text, _STORED_FORM).replace(tzinfo=UTC)
 
 
 def to_timestamp(text: str | None) -> Timestamp | None:

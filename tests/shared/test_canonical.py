@@ -88,3 +88,12 @@ def test_digests_are_prefixed_sha256() -> None:
         == "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     )
     assert is_digest(digest_of({})) and not is_digest("sha256:ABC")
+
+
+@given(json_values, st.sampled_from(["str", "utf-8", "utf-16", "utf-32"]))
+def test_strict_parsing_reads_what_json_reads_from_text_and_bytes(
+    value: object, encoding: str
+) -> None:
+    text = json.dumps(value)
+    given_text: str | bytes = text if encoding == "str" else text.encode(encoding)
+    assert parse_json(given_text) == json.loads(given_text)
