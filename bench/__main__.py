@@ -19,7 +19,7 @@ from typing import Any
 
 from bench import figures
 from bench.plot import plot_candidate_latency
-from bench.stack import baseline_server, bench_schema, services
+from bench.stack import baseline_server, bench_schema, hop_floor, services
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGETS = {
@@ -53,6 +53,12 @@ def measure(scale: float, rss_operations: int) -> dict[str, Any]:
         results["admission"] = figures.throughput_figure(
             figures.admission_throughput(clients, _scaled(12, scale, 2)), floor
         )
+        with hop_floor(baseline, figures.ADMISSION_HOPS) as chain:
+            results["admission"]["hop_floor"] = figures.hop_floor_figure(
+                figures.baseline_floor(chain, _scaled(100, scale, 10)),
+                floor,
+                results["admission"],
+            )
         floor = figures.baseline_floor(baseline, _scaled(100, scale, 10))
         results["append"] = figures.throughput_figure(
             figures.append_throughput(clients, _scaled(100, scale, 10)), floor
@@ -78,6 +84,8 @@ def summary(results: dict[str, Any]) -> dict[str, float]:
         f"candidate_{longest['entries']}_ratio": longest["ratio_p50"],
         f"candidate_{longest['entries']}_first_read_ratio": longest["first_read_ratio"],
         "admission_cpu_bound_ceiling": results["admission"]["cpu_bound_ceiling"],
+        "six_hop_floor_throughput_ratio": results["admission"]["hop_floor"]["throughput_ratio"],
+        "admission_to_six_hop_floor_ratio": results["admission"]["hop_floor"]["admission_ratio"],
         "append_throughput_ratio": results["append"]["throughput_ratio"],
         "append_cpu_bound_ceiling": results["append"]["cpu_bound_ceiling"],
         "reconstruction_cold_ratio": results["reconstruction"]["cold_ratio_p50"],

@@ -2,6 +2,13 @@
 protobuf, no domain) whose one handler inserts 3 rows in one transaction on the same database.
 
 Run as ``python -m bench.baseline --port P --database-url URL`` (its own process, like a service).
+
+With ``--downstream TARGET --hops N`` it is instead the front of the **hop floor**: its handler
+makes N - 2 calls to the downstream's no-op method and then one to its insert, so one call from a
+caller crosses N bare gRPC hops and runs the same one transaction. An admission crosses six
+hops (caller → admission; admission → ledger read-back, → candidate, → ledger commit; candidate →
+ledger snapshot, → reconstruction), so the six-hop floor is what four bare processes in that call
+graph would cost at best on this machine.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ import argparse
 import itertools
 import signal
 import threading
+from collections.abc import Callable
 from concurrent import futures
 from typing import Final
 
@@ -17,6 +25,7 @@ import grpc
 from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, insert
 
 METHOD: Final = "/bench.Baseline/Insert"
+NOOP: Final = "/bench.Baseline/Noop"
 WORKERS: Final = 16
 
 _metadata = MetaData()
@@ -32,9 +41,35 @@ floor_rows = Table(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--database-url", required=True)
+    parser.add_argument("--database-url", default="")
+    parser.add_argument("--downstream", default="", help="front of the hop floor: relay here")
+    parser.add_argument("--hops", type=int, default=6, help="hops one relayed call crosses")
     args = parser.parse_args()
-    engine = create_engine(args.database_url, pool_size=WORKERS, max_overflow=0)
+    relaying = bool(args.downstream)
+    handle = _relay(args.downstream, args.hops) if relaying else _insert(args.database_url)
+
+    def noop(request: bytes, context: grpc.ServicerContext) -> bytes:
+        return b"ok"
+
+    handler = grpc.method_handlers_generic_handler(
+        "bench.Baseline",
+        {
+            "Insert": grpc.unary_unary_rpc_method_handler(handle),
+            "Noop": grpc.unary_unary_rpc_method_handler(noop),
+        },
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=WORKERS))
+    server.add_generic_rpc_handlers((handler,))
+    server.add_insecure_port(f"127.0.0.1:{args.port}")
+    server.start()
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    stopped.wait()
+    server.stop(1).wait()
+
+
+def _insert(database_url: str) -> Callable[[bytes, grpc.ServicerContext], bytes]:
+    engine = create_engine(database_url, pool_size=WORKERS, max_overflow=0)
     _metadata.create_all(engine)
     calls = itertools.count()
 
@@ -46,18 +81,21 @@ def main() -> None:
             )
         return b"ok"
 
-    handler = grpc.method_handlers_generic_handler(
-        "bench.Baseline", {"Insert": grpc.unary_unary_rpc_method_handler(handle)}
-    )
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=WORKERS))
-    server.add_generic_rpc_handlers((handler,))
-    server.add_insecure_port(f"127.0.0.1:{args.port}")
-    server.start()
-    stopped = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-    stopped.wait()
-    server.stop(1).wait()
-    engine.dispose()
+    return handle
+
+
+def _relay(downstream: str, hops: int) -> Callable[[bytes, grpc.ServicerContext], bytes]:
+    channel = grpc.insecure_channel(downstream)
+    noop = channel.unary_unary(NOOP, None, None)
+    insert_call = channel.unary_unary(METHOD, None, None)
+
+    def handle(request: bytes, context: grpc.ServicerContext) -> bytes:
+        for _ in range(hops - 2):
+            noop(b"x")
+        insert_call(b"x")
+        return b"ok"
+
+    return handle
 
 
 if __name__ == "__main__":

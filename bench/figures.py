@@ -99,7 +99,7 @@ def baseline_floor(baseline: Baseline, calls_each: int) -> Throughput:
 
     try:
         return run_concurrently(
-            [caller(i) for i in range(CALLERS)], calls_each, watch={"baseline": baseline.pid}
+            [caller(i) for i in range(CALLERS)], calls_each, watch=baseline.pids
         )
     finally:
         for channel in channels:
@@ -377,6 +377,26 @@ def memory_growth(
         "seconds": round(seconds, 1),
         "services": per_service,
         "worst_peak_ratio": max(float(s["peak_ratio"]) for s in per_service.values()),
+    }
+
+
+# The gRPC hops one admission crosses: caller → admission; admission → ledger (read-back),
+# → candidate, → ledger (commit); candidate → ledger (snapshot), → reconstruction.
+ADMISSION_HOPS = 6
+
+
+def hop_floor_figure(
+    chain: Throughput, floor: Throughput, admission: dict[str, Any]
+) -> dict[str, Any]:
+    """The six-hop floor beside the one-hop baseline (the best throughput ratio a design with
+    that many hops could reach here) and the admission beside the six-hop floor."""
+    measured = admission["measured"]["per_second"]
+    return {
+        "hops": ADMISSION_HOPS,
+        "measured": chain.as_dict(),
+        "throughput_ratio": ratio(chain.per_second, floor.per_second),
+        "p99_ratio": ratio(chain.latencies.p99_ms, floor.latencies.p99_ms),
+        "admission_ratio": ratio(measured, chain.per_second),
     }
 
 

@@ -121,30 +121,37 @@ def services(database_url: str) -> Iterator[Services]:
 
 @dataclass(frozen=True)
 class Baseline:
-    """The bare baseline server's target and process id."""
+    """A bare baseline's entry target and the process ids behind it, by role."""
 
     target: str
-    pid: int
+    pids: Mapping[str, int]
+
+
+def _bare_process(*arguments: str) -> tuple[str, subprocess.Popen[bytes]]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.baseline", "--port", str(port), *arguments]
+    )
+    _wait_ready(f"127.0.0.1:{port}", process)
+    return f"127.0.0.1:{port}", process
 
 
 @contextmanager
 def baseline_server(database_url: str) -> Iterator[Baseline]:
     """The bare baseline server (bench.baseline) in its own process."""
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "bench.baseline",
-            "--port",
-            str(port),
-            "--database-url",
-            database_url,
-        ]
-    )
+    target, process = _bare_process("--database-url", database_url)
     try:
-        _wait_ready(f"127.0.0.1:{port}", process)
-        yield Baseline(f"127.0.0.1:{port}", process.pid)
+        yield Baseline(target, {"baseline": process.pid})
+    finally:
+        _stop([process])
+
+
+@contextmanager
+def hop_floor(baseline: Baseline, hops: int) -> Iterator[Baseline]:
+    """The ``hops``-hop floor: a bare front process relaying to ``baseline`` (bench.baseline)."""
+    target, process = _bare_process("--downstream", baseline.target, "--hops", str(hops))
+    try:
+        yield Baseline(target, {**baseline.pids, "hop_front": process.pid})
     finally:
         _stop([process])
 
