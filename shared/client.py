@@ -13,6 +13,7 @@ from opentelemetry.instrumentation.grpc import client_interceptor, grpcext
 
 from shared.config import DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS, DEFAULT_MAX_MESSAGE_BYTES, Settings
 from shared.deadline import downstream_timeout
+from shared.telemetry import exporting
 
 
 class _CallDetails(
@@ -83,9 +84,11 @@ def open_channel(
         channel = grpc.secure_channel(target, credentials, options=options)
     else:
         channel = grpc.insecure_channel(target, options=options)
-    traced = grpcext.intercept_channel(channel, client_interceptor())  # type: ignore[no-untyped-call]
+    if exporting():
+        # Client spans and trace context only where something exports them (shared.telemetry).
+        channel = grpcext.intercept_channel(channel, client_interceptor())  # type: ignore[no-untyped-call]
     return grpc.intercept_channel(
-        traced, CredentialsAndDeadlineInterceptor(token, default_timeout), *extra_interceptors
+        channel, CredentialsAndDeadlineInterceptor(token, default_timeout), *extra_interceptors
     )
 
 

@@ -29,7 +29,7 @@ from shared.auth import (
 from shared.config import DEFAULT_SERVER_THREADS, Settings
 from shared.deadline import reset_inbound_deadline, set_inbound_deadline
 from shared.errors import DomainError, Internal, to_status
-from shared.telemetry import configure_tracing
+from shared.telemetry import configure_tracing, exporting
 
 log = logging.getLogger("forge.server")
 audit = logging.getLogger("forge.audit")
@@ -236,12 +236,15 @@ def start_server(
         ("grpc.max_send_message_length", settings.max_message_bytes),
         ("grpc.so_reuseport", 0),
     ]
+    interceptors: list[grpc.ServerInterceptor[Any, Any]] = [
+        CallPolicyInterceptor(directory, method_roles)
+    ]
+    if exporting():
+        # Spans only where something exports them (shared.telemetry).
+        interceptors.insert(0, server_interceptor(tracer_provider=provider))  # type: ignore[no-untyped-call]
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=settings.service),
-        interceptors=[
-            server_interceptor(tracer_provider=provider),  # type: ignore[no-untyped-call]
-            CallPolicyInterceptor(directory, method_roles),
-        ],
+        interceptors=interceptors,
         options=options,
     )
     for binding in bindings:

@@ -3,12 +3,12 @@
 Spans are exported over OTLP/gRPC only when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set; by default
 nothing is printed or sent. Tests attach an in-memory exporter with :func:`add_span_processor`.
 
-A process that exports nothing records nothing either (:class:`RecordWhileExported`): building,
-timing and closing a span on every hop, and formatting a traceback for every refusal, cost about
-a tenth of an admission's CPU for spans nobody could ever read (docs/performance.md, round 3).
-Trace context still crosses every boundary; set the exporter in every service (the deployment
-files set one endpoint for all), since a service that records nothing passes its callees an
-unsampled parent.
+A process that exports nothing records nothing either (:class:`RecordWhileExported`), and its
+servers and channels skip the tracing interceptors (:func:`exporting`): building, timing and
+closing a span on every hop, and formatting a traceback for every refusal, cost about a tenth of
+an admission's CPU for spans nobody could ever read (docs/performance.md, round 3). Set the
+exporter in every service (the deployment files set one endpoint for all): a service that
+exports nothing passes no trace context on to its callees.
 """
 
 from __future__ import annotations
@@ -92,6 +92,12 @@ def configure_tracing(service_name: str) -> TracerProvider:
                 _sampler.export_started()
             trace.set_tracer_provider(_provider)
         return _provider
+
+
+def exporting() -> bool:
+    """Whether this process exports spans (an OTLP endpoint is set, or a processor was added):
+    only then do servers and channels run the tracing interceptors at all."""
+    return _sampler.exporting or bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
 
 
 def add_span_processor(processor: SpanProcessor) -> None:
