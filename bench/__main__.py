@@ -49,20 +49,30 @@ def measure(scale: float, rss_operations: int) -> dict[str, Any]:
         clients.set_policy()
         began = time.perf_counter()
         results["reconstruction"] = figures.reconstruction_latency(clients, _scaled(20, scale, 5))
-        floor = figures.baseline_floor(baseline, _scaled(100, scale, 10))
-        results["admission"] = figures.throughput_figure(
-            figures.admission_throughput(clients, _scaled(12, scale, 2)), floor
-        )
+        floor_calls = _scaled(100, scale, 10)
         with hop_floor(baseline, figures.ADMISSION_HOPS) as chain:
-            results["admission"]["hop_floor"] = figures.hop_floor_figure(
-                figures.baseline_floor(chain, _scaled(100, scale, 10)),
-                floor,
-                results["admission"],
+
+            def admission_round(index: int) -> dict[str, Any]:
+                floor = figures.baseline_floor(baseline, floor_calls)
+                measured = figures.admission_throughput(
+                    clients, _scaled(12, scale, 2), prefix=f"bench-admit-{index}"
+                )
+                figure = figures.throughput_figure(measured, floor)
+                figure["hop_floor"] = figures.hop_floor_figure(
+                    figures.baseline_floor(chain, floor_calls), floor, figure
+                )
+                return figure
+
+            results["admission"] = figures.over_rounds(admission_round)
+
+        def append_round(index: int) -> dict[str, Any]:
+            floor = figures.baseline_floor(baseline, floor_calls)
+            measured = figures.append_throughput(
+                clients, _scaled(100, scale, 10), prefix=f"bench-append-{index}"
             )
-        floor = figures.baseline_floor(baseline, _scaled(100, scale, 10))
-        results["append"] = figures.throughput_figure(
-            figures.append_throughput(clients, _scaled(100, scale, 10)), floor
-        )
+            return figures.throughput_figure(measured, floor)
+
+        results["append"] = figures.over_rounds(append_round)
         results["candidate"] = figures.candidate_latency(clients, url, lengths, repeats)
         results["main_phase_seconds"] = round(time.perf_counter() - began, 1)
     # Memory on freshly started services, so the figures above do not colour it.
