@@ -20,9 +20,11 @@ _OF_RUN = (
     .where(execution_requests.c.run_id == bindparam("run_id"))
     .order_by(execution_requests.c.created_at, execution_requests.c.execution_request_id)
 )
-_OF_RUN_IN_STATES = _OF_RUN.where(
-    execution_requests.c.state.in_(bindparam("states", expanding=True))
-)
+_IN_STATES = execution_requests.c.state.in_(bindparam("states", expanding=True))
+# The run's requests in ``states``, oldest first, and the count of requests in ``states`` across
+# all runs; tickets.queue_counts reads both inside its one statement.
+OF_RUN_IN_STATES = _OF_RUN.where(_IN_STATES)
+COUNT_IN_STATES = select(func.count()).select_from(execution_requests).where(_IN_STATES)
 
 
 def _execution_request(row: object) -> ExecutionRequestRecord:
@@ -64,19 +66,14 @@ def list_execution_requests(
     if not states:
         return [_execution_request(row) for row in connection.execute(_OF_RUN, {"run_id": run_id})]
     rows = connection.execute(
-        _OF_RUN_IN_STATES, {"run_id": run_id, "states": [s.value for s in states]}
+        OF_RUN_IN_STATES, {"run_id": run_id, "states": [s.value for s in states]}
     )
     return [_execution_request(row) for row in rows]
 
 
 def count_execution_requests(connection: Connection, states: tuple[RequestState, ...]) -> int:
-    return int(
-        connection.execute(
-            select(func.count())
-            .select_from(execution_requests)
-            .where(execution_requests.c.state.in_([s.value for s in states]))
-        ).scalar_one()
-    )
+    found = connection.execute(COUNT_IN_STATES, {"states": [s.value for s in states]})
+    return int(found.scalar_one())
 
 
 def requeue_execution_request(connection: Connection, record: ExecutionRequestRecord) -> None:

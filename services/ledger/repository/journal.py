@@ -8,8 +8,10 @@ from typing import Any
 
 from sqlalchemy import (
     BindParameter,
+    ColumnElement,
     CompoundSelect,
     Connection,
+    Select,
     bindparam,
     insert,
     select,
@@ -29,18 +31,19 @@ _HEAD = (
     .order_by(journal_entries.c.sequence.desc())
     .limit(1)
 )
-_LAST = (
-    select(journal_entries)
-    .where(journal_entries.c.run_id == _RUN_ID)
-    .order_by(journal_entries.c.sequence.desc())
-    .limit(1)
-)
-_LAST_OF_KIND = (
-    select(journal_entries)
-    .where(journal_entries.c.run_id == _RUN_ID, journal_entries.c.kind == bindparam("kind"))
-    .order_by(journal_entries.c.sequence.desc())
-    .limit(1)
-)
+
+
+def _newest(*conditions: ColumnElement[bool]) -> Select[Any]:
+    """The run's newest entry (meeting ``conditions``): one indexed LIMIT 1 lookup."""
+    return (
+        select(journal_entries)
+        .where(journal_entries.c.run_id == _RUN_ID, *conditions)
+        .order_by(journal_entries.c.sequence.desc())
+        .limit(1)
+    )
+
+
+_LAST_OF_KIND = _newest(journal_entries.c.kind == bindparam("kind"))
 _INSERT = insert(journal_entries)
 _UP_TO = (
     select(
@@ -67,11 +70,6 @@ def journal_head(connection: Connection, run_id: str) -> tuple[int, str]:
     """(sequence, hash) of the last entry; (0, genesis) for an empty journal."""
     row = connection.execute(_HEAD, {"run_id": run_id}).first()
     return (0, GENESIS_HASH) if row is None else (int(row.sequence), str(row.hash))
-
-
-def last_entry(connection: Connection, run_id: str) -> StoredEntry | None:
-    row = connection.execute(_LAST, {"run_id": run_id}).first()
-    return None if row is None else _entry(row)
 
 
 def last_entry_of_kind(connection: Connection, run_id: str, kind: EntryKind) -> StoredEntry | None:
@@ -103,37 +101,33 @@ class NewestEntries:
         return self.of_kind.get(kind.value)
 
 
-_NEWEST_BY_KINDS: dict[tuple[str, ...], CompoundSelect[Any]] = {}
+# By the number of kinds asked for (the kinds themselves are bound parameters kind_0, kind_1…).
+_NEWEST_BY_COUNT: dict[int, CompoundSelect[Any]] = {}
 
 
-def _newest_statement(kinds: tuple[str, ...]) -> CompoundSelect[Any]:
-    """The last entry and the newest entry of each kind, one indexed LIMIT 1 lookup each, in one
-    statement (a UNION ALL of the lookups the callers would otherwise make one by one)."""
-    statement = _NEWEST_BY_KINDS.get(kinds)
+def _newest_statement(count: int) -> CompoundSelect[Any]:
+    """The last entry and the newest entry of each of ``count`` kinds, one indexed LIMIT 1 lookup
+    each, in one statement (a UNION ALL of the lookups the callers would otherwise make one by
+    one)."""
+    statement = _NEWEST_BY_COUNT.get(count)
     if statement is None:
-        lookups = [_LAST] + [
-            select(journal_entries)
-            .where(
-                journal_entries.c.run_id == _RUN_ID,
-                journal_entries.c.kind == bindparam(f"kind_{index}"),
-            )
-            .order_by(journal_entries.c.sequence.desc())
-            .limit(1)
-            for index in range(len(kinds))
+        lookups = [_newest()] + [
+            _newest(journal_entries.c.kind == bindparam(f"kind_{index}")) for index in range(count)
         ]
         statement = union_all(*(select(lookup.subquery()) for lookup in lookups))
-        _NEWEST_BY_KINDS[kinds] = statement
+        _NEWEST_BY_COUNT[count] = statement
     return statement
 
 
 def newest_entries(
     connection: Connection, run_id: str, kinds: Sequence[EntryKind]
 ) -> NewestEntries:
-    """:func:`last_entry` and :func:`last_entry_of_kind` of each of ``kinds``: one round trip."""
+    """The run's last entry and :func:`last_entry_of_kind` of each of ``kinds``: one round
+    trip."""
     values = tuple(kind.value for kind in kinds)
     parameters: dict[str, str] = {"run_id": run_id}
     parameters.update({f"kind_{index}": kind for index, kind in enumerate(values)})
-    rows = [_entry(row) for row in connection.execute(_newest_statement(values), parameters)]
+    rows = [_entry(row) for row in connection.execute(_newest_statement(len(values)), parameters)]
     last = max(rows, key=lambda entry: entry.sequence, default=None)
     return NewestEntries(last, {entry.kind: entry for entry in rows if entry.kind in values})
 

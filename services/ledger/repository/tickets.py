@@ -8,6 +8,7 @@ from sqlalchemy import Connection, bindparam, func, insert, or_, select
 
 from services.ledger.domain.execution import RequestState
 from services.ledger.domain.tickets import StoredTicket
+from services.ledger.repository import execution_requests as request_rows
 from services.ledger.schema import admission_tickets, execution_requests
 
 
@@ -37,16 +38,8 @@ _TICKETS_AND_PENDING = select(
     .select_from(admission_tickets)
     .where(admission_tickets.c.run_id == bindparam("run_id"))
     .scalar_subquery(),
-    select(func.count())
-    .select_from(execution_requests)
-    .where(execution_requests.c.state.in_(bindparam("states", expanding=True)))
-    .scalar_subquery(),
-    select(execution_requests.c.execution_request_id)
-    .where(
-        execution_requests.c.run_id == bindparam("run_id"),
-        execution_requests.c.state.in_(bindparam("states", expanding=True)),
-    )
-    .order_by(execution_requests.c.created_at, execution_requests.c.execution_request_id)
+    request_rows.COUNT_IN_STATES.scalar_subquery(),
+    request_rows.OF_RUN_IN_STATES.with_only_columns(execution_requests.c.execution_request_id)
     .limit(1)
     .scalar_subquery(),
 )
