@@ -410,6 +410,19 @@ _RATIOS = ("throughput_ratio", "p99_ratio", "cpu_bound_ceiling")
 _FLOOR_RATIOS = ("throughput_ratio", "p99_ratio", "admission_ratio")
 
 
+def _summarized(
+    chosen: dict[str, Any], rounds: list[dict[str, Any]], keys: tuple[str, ...]
+) -> dict[str, Any]:
+    """``chosen`` with each of ``keys`` replaced by its median over ``rounds``, and the ranges."""
+    summary = dict(chosen)
+    summary["ranges"] = {}
+    for key in keys:
+        values = [float(round_[key]) for round_ in rounds]
+        summary[key] = round(median(values), 3)
+        summary["ranges"][key] = [min(values), max(values)]
+    return summary
+
+
 def over_rounds(one_round: Callable[[int], dict[str, Any]], rounds: int = ROUNDS) -> dict[str, Any]:
     """Run a throughput figure in ``rounds`` rounds, each measuring the figure right beside its
     baseline: this machine drifts from one minute to the next (the same bare baseline has cost
@@ -418,20 +431,10 @@ def over_rounds(one_round: Callable[[int], dict[str, Any]], rounds: int = ROUNDS
     median throughput ratio is reported whole, and every round in ``rounds``."""
     measured = [one_round(index) for index in range(rounds)]
     ordered = sorted(measured, key=lambda figure: float(figure["throughput_ratio"]))
-    figure = dict(ordered[len(ordered) // 2])
-    figure["ranges"] = {}
-    for key in _RATIOS:
-        values = [float(round_[key]) for round_ in measured]
-        figure[key] = round(median(values), 3)
-        figure["ranges"][key] = [min(values), max(values)]
+    figure = _summarized(ordered[len(ordered) // 2], measured, _RATIOS)
     if "hop_floor" in figure:
-        floor = dict(figure["hop_floor"])
-        floor["ranges"] = {}
-        for key in _FLOOR_RATIOS:
-            values = [float(round_["hop_floor"][key]) for round_ in measured]
-            floor[key] = round(median(values), 3)
-            floor["ranges"][key] = [min(values), max(values)]
-        figure["hop_floor"] = floor
+        floors = [round_["hop_floor"] for round_ in measured]
+        figure["hop_floor"] = _summarized(figure["hop_floor"], floors, _FLOOR_RATIOS)
     figure["rounds"] = [
         {
             "measured_per_second": round_["measured"]["per_second"],
