@@ -35,6 +35,7 @@ def _required(field: str) -> InvalidArgument:
 
 
 def _require(request: Any, *fields: str) -> None:
+    """INVALID_ARGUMENT FIELD_REQUIRED naming the first of ``fields`` left empty."""
     for field in fields:
         if not getattr(request, field):
             raise _required(field)
@@ -192,9 +193,7 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
     def ReconstructReadonlyObservation(
         self, request: reconstruction_pb2.ReconstructReadonlyObservationRequest, context: Any
     ) -> reconstruction_pb2.ReconstructReadonlyObservationResponse:
-        for field in ("derived_checkpoint", "raw_response", "consumed_at"):
-            if not getattr(request, field):
-                raise _required(field)
+        _require(request, "derived_checkpoint", "raw_response", "consumed_at")
         retained: dict[str, Any] = {}
         for index, found in enumerate(request.retained_results):
             name = f"retained_results[{index}].result_json"
@@ -221,8 +220,7 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
     def ReproducePendingRequest(
         self, request: reconstruction_pb2.ReproducePendingRequestRequest, context: Any
     ) -> reconstruction_pb2.ReproducePendingRequestResponse:
-        if not request.derived_checkpoint:
-            raise _required("derived_checkpoint")
+        _require(request, "derived_checkpoint")
         derived = request.derived_checkpoint
         found = self._reproductions.get_or_compute(
             content_key("reproduce", derived),
