@@ -3,7 +3,6 @@ PostgreSQL (part A of the recovery workflows)."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 import grpc
@@ -20,9 +19,9 @@ from forge.continuity.v1 import (
 )
 from services.demo.seed import load_fixture, seed_held_run
 from shared.errors import DomainError
-from tests.admission.conftest import Stack, rpc_reason, submission
+from tests.admission.conftest import Stack, submission
 from tests.errors import expect_error
-from tests.recovery.conftest import Authority
+from tests.recovery.conftest import Authority, race_two_ids
 from tests.support import row_counts
 
 FIXTURE = load_fixture("v1_basic")
@@ -356,29 +355,13 @@ def test_two_recovery_ids_race_on_one_request_exactly_one_wins(stack: Stack) -> 
     ticket = admit(stack)
     fail_unclaimed(stack, ticket)
     candidate = recovery_candidate(stack)
-    results: dict[str, object] = {}
-    barrier = threading.Barrier(2)
-
-    def submit(recovery_id: str) -> None:
-        barrier.wait()
-        try:
-            results[recovery_id] = stack.admissions(ADA).RequestInvalidReadRecovery(
-                recovery(candidate, recovery_id)
-            )
-        except grpc.RpcError as error:
-            results[recovery_id] = rpc_reason(error)
-
-    threads = [threading.Thread(target=submit, args=(f"rec-{i}",)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    won = [
-        r
-        for r in results.values()
-        if isinstance(r, admission_pb2.RequestInvalidReadRecoveryResponse)
-    ]
-    lost = [r for r in results.values() if isinstance(r, str)]
+    won, lost = race_two_ids(
+        lambda action_id: stack.admissions(ADA).RequestInvalidReadRecovery(
+            recovery(candidate, action_id)
+        ),
+        "rec",
+    )
+    assert all(isinstance(r, admission_pb2.RequestInvalidReadRecoveryResponse) for r in won)
     assert len(won) == 1 and won[0].created
     assert lost == ["RECOVERY_ID_CONFLICT"]
     assert kinds(stack).count("recovery_witness") == 1

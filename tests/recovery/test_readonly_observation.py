@@ -8,7 +8,6 @@ request is answered and consumed; the list_files result is retained, the evidenc
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -32,7 +31,7 @@ from services.reconstruction.domain.observation import reconstruct_readonly_obse
 from shared.canonical import canonical_bytes, parse_json, sha256_digest
 from tests.admission.conftest import Stack, rpc_reason
 from tests.admission.conftest import submission as continuity
-from tests.recovery.conftest import Authority
+from tests.recovery.conftest import Authority, race_two_ids
 from tests.recovery.test_never_claimed import (
     ADA,
     ADA_IDENTITY,
@@ -422,29 +421,13 @@ def test_two_recovery_ids_race_on_one_request_exactly_one_wins(
     ticket, sent = refusal_recovered(stack, provider)
     consumed(stack, ticket, sent)
     candidate = observation_candidate(stack)
-    results: dict[str, object] = {}
-    barrier = threading.Barrier(2)
-
-    def submit(recovery_id: str) -> None:
-        barrier.wait()
-        try:
-            results[recovery_id] = stack.admissions(ADA).RequestReadonlyObservationRecovery(
-                observation(candidate, recovery_id)
-            )
-        except grpc.RpcError as error:
-            results[recovery_id] = rpc_reason(error)
-
-    threads = [threading.Thread(target=submit, args=(f"obs-{i}",)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    won = [
-        r
-        for r in results.values()
-        if isinstance(r, admission_pb2.RequestReadonlyObservationRecoveryResponse)
-    ]
-    lost = [r for r in results.values() if isinstance(r, str)]
+    won, lost = race_two_ids(
+        lambda action_id: stack.admissions(ADA).RequestReadonlyObservationRecovery(
+            observation(candidate, action_id)
+        ),
+        "obs",
+    )
+    assert all(isinstance(r, admission_pb2.RequestReadonlyObservationRecoveryResponse) for r in won)
     assert len(won) == 1 and won[0].created
     assert lost == ["RECOVERY_ID_CONFLICT"]
     assert kinds(stack).count("readonly_observation_recovery") == 1

@@ -8,7 +8,6 @@ candidate reproduces the request through reconstruction's sealed transport to co
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -23,10 +22,10 @@ from services.demo.seed import seed_held_run
 from shared.canonical import sha256_digest
 from shared.rejected_boundary import ReviewedRejection
 from shared.rejected_boundary_proto import reviewed_rejection_to_proto
-from tests.admission.conftest import Stack, rpc_reason
+from tests.admission.conftest import Stack
 from tests.admission.conftest import submission as continuity
 from tests.errors import expect_error
-from tests.recovery.conftest import Authority
+from tests.recovery.conftest import Authority, race_two_ids
 from tests.recovery.test_never_claimed import (
     ADA,
     ADA_IDENTITY,
@@ -494,29 +493,13 @@ def test_two_recovery_ids_race_on_one_request_exactly_one_wins(
     sent = refused_at_provider(stack, ticket, provider)
     reviewed = review(stack, sent)
     candidate = candidate_of(stack, reviewed)
-    results: dict[str, object] = {}
-    barrier = threading.Barrier(2)
-
-    def submit(recovery_id: str) -> None:
-        barrier.wait()
-        try:
-            results[recovery_id] = stack.admissions(ADA).RequestRejectedBoundaryRecovery(
-                submission(candidate, reviewed, recovery_id)
-            )
-        except grpc.RpcError as error:
-            results[recovery_id] = rpc_reason(error)
-
-    threads = [threading.Thread(target=submit, args=(f"rec-{i}",)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    won = [
-        r
-        for r in results.values()
-        if isinstance(r, admission_pb2.RequestRejectedBoundaryRecoveryResponse)
-    ]
-    lost = [r for r in results.values() if isinstance(r, str)]
+    won, lost = race_two_ids(
+        lambda action_id: stack.admissions(ADA).RequestRejectedBoundaryRecovery(
+            submission(candidate, reviewed, action_id)
+        ),
+        "rec",
+    )
+    assert all(isinstance(r, admission_pb2.RequestRejectedBoundaryRecoveryResponse) for r in won)
     assert len(won) == 1 and won[0].created
     assert lost == ["RECOVERY_ID_CONFLICT"]
     assert kinds(stack).count("refusal_settlement") == 1
