@@ -63,6 +63,11 @@ class StoredRow(Protocol):
     def payload_json(self) -> str: ...
 
 
+def row_payload(row: StoredRow) -> dict[str, Any]:
+    """A stored row's payload as a JSON object ({} when the text is not one)."""
+    return payload_object(row.payload_json) or {}
+
+
 class PayloadRow:
     """A stored row read as a :class:`ClosureEntry`; the payload is parsed on first use only."""
 
@@ -82,7 +87,7 @@ class PayloadRow:
 
     def text(self, key: str) -> str:
         if self._payload is None:
-            self._payload = payload_object(self._row.payload_json) or {}
+            self._payload = row_payload(self._row)
         return payload_text(self._payload, key)
 
 

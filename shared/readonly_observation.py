@@ -22,7 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from shared.admissibility import ActionFacts, Consumed
-from shared.canonical import is_digest, parse_json
+from shared.canonical import is_digest
+from shared.journal_closure import row_payload
 from shared.rejected_boundary import REJECTED_BOUNDARY
 from shared.request_history import JournalRow, RequestHistory, recovery_facts
 
@@ -53,14 +54,6 @@ class ObservationCustody:
     failed_sequence: int = 0
 
 
-def _payload(row: JournalRow) -> dict[str, object]:
-    try:
-        payload = parse_json(row.payload_json)
-    except ValueError:
-        return {}
-    return payload if isinstance(payload, dict) else {}
-
-
 @dataclass
 class _Turn:
     """The consumed turn's native rows after the refusal recovery's requeue, collected in order;
@@ -80,7 +73,7 @@ class _Turn:
         return payload.get("execution_request_id") == self.execution_request_id
 
     def take(self, row: JournalRow) -> None:
-        payload, kind = _payload(row), row.kind
+        payload, kind = row_payload(row), row.kind
         call_id = str(payload.get("call_id", ""))
         if kind == "worker_claimed" and self._own(payload):
             return
@@ -144,8 +137,8 @@ def _requeued_by_refusal(ordered: list[JournalRow], history: RequestHistory) -> 
             row.sequence
             for row in ordered
             if row.kind == "request_event"
-            and _payload(row).get("event") == "requeued_by_recovery"
-            and _payload(row).get("recovery_id") == refusals[0]
+            and row_payload(row).get("event") == "requeued_by_recovery"
+            and row_payload(row).get("recovery_id") == refusals[0]
         ),
         0,
     )

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from shared.admissibility import ActionFacts, BoundRequest, Consumed
-from shared.canonical import parse_json
+from shared.journal_closure import StoredRow, row_payload
 
 #: The never-claimed workflow's stored name.
 NEVER_CLAIMED = "never_claimed"
@@ -24,17 +24,8 @@ WITNESS_KINDS = frozenset({"recovery_witness", "readonly_observation_recovery"})
 ACCOUNTED_AFTER_FAILURE = frozenset({"startup_recovery_annotation"})
 
 
-class JournalRow(Protocol):
+class JournalRow(StoredRow, Protocol):
     """What the reader needs of a journal entry (the ledger's and the candidate's both fit)."""
-
-    @property
-    def sequence(self) -> int: ...
-
-    @property
-    def kind(self) -> str: ...
-
-    @property
-    def payload_json(self) -> str: ...
 
     @property
     def actor(self) -> str: ...
@@ -97,14 +88,6 @@ class RequestHistory:
         return tuple(sorted(effects, key=lambda effect: effect[1]))
 
 
-def _payload(row: JournalRow) -> dict[str, object]:
-    try:
-        payload = parse_json(row.payload_json)
-    except ValueError:
-        return {}
-    return payload if isinstance(payload, dict) else {}
-
-
 def request_history(rows: Iterable[JournalRow], request_id: str) -> RequestHistory:
     """The history of ``request_id`` in one run's journal (rows in sequence order)."""
     ordered = sorted(rows, key=lambda row: row.sequence)
@@ -118,7 +101,7 @@ def request_history(rows: Iterable[JournalRow], request_id: str) -> RequestHisto
     claimed_failures: list[tuple[int, int]] = []
     provider_requests: list[tuple[int, dict[str, object]]] = []
     for row in ordered:
-        payload = _payload(row)
+        payload = row_payload(row)
         if row.kind == "tool_outcome" and isinstance(payload.get("call_id"), str):
             unknown[str(payload["call_id"])] = str(payload.get("status", ""))
         if row.kind == "migration_settlement" and payload.get("request_id") == request_id:
@@ -189,7 +172,7 @@ def consumed_from(
         elif row.kind == "tool_call_granted":
             tool_calls += 1
         elif row.kind == "command_executed":
-            commands.add(str(_payload(row).get("command_id", "")))
+            commands.add(str(row_payload(row).get("command_id", "")))
     return Consumed(responses, tool_calls, len(commands), command_limit, deadline_remaining_seconds)
 
 
