@@ -170,6 +170,17 @@ def turns(clients: LedgerClients, journal_rows: list[tuple[int, dict[str, str]]]
         head = append(clients, "run-1", head, kind, payload).hash
 
 
+def requested(request_id: str, checkpoint_digest: str) -> list[tuple[int, dict[str, str]]]:
+    """A checkpoint stored, then a model request sent from it."""
+    return [
+        (K.JOURNAL_ENTRY_KIND_CHECKPOINT_STORED, {"checkpoint_digest": checkpoint_digest}),
+        (
+            K.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
+            {"request_id": request_id, "checkpoint_digest": checkpoint_digest},
+        ),
+    ]
+
+
 def consumed(request_id: str, response_digest: str) -> tuple[int, dict[str, str]]:
     return (
         K.JOURNAL_ENTRY_KIND_RESPONSE_CONSUMED,
@@ -196,17 +207,9 @@ def test_the_snapshot_carries_exactly_the_closure_blobs_when_asked(
     turns(
         ledger_server,
         [
-            (K.JOURNAL_ENTRY_KIND_CHECKPOINT_STORED, {"checkpoint_digest": old_checkpoint}),
-            (
-                K.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
-                {"request_id": "req-1", "checkpoint_digest": old_checkpoint},
-            ),
+            *requested("req-1", old_checkpoint),
             consumed("req-1", old_response),
-            (K.JOURNAL_ENTRY_KIND_CHECKPOINT_STORED, {"checkpoint_digest": checkpoint}),
-            (
-                K.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
-                {"request_id": "req-2", "checkpoint_digest": checkpoint},
-            ),
+            *requested("req-2", checkpoint),
             (K.JOURNAL_ENTRY_KIND_STARTUP_RECOVERY_ANNOTATION, {"annotation": "between"}),
             consumed("req-2", response),
         ],
@@ -235,11 +238,7 @@ def test_a_named_blob_that_is_not_stored_is_not_sent(ledger_server: LedgerClient
     turns(
         ledger_server,
         [
-            (K.JOURNAL_ENTRY_KIND_CHECKPOINT_STORED, {"checkpoint_digest": checkpoint}),
-            (
-                K.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
-                {"request_id": "req-1", "checkpoint_digest": checkpoint},
-            ),
+            *requested("req-1", checkpoint),
             consumed("req-1", NOT_STORED),
         ],
     )
@@ -255,11 +254,7 @@ def test_an_unconsumed_request_sends_its_checkpoint_only(ledger_server: LedgerCl
     turns(
         ledger_server,
         [
-            (K.JOURNAL_ENTRY_KIND_CHECKPOINT_STORED, {"checkpoint_digest": checkpoint}),
-            (
-                K.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
-                {"request_id": "req-1", "checkpoint_digest": checkpoint},
-            ),
+            *requested("req-1", checkpoint),
         ],
     )
     parts = snapshot_parts(ledger_server, include_closure_blobs=True)
@@ -284,11 +279,7 @@ def test_a_blob_altered_in_the_database_is_sent_as_stored(
     turns(
         ledger_server,
         [
-            (K.JOURNAL_ENTRY_KIND_CHECKPOINT_STORED, {"checkpoint_digest": checkpoint}),
-            (
-                K.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
-                {"request_id": "req-1", "checkpoint_digest": checkpoint},
-            ),
+            *requested("req-1", checkpoint),
         ],
     )
     with engine.begin() as connection:
