@@ -90,6 +90,36 @@ def lease_expiry(now: datetime, seconds: int) -> str:
     return to_text(now + timedelta(seconds=seconds))
 
 
+def queued_request(
+    *,
+    execution_request_id: str,
+    run_id: str,
+    attempt_id: str,
+    request_id: str,
+    checkpoint_digest: str,
+    policy_revision: int,
+    lease_seconds: int,
+    now: datetime,
+) -> ExecutionRequestRecord:
+    """A new execution request: queued, generation 0, no owner, its lease counted from ``now``."""
+    created_at = to_text(now)
+    return ExecutionRequestRecord(
+        execution_request_id=execution_request_id,
+        run_id=run_id,
+        attempt_id=attempt_id,
+        request_id=request_id,
+        checkpoint_digest=checkpoint_digest,
+        policy_revision=policy_revision,
+        state=RequestState.QUEUED,
+        lease_generation=0,
+        lease_seconds=lease_seconds,
+        lease_expires_at=lease_expiry(now, lease_seconds),
+        owner="",
+        created_at=created_at,
+        updated_at=created_at,
+    )
+
+
 def check_worker_write(
     record: ExecutionRequestRecord, worker: str, generation: int, now: datetime
 ) -> None:

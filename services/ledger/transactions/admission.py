@@ -15,10 +15,9 @@ from services.ledger.domain.admission import (
 from services.ledger.domain.execution import (
     PENDING_STATES,
     ExecutionRequestRecord,
-    RequestState,
     bound_lease,
     execution_request_id,
-    lease_expiry,
+    queued_request,
 )
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.policy_epochs import admission_epoch_receipt
@@ -187,20 +186,15 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
     journal_rows.insert_journal_entries(connection, [settlement, claim])
     # 9.11 the queued execution request: derived checkpoint, original attempt, generation 0
     created_at = to_text(now)
-    record = ExecutionRequestRecord(
+    record = queued_request(
         execution_request_id=request_id,
         run_id=run.spec.run_id,
         attempt_id=run.spec.attempt_id,
         request_id=admission.request_id,
         checkpoint_digest=admission.derived_checkpoint_digest,
         policy_revision=policy.revision,
-        state=RequestState.QUEUED,
-        lease_generation=0,
         lease_seconds=lease_seconds,
-        lease_expires_at=lease_expiry(now, lease_seconds),
-        owner="",
-        created_at=created_at,
-        updated_at=created_at,
+        now=now,
     )
     request_rows.insert_execution_request(connection, record)
     # 9.12 the ticket

@@ -22,7 +22,7 @@ from services.ledger.domain.execution import (
     ExecutionRequestRecord,
     RequestState,
     bound_lease,
-    lease_expiry,
+    queued_request,
 )
 from services.ledger.domain.journal import EntryKind
 from services.ledger.domain.reconciliation import (
@@ -164,7 +164,7 @@ def _reconcile(
         )
         # C.7 a lease no longer than the interrupted one, bounded exactly as at admission
         lease_seconds = bound_lease(record.lease_seconds, policy.settings.window_seconds, run, now)
-        retry = ExecutionRequestRecord(
+        retry = queued_request(
             execution_request_id=retry_request_id(
                 run.spec.run_id, record.request_id, request.reconciliation_id
             ),
@@ -173,13 +173,8 @@ def _reconcile(
             request_id=record.request_id,
             checkpoint_digest=record.checkpoint_digest,
             policy_revision=policy.revision,
-            state=RequestState.QUEUED,
-            lease_generation=0,
             lease_seconds=lease_seconds,
-            lease_expires_at=lease_expiry(now, lease_seconds),
-            owner="",
-            created_at=created_at,
-            updated_at=created_at,
+            now=now,
         )
     verification = problems[1]
     # C.8 the settlement (fencing the generation) and, for a retry, its request event
