@@ -32,8 +32,8 @@ from forge.continuity.v1 import (
 from services.demo.seed import HeldRunFixture, load_fixture, seed_held_run
 from services.ledger.repository.journal import iter_journal
 from services.reconstruction.domain import reconstruct_invalid_read
-from shared.client import open_channel
-from shared.journal_chain import verify_chain
+from shared.continuity.journal_chain import verify_chain
+from shared.runtime.client import open_channel
 
 CALLERS = 8
 # The bench's own deadline for one candidate read (the services keep their downstream deadlines).
@@ -210,7 +210,8 @@ def candidate_latency(
 ) -> list[dict[str, Any]]:
     """Figure 2: the candidate of a held run whose journal has each length, beside the in-process
     verification of the same stored entries (the chain's canonical envelopes hashed with
-    hashlib, shared.journal_chain.verify_chain) — the cost of verifying the chain at all."""
+    hashlib, shared.continuity.journal_chain.verify_chain) — the cost of verifying the chain at
+    all."""
     ledger, candidates = clients.ledger(), clients.candidates(timeout=CANDIDATE_TIMEOUT_SECONDS)
     engine = create_engine(database_url)
     rows = []

@@ -14,8 +14,8 @@ from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc
 from services.demo.seed import Entry, HeldRunFixture, seed_held_run
 from services.ledger.domain.journal import EntryKind, seal
 from services.ledger.repository.journal import insert_journal_entries, journal_head
-from shared.canonical import canonical_text
-from shared.timeutil import to_text, utc_now
+from shared.continuity.canonical import canonical_text
+from shared.continuity.timeutil import to_text, utc_now
 
 BULK_ACTOR = "bench-bulk-seed"
 BULK_BATCH = 5_000

@@ -19,7 +19,7 @@ from sqlalchemy import create_engine, text
 
 from services.ledger.database import migrate
 from services.runner import DEV_SERVICE_TOKEN, dev_principals_text
-from shared.config import SERVICE_NAMES, port_variable, target_variable
+from shared.runtime.config import SERVICE_NAMES, port_variable, target_variable
 
 POSTGRES_URL = os.environ.get(
     "FORGE_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from services.gateway.config import DEFAULT_GATEWAY_PORT, GATEWAY, GATEWAY_PORT_VARIABLE
 from services.ledger.database import migrate
-from shared.auth import token_digest
-from shared.config import (
+from shared.runtime.auth import token_digest
+from shared.runtime.config import (
     DEFAULT_DATABASE_URL,
     DEFAULT_PORTS,
     DEFAULT_PRINCIPALS_FILE,

@@ -8,7 +8,7 @@ from typing import Any
 import grpc
 import pytest
 
-from shared.errors import ERROR_DOMAIN, DomainError, from_rpc_error
+from shared.runtime.errors import ERROR_DOMAIN, DomainError, from_rpc_error
 
 
 def expect_error(code: grpc.StatusCode, reason: str, invoke: Callable[[], Any]) -> DomainError:

@@ -12,10 +12,10 @@ from sqlalchemy import Engine, func, select
 from forge.continuity.v1 import candidate_pb2_grpc, ledger_pb2_grpc, reconstruction_pb2_grpc
 from services.admission.downstream import Downstream
 from services.ledger.schema import metadata
-from shared.auth import PrincipalDirectory, token_digest
-from shared.client import open_channel
-from shared.config import Settings
-from shared.server import RunningServer, ServiceBinding, start_server
+from shared.runtime.auth import PrincipalDirectory, token_digest
+from shared.runtime.client import open_channel
+from shared.runtime.config import Settings
+from shared.runtime.server import RunningServer, ServiceBinding, start_server
 
 # token -> (identity, roles)
 TOKENS: dict[str, tuple[str, list[str]]] = {

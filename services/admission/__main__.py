@@ -7,9 +7,9 @@ import sys
 from forge.continuity.v1 import candidate_pb2_grpc, ledger_pb2_grpc, reconstruction_pb2_grpc
 from services.admission.downstream import Downstream
 from services.admission.servicer import bindings
-from shared.bootstrap import BuildResult, run_service
-from shared.client import service_channel
-from shared.config import Settings
+from shared.runtime.bootstrap import BuildResult, run_service
+from shared.runtime.client import service_channel
+from shared.runtime.config import Settings
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,15 +7,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from shared.canonical import is_digest
-from shared.contract import MAX_WINDOW_SECONDS
-from shared.errors import (
+from shared.continuity.canonical import is_digest
+from shared.continuity.identifiers import IDENTIFIER
+from shared.contract.terms import MAX_WINDOW_SECONDS
+from shared.runtime.errors import (
     FailedPrecondition,
     FieldViolation,
     InvalidArgument,
     PreconditionViolation,
 )
-from shared.identifiers import IDENTIFIER
 
 
 def _listing(names: Sequence[str]) -> str:

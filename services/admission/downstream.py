@@ -1,6 +1,6 @@
 """Admission's ports over gRPC: the ledger, candidate and reconstruction services. Protobuf ↔
 domain translation only; downstream refusals arrive as the typed domain errors they carried
-(``shared.client.call``), so a refusal keeps its reason on its way back to the operator."""
+(``shared.runtime.client.call``), so a refusal keeps its reason on its way back to the operator."""
 
 from __future__ import annotations
 
@@ -34,15 +34,15 @@ from services.admission.workflows.recovery_base import (
     RecoveryCommit,
     RecoveryKey,
 )
-from shared.canonical import parse_json, sha256_digest
-from shared.client import call
-from shared.contract import DIGEST_NAMES, enum_short_name
-from shared.idempotency import StoredAction
-from shared.rejected_boundary import ReviewedRejection
-from shared.rejected_boundary_proto import (
+from shared.continuity.canonical import parse_json, sha256_digest
+from shared.continuity.idempotency import StoredAction
+from shared.continuity.rejected_boundary import ReviewedRejection
+from shared.contract.rejected_boundary_proto import (
     corrective_provider_to_proto,
     reviewed_rejection_to_proto,
 )
+from shared.contract.terms import DIGEST_NAMES, enum_short_name
+from shared.runtime.client import call
 
 
 def _digests(message: common_pb2.ContinuityDigests) -> dict[str, str]:

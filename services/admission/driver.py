@@ -6,7 +6,8 @@
 A workflow (an invalid-read continuity version, later each recovery) plugs in through
 :class:`Workflow`: it knows its request, its candidate, how its result is stored and how to
 commit. The driver owns the order of the steps and the idempotency rule
-(``shared.idempotency.replay_or_conflict``), so every workflow answers a repeat, a conflict and a
+(``shared.continuity.idempotency.replay_or_conflict``), so every workflow answers a repeat, a
+conflict and a
 lost race the same way. Nothing here performs I/O itself; workflows reach other services through
 their own ports.
 """
@@ -18,8 +19,8 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from services.admission.domain import HoldView, compare_digests, refuse_held
-from shared.errors import DomainError
-from shared.idempotency import StoredAction, replay_or_conflict
+from shared.continuity.idempotency import StoredAction, replay_or_conflict
+from shared.runtime.errors import DomainError
 
 
 class Submission(Protocol):

@@ -40,12 +40,12 @@ from services.admission.workflows.rejected_boundary import (
 )
 from services.candidate.roles import METHOD_ROLES as CANDIDATE_ROLES
 from services.candidate.roles import SERVICE as CANDIDATE_SERVICE
-from shared.auth import ANY_ROLE, Principal, Role, current_principal, decisions
-from shared.contract import DIGEST_NAMES, RECOVERY_ACKNOWLEDGEMENTS, VERSIONS
-from shared.readonly_observation import READONLY_OBSERVATION
-from shared.rejected_boundary import REJECTED_BOUNDARY
-from shared.rejected_boundary_proto import corrective_provider, reviewed_rejection
-from shared.server import ServiceBinding
+from shared.continuity.readonly_observation import READONLY_OBSERVATION
+from shared.continuity.rejected_boundary import REJECTED_BOUNDARY
+from shared.contract.rejected_boundary_proto import corrective_provider, reviewed_rejection
+from shared.contract.terms import DIGEST_NAMES, RECOVERY_ACKNOWLEDGEMENTS, VERSIONS
+from shared.runtime.auth import ANY_ROLE, Principal, Role, current_principal, decisions
+from shared.runtime.server import ServiceBinding
 
 SERVICE = admission_pb2.DESCRIPTOR.services_by_name["AdmissionService"]
 OPERATORS = frozenset({Role.EXECUTION_OPERATOR})

@@ -6,9 +6,9 @@ import sys
 
 from services.candidate.downstream import GrpcCandidateSources
 from services.candidate.servicer import bindings
-from shared.bootstrap import BuildResult, run_service
-from shared.client import service_channel
-from shared.config import Settings
+from shared.runtime.bootstrap import BuildResult, run_service
+from shared.runtime.client import service_channel
+from shared.runtime.config import Settings
 
 
 def build(settings: Settings) -> BuildResult:

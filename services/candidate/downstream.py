@@ -1,6 +1,6 @@
 """The candidate's read-only sources over gRPC: the ledger process (LedgerService, PolicyService,
 ExecutionService) and the reconstruction service. Protobuf ↔ domain translation only; downstream
-refusals arrive as the typed domain errors they carried (shared.client.call)."""
+refusals arrive as the typed domain errors they carried (shared.runtime.client.call)."""
 
 from __future__ import annotations
 
@@ -36,11 +36,11 @@ from services.candidate.domain import (
     RunRecord,
     Snapshot,
 )
-from shared.client import call, stream
-from shared.contract import VERSIONS, enum_short_name
-from shared.errors import FailedPrecondition, Internal, InvalidArgument, NotFound
-from shared.journal_closure import payload_object
-from shared.timeutil import from_timestamp, to_text
+from shared.continuity.journal_closure import payload_object
+from shared.continuity.timeutil import from_timestamp, to_text
+from shared.contract.terms import VERSIONS, enum_short_name
+from shared.runtime.client import call, stream
+from shared.runtime.errors import FailedPrecondition, Internal, InvalidArgument, NotFound
 
 PAGE_SIZE: Final = 1000
 
@@ -125,7 +125,7 @@ def _reconstruction(found: reconstruction_pb2.ReconstructInvalidReadResponse) ->
 def _refusal(
     found: reconstruction_pb2.ReconstructionRefusal,
 ) -> FailedPrecondition | InvalidArgument:
-    """The typed error ReconstructInvalidRead would have raised (as ``shared.client.call``
+    """The typed error ReconstructInvalidRead would have raised (as ``shared.runtime.client.call``
     rebuilds it from the status)."""
     kind = (
         InvalidArgument

@@ -5,8 +5,8 @@ from __future__ import annotations
 from forge.continuity.v1 import candidate_pb2, common_pb2
 from services.candidate.domain.observation import ObservationProof
 from services.candidate.domain.recovery import RecoveryCandidate
-from shared.contract import enum_number
-from shared.handoff_proto import admissibility_handoff_to_proto
+from shared.contract.handoff_proto import admissibility_handoff_to_proto
+from shared.contract.terms import enum_number
 
 
 def recovery_candidate_to_proto(candidate: RecoveryCandidate) -> candidate_pb2.RecoveryCandidate:

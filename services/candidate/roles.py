@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from forge.continuity.v1 import candidate_pb2
-from shared.auth import Role
+from shared.runtime.auth import Role
 
 SERVICE = candidate_pb2.DESCRIPTOR.services_by_name["CandidateService"]
 

@@ -23,12 +23,12 @@ from services.candidate.domain.recovery import (
 )
 from services.candidate.recovery_proto import recovery_candidate_to_proto
 from services.candidate.roles import METHOD_ROLES, SERVICE
-from shared.auth import Role, current_principal
-from shared.contract import DEFAULT_VERSION, VERSIONS, enum_number
-from shared.errors import FieldViolation, InvalidArgument, Unavailable
-from shared.rejected_boundary_proto import reviewed_rejection
-from shared.server import ServiceBinding
-from shared.timeutil import utc_now
+from shared.continuity.timeutil import utc_now
+from shared.contract.rejected_boundary_proto import reviewed_rejection
+from shared.contract.terms import DEFAULT_VERSION, VERSIONS, enum_number
+from shared.runtime.auth import Role, current_principal
+from shared.runtime.errors import FieldViolation, InvalidArgument, Unavailable
+from shared.runtime.server import ServiceBinding
 
 
 def _required(field: str) -> InvalidArgument:

@@ -17,8 +17,8 @@ from forge.continuity.v1 import (
     policy_pb2_grpc,
     reconciliation_pb2_grpc,
 )
-from shared.client import call, open_channel
-from shared.config import DEFAULT_PORTS
+from shared.runtime.client import call, open_channel
+from shared.runtime.config import DEFAULT_PORTS
 
 TOKEN_VARIABLE: Final = "FORGE_TOKEN"  # noqa: S105 - the variable name, not a token
 TARGET_VARIABLES: Final[Mapping[str, str]] = {
@@ -38,7 +38,7 @@ def default_target(service: str, env: Mapping[str, str] | None = None) -> str:
 
 
 def invoke(method: grpc.UnaryUnaryMultiCallable[_Req, _Resp], request: _Req) -> _Resp:
-    """One call; a refusal is raised as the ``shared.errors`` exception the service sent."""
+    """One call; a refusal is raised as the ``shared.runtime.errors`` exception the service sent."""
     response: _Resp = call(method, request)
     return response
 

@@ -3,7 +3,7 @@
 A local refusal is an ``InvalidArgument`` (reason ``VERSION_UNSUPPORTED``,
 ``ACKNOWLEDGEMENT_REQUIRED`` or ``FIELD_INVALID``) whose metadata carries ``origin=client``, so a
 caller can tell that nothing left the process. The bounds and field lists come from
-``shared.contract``.
+``shared.contract.terms``.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
 from forge.continuity.v1 import candidate_pb2, common_pb2
-from shared.contract import DIGEST_NAMES, MAX_WINDOW_SECONDS, SUPPORTED_VERSIONS, VERSIONS
-from shared.errors import FieldViolation, InvalidArgument
-from shared.rejected_boundary_proto import corrective_provider as corrective
-from shared.rejected_boundary_proto import reviewed_rejection as reviewed
+from shared.contract.rejected_boundary_proto import corrective_provider as corrective
+from shared.contract.rejected_boundary_proto import reviewed_rejection as reviewed
+from shared.contract.terms import DIGEST_NAMES, MAX_WINDOW_SECONDS, SUPPORTED_VERSIONS, VERSIONS
+from shared.runtime.errors import FieldViolation, InvalidArgument
 
 #: Metadata of every refusal raised here: nothing was sent.
 ORIGIN = {"origin": "client"}

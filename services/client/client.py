@@ -12,7 +12,7 @@ one field is returned whole (every ``request_*`` submission returns its response
 ``outcome`` *and* ``created``, and ``verify_journal`` returns the whole verification). Paged reads
 (``policy_revisions``, ``journal``) fetch every page and return a list.
 
-Every refusal surfaces as the typed ``shared.errors`` exception the service raised
+Every refusal surfaces as the typed ``shared.runtime.errors`` exception the service raised
 (``InvalidArgument``, ``FailedPrecondition``, ``Aborted``, ``Conflict``, ``NotFound``,
 ``PermissionDenied``, ``Unauthenticated``, ``ResourceExhausted``, ``Unimplemented``,
 ``Unavailable`` …) with its ``reason``, ``metadata``, ``field_violations`` and

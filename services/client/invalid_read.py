@@ -11,7 +11,7 @@ from services.client._validation import (
     continuity_digests,
     validate_continuity_request,
 )
-from shared.contract import VERSIONS
+from shared.contract.terms import VERSIONS
 
 ContinuityResponse = (
     admission_pb2.RequestInvalidReadContinuityResponse

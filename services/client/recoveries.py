@@ -2,7 +2,7 @@
 
 Each submission is validated locally (identifiers, its acknowledgements exactly ``True``, the
 window, the candidate digest) before it is sent; the acknowledgement names come from
-``shared.contract.RECOVERY_ACKNOWLEDGEMENTS``.
+``shared.contract.terms.RECOVERY_ACKNOWLEDGEMENTS``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from services.client._validation import (
     check_reviewed_rejection,
     in_contract_order,
 )
-from shared.contract import RECOVERY_ACKNOWLEDGEMENTS
+from shared.contract.terms import RECOVERY_ACKNOWLEDGEMENTS
 
 
 def _acknowledged(workflow: str) -> dict[str, bool]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from shared.canonical import digest_of, sha256_digest
+from shared.continuity.canonical import digest_of, sha256_digest
 
 FIXTURE: Final = (
     Path(__file__).resolve().parents[2] / "tests" / "data" / "fixtures" / "observation_turn"

@@ -27,7 +27,7 @@ from forge.continuity.v1 import (
 )
 from services.demo.recovery_story import StoryStubs, refused, story_stubs
 from services.demo.seed import load_fixture, seed_held_run
-from shared.client import open_channel
+from shared.runtime.client import open_channel
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The verifier the demo's own ledger is started with.

@@ -22,8 +22,8 @@ from forge.continuity.v1 import (
     policy_pb2_grpc,
 )
 from services.demo.seed import load_fixture, seed_held_run
-from shared.client import open_channel
-from shared.errors import from_rpc_error
+from shared.runtime.client import open_channel
+from shared.runtime.errors import from_rpc_error
 
 #: The original operator of the ticket, who also holds factory administrator authority.
 ADMIN_OPERATOR = "dev-admin-operator-token"

@@ -24,10 +24,10 @@ from types import MappingProxyType
 from typing import Any
 
 from forge.continuity.v1 import common_pb2, ledger_pb2, ledger_pb2_grpc
-from shared.canonical import digest_of, sha256_digest
-from shared.contract import PROVIDER_TIMEOUT_V1
-from shared.policy_epochs import HISTORICAL_EPOCHS
-from shared.qualification import DEFAULT_QUALIFIED_PROFILE
+from shared.continuity.canonical import digest_of, sha256_digest
+from shared.continuity.policy_epochs import HISTORICAL_EPOCHS
+from shared.continuity.qualification import DEFAULT_QUALIFIED_PROFILE
+from shared.contract.terms import PROVIDER_TIMEOUT_V1
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "data" / "fixtures"
 K = common_pb2.JournalEntryKind

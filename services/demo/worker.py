@@ -8,8 +8,8 @@ import sys
 import time
 
 from forge.continuity.v1 import execution_pb2, execution_pb2_grpc, ledger_pb2, ledger_pb2_grpc
-from shared.canonical import digest_of
-from shared.client import open_channel
+from shared.continuity.canonical import digest_of
+from shared.runtime.client import open_channel
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from services.gateway.routes import contract_routes
-from shared.config import (
+from shared.runtime.config import (
     DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS,
     DEFAULT_GRACE_SECONDS,
     DEFAULT_MAX_MESSAGE_BYTES,

@@ -37,7 +37,7 @@ CONTRACT_MODULES: tuple[ModuleType, ...] = (
     candidate_pb2,
     admission_pb2,
 )
-# The gRPC server (shared.config service name) that hosts each service.
+# The gRPC server (shared.runtime.config service name) that hosts each service.
 SERVICE_SERVERS: Mapping[str, str] = {
     "forge.continuity.v1.LedgerService": "ledger",
     "forge.continuity.v1.PolicyService": "ledger",
@@ -126,7 +126,7 @@ class Route:
     response_body: str
     service: str  # full service name
     method: descriptor.MethodDescriptor
-    server: str  # shared.config service name of the hosting gRPC server
+    server: str  # shared.runtime.config service name of the hosting gRPC server
 
     @property
     def grpc_path(self) -> str:

@@ -16,7 +16,7 @@ import grpc
 from google.protobuf import any_pb2, json_format
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
-from shared.errors import ERROR_DOMAIN
+from shared.runtime.errors import ERROR_DOMAIN
 
 HTTP_STATUS_OF_CODE: Mapping[int, int] = {
     code_pb2.OK: 200,

@@ -15,10 +15,10 @@ from services.ledger.database import make_engine, require_current_schema
 from services.ledger.domain.verifier import load_verifier
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
-from shared.auth import current_role_names
-from shared.bootstrap import BuildResult, run_service
-from shared.config import Settings
-from shared.errors import FailedPrecondition
+from shared.runtime.auth import current_role_names
+from shared.runtime.bootstrap import BuildResult, run_service
+from shared.runtime.config import Settings
+from shared.runtime.errors import FailedPrecondition
 
 # The deployment's reconciliation verifier, "package.module:attribute"; unset: the refusing default.
 VERIFIER_VARIABLE = "FORGE_RECONCILIATION_VERIFIER"

@@ -19,7 +19,7 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import DisconnectionError
 
-from shared.errors import FailedPrecondition, Unavailable
+from shared.runtime.errors import FailedPrecondition, Unavailable
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SQLITE_BEGIN_OPTION = "forge_sqlite_begin"

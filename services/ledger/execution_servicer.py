@@ -9,8 +9,8 @@ from services.ledger.domain.admission import WorkerSource
 from services.ledger.domain.execution import RequestState
 from services.ledger.proto_convert import execution_request_to_proto, state_from_proto
 from services.ledger.service import Ledger
-from shared.auth import current_principal
-from shared.errors import FieldViolation, InvalidArgument
+from shared.runtime.auth import current_principal
+from shared.runtime.errors import FieldViolation, InvalidArgument
 
 
 class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from forge.continuity.v1 import common_pb2, inspection_pb2
+from services.ledger.domain.credential_screening import Finding
 from services.ledger.domain.inspection import RecordReport
 from services.ledger.transactions.inspection import EntryReport, JournalInspection
-from shared.contract import enum_number
-from shared.credential_screening import Finding
+from shared.contract.terms import enum_number
 
 
 def _findings(findings: tuple[Finding, ...]) -> list[inspection_pb2.CredentialFinding]:

@@ -8,7 +8,7 @@ import logging
 import sys
 
 from services.ledger.database import current_revision, make_engine, upgrade
-from shared.config import load_settings
+from shared.runtime.config import load_settings
 
 
 def main(argv: list[str] | None = None) -> int:

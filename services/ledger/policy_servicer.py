@@ -10,8 +10,8 @@ from forge.continuity.v1 import policy_pb2, policy_pb2_grpc
 from services.ledger.domain.policy import PolicySettings
 from services.ledger.proto_convert import policy_to_proto
 from services.ledger.service import Ledger
-from shared.auth import current_principal
-from shared.errors import FieldViolation, InvalidArgument
+from shared.runtime.auth import current_principal
+from shared.runtime.errors import FieldViolation, InvalidArgument
 
 
 class PolicyServicer(policy_pb2_grpc.PolicyServiceServicer):

@@ -8,9 +8,9 @@ from dataclasses import asdict
 from forge.continuity.v1 import common_pb2
 from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
 from services.ledger.domain.policy import PolicyRevision
-from shared.contract import enum_number, enum_short_name
-from shared.errors import FieldViolation, InvalidArgument
-from shared.timeutil import to_timestamp
+from shared.continuity.timeutil import to_timestamp
+from shared.contract.terms import enum_number, enum_short_name
+from shared.runtime.errors import FieldViolation, InvalidArgument
 
 
 def policy_to_proto(policy: PolicyRevision) -> common_pb2.Policy:

@@ -23,11 +23,11 @@ from services.ledger.domain.reconciliation import (
 from services.ledger.service import Ledger
 from services.ledger.transactions.reconciliation import Reconciled
 from services.ledger.transactions.reconciliation_review import Inspection
-from shared.admissibility import Unresolved
-from shared.auth import current_principal
-from shared.contract import enum_number, enum_short_name
-from shared.handoff_proto import admissibility_handoff_to_proto, refusal_to_hold
-from shared.timeutil import to_timestamp
+from shared.continuity.admissibility import Unresolved
+from shared.continuity.timeutil import to_timestamp
+from shared.contract.handoff_proto import admissibility_handoff_to_proto, refusal_to_hold
+from shared.contract.terms import enum_number, enum_short_name
+from shared.runtime.auth import current_principal
 
 ToProto = Callable[[ExecutionRequestRecord], common_pb2.ExecutionRequest]
 

@@ -9,8 +9,8 @@ from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.recoveries import NEVER_CLAIMED
 from services.ledger.transactions.readonly_observation import ObservationInput
 from services.ledger.transactions.recovery_input import Recovery, RecoveryInput
-from shared.rejected_boundary_proto import corrective_provider, reviewed_rejection
-from shared.timeutil import to_timestamp
+from shared.continuity.timeutil import to_timestamp
+from shared.contract.rejected_boundary_proto import corrective_provider, reviewed_rejection
 
 
 def recovery_input(request: ledger_pb2.CommitInvalidReadRecoveryRequest) -> RecoveryInput:

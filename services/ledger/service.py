@@ -36,9 +36,9 @@ from services.ledger.transactions.journal import JournalFollowers, JournalPage
 from services.ledger.transactions.reconciliation import Reconciled
 from services.ledger.transactions.reconciliation_review import Inspection
 from services.ledger.transactions.recovery_input import Recovery, RecoveryInput
-from shared.config import journal_follower_limit
-from shared.journal_chain import Verification
-from shared.timeutil import Clock, utc_now
+from shared.continuity.journal_chain import Verification
+from shared.continuity.timeutil import Clock, utc_now
+from shared.runtime.config import journal_follower_limit
 
 
 class Ledger:

@@ -35,12 +35,12 @@ from services.ledger.recovery_proto import recovery_input, recovery_to_proto
 from services.ledger.service import Ledger
 from services.ledger.transactions.admission import Admission
 from services.ledger.transactions.snapshot import SnapshotBlob, SnapshotHeader
-from shared.auth import ANY_ROLE, Role, current_principal
-from shared.contract import DIGEST_NAMES, enum_number, enum_short_name
-from shared.errors import FieldViolation, InvalidArgument
-from shared.journal_chain import Verification
-from shared.server import ServiceBinding
-from shared.timeutil import timestamp_field, to_text, to_timestamp
+from shared.continuity.journal_chain import Verification
+from shared.continuity.timeutil import timestamp_field, to_text, to_timestamp
+from shared.contract.terms import DIGEST_NAMES, enum_number, enum_short_name
+from shared.runtime.auth import ANY_ROLE, Role, current_principal
+from shared.runtime.errors import FieldViolation, InvalidArgument
+from shared.runtime.server import ServiceBinding
 
 
 def kind_from_proto(value: int) -> EntryKind:

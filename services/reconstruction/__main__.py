@@ -6,10 +6,10 @@ import sys
 
 from forge.continuity.v1 import reconstruction_pb2, reconstruction_pb2_grpc
 from services.reconstruction.servicer import ReconstructionServicer
-from shared.auth import ANY_ROLE
-from shared.bootstrap import BuildResult, run_service
-from shared.config import Settings
-from shared.server import ServiceBinding
+from shared.runtime.auth import ANY_ROLE
+from shared.runtime.bootstrap import BuildResult, run_service
+from shared.runtime.config import Settings
+from shared.runtime.server import ServiceBinding
 
 
 def bindings() -> list[ServiceBinding]:

@@ -20,9 +20,9 @@ from services.reconstruction.domain import (
     reproduce_pending_request,
 )
 from services.reconstruction.domain.observation import reconstruct_readonly_observation
-from shared.canonical import CanonicalJsonError, canonical_text, parse_json
-from shared.contract import VERSION_BY_RECONSTRUCTION_ENUM
-from shared.errors import FailedPrecondition, FieldViolation, InvalidArgument
+from shared.continuity.canonical import CanonicalJsonError, canonical_text, parse_json
+from shared.contract.terms import VERSION_BY_RECONSTRUCTION_ENUM
+from shared.runtime.errors import FailedPrecondition, FieldViolation, InvalidArgument
 
 
 def _required(field: str) -> InvalidArgument:

@@ -24,7 +24,7 @@ from services.candidate.servicer import bindings as candidate_bindings
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
 from services.reconstruction.__main__ import bindings as reconstruction_bindings
-from shared.client import open_channel
+from shared.runtime.client import open_channel
 from tests.support import Served, admission_downstream, serve
 
 
@@ -105,6 +105,6 @@ def stack(ledger: Ledger) -> Iterator[Stack]:
 
 
 def rpc_reason(error: grpc.RpcError) -> str:
-    from shared.errors import from_rpc_error
+    from shared.runtime.errors import from_rpc_error
 
     return from_rpc_error(error).reason

@@ -7,7 +7,7 @@ import pytest
 from forge.continuity.v1 import admission_pb2, common_pb2
 from services.admission.servicer import Call, binding, routes
 from services.candidate.servicer import bindings as candidate_bindings
-from shared.auth import Principal, Role
+from shared.runtime.auth import Principal, Role
 from tests.support import admission_downstream
 
 

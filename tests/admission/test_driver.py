@@ -9,8 +9,14 @@ import pytest
 
 from services.admission.domain import HoldView
 from services.admission.driver import Stored, Submitted, submit
-from shared.errors import Aborted, Conflict, DomainError, FailedPrecondition, InvalidArgument
-from shared.idempotency import StoredAction
+from shared.continuity.idempotency import StoredAction
+from shared.runtime.errors import (
+    Aborted,
+    Conflict,
+    DomainError,
+    FailedPrecondition,
+    InvalidArgument,
+)
 
 DIGEST_A = "sha256:" + "a" * 64
 DIGEST_B = "sha256:" + "b" * 64

@@ -18,10 +18,10 @@ from services.admission.workflows.invalid_read import (
     InvalidReadContinuity,
     Reconstruction,
 )
-from shared.canonical import canonical_bytes
-from shared.contract import DIGEST_NAMES, VERSIONS
-from shared.errors import FailedPrecondition, InvalidArgument, NotFound
-from shared.idempotency import StoredAction
+from shared.continuity.canonical import canonical_bytes
+from shared.continuity.idempotency import StoredAction
+from shared.contract.terms import DIGEST_NAMES, VERSIONS
+from shared.runtime.errors import FailedPrecondition, InvalidArgument, NotFound
 from tests.support import admission_downstream
 
 DIGESTS = {name: "sha256:" + str(index) * 64 for index, name in enumerate(DIGEST_NAMES)}

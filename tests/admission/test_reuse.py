@@ -14,8 +14,8 @@ from services.admission.downstream import Downstream
 from services.admission.driver import submit
 from services.admission.workflows.invalid_read import ContinuityRequest, InvalidReadContinuity
 from services.demo.seed import load_fixture, seed_held_run
-from shared.canonical import canonical_text, sha256_digest
-from shared.contract import DIGEST_NAMES, VERSIONS
+from shared.continuity.canonical import canonical_text, sha256_digest
+from shared.contract.terms import DIGEST_NAMES, VERSIONS
 from tests.admission.conftest import Stack
 
 FIXTURE = load_fixture("v1_basic")
@@ -74,7 +74,7 @@ class Recorder:
     committed: list[ledger_pb2.CommitAdmissionRequest] = field(default_factory=list)
 
     def GetAdmission(self, request: Any) -> Any:
-        from shared.errors import NotFound
+        from shared.runtime.errors import NotFound
 
         raise NotFound("ADMISSION_NOT_FOUND", "none")
 

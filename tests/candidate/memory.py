@@ -23,9 +23,9 @@ from services.candidate.domain import (
     ResponseAnalysis,
     RunRecord,
 )
-from shared.canonical import GENESIS_HASH, canonical_text, sha256_digest
-from shared.errors import DomainError
-from shared.journal_chain import entry_hash
+from shared.continuity.canonical import GENESIS_HASH, canonical_text, sha256_digest
+from shared.continuity.journal_chain import entry_hash
+from shared.runtime.errors import DomainError
 
 CHECKPOINT = b'{"checkpoint":1}'
 RESPONSE = b'{"choices":[]}'

@@ -17,8 +17,8 @@ from services.candidate.domain import (
     gather_facts,
 )
 from services.candidate.domain.workflows import holds_of
-from shared.canonical import sha256_digest
-from shared.errors import FailedPrecondition
+from shared.continuity.canonical import sha256_digest
+from shared.runtime.errors import FailedPrecondition
 
 from .memory import (
     CHECKPOINT_DIGEST,

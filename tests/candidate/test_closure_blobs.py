@@ -18,7 +18,7 @@ from sqlalchemy import text
 from forge.continuity.v1 import candidate_pb2, common_pb2, ledger_pb2
 from services.candidate.downstream import GrpcCandidateSources
 from services.candidate.servicer import bindings as candidate_bindings
-from shared.client import open_channel
+from shared.runtime.client import open_channel
 from tests.support import Served, serve
 
 from .conftest import NOW, Candidate, Stack, hold_pairs

@@ -22,9 +22,9 @@ from services.candidate.domain import (
     ResponseAnalysis,
     RunRecord,
 )
-from shared.canonical import GENESIS_HASH
-from shared.contract import enum_number, enum_short_name
-from shared.errors import Aborted, InvalidArgument
+from shared.continuity.canonical import GENESIS_HASH
+from shared.contract.terms import enum_number, enum_short_name
+from shared.runtime.errors import Aborted, InvalidArgument
 
 DOMAIN = Path(__file__).resolve().parents[2] / "services" / "candidate" / "domain"
 RUN = RunRecord(
@@ -113,7 +113,7 @@ def test_the_domain_imports_no_transport() -> None:
 
 
 def test_every_domain_hold_reason_and_requirement_is_a_contract_value() -> None:
-    """The servicer translates by name (shared.contract): every domain value must exist in the
+    """The servicer translates by name (shared.contract.terms): every domain value must exist in the
     contract (the contract also has the recovery workflows' reasons)."""
     for domain, contract in (
         (HoldReason, common_pb2.HoldReason),

@@ -12,7 +12,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from forge.continuity.v1 import candidate_pb2, common_pb2, ledger_pb2, policy_pb2
 from services.demo.seed import load_fixture
 from services.reconstruction.domain import reconstruct_invalid_read
-from shared.canonical import digest_of, parse_json, sha256_digest
+from shared.continuity.canonical import digest_of, parse_json, sha256_digest
 from tests.errors import expect_error
 
 from .conftest import NOW, Candidate, Stack, actions, hold_pairs, requirements

@@ -17,8 +17,8 @@ from services.candidate.servicer import bindings as candidate_bindings
 from services.demo.seed import FIXTURES, Entry, load_fixture
 from services.ledger.schema import execution_requests
 from services.reconstruction.domain import reconstruct_invalid_read
-from shared.canonical import digest_of, sha256_digest
-from shared.client import open_channel
+from shared.continuity.canonical import digest_of, sha256_digest
+from shared.runtime.client import open_channel
 from tests.errors import expect_error
 from tests.support import serve
 

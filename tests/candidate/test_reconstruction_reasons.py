@@ -7,7 +7,7 @@ import pytest
 from services.candidate.domain import HoldReason
 from services.candidate.domain.checks.reconstruction_reasons import FINDING_HOLDS, REFUSAL_HOLDS
 from services.reconstruction.domain import ANALYSIS_REASONS, REFUSAL_REASONS
-from shared.errors import FailedPrecondition, Internal, InvalidArgument
+from shared.runtime.errors import FailedPrecondition, Internal, InvalidArgument
 
 from .memory import RESPONSE_DIGEST, MemorySources, evaluator, with_finding
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from services.candidate.servicer import _caller
-from shared.auth import Principal, Role, reset_current_principal, set_current_principal
+from shared.runtime.auth import Principal, Role, reset_current_principal, set_current_principal
 
 
 @pytest.mark.parametrize(

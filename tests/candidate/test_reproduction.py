@@ -11,10 +11,10 @@ import pytest
 
 from services.candidate.domain import HoldReason, PendingReproduction
 from services.candidate.domain.reproduction import reproduction_check
-from shared.canonical import sha256_digest
-from shared.errors import FailedPrecondition
-from shared.rejected_boundary import ReviewedRejection
-from shared.request_history import RequestHistory, request_history
+from shared.continuity.canonical import sha256_digest
+from shared.continuity.rejected_boundary import ReviewedRejection
+from shared.continuity.request_history import RequestHistory, request_history
+from shared.runtime.errors import FailedPrecondition
 
 CHECKPOINT = b'{"derived":1}'
 DIGEST = sha256_digest(CHECKPOINT)

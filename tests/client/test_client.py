@@ -8,8 +8,14 @@ import pytest
 from forge.continuity.v1 import common_pb2
 from services.client import ContinuityClient
 from services.client import ledger as ledger_module
-from shared.config import DEFAULT_PORTS
-from shared.errors import Aborted, InvalidArgument, NotFound, PermissionDenied, Unauthenticated
+from shared.runtime.config import DEFAULT_PORTS
+from shared.runtime.errors import (
+    Aborted,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+)
 from tests.client.conftest import ClientFactory, seed
 from tests.support import Served
 

@@ -7,7 +7,7 @@ import inspect
 
 from services.client import ContinuityClient
 from services.client.cli import build_parser
-from shared.contract import RECOVERY_ACKNOWLEDGEMENTS
+from shared.contract.terms import RECOVERY_ACKNOWLEDGEMENTS
 
 PUBLIC_METHODS = {
     "close",

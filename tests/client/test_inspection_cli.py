@@ -7,8 +7,8 @@ import json
 
 from forge.continuity.v1 import inspection_pb2, ledger_pb2_grpc
 from services.demo.seed import load_fixture, seed_held_run
-from shared.canonical import canonical_bytes, digest_of
-from shared.errors import NotFound
+from shared.continuity.canonical import canonical_bytes, digest_of
+from shared.runtime.errors import NotFound
 from tests.client.conftest import ClientFactory, CliRunner, lines
 from tests.support import Served
 

@@ -14,7 +14,7 @@ import pytest
 
 from forge.continuity.v1 import candidate_pb2, common_pb2
 from services.client import ContinuityClient
-from shared.errors import InvalidArgument, Unavailable
+from shared.runtime.errors import InvalidArgument, Unavailable
 
 DIGESTS = common_pb2.ContinuityDigests(
     candidate_digest="sha256:" + "a" * 64,

@@ -18,8 +18,8 @@ from services.client import ContinuityClient
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
 from services.reconstruction.__main__ import bindings as reconstruction_bindings
-from shared.client import open_channel
-from shared.errors import (
+from shared.runtime.client import open_channel
+from shared.runtime.errors import (
     Conflict,
     DomainError,
     FailedPrecondition,

@@ -1,6 +1,6 @@
 """The deploy files name exactly the services, ports, environment variables and commands the code
 reads. Docker and Kubernetes cannot run where the tests run, so these checks are what keeps
-deploy/Dockerfile, deploy/compose.yaml and deploy/k8s/ honest against shared/config.py.
+deploy/Dockerfile, deploy/compose.yaml and deploy/k8s/ honest against shared/runtime/config.py.
 
 A service whose ``python -m services.<name>`` module does not exist yet fails here on purpose.
 """
@@ -29,8 +29,8 @@ from packaging.specifiers import SpecifierSet
 
 from services.gateway.config import DEFAULT_GATEWAY_PORT, GATEWAY, GATEWAY_PORT_VARIABLE
 from services.gateway.config import SERVERS as GATEWAY_CALLS
-from shared.auth import PrincipalDirectory, Role
-from shared.config import (
+from shared.runtime.auth import PrincipalDirectory, Role
+from shared.runtime.config import (
     DEFAULT_GRACE_SECONDS,
     DEFAULT_PORTS,
     ENVIRONMENT,
@@ -38,7 +38,7 @@ from shared.config import (
     port_variable,
     target_variable,
 )
-from shared.errors import DomainError
+from shared.runtime.errors import DomainError
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -91,7 +91,8 @@ def why_not_runnable(module: str) -> str | None:
 
 
 def test_environment_lists_every_variable_the_code_reads() -> None:
-    """The manifests are checked against shared.config.ENVIRONMENT; that list must be complete."""
+    """The manifests are checked against shared.runtime.config.ENVIRONMENT; that list must be
+    complete."""
     pattern = re.compile(r"""["'](FORGE_[A-Z0-9_]+|OTEL_[A-Z0-9_]+)["']""")
     sources = [*(ROOT / "services").rglob("*.py"), *(ROOT / "shared").glob("*.py")]
     read = {
@@ -392,7 +393,7 @@ def test_compose_sets_only_variables_the_code_reads(compose: dict[str, Any]) -> 
     for name in (*SERVICE_NAMES, COMPOSE_MIGRATE):
         unknown = set(compose_env(compose["services"][name])) - set(ENVIRONMENT)
         assert not unknown, (
-            f"compose {name} sets variables shared/config.py does not read: {unknown}"
+            f"compose {name} sets variables shared/runtime/config.py does not read: {unknown}"
         )
 
 
@@ -713,11 +714,13 @@ def k8s_containers(cluster: Cluster) -> Iterator[tuple[str, dict[str, Any]]]:
 def test_k8s_sets_only_variables_the_code_reads(cluster: Cluster) -> None:
     for where, container in k8s_containers(cluster):
         unknown = set(cluster.container_env(container)) - set(ENVIRONMENT)
-        assert not unknown, f"{where} sets variables shared/config.py does not read: {unknown}"
+        assert not unknown, (
+            f"{where} sets variables shared/runtime/config.py does not read: {unknown}"
+        )
     unknown = set().union(*(cluster.config_map(n) for n in cluster.of_kind("ConfigMap"))) - set(
         ENVIRONMENT
     )
-    assert not unknown, f"ConfigMap keys shared/config.py does not read: {unknown}"
+    assert not unknown, f"ConfigMap keys shared/runtime/config.py does not read: {unknown}"
 
 
 def service_host(target: str, namespace: str) -> tuple[str, int]:
@@ -937,7 +940,7 @@ def _check_gateway_env(where: str, env: Mapping[str, object], host_of: dict[str,
     for variable in GATEWAY_OWN_NOTHING:
         assert variable not in env, f"{where}: the gateway must not be given {variable}"
     unknown = set(env) - set(ENVIRONMENT)
-    assert not unknown, f"{where} sets variables shared/config.py does not read: {unknown}"
+    assert not unknown, f"{where} sets variables shared/runtime/config.py does not read: {unknown}"
 
 
 def test_compose_gateway(compose: dict[str, Any]) -> None:

@@ -32,7 +32,7 @@ from services.ledger.database import make_engine, upgrade
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
 from services.reconstruction.__main__ import bindings as reconstruction_bindings
-from shared.client import open_channel
+from shared.runtime.client import open_channel
 from tests.support import Served, admission_downstream, row_counts, serve
 
 STARTUP_SECONDS = 15.0

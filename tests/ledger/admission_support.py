@@ -11,9 +11,9 @@ from forge.continuity.v1 import (
     policy_pb2,
 )
 from services.demo.seed import CONFIGURATION_DIGEST, SeededRun, load_fixture, seed_held_run
-from shared.canonical import digest_of, sha256_digest
-from shared.contract import enum_short_name
-from shared.qualification import DEFAULT_QUALIFIED_PROFILE
+from shared.continuity.canonical import digest_of, sha256_digest
+from shared.continuity.qualification import DEFAULT_QUALIFIED_PROFILE
+from shared.contract.terms import enum_short_name
 from tests.ledger.conftest import LedgerClients
 
 FIXTURE = load_fixture("v1_basic")

@@ -14,9 +14,9 @@ from forge.continuity.v1 import (
     ledger_pb2_grpc,
 )
 from services.demo.seed import load_fixture, seed_held_run
-from shared.canonical import digest_of, sha256_digest
-from shared.errors import from_rpc_error
-from shared.timeutil import to_timestamp
+from shared.continuity.canonical import digest_of, sha256_digest
+from shared.continuity.timeutil import to_timestamp
+from shared.runtime.errors import from_rpc_error
 from tests.errors import expect_error
 from tests.ledger.admission_support import (
     DERIVED,

@@ -11,7 +11,7 @@ from sqlalchemy import Engine
 
 from forge.continuity.v1 import common_pb2, ledger_pb2
 from services.demo.seed import Entry
-from shared.canonical import digest_of
+from shared.continuity.canonical import digest_of
 from tests.errors import expect_error
 from tests.ledger.admission_support import commit, commit_request, enable_policy, seed
 from tests.ledger.conftest import LedgerClients

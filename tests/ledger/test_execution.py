@@ -14,7 +14,7 @@ from forge.continuity.v1 import (
     execution_pb2,
     ledger_pb2,
 )
-from shared.canonical import digest_of
+from shared.continuity.canonical import digest_of
 from tests.errors import expect_error
 from tests.ledger.admission_support import (
     S,

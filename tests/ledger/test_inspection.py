@@ -12,8 +12,8 @@ from sqlalchemy import Engine, text
 
 from forge.continuity.v1 import common_pb2, inspection_pb2
 from services.demo.seed import HeldRunFixture, load_fixture, seed_held_run
-from shared.canonical import canonical_bytes, digest_of, sha256_digest
-from shared.credential_screening import RULES_VERSION, field_count
+from services.ledger.domain.credential_screening import RULES_VERSION, field_count
+from shared.continuity.canonical import canonical_bytes, digest_of, sha256_digest
 from tests.errors import expect_error
 from tests.ledger.conftest import LedgerClients
 from tests.support import row_counts

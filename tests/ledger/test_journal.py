@@ -11,8 +11,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from sqlalchemy import Engine, text
 
 from forge.continuity.v1 import common_pb2, ledger_pb2
-from shared.canonical import GENESIS_HASH, parse_json
-from shared.journal_chain import entry_hash
+from shared.continuity.canonical import GENESIS_HASH, parse_json
+from shared.continuity.journal_chain import entry_hash
 from tests.errors import expect_error
 from tests.ledger.conftest import LedgerClients, run_request
 from tests.support import row_counts
@@ -162,7 +162,7 @@ def test_thirty_two_concurrent_writers_on_an_empty_run_never_fork(
                     return
                 with lock:
                     aborted[0] += 1
-                from shared.errors import from_rpc_error
+                from shared.runtime.errors import from_rpc_error
 
                 head = from_rpc_error(error).metadata["current_head_hash"]
         with lock:

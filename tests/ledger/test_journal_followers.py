@@ -19,12 +19,12 @@ from services.ledger.repository import journal as journal_rows
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
 from services.ledger.transactions.base import LedgerContext
-from shared.config import (
+from shared.runtime.config import (
     DEFAULT_MAX_JOURNAL_FOLLOWERS,
     DEFAULT_SERVER_THREADS,
     journal_follower_limit,
 )
-from shared.server import start_server
+from shared.runtime.server import start_server
 from tests.errors import expect_error
 from tests.ledger.conftest import LedgerClients, run_request
 from tests.support import serve

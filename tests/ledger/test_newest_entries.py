@@ -10,7 +10,7 @@ from services.ledger.domain.journal import EntryKind, seal
 from services.ledger.domain.runs import Run, RunSpec
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import runs as run_rows
-from shared.canonical import GENESIS_HASH
+from shared.continuity.canonical import GENESIS_HASH
 
 K = EntryKind
 ASKED = (K.RUN_STARTED, K.CHECKPOINT_STORED, K.RESPONSE_CONSUMED)

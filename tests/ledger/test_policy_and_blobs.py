@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from forge.continuity.v1 import common_pb2, ledger_pb2, policy_pb2
-from shared.canonical import sha256_digest
+from shared.continuity.canonical import sha256_digest
 from tests.errors import expect_error
 from tests.ledger.conftest import LedgerClients
 

@@ -13,10 +13,10 @@ from sqlalchemy import Engine
 
 from forge.continuity.v1 import common_pb2, ledger_pb2
 from services.demo.seed import HISTORICAL_CHECKPOINT_MODE
-from shared import policy_epochs
-from shared.canonical import digest_of
-from shared.policy_epochs import CURRENT_EPOCH, catalog_digest
-from shared.qualification import DEFAULT_QUALIFIED_PROFILE
+from shared.continuity import policy_epochs
+from shared.continuity.canonical import digest_of
+from shared.continuity.policy_epochs import CURRENT_EPOCH, catalog_digest
+from shared.continuity.qualification import DEFAULT_QUALIFIED_PROFILE
 from tests.errors import expect_error
 from tests.ledger.admission_support import (
     claim_request,

@@ -18,7 +18,7 @@ from forge.continuity.v1 import (
 )
 from services.candidate.downstream import entry_from_proto
 from services.ledger.transactions import snapshot
-from shared.journal_closure import closure_of
+from shared.continuity.journal_closure import closure_of
 from tests.errors import expect_error
 from tests.ledger.conftest import LedgerClients, run_request
 from tests.ledger.test_journal import K, append, journal

@@ -22,7 +22,7 @@ from services.ledger.database import (
     require_current_schema,
     required_revision,
 )
-from shared.errors import FailedPrecondition
+from shared.runtime.errors import FailedPrecondition
 from tests.polyglot.process import running_ledger
 from tests.support import principals_document
 

@@ -12,14 +12,14 @@ from services.ledger.domain.reconciliation import (
     ReconciliationRecordError,
     StoredReconciliation,
 )
-from shared.admissibility import (
+from shared.continuity.admissibility import (
     MARK_UNRESOLVED,
     BoundRequest,
     Consumed,
     Handoff,
     PermittedAction,
 )
-from shared.canonical import digest_of
+from shared.continuity.canonical import digest_of
 
 HANDOFF = Handoff(
     bound_requests=(BoundRequest("req-1", "exr_1", "claimed", True, False),),

@@ -11,7 +11,7 @@ from services.ledger.domain.recoveries import (
     RecoveryRecordError,
     StoredRecovery,
 )
-from shared.canonical import digest_of
+from shared.continuity.canonical import digest_of
 
 RECOVERY = StoredRecovery(
     run_id="run-1",

@@ -15,7 +15,7 @@ from services.ledger.domain.execution import ExecutionRequestRecord, RequestStat
 from services.ledger.domain.tickets import RECORD_VERSION, StoredTicket, TicketRecordError
 from services.ledger.schema import admission_tickets
 from services.ledger.servicer import ticket_to_proto
-from shared.canonical import digest_of
+from shared.continuity.canonical import digest_of
 from tests.ledger.admission_support import commit, commit_request, enable_policy, seed
 from tests.ledger.conftest import LedgerClients
 

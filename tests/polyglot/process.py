@@ -24,7 +24,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc
-from shared.client import open_channel
+from shared.runtime.client import open_channel
 from tests.support import principals_document
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

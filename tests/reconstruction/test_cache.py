@@ -11,7 +11,7 @@ import pytest
 from forge.continuity.v1 import reconstruction_pb2
 from services.reconstruction.cache import ContentCache, content_key
 from services.reconstruction.servicer import ReconstructionServicer
-from shared.errors import FailedPrecondition, InvalidArgument
+from shared.runtime.errors import FailedPrecondition, InvalidArgument
 
 CASE = Path(__file__).resolve().parents[1] / "data" / "fixtures" / "v1_basic"
 MANIFEST = json.loads((CASE.parent / "manifest.json").read_text())

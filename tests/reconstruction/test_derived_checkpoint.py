@@ -15,7 +15,7 @@ from services.reconstruction.domain import (
     reconstruct_invalid_read,
 )
 from services.reconstruction.domain.projection import project
-from shared.canonical import canonical_bytes, sha256_digest
+from shared.continuity.canonical import canonical_bytes, sha256_digest
 
 from .conftest import FIXTURES, Case, load_case
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from services.reconstruction.domain import reconstruct_invalid_read
-from shared.errors import DomainError, FailedPrecondition
+from shared.runtime.errors import DomainError, FailedPrecondition
 
 from .conftest import MANIFEST, load_case
 

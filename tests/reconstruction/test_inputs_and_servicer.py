@@ -11,7 +11,7 @@ from services.reconstruction.domain import reconstruct_invalid_read
 from services.reconstruction.servicer import ReconstructionServicer
 from services.reconstruction.worker_adapter.evidence import CURRENT_ENVELOPE_SCHEMA
 from services.reconstruction.worker_adapter.historical import EVIDENCE_QUERY_26_10_1
-from shared.errors import FailedPrecondition, InvalidArgument
+from shared.runtime.errors import FailedPrecondition, InvalidArgument
 
 from .conftest import Case
 

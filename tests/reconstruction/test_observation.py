@@ -13,8 +13,8 @@ import pytest
 from services.demo.observation_turn import EVIDENCE_CALL, LIST_CALL, LISTED, consumed_turn
 from services.reconstruction.domain import reconstruct_invalid_read, reproduce_pending_request
 from services.reconstruction.domain.observation import reconstruct_readonly_observation
-from shared.canonical import canonical_bytes, digest_of
-from shared.errors import FailedPrecondition
+from shared.continuity.canonical import canonical_bytes, digest_of
+from shared.runtime.errors import FailedPrecondition
 
 AT = "2026-12-03T07:00:00.000000Z"
 UNAVAILABLE = {"status": "observation_unavailable", "reason": "original_read_result_not_retained"}

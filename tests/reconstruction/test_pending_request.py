@@ -20,8 +20,8 @@ from services.reconstruction.domain import (
     reproduce_pending_request,
     sealed,
 )
-from shared.canonical import canonical_bytes, digest_of, sha256_digest
-from shared.errors import FailedPrecondition, InvalidArgument
+from shared.continuity.canonical import canonical_bytes, digest_of, sha256_digest
+from shared.runtime.errors import FailedPrecondition, InvalidArgument
 from tests.errors import expect_error
 from tests.support import serve
 

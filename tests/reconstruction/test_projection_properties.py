@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.reconstruction.domain.projection import MAX_COUNTER, project
-from shared.errors import FailedPrecondition
+from shared.runtime.errors import FailedPrecondition
 
 from .conftest import load_case
 
@@ -115,7 +115,7 @@ def test_projection_never_changes_its_input() -> None:
 
 
 def test_history_usage_limits_round_trip_in_canonical_json() -> None:
-    from shared.canonical import canonical_bytes
+    from shared.continuity.canonical import canonical_bytes
 
     state = _state()
     projected = project(state).state

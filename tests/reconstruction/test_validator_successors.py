@@ -21,8 +21,8 @@ from services.reconstruction.worker_adapter.historical import (
     reviewed_successor,
     source_hash,
 )
-from shared.errors import DomainError
-from shared.sdk_epochs import REVIEWED_VALIDATOR_SOURCES, validator_standing
+from shared.continuity.sdk_epochs import REVIEWED_VALIDATOR_SOURCES, validator_standing
+from shared.runtime.errors import DomainError
 
 ORIGINAL = EVIDENCE_QUERY_26_10_1.source_file.read_text(encoding="utf-8")
 

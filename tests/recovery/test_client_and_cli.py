@@ -8,7 +8,7 @@ import pytest
 
 from services.client.cli import main
 from services.client.client import ContinuityClient
-from shared.errors import Conflict
+from shared.runtime.errors import Conflict
 from tests.admission.conftest import Stack
 from tests.recovery.test_never_claimed import ADA, ADA_IDENTITY, admit, fail_unclaimed
 

@@ -18,7 +18,7 @@ from forge.continuity.v1 import (
     ledger_pb2,
 )
 from services.demo.seed import load_fixture, seed_held_run
-from shared.errors import DomainError
+from shared.runtime.errors import DomainError
 from tests.admission.conftest import Stack, submission
 from tests.errors import expect_error
 from tests.recovery.conftest import Authority, race_two_ids

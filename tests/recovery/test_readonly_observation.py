@@ -28,7 +28,7 @@ from services.demo.provider import RefusingProvider
 from services.demo.seed import seed_held_run
 from services.reconstruction.domain import reproduce_pending_request
 from services.reconstruction.domain.observation import reconstruct_readonly_observation
-from shared.canonical import canonical_bytes, parse_json, sha256_digest
+from shared.continuity.canonical import canonical_bytes, parse_json, sha256_digest
 from tests.admission.conftest import Stack, rpc_reason
 from tests.admission.conftest import submission as continuity
 from tests.recovery.conftest import Authority, race_two_ids

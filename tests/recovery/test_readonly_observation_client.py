@@ -10,7 +10,7 @@ import pytest
 
 from services.client.cli import main
 from services.demo.provider import RefusingProvider
-from shared.errors import Conflict, InvalidArgument
+from shared.runtime.errors import Conflict, InvalidArgument
 from tests.admission.conftest import Stack
 from tests.recovery.test_client_and_cli import client
 from tests.recovery.test_never_claimed import ADA, ADA_IDENTITY

@@ -20,7 +20,7 @@ from forge.continuity.v1 import (
 from services.demo.seed import load_fixture, seed_held_run
 from services.ledger.domain.verifier import VerificationProof, VerificationSubject
 from services.ledger.service import Ledger
-from shared.errors import DomainError
+from shared.runtime.errors import DomainError
 from tests.admission.conftest import Stack, submission
 from tests.errors import expect_error
 from tests.recovery.conftest import Authority

@@ -9,7 +9,7 @@ from sqlalchemy import Engine
 
 from services.client.cli import main
 from services.ledger.service import Ledger
-from shared.errors import Conflict, FailedPrecondition, InvalidArgument
+from shared.runtime.errors import Conflict, FailedPrecondition, InvalidArgument
 from tests.admission.conftest import Stack
 from tests.recovery.conftest import Authority
 from tests.recovery.test_client_and_cli import client

@@ -97,7 +97,7 @@ def test_a_late_write_racing_the_decision_has_exactly_one_outcome(
 
 
 def _reason(error: grpc.RpcError) -> str:
-    from shared.errors import from_rpc_error
+    from shared.runtime.errors import from_rpc_error
 
     return from_rpc_error(error).reason
 

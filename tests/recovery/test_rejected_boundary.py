@@ -19,9 +19,9 @@ from sqlalchemy import Engine
 from forge.continuity.v1 import admission_pb2, candidate_pb2, common_pb2, execution_pb2, ledger_pb2
 from services.demo.provider import RefusingProvider, SentRequest, send_refused
 from services.demo.seed import seed_held_run
-from shared.canonical import sha256_digest
-from shared.rejected_boundary import ReviewedRejection
-from shared.rejected_boundary_proto import reviewed_rejection_to_proto
+from shared.continuity.canonical import sha256_digest
+from shared.continuity.rejected_boundary import ReviewedRejection
+from shared.contract.rejected_boundary_proto import reviewed_rejection_to_proto
 from tests.admission.conftest import Stack
 from tests.admission.conftest import submission as continuity
 from tests.errors import expect_error

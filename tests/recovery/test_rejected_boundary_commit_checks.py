@@ -12,9 +12,9 @@ from sqlalchemy import Engine, text
 
 from forge.continuity.v1 import admission_pb2, candidate_pb2, ledger_pb2
 from services.demo.provider import RefusingProvider
-from shared.canonical import sha256_digest
-from shared.rejected_boundary import ReviewedRejection
-from shared.rejected_boundary_proto import reviewed_rejection_to_proto
+from shared.continuity.canonical import sha256_digest
+from shared.continuity.rejected_boundary import ReviewedRejection
+from shared.contract.rejected_boundary_proto import reviewed_rejection_to_proto
 from tests.admission.conftest import Stack
 from tests.errors import expect_error
 from tests.recovery.test_never_claimed import ADA, ADA_IDENTITY, holds, kinds

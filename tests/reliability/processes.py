@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import cast
 
-from shared.server import RunningServer
+from shared.runtime.server import RunningServer
 from tests.ledger.conftest import LedgerClients
 from tests.polyglot.process import _child_environment, _free_port, _serving
 from tests.support import Served, principals_document

@@ -1,5 +1,5 @@
 """Scenario 8: every RPC (unary and streaming) × {no credentials, unknown token, each role},
-against the documented table of tests/shared/test_auth_matrix.py (reused, not copied).
+against the documented table of tests/shared/runtime/test_auth_matrix.py (reused, not copied).
 
 Invariant: 0 mismatches with the table, and exactly one audit record per denial.
 """
@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from tests.reliability.scale import FULL, report
-from tests.shared.test_auth_matrix import EXPECTED, METHODS, _call, servers
+from tests.shared.runtime.test_auth_matrix import EXPECTED, METHODS, _call, servers
 from tests.support import ROLE_TOKENS, Served
 
 __all__ = ["servers"]

@@ -20,7 +20,7 @@ from forge.continuity.v1 import common_pb2, ledger_pb2, ledger_pb2_grpc
 from services.ledger.database import make_engine
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
-from shared.errors import from_rpc_error
+from shared.runtime.errors import from_rpc_error
 from tests.ledger.admission_support import commit_request, enable_policy, seed
 from tests.ledger.conftest import LedgerClients, run_request
 from tests.reliability.proxy import CuttingProxy, Mode

@@ -26,7 +26,7 @@ from tests.reliability.messages import (
     unknown_field,
 )
 from tests.reliability.scale import FULL, report, scale
-from tests.shared.test_auth_matrix import EXPECTED, METHODS
+from tests.shared.runtime.test_auth_matrix import EXPECTED, METHODS
 from tests.support import ROLE_TOKENS, Served, row_counts
 
 EXAMPLES = scale(fast=3, full=60)

@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy import Engine
 
 from forge.continuity.v1 import execution_pb2, execution_pb2_grpc
-from shared.canonical import digest_of
-from shared.errors import from_rpc_error
+from shared.continuity.canonical import digest_of
+from shared.runtime.errors import from_rpc_error
 from tests.ledger.admission_support import (
     claim_request,
     commit,

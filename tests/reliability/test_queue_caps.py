@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import Engine
 
 from services.demo.seed import load_fixture, seed_held_run
-from shared.errors import from_rpc_error
+from shared.runtime.errors import from_rpc_error
 from tests.admission.conftest import Stack, submission
 from tests.reliability.scale import FULL, report, scale
 from tests.support import row_counts

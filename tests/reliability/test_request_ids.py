@@ -15,8 +15,8 @@ from sqlalchemy import Engine
 
 from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc
 from services.demo.seed import load_fixture, seed_held_run
-from shared.canonical import digest_of
-from shared.identifiers import IDENTIFIER
+from shared.continuity.canonical import digest_of
+from shared.continuity.identifiers import IDENTIFIER
 from tests.admission.conftest import Stack, submission
 from tests.errors import expect_error
 from tests.reliability.scale import FULL, report, scale

@@ -1,6 +1,7 @@
 """The invalid-read continuity admission, versions 1 and 2, as one workflow of the submit driver.
 
-A version differs only in contract facts (``shared.contract.VERSIONS[n]``): the acknowledgements
+A version differs only in contract facts (``shared.contract.terms.VERSIONS[n]``): the
+acknowledgements
 its route requires and the reconstruction it needs. The workflow recomputes the candidate for
 the requested version, rebuilds the derived checkpoint from the stored bytes (it must be the one
 the candidate proved) and asks the ledger for the one atomic append. Admission never writes to the
@@ -23,9 +24,9 @@ from services.admission.domain import (
     require_window,
 )
 from services.admission.driver import Stored, Submitted
-from shared.canonical import digest_of, parse_json
-from shared.contract import DIGEST_NAMES, ContinuityVersion
-from shared.errors import FailedPrecondition, NotFound
+from shared.continuity.canonical import digest_of, parse_json
+from shared.contract.terms import DIGEST_NAMES, ContinuityVersion
+from shared.runtime.errors import FailedPrecondition, NotFound
 
 TicketT = TypeVar("TicketT")
 TicketT_co = TypeVar("TicketT_co", covariant=True)

@@ -22,8 +22,8 @@ from services.admission.workflows.recovery_base import (
     RecoveryRequest,
     RecoverySubmission,
 )
-from shared.errors import FailedPrecondition
-from shared.readonly_observation import READONLY_OBSERVATION
+from shared.continuity.readonly_observation import READONLY_OBSERVATION
+from shared.runtime.errors import FailedPrecondition
 
 OutcomeT = TypeVar("OutcomeT")
 OutcomeT_co = TypeVar("OutcomeT_co", covariant=True)

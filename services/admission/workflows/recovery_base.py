@@ -22,11 +22,11 @@ from services.admission.domain import (
     require_window,
 )
 from services.admission.driver import Stored, Submitted
-from shared.canonical import digest_of
-from shared.contract import RECOVERY_ACKNOWLEDGEMENTS
-from shared.errors import NotFound
-from shared.rejected_boundary import ReviewedRejection
-from shared.rejected_boundary_evidence import CorrectiveProvider
+from shared.continuity.canonical import digest_of
+from shared.continuity.rejected_boundary import ReviewedRejection
+from shared.continuity.rejected_boundary_evidence import CorrectiveProvider
+from shared.contract.terms import RECOVERY_ACKNOWLEDGEMENTS
+from shared.runtime.errors import NotFound
 
 OutcomeT = TypeVar("OutcomeT")
 OutcomeT_co = TypeVar("OutcomeT_co", covariant=True)

@@ -21,8 +21,8 @@ from services.admission.workflows.recovery_base import (
     RecoveryRequest,
     RecoverySubmission,
 )
-from shared.rejected_boundary import REJECTED_BOUNDARY, ReviewedRejection
-from shared.rejected_boundary_evidence import CorrectiveProvider
+from shared.continuity.rejected_boundary import REJECTED_BOUNDARY, ReviewedRejection
+from shared.continuity.rejected_boundary_evidence import CorrectiveProvider
 
 OutcomeT = TypeVar("OutcomeT")
 OutcomeT_co = TypeVar("OutcomeT_co", covariant=True)

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from shared.contract import DEFAULT_VERSION, SUPPORTED_VERSIONS
-from shared.errors import InvalidArgument
-from shared.qualification import is_qualified
-from shared.timeutil import utc_now
+from shared.continuity.qualification import is_qualified
+from shared.continuity.timeutil import utc_now
+from shared.contract.terms import DEFAULT_VERSION, SUPPORTED_VERSIONS
+from shared.runtime.errors import InvalidArgument
 
 from .facts import Facts, gather_facts
 from .model import AdmissionInputs, Candidate

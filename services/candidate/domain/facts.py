@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
-from shared.canonical import is_digest, sha256_digest
-from shared.errors import Aborted, DomainError, FailedPrecondition, InvalidArgument
-from shared.journal_closure import closure_of
-from shared.qualification import is_qualified
-from shared.timeutil import utc_now
+from shared.continuity.canonical import is_digest, sha256_digest
+from shared.continuity.journal_closure import closure_of
+from shared.continuity.qualification import is_qualified
+from shared.continuity.timeutil import utc_now
+from shared.runtime.errors import Aborted, DomainError, FailedPrecondition, InvalidArgument
 
 from .journal import RUN_HELD, Closure
 from .model import (

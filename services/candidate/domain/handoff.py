@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Final
 
-from shared.journal_closure import RESPONSE_CONSUMED
+from shared.continuity.journal_closure import RESPONSE_CONSUMED
 
 from .journal import (
     COMMAND_EXECUTED,

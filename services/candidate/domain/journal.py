@@ -1,6 +1,6 @@
 """Reading the native journal: an independent recomputation of the chain over exactly the entries
 the candidate evaluates, and the custody rows (the request / checkpoint / response / consume
-closure is ``shared.journal_closure``)."""
+closure is ``shared.continuity.journal_closure``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, TypeAlias
 
-from shared import journal_closure
-from shared.journal_chain import IntactEntries, verify_chain
+from shared.continuity import journal_closure
+from shared.continuity.journal_chain import IntactEntries, verify_chain
 
 from .model import Entry, JournalHead
 
@@ -25,11 +25,13 @@ CUSTODY_KINDS: Final = frozenset({TOOL_CALL_GRANTED, TOOL_INTENT, TOOL_OUTCOME, 
 
 
 # Entries this process already recomputed and found intact, by their exact fields: the next
-# candidate of the same run recomputes only what is new or altered (shared.journal_chain).
+# candidate of the same run recomputes only what is new or altered
+# (shared.continuity.journal_chain).
 _INTACT = IntactEntries()
 
 
-#: The closure of the entries the candidate evaluates. ``shared.journal_closure`` defines it once:
+#: The closure of the entries the candidate evaluates. ``shared.continuity.journal_closure``
+#: defines it once:
 #: the ledger names the blobs it sends with a snapshot from the same definition.
 Closure: TypeAlias = journal_closure.Closure[Entry]
 
@@ -41,7 +43,8 @@ class ChainBreak:
 
 
 def check_chain(entries: Sequence[Entry], head: JournalHead) -> ChainBreak | None:
-    """Recompute every link and hash of the entries read (shared.journal_chain) and check they
+    """Recompute every link and hash of the entries read (shared.continuity.journal_chain) and
+    check they
     end at the head the ledger reported; the first break, if any."""
     verified = verify_chain(entries, _INTACT)
     if not verified.valid:

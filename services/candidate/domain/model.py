@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from shared.contract import PENDING_STATE_NAMES
-from shared.errors import FailedPrecondition, InvalidArgument
-from shared.journal_closure import payload_text
+from shared.continuity.journal_closure import payload_text
+from shared.contract.terms import PENDING_STATE_NAMES
+from shared.runtime.errors import FailedPrecondition, InvalidArgument
 
 # --- inputs ---------------------------------------------------------------------------------
 

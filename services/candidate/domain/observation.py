@@ -1,7 +1,8 @@
 """The read-only observation candidate's custody and reconstruction check (spec: "A consumed turn
 with an unavailable evidence observation").
 
-The journal's read custody is judged by ``shared.readonly_observation`` (the ledger judges it again
+The journal's read custody is judged by ``shared.continuity.readonly_observation`` (the ledger
+judges it again
 at commit). Here the stored bytes it names are read — the derived checkpoint the consumed request
 was sent from, the consumed raw response and each exact retained list result — and handed to
 reconstruction's sealed ``ReconstructReadonlyObservation``. A missing or damaged blob, or a
@@ -14,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from shared.canonical import sha256_digest
-from shared.errors import FailedPrecondition, InvalidArgument
-from shared.readonly_observation import ObservationCustody
+from shared.continuity.canonical import sha256_digest
+from shared.continuity.readonly_observation import ObservationCustody
+from shared.runtime.errors import FailedPrecondition, InvalidArgument
 
 from .model import Hold, HoldReason, hold
 from .sources import CandidateSources

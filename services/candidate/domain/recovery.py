@@ -2,8 +2,10 @@
 
 It composes the checks every held-run candidate shares (the journal chain, the run's origin —
 original attempt, unchanged source and configuration —, the qualified profile and the time-budget
-protocol) with the one admissibility check of ``shared.admissibility`` over the request's native
-event history (``shared.request_history``). The ledger runs the same check again inside its
+protocol) with the one admissibility check of ``shared.continuity.admissibility`` over the
+request's native
+event history (``shared.continuity.request_history``). The ledger runs the same check again inside
+its
 commit transaction, with the actor's authority asked again then.
 
 The candidate digest covers everything the decision rests on except who asks: an administrator
@@ -18,31 +20,31 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from shared.admissibility import ActionFacts, Admissible, Handoff, check
-from shared.canonical import digest_of, is_digest, sha256_digest
-from shared.errors import NotFound
-from shared.journal_closure import closure_of
-from shared.qualification import is_qualified
-from shared.readonly_observation import (
+from shared.continuity.admissibility import ActionFacts, Admissible, Handoff, check
+from shared.continuity.canonical import digest_of, is_digest, sha256_digest
+from shared.continuity.journal_closure import closure_of
+from shared.continuity.qualification import is_qualified
+from shared.continuity.readonly_observation import (
     READONLY_OBSERVATION,
     observation_custody,
     readonly_observation_facts,
 )
-from shared.rejected_boundary import (
+from shared.continuity.rejected_boundary import (
     REJECTED_BOUNDARY,
     ReviewedRejection,
     refusal_problems,
     rejected_boundary_facts,
 )
-from shared.rejected_boundary_evidence import report_problems
-from shared.request_history import (
+from shared.continuity.rejected_boundary_evidence import report_problems
+from shared.continuity.request_history import (
     NEVER_CLAIMED,
     RequestHistory,
     consumed_from,
     never_claimed_facts,
     request_history,
 )
-from shared.timeutil import utc_now
+from shared.continuity.timeutil import utc_now
+from shared.runtime.errors import NotFound
 
 from .checks import common
 from .facts import Facts, read_snapshot

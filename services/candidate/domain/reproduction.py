@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from shared.canonical import is_digest, sha256_digest
-from shared.errors import FailedPrecondition, InvalidArgument
-from shared.rejected_boundary import ReviewedRejection
-from shared.request_history import RequestHistory
+from shared.continuity.canonical import is_digest, sha256_digest
+from shared.continuity.rejected_boundary import ReviewedRejection
+from shared.continuity.request_history import RequestHistory
+from shared.runtime.errors import FailedPrecondition, InvalidArgument
 
 from .model import Hold, HoldReason, PendingReproduction, hold
 from .sources import CandidateSources

@@ -2,7 +2,8 @@
 requests, blobs) and reconstruction (analysis, derived checkpoint, reproduced pending request).
 Every method is a read.
 
-Implementations raise ``shared.errors.DomainError`` subclasses for refusals, so the domain never
+Implementations raise ``shared.runtime.errors.DomainError`` subclasses for refusals, so the domain
+never
 sees a transport type: a missing run is ``NotFound`` (RUN_NOT_FOUND); a refused analysis or
 reconstruction is ``FailedPrecondition`` / ``InvalidArgument`` with the typed reason and the
 ``field`` / ``element`` metadata naming what was refused.
@@ -93,7 +94,7 @@ class SnapshotSources(CandidateSources, Protocol):
     def snapshot(self, run_id: str, *, closure_blobs: bool = False) -> Snapshot:
         """Everything of :class:`Snapshot`, policy and execution requests included, read at one
         database snapshot; with ``closure_blobs``, also the stored blobs the journal's closure
-        names (``shared.journal_closure``), which the reader still checks by digest."""
+        names (``shared.continuity.journal_closure``), which the reader still checks by digest."""
         ...
 
 

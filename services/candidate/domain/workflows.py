@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from shared.canonical import digest_of
-from shared.errors import Internal
+from shared.continuity.canonical import digest_of
+from shared.runtime.errors import Internal
 
 from .checks import Check, common, invalid_read, policy_epoch
 from .facts import Facts

@@ -65,7 +65,7 @@ from services.client.cli._command import (
 )
 from services.client.cli.render import error_lines, error_object
 from services.client.client import ContinuityClient
-from shared.errors import DomainError
+from shared.runtime.errors import DomainError
 
 __all__ = ["EXIT_OK", "EXIT_REFUSED", "EXIT_USAGE", "UsageError", "build_parser", "main"]
 

@@ -16,14 +16,14 @@ from services.client.cli._command import (
 )
 from services.client.cli.render import candidate_lines, ticket_lines
 from services.client.client import ContinuityClient, validate_continuity_request
-from shared.contract import (
+from shared.contract.terms import (
     DEFAULT_VERSION,
     DIGEST_NAMES,
     MAX_WINDOW_SECONDS,
     SUPPORTED_VERSIONS,
     VERSIONS,
 )
-from shared.errors import Conflict, FailedPrecondition, NotFound, PreconditionViolation
+from shared.runtime.errors import Conflict, FailedPrecondition, NotFound, PreconditionViolation
 
 #: Every acknowledgement of any version, in the contract's order, with the versions taking it.
 _ACKNOWLEDGEMENTS = {

@@ -8,7 +8,7 @@ import argparse
 from services.client.cli._command import EXIT_OK, Output, Subcommands
 from services.client.cli.recoveries import candidate_lines, outcome_lines, register_recovery_group
 from services.client.client import ContinuityClient
-from shared.contract import RECOVERY_ACKNOWLEDGEMENTS
+from shared.contract.terms import RECOVERY_ACKNOWLEDGEMENTS
 
 _ACKNOWLEDGEMENTS = RECOVERY_ACKNOWLEDGEMENTS["readonly_observation"]
 

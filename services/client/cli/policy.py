@@ -7,7 +7,7 @@ import argparse
 from services.client.cli._command import EXIT_OK, Output, Subcommands, add_command, add_group
 from services.client.cli.render import policy_history_lines, policy_lines, to_json_object
 from services.client.client import ContinuityClient
-from shared.contract import MAX_WINDOW_SECONDS
+from shared.contract.terms import MAX_WINDOW_SECONDS
 
 
 def register(commands: Subcommands) -> None:

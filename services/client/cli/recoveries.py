@@ -16,7 +16,7 @@ from services.client.cli._command import (
 )
 from services.client.cli.render import aligned, handoff_lines, hold_lines
 from services.client.client import ContinuityClient
-from shared.contract import MAX_WINDOW_SECONDS, RECOVERY_ACKNOWLEDGEMENTS
+from shared.contract.terms import MAX_WINDOW_SECONDS, RECOVERY_ACKNOWLEDGEMENTS
 
 _ACKNOWLEDGEMENTS = RECOVERY_ACKNOWLEDGEMENTS["never_claimed"]
 

@@ -20,7 +20,7 @@ from services.client.cli._command import (
 )
 from services.client.cli.recoveries import candidate_lines, outcome_lines, register_recovery_group
 from services.client.client import ContinuityClient
-from shared.contract import RECOVERY_ACKNOWLEDGEMENTS
+from shared.contract.terms import RECOVERY_ACKNOWLEDGEMENTS
 
 _ACKNOWLEDGEMENTS = RECOVERY_ACKNOWLEDGEMENTS["rejected_boundary"]
 

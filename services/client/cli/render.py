@@ -10,8 +10,8 @@ from google.protobuf import json_format, timestamp_pb2
 from google.protobuf.message import Message
 
 from forge.continuity.v1 import admission_pb2, candidate_pb2, common_pb2, inspection_pb2, ledger_pb2
-from shared.contract import DIGEST_NAMES, enum_short_name
-from shared.errors import DomainError
+from shared.contract.terms import DIGEST_NAMES, enum_short_name
+from shared.runtime.errors import DomainError
 
 SHORT_HASH = len("sha256:") + 12
 

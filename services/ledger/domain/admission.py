@@ -7,16 +7,16 @@ from dataclasses import dataclass
 
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run, check_identifier
-from shared.canonical import is_digest, sha256_digest
-from shared.contract import DIGEST_NAMES, MAX_WINDOW_SECONDS, SUPPORTED_VERSIONS
-from shared.errors import (
+from shared.continuity.canonical import is_digest, sha256_digest
+from shared.continuity.qualification import is_qualified
+from shared.contract.terms import DIGEST_NAMES, MAX_WINDOW_SECONDS, SUPPORTED_VERSIONS
+from shared.runtime.errors import (
     FailedPrecondition,
     FieldViolation,
     InvalidArgument,
     PreconditionViolation,
     ResourceExhausted,
 )
-from shared.qualification import is_qualified
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from services.ledger.domain.journal import StoredEntry
-from shared.canonical import parse_json
-from shared.errors import ResourceExhausted
+from shared.continuity.canonical import parse_json
+from shared.runtime.errors import ResourceExhausted
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,14 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from services.ledger.domain.runs import Run
-from shared.canonical import digest_of
-from shared.contract import MAX_WINDOW_SECONDS, PENDING_STATE_NAMES, SUPPORTED_TIME_BUDGET_PROTOCOLS
-from shared.errors import FailedPrecondition, PermissionDenied, PreconditionViolation
-from shared.timeutil import from_text, to_text
+from shared.continuity.canonical import digest_of
+from shared.continuity.timeutil import from_text, to_text
+from shared.contract.terms import (
+    MAX_WINDOW_SECONDS,
+    PENDING_STATE_NAMES,
+    SUPPORTED_TIME_BUDGET_PROTOCOLS,
+)
+from shared.runtime.errors import FailedPrecondition, PermissionDenied, PreconditionViolation
 
 
 class RequestState(enum.Enum):

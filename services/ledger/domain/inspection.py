@@ -16,10 +16,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from shared.canonical import CanonicalJsonError, canonical_bytes, canonical_text, digest_of
-from shared.canonical import sha256_digest as digest_bytes
-from shared.credential_screening import Finding, field_count, redact, screen
-from shared.sdk_epochs import (
+from services.ledger.domain.credential_screening import Finding, field_count, redact, screen
+from shared.continuity.canonical import (
+    CanonicalJsonError,
+    canonical_bytes,
+    canonical_text,
+    digest_of,
+)
+from shared.continuity.canonical import sha256_digest as digest_bytes
+from shared.continuity.sdk_epochs import (
     DERIVED_FORMAT,
     HISTORICAL_FORMAT,
     KNOWN_EPOCHS,

@@ -1,5 +1,6 @@
 """The native journal's rules: typed entry kinds, payload validation, and sealing an entry into
-the hash chain (whose definition lives in shared.journal_chain). Pure functions; the ledger
+the hash chain (whose definition lives in shared.continuity.journal_chain). Pure functions; the
+ledger
 transaction applies them."""
 
 from __future__ import annotations
@@ -8,9 +9,9 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from shared.canonical import CanonicalJsonError, canonical_text, parse_json
-from shared.errors import FieldViolation, InvalidArgument
-from shared.journal_chain import entry_hash
+from shared.continuity.canonical import CanonicalJsonError, canonical_text, parse_json
+from shared.continuity.journal_chain import entry_hash
+from shared.runtime.errors import FieldViolation, InvalidArgument
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 

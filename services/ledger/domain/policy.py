@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from shared.canonical import digest_of
-from shared.contract import MAX_WINDOW_SECONDS
-from shared.errors import FieldViolation, InvalidArgument
+from shared.continuity.canonical import digest_of
+from shared.contract.terms import MAX_WINDOW_SECONDS
+from shared.runtime.errors import FieldViolation, InvalidArgument
 
 DEFAULT_PER_RUN_TICKET_LIMIT = 50
 DEFAULT_PENDING_TICKET_LIMIT = 500

@@ -1,5 +1,5 @@
 """The policy-epoch receipt of a migration settlement, from the native rows the admission
-transaction read (pure; the catalog is ``shared.policy_epochs``)."""
+transaction read (pure; the catalog is ``shared.continuity.policy_epochs``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 from services.ledger.domain.journal import StoredEntry
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run
-from shared.canonical import parse_json
-from shared.policy_epochs import (
+from shared.continuity.canonical import parse_json
+from shared.continuity.policy_epochs import (
     ContinuityEpochContext,
     ContinuityNamespace,
     NativeReference,
@@ -17,7 +17,7 @@ from shared.policy_epochs import (
     mode_tuple_of,
     recognize,
 )
-from shared.qualification import is_qualified
+from shared.continuity.qualification import is_qualified
 
 
 def continuity_context(

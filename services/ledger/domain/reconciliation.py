@@ -12,7 +12,7 @@ from typing import Any
 
 from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
 from services.ledger.domain.journal import EntryKind, StoredEntry
-from shared.admissibility import (
+from shared.continuity.admissibility import (
     MARK_UNRESOLVED,
     RETRY_STAGE,
     BoundRequest,
@@ -20,10 +20,10 @@ from shared.admissibility import (
     Handoff,
     PermittedAction,
 )
-from shared.canonical import canonical_text, digest_of, is_digest, parse_json
-from shared.errors import FieldViolation, InvalidArgument
-from shared.identifiers import check_identifier
-from shared.timeutil import from_text
+from shared.continuity.canonical import canonical_text, digest_of, is_digest, parse_json
+from shared.continuity.identifiers import check_identifier
+from shared.continuity.timeutil import from_text
+from shared.runtime.errors import FieldViolation, InvalidArgument
 
 DECISIONS = (RETRY_STAGE, MARK_UNRESOLVED)
 #: The verifier's effect classes that allow a retry.

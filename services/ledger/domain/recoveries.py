@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.canonical import canonical_text, parse_json
+from shared.continuity.canonical import canonical_text, parse_json
 
 RECORD_VERSION = 1
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from services.ledger.domain.recoveries import NEVER_CLAIMED, READONLY_OBSERVATION, REJECTED_BOUNDARY
-from shared.errors import FailedPrecondition
-from shared.rejected_boundary import REQUIRED_ROLES
+from shared.continuity.rejected_boundary import REQUIRED_ROLES
+from shared.runtime.errors import FailedPrecondition
 
 #: The roles each workflow needs, held now by the ticket's original operator.
 RECOVERY_ROLES = {

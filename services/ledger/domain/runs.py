@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from shared.canonical import digest_of, is_digest
-from shared.contract import SUPPORTED_TIME_BUDGET_PROTOCOLS
-from shared.errors import FieldViolation, InvalidArgument
-from shared.identifiers import IDENTIFIER, check_identifier
+from shared.continuity.canonical import digest_of, is_digest
+from shared.continuity.identifiers import IDENTIFIER, check_identifier
+from shared.contract.terms import SUPPORTED_TIME_BUDGET_PROTOCOLS
+from shared.runtime.errors import FieldViolation, InvalidArgument
 
 __all__ = ["IDENTIFIER", "SUPPORTED_TIME_BUDGET_PROTOCOLS", "Run", "RunSpec", "check_identifier"]
 

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.canonical import canonical_text, parse_json
-from shared.contract import DIGEST_NAMES
+from shared.continuity.canonical import canonical_text, parse_json
+from shared.contract.terms import DIGEST_NAMES
 
 RECORD_VERSION = 1
 

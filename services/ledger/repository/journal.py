@@ -20,7 +20,7 @@ from sqlalchemy import (
 
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.schema import journal_entries
-from shared.canonical import GENESIS_HASH
+from shared.continuity.canonical import GENESIS_HASH
 
 # Hot statements are built once: building and cache-keying a statement on every call cost more
 # CPU than executing it (docs/performance.md, round 3).

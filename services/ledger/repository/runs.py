@@ -8,7 +8,7 @@ from sqlalchemy import Connection, RowMapping, ScalarSelect, Select, bindparam, 
 
 from services.ledger.domain.runs import Run, RunSpec
 from services.ledger.schema import journal_entries, runs
-from shared.canonical import GENESIS_HASH
+from shared.continuity.canonical import GENESIS_HASH
 
 
 def insert_run(connection: Connection, run: Run) -> None:

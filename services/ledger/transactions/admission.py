@@ -36,10 +36,10 @@ from services.ledger.transactions.base import (
     stale_head,
 )
 from services.ledger.transactions.execution import existing_request
-from shared.canonical import GENESIS_HASH, parse_json
-from shared.errors import Conflict, FailedPrecondition, NotFound, PreconditionViolation
-from shared.idempotency import StoredAction, replay_or_conflict
-from shared.timeutil import to_text
+from shared.continuity.canonical import GENESIS_HASH, parse_json
+from shared.continuity.idempotency import StoredAction, replay_or_conflict
+from shared.continuity.timeutil import to_text
+from shared.runtime.errors import Conflict, FailedPrecondition, NotFound, PreconditionViolation
 
 DERIVED_CHECKPOINT_MEDIA_TYPE = "application/json"
 # The kinds whose newest entry steps 9.5 and 9.5b judge.
@@ -109,7 +109,7 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
     # 9.5 at that head the run is held, and its consumed response is the one named
     _check_held_on_consumed_response(admission, last, newest.newest(EntryKind.RESPONSE_CONSUMED))
     # 9.5b the run's adopted checkpoint-mode policy epoch, recognized only in this continuity
-    # preparation context (shared/policy_epochs.py), and the receipt binding both epochs
+    # preparation context (shared/continuity/policy_epochs.py), and the receipt binding both epochs
     policy_epochs = admission_epoch_receipt(
         run,
         policy,

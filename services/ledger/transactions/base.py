@@ -19,9 +19,15 @@ from services.ledger.domain.runs import Run
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import policy as policy_rows
 from services.ledger.repository import runs as run_rows
-from shared.canonical import canonical_text
-from shared.errors import Aborted, FieldViolation, InvalidArgument, NotFound, PreconditionViolation
-from shared.timeutil import Clock, to_text, utc_now
+from shared.continuity.canonical import canonical_text
+from shared.continuity.timeutil import Clock, to_text, utc_now
+from shared.runtime.errors import (
+    Aborted,
+    FieldViolation,
+    InvalidArgument,
+    NotFound,
+    PreconditionViolation,
+)
 
 P = ParamSpec("P")
 T = TypeVar("T")

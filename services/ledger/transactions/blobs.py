@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from services.ledger.repository import blobs as blob_rows
 from services.ledger.transactions.base import LedgerContext, retry_on_unique_conflict
-from shared.canonical import is_digest, sha256_digest
-from shared.errors import FieldViolation, InvalidArgument, NotFound
+from shared.continuity.canonical import is_digest, sha256_digest
+from shared.runtime.errors import FieldViolation, InvalidArgument, NotFound
 
 MAX_BLOB_BYTES = 16 * 1024 * 1024
 DEFAULT_MEDIA_TYPE = "application/octet-stream"

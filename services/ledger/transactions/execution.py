@@ -32,8 +32,14 @@ from services.ledger.transactions.base import (
     existing_run,
     lock_policy,
 )
-from shared.canonical import is_digest
-from shared.errors import Conflict, FailedPrecondition, FieldViolation, InvalidArgument, NotFound
+from shared.continuity.canonical import is_digest
+from shared.runtime.errors import (
+    Conflict,
+    FailedPrecondition,
+    FieldViolation,
+    InvalidArgument,
+    NotFound,
+)
 
 
 def existing_request(

@@ -8,16 +8,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from services.ledger.domain.credential_screening import RULES_VERSION, Finding, redact, screen
 from services.ledger.domain.inspection import RecordKind, RecordReport, inspect_record
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.runs import check_identifier
 from services.ledger.repository import blobs as blob_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.transactions.base import LedgerContext, existing_run
-from shared.canonical import CanonicalJsonError, canonical_text, is_digest, parse_json
-from shared.credential_screening import RULES_VERSION, Finding, redact, screen
-from shared.errors import FailedPrecondition, PreconditionViolation
-from shared.journal_chain import verify_chain
+from shared.continuity.canonical import CanonicalJsonError, canonical_text, is_digest, parse_json
+from shared.continuity.journal_chain import verify_chain
+from shared.runtime.errors import FailedPrecondition, PreconditionViolation
 
 # Native row kind → (payload field naming a record, what the record is).
 REFERENCES: Final[dict[str, tuple[str, RecordKind]]] = {

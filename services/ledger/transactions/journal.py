@@ -28,9 +28,9 @@ from services.ledger.transactions.base import (
     existing_run_at_head,
     retry_on_unique_conflict,
 )
-from shared.canonical import GENESIS_HASH, is_digest, parse_json
-from shared.errors import Conflict, FieldViolation, InvalidArgument, ResourceExhausted
-from shared.journal_chain import IntactEntries, Verification, verify_chain
+from shared.continuity.canonical import GENESIS_HASH, is_digest, parse_json
+from shared.continuity.journal_chain import IntactEntries, Verification, verify_chain
+from shared.runtime.errors import Conflict, FieldViolation, InvalidArgument, ResourceExhausted
 
 FENCED_NATIVE_KINDS = frozenset(
     {EntryKind.WORKER_CLAIMED, EntryKind.REQUEST_FAILED, EntryKind.COMMAND_EXECUTED}
@@ -40,7 +40,8 @@ DEFAULT_JOURNAL_PAGE = 100
 FOLLOW_PAGE = 200
 FOLLOW_POLL_SECONDS = 0.2
 # Entries this process already recomputed intact, by the digest of their exact stored fields: a
-# verification recomputes only new or altered rows and gives the same answer (shared.journal_chain).
+# verification recomputes only new or altered rows and gives the same answer
+# (shared.continuity.journal_chain).
 INTACT = IntactEntries()
 
 

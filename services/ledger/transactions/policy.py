@@ -10,7 +10,7 @@ from services.ledger.transactions.base import (
     lock_policy,
     retry_on_unique_conflict,
 )
-from shared.errors import Aborted, NotFound, PreconditionViolation
+from shared.runtime.errors import Aborted, NotFound, PreconditionViolation
 
 MAX_POLICY_PAGE = 500
 DEFAULT_POLICY_PAGE = 50

@@ -2,7 +2,8 @@
 (``transactions/recovery.py`` runs the steps R.1–R.9; ADR 0009).
 
 Inside the one transaction the ledger judges the journal's read custody again
-(``shared.readonly_observation``), binds the derived checkpoint admission reconstructed to the
+(``shared.continuity.readonly_observation``), binds the derived checkpoint admission reconstructed
+to the
 stored bytes that custody names (the ledger cannot reach reconstruction: it checks the envelope's
 source digests and appended results against the journal and the retained result blobs), stores
 it, and describes the separate invocation binding the requeued request continues under.
@@ -17,9 +18,15 @@ from sqlalchemy import Connection
 
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.repository import blobs as blob_rows
-from shared.canonical import CanonicalJsonError, digest_of, is_digest, parse_json, sha256_digest
-from shared.errors import FailedPrecondition, FieldViolation, InvalidArgument
-from shared.readonly_observation import EVIDENCE_TOOL, ObservationCustody
+from shared.continuity.canonical import (
+    CanonicalJsonError,
+    digest_of,
+    is_digest,
+    parse_json,
+    sha256_digest,
+)
+from shared.continuity.readonly_observation import EVIDENCE_TOOL, ObservationCustody
+from shared.runtime.errors import FailedPrecondition, FieldViolation, InvalidArgument
 
 DERIVED_CHECKPOINT_MEDIA_TYPE = "application/vnd.forge.derived-checkpoint+json"
 #: The fixed result reconstruction appends for the unavailable evidence observation.

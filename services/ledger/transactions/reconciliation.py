@@ -4,7 +4,8 @@ the recorded verification are in ``reconciliation_review.py``.
 
 The decision is one transaction: lock the policy and the request row, apply idempotency by
 reconciliation_id, re-check the expected state, generation and inspection digest, re-run the
-admissibility check (shared.admissibility) on facts read now, then fence the old generation for
+admissibility check (shared.continuity.admissibility) on facts read now, then fence the old
+generation for
 ever and either queue the same stage under a new execution request (RETRY_STAGE) or make the
 request terminal unresolved (MARK_UNRESOLVED). Nothing charged is refunded. Every refusal writes
 nothing.
@@ -49,14 +50,14 @@ from services.ledger.transactions.reconciliation_review import (
     snapshot_of,
     stale_digest,
 )
-from shared.admissibility import (
+from shared.continuity.admissibility import (
     RETRY_STAGE,
     Unresolved,
     check,
 )
-from shared.errors import FailedPrecondition, NotFound, PreconditionViolation
-from shared.idempotency import StoredAction, replay_or_conflict
-from shared.timeutil import to_text
+from shared.continuity.idempotency import StoredAction, replay_or_conflict
+from shared.continuity.timeutil import to_text
+from shared.runtime.errors import FailedPrecondition, NotFound, PreconditionViolation
 
 
 @dataclass(frozen=True)

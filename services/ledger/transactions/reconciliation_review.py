@@ -44,15 +44,15 @@ from services.ledger.transactions.base import (
     existing_run,
     retry_on_unique_conflict,
 )
-from shared.admissibility import (
+from shared.continuity.admissibility import (
     RETRY_STAGE,
     ActionFacts,
     Outcome,
     ReconciliationFacts,
     check,
 )
-from shared.errors import FailedPrecondition, NotFound, PreconditionViolation
-from shared.timeutil import from_text, to_text
+from shared.continuity.timeutil import from_text, to_text
+from shared.runtime.errors import FailedPrecondition, NotFound, PreconditionViolation
 
 #: The role a reconciliation decision and a verification request need, asked again now.
 RECONCILIATION_ROLE = "factory_administrator"

@@ -53,19 +53,19 @@ from services.ledger.transactions.recovery_facts import (
 )
 from services.ledger.transactions.recovery_input import Recovery, RecoveryInput
 from services.ledger.transactions.rejected_boundary import check_pinned_evidence
-from shared.admissibility import Unresolved, check
-from shared.errors import (
+from shared.continuity.admissibility import Unresolved, check
+from shared.continuity.idempotency import StoredAction, replay_or_conflict
+from shared.continuity.readonly_observation import observation_custody
+from shared.continuity.rejected_boundary import ASSERTION_KIND
+from shared.continuity.request_history import consumed_from, request_history
+from shared.continuity.timeutil import to_text
+from shared.runtime.errors import (
     FailedPrecondition,
     FieldViolation,
     InvalidArgument,
     NotFound,
     PreconditionViolation,
 )
-from shared.idempotency import StoredAction, replay_or_conflict
-from shared.readonly_observation import observation_custody
-from shared.rejected_boundary import ASSERTION_KIND
-from shared.request_history import consumed_from, request_history
-from shared.timeutil import to_text
 
 
 def commit_never_claimed(

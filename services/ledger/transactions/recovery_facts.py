@@ -16,12 +16,12 @@ from services.ledger.domain.recoveries import (
 from services.ledger.domain.runs import Run
 from services.ledger.transactions.base import LedgerContext
 from services.ledger.transactions.recovery_input import RecoveryInput
-from shared.admissibility import ActionFacts, Consumed, Unresolved
-from shared.errors import FailedPrecondition, PreconditionViolation
-from shared.readonly_observation import ObservationCustody, readonly_observation_facts
-from shared.rejected_boundary import refusal_problems, rejected_boundary_facts
-from shared.request_history import RequestHistory, never_claimed_facts
-from shared.timeutil import from_text
+from shared.continuity.admissibility import ActionFacts, Consumed, Unresolved
+from shared.continuity.readonly_observation import ObservationCustody, readonly_observation_facts
+from shared.continuity.rejected_boundary import refusal_problems, rejected_boundary_facts
+from shared.continuity.request_history import RequestHistory, never_claimed_facts
+from shared.continuity.timeutil import from_text
+from shared.runtime.errors import FailedPrecondition, PreconditionViolation
 
 
 def deadline_remaining(run: Run, context: LedgerContext) -> int:

@@ -15,11 +15,11 @@ from services.ledger.domain.recoveries import (
 )
 from services.ledger.domain.runs import check_identifier
 from services.ledger.transactions.readonly_observation import ObservationInput
-from shared.canonical import is_digest
-from shared.contract import MAX_WINDOW_SECONDS
-from shared.errors import FieldViolation, InvalidArgument
-from shared.rejected_boundary import ReviewedRejection
-from shared.rejected_boundary_evidence import CorrectiveProvider
+from shared.continuity.canonical import is_digest
+from shared.continuity.rejected_boundary import ReviewedRejection
+from shared.continuity.rejected_boundary_evidence import CorrectiveProvider
+from shared.contract.terms import MAX_WINDOW_SECONDS
+from shared.runtime.errors import FieldViolation, InvalidArgument
 
 
 @dataclass(frozen=True)

@@ -6,14 +6,14 @@ from __future__ import annotations
 from sqlalchemy import Connection
 
 from services.ledger.repository import blobs as blob_rows
-from shared.errors import FailedPrecondition, PreconditionViolation
-from shared.rejected_boundary import ReviewedRejection
-from shared.rejected_boundary_evidence import (
+from shared.continuity.rejected_boundary import ReviewedRejection
+from shared.continuity.rejected_boundary_evidence import (
     CorrectiveProvider,
     EvidenceProblem,
     corrective_problems,
     report_problems,
 )
+from shared.runtime.errors import FailedPrecondition, PreconditionViolation
 
 
 def check_pinned_evidence(

@@ -10,7 +10,7 @@ from services.ledger.transactions.base import (
     existing_run,
     retry_on_unique_conflict,
 )
-from shared.errors import Conflict
+from shared.runtime.errors import Conflict
 
 
 @retry_on_unique_conflict

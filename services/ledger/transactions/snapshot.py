@@ -3,7 +3,8 @@ current policy, the run's execution requests, every journal entry up to that hea
 ledger's recomputation of the chain over exactly those rows, all in one read transaction
 (one snapshot), so a reader needs no re-read loop and the rows are verified once, where they are,
 in the same pass that sends them. On request the same transaction also reads the blobs the
-journal's closure names (``shared.journal_closure``, the candidate's own definition), sent before
+journal's closure names (``shared.continuity.journal_closure``, the candidate's own definition),
+sent before
 the verification, so the candidate needs no GetBlob calls for them."""
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from services.ledger.repository import policy as policy_rows
 from services.ledger.repository import runs as run_rows
 from services.ledger.transactions.base import LedgerContext, run_not_found
 from services.ledger.transactions.journal import INTACT
-from shared.canonical import is_digest
-from shared.journal_chain import ChainVerifier, Verification
-from shared.journal_closure import CLOSURE_KINDS, PayloadRow, closure_of
+from shared.continuity.canonical import is_digest
+from shared.continuity.journal_chain import ChainVerifier, Verification
+from shared.continuity.journal_closure import CLOSURE_KINDS, PayloadRow, closure_of
 
 # Entries per streamed batch: ~1-2 MiB of protobuf for typical payloads, far below the message cap.
 SNAPSHOT_BATCH: Final = 2000

@@ -14,7 +14,7 @@ API::
         Version 1 appends ``{"status":"invalid_query"}`` for the one rejected read_run_evidence
         call; version 2 also appends the unavailable-observation result for each list_files
         sibling. Same inputs → same bytes, in any process.
-        Raises ``shared.errors.InvalidArgument`` (VERSION_UNSUPPORTED, CONSUMED_AT_INVALID,
+        Raises ``shared.runtime.errors.InvalidArgument`` (VERSION_UNSUPPORTED, CONSUMED_AT_INVALID,
         CHECKPOINT_MALFORMED) or ``FailedPrecondition`` with a typed reason whose metadata names
         the ``field`` (SDK projection, checkpoint identity) or ``element`` (contract, response).
 

@@ -12,14 +12,14 @@ from services.reconstruction.worker_adapter.historical import (
     REGISTERED_VALIDATORS,
     HistoricalValidator,
 )
-from shared.canonical import (
+from shared.continuity.canonical import (
     CanonicalJsonError,
     canonical_bytes,
     digest_of,
     parse_json,
     sha256_digest,
 )
-from shared.errors import FailedPrecondition, InvalidArgument
+from shared.runtime.errors import FailedPrecondition, InvalidArgument
 
 from .registry import HISTORICAL_FORMAT, SOURCE_RUNTIME
 

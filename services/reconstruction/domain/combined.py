@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shared.errors import FailedPrecondition, InvalidArgument
+from shared.runtime.errors import FailedPrecondition, InvalidArgument
 
 from .analysis import ResponseAnalysis
 from .reconstruct import ReconstructionResult, analyze_consumed_response, reconstruct_invalid_read

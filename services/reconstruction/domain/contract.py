@@ -8,8 +8,8 @@ from typing import Any, Final
 from services.reconstruction.worker_adapter import prompts
 from services.reconstruction.worker_adapter.evidence import CURRENT_ENVELOPE_SCHEMA
 from services.reconstruction.worker_adapter.historical import OLD_ADVERTISED_SCHEMA
-from shared.canonical import canonical_bytes, digest_of
-from shared.errors import FailedPrecondition
+from shared.continuity.canonical import canonical_bytes, digest_of
+from shared.runtime.errors import FailedPrecondition
 
 from .sealed import CapturedContract
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.canonical import canonical_bytes
+from shared.continuity.canonical import canonical_bytes
 
 
 def pointer(*parts: str | int) -> str:

@@ -22,8 +22,8 @@ from typing import Any, Final
 from pydantic import ValidationError
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 
-from shared.canonical import canonical_bytes, digest_of, sha256_digest
-from shared.errors import FailedPrecondition
+from shared.continuity.canonical import canonical_bytes, digest_of, sha256_digest
+from shared.runtime.errors import FailedPrecondition
 
 from .analysis import EVIDENCE_TOOL, READ_GRANT
 from .jsonpath import first_difference

@@ -24,14 +24,14 @@ from pydantic import ValidationError
 from pydantic_ai.models import Model
 
 from services.reconstruction.worker_adapter import AgenticTask, execute_agentic
-from shared.canonical import (
+from shared.continuity.canonical import (
     CanonicalJsonError,
     canonical_bytes,
     digest_of,
     parse_json,
     sha256_digest,
 )
-from shared.errors import FailedPrecondition, Internal, InvalidArgument
+from shared.runtime.errors import FailedPrecondition, Internal, InvalidArgument
 
 from .jsonpath import first_difference
 from .projection import LIMITS, MESSAGES, USAGE

@@ -16,8 +16,8 @@ from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage, UsageLimits
 
-from shared.canonical import digest_of
-from shared.errors import FailedPrecondition
+from shared.continuity.canonical import digest_of
+from shared.runtime.errors import FailedPrecondition
 
 from .jsonpath import first_difference, pointer
 

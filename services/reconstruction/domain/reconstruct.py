@@ -13,9 +13,9 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, ToolReturnPart
 from pydantic_ai.usage import RequestUsage
 
 from services.reconstruction.worker_adapter.evidence import INVALID_QUERY_RESULT
-from shared.canonical import canonical_bytes, digest_of, sha256_digest
-from shared.contract import SUPPORTED_VERSIONS
-from shared.errors import FailedPrecondition, InvalidArgument
+from shared.continuity.canonical import canonical_bytes, digest_of, sha256_digest
+from shared.contract.terms import SUPPORTED_VERSIONS
+from shared.runtime.errors import FailedPrecondition, InvalidArgument
 
 from .analysis import ResponseAnalysis, analyze
 from .checkpoint import CheckpointRecord, read_checkpoint

@@ -5,14 +5,14 @@ from __future__ import annotations
 from importlib.metadata import version
 from typing import Any, Final
 
-from shared.errors import Internal
-from shared.sdk_epochs import (
+from shared.continuity.sdk_epochs import (
     DERIVED_FORMAT,
     HISTORICAL_FORMAT,
     SOURCE_RUNTIME,
     TARGET_RUNTIME,
     TRANSITION_ID,
 )
+from shared.runtime.errors import Internal
 
 __all__ = [
     "DERIVED_FORMAT",

@@ -25,7 +25,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage, UsageLimits
 
 from services.reconstruction.worker_adapter import AgenticTask, build_agent, execute_agentic
-from shared.errors import FailedPrecondition, Internal
+from shared.runtime.errors import FailedPrecondition, Internal
 
 from .projection import PARAMETERS
 

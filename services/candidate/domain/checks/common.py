@@ -7,7 +7,7 @@ order it finds them); none depends on another having run.
 
 from __future__ import annotations
 
-from shared.contract import SUPPORTED_TIME_BUDGET_PROTOCOLS
+from shared.contract.terms import SUPPORTED_TIME_BUDGET_PROTOCOLS
 
 from ..facts import Facts
 from ..journal import RUN_STARTED, TOOL_CALL_GRANTED, TOOL_OUTCOME, check_chain

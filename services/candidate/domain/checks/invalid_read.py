@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from shared.canonical import CanonicalJsonError, digest_of, parse_json
+from shared.continuity.canonical import CanonicalJsonError, digest_of, parse_json
 
 from ..facts import Facts, Refusal
 from ..model import Hold, HoldReason, Proof, ResponseAnalysis, hold

@@ -7,8 +7,8 @@ reports an adoption the catalog does not know, or a malformed one, before anythi
 
 from __future__ import annotations
 
-from shared.errors import DomainError
-from shared.policy_epochs import MODE_FIELD, catalogued, mode_tuple_of
+from shared.continuity.policy_epochs import MODE_FIELD, catalogued, mode_tuple_of
+from shared.runtime.errors import DomainError
 
 from ..facts import Facts
 from ..journal import RUN_STARTED

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from shared.errors import Internal
+from shared.runtime.errors import Internal
 
 from ..model import ConsumedCall, Hold, HoldReason, hold
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from shared.canonical import digest_of
+from shared.continuity.canonical import digest_of
 
 revision = "0001"
 down_revision = None

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
-from shared.sdk_epochs import (
+from shared.continuity.sdk_epochs import (
     ORIGINAL_EVIDENCE_VALIDATOR,
     REVIEWED_VALIDATOR_SOURCES,
     ValidatorSource,
@@ -122,7 +122,8 @@ def _load(source: ValidatorSource) -> HistoricalValidator:
     )
 
 
-# Source hash → validator, from the reviewed sources of shared.sdk_epochs: the original reader and
+# Source hash → validator, from the reviewed sources of shared.continuity.sdk_epochs: the original
+# reader and
 # any reviewed successor (none yet). Nothing else qualifies.
 REGISTERED_VALIDATORS: Final[MappingProxyType[str, HistoricalValidator]] = MappingProxyType(
     {h: _load(source) for h, source in REVIEWED_VALIDATOR_SOURCES.items()}

@@ -1,0 +1,21 @@
+"""The one rule for caller-chosen identifiers (run, request, recovery, command ids)."""
+
+from __future__ import annotations
+
+import re
+
+from shared.runtime.errors import FieldViolation, InvalidArgument
+
+# \Z, not $: "$" also matches before a trailing newline, which would let "id\n" through.
+IDENTIFIER = re.compile(r"\A[A-Za-z0-9._:-]{1,128}\Z")
+
+
+def check_identifier(field: str, value: str) -> None:
+    """INVALID_ARGUMENT unless ``value`` is 1..128 characters of [A-Za-z0-9._:-]."""
+    if not IDENTIFIER.match(value):
+        raise InvalidArgument(
+            "FIELD_INVALID" if value else "FIELD_REQUIRED",
+            f"{field} must be 1..128 characters of [A-Za-z0-9._:-]",
+            metadata={"field": field},
+            field_violations=[FieldViolation(field, "1..128 characters of [A-Za-z0-9._:-]")],
+        )

@@ -1,0 +1,56 @@
+"""Protobuf translation of the admissibility check's handoff and holds, shared by the candidate
+(recovery candidates) and the ledger (reconciliation snapshots and decisions)."""
+
+from __future__ import annotations
+
+from forge.continuity.v1 import common_pb2
+from shared.continuity.admissibility import Handoff, Refusal
+from shared.contract.terms import enum_number
+
+
+def admissibility_handoff_to_proto(handoff: Handoff) -> common_pb2.HandoffPayload:
+    consumed = handoff.consumed
+    return common_pb2.HandoffPayload(
+        known_effects=[
+            common_pb2.KnownEffect(description=description, journal_sequence=sequence)
+            for description, sequence in handoff.known_effects
+        ],
+        unresolved_alternatives=[
+            common_pb2.UnresolvedAlternative(subject=subject, alternatives=list(alternatives))
+            for subject, alternatives in handoff.unresolved_alternatives
+        ],
+        remaining_obligations=[
+            common_pb2.RemainingObligation(description=description, blocked_by=blocked_by)
+            for description, blocked_by in handoff.remaining_obligations
+        ],
+        permitted_next_actions=[
+            common_pb2.PermittedAction(action=a.action, description=a.description)
+            for a in handoff.permitted_next_actions
+        ],
+        consumed_resources=common_pb2.ConsumedResources(
+            model_responses_consumed=consumed.model_responses,
+            tool_calls=consumed.tool_calls,
+            commands_used=consumed.commands_used,
+            command_limit=consumed.command_limit,
+            deadline_remaining_seconds=consumed.deadline_remaining_seconds,
+        ),
+        bound_requests=[
+            common_pb2.BoundRequest(
+                request_id=b.request_id,
+                execution_request_id=b.execution_request_id,
+                state=b.state,
+                claimed=b.claimed,
+                failed_unclaimed=b.failed_unclaimed,
+            )
+            for b in handoff.bound_requests
+        ],
+    )
+
+
+def refusal_to_hold(refusal: Refusal) -> common_pb2.Hold:
+    return common_pb2.Hold(
+        reason=enum_number(common_pb2.HoldReason, refusal.hold),
+        requirement=enum_number(common_pb2.HoldRequirement, refusal.requirement),
+        detail=refusal.detail,
+        subject=refusal.subject,
+    )

@@ -1,0 +1,212 @@
+"""Authentication and authorization shared by the four services.
+
+A caller presents ``authorization: Bearer <token>`` metadata (or, with mutual TLS, a client
+certificate). The principals file maps the SHA-256 of each token (never the token itself) or an
+mTLS subject common name to an identity and its roles::
+
+    {"principals": [
+        {"identity": "alice", "roles": ["factory_administrator"], "token_sha256": "<hex>"},
+        {"identity": "admission", "roles": ["continuity_service"], "mtls_subject": "admission"}
+    ]}
+
+Missing or unknown credentials are UNAUTHENTICATED; a known identity without the role is
+PERMISSION_DENIED. Both are audited in the log.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import hmac
+import json
+from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared.runtime.errors import PermissionDenied, Unauthenticated
+
+
+class Role(enum.Enum):
+    """Roles, named as in the principals file (lowercase of the proto ``Role`` enum)."""
+
+    FACTORY_ADMINISTRATOR = "factory_administrator"
+    EXECUTION_OPERATOR = "execution_operator"
+    WORKER = "worker"
+    PLATFORM_WRITER = "platform_writer"
+    READER = "reader"
+    CONTINUITY_SERVICE = "continuity_service"
+
+
+# Any authenticated principal may read.
+ANY_ROLE: frozenset[Role] = frozenset(Role)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated caller."""
+
+    identity: str
+    roles: frozenset[Role]
+
+    def has_any(self, roles: Iterable[Role]) -> bool:
+        return not self.roles.isdisjoint(roles)
+
+
+_current_principal: ContextVar[Principal | None] = ContextVar("current_principal", default=None)
+
+
+def current_principal() -> Principal:
+    """The principal of the RPC being served (set by the server bootstrap)."""
+    principal = _current_principal.get()
+    if principal is None:
+        raise Unauthenticated("CREDENTIALS_MISSING", "no authenticated principal for this call")
+    return principal
+
+
+def set_current_principal(principal: Principal | None) -> object:
+    return _current_principal.set(principal)
+
+
+def reset_current_principal(token: object) -> None:
+    _current_principal.reset(token)  # type: ignore[arg-type]
+
+
+def token_digest(token: str) -> str:
+    """Hex SHA-256 of a bearer token, as stored in the principals file."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+class PrincipalDirectory:
+    """Resolves credentials to principals. Immutable after load."""
+
+    def __init__(
+        self, by_token_digest: Mapping[str, Principal], by_subject: Mapping[str, Principal]
+    ) -> None:
+        self._by_token_digest = dict(by_token_digest)
+        self._by_subject = dict(by_subject)
+
+    @classmethod
+    def from_document(cls, document: object) -> PrincipalDirectory:
+        if not isinstance(document, dict) or not isinstance(document.get("principals"), list):
+            raise ValueError('principals file must be {"principals": [...]}')
+        by_token: dict[str, Principal] = {}
+        by_subject: dict[str, Principal] = {}
+        for entry in document["principals"]:
+            identity = entry.get("identity")
+            if not isinstance(identity, str) or not identity:
+                raise ValueError("every principal needs a non-empty identity")
+            roles = frozenset(Role(name) for name in entry.get("roles", []))
+            principal = Principal(identity, roles)
+            if digest := entry.get("token_sha256"):
+                # Hex is case-insensitive: normalize before the duplicate check, or "ABC..." and
+                # "abc..." would pass as two tokens and the later one would silently win.
+                normalized = str(digest).lower()
+                if normalized in by_token:
+                    raise ValueError(f"token digest listed twice (identity {identity})")
+                by_token[normalized] = principal
+            if subject := entry.get("mtls_subject"):
+                if str(subject) in by_subject:
+                    raise ValueError(f"mTLS subject listed twice (identity {identity})")
+                by_subject[str(subject)] = principal
+            if not entry.get("token_sha256") and not entry.get("mtls_subject"):
+                raise ValueError(f"principal {identity} has neither token_sha256 nor mtls_subject")
+        return cls(by_token, by_subject)
+
+    @classmethod
+    def load(cls, path: str | Path) -> PrincipalDirectory:
+        return cls.from_document(json.loads(Path(path).read_text(encoding="utf-8")))
+
+    def roles_of(self, identity: str) -> frozenset[Role]:
+        """Every role ``identity`` holds now, over all of its credentials."""
+        principals = [*self._by_token_digest.values(), *self._by_subject.values()]
+        return frozenset(
+            role
+            for principal in principals
+            if principal.identity == identity
+            for role in principal.roles
+        )
+
+    def authenticate(
+        self, authorization: str | None, mtls_subjects: Iterable[str] = ()
+    ) -> Principal:
+        """The principal for the presented credentials, or UNAUTHENTICATED."""
+        if authorization:
+            scheme, _, token = authorization.partition(" ")
+            if scheme.lower() != "bearer" or not token.strip():
+                raise Unauthenticated(
+                    "CREDENTIALS_MALFORMED", "authorization metadata must be 'Bearer <token>'"
+                )
+            presented = token_digest(token.strip())
+            for digest, principal in self._by_token_digest.items():
+                if hmac.compare_digest(digest, presented):
+                    return principal
+            raise Unauthenticated("CREDENTIALS_UNKNOWN", "the bearer token is not recognised")
+        for subject in mtls_subjects:
+            if subject in self._by_subject:
+                return self._by_subject[subject]
+        if mtls_subjects:
+            raise Unauthenticated("CREDENTIALS_UNKNOWN", "the client certificate is not recognised")
+        raise Unauthenticated(
+            "CREDENTIALS_MISSING", "call needs 'authorization: Bearer <token>' metadata"
+        )
+
+
+def permits(principal: Principal, allowed: frozenset[Role]) -> bool:
+    """The one authorization predicate: the principal holds one of the allowed roles."""
+    return principal.has_any(allowed)
+
+
+@dataclass(frozen=True)
+class MethodDecision:
+    """What :func:`authorize` decides for ``principal`` calling ``method``."""
+
+    method: str
+    permitted: bool
+    required_roles: frozenset[Role]
+
+
+def decisions(
+    principal: Principal, method_roles: Mapping[str, frozenset[Role]]
+) -> list[MethodDecision]:
+    """The authorization decision for every method of a role table, sorted by method. Uses the
+    predicate :func:`authorize` uses, so a listing never permits a call the server refuses."""
+    return [
+        MethodDecision(method, permits(principal, allowed), allowed)
+        for method, allowed in sorted(method_roles.items())
+    ]
+
+
+def authorize(principal: Principal, allowed: frozenset[Role], method: str) -> None:
+    """PERMISSION_DENIED unless the principal holds one of the allowed roles."""
+    if not permits(principal, allowed):
+        raise PermissionDenied(
+            "ROLE_REQUIRED",
+            f"{principal.identity} may not call {method}",
+            metadata={
+                "identity": principal.identity,
+                "method": method,
+                "required_roles": ",".join(sorted(role.value for role in allowed)),
+            },
+        )
+
+
+def require_role(*roles: Role) -> Principal:
+    """Inside a handler: the current principal, which must hold one of ``roles``."""
+    principal = current_principal()
+    authorize(principal, frozenset(roles), "this operation")
+    return principal
+
+
+def current_role_names(path: str | Path) -> Callable[[str], frozenset[str]]:
+    """Role names an identity holds *now*: the principals file is read again on every call, so a
+    revocation is seen by the next check (used where authority must be re-checked at commit)."""
+
+    def roles(identity: str) -> frozenset[str]:
+        try:
+            directory = PrincipalDirectory.load(path)
+        except (OSError, ValueError):
+            return frozenset()  # fail closed
+        return frozenset(role.value for role in directory.roles_of(identity))
+
+    return roles

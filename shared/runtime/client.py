@@ -1,0 +1,141 @@
+"""Outbound channels for service-to-service and client calls: bearer token, trace context, and a
+timeout that never outlives the inbound call's deadline."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import grpc
+from opentelemetry.instrumentation.grpc import client_interceptor, grpcext
+
+from shared.runtime.config import (
+    DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    Settings,
+)
+from shared.runtime.deadline import downstream_timeout
+from shared.runtime.telemetry import exporting
+
+
+class _CallDetails(
+    collections.namedtuple(
+        "_CallDetails",
+        ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression"),
+    ),
+    grpc.ClientCallDetails,  # type: ignore[misc]
+):
+    pass
+
+
+class CredentialsAndDeadlineInterceptor(
+    grpc.UnaryUnaryClientInterceptor,  # type: ignore[type-arg]
+    grpc.UnaryStreamClientInterceptor,  # type: ignore[type-arg]
+):
+    """Adds ``authorization`` metadata and caps the timeout at the inbound deadline."""
+
+    def __init__(self, token: str, default_timeout: float) -> None:
+        self._token = token
+        self._default_timeout = default_timeout
+
+    def _details(self, details: grpc.ClientCallDetails) -> _CallDetails:
+        metadata: list[tuple[str, str | bytes]] = list(details.metadata or [])
+        if self._token and not any(key == "authorization" for key, _ in metadata):
+            metadata.append(("authorization", f"Bearer {self._token}"))
+        timeout = downstream_timeout(details.timeout or self._default_timeout)
+        return _CallDetails(
+            details.method,
+            timeout,
+            metadata,
+            details.credentials,
+            details.wait_for_ready,
+            details.compression,
+        )
+
+    def intercept_unary_unary(
+        self, continuation: Callable[..., Any], details: grpc.ClientCallDetails, request: Any
+    ) -> Any:
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(
+        self, continuation: Callable[..., Any], details: grpc.ClientCallDetails, request: Any
+    ) -> Any:
+        return continuation(self._details(details), request)
+
+
+def open_channel(
+    target: str,
+    token: str = "",
+    *,
+    root_certificates: bytes | None = None,
+    client_certificate: tuple[bytes, bytes] | None = None,
+    default_timeout: float = DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    extra_interceptors: Sequence[grpc.UnaryUnaryClientInterceptor] = (),  # type: ignore[type-arg]
+) -> grpc.Channel:
+    """A traced, authenticated channel. TLS when root certificates are given; mTLS when a
+    (private key, certificate chain) pair is given too."""
+    options = [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+    ]
+    if root_certificates is not None:
+        key, chain = client_certificate if client_certificate else (None, None)
+        # An empty bundle means "the system's trusted roots".
+        credentials = grpc.ssl_channel_credentials(root_certificates or None, key, chain)
+        channel = grpc.secure_channel(target, credentials, options=options)
+    else:
+        channel = grpc.insecure_channel(target, options=options)
+    if exporting():
+        # Client spans and trace context only where something exports them
+        # (shared.runtime.telemetry).
+        channel = grpcext.intercept_channel(channel, client_interceptor())  # type: ignore[no-untyped-call]
+    return grpc.intercept_channel(
+        channel, CredentialsAndDeadlineInterceptor(token, default_timeout), *extra_interceptors
+    )
+
+
+def call(method: Callable[..., Any], request: Any, **kwargs: Any) -> Any:
+    """Invoke a stub method; a failed call re-raises as the typed domain error it carried, so a
+    downstream refusal keeps its reason when it travels back to the original caller. A status
+    without ErrorInfo (deadline, cancellation, unreachable peer) keeps its code with a fixed reason
+    and message; its original details, which may name peer addresses, are only logged here."""
+    from shared.runtime.errors import from_rpc_error
+
+    try:
+        return method(request, **kwargs)
+    except grpc.RpcError as error:
+        raise from_rpc_error(error) from None
+
+
+def stream(method: Callable[..., Any], request: Any, **kwargs: Any) -> Iterator[Any]:
+    """:func:`call` for a server-streaming method: each response as it arrives; a failed stream
+    re-raises as the typed domain error it carried."""
+    from shared.runtime.errors import from_rpc_error
+
+    try:
+        yield from method(request, **kwargs)
+    except grpc.RpcError as error:
+        raise from_rpc_error(error) from None
+
+
+def service_channel(settings: Settings, service: str) -> grpc.Channel:
+    """The channel one service uses to call another, under its own identity: its bearer token,
+    and, when it serves TLS itself, TLS to the callee with its own certificate as the client
+    certificate (the CA bundle in FORGE_TLS_CLIENT_CA verifies peers both ways)."""
+    target = settings.targets[service]
+    if settings.tls is None:
+        return open_channel(target, settings.service_token)
+    root = Path(settings.tls.client_ca_file).read_bytes() if settings.tls.client_ca_file else None
+    identity = (
+        Path(settings.tls.key_file).read_bytes(),
+        Path(settings.tls.cert_file).read_bytes(),
+    )
+    return open_channel(
+        target,
+        settings.service_token,
+        root_certificates=root if root is not None else b"",
+        client_certificate=identity,
+    )

@@ -1,0 +1,184 @@
+"""Runtime configuration read from the environment (and overridable by command-line flags).
+
+Every variable the services read is declared here, once, so the deploy manifests can be checked
+against this list (tests/deploy). Names are stable: operators set them in Kubernetes ConfigMaps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+SERVICE_NAMES = ("ledger", "reconstruction", "candidate", "admission")
+DEFAULT_PORTS: Mapping[str, int] = {
+    "ledger": 50051,
+    "reconstruction": 50052,
+    "candidate": 50053,
+    "admission": 50054,
+}
+DEFAULT_DATABASE_URL = "sqlite:///var/continuity.db"
+DEFAULT_PRINCIPALS_FILE = "var/principals.json"
+DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+DEFAULT_GRACE_SECONDS = 10.0
+DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS = 30.0
+
+# Every environment variable the code reads, with its meaning (documented in the README too).
+ENVIRONMENT: Mapping[str, str] = {
+    "FORGE_HOST": "bind address of every service (default 127.0.0.1)",
+    "FORGE_LEDGER_PORT": "ledger port (default 50051)",
+    "FORGE_RECONSTRUCTION_PORT": "reconstruction port (default 50052)",
+    "FORGE_CANDIDATE_PORT": "candidate port (default 50053)",
+    "FORGE_ADMISSION_PORT": "admission port (default 50054)",
+    "FORGE_LEDGER_TARGET": "host:port the candidate and admission services call the ledger at",
+    "FORGE_RECONSTRUCTION_TARGET": (
+        "host:port the candidate and admission services call reconstruction at"
+    ),
+    "FORGE_CANDIDATE_TARGET": "host:port the admission service calls the candidate service at",
+    "FORGE_ADMISSION_TARGET": (
+        "host:port of the admission service, for the Python client and operator CLI"
+    ),
+    "FORGE_TOKEN": "bearer token the Python client and operator CLI present",
+    "FORGE_DATABASE_URL": "ledger database URL: sqlite:///path or postgresql+psycopg://...",
+    "FORGE_PRINCIPALS_FILE": (
+        "JSON file mapping token digests / mTLS subjects to identities and roles"
+    ),
+    "FORGE_SERVICE_TOKEN": "bearer token this service presents when it calls another service",
+    "FORGE_TLS_CERT": "PEM server certificate; enables TLS together with FORGE_TLS_KEY",
+    "FORGE_TLS_KEY": "PEM server private key",
+    "FORGE_TLS_CLIENT_CA": "PEM CA bundle; when set, client certificates are required (mTLS)",
+    "FORGE_MAX_MESSAGE_BYTES": "maximum request/response size in bytes (default 33554432)",
+    "FORGE_GRACE_SECONDS": "seconds in-flight calls get to drain on shutdown (default 10)",
+    "FORGE_LOG_LEVEL": "log level (default INFO)",
+    "FORGE_QUALIFIED_SOURCE_PROFILES": (
+        "extra qualified source profiles, comma-separated (the release's own is always qualified)"
+    ),
+    "FORGE_MAX_JOURNAL_FOLLOWERS": (
+        "ledger: concurrent StreamJournal followers (default 8, below the server's thread pool)"
+    ),
+    "FORGE_RECONCILIATION_VERIFIER": (
+        "ledger: the deployment's reconciliation verifier as package.module:attribute (default: "
+        "a verifier that proves nothing, so no RETRY_STAGE is admitted)"
+    ),
+    "OTEL_EXPORTER_OTLP_ENDPOINT": "OTLP/gRPC endpoint; spans are exported only when it is set",
+    "OTEL_SERVICE_NAME": "overrides the service name reported in traces",
+    "FORGE_GATEWAY_PORT": "HTTP/JSON gateway port (default 8080)",
+    "FORGE_GATEWAY_MAX_BODY_BYTES": (
+        "largest request body the HTTP gateway accepts, in bytes (default 1048576)"
+    ),
+}
+
+
+def _env(env: Mapping[str, str], name: str, default: str) -> str:
+    value = env.get(name, "")
+    return value if value != "" else default
+
+
+@dataclass(frozen=True)
+class TlsSettings:
+    """Server TLS material; client_ca set means mutual TLS."""
+
+    cert_file: str
+    key_file: str
+    client_ca_file: str = ""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything one service process needs to start."""
+
+    service: str
+    host: str
+    port: int
+    database_url: str = DEFAULT_DATABASE_URL
+    principals_file: str = DEFAULT_PRINCIPALS_FILE
+    service_token: str = ""
+    targets: Mapping[str, str] = field(default_factory=dict)
+    tls: TlsSettings | None = None
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    grace_seconds: float = DEFAULT_GRACE_SECONDS
+    log_level: str = "INFO"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def port_variable(service: str) -> str:
+    return f"FORGE_{service.upper()}_PORT"
+
+
+def target_variable(service: str) -> str:
+    return f"FORGE_{service.upper()}_TARGET"
+
+
+def load_settings(
+    service: str, argv: list[str] | None = None, env: Mapping[str, str] | None = None
+) -> Settings:
+    """Settings for ``service`` from flags (highest precedence), then environment, then defaults."""
+    if service not in SERVICE_NAMES:
+        raise ValueError(f"unknown service {service!r}")
+    env = os.environ if env is None else env
+    parser = argparse.ArgumentParser(prog=f"python -m services.{service}")
+    parser.add_argument("--host", default=_env(env, "FORGE_HOST", "127.0.0.1"))
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=int(_env(env, port_variable(service), str(DEFAULT_PORTS[service]))),
+    )
+    parser.add_argument(
+        "--database-url", default=_env(env, "FORGE_DATABASE_URL", DEFAULT_DATABASE_URL)
+    )
+    parser.add_argument(
+        "--principals-file", default=_env(env, "FORGE_PRINCIPALS_FILE", DEFAULT_PRINCIPALS_FILE)
+    )
+    args = parser.parse_args(argv or [])
+    host = args.host
+    targets = {
+        name: _env(env, target_variable(name), f"127.0.0.1:{DEFAULT_PORTS[name]}")
+        for name in SERVICE_NAMES
+        if name != service
+    }
+    cert, key = env.get("FORGE_TLS_CERT", ""), env.get("FORGE_TLS_KEY", "")
+    tls = TlsSettings(cert, key, env.get("FORGE_TLS_CLIENT_CA", "")) if cert and key else None
+    return Settings(
+        service=service,
+        host=host,
+        port=args.port,
+        database_url=args.database_url,
+        principals_file=args.principals_file,
+        service_token=env.get("FORGE_SERVICE_TOKEN", ""),
+        targets=targets,
+        tls=tls,
+        max_message_bytes=int(_env(env, "FORGE_MAX_MESSAGE_BYTES", str(DEFAULT_MAX_MESSAGE_BYTES))),
+        grace_seconds=float(_env(env, "FORGE_GRACE_SECONDS", str(DEFAULT_GRACE_SECONDS))),
+        log_level=_env(env, "FORGE_LOG_LEVEL", "INFO"),
+    )
+
+
+# --- server threads and journal followers ---------------------------------------------------
+
+#: Threads of each service's gRPC server pool (shared.runtime.server.start_server).
+DEFAULT_SERVER_THREADS = 32
+#: Journal followers poll while they wait, each on a pool thread; at most this many at a time,
+#: so the rest of the pool stays free for admissions, claims and commands.
+DEFAULT_MAX_JOURNAL_FOLLOWERS = 8
+#: The bound may be raised to at most half the pool.
+MAX_JOURNAL_FOLLOWERS_CEILING = DEFAULT_SERVER_THREADS // 2
+
+
+def journal_follower_limit(env: Mapping[str, str] | None = None) -> int:
+    """FORGE_MAX_JOURNAL_FOLLOWERS, checked to be in 1..half the server's thread pool."""
+    env = os.environ if env is None else env
+    text = _env(env, "FORGE_MAX_JOURNAL_FOLLOWERS", str(DEFAULT_MAX_JOURNAL_FOLLOWERS))
+    try:
+        limit = int(text)
+    except ValueError:
+        raise ValueError(f"FORGE_MAX_JOURNAL_FOLLOWERS must be an integer, not {text!r}") from None
+    if not 1 <= limit <= MAX_JOURNAL_FOLLOWERS_CEILING:
+        raise ValueError(
+            f"FORGE_MAX_JOURNAL_FOLLOWERS must be in 1..{MAX_JOURNAL_FOLLOWERS_CEILING} "
+            f"(half of the {DEFAULT_SERVER_THREADS} server threads), not {limit}"
+        )
+    return limit

@@ -1,0 +1,296 @@
+"""Domain errors and their one mapping to rich gRPC statuses.
+
+Domain code raises :class:`DomainError` subclasses (no grpc imports needed there). The server
+bootstrap's interceptor turns each into a ``google.rpc.Status`` carrying exactly one ``ErrorInfo``
+(stable UPPER_SNAKE ``reason``, domain ``continuity.forge``), plus ``BadRequest`` or
+``PreconditionFailure`` details where they fit. Clients turn a rich status back into the same
+exception type with :func:`from_rpc_error`. Every reason is listed, with its code, metadata keys
+and meaning, in :mod:`shared.runtime.reasons`.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+log = logging.getLogger("forge.client")
+
+ERROR_DOMAIN = "continuity.forge"
+_REASON_PATTERN = re.compile(r"^[A-Z][A-Z0-9_]*[A-Z0-9]$")
+
+
+class ErrorKind(enum.Enum):
+    """The gRPC code family of a domain error."""
+
+    INVALID_ARGUMENT = grpc.StatusCode.INVALID_ARGUMENT
+    NOT_FOUND = grpc.StatusCode.NOT_FOUND
+    ALREADY_EXISTS = grpc.StatusCode.ALREADY_EXISTS
+    FAILED_PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
+    ABORTED = grpc.StatusCode.ABORTED
+    RESOURCE_EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED
+    PERMISSION_DENIED = grpc.StatusCode.PERMISSION_DENIED
+    UNAUTHENTICATED = grpc.StatusCode.UNAUTHENTICATED
+    UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED
+    UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
+    DEADLINE_EXCEEDED = grpc.StatusCode.DEADLINE_EXCEEDED
+    CANCELLED = grpc.StatusCode.CANCELLED
+    INTERNAL = grpc.StatusCode.INTERNAL
+
+
+@dataclass(frozen=True)
+class FieldViolation:
+    """One bad request field (maps to ``BadRequest.FieldViolation``)."""
+
+    field: str
+    description: str
+
+
+@dataclass(frozen=True)
+class PreconditionViolation:
+    """One failed precondition (maps to ``PreconditionFailure.Violation``)."""
+
+    type: str
+    subject: str
+    description: str
+
+
+class DomainError(Exception):
+    """A refusal with a stable machine-readable reason. Base of every error the services return."""
+
+    kind: ClassVar[ErrorKind] = ErrorKind.FAILED_PRECONDITION
+
+    def __init__(
+        self,
+        reason: str,
+        message: str,
+        *,
+        metadata: Mapping[str, str] | None = None,
+        field_violations: Sequence[FieldViolation] = (),
+        precondition_violations: Sequence[PreconditionViolation] = (),
+    ) -> None:
+        if not _REASON_PATTERN.match(reason):
+            raise ValueError(f"error reason must be UPPER_SNAKE, got {reason!r}")
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.metadata: dict[str, str] = dict(metadata or {})
+        self.field_violations = tuple(field_violations)
+        self.precondition_violations = tuple(precondition_violations)
+
+    def __str__(self) -> str:
+        return f"{self.kind.name} {self.reason}: {self.message}"
+
+
+class InvalidArgument(DomainError):
+    """Malformed input; nothing was written."""
+
+    kind = ErrorKind.INVALID_ARGUMENT
+
+
+class NotFound(DomainError):
+    """The named resource does not exist."""
+
+    kind = ErrorKind.NOT_FOUND
+
+
+class Conflict(DomainError):
+    """The identifier is taken by different content (idempotency conflict)."""
+
+    kind = ErrorKind.ALREADY_EXISTS
+
+
+class FailedPrecondition(DomainError):
+    """The system is not in a state that allows the operation (held, stale digest, disabled)."""
+
+    kind = ErrorKind.FAILED_PRECONDITION
+
+
+class Aborted(DomainError):
+    """A concurrency check failed (stale head, stale revision); re-read and retry."""
+
+    kind = ErrorKind.ABORTED
+
+
+class ResourceExhausted(DomainError):
+    """A cap or limit is reached (queue counts, command limit, message size)."""
+
+    kind = ErrorKind.RESOURCE_EXHAUSTED
+
+
+class PermissionDenied(DomainError):
+    """A known identity lacks the role."""
+
+    kind = ErrorKind.PERMISSION_DENIED
+
+
+class Unauthenticated(DomainError):
+    """Missing or unknown credentials."""
+
+    kind = ErrorKind.UNAUTHENTICATED
+
+
+class Unimplemented(DomainError):
+    """The RPC is part of the contract but not delivered yet."""
+
+    kind = ErrorKind.UNIMPLEMENTED
+
+
+class Unavailable(DomainError):
+    """A dependency is unreachable; safe to retry."""
+
+    kind = ErrorKind.UNAVAILABLE
+
+
+class DeadlineExceeded(DomainError):
+    """A call did not finish before its deadline."""
+
+    kind = ErrorKind.DEADLINE_EXCEEDED
+
+
+class Cancelled(DomainError):
+    """A call was cancelled before it finished."""
+
+    kind = ErrorKind.CANCELLED
+
+
+class Internal(DomainError):
+    """An invariant broke inside the service."""
+
+    kind = ErrorKind.INTERNAL
+
+
+_BY_KIND: dict[ErrorKind, type[DomainError]] = {
+    cls.kind: cls
+    for cls in (
+        InvalidArgument,
+        NotFound,
+        Conflict,
+        FailedPrecondition,
+        Aborted,
+        ResourceExhausted,
+        PermissionDenied,
+        Unauthenticated,
+        Unimplemented,
+        Unavailable,
+        DeadlineExceeded,
+        Cancelled,
+        Internal,
+    )
+}
+
+# A status without ErrorInfo comes from the transport or a framework, not from a domain refusal:
+# its details may name peers ("ipv4:10.0.0.7:50051"), so the caller gets a fixed message instead.
+# It keeps its code (a code without a typed error becomes INTERNAL) and takes a fixed reason.
+_BARE_REASONS: dict[ErrorKind, str] = {
+    ErrorKind.DEADLINE_EXCEEDED: "DOWNSTREAM_DEADLINE_EXCEEDED",
+    ErrorKind.CANCELLED: "DOWNSTREAM_CANCELLED",
+}
+_BARE_MESSAGES: dict[ErrorKind, str] = {
+    ErrorKind.DEADLINE_EXCEEDED: "the call did not finish before its deadline",
+    ErrorKind.CANCELLED: "the call was cancelled",
+    ErrorKind.UNAVAILABLE: "the called service is unavailable; retry later",
+}
+
+
+def bare_status_error(code: grpc.StatusCode | None) -> DomainError:
+    """The typed error for a status that carries no ErrorInfo, with a fixed, safe message."""
+    kind = next((k for k in ErrorKind if k.value == code), ErrorKind.INTERNAL)
+    reason = _BARE_REASONS.get(kind, kind.name)
+    message = _BARE_MESSAGES.get(kind, f"the call failed ({kind.name}); see the service log")
+    return _BY_KIND[kind](reason, message)
+
+
+def _pack(message: object) -> any_pb2.Any:
+    packed = any_pb2.Any()
+    packed.Pack(message)  # type: ignore[arg-type]
+    return packed
+
+
+def to_status(error: DomainError) -> grpc.Status:
+    """The rich gRPC status for a domain error: exactly one ErrorInfo, plus BadRequest /
+    PreconditionFailure when the error names fields or preconditions."""
+    details = [
+        _pack(
+            error_details_pb2.ErrorInfo(
+                reason=error.reason, domain=ERROR_DOMAIN, metadata=dict(error.metadata)
+            )
+        )
+    ]
+    if error.field_violations:
+        details.append(
+            _pack(
+                error_details_pb2.BadRequest(
+                    field_violations=[
+                        error_details_pb2.BadRequest.FieldViolation(
+                            field=v.field, description=v.description
+                        )
+                        for v in error.field_violations
+                    ]
+                )
+            )
+        )
+    if error.precondition_violations:
+        details.append(
+            _pack(
+                error_details_pb2.PreconditionFailure(
+                    violations=[
+                        error_details_pb2.PreconditionFailure.Violation(
+                            type=v.type, subject=v.subject, description=v.description
+                        )
+                        for v in error.precondition_violations
+                    ]
+                )
+            )
+        )
+    status = status_pb2.Status(
+        code=getattr(code_pb2, error.kind.name), message=error.message, details=details
+    )
+    return rpc_status.to_status(status)
+
+
+def from_rpc_error(error: grpc.RpcError) -> DomainError:
+    """Rebuild the typed domain error from a rich status (for clients and service-to-service
+    calls). A status without a well-formed ErrorInfo becomes :func:`bare_status_error`; its
+    original details are logged here, never passed on."""
+    code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
+    status = rpc_status.from_call(error) if isinstance(error, grpc.Call) else None
+    info: error_details_pb2.ErrorInfo | None = None
+    fields: list[FieldViolation] = []
+    preconditions: list[PreconditionViolation] = []
+    details: Sequence[any_pb2.Any] = status.details if status is not None else ()
+    for detail in details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            fields = [FieldViolation(v.field, v.description) for v in bad.field_violations]
+        elif detail.Is(error_details_pb2.PreconditionFailure.DESCRIPTOR):
+            failure = error_details_pb2.PreconditionFailure()
+            detail.Unpack(failure)
+            preconditions = [
+                PreconditionViolation(v.type, v.subject, v.description) for v in failure.violations
+            ]
+    if status is None or info is None or not _REASON_PATTERN.match(info.reason):
+        original = error.details() if isinstance(error, grpc.Call) else str(error)
+        name = code.name if code is not None else "UNKNOWN"
+        log.warning("call failed with %s and no ErrorInfo: %s", name, original)
+        return bare_status_error(code)
+    kind = next((k for k in ErrorKind if k.value == code), ErrorKind.INTERNAL)
+    return _BY_KIND[kind](
+        reason=info.reason,
+        message=status.message,
+        metadata=dict(info.metadata),
+        field_violations=fields,
+        precondition_violations=preconditions,
+    )

@@ -1,0 +1,474 @@
+"""The catalogue of error reasons: every ``ErrorInfo.reason`` a caller can receive, with its gRPC
+code, its metadata keys and one line of meaning.
+
+Raise sites use the reason literal with the DomainError subclass of the listed code; a test scans
+the code for every raised literal and checks it is here, with the same code, and that its metadata
+keys are listed. ``docs/errors.md`` and the table of the "Error model" section of
+``docs/architecture.md`` are generated from this module::
+
+    python -m shared.runtime.reasons --write      # rewrite both after adding or changing a reason
+    python -m shared.runtime.reasons --markdown   # print docs/errors.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from shared.runtime.errors import ErrorKind
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One stable error reason."""
+
+    name: str
+    code: ErrorKind
+    metadata_keys: tuple[str, ...]
+    meaning: str
+    # True for the fixed reasons of a status that carried no ErrorInfo (transport or framework).
+    bare_status: bool = False
+
+
+# What each code is used for, in the order the documentation lists them.
+CODE_USES: Mapping[ErrorKind, str] = MappingProxyType(
+    {
+        ErrorKind.INVALID_ARGUMENT: "malformed input; nothing was written",
+        ErrorKind.NOT_FOUND: "the named resource does not exist",
+        ErrorKind.ALREADY_EXISTS: "an identifier reused with different content or by another "
+        "identity; choose another identifier",
+        ErrorKind.ABORTED: "optimistic concurrency; re-read and retry",
+        ErrorKind.FAILED_PRECONDITION: "the state forbids the operation (stale digest, held, "
+        "disabled, refused migration)",
+        ErrorKind.RESOURCE_EXHAUSTED: "a cap or limit is reached",
+        ErrorKind.UNAUTHENTICATED: "missing, malformed or unknown credentials",
+        ErrorKind.PERMISSION_DENIED: "a known identity lacks the role or the lease",
+        ErrorKind.UNIMPLEMENTED: "in the contract, not delivered in this release",
+        ErrorKind.UNAVAILABLE: "a dependency cannot be reached; safe to retry",
+        ErrorKind.DEADLINE_EXCEEDED: "a call did not finish before its deadline",
+        ErrorKind.CANCELLED: "a call was cancelled",
+        ErrorKind.INTERNAL: "an invariant broke; the details are in the service log, not in the "
+        "answer",
+    }
+)
+
+_IA, _NF, _AE = ErrorKind.INVALID_ARGUMENT, ErrorKind.NOT_FOUND, ErrorKind.ALREADY_EXISTS
+_AB, _FP = ErrorKind.ABORTED, ErrorKind.FAILED_PRECONDITION
+_RE, _UA, _PD = ErrorKind.RESOURCE_EXHAUSTED, ErrorKind.UNAUTHENTICATED, ErrorKind.PERMISSION_DENIED
+_UI, _UV, _IN = ErrorKind.UNIMPLEMENTED, ErrorKind.UNAVAILABLE, ErrorKind.INTERNAL
+_ANALYSIS = "the consumed response cannot be replayed under the requested version"
+_HISTORICAL = "the historical checkpoint is refused"
+_CHECKPOINT = "the historical (or, for a reproduction, the derived) checkpoint is refused"
+
+# One entry per reason, laid out as a table (the formatter would spread each over six lines).
+# fmt: off
+_REASONS: tuple[Reason, ...] = (
+    # --- INVALID_ARGUMENT ------------------------------------------------------------------------
+    Reason("FIELD_REQUIRED", _IA, ("field",), "a required request field is empty"),
+    Reason("FIELD_INVALID", _IA, ("field", "origin"),
+           "a request field is malformed or out of range (origin=client when the Python client "
+           "refused it before sending)"),
+    Reason("VERSION_UNSUPPORTED", _IA, ("expected", "field", "origin", "supported"),
+           "the requested continuity version is not one this release supports"),
+    Reason("ACKNOWLEDGEMENT_REQUIRED", _IA, ("missing", "origin"),
+           "an acknowledgement the requested version requires was not given"),
+    Reason("RUN_INVALID", _IA, (), "the run registration is malformed"),
+    Reason("ADMISSION_INVALID", _IA, (),
+           "the admission the ledger was asked to commit is malformed (field violations in "
+           "BadRequest)"),
+    Reason("POLICY_INVALID", _IA, (), "the policy update is malformed"),
+    Reason("RECOVERY_INVALID", _IA, (),
+           "the recovery the ledger was asked to commit is malformed (field violations in "
+           "BadRequest)"),
+    Reason("RECONCILIATION_INVALID", _IA, (),
+           "the reconciliation decision or verification request is malformed or oversized "
+           "(field violations in BadRequest)"),
+    Reason("REVIEWED_REJECTION_INVALID", _IA, (),
+           "the reviewed provider rejection is incomplete or malformed, or a provider counter "
+           "(admissions, jobs, dispatches, tool callbacks) is not 0 (field violations in "
+           "BadRequest)"),
+    Reason("CORRECTIVE_PROVIDER_INVALID", _IA, ("field", "origin"),
+           "the rejected-boundary recovery's corrective provider configuration is missing or "
+           "malformed, or names the rejected provider epoch again (field violations in "
+           "BadRequest)"),
+    Reason("JOURNAL_ENTRY_KIND_UNKNOWN", _IA, ("kind",), "the journal entry kind is not defined"),
+    Reason("JOURNAL_ENTRY_KIND_RESERVED", _IA, ("kind",),
+           "the journal entry kind is written only by the ledger itself"),
+    Reason("JOURNAL_PAYLOAD_INVALID", _IA, ("kind", "missing"),
+           "the journal payload is not canonical JSON of the kind's shape"),
+    Reason("JOURNAL_PAYLOAD_TOO_LARGE", _IA, ("limit_bytes",),
+           "the journal payload exceeds the size limit"),
+    Reason("EXECUTION_REQUEST_FENCED", _IA, ("execution_request_id", "kind"),
+           "a continuity execution request is written only through ExecutionService, with its "
+           "lease generation"),
+    Reason("BLOB_TOO_LARGE", _IA, ("limit_bytes",), "the blob exceeds the size limit"),
+    Reason("BLOB_DIGEST_MISMATCH", _IA, ("digest", "expected_digest"),
+           "the blob's bytes do not hash to the digest it was sent under"),
+    Reason("CHECKPOINT_MALFORMED", _IA, (),
+           "the historical or derived checkpoint is not a JSON object"),
+    Reason("CONSUMED_AT_INVALID", _IA, (), "consumed_at is not an RFC 3339 UTC timestamp"),
+    # --- NOT_FOUND -------------------------------------------------------------------------------
+    Reason("RUN_NOT_FOUND", _NF, ("run_id",), "no run is registered under this id"),
+    Reason("BLOB_NOT_FOUND", _NF, ("digest",), "no blob is stored under this digest"),
+    Reason("ADMISSION_NOT_FOUND", _NF, ("request_id", "run_id"),
+           "no admission is stored under this run and request id"),
+    Reason("POLICY_REVISION_NOT_FOUND", _NF, ("revision",), "no policy revision with this number"),
+    Reason("EXECUTION_REQUEST_NOT_FOUND", _NF, ("execution_request_id",),
+           "no execution request with this id"),
+    Reason("RECOVERY_NOT_FOUND", _NF, ("request_id", "run_id", "workflow"),
+           "no recovery of this workflow is stored for this run and request id"),
+    Reason("RECONCILIATION_NOT_FOUND", _NF, ("execution_request_id", "run_id"),
+           "no reconciliation decision is stored for this run and execution request"),
+    # --- ALREADY_EXISTS --------------------------------------------------------------------------
+    Reason("RUN_CONFLICT", _AE, ("run_id", "stored_run_digest"),
+           "the run id is registered with different content"),
+    Reason("REQUEST_ID_CONFLICT", _AE,
+           ("admitted_candidate_digest", "origin", "request_id", "reviewed_candidate_digest",
+            "stored_request_content_digest"),
+           "the request id was already submitted by this identity with different content "
+           "(origin=client: the CLI found it admitted from another candidate than the reviewed)"),
+    Reason("REQUEST_ID_OWNED_BY_ANOTHER_IDENTITY", _AE, ("request_id",),
+           "the request id was already submitted by another identity"),
+    Reason("RECOVERY_ID_CONFLICT", _AE, ("recovery_id", "stored_request_content_digest"),
+           "a recovery of this request (or this recovery id) was already submitted by this "
+           "identity with different content: a different action never replaces a witness"),
+    Reason("RECOVERY_ID_OWNED_BY_ANOTHER_IDENTITY", _AE, ("recovery_id",),
+           "a recovery of this request (or this recovery id) was already submitted by another "
+           "identity"),
+    Reason("RECONCILIATION_ID_CONFLICT", _AE,
+           ("reconciliation_id", "stored_request_content_digest"),
+           "the reconciliation id was already used by this identity with different content"),
+    Reason("RECONCILIATION_ID_OWNED_BY_ANOTHER_IDENTITY", _AE, ("reconciliation_id",),
+           "the reconciliation id was already used by another identity"),
+    Reason("CONSUMED_GRAPH_ALREADY_ADMITTED", _AE, ("request_id", "run_id"),
+           "the consumed response was already admitted under another request id"),
+    Reason("COMMAND_ID_CONFLICT", _AE, ("command_id",),
+           "the command id was recorded with a different command digest"),
+    Reason("COMMAND_ALREADY_RECORDED", _AE, ("command_id",),
+           "the command id is already charged to this run"),
+    # --- ABORTED ---------------------------------------------------------------------------------
+    Reason("JOURNAL_HEAD_STALE", _AB,
+           ("current_head_hash", "current_head_sequence", "expected_head_hash", "run_id"),
+           "the journal head moved since the caller read it"),
+    Reason("POLICY_REVISION_STALE", _AB, ("current_revision", "expected_revision"),
+           "the policy changed since the caller read it"),
+    Reason("JOURNAL_CHANGED_DURING_READ", _AB, ("run_id",),
+           "the journal changed while the candidate was being evaluated"),
+    # --- FAILED_PRECONDITION: admission and execution ----------------------------------------
+    Reason("CANDIDATE_DIGEST_STALE", _FP, ("stale",),
+           "a continuity digest the operator reviewed no longer matches the current state"),
+    Reason("CANDIDATE_HELD", _FP, ("holds", "requirements"),
+           "the candidate is held; only an eligible candidate can be submitted"),
+    Reason("RECOVERY_UNRESOLVED", _FP, ("holds", "recovery_id", "request_id", "run_id"),
+           "the admissibility check, re-run inside the recovery transaction, leaves the request "
+           "unresolved (one PreconditionFailure violation per hold)"),
+    Reason("REVIEWED_REPORT_UNVERIFIED", _FP, ("fields",),
+           "inside the recovery transaction, a reviewed source-validator or executable-probe "
+           "report is not stored intact or does not name the reviewed source revision, "
+           "executable identity and provider epoch (one PreconditionFailure violation each)"),
+    Reason("CORRECTIVE_PROVIDER_UNVERIFIED", _FP, ("fields",),
+           "inside the recovery transaction, the corrective provider configuration document is "
+           "not stored intact or does not name the corrective epoch, the rejected epoch it "
+           "replaces and the model (one PreconditionFailure violation each)"),
+    Reason("CANDIDATE_VERSION_MISMATCH", _FP, ("candidate_version",),
+           "the candidate proves another version than the one requested"),
+    Reason("RECONSTRUCTION_MISMATCH", _FP, ("candidate", "reconstructed"),
+           "admission's reconstruction differs from the checkpoint the candidate proved"),
+    Reason("CONSUMED_RESPONSE_MISMATCH", _FP,
+           ("consumed_response_digest", "journal_response_digest", "run_id"),
+           "the admitted consumed response is not the journal's newest response_consumed entry"),
+    Reason("RUN_NOT_HELD", _FP, ("last_entry_kind", "run_id"),
+           "at the expected head the run's last entry is not run_held"),
+    Reason("DERIVED_CHECKPOINT_MISSING", _FP, ("digest",),
+           "the admission did not carry the derived checkpoint bytes"),
+    Reason("POLICY_DISABLED", _FP, ("policy_revision", "setting"),
+           "the continuity policy (or the setting the version needs) is disabled"),
+    Reason("POLICY_REVISION_CHANGED", _FP, ("current_revision", "ticket_revision"),
+           "the policy revision changed after the candidate or ticket was issued"),
+    Reason("POLICY_REVOKED", _FP, ("policy_revision",),
+           "the policy revision the ticket was issued under was revoked"),
+    Reason("PROFILE_NOT_QUALIFIED", _FP, ("source_profile",),
+           "the run's source profile is not qualified by this release"),
+    Reason("CLAIM_OUTSTANDING", _FP, ("execution_request_id",),
+           "an admitted continuity execution request is still unclaimed"),
+    Reason("CLAIM_CHECK_FAILED", _FP, ("mismatched",),
+           "the worker's attempt, source, configuration or profile differs from the run's"),
+    Reason("RECOVERY_AUTHORITY_REVOKED", _FP,
+           ("actor", "execution_request_id", "missing_roles", "workflow"),
+           "the actor of the recovery that queued this request no longer holds the authority "
+           "its workflow required; claim and command dispatch stop"),
+    Reason("EXECUTION_REQUEST_NOT_QUEUED", _FP, ("state",),
+           "the execution request is no longer queued"),
+    Reason("EXECUTION_REQUEST_NOT_CLAIMED", _FP, ("state",),
+           "the execution request is not claimed"),
+    Reason("LEASE_GENERATION_STALE", _FP, ("current_generation",),
+           "the lease generation is not the current one"),
+    Reason("RECONCILIATION_UNRESOLVED", _FP, ("execution_request_id", "holds"),
+           "the admissibility check, re-run inside the reconciliation transaction, leaves the "
+           "request held (one PreconditionFailure violation per hold); nothing was written"),
+    Reason("RECONCILIATION_STATE_CHANGED", _FP, ("lease_generation", "state"),
+           "the execution request's state or lease generation is not the one reviewed"),
+    Reason("RECONCILIATION_DIGEST_STALE", _FP, ("current_reconciliation_digest",),
+           "the request's snapshot moved since the inspection (e.g. a late write of the old "
+           "owner); inspect and review again"),
+    Reason("RECONCILIATION_NOT_VERIFIED", _FP, ("execution_request_id", "verifier"),
+           "the deployment verifier did not prove cessation, exposure within the reservation "
+           "and no effect or retry-safe; nothing was recorded"),
+    Reason("LEASE_FENCED_BY_RECONCILIATION", _FP, ("execution_request_id", "state"),
+           "the execution request was reconciled: every lease generation of it is fenced for "
+           "ever, so a late write of its old owner is refused"),
+    Reason("LEASE_EXPIRED", _FP, ("lease_expires_at",), "the lease expired"),
+    Reason("ACTIVE_DEADLINE_PASSED", _FP, ("active_deadline",),
+           "the request's active deadline has passed"),
+    Reason("TIME_BUDGET_UNSUPPORTED", _FP, ("time_budget_protocol",),
+           "the run's time budget protocol is not supported"),
+    Reason("SCHEMA_REVISION_STALE", _FP, ("current_revision", "required_revision"),
+           "the database schema is not at the revision the ledger requires; run the migration "
+           "command (the ledger refuses to start)"),
+    # --- FAILED_PRECONDITION: reconstruction refusals --------------------------------------------
+    Reason("CHECKPOINT_NOT_CANONICAL", _FP, ("field",),
+           f"{_CHECKPOINT}: its bytes are not canonical JSON"),
+    Reason("CHECKPOINT_FORMAT_UNSUPPORTED", _FP, ("field",),
+           f"{_CHECKPOINT}: its format is not the registered one"),
+    Reason("CHECKPOINT_DIGEST_MISMATCH", _FP, ("field",),
+           f"{_CHECKPOINT}: the state does not match its sealed digest"),
+    Reason("SDK_TRANSITION_UNSUPPORTED", _FP, ("field",),
+           f"{_CHECKPOINT}: its runtime is not the registered source (or target)"),
+    Reason("INSPECTION_CHAIN_BROKEN", _FP, ("problem", "run_id", "sequence"),
+           "a journal inspection requires an intact chain; it breaks at the named sequence and "
+           "nothing is inspected"),
+    Reason("INSPECTION_ROW_MISMATCH", _FP, ("field", "sequence"),
+           "a native row does not name its record by digest, so the record cannot be inspected"),
+    Reason("POLICY_EPOCH_UNRECOGNIZED", _FP, ("epoch", "field"),
+           "the run's adopted checkpoint-mode policy epoch is not recognized: not in the "
+           "compatibility catalog, malformed, or outside a continuity context with a qualified "
+           "profile and an enabled finite-lease policy"),
+    Reason("POLICY_EPOCH_NOT_CURRENT", _FP, ("current_epoch", "epoch"),
+           "ordinary mode preparation and restore accept only the current checkpoint-mode "
+           "policy epoch"),
+    Reason("HISTORICAL_IDENTITY_UNREGISTERED", _FP, ("field",),
+           f"{_HISTORICAL}: its validator or pinned source is not registered"),
+    Reason("MIGRATION_FIELD_REFUSED", _FP, ("field",),
+           "a checkpoint field cannot be migrated to the target SDK (JSON Pointer in field)"),
+    Reason("MIGRATION_COUNTER_MISSING", _FP, ("field",), "a mandatory usage counter is missing"),
+    Reason("MIGRATION_COUNTER_UNEXPECTED", _FP, ("field",), "a usage counter is not recognised"),
+    Reason("MIGRATION_COUNTER_OUT_OF_BOUNDS", _FP, ("field",),
+           "a usage counter is not a bounded integer"),
+    Reason("CONTRACT_MIGRATION_REFUSED", _FP, ("element",),
+           "the tool contract differs beyond the two permitted changes"),
+    Reason("CONSUMED_RESPONSE_UNPARSEABLE", _FP, (),
+           "the pinned SDK cannot consume the stored response"),
+    Reason("HISTORY_PREFIX_CHANGED", _FP, (), "reconstruction would change the stored history"),
+    Reason("OBSERVATION_RECONSTRUCTION_DIVERGED", _FP, ("element",),
+           "the sealed reconstruction of a consumed turn with an unavailable evidence "
+           "observation would not keep the raw response, history, state, limits, contract, usage "
+           "or the exact retained results (element names it)"),
+    Reason("PENDING_REQUEST_NOT_SENT", _FP, ("element",),
+           "the pinned SDK built or sent no provider request from the derived checkpoint (e.g. "
+           "a usage limit refuses it first)"),
+    Reason("PENDING_STATE_DIVERGED", _FP, ("element",),
+           "the request the pinned SDK builds from the derived checkpoint does not carry its "
+           "exact history, settings, tool definitions, usage or limits (element names it)"),
+    Reason("UNSUPPORTED_RESPONSE_CONTENT", _FP, ("element",),
+           f"{_ANALYSIS}: it holds content other than tool calls"),
+    Reason("DUPLICATE_TOOL_CALL_ID", _FP, ("element",),
+           f"{_ANALYSIS}: a tool call id is not unique"),
+    Reason("UNKNOWN_TOOL_CALL", _FP, ("element",),
+           f"{_ANALYSIS}: a called tool is not in the contract"),
+    Reason("EVIDENCE_CALL_COUNT", _FP, ("element",),
+           f"{_ANALYSIS}: it does not hold exactly one read_run_evidence call"),
+    Reason("EVIDENCE_QUERY_NOT_ADVERTISED", _FP, ("element",),
+           f"{_ANALYSIS}: the old advertised schema rejects the evidence query"),
+    Reason("EVIDENCE_QUERY_VALID", _FP, ("element",),
+           f"{_ANALYSIS}: the pinned validator accepts the query, so it was not an invalid read"),
+    Reason("SIBLING_CALL_REFUSED", _FP, ("element",),
+           f"{_ANALYSIS}: a sibling call is not an allowed observation of the version"),
+    # --- RESOURCE_EXHAUSTED ----------------------------------------------------------------------
+    Reason("PER_RUN_TICKET_LIMIT", _RE, ("count", "limit"),
+           "the run has as many pending tickets as the policy allows"),
+    Reason("PENDING_TICKET_LIMIT", _RE, ("count", "limit"),
+           "the factory has as many pending tickets as the policy allows"),
+    Reason("COMMAND_LIMIT_REACHED", _RE, ("limit", "used"),
+           "the run's command limit is used up; the command is refused before it runs"),
+    Reason("JOURNAL_FOLLOWERS_EXHAUSTED", _RE, ("limit",), "too many concurrent journal followers"),
+    # --- UNAUTHENTICATED / PERMISSION_DENIED -----------------------------------------------------
+    Reason("CREDENTIALS_MISSING", _UA, (), "the call carries no credentials"),
+    Reason("CREDENTIALS_MALFORMED", _UA, (), "the authorization metadata is not 'Bearer <token>'"),
+    Reason("CREDENTIALS_UNKNOWN", _UA, (), "the token or client certificate is not recognised"),
+    Reason("ROLE_REQUIRED", _PD, ("identity", "method", "required_roles"),
+           "the identity holds none of the roles the method allows"),
+    Reason("NOT_LEASE_OWNER", _PD, ("identity",), "the caller does not hold the lease"),
+    # --- UNIMPLEMENTED / UNAVAILABLE / INTERNAL --------------------------------------------------
+    Reason("NOT_YET_AVAILABLE", _UI, ("method",), "in the contract, not delivered in this release"),
+    Reason("CANDIDATE_SOURCES_UNCONFIGURED", _UV, (),
+           "the candidate server has no ledger or reconstruction connection"),
+    Reason("DATABASE_UNAVAILABLE", _UV, (),
+           "the ledger lost its database connection; a write's outcome is unknown until a "
+           "same-ID retry or read-back settles it"),
+    Reason("INTERNAL_ERROR", _IN, (),
+           "an unexpected exception; the details are in the service log"),
+    Reason("CANDIDATE_PROOF_MISSING", _IN, (), "no hold applies but no proof was built"),
+    Reason("RECONSTRUCTION_REASON_UNMAPPED", _IN, ("origin", "reconstruction_reason"),
+           "reconstruction reported a reason the candidate has no hold for (fails closed)"),
+    Reason("TARGET_SDK_MISMATCH", _IN, ("field",),
+           "the installed SDK is not the one reconstruction is pinned to"),
+    Reason("SEALED_REPLAY_FAILED", _IN, (),
+           "the sealed replay did not parse the consumed response"),
+    Reason("SEALED_TRANSPORT_VIOLATION", _IN, (),
+           "more than one request, or a callback, left the sealed transport"),
+    Reason("CONTRACT_CAPTURE_FAILED", _IN, (), "the installed tool contract could not be captured"),
+)
+# fmt: on
+
+
+def _bare(name: str, code: ErrorKind, meaning: str) -> Reason:
+    return Reason(name, code, (), meaning, bare_status=True)
+
+
+_NO_INFO = "a peer answered {} without ErrorInfo"
+# The reasons shared.runtime.errors.bare_status_error gives a status that carried no ErrorInfo:
+# fixed
+# message, original details only in the log.
+_BARE_STATUS_REASONS: tuple[Reason, ...] = (
+    _bare(
+        "DOWNSTREAM_DEADLINE_EXCEEDED",
+        ErrorKind.DEADLINE_EXCEEDED,
+        "a downstream call did not finish before its deadline",
+    ),
+    _bare("DOWNSTREAM_CANCELLED", ErrorKind.CANCELLED, "a downstream call was cancelled"),
+    _bare(
+        "UNAVAILABLE",
+        _UV,
+        "the called service cannot be reached (connection refused, shutting down); safe to retry",
+    ),
+    _bare(
+        "RESOURCE_EXHAUSTED",
+        _RE,
+        f"{_NO_INFO.format('RESOURCE_EXHAUSTED')}, e.g. a message over the size limit",
+    ),
+    _bare(
+        "UNIMPLEMENTED", _UI, f"{_NO_INFO.format('UNIMPLEMENTED')}: it does not serve the method"
+    ),
+    _bare("INTERNAL", _IN, f"{_NO_INFO.format('INTERNAL, UNKNOWN, DATA_LOSS or OUT_OF_RANGE')}"),
+    *(
+        _bare(kind.name, kind, _NO_INFO.format(kind.name))
+        for kind in (_IA, _NF, _AE, _AB, _FP, _UA, _PD)
+    ),
+)
+
+
+def _index(reasons: tuple[Reason, ...]) -> Mapping[str, Reason]:
+    index: dict[str, Reason] = {}
+    for reason in reasons:
+        if reason.name in index:
+            raise ValueError(f"reason {reason.name} catalogued twice")
+        index[reason.name] = reason
+    return MappingProxyType(index)
+
+
+CATALOGUE: Mapping[str, Reason] = _index(_REASONS + _BARE_STATUS_REASONS)
+
+
+# --- documentation -------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+ERRORS_DOC = ROOT / "docs" / "errors.md"
+ARCHITECTURE_DOC = ROOT / "docs" / "architecture.md"
+TABLE_BEGIN = "<!-- reasons table: generated by `python -m shared.runtime.reasons --write` -->"
+TABLE_END = "<!-- end of reasons table -->"
+_GENERATED = (
+    "<!-- Generated from shared/runtime/reasons.py by `python -m shared.runtime.reasons --write`; "
+    "do not edit by hand. -->"
+)
+
+
+def _by_code(bare_status: bool) -> list[tuple[ErrorKind, list[Reason]]]:
+    return [
+        (code, sorted(listed, key=lambda r: r.name))
+        for code in CODE_USES
+        if (
+            listed := [
+                r for r in CATALOGUE.values() if r.code is code and r.bare_status is bare_status
+            ]
+        )
+    ]
+
+
+def _keys(reason: Reason) -> str:
+    return ", ".join(f"`{key}`" for key in reason.metadata_keys) or "–"
+
+
+def errors_markdown() -> str:
+    """The full reason reference, ``docs/errors.md``."""
+    lines = [
+        _GENERATED,
+        "",
+        "# Error reasons",
+        "",
+        "Every `google.rpc.ErrorInfo.reason` the services return (domain `continuity.forge`), by",
+        "gRPC code, with the `ErrorInfo.metadata` keys it may carry. The error model is described",
+        "in [architecture.md](architecture.md#error-model); the catalogue is",
+        "`shared/runtime/reasons.py`.",
+    ]
+    for code, listed in _by_code(bare_status=False):
+        lines += ["", f"## `{code.name}`", "", f"{CODE_USES[code].capitalize()}.", ""]
+        lines += ["| reason | metadata | meaning |", "|---|---|---|"]
+        lines += [f"| `{r.name}` | {_keys(r)} | {r.meaning} |" for r in listed]
+    lines += [
+        "",
+        "## Statuses without ErrorInfo",
+        "",
+        "A status that carries no `ErrorInfo` comes from the transport or a framework, not from",
+        "a domain refusal. When one service calls another, `shared.runtime.client.call` keeps its",
+        "code,",
+        "gives it the reason below and a fixed message; the original details (which may name",
+        "peer addresses) go to the calling service's log only.",
+        "",
+        "| reason | gRPC code | meaning |",
+        "|---|---|---|",
+    ]
+    for code, listed in _by_code(bare_status=True):
+        lines += [f"| `{r.name}` | `{code.name}` | {r.meaning} |" for r in listed]
+    return "\n".join(lines) + "\n"
+
+
+def summary_table() -> str:
+    """The table of the "Error model" section of ``docs/architecture.md``."""
+    lines = [TABLE_BEGIN, "", "| gRPC code | used for | reasons |", "|---|---|---|"]
+    for code, listed in _by_code(bare_status=False):
+        names = ", ".join(f"`{r.name}`" for r in listed)
+        lines.append(f"| `{code.name}` | {CODE_USES[code]} | {names} |")
+    lines += ["", TABLE_END]
+    return "\n".join(lines)
+
+
+def architecture_with_table(text: str) -> str:
+    """``text`` (docs/architecture.md) with its generated table replaced by the current one."""
+    start, end = text.index(TABLE_BEGIN), text.index(TABLE_END) + len(TABLE_END)
+    return text[:start] + summary_table() + text[end:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m shared.runtime.reasons", description=__doc__)
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--markdown", action="store_true", help="print docs/errors.md")
+    group.add_argument("--summary", action="store_true", help="print the architecture table")
+    group.add_argument("--write", action="store_true", help="rewrite both documents")
+    args = parser.parse_args(argv)
+    if args.markdown:
+        sys.stdout.write(errors_markdown())
+    elif args.summary:
+        sys.stdout.write(summary_table() + "\n")
+    else:
+        ERRORS_DOC.write_text(errors_markdown(), encoding="utf-8")
+        text = ARCHITECTURE_DOC.read_text(encoding="utf-8")
+        ARCHITECTURE_DOC.write_text(architecture_with_table(text), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,283 @@
+"""One server bootstrap for all four services: authentication and authorization, rich error
+mapping, tracing, deadline capture, health, reflection, message-size limits, graceful shutdown."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent import futures
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import grpc
+from google.protobuf.descriptor import ServiceDescriptor
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from opentelemetry.instrumentation.grpc import server_interceptor
+
+from shared.runtime.auth import (
+    Principal,
+    PrincipalDirectory,
+    Role,
+    authorize,
+    reset_current_principal,
+    set_current_principal,
+)
+from shared.runtime.config import DEFAULT_SERVER_THREADS, Settings
+from shared.runtime.deadline import reset_inbound_deadline, set_inbound_deadline
+from shared.runtime.errors import DomainError, Internal, to_status
+from shared.runtime.telemetry import configure_tracing, exporting
+
+log = logging.getLogger("forge.server")
+audit = logging.getLogger("forge.audit")
+
+if TYPE_CHECKING:
+    Handler = grpc.RpcMethodHandler[Any, Any]
+else:
+    Handler = grpc.RpcMethodHandler
+
+# Health and reflection answer without credentials so probes and grpcurl `list` work.
+PUBLIC_METHOD_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
+
+
+@dataclass(frozen=True)
+class ServiceBinding:
+    """A servicer to host, with the roles allowed to call each of its methods."""
+
+    descriptor: ServiceDescriptor
+    register: Callable[[grpc.Server], None]
+    method_roles: Mapping[str, frozenset[Role]]
+
+    def full_method_roles(self) -> dict[str, frozenset[Role]]:
+        missing = [m.name for m in self.descriptor.methods if m.name not in self.method_roles]
+        if missing:
+            # Fail closed: a method nobody decided on must not become callable by accident.
+            raise ValueError(f"{self.descriptor.full_name}: no roles declared for {missing}")
+        return {
+            f"/{self.descriptor.full_name}/{name}": roles
+            for name, roles in self.method_roles.items()
+        }
+
+
+def _peer_subjects(context: grpc.ServicerContext) -> list[str]:
+    values: Sequence[bytes] = context.auth_context().get("x509_common_name", [])  # type: ignore[assignment]
+    return [value.decode("utf-8", "replace") for value in values]
+
+
+class CallPolicyInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
+    """Authenticates, authorizes, captures the deadline and maps domain errors, around every
+    handler of the hosted services."""
+
+    def __init__(
+        self, directory: PrincipalDirectory, method_roles: Mapping[str, frozenset[Role]]
+    ) -> None:
+        self._directory = directory
+        self._method_roles = dict(method_roles)
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Handler | None:
+        handler = continuation(handler_call_details)
+        method: str = handler_call_details.method
+        if handler is None or method.startswith(PUBLIC_METHOD_PREFIXES):
+            return handler
+        allowed = self._method_roles.get(method, frozenset())
+        metadata = dict(handler_call_details.invocation_metadata)
+        presented = metadata.get("authorization")
+        authorization = presented if isinstance(presented, str) else None
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(
+                self._wrap_unary(handler.unary_unary, method, allowed, authorization),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(
+                self._wrap_stream(handler.unary_stream, method, allowed, authorization),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler  # client-streaming methods are not part of the contracts
+
+    def _enter(
+        self,
+        context: grpc.ServicerContext,
+        method: str,
+        allowed: frozenset[Role],
+        authorization: str | None,
+    ) -> Principal:
+        principal = self._directory.authenticate(authorization, _peer_subjects(context))
+        authorize(principal, allowed, method)
+        return principal
+
+    def _refuse(self, context: grpc.ServicerContext, method: str, error: DomainError) -> NoReturn:
+        if error.kind.name in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+            audit.warning(
+                "denied method=%s peer=%s reason=%s identity=%s",
+                method,
+                context.peer(),
+                error.reason,
+                error.metadata.get("identity", "-"),
+            )
+        else:
+            log.info("refused method=%s reason=%s: %s", method, error.reason, error.message)
+        context.abort_with_status(to_status(error))
+        raise AssertionError("abort_with_status returns only by raising")  # pragma: no cover
+
+    def _fail(self, context: grpc.ServicerContext, method: str) -> NoReturn:
+        log.exception("internal error in %s", method)
+        context.abort_with_status(
+            to_status(Internal("INTERNAL_ERROR", "internal error; see the service log"))
+        )
+        raise AssertionError("abort_with_status returns only by raising")  # pragma: no cover
+
+    @contextmanager
+    def _call_scope(
+        self,
+        context: grpc.ServicerContext,
+        method: str,
+        allowed: frozenset[Role],
+        authorization: str | None,
+    ) -> Iterator[None]:
+        """Around one handler: authenticate and authorize, expose the principal and deadline to
+        the handler's code, and turn any failure into a rich status."""
+        deadline_token = set_inbound_deadline(context.time_remaining())
+        principal_token = set_current_principal(None)
+        try:
+            set_current_principal(self._enter(context, method, allowed, authorization))
+            yield
+        except DomainError as error:
+            self._refuse(context, method, error)
+        except Exception:
+            self._fail(context, method)
+        finally:
+            reset_current_principal(principal_token)
+            reset_inbound_deadline(deadline_token)
+
+    def _wrap_unary(
+        self,
+        behaviour: Callable[[Any, grpc.ServicerContext], Any],
+        method: str,
+        allowed: frozenset[Role],
+        authorization: str | None,
+    ) -> Callable[[Any, grpc.ServicerContext], Any]:
+        def handle(request: Any, context: grpc.ServicerContext) -> Any:
+            with self._call_scope(context, method, allowed, authorization):
+                return behaviour(request, context)
+
+        return handle
+
+    def _wrap_stream(
+        self,
+        behaviour: Callable[[Any, grpc.ServicerContext], Iterator[Any]],
+        method: str,
+        allowed: frozenset[Role],
+        authorization: str | None,
+    ) -> Callable[[Any, grpc.ServicerContext], Iterator[Any]]:
+        def handle(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            with self._call_scope(context, method, allowed, authorization):
+                yield from behaviour(request, context)
+
+        return handle
+
+
+def _server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
+    if settings.tls is None:
+        return None
+    with open(settings.tls.key_file, "rb") as key, open(settings.tls.cert_file, "rb") as cert:
+        pair = (key.read(), cert.read())
+    if settings.tls.client_ca_file:
+        with open(settings.tls.client_ca_file, "rb") as ca:
+            return grpc.ssl_server_credentials(
+                [pair], root_certificates=ca.read(), require_client_auth=True
+            )
+    return grpc.ssl_server_credentials([pair])
+
+
+class RunningServer:
+    """A started server; ``stop`` drains in-flight calls within the grace period."""
+
+    def __init__(self, server: grpc.Server, health_servicer: health.HealthServicer, port: int):
+        self.server = server
+        self.health = health_servicer
+        self.port = port
+        self._stopped = threading.Event()
+
+    def stop(self, grace: float) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self.health.enter_graceful_shutdown()
+        self.server.stop(grace).wait()
+
+    def wait(self) -> None:
+        self.server.wait_for_termination()
+
+
+def start_server(
+    settings: Settings,
+    bindings: Sequence[ServiceBinding],
+    directory: PrincipalDirectory,
+    *,
+    max_workers: int = DEFAULT_SERVER_THREADS,
+) -> RunningServer:
+    """Build, bind and start a server hosting ``bindings`` (port 0 picks a free port)."""
+    provider = configure_tracing(settings.service)
+    method_roles: dict[str, frozenset[Role]] = {}
+    for binding in bindings:
+        method_roles.update(binding.full_method_roles())
+    options = [
+        ("grpc.max_receive_message_length", settings.max_message_bytes),
+        ("grpc.max_send_message_length", settings.max_message_bytes),
+        ("grpc.so_reuseport", 0),
+    ]
+    interceptors: list[grpc.ServerInterceptor[Any, Any]] = [
+        CallPolicyInterceptor(directory, method_roles)
+    ]
+    if exporting():
+        # Spans only where something exports them (shared.runtime.telemetry).
+        interceptors.insert(0, server_interceptor(tracer_provider=provider))  # type: ignore[no-untyped-call]
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=settings.service),
+        interceptors=interceptors,
+        options=options,
+    )
+    for binding in bindings:
+        binding.register(server)
+    health_servicer = health.HealthServicer(experimental_non_blocking=True)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = [binding.descriptor.full_name for binding in bindings]
+    for name in ["", *names]:
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    reflection.enable_server_reflection(
+        [*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server
+    )
+    credentials = _server_credentials(settings)
+    if credentials is None:
+        port = server.add_insecure_port(settings.address)
+    else:
+        port = server.add_secure_port(settings.address, credentials)
+    if port == 0:
+        raise OSError(f"could not bind {settings.address}")
+    server.start()
+    log.info("%s serving %s on %s:%d", settings.service, ", ".join(names), settings.host, port)
+    return RunningServer(server, health_servicer, port)
+
+
+def serve_until_signalled(running: RunningServer, grace: float) -> None:
+    """Block until SIGTERM / SIGINT, then drain and stop."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("signal %d: draining for up to %.0fs", signum, grace)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    stop.wait()
+    running.stop(grace)

@@ -1,0 +1,49 @@
+"""Stored timestamps: the fast parse of the stored form answers exactly what ``strptime`` does."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shared.continuity.timeutil import from_text, to_text
+
+STORED = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def _strptime(text: str) -> datetime | None:
+    try:
+        return datetime.strptime(text, STORED).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def _from_text(text: str) -> datetime | None:
+    try:
+        return from_text(text)
+    except ValueError:
+        return None
+
+
+@given(st.datetimes(timezones=st.just(UTC)))
+def test_every_stored_moment_reads_back_exactly(moment: datetime) -> None:
+    assert from_text(to_text(moment)) == moment
+
+
+# Text close to the stored form (digits, separators, a few look-alikes), and arbitrary text.
+NEAR = st.text(alphabet="0123456789-T:.Z +٣", min_size=20, max_size=30)
+
+
+@given(st.one_of(NEAR, st.text(max_size=40)))
+def test_any_text_is_parsed_or_refused_as_strptime_would(text: str) -> None:
+    assert _from_text(text) == _strptime(text)
+
+
+@given(st.datetimes(timezones=st.just(UTC)), st.integers(0, 26), st.sampled_from("0 :-.Z٣"))
+def test_a_stored_form_with_one_character_changed_is_judged_as_strptime_would(
+    moment: datetime, index: int, replacement: str
+) -> None:
+    text = to_text(moment)
+    changed = text[:index] + replacement + text[index + 1 :]
+    assert _from_text(changed) == _strptime(changed)

@@ -1,0 +1,286 @@
+"""Authentication and authorization over every RPC of every service, through real servers.
+
+The expected matrix is written out here on purpose: it is the documented access policy, so a
+change to a service's role table must change this file too.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import grpc
+import pytest
+from google.protobuf import symbol_database
+
+from forge.continuity.v1 import (
+    admission_pb2,
+    admission_pb2_grpc,
+    candidate_pb2,
+    common_pb2,
+    execution_pb2,
+    ledger_pb2,
+    policy_pb2,
+    reconciliation_pb2,
+    reconstruction_pb2,
+)
+from services.admission.servicer import bindings as admission_bindings
+from services.candidate.servicer import bindings as candidate_bindings
+from services.ledger.service import Ledger
+from services.ledger.servicer import bindings as ledger_bindings
+from services.reconstruction.__main__ import bindings as reconstruction_bindings
+from shared.runtime.errors import from_rpc_error
+from tests.support import ROLE_TOKENS, TOKENS, Served, admission_downstream, serve
+
+ALL = frozenset(ROLE_TOKENS)
+ADMIN = frozenset({"factory_administrator"})
+OPERATOR = frozenset({"execution_operator"})
+WRITER = frozenset({"platform_writer"})
+WORKER = frozenset({"worker"})
+SERVICE = frozenset({"continuity_service"})
+# Admission recomputes the candidate under its own service identity.
+CANDIDATE_READERS = OPERATOR | ADMIN | SERVICE
+
+EXPECTED: dict[str, frozenset[str]] = {
+    "/forge.continuity.v1.LedgerService/CreateRun": WRITER,
+    "/forge.continuity.v1.LedgerService/GetRun": ALL,
+    "/forge.continuity.v1.LedgerService/AppendJournalEntry": WRITER,
+    "/forge.continuity.v1.LedgerService/ReadJournal": ALL,
+    "/forge.continuity.v1.LedgerService/StreamJournal": ALL,
+    "/forge.continuity.v1.LedgerService/VerifyJournal": ALL,
+    "/forge.continuity.v1.LedgerService/ReadRunSnapshot": ALL,
+    "/forge.continuity.v1.LedgerService/InspectJournal": ALL,
+    "/forge.continuity.v1.LedgerService/PutBlob": WRITER | SERVICE,
+    "/forge.continuity.v1.LedgerService/GetBlob": ALL,
+    "/forge.continuity.v1.LedgerService/CommitAdmission": SERVICE,
+    "/forge.continuity.v1.LedgerService/GetAdmission": ALL,
+    "/forge.continuity.v1.LedgerService/CommitInvalidReadRecovery": SERVICE,
+    "/forge.continuity.v1.LedgerService/GetRecovery": ALL,
+    "/forge.continuity.v1.PolicyService/GetPolicy": ALL,
+    "/forge.continuity.v1.PolicyService/PutPolicy": ADMIN,
+    "/forge.continuity.v1.PolicyService/ListPolicyRevisions": ALL,
+    "/forge.continuity.v1.ReconciliationService/InspectReconciliation": ALL,
+    "/forge.continuity.v1.ReconciliationService/VerifyReconciliation": ADMIN,
+    "/forge.continuity.v1.ReconciliationService/ReconcileExecutionRequest": ADMIN,
+    "/forge.continuity.v1.ReconciliationService/GetReconciliation": ALL,
+    "/forge.continuity.v1.ExecutionService/ClaimExecutionRequest": WORKER,
+    "/forge.continuity.v1.ExecutionService/CompleteExecutionRequest": WORKER,
+    "/forge.continuity.v1.ExecutionService/FailExecutionRequest": WORKER,
+    "/forge.continuity.v1.ExecutionService/FailUnclaimedExecutionRequest": WORKER,
+    "/forge.continuity.v1.ExecutionService/GetExecutionRequest": ALL,
+    "/forge.continuity.v1.ExecutionService/ListExecutionRequests": ALL,
+    "/forge.continuity.v1.ExecutionService/RecordCommand": WORKER,
+    "/forge.continuity.v1.ExecutionService/GetCommandUsage": ALL,
+    # Pure computation over bytes the caller already holds.
+    "/forge.continuity.v1.ReconstructionService/ReconstructInvalidRead": ALL,
+    "/forge.continuity.v1.ReconstructionService/AnalyzeConsumedResponse": ALL,
+    "/forge.continuity.v1.ReconstructionService/AnalyzeAndReconstructInvalidRead": ALL,
+    "/forge.continuity.v1.ReconstructionService/ReproducePendingRequest": ALL,
+    "/forge.continuity.v1.ReconstructionService/ReconstructReadonlyObservation": ALL,
+    "/forge.continuity.v1.CandidateService/GetInvalidReadContinuityCandidate": CANDIDATE_READERS,
+    # Admission recomputes the recovery candidate under its own service identity too.
+    "/forge.continuity.v1.CandidateService/GetInvalidReadRecoveryCandidate": ADMIN | SERVICE,
+    "/forge.continuity.v1.CandidateService/GetRejectedBoundaryCandidate": ADMIN | SERVICE,
+    "/forge.continuity.v1.CandidateService/GetReadonlyObservationCandidate": ADMIN | SERVICE,
+    "/forge.continuity.v1.AdmissionService/RequestInvalidReadContinuity": OPERATOR,
+    "/forge.continuity.v1.AdmissionService/RequestInvalidReadContinuityV2": OPERATOR,
+    "/forge.continuity.v1.AdmissionService/GetInvalidReadContinuity": ALL,
+    "/forge.continuity.v1.AdmissionService/RequestInvalidReadRecovery": ADMIN,
+    "/forge.continuity.v1.AdmissionService/GetInvalidReadRecovery": ALL,
+    "/forge.continuity.v1.AdmissionService/RequestRejectedBoundaryRecovery": ADMIN,
+    "/forge.continuity.v1.AdmissionService/GetRejectedBoundaryRecovery": ALL,
+    "/forge.continuity.v1.AdmissionService/RequestReadonlyObservationRecovery": ADMIN,
+    "/forge.continuity.v1.AdmissionService/GetReadonlyObservationRecovery": ALL,
+    "/forge.continuity.v1.AdmissionService/GetCallerPermissions": ALL,
+}
+FILES = (
+    ledger_pb2,
+    policy_pb2,
+    execution_pb2,
+    reconciliation_pb2,
+    reconstruction_pb2,
+    candidate_pb2,
+    admission_pb2,
+)
+
+
+def _methods() -> dict[str, tuple[str, object, bool]]:
+    """full method name -> (service short name, request class, server-streaming?)."""
+    found: dict[str, tuple[str, object, bool]] = {}
+    database = symbol_database.Default()
+    for module in FILES:
+        for service in module.DESCRIPTOR.services_by_name.values():
+            for method in service.methods:
+                request_class = database.GetSymbol(method.input_type.full_name)
+                found[f"/{service.full_name}/{method.name}"] = (
+                    service.name,
+                    request_class,
+                    method.server_streaming,
+                )
+    return found
+
+
+METHODS = _methods()
+
+
+def test_the_matrix_covers_every_rpc_of_the_contracts() -> None:
+    assert set(METHODS) == set(EXPECTED)
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Served]]:
+    from services.ledger.database import make_engine, upgrade
+
+    engine = make_engine(f"sqlite:///{tmp_path_factory.mktemp('auth')}/ledger.db")
+    upgrade(engine)
+    with (
+        serve("ledger", ledger_bindings(Ledger(engine))) as ledger,
+        serve("reconstruction", reconstruction_bindings()) as reconstruction,
+        serve("candidate", candidate_bindings()) as candidate,
+        serve(
+            "admission",
+            admission_bindings(
+                admission_downstream(ledger.target, candidate.target, "127.0.0.1:1")
+            ),
+        ) as admission,
+    ):
+        yield {
+            "LedgerService": ledger,
+            "PolicyService": ledger,
+            "ExecutionService": ledger,
+            "ReconciliationService": ledger,
+            "ReconstructionService": reconstruction,
+            "CandidateService": candidate,
+            "AdmissionService": admission,
+        }
+    engine.dispose()
+
+
+def _call(
+    served: Served, method: str, metadata: list[tuple[str, str]]
+) -> tuple[grpc.StatusCode, str]:
+    """(status code, ErrorInfo reason) of calling ``method`` with an empty request."""
+    _service, request_class, streaming = METHODS[method]
+    channel = grpc.insecure_channel(served.target)
+    request = request_class()  # type: ignore[operator]
+    serializer = type(request).SerializeToString
+    try:
+        if streaming:
+            for _ in channel.unary_stream(method, request_serializer=serializer)(
+                request, metadata=metadata, timeout=5
+            ):
+                break
+        else:
+            channel.unary_unary(method, request_serializer=serializer)(
+                request, metadata=metadata, timeout=5
+            )
+        return grpc.StatusCode.OK, ""
+    except grpc.RpcError as error:
+        return error.code(), from_rpc_error(error).reason  # type: ignore[attr-defined]
+    finally:
+        channel.close()
+
+
+@pytest.mark.parametrize("method", sorted(EXPECTED))
+def test_missing_unknown_and_malformed_credentials_are_unauthenticated(
+    servers: dict[str, Served], method: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    served = servers[METHODS[method][0]]
+    with caplog.at_level(logging.WARNING, logger="forge.audit"):
+        for metadata, reason in (
+            ([], "CREDENTIALS_MISSING"),
+            ([("authorization", "Bearer not-a-token")], "CREDENTIALS_UNKNOWN"),
+            ([("authorization", "Basic abc")], "CREDENTIALS_MALFORMED"),
+        ):
+            assert _call(served, method, metadata) == (grpc.StatusCode.UNAUTHENTICATED, reason)
+    audited = [r.getMessage() for r in caplog.records if r.name == "forge.audit"]
+    assert len(audited) == 3 and all(method in line for line in audited)
+
+
+@pytest.mark.parametrize("method", sorted(EXPECTED))
+def test_each_role_is_allowed_exactly_where_documented(
+    servers: dict[str, Served], method: str
+) -> None:
+    served = servers[METHODS[method][0]]
+    for role, token in ROLE_TOKENS.items():
+        metadata = [("authorization", f"Bearer {token}")]
+        code, reason = _call(served, method, metadata)
+        if role in EXPECTED[method]:
+            # Past authorization the empty request may be refused for other reasons, never these.
+            assert code not in (
+                grpc.StatusCode.UNAUTHENTICATED,
+                grpc.StatusCode.PERMISSION_DENIED,
+            ), (role, code)
+        else:
+            assert (code, reason) == (grpc.StatusCode.PERMISSION_DENIED, "ROLE_REQUIRED"), role
+
+
+def _permissions(served: Served, token: str) -> admission_pb2.GetCallerPermissionsResponse:
+    channel = grpc.insecure_channel(served.target)
+    try:
+        reply: admission_pb2.GetCallerPermissionsResponse = admission_pb2_grpc.AdmissionServiceStub(
+            channel
+        ).GetCallerPermissions(
+            admission_pb2.GetCallerPermissionsRequest(),
+            metadata=[("authorization", f"Bearer {token}")],
+            timeout=5,
+        )
+        return reply
+    finally:
+        channel.close()
+
+
+REPORTED = sorted(
+    m
+    for m in EXPECTED
+    if m.split("/")[1].split(".")[-1] in ("AdmissionService", "CandidateService")
+)
+# Every call that writes or gates a write: the console offers an action only for these.
+SUBMISSIONS = [m for m in REPORTED if m.split("/")[-1].startswith("Request")]
+
+
+@pytest.mark.parametrize("role", sorted(ROLE_TOKENS))
+def test_caller_permissions_match_what_the_interceptor_decides(
+    servers: dict[str, Served], role: str
+) -> None:
+    """The reported decision for each admission and candidate RPC is the decision the server
+    takes when the same caller calls it."""
+    token = ROLE_TOKENS[role]
+    reply = _permissions(servers["AdmissionService"], token)
+    identity, roles = TOKENS[token]
+    assert reply.identity == identity
+    assert [common_pb2.Role.Name(r) for r in reply.roles] == [f"ROLE_{r.upper()}" for r in roles]
+    reported = {p.method: p for p in reply.permissions}
+    assert [p.method for p in reply.permissions] == REPORTED  # every RPC, sorted
+    assert len(SUBMISSIONS) >= 5 and set(SUBMISSIONS) <= set(reported)
+    for method in REPORTED:
+        permission = reported[method]
+        assert {
+            common_pb2.Role.Name(r)[len("ROLE_") :].lower() for r in permission.required_roles
+        } == (EXPECTED[method]), method
+        code, reason = _call(
+            servers[METHODS[method][0]], method, [("authorization", f"Bearer {token}")]
+        )
+        refused = (code, reason) == (grpc.StatusCode.PERMISSION_DENIED, "ROLE_REQUIRED")
+        assert permission.permitted == (not refused), (role, method, code, reason)
+        assert permission.permitted == (role in EXPECTED[method]), (role, method)
+
+
+def test_caller_permissions_need_credentials(servers: dict[str, Served]) -> None:
+    code, reason = _call(
+        servers["AdmissionService"],
+        "/forge.continuity.v1.AdmissionService/GetCallerPermissions",
+        [],
+    )
+    assert (code, reason) == (grpc.StatusCode.UNAUTHENTICATED, "CREDENTIALS_MISSING")
+
+
+def test_a_caller_with_two_roles_is_permitted_what_either_permits(
+    servers: dict[str, Served],
+) -> None:
+    reply = _permissions(servers["AdmissionService"], "admin-operator-token")
+    assert reply.identity == "ada-admin-operator"
+    permitted = {p.method for p in reply.permissions if p.permitted}
+    assert permitted == {
+        m for m in REPORTED if EXPECTED[m] & {"factory_administrator", "execution_operator"}
+    }

@@ -1,0 +1,126 @@
+"""The reason catalogue covers every reason the code raises, and the documentation is generated
+from it."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from shared.continuity.idempotency import StoredAction, replay_or_conflict
+from shared.runtime.errors import Conflict, DomainError, ErrorKind, bare_status_error
+from shared.runtime.reasons import (
+    ARCHITECTURE_DOC,
+    CATALOGUE,
+    CODE_USES,
+    ERRORS_DOC,
+    architecture_with_table,
+    errors_markdown,
+)
+from tests.shared.runtime.raised_reasons import raise_sites, sites_in
+
+SITES = list(raise_sites())
+
+
+SAMPLE = """
+from shared.runtime.errors import FailedPrecondition, InvalidArgument, NotFound
+
+_ORIGIN = {"origin": "client"}
+
+
+def _refuse(reason, message, **metadata):
+    raise InvalidArgument(reason, message, metadata={**_ORIGIN, **metadata})
+
+
+def _held(reason, field):
+    return FailedPrecondition(reason, "held", metadata={"field": field})
+
+
+def check(value, found):
+    if not found:
+        raise NotFound("RUN_NOT_FOUND", "no run", metadata={"run_id": value})
+    _refuse("FIELD_INVALID", "bad", field="x")
+    raise _held("MIGRATION_FIELD_REFUSED", "/state")
+    raise InvalidArgument("FIELD_INVALID" if value else "FIELD_REQUIRED", "bad")
+    holds = [Hold("SIBLING_CALL_REFUSED", "call_1", "refused")]
+"""
+
+
+def test_the_scan_finds_every_form_of_raise_site() -> None:
+    # Guards the scanner itself: a direct raise, a helper taking **metadata (keys followed
+    # through **NAME), a helper with fixed metadata, a conditional reason, an indirect constructor.
+    found = {(site.reason, site.kind, site.metadata_keys) for site in sites_in(SAMPLE, "sample.py")}
+    assert found == {
+        ("RUN_NOT_FOUND", ErrorKind.NOT_FOUND, frozenset({"run_id"})),
+        ("FIELD_INVALID", ErrorKind.INVALID_ARGUMENT, frozenset({"origin", "field"})),
+        ("MIGRATION_FIELD_REFUSED", ErrorKind.FAILED_PRECONDITION, frozenset({"field"})),
+        ("FIELD_INVALID", ErrorKind.INVALID_ARGUMENT, frozenset()),
+        ("FIELD_REQUIRED", ErrorKind.INVALID_ARGUMENT, frozenset()),
+        ("SIBLING_CALL_REFUSED", ErrorKind.FAILED_PRECONDITION, frozenset({"element"})),
+    }
+    assert len(SITES) > 100, "the scan of services/ and shared/ found almost nothing"
+
+
+def test_every_raised_reason_is_catalogued_under_the_code_of_its_class() -> None:
+    missing = [str(site) for site in SITES if site.reason not in CATALOGUE]
+    assert missing == [], (
+        "uncatalogued reasons (add them to shared/runtime/reasons.py):\n" + "\n".join(missing)
+    )
+    wrong = [
+        f"{site} (catalogued as {CATALOGUE[site.reason].code.name})"
+        for site in SITES
+        if CATALOGUE[site.reason].code is not site.kind
+    ]
+    assert wrong == [], "raised under another code than catalogued:\n" + "\n".join(wrong)
+
+
+def test_every_raised_metadata_key_is_catalogued() -> None:
+    extra = [
+        f"{site}: {sorted(site.metadata_keys - set(CATALOGUE[site.reason].metadata_keys))}"
+        for site in SITES
+        if site.reason in CATALOGUE
+        and not site.metadata_keys <= set(CATALOGUE[site.reason].metadata_keys)
+    ]
+    assert extra == [], "metadata keys missing from the catalogue:\n" + "\n".join(extra)
+
+
+@pytest.mark.parametrize("id_field", ["request_id", "recovery_id"])
+def test_the_idempotency_reasons_are_catalogued(id_field: str) -> None:
+    stored = StoredAction(identity="alice", content_digest="a" * 64)
+    for identity, digest in (("bob", "a" * 64), ("alice", "b" * 64)):
+        with pytest.raises(Conflict) as conflict:
+            replay_or_conflict(
+                id_field=id_field,
+                action_id="id-1",
+                stored=stored,
+                identity=identity,
+                content_digest=digest,
+            )
+        reason = CATALOGUE.get(conflict.value.reason)
+        assert reason is not None, f"{conflict.value.reason} is not catalogued"
+        assert reason.code is ErrorKind.ALREADY_EXISTS
+        assert set(conflict.value.metadata) <= set(reason.metadata_keys)
+
+
+@pytest.mark.parametrize("code", [c for c in grpc.StatusCode if c is not grpc.StatusCode.OK])
+def test_every_bare_status_reason_is_catalogued(code: grpc.StatusCode) -> None:
+    error = bare_status_error(code)
+    reason = CATALOGUE.get(error.reason)
+    assert reason is not None, f"{error.reason} is not catalogued"
+    assert reason.bare_status
+    assert reason.code is error.kind
+
+
+def test_the_catalogue_is_well_formed() -> None:
+    for name, reason in CATALOGUE.items():
+        assert name == reason.name
+        assert reason.code in CODE_USES, f"{name}: {reason.code.name} has no documented use"
+        assert reason.meaning and not reason.meaning.endswith("."), name
+        assert list(reason.metadata_keys) == sorted(set(reason.metadata_keys)), name
+        DomainError(name, reason.meaning)  # raises unless the name is UPPER_SNAKE
+
+
+def test_the_documentation_is_generated_from_the_catalogue() -> None:
+    hint = "run `python -m shared.runtime.reasons --write` and commit the result"
+    assert ERRORS_DOC.read_text(encoding="utf-8") == errors_markdown(), hint
+    architecture = ARCHITECTURE_DOC.read_text(encoding="utf-8")
+    assert architecture == architecture_with_table(architecture), hint
