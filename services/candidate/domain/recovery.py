@@ -43,7 +43,7 @@ from shared.continuity.request_history import (
     never_claimed_facts,
     request_history,
 )
-from shared.continuity.timeutil import utc_now
+from shared.continuity.timeutil import deadline_remaining_seconds, utc_now
 from shared.runtime.errors import NotFound
 
 from .checks import common
@@ -83,12 +83,6 @@ class RecoveryCandidate:
     journal_head: JournalHead
     #: Read-only observation only: the consumed turn and its reconstruction.
     observation: ObservationProof | None = None
-
-
-def _deadline_remaining(active_deadline: datetime | None, now: datetime) -> int:
-    if active_deadline is None:
-        return -1
-    return max(0, int((active_deadline - now).total_seconds()))
 
 
 def never_claimed_candidate(
@@ -197,7 +191,7 @@ def _recovery_candidate(
     consumed = consumed_from(
         snapshot.entries,
         snapshot.run.command_limit,
-        _deadline_remaining(snapshot.run.active_deadline, now),
+        deadline_remaining_seconds(snapshot.run.active_deadline, now),
     )
     pending_digest = ""  # the reproduced pending request (rejected boundary only)
     observed: ObservationCheck | None = None  # the reconstruction (read-only observation only)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from datetime import datetime
 
 from shared.continuity.canonical import digest_of, is_digest
 from shared.continuity.identifiers import IDENTIFIER, check_identifier
+from shared.continuity.timeutil import from_text
 from shared.contract.terms import SUPPORTED_TIME_BUDGET_PROTOCOLS
 from shared.runtime.errors import FieldViolation, InvalidArgument
 
@@ -52,6 +54,11 @@ class RunSpec:
     @property
     def digest(self) -> str:
         return digest_of(asdict(self))
+
+    @property
+    def active_deadline_at(self) -> datetime | None:
+        """The stored active deadline as a moment (None when the run has none)."""
+        return None if self.active_deadline is None else from_text(self.active_deadline)
 
 
 @dataclass(frozen=True)
