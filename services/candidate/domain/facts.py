@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
-from shared.continuity.canonical import is_digest, sha256_digest
+from shared.continuity.canonical import intact_blob
 from shared.continuity.journal_closure import closure_of
 from shared.continuity.qualification import is_qualified
 from shared.continuity.timeutil import utc_now
@@ -241,10 +241,5 @@ def _intact_blob(
 ) -> bytes | None:
     """The blob named ``digest`` when its bytes hash to it: the snapshot's copy when intact,
     otherwise (not sent, or altered) read apart exactly as without a snapshot."""
-    if not is_digest(digest):
-        return None
-    content = prefetched.get(digest)
-    if content is not None and sha256_digest(content) == digest:
-        return content
-    content = sources.blob(digest)
-    return content if content is not None and sha256_digest(content) == digest else None
+    content = intact_blob(prefetched.get, digest)
+    return content if content is not None else intact_blob(sources.blob, digest)

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.continuity.admissibility import ActionFacts, Admissible, Handoff, check
-from shared.continuity.canonical import digest_of, is_digest, sha256_digest
+from shared.continuity.canonical import digest_of, intact_blob
 from shared.continuity.journal_closure import closure_of
 from shared.continuity.qualification import is_qualified
 from shared.continuity.readonly_observation import (
@@ -331,8 +331,7 @@ def _checkpoint_holds(
         None,
     )
     digest = settlement.text("derived_checkpoint_digest") if settlement else ""
-    content = sources.blob(digest) if is_digest(digest) else None
-    if content is not None and sha256_digest(content) == digest:
+    if intact_blob(sources.blob, digest) is not None:
         return []
     return [
         hold(
