@@ -27,17 +27,8 @@ from shared.continuity.timeutil import utc_now
 from shared.contract.rejected_boundary_proto import reviewed_rejection
 from shared.contract.terms import DEFAULT_VERSION, VERSIONS, enum_number
 from shared.runtime.auth import Role, current_principal
-from shared.runtime.errors import FieldViolation, InvalidArgument, Unavailable
+from shared.runtime.errors import Unavailable, field_required
 from shared.runtime.server import ServiceBinding
-
-
-def _required(field: str) -> InvalidArgument:
-    return InvalidArgument(
-        "FIELD_REQUIRED",
-        f"{field} is required",
-        metadata={"field": field},
-        field_violations=[FieldViolation(field, "required")],
-    )
 
 
 def handoff_to_proto(handoff: Handoff) -> common_pb2.HandoffPayload:
@@ -150,7 +141,7 @@ class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
         context: grpc.ServicerContext,
     ) -> candidate_pb2.GetInvalidReadContinuityCandidateResponse:
         if not request.run_id:
-            raise _required("run_id")
+            raise field_required("run_id")
         if self._evaluator is None:
             raise Unavailable(
                 "CANDIDATE_SOURCES_UNCONFIGURED",
@@ -186,7 +177,7 @@ class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
     ) -> candidate_pb2.GetInvalidReadRecoveryCandidateResponse:
         for name in ("run_id", "request_id"):
             if not getattr(request, name):
-                raise _required(name)
+                raise field_required(name)
         candidate = never_claimed_candidate(
             self._require_sources(),
             request.run_id,
@@ -205,9 +196,9 @@ class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
     ) -> candidate_pb2.GetRejectedBoundaryCandidateResponse:
         for name in ("run_id", "request_id"):
             if not getattr(request, name):
-                raise _required(name)
+                raise field_required(name)
         if not request.HasField("reviewed_rejection"):
-            raise _required("reviewed_rejection")
+            raise field_required("reviewed_rejection")
         candidate = rejected_boundary_candidate(
             self._require_sources(),
             request.run_id,
@@ -227,7 +218,7 @@ class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
     ) -> candidate_pb2.GetReadonlyObservationCandidateResponse:
         for name in ("run_id", "request_id"):
             if not getattr(request, name):
-                raise _required(name)
+                raise field_required(name)
         candidate = readonly_observation_candidate(
             self._require_sources(),
             request.run_id,

@@ -22,23 +22,19 @@ from services.reconstruction.domain import (
 from services.reconstruction.domain.observation import reconstruct_readonly_observation
 from shared.continuity.canonical import CanonicalJsonError, canonical_text, parse_json
 from shared.contract.terms import VERSION_BY_RECONSTRUCTION_ENUM
-from shared.runtime.errors import FailedPrecondition, FieldViolation, InvalidArgument
-
-
-def _required(field: str) -> InvalidArgument:
-    return InvalidArgument(
-        "FIELD_REQUIRED",
-        f"{field} is required",
-        metadata={"field": field},
-        field_violations=[FieldViolation(field, "required")],
-    )
+from shared.runtime.errors import (
+    FailedPrecondition,
+    FieldViolation,
+    InvalidArgument,
+    field_required,
+)
 
 
 def _require(request: Any, *fields: str) -> None:
     """INVALID_ARGUMENT FIELD_REQUIRED naming the first of ``fields`` left empty."""
     for field in fields:
         if not getattr(request, field):
-            raise _required(field)
+            raise field_required(field)
 
 
 def _version(value: int) -> int:

@@ -39,6 +39,7 @@ from shared.runtime.errors import (
     FieldViolation,
     InvalidArgument,
     NotFound,
+    field_required,
 )
 
 
@@ -239,12 +240,7 @@ def fail_unclaimed(
     """The native failed receipt of a request that no worker claimed: queued at generation 0 →
     failed, with ``request_failed`` at ``lease_generation: 0``."""
     if not reason:
-        raise InvalidArgument(
-            "FIELD_REQUIRED",
-            "reason is required",
-            metadata={"field": "reason"},
-            field_violations=[FieldViolation("reason", "required")],
-        )
+        raise field_required("reason")
     with context.engine.begin() as connection:
         record = existing_request(connection, execution_request_id, for_update=True)
         if record.state is not RequestState.QUEUED or record.lease_generation != 0:
