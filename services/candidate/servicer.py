@@ -24,8 +24,9 @@ from services.candidate.domain.recovery import (
 from services.candidate.recovery_proto import recovery_candidate_to_proto
 from services.candidate.roles import METHOD_ROLES, SERVICE
 from shared.continuity.timeutil import utc_now
+from shared.contract.handoff_proto import hold_to_proto
 from shared.contract.rejected_boundary_proto import reviewed_rejection
-from shared.contract.terms import DEFAULT_VERSION, VERSIONS, enum_number
+from shared.contract.terms import DEFAULT_VERSION, VERSIONS
 from shared.runtime.auth import Role, current_principal
 from shared.runtime.errors import Unavailable, field_required
 from shared.runtime.server import ServiceBinding
@@ -95,9 +96,9 @@ def candidate_to_proto(candidate: Candidate) -> candidate_pb2.InvalidReadContinu
         source_digest=candidate.source_digest,
         custody_digest=candidate.custody_digest,
         holds=[
-            common_pb2.Hold(
-                reason=enum_number(common_pb2.HoldReason, h.reason.value),
-                requirement=enum_number(common_pb2.HoldRequirement, h.requirement.value),
+            hold_to_proto(
+                reason=h.reason.value,
+                requirement=h.requirement.value,
                 detail=h.detail,
                 subject=h.subject,
             )
