@@ -97,7 +97,7 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
     def RecordCommand(
         self, request: execution_pb2.RecordCommandRequest, context: grpc.ServicerContext
     ) -> execution_pb2.RecordCommandResponse:
-        sequence, charged, used, limit = self._ledger.record_command(
+        recorded = self._ledger.record_command(
             request.execution_request_id,
             current_principal().identity,
             request.lease_generation,
@@ -105,9 +105,9 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
             request.command_digest,
         )
         return execution_pb2.RecordCommandResponse(
-            journal_sequence=sequence,
-            charged=charged,
-            usage=execution_pb2.CommandUsage(used=used, limit=limit),
+            journal_sequence=recorded.journal_sequence,
+            charged=recorded.charged,
+            usage=execution_pb2.CommandUsage(used=recorded.used, limit=recorded.limit),
         )
 
     def GetCommandUsage(

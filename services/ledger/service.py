@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from sqlalchemy import Engine
 
 from services.ledger.domain.admission import AdmissionInput, WorkerSource
+from services.ledger.domain.commands import RecordedCommand
 from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
@@ -210,7 +211,7 @@ class Ledger:
         generation: int,
         command_id: str,
         command_digest: str,
-    ) -> tuple[int, bool, int, int]:
+    ) -> RecordedCommand:
         return execution.record_command(
             self._context,
             self._authority,

@@ -10,7 +10,7 @@ from services.ledger.domain.admission import (
     check_policy_for_execution,
     check_worker_source,
 )
-from services.ledger.domain.commands import CommandLedger
+from services.ledger.domain.commands import CommandLedger, RecordedCommand
 from services.ledger.domain.execution import (
     ExecutionRequestRecord,
     RequestState,
@@ -176,8 +176,8 @@ def record_command(
     generation: int,
     command_id: str,
     command_digest: str,
-) -> tuple[int, bool, int, int]:
-    """Charge one command before it runs: (journal sequence, charged, used, limit)."""
+) -> RecordedCommand:
+    """Charge one command before it runs."""
     check_identifier("command_id", command_id)
     if not is_digest(command_digest):
         raise InvalidArgument(
@@ -206,7 +206,7 @@ def record_command(
                     f"command {command_id} was recorded with a different command digest",
                     metadata={"command_id": command_id},
                 )
-            return previous.sequence, False, usage.used, run.spec.command_limit
+            return RecordedCommand(previous.sequence, False, usage.used, run.spec.command_limit)
         # 13 at the limit the command is refused before it runs
         usage.check_room(run.spec.command_limit)
         entry = append_entry(
@@ -222,7 +222,7 @@ def record_command(
             },
             worker,
         )
-        return entry.sequence, True, usage.used + 1, run.spec.command_limit
+        return RecordedCommand(entry.sequence, True, usage.used + 1, run.spec.command_limit)
 
 
 def command_usage(context: LedgerContext, run_id: str) -> tuple[int, int]:
