@@ -15,7 +15,7 @@ from services.ledger.domain.policy import PolicyRevision, PolicySettings
 from services.ledger.domain.reconciliation import ReconcileInput, VerifyInput
 from services.ledger.domain.reconciliation import Verification as RecordedVerification
 from services.ledger.domain.recovery_authority import Authority, no_authority
-from services.ledger.domain.runs import Run, RunSpec
+from services.ledger.domain.runs import Run, RunReading, RunSpec
 from services.ledger.domain.verifier import ReconciliationVerifier, RefusingVerifier
 from services.ledger.transactions import (
     admission,
@@ -68,7 +68,7 @@ class Ledger:
     def create_run(self, spec: RunSpec, actor: str) -> tuple[Run, bool]:
         return runs.create(self._context, spec, actor)
 
-    def get_run(self, run_id: str) -> tuple[Run, tuple[int, str]]:
+    def get_run(self, run_id: str) -> RunReading:
         return runs.get(self._context, run_id)
 
     # --- journal --------------------------------------------------------------------------------

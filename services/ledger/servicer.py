@@ -165,8 +165,12 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     def GetRun(
         self, request: ledger_pb2.GetRunRequest, context: grpc.ServicerContext
     ) -> ledger_pb2.GetRunResponse:
-        run, head = self._ledger.get_run(request.run_id)
-        return ledger_pb2.GetRunResponse(run=run_to_proto(run), head=head_to_proto(head))
+        reading = self._ledger.get_run(request.run_id)
+        return ledger_pb2.GetRunResponse(
+            run=run_to_proto(reading.run),
+            head=head_to_proto(reading.head),
+            grantable_lease_seconds=reading.grantable_lease_seconds,
+        )
 
     def AppendJournalEntry(
         self, request: ledger_pb2.AppendJournalEntryRequest, context: grpc.ServicerContext

@@ -69,3 +69,13 @@ class Run:
     created_by: str
     created_at: str
     run_digest: str
+
+
+@dataclass(frozen=True)
+class RunReading:
+    """A run as read now: the run, its journal head, and the lease a grant made now may carry
+    under the current policy (``execution.grantable_lease``)."""
+
+    run: Run
+    head: tuple[int, str]
+    grantable_lease_seconds: int
