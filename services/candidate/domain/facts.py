@@ -16,7 +16,7 @@ nothing for the version, the reconstruction (in one call when the sources offer 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
@@ -28,7 +28,6 @@ from shared.runtime.errors import Aborted, DomainError, FailedPrecondition, Inva
 
 from .journal import RUN_HELD, Closure
 from .model import (
-    ChainVerification,
     ConsumedCall,
     Entry,
     ExecutionRecord,
@@ -37,26 +36,11 @@ from .model import (
     Reconstruction,
     ResponseAnalysis,
     RunRecord,
+    Snapshot,
 )
 from .sources import CandidateSources, CombinedReconstructionSources, SnapshotSources
 
 MAX_READ_ATTEMPTS: Final = 3
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """One consistent read of the run, its whole journal and the ledger's verification."""
-
-    run: RunRecord
-    head: JournalHead
-    entries: tuple[Entry, ...]
-    verification: ChainVerification
-    # Read in the same snapshot when the source reads one (None: read apart, after it).
-    policy: PolicyRecord | None = None
-    executions: tuple[ExecutionRecord, ...] | None = None
-    # The closure's blobs as the same snapshot read them, by digest, when asked for and stored
-    # (unverified: a reader checks each one's digest before using it).
-    blobs: Mapping[str, bytes] = field(default_factory=dict)
 
 
 def read_snapshot(
