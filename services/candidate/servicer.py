@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 
 import grpc
 
@@ -29,7 +30,7 @@ from shared.contract.rejected_boundary_proto import reviewed_rejection
 from shared.contract.terms import DEFAULT_VERSION, VERSIONS
 from shared.runtime.auth import Role, current_principal
 from shared.runtime.errors import Unavailable, field_required
-from shared.runtime.server import ServiceBinding
+from shared.runtime.server import ServiceBinding, service_binding
 
 
 def handoff_to_proto(handoff: Handoff) -> common_pb2.HandoffPayload:
@@ -251,12 +252,4 @@ def bindings(
     """The candidate service over ``sources`` (None: every evaluation is UNAVAILABLE)."""
     evaluator = CandidateEvaluator(sources, clock=clock) if sources is not None else None
     servicer = CandidateServicer(evaluator, sources, clock)
-    return [
-        ServiceBinding(
-            SERVICE,
-            lambda server: candidate_pb2_grpc.add_CandidateServiceServicer_to_server(
-                servicer, server
-            ),
-            METHOD_ROLES,
-        )
-    ]
+    return [service_binding(SERVICE, METHOD_ROLES, partial(getattr, servicer))]

@@ -13,7 +13,7 @@ import pytest
 
 from forge.continuity.v1 import reconstruction_pb2, reconstruction_pb2_grpc
 from services.demo.provider import RefusingProvider, send_refused
-from services.reconstruction.__main__ import bindings
+from services.reconstruction.servicer import bindings
 from services.reconstruction.domain import pending as pending_module
 from services.reconstruction.domain import (
     reconstruct_invalid_read,
