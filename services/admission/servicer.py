@@ -15,7 +15,6 @@ from typing import Any, TypedDict, TypeVar
 
 import grpc
 from google.protobuf.message import Message
-from google.protobuf.message_factory import GetMessageClass
 
 from forge.continuity.v1 import admission_pb2, common_pb2, ledger_pb2
 from services.admission.downstream import Downstream
@@ -45,7 +44,7 @@ from shared.continuity.rejected_boundary import REJECTED_BOUNDARY
 from shared.contract.rejected_boundary_proto import corrective_provider, reviewed_rejection
 from shared.contract.terms import DIGEST_NAMES, RECOVERY_ACKNOWLEDGEMENTS, VERSIONS
 from shared.runtime.auth import ANY_ROLE, Principal, Role, current_principal, decisions
-from shared.runtime.server import ServiceBinding
+from shared.runtime.server import ServiceBinding, service_binding
 
 SERVICE = admission_pb2.DESCRIPTOR.services_by_name["AdmissionService"]
 OPERATORS = frozenset({Role.EXECUTION_OPERATOR})
@@ -362,33 +361,20 @@ def routes(downstream: Downstream) -> dict[str, Route]:
     return table
 
 
-def _handler(name: str, route: Route) -> grpc.RpcMethodHandler[Any, Any]:
-    method = SERVICE.methods_by_name[name]
-
+def _behaviour(name: str, route: Route) -> Callable[[Message, grpc.ServicerContext], Message]:
     def behaviour(request: Message, context: grpc.ServicerContext) -> Message:
         return route.answer(request, Call(name, current_principal()))
 
-    return grpc.unary_unary_rpc_method_handler(
-        behaviour,
-        request_deserializer=GetMessageClass(method.input_type).FromString,
-        response_serializer=GetMessageClass(method.output_type).SerializeToString,
-    )
+    return behaviour
 
 
 def binding(table: Mapping[str, Route]) -> ServiceBinding:
     """Serve ``table``; it must route exactly the service's RPCs (fail closed)."""
-    declared = {method.name for method in SERVICE.methods}
-    missing, unknown = sorted(declared - set(table)), sorted(set(table) - declared)
-    if missing or unknown:
-        raise ValueError(f"{SERVICE.full_name}: no route for {missing}, no RPC for {unknown}")
-    handlers = {name: _handler(name, route) for name, route in table.items()}
-
-    def register(server: grpc.Server) -> None:
-        server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(SERVICE.full_name, handlers),)
-        )
-
-    return ServiceBinding(SERVICE, register, {name: route.roles for name, route in table.items()})
+    return service_binding(
+        SERVICE,
+        {name: route.roles for name, route in table.items()},
+        lambda name: _behaviour(name, table[name]),
+    )
 
 
 def bindings(downstream: Downstream) -> list[ServiceBinding]:

@@ -5,8 +5,7 @@ from __future__ import annotations
 from forge.continuity.v1 import candidate_pb2, common_pb2
 from services.candidate.domain.observation import ObservationProof
 from services.candidate.domain.recovery import RecoveryCandidate
-from shared.contract.handoff_proto import admissibility_handoff_to_proto
-from shared.contract.terms import enum_number
+from shared.contract.handoff_proto import admissibility_handoff_to_proto, hold_to_proto
 
 
 def recovery_candidate_to_proto(candidate: RecoveryCandidate) -> candidate_pb2.RecoveryCandidate:
@@ -16,9 +15,9 @@ def recovery_candidate_to_proto(candidate: RecoveryCandidate) -> candidate_pb2.R
         eligible=candidate.eligible,
         candidate_digest=candidate.candidate_digest,
         holds=[
-            common_pb2.Hold(
-                reason=enum_number(common_pb2.HoldReason, h.reason.value),
-                requirement=enum_number(common_pb2.HoldRequirement, h.requirement.value),
+            hold_to_proto(
+                reason=h.reason.value,
+                requirement=h.requirement.value,
                 detail=h.detail,
                 subject=h.subject,
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 
 import grpc
 
@@ -24,20 +25,12 @@ from services.candidate.domain.recovery import (
 from services.candidate.recovery_proto import recovery_candidate_to_proto
 from services.candidate.roles import METHOD_ROLES, SERVICE
 from shared.continuity.timeutil import utc_now
+from shared.contract.handoff_proto import hold_to_proto
 from shared.contract.rejected_boundary_proto import reviewed_rejection
-from shared.contract.terms import DEFAULT_VERSION, VERSIONS, enum_number
+from shared.contract.terms import DEFAULT_VERSION, VERSIONS
 from shared.runtime.auth import Role, current_principal
-from shared.runtime.errors import FieldViolation, InvalidArgument, Unavailable
-from shared.runtime.server import ServiceBinding
-
-
-def _required(field: str) -> InvalidArgument:
-    return InvalidArgument(
-        "FIELD_REQUIRED",
-        f"{field} is required",
-        metadata={"field": field},
-        field_violations=[FieldViolation(field, "required")],
-    )
+from shared.runtime.errors import Unavailable, field_required
+from shared.runtime.server import ServiceBinding, service_binding
 
 
 def handoff_to_proto(handoff: Handoff) -> common_pb2.HandoffPayload:
@@ -104,9 +97,9 @@ def candidate_to_proto(candidate: Candidate) -> candidate_pb2.InvalidReadContinu
         source_digest=candidate.source_digest,
         custody_digest=candidate.custody_digest,
         holds=[
-            common_pb2.Hold(
-                reason=enum_number(common_pb2.HoldReason, h.reason.value),
-                requirement=enum_number(common_pb2.HoldRequirement, h.requirement.value),
+            hold_to_proto(
+                reason=h.reason.value,
+                requirement=h.requirement.value,
                 detail=h.detail,
                 subject=h.subject,
             )
@@ -150,7 +143,7 @@ class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
         context: grpc.ServicerContext,
     ) -> candidate_pb2.GetInvalidReadContinuityCandidateResponse:
         if not request.run_id:
-            raise _required("run_id")
+            raise field_required("run_id")
         if self._evaluator is None:
             raise Unavailable(
                 "CANDIDATE_SOURCES_UNCONFIGURED",
@@ -186,7 +179,7 @@ class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
     ) -> candidate_pb2.GetInvalidReadRecoveryCandidateResponse:
         for name in ("run_id", "request_id"):
             if not getattr(request, name):
-                raise _required(name)
+                raise field_required(name)
         candidate = never_claimed_candidate(
             self._require_sources(),
             request.run_id,
@@ -205,9 +198,9 @@ class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
     ) -> candidate_pb2.GetRejectedBoundaryCandidateResponse:
         for name in ("run_id", "request_id"):
             if not getattr(request, name):
-                raise _required(name)
+                raise field_required(name)
         if not request.HasField("reviewed_rejection"):
-            raise _required("reviewed_rejection")
+            raise field_required("reviewed_rejection")
         candidate = rejected_boundary_candidate(
             self._require_sources(),
             request.run_id,
@@ -227,7 +220,7 @@ class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
     ) -> candidate_pb2.GetReadonlyObservationCandidateResponse:
         for name in ("run_id", "request_id"):
             if not getattr(request, name):
-                raise _required(name)
+                raise field_required(name)
         candidate = readonly_observation_candidate(
             self._require_sources(),
             request.run_id,
@@ -259,12 +252,4 @@ def bindings(
     """The candidate service over ``sources`` (None: every evaluation is UNAVAILABLE)."""
     evaluator = CandidateEvaluator(sources, clock=clock) if sources is not None else None
     servicer = CandidateServicer(evaluator, sources, clock)
-    return [
-        ServiceBinding(
-            SERVICE,
-            lambda server: candidate_pb2_grpc.add_CandidateServiceServicer_to_server(
-                servicer, server
-            ),
-            METHOD_ROLES,
-        )
-    ]
+    return [service_binding(SERVICE, METHOD_ROLES, partial(getattr, servicer))]

@@ -10,7 +10,7 @@ from services.ledger.domain.execution import RequestState
 from services.ledger.proto_convert import execution_request_to_proto, state_from_proto
 from services.ledger.service import Ledger
 from shared.runtime.auth import current_principal
-from shared.runtime.errors import FieldViolation, InvalidArgument
+from shared.runtime.errors import field_required
 
 
 class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
@@ -53,12 +53,7 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
         self, request: execution_pb2.FailExecutionRequestRequest, context: grpc.ServicerContext
     ) -> execution_pb2.FailExecutionRequestResponse:
         if not request.reason:
-            raise InvalidArgument(
-                "FIELD_REQUIRED",
-                "reason is required",
-                metadata={"field": "reason"},
-                field_violations=[FieldViolation("reason", "required")],
-            )
+            raise field_required("reason")
         record = self._ledger.finish(
             request.execution_request_id,
             current_principal().identity,
@@ -102,7 +97,7 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
     def RecordCommand(
         self, request: execution_pb2.RecordCommandRequest, context: grpc.ServicerContext
     ) -> execution_pb2.RecordCommandResponse:
-        sequence, charged, used, limit = self._ledger.record_command(
+        recorded = self._ledger.record_command(
             request.execution_request_id,
             current_principal().identity,
             request.lease_generation,
@@ -110,9 +105,9 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
             request.command_digest,
         )
         return execution_pb2.RecordCommandResponse(
-            journal_sequence=sequence,
-            charged=charged,
-            usage=execution_pb2.CommandUsage(used=used, limit=limit),
+            journal_sequence=recorded.journal_sequence,
+            charged=recorded.charged,
+            usage=execution_pb2.CommandUsage(used=recorded.used, limit=recorded.limit),
         )
 
     def GetCommandUsage(

@@ -11,7 +11,7 @@ from services.ledger.domain.policy import PolicySettings
 from services.ledger.proto_convert import policy_to_proto
 from services.ledger.service import Ledger
 from shared.runtime.auth import current_principal
-from shared.runtime.errors import FieldViolation, InvalidArgument
+from shared.runtime.errors import field_required
 
 
 class PolicyServicer(policy_pb2_grpc.PolicyServiceServicer):
@@ -29,12 +29,7 @@ class PolicyServicer(policy_pb2_grpc.PolicyServiceServicer):
         self, request: policy_pb2.PutPolicyRequest, context: grpc.ServicerContext
     ) -> policy_pb2.PutPolicyResponse:
         if not request.HasField("settings"):
-            raise InvalidArgument(
-                "FIELD_REQUIRED",
-                "settings is required",
-                metadata={"field": "settings"},
-                field_violations=[FieldViolation("settings", "required")],
-            )
+            raise field_required("settings")
         given = request.settings
         settings = PolicySettings(
             **{f.name: getattr(given, f.name) for f in fields(PolicySettings)}

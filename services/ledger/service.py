@@ -8,13 +8,14 @@ from collections.abc import Callable, Iterator
 from sqlalchemy import Engine
 
 from services.ledger.domain.admission import AdmissionInput, WorkerSource
+from services.ledger.domain.commands import RecordedCommand
 from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
 from services.ledger.domain.reconciliation import ReconcileInput, VerifyInput
 from services.ledger.domain.reconciliation import Verification as RecordedVerification
 from services.ledger.domain.recovery_authority import Authority, no_authority
-from services.ledger.domain.runs import Run, RunSpec
+from services.ledger.domain.runs import Run, RunReading, RunSpec
 from services.ledger.domain.verifier import ReconciliationVerifier, RefusingVerifier
 from services.ledger.transactions import (
     admission,
@@ -67,7 +68,7 @@ class Ledger:
     def create_run(self, spec: RunSpec, actor: str) -> tuple[Run, bool]:
         return runs.create(self._context, spec, actor)
 
-    def get_run(self, run_id: str) -> tuple[Run, tuple[int, str]]:
+    def get_run(self, run_id: str) -> RunReading:
         return runs.get(self._context, run_id)
 
     # --- journal --------------------------------------------------------------------------------
@@ -210,7 +211,7 @@ class Ledger:
         generation: int,
         command_id: str,
         command_digest: str,
-    ) -> tuple[int, bool, int, int]:
+    ) -> RecordedCommand:
         return execution.record_command(
             self._context,
             self._authority,

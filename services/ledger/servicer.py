@@ -6,20 +6,18 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from functools import partial
 
 import grpc
 
 from forge.continuity.v1 import (
     common_pb2,
     execution_pb2,
-    execution_pb2_grpc,
     inspection_pb2,
     ledger_pb2,
     ledger_pb2_grpc,
     policy_pb2,
-    policy_pb2_grpc,
     reconciliation_pb2,
-    reconciliation_pb2_grpc,
 )
 from services.ledger.domain.admission import AdmissionInput
 from services.ledger.domain.execution import ExecutionRequestRecord
@@ -40,7 +38,7 @@ from shared.continuity.timeutil import timestamp_field, to_text, to_timestamp
 from shared.contract.terms import DIGEST_NAMES, enum_number, enum_short_name
 from shared.runtime.auth import ANY_ROLE, Role, current_principal
 from shared.runtime.errors import FieldViolation, InvalidArgument
-from shared.runtime.server import ServiceBinding
+from shared.runtime.server import ServiceBinding, service_binding
 
 
 def kind_from_proto(value: int) -> EntryKind:
@@ -165,8 +163,12 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     def GetRun(
         self, request: ledger_pb2.GetRunRequest, context: grpc.ServicerContext
     ) -> ledger_pb2.GetRunResponse:
-        run, head = self._ledger.get_run(request.run_id)
-        return ledger_pb2.GetRunResponse(run=run_to_proto(run), head=head_to_proto(head))
+        reading = self._ledger.get_run(request.run_id)
+        return ledger_pb2.GetRunResponse(
+            run=run_to_proto(reading.run),
+            head=head_to_proto(reading.head),
+            grantable_lease_seconds=reading.grantable_lease_seconds,
+        )
 
     def AppendJournalEntry(
         self, request: ledger_pb2.AppendJournalEntryRequest, context: grpc.ServicerContext
@@ -321,11 +323,8 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
     execution_servicer = ExecutionServicer(ledger)
     reconciliation_servicer = ReconciliationServicer(ledger, execution_request_to_proto)
     return [
-        ServiceBinding(
+        service_binding(
             ledger_pb2.DESCRIPTOR.services_by_name["LedgerService"],
-            lambda server: ledger_pb2_grpc.add_LedgerServiceServicer_to_server(
-                ledger_servicer, server
-            ),
             {
                 "CreateRun": WRITERS,
                 "GetRun": ANY_ROLE,
@@ -342,19 +341,15 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
                 "CommitInvalidReadRecovery": SERVICES,
                 "GetRecovery": ANY_ROLE,
             },
+            partial(getattr, ledger_servicer),
         ),
-        ServiceBinding(
+        service_binding(
             policy_pb2.DESCRIPTOR.services_by_name["PolicyService"],
-            lambda server: policy_pb2_grpc.add_PolicyServiceServicer_to_server(
-                policy_servicer, server
-            ),
             {"GetPolicy": ANY_ROLE, "PutPolicy": ADMINS, "ListPolicyRevisions": ANY_ROLE},
+            partial(getattr, policy_servicer),
         ),
-        ServiceBinding(
+        service_binding(
             execution_pb2.DESCRIPTOR.services_by_name["ExecutionService"],
-            lambda server: execution_pb2_grpc.add_ExecutionServiceServicer_to_server(
-                execution_servicer, server
-            ),
             {
                 "ClaimExecutionRequest": WORKERS,
                 "CompleteExecutionRequest": WORKERS,
@@ -365,17 +360,16 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
                 "RecordCommand": WORKERS,
                 "GetCommandUsage": ANY_ROLE,
             },
+            partial(getattr, execution_servicer),
         ),
-        ServiceBinding(
+        service_binding(
             reconciliation_pb2.DESCRIPTOR.services_by_name["ReconciliationService"],
-            lambda server: reconciliation_pb2_grpc.add_ReconciliationServiceServicer_to_server(
-                reconciliation_servicer, server
-            ),
             {
                 "InspectReconciliation": ANY_ROLE,
                 "VerifyReconciliation": ADMINS,
                 "ReconcileExecutionRequest": ADMINS,
                 "GetReconciliation": ANY_ROLE,
             },
+            partial(getattr, reconciliation_servicer),
         ),
     ]

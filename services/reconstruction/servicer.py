@@ -5,6 +5,7 @@ Domain errors propagate unchanged; the server bootstrap maps them to rich status
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from forge.continuity.v1 import reconstruction_pb2, reconstruction_pb2_grpc
@@ -22,23 +23,21 @@ from services.reconstruction.domain import (
 from services.reconstruction.domain.observation import reconstruct_readonly_observation
 from shared.continuity.canonical import CanonicalJsonError, canonical_text, parse_json
 from shared.contract.terms import VERSION_BY_RECONSTRUCTION_ENUM
-from shared.runtime.errors import FailedPrecondition, FieldViolation, InvalidArgument
-
-
-def _required(field: str) -> InvalidArgument:
-    return InvalidArgument(
-        "FIELD_REQUIRED",
-        f"{field} is required",
-        metadata={"field": field},
-        field_violations=[FieldViolation(field, "required")],
-    )
+from shared.runtime.auth import ANY_ROLE
+from shared.runtime.errors import (
+    FailedPrecondition,
+    FieldViolation,
+    InvalidArgument,
+    field_required,
+)
+from shared.runtime.server import ServiceBinding, service_binding
 
 
 def _require(request: Any, *fields: str) -> None:
     """INVALID_ARGUMENT FIELD_REQUIRED naming the first of ``fields`` left empty."""
     for field in fields:
         if not getattr(request, field):
-            raise _required(field)
+            raise field_required(field)
 
 
 def _version(value: int) -> int:
@@ -245,3 +244,21 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
             limits_digest=digests["limits"],
             reproduction_digest=found.reproduction_digest,
         )
+
+
+def bindings() -> list[ServiceBinding]:
+    servicer = ReconstructionServicer()
+    return [
+        service_binding(
+            reconstruction_pb2.DESCRIPTOR.services_by_name["ReconstructionService"],
+            # Pure computation over bytes the caller already holds: any authenticated caller.
+            {
+                "ReconstructInvalidRead": ANY_ROLE,
+                "AnalyzeConsumedResponse": ANY_ROLE,
+                "AnalyzeAndReconstructInvalidRead": ANY_ROLE,
+                "ReproducePendingRequest": ANY_ROLE,
+                "ReconstructReadonlyObservation": ANY_ROLE,
+            },
+            partial(getattr, servicer),
+        )
+    ]

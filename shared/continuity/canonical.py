@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import rfc8785
@@ -80,3 +81,13 @@ def digest_of(value: Any) -> str:
 def is_digest(value: str) -> bool:
     """True when ``value`` is a well-formed ``sha256:<64 hex>`` digest."""
     return bool(DIGEST_PATTERN.match(value))
+
+
+def intact_blob(content_of: Callable[[str], bytes | None], digest: str) -> bytes | None:
+    """The stored bytes ``digest`` names, only when they hash to it: None when ``digest`` is not
+    a digest (nothing is read), nothing is stored, or the stored bytes were altered. Every
+    caller turns None into its own refusal or hold."""
+    if not is_digest(digest):
+        return None
+    content = content_of(digest)
+    return content if content is not None and sha256_digest(content) == digest else None

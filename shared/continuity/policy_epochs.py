@@ -30,7 +30,11 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from shared.continuity.canonical import digest_of
-from shared.runtime.errors import FailedPrecondition, InvalidArgument, PreconditionViolation
+from shared.runtime.errors import (
+    FailedPrecondition,
+    PreconditionViolation,
+    field_required,
+)
 
 CATALOG_VERSION: Final = 1
 MODE_FIELD: Final = "checkpoint_mode"
@@ -230,11 +234,7 @@ def epoch_receipt(
     it recorded no adoption) and the current one, bound to the exact old native references, the
     current source profile and the current lease-policy revision."""
     if not native_references:
-        raise InvalidArgument(
-            "FIELD_REQUIRED",
-            "a receipt binds native references",
-            metadata={"field": "native_references"},
-        )
+        raise field_required("native_references", "a receipt binds native references")
     adopted_epoch = recognize(adopted, context) if adopted is not None else None
     body: dict[str, Any] = {
         "catalog_version": CATALOG_VERSION,

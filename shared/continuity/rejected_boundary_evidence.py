@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shared.continuity.canonical import is_digest, sha256_digest
+from shared.continuity.canonical import intact_blob, is_digest
 from shared.continuity.rejected_boundary import ReviewedRejection
 from shared.runtime.errors import FieldViolation, InvalidArgument
 
@@ -87,8 +87,8 @@ class CorrectiveProvider:
 
 def _document(content_of: ContentOf, digest: str) -> dict[str, object] | None:
     """The stored JSON object at ``digest`` when stored intact, else None."""
-    content = content_of(digest) if is_digest(digest) else None
-    if content is None or sha256_digest(content) != digest:
+    content = intact_blob(content_of, digest)
+    if content is None:
         return None
     try:
         document = json.loads(content)

@@ -14,6 +14,21 @@ from typing import Final
 
 HISTORICAL_FORMAT: Final = "firefly.agentic.checkpoint/3"
 DERIVED_FORMAT: Final = "forge.continuity.derived-checkpoint/1"
+# The exact top-level keys of a derived checkpoint: the reconstruction service that writes and
+# re-reads them and the ledger's inspection that only reads them agree on one set.
+DERIVED_KEYS: Final = frozenset(
+    {
+        "format",
+        "compatibility",
+        "source",
+        "reconstruction",
+        "state",
+        "state_digest",
+        "witness_digest",
+        "contract_digest",
+        "accounting_digest",
+    }
+)
 
 # Runtime identity a historical checkpoint must carry exactly (field → value).
 SOURCE_RUNTIME: Final[MappingProxyType[str, str]] = MappingProxyType(

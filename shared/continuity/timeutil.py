@@ -3,6 +3,7 @@ ledger and hashed into journal entries, identical on every database."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -43,6 +44,14 @@ def from_text(text: str) -> datetime:
         except ValueError:
             pass
     return datetime.strptime(text, _STORED_FORM).replace(tzinfo=UTC)
+
+
+def deadline_remaining_seconds(active_deadline: datetime | None, now: datetime) -> int:
+    """Whole seconds a run has left before its active deadline, as reported in a handoff and
+    in consumed resources: 0 once it has passed, -1 when the run has no deadline."""
+    if active_deadline is None:
+        return -1
+    return max(0, math.floor((active_deadline - now).total_seconds()))
 
 
 def to_timestamp(text: str | None) -> Timestamp | None:

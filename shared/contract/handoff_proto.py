@@ -1,5 +1,5 @@
-"""Protobuf translation of the admissibility check's handoff and holds, shared by the candidate
-(recovery candidates) and the ledger (reconciliation snapshots and decisions)."""
+"""Protobuf translation of the admissibility check's handoff and of holds, shared by the candidate
+(continuity and recovery candidates) and the ledger (reconciliation snapshots and decisions)."""
 
 from __future__ import annotations
 
@@ -47,10 +47,20 @@ def admissibility_handoff_to_proto(handoff: Handoff) -> common_pb2.HandoffPayloa
     )
 
 
-def refusal_to_hold(refusal: Refusal) -> common_pb2.Hold:
+def hold_to_proto(*, reason: str, requirement: str, detail: str, subject: str) -> common_pb2.Hold:
+    """One hold; ``reason`` and ``requirement`` are contract enum names without their prefix."""
     return common_pb2.Hold(
-        reason=enum_number(common_pb2.HoldReason, refusal.hold),
-        requirement=enum_number(common_pb2.HoldRequirement, refusal.requirement),
+        reason=enum_number(common_pb2.HoldReason, reason),
+        requirement=enum_number(common_pb2.HoldRequirement, requirement),
+        detail=detail,
+        subject=subject,
+    )
+
+
+def refusal_to_hold(refusal: Refusal) -> common_pb2.Hold:
+    return hold_to_proto(
+        reason=refusal.hold,
+        requirement=refusal.requirement,
         detail=refusal.detail,
         subject=refusal.subject,
     )

@@ -168,6 +168,17 @@ class Internal(DomainError):
     kind = ErrorKind.INTERNAL
 
 
+def field_required(field: str, message: str = "") -> InvalidArgument:
+    """INVALID_ARGUMENT FIELD_REQUIRED: the request left ``field`` empty (the one form every
+    service answers; ``message`` only when a plainer sentence says more)."""
+    return InvalidArgument(
+        "FIELD_REQUIRED",
+        message or f"{field} is required",
+        metadata={"field": field},
+        field_violations=[FieldViolation(field, "required")],
+    )
+
+
 _BY_KIND: dict[ErrorKind, type[DomainError]] = {
     cls.kind: cls
     for cls in (

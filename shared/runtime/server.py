@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import grpc
-from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
+from google.protobuf.message_factory import GetMessageClass
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import server_interceptor
@@ -60,6 +61,50 @@ class ServiceBinding:
             f"/{self.descriptor.full_name}/{name}": roles
             for name, roles in self.method_roles.items()
         }
+
+
+#: What answers one RPC: a servicer's method, or a route's answer (request, context → response,
+#: or an iterator of responses for a server-streaming RPC).
+Behaviour = Callable[[Any, grpc.ServicerContext], Any]
+
+
+def service_binding(
+    descriptor: ServiceDescriptor,
+    method_roles: Mapping[str, frozenset[Role]],
+    behaviour_of: Callable[[str], Behaviour],
+) -> ServiceBinding:
+    """The one way every service is hosted: its table RPC name → roles, and the behaviour that
+    answers each RPC (``behaviour_of(name)``), registered from the descriptor. Fails closed: an
+    RPC without roles, or roles for a name that is no RPC, refuses to start."""
+    declared = {method.name for method in descriptor.methods}
+    missing, unknown = sorted(declared - set(method_roles)), sorted(set(method_roles) - declared)
+    if missing or unknown:
+        raise ValueError(f"{descriptor.full_name}: no roles for {missing}, no RPC for {unknown}")
+    handlers = {m.name: _method_handler(m, behaviour_of(m.name)) for m in descriptor.methods}
+
+    def register(server: grpc.Server) -> None:
+        # As generated add_*_to_server does: generic lookup and the registered-method fast path.
+        server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(descriptor.full_name, handlers),)
+        )
+        server.add_registered_method_handlers(descriptor.full_name, handlers)  # type: ignore[attr-defined]  # grpcio >= 1.63; the stubs lag
+
+    return ServiceBinding(descriptor, register, method_roles)
+
+
+def _method_handler(method: MethodDescriptor, behaviour: Behaviour) -> Handler:
+    if method.client_streaming:
+        raise ValueError(f"{method.full_name}: client-streaming RPCs are not part of the contracts")
+    handler = (
+        grpc.unary_stream_rpc_method_handler
+        if method.server_streaming
+        else grpc.unary_unary_rpc_method_handler
+    )
+    return handler(
+        behaviour,
+        request_deserializer=GetMessageClass(method.input_type).FromString,
+        response_serializer=GetMessageClass(method.output_type).SerializeToString,
+    )
 
 
 def _peer_subjects(context: grpc.ServicerContext) -> list[str]:

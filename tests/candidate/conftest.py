@@ -26,7 +26,7 @@ from services.candidate.servicer import bindings as candidate_bindings
 from services.demo.seed import SeededRun, load_fixture, seed_held_run
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
-from services.reconstruction.__main__ import bindings as reconstruction_bindings
+from services.reconstruction.servicer import bindings as reconstruction_bindings
 from shared.runtime.client import open_channel
 from tests.support import Served, row_counts, serve
 

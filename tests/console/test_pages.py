@@ -8,7 +8,7 @@ from playwright.sync_api import Page, expect
 
 from services.gateway.console import STATIC
 from tests.console.conftest import PHONE, assert_every_control_labelled, screenshot
-from tests.gateway.conftest import RunningGateway, seed
+from tests.gateway.conftest import RunningGateway, enable_policy, seed
 
 
 def test_the_pages_fetch_nothing_from_outside(gateway: RunningGateway) -> None:
@@ -41,3 +41,19 @@ def test_the_index_keeps_the_token_and_opens_the_run(page: Page, gateway: Runnin
     page.get_by_role("button", name="Forget token").click()
     expect(page.get_by_label("Bearer token")).to_be_visible()
     assert page.evaluate("sessionStorage.getItem('forge.console.token')") is None
+
+
+def test_the_run_page_shows_the_lease_window_the_ledger_would_grant(
+    page: Page, gateway: RunningGateway
+) -> None:
+    # Policy window 3600 s, frozen provider timeout 600 s: the ledger answers 600 s with the run,
+    # and the console shows that answer (it keeps no copy of the lease-bound rule).
+    enable_policy(gateway)
+    seed(gateway, "run-console-window", provider_timeout_seconds=600)
+    page.goto(f"{gateway.url}/console/")
+    page.get_by_label("Bearer token").fill("reader-token")
+    page.get_by_label("Run ID").fill("run-console-window")
+    page.get_by_role("button", name="Open run").click()
+    expect(page.locator("#run-facts")).to_contain_text(
+        re.compile(r"Lease window the server would grant\s*600 s")
+    )

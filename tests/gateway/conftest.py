@@ -31,7 +31,7 @@ from services.gateway.config import GatewaySettings
 from services.ledger.database import make_engine, upgrade
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
-from services.reconstruction.__main__ import bindings as reconstruction_bindings
+from services.reconstruction.servicer import bindings as reconstruction_bindings
 from shared.runtime.client import open_channel
 from tests.support import Served, admission_downstream, row_counts, serve
 

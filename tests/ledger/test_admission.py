@@ -177,8 +177,11 @@ def test_lease_is_the_minimum_of_its_bounds(
         )
     seeded = seed(clients, provider_timeout_seconds=provider_timeout, active_deadline=deadline)
     enable_policy(clients, window_seconds=window)
+    # The run answer reports the window a grant made now may carry (what the console offers).
+    grantable = _grantable(clients, "run-1")
+    assert grantable == min(b for b in (window, provider_timeout, deadline_in) if b is not None)
     ticket = commit(clients, commit_request(clients, seeded, valid_for_seconds=requested)).ticket
-    assert ticket.execution_request.lease.seconds == expected
+    assert ticket.execution_request.lease.seconds == expected == min(requested, grantable)
     expires = ticket.execution_request.lease.expires_at.ToDatetime(tzinfo=UTC)
     assert expires == clock.now + timedelta(seconds=expected)
 
@@ -208,6 +211,13 @@ def test_unsupported_time_budget_and_passed_deadline_refuse_admission(
         lambda: commit(clients, commit_request(clients, late)),
     )
     assert row_counts(engine) == counts
+    # Neither run may be granted any lease, and its run answer says so.
+    assert [_grantable(clients, run_id) for run_id in ("run-old", "run-late")] == [0, 0]
+
+
+def _grantable(clients: LedgerClients, run_id: str) -> int:
+    answer = clients.ledger().GetRun(ledger_pb2.GetRunRequest(run_id=run_id))
+    return int(answer.grantable_lease_seconds)
 
 
 def test_sixty_four_concurrent_identical_commits_make_one_ticket(

@@ -14,9 +14,11 @@ REASON = re.compile(r"^[A-Z][A-Z0-9_]+$")
 # helpers build FailedPrecondition with the reason they are given).
 FINDINGS = frozenset({"Hold"})
 REFUSALS = frozenset({"FailedPrecondition", "InvalidArgument", "_refuse", "_refuse_field"})
+# Shared refusal builders with a fixed reason (shared/runtime/errors.py).
+BUILDERS = {"field_required": "FIELD_REQUIRED"}
 
 
-def _literal_reasons(names: frozenset[str]) -> set[str]:
+def _literal_reasons(names: frozenset[str], builders: dict[str, str] | None = None) -> set[str]:
     found: set[str] = set()
     for path in SERVICE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -24,6 +26,8 @@ def _literal_reasons(names: frozenset[str]) -> set[str]:
                 continue
             func = node.func
             name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+            if builders and name in builders:
+                found.add(builders[name])
             first = node.args[0]
             if (
                 name in names
@@ -40,7 +44,7 @@ def test_analysis_reasons_are_exactly_the_findings_the_analysis_reports() -> Non
 
 
 def test_refusal_reasons_are_exactly_the_refusals_the_service_raises() -> None:
-    assert _literal_reasons(REFUSALS) == REFUSAL_REASONS
+    assert _literal_reasons(REFUSALS, BUILDERS) == REFUSAL_REASONS
 
 
 def test_findings_and_refusals_do_not_overlap() -> None:

@@ -36,7 +36,7 @@ API::
 from __future__ import annotations
 
 from .evaluate import CandidateEvaluator
-from .facts import Facts, Refusal, Snapshot, gather_facts, read_snapshot
+from .facts import Facts, Refusal, gather_facts, read_snapshot
 from .model import (
     REQUIREMENTS,
     AdmissionInputs,
@@ -65,6 +65,7 @@ from .model import (
     Requirement,
     ResponseAnalysis,
     RunRecord,
+    Snapshot,
     UnresolvedAlternative,
 )
 from .sources import CandidateSources, CombinedReconstructionSources

@@ -16,11 +16,11 @@ nothing for the version, the reconstruction (in one call when the sources offer 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from shared.continuity.canonical import is_digest, sha256_digest
+from shared.continuity.canonical import intact_blob
 from shared.continuity.journal_closure import closure_of
 from shared.continuity.qualification import is_qualified
 from shared.continuity.timeutil import utc_now
@@ -28,7 +28,6 @@ from shared.runtime.errors import Aborted, DomainError, FailedPrecondition, Inva
 
 from .journal import RUN_HELD, Closure
 from .model import (
-    ChainVerification,
     ConsumedCall,
     Entry,
     ExecutionRecord,
@@ -37,26 +36,11 @@ from .model import (
     Reconstruction,
     ResponseAnalysis,
     RunRecord,
+    Snapshot,
 )
 from .sources import CandidateSources, CombinedReconstructionSources, SnapshotSources
 
 MAX_READ_ATTEMPTS: Final = 3
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """One consistent read of the run, its whole journal and the ledger's verification."""
-
-    run: RunRecord
-    head: JournalHead
-    entries: tuple[Entry, ...]
-    verification: ChainVerification
-    # Read in the same snapshot when the source reads one (None: read apart, after it).
-    policy: PolicyRecord | None = None
-    executions: tuple[ExecutionRecord, ...] | None = None
-    # The closure's blobs as the same snapshot read them, by digest, when asked for and stored
-    # (unverified: a reader checks each one's digest before using it).
-    blobs: Mapping[str, bytes] = field(default_factory=dict)
 
 
 def read_snapshot(
@@ -241,10 +225,5 @@ def _intact_blob(
 ) -> bytes | None:
     """The blob named ``digest`` when its bytes hash to it: the snapshot's copy when intact,
     otherwise (not sent, or altered) read apart exactly as without a snapshot."""
-    if not is_digest(digest):
-        return None
-    content = prefetched.get(digest)
-    if content is not None and sha256_digest(content) == digest:
-        return content
-    content = sources.blob(digest)
-    return content if content is not None and sha256_digest(content) == digest else None
+    content = intact_blob(prefetched.get, digest)
+    return content if content is not None else intact_blob(sources.blob, digest)

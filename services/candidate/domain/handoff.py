@@ -7,12 +7,12 @@ can clear this candidate's holds (or submit it, when eligible) and reading the j
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Final
 
 from shared.continuity.journal_closure import RESPONSE_CONSUMED
+from shared.continuity.timeutil import deadline_remaining_seconds
 
 from .journal import (
     COMMAND_EXECUTED,
@@ -163,16 +163,12 @@ def _obligations(
 
 def _resources(run: RunRecord, entries: Sequence[Entry], now: datetime) -> ConsumedResources:
     commands = {e.text("command_id") for e in entries if e.kind == COMMAND_EXECUTED}
-    if run.active_deadline is None:
-        remaining = -1
-    else:
-        remaining = max(0, math.floor((run.active_deadline - now).total_seconds()))
     return ConsumedResources(
         model_responses_consumed=sum(1 for e in entries if e.kind == RESPONSE_CONSUMED),
         tool_calls=sum(1 for e in entries if e.kind == TOOL_CALL_GRANTED),
         commands_used=len(commands),
         command_limit=run.command_limit,
-        deadline_remaining_seconds=remaining,
+        deadline_remaining_seconds=deadline_remaining_seconds(run.active_deadline, now),
     )
 
 

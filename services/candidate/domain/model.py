@@ -113,6 +113,22 @@ class ExecutionRecord:
 
 
 @dataclass(frozen=True)
+class Snapshot:
+    """One consistent read of the run, its whole journal and the ledger's verification."""
+
+    run: RunRecord
+    head: JournalHead
+    entries: tuple[Entry, ...]
+    verification: ChainVerification
+    # Read in the same snapshot when the source reads one (None: read apart, after it).
+    policy: PolicyRecord | None = None
+    executions: tuple[ExecutionRecord, ...] | None = None
+    # The closure's blobs as the same snapshot read them, by digest, when asked for and stored
+    # (unverified: a reader checks each one's digest before using it).
+    blobs: Mapping[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class ConsumedCall:
     """One tool call of the consumed response."""
 

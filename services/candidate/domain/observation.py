@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from shared.continuity.canonical import sha256_digest
+from shared.continuity.canonical import intact_blob
 from shared.continuity.readonly_observation import ObservationCustody
 from shared.runtime.errors import FailedPrecondition, InvalidArgument
 
@@ -57,18 +57,13 @@ class ObservationProof:
         )
 
 
-def _intact(sources: CandidateSources, digest: str) -> bytes | None:
-    content = sources.blob(digest) if digest else None
-    return content if content is not None and sha256_digest(content) == digest else None
-
-
 def observation_check(sources: CandidateSources, custody: ObservationCustody) -> ObservationCheck:
     """Reconstruct the consumed turn from the stored bytes the custody names."""
     if custody.problems:
         return ObservationCheck((), "", "")  # the admissibility check already holds on them
     missing: list[Hold] = []
-    checkpoint = _intact(sources, custody.pending_checkpoint_digest)
-    response = _intact(sources, custody.consumed_response_digest)
+    checkpoint = intact_blob(sources.blob, custody.pending_checkpoint_digest)
+    response = intact_blob(sources.blob, custody.consumed_response_digest)
     for digest, content in (
         (custody.pending_checkpoint_digest, checkpoint),
         (custody.consumed_response_digest, response),
@@ -77,7 +72,7 @@ def observation_check(sources: CandidateSources, custody: ObservationCustody) ->
             missing.append(hold(HoldReason.CLOSURE_INCOMPLETE, digest, "not stored intact"))
     retained: dict[str, str] = {}
     for call_id, digest in sorted(custody.retained.items()):
-        content = _intact(sources, digest)
+        content = intact_blob(sources.blob, digest)
         if content is None:
             missing.append(
                 hold(HoldReason.CLOSURE_INCOMPLETE, digest, f"the result of {call_id} is lost")

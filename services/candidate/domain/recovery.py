@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.continuity.admissibility import ActionFacts, Admissible, Handoff, check
-from shared.continuity.canonical import digest_of, is_digest, sha256_digest
+from shared.continuity.canonical import digest_of, intact_blob
 from shared.continuity.journal_closure import closure_of
 from shared.continuity.qualification import is_qualified
 from shared.continuity.readonly_observation import (
@@ -43,7 +43,7 @@ from shared.continuity.request_history import (
     never_claimed_facts,
     request_history,
 )
-from shared.continuity.timeutil import utc_now
+from shared.continuity.timeutil import deadline_remaining_seconds, utc_now
 from shared.runtime.errors import NotFound
 
 from .checks import common
@@ -83,12 +83,6 @@ class RecoveryCandidate:
     journal_head: JournalHead
     #: Read-only observation only: the consumed turn and its reconstruction.
     observation: ObservationProof | None = None
-
-
-def _deadline_remaining(active_deadline: datetime | None, now: datetime) -> int:
-    if active_deadline is None:
-        return -1
-    return max(0, int((active_deadline - now).total_seconds()))
 
 
 def never_claimed_candidate(
@@ -197,7 +191,7 @@ def _recovery_candidate(
     consumed = consumed_from(
         snapshot.entries,
         snapshot.run.command_limit,
-        _deadline_remaining(snapshot.run.active_deadline, now),
+        deadline_remaining_seconds(snapshot.run.active_deadline, now),
     )
     pending_digest = ""  # the reproduced pending request (rejected boundary only)
     observed: ObservationCheck | None = None  # the reconstruction (read-only observation only)
@@ -337,8 +331,7 @@ def _checkpoint_holds(
         None,
     )
     digest = settlement.text("derived_checkpoint_digest") if settlement else ""
-    content = sources.blob(digest) if is_digest(digest) else None
-    if content is not None and sha256_digest(content) == digest:
+    if intact_blob(sources.blob, digest) is not None:
         return []
     return [
         hold(

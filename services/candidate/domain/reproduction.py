@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from shared.continuity.canonical import is_digest, sha256_digest
+from shared.continuity.canonical import intact_blob
 from shared.continuity.rejected_boundary import ReviewedRejection
 from shared.continuity.request_history import RequestHistory
 from shared.runtime.errors import FailedPrecondition, InvalidArgument
@@ -96,8 +96,8 @@ def reproduction_check(
 ) -> ReproductionCheck:
     """Reproduce the pending request from the ticket's derived checkpoint and compare it."""
     digest = history.derived_checkpoint_digest
-    content = sources.blob(digest) if is_digest(digest) else None
-    if content is None or sha256_digest(content) != digest:
+    content = intact_blob(sources.blob, digest)
+    if content is None:
         return ReproductionCheck((), "")  # the checkpoint hold (CLOSURE_INCOMPLETE) stands
     try:
         reproduced = sources.reproduce_pending(content)

@@ -12,7 +12,7 @@ reconstruction is ``FailedPrecondition`` / ``InvalidArgument`` with the typed re
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from .model import (
     AnalysisAndReconstruction,
@@ -25,10 +25,8 @@ from .model import (
     Reconstruction,
     ResponseAnalysis,
     RunRecord,
+    Snapshot,
 )
-
-if TYPE_CHECKING:
-    from .facts import Snapshot
 
 
 class CandidateSources(Protocol):

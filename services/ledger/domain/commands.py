@@ -23,6 +23,17 @@ class CommandReceipt:
 
 
 @dataclass(frozen=True)
+class RecordedCommand:
+    """The answer to recording one command: where its ``command_executed`` entry is, whether this
+    call charged it (False for a known id answered with its receipt), and the usage after."""
+
+    journal_sequence: int
+    charged: bool
+    used: int
+    limit: int
+
+
+@dataclass(frozen=True)
 class CommandLedger:
     receipts: dict[str, CommandReceipt]
 

@@ -60,27 +60,34 @@ def execution_request_id(run_id: str, request_id: str) -> str:
     return "exr_" + digest_of({"run_id": run_id, "request_id": request_id})[7:31]
 
 
+def grantable_lease(window_seconds: int, run: Run, now: datetime) -> int:
+    """The one lease-bound rule: the longest lease a grant made now may carry, min(policy window
+    ≤ 7200, frozen provider timeout, remaining active deadline); 0 when none may be granted (the
+    deadline has passed, or the run's time-budget protocol is unsupported). The run answer
+    reports it so the console offers it without a copy of the rule."""
+    if run.spec.time_budget_protocol not in SUPPORTED_TIME_BUDGET_PROTOCOLS:
+        return 0
+    bounds = [min(window_seconds, MAX_WINDOW_SECONDS), run.spec.provider_timeout_seconds]
+    deadline = run.spec.active_deadline_at
+    if deadline is not None:
+        bounds.append(math.floor((deadline - now).total_seconds()))
+    return max(0, min(bounds))
+
+
 def bound_lease(
     requested_seconds: int,
     window_seconds: int,
     run: Run,
     now: datetime,
 ) -> int:
-    """min(requested, policy window ≤ 7200, frozen provider timeout, remaining active deadline)."""
+    """min(requested, the grantable lease); refused when nothing may be granted."""
     if run.spec.time_budget_protocol not in SUPPORTED_TIME_BUDGET_PROTOCOLS:
         raise FailedPrecondition(
             "TIME_BUDGET_UNSUPPORTED",
             f"time-budget protocol {run.spec.time_budget_protocol!r} is not supported",
             metadata={"time_budget_protocol": run.spec.time_budget_protocol},
         )
-    bounds = [
-        requested_seconds,
-        min(window_seconds, MAX_WINDOW_SECONDS),
-        run.spec.provider_timeout_seconds,
-    ]
-    if run.spec.active_deadline is not None:
-        bounds.append(math.floor((from_text(run.spec.active_deadline) - now).total_seconds()))
-    lease = min(bounds)
+    lease = min(requested_seconds, grantable_lease(window_seconds, run, now))
     if lease <= 0:
         raise FailedPrecondition(
             "ACTIVE_DEADLINE_PASSED",

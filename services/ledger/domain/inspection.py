@@ -26,6 +26,7 @@ from shared.continuity.canonical import (
 from shared.continuity.canonical import sha256_digest as digest_bytes
 from shared.continuity.sdk_epochs import (
     DERIVED_FORMAT,
+    DERIVED_KEYS,
     HISTORICAL_FORMAT,
     KNOWN_EPOCHS,
     epoch_name,
@@ -51,19 +52,6 @@ HISTORICAL_STATE_KEYS: Final = frozenset(
         "model_settings",
         "model_request_parameters",
         *TELEMETRY_FIELDS,
-    }
-)
-DERIVED_KEYS: Final = frozenset(
-    {
-        "format",
-        "compatibility",
-        "source",
-        "reconstruction",
-        "state",
-        "state_digest",
-        "witness_digest",
-        "contract_digest",
-        "accounting_digest",
     }
 )
 # Counter → the parent total it is already included in (never above it).

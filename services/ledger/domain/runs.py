@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from datetime import datetime
 
 from shared.continuity.canonical import digest_of, is_digest
 from shared.continuity.identifiers import IDENTIFIER, check_identifier
+from shared.continuity.timeutil import from_text
 from shared.contract.terms import SUPPORTED_TIME_BUDGET_PROTOCOLS
 from shared.runtime.errors import FieldViolation, InvalidArgument
 
@@ -53,6 +55,11 @@ class RunSpec:
     def digest(self) -> str:
         return digest_of(asdict(self))
 
+    @property
+    def active_deadline_at(self) -> datetime | None:
+        """The stored active deadline as a moment (None when the run has none)."""
+        return None if self.active_deadline is None else from_text(self.active_deadline)
+
 
 @dataclass(frozen=True)
 class Run:
@@ -62,3 +69,13 @@ class Run:
     created_by: str
     created_at: str
     run_digest: str
+
+
+@dataclass(frozen=True)
+class RunReading:
+    """A run as read now: the run, its journal head, and the lease a grant made now may carry
+    under the current policy (``execution.grantable_lease``)."""
+
+    run: Run
+    head: tuple[int, str]
+    grantable_lease_seconds: int

@@ -26,6 +26,12 @@ def get_blob(connection: Connection, digest: str) -> tuple[bytes, str] | None:
     return None if row is None else (bytes(row.content), str(row.media_type))
 
 
+def get_content(connection: Connection, digest: str) -> bytes | None:
+    """The stored bytes of ``digest`` (None when not stored)."""
+    found = get_blob(connection, digest)
+    return None if found is None else found[0]
+
+
 def get_blobs(connection: Connection, digests: Sequence[str]) -> dict[str, tuple[bytes, str]]:
     """(content, media type) of each stored blob of ``digests``, by digest (one statement;
     digests not stored are absent)."""

@@ -10,7 +10,7 @@ from services.ledger.domain.admission import (
     check_policy_for_execution,
     check_worker_source,
 )
-from services.ledger.domain.commands import CommandLedger
+from services.ledger.domain.commands import CommandLedger, RecordedCommand
 from services.ledger.domain.execution import (
     ExecutionRequestRecord,
     RequestState,
@@ -39,6 +39,7 @@ from shared.runtime.errors import (
     FieldViolation,
     InvalidArgument,
     NotFound,
+    field_required,
 )
 
 
@@ -175,8 +176,8 @@ def record_command(
     generation: int,
     command_id: str,
     command_digest: str,
-) -> tuple[int, bool, int, int]:
-    """Charge one command before it runs: (journal sequence, charged, used, limit)."""
+) -> RecordedCommand:
+    """Charge one command before it runs."""
     check_identifier("command_id", command_id)
     if not is_digest(command_digest):
         raise InvalidArgument(
@@ -205,7 +206,7 @@ def record_command(
                     f"command {command_id} was recorded with a different command digest",
                     metadata={"command_id": command_id},
                 )
-            return previous.sequence, False, usage.used, run.spec.command_limit
+            return RecordedCommand(previous.sequence, False, usage.used, run.spec.command_limit)
         # 13 at the limit the command is refused before it runs
         usage.check_room(run.spec.command_limit)
         entry = append_entry(
@@ -221,7 +222,7 @@ def record_command(
             },
             worker,
         )
-        return entry.sequence, True, usage.used + 1, run.spec.command_limit
+        return RecordedCommand(entry.sequence, True, usage.used + 1, run.spec.command_limit)
 
 
 def command_usage(context: LedgerContext, run_id: str) -> tuple[int, int]:
@@ -239,12 +240,7 @@ def fail_unclaimed(
     """The native failed receipt of a request that no worker claimed: queued at generation 0 →
     failed, with ``request_failed`` at ``lease_generation: 0``."""
     if not reason:
-        raise InvalidArgument(
-            "FIELD_REQUIRED",
-            "reason is required",
-            metadata={"field": "reason"},
-            field_violations=[FieldViolation("reason", "required")],
-        )
+        raise field_required("reason")
     with context.engine.begin() as connection:
         record = existing_request(connection, execution_request_id, for_update=True)
         if record.state is not RequestState.QUEUED or record.lease_generation != 0:

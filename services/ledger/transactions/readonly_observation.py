@@ -12,6 +12,7 @@ it, and describes the separate invocation binding the requeued request continues
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Connection
@@ -21,6 +22,7 @@ from services.ledger.repository import blobs as blob_rows
 from shared.continuity.canonical import (
     CanonicalJsonError,
     digest_of,
+    intact_blob,
     is_digest,
     parse_json,
     sha256_digest,
@@ -102,10 +104,12 @@ def check_binding(
         if name == EVIDENCE_TOOL:
             expected: Any = OBSERVATION_UNAVAILABLE
         else:
-            stored = blob_rows.get_blob(connection, custody.retained.get(call_id, ""))
-            if stored is None or sha256_digest(stored[0]) != custody.retained[call_id]:
+            retained = intact_blob(
+                partial(blob_rows.get_content, connection), custody.retained.get(call_id, "")
+            )
+            if retained is None:
                 raise _mismatch(f"the retained result of {call_id} is not stored", observation)
-            expected = parse_json(stored[0])
+            expected = parse_json(retained)
         if digest_of(results[call_id]) != digest_of(expected):
             raise _mismatch(f"the result appended for {call_id} is not exact", observation)
 

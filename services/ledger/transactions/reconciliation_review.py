@@ -5,7 +5,6 @@ facts the decision transaction (``reconciliation.py``) reads again inside its tr
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -51,7 +50,7 @@ from shared.continuity.admissibility import (
     ReconciliationFacts,
     check,
 )
-from shared.continuity.timeutil import from_text, to_text
+from shared.continuity.timeutil import deadline_remaining_seconds, to_text
 from shared.runtime.errors import FailedPrecondition, NotFound, PreconditionViolation
 
 #: The role a reconciliation decision and a verification request need, asked again now.
@@ -66,13 +65,6 @@ class Inspection:
 
     snapshot: Snapshot
     outcome: Outcome
-
-
-def _deadline_remaining(run: Run, context: LedgerContext) -> int:
-    if run.spec.active_deadline is None:
-        return -1
-    remaining = (from_text(run.spec.active_deadline) - context.clock()).total_seconds()
-    return max(0, math.floor(remaining))
 
 
 def request_of_run(
@@ -107,7 +99,9 @@ def snapshot_of(
         chain,
         journal_rows.iter_journal(connection, run.spec.run_id),
         command_limit=run.spec.command_limit,
-        deadline_remaining_seconds=_deadline_remaining(run, context),
+        deadline_remaining_seconds=deadline_remaining_seconds(
+            run.spec.active_deadline_at, context.clock()
+        ),
         reconciliation_id=reconciliation_id,
     )
 

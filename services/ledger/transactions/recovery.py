@@ -46,7 +46,6 @@ from services.ledger.transactions.base import (
 from services.ledger.transactions.execution import existing_request
 from services.ledger.transactions.recovery_facts import (
     action_facts,
-    deadline_remaining,
     failed_sequence,
     unresolved_refusal,
     workflow_enabled,
@@ -58,7 +57,7 @@ from shared.continuity.idempotency import StoredAction, replay_or_conflict
 from shared.continuity.readonly_observation import observation_custody
 from shared.continuity.rejected_boundary import ASSERTION_KIND
 from shared.continuity.request_history import consumed_from, request_history
-from shared.continuity.timeutil import to_text
+from shared.continuity.timeutil import deadline_remaining_seconds, to_text
 from shared.runtime.errors import (
     FailedPrecondition,
     FieldViolation,
@@ -158,7 +157,11 @@ def _recover(
         outstanding=tuple(r.execution_request_id for r in pending),
         workflow_enabled=workflow_enabled(settings, recovery.workflow),
         actor_has_authority=RECOVERY_ROLES[recovery.workflow] <= authority(recovery.actor),
-        consumed=consumed_from(entries, run.spec.command_limit, deadline_remaining(run, context)),
+        consumed=consumed_from(
+            entries,
+            run.spec.command_limit,
+            deadline_remaining_seconds(run.spec.active_deadline_at, context.clock()),
+        ),
     )
     outcome = check(facts)
     if isinstance(outcome, Unresolved):

@@ -4,8 +4,6 @@ and the refusal an unresolved outcome raises."""
 
 from __future__ import annotations
 
-import math
-
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.policy import PolicySettings
 from services.ledger.domain.recoveries import (
@@ -14,21 +12,12 @@ from services.ledger.domain.recoveries import (
     REJECTED_BOUNDARY,
 )
 from services.ledger.domain.runs import Run
-from services.ledger.transactions.base import LedgerContext
 from services.ledger.transactions.recovery_input import RecoveryInput
 from shared.continuity.admissibility import ActionFacts, Consumed, Unresolved
 from shared.continuity.readonly_observation import ObservationCustody, readonly_observation_facts
 from shared.continuity.rejected_boundary import refusal_problems, rejected_boundary_facts
 from shared.continuity.request_history import RequestHistory, never_claimed_facts
-from shared.continuity.timeutil import from_text
 from shared.runtime.errors import FailedPrecondition, PreconditionViolation
-
-
-def deadline_remaining(run: Run, context: LedgerContext) -> int:
-    if run.spec.active_deadline is None:
-        return -1
-    remaining = (from_text(run.spec.active_deadline) - context.clock()).total_seconds()
-    return max(0, math.floor(remaining))
 
 
 def workflow_enabled(settings: PolicySettings, workflow: str) -> bool:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from services.ledger.domain.runs import Run, RunSpec, check_identifier
+from services.ledger.domain.execution import grantable_lease
+from services.ledger.domain.runs import Run, RunReading, RunSpec, check_identifier
+from services.ledger.repository import policy as policy_rows
 from services.ledger.repository import runs as run_rows
 from services.ledger.transactions.base import (
     LedgerContext,
@@ -32,8 +34,12 @@ def create(context: LedgerContext, spec: RunSpec, actor: str) -> tuple[Run, bool
     return existing, False
 
 
-def get(context: LedgerContext, run_id: str) -> tuple[Run, tuple[int, str]]:
-    """The run and its journal head."""
+def get(context: LedgerContext, run_id: str) -> RunReading:
+    """The run, its journal head and the lease a grant made now may carry."""
     check_identifier("run_id", run_id)
     with context.read() as connection:
-        return existing_run(connection, run_id), current_head(connection, run_id)
+        run = existing_run(connection, run_id)
+        window = policy_rows.current_policy(connection).settings.window_seconds
+        return RunReading(
+            run, current_head(connection, run_id), grantable_lease(window, run, context.clock())
+        )

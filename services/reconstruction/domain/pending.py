@@ -31,6 +31,7 @@ from shared.continuity.canonical import (
     parse_json,
     sha256_digest,
 )
+from shared.continuity.sdk_epochs import DERIVED_KEYS
 from shared.runtime.errors import FailedPrecondition, Internal, InvalidArgument
 
 from .jsonpath import first_difference
@@ -39,19 +40,6 @@ from .registry import DERIVED_FORMAT, TARGET_RUNTIME, verify_target_runtime
 from .sealed import CapturingModel, RefusingEffects, SealedTransport, sealed_model
 
 PENDING_FORMAT: Final = "forge.continuity.pending-request/1"
-DERIVED_KEYS: Final = frozenset(
-    {
-        "format",
-        "compatibility",
-        "source",
-        "reconstruction",
-        "state",
-        "state_digest",
-        "witness_digest",
-        "contract_digest",
-        "accounting_digest",
-    }
-)
 STATE_KEYS: Final = frozenset(
     {"messages", "usage", "limits", "model_settings", "model_request_parameters"}
 )

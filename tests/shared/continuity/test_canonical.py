@@ -13,6 +13,7 @@ from shared.continuity.canonical import (
     CanonicalJsonError,
     canonical_text,
     digest_of,
+    intact_blob,
     is_digest,
     parse_json,
     sha256_digest,
@@ -88,6 +89,21 @@ def test_digests_are_prefixed_sha256() -> None:
         == "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     )
     assert is_digest(digest_of({})) and not is_digest("sha256:ABC")
+
+
+def test_a_blob_is_answered_only_when_its_bytes_hash_to_the_digest_that_names_it() -> None:
+    stored = {sha256_digest(b"kept"): b"kept", sha256_digest(b"before"): b"after", "bad": b"x"}
+    asked: list[str] = []
+
+    def content_of(digest: str) -> bytes | None:
+        asked.append(digest)
+        return stored.get(digest)
+
+    assert intact_blob(content_of, sha256_digest(b"kept")) == b"kept"
+    assert intact_blob(content_of, sha256_digest(b"")) is None  # not stored
+    assert intact_blob(content_of, sha256_digest(b"before")) is None  # altered
+    assert intact_blob(content_of, "bad") is None
+    assert "bad" not in asked  # a malformed digest is never read
 
 
 @given(json_values, st.sampled_from(["str", "utf-8", "utf-16", "utf-32"]))

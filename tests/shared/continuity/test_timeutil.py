@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.continuity.timeutil import from_text, to_text
+from shared.continuity.timeutil import deadline_remaining_seconds, from_text, to_text
 
 STORED = "%Y-%m-%dT%H:%M:%S.%fZ"
 
@@ -47,3 +47,10 @@ def test_a_stored_form_with_one_character_changed_is_judged_as_strptime_would(
     text = to_text(moment)
     changed = text[:index] + replacement + text[index + 1 :]
     assert _from_text(changed) == _strptime(changed)
+
+
+def test_deadline_remaining_is_whole_seconds_left_zero_once_passed_and_minus_one_without() -> None:
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    assert deadline_remaining_seconds(now + timedelta(seconds=90, milliseconds=999), now) == 90
+    assert deadline_remaining_seconds(now - timedelta(seconds=5), now) == 0
+    assert deadline_remaining_seconds(None, now) == -1

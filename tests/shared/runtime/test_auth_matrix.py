@@ -28,8 +28,10 @@ from services.admission.servicer import bindings as admission_bindings
 from services.candidate.servicer import bindings as candidate_bindings
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
-from services.reconstruction.__main__ import bindings as reconstruction_bindings
+from services.reconstruction.servicer import bindings as reconstruction_bindings
+from shared.runtime.auth import ANY_ROLE
 from shared.runtime.errors import from_rpc_error
+from shared.runtime.server import service_binding
 from tests.support import ROLE_TOKENS, TOKENS, Served, admission_downstream, serve
 
 ALL = frozenset(ROLE_TOKENS)
@@ -125,6 +127,17 @@ METHODS = _methods()
 
 def test_the_matrix_covers_every_rpc_of_the_contracts() -> None:
     assert set(METHODS) == set(EXPECTED)
+
+
+def test_a_service_is_not_hosted_with_an_rpc_left_without_roles_or_roles_for_no_rpc() -> None:
+    service = reconstruction_pb2.DESCRIPTOR.services_by_name["ReconstructionService"]
+    roles = {method.name: ANY_ROLE for method in service.methods}
+    assert service_binding(service, roles, lambda name: lambda *_: None).method_roles == roles
+    without = {name: r for name, r in roles.items() if name != "ReproducePendingRequest"}
+    with pytest.raises(ValueError, match="no roles for \\['ReproducePendingRequest'\\]"):
+        service_binding(service, without, lambda name: lambda *_: None)
+    with pytest.raises(ValueError, match="no RPC for \\['Reconstruct'\\]"):
+        service_binding(service, {**roles, "Reconstruct": ANY_ROLE}, lambda name: lambda *_: None)
 
 
 @pytest.fixture(scope="module")

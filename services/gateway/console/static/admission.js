@@ -5,7 +5,7 @@ import {
   holdsView, inFlight, loadAction, newIdentity, note, permits, queuedReceipt, readBack, saveAction,
   setStatus, submitOnce, withheldNote,
 } from "./common.js";
-import { grantableWindow, loadRecords, page, requestPath, runPath, usageText } from "./run.js";
+import { loadRecords, page, requestPath, runPath, usageText } from "./run.js";
 import { ticketView } from "./recoveries.js";
 
 // ---------------------------------------------------------------- the plan: admission
@@ -122,7 +122,7 @@ function admissionReview(area, candidate, version) {
   const reuse = previous && previous.state === "reviewing" && previous.digest === digest && previous.version === version;
   const action = reuse ? previous : {
     id: newIdentity(), state: "reviewing", version, digest, digests: candidate.digests,
-    validForSeconds: Math.max(1, grantableWindow() || 1),
+    validForSeconds: Math.max(1, page.grantableLease || 1),
   };
   action.requestId = action.id;
   saveAction(key, action);

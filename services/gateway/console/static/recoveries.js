@@ -5,7 +5,7 @@ import {
   handoffView, holdsView, inFlight, loadAction, newIdentity, note, permits, queuedReceipt, readBack,
   saveAction, seqLink, shortName, stateName, submitOnce, withheldNote,
 } from "./common.js";
-import { grantableWindow, page, requestPath, usageText } from "./run.js";
+import { page, requestPath, usageText } from "./run.js";
 
 // ---------------------------------------------------------------- a ticket and its recoveries
 
@@ -133,7 +133,7 @@ function neverClaimedReview(area, candidate, ticket, current, key) {
   const reuse = previous && previous.state === "reviewing" && previous.digest === candidate.candidate_digest;
   const action = reuse ? previous : {
     id: newIdentity(), state: "reviewing", digest: candidate.candidate_digest,
-    validForSeconds: Math.max(1, grantableWindow() || 1),
+    validForSeconds: Math.max(1, page.grantableLease || 1),
   };
   saveAction(key, action);
   const submit = el("button", { type: "button", id: "requeue" }, "Requeue existing task");
@@ -241,7 +241,7 @@ function refusalReview(area, candidate, review, ticket, current, key) {
   const reuse = previous && previous.state === "reviewing" && previous.digest === candidate.candidate_digest;
   const action = reuse ? previous : {
     id: newIdentity(), state: "reviewing", digest: candidate.candidate_digest, review,
-    validForSeconds: Math.max(1, grantableWindow() || 1),
+    validForSeconds: Math.max(1, page.grantableLease || 1),
   };
   saveAction(key, action);
   const submit = el("button", { type: "button", id: "requeue-refused" }, "Requeue existing task");

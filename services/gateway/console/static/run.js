@@ -1,25 +1,16 @@
-// The run page's state, its facts (held state, command ledger, policy, grantable window) and
-// records (execution requests, commands, journal).
+// The run page's state, its facts (held state, command ledger, policy, grantable lease window)
+// and records (execution requests, commands, journal).
 
 import { API, call, describe, el, facts, note, seqLink, shortName, stateName } from "./common.js";
 
-const MAX_WINDOW_SECONDS = 7200; // the services' cap on any lease window (policy window <= 7200)
-
 // ---------------------------------------------------------------- run page: facts and records
 
-export const page = { runId: "", run: null, policy: null, usage: null, requests: [] };
+// grantableLease: the lease window a grant made now may carry, as the ledger computes it with its
+// one lease-bound rule (the run answer's grantable_lease_seconds); the console keeps no copy.
+export const page = { runId: "", run: null, grantableLease: null, policy: null, usage: null, requests: [] };
 export const runPath = () => `${API}/runs/${encodeURIComponent(page.runId)}`;
 export const requestPath = (requestId) =>
   `${runPath()}/invalid-read-continuity/requests/${encodeURIComponent(requestId)}`;
-
-// The lease window the server would grant now: min(policy window <= 7200, the run's frozen
-// provider timeout, the remaining active deadline). Shown for review; the ledger bounds it again.
-export function grantableWindow() {
-  if (!page.run || !page.policy) return null;
-  const bounds = [Math.min(Number(page.policy.window_seconds), MAX_WINDOW_SECONDS), Number(page.run.provider_timeout_seconds)];
-  if (page.run.active_deadline) bounds.push(Math.floor((Date.parse(page.run.active_deadline) - Date.now()) / 1000));
-  return Math.max(0, Math.min(...bounds));
-}
 
 export const usageText = () => (page.usage ? `${page.usage.used} of ${page.usage.limit} commands used` : "—");
 
@@ -35,9 +26,9 @@ export async function loadFacts() {
     return false;
   }
   page.run = run.json.run;
+  page.grantableLease = Number(run.json.grantable_lease_seconds || 0); // int64: JSON string, 0 omitted
   page.policy = policy.outcome === "ok" ? policy.json.policy : null;
   page.usage = usage.outcome === "ok" ? usage.json.usage : null;
-  const window = grantableWindow();
   target.replaceChildren(facts([
     ["Attempt", page.run.attempt_id],
     ["Task", page.run.task_id],
@@ -45,7 +36,7 @@ export async function loadFacts() {
     ["Held state", el("span", { id: "held-state" }, "reading the journal…")],
     ["Command ledger", el("span", { id: "command-ledger" }, usageText())],
     ["Policy revision", page.policy ? `${page.policy.revision} (${page.policy.enabled ? "enabled" : "disabled"})` : "—"],
-    ["Lease window the server would grant", window === null ? "—" : `${window} s (policy window, provider timeout and deadline; the ledger bounds it again)`],
+    ["Lease window the server would grant", `${page.grantableLease} s (policy window, provider timeout and deadline; the ledger bounds it again)`],
   ]));
   return true;
 }

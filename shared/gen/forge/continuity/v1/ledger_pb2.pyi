@@ -209,12 +209,19 @@ Global___GetRunRequest: _TypeAlias = GetRunRequest  # noqa: Y015
 
 @_typing.final
 class GetRunResponse(_message.Message):
-    """GetRunResponse returns a run and its journal head."""
+    """GetRunResponse returns a run, its journal head and the lease window a grant made now may carry."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     RUN_FIELD_NUMBER: _builtins.int
     HEAD_FIELD_NUMBER: _builtins.int
+    GRANTABLE_LEASE_SECONDS_FIELD_NUMBER: _builtins.int
+    grantable_lease_seconds: _builtins.int
+    """The lease window in seconds a continuity grant made now may carry, computed by the ledger
+    with the one lease-bound rule: min(current policy window <= 7200, the frozen provider
+    timeout, the remaining active deadline); 0 when none may be granted (deadline passed or
+    time-budget protocol unsupported). Informational: every grant bounds its lease again.
+    """
     @_builtins.property
     def run(self) -> Global___Run:
         """The run."""
@@ -228,10 +235,11 @@ class GetRunResponse(_message.Message):
         *,
         run: Global___Run | None = ...,
         head: _common_pb2.JournalHead | None = ...,
+        grantable_lease_seconds: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["head", b"head", "run", b"run"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["head", b"head", "run", b"run"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grantable_lease_seconds", b"grantable_lease_seconds", "head", b"head", "run", b"run"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
