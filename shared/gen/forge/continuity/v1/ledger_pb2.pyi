@@ -489,7 +489,7 @@ class ReadRunSnapshotRequest(_message.Message):
     """The run to read; it must exist (NOT_FOUND, RUN_NOT_FOUND)."""
     include_closure_blobs: _builtins.bool
     """When true, the snapshot also sends, after the last entries and before the verification, each
-    stored blob the journal's last model-request closure names (shared/journal_closure.py): the
+    stored blob the journal's last model-request closure names (shared/continuity/journal_closure.py): the
     request's checkpoint and, once consumed, the consumed raw response, read in the same
     snapshot. A named blob that is not stored is not sent. Saves a reader its GetBlob calls; the
     ledger does not check the bytes against the digest, the reader does.
