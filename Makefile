@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN)
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install chromium run test reliability lint typecheck protos protos-check openapi openapi-check bench bench-micro profile demo clean db-upgrade fixtures fixtures-check
+.PHONY: help install chromium run test reliability lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-micro profile demo clean db-upgrade fixtures fixtures-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
@@ -24,6 +24,7 @@ help:
 	@echo "make protos     regenerate Python code from protos/"
 	@echo "make openapi    regenerate docs/openapi.json (the gateway's OpenAPI document) from protos/"
 	@echo "make bench      the five performance figures beside in-run baselines (PostgreSQL)"
+	@echo "make bench-admission  figure 1 (admission) alone, ~1 min: bench/results/admission.json"
 	@echo "make profile    py-spy samples of every service under admission load"
 	@echo "make reliability faults, races and hostile input at full counts (docs/reliability.md)"
 	@echo "make demo       the whole v1 story against make run (or services it starts itself)"
@@ -101,6 +102,10 @@ reliability: $(STAMP)
 # the local server's database `test`): bench/results/latest.json and candidate_latency.png.
 bench: $(STAMP)
 	$(PY) -m bench
+
+# Figure 1 alone (admission beside its baselines, three rounds): bench/results/admission.json.
+bench-admission: $(STAMP)
+	$(PY) -m bench admission
 
 # pytest-benchmark micro-benchmarks (absolute times, no baseline) of single calls.
 bench-micro: $(STAMP)

@@ -5,6 +5,10 @@ Sizes can be reduced for a smoke run with FORGE_BENCH_SCALE (a fraction, default
 scales the RSS figure's long phase, never below 10,000 operations) and the RSS figure's long phase
 set with FORGE_BENCH_RSS_OPERATIONS (default 100,000 operations: appends, every 500th one a full
 admission of a held run seeded for it).
+
+``python -m bench admission`` measures figure 1 alone (its three rounds, each beside its
+baselines, exactly as the full run does) and writes bench/results/admission.json: a before/after
+comparison of the admission path in about a minute.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 
 from bench import figures
 from bench.plot import plot_candidate_latency
-from bench.stack import baseline_server, bench_schema, hop_floor, services
+from bench.stack import Baseline, baseline_server, bench_schema, hop_floor, services
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGETS = {
@@ -40,6 +44,33 @@ def _scaled(value: int, scale: float, least: int = 1) -> int:
     return max(least, round(value * scale))
 
 
+def admission_figure(clients: figures.Clients, baseline: Baseline, scale: float) -> dict[str, Any]:
+    """Figure 1 over its rounds, each beside the baseline and the six-hop floor."""
+    floor_calls = _scaled(100, scale, 10)
+    with hop_floor(baseline, figures.ADMISSION_HOPS) as chain:
+
+        def admission_round(index: int) -> dict[str, Any]:
+            floor = figures.baseline_floor(baseline, floor_calls)
+            measured = figures.admission_throughput(
+                clients, _scaled(12, scale, 2), prefix=f"bench-admit-{index}"
+            )
+            figure = figures.throughput_figure(measured, floor)
+            figure["hop_floor"] = figures.hop_floor_figure(
+                figures.baseline_floor(chain, floor_calls), floor, figure
+            )
+            return figure
+
+        return figures.over_rounds(admission_round)
+
+
+def measure_admission(scale: float) -> dict[str, Any]:
+    """Figure 1 alone, on freshly started services."""
+    with bench_schema() as url, baseline_server(url) as baseline, services(url) as running:
+        clients = figures.Clients(running)
+        clients.set_policy()
+        return {"admission": admission_figure(clients, baseline, scale)}
+
+
 def measure(scale: float, rss_operations: int) -> dict[str, Any]:
     lengths = tuple(n for n in (100, 1_000, 10_000, 100_000) if n <= 100_000 * scale or n <= 1_000)
     repeats = {100: 15, 1_000: 10, 10_000: 5, 100_000: 3}
@@ -49,21 +80,8 @@ def measure(scale: float, rss_operations: int) -> dict[str, Any]:
         clients.set_policy()
         began = time.perf_counter()
         results["reconstruction"] = figures.reconstruction_latency(clients, _scaled(20, scale, 5))
+        results["admission"] = admission_figure(clients, baseline, scale)
         floor_calls = _scaled(100, scale, 10)
-        with hop_floor(baseline, figures.ADMISSION_HOPS) as chain:
-
-            def admission_round(index: int) -> dict[str, Any]:
-                floor = figures.baseline_floor(baseline, floor_calls)
-                measured = figures.admission_throughput(
-                    clients, _scaled(12, scale, 2), prefix=f"bench-admit-{index}"
-                )
-                figure = figures.throughput_figure(measured, floor)
-                figure["hop_floor"] = figures.hop_floor_figure(
-                    figures.baseline_floor(chain, floor_calls), floor, figure
-                )
-                return figure
-
-            results["admission"] = figures.over_rounds(admission_round)
 
         def append_round(index: int) -> dict[str, Any]:
             floor = figures.baseline_floor(baseline, floor_calls)
@@ -83,6 +101,20 @@ def measure(scale: float, rss_operations: int) -> dict[str, Any]:
             clients, running, 1_000, max(1_000, rss_operations), admission_every=ADMISSION_EVERY
         )
     return results
+
+
+def admission_summary(results: dict[str, Any]) -> dict[str, float]:
+    admission = results["admission"]
+    measured = admission["measured"]
+    return {
+        "admission_throughput_ratio": admission["throughput_ratio"],
+        "admission_p99_ratio": admission["p99_ratio"],
+        "admission_cpu_bound_ceiling": admission["cpu_bound_ceiling"],
+        "admission_cpu_ms_per_call": measured["cpu_ms_per_call"]["attributed"],
+        "admission_service_cpu_ms_per_call": measured["cpu_ms_per_call"]["by"]["admission"],
+        "six_hop_floor_throughput_ratio": admission["hop_floor"]["throughput_ratio"],
+        "admission_to_six_hop_floor_ratio": admission["hop_floor"]["admission_ratio"],
+    }
 
 
 def summary(results: dict[str, Any]) -> dict[str, float]:
@@ -109,9 +141,14 @@ def main() -> int:
     scale = float(os.environ.get("FORGE_BENCH_SCALE", "1"))
     default_operations = max(10_000, round(RSS_OPERATIONS * scale))
     rss_operations = int(os.environ.get("FORGE_BENCH_RSS_OPERATIONS", str(default_operations)))
+    only_admission = sys.argv[1:] == ["admission"]
     began = time.perf_counter()
-    results = measure(scale, rss_operations)
-    lines = summary(results)
+    if only_admission:
+        results = measure_admission(scale)
+        lines = admission_summary(results)
+    else:
+        results = measure(scale, rss_operations)
+        lines = summary(results)
     document = {
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {
@@ -126,8 +163,10 @@ def main() -> int:
         "figures": results,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "latest.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    plot_candidate_latency(results["candidate"], RESULTS / "candidate_latency.png")
+    written = "admission.json" if only_admission else "latest.json"
+    (RESULTS / written).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    if not only_admission:
+        plot_candidate_latency(results["candidate"], RESULTS / "candidate_latency.png")
     for name, value in lines.items():
         print(f"{name} {value}", flush=True)
     return 0

@@ -5,7 +5,6 @@ domain translation only; downstream refusals arrive as the typed domain errors t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass
 
 from forge.continuity.v1 import (
@@ -24,8 +23,8 @@ from services.admission.workflows.invalid_read import (
     AdmissionCommit,
     AdmissionKey,
     CandidateProof,
+    DerivedCheckpoint,
     InvalidReadCandidate,
-    Reconstruction,
 )
 from services.admission.workflows.readonly_observation import ObservationProofView
 from services.admission.workflows.recovery_base import (
@@ -34,7 +33,6 @@ from services.admission.workflows.recovery_base import (
     RecoveryCommit,
     RecoveryKey,
 )
-from shared.continuity.canonical import parse_json, sha256_digest
 from shared.continuity.idempotency import StoredAction
 from shared.continuity.rejected_boundary import ReviewedRejection
 from shared.contract.rejected_boundary_proto import (
@@ -63,9 +61,10 @@ def _stored_ticket(ticket: ledger_pb2.AdmissionTicket) -> Stored[ledger_pb2.Admi
 
 
 def _candidate(
-    candidate: candidate_pb2.InvalidReadContinuityCandidate,
+    response: candidate_pb2.GetInvalidReadContinuityCandidateResponse,
 ) -> InvalidReadCandidate:
-    proof = candidate.proof
+    candidate, proof = response.candidate, response.candidate.proof
+    derived = response.admission_inputs if response.HasField("admission_inputs") else None
     return InvalidReadCandidate(
         run_id=candidate.run_id,
         eligible=candidate.eligible,
@@ -75,10 +74,18 @@ def _candidate(
         policy_revision=candidate.policy_revision,
         journal_head_hash=candidate.journal_head.hash,
         proof=CandidateProof(
-            checkpoint_digest=proof.checkpoint_digest,
             consumed_response_digest=proof.consumed_response_digest,
-            consume_sequence=proof.consume_sequence,
             derived_checkpoint_digest=proof.derived_checkpoint_digest,
+            witness_digest=proof.witness_digest,
+        ),
+        derived=(
+            DerivedCheckpoint(
+                derived_checkpoint=derived.derived_checkpoint,
+                derived_checkpoint_digest=derived.derived_checkpoint_digest,
+                witness_digest=derived.witness_digest,
+            )
+            if derived is not None
+            else None
         ),
     )
 
@@ -151,58 +158,6 @@ def _continuity_digests(digests: Mapping[str, str]) -> common_pb2.ContinuityDige
 
 
 @dataclass(frozen=True)
-class _Reusable:
-    """What the candidate of the admission in progress was reconstructed from and what it got.
-    Admission's rebuild of the derived checkpoint asks for the same blobs, the same consume
-    entry and the same reconstruction; it is answered from here only for exactly those inputs
-    (blobs by their SHA-256, the reconstruction by identical bytes, version and consumption
-    time), and from the ledger and reconstruction otherwise. The ledger's commit re-checks the
-    head, the consumed response, the held state and the derived checkpoint's digest as before."""
-
-    run_id: str
-    inputs: candidate_pb2.InvalidReadAdmissionInputs
-
-    def blob(self, digest: str) -> bytes | None:
-        for content in (self.inputs.checkpoint, self.inputs.raw_response):
-            if content and sha256_digest(content) == digest:
-                return bytes(content)
-        return None
-
-    def names_consume(self, run_id: str, sequence: int) -> bool:
-        return (
-            run_id == self.run_id
-            and sequence == self.inputs.consume_sequence
-            and bool(self.inputs.consume_payload_json)
-        )
-
-    def reconstruction(
-        self, checkpoint: bytes, raw_response: bytes, version: int, consumed_at: str
-    ) -> Reconstruction | None:
-        inputs = self.inputs
-        payload = parse_json(inputs.consume_payload_json) if inputs.consume_payload_json else None
-        used_at = payload.get("consumed_at") if isinstance(payload, dict) else None
-        if (
-            checkpoint != inputs.checkpoint
-            or raw_response != inputs.raw_response
-            or version != inputs.reconstruction_version
-            or consumed_at != used_at
-            or not inputs.derived_checkpoint
-            or sha256_digest(inputs.derived_checkpoint) != inputs.derived_checkpoint_digest
-        ):
-            return None
-        return Reconstruction(
-            derived_checkpoint=bytes(inputs.derived_checkpoint),
-            derived_checkpoint_digest=inputs.derived_checkpoint_digest,
-            witness_digest=inputs.witness_digest,
-        )
-
-
-# The candidate's inputs of the admission this thread is serving (set by each candidate read, so
-# a later admission on the same thread never sees an earlier one's).
-_REUSABLE: ContextVar[_Reusable | None] = ContextVar("admission_reusable_inputs", default=None)
-
-
-@dataclass(frozen=True)
 class Downstream:
     """The stubs admission coordinates (each channel carries admission's service identity); the
     invalid-read workflow's port over them."""
@@ -219,60 +174,19 @@ class Downstream:
         return _stored_ticket(response.ticket)
 
     def invalid_read_candidate(self, run_id: str, version: int) -> InvalidReadCandidate:
-        _REUSABLE.set(None)
+        # With the candidate comes the derived checkpoint its one reconstruction produced: the
+        # admission commits it, nothing is read or reconstructed again.
         response: candidate_pb2.GetInvalidReadContinuityCandidateResponse = call(
             self.candidate.GetInvalidReadContinuityCandidate,
             candidate_pb2.GetInvalidReadContinuityCandidateRequest(
                 run_id=run_id, version=version, include_admission_inputs=True
             ),
         )
-        if response.HasField("admission_inputs"):
-            _REUSABLE.set(_Reusable(run_id, response.admission_inputs))
-        return _candidate(response.candidate)
+        return _candidate(response)
 
     def blob(self, digest: str) -> bytes:
-        reusable = _REUSABLE.get()
-        if reusable is not None:
-            found = reusable.blob(digest)
-            if found is not None:
-                return found
         content: bytes = call(self.ledger.GetBlob, ledger_pb2.GetBlobRequest(digest=digest)).content
         return content
-
-    def journal_payload(self, run_id: str, sequence: int) -> str | None:
-        reusable = _REUSABLE.get()
-        if reusable is not None and reusable.names_consume(run_id, sequence):
-            return reusable.inputs.consume_payload_json
-        entries = call(
-            self.ledger.ReadJournal,
-            ledger_pb2.ReadJournalRequest(run_id=run_id, from_sequence=sequence, page_size=1),
-        ).entries
-        return str(entries[0].payload_json) if entries else None
-
-    def reconstruct(
-        self, checkpoint: bytes, raw_response: bytes, reconstruction_version: int, consumed_at: str
-    ) -> Reconstruction:
-        reusable = _REUSABLE.get()
-        if reusable is not None:
-            reused = reusable.reconstruction(
-                checkpoint, raw_response, reconstruction_version, consumed_at
-            )
-            if reused is not None:
-                return reused
-        derived: reconstruction_pb2.ReconstructInvalidReadResponse = call(
-            self.reconstruction.ReconstructInvalidRead,
-            reconstruction_pb2.ReconstructInvalidReadRequest(
-                checkpoint=checkpoint,
-                raw_response=raw_response,
-                version=reconstruction_pb2.ReconstructionVersion.ValueType(reconstruction_version),
-                consumed_at=consumed_at,
-            ),
-        )
-        return Reconstruction(
-            derived_checkpoint=derived.derived_checkpoint,
-            derived_checkpoint_digest=derived.derived_checkpoint_digest,
-            witness_digest=derived.witness_digest,
-        )
 
     def commit(self, admission: AdmissionCommit) -> Submitted[ledger_pb2.AdmissionTicket]:
         committed: ledger_pb2.CommitAdmissionResponse = call(

@@ -10,11 +10,11 @@ import grpc
 
 from forge.continuity.v1 import candidate_pb2, candidate_pb2_grpc, common_pb2
 from services.candidate.domain import (
-    AdmissionInputs,
     Candidate,
     CandidateEvaluator,
     CandidateSources,
     Handoff,
+    Reconstruction,
 )
 from services.candidate.domain.recovery import (
     Caller,
@@ -27,7 +27,7 @@ from services.candidate.roles import METHOD_ROLES, SERVICE
 from shared.continuity.timeutil import utc_now
 from shared.contract.handoff_proto import hold_to_proto
 from shared.contract.rejected_boundary_proto import reviewed_rejection
-from shared.contract.terms import DEFAULT_VERSION, VERSIONS
+from shared.contract.terms import DEFAULT_VERSION, VERSIONS, enum_number
 from shared.runtime.auth import Role, current_principal
 from shared.runtime.errors import Unavailable, field_required
 from shared.runtime.server import ServiceBinding, service_binding
@@ -112,14 +112,10 @@ def candidate_to_proto(candidate: Candidate) -> candidate_pb2.InvalidReadContinu
     )
 
 
-def admission_inputs_to_proto(inputs: AdmissionInputs) -> candidate_pb2.InvalidReadAdmissionInputs:
-    reconstruction = inputs.reconstruction
+def admission_inputs_to_proto(
+    reconstruction: Reconstruction,
+) -> candidate_pb2.InvalidReadAdmissionInputs:
     return candidate_pb2.InvalidReadAdmissionInputs(
-        checkpoint=inputs.checkpoint,
-        raw_response=inputs.raw_response,
-        consume_sequence=inputs.consume_sequence,
-        consume_payload_json=inputs.consume_payload_json,
-        reconstruction_version=VERSIONS[inputs.version].reconstruction_version,
         derived_checkpoint=reconstruction.derived_checkpoint,
         derived_checkpoint_digest=reconstruction.derived_checkpoint_digest,
         witness_digest=reconstruction.witness_digest,

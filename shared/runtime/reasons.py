@@ -177,14 +177,16 @@ _REASONS: tuple[Reason, ...] = (
     Reason("CANDIDATE_VERSION_MISMATCH", _FP, ("candidate_version",),
            "the candidate proves another version than the one requested"),
     Reason("RECONSTRUCTION_MISMATCH", _FP, ("candidate", "reconstructed"),
-           "admission's reconstruction differs from the checkpoint the candidate proved"),
+           "the derived checkpoint admission received or rebuilt differs from the one the "
+           "candidate proved, or the ledger finds it not bound to the journal's consumed turn"),
     Reason("CONSUMED_RESPONSE_MISMATCH", _FP,
            ("consumed_response_digest", "journal_response_digest", "run_id"),
            "the admitted consumed response is not the journal's newest response_consumed entry"),
     Reason("RUN_NOT_HELD", _FP, ("last_entry_kind", "run_id"),
            "at the expected head the run's last entry is not run_held"),
     Reason("DERIVED_CHECKPOINT_MISSING", _FP, ("digest",),
-           "the admission did not carry the derived checkpoint bytes"),
+           "the admission (or the eligible candidate it recomputed) did not carry the derived "
+           "checkpoint bytes"),
     Reason("POLICY_DISABLED", _FP, ("policy_revision", "setting"),
            "the continuity policy (or the setting the version needs) is disabled"),
     Reason("POLICY_REVISION_CHANGED", _FP, ("current_revision", "ticket_revision"),

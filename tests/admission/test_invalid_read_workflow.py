@@ -14,18 +14,19 @@ from services.admission.workflows.invalid_read import (
     AdmissionKey,
     CandidateProof,
     ContinuityRequest,
+    DerivedCheckpoint,
     InvalidReadCandidate,
     InvalidReadContinuity,
-    Reconstruction,
 )
-from shared.continuity.canonical import canonical_bytes
+from shared.continuity.canonical import sha256_digest
 from shared.continuity.idempotency import StoredAction
 from shared.contract.terms import DIGEST_NAMES, VERSIONS
 from shared.runtime.errors import FailedPrecondition, InvalidArgument, NotFound
 from tests.support import admission_downstream
 
 DIGESTS = {name: "sha256:" + str(index) * 64 for index, name in enumerate(DIGEST_NAMES)}
-DERIVED = "sha256:" + "d" * 64
+DERIVED = sha256_digest(b"derived")
+WITNESS = "sha256:" + "f" * 64
 
 
 def candidate(version: int = 1, derived: str = DERIVED) -> InvalidReadCandidate:
@@ -37,7 +38,8 @@ def candidate(version: int = 1, derived: str = DERIVED) -> InvalidReadCandidate:
         holds=(),
         policy_revision=3,
         journal_head_hash="sha256:" + "e" * 64,
-        proof=CandidateProof("sha256:checkpoint", "sha256:response", 7, derived),
+        proof=CandidateProof("sha256:response", derived, WITNESS),
+        derived=DerivedCheckpoint(b"derived", DERIVED, WITNESS),
     )
 
 
@@ -45,7 +47,7 @@ def candidate(version: int = 1, derived: str = DERIVED) -> InvalidReadCandidate:
 class FakePort:
     found: InvalidReadCandidate = field(default_factory=candidate)
     lookup_refusal: NotFound | None = None
-    reconstructed_with: list[tuple[int, str]] = field(default_factory=list)
+    asked: list[tuple[str, int]] = field(default_factory=list)
     committed: list[AdmissionCommit] = field(default_factory=list)
 
     def stored_ticket(self, key: AdmissionKey) -> Stored[str]:
@@ -57,19 +59,8 @@ class FakePort:
         return Stored("ticket", StoredAction(first.operator_identity, first.request_content_digest))
 
     def invalid_read_candidate(self, run_id: str, version: int) -> InvalidReadCandidate:
+        self.asked.append((run_id, version))
         return self.found
-
-    def blob(self, digest: str) -> bytes:
-        return digest.encode()
-
-    def journal_payload(self, run_id: str, sequence: int) -> str | None:
-        return canonical_bytes({"consumed_at": "2026-01-02T03:04:05Z"}).decode()
-
-    def reconstruct(
-        self, checkpoint: bytes, raw_response: bytes, reconstruction_version: int, consumed_at: str
-    ) -> Reconstruction:
-        self.reconstructed_with.append((reconstruction_version, consumed_at))
-        return Reconstruction(b"derived", DERIVED, "sha256:" + "f" * 64)
 
     def commit(self, admission: AdmissionCommit) -> Submitted[str]:
         self.committed.append(admission)
@@ -90,17 +81,17 @@ def request(version: int = 1, **overrides: object) -> ContinuityRequest:
 
 
 @pytest.mark.parametrize("version", sorted(VERSIONS))
-def test_each_version_reconstructs_with_its_own_version_and_commits(version: int) -> None:
+def test_each_version_commits_the_derived_checkpoint_its_candidate_proved(version: int) -> None:
     port = FakePort(found=candidate(version))
     workflow = InvalidReadContinuity(VERSIONS[version], port)
     assert submit(workflow, request(version), "olga") == Submitted("ticket", created=True)
-    assert port.reconstructed_with == [
-        (VERSIONS[version].reconstruction_version, "2026-01-02T03:04:05Z")
-    ]
+    assert port.asked == [("run-1", version)]
     [commit] = port.committed
     assert (commit.version, commit.operator_identity) == (version, "olga")
     assert commit.request_content_digest == request(version).content_digest
     assert commit.derived_checkpoint == b"derived"
+    assert (commit.derived_checkpoint_digest, commit.witness_digest) == (DERIVED, WITNESS)
+    assert commit.consumed_response_digest == "sha256:response"
     # The identical repeat is read back, not committed again.
     assert submit(workflow, request(version), "olga") == Submitted("ticket", created=False)
     assert len(port.committed) == 1
@@ -148,6 +139,38 @@ def test_a_reconstruction_other_than_the_proved_one_is_refused() -> None:
         submit(InvalidReadContinuity(VERSIONS[1], port), request(), "olga")
     assert refused.value.reason == "RECONSTRUCTION_MISMATCH"
     assert refused.value.metadata == {"candidate": "sha256:other", "reconstructed": DERIVED}
+    assert port.committed == []
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        # bytes that do not hash to the digest sent with them and proved
+        DerivedCheckpoint(b"altered", DERIVED, WITNESS),
+        # a witness other than the proved one
+        DerivedCheckpoint(b"derived", DERIVED, "sha256:" + "0" * 64),
+    ],
+)
+def test_a_derived_checkpoint_other_than_the_proved_one_is_refused(
+    sent: DerivedCheckpoint,
+) -> None:
+    port = FakePort(found=replace(candidate(), derived=sent))
+    with pytest.raises(FailedPrecondition) as refused:
+        submit(InvalidReadContinuity(VERSIONS[1], port), request(), "olga")
+    assert refused.value.reason == "RECONSTRUCTION_MISMATCH"
+    assert refused.value.metadata == {
+        "candidate": DERIVED,
+        "reconstructed": sha256_digest(sent.derived_checkpoint),
+    }
+    assert port.committed == []
+
+
+def test_an_eligible_candidate_without_its_derived_checkpoint_is_refused() -> None:
+    port = FakePort(found=replace(candidate(), derived=None))
+    with pytest.raises(FailedPrecondition) as refused:
+        submit(InvalidReadContinuity(VERSIONS[1], port), request(), "olga")
+    assert refused.value.reason == "DERIVED_CHECKPOINT_MISSING"
+    assert refused.value.metadata == {"digest": DERIVED}
     assert port.committed == []
 
 

@@ -18,6 +18,7 @@ from sqlalchemy import text
 from forge.continuity.v1 import candidate_pb2, common_pb2, ledger_pb2
 from services.candidate.downstream import GrpcCandidateSources
 from services.candidate.servicer import bindings as candidate_bindings
+from shared.continuity.canonical import sha256_digest
 from shared.runtime.client import open_channel
 from tests.support import Served, serve
 
@@ -98,9 +99,11 @@ def test_an_eligible_read_makes_no_blob_call(stack: Stack) -> None:
     assert prefetched == apart
 
 
-def test_admission_inputs_are_the_stored_blobs(stack: Stack) -> None:
+def test_admission_inputs_are_the_derived_checkpoint_alone(stack: Stack) -> None:
+    """With the admission's inputs the read still makes one ledger call, and returns only the
+    derived checkpoint the proof names, not the closure blobs it was reconstructed from."""
     stack.set_policy(enabled=True)
-    seeded = stack.seed("v1_basic", "run-a")
+    stack.seed("v1_basic", "run-a")
     with counted_candidate(stack) as (served, counter):
         found = stack.candidates(served=served).GetInvalidReadContinuityCandidate(
             candidate_pb2.GetInvalidReadContinuityCandidateRequest(
@@ -108,12 +111,14 @@ def test_admission_inputs_are_the_stored_blobs(stack: Stack) -> None:
             )
         )
     assert counter.calls == Counter(ReadRunSnapshot=1)
-    reader = stack.ledger()
-    for digest, content in (
-        (seeded.checkpoint_digest, found.admission_inputs.checkpoint),
-        (seeded.response_digest, found.admission_inputs.raw_response),
-    ):
-        assert reader.GetBlob(ledger_pb2.GetBlobRequest(digest=digest)).content == content
+    inputs, proof = found.admission_inputs, found.candidate.proof
+    assert sha256_digest(inputs.derived_checkpoint) == proof.derived_checkpoint_digest
+    assert proof.derived_checkpoint_digest not in (proof.checkpoint_digest, "")
+    assert {described.name for described, _ in inputs.ListFields()} == {
+        "derived_checkpoint",
+        "derived_checkpoint_digest",
+        "witness_digest",
+    }
 
 
 @pytest.mark.parametrize("which", ["checkpoint", "response"])

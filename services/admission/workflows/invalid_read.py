@@ -1,12 +1,13 @@
 """The invalid-read continuity admission, versions 1 and 2, as one workflow of the submit driver.
 
 A version differs only in contract facts (``shared.contract.terms.VERSIONS[n]``): the
-acknowledgements
-its route requires and the reconstruction it needs. The workflow recomputes the candidate for
-the requested version, rebuilds the derived checkpoint from the stored bytes (it must be the one
-the candidate proved) and asks the ledger for the one atomic append. Admission never writes to the
-database itself; its one write is the ledger's commit, which stores the derived checkpoint in the
-same transaction as the settlement.
+acknowledgements its route requires (and, inside the candidate, the reconstruction it needs).
+The workflow recomputes the candidate for the requested version, which returns with its proof the
+derived checkpoint its one reconstruction produced; admission checks those bytes against the
+digest the proof binds (nothing is read or reconstructed a second time) and asks the ledger for
+the one atomic append. Admission never writes to the database itself; its one write is the
+ledger's commit, which re-checks the derived checkpoint's digest and stores the bytes in the same
+transaction as the settlement (docs/adr/0007-submit-driver.md, "Amendment").
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from services.admission.domain import (
     require_window,
 )
 from services.admission.driver import Stored, Submitted
-from shared.continuity.canonical import digest_of, parse_json
+from shared.continuity.canonical import digest_of, sha256_digest
 from shared.contract.terms import DIGEST_NAMES, ContinuityVersion
 from shared.runtime.errors import FailedPrecondition, NotFound
 
@@ -80,12 +81,21 @@ class ContinuityRequest:
 
 @dataclass(frozen=True)
 class CandidateProof:
-    """The parts of the candidate's proof admission rebuilds and commits."""
+    """The parts of the candidate's proof the commit binds (all inside its candidate digest)."""
 
-    checkpoint_digest: str
     consumed_response_digest: str
-    consume_sequence: int
     derived_checkpoint_digest: str
+    witness_digest: str
+
+
+@dataclass(frozen=True)
+class DerivedCheckpoint:
+    """The derived checkpoint the candidate's reconstruction produced, as the commit stores it:
+    the bytes and the two digests the proof binds."""
+
+    derived_checkpoint: bytes
+    derived_checkpoint_digest: str
+    witness_digest: str
 
 
 @dataclass(frozen=True)
@@ -100,15 +110,8 @@ class InvalidReadCandidate:
     policy_revision: int
     journal_head_hash: str
     proof: CandidateProof
-
-
-@dataclass(frozen=True)
-class Reconstruction:
-    """The derived checkpoint reconstruction rebuilt, and its migration witness."""
-
-    derived_checkpoint: bytes
-    derived_checkpoint_digest: str
-    witness_digest: str
+    #: Returned with an eligible candidate only; None when the candidate sent none.
+    derived: DerivedCheckpoint | None = None
 
 
 @dataclass(frozen=True)
@@ -138,17 +141,10 @@ class InvalidReadPort(Protocol[TicketT_co]):
         """The ticket stored under ``key``; NOT_FOUND ADMISSION_NOT_FOUND when there is none."""
         ...
 
-    def invalid_read_candidate(self, run_id: str, version: int) -> InvalidReadCandidate: ...
-
-    def blob(self, digest: str) -> bytes: ...
-
-    def journal_payload(self, run_id: str, sequence: int) -> str | None:
-        """The canonical JSON payload of the journal entry at ``sequence``, None if absent."""
+    def invalid_read_candidate(self, run_id: str, version: int) -> InvalidReadCandidate:
+        """The candidate of ``run_id`` under ``version``, with its derived checkpoint when it is
+        eligible."""
         ...
-
-    def reconstruct(
-        self, checkpoint: bytes, raw_response: bytes, reconstruction_version: int, consumed_at: str
-    ) -> Reconstruction: ...
 
     def commit(self, admission: AdmissionCommit) -> Submitted[TicketT_co]: ...
 
@@ -185,7 +181,7 @@ class InvalidReadContinuity(Generic[TicketT]):
                 f"the candidate proves version {candidate.version}, not {request.version}",
                 metadata={"candidate_version": str(candidate.version)},
             )
-        derived = self._reconstruct(candidate)
+        derived = proved_derived_checkpoint(candidate)
         return self._port.commit(
             AdmissionCommit(
                 run_id=request.run_id,
@@ -204,28 +200,41 @@ class InvalidReadContinuity(Generic[TicketT]):
             )
         )
 
-    def _reconstruct(self, candidate: InvalidReadCandidate) -> Reconstruction:
-        """Rebuild the derived checkpoint from the stored bytes; it must be the one the
-        candidate proved."""
-        proof = candidate.proof
-        checkpoint = self._port.blob(proof.checkpoint_digest)
-        response = self._port.blob(proof.consumed_response_digest)
-        consume = self._port.journal_payload(candidate.run_id, proof.consume_sequence)
-        payload = parse_json(consume) if consume is not None else {}
-        consumed_at = payload.get("consumed_at", "") if isinstance(payload, dict) else ""
-        derived = self._port.reconstruct(
-            checkpoint, response, self._version.reconstruction_version, str(consumed_at)
+
+def proved_derived_checkpoint(candidate: InvalidReadCandidate) -> DerivedCheckpoint:
+    """The derived checkpoint the candidate sent, checked against its proof: the bytes must hash
+    to the digest the proof binds, and the digests sent with them must be the proof's. The
+    candidate digest the driver compared covers the proof, so bytes that pass are the ones the
+    operator's digests name. The ledger re-checks the bytes' digest inside its transaction."""
+    proof = candidate.proof
+    derived = candidate.derived
+    if derived is None:
+        raise FailedPrecondition(
+            "DERIVED_CHECKPOINT_MISSING",
+            "the eligible candidate came without the derived checkpoint its proof names",
+            metadata={"digest": proof.derived_checkpoint_digest},
         )
-        if derived.derived_checkpoint_digest != proof.derived_checkpoint_digest:
-            raise FailedPrecondition(
-                "RECONSTRUCTION_MISMATCH",
-                "the reconstructed checkpoint differs from the one the candidate proved",
-                metadata={
-                    "candidate": proof.derived_checkpoint_digest,
-                    "reconstructed": derived.derived_checkpoint_digest,
-                },
-            )
-        return derived
+    received = sha256_digest(derived.derived_checkpoint)
+    differing = [
+        name
+        for name, sent, proved in (
+            ("derived checkpoint bytes", received, proof.derived_checkpoint_digest),
+            (
+                "derived_checkpoint_digest",
+                derived.derived_checkpoint_digest,
+                proof.derived_checkpoint_digest,
+            ),
+            ("witness_digest", derived.witness_digest, proof.witness_digest),
+        )
+        if sent != proved
+    ]
+    if differing:
+        raise FailedPrecondition(
+            "RECONSTRUCTION_MISMATCH",
+            f"the {', '.join(differing)} sent with the candidate differ from its proof",
+            metadata={"candidate": proof.derived_checkpoint_digest, "reconstructed": received},
+        )
+    return derived
 
 
 def find_ticket(port: InvalidReadPort[TicketT], key: AdmissionKey) -> Stored[TicketT] | None:

@@ -14,9 +14,10 @@ API::
         RECONSTRUCTION_REASON_UNMAPPED).
 
     CandidateEvaluator(...).invalid_read_continuity_for_admission(run_id, version=1)
-        -> (Candidate, AdmissionInputs | None)
-        The candidate and, when it is eligible, the blobs, consume entry and reconstruction it
-        used (admission reuses them for exactly those inputs).
+        -> (Candidate, Reconstruction | None)
+        The candidate and, when it is eligible, the reconstruction its proof binds with the
+        derived checkpoint bytes: what the admission commit stores (admission does not
+        reconstruct again).
 
     gather_facts(sources, run_id, version, *, clock, qualified) -> Facts
         Every read, once: the run, its whole journal and the ledger's verification (one
@@ -39,7 +40,6 @@ from .evaluate import CandidateEvaluator
 from .facts import Facts, Refusal, gather_facts, read_snapshot
 from .model import (
     REQUIREMENTS,
-    AdmissionInputs,
     AnalysisAndReconstruction,
     AnalysisFinding,
     Candidate,
@@ -74,7 +74,6 @@ from .workflows import INVALID_READ_CONTINUITY, Workflow, evaluate, source_diges
 __all__ = [
     "INVALID_READ_CONTINUITY",
     "REQUIREMENTS",
-    "AdmissionInputs",
     "AnalysisAndReconstruction",
     "AnalysisFinding",
     "Candidate",

@@ -18,7 +18,7 @@ from shared.contract.terms import DEFAULT_VERSION, SUPPORTED_VERSIONS
 from shared.runtime.errors import InvalidArgument
 
 from .facts import Facts, gather_facts
-from .model import AdmissionInputs, Candidate
+from .model import Candidate, Reconstruction
 from .sources import CandidateSources
 from .workflows import INVALID_READ_CONTINUITY, evaluate
 
@@ -43,9 +43,10 @@ class CandidateEvaluator:
 
     def invalid_read_continuity_for_admission(
         self, run_id: str, version: int = DEFAULT_VERSION
-    ) -> tuple[Candidate, AdmissionInputs | None]:
-        """The candidate and, when it is eligible, the inputs and result of its reconstruction
-        (admission reuses them instead of reading and reconstructing the same bytes again)."""
+    ) -> tuple[Candidate, Reconstruction | None]:
+        """The candidate and, when it is eligible, the reconstruction its proof binds with the
+        derived checkpoint bytes: what the admission commit stores, so that admission commits
+        this one reconstruction instead of reading and reconstructing the same bytes again."""
         facts = self._facts(run_id, version)
         candidate = evaluate(INVALID_READ_CONTINUITY, facts)
         return candidate, admission_inputs(facts) if candidate.eligible else None
@@ -62,23 +63,9 @@ class CandidateEvaluator:
         )
 
 
-def admission_inputs(facts: Facts) -> AdmissionInputs | None:
-    """The bytes, consume entry and reconstruction the facts hold (None when any is missing)."""
-    consume = facts.closure.consume
+def admission_inputs(facts: Facts) -> Reconstruction | None:
+    """The reconstruction the facts hold, with its derived checkpoint bytes (None without)."""
     reconstruction = facts.reconstruction
-    if (
-        facts.checkpoint is None
-        or facts.response is None
-        or consume is None
-        or reconstruction is None
-        or not reconstruction.derived_checkpoint
-    ):
+    if reconstruction is None or not reconstruction.derived_checkpoint:
         return None
-    return AdmissionInputs(
-        checkpoint=facts.checkpoint,
-        raw_response=facts.response,
-        consume_sequence=consume.sequence,
-        consume_payload_json=consume.payload_json,
-        version=facts.version,
-        reconstruction=reconstruction,
-    )
+    return reconstruction

@@ -169,7 +169,7 @@ class ResponseAnalysis:
 @dataclass(frozen=True)
 class Reconstruction:
     """What the candidate keeps of a reconstruction: the digests the proof binds (and the derived
-    checkpoint bytes, when the source returned them, for admission to reuse)."""
+    checkpoint bytes, when the source returned them, which the admission commit stores)."""
 
     derived_checkpoint_digest: str
     witness_digest: str
@@ -184,19 +184,6 @@ class AnalysisAndReconstruction:
     analysis: ResponseAnalysis
     reconstruction: Reconstruction | None = None
     reconstruction_refusal: FailedPrecondition | InvalidArgument | None = None
-
-
-@dataclass(frozen=True)
-class AdmissionInputs:
-    """What an eligible candidate was reconstructed from and what it got, exactly as used: the
-    blobs, the consume entry, and the reconstruction's result for the version."""
-
-    checkpoint: bytes
-    raw_response: bytes
-    consume_sequence: int
-    consume_payload_json: str
-    version: int
-    reconstruction: Reconstruction
 
 
 @dataclass(frozen=True)

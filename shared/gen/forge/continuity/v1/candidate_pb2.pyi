@@ -212,8 +212,9 @@ class GetInvalidReadContinuityCandidateRequest(_message.Message):
     the policy setting allow_unavailable_source_observations).
     """
     include_admission_inputs: _builtins.bool
-    """Also return the inputs and the result of the candidate's reconstruction (admission sets it to
-    reuse them instead of reading and reconstructing the same bytes again).
+    """Also return the derived checkpoint an eligible candidate proved, as the admission commit
+    stores it (admission sets it, so that it commits the candidate's one reconstruction instead
+    of reading and reconstructing the same bytes again).
     """
     def __init__(
         self,
@@ -262,51 +263,35 @@ Global___GetInvalidReadContinuityCandidateResponse: _TypeAlias = GetInvalidReadC
 
 @_typing.final
 class InvalidReadAdmissionInputs(_message.Message):
-    """InvalidReadAdmissionInputs are the bytes an eligible candidate was reconstructed from and the
-    reconstruction it got, exactly as the candidate used them.
+    """InvalidReadAdmissionInputs is what the admission commit stores of an eligible candidate's
+    reconstruction: the derived checkpoint bytes and the two digests its proof binds. The
+    original checkpoint, the consumed response and the consume entry do not travel; the ledger
+    re-checks the derived checkpoint's digest and the consumed response inside the commit.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    CHECKPOINT_FIELD_NUMBER: _builtins.int
-    RAW_RESPONSE_FIELD_NUMBER: _builtins.int
-    CONSUME_SEQUENCE_FIELD_NUMBER: _builtins.int
-    CONSUME_PAYLOAD_JSON_FIELD_NUMBER: _builtins.int
-    RECONSTRUCTION_VERSION_FIELD_NUMBER: _builtins.int
     DERIVED_CHECKPOINT_FIELD_NUMBER: _builtins.int
     DERIVED_CHECKPOINT_DIGEST_FIELD_NUMBER: _builtins.int
     WITNESS_DIGEST_FIELD_NUMBER: _builtins.int
-    checkpoint: _builtins.bytes
-    """The stored checkpoint bytes (their SHA-256 is the proof's checkpoint_digest)."""
-    raw_response: _builtins.bytes
-    """The stored consumed-response bytes (their SHA-256 is the proof's consumed_response_digest)."""
-    consume_sequence: _builtins.int
-    """The sequence of the response_consumed entry the candidate read."""
-    consume_payload_json: _builtins.str
-    """That entry's canonical payload JSON, as stored."""
-    reconstruction_version: _builtins.int
-    """The reconstruction version the result is for."""
     derived_checkpoint: _builtins.bytes
-    """The derived checkpoint reconstruction returned for these inputs."""
+    """The derived checkpoint the candidate's reconstruction returned (its SHA-256 is
+    derived_checkpoint_digest).
+    """
     derived_checkpoint_digest: _builtins.str
     """Its digest (the proof's derived_checkpoint_digest)."""
     witness_digest: _builtins.str
-    """The migration witness digest reconstruction returned."""
+    """The migration witness digest the reconstruction returned (the proof's witness_digest)."""
     def __init__(
         self,
         *,
-        checkpoint: _builtins.bytes = ...,
-        raw_response: _builtins.bytes = ...,
-        consume_sequence: _builtins.int = ...,
-        consume_payload_json: _builtins.str = ...,
-        reconstruction_version: _builtins.int = ...,
         derived_checkpoint: _builtins.bytes = ...,
         derived_checkpoint_digest: _builtins.str = ...,
         witness_digest: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "consume_payload_json", b"consume_payload_json", "consume_sequence", b"consume_sequence", "derived_checkpoint", b"derived_checkpoint", "derived_checkpoint_digest", b"derived_checkpoint_digest", "raw_response", b"raw_response", "reconstruction_version", b"reconstruction_version", "witness_digest", b"witness_digest"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["derived_checkpoint", b"derived_checkpoint", "derived_checkpoint_digest", b"derived_checkpoint_digest", "witness_digest", b"witness_digest"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
