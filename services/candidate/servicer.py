@@ -27,7 +27,7 @@ from services.candidate.roles import METHOD_ROLES, SERVICE
 from shared.continuity.timeutil import utc_now
 from shared.contract.handoff_proto import hold_to_proto
 from shared.contract.rejected_boundary_proto import reviewed_rejection
-from shared.contract.terms import DEFAULT_VERSION, VERSIONS, enum_number
+from shared.contract.terms import DEFAULT_VERSION
 from shared.runtime.auth import Role, current_principal
 from shared.runtime.errors import Unavailable, field_required
 from shared.runtime.server import ServiceBinding, service_binding
