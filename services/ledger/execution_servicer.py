@@ -14,7 +14,6 @@ from services.ledger.service import Ledger
 from shared.runtime.auth import current_principal
 from shared.runtime.errors import FieldViolation, InvalidArgument
 
-
 GOAL_CLAIMS = {
     execution_pb2.GOAL_CLAIM_UNSPECIFIED: GoalClaim.UNSTATED,
     execution_pb2.GOAL_CLAIM_SATISFIED: GoalClaim.SATISFIED,

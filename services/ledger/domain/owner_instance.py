@@ -24,7 +24,9 @@ class OwnerInstance:
     def validate(self) -> None:
         violations = []
         if not BOOT_ID.match(self.host_boot_id):
-            violations.append(FieldViolation("owner_instance.host_boot_id", "1..64 of [A-Za-z0-9-]"))
+            violations.append(
+                FieldViolation("owner_instance.host_boot_id", "1..64 of [A-Za-z0-9-]")
+            )
         for name in ("pid", "process_start_ticks"):
             if not 0 < getattr(self, name) <= MAX_COUNTER:
                 violations.append(FieldViolation(f"owner_instance.{name}", "must be positive"))
