@@ -2,7 +2,7 @@
 
 It speaks the chat-completions protocol over real HTTP and answers each request with the turn a
 real model would send next for the held run's task, reading the history it receives: first the
-corrected ``read_run_evidence`` query (the rejected query with its page brought into range), then
+corrected ``read_run_evidence`` query (the rejected query with its page in the documented range), then
 two ``list_files`` cycles, two ``run_command`` cycles and a final answer. It keeps the exact bytes
 of every request, so a test can check what the worker really sent (the consumed response inside
 the history once, never a request for that turn again).
@@ -68,7 +68,8 @@ def reference_script(commands: Sequence[Sequence[str]] = DEFAULT_COMMANDS) -> Sc
         call_id = f"call_scripted_{index + 1}"
         if index == 0:
             query = dict(rejected_query(body) or {"run_id": "run-unknown", "kind": "log"})
-            query["page"] = max(1, min(int(query.get("page", 1)), 10))  # the valid range is 1..10
+            # The tool's description says pages run from 1 to 10; the model starts at the first.
+            query["page"] = 1
             calls = [tool_call(call_id, "read_run_evidence", {"query": query})]
         elif index in (1, 2):
             calls = [tool_call(call_id, "list_files", {"path": ("src", "tests")[index - 1]})]
