@@ -2,10 +2,10 @@
 
 It speaks the chat-completions protocol over real HTTP and answers each request with the turn a
 real model would send next for the held run's task, reading the history it receives: first the
-corrected ``read_run_evidence`` query (the rejected query with its page in the documented range), then
-two ``list_files`` cycles, two ``run_command`` cycles and a final answer. It keeps the exact bytes
-of every request, so a test can check what the worker really sent (the consumed response inside
-the history once, never a request for that turn again).
+corrected ``read_run_evidence`` query (the rejected query, its page in the documented range),
+then two ``list_files`` cycles, two ``run_command`` cycles and a final answer. It keeps the exact
+bytes of every request, so a test can check what the worker really sent (the consumed response
+inside the history once, never a request for that turn again).
 
 ``ScriptedProvider(script=...)`` replaces the turns: a callable from (request index, parsed
 request body) to the assistant message to answer with.

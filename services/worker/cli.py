@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from forge.continuity.v1 import common_pb2
 from services.worker import config as settings
@@ -19,13 +21,41 @@ from services.worker.ledger_port import LedgerPort
 from services.worker.run import run_once
 
 
+def _claimed(p: dict[str, Any]) -> str:
+    owner = p.get("owner_instance") or {}
+    return (
+        f"generation {p.get('lease_generation')}, attempt {p.get('attempt_id')}, "
+        f"pid {owner.get('pid', '?')}"
+    )
+
+
+def _call(p: dict[str, Any]) -> str:
+    return f"{p.get('call_id', '')} {p.get('tool_name', '')}".strip()
+
+
+#: One line of what each record says (digests shortened).
+SUMMARIES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "worker_claimed": _claimed,
+    "model_request_sent": lambda p: (
+        f"{p.get('request_id')}: {p.get('wire_length')} bytes to {p.get('endpoint')}"
+    ),
+    "response_consumed": lambda p: f"{p.get('request_id')}: {str(p.get('response_digest'))[:19]}…",
+    "tool_call_granted": lambda p: f"{_call(p)} ({p.get('grant')})",
+    "tool_intent": lambda p: (
+        _call(p) + (f" as command {p['command_id']}" if p.get("command_id") else "")
+    ),
+    "tool_outcome": lambda p: f"{p.get('call_id')} {p.get('status')}",
+    "command_executed": lambda p: f"{p.get('command_id')} charged before it runs",
+}
+
+
 def echo(entry: common_pb2.JournalEntry) -> None:
     """Print one journal record the worker wrote (or caused the ledger to write)."""
-    kind = common_pb2.JournalEntryKind.Name(entry.kind).removeprefix("JOURNAL_ENTRY_KIND_")
+    kind = common_pb2.JournalEntryKind.Name(entry.kind).removeprefix("JOURNAL_ENTRY_KIND_").lower()
     payload = json.loads(entry.payload_json)
-    hidden = ("execution_request_id", "lease_generation")
-    shown = {k: v for k, v in payload.items() if k not in hidden}
-    print(f"journal {entry.sequence:>4} {kind.lower():<20} {json.dumps(shown)[:160]}", flush=True)
+    describe = SUMMARIES.get(kind)
+    line = describe(payload) if describe is not None else json.dumps(payload)[:100]
+    print(f"journal {entry.sequence:>4} {kind:<19} {line}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

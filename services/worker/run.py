@@ -87,9 +87,9 @@ def claim_one(
     return last
 
 
-def claim_head(port: LedgerPort, claimed: common_pb2.ExecutionRequest) -> str:
-    """The hash of this claim's ``worker_claimed`` entry: the head the worker writes after. An
-    entry someone else appended since makes the first write stale, which stops the worker."""
+def claim_entry(port: LedgerPort, claimed: common_pb2.ExecutionRequest) -> common_pb2.JournalEntry:
+    """This claim's ``worker_claimed`` entry: the head the worker writes after. An entry someone
+    else appended since makes the first write stale, which stops the worker."""
     for entry in reversed(port.journal(claimed.run_id)):
         payload = json.loads(entry.payload_json)
         if (
@@ -97,7 +97,7 @@ def claim_head(port: LedgerPort, claimed: common_pb2.ExecutionRequest) -> str:
             and payload.get("execution_request_id") == claimed.execution_request_id
             and payload.get("lease_generation") == claimed.lease.generation
         ):
-            return str(entry.hash)
+            return entry
     raise RuntimeError(f"no worker_claimed entry for {claimed.execution_request_id}")
 
 
@@ -171,7 +171,10 @@ def run_once(
         return Outcome(EXIT_NOTHING_TO_RUN, f"nothing to run in {', '.join(config.run_ids)}{why}")
     claimed, _run = found
     try:
-        journal = Journal(port, claimed, claim_head(port, claimed), echo)
+        claim = claim_entry(port, claimed)
+        if echo is not None:
+            echo(claim)
+        journal = Journal(port, claimed, claim.hash, echo)
         record = read_derived_checkpoint(port.blob(claimed.checkpoint_digest))
         return execute(config, port, claimed, journal, record)
     except LedgerRefused as refused:

@@ -9,11 +9,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from forge.continuity.v1 import common_pb2, execution_pb2
-from services.demo.scripted_provider import ScriptedProvider, listing_forever
-from services.worker.run import EXIT_COMPLETED, EXIT_FAILED
+import grpc
+
+from forge.continuity.v1 import common_pb2, execution_pb2, ledger_pb2
+from services.demo.scripted_provider import ScriptedProvider, listing_forever, reference_script
+from services.worker.run import EXIT_COMPLETED, EXIT_FAILED, EXIT_STOPPED
 from shared.continuity.canonical import digest_of, sha256_digest
-from tests.worker.conftest import COMMANDS, FIXTURE, LOG, Continuation
+from tests.admission.conftest import Stack, rpc_reason
+from tests.worker.conftest import COMMANDS, FIXTURE, LOG, Continuation, admit
 
 CONSUMED_CALL = FIXTURE.tool_calls[0]["id"]  # the consumed response's read_run_evidence call
 
@@ -108,7 +111,9 @@ def test_a_request_past_the_original_request_limit_is_refused_by_the_sdk(
 ) -> None:
     derived = json.loads(
         admitted.stack.ledger_stub("reader-token")
-        .GetBlob(_blob(admitted.ticket.execution_request.checkpoint_digest))
+        .GetBlob(
+            ledger_pb2.GetBlobRequest(digest=admitted.ticket.execution_request.checkpoint_digest)
+        )
         .content
     )
     limit = derived["state"]["limits"]["request_limit"]
@@ -126,18 +131,10 @@ def test_a_request_past_the_original_request_limit_is_refused_by_the_sdk(
     assert admitted.run_record().completed_rounds == 0
 
 
-def _blob(digest: str) -> Any:
-    from forge.continuity.v1 import ledger_pb2
-
-    return ledger_pb2.GetBlobRequest(digest=digest)
-
-
 def test_the_goal_claim_and_the_certification_are_kept_apart(
     admitted: Continuation, tmp_path: Path
 ) -> None:
-    failing = (COMMANDS[0], ("python3", "-c", "raise SystemExit(3)"))
-    from services.demo.scripted_provider import reference_script
-
+    failing = (COMMANDS[0], (COMMANDS[1][0], "-c", "raise SystemExit(3)"))
     with ScriptedProvider(reference_script(failing)) as provider:
         outcome = admitted.run(provider, granted_commands=frozenset(failing))
     assert outcome.exit_code == EXIT_COMPLETED, outcome.message
@@ -151,3 +148,55 @@ def test_the_goal_claim_and_the_certification_are_kept_apart(
     assert digest_of({"argv": list(failing[1])}) in [
         p.get("command_digest") for k, p in admitted.after_claim() if k == "command_executed"
     ]
+
+
+def test_a_refused_record_command_stops_the_worker_before_the_command_runs(
+    stack: Stack, tmp_path: Path, provider: ScriptedProvider
+) -> None:
+    admitted = admit(stack, tmp_path, commands_before=21)  # one command left of 22
+    outcome = admitted.run(provider)
+    assert outcome.exit_code == EXIT_STOPPED
+    assert "COMMAND_LIMIT_REACHED" in outcome.message
+    assert (admitted.source / "ran-1").exists()
+    assert not (admitted.source / "ran-2").exists()  # refused before it ran
+    assert admitted.usage() == (22, 22)
+    # Nothing was written after the refusal; the request is left claimed, as the ledger has it.
+    kind, payload = admitted.after_claim()[-1]
+    assert (kind, payload["call_id"]) == ("tool_intent", "call_scripted_5")
+    assert admitted.request().state == common_pb2.EXECUTION_REQUEST_STATE_CLAIMED
+    assert len(provider.received) == 5  # no request after the refusal
+
+
+def test_a_revoked_policy_stops_the_worker_at_its_next_write(
+    admitted: Continuation, tmp_path: Path
+) -> None:
+    second: list[str] = []
+    script = reference_script(COMMANDS)
+
+    def revoking(index: int, body: dict[str, Any]) -> dict[str, Any]:
+        if index == 1:
+            # Meanwhile a second worker cannot claim the running request...
+            try:
+                admitted.execution("worker2-token").ClaimExecutionRequest(
+                    execution_pb2.ClaimExecutionRequestRequest(
+                        execution_request_id=admitted.ticket.execution_request.execution_request_id
+                    )
+                )
+            except grpc.RpcError as error:
+                second.append(rpc_reason(error))
+            # ... and an administrator disables the policy.
+            admitted.stack.set_policy(enabled=False)
+        return script(index, body)
+
+    with ScriptedProvider(revoking) as provider:
+        outcome = admitted.run(provider)
+    assert second == ["EXECUTION_REQUEST_NOT_QUEUED"]
+    assert outcome.exit_code == EXIT_STOPPED
+    assert "POLICY" in outcome.message and "AppendJournalEntry" in outcome.message
+    # The answer to the second request was refused at its record: its listing never ran.
+    kinds = [kind for kind, _ in admitted.after_claim()]
+    assert kinds.count("model_request_sent") == 2
+    assert kinds.count("response_consumed") == 1
+    assert kinds.count("tool_intent") == 1  # only the corrected evidence read
+    assert admitted.request().state == common_pb2.EXECUTION_REQUEST_STATE_CLAIMED
+    assert len(provider.received) == 2
