@@ -192,7 +192,7 @@ def test_a_revoked_policy_stops_the_worker_at_its_next_write(
         outcome = admitted.run(provider)
     assert second == ["EXECUTION_REQUEST_NOT_QUEUED"]
     assert outcome.exit_code == EXIT_STOPPED
-    assert "POLICY" in outcome.message and "AppendJournalEntry" in outcome.message
+    assert "AppendJournalEntry: POLICY_REVOKED" in outcome.message
     # The answer to the second request was refused at its record: its listing never ran.
     kinds = [kind for kind, _ in admitted.after_claim()]
     assert kinds.count("model_request_sent") == 2
