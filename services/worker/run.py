@@ -15,7 +15,7 @@ from typing import Final
 
 import httpx2
 from openai import AsyncOpenAI
-from pydantic_ai.exceptions import UsageLimitExceeded
+from pydantic_ai.exceptions import ModelHTTPError, UsageLimitExceeded
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
@@ -117,8 +117,11 @@ def _causes(error: BaseException) -> Iterator[BaseException]:
 
 def failure_reason(error: BaseException) -> str:
     """The machine-readable reason the worker fails the request with."""
-    if any(isinstance(e, UsageLimitExceeded) for e in _causes(error)):
+    causes = list(_causes(error))
+    if any(isinstance(e, UsageLimitExceeded) for e in causes):
         return "usage_limit_exceeded"
+    if any(isinstance(e, ModelHTTPError) for e in causes):
+        return "provider_refused_request"  # the provider answered with an HTTP error
     return "worker_error"
 
 
