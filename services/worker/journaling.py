@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -313,16 +314,21 @@ class JournalingEffects:
         return call
 
     def _effect(
-        self, call: GrantedCall, run: Callable[[], T], intent: Mapping[str, object] | None = None
+        self,
+        call: GrantedCall,
+        run: Callable[[], T],
+        details: Callable[[T], Mapping[str, object]] = lambda _: {},
     ) -> T:
         try:
             result = run()
         except WorkerStopped:
             raise
-        except (OSError, ValueError) as exc:  # the model sees the error and may correct itself
+        except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+            # the effect failed: recorded, and the model sees the error and may correct itself
             self._outcome(call, {"status": "failed", "error": type(exc).__name__})
             raise ModelRetry(f"{call.tool_name} failed: {exc}") from exc
-        self._outcome(call, {"status": "succeeded", "result_digest": digest_of(result)})
+        outcome = {"status": "succeeded", "result_digest": digest_of(result), **details(result)}
+        self._outcome(call, outcome)
         return result
 
     def _intent(self, call: GrantedCall, **extra: object) -> None:
@@ -368,5 +374,9 @@ class JournalingEffects:
         # Charged before it runs; a refusal (limit, lease, policy, authority) stops the worker
         # here, and the command never runs.
         self.journal.record_command(command_id, command_digest)
-        result = self._effect(call, lambda: self.base.run_command(listed))
+        result = self._effect(
+            call,
+            lambda: self.base.run_command(listed),
+            lambda ran: {"exit_code": ran["exit_code"]},
+        )
         return result

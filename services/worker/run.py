@@ -38,6 +38,7 @@ from services.worker.journaling import (
 from services.worker.ledger_port import LedgerPort, LedgerRefused
 from services.worker.owner import owner_instance
 from shared.continuity.canonical import sha256_digest
+from shared.runtime.errors import DomainError
 
 EXIT_COMPLETED, EXIT_FAILED, EXIT_STOPPED, EXIT_NOTHING_TO_RUN = 0, 1, 2, 3
 #: Seconds one provider request may take (the lease bounds the whole run anyway).
@@ -173,15 +174,20 @@ def run_once(
         why = f": last refusal {found.rpc}: {found.reason}" if found is not None else ""
         return Outcome(EXIT_NOTHING_TO_RUN, f"nothing to run in {', '.join(config.run_ids)}{why}")
     claimed, _run = found
+    exr = claimed.execution_request_id
     try:
         claim = claim_entry(port, claimed)
         if echo is not None:
             echo(claim)
         journal = Journal(port, claimed, claim.hash, echo)
-        record = read_derived_checkpoint(port.blob(claimed.checkpoint_digest))
+        try:
+            record = read_derived_checkpoint(port.blob(claimed.checkpoint_digest))
+        except (DomainError, ValueError) as unusable:  # not a checkpoint this worker resumes
+            port.fail(claimed, "checkpoint_refused")
+            return Outcome(EXIT_FAILED, f"failed {exr}: checkpoint_refused: {unusable}", exr)
         return execute(config, port, claimed, journal, record)
     except LedgerRefused as refused:
-        return stopped(refused, claimed.execution_request_id)
+        return stopped(refused, exr)
 
 
 def execute(
