@@ -36,6 +36,7 @@ from forge.continuity.v1 import (
     policy_pb2,
     policy_pb2_grpc,
 )
+from services.demo.continuation import run_reference_worker
 from services.demo.observation_story import observation_story
 from services.demo.reconciliation_story import DEMO_VERIFIER, reconciliation_story
 from services.demo.recovery_story import never_claimed_story
@@ -150,7 +151,8 @@ def story(targets: dict[str, str], run_id: str) -> None:  # noqa: PLR0915 - one 
     )
 
     step(f"A worker held run {run_id} on a rejected evidence read (fixture v1_basic)")
-    seeded = seed_held_run(ledger("writer"), load_fixture("v1_basic"), run_id)
+    fixture = load_fixture("v1_basic")
+    seeded = seed_held_run(ledger("writer"), fixture, run_id)
     check(len(seeded.entries) > 0, f"journal written: {len(seeded.entries)} native entries")
     usage = worker.GetCommandUsage(execution_pb2.GetCommandUsageRequest(run_id=run_id)).usage
     check((usage.used, usage.limit) == (11, 22), "command ledger at 11 of 22")
@@ -207,58 +209,85 @@ def story(targets: dict[str, str], run_id: str) -> None:  # noqa: PLR0915 - one 
     usage = worker.GetCommandUsage(execution_pb2.GetCommandUsageRequest(run_id=run_id)).usage
     check(usage.used == 11, "command ledger still at 11 of 22 after admission")
 
-    step("A worker claims the continuation and runs two commands")
-    run = ledger("reader").GetRun(ledger_pb2.GetRunRequest(run_id=run_id)).run
-    claimed = worker.ClaimExecutionRequest(
-        execution_pb2.ClaimExecutionRequestRequest(
-            execution_request_id=queued.execution_request_id,
-            attempt_id=run.attempt_id,
-            source_revision=run.source_revision,
-            configuration_digest=run.configuration_digest,
-            source_profile=run.source_profile,
-        )
-    ).execution_request
-    check(claimed.lease.generation == 1, "claimed under lease generation 1")
-
-    def record(command_id: str, argv: list[str]) -> execution_pb2.RecordCommandResponse:
-        response: execution_pb2.RecordCommandResponse = worker.RecordCommand(
-            execution_pb2.RecordCommandRequest(
-                execution_request_id=claimed.execution_request_id,
-                lease_generation=claimed.lease.generation,
-                command_id=command_id,
-                command_digest=digest_of({"argv": argv}),
-            )
-        )
-        return response
-
-    for command in ("pytest -q", "ruff check"):
-        receipt = record(f"{run_id}-{digest_of(command)[7:15]}", command.split())
-        print(f"    ran {command!r}: {receipt.usage.used} of {receipt.usage.limit}")
-    check(receipt.usage.used == 13, "command ledger at 13 of 22")
-    repeat = record(f"{run_id}-{digest_of('ruff check')[7:15]}", ["ruff", "check"])
+    step("The reference worker claims the continuation and continues it (scripted provider)")
+    before = ledger("reader").ReadJournal(
+        ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000)
+    )
+    continued = run_reference_worker(targets["ledger"], TOKENS["worker"], run_id)
+    for line in continued.stdout.splitlines():
+        print(f"    {line}")  # each model, tool and command record the worker wrote
+    check(continued.returncode == 0, f"the worker completed the request {continued.stderr}")
+    consumed_call = fixture.tool_calls[0]  # the consumed response's rejected evidence call
     check(
-        not repeat.charged and repeat.usage.used == 13,
-        "reading a completed command charges nothing",
+        len(continued.requests) == 6
+        and all(
+            sum(
+                any(c["id"] == consumed_call["id"] for c in m.get("tool_calls") or [])
+                for m in body["messages"]
+            )
+            == 1
+            for body in continued.requests
+        ),
+        "six provider requests, each with the consumed response once in its history: the "
+        "consumed turn is never requested again",
+    )
+    entries = (
+        ledger("reader")
+        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000))
+        .entries
+    )
+    worker_records = entries[len(before.entries) :]
+    completed = json.loads(worker_records[-1].payload_json)
+    check(
+        completed["event"] == "completed"
+        and completed["goal_claim"] == "satisfied"
+        and completed["certification"]["certified"],
+        "completion records both verdicts apart: the worker claims the goal; the journal "
+        "certifies safe completion (no open intent, current generation, no reconciliation)",
+    )
+    rounds = ledger("reader").GetRun(ledger_pb2.GetRunRequest(run_id=run_id)).run
+    check(rounds.completed_rounds == 1, "the run's completed-round count advanced to 1")
+    usage = worker.GetCommandUsage(execution_pb2.GetCommandUsageRequest(run_id=run_id)).usage
+    old = [e for e in before.entries if e.kind == common_pb2.JOURNAL_ENTRY_KIND_COMMAND_EXECUTED]
+    check(
+        (usage.used, usage.limit) == (13, 22) and all(e in entries for e in old),
+        f"command ledger at {usage.used} of {usage.limit}, the old eleven receipts unchanged",
     )
 
     step("The remaining nine commands run under the original limit; the 23rd is refused")
+    head = entries[-1].hash
+
+    def native_command(index: int) -> str:
+        appended = (
+            ledger("writer")
+            .AppendJournalEntry(
+                ledger_pb2.AppendJournalEntryRequest(
+                    run_id=run_id,
+                    expected_head_hash=head,
+                    kind=common_pb2.JOURNAL_ENTRY_KIND_COMMAND_EXECUTED,
+                    payload_json=json.dumps(
+                        {
+                            "command_id": f"{run_id}-step-{index}",
+                            "command_digest": digest_of({"argv": ["make", f"step-{index}"]}),
+                        }
+                    ),
+                )
+            )
+            .entry
+        )
+        return str(appended.hash)
 
     for index in range(14, 23):
-        last = record(f"{run_id}-step-{index}", ["make", f"step-{index}"])
-    check(last.usage.used == 22, "22 of 22 used")
+        head = native_command(index)
+    usage = worker.GetCommandUsage(execution_pb2.GetCommandUsageRequest(run_id=run_id)).usage
+    check(usage.used == 22, "22 of 22 used")
     try:
-        record(f"{run_id}-step-23", ["make", "step-23"])
+        native_command(23)
     except grpc.RpcError as refused:
         reason = from_rpc_error(refused).reason
         check(reason == "COMMAND_LIMIT_REACHED", "the 23rd command is refused before it runs")
     else:
         raise StepFailed("the 23rd command was accepted")
-    worker.CompleteExecutionRequest(
-        execution_pb2.CompleteExecutionRequestRequest(
-            execution_request_id=claimed.execution_request_id,
-            lease_generation=claimed.lease.generation,
-        )
-    )
 
     step("The journal")
     entries = (

@@ -6,11 +6,42 @@ import grpc
 
 from forge.continuity.v1 import execution_pb2, execution_pb2_grpc
 from services.ledger.domain.admission import WorkerSource
+from services.ledger.domain.completion import Certification, GoalClaim
 from services.ledger.domain.execution import RequestState
+from services.ledger.domain.owner_instance import OwnerInstance
 from services.ledger.proto_convert import execution_request_to_proto, state_from_proto
 from services.ledger.service import Ledger
 from shared.runtime.auth import current_principal
-from shared.runtime.errors import field_required
+from shared.runtime.errors import FieldViolation, InvalidArgument, field_required
+
+GOAL_CLAIMS = {
+    execution_pb2.GOAL_CLAIM_UNSPECIFIED: GoalClaim.UNSTATED,
+    execution_pb2.GOAL_CLAIM_SATISFIED: GoalClaim.SATISFIED,
+    execution_pb2.GOAL_CLAIM_NOT_SATISFIED: GoalClaim.NOT_SATISFIED,
+    execution_pb2.GOAL_CLAIM_UNKNOWN: GoalClaim.UNKNOWN,
+}
+GOAL_CLAIM_NUMBERS = {claim: number for number, claim in GOAL_CLAIMS.items()}
+
+
+def goal_claim_from_proto(value: int) -> GoalClaim:
+    try:
+        return GOAL_CLAIMS[value]  # type: ignore[index]
+    except KeyError:
+        raise InvalidArgument(
+            "FIELD_INVALID",
+            f"unknown goal_claim {value}",
+            metadata={"field": "goal_claim"},
+            field_violations=[FieldViolation("goal_claim", "must be a known GoalClaim")],
+        ) from None
+
+
+def certification_to_proto(found: Certification) -> execution_pb2.CompletionCertification:
+    return execution_pb2.CompletionCertification(
+        certified=found.certified,
+        generation_current=found.generation_current,
+        open_intent_call_ids=found.open_intent_call_ids,
+        reconciliation_marker_sequences=found.reconciliation_marker_sequences,
+    )
 
 
 class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
@@ -31,6 +62,15 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
                 source_profile=request.source_profile,
                 attempt_id=request.attempt_id,
             ),
+            (
+                OwnerInstance(
+                    host_boot_id=request.owner_instance.host_boot_id,
+                    pid=request.owner_instance.pid,
+                    process_start_ticks=request.owner_instance.process_start_ticks,
+                )
+                if request.HasField("owner_instance")
+                else None
+            ),
         )
         return execution_pb2.ClaimExecutionRequestResponse(
             execution_request=execution_request_to_proto(record)
@@ -39,14 +79,19 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
     def CompleteExecutionRequest(
         self, request: execution_pb2.CompleteExecutionRequestRequest, context: grpc.ServicerContext
     ) -> execution_pb2.CompleteExecutionRequestResponse:
-        record = self._ledger.finish(
+        record, completion = self._ledger.complete(
             request.execution_request_id,
             current_principal().identity,
             request.lease_generation,
-            RequestState.COMPLETED,
+            goal_claim_from_proto(request.goal_claim),
+            request.final_output_digest,
         )
         return execution_pb2.CompleteExecutionRequestResponse(
-            execution_request=execution_request_to_proto(record)
+            execution_request=execution_request_to_proto(record),
+            goal_claim=GOAL_CLAIM_NUMBERS[completion.goal_claim],
+            certification=certification_to_proto(completion.certification),
+            completed_rounds=completion.completed_rounds,
+            journal_sequence=completion.journal_sequence,
         )
 
     def FailExecutionRequest(

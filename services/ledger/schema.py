@@ -40,6 +40,8 @@ runs = Table(
     Column("created_by", String(256), nullable=False),
     Column("created_at", String(40), nullable=False),
     Column("run_digest", String(80), nullable=False),
+    # Worker rounds completed with a certified completion (migration 0005); outside run_digest.
+    Column("completed_rounds", BigInteger, nullable=False, server_default="0"),
 )
 
 # The per-run native journal. (run_id, sequence) is the primary key and (run_id, prev_hash) is

@@ -9,8 +9,10 @@ from sqlalchemy import Engine
 
 from services.ledger.domain.admission import AdmissionInput, WorkerSource
 from services.ledger.domain.commands import RecordedCommand
+from services.ledger.domain.completion import Completion, GoalClaim
 from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
 from services.ledger.domain.journal import EntryKind, StoredEntry
+from services.ledger.domain.owner_instance import OwnerInstance
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
 from services.ledger.domain.reconciliation import ReconcileInput, VerifyInput
 from services.ledger.domain.reconciliation import Verification as RecordedVerification
@@ -20,6 +22,7 @@ from services.ledger.domain.verifier import ReconciliationVerifier, RefusingVeri
 from services.ledger.transactions import (
     admission,
     blobs,
+    completion,
     execution,
     inspection,
     journal,
@@ -74,9 +77,25 @@ class Ledger:
     # --- journal --------------------------------------------------------------------------------
 
     def append(
-        self, run_id: str, expected_head_hash: str, kind: EntryKind, payload_json: str, actor: str
+        self,
+        run_id: str,
+        expected_head_hash: str,
+        kind: EntryKind,
+        payload_json: str,
+        actor: str,
+        *,
+        worker: bool = False,
     ) -> StoredEntry:
-        return journal.append(self._context, run_id, expected_head_hash, kind, payload_json, actor)
+        """``worker``: the caller appends as a worker (no platform writer role), a fenced write."""
+        return journal.append(
+            self._context,
+            run_id,
+            expected_head_hash,
+            kind,
+            payload_json,
+            actor,
+            self._authority if worker else None,
+        )
 
     def read_journal(self, run_id: str, from_sequence: int, page_size: int) -> JournalPage:
         return journal.read(self._context, run_id, from_sequence, page_size)
@@ -181,10 +200,36 @@ class Ledger:
         return execution.get(self._context, execution_request_id)
 
     def claim(
-        self, execution_request_id: str, worker: str, presented: WorkerSource
+        self,
+        execution_request_id: str,
+        worker: str,
+        presented: WorkerSource,
+        owner_instance: OwnerInstance | None = None,
     ) -> ExecutionRequestRecord:
         return execution.claim(
-            self._context, self._authority, execution_request_id, worker, presented
+            self._context,
+            self._authority,
+            execution_request_id,
+            worker,
+            presented,
+            owner_instance,
+        )
+
+    def complete(
+        self,
+        execution_request_id: str,
+        worker: str,
+        generation: int,
+        goal_claim: GoalClaim,
+        final_output_digest: str = "",
+    ) -> tuple[ExecutionRequestRecord, Completion]:
+        return completion.complete(
+            self._context,
+            execution_request_id,
+            worker,
+            generation,
+            goal_claim,
+            final_output_digest,
         )
 
     def finish(

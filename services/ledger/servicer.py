@@ -102,6 +102,7 @@ def run_to_proto(run: Run) -> ledger_pb2.Run:
         created_by=run.created_by,
         created_at=to_timestamp(run.created_at),
         run_digest=run.run_digest,
+        completed_rounds=run.completed_rounds,
     )
 
 
@@ -173,12 +174,15 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     def AppendJournalEntry(
         self, request: ledger_pb2.AppendJournalEntryRequest, context: grpc.ServicerContext
     ) -> ledger_pb2.AppendJournalEntryResponse:
+        principal = current_principal()
         entry = self._ledger.append(
             request.run_id,
             request.expected_head_hash,
             kind_from_proto(request.kind),
             request.payload_json,
-            current_principal().identity,
+            principal.identity,
+            # a worker's own records are fenced by the lease it holds; a platform writer's are not
+            worker=Role.PLATFORM_WRITER not in principal.roles,
         )
         return ledger_pb2.AppendJournalEntryResponse(entry=entry_to_proto(entry))
 
@@ -328,13 +332,13 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
             {
                 "CreateRun": WRITERS,
                 "GetRun": ANY_ROLE,
-                "AppendJournalEntry": WRITERS,
+                "AppendJournalEntry": WRITERS | WORKERS,
                 "ReadJournal": ANY_ROLE,
                 "StreamJournal": ANY_ROLE,
                 "VerifyJournal": ANY_ROLE,
                 "ReadRunSnapshot": ANY_ROLE,
                 "InspectJournal": ANY_ROLE,
-                "PutBlob": WRITERS | SERVICES,
+                "PutBlob": WRITERS | SERVICES | WORKERS,
                 "GetBlob": ANY_ROLE,
                 "CommitAdmission": SERVICES,
                 "GetAdmission": ANY_ROLE,

@@ -61,6 +61,21 @@ ENVIRONMENT: Mapping[str, str] = {
         "ledger: the deployment's reconciliation verifier as package.module:attribute (default: "
         "a verifier that proves nothing, so no RETRY_STAGE is admitted)"
     ),
+    "FORGE_WORKER_TOKEN": "reference worker: the bearer token of its worker identity",
+    "FORGE_WORKER_PROVIDER_URL": (
+        "reference worker: base URL of the OpenAI-compatible provider (e.g. https://host/v1)"
+    ),
+    "FORGE_WORKER_PROVIDER_KEY": "reference worker: the provider API key",
+    "FORGE_WORKER_MODEL": "reference worker: the model name (default: the checkpoint's)",
+    "FORGE_WORKER_SOURCE_DIR": "reference worker: the checked-out source tree its tools use",
+    "FORGE_WORKER_EVIDENCE_DIR": (
+        "reference worker: evidence store <dir>/<run_id>/<kind>.json (default: the journal)"
+    ),
+    "FORGE_WORKER_GRANTED_COMMANDS": (
+        "reference worker: JSON list of the argv lists it may run (default: none)"
+    ),
+    "FORGE_WORKER_COMMAND_TIMEOUT_SECONDS": "reference worker: seconds one command may run",
+    "FORGE_WORKER_RUN_IDS": "reference worker: comma-separated runs to serve (or arguments)",
     "OTEL_EXPORTER_OTLP_ENDPOINT": "OTLP/gRPC endpoint; spans are exported only when it is set",
     "OTEL_SERVICE_NAME": "overrides the service name reported in traces",
     "FORGE_GATEWAY_PORT": "HTTP/JSON gateway port (default 8080)",

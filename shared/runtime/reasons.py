@@ -304,6 +304,9 @@ _REASONS: tuple[Reason, ...] = (
     Reason("ROLE_REQUIRED", _PD, ("identity", "method", "required_roles"),
            "the identity holds none of the roles the method allows"),
     Reason("NOT_LEASE_OWNER", _PD, ("identity",), "the caller does not hold the lease"),
+    Reason("WORKER_APPEND_NOT_LEASED", _PD, ("identity", "kind"),
+           "a worker appends only its own model and tool records, each naming an execution "
+           "request of this run and the lease generation it holds"),
     # --- UNIMPLEMENTED / UNAVAILABLE / INTERNAL --------------------------------------------------
     Reason("NOT_YET_AVAILABLE", _UI, ("method",), "in the contract, not delivered in this release"),
     Reason("CANDIDATE_SOURCES_UNCONFIGURED", _UV, (),

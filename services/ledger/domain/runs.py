@@ -63,12 +63,14 @@ class RunSpec:
 
 @dataclass(frozen=True)
 class Run:
-    """A stored run."""
+    """A stored run. ``completed_rounds`` is progress, not part of the registered record (nor of
+    ``run_digest``): admission preserves it, a certified worker completion advances it."""
 
     spec: RunSpec
     created_by: str
     created_at: str
     run_digest: str
+    completed_rounds: int = 0
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, ScalarSelect, Select, bindparam, insert, select
+from sqlalchemy import (
+    Connection,
+    RowMapping,
+    ScalarSelect,
+    Select,
+    bindparam,
+    insert,
+    select,
+    update,
+)
 
 from services.ledger.domain.runs import Run, RunSpec
 from services.ledger.schema import journal_entries, runs
@@ -45,7 +54,26 @@ def _run(row: RowMapping) -> Run:
         time_budget_protocol=row["time_budget_protocol"],
         source_profile=row["source_profile"],
     )
-    return Run(spec, row["created_by"], row["created_at"], row["run_digest"])
+    return Run(
+        spec,
+        row["created_by"],
+        row["created_at"],
+        row["run_digest"],
+        int(row["completed_rounds"]),
+    )
+
+
+def advance_completed_rounds(connection: Connection, run_id: str) -> int:
+    """Add one completed round to the run; returns the new count (the caller's transaction)."""
+    connection.execute(
+        update(runs)
+        .where(runs.c.run_id == run_id)
+        .values(completed_rounds=runs.c.completed_rounds + 1)
+    )
+    value = connection.execute(
+        select(runs.c.completed_rounds).where(runs.c.run_id == run_id)
+    ).scalar_one()
+    return int(value)
 
 
 # Built once (building and cache-keying a statement per call cost more than running it).

@@ -20,6 +20,7 @@ from services.ledger.domain.execution import (
     finished,
 )
 from services.ledger.domain.journal import EntryKind
+from services.ledger.domain.owner_instance import OwnerInstance
 from services.ledger.domain.policy_epochs import recognize_for_execution
 from services.ledger.domain.recovery_authority import Authority, check_recovery_authority
 from services.ledger.domain.runs import check_identifier
@@ -88,8 +89,12 @@ def claim(
     execution_request_id: str,
     worker: str,
     presented: WorkerSource,
+    owner_instance: OwnerInstance | None = None,
 ) -> ExecutionRequestRecord:
-    """A worker claims a queued continuation after the current checks are repeated."""
+    """A worker claims a queued continuation after the current checks are repeated; the
+    claiming process (``owner_instance``), when given, is recorded on ``worker_claimed``."""
+    if owner_instance is not None:
+        owner_instance.validate()
     with context.engine.begin() as connection:
         # 11.1 lock the policy row and the request row
         policy = lock_policy(connection)
@@ -128,6 +133,7 @@ def claim(
                 "execution_request_id": record.execution_request_id,
                 "lease_generation": updated.lease_generation,
                 "attempt_id": record.attempt_id,
+                **({"owner_instance": owner_instance.as_payload()} if owner_instance else {}),
             },
             worker,
         )

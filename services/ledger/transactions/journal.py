@@ -10,7 +10,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
+from services.ledger.domain.admission import check_policy_for_execution
 from services.ledger.domain.commands import CommandLedger
+from services.ledger.domain.execution import check_worker_write
 from services.ledger.domain.journal import (
     LEDGER_ONLY_KINDS,
     EntryKind,
@@ -18,6 +20,7 @@ from services.ledger.domain.journal import (
     seal,
     validate_payload,
 )
+from services.ledger.domain.recovery_authority import Authority
 from services.ledger.domain.runs import Run, check_identifier
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
@@ -26,14 +29,34 @@ from services.ledger.transactions.base import (
     check_not_negative,
     existing_run,
     existing_run_at_head,
+    lock_policy,
     retry_on_unique_conflict,
 )
+from services.ledger.transactions.execution import check_recovery_actor, existing_request
 from shared.continuity.canonical import GENESIS_HASH, is_digest, parse_json
 from shared.continuity.journal_chain import IntactEntries, Verification, verify_chain
-from shared.runtime.errors import Conflict, FieldViolation, InvalidArgument, ResourceExhausted
+from shared.runtime.errors import (
+    Conflict,
+    FieldViolation,
+    InvalidArgument,
+    PermissionDenied,
+    ResourceExhausted,
+)
 
 FENCED_NATIVE_KINDS = frozenset(
     {EntryKind.WORKER_CLAIMED, EntryKind.REQUEST_FAILED, EntryKind.COMMAND_EXECUTED}
+)
+#: What a worker (a caller without the platform writer role) may append: its own records of the
+#: model turns and tool calls of a request it holds. Claims, failures and commands go through
+#: ExecutionService; everything else is the platform's or the ledger's.
+WORKER_NATIVE_KINDS = frozenset(
+    {
+        EntryKind.MODEL_REQUEST_SENT,
+        EntryKind.RESPONSE_CONSUMED,
+        EntryKind.TOOL_CALL_GRANTED,
+        EntryKind.TOOL_INTENT,
+        EntryKind.TOOL_OUTCOME,
+    }
 )
 MAX_JOURNAL_PAGE = 1000
 DEFAULT_JOURNAL_PAGE = 100
@@ -55,8 +78,11 @@ def append(
     kind: EntryKind,
     payload_json: str,
     actor: str,
+    lease_holder: Authority | None = None,
 ) -> StoredEntry:
-    """Append one native entry at the expected head (empty means the genesis head)."""
+    """Append one native entry at the expected head (empty means the genesis head). With
+    ``lease_holder`` (the caller is a worker, not a platform writer) the entry is a fenced worker
+    write: see :func:`_check_worker_append`."""
     check_identifier("run_id", run_id)
     if kind in LEDGER_ONLY_KINDS:
         raise InvalidArgument(
@@ -74,7 +100,7 @@ def append(
             metadata={"field": "expected_head_hash"},
             field_violations=[FieldViolation("expected_head_hash", "must be sha256:<64 hex>")],
         )
-    return _append_at(context, run_id, expected, kind, canonical, actor)
+    return _append_at(context, run_id, expected, kind, canonical, actor, lease_holder)
 
 
 @retry_on_unique_conflict
@@ -85,10 +111,13 @@ def _append_at(
     kind: EntryKind,
     canonical: str,
     actor: str,
+    lease_holder: Authority | None,
 ) -> StoredEntry:
     # A concurrent append that committed at the same head first makes the retry report where
     # the head is now (JOURNAL_HEAD_STALE).
     with context.engine.begin() as connection:
+        if lease_holder is not None:
+            _check_worker_append(context, connection, lease_holder, run_id, kind, canonical, actor)
         run, (sequence, head) = existing_run_at_head(connection, run_id, expected)
         _check_native_write(connection, run, kind, canonical)
         entry = seal(run_id, sequence + 1, kind, canonical, head, actor, context.now())
@@ -128,6 +157,51 @@ def _check_native_write(
                 metadata={"command_id": command_id},
             )
         usage.check_room(run.spec.command_limit)
+
+
+def _check_worker_append(
+    context: LedgerContext,
+    connection: Connection,
+    authority: Authority,
+    run_id: str,
+    kind: EntryKind,
+    canonical_payload: str,
+    worker: str,
+) -> None:
+    """A worker's own record is a fenced write like a command's (12): it names a request of this
+    run and the generation it holds, and the lease, policy and recovery-authority checks of
+    RecordCommand are repeated, so a worker that lost its lease or authority cannot record (and,
+    recording first, does not make) its next model request or tool call."""
+    payload = parse_json(canonical_payload)
+    assert isinstance(payload, dict)
+    execution_request_id, generation = (
+        payload.get("execution_request_id"),
+        payload.get("lease_generation"),
+    )
+    if (
+        kind not in WORKER_NATIVE_KINDS
+        or not isinstance(execution_request_id, str)
+        or not isinstance(generation, int)
+        or isinstance(generation, bool)
+    ):
+        raise PermissionDenied(
+            "WORKER_APPEND_NOT_LEASED",
+            f"a worker appends only {', '.join(sorted(k.value for k in WORKER_NATIVE_KINDS))} "
+            "entries naming execution_request_id and lease_generation",
+            metadata={"identity": worker, "kind": kind.value},
+        )
+    # the lock order of every fenced write: the policy row, then the request row
+    policy = lock_policy(connection)
+    record = existing_request(connection, execution_request_id, for_update=True)
+    if record.run_id != run_id:
+        raise PermissionDenied(
+            "WORKER_APPEND_NOT_LEASED",
+            f"execution request {execution_request_id} does not continue run {run_id}",
+            metadata={"identity": worker, "kind": kind.value},
+        )
+    check_worker_write(record, worker, generation, context.clock())
+    check_policy_for_execution(policy, record.policy_revision)
+    check_recovery_actor(connection, authority, execution_request_id)
 
 
 # --- reads ----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from forge.continuity.v1 import common_pb2 as _common_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -18,6 +19,34 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _GoalClaim:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _GoalClaimEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_GoalClaim.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    GOAL_CLAIM_UNSPECIFIED: _GoalClaim.ValueType  # 0
+    """The worker stated nothing."""
+    GOAL_CLAIM_SATISFIED: _GoalClaim.ValueType  # 1
+    """The worker claims the goal holds."""
+    GOAL_CLAIM_NOT_SATISFIED: _GoalClaim.ValueType  # 2
+    """The worker claims the goal does not hold."""
+    GOAL_CLAIM_UNKNOWN: _GoalClaim.ValueType  # 3
+    """The worker cannot tell whether the goal holds."""
+
+class GoalClaim(_GoalClaim, metaclass=_GoalClaimEnumTypeWrapper):
+    """GoalClaim is the worker's claim about the task goal (spec: "certifiable" is not "done")."""
+
+GOAL_CLAIM_UNSPECIFIED: GoalClaim.ValueType  # 0
+"""The worker stated nothing."""
+GOAL_CLAIM_SATISFIED: GoalClaim.ValueType  # 1
+"""The worker claims the goal holds."""
+GOAL_CLAIM_NOT_SATISFIED: GoalClaim.ValueType  # 2
+"""The worker claims the goal does not hold."""
+GOAL_CLAIM_UNKNOWN: GoalClaim.ValueType  # 3
+"""The worker cannot tell whether the goal holds."""
+Global___GoalClaim: _TypeAlias = GoalClaim  # noqa: Y015
 
 @_typing.final
 class ClaimExecutionRequestRequest(_message.Message):
@@ -30,6 +59,7 @@ class ClaimExecutionRequestRequest(_message.Message):
     CONFIGURATION_DIGEST_FIELD_NUMBER: _builtins.int
     SOURCE_PROFILE_FIELD_NUMBER: _builtins.int
     ATTEMPT_ID_FIELD_NUMBER: _builtins.int
+    OWNER_INSTANCE_FIELD_NUMBER: _builtins.int
     execution_request_id: _builtins.str
     """The queued execution request."""
     source_revision: _builtins.str
@@ -42,6 +72,12 @@ class ClaimExecutionRequestRequest(_message.Message):
     """The task attempt the worker will execute in; must equal the run's original attempt (a
     continuity never starts a new attempt).
     """
+    @_builtins.property
+    def owner_instance(self) -> Global___OwnerInstance:
+        """The claiming process, recorded on the claim's journal entry so that a later verifier can
+        prove that exactly this instance ceased (owner loss). Unset: nothing is recorded.
+        """
+
     def __init__(
         self,
         *,
@@ -50,14 +86,47 @@ class ClaimExecutionRequestRequest(_message.Message):
         configuration_digest: _builtins.str = ...,
         source_profile: _builtins.str = ...,
         attempt_id: _builtins.str = ...,
+        owner_instance: Global___OwnerInstance | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["owner_instance", b"owner_instance"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_id", b"attempt_id", "configuration_digest", b"configuration_digest", "execution_request_id", b"execution_request_id", "source_profile", b"source_profile", "source_revision", b"source_revision"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_id", b"attempt_id", "configuration_digest", b"configuration_digest", "execution_request_id", b"execution_request_id", "owner_instance", b"owner_instance", "source_profile", b"source_profile", "source_revision", b"source_revision"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ClaimExecutionRequestRequest: _TypeAlias = ClaimExecutionRequestRequest  # noqa: Y015
+
+@_typing.final
+class OwnerInstance(_message.Message):
+    """OwnerInstance identifies one worker process on one host boot."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HOST_BOOT_ID_FIELD_NUMBER: _builtins.int
+    PID_FIELD_NUMBER: _builtins.int
+    PROCESS_START_TICKS_FIELD_NUMBER: _builtins.int
+    host_boot_id: _builtins.str
+    """The host's boot identifier (Linux: /proc/sys/kernel/random/boot_id), 1..64 characters."""
+    pid: _builtins.int
+    """The process id on that host boot; positive."""
+    process_start_ticks: _builtins.int
+    """The process start time in clock ticks since boot (Linux: field 22 of /proc/<pid>/stat);
+    positive. With the boot id and pid it names the process even after its pid is reused.
+    """
+    def __init__(
+        self,
+        *,
+        host_boot_id: _builtins.str = ...,
+        pid: _builtins.int = ...,
+        process_start_ticks: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["host_boot_id", b"host_boot_id", "pid", b"pid", "process_start_ticks", b"process_start_ticks"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OwnerInstance: _TypeAlias = OwnerInstance  # noqa: Y015
 
 @_typing.final
 class ClaimExecutionRequestResponse(_message.Message):
@@ -91,43 +160,111 @@ class CompleteExecutionRequestRequest(_message.Message):
 
     EXECUTION_REQUEST_ID_FIELD_NUMBER: _builtins.int
     LEASE_GENERATION_FIELD_NUMBER: _builtins.int
+    GOAL_CLAIM_FIELD_NUMBER: _builtins.int
+    FINAL_OUTPUT_DIGEST_FIELD_NUMBER: _builtins.int
     execution_request_id: _builtins.str
     """The claimed request."""
     lease_generation: _builtins.int
     """The lease generation the worker holds."""
+    goal_claim: Global___GoalClaim.ValueType
+    """The worker's own claim whether the task goal holds. Recorded as the worker's word; the ledger
+    never derives its certification from it. Unset is recorded as "unstated".
+    """
+    final_output_digest: _builtins.str
+    """Digest (sha256:<64 hex>) of the worker's final output, when it produced one."""
     def __init__(
         self,
         *,
         execution_request_id: _builtins.str = ...,
         lease_generation: _builtins.int = ...,
+        goal_claim: Global___GoalClaim.ValueType = ...,
+        final_output_digest: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_request_id", b"execution_request_id", "lease_generation", b"lease_generation"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_request_id", b"execution_request_id", "final_output_digest", b"final_output_digest", "goal_claim", b"goal_claim", "lease_generation", b"lease_generation"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CompleteExecutionRequestRequest: _TypeAlias = CompleteExecutionRequestRequest  # noqa: Y015
 
 @_typing.final
+class CompletionCertification(_message.Message):
+    """CompletionCertification is the ledger's verdict, computed from the journal inside the completion
+    transaction: whether the journal supports safe completion. It is independent of the goal claim.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CERTIFIED_FIELD_NUMBER: _builtins.int
+    GENERATION_CURRENT_FIELD_NUMBER: _builtins.int
+    OPEN_INTENT_CALL_IDS_FIELD_NUMBER: _builtins.int
+    RECONCILIATION_MARKER_SEQUENCES_FIELD_NUMBER: _builtins.int
+    certified: _builtins.bool
+    """True when the journal certifies safe completion: every check below passed."""
+    generation_current: _builtins.bool
+    """The completion was written under the request's current lease generation."""
+    @_builtins.property
+    def open_intent_call_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Tool calls with a journaled intent and no succeeded or failed outcome under this claim."""
+
+    @_builtins.property
+    def reconciliation_marker_sequences(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Sequences of reconciliation entries that name this execution request."""
+
+    def __init__(
+        self,
+        *,
+        certified: _builtins.bool = ...,
+        generation_current: _builtins.bool = ...,
+        open_intent_call_ids: _abc.Iterable[_builtins.str] | None = ...,
+        reconciliation_marker_sequences: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["certified", b"certified", "generation_current", b"generation_current", "open_intent_call_ids", b"open_intent_call_ids", "reconciliation_marker_sequences", b"reconciliation_marker_sequences"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompletionCertification: _TypeAlias = CompletionCertification  # noqa: Y015
+
+@_typing.final
 class CompleteExecutionRequestResponse(_message.Message):
-    """CompleteExecutionRequestResponse returns the completed request."""
+    """CompleteExecutionRequestResponse returns the completed request and both verdicts, kept apart."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     EXECUTION_REQUEST_FIELD_NUMBER: _builtins.int
+    GOAL_CLAIM_FIELD_NUMBER: _builtins.int
+    CERTIFICATION_FIELD_NUMBER: _builtins.int
+    COMPLETED_ROUNDS_FIELD_NUMBER: _builtins.int
+    JOURNAL_SEQUENCE_FIELD_NUMBER: _builtins.int
+    goal_claim: Global___GoalClaim.ValueType
+    """The worker's claim, as recorded."""
+    completed_rounds: _builtins.int
+    """The run's completed-round count after this completion (advanced only when certified)."""
+    journal_sequence: _builtins.int
+    """Sequence of the completion's journal entry."""
     @_builtins.property
     def execution_request(self) -> _common_pb2.ExecutionRequest:
         """The completed request."""
+
+    @_builtins.property
+    def certification(self) -> Global___CompletionCertification:
+        """The ledger's certification, as recorded."""
 
     def __init__(
         self,
         *,
         execution_request: _common_pb2.ExecutionRequest | None = ...,
+        goal_claim: Global___GoalClaim.ValueType = ...,
+        certification: Global___CompletionCertification | None = ...,
+        completed_rounds: _builtins.int = ...,
+        journal_sequence: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["execution_request", b"execution_request"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["certification", b"certification", "execution_request", b"execution_request"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_request", b"execution_request"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["certification", b"certification", "completed_rounds", b"completed_rounds", "execution_request", b"execution_request", "goal_claim", b"goal_claim", "journal_sequence", b"journal_sequence"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

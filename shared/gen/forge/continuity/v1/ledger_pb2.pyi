@@ -130,6 +130,7 @@ class Run(_message.Message):
     CREATED_BY_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
     RUN_DIGEST_FIELD_NUMBER: _builtins.int
+    COMPLETED_ROUNDS_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """Run identifier."""
     task_id: _builtins.str
@@ -151,7 +152,11 @@ class Run(_message.Message):
     created_by: _builtins.str
     """Identity that registered the run."""
     run_digest: _builtins.str
-    """Digest of the canonical run record (excluding created_at / created_by)."""
+    """Digest of the canonical run record (excluding created_at / created_by / completed_rounds)."""
+    completed_rounds: _builtins.int
+    """Worker rounds completed with a certified completion. Admission preserves it; only a
+    certified worker completion advances it.
+    """
     @_builtins.property
     def active_deadline(self) -> _timestamp_pb2.Timestamp:
         """Active deadline, unset when the run has none."""
@@ -176,10 +181,11 @@ class Run(_message.Message):
         created_by: _builtins.str = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
         run_digest: _builtins.str = ...,
+        completed_rounds: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["active_deadline", b"active_deadline", "created_at", b"created_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_deadline", b"active_deadline", "attempt_id", b"attempt_id", "command_limit", b"command_limit", "configuration_digest", b"configuration_digest", "created_at", b"created_at", "created_by", b"created_by", "provider_timeout_seconds", b"provider_timeout_seconds", "run_digest", b"run_digest", "run_id", b"run_id", "source_profile", b"source_profile", "source_revision", b"source_revision", "task_id", b"task_id", "time_budget_protocol", b"time_budget_protocol"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_deadline", b"active_deadline", "attempt_id", b"attempt_id", "command_limit", b"command_limit", "completed_rounds", b"completed_rounds", "configuration_digest", b"configuration_digest", "created_at", b"created_at", "created_by", b"created_by", "provider_timeout_seconds", b"provider_timeout_seconds", "run_digest", b"run_digest", "run_id", b"run_id", "source_profile", b"source_profile", "source_revision", b"source_revision", "task_id", b"task_id", "time_budget_protocol", b"time_budget_protocol"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

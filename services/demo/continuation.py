@@ -1,0 +1,81 @@
+"""`make demo`'s worker step: the reference worker (``python -m services.worker``, its own
+process with the worker token) continues the admitted run against the scripted provider on
+loopback, in a small source tree with a recorded log as evidence."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from services.demo.scripted_provider import ScriptedProvider, reference_script
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The evidence run the held query names (the v1_basic fixture's rejected query).
+EVIDENCE_RUN = "run-7f3a"
+COMMANDS = (
+    (sys.executable, "-m", "compileall", "-q", "src"),
+    (sys.executable, "-m", "unittest", "discover", "-s", "tests", "-q"),
+)
+
+
+@dataclass(frozen=True)
+class WorkerRun:
+    """What the worker process printed and what the provider received."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    requests: list[dict[str, Any]]
+
+
+def _source_tree(root: Path) -> None:
+    (root / "src").mkdir()
+    (root / "tests").mkdir()
+    (root / "src" / "evidence.py").write_text("PAGE_MAX = 10\n")
+    (root / "src" / "reader.py").write_text("def read(page: int) -> int:\n    return page\n")
+    (root / "tests" / "test_reader.py").write_text(
+        "import sys\nimport unittest\n\nsys.path.insert(0, 'src')\n\nimport reader\n\n\n"
+        "class ReaderTest(unittest.TestCase):\n"
+        "    def test_page(self) -> None:\n"
+        "        self.assertEqual(reader.read(3), 3)\n"
+    )
+
+
+def run_reference_worker(ledger_target: str, worker_token: str, run_id: str) -> WorkerRun:
+    """Run the reference worker once on ``run_id`` and wait for it to finish."""
+    with (
+        tempfile.TemporaryDirectory(prefix="forge-demo-worker-") as workdir,
+        ScriptedProvider(reference_script(COMMANDS)) as provider,
+    ):
+        source, evidence = Path(workdir) / "source", Path(workdir) / "evidence"
+        source.mkdir()
+        _source_tree(source)
+        (evidence / EVIDENCE_RUN).mkdir(parents=True)
+        log = [{"line": n, "text": f"step-{n} finished"} for n in range(1, 12)]
+        (evidence / EVIDENCE_RUN / "log.json").write_text(json.dumps(log))
+        env = {
+            **os.environ,
+            "FORGE_LEDGER_TARGET": ledger_target,
+            "FORGE_WORKER_TOKEN": worker_token,
+            "FORGE_WORKER_PROVIDER_URL": provider.base_url,
+            "FORGE_WORKER_PROVIDER_KEY": "demo-scripted-key",
+            "FORGE_WORKER_SOURCE_DIR": str(source),
+            "FORGE_WORKER_EVIDENCE_DIR": str(evidence),
+            "FORGE_WORKER_GRANTED_COMMANDS": json.dumps([list(c) for c in COMMANDS]),
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "services.worker", run_id, "--verbose"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        return WorkerRun(done.returncode, done.stdout, done.stderr, provider.requests())

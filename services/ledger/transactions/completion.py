@@ -1,0 +1,70 @@
+"""A worker completes its claimed request (12): one transaction that records both verdicts, the
+worker's goal claim and the ledger's certification, in the completion's journal entry, and
+advances the run's completed-round count only when the journal certifies safe completion."""
+
+from __future__ import annotations
+
+from services.ledger.domain.completion import (
+    Completion,
+    GoalClaim,
+    certify,
+    check_final_output_digest,
+)
+from services.ledger.domain.execution import (
+    ExecutionRequestRecord,
+    RequestState,
+    check_worker_write,
+    finished,
+)
+from services.ledger.domain.journal import EntryKind
+from services.ledger.repository import execution_requests as request_rows
+from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import runs as run_rows
+from services.ledger.transactions.base import LedgerContext, append_entry, existing_run
+from services.ledger.transactions.execution import existing_request
+
+
+def complete(
+    context: LedgerContext,
+    execution_request_id: str,
+    worker: str,
+    generation: int,
+    goal_claim: GoalClaim,
+    final_output_digest: str = "",
+) -> tuple[ExecutionRequestRecord, Completion]:
+    """Complete a claimed request under the current generation with both verdicts."""
+    check_final_output_digest(final_output_digest)
+    with context.engine.begin() as connection:
+        record = existing_request(connection, execution_request_id, for_update=True)
+        # 12 claimed, current generation, the caller owns it, the lease is in time
+        check_worker_write(record, worker, generation, context.clock())
+        # the certification reads the journal inside this transaction, under the request lock
+        certification = certify(
+            journal_rows.iter_journal(connection, record.run_id),
+            execution_request_id,
+            generation,
+            record.lease_generation,
+        )
+        if certification.certified:
+            rounds = run_rows.advance_completed_rounds(connection, record.run_id)
+        else:
+            rounds = existing_run(connection, record.run_id).completed_rounds
+        updated = finished(record, RequestState.COMPLETED, context.now())
+        request_rows.update_execution_request(connection, updated)
+        entry = append_entry(
+            context,
+            connection,
+            record.run_id,
+            EntryKind.REQUEST_EVENT,
+            {
+                "execution_request_id": execution_request_id,
+                "lease_generation": generation,
+                "event": "completed",
+                "goal_claim": goal_claim.value,
+                **({"final_output_digest": final_output_digest} if final_output_digest else {}),
+                "certification": certification.as_payload(),
+                "completed_rounds": rounds,
+            },
+            worker,
+        )
+        return updated, Completion(goal_claim, certification, rounds, entry.sequence)

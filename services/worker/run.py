@@ -1,0 +1,232 @@
+"""One worker pass: claim a queued continuation, resume its derived checkpoint, run the next
+model turns through the installed adapter, and complete or fail the request.
+
+Exit codes: 0 completed, 1 failed (the worker recorded the failure), 2 stopped by a ledger
+refusal (nothing more was written; the request stays as the ledger has it), 3 nothing to run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Final
+
+import httpx2
+from openai import AsyncOpenAI
+from pydantic_ai.exceptions import ModelHTTPError, UsageLimitExceeded
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+from forge.continuity.v1 import common_pb2, execution_pb2, ledger_pb2
+from services.reconstruction.domain.pending import (
+    DerivedRecord,
+    continuation_task,
+    read_derived_checkpoint,
+)
+from services.reconstruction.worker_adapter import execute_agentic
+from services.worker.config import WorkerConfig
+from services.worker.effects import DirectoryEvidence, EvidenceStore, JournalEvidence, SourceEffects
+from services.worker.journaling import (
+    Calls,
+    Journal,
+    JournalingEffects,
+    JournalingModel,
+    JournalingTransport,
+)
+from services.worker.ledger_port import LedgerPort, LedgerRefused
+from services.worker.owner import owner_instance
+from shared.continuity.canonical import sha256_digest
+from shared.runtime.errors import DomainError
+
+EXIT_COMPLETED, EXIT_FAILED, EXIT_STOPPED, EXIT_NOTHING_TO_RUN = 0, 1, 2, 3
+#: Seconds one provider request may take (the lease bounds the whole run anyway).
+PROVIDER_TIMEOUT: Final = 600.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How the pass ended: the exit code and the one line the worker prints."""
+
+    exit_code: int
+    message: str
+    execution_request_id: str = ""
+    completion: execution_pb2.CompleteExecutionRequestResponse | None = None
+
+
+def stopped(refused: LedgerRefused, execution_request_id: str) -> Outcome:
+    return Outcome(
+        EXIT_STOPPED,
+        f"stopped: the ledger refused {refused.rpc}: {refused.reason}: {refused.error.message} "
+        f"(execution request {execution_request_id} is left as the ledger has it)",
+        execution_request_id,
+    )
+
+
+def claim_one(
+    config: WorkerConfig, port: LedgerPort
+) -> tuple[common_pb2.ExecutionRequest, ledger_pb2.Run] | LedgerRefused | None:
+    """The first queued request of the configured runs this worker may claim (the claim repeats
+    every current check); else the last refusal, or None when nothing was queued."""
+    last: LedgerRefused | None = None
+    for run_id in config.run_ids:
+        try:
+            run = port.get_run(run_id).run
+            queued = port.queued(run_id)
+        except LedgerRefused as refused:
+            last = refused
+            continue
+        for request in queued:
+            wanted = config.execution_request_id
+            if wanted and request.execution_request_id != wanted:
+                continue
+            try:
+                return port.claim(request.execution_request_id, run, owner_instance()), run
+            except LedgerRefused as refused:  # claimed by another worker, expired, revoked...
+                last = refused
+    return last
+
+
+def claim_entry(port: LedgerPort, claimed: common_pb2.ExecutionRequest) -> common_pb2.JournalEntry:
+    """This claim's ``worker_claimed`` entry: the head the worker writes after. An entry someone
+    else appended since makes the first write stale, which stops the worker."""
+    for entry in reversed(port.journal(claimed.run_id)):
+        payload = json.loads(entry.payload_json)
+        if (
+            entry.kind == common_pb2.JOURNAL_ENTRY_KIND_WORKER_CLAIMED
+            and payload.get("execution_request_id") == claimed.execution_request_id
+            and payload.get("lease_generation") == claimed.lease.generation
+        ):
+            return entry
+    raise RuntimeError(f"no worker_claimed entry for {claimed.execution_request_id}")
+
+
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    pending = [error]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        pending += [e for e in (current.__cause__, current.__context__) if e is not None]
+        if isinstance(current, BaseExceptionGroup):
+            pending += list(current.exceptions)
+
+
+def failure_reason(error: BaseException) -> str:
+    """The machine-readable reason the worker fails the request with."""
+    causes = list(_causes(error))
+    if any(isinstance(e, UsageLimitExceeded) for e in causes):
+        return "usage_limit_exceeded"
+    if any(isinstance(e, ModelHTTPError) for e in causes):
+        return "provider_refused_request"  # the provider answered with an HTTP error
+    return "worker_error"
+
+
+def goal_claim(output: str, effects: SourceEffects) -> execution_pb2.GoalClaim.ValueType:
+    """The worker's own word: satisfied when the model gave its final answer and every command
+    it ran succeeded; not satisfied when a command failed. The ledger certifies separately."""
+    if any(ran["exit_code"] != 0 for ran in effects.ran):
+        return execution_pb2.GOAL_CLAIM_NOT_SATISFIED
+    if output.strip():
+        return execution_pb2.GOAL_CLAIM_SATISFIED
+    return execution_pb2.GOAL_CLAIM_UNKNOWN
+
+
+async def continue_run(
+    config: WorkerConfig, record: DerivedRecord, effects: JournalingEffects, calls: Calls
+) -> str:
+    """Resume ``record`` (its history, usage and original limits, no new prompt) and run the
+    next model turns against the configured provider; returns the final output."""
+    transport = JournalingTransport(effects.journal, calls, record.digest)
+    async with httpx2.AsyncClient(transport=transport, timeout=PROVIDER_TIMEOUT) as http:
+        # max_retries=0: the client never sends a request again by itself.
+        client = AsyncOpenAI(
+            api_key=config.provider_key,
+            base_url=config.provider_url,
+            max_retries=0,
+            http_client=http,
+        )
+        model = OpenAIChatModel(
+            config.model or record.provider["model"], provider=OpenAIProvider(openai_client=client)
+        )
+        journaled = JournalingModel(model, effects.journal, calls)
+        return await execute_agentic(continuation_task(record), journaled, effects)
+
+
+def evidence_store(config: WorkerConfig, port: LedgerPort) -> EvidenceStore:
+    if config.evidence_dir is not None:
+        return DirectoryEvidence(config.evidence_dir)
+    return JournalEvidence(port)
+
+
+def run_once(
+    config: WorkerConfig,
+    port: LedgerPort,
+    echo: Callable[[common_pb2.JournalEntry], None] | None = None,
+) -> Outcome:
+    """One pass (see the module docstring)."""
+    found = claim_one(config, port)
+    if not isinstance(found, tuple):
+        why = f": last refusal {found.rpc}: {found.reason}" if found is not None else ""
+        return Outcome(EXIT_NOTHING_TO_RUN, f"nothing to run in {', '.join(config.run_ids)}{why}")
+    claimed, _run = found
+    exr = claimed.execution_request_id
+    try:
+        claim = claim_entry(port, claimed)
+        if echo is not None:
+            echo(claim)
+        journal = Journal(port, claimed, claim.hash, echo)
+        try:
+            record = read_derived_checkpoint(port.blob(claimed.checkpoint_digest))
+        except (DomainError, ValueError) as unusable:  # not a checkpoint this worker resumes
+            port.fail(claimed, "checkpoint_refused")
+            return Outcome(EXIT_FAILED, f"failed {exr}: checkpoint_refused: {unusable}", exr)
+        return execute(config, port, claimed, journal, record)
+    except LedgerRefused as refused:
+        return stopped(refused, exr)
+
+
+def execute(
+    config: WorkerConfig,
+    port: LedgerPort,
+    claimed: common_pb2.ExecutionRequest,
+    journal: Journal,
+    record: DerivedRecord,
+) -> Outcome:
+    """Continue the claimed request and complete or fail it; a refused write raises
+    :class:`LedgerRefused` (from the ledger port) and nothing more is written."""
+    exr = claimed.execution_request_id
+    calls = Calls()
+    base = SourceEffects(
+        config.source_dir,
+        evidence_store(config, port),
+        config.granted_commands,
+        config.command_timeout_seconds,
+    )
+    effects = JournalingEffects(base, journal, calls)
+    try:
+        output = asyncio.run(continue_run(config, record, effects, calls))
+    except Exception as error:  # noqa: BLE001 - every end of the run is reported below
+        if journal.stopped is not None:
+            raise journal.stopped from None
+        reason = failure_reason(error)
+        port.fail(claimed, reason)
+        return Outcome(EXIT_FAILED, f"failed {exr}: {reason}: {error}", exr)
+    digest = sha256_digest(output.encode())
+    completion = port.complete(claimed, goal_claim(output, base), digest)
+    certification = completion.certification
+    verdict = "certified" if certification.certified else "not certified"
+    open_calls = ", ".join(certification.open_intent_call_ids)
+    claim_name = execution_pb2.GoalClaim.Name(completion.goal_claim)
+    return Outcome(
+        EXIT_COMPLETED,
+        f"completed {exr}: goal claim {claim_name.removeprefix('GOAL_CLAIM_').lower()}"
+        f"; journal {verdict}{f' (open intents: {open_calls})' if open_calls else ''}"
+        f"; completed rounds {completion.completed_rounds}",
+        exr,
+        completion,
+    )
