@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 import grpc
+from google.protobuf.message import Message
 
 from forge.continuity.v1 import candidate_pb2, candidate_pb2_grpc, common_pb2
 from services.candidate.domain import (
@@ -15,16 +17,12 @@ from services.candidate.domain import (
     CandidateSources,
     Handoff,
 )
-from services.candidate.domain.recovery import (
-    Caller,
-    never_claimed_candidate,
-    readonly_observation_candidate,
-    rejected_boundary_candidate,
-)
+from services.candidate.domain.recovery import Caller, recovery_candidate
 from services.candidate.recovery_proto import recovery_candidate_to_proto
-from services.candidate.roles import METHOD_ROLES, SERVICE
+from services.candidate.roles import SERVICE, method_roles
+from shared.continuity.recovery import WORKFLOWS, Workflow
 from shared.continuity.timeutil import utc_now
-from shared.contract.rejected_boundary_proto import reviewed_rejection
+from shared.contract.recovery_proto import declared_inputs, inputs_from_proto, message_classes
 from shared.contract.terms import DEFAULT_VERSION, VERSIONS, enum_number
 from shared.runtime.auth import Role, current_principal
 from shared.runtime.errors import FieldViolation, InvalidArgument, Unavailable
@@ -179,65 +177,58 @@ class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
             )
         return self._sources
 
-    def GetInvalidReadRecoveryCandidate(
-        self,
-        request: candidate_pb2.GetInvalidReadRecoveryCandidateRequest,
-        context: grpc.ServicerContext,
-    ) -> candidate_pb2.GetInvalidReadRecoveryCandidateResponse:
+    def recovery(self, workflow: Workflow, request: Any) -> Message:
+        """The candidate of one registered recovery workflow, answered in its own response."""
         for name in ("run_id", "request_id"):
             if not getattr(request, name):
                 raise _required(name)
-        candidate = never_claimed_candidate(
+        for name in declared_inputs(request.DESCRIPTOR, workflow):
+            if not request.HasField(name):
+                raise _required(name)
+        candidate = recovery_candidate(
+            workflow.name,
             self._require_sources(),
             request.run_id,
             request.request_id,
             _caller(),
+            inputs_from_proto(request, present_only=True),
             clock=self._clock,
         )
-        return candidate_pb2.GetInvalidReadRecoveryCandidateResponse(
-            candidate=recovery_candidate_to_proto(candidate)
+        _, response_class = message_classes(SERVICE, workflow.rpcs.candidate)
+        return response_class(
+            candidate=recovery_candidate_to_proto(
+                candidate, include_commit_inputs=request.include_commit_inputs
+            )
         )
 
-    def GetRejectedBoundaryCandidate(
-        self,
-        request: candidate_pb2.GetRejectedBoundaryCandidateRequest,
-        context: grpc.ServicerContext,
-    ) -> candidate_pb2.GetRejectedBoundaryCandidateResponse:
-        for name in ("run_id", "request_id"):
-            if not getattr(request, name):
-                raise _required(name)
-        if not request.HasField("reviewed_rejection"):
-            raise _required("reviewed_rejection")
-        candidate = rejected_boundary_candidate(
-            self._require_sources(),
-            request.run_id,
-            request.request_id,
-            _caller(),
-            reviewed_rejection(request.reviewed_rejection),
-            clock=self._clock,
-        )
-        return candidate_pb2.GetRejectedBoundaryCandidateResponse(
-            candidate=recovery_candidate_to_proto(candidate)
-        )
 
-    def GetReadonlyObservationCandidate(
-        self,
-        request: candidate_pb2.GetReadonlyObservationCandidateRequest,
-        context: grpc.ServicerContext,
-    ) -> candidate_pb2.GetReadonlyObservationCandidateResponse:
-        for name in ("run_id", "request_id"):
-            if not getattr(request, name):
-                raise _required(name)
-        candidate = readonly_observation_candidate(
-            self._require_sources(),
-            request.run_id,
-            request.request_id,
-            _caller(),
-            clock=self._clock,
+def _handlers(servicer: CandidateServicer) -> grpc.GenericRpcHandler:
+    """The invalid-read candidate, and one handler per registered recovery workflow's candidate
+    RPC: the workflow, not a hand-written method, answers it."""
+    method = SERVICE.methods_by_name["GetInvalidReadContinuityCandidate"]
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+        method.name: grpc.unary_unary_rpc_method_handler(
+            servicer.GetInvalidReadContinuityCandidate,
+            request_deserializer=candidate_pb2.GetInvalidReadContinuityCandidateRequest.FromString,
+            response_serializer=(
+                candidate_pb2.GetInvalidReadContinuityCandidateResponse.SerializeToString
+            ),
         )
-        return candidate_pb2.GetReadonlyObservationCandidateResponse(
-            candidate=recovery_candidate_to_proto(candidate)
+    }
+    for workflow in WORKFLOWS.values():
+        request_class, response_class = message_classes(SERVICE, workflow.rpcs.candidate)
+
+        def behaviour(
+            request: Any, context: grpc.ServicerContext, workflow: Workflow = workflow
+        ) -> Message:
+            return servicer.recovery(workflow, request)
+
+        handlers[workflow.rpcs.candidate.name] = grpc.unary_unary_rpc_method_handler(
+            behaviour,
+            request_deserializer=request_class.FromString,
+            response_serializer=response_class.SerializeToString,
         )
+    return grpc.method_handlers_generic_handler(SERVICE.full_name, handlers)
 
 
 def _caller() -> Caller:
@@ -245,9 +236,8 @@ def _caller() -> Caller:
     principal = current_principal()
     return Caller(
         identity=principal.identity,
-        has_authority=Role.FACTORY_ADMINISTRATOR in principal.roles,
+        roles=frozenset(role.value for role in principal.roles),
         recomputing=principal.roles == frozenset({Role.CONTINUITY_SERVICE}),
-        has_execution_authority=Role.EXECUTION_OPERATOR in principal.roles,
     )
 
 
@@ -259,12 +249,8 @@ def bindings(
     """The candidate service over ``sources`` (None: every evaluation is UNAVAILABLE)."""
     evaluator = CandidateEvaluator(sources, clock=clock) if sources is not None else None
     servicer = CandidateServicer(evaluator, sources, clock)
-    return [
-        ServiceBinding(
-            SERVICE,
-            lambda server: candidate_pb2_grpc.add_CandidateServiceServicer_to_server(
-                servicer, server
-            ),
-            METHOD_ROLES,
-        )
-    ]
+
+    def register(server: grpc.Server) -> None:
+        server.add_generic_rpc_handlers((_handlers(servicer),))
+
+    return [ServiceBinding(SERVICE, register, method_roles())]

@@ -186,7 +186,7 @@ def test_recover_read_back_resubmit_and_continue_from_the_separate_checkpoint(
     first = stack.admissions(ADA).RequestReadonlyObservationRecovery(observation(candidate))
     assert first.created
     outcome = first.outcome
-    assert outcome.workflow == admission_pb2.RECOVERY_WORKFLOW_READONLY_OBSERVATION
+    assert outcome.workflow == common_pb2.RECOVERY_WORKFLOW_READONLY_OBSERVATION
     assert outcome.actor == ADA_IDENTITY
     assert outcome.derived_checkpoint_digest == proof.derived_checkpoint_digest
     requeued = outcome.execution_request
