@@ -188,11 +188,11 @@ def test_a_report_of_the_wrong_kind_holds_the_candidate(
 
 def commit_in_ledger(
     stack: Stack, candidate: candidate_pb2.RecoveryCandidate, reviewed: ReviewedRejection
-) -> ledger_pb2.CommitInvalidReadRecoveryResponse:
+) -> ledger_pb2.CommitRecoveryResponse:
     """The ledger's commit as admission calls it after its checks passed: what changes after
     admission looked is judged by the ledger alone."""
-    return stack.ledger_stub("service-token").CommitInvalidReadRecovery(
-        ledger_pb2.CommitInvalidReadRecoveryRequest(
+    return stack.ledger_stub("service-token").CommitRecovery(
+        ledger_pb2.CommitRecoveryRequest(
             run_id="run-1",
             request_id="req-1",
             recovery_id="rec-1",
@@ -202,7 +202,7 @@ def commit_in_ledger(
             expected_head_hash=candidate.journal_head.hash,
             policy_revision=candidate.policy_revision,
             valid_for_seconds=900,
-            workflow="rejected_boundary",
+            workflow=common_pb2.RECOVERY_WORKFLOW_REJECTED_BOUNDARY,
             reviewed_rejection=reviewed_rejection_to_proto(reviewed),
             corrective_provider=CORRECTIVE,
         )
