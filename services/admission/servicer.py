@@ -205,7 +205,8 @@ def recovery_routes(workflow: RecoveryWorkflow, downstream: Downstream) -> dict[
         )
 
     def respond(submitted: Submitted[common_pb2.RecoveryOutcome]) -> Message:
-        return submit_messages[1](outcome=submitted.result, created=submitted.created)
+        response: Message = submit_messages[1](outcome=submitted.result, created=submitted.created)
+        return response
 
     def key(request: Any) -> RecoveryKey:
         return RecoveryKey(request.run_id, request.request_id, workflow.name)
@@ -215,7 +216,8 @@ def recovery_routes(workflow: RecoveryWorkflow, downstream: Downstream) -> dict[
         return downstream.stored_recovery(key).result
 
     def answer_read(outcome: common_pb2.RecoveryOutcome) -> Message:
-        return read_messages[1](outcome=outcome)
+        response: Message = read_messages[1](outcome=outcome)
+        return response
 
     submitted = submit_route(ADMINS, RecoverySubmission(workflow, downstream), translate, respond)
     saved = read_route(ANY_ROLE, read, key, answer_read)

@@ -9,7 +9,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
-from forge.continuity.v1 import candidate_pb2, candidate_pb2_grpc, common_pb2
+from forge.continuity.v1 import candidate_pb2, common_pb2
 from services.candidate.domain import (
     AdmissionInputs,
     Candidate,
@@ -131,7 +131,9 @@ def admission_inputs_to_proto(inputs: AdmissionInputs) -> candidate_pb2.InvalidR
     )
 
 
-class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
+class CandidateServicer:
+    """The candidate RPCs' behaviour; served by :func:`_handlers`."""
+
     def __init__(
         self,
         evaluator: CandidateEvaluator | None,
@@ -195,14 +197,15 @@ class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
             clock=self._clock,
         )
         _, response_class = message_classes(SERVICE, workflow.rpcs.candidate)
-        return response_class(
+        response: Message = response_class(
             candidate=recovery_candidate_to_proto(
                 candidate, include_commit_inputs=request.include_commit_inputs
             )
         )
+        return response
 
 
-def _handlers(servicer: CandidateServicer) -> grpc.GenericRpcHandler:
+def _handlers(servicer: CandidateServicer) -> Any:
     """The invalid-read candidate, and one handler per registered recovery workflow's candidate
     RPC: the workflow, not a hand-written method, answers it."""
     method = SERVICE.methods_by_name["GetInvalidReadContinuityCandidate"]

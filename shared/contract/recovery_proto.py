@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import descriptor_pool
-from google.protobuf.descriptor import Descriptor, ServiceDescriptor
+from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
@@ -105,7 +105,7 @@ def workflow_number(name: str) -> common_pb2.RecoveryWorkflow.ValueType:
     return common_pb2.RecoveryWorkflow.ValueType(recovery_workflow(name).number)
 
 
-def message_classes(service: ServiceDescriptor, rpc: Rpc) -> tuple[type[Message], type[Message]]:
+def message_classes(service: ServiceDescriptor, rpc: Rpc) -> tuple[Any, Any]:
     """The request and response classes of ``rpc``: the service's declaration, or the full
     names a workflow the contract does not declare gives."""
     method = service.methods_by_name.get(rpc.name)
@@ -118,7 +118,7 @@ def message_classes(service: ServiceDescriptor, rpc: Rpc) -> tuple[type[Message]
     )
 
 
-def declared_inputs(descriptor: Descriptor, workflow: Workflow) -> tuple[str, ...]:
+def declared_inputs(descriptor: Any, workflow: Workflow) -> tuple[str, ...]:
     """The contract fields of the workflow's inputs that a message declares."""
     return tuple(
         wire.field
@@ -141,7 +141,7 @@ def inputs_from_proto(
     return Inputs(derived=derived, **values)
 
 
-def inputs_to_proto(inputs: Inputs, descriptor: Descriptor) -> dict[str, Message]:
+def inputs_to_proto(inputs: Inputs, descriptor: Any) -> dict[str, Any]:
     """The fields of ``inputs`` a message of ``descriptor`` declares."""
     return {
         wire.field: wire.write(value)

@@ -130,4 +130,3 @@ DEFAULT_VERSION: Final = 1
 VERSION_BY_RECONSTRUCTION_ENUM: Final[Mapping[int, int]] = {
     version.reconstruction_version: number for number, version in VERSIONS.items()
 }
-

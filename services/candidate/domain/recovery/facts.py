@@ -42,6 +42,16 @@ class Caller:
     roles: frozenset[str]
     recomputing: bool = False
 
+    @property
+    def has_authority(self) -> bool:
+        """Current factory administrator authority."""
+        return "factory_administrator" in self.roles
+
+    @property
+    def has_execution_authority(self) -> bool:
+        """Current execution authority (the rejected boundary and the observation need both)."""
+        return "execution_operator" in self.roles
+
 
 @dataclass(frozen=True)
 class RecoveryFacts:
