@@ -33,7 +33,6 @@ from services.admission.domain import (
 from services.admission.driver import Stored, Submitted
 from shared.continuity.canonical import digest_of, sha256_digest
 from shared.continuity.recovery import INPUT_FIELDS, DerivedCheckpoint, Inputs, Workflow
-from shared.continuity.recovery import workflow as recovery_workflow
 from shared.runtime.errors import FailedPrecondition, NotFound
 
 OutcomeT = TypeVar("OutcomeT")
@@ -244,7 +243,3 @@ def derived_checkpoint(candidate: RecoveryCandidateView) -> DerivedCheckpoint:
         )
     return found
 
-
-def submission(name: str, port: RecoveryPort[Any]) -> RecoverySubmission:
-    """The submission of the workflow stored as ``name``."""
-    return RecoverySubmission(recovery_workflow(name), port)
