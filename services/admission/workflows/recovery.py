@@ -242,4 +242,3 @@ def derived_checkpoint(candidate: RecoveryCandidateView) -> DerivedCheckpoint:
             },
         )
     return found
-
