@@ -6,15 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from forge.continuity.v1 import (
-    admission_pb2,
     candidate_pb2,
     candidate_pb2_grpc,
     common_pb2,
     ledger_pb2,
     ledger_pb2_grpc,
-    reconstruction_pb2,
     reconstruction_pb2_grpc,
 )
 from services.admission.domain import HoldView
@@ -23,24 +22,20 @@ from services.admission.workflows.invalid_read import (
     AdmissionCommit,
     AdmissionKey,
     CandidateProof,
-    DerivedCheckpoint,
     InvalidReadCandidate,
 )
-from services.admission.workflows.readonly_observation import ObservationProofView
-from services.admission.workflows.recovery_base import (
-    ObservationBinding,
+from services.admission.workflows.recovery import (
     RecoveryCandidateView,
     RecoveryCommit,
     RecoveryKey,
 )
 from shared.continuity.idempotency import StoredAction
-from shared.continuity.rejected_boundary import ReviewedRejection
-from shared.contract.rejected_boundary_proto import (
-    corrective_provider_to_proto,
-    reviewed_rejection_to_proto,
-)
+from shared.continuity.recovery import DerivedCheckpoint, Inputs, Workflow
+from shared.contract.recovery_proto import inputs_to_proto, message_classes, workflow_number
 from shared.contract.terms import DIGEST_NAMES, enum_short_name
 from shared.runtime.client import call
+
+CANDIDATE_SERVICE = candidate_pb2.DESCRIPTOR.services_by_name["CandidateService"]
 
 
 def _digests(message: common_pb2.ContinuityDigests) -> dict[str, str]:
@@ -80,9 +75,9 @@ def _candidate(
         ),
         derived=(
             DerivedCheckpoint(
-                derived_checkpoint=derived.derived_checkpoint,
-                derived_checkpoint_digest=derived.derived_checkpoint_digest,
-                witness_digest=derived.witness_digest,
+                derived.derived_checkpoint,
+                derived.derived_checkpoint_digest,
+                derived.witness_digest,
             )
             if derived is not None
             else None
@@ -90,66 +85,36 @@ def _candidate(
     )
 
 
-#: The ledger's stored workflow names → the contract's RecoveryWorkflow.
-RECOVERY_WORKFLOWS = {
-    "never_claimed": admission_pb2.RECOVERY_WORKFLOW_NEVER_CLAIMED,
-    "rejected_boundary": admission_pb2.RECOVERY_WORKFLOW_REJECTED_BOUNDARY,
-    "readonly_observation": admission_pb2.RECOVERY_WORKFLOW_READONLY_OBSERVATION,
-}
-
-
-def recovery_outcome(saved: ledger_pb2.SavedRecovery) -> admission_pb2.RecoveryOutcome:
-    return admission_pb2.RecoveryOutcome(
-        run_id=saved.run_id,
-        request_id=saved.request_id,
-        recovery_id=saved.recovery_id,
-        workflow=RECOVERY_WORKFLOWS[saved.workflow],
-        actor=saved.actor,
-        execution_request=saved.execution_request,
-        witness_sequence=saved.witness_sequence,
-        event_sequence=saved.event_sequence,
-        created_at=saved.created_at,
-        settlement_sequence=saved.settlement_sequence,
-        reviewed_rejection_digest=saved.reviewed_rejection_digest,
-        derived_checkpoint_digest=saved.derived_checkpoint_digest,
-    )
-
-
 def _recovery_candidate_view(candidate: candidate_pb2.RecoveryCandidate) -> RecoveryCandidateView:
+    inputs = candidate.commit_inputs
     return RecoveryCandidateView(
         eligible=candidate.eligible,
         candidate_digest=candidate.candidate_digest,
         holds=tuple(_hold(hold) for hold in candidate.holds),
         policy_revision=candidate.policy_revision,
         journal_head_hash=candidate.journal_head.hash,
-        observation=(
-            _observation_proof(candidate.observation) if candidate.HasField("observation") else None
+        proven_checkpoint_digest=candidate.observation.derived_checkpoint_digest,
+        commit_inputs=(
+            DerivedCheckpoint(
+                inputs.derived_checkpoint, inputs.derived_checkpoint_digest, inputs.witness_digest
+            )
+            if candidate.HasField("commit_inputs")
+            else None
         ),
     )
 
 
-def _observation_proof(proof: candidate_pb2.ObservationProof) -> ObservationProofView:
-    return ObservationProofView(
-        pending_checkpoint_digest=proof.pending_checkpoint_digest,
-        consumed_response_digest=proof.consumed_response_digest,
-        consumed_at=proof.consumed_at,
-        retained_result_digests=dict(proof.retained_result_digests),
-        derived_checkpoint_digest=proof.derived_checkpoint_digest,
-        witness_digest=proof.witness_digest,
-    )
+def _stored_recovery(saved: common_pb2.RecoveryOutcome) -> Stored[common_pb2.RecoveryOutcome]:
+    return Stored(saved, StoredAction(saved.actor, saved.request_content_digest))
 
 
-def _stored_recovery(saved: ledger_pb2.SavedRecovery) -> Stored[admission_pb2.RecoveryOutcome]:
-    return Stored(recovery_outcome(saved), StoredAction(saved.actor, saved.request_content_digest))
-
-
-def _observation_fields(binding: ObservationBinding | None) -> dict[str, object]:
-    if binding is None:
+def _derived_fields(derived: DerivedCheckpoint | None) -> dict[str, Any]:
+    if derived is None:
         return {}
     return {
-        "derived_checkpoint": binding.derived_checkpoint,
-        "derived_checkpoint_digest": binding.derived_checkpoint_digest,
-        "observation_witness_digest": binding.witness_digest,
+        "derived_checkpoint": derived.content,
+        "derived_checkpoint_digest": derived.digest,
+        "observation_witness_digest": derived.witness_digest,
     }
 
 
@@ -209,77 +174,37 @@ class Downstream:
         )
         return Submitted(committed.ticket, committed.created)
 
-    # --- the never-claimed recovery's port ----------------------------------------------------
+    # --- the recovery workflows' port ----------------------------------------------------------
 
-    def stored_recovery(self, key: RecoveryKey) -> Stored[admission_pb2.RecoveryOutcome]:
+    def stored_recovery(self, key: RecoveryKey) -> Stored[common_pb2.RecoveryOutcome]:
         response: ledger_pb2.GetRecoveryResponse = call(
             self.ledger.GetRecovery,
             ledger_pb2.GetRecoveryRequest(
-                run_id=key.run_id, request_id=key.request_id, workflow=key.workflow
+                run_id=key.run_id, request_id=key.request_id, workflow=workflow_number(key.workflow)
             ),
         )
         return _stored_recovery(response.recovery)
 
-    def never_claimed_candidate(self, run_id: str, request_id: str) -> RecoveryCandidateView:
-        response: candidate_pb2.GetInvalidReadRecoveryCandidateResponse = call(
-            self.candidate.GetInvalidReadRecoveryCandidate,
-            candidate_pb2.GetInvalidReadRecoveryCandidateRequest(
-                run_id=run_id, request_id=request_id
-            ),
-        )
-        return _recovery_candidate_view(response.candidate)
-
-    def rejected_boundary_candidate(
-        self, run_id: str, request_id: str, review: ReviewedRejection
+    def recovery_candidate(
+        self, workflow: Workflow, run_id: str, request_id: str, inputs: Inputs
     ) -> RecoveryCandidateView:
-        response: candidate_pb2.GetRejectedBoundaryCandidateResponse = call(
-            self.candidate.GetRejectedBoundaryCandidate,
-            candidate_pb2.GetRejectedBoundaryCandidateRequest(
+        """The workflow's candidate from its own RPC, with the commit inputs it computed."""
+        request_class, _ = message_classes(CANDIDATE_SERVICE, workflow.rpcs.candidate)
+        response = call(
+            getattr(self.candidate, workflow.rpcs.candidate.name),
+            request_class(
                 run_id=run_id,
                 request_id=request_id,
-                reviewed_rejection=reviewed_rejection_to_proto(review),
+                include_commit_inputs=True,
+                **inputs_to_proto(inputs, request_class.DESCRIPTOR),
             ),
         )
         return _recovery_candidate_view(response.candidate)
 
-    def readonly_observation_candidate(self, run_id: str, request_id: str) -> RecoveryCandidateView:
-        response: candidate_pb2.GetReadonlyObservationCandidateResponse = call(
-            self.candidate.GetReadonlyObservationCandidate,
-            candidate_pb2.GetReadonlyObservationCandidateRequest(
-                run_id=run_id, request_id=request_id
-            ),
-        )
-        return _recovery_candidate_view(response.candidate)
-
-    def reconstruct_observation(
-        self,
-        derived_checkpoint: bytes,
-        raw_response: bytes,
-        consumed_at: str,
-        retained_results: Mapping[str, str],
-    ) -> ObservationBinding:
-        found: reconstruction_pb2.ReconstructReadonlyObservationResponse = call(
-            self.reconstruction.ReconstructReadonlyObservation,
-            reconstruction_pb2.ReconstructReadonlyObservationRequest(
-                derived_checkpoint=derived_checkpoint,
-                raw_response=raw_response,
-                consumed_at=consumed_at,
-                retained_results=[
-                    reconstruction_pb2.RetainedToolResult(call_id=call_id, result_json=result)
-                    for call_id, result in sorted(retained_results.items())
-                ],
-            ),
-        )
-        return ObservationBinding(
-            derived_checkpoint=found.derived_checkpoint,
-            derived_checkpoint_digest=found.derived_checkpoint_digest,
-            witness_digest=found.witness_digest,
-        )
-
-    def commit_recovery(self, recovery: RecoveryCommit) -> Submitted[admission_pb2.RecoveryOutcome]:
-        committed: ledger_pb2.CommitInvalidReadRecoveryResponse = call(
-            self.ledger.CommitInvalidReadRecovery,
-            ledger_pb2.CommitInvalidReadRecoveryRequest(
+    def commit_recovery(self, recovery: RecoveryCommit) -> Submitted[common_pb2.RecoveryOutcome]:
+        committed: ledger_pb2.CommitRecoveryResponse = call(
+            self.ledger.CommitRecovery,
+            ledger_pb2.CommitRecoveryRequest(
                 run_id=recovery.run_id,
                 request_id=recovery.request_id,
                 recovery_id=recovery.recovery_id,
@@ -289,16 +214,9 @@ class Downstream:
                 expected_head_hash=recovery.expected_head_hash,
                 policy_revision=recovery.policy_revision,
                 valid_for_seconds=recovery.valid_for_seconds,
-                workflow=recovery.workflow,
-                reviewed_rejection=(
-                    reviewed_rejection_to_proto(recovery.reviewed) if recovery.reviewed else None
-                ),
-                corrective_provider=(
-                    corrective_provider_to_proto(recovery.corrective)
-                    if recovery.corrective
-                    else None
-                ),
-                **_observation_fields(recovery.observation),  # type: ignore[arg-type]
+                workflow=workflow_number(recovery.workflow),
+                **inputs_to_proto(recovery.inputs, ledger_pb2.CommitRecoveryRequest.DESCRIPTOR),
+                **_derived_fields(recovery.inputs.derived),
             ),
         )
-        return Submitted(recovery_outcome(committed.recovery), committed.created)
+        return Submitted(committed.recovery, committed.created)

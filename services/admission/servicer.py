@@ -10,8 +10,8 @@ this very table (and of the candidate service's table) to the caller.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, TypedDict, TypeVar
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import Message
@@ -24,25 +24,17 @@ from services.admission.workflows.invalid_read import (
     ContinuityRequest,
     InvalidReadContinuity,
 )
-from services.admission.workflows.never_claimed import (
-    NeverClaimedRecovery,
-    NeverClaimedRequest,
+from services.admission.workflows.recovery import (
     RecoveryKey,
+    RecoveryRequest,
+    RecoverySubmission,
 )
-from services.admission.workflows.readonly_observation import (
-    ReadonlyObservationRecovery,
-    ReadonlyObservationRequest,
-)
-from services.admission.workflows.rejected_boundary import (
-    RejectedBoundaryRecovery,
-    RejectedBoundaryRequest,
-)
-from services.candidate.roles import METHOD_ROLES as CANDIDATE_ROLES
 from services.candidate.roles import SERVICE as CANDIDATE_SERVICE
-from shared.continuity.readonly_observation import READONLY_OBSERVATION
-from shared.continuity.rejected_boundary import REJECTED_BOUNDARY
-from shared.contract.rejected_boundary_proto import corrective_provider, reviewed_rejection
-from shared.contract.terms import DIGEST_NAMES, RECOVERY_ACKNOWLEDGEMENTS, VERSIONS
+from services.candidate.roles import method_roles as candidate_roles
+from shared.continuity.recovery import WORKFLOWS
+from shared.continuity.recovery import Workflow as RecoveryWorkflow
+from shared.contract.recovery_proto import inputs_from_proto, message_classes
+from shared.contract.terms import DIGEST_NAMES, VERSIONS
 from shared.runtime.auth import ANY_ROLE, Principal, Role, current_principal, decisions
 from shared.runtime.server import ServiceBinding, service_binding
 
@@ -74,6 +66,9 @@ class Route:
 
     roles: frozenset[Role]
     answer: Callable[[Any, Call], Message]
+    #: The message classes of an RPC the service does not declare (a registered recovery
+    #: workflow outside the contract, such as a test's own); None: the declaration's.
+    messages: tuple[type[Message], type[Message]] | None = None
 
 
 def submit_route(
@@ -114,7 +109,9 @@ def caller_permissions_route(table: Mapping[str, Route]) -> Route:
     def answer(request: admission_pb2.GetCallerPermissionsRequest, call: Call) -> Message:
         method_roles = {
             **{f"/{SERVICE.full_name}/{name}": route.roles for name, route in table.items()},
-            **{f"/{CANDIDATE_SERVICE.full_name}/{name}": r for name, r in CANDIDATE_ROLES.items()},
+            **{
+                f"/{CANDIDATE_SERVICE.full_name}/{name}": r for name, r in candidate_roles().items()
+            },
         }
         return admission_pb2.GetCallerPermissionsResponse(
             identity=call.principal.identity,
@@ -187,115 +184,46 @@ def _ticket_response(
     return admission_pb2.GetInvalidReadContinuityResponse(ticket=ticket)
 
 
-#: The three recovery submission messages; they share the fields ``_recovery_fields`` reads.
-_RecoverySubmission = (
-    admission_pb2.RequestInvalidReadRecoveryRequest
-    | admission_pb2.RequestRejectedBoundaryRecoveryRequest
-    | admission_pb2.RequestReadonlyObservationRecoveryRequest
-)
+def recovery_routes(workflow: RecoveryWorkflow, downstream: Downstream) -> dict[str, Route]:
+    """The submission and the read-back of one registered recovery workflow, translated from
+    its own messages by the fields every recovery message shares, the workflow's
+    acknowledgements and the inputs its messages declare."""
+    submit_messages = message_classes(SERVICE, workflow.rpcs.submit)
+    read_messages = message_classes(SERVICE, workflow.rpcs.read)
 
+    def translate(request: Any) -> RecoveryRequest:
+        return RecoveryRequest(
+            workflow=workflow.name,
+            run_id=request.run_id,
+            request_id=request.request_id,
+            recovery_id=request.recovery_id,
+            candidate_digest=request.candidate_digest,
+            valid_for_seconds=request.valid_for_seconds,
+            acknowledgements={name: getattr(request, name) for name in workflow.acknowledgements},
+            inputs=inputs_from_proto(request, present_only=False),
+        )
 
-class _RecoveryFields(TypedDict):
-    run_id: str
-    request_id: str
-    recovery_id: str
-    candidate_digest: str
-    valid_for_seconds: int
-    acknowledgements: Mapping[str, bool]
+    def respond(submitted: Submitted[common_pb2.RecoveryOutcome]) -> Message:
+        response: Message = submit_messages[1](outcome=submitted.result, created=submitted.created)
+        return response
 
+    def key(request: Any) -> RecoveryKey:
+        return RecoveryKey(request.run_id, request.request_id, workflow.name)
 
-def _recovery_fields(request: _RecoverySubmission, workflow: str) -> _RecoveryFields:
-    """The fields every recovery submission carries, with its workflow's acknowledgements."""
+    def read(key: RecoveryKey) -> common_pb2.RecoveryOutcome:
+        # The ledger's RECOVERY_NOT_FOUND is the read's answer for an unknown key.
+        return downstream.stored_recovery(key).result
+
+    def answer_read(outcome: common_pb2.RecoveryOutcome) -> Message:
+        response: Message = read_messages[1](outcome=outcome)
+        return response
+
+    submitted = submit_route(ADMINS, RecoverySubmission(workflow, downstream), translate, respond)
+    saved = read_route(ANY_ROLE, read, key, answer_read)
     return {
-        "run_id": request.run_id,
-        "request_id": request.request_id,
-        "recovery_id": request.recovery_id,
-        "candidate_digest": request.candidate_digest,
-        "valid_for_seconds": request.valid_for_seconds,
-        "acknowledgements": {
-            name: getattr(request, name) for name in RECOVERY_ACKNOWLEDGEMENTS[workflow]
-        },
+        workflow.rpcs.submit.name: replace(submitted, messages=submit_messages),
+        workflow.rpcs.read.name: replace(saved, messages=read_messages),
     }
-
-
-def _never_claimed_request(
-    request: admission_pb2.RequestInvalidReadRecoveryRequest,
-) -> NeverClaimedRequest:
-    return NeverClaimedRequest(**_recovery_fields(request, "never_claimed"))
-
-
-def _never_claimed_key(request: admission_pb2.GetInvalidReadRecoveryRequest) -> RecoveryKey:
-    return RecoveryKey(request.run_id, request.request_id)
-
-
-def _never_claimed_response(
-    submitted: Submitted[admission_pb2.RecoveryOutcome],
-) -> admission_pb2.RequestInvalidReadRecoveryResponse:
-    return admission_pb2.RequestInvalidReadRecoveryResponse(
-        outcome=submitted.result, created=submitted.created
-    )
-
-
-def _rejected_boundary_request(
-    request: admission_pb2.RequestRejectedBoundaryRecoveryRequest,
-) -> RejectedBoundaryRequest:
-    return RejectedBoundaryRequest(
-        review=reviewed_rejection(request.reviewed_rejection),
-        corrective=corrective_provider(request.corrective_provider),
-        **_recovery_fields(request, REJECTED_BOUNDARY),
-    )
-
-
-def _rejected_boundary_key(
-    request: admission_pb2.GetRejectedBoundaryRecoveryRequest,
-) -> RecoveryKey:
-    return RecoveryKey(request.run_id, request.request_id, REJECTED_BOUNDARY)
-
-
-def _rejected_boundary_response(
-    submitted: Submitted[admission_pb2.RecoveryOutcome],
-) -> admission_pb2.RequestRejectedBoundaryRecoveryResponse:
-    return admission_pb2.RequestRejectedBoundaryRecoveryResponse(
-        outcome=submitted.result, created=submitted.created
-    )
-
-
-def _rejected_boundary_read(
-    outcome: admission_pb2.RecoveryOutcome,
-) -> admission_pb2.GetRejectedBoundaryRecoveryResponse:
-    return admission_pb2.GetRejectedBoundaryRecoveryResponse(outcome=outcome)
-
-
-def _readonly_observation_request(
-    request: admission_pb2.RequestReadonlyObservationRecoveryRequest,
-) -> ReadonlyObservationRequest:
-    return ReadonlyObservationRequest(**_recovery_fields(request, READONLY_OBSERVATION))
-
-
-def _readonly_observation_key(
-    request: admission_pb2.GetReadonlyObservationRecoveryRequest,
-) -> RecoveryKey:
-    return RecoveryKey(request.run_id, request.request_id, READONLY_OBSERVATION)
-
-
-def _readonly_observation_response(
-    submitted: Submitted[admission_pb2.RecoveryOutcome],
-) -> admission_pb2.RequestReadonlyObservationRecoveryResponse:
-    return admission_pb2.RequestReadonlyObservationRecoveryResponse(
-        outcome=submitted.result, created=submitted.created
-    )
-
-
-def _readonly_observation_read(
-    outcome: admission_pb2.RecoveryOutcome,
-) -> admission_pb2.GetReadonlyObservationRecoveryResponse:
-    return admission_pb2.GetReadonlyObservationRecoveryResponse(outcome=outcome)
-
-
-def _recovery_response(
-    outcome: admission_pb2.RecoveryOutcome,
-) -> admission_pb2.GetInvalidReadRecoveryResponse:
-    return admission_pb2.GetInvalidReadRecoveryResponse(outcome=outcome)
 
 
 # --- the table --------------------------------------------------------------------------------
@@ -307,10 +235,6 @@ def routes(downstream: Downstream) -> dict[str, Route]:
     def saved_ticket(key: AdmissionKey) -> ledger_pb2.AdmissionTicket:
         # The ledger's ADMISSION_NOT_FOUND is the read's answer for an unknown key.
         return downstream.stored_ticket(key).result
-
-    def saved_recovery(key: RecoveryKey) -> admission_pb2.RecoveryOutcome:
-        # The ledger's RECOVERY_NOT_FOUND is the read's answer for an unknown key.
-        return downstream.stored_recovery(key).result
 
     table: dict[str, Route] = {
         "RequestInvalidReadContinuity": submit_route(
@@ -328,34 +252,9 @@ def routes(downstream: Downstream) -> dict[str, Route]:
         "GetInvalidReadContinuity": read_route(
             ANY_ROLE, saved_ticket, _admission_key, _ticket_response
         ),
-        "RequestInvalidReadRecovery": submit_route(
-            ADMINS,
-            NeverClaimedRecovery(downstream),
-            _never_claimed_request,
-            _never_claimed_response,
-        ),
-        "GetInvalidReadRecovery": read_route(
-            ANY_ROLE, saved_recovery, _never_claimed_key, _recovery_response
-        ),
-        "RequestRejectedBoundaryRecovery": submit_route(
-            ADMINS,
-            RejectedBoundaryRecovery(downstream),
-            _rejected_boundary_request,
-            _rejected_boundary_response,
-        ),
-        "GetRejectedBoundaryRecovery": read_route(
-            ANY_ROLE, saved_recovery, _rejected_boundary_key, _rejected_boundary_read
-        ),
-        "RequestReadonlyObservationRecovery": submit_route(
-            ADMINS,
-            ReadonlyObservationRecovery(downstream),
-            _readonly_observation_request,
-            _readonly_observation_response,
-        ),
-        "GetReadonlyObservationRecovery": read_route(
-            ANY_ROLE, saved_recovery, _readonly_observation_key, _readonly_observation_read
-        ),
     }
+    for workflow in WORKFLOWS.values():
+        table.update(recovery_routes(workflow, downstream))
     # Reads the finished table at call time, so it reports every route, itself included.
     table["GetCallerPermissions"] = caller_permissions_route(table)
     return table
@@ -369,11 +268,15 @@ def _behaviour(name: str, route: Route) -> Callable[[Message, grpc.ServicerConte
 
 
 def binding(table: Mapping[str, Route]) -> ServiceBinding:
-    """Serve ``table``; it must route exactly the service's RPCs (fail closed)."""
+    """Serve ``table``; it must route every RPC of the service (fail closed), and nothing else
+    but the RPCs of registered recovery workflows."""
     return service_binding(
         SERVICE,
         {name: route.roles for name, route in table.items()},
         lambda name: _behaviour(name, table[name]),
+        registered={
+            name: route.messages for name, route in table.items() if route.messages is not None
+        },
     )
 
 

@@ -319,7 +319,10 @@ class GrpcCandidateSources:
                 ],
             ),
         )
-        return Reconstruction(found.derived_checkpoint_digest, found.witness_digest)
+        # the bytes travel on: admission commits them without reconstructing again
+        return Reconstruction(
+            found.derived_checkpoint_digest, found.witness_digest, found.derived_checkpoint
+        )
 
     def reproduce_pending(self, derived_checkpoint: bytes) -> PendingReproduction:
         found = call(

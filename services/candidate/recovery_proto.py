@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from forge.continuity.v1 import candidate_pb2, common_pb2
-from services.candidate.domain.observation import ObservationProof
 from services.candidate.domain.recovery import RecoveryCandidate
+from services.candidate.domain.recovery.readonly_observation import ObservationProof
 from shared.contract.handoff_proto import admissibility_handoff_to_proto, hold_to_proto
 
 
-def recovery_candidate_to_proto(candidate: RecoveryCandidate) -> candidate_pb2.RecoveryCandidate:
+def recovery_candidate_to_proto(
+    candidate: RecoveryCandidate, *, include_commit_inputs: bool = False
+) -> candidate_pb2.RecoveryCandidate:
+    found = candidate.commit_inputs if include_commit_inputs else None
     return candidate_pb2.RecoveryCandidate(
         run_id=candidate.run_id,
         request_id=candidate.request_id,
@@ -29,6 +32,15 @@ def recovery_candidate_to_proto(candidate: RecoveryCandidate) -> candidate_pb2.R
             sequence=candidate.journal_head.sequence, hash=candidate.journal_head.hash
         ),
         observation=_observation(candidate.observation),
+        commit_inputs=(
+            candidate_pb2.CommitInputs(
+                derived_checkpoint=found.content,
+                derived_checkpoint_digest=found.digest,
+                witness_digest=found.witness_digest,
+            )
+            if found is not None
+            else None
+        ),
     )
 
 

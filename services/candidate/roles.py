@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from forge.continuity.v1 import candidate_pb2
+from shared.continuity.recovery import WORKFLOWS
 from shared.runtime.auth import Role
 
 SERVICE = candidate_pb2.DESCRIPTOR.services_by_name["CandidateService"]
@@ -19,10 +20,14 @@ OPERATORS = frozenset(
 )
 ADMINS = frozenset({Role.FACTORY_ADMINISTRATOR})
 
-METHOD_ROLES: Mapping[str, frozenset[Role]] = {
-    "GetInvalidReadContinuityCandidate": OPERATORS,
-    # Admission recomputes the recovery candidate under its service identity.
-    "GetInvalidReadRecoveryCandidate": ADMINS | {Role.CONTINUITY_SERVICE},
-    "GetRejectedBoundaryCandidate": ADMINS | {Role.CONTINUITY_SERVICE},
-    "GetReadonlyObservationCandidate": ADMINS | {Role.CONTINUITY_SERVICE},
-}
+
+def method_roles() -> Mapping[str, frozenset[Role]]:
+    """The table, with the candidate RPC of every registered recovery workflow."""
+    return {
+        "GetInvalidReadContinuityCandidate": OPERATORS,
+        # Admission recomputes each recovery candidate under its service identity.
+        **{
+            workflow.rpcs.candidate.name: ADMINS | {Role.CONTINUITY_SERVICE}
+            for workflow in WORKFLOWS.values()
+        },
+    }

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from functools import partial
+from typing import Any
 
 import grpc
+from google.protobuf.message import Message
 
-from forge.continuity.v1 import candidate_pb2, candidate_pb2_grpc, common_pb2
+from forge.continuity.v1 import candidate_pb2, common_pb2
 from services.candidate.domain import (
     Candidate,
     CandidateEvaluator,
@@ -16,17 +17,13 @@ from services.candidate.domain import (
     Handoff,
     Reconstruction,
 )
-from services.candidate.domain.recovery import (
-    Caller,
-    never_claimed_candidate,
-    readonly_observation_candidate,
-    rejected_boundary_candidate,
-)
+from services.candidate.domain.recovery import Caller, recovery_candidate
 from services.candidate.recovery_proto import recovery_candidate_to_proto
-from services.candidate.roles import METHOD_ROLES, SERVICE
+from services.candidate.roles import SERVICE, method_roles
+from shared.continuity.recovery import WORKFLOWS, Workflow
 from shared.continuity.timeutil import utc_now
 from shared.contract.handoff_proto import hold_to_proto
-from shared.contract.rejected_boundary_proto import reviewed_rejection
+from shared.contract.recovery_proto import declared_inputs, inputs_from_proto, message_classes
 from shared.contract.terms import DEFAULT_VERSION
 from shared.runtime.auth import Role, current_principal
 from shared.runtime.errors import Unavailable, field_required
@@ -114,15 +111,17 @@ def candidate_to_proto(candidate: Candidate) -> candidate_pb2.InvalidReadContinu
 
 def admission_inputs_to_proto(
     reconstruction: Reconstruction,
-) -> candidate_pb2.InvalidReadAdmissionInputs:
-    return candidate_pb2.InvalidReadAdmissionInputs(
+) -> candidate_pb2.CommitInputs:
+    return candidate_pb2.CommitInputs(
         derived_checkpoint=reconstruction.derived_checkpoint,
         derived_checkpoint_digest=reconstruction.derived_checkpoint_digest,
         witness_digest=reconstruction.witness_digest,
     )
 
 
-class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
+class CandidateServicer:
+    """The candidate RPCs' behaviour; served by :func:`_behaviour_of`."""
+
     def __init__(
         self,
         evaluator: CandidateEvaluator | None,
@@ -168,65 +167,44 @@ class CandidateServicer(candidate_pb2_grpc.CandidateServiceServicer):
             )
         return self._sources
 
-    def GetInvalidReadRecoveryCandidate(
-        self,
-        request: candidate_pb2.GetInvalidReadRecoveryCandidateRequest,
-        context: grpc.ServicerContext,
-    ) -> candidate_pb2.GetInvalidReadRecoveryCandidateResponse:
+    def recovery(self, workflow: Workflow, request: Any) -> Message:
+        """The candidate of one registered recovery workflow, answered in its own response."""
         for name in ("run_id", "request_id"):
             if not getattr(request, name):
                 raise field_required(name)
-        candidate = never_claimed_candidate(
+        for name in declared_inputs(request.DESCRIPTOR, workflow):
+            if not request.HasField(name):
+                raise field_required(name)
+        candidate = recovery_candidate(
+            workflow.name,
             self._require_sources(),
             request.run_id,
             request.request_id,
             _caller(),
+            inputs_from_proto(request, present_only=True),
             clock=self._clock,
         )
-        return candidate_pb2.GetInvalidReadRecoveryCandidateResponse(
-            candidate=recovery_candidate_to_proto(candidate)
+        _, response_class = message_classes(SERVICE, workflow.rpcs.candidate)
+        response: Message = response_class(
+            candidate=recovery_candidate_to_proto(
+                candidate, include_commit_inputs=request.include_commit_inputs
+            )
         )
+        return response
 
-    def GetRejectedBoundaryCandidate(
-        self,
-        request: candidate_pb2.GetRejectedBoundaryCandidateRequest,
-        context: grpc.ServicerContext,
-    ) -> candidate_pb2.GetRejectedBoundaryCandidateResponse:
-        for name in ("run_id", "request_id"):
-            if not getattr(request, name):
-                raise field_required(name)
-        if not request.HasField("reviewed_rejection"):
-            raise field_required("reviewed_rejection")
-        candidate = rejected_boundary_candidate(
-            self._require_sources(),
-            request.run_id,
-            request.request_id,
-            _caller(),
-            reviewed_rejection(request.reviewed_rejection),
-            clock=self._clock,
-        )
-        return candidate_pb2.GetRejectedBoundaryCandidateResponse(
-            candidate=recovery_candidate_to_proto(candidate)
-        )
 
-    def GetReadonlyObservationCandidate(
-        self,
-        request: candidate_pb2.GetReadonlyObservationCandidateRequest,
-        context: grpc.ServicerContext,
-    ) -> candidate_pb2.GetReadonlyObservationCandidateResponse:
-        for name in ("run_id", "request_id"):
-            if not getattr(request, name):
-                raise field_required(name)
-        candidate = readonly_observation_candidate(
-            self._require_sources(),
-            request.run_id,
-            request.request_id,
-            _caller(),
-            clock=self._clock,
-        )
-        return candidate_pb2.GetReadonlyObservationCandidateResponse(
-            candidate=recovery_candidate_to_proto(candidate)
-        )
+def _behaviour_of(servicer: CandidateServicer) -> Callable[[str], Any]:
+    """The invalid-read candidate, and each registered recovery workflow's candidate RPC: the
+    workflow, not a hand-written method, answers it."""
+    by_rpc = {workflow.rpcs.candidate.name: workflow for workflow in WORKFLOWS.values()}
+
+    def behaviour_of(name: str) -> Any:
+        workflow = by_rpc.get(name)
+        if workflow is None:
+            return getattr(servicer, name)
+        return lambda request, context: servicer.recovery(workflow, request)
+
+    return behaviour_of
 
 
 def _caller() -> Caller:
@@ -234,9 +212,8 @@ def _caller() -> Caller:
     principal = current_principal()
     return Caller(
         identity=principal.identity,
-        has_authority=Role.FACTORY_ADMINISTRATOR in principal.roles,
+        roles=frozenset(role.value for role in principal.roles),
         recomputing=principal.roles == frozenset({Role.CONTINUITY_SERVICE}),
-        has_execution_authority=Role.EXECUTION_OPERATOR in principal.roles,
     )
 
 
@@ -248,4 +225,8 @@ def bindings(
     """The candidate service over ``sources`` (None: every evaluation is UNAVAILABLE)."""
     evaluator = CandidateEvaluator(sources, clock=clock) if sources is not None else None
     servicer = CandidateServicer(evaluator, sources, clock)
-    return [service_binding(SERVICE, METHOD_ROLES, partial(getattr, servicer))]
+    registered = {
+        workflow.rpcs.candidate.name: message_classes(SERVICE, workflow.rpcs.candidate)
+        for workflow in WORKFLOWS.values()
+    }
+    return [service_binding(SERVICE, method_roles(), _behaviour_of(servicer), registered)]

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
 from forge.continuity.v1 import candidate_pb2, common_pb2
-from shared.contract.rejected_boundary_proto import corrective_provider as corrective
-from shared.contract.rejected_boundary_proto import reviewed_rejection as reviewed
+from shared.contract.recovery_proto import corrective_provider as corrective
+from shared.contract.recovery_proto import reviewed_rejection as reviewed
 from shared.contract.terms import DIGEST_NAMES, MAX_WINDOW_SECONDS, SUPPORTED_VERSIONS, VERSIONS
 from shared.runtime.errors import FieldViolation, InvalidArgument
 
@@ -153,7 +153,7 @@ def recovery_candidate_digest(candidate_digest: object) -> str:
 
 
 def check_reviewed_rejection(reviewed_rejection: object) -> None:
-    if not isinstance(reviewed_rejection, candidate_pb2.ReviewedProviderRejectionV1):
+    if not isinstance(reviewed_rejection, common_pb2.ReviewedProviderRejectionV1):
         _refuse(
             "FIELD_INVALID",
             "reviewed_rejection must be a ReviewedProviderRejectionV1",
@@ -163,11 +163,11 @@ def check_reviewed_rejection(reviewed_rejection: object) -> None:
 
 
 def check_corrective_provider(
-    corrective_provider: object, reviewed_rejection: candidate_pb2.ReviewedProviderRejectionV1
+    corrective_provider: object, reviewed_rejection: common_pb2.ReviewedProviderRejectionV1
 ) -> None:
     """The corrective provider configuration, locally as admission judges it: present, well
     formed, and not the rejected epoch again (the stored document is checked at commit)."""
-    if not isinstance(corrective_provider, candidate_pb2.CorrectiveProviderConfigurationV1):
+    if not isinstance(corrective_provider, common_pb2.CorrectiveProviderConfigurationV1):
         _refuse(
             "CORRECTIVE_PROVIDER_INVALID",
             "corrective_provider must be a CorrectiveProviderConfigurationV1",

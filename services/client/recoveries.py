@@ -1,13 +1,19 @@
-"""The recovery workflows, thin wrappers: each has a candidate, a submission and a read-back.
+"""The recovery workflows: one generic set of calls that routes by workflow through the
+recovery-workflow registry (``shared.continuity.recovery``: each workflow's RPCs and
+acknowledgements), and thin wrappers with the spec's method names.
 
 Each submission is validated locally (identifiers, its acknowledgements exactly ``True``, the
-window, the candidate digest) before it is sent; the acknowledgement names come from
-``shared.contract.terms.RECOVERY_ACKNOWLEDGEMENTS``.
+window, the candidate digest, then the inputs the workflow carries) before it is sent.
 """
 
 from __future__ import annotations
 
-from forge.continuity.v1 import admission_pb2, candidate_pb2
+from collections.abc import Mapping
+from typing import Any
+
+from google.protobuf.message import Message
+
+from forge.continuity.v1 import admission_pb2, candidate_pb2, common_pb2
 from services.client._base import ClientBase, invoke
 from services.client._validation import (
     check_corrective_provider,
@@ -16,26 +22,91 @@ from services.client._validation import (
     check_reviewed_rejection,
     in_contract_order,
 )
-from shared.contract.terms import RECOVERY_ACKNOWLEDGEMENTS
+from shared.continuity.recovery import workflow as recovery_workflow
+from shared.contract.recovery_proto import message_classes
+
+CANDIDATE = candidate_pb2.DESCRIPTOR.services_by_name["CandidateService"]
+ADMISSION = admission_pb2.DESCRIPTOR.services_by_name["AdmissionService"]
 
 
-def _acknowledged(workflow: str) -> dict[str, bool]:
-    """Every acknowledgement of ``workflow`` set to True (sent only after validation)."""
-    return dict.fromkeys(RECOVERY_ACKNOWLEDGEMENTS[workflow], True)
+def _check_inputs(inputs: Mapping[str, Any]) -> None:
+    """The local checks of the inputs a workflow carries, by their contract names."""
+    if "reviewed_rejection" in inputs:
+        check_reviewed_rejection(inputs["reviewed_rejection"])
+        if "corrective_provider" in inputs:
+            check_corrective_provider(inputs["corrective_provider"], inputs["reviewed_rejection"])
 
 
-class NeverClaimedRecoveryCalls(ClientBase):
+class RecoveryCalls(ClientBase):
+    """The calls every recovery workflow has, by the workflow's stored name."""
+
+    def _recovery_candidate(
+        self, name: str, run_id: str, request_id: str, **inputs: Message
+    ) -> candidate_pb2.RecoveryCandidate:
+        rpc = recovery_workflow(name).rpcs.candidate
+        check_identifiers(run_id=run_id, request_id=request_id)
+        _check_inputs(inputs)
+        request_class, _ = message_classes(CANDIDATE, rpc)
+        request = request_class(run_id=run_id, request_id=request_id, **inputs)
+        candidate: candidate_pb2.RecoveryCandidate = invoke(
+            getattr(self._candidate, rpc.name), request
+        ).candidate
+        return candidate
+
+    def _request_recovery(
+        self,
+        name: str,
+        run_id: str,
+        request_id: str,
+        recovery_id: str,
+        *,
+        candidate_digest: str | candidate_pb2.RecoveryCandidate,
+        valid_for_seconds: int,
+        acknowledgements: Mapping[str, bool],
+        **inputs: Message,
+    ) -> Any:
+        workflow = recovery_workflow(name)
+        digest = check_recovery(
+            run_id,
+            request_id,
+            recovery_id,
+            candidate_digest,
+            valid_for_seconds,
+            in_contract_order(workflow.acknowledgements, acknowledgements),
+        )
+        _check_inputs(inputs)
+        rpc = workflow.rpcs.submit
+        request_class, _ = message_classes(ADMISSION, rpc)
+        request = request_class(
+            run_id=run_id,
+            request_id=request_id,
+            recovery_id=recovery_id,
+            candidate_digest=digest,
+            valid_for_seconds=valid_for_seconds,
+            # every acknowledgement, sent only after validation
+            **dict.fromkeys(workflow.acknowledgements, True),
+            **inputs,
+        )
+        return invoke(getattr(self._admission, rpc.name), request)
+
+    def _recovery(self, name: str, run_id: str, request_id: str) -> common_pb2.RecoveryOutcome:
+        rpc = recovery_workflow(name).rpcs.read
+        check_identifiers(run_id=run_id, request_id=request_id)
+        request_class, _ = message_classes(ADMISSION, rpc)
+        outcome: common_pb2.RecoveryOutcome = invoke(
+            getattr(self._admission, rpc.name), request_class(run_id=run_id, request_id=request_id)
+        ).outcome
+        return outcome
+
+
+class NeverClaimedRecoveryCalls(RecoveryCalls):
     """Never-claimed failed-request recovery."""
 
     def invalid_read_recovery_candidate(
         self, run_id: str, request_id: str
     ) -> candidate_pb2.RecoveryCandidate:
         """The never-claimed failed-request recovery candidate (factory administrator)."""
-        check_identifiers(run_id=run_id, request_id=request_id)
-        request = candidate_pb2.GetInvalidReadRecoveryCandidateRequest(
-            run_id=run_id, request_id=request_id
-        )
-        return invoke(self._candidate.GetInvalidReadRecoveryCandidate, request).candidate
+        return self._recovery_candidate("never_claimed", run_id, request_id)
 
     def request_invalid_read_recovery(
         self,
@@ -52,58 +123,40 @@ class NeverClaimedRecoveryCalls(ClientBase):
     ) -> admission_pb2.RequestInvalidReadRecoveryResponse:
         """Submit the never-claimed recovery once; keep ``recovery_id`` and read it back with
         :meth:`invalid_read_recovery` after a lost response."""
-        workflow = "never_claimed"
-        digest = check_recovery(
+        response: admission_pb2.RequestInvalidReadRecoveryResponse = self._request_recovery(
+            "never_claimed",
             run_id,
             request_id,
             recovery_id,
-            candidate_digest,
-            valid_for_seconds,
-            in_contract_order(
-                RECOVERY_ACKNOWLEDGEMENTS[workflow],
-                {
-                    "acknowledge_never_claimed": acknowledge_never_claimed,
-                    "acknowledge_same_request_and_attempt": acknowledge_same_request_and_attempt,
-                    "acknowledge_budgets_charged": acknowledge_budgets_charged,
-                    "acknowledge_same_attempt_lease": acknowledge_same_attempt_lease,
-                },
-            ),
+            candidate_digest=candidate_digest,
+            valid_for_seconds=valid_for_seconds,
+            acknowledgements={
+                "acknowledge_never_claimed": acknowledge_never_claimed,
+                "acknowledge_same_request_and_attempt": acknowledge_same_request_and_attempt,
+                "acknowledge_budgets_charged": acknowledge_budgets_charged,
+                "acknowledge_same_attempt_lease": acknowledge_same_attempt_lease,
+            },
         )
-        return invoke(
-            self._admission.RequestInvalidReadRecovery,
-            admission_pb2.RequestInvalidReadRecoveryRequest(
-                run_id=run_id,
-                request_id=request_id,
-                recovery_id=recovery_id,
-                candidate_digest=digest,
-                valid_for_seconds=valid_for_seconds,
-                **_acknowledged(workflow),
-            ),
-        )
+        return response
 
-    def invalid_read_recovery(self, run_id: str, request_id: str) -> admission_pb2.RecoveryOutcome:
+    def invalid_read_recovery(self, run_id: str, request_id: str) -> common_pb2.RecoveryOutcome:
         """The saved never-claimed recovery of a request."""
-        check_identifiers(run_id=run_id, request_id=request_id)
-        request = admission_pb2.GetInvalidReadRecoveryRequest(run_id=run_id, request_id=request_id)
-        return invoke(self._admission.GetInvalidReadRecovery, request).outcome
+        return self._recovery("never_claimed", run_id, request_id)
 
 
-class RejectedBoundaryRecoveryCalls(ClientBase):
+class RejectedBoundaryRecoveryCalls(RecoveryCalls):
     """Provider refusal before admission, from an administrator-reviewed rejection."""
 
     def rejected_boundary_recovery_candidate(
         self,
         run_id: str,
         request_id: str,
-        reviewed_rejection: candidate_pb2.ReviewedProviderRejectionV1,
+        reviewed_rejection: common_pb2.ReviewedProviderRejectionV1,
     ) -> candidate_pb2.RecoveryCandidate:
         """The provider-refusal candidate computed from an administrator-reviewed rejection."""
-        check_identifiers(run_id=run_id, request_id=request_id)
-        check_reviewed_rejection(reviewed_rejection)
-        request = candidate_pb2.GetRejectedBoundaryCandidateRequest(
-            run_id=run_id, request_id=request_id, reviewed_rejection=reviewed_rejection
+        return self._recovery_candidate(
+            "rejected_boundary", run_id, request_id, reviewed_rejection=reviewed_rejection
         )
-        return invoke(self._candidate.GetRejectedBoundaryCandidate, request).candidate
 
     def request_rejected_boundary_recovery(
         self,
@@ -112,74 +165,49 @@ class RejectedBoundaryRecoveryCalls(ClientBase):
         recovery_id: str,
         *,
         candidate_digest: str | candidate_pb2.RecoveryCandidate,
-        reviewed_rejection: candidate_pb2.ReviewedProviderRejectionV1,
+        reviewed_rejection: common_pb2.ReviewedProviderRejectionV1,
         valid_for_seconds: int,
         acknowledge_reviewed_provider_epoch: bool,
         acknowledge_no_response_or_tool_replay: bool,
         acknowledge_same_request_and_budgets: bool,
         acknowledge_finite_ownership_lease: bool,
-        corrective_provider: candidate_pb2.CorrectiveProviderConfigurationV1,
+        corrective_provider: common_pb2.CorrectiveProviderConfigurationV1,
     ) -> admission_pb2.RequestRejectedBoundaryRecoveryResponse:
         """Submit the reviewed provider-refusal recovery once (RejectedBoundaryRecoveryInputV1)
         under the corrective provider configuration the request is sent under next."""
-        workflow = "rejected_boundary"
-        digest = check_recovery(
+        response: admission_pb2.RequestRejectedBoundaryRecoveryResponse = self._request_recovery(
+            "rejected_boundary",
             run_id,
             request_id,
             recovery_id,
-            candidate_digest,
-            valid_for_seconds,
-            in_contract_order(
-                RECOVERY_ACKNOWLEDGEMENTS[workflow],
-                {
-                    "acknowledge_reviewed_provider_epoch": acknowledge_reviewed_provider_epoch,
-                    "acknowledge_no_response_or_tool_replay": (
-                        acknowledge_no_response_or_tool_replay
-                    ),
-                    "acknowledge_same_request_and_budgets": acknowledge_same_request_and_budgets,
-                    "acknowledge_finite_ownership_lease": acknowledge_finite_ownership_lease,
-                },
-            ),
+            candidate_digest=candidate_digest,
+            valid_for_seconds=valid_for_seconds,
+            acknowledgements={
+                "acknowledge_reviewed_provider_epoch": acknowledge_reviewed_provider_epoch,
+                "acknowledge_no_response_or_tool_replay": acknowledge_no_response_or_tool_replay,
+                "acknowledge_same_request_and_budgets": acknowledge_same_request_and_budgets,
+                "acknowledge_finite_ownership_lease": acknowledge_finite_ownership_lease,
+            },
+            reviewed_rejection=reviewed_rejection,
+            corrective_provider=corrective_provider,
         )
-        check_reviewed_rejection(reviewed_rejection)
-        check_corrective_provider(corrective_provider, reviewed_rejection)
-        return invoke(
-            self._admission.RequestRejectedBoundaryRecovery,
-            admission_pb2.RequestRejectedBoundaryRecoveryRequest(
-                run_id=run_id,
-                request_id=request_id,
-                recovery_id=recovery_id,
-                candidate_digest=digest,
-                reviewed_rejection=reviewed_rejection,
-                valid_for_seconds=valid_for_seconds,
-                corrective_provider=corrective_provider,
-                **_acknowledged(workflow),
-            ),
-        )
+        return response
 
     def rejected_boundary_recovery(
         self, run_id: str, request_id: str
-    ) -> admission_pb2.RecoveryOutcome:
+    ) -> common_pb2.RecoveryOutcome:
         """The saved provider-refusal recovery of a request."""
-        check_identifiers(run_id=run_id, request_id=request_id)
-        request = admission_pb2.GetRejectedBoundaryRecoveryRequest(
-            run_id=run_id, request_id=request_id
-        )
-        return invoke(self._admission.GetRejectedBoundaryRecovery, request).outcome
+        return self._recovery("rejected_boundary", run_id, request_id)
 
 
-class ReadonlyObservationRecoveryCalls(ClientBase):
+class ReadonlyObservationRecoveryCalls(RecoveryCalls):
     """Read-only observation recovery."""
 
     def readonly_observation_recovery_candidate(
         self, run_id: str, request_id: str
     ) -> candidate_pb2.RecoveryCandidate:
         """The read-only observation recovery candidate (factory administrator)."""
-        check_identifiers(run_id=run_id, request_id=request_id)
-        request = candidate_pb2.GetReadonlyObservationCandidateRequest(
-            run_id=run_id, request_id=request_id
-        )
-        return invoke(self._candidate.GetReadonlyObservationCandidate, request).candidate
+        return self._recovery_candidate("readonly_observation", run_id, request_id)
 
     def request_readonly_observation_recovery(
         self,
@@ -195,45 +223,28 @@ class ReadonlyObservationRecoveryCalls(ClientBase):
         acknowledge_finite_ownership_lease: bool,
     ) -> admission_pb2.RequestReadonlyObservationRecoveryResponse:
         """Submit the read-only observation recovery once (ReadonlyObservationRecoveryInputV1)."""
-        workflow = "readonly_observation"
-        digest = check_recovery(
+        response: admission_pb2.RequestReadonlyObservationRecoveryResponse = self._request_recovery(
+            "readonly_observation",
             run_id,
             request_id,
             recovery_id,
-            candidate_digest,
-            valid_for_seconds,
-            in_contract_order(
-                RECOVERY_ACKNOWLEDGEMENTS[workflow],
-                {
-                    "acknowledge_unavailable_observation": acknowledge_unavailable_observation,
-                    "acknowledge_no_original_callback_replay": (
-                        acknowledge_no_original_callback_replay
-                    ),
-                    "acknowledge_same_request_attempt_and_budgets": (
-                        acknowledge_same_request_attempt_and_budgets
-                    ),
-                    "acknowledge_finite_ownership_lease": acknowledge_finite_ownership_lease,
-                },
-            ),
+            candidate_digest=candidate_digest,
+            valid_for_seconds=valid_for_seconds,
+            acknowledgements={
+                "acknowledge_unavailable_observation": acknowledge_unavailable_observation,
+                "acknowledge_no_original_callback_replay": (
+                    acknowledge_no_original_callback_replay
+                ),
+                "acknowledge_same_request_attempt_and_budgets": (
+                    acknowledge_same_request_attempt_and_budgets
+                ),
+                "acknowledge_finite_ownership_lease": acknowledge_finite_ownership_lease,
+            },
         )
-        return invoke(
-            self._admission.RequestReadonlyObservationRecovery,
-            admission_pb2.RequestReadonlyObservationRecoveryRequest(
-                run_id=run_id,
-                request_id=request_id,
-                recovery_id=recovery_id,
-                candidate_digest=digest,
-                valid_for_seconds=valid_for_seconds,
-                **_acknowledged(workflow),
-            ),
-        )
+        return response
 
     def readonly_observation_recovery(
         self, run_id: str, request_id: str
-    ) -> admission_pb2.RecoveryOutcome:
+    ) -> common_pb2.RecoveryOutcome:
         """The saved read-only observation recovery of a request."""
-        check_identifiers(run_id=run_id, request_id=request_id)
-        request = admission_pb2.GetReadonlyObservationRecoveryRequest(
-            run_id=run_id, request_id=request_id
-        )
-        return invoke(self._admission.GetReadonlyObservationRecovery, request).outcome
+        return self._recovery("readonly_observation", run_id, request_id)

@@ -71,7 +71,7 @@ def refusal_story(
     def submit(
         recovery_id: str,
         digest: str = recovery.candidate_digest,
-        corrective: candidate_pb2.CorrectiveProviderConfigurationV1 = corrective,
+        corrective: common_pb2.CorrectiveProviderConfigurationV1 = corrective,
     ) -> admission_pb2.RequestRejectedBoundaryRecoveryResponse:
         response: admission_pb2.RequestRejectedBoundaryRecoveryResponse = (
             admission.RequestRejectedBoundaryRecovery(
@@ -93,7 +93,7 @@ def refusal_story(
         return response
 
     step("Submitting under the rejected provider epoch again is refused: it names no correction")
-    unchanged = candidate_pb2.CorrectiveProviderConfigurationV1(
+    unchanged = common_pb2.CorrectiveProviderConfigurationV1(
         provider_epoch=review.provider_epoch,
         configuration_digest=corrective.configuration_digest,
     )
@@ -183,9 +183,7 @@ def _admitted_with_recovery_enabled(
 
 def _pinned_evidence(
     writer: ledger_pb2_grpc.LedgerServiceStub, source_revision: str, sent: SentRequest
-) -> tuple[
-    candidate_pb2.ReviewedProviderRejectionV1, candidate_pb2.CorrectiveProviderConfigurationV1
-]:
+) -> tuple[common_pb2.ReviewedProviderRejectionV1, common_pb2.CorrectiveProviderConfigurationV1]:
     """The administrator's review with its two stored reports, and the corrective provider
     configuration the action names."""
     # Each pinned report names the source revision, executable and provider epoch it was made for.
@@ -205,7 +203,7 @@ def _pinned_evidence(
         stored({"kind": kind, **made_for})
         for kind in ("source_validator_report", "executable_probe_report")
     ]
-    review = candidate_pb2.ReviewedProviderRejectionV1(
+    review = common_pb2.ReviewedProviderRejectionV1(
         provider_epoch="demo-epoch-1",
         wire_digest=sent.request.wire_digest,
         wire_length=sent.request.wire_length,
@@ -219,7 +217,7 @@ def _pinned_evidence(
     )
     # The rejected epoch's evidence does not show the provider accepts the request now: the
     # action names the corrected configuration, stored as a document the ledger checks at commit.
-    corrective = candidate_pb2.CorrectiveProviderConfigurationV1(
+    corrective = common_pb2.CorrectiveProviderConfigurationV1(
         provider_epoch="demo-epoch-2",
         configuration_digest=stored(
             {

@@ -6,14 +6,28 @@ from collections.abc import Callable
 
 from forge.continuity.v1 import common_pb2, ledger_pb2
 from services.ledger.domain.execution import ExecutionRequestRecord
-from services.ledger.domain.recoveries import NEVER_CLAIMED
-from services.ledger.transactions.readonly_observation import ObservationInput
 from services.ledger.transactions.recovery_input import Recovery, RecoveryInput
+from shared.continuity.recovery import WORKFLOWS, DerivedCheckpoint
 from shared.continuity.timeutil import to_timestamp
-from shared.contract.rejected_boundary_proto import corrective_provider, reviewed_rejection
+from shared.contract.recovery_proto import inputs_from_proto, workflow_number
 
 
-def recovery_input(request: ledger_pb2.CommitInvalidReadRecoveryRequest) -> RecoveryInput:
+def workflow_name(number: int) -> str:
+    """The stored name of a contract ``RecoveryWorkflow`` value ("" when none is registered:
+    the transaction refuses it as not submittable, the read as an unknown workflow)."""
+    return next((w.name for w in WORKFLOWS.values() if w.number == number), "")
+
+
+def recovery_input(request: ledger_pb2.CommitRecoveryRequest) -> RecoveryInput:
+    derived = (
+        DerivedCheckpoint(
+            content=request.derived_checkpoint,
+            digest=request.derived_checkpoint_digest,
+            witness_digest=request.observation_witness_digest,
+        )
+        if request.derived_checkpoint or request.derived_checkpoint_digest
+        else None
+    )
     return RecoveryInput(
         run_id=request.run_id,
         request_id=request.request_id,
@@ -24,40 +38,22 @@ def recovery_input(request: ledger_pb2.CommitInvalidReadRecoveryRequest) -> Reco
         expected_head_hash=request.expected_head_hash,
         policy_revision=request.policy_revision,
         valid_for_seconds=request.valid_for_seconds,
-        workflow=request.workflow or NEVER_CLAIMED,
-        reviewed=(
-            reviewed_rejection(request.reviewed_rejection)
-            if request.HasField("reviewed_rejection")
-            else None
-        ),
-        corrective=(
-            corrective_provider(request.corrective_provider)
-            if request.HasField("corrective_provider")
-            else None
-        ),
-        observation=(
-            ObservationInput(
-                derived_checkpoint=request.derived_checkpoint,
-                derived_checkpoint_digest=request.derived_checkpoint_digest,
-                witness_digest=request.observation_witness_digest,
-            )
-            if request.derived_checkpoint or request.derived_checkpoint_digest
-            else None
-        ),
+        workflow=workflow_name(request.workflow),
+        inputs=inputs_from_proto(request, present_only=True, derived=derived),
     )
 
 
 def recovery_to_proto(
     found: Recovery,
     execution_request: Callable[[ExecutionRequestRecord], common_pb2.ExecutionRequest],
-) -> ledger_pb2.SavedRecovery:
+) -> common_pb2.RecoveryOutcome:
     """The saved record, field by field, with its execution request as it is now."""
     saved = found.recovery
-    return ledger_pb2.SavedRecovery(
+    return common_pb2.RecoveryOutcome(
         run_id=saved.run_id,
         request_id=saved.request_id,
         recovery_id=saved.recovery_id,
-        workflow=saved.workflow,
+        workflow=workflow_number(saved.workflow),
         actor=saved.actor,
         execution_request=execution_request(found.execution_request),
         witness_sequence=saved.witness_sequence,

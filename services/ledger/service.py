@@ -161,12 +161,9 @@ class Ledger:
 
     # --- recoveries -----------------------------------------------------------------------------
 
-    def commit_never_claimed_recovery(self, request: RecoveryInput) -> Recovery:
-        return recovery.commit_never_claimed(self._context, self._authority, request)
-
     def commit_recovery(self, request: RecoveryInput) -> Recovery:
-        """Any submittable recovery workflow (``request.workflow``); one transaction."""
-        return recovery.commit_never_claimed(self._context, self._authority, request)
+        """Any registered recovery workflow (``request.workflow``); one transaction."""
+        return recovery.commit_recovery(self._context, self._authority, request)
 
     def get_recovery(self, run_id: str, request_id: str, workflow: str) -> Recovery:
         return recovery.get(self._context, run_id, request_id, workflow)

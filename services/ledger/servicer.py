@@ -29,7 +29,7 @@ from services.ledger.inspection_proto import inspection_to_proto
 from services.ledger.policy_servicer import PolicyServicer
 from services.ledger.proto_convert import execution_request_to_proto, policy_to_proto
 from services.ledger.reconciliation_servicer import ReconciliationServicer
-from services.ledger.recovery_proto import recovery_input, recovery_to_proto
+from services.ledger.recovery_proto import recovery_input, recovery_to_proto, workflow_name
 from services.ledger.service import Ledger
 from services.ledger.transactions.admission import Admission
 from services.ledger.transactions.snapshot import SnapshotBlob, SnapshotHeader
@@ -296,11 +296,11 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         found = self._ledger.get_admission(request.run_id, request.request_id)
         return ledger_pb2.GetAdmissionResponse(ticket=admission_to_proto(found))
 
-    def CommitInvalidReadRecovery(
-        self, request: ledger_pb2.CommitInvalidReadRecoveryRequest, context: grpc.ServicerContext
-    ) -> ledger_pb2.CommitInvalidReadRecoveryResponse:
+    def CommitRecovery(
+        self, request: ledger_pb2.CommitRecoveryRequest, context: grpc.ServicerContext
+    ) -> ledger_pb2.CommitRecoveryResponse:
         committed = self._ledger.commit_recovery(recovery_input(request))
-        return ledger_pb2.CommitInvalidReadRecoveryResponse(
+        return ledger_pb2.CommitRecoveryResponse(
             recovery=recovery_to_proto(committed, execution_request_to_proto),
             created=committed.created,
         )
@@ -308,7 +308,9 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     def GetRecovery(
         self, request: ledger_pb2.GetRecoveryRequest, context: grpc.ServicerContext
     ) -> ledger_pb2.GetRecoveryResponse:
-        found = self._ledger.get_recovery(request.run_id, request.request_id, request.workflow)
+        found = self._ledger.get_recovery(
+            request.run_id, request.request_id, workflow_name(request.workflow)
+        )
         return ledger_pb2.GetRecoveryResponse(
             recovery=recovery_to_proto(found, execution_request_to_proto)
         )
@@ -342,7 +344,7 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
                 "GetBlob": ANY_ROLE,
                 "CommitAdmission": SERVICES,
                 "GetAdmission": ANY_ROLE,
-                "CommitInvalidReadRecovery": SERVICES,
+                "CommitRecovery": SERVICES,
                 "GetRecovery": ANY_ROLE,
             },
             partial(getattr, ledger_servicer),

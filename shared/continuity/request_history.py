@@ -222,12 +222,15 @@ def never_claimed_facts(
     actor: str,
     actor_has_authority: bool,
     consumed: Consumed,
+    workflow: str = NEVER_CLAIMED,
+    action: str = "request_invalid_read_recovery",
 ) -> ActionFacts:
-    """The admissibility facts of the never-claimed recovery of ``history``'s request."""
+    """The admissibility facts of the never-claimed recovery of ``history``'s request (or of a
+    workflow that proves the same failure before any claim under its own name)."""
     facts = recovery_facts(
         history,
-        NEVER_CLAIMED,
-        "request_invalid_read_recovery",
+        workflow,
+        action,
         state=state,
         outstanding=outstanding,
         workflow_enabled=workflow_enabled,

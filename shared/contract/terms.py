@@ -130,18 +130,3 @@ DEFAULT_VERSION: Final = 1
 VERSION_BY_RECONSTRUCTION_ENUM: Final[Mapping[int, int]] = {
     version.reconstruction_version: number for number, version in VERSIONS.items()
 }
-
-# --- recovery workflows ---------------------------------------------------------------------
-
-#: Each recovery submission's acknowledgement fields, by the workflow's submit request.
-RECOVERY_ACKNOWLEDGEMENTS: Final[Mapping[str, tuple[str, ...]]] = {
-    "never_claimed": acknowledgement_fields(
-        admission_pb2.RequestInvalidReadRecoveryRequest.DESCRIPTOR
-    ),
-    "rejected_boundary": acknowledgement_fields(
-        admission_pb2.RequestRejectedBoundaryRecoveryRequest.DESCRIPTOR
-    ),
-    "readonly_observation": acknowledgement_fields(
-        admission_pb2.RequestReadonlyObservationRecoveryRequest.DESCRIPTOR
-    ),
-}

@@ -72,15 +72,31 @@ def service_binding(
     descriptor: ServiceDescriptor,
     method_roles: Mapping[str, frozenset[Role]],
     behaviour_of: Callable[[str], Behaviour],
+    registered: Mapping[str, tuple[Any, Any]] | None = None,
 ) -> ServiceBinding:
     """The one way every service is hosted: its table RPC name → roles, and the behaviour that
-    answers each RPC (``behaviour_of(name)``), registered from the descriptor. Fails closed: an
-    RPC without roles, or roles for a name that is no RPC, refuses to start."""
+    answers each RPC (``behaviour_of(name)``), registered from the descriptor. ``registered``
+    names unary RPCs a registered recovery workflow adds with their request and response classes
+    (the contract's own for a declared RPC; others only for a workflow the contract does not
+    declare yet, such as a test-only one). Fails closed: an RPC without roles, or roles for a name
+    that is neither an RPC nor registered, refuses to start."""
+    extra = dict(registered or {})
     declared = {method.name for method in descriptor.methods}
-    missing, unknown = sorted(declared - set(method_roles)), sorted(set(method_roles) - declared)
+    missing = sorted(declared - set(method_roles))
+    unknown = sorted(set(method_roles) - declared - set(extra))
     if missing or unknown:
         raise ValueError(f"{descriptor.full_name}: no roles for {missing}, no RPC for {unknown}")
-    handlers = {m.name: _method_handler(m, behaviour_of(m.name)) for m in descriptor.methods}
+    handlers = {
+        m.name: _method_handler(m, behaviour_of(m.name))
+        for m in descriptor.methods
+        if m.name not in extra
+    }
+    for name, (request_class, response_class) in extra.items():
+        handlers[name] = grpc.unary_unary_rpc_method_handler(
+            behaviour_of(name),
+            request_deserializer=request_class.FromString,
+            response_serializer=response_class.SerializeToString,
+        )
 
     def register(server: grpc.Server) -> None:
         # As generated add_*_to_server does: generic lookup and the registered-method fast path.

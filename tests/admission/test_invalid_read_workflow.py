@@ -14,11 +14,11 @@ from services.admission.workflows.invalid_read import (
     AdmissionKey,
     CandidateProof,
     ContinuityRequest,
-    DerivedCheckpoint,
     InvalidReadCandidate,
     InvalidReadContinuity,
 )
 from shared.continuity.canonical import sha256_digest
+from shared.continuity.derived_checkpoint import DerivedCheckpoint
 from shared.continuity.idempotency import StoredAction
 from shared.contract.terms import DIGEST_NAMES, VERSIONS
 from shared.runtime.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -160,7 +160,7 @@ def test_a_derived_checkpoint_other_than_the_proved_one_is_refused(
     assert refused.value.reason == "RECONSTRUCTION_MISMATCH"
     assert refused.value.metadata == {
         "candidate": DERIVED,
-        "reconstructed": sha256_digest(sent.derived_checkpoint),
+        "reconstructed": sha256_digest(sent.content),
     }
     assert port.committed == []
 

@@ -136,7 +136,7 @@ class Candidate:
     """Stands in for the ledger and candidate stubs: one eligible candidate proving ``DERIVED``,
     answered with ``inputs``; records every other call."""
 
-    inputs: candidate_pb2.InvalidReadAdmissionInputs | None
+    inputs: candidate_pb2.CommitInputs | None
     calls: Counter[str] = field(default_factory=Counter)
 
     def GetAdmission(self, request: Any) -> Any:
@@ -177,8 +177,8 @@ def admit(stand_in: Candidate) -> None:
     submit(InvalidReadContinuity(VERSIONS[1], port), request, "olga")
 
 
-def inputs(derived: bytes = DERIVED) -> candidate_pb2.InvalidReadAdmissionInputs:
-    return candidate_pb2.InvalidReadAdmissionInputs(
+def inputs(derived: bytes = DERIVED) -> candidate_pb2.CommitInputs:
+    return candidate_pb2.CommitInputs(
         derived_checkpoint=derived,
         derived_checkpoint_digest=sha256_digest(DERIVED),
         witness_digest=WITNESS,
@@ -193,7 +193,7 @@ def inputs(derived: bytes = DERIVED) -> candidate_pb2.InvalidReadAdmissionInputs
     ],
 )
 def test_other_bytes_or_none_are_refused_without_another_hop(
-    sent: candidate_pb2.InvalidReadAdmissionInputs | None, reason: str
+    sent: candidate_pb2.CommitInputs | None, reason: str
 ) -> None:
     stand_in = Candidate(sent)
     with pytest.raises(FailedPrecondition) as refused:

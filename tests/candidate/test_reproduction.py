@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from services.candidate.domain import HoldReason, PendingReproduction
-from services.candidate.domain.reproduction import reproduction_check
+from services.candidate.domain.recovery.rejected_boundary import reproduction_check
 from shared.continuity.canonical import sha256_digest
 from shared.continuity.rejected_boundary import ReviewedRejection
 from shared.continuity.request_history import RequestHistory, request_history
@@ -87,7 +87,8 @@ def history(**retained: object) -> RequestHistory:
 
 
 class Reads:
-    """The two reads the check makes: the checkpoint blob and the reproduction."""
+    """The two reads the check rests on: the checkpoint blob (read once with the recovery's
+    facts) and the reproduction."""
 
     def __init__(self, reproduced: PendingReproduction | Exception = REPRODUCED) -> None:
         self.reproduced = reproduced
@@ -104,7 +105,8 @@ class Reads:
 
 
 def check(reads: Reads, found: RequestHistory, review: ReviewedRejection = REVIEW) -> Any:
-    return reproduction_check(reads, found, review)  # type: ignore[arg-type]
+    content = reads.blob(found.derived_checkpoint_digest)
+    return reproduction_check(reads, found, review, content)  # type: ignore[arg-type]
 
 
 def test_an_exact_agreement_holds_nothing_and_binds_the_reproduction() -> None:

@@ -7,7 +7,7 @@ import inspect
 
 from services.client import ContinuityClient
 from services.client.cli import build_parser
-from shared.contract.terms import RECOVERY_ACKNOWLEDGEMENTS
+from shared.continuity.recovery import WORKFLOWS
 
 PUBLIC_METHODS = {
     "close",
@@ -53,7 +53,7 @@ def test_each_recovery_submission_takes_exactly_its_contract_acknowledgements() 
     for workflow, method in submissions.items():
         parameters = inspect.signature(method).parameters
         taken = [name for name in parameters if name.startswith("acknowledge_")]
-        assert tuple(taken) == RECOVERY_ACKNOWLEDGEMENTS[workflow]
+        assert tuple(taken) == WORKFLOWS[workflow].acknowledgements
         assert all(parameters[name].kind is inspect.Parameter.KEYWORD_ONLY for name in taken)
 
 

@@ -185,10 +185,10 @@ def recovery(method: str, **overrides: Any) -> dict[str, Any]:
         **dict.fromkeys(RECOVERY_ACKS[method], True),
     }
     if method == "request_rejected_boundary_recovery":
-        fields["reviewed_rejection"] = candidate_pb2.ReviewedProviderRejectionV1(
+        fields["reviewed_rejection"] = common_pb2.ReviewedProviderRejectionV1(
             provider_epoch="epoch-1"
         )
-        fields["corrective_provider"] = candidate_pb2.CorrectiveProviderConfigurationV1(
+        fields["corrective_provider"] = common_pb2.CorrectiveProviderConfigurationV1(
             provider_epoch="epoch-2", configuration_digest="sha256:" + "f" * 64
         )
     fields.update(overrides)
@@ -304,7 +304,7 @@ def test_the_corrective_provider_is_checked_locally(
         client.request_rejected_boundary_recovery,
         **recovery(
             method,
-            corrective_provider=candidate_pb2.CorrectiveProviderConfigurationV1(**corrective),
+            corrective_provider=common_pb2.CorrectiveProviderConfigurationV1(**corrective),
         ),
     )
     assert error.reason == "CORRECTIVE_PROVIDER_INVALID"

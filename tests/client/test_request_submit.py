@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from forge.continuity.v1 import candidate_pb2, common_pb2
+from forge.continuity.v1 import common_pb2
 from services.admission.servicer import bindings as admission_bindings
 from services.candidate.downstream import GrpcCandidateSources
 from services.candidate.servicer import bindings as candidate_bindings
@@ -289,7 +289,7 @@ def test_a_held_candidate_lists_each_hold_with_its_requirement(
     assert "POLICY_DISABLED" in {v["type"] for v in error["precondition_violations"]}
 
 
-REVIEWED = candidate_pb2.ReviewedProviderRejectionV1(
+REVIEWED = common_pb2.ReviewedProviderRejectionV1(
     provider_epoch="epoch-1",
     wire_digest="sha256:" + "2" * 64,
     wire_length=1024,
@@ -330,7 +330,7 @@ RECOVERY_CALLS: list[tuple[str, str, dict[str, object]]] = [
             "recovery_id": "rec-1",
             **RECOVERY,
             "reviewed_rejection": REVIEWED,
-            "corrective_provider": candidate_pb2.CorrectiveProviderConfigurationV1(
+            "corrective_provider": common_pb2.CorrectiveProviderConfigurationV1(
                 provider_epoch="epoch-2", configuration_digest="sha256:" + "7" * 64
             ),
             "acknowledge_reviewed_provider_epoch": True,

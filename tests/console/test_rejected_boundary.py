@@ -11,7 +11,7 @@ from google.protobuf.json_format import MessageToDict
 from playwright.sync_api import Page, expect
 
 from services.demo.provider import RefusingProvider, SentRequest
-from shared.contract.rejected_boundary_proto import reviewed_rejection_to_proto
+from shared.contract.recovery_proto import reviewed_rejection_to_proto
 from tests.admission.conftest import Stack
 from tests.console.conftest import (
     ADMIN_OPERATOR,

@@ -237,7 +237,7 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
                     recovery_id="rec-1",
                     candidate_digest="sha256:" + "1" * 64,
                     valid_for_seconds=600,
-                    reviewed_rejection=candidate_pb2.ReviewedProviderRejectionV1(
+                    reviewed_rejection=common_pb2.ReviewedProviderRejectionV1(
                         provider_epoch="epoch-1",
                         wire_digest="sha256:" + "2" * 64,
                         wire_length=10,

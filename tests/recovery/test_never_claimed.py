@@ -157,7 +157,7 @@ def test_recover_read_back_resubmit_and_a_different_action_refused(
     first = stack.admissions(ADA).RequestInvalidReadRecovery(recovery(candidate))
     assert first.created
     outcome = first.outcome
-    assert outcome.workflow == admission_pb2.RECOVERY_WORKFLOW_NEVER_CLAIMED
+    assert outcome.workflow == common_pb2.RECOVERY_WORKFLOW_NEVER_CLAIMED
     assert outcome.actor == ADA_IDENTITY
     requeued = outcome.execution_request
     # The same request, attempt and checkpoint, queued again at generation 0 with a new lease.

@@ -186,7 +186,7 @@ def test_recover_read_back_resubmit_and_continue_from_the_separate_checkpoint(
     first = stack.admissions(ADA).RequestReadonlyObservationRecovery(observation(candidate))
     assert first.created
     outcome = first.outcome
-    assert outcome.workflow == admission_pb2.RECOVERY_WORKFLOW_READONLY_OBSERVATION
+    assert outcome.workflow == common_pb2.RECOVERY_WORKFLOW_READONLY_OBSERVATION
     assert outcome.actor == ADA_IDENTITY
     assert outcome.derived_checkpoint_digest == proof.derived_checkpoint_digest
     requeued = outcome.execution_request
@@ -478,7 +478,7 @@ def test_the_ledger_binds_the_derived_checkpoint_to_the_journals_turn(
                 item["content"] = {"status": "ok", "items": []}
         content = canonical_bytes(envelope)
     witness = json.loads(content)["witness_digest"]
-    commit = ledger_pb2.CommitInvalidReadRecoveryRequest(
+    commit = ledger_pb2.CommitRecoveryRequest(
         run_id="run-1",
         request_id="req-1",
         recovery_id="obs-forged",
@@ -488,7 +488,7 @@ def test_the_ledger_binds_the_derived_checkpoint_to_the_journals_turn(
         expected_head_hash=candidate.journal_head.hash,
         policy_revision=candidate.policy_revision,
         valid_for_seconds=600,
-        workflow="readonly_observation",
+        workflow=common_pb2.RECOVERY_WORKFLOW_READONLY_OBSERVATION,
         derived_checkpoint=content,
         derived_checkpoint_digest=sha256_digest(content),
         observation_witness_digest=witness,
@@ -496,7 +496,7 @@ def test_the_ledger_binds_the_derived_checkpoint_to_the_journals_turn(
     refused_with_nothing_written(
         stack,
         engine,
-        lambda: stack.ledger_stub("service-token").CommitInvalidReadRecovery(commit),
+        lambda: stack.ledger_stub("service-token").CommitRecovery(commit),
         reason,
     )
 

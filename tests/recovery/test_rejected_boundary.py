@@ -21,7 +21,7 @@ from services.demo.provider import RefusingProvider, SentRequest, send_refused
 from services.demo.seed import seed_held_run
 from shared.continuity.canonical import sha256_digest
 from shared.continuity.rejected_boundary import ReviewedRejection
-from shared.contract.rejected_boundary_proto import reviewed_rejection_to_proto
+from shared.contract.recovery_proto import reviewed_rejection_to_proto
 from tests.admission.conftest import Stack
 from tests.admission.conftest import submission as continuity
 from tests.errors import expect_error
@@ -129,7 +129,7 @@ CORRECTIVE_FIELDS: dict[str, object] = {
     "replaces_provider_epoch": EPOCH,
     "model": MODEL,
 }
-CORRECTIVE = candidate_pb2.CorrectiveProviderConfigurationV1(
+CORRECTIVE = common_pb2.CorrectiveProviderConfigurationV1(
     provider_epoch="epoch-8", configuration_digest=sha256_digest(document(CORRECTIVE_FIELDS))
 )
 
@@ -224,7 +224,7 @@ def test_recover_read_back_resubmit_and_a_second_refusal_stays_held(
     first = stack.admissions(ADA).RequestRejectedBoundaryRecovery(submission(candidate, reviewed))
     assert first.created
     outcome = first.outcome
-    assert outcome.workflow == admission_pb2.RECOVERY_WORKFLOW_REJECTED_BOUNDARY
+    assert outcome.workflow == common_pb2.RECOVERY_WORKFLOW_REJECTED_BOUNDARY
     assert outcome.actor == ADA_IDENTITY
     assert outcome.reviewed_rejection_digest == reviewed.digest
     requeued = outcome.execution_request

@@ -11,7 +11,7 @@ from google.protobuf import json_format
 
 from services.client.cli import main
 from services.demo.provider import RefusingProvider
-from shared.contract.rejected_boundary_proto import reviewed_rejection_to_proto
+from shared.contract.recovery_proto import reviewed_rejection_to_proto
 from shared.runtime.errors import Conflict
 from tests.admission.conftest import Stack
 from tests.recovery.test_client_and_cli import client

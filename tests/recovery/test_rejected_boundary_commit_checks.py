@@ -10,11 +10,11 @@ import grpc
 import pytest
 from sqlalchemy import Engine, text
 
-from forge.continuity.v1 import admission_pb2, candidate_pb2, ledger_pb2
+from forge.continuity.v1 import admission_pb2, candidate_pb2, common_pb2, ledger_pb2
 from services.demo.provider import RefusingProvider
 from shared.continuity.canonical import sha256_digest
 from shared.continuity.rejected_boundary import ReviewedRejection
-from shared.contract.rejected_boundary_proto import reviewed_rejection_to_proto
+from shared.contract.recovery_proto import reviewed_rejection_to_proto
 from tests.admission.conftest import Stack
 from tests.errors import expect_error
 from tests.recovery.test_never_claimed import ADA, ADA_IDENTITY, holds, kinds
@@ -78,7 +78,7 @@ def test_the_same_recovery_id_under_another_correction_is_a_conflict(
     reviewed, candidate = reviewed_and_candidate(stack, provider)
     first = submit(stack, candidate, reviewed)
     assert first.created
-    other = candidate_pb2.CorrectiveProviderConfigurationV1(
+    other = common_pb2.CorrectiveProviderConfigurationV1(
         provider_epoch="epoch-9",
         configuration_digest=store(stack, {**CORRECTIVE_FIELDS, "provider_epoch": "epoch-9"}),
     )
@@ -95,13 +95,13 @@ def test_the_same_recovery_id_under_another_correction_is_a_conflict(
     "corrective",
     [
         None,  # missing
-        candidate_pb2.CorrectiveProviderConfigurationV1(
+        common_pb2.CorrectiveProviderConfigurationV1(
             provider_epoch=EPOCH, configuration_digest=CORRECTIVE.configuration_digest
         ),  # the rejected epoch again
-        candidate_pb2.CorrectiveProviderConfigurationV1(
+        common_pb2.CorrectiveProviderConfigurationV1(
             provider_epoch="epoch-8", configuration_digest="not-a-digest"
         ),
-        candidate_pb2.CorrectiveProviderConfigurationV1(
+        common_pb2.CorrectiveProviderConfigurationV1(
             provider_epoch=" ", configuration_digest=CORRECTIVE.configuration_digest
         ),
     ],
@@ -109,7 +109,7 @@ def test_the_same_recovery_id_under_another_correction_is_a_conflict(
 def test_a_missing_or_malformed_corrective_configuration_is_invalid(
     stack: Stack,
     engine: Engine,
-    corrective: candidate_pb2.CorrectiveProviderConfigurationV1,
+    corrective: common_pb2.CorrectiveProviderConfigurationV1,
     provider: RefusingProvider,
 ) -> None:
     reviewed, candidate = reviewed_and_candidate(stack, provider)
@@ -134,7 +134,7 @@ def test_a_corrective_document_that_does_not_match_is_refused_at_commit(
     stack: Stack, engine: Engine, change: dict[str, object], provider: RefusingProvider
 ) -> None:
     reviewed, candidate = reviewed_and_candidate(stack, provider)
-    corrective = candidate_pb2.CorrectiveProviderConfigurationV1(
+    corrective = common_pb2.CorrectiveProviderConfigurationV1(
         provider_epoch="epoch-8", configuration_digest=store(stack, {**CORRECTIVE_FIELDS, **change})
     )
     nothing_written(
@@ -149,7 +149,7 @@ def test_a_corrective_document_that_is_not_stored_is_refused_at_commit(
     stack: Stack, engine: Engine, provider: RefusingProvider
 ) -> None:
     reviewed, candidate = reviewed_and_candidate(stack, provider)
-    corrective = candidate_pb2.CorrectiveProviderConfigurationV1(
+    corrective = common_pb2.CorrectiveProviderConfigurationV1(
         provider_epoch="epoch-8", configuration_digest=sha256_digest(b"never stored")
     )
     error = nothing_written(
@@ -188,11 +188,11 @@ def test_a_report_of_the_wrong_kind_holds_the_candidate(
 
 def commit_in_ledger(
     stack: Stack, candidate: candidate_pb2.RecoveryCandidate, reviewed: ReviewedRejection
-) -> ledger_pb2.CommitInvalidReadRecoveryResponse:
+) -> ledger_pb2.CommitRecoveryResponse:
     """The ledger's commit as admission calls it after its checks passed: what changes after
     admission looked is judged by the ledger alone."""
-    return stack.ledger_stub("service-token").CommitInvalidReadRecovery(
-        ledger_pb2.CommitInvalidReadRecoveryRequest(
+    return stack.ledger_stub("service-token").CommitRecovery(
+        ledger_pb2.CommitRecoveryRequest(
             run_id="run-1",
             request_id="req-1",
             recovery_id="rec-1",
@@ -202,7 +202,7 @@ def commit_in_ledger(
             expected_head_hash=candidate.journal_head.hash,
             policy_revision=candidate.policy_revision,
             valid_for_seconds=900,
-            workflow="rejected_boundary",
+            workflow=common_pb2.RECOVERY_WORKFLOW_REJECTED_BOUNDARY,
             reviewed_rejection=reviewed_rejection_to_proto(reviewed),
             corrective_provider=CORRECTIVE,
         )

@@ -25,7 +25,8 @@ from services.admission.domain import (
     require_window,
 )
 from services.admission.driver import Stored, Submitted
-from shared.continuity.canonical import digest_of, sha256_digest
+from shared.continuity.canonical import digest_of
+from shared.continuity.derived_checkpoint import DerivedCheckpoint, proved
 from shared.contract.terms import DIGEST_NAMES, ContinuityVersion
 from shared.runtime.errors import FailedPrecondition, NotFound
 
@@ -84,16 +85,6 @@ class CandidateProof:
     """The parts of the candidate's proof the commit binds (all inside its candidate digest)."""
 
     consumed_response_digest: str
-    derived_checkpoint_digest: str
-    witness_digest: str
-
-
-@dataclass(frozen=True)
-class DerivedCheckpoint:
-    """The derived checkpoint the candidate's reconstruction produced, as the commit stores it:
-    the bytes and the two digests the proof binds."""
-
-    derived_checkpoint: bytes
     derived_checkpoint_digest: str
     witness_digest: str
 
@@ -193,48 +184,24 @@ class InvalidReadContinuity(Generic[TicketT]):
                 digests=candidate.digests,
                 version=request.version,
                 valid_for_seconds=request.valid_for_seconds,
-                derived_checkpoint_digest=derived.derived_checkpoint_digest,
+                derived_checkpoint_digest=derived.digest,
                 consumed_response_digest=candidate.proof.consumed_response_digest,
                 witness_digest=derived.witness_digest,
-                derived_checkpoint=derived.derived_checkpoint,
+                derived_checkpoint=derived.content,
             )
         )
 
 
 def proved_derived_checkpoint(candidate: InvalidReadCandidate) -> DerivedCheckpoint:
-    """The derived checkpoint the candidate sent, checked against its proof: the bytes must hash
-    to the digest the proof binds, and the digests sent with them must be the proof's. The
-    candidate digest the driver compared covers the proof, so bytes that pass are the ones the
-    operator's digests name. The ledger re-checks the bytes' digest inside its transaction."""
+    """The derived checkpoint the candidate sent, checked against its proof (the candidate digest
+    the driver compared covers the proof). The ledger re-checks the bytes inside its
+    transaction."""
     proof = candidate.proof
-    derived = candidate.derived
-    if derived is None:
-        raise FailedPrecondition(
-            "DERIVED_CHECKPOINT_MISSING",
-            "the eligible candidate came without the derived checkpoint its proof names",
-            metadata={"digest": proof.derived_checkpoint_digest},
-        )
-    received = sha256_digest(derived.derived_checkpoint)
-    differing = [
-        name
-        for name, sent, proved in (
-            ("derived checkpoint bytes", received, proof.derived_checkpoint_digest),
-            (
-                "derived_checkpoint_digest",
-                derived.derived_checkpoint_digest,
-                proof.derived_checkpoint_digest,
-            ),
-            ("witness_digest", derived.witness_digest, proof.witness_digest),
-        )
-        if sent != proved
-    ]
-    if differing:
-        raise FailedPrecondition(
-            "RECONSTRUCTION_MISMATCH",
-            f"the {', '.join(differing)} sent with the candidate differ from its proof",
-            metadata={"candidate": proof.derived_checkpoint_digest, "reconstructed": received},
-        )
-    return derived
+    return proved(
+        candidate.derived,
+        digest=proof.derived_checkpoint_digest,
+        witness_digest=proof.witness_digest,
+    )
 
 
 def find_ticket(port: InvalidReadPort[TicketT], key: AdmissionKey) -> Stored[TicketT] | None:

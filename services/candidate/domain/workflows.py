@@ -3,13 +3,18 @@
 :func:`evaluate` runs every check of a workflow over the gathered facts, keeps the first hold of
 each (reason, subject), and assembles the candidate: proof, qualification, the exact digests and
 the handoff. A later candidate kind composes the common checks with its own.
+
+A recovery candidate is a :class:`RecoveryWorkflow`: the common checks every recovery reviews
+again over its own ``RecoveryFacts`` (gathered once), and the workflow's own evidence (reads of
+stored documents and reconstruction, then pure holds); the recovery-workflow registry's one
+admissibility check decides the rest (``recovery/``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Final
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
 
 from shared.continuity.canonical import digest_of
 from shared.runtime.errors import Internal
@@ -19,6 +24,12 @@ from .facts import Facts
 from .handoff import build_handoff
 from .journal import custody_rows
 from .model import Candidate, Digests, Hold, HoldReason, Proof, Qualification, RunRecord
+from .sources import CandidateSources
+
+if TYPE_CHECKING:
+    from shared.continuity.recovery import DerivedCheckpoint
+
+    from .recovery.facts import RecoveryFacts
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,34 @@ INVALID_READ_CONTINUITY: Final = Workflow(
     proof=invalid_read.proof,
     settled_call=invalid_read.rejected_evidence_call,
 )
+
+
+@dataclass(frozen=True)
+class RecoveryEvidence:
+    """What a recovery workflow's own evidence adds to its candidate."""
+
+    holds: tuple[Hold, ...] = ()
+    #: What the decision also rests on; joins the candidate digest.
+    decided_on: Mapping[str, object] = field(default_factory=dict)
+    #: The proof the candidate shows (the read-only observation's reconstruction).
+    proof: Any = None
+    #: What the commit stores that this evaluation computed (one pass of proof).
+    commit_inputs: DerivedCheckpoint | None = None
+
+
+def no_evidence(sources: CandidateSources, facts: RecoveryFacts, judged: Any) -> RecoveryEvidence:
+    """A workflow whose evidence is the journal alone adds nothing."""
+    return RecoveryEvidence()
+
+
+@dataclass(frozen=True)
+class RecoveryWorkflow:
+    """One recovery candidate kind (see the module's docstring)."""
+
+    #: The checks every recovery reviews again, in report order (``recovery/facts.py``).
+    checks: tuple[Callable[[RecoveryFacts], list[Hold]], ...]
+    #: The workflow's own evidence, given the registry descriptor's reading of the journal.
+    evidence: Callable[[CandidateSources, RecoveryFacts, Any], RecoveryEvidence] = no_evidence
 
 
 def holds_of(workflow: Workflow, facts: Facts) -> tuple[Hold, ...]:

@@ -1,14 +1,18 @@
-"""``recovery candidate | submit | show``: the never-claimed failed-request recovery."""
+"""``recovery candidate | submit | show``: the never-claimed failed-request recovery, and the
+command group every recovery workflow registers: its three commands route by workflow through
+the recovery-workflow registry (``shared.continuity.recovery``) and the client's generic calls.
+A workflow adds only its texts and, if it has any, the inputs it reads from its own options."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from forge.continuity.v1 import admission_pb2, candidate_pb2, common_pb2
+from forge.continuity.v1 import candidate_pb2, common_pb2
 from services.client.cli._command import (
     EXIT_OK,
-    Handler,
     Output,
     Subcommands,
     add_command,
@@ -16,9 +20,16 @@ from services.client.cli._command import (
 )
 from services.client.cli.render import aligned, handoff_lines, hold_lines
 from services.client.client import ContinuityClient
-from shared.contract.terms import MAX_WINDOW_SECONDS, RECOVERY_ACKNOWLEDGEMENTS
+from shared.continuity.recovery import workflow as recovery_workflow
+from shared.contract.terms import MAX_WINDOW_SECONDS
 
-_ACKNOWLEDGEMENTS = RECOVERY_ACKNOWLEDGEMENTS["never_claimed"]
+#: The inputs a workflow reads from its own options, for the candidate (False) or the
+#: submission (True), by contract field name.
+InputsOf = Callable[[argparse.Namespace, bool], dict[str, Any]]
+
+
+def _no_inputs(args: argparse.Namespace, submitting: bool) -> dict[str, Any]:
+    return {}
 
 
 @dataclass(frozen=True)
@@ -35,13 +46,14 @@ def register_recovery_group(
     group: str,
     help_text: str,
     texts: tuple[str, str, str],
-    handlers: tuple[Handler, Handler, Handler],
     workflow: str,
+    inputs: InputsOf = _no_inputs,
 ) -> RecoveryCommands:
-    """``GROUP candidate | submit | show`` with the arguments every recovery workflow takes:
-    run and request, and for the submission the recovery ID, the reviewed candidate digest, the
-    lease window and one flag per acknowledgement of ``workflow``. ``texts`` and ``handlers`` are
-    for candidate, submit and show, in that order."""
+    """``GROUP candidate | submit | show`` of ``workflow`` with the arguments every recovery
+    workflow takes: run and request, and for the submission the recovery ID, the reviewed
+    candidate digest, the lease window and one flag per acknowledgement of ``workflow``.
+    ``texts`` are for candidate, submit and show, in that order."""
+    handlers = _handlers(workflow, inputs)
     parent = add_group(commands, group, help_text)
     candidate, submit, show = (
         add_command(parent, name, text, handler)
@@ -62,7 +74,7 @@ def register_recovery_group(
         required=True,
         help=f"requested lease window, 1..{MAX_WINDOW_SECONDS}",
     )
-    for name in RECOVERY_ACKNOWLEDGEMENTS[workflow]:
+    for name in recovery_workflow(workflow).acknowledgements:
         submit.add_argument("--" + name.replace("_", "-"), action="store_true")
     return RecoveryCommands(candidate, submit, show)
 
@@ -78,7 +90,6 @@ def register(commands: Subcommands) -> None:
             "response",
             "show the saved recovery of a request",
         ),
-        (_candidate, _submit, _show),
         "never_claimed",
     )
 
@@ -97,7 +108,7 @@ def candidate_lines(candidate: candidate_pb2.RecoveryCandidate) -> list[str]:
     return lines + hold_lines(candidate.holds) + handoff_lines(candidate.handoff)
 
 
-def outcome_lines(outcome: admission_pb2.RecoveryOutcome, created: bool | None = None) -> list[str]:
+def outcome_lines(outcome: common_pb2.RecoveryOutcome, created: bool | None = None) -> list[str]:
     request = outcome.execution_request
     pairs: list[tuple[str, object]] = [
         ("run", outcome.run_id),
@@ -119,26 +130,40 @@ def outcome_lines(outcome: admission_pb2.RecoveryOutcome, created: bool | None =
     return aligned(pairs)
 
 
-def _candidate(client: ContinuityClient, args: argparse.Namespace, output: Output) -> int:
-    candidate = client.invalid_read_recovery_candidate(args.run_id, args.request_id)
-    output.emit(candidate, candidate_lines(candidate))
-    return EXIT_OK
+def _handlers(
+    workflow: str, inputs: InputsOf
+) -> tuple[
+    Callable[[ContinuityClient, argparse.Namespace, Output], int],
+    Callable[[ContinuityClient, argparse.Namespace, Output], int],
+    Callable[[ContinuityClient, argparse.Namespace, Output], int],
+]:
+    """Candidate, submit and show of ``workflow``."""
+    acknowledgements = recovery_workflow(workflow).acknowledgements
 
+    def candidate(client: ContinuityClient, args: argparse.Namespace, output: Output) -> int:
+        found = client._recovery_candidate(
+            workflow, args.run_id, args.request_id, **inputs(args, False)
+        )
+        output.emit(found, candidate_lines(found))
+        return EXIT_OK
 
-def _submit(client: ContinuityClient, args: argparse.Namespace, output: Output) -> int:
-    submitted = client.request_invalid_read_recovery(
-        args.run_id,
-        args.request_id,
-        args.recovery_id,
-        candidate_digest=args.candidate_digest,
-        valid_for_seconds=args.valid_for_seconds,
-        **{name: bool(getattr(args, name)) for name in _ACKNOWLEDGEMENTS},
-    )
-    output.emit(submitted, outcome_lines(submitted.outcome, submitted.created))
-    return EXIT_OK
+    def submit(client: ContinuityClient, args: argparse.Namespace, output: Output) -> int:
+        submitted = client._request_recovery(
+            workflow,
+            args.run_id,
+            args.request_id,
+            args.recovery_id,
+            candidate_digest=args.candidate_digest,
+            valid_for_seconds=args.valid_for_seconds,
+            acknowledgements={name: bool(getattr(args, name)) for name in acknowledgements},
+            **inputs(args, True),
+        )
+        output.emit(submitted, outcome_lines(submitted.outcome, submitted.created))
+        return EXIT_OK
 
+    def show(client: ContinuityClient, args: argparse.Namespace, output: Output) -> int:
+        outcome = client._recovery(workflow, args.run_id, args.request_id)
+        output.emit(outcome, outcome_lines(outcome))
+        return EXIT_OK
 
-def _show(client: ContinuityClient, args: argparse.Namespace, output: Output) -> int:
-    outcome = client.invalid_read_recovery(args.run_id, args.request_id)
-    output.emit(outcome, outcome_lines(outcome))
-    return EXIT_OK
+    return candidate, submit, show

@@ -8,21 +8,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from google.protobuf import json_format
 
-from forge.continuity.v1 import candidate_pb2
-from services.client.cli._command import (
-    EXIT_OK,
-    Output,
-    Subcommands,
-    UsageError,
-)
-from services.client.cli.recoveries import candidate_lines, outcome_lines, register_recovery_group
-from services.client.client import ContinuityClient
-from shared.contract.terms import RECOVERY_ACKNOWLEDGEMENTS
-
-_ACKNOWLEDGEMENTS = RECOVERY_ACKNOWLEDGEMENTS["rejected_boundary"]
+from forge.continuity.v1 import common_pb2
+from services.client.cli._command import Subcommands, UsageError
+from services.client.cli.recoveries import register_recovery_group
 
 
 def register(commands: Subcommands) -> None:
@@ -36,8 +28,8 @@ def register(commands: Subcommands) -> None:
             "response",
             "show the saved recovery of a request",
         ),
-        (_candidate, _submit, _show),
         "rejected_boundary",
+        _inputs,
     )
     for command in (refusal.candidate, refusal.submit):
         command.add_argument(
@@ -58,41 +50,20 @@ def register(commands: Subcommands) -> None:
     )
 
 
-def _review(path: str) -> candidate_pb2.ReviewedProviderRejectionV1:
+def _review(path: str) -> common_pb2.ReviewedProviderRejectionV1:
     try:
         text = Path(path).read_text(encoding="utf-8")
-        return json_format.Parse(text, candidate_pb2.ReviewedProviderRejectionV1())
+        return json_format.Parse(text, common_pb2.ReviewedProviderRejectionV1())
     except (OSError, json_format.ParseError) as error:
         raise UsageError(f"--review {path}: {error}") from error
 
 
-def _candidate(client: ContinuityClient, args: argparse.Namespace, output: Output) -> int:
-    candidate = client.rejected_boundary_recovery_candidate(
-        args.run_id, args.request_id, _review(args.review)
-    )
-    output.emit(candidate, candidate_lines(candidate))
-    return EXIT_OK
-
-
-def _submit(client: ContinuityClient, args: argparse.Namespace, output: Output) -> int:
-    submitted = client.request_rejected_boundary_recovery(
-        args.run_id,
-        args.request_id,
-        args.recovery_id,
-        candidate_digest=args.candidate_digest,
-        reviewed_rejection=_review(args.review),
-        valid_for_seconds=args.valid_for_seconds,
-        corrective_provider=candidate_pb2.CorrectiveProviderConfigurationV1(
+def _inputs(args: argparse.Namespace, submitting: bool) -> dict[str, Any]:
+    """The reviewed rejection, and for the submission the corrective provider configuration."""
+    found: dict[str, Any] = {"reviewed_rejection": _review(args.review)}
+    if submitting:
+        found["corrective_provider"] = common_pb2.CorrectiveProviderConfigurationV1(
             provider_epoch=args.corrective_provider_epoch,
             configuration_digest=args.corrective_configuration_digest,
-        ),
-        **{name: bool(getattr(args, name)) for name in _ACKNOWLEDGEMENTS},
-    )
-    output.emit(submitted, outcome_lines(submitted.outcome, submitted.created))
-    return EXIT_OK
-
-
-def _show(client: ContinuityClient, args: argparse.Namespace, output: Output) -> int:
-    outcome = client.rejected_boundary_recovery(args.run_id, args.request_id)
-    output.emit(outcome, outcome_lines(outcome))
-    return EXIT_OK
+        )
+    return found

@@ -11,12 +11,6 @@ from shared.continuity.canonical import canonical_text, parse_json
 
 RECORD_VERSION = 1
 
-#: The workflows' stored names.
-NEVER_CLAIMED = "never_claimed"
-REJECTED_BOUNDARY = "rejected_boundary"
-READONLY_OBSERVATION = "readonly_observation"
-WORKFLOWS = (NEVER_CLAIMED, REJECTED_BOUNDARY, READONLY_OBSERVATION)
-
 
 class RecoveryRecordError(ValueError):
     """A stored recovery row this code cannot read (a newer record version, or a damaged row)."""
@@ -38,10 +32,11 @@ class StoredRecovery:
     event_sequence: int
     lease_seconds: int
     created_at: str
-    #: Rejected boundary only: the refusal settlement's sequence and the reviewed rejection.
+    #: A workflow with a settlement (the rejected boundary): its sequence and the reviewed
+    #: rejection.
     settlement_sequence: int = 0
     reviewed_rejection_digest: str = ""
-    #: Read-only observation only: the separate derived checkpoint the request continues from.
+    #: A workflow that continues from a new derived checkpoint (the read-only observation).
     derived_checkpoint_digest: str = ""
 
     def to_record(self) -> dict[str, Any]:

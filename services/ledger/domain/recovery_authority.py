@@ -1,22 +1,16 @@
 """The authority each recovery workflow needs, and the source of current roles.
 
-One table serves the recovery commit (R.4) and the later claim and command dispatch of the
-request that recovery queued (11.5c, 13), so the role lists are written once."""
+The recovery-workflow registry (``shared.continuity.recovery``) names each workflow's roles once;
+they serve the recovery commit (R.4) and the later claim and command dispatch of the request that
+recovery queued (11.5c, 13)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from services.ledger.domain.recoveries import NEVER_CLAIMED, READONLY_OBSERVATION, REJECTED_BOUNDARY
-from shared.continuity.rejected_boundary import REQUIRED_ROLES
+from shared.continuity.recovery import workflow as recovery_workflow
 from shared.runtime.errors import FailedPrecondition
 
-#: The roles each workflow needs, held now by the ticket's original operator.
-RECOVERY_ROLES = {
-    NEVER_CLAIMED: frozenset({"factory_administrator"}),
-    REJECTED_BOUNDARY: REQUIRED_ROLES,
-    READONLY_OBSERVATION: REQUIRED_ROLES,
-}
 #: Current roles of an identity; the ledger asks again inside every recovery transaction.
 Authority = Callable[[str], frozenset[str]]
 
@@ -31,7 +25,7 @@ def check_recovery_authority(
 ) -> None:
     """The recovery's actor still holds the roles its workflow required; revocation stops the
     claim and every later command dispatch of the request that recovery queued."""
-    required = RECOVERY_ROLES[workflow]
+    required = recovery_workflow(workflow).roles
     missing = sorted(required - authority(actor))
     if missing:
         raise FailedPrecondition(

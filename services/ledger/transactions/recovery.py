@@ -1,82 +1,76 @@
-"""The recovery transaction of every recovery workflow (docs/adr/0009-admissibility-check.md)
-and reading a saved recovery back.
+"""The recovery transaction of every recovery workflow (docs/adr/0009-admissibility-check.md,
+docs/adr/0013-recovery-workflow-registry.md) and reading a saved recovery back.
 
 One transaction: lock the policy, apply idempotency by recovery_id, re-run the admissibility
-check with the actor's authority re-checked now (the rejected boundary also re-checks its pinned
-reports and the corrective provider configuration against the stored documents; the read-only
-observation its read custody and the binding of its separate derived checkpoint), then preserve
-everything, append a recovery witness and a request event, and queue the same execution request
-with a new finite lease bounded exactly as at admission. No attempt, model allowance or command
-quota is added.
+check with the actor's authority re-checked now, then the workflow's own checks of stored
+documents (each asked of its descriptor in ``shared.continuity.recovery``: the rejected boundary
+reads its pinned reports and the corrective provider configuration again, the read-only
+observation binds its derived checkpoint to the journal's turn), then preserve everything, append
+the workflow's settlement (if it has one), its witness and a request event, and queue the same
+execution request with a new finite lease bounded exactly as at admission. No attempt, model
+allowance or command quota is added. Nothing here names a workflow.
 
-What a recovery submits is checked in ``recovery_input``; the facts the admissibility check reads
-for each workflow are built in ``recovery_facts``.
+What a recovery submits is checked in ``recovery_input``; the evidence and shared facts the
+registry and the admissibility check read are built in ``recovery_facts``.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 from sqlalchemy import Connection
 
 from services.ledger.domain.admission import check_capacity
 from services.ledger.domain.execution import (
     PENDING_STATES,
+    ExecutionRequestRecord,
     RequestState,
     bound_lease,
     lease_expiry,
 )
 from services.ledger.domain.journal import EntryKind
-from services.ledger.domain.recoveries import WORKFLOWS, StoredRecovery
-from services.ledger.domain.recovery_authority import RECOVERY_ROLES, Authority
+from services.ledger.domain.recoveries import StoredRecovery
+from services.ledger.domain.recovery_authority import Authority
 from services.ledger.domain.runs import check_identifier
+from services.ledger.repository import blobs as blob_rows
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import recoveries as recovery_rows
 from services.ledger.repository import tickets as ticket_rows
-from services.ledger.transactions import readonly_observation as observation
 from services.ledger.transactions.base import (
     LedgerContext,
     append_entry,
     check_head,
     existing_run,
     lock_policy,
-    retry_on_unique_conflict,
 )
 from services.ledger.transactions.execution import existing_request
-from services.ledger.transactions.recovery_facts import (
-    action_facts,
-    failed_sequence,
-    unresolved_refusal,
-    workflow_enabled,
-)
+from services.ledger.transactions.recovery_facts import evidence, situation, unresolved_refusal
 from services.ledger.transactions.recovery_input import Recovery, RecoveryInput
-from services.ledger.transactions.rejected_boundary import check_pinned_evidence
 from shared.continuity.admissibility import Unresolved, check
+from shared.continuity.canonical import digest_of
 from shared.continuity.idempotency import StoredAction, replay_or_conflict
-from shared.continuity.readonly_observation import observation_custody
-from shared.continuity.rejected_boundary import ASSERTION_KIND
-from shared.continuity.request_history import consumed_from, request_history
-from shared.continuity.timeutil import deadline_remaining_seconds, to_text
+from shared.continuity.recovery import DerivedCheckpoint
+from shared.continuity.recovery import workflow as recovery_workflow
+from shared.continuity.timeutil import to_text
 from shared.runtime.errors import (
     FailedPrecondition,
-    FieldViolation,
-    InvalidArgument,
     NotFound,
     PreconditionViolation,
 )
 
+DERIVED_CHECKPOINT_MEDIA_TYPE = "application/vnd.forge.derived-checkpoint+json"
 
-def commit_never_claimed(
+
+def commit_recovery(
     context: LedgerContext, authority: Authority, recovery: RecoveryInput
 ) -> Recovery:
-    """Recover (never-claimed or rejected-boundary, by ``recovery.workflow``), or replay the
-    identical earlier recovery; refusals write nothing."""
+    """Recover (any workflow of the registry, by ``recovery.workflow``), or replay the identical
+    earlier recovery; refusals write nothing."""
     recovery.validate()
     return _commit(context, authority, recovery)
 
 
-@retry_on_unique_conflict
 def _commit(context: LedgerContext, authority: Authority, recovery: RecoveryInput) -> Recovery:
     # A concurrent recovery that commits first fires a unique constraint; the retry answers as
     # the second caller would: replay or conflict.
@@ -141,38 +135,30 @@ def _recover(
     run = existing_run(connection, recovery.run_id)
     check_head(connection, run.spec.run_id, recovery.expected_head_hash)
     # R.4 the admissibility check, on facts read now, with the actor's authority asked now
+    workflow = recovery_workflow(recovery.workflow)
     record = existing_request(connection, ticket.ticket.execution_request_id, for_update=True)
-    entries = list(journal_rows.iter_journal(connection, run.spec.run_id))
-    history = request_history(entries, recovery.request_id)
-    custody = observation_custody(entries, history)
-    pending = request_rows.list_execution_requests(connection, run.spec.run_id, PENDING_STATES)
-    settings = policy.settings
-    facts = action_facts(
-        recovery,
-        history,
-        custody,
-        record,
-        run,
-        state=record.state.value,
-        outstanding=tuple(r.execution_request_id for r in pending),
-        workflow_enabled=workflow_enabled(settings, recovery.workflow),
-        actor_has_authority=RECOVERY_ROLES[recovery.workflow] <= authority(recovery.actor),
-        consumed=consumed_from(
-            entries,
-            run.spec.command_limit,
-            deadline_remaining_seconds(run.spec.active_deadline_at, context.clock()),
-        ),
+    found = evidence(
+        recovery, list(journal_rows.iter_journal(connection, run.spec.run_id)), record, run
     )
-    outcome = check(facts)
+    judged = workflow.judge(found)
+    pending = request_rows.list_execution_requests(connection, run.spec.run_id, PENDING_STATES)
+    shared = situation(
+        workflow,
+        recovery,
+        found,
+        record,
+        settings=policy.settings,
+        outstanding=tuple(r.execution_request_id for r in pending),
+        roles=authority(recovery.actor),
+        run=run,
+        context=context,
+    )
+    outcome = check(workflow.facts(found, judged, shared))
     if isinstance(outcome, Unresolved):
         raise unresolved_refusal(outcome, recovery.run_id, recovery.request_id)
-    # R.4b the rejected boundary's pinned evidence, read now: a report or the corrective
-    # configuration changed or missing since the candidate refuses the action
-    if recovery.reviewed is not None and recovery.corrective is not None:
-        check_pinned_evidence(connection, recovery.reviewed, recovery.corrective)
-    # R.4c the read-only observation's derived checkpoint is bound to the journal's consumed turn
-    if recovery.observation is not None:
-        observation.check_binding(connection, recovery.observation, custody)
+    # R.4b/c the workflow's stored documents, read now (the rejected boundary's pinned reports
+    # and corrective configuration; the read-only observation's binding of its checkpoint)
+    workflow.commit_checks(found, judged, lambda digest: _content(connection, digest))
     # R.5 the queue cap: the requeued request counts as pending again (no new ticket)
     check_capacity(
         policy,
@@ -184,61 +170,44 @@ def _recover(
     lease_seconds = bound_lease(
         recovery.valid_for_seconds, policy.settings.window_seconds, run, now
     )
-    # R.7 the refusal settlement (rejected boundary), the witness and the request event; nothing
+    # R.7 the workflow's settlement (if any), its witness and the request event; nothing
     # earlier (ticket, seal, failed claim, checkpoint) is touched
+    common = {
+        "recovery_id": recovery.recovery_id,
+        "request_id": recovery.request_id,
+        "execution_request_id": record.execution_request_id,
+    }
     settlement_sequence = 0
-    if recovery.reviewed is not None:
+    if workflow.settlement_kind:
         settlement_sequence = append_entry(
             context,
             connection,
             run.spec.run_id,
-            EntryKind.REFUSAL_SETTLEMENT,
-            {
-                "recovery_id": recovery.recovery_id,
-                "request_id": recovery.request_id,
-                "execution_request_id": record.execution_request_id,
-                # an administrator-reviewed assertion with pinned evidence, never a receipt
-                "assertion": ASSERTION_KIND,
-                "reviewed_rejection_digest": recovery.reviewed.digest,
-                "reviewed_rejection": asdict(recovery.reviewed),
-                "failed_sequence": history.claimed_failures[0][0],
-                "failed_generation": history.claimed_failures[0][1],
-            },
+            EntryKind(workflow.settlement_kind),
+            {**common, **workflow.settlement(found, judged)},
             recovery.actor,
         ).sequence
     checkpoint_digest, binding = record.checkpoint_digest, {}
-    if recovery.observation is not None:
+    derived = recovery.inputs.derived
+    if derived is not None:
         # a separate derived checkpoint and invocation binding; the original one stays intact
-        checkpoint_digest = recovery.observation.derived_checkpoint_digest
-        observation.store_checkpoint(connection, recovery.observation, context.now())
+        checkpoint_digest = derived.digest
+        _store_checkpoint(connection, derived, context.now())
         binding = {
-            "invocation_binding": observation.invocation_binding(
-                record, checkpoint_digest, policy.revision
-            )
+            "invocation_binding": _invocation_binding(record, checkpoint_digest, policy.revision)
         }
     witness = append_entry(
         context,
         connection,
         run.spec.run_id,
-        (
-            EntryKind.READONLY_OBSERVATION_RECOVERY
-            if recovery.observation is not None
-            else EntryKind.RECOVERY_WITNESS
-        ),
+        EntryKind(workflow.witness_kind),
         {
-            "recovery_id": recovery.recovery_id,
-            "workflow": recovery.workflow,
-            "request_id": recovery.request_id,
-            "execution_request_id": record.execution_request_id,
+            **common,
+            "workflow": workflow.name,
             "candidate_digest": recovery.candidate_digest,
-            "failed_sequence": failed_sequence(recovery, history, custody),
+            "failed_sequence": workflow.failed_sequence(found, judged),
             "policy_revision": policy.revision,
-            **(
-                {"corrective_provider": asdict(recovery.corrective)}
-                if recovery.corrective is not None
-                else {}
-            ),
-            **observation.witness_fields(recovery.observation, custody),
+            **workflow.witness_fields(found, judged),
         },
         recovery.actor,
     )
@@ -286,10 +255,7 @@ def _recover(
         lease_seconds=lease_seconds,
         created_at=created_at,
         settlement_sequence=settlement_sequence,
-        reviewed_rejection_digest=recovery.reviewed.digest if recovery.reviewed else "",
-        derived_checkpoint_digest=(
-            recovery.observation.derived_checkpoint_digest if recovery.observation else ""
-        ),
+        **workflow.saved_fields(recovery.inputs),
     )
     recovery_rows.insert_recovery(connection, saved)
     return Recovery(saved, requeued, created=True)
@@ -299,13 +265,7 @@ def get(context: LedgerContext, run_id: str, request_id: str, workflow: str) -> 
     """The saved recovery of a request and workflow, its execution request as it is now."""
     check_identifier("run_id", run_id)
     check_identifier("request_id", request_id)
-    if workflow not in WORKFLOWS:
-        raise InvalidArgument(
-            "FIELD_INVALID",
-            f"workflow must be one of {', '.join(WORKFLOWS)}",
-            metadata={"field": "workflow"},
-            field_violations=[FieldViolation("workflow", "unknown workflow")],
-        )
+    recovery_workflow(workflow)  # INVALID_ARGUMENT FIELD_INVALID for an unknown one
     with context.read() as connection:
         stored = recovery_rows.get_for_request(connection, run_id, request_id, workflow)
         if stored is None:
@@ -316,3 +276,32 @@ def get(context: LedgerContext, run_id: str, request_id: str, workflow: str) -> 
             )
         record = existing_request(connection, stored.execution_request_id)
         return Recovery(stored, record, created=False)
+
+
+def _content(connection: Connection, digest: str) -> bytes | None:
+    found = blob_rows.get_blob(connection, digest)
+    return found[0] if found is not None else None
+
+
+def _store_checkpoint(connection: Connection, derived: DerivedCheckpoint, now: str) -> None:
+    """The separate derived checkpoint, stored inside the transaction (content-addressed)."""
+    if not blob_rows.blob_exists(connection, derived.digest):
+        blob_rows.insert_blob(
+            connection, derived.digest, derived.content, DERIVED_CHECKPOINT_MEDIA_TYPE, now
+        )
+
+
+def _invocation_binding(
+    record: ExecutionRequestRecord, checkpoint_digest: str, policy_revision: int
+) -> dict[str, object]:
+    """What the requeued request continues under: the same request and attempt, the separate
+    derived checkpoint, the current policy revision; the next claim raises the generation."""
+    binding = {
+        "execution_request_id": record.execution_request_id,
+        "attempt_id": record.attempt_id,
+        "checkpoint_digest": checkpoint_digest,
+        "replaces_checkpoint_digest": record.checkpoint_digest,
+        "lease_generation": record.lease_generation,
+        "policy_revision": policy_revision,
+    }
+    return {**binding, "binding_digest": digest_of(binding)}

@@ -1,98 +1,61 @@
-"""What the recovery transaction asks the admissibility check (ADR 0009): who may recover, and
-each workflow's facts as read inside the transaction (``transactions/recovery.py`` step R.4),
-and the refusal an unresolved outcome raises."""
+"""What the recovery transaction asks the recovery-workflow registry and the admissibility check
+(ADR 0009, ADR 0013): the evidence and the shared facts as read inside the transaction
+(``transactions/recovery.py`` step R.4), and the refusal an unresolved outcome raises."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.policy import PolicySettings
-from services.ledger.domain.recoveries import (
-    NEVER_CLAIMED,
-    READONLY_OBSERVATION,
-    REJECTED_BOUNDARY,
-)
 from services.ledger.domain.runs import Run
+from services.ledger.transactions.base import LedgerContext
 from services.ledger.transactions.recovery_input import RecoveryInput
-from shared.continuity.admissibility import ActionFacts, Consumed, Unresolved
-from shared.continuity.readonly_observation import ObservationCustody, readonly_observation_facts
-from shared.continuity.rejected_boundary import refusal_problems, rejected_boundary_facts
-from shared.continuity.request_history import RequestHistory, never_claimed_facts
+from shared.continuity.admissibility import Unresolved
+from shared.continuity.recovery import Evidence, Situation, Workflow
+from shared.continuity.request_history import JournalRow, consumed_from, request_history
+from shared.continuity.timeutil import deadline_remaining_seconds
 from shared.runtime.errors import FailedPrecondition, PreconditionViolation
 
 
-def workflow_enabled(settings: PolicySettings, workflow: str) -> bool:
-    """The policy enables recovery at all, and this workflow's own switch."""
-    return (
-        settings.enabled
-        and {
-            NEVER_CLAIMED: True,
-            REJECTED_BOUNDARY: settings.allow_pre_admission_recovery,
-            READONLY_OBSERVATION: settings.allow_readonly_observation_recovery,
-        }[workflow]
-    )
-
-
-def action_facts(
-    recovery: RecoveryInput,
-    history: RequestHistory,
-    custody: ObservationCustody,
-    record: ExecutionRequestRecord,
-    run: Run,
-    *,
-    state: str,
-    outstanding: tuple[str, ...],
-    workflow_enabled: bool,
-    actor_has_authority: bool,
-    consumed: Consumed,
-) -> ActionFacts:
-    """The workflow's admissibility facts, read now inside the transaction."""
-    if recovery.workflow == READONLY_OBSERVATION:
-        return readonly_observation_facts(
-            history,
-            custody,
-            state=state,
-            outstanding=outstanding,
-            workflow_enabled=workflow_enabled,
-            actor=recovery.actor,
-            actor_has_authority=actor_has_authority,
-            consumed=consumed,
-        )
-    if recovery.reviewed is None:
-        return never_claimed_facts(
-            history,
-            state=state,
-            outstanding=outstanding,
-            workflow_enabled=workflow_enabled,
-            actor=recovery.actor,
-            actor_has_authority=actor_has_authority,
-            consumed=consumed,
-        )
-    problems = refusal_problems(
-        history,
-        recovery.reviewed,
+def evidence(
+    recovery: RecoveryInput, rows: Sequence[JournalRow], record: ExecutionRequestRecord, run: Run
+) -> Evidence:
+    """The native evidence the workflow judges, read now inside the transaction."""
+    return Evidence(
+        rows=tuple(rows),
+        history=request_history(rows, recovery.request_id),
         source_revision=run.spec.source_revision,
         pending_checkpoint_digest=record.checkpoint_digest,
+        inputs=recovery.inputs,
     )
-    return rejected_boundary_facts(
-        history,
-        problems,
-        state=state,
+
+
+def situation(
+    workflow: Workflow,
+    recovery: RecoveryInput,
+    found: Evidence,
+    record: ExecutionRequestRecord,
+    *,
+    settings: PolicySettings,
+    outstanding: tuple[str, ...],
+    roles: frozenset[str],
+    run: Run,
+    context: LedgerContext,
+) -> Situation:
+    """The facts every workflow's check shares, with the actor's roles asked now."""
+    return Situation(
+        state=record.state.value,
         outstanding=outstanding,
-        workflow_enabled=workflow_enabled,
+        workflow_enabled=workflow.enabled(settings),
         actor=recovery.actor,
-        actor_has_authority=actor_has_authority,
-        consumed=consumed,
+        actor_has_authority=workflow.roles <= roles,
+        consumed=consumed_from(
+            found.rows,
+            run.spec.command_limit,
+            deadline_remaining_seconds(run.spec.active_deadline_at, context.clock()),
+        ),
     )
-
-
-def failed_sequence(
-    recovery: RecoveryInput, history: RequestHistory, custody: ObservationCustody
-) -> int:
-    if recovery.observation is not None:
-        return custody.failed_sequence
-    if recovery.reviewed is not None:
-        return history.claimed_failures[0][0]
-    return history.unclaimed_failure_sequence
 
 
 def unresolved_refusal(outcome: Unresolved, run_id: str, request_id: str) -> FailedPrecondition:

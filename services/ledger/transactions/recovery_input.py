@@ -3,28 +3,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from services.ledger.domain.execution import ExecutionRequestRecord
-from services.ledger.domain.recoveries import (
-    NEVER_CLAIMED,
-    READONLY_OBSERVATION,
-    REJECTED_BOUNDARY,
-    WORKFLOWS,
-    StoredRecovery,
-)
+from services.ledger.domain.recoveries import StoredRecovery
 from services.ledger.domain.runs import check_identifier
-from services.ledger.transactions.readonly_observation import ObservationInput
 from shared.continuity.canonical import is_digest
-from shared.continuity.rejected_boundary import ReviewedRejection
-from shared.continuity.rejected_boundary_evidence import CorrectiveProvider
+from shared.continuity.recovery import WORKFLOWS, Inputs
 from shared.contract.terms import MAX_WINDOW_SECONDS
 from shared.runtime.errors import FieldViolation, InvalidArgument
 
 
 @dataclass(frozen=True)
 class RecoveryInput:
-    """A never-claimed recovery the admission service validated; the ledger re-checks state."""
+    """A recovery of any workflow the admission service validated; the ledger re-checks
+    state."""
 
     run_id: str
     request_id: str
@@ -35,34 +28,17 @@ class RecoveryInput:
     expected_head_hash: str
     policy_revision: int
     valid_for_seconds: int
-    workflow: str = NEVER_CLAIMED
-    #: Rejected boundary only: the administrator-reviewed rejection.
-    reviewed: ReviewedRejection | None = None
-    #: Rejected boundary only: the corrective provider configuration.
-    corrective: CorrectiveProvider | None = None
-    #: Read-only observation only: the derived checkpoint admission reconstructed.
-    observation: ObservationInput | None = None
+    #: The workflow's stored name ("" when the contract's value is unknown).
+    workflow: str
+    #: What the workflow carries beyond the common fields.
+    inputs: Inputs = field(default_factory=Inputs)
 
     def _workflow_violations(self) -> list[FieldViolation]:
-        """The workflow is submittable and carries exactly its own fields."""
-        violations: list[FieldViolation] = []
-        if self.workflow not in WORKFLOWS:
-            violations.append(FieldViolation("workflow", "not a submittable recovery workflow"))
-        if (self.workflow == READONLY_OBSERVATION) != (self.observation is not None):
-            violations.append(
-                FieldViolation("derived_checkpoint", "required by (only) the read-only observation")
-            )
-        if self.observation is not None:
-            violations += self.observation.violations()
-        for name in ("reviewed", "corrective"):
-            if (self.workflow == REJECTED_BOUNDARY) != (getattr(self, name) is not None):
-                violations.append(
-                    FieldViolation(
-                        "reviewed_rejection" if name == "reviewed" else "corrective_provider",
-                        "required by (only) the rejected boundary",
-                    )
-                )
-        return violations
+        """The workflow is submittable and carries exactly its own inputs."""
+        found = WORKFLOWS.get(self.workflow)
+        if found is None:
+            return [FieldViolation("workflow", "not a submittable recovery workflow")]
+        return found.input_violations(self.inputs)
 
     def validate(self) -> None:
         for name in ("run_id", "request_id", "recovery_id"):
@@ -85,10 +61,7 @@ class RecoveryInput:
                 "; ".join(f"{v.field}: {v.description}" for v in violations),
                 field_violations=violations,
             )
-        if self.reviewed is not None:
-            self.reviewed.validate()
-            if self.corrective is not None:
-                self.corrective.validate(self.reviewed)
+        WORKFLOWS[self.workflow].validate(self.inputs)
 
 
 @dataclass(frozen=True)

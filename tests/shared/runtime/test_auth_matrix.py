@@ -56,7 +56,7 @@ EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.LedgerService/GetBlob": ALL,
     "/forge.continuity.v1.LedgerService/CommitAdmission": SERVICE,
     "/forge.continuity.v1.LedgerService/GetAdmission": ALL,
-    "/forge.continuity.v1.LedgerService/CommitInvalidReadRecovery": SERVICE,
+    "/forge.continuity.v1.LedgerService/CommitRecovery": SERVICE,
     "/forge.continuity.v1.LedgerService/GetRecovery": ALL,
     "/forge.continuity.v1.PolicyService/GetPolicy": ALL,
     "/forge.continuity.v1.PolicyService/PutPolicy": ADMIN,

@@ -12,9 +12,10 @@ from shared.contract.terms import SUPPORTED_TIME_BUDGET_PROTOCOLS
 from ..facts import Facts
 from ..journal import RUN_STARTED, TOOL_CALL_GRANTED, TOOL_OUTCOME, check_chain
 from ..model import OUTSTANDING_STATES, Hold, HoldReason, hold
+from . import HeldRun
 
 
-def chain(facts: Facts) -> list[Hold]:
+def chain(facts: HeldRun) -> list[Hold]:
     """The first break of the chain, by the ledger's verification or our own recomputation."""
     breaks: list[tuple[int, str]] = []
     verification = facts.snapshot.verification
@@ -49,7 +50,7 @@ def held_state(facts: Facts) -> list[Hold]:
     ]
 
 
-def origin(facts: Facts) -> list[Hold]:
+def origin(facts: HeldRun) -> list[Hold]:
     """run_started proves the run's original task attempt, source and configuration."""
     run = facts.run
     starts = [e for e in facts.entries if e.kind == RUN_STARTED]
@@ -218,7 +219,7 @@ def policy_enabled(facts: Facts) -> list[Hold]:
     ]
 
 
-def profile_qualified(facts: Facts) -> list[Hold]:
+def profile_qualified(facts: HeldRun) -> list[Hold]:
     profile = facts.run.source_profile
     if facts.qualified:
         return []
@@ -231,7 +232,7 @@ def profile_qualified(facts: Facts) -> list[Hold]:
     ]
 
 
-def time_budget(facts: Facts) -> list[Hold]:
+def time_budget(facts: HeldRun) -> list[Hold]:
     protocol = facts.run.time_budget_protocol
     if protocol in SUPPORTED_TIME_BUDGET_PROTOCOLS:
         return []

@@ -4,14 +4,11 @@ isort:skip_file
 """
 
 from collections import abc as _abc
-from forge.continuity.v1 import candidate_pb2 as _candidate_pb2
 from forge.continuity.v1 import common_pb2 as _common_pb2
 from forge.continuity.v1 import ledger_pb2 as _ledger_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
-from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -22,34 +19,6 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
-
-class _RecoveryWorkflow:
-    ValueType = _typing.NewType("ValueType", _builtins.int)
-    V: _TypeAlias = ValueType  # noqa: Y015
-
-class _RecoveryWorkflowEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RecoveryWorkflow.ValueType], _builtins.type):
-    DESCRIPTOR: _descriptor.EnumDescriptor
-    RECOVERY_WORKFLOW_UNSPECIFIED: _RecoveryWorkflow.ValueType  # 0
-    """Never used."""
-    RECOVERY_WORKFLOW_NEVER_CLAIMED: _RecoveryWorkflow.ValueType  # 1
-    """A request that failed before any worker claim."""
-    RECOVERY_WORKFLOW_REJECTED_BOUNDARY: _RecoveryWorkflow.ValueType  # 2
-    """A provider request refused before admission."""
-    RECOVERY_WORKFLOW_READONLY_OBSERVATION: _RecoveryWorkflow.ValueType  # 3
-    """A consumed turn with an unavailable evidence observation."""
-
-class RecoveryWorkflow(_RecoveryWorkflow, metaclass=_RecoveryWorkflowEnumTypeWrapper):
-    """RecoveryWorkflow names one of the three one-use recovery workflows."""
-
-RECOVERY_WORKFLOW_UNSPECIFIED: RecoveryWorkflow.ValueType  # 0
-"""Never used."""
-RECOVERY_WORKFLOW_NEVER_CLAIMED: RecoveryWorkflow.ValueType  # 1
-"""A request that failed before any worker claim."""
-RECOVERY_WORKFLOW_REJECTED_BOUNDARY: RecoveryWorkflow.ValueType  # 2
-"""A provider request refused before admission."""
-RECOVERY_WORKFLOW_READONLY_OBSERVATION: RecoveryWorkflow.ValueType  # 3
-"""A consumed turn with an unavailable evidence observation."""
-Global___RecoveryWorkflow: _TypeAlias = RecoveryWorkflow  # noqa: Y015
 
 @_typing.final
 class RequestInvalidReadContinuityRequest(_message.Message):
@@ -270,78 +239,6 @@ class GetInvalidReadContinuityResponse(_message.Message):
 Global___GetInvalidReadContinuityResponse: _TypeAlias = GetInvalidReadContinuityResponse  # noqa: Y015
 
 @_typing.final
-class RecoveryOutcome(_message.Message):
-    """RecoveryOutcome is the saved result of one recovery action."""
-
-    DESCRIPTOR: _descriptor.Descriptor
-
-    RUN_ID_FIELD_NUMBER: _builtins.int
-    REQUEST_ID_FIELD_NUMBER: _builtins.int
-    RECOVERY_ID_FIELD_NUMBER: _builtins.int
-    WORKFLOW_FIELD_NUMBER: _builtins.int
-    ACTOR_FIELD_NUMBER: _builtins.int
-    EXECUTION_REQUEST_FIELD_NUMBER: _builtins.int
-    WITNESS_SEQUENCE_FIELD_NUMBER: _builtins.int
-    EVENT_SEQUENCE_FIELD_NUMBER: _builtins.int
-    CREATED_AT_FIELD_NUMBER: _builtins.int
-    SETTLEMENT_SEQUENCE_FIELD_NUMBER: _builtins.int
-    REVIEWED_REJECTION_DIGEST_FIELD_NUMBER: _builtins.int
-    DERIVED_CHECKPOINT_DIGEST_FIELD_NUMBER: _builtins.int
-    run_id: _builtins.str
-    """The run."""
-    request_id: _builtins.str
-    """The saved admission request the recovery applies to."""
-    recovery_id: _builtins.str
-    """The caller-chosen recovery action identifier."""
-    workflow: Global___RecoveryWorkflow.ValueType
-    """The workflow."""
-    actor: _builtins.str
-    """The administrator that submitted it."""
-    witness_sequence: _builtins.int
-    """Journal sequence of the recovery witness."""
-    event_sequence: _builtins.int
-    """Journal sequence of the request event."""
-    settlement_sequence: _builtins.int
-    """Rejected boundary: journal sequence of the refusal settlement (0 otherwise)."""
-    reviewed_rejection_digest: _builtins.str
-    """Rejected boundary: digest of the administrator-reviewed rejection (empty otherwise)."""
-    derived_checkpoint_digest: _builtins.str
-    """Read-only observation: the separate derived checkpoint the request continues from (empty
-    otherwise).
-    """
-    @_builtins.property
-    def execution_request(self) -> _common_pb2.ExecutionRequest:
-        """The requeued execution request with its new finite lease."""
-
-    @_builtins.property
-    def created_at(self) -> _timestamp_pb2.Timestamp:
-        """When the action was saved."""
-
-    def __init__(
-        self,
-        *,
-        run_id: _builtins.str = ...,
-        request_id: _builtins.str = ...,
-        recovery_id: _builtins.str = ...,
-        workflow: Global___RecoveryWorkflow.ValueType = ...,
-        actor: _builtins.str = ...,
-        execution_request: _common_pb2.ExecutionRequest | None = ...,
-        witness_sequence: _builtins.int = ...,
-        event_sequence: _builtins.int = ...,
-        created_at: _timestamp_pb2.Timestamp | None = ...,
-        settlement_sequence: _builtins.int = ...,
-        reviewed_rejection_digest: _builtins.str = ...,
-        derived_checkpoint_digest: _builtins.str = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "execution_request", b"execution_request"]  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "created_at", b"created_at", "derived_checkpoint_digest", b"derived_checkpoint_digest", "event_sequence", b"event_sequence", "execution_request", b"execution_request", "recovery_id", b"recovery_id", "request_id", b"request_id", "reviewed_rejection_digest", b"reviewed_rejection_digest", "run_id", b"run_id", "settlement_sequence", b"settlement_sequence", "witness_sequence", b"witness_sequence", "workflow", b"workflow"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___RecoveryOutcome: _TypeAlias = RecoveryOutcome  # noqa: Y015
-
-@_typing.final
 class RequestInvalidReadRecoveryRequest(_message.Message):
     """RequestInvalidReadRecoveryRequest submits the never-claimed recovery."""
 
@@ -406,13 +303,13 @@ class RequestInvalidReadRecoveryResponse(_message.Message):
     created: _builtins.bool
     """False for an identical repeat."""
     @_builtins.property
-    def outcome(self) -> Global___RecoveryOutcome:
+    def outcome(self) -> _common_pb2.RecoveryOutcome:
         """The saved outcome."""
 
     def __init__(
         self,
         *,
-        outcome: Global___RecoveryOutcome | None = ...,
+        outcome: _common_pb2.RecoveryOutcome | None = ...,
         created: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["outcome", b"outcome"]  # noqa: Y015
@@ -457,13 +354,13 @@ class GetInvalidReadRecoveryResponse(_message.Message):
 
     OUTCOME_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def outcome(self) -> Global___RecoveryOutcome:
+    def outcome(self) -> _common_pb2.RecoveryOutcome:
         """The saved outcome."""
 
     def __init__(
         self,
         *,
-        outcome: Global___RecoveryOutcome | None = ...,
+        outcome: _common_pb2.RecoveryOutcome | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["outcome", b"outcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -511,11 +408,11 @@ class RequestRejectedBoundaryRecoveryRequest(_message.Message):
     acknowledge_finite_ownership_lease: _builtins.bool
     """Must be true: only a finite ownership lease."""
     @_builtins.property
-    def reviewed_rejection(self) -> _candidate_pb2.ReviewedProviderRejectionV1:
+    def reviewed_rejection(self) -> _common_pb2.ReviewedProviderRejectionV1:
         """The reviewed rejection the candidate was computed from."""
 
     @_builtins.property
-    def corrective_provider(self) -> _candidate_pb2.CorrectiveProviderConfigurationV1:
+    def corrective_provider(self) -> _common_pb2.CorrectiveProviderConfigurationV1:
         """The corrective provider configuration the request is sent under next; validated before the
         action is admitted and again inside the commit transaction, recorded in the witness.
         """
@@ -527,13 +424,13 @@ class RequestRejectedBoundaryRecoveryRequest(_message.Message):
         request_id: _builtins.str = ...,
         recovery_id: _builtins.str = ...,
         candidate_digest: _builtins.str = ...,
-        reviewed_rejection: _candidate_pb2.ReviewedProviderRejectionV1 | None = ...,
+        reviewed_rejection: _common_pb2.ReviewedProviderRejectionV1 | None = ...,
         valid_for_seconds: _builtins.int = ...,
         acknowledge_reviewed_provider_epoch: _builtins.bool = ...,
         acknowledge_no_response_or_tool_replay: _builtins.bool = ...,
         acknowledge_same_request_and_budgets: _builtins.bool = ...,
         acknowledge_finite_ownership_lease: _builtins.bool = ...,
-        corrective_provider: _candidate_pb2.CorrectiveProviderConfigurationV1 | None = ...,
+        corrective_provider: _common_pb2.CorrectiveProviderConfigurationV1 | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["corrective_provider", b"corrective_provider", "reviewed_rejection", b"reviewed_rejection"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -554,13 +451,13 @@ class RequestRejectedBoundaryRecoveryResponse(_message.Message):
     created: _builtins.bool
     """False for an identical repeat."""
     @_builtins.property
-    def outcome(self) -> Global___RecoveryOutcome:
+    def outcome(self) -> _common_pb2.RecoveryOutcome:
         """The saved outcome."""
 
     def __init__(
         self,
         *,
-        outcome: Global___RecoveryOutcome | None = ...,
+        outcome: _common_pb2.RecoveryOutcome | None = ...,
         created: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["outcome", b"outcome"]  # noqa: Y015
@@ -605,13 +502,13 @@ class GetRejectedBoundaryRecoveryResponse(_message.Message):
 
     OUTCOME_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def outcome(self) -> Global___RecoveryOutcome:
+    def outcome(self) -> _common_pb2.RecoveryOutcome:
         """The saved outcome."""
 
     def __init__(
         self,
         *,
-        outcome: Global___RecoveryOutcome | None = ...,
+        outcome: _common_pb2.RecoveryOutcome | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["outcome", b"outcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -688,13 +585,13 @@ class RequestReadonlyObservationRecoveryResponse(_message.Message):
     created: _builtins.bool
     """False for an identical repeat."""
     @_builtins.property
-    def outcome(self) -> Global___RecoveryOutcome:
+    def outcome(self) -> _common_pb2.RecoveryOutcome:
         """The saved outcome."""
 
     def __init__(
         self,
         *,
-        outcome: Global___RecoveryOutcome | None = ...,
+        outcome: _common_pb2.RecoveryOutcome | None = ...,
         created: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["outcome", b"outcome"]  # noqa: Y015
@@ -739,13 +636,13 @@ class GetReadonlyObservationRecoveryResponse(_message.Message):
 
     OUTCOME_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def outcome(self) -> Global___RecoveryOutcome:
+    def outcome(self) -> _common_pb2.RecoveryOutcome:
         """The saved outcome."""
 
     def __init__(
         self,
         *,
-        outcome: Global___RecoveryOutcome | None = ...,
+        outcome: _common_pb2.RecoveryOutcome | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["outcome", b"outcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...

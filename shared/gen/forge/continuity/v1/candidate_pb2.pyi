@@ -244,14 +244,14 @@ class GetInvalidReadContinuityCandidateResponse(_message.Message):
         """The candidate."""
 
     @_builtins.property
-    def admission_inputs(self) -> Global___InvalidReadAdmissionInputs:
+    def admission_inputs(self) -> Global___CommitInputs:
         """Set only when include_admission_inputs was requested and the candidate is eligible."""
 
     def __init__(
         self,
         *,
         candidate: Global___InvalidReadContinuityCandidate | None = ...,
-        admission_inputs: Global___InvalidReadAdmissionInputs | None = ...,
+        admission_inputs: Global___CommitInputs | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["admission_inputs", b"admission_inputs", "candidate", b"candidate"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -260,42 +260,6 @@ class GetInvalidReadContinuityCandidateResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetInvalidReadContinuityCandidateResponse: _TypeAlias = GetInvalidReadContinuityCandidateResponse  # noqa: Y015
-
-@_typing.final
-class InvalidReadAdmissionInputs(_message.Message):
-    """InvalidReadAdmissionInputs is what the admission commit stores of an eligible candidate's
-    reconstruction: the derived checkpoint bytes and the two digests its proof binds. The
-    original checkpoint, the consumed response and the consume entry do not travel; the ledger
-    re-checks the derived checkpoint's digest and the consumed response inside the commit.
-    """
-
-    DESCRIPTOR: _descriptor.Descriptor
-
-    DERIVED_CHECKPOINT_FIELD_NUMBER: _builtins.int
-    DERIVED_CHECKPOINT_DIGEST_FIELD_NUMBER: _builtins.int
-    WITNESS_DIGEST_FIELD_NUMBER: _builtins.int
-    derived_checkpoint: _builtins.bytes
-    """The derived checkpoint the candidate's reconstruction returned (its SHA-256 is
-    derived_checkpoint_digest).
-    """
-    derived_checkpoint_digest: _builtins.str
-    """Its digest (the proof's derived_checkpoint_digest)."""
-    witness_digest: _builtins.str
-    """The migration witness digest the reconstruction returned (the proof's witness_digest)."""
-    def __init__(
-        self,
-        *,
-        derived_checkpoint: _builtins.bytes = ...,
-        derived_checkpoint_digest: _builtins.str = ...,
-        witness_digest: _builtins.str = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["derived_checkpoint", b"derived_checkpoint", "derived_checkpoint_digest", b"derived_checkpoint_digest", "witness_digest", b"witness_digest"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___InvalidReadAdmissionInputs: _TypeAlias = InvalidReadAdmissionInputs  # noqa: Y015
 
 @_typing.final
 class RecoveryCandidate(_message.Message):
@@ -312,6 +276,7 @@ class RecoveryCandidate(_message.Message):
     POLICY_REVISION_FIELD_NUMBER: _builtins.int
     JOURNAL_HEAD_FIELD_NUMBER: _builtins.int
     OBSERVATION_FIELD_NUMBER: _builtins.int
+    COMMIT_INPUTS_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run."""
     request_id: _builtins.str
@@ -338,6 +303,12 @@ class RecoveryCandidate(_message.Message):
     def observation(self) -> Global___ObservationProof:
         """Read-only observation only: the consumed turn and its sealed reconstruction."""
 
+    @_builtins.property
+    def commit_inputs(self) -> Global___CommitInputs:
+        """What the commit stores that this evaluation already computed (one pass of proof); set only
+        when the request asks for it and the workflow continues from a new derived checkpoint.
+        """
+
     def __init__(
         self,
         *,
@@ -350,19 +321,55 @@ class RecoveryCandidate(_message.Message):
         policy_revision: _builtins.int = ...,
         journal_head: _common_pb2.JournalHead | None = ...,
         observation: Global___ObservationProof | None = ...,
+        commit_inputs: Global___CommitInputs | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["handoff", b"handoff", "journal_head", b"journal_head", "observation", b"observation"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["commit_inputs", b"commit_inputs", "handoff", b"handoff", "journal_head", b"journal_head", "observation", b"observation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidate_digest", b"candidate_digest", "eligible", b"eligible", "handoff", b"handoff", "holds", b"holds", "journal_head", b"journal_head", "observation", b"observation", "policy_revision", b"policy_revision", "request_id", b"request_id", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidate_digest", b"candidate_digest", "commit_inputs", b"commit_inputs", "eligible", b"eligible", "handoff", b"handoff", "holds", b"holds", "journal_head", b"journal_head", "observation", b"observation", "policy_revision", b"policy_revision", "request_id", b"request_id", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RecoveryCandidate: _TypeAlias = RecoveryCandidate  # noqa: Y015
 
 @_typing.final
+class CommitInputs(_message.Message):
+    """CommitInputs carries the derived checkpoint a commit stores (an invalid-read admission's, or a
+    recovery's that continues from a new one), as the candidate's one reconstruction produced it.
+    The original checkpoint, the consumed response and the consume entry do not travel: admission
+    checks the bytes against their digest and the candidate's proof and forwards them; the ledger
+    checks them again inside its transaction.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DERIVED_CHECKPOINT_FIELD_NUMBER: _builtins.int
+    DERIVED_CHECKPOINT_DIGEST_FIELD_NUMBER: _builtins.int
+    WITNESS_DIGEST_FIELD_NUMBER: _builtins.int
+    derived_checkpoint: _builtins.bytes
+    """The derived checkpoint the request continues from."""
+    derived_checkpoint_digest: _builtins.str
+    """"sha256:" + hex of derived_checkpoint."""
+    witness_digest: _builtins.str
+    """Digest of the reconstruction's witness."""
+    def __init__(
+        self,
+        *,
+        derived_checkpoint: _builtins.bytes = ...,
+        derived_checkpoint_digest: _builtins.str = ...,
+        witness_digest: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["derived_checkpoint", b"derived_checkpoint", "derived_checkpoint_digest", b"derived_checkpoint_digest", "witness_digest", b"witness_digest"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommitInputs: _TypeAlias = CommitInputs  # noqa: Y015
+
+@_typing.final
 class ObservationProof(_message.Message):
     """ObservationProof binds the read-only observation candidate to the stored bytes it was
-    reconstructed from; admission reconstructs again from them and must obtain the same digest.
+    reconstructed from; the ledger binds the derived checkpoint to the same journal turn.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -437,19 +444,23 @@ class GetInvalidReadRecoveryCandidateRequest(_message.Message):
 
     RUN_ID_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    INCLUDE_COMMIT_INPUTS_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run."""
     request_id: _builtins.str
     """The saved admission request."""
+    include_commit_inputs: _builtins.bool
+    """Admission only: also return the commit inputs (RecoveryCandidate.commit_inputs)."""
     def __init__(
         self,
         *,
         run_id: _builtins.str = ...,
         request_id: _builtins.str = ...,
+        include_commit_inputs: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_commit_inputs", b"include_commit_inputs", "request_id", b"request_id", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -480,114 +491,6 @@ class GetInvalidReadRecoveryCandidateResponse(_message.Message):
 Global___GetInvalidReadRecoveryCandidateResponse: _TypeAlias = GetInvalidReadRecoveryCandidateResponse  # noqa: Y015
 
 @_typing.final
-class ReviewedProviderRejectionV1(_message.Message):
-    """ReviewedProviderRejectionV1 is an administrator-reviewed assertion, with pinned evidence, that a
-    provider refused the first request of an admitted continuation before creating any job.
-    """
-
-    DESCRIPTOR: _descriptor.Descriptor
-
-    PROVIDER_EPOCH_FIELD_NUMBER: _builtins.int
-    WIRE_DIGEST_FIELD_NUMBER: _builtins.int
-    WIRE_LENGTH_FIELD_NUMBER: _builtins.int
-    ENDPOINT_FIELD_NUMBER: _builtins.int
-    PRINCIPAL_FIELD_NUMBER: _builtins.int
-    MODEL_FIELD_NUMBER: _builtins.int
-    SOURCE_REVISION_FIELD_NUMBER: _builtins.int
-    EXECUTABLE_IDENTITY_FIELD_NUMBER: _builtins.int
-    SOURCE_VALIDATOR_REPORT_DIGEST_FIELD_NUMBER: _builtins.int
-    EXECUTABLE_PROBE_REPORT_DIGEST_FIELD_NUMBER: _builtins.int
-    ADMISSIONS_FIELD_NUMBER: _builtins.int
-    JOBS_FIELD_NUMBER: _builtins.int
-    PROVIDER_DISPATCHES_FIELD_NUMBER: _builtins.int
-    TOOL_CALLBACKS_FIELD_NUMBER: _builtins.int
-    provider_epoch: _builtins.str
-    """The exact executed provider epoch."""
-    wire_digest: _builtins.str
-    """Digest of the original request wire bytes."""
-    wire_length: _builtins.int
-    """Length of the original request wire bytes."""
-    endpoint: _builtins.str
-    """Provider endpoint."""
-    principal: _builtins.str
-    """Provider principal."""
-    model: _builtins.str
-    """Model name."""
-    source_revision: _builtins.str
-    """Source revision."""
-    executable_identity: _builtins.str
-    """Executable identity."""
-    source_validator_report_digest: _builtins.str
-    """Digest of the matching source-validator report."""
-    executable_probe_report_digest: _builtins.str
-    """Digest of the matching executable-probe report."""
-    admissions: _builtins.int
-    """Admissions the provider created; must be 0."""
-    jobs: _builtins.int
-    """Jobs the provider created; must be 0."""
-    provider_dispatches: _builtins.int
-    """Provider dispatches; must be 0."""
-    tool_callbacks: _builtins.int
-    """Tool callbacks; must be 0."""
-    def __init__(
-        self,
-        *,
-        provider_epoch: _builtins.str = ...,
-        wire_digest: _builtins.str = ...,
-        wire_length: _builtins.int = ...,
-        endpoint: _builtins.str = ...,
-        principal: _builtins.str = ...,
-        model: _builtins.str = ...,
-        source_revision: _builtins.str = ...,
-        executable_identity: _builtins.str = ...,
-        source_validator_report_digest: _builtins.str = ...,
-        executable_probe_report_digest: _builtins.str = ...,
-        admissions: _builtins.int = ...,
-        jobs: _builtins.int = ...,
-        provider_dispatches: _builtins.int = ...,
-        tool_callbacks: _builtins.int = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admissions", b"admissions", "endpoint", b"endpoint", "executable_identity", b"executable_identity", "executable_probe_report_digest", b"executable_probe_report_digest", "jobs", b"jobs", "model", b"model", "principal", b"principal", "provider_dispatches", b"provider_dispatches", "provider_epoch", b"provider_epoch", "source_revision", b"source_revision", "source_validator_report_digest", b"source_validator_report_digest", "tool_callbacks", b"tool_callbacks", "wire_digest", b"wire_digest", "wire_length", b"wire_length"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___ReviewedProviderRejectionV1: _TypeAlias = ReviewedProviderRejectionV1  # noqa: Y015
-
-@_typing.final
-class CorrectiveProviderConfigurationV1(_message.Message):
-    """CorrectiveProviderConfigurationV1 names the provider configuration or version the recovered request
-    is sent under next. Evidence for the old rejection does not establish that the current provider
-    accepts the request, so a rejected-boundary recovery names the corrective epoch and pins a stored
-    configuration document (docs/formats.md) that the ledger checks inside its commit transaction.
-    """
-
-    DESCRIPTOR: _descriptor.Descriptor
-
-    PROVIDER_EPOCH_FIELD_NUMBER: _builtins.int
-    CONFIGURATION_DIGEST_FIELD_NUMBER: _builtins.int
-    provider_epoch: _builtins.str
-    """The corrective provider epoch (configuration or version); must differ from the rejected one."""
-    configuration_digest: _builtins.str
-    """Digest of the stored configuration document naming this epoch, the epoch it replaces and the
-    model.
-    """
-    def __init__(
-        self,
-        *,
-        provider_epoch: _builtins.str = ...,
-        configuration_digest: _builtins.str = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["configuration_digest", b"configuration_digest", "provider_epoch", b"provider_epoch"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___CorrectiveProviderConfigurationV1: _TypeAlias = CorrectiveProviderConfigurationV1  # noqa: Y015
-
-@_typing.final
 class GetRejectedBoundaryCandidateRequest(_message.Message):
     """GetRejectedBoundaryCandidateRequest carries the reviewed rejection."""
 
@@ -596,12 +499,15 @@ class GetRejectedBoundaryCandidateRequest(_message.Message):
     RUN_ID_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     REVIEWED_REJECTION_FIELD_NUMBER: _builtins.int
+    INCLUDE_COMMIT_INPUTS_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run."""
     request_id: _builtins.str
     """The saved admission request."""
+    include_commit_inputs: _builtins.bool
+    """Admission only: also return the commit inputs (RecoveryCandidate.commit_inputs)."""
     @_builtins.property
-    def reviewed_rejection(self) -> Global___ReviewedProviderRejectionV1:
+    def reviewed_rejection(self) -> _common_pb2.ReviewedProviderRejectionV1:
         """The reviewed provider rejection."""
 
     def __init__(
@@ -609,11 +515,12 @@ class GetRejectedBoundaryCandidateRequest(_message.Message):
         *,
         run_id: _builtins.str = ...,
         request_id: _builtins.str = ...,
-        reviewed_rejection: Global___ReviewedProviderRejectionV1 | None = ...,
+        reviewed_rejection: _common_pb2.ReviewedProviderRejectionV1 | None = ...,
+        include_commit_inputs: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["reviewed_rejection", b"reviewed_rejection"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "reviewed_rejection", b"reviewed_rejection", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_commit_inputs", b"include_commit_inputs", "request_id", b"request_id", "reviewed_rejection", b"reviewed_rejection", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -651,19 +558,23 @@ class GetReadonlyObservationCandidateRequest(_message.Message):
 
     RUN_ID_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    INCLUDE_COMMIT_INPUTS_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run."""
     request_id: _builtins.str
     """The saved admission request."""
+    include_commit_inputs: _builtins.bool
+    """Admission only: also return the commit inputs (RecoveryCandidate.commit_inputs)."""
     def __init__(
         self,
         *,
         run_id: _builtins.str = ...,
         request_id: _builtins.str = ...,
+        include_commit_inputs: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_commit_inputs", b"include_commit_inputs", "request_id", b"request_id", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -491,6 +491,36 @@ nothing is retried and its lease generations are fenced for ever.
 """
 Global___ExecutionRequestState: _TypeAlias = ExecutionRequestState  # noqa: Y015
 
+class _RecoveryWorkflow:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RecoveryWorkflowEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RecoveryWorkflow.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RECOVERY_WORKFLOW_UNSPECIFIED: _RecoveryWorkflow.ValueType  # 0
+    """Never used."""
+    RECOVERY_WORKFLOW_NEVER_CLAIMED: _RecoveryWorkflow.ValueType  # 1
+    """A request that failed before any worker claim."""
+    RECOVERY_WORKFLOW_REJECTED_BOUNDARY: _RecoveryWorkflow.ValueType  # 2
+    """A provider request refused before admission."""
+    RECOVERY_WORKFLOW_READONLY_OBSERVATION: _RecoveryWorkflow.ValueType  # 3
+    """A consumed turn with an unavailable evidence observation."""
+
+class RecoveryWorkflow(_RecoveryWorkflow, metaclass=_RecoveryWorkflowEnumTypeWrapper):
+    """RecoveryWorkflow names a one-use recovery workflow. The services know each workflow through
+    their recovery-workflow registry (docs/adr/0013-recovery-workflow-registry.md).
+    """
+
+RECOVERY_WORKFLOW_UNSPECIFIED: RecoveryWorkflow.ValueType  # 0
+"""Never used."""
+RECOVERY_WORKFLOW_NEVER_CLAIMED: RecoveryWorkflow.ValueType  # 1
+"""A request that failed before any worker claim."""
+RECOVERY_WORKFLOW_REJECTED_BOUNDARY: RecoveryWorkflow.ValueType  # 2
+"""A provider request refused before admission."""
+RECOVERY_WORKFLOW_READONLY_OBSERVATION: RecoveryWorkflow.ValueType  # 3
+"""A consumed turn with an unavailable evidence observation."""
+Global___RecoveryWorkflow: _TypeAlias = RecoveryWorkflow  # noqa: Y015
+
 @_typing.final
 class JournalEntry(_message.Message):
     """JournalEntry is one immutable, hash-chained entry of a run's native journal."""
@@ -1078,3 +1108,193 @@ class ExecutionRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ExecutionRequest: _TypeAlias = ExecutionRequest  # noqa: Y015
+
+@_typing.final
+class RecoveryOutcome(_message.Message):
+    """RecoveryOutcome is the saved result of one recovery action: the one message the ledger stores
+    and returns and the admission service answers with.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    RECOVERY_ID_FIELD_NUMBER: _builtins.int
+    WORKFLOW_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    EXECUTION_REQUEST_FIELD_NUMBER: _builtins.int
+    WITNESS_SEQUENCE_FIELD_NUMBER: _builtins.int
+    EVENT_SEQUENCE_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    SETTLEMENT_SEQUENCE_FIELD_NUMBER: _builtins.int
+    REVIEWED_REJECTION_DIGEST_FIELD_NUMBER: _builtins.int
+    DERIVED_CHECKPOINT_DIGEST_FIELD_NUMBER: _builtins.int
+    REQUEST_CONTENT_DIGEST_FIELD_NUMBER: _builtins.int
+    CANDIDATE_DIGEST_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    """The run."""
+    request_id: _builtins.str
+    """The saved admission request the recovery applies to."""
+    recovery_id: _builtins.str
+    """The caller-chosen recovery action identifier."""
+    workflow: Global___RecoveryWorkflow.ValueType
+    """The workflow."""
+    actor: _builtins.str
+    """The administrator that submitted it."""
+    witness_sequence: _builtins.int
+    """Journal sequence of the recovery witness."""
+    event_sequence: _builtins.int
+    """Journal sequence of the request event."""
+    settlement_sequence: _builtins.int
+    """Rejected boundary: journal sequence of the refusal settlement (0 otherwise)."""
+    reviewed_rejection_digest: _builtins.str
+    """Rejected boundary: digest of the administrator-reviewed rejection (empty otherwise)."""
+    derived_checkpoint_digest: _builtins.str
+    """Read-only observation: the separate derived checkpoint the request continues from (empty
+    otherwise).
+    """
+    request_content_digest: _builtins.str
+    """Digest of the canonical request content; the idempotency comparison key."""
+    candidate_digest: _builtins.str
+    """The candidate digest the action was decided on."""
+    @_builtins.property
+    def execution_request(self) -> Global___ExecutionRequest:
+        """The requeued execution request, as it is now."""
+
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When the action was saved."""
+
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+        recovery_id: _builtins.str = ...,
+        workflow: Global___RecoveryWorkflow.ValueType = ...,
+        actor: _builtins.str = ...,
+        execution_request: Global___ExecutionRequest | None = ...,
+        witness_sequence: _builtins.int = ...,
+        event_sequence: _builtins.int = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        settlement_sequence: _builtins.int = ...,
+        reviewed_rejection_digest: _builtins.str = ...,
+        derived_checkpoint_digest: _builtins.str = ...,
+        request_content_digest: _builtins.str = ...,
+        candidate_digest: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "execution_request", b"execution_request"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "candidate_digest", b"candidate_digest", "created_at", b"created_at", "derived_checkpoint_digest", b"derived_checkpoint_digest", "event_sequence", b"event_sequence", "execution_request", b"execution_request", "recovery_id", b"recovery_id", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "reviewed_rejection_digest", b"reviewed_rejection_digest", "run_id", b"run_id", "settlement_sequence", b"settlement_sequence", "witness_sequence", b"witness_sequence", "workflow", b"workflow"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecoveryOutcome: _TypeAlias = RecoveryOutcome  # noqa: Y015
+
+@_typing.final
+class ReviewedProviderRejectionV1(_message.Message):
+    """ReviewedProviderRejectionV1 is an administrator-reviewed assertion, with pinned evidence, that a
+    provider refused the first request of an admitted continuation before creating any job.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROVIDER_EPOCH_FIELD_NUMBER: _builtins.int
+    WIRE_DIGEST_FIELD_NUMBER: _builtins.int
+    WIRE_LENGTH_FIELD_NUMBER: _builtins.int
+    ENDPOINT_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    SOURCE_REVISION_FIELD_NUMBER: _builtins.int
+    EXECUTABLE_IDENTITY_FIELD_NUMBER: _builtins.int
+    SOURCE_VALIDATOR_REPORT_DIGEST_FIELD_NUMBER: _builtins.int
+    EXECUTABLE_PROBE_REPORT_DIGEST_FIELD_NUMBER: _builtins.int
+    ADMISSIONS_FIELD_NUMBER: _builtins.int
+    JOBS_FIELD_NUMBER: _builtins.int
+    PROVIDER_DISPATCHES_FIELD_NUMBER: _builtins.int
+    TOOL_CALLBACKS_FIELD_NUMBER: _builtins.int
+    provider_epoch: _builtins.str
+    """The exact executed provider epoch."""
+    wire_digest: _builtins.str
+    """Digest of the original request wire bytes."""
+    wire_length: _builtins.int
+    """Length of the original request wire bytes."""
+    endpoint: _builtins.str
+    """Provider endpoint."""
+    principal: _builtins.str
+    """Provider principal."""
+    model: _builtins.str
+    """Model name."""
+    source_revision: _builtins.str
+    """Source revision."""
+    executable_identity: _builtins.str
+    """Executable identity."""
+    source_validator_report_digest: _builtins.str
+    """Digest of the matching source-validator report."""
+    executable_probe_report_digest: _builtins.str
+    """Digest of the matching executable-probe report."""
+    admissions: _builtins.int
+    """Admissions the provider created; must be 0."""
+    jobs: _builtins.int
+    """Jobs the provider created; must be 0."""
+    provider_dispatches: _builtins.int
+    """Provider dispatches; must be 0."""
+    tool_callbacks: _builtins.int
+    """Tool callbacks; must be 0."""
+    def __init__(
+        self,
+        *,
+        provider_epoch: _builtins.str = ...,
+        wire_digest: _builtins.str = ...,
+        wire_length: _builtins.int = ...,
+        endpoint: _builtins.str = ...,
+        principal: _builtins.str = ...,
+        model: _builtins.str = ...,
+        source_revision: _builtins.str = ...,
+        executable_identity: _builtins.str = ...,
+        source_validator_report_digest: _builtins.str = ...,
+        executable_probe_report_digest: _builtins.str = ...,
+        admissions: _builtins.int = ...,
+        jobs: _builtins.int = ...,
+        provider_dispatches: _builtins.int = ...,
+        tool_callbacks: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admissions", b"admissions", "endpoint", b"endpoint", "executable_identity", b"executable_identity", "executable_probe_report_digest", b"executable_probe_report_digest", "jobs", b"jobs", "model", b"model", "principal", b"principal", "provider_dispatches", b"provider_dispatches", "provider_epoch", b"provider_epoch", "source_revision", b"source_revision", "source_validator_report_digest", b"source_validator_report_digest", "tool_callbacks", b"tool_callbacks", "wire_digest", b"wire_digest", "wire_length", b"wire_length"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReviewedProviderRejectionV1: _TypeAlias = ReviewedProviderRejectionV1  # noqa: Y015
+
+@_typing.final
+class CorrectiveProviderConfigurationV1(_message.Message):
+    """CorrectiveProviderConfigurationV1 names the provider configuration or version the recovered request
+    is sent under next. Evidence for the old rejection does not establish that the current provider
+    accepts the request, so a rejected-boundary recovery names the corrective epoch and pins a stored
+    configuration document (docs/formats.md) that the ledger checks inside its commit transaction.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROVIDER_EPOCH_FIELD_NUMBER: _builtins.int
+    CONFIGURATION_DIGEST_FIELD_NUMBER: _builtins.int
+    provider_epoch: _builtins.str
+    """The corrective provider epoch (configuration or version); must differ from the rejected one."""
+    configuration_digest: _builtins.str
+    """Digest of the stored configuration document naming this epoch, the epoch it replaces and the
+    model.
+    """
+    def __init__(
+        self,
+        *,
+        provider_epoch: _builtins.str = ...,
+        configuration_digest: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["configuration_digest", b"configuration_digest", "provider_epoch", b"provider_epoch"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CorrectiveProviderConfigurationV1: _TypeAlias = CorrectiveProviderConfigurationV1  # noqa: Y015

@@ -4,7 +4,6 @@ isort:skip_file
 """
 
 from collections import abc as _abc
-from forge.continuity.v1 import candidate_pb2 as _candidate_pb2
 from forge.continuity.v1 import common_pb2 as _common_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -1003,8 +1002,8 @@ class GetAdmissionResponse(_message.Message):
 Global___GetAdmissionResponse: _TypeAlias = GetAdmissionResponse  # noqa: Y015
 
 @_typing.final
-class CommitInvalidReadRecoveryRequest(_message.Message):
-    """CommitInvalidReadRecoveryRequest carries a never-claimed recovery already validated by admission."""
+class CommitRecoveryRequest(_message.Message):
+    """CommitRecoveryRequest carries a recovery of any workflow, already validated by admission."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1041,20 +1040,22 @@ class CommitInvalidReadRecoveryRequest(_message.Message):
     """The policy revision the candidate was computed under."""
     valid_for_seconds: _builtins.int
     """Requested lease seconds; the ledger bounds it as at admission."""
-    workflow: _builtins.str
-    """The workflow's stored name; empty means never_claimed."""
+    workflow: _common_pb2.RecoveryWorkflow.ValueType
+    """The workflow; required."""
     derived_checkpoint: _builtins.bytes
-    """Read-only observation: the new derived checkpoint bytes (stored by the transaction)."""
+    """A workflow that continues from a new derived checkpoint (the read-only observation): its
+    bytes, stored by the transaction.
+    """
     derived_checkpoint_digest: _builtins.str
-    """Read-only observation: "sha256:" + hex of derived_checkpoint."""
+    """That workflow: "sha256:" + hex of derived_checkpoint."""
     observation_witness_digest: _builtins.str
-    """Read-only observation: digest of the sealed reconstruction's observation witness."""
+    """That workflow: digest of the sealed reconstruction's witness."""
     @_builtins.property
-    def reviewed_rejection(self) -> _candidate_pb2.ReviewedProviderRejectionV1:
+    def reviewed_rejection(self) -> _common_pb2.ReviewedProviderRejectionV1:
         """Rejected boundary: the administrator-reviewed rejection the candidate was computed from."""
 
     @_builtins.property
-    def corrective_provider(self) -> _candidate_pb2.CorrectiveProviderConfigurationV1:
+    def corrective_provider(self) -> _common_pb2.CorrectiveProviderConfigurationV1:
         """Rejected boundary: the corrective provider configuration, checked against stored evidence."""
 
     def __init__(
@@ -1069,9 +1070,9 @@ class CommitInvalidReadRecoveryRequest(_message.Message):
         expected_head_hash: _builtins.str = ...,
         policy_revision: _builtins.int = ...,
         valid_for_seconds: _builtins.int = ...,
-        workflow: _builtins.str = ...,
-        reviewed_rejection: _candidate_pb2.ReviewedProviderRejectionV1 | None = ...,
-        corrective_provider: _candidate_pb2.CorrectiveProviderConfigurationV1 | None = ...,
+        workflow: _common_pb2.RecoveryWorkflow.ValueType = ...,
+        reviewed_rejection: _common_pb2.ReviewedProviderRejectionV1 | None = ...,
+        corrective_provider: _common_pb2.CorrectiveProviderConfigurationV1 | None = ...,
         derived_checkpoint: _builtins.bytes = ...,
         derived_checkpoint_digest: _builtins.str = ...,
         observation_witness_digest: _builtins.str = ...,
@@ -1082,89 +1083,11 @@ class CommitInvalidReadRecoveryRequest(_message.Message):
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___CommitInvalidReadRecoveryRequest: _TypeAlias = CommitInvalidReadRecoveryRequest  # noqa: Y015
+Global___CommitRecoveryRequest: _TypeAlias = CommitRecoveryRequest  # noqa: Y015
 
 @_typing.final
-class SavedRecovery(_message.Message):
-    """SavedRecovery is one saved recovery action."""
-
-    DESCRIPTOR: _descriptor.Descriptor
-
-    RUN_ID_FIELD_NUMBER: _builtins.int
-    REQUEST_ID_FIELD_NUMBER: _builtins.int
-    RECOVERY_ID_FIELD_NUMBER: _builtins.int
-    WORKFLOW_FIELD_NUMBER: _builtins.int
-    ACTOR_FIELD_NUMBER: _builtins.int
-    EXECUTION_REQUEST_FIELD_NUMBER: _builtins.int
-    WITNESS_SEQUENCE_FIELD_NUMBER: _builtins.int
-    EVENT_SEQUENCE_FIELD_NUMBER: _builtins.int
-    CREATED_AT_FIELD_NUMBER: _builtins.int
-    REQUEST_CONTENT_DIGEST_FIELD_NUMBER: _builtins.int
-    CANDIDATE_DIGEST_FIELD_NUMBER: _builtins.int
-    SETTLEMENT_SEQUENCE_FIELD_NUMBER: _builtins.int
-    REVIEWED_REJECTION_DIGEST_FIELD_NUMBER: _builtins.int
-    DERIVED_CHECKPOINT_DIGEST_FIELD_NUMBER: _builtins.int
-    run_id: _builtins.str
-    """The run."""
-    request_id: _builtins.str
-    """The saved admission request."""
-    recovery_id: _builtins.str
-    """The caller-chosen recovery identifier."""
-    workflow: _builtins.str
-    """The workflow's stored name (never_claimed, rejected_boundary, readonly_observation)."""
-    actor: _builtins.str
-    """The administrator that submitted it."""
-    witness_sequence: _builtins.int
-    """Journal sequence of the recovery witness."""
-    event_sequence: _builtins.int
-    """Journal sequence of the request event."""
-    request_content_digest: _builtins.str
-    """Digest of the canonical request content."""
-    candidate_digest: _builtins.str
-    """The candidate digest the action was decided on."""
-    settlement_sequence: _builtins.int
-    """Rejected boundary: journal sequence of the refusal settlement (0 otherwise)."""
-    reviewed_rejection_digest: _builtins.str
-    """Rejected boundary: digest of the administrator-reviewed rejection (empty otherwise)."""
-    derived_checkpoint_digest: _builtins.str
-    """Read-only observation: the separate derived checkpoint the request continues from."""
-    @_builtins.property
-    def execution_request(self) -> _common_pb2.ExecutionRequest:
-        """The requeued execution request, as it is now."""
-
-    @_builtins.property
-    def created_at(self) -> _timestamp_pb2.Timestamp:
-        """When the action was saved."""
-
-    def __init__(
-        self,
-        *,
-        run_id: _builtins.str = ...,
-        request_id: _builtins.str = ...,
-        recovery_id: _builtins.str = ...,
-        workflow: _builtins.str = ...,
-        actor: _builtins.str = ...,
-        execution_request: _common_pb2.ExecutionRequest | None = ...,
-        witness_sequence: _builtins.int = ...,
-        event_sequence: _builtins.int = ...,
-        created_at: _timestamp_pb2.Timestamp | None = ...,
-        request_content_digest: _builtins.str = ...,
-        candidate_digest: _builtins.str = ...,
-        settlement_sequence: _builtins.int = ...,
-        reviewed_rejection_digest: _builtins.str = ...,
-        derived_checkpoint_digest: _builtins.str = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "execution_request", b"execution_request"]  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "candidate_digest", b"candidate_digest", "created_at", b"created_at", "derived_checkpoint_digest", b"derived_checkpoint_digest", "event_sequence", b"event_sequence", "execution_request", b"execution_request", "recovery_id", b"recovery_id", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "reviewed_rejection_digest", b"reviewed_rejection_digest", "run_id", b"run_id", "settlement_sequence", b"settlement_sequence", "witness_sequence", b"witness_sequence", "workflow", b"workflow"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___SavedRecovery: _TypeAlias = SavedRecovery  # noqa: Y015
-
-@_typing.final
-class CommitInvalidReadRecoveryResponse(_message.Message):
-    """CommitInvalidReadRecoveryResponse returns the saved recovery."""
+class CommitRecoveryResponse(_message.Message):
+    """CommitRecoveryResponse returns the saved recovery."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1173,13 +1096,13 @@ class CommitInvalidReadRecoveryResponse(_message.Message):
     created: _builtins.bool
     """False when this was an identical repeat that returned the stored recovery."""
     @_builtins.property
-    def recovery(self) -> Global___SavedRecovery:
+    def recovery(self) -> _common_pb2.RecoveryOutcome:
         """The saved recovery."""
 
     def __init__(
         self,
         *,
-        recovery: Global___SavedRecovery | None = ...,
+        recovery: _common_pb2.RecoveryOutcome | None = ...,
         created: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["recovery", b"recovery"]  # noqa: Y015
@@ -1188,7 +1111,7 @@ class CommitInvalidReadRecoveryResponse(_message.Message):
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___CommitInvalidReadRecoveryResponse: _TypeAlias = CommitInvalidReadRecoveryResponse  # noqa: Y015
+Global___CommitRecoveryResponse: _TypeAlias = CommitRecoveryResponse  # noqa: Y015
 
 @_typing.final
 class GetRecoveryRequest(_message.Message):
@@ -1203,14 +1126,14 @@ class GetRecoveryRequest(_message.Message):
     """The run."""
     request_id: _builtins.str
     """The saved admission request."""
-    workflow: _builtins.str
-    """The workflow's stored name (never_claimed, rejected_boundary, readonly_observation)."""
+    workflow: _common_pb2.RecoveryWorkflow.ValueType
+    """The workflow."""
     def __init__(
         self,
         *,
         run_id: _builtins.str = ...,
         request_id: _builtins.str = ...,
-        workflow: _builtins.str = ...,
+        workflow: _common_pb2.RecoveryWorkflow.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -1228,13 +1151,13 @@ class GetRecoveryResponse(_message.Message):
 
     RECOVERY_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def recovery(self) -> Global___SavedRecovery:
+    def recovery(self) -> _common_pb2.RecoveryOutcome:
         """The saved recovery."""
 
     def __init__(
         self,
         *,
-        recovery: Global___SavedRecovery | None = ...,
+        recovery: _common_pb2.RecoveryOutcome | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["recovery", b"recovery"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...

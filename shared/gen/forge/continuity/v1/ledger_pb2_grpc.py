@@ -99,10 +99,10 @@ class LedgerServiceStub:
                 request_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetAdmissionRequest.SerializeToString,
                 response_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetAdmissionResponse.FromString,
                 _registered_method=True)
-        self.CommitInvalidReadRecovery = channel.unary_unary(
-                '/forge.continuity.v1.LedgerService/CommitInvalidReadRecovery',
-                request_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.CommitInvalidReadRecoveryRequest.SerializeToString,
-                response_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.CommitInvalidReadRecoveryResponse.FromString,
+        self.CommitRecovery = channel.unary_unary(
+                '/forge.continuity.v1.LedgerService/CommitRecovery',
+                request_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.CommitRecoveryRequest.SerializeToString,
+                response_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.CommitRecoveryResponse.FromString,
                 _registered_method=True)
         self.GetRecovery = channel.unary_unary(
                 '/forge.continuity.v1.LedgerService/GetRecovery',
@@ -220,11 +220,12 @@ class LedgerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def CommitInvalidReadRecovery(self, request, context):
-        """The never-claimed recovery transaction, called by the admission service only: in ONE database
-        transaction it re-runs the admissibility check (authority included), appends a recovery
-        witness and a request event, and queues the same execution request with a new finite lease.
-        Idempotent by recovery_id. Role: continuity service.
+    def CommitRecovery(self, request, context):
+        """The recovery transaction of every recovery workflow, called by the admission service only: in
+        ONE database transaction it re-runs the admissibility check (authority included) and the
+        workflow's own commit checks, appends the workflow's witness and a request event, and queues
+        the same execution request with a new finite lease. Idempotent by recovery_id. Role:
+        continuity service.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -300,10 +301,10 @@ def add_LedgerServiceServicer_to_server(servicer, server):
                     request_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetAdmissionRequest.FromString,
                     response_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetAdmissionResponse.SerializeToString,
             ),
-            'CommitInvalidReadRecovery': grpc.unary_unary_rpc_method_handler(
-                    servicer.CommitInvalidReadRecovery,
-                    request_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.CommitInvalidReadRecoveryRequest.FromString,
-                    response_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.CommitInvalidReadRecoveryResponse.SerializeToString,
+            'CommitRecovery': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitRecovery,
+                    request_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.CommitRecoveryRequest.FromString,
+                    response_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.CommitRecoveryResponse.SerializeToString,
             ),
             'GetRecovery': grpc.unary_unary_rpc_method_handler(
                     servicer.GetRecovery,
@@ -650,7 +651,7 @@ class LedgerService:
             _registered_method=True)
 
     @staticmethod
-    def CommitInvalidReadRecovery(request,
+    def CommitRecovery(request,
             target,
             options=(),
             channel_credentials=None,
@@ -663,9 +664,9 @@ class LedgerService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/forge.continuity.v1.LedgerService/CommitInvalidReadRecovery',
-            forge_dot_continuity_dot_v1_dot_ledger__pb2.CommitInvalidReadRecoveryRequest.SerializeToString,
-            forge_dot_continuity_dot_v1_dot_ledger__pb2.CommitInvalidReadRecoveryResponse.FromString,
+            '/forge.continuity.v1.LedgerService/CommitRecovery',
+            forge_dot_continuity_dot_v1_dot_ledger__pb2.CommitRecoveryRequest.SerializeToString,
+            forge_dot_continuity_dot_v1_dot_ledger__pb2.CommitRecoveryResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -88,11 +88,12 @@ class LedgerServiceStub:
     """
     GetAdmission: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.GetAdmissionRequest, _ledger_pb2.GetAdmissionResponse]
     """Reads the saved outcome of an admission request. Role: reader or better."""
-    CommitInvalidReadRecovery: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.CommitInvalidReadRecoveryRequest, _ledger_pb2.CommitInvalidReadRecoveryResponse]
-    """The never-claimed recovery transaction, called by the admission service only: in ONE database
-    transaction it re-runs the admissibility check (authority included), appends a recovery
-    witness and a request event, and queues the same execution request with a new finite lease.
-    Idempotent by recovery_id. Role: continuity service.
+    CommitRecovery: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.CommitRecoveryRequest, _ledger_pb2.CommitRecoveryResponse]
+    """The recovery transaction of every recovery workflow, called by the admission service only: in
+    ONE database transaction it re-runs the admissibility check (authority included) and the
+    workflow's own commit checks, appends the workflow's witness and a request event, and queues
+    the same execution request with a new finite lease. Idempotent by recovery_id. Role:
+    continuity service.
     """
     GetRecovery: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.GetRecoveryRequest, _ledger_pb2.GetRecoveryResponse]
     """Reads the saved recovery of a request and workflow. Role: reader or better."""
@@ -156,11 +157,12 @@ class LedgerServiceAsyncStub(LedgerServiceStub):
     """
     GetAdmission: _aio.UnaryUnaryMultiCallable[_ledger_pb2.GetAdmissionRequest, _ledger_pb2.GetAdmissionResponse]  # type: ignore[assignment]
     """Reads the saved outcome of an admission request. Role: reader or better."""
-    CommitInvalidReadRecovery: _aio.UnaryUnaryMultiCallable[_ledger_pb2.CommitInvalidReadRecoveryRequest, _ledger_pb2.CommitInvalidReadRecoveryResponse]  # type: ignore[assignment]
-    """The never-claimed recovery transaction, called by the admission service only: in ONE database
-    transaction it re-runs the admissibility check (authority included), appends a recovery
-    witness and a request event, and queues the same execution request with a new finite lease.
-    Idempotent by recovery_id. Role: continuity service.
+    CommitRecovery: _aio.UnaryUnaryMultiCallable[_ledger_pb2.CommitRecoveryRequest, _ledger_pb2.CommitRecoveryResponse]  # type: ignore[assignment]
+    """The recovery transaction of every recovery workflow, called by the admission service only: in
+    ONE database transaction it re-runs the admissibility check (authority included) and the
+    workflow's own commit checks, appends the workflow's witness and a request event, and queues
+    the same execution request with a new finite lease. Idempotent by recovery_id. Role:
+    continuity service.
     """
     GetRecovery: _aio.UnaryUnaryMultiCallable[_ledger_pb2.GetRecoveryRequest, _ledger_pb2.GetRecoveryResponse]  # type: ignore[assignment]
     """Reads the saved recovery of a request and workflow. Role: reader or better."""
@@ -295,15 +297,16 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         """Reads the saved outcome of an admission request. Role: reader or better."""
 
     @_abc_1.abstractmethod
-    def CommitInvalidReadRecovery(
+    def CommitRecovery(
         self,
-        request: _ledger_pb2.CommitInvalidReadRecoveryRequest,
+        request: _ledger_pb2.CommitRecoveryRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_ledger_pb2.CommitInvalidReadRecoveryResponse, _abc.Awaitable[_ledger_pb2.CommitInvalidReadRecoveryResponse]]:
-        """The never-claimed recovery transaction, called by the admission service only: in ONE database
-        transaction it re-runs the admissibility check (authority included), appends a recovery
-        witness and a request event, and queues the same execution request with a new finite lease.
-        Idempotent by recovery_id. Role: continuity service.
+    ) -> _typing.Union[_ledger_pb2.CommitRecoveryResponse, _abc.Awaitable[_ledger_pb2.CommitRecoveryResponse]]:
+        """The recovery transaction of every recovery workflow, called by the admission service only: in
+        ONE database transaction it re-runs the admissibility check (authority included) and the
+        workflow's own commit checks, appends the workflow's witness and a request event, and queues
+        the same execution request with a new finite lease. Idempotent by recovery_id. Role:
+        continuity service.
         """
 
     @_abc_1.abstractmethod

@@ -8,28 +8,37 @@ was sent from, the consumed raw response and each exact retained list result —
 reconstruction's sealed ``ReconstructReadonlyObservation``. A missing or damaged blob, or a
 refused reconstruction, is the hold ``OBSERVATION_NOT_PROVEN``; the reconstructed derived
 checkpoint's digest joins the candidate digest, so admission's recomputation sees the same.
+
+One pass of proof: the candidate answers admission with the derived checkpoint bytes and the
+witness digest it reconstructed (the commit inputs); admission checks the bytes against the digest
+and does not fetch or reconstruct again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, Final
 
 from shared.continuity.canonical import intact_blob
 from shared.continuity.readonly_observation import ObservationCustody
+from shared.continuity.recovery import DerivedCheckpoint
 from shared.runtime.errors import FailedPrecondition, InvalidArgument
 
-from .model import Hold, HoldReason, hold
-from .sources import CandidateSources
+from ..model import Hold, HoldReason, hold
+from ..sources import CandidateSources
+from ..workflows import RecoveryEvidence, RecoveryWorkflow
+from .facts import RECOVERY_CHECKS, RecoveryFacts
 
 
 @dataclass(frozen=True)
 class ObservationCheck:
-    """The holds of the check and the reconstruction's digests ("" when none)."""
+    """The holds of the check and the reconstruction ("" and no bytes when none)."""
 
     holds: tuple[Hold, ...]
     derived_checkpoint_digest: str
     witness_digest: str
+    derived_checkpoint: bytes = b""
 
 
 @dataclass(frozen=True)
@@ -99,4 +108,33 @@ def observation_check(sources: CandidateSources, custody: ObservationCustody) ->
             "",
             "",
         )
-    return ObservationCheck((), found.derived_checkpoint_digest, found.witness_digest)
+    return ObservationCheck(
+        (), found.derived_checkpoint_digest, found.witness_digest, found.derived_checkpoint
+    )
+
+
+def evidence(sources: CandidateSources, facts: RecoveryFacts, judged: Any) -> RecoveryEvidence:
+    """The sealed reconstruction of the consumed turn the custody (``judged``) names."""
+    custody: ObservationCustody = judged
+    observed = observation_check(sources, custody)
+    return RecoveryEvidence(
+        holds=observed.holds,
+        decided_on={
+            # the reconstructed continuation is part of what the decision rests on
+            "observation_checkpoint_digest": observed.derived_checkpoint_digest,
+            "observation_witness_digest": observed.witness_digest,
+        },
+        proof=ObservationProof.of(custody, observed),
+        commit_inputs=(
+            DerivedCheckpoint(
+                observed.derived_checkpoint,
+                observed.derived_checkpoint_digest,
+                observed.witness_digest,
+            )
+            if observed.derived_checkpoint
+            else None
+        ),
+    )
+
+
+CANDIDATE: Final = RecoveryWorkflow(checks=RECOVERY_CHECKS, evidence=evidence)

@@ -1,18 +1,27 @@
-"""What every one-use recovery submission shares (ADR 0007, ADR 0009).
+"""Every one-use recovery as a workflow of the submit driver (ADR 0007, ADR 0009, ADR 0013).
 
-A recovery request names ``(run_id, request_id)``, its caller-chosen ``recovery_id``, the exact
-``candidate_digest``, a bounded ``valid_for_seconds`` and the workflow's acknowledgements, each
-exactly ``true``. The workflow adds its own fields (a reviewed rejection, a corrective provider)
-to the content digest and to validation, and says how its candidate is recomputed and what the
-ledger's commit carries beyond the common part.
+One submission serves every workflow of the registry (``shared.continuity.recovery``): a
+recovery request names ``(run_id, request_id)``, its caller-chosen ``recovery_id``, the exact
+``candidate_digest``, a bounded ``valid_for_seconds``, the workflow's acknowledgements (each
+exactly ``true``) and the inputs the workflow carries (a reviewed rejection and a corrective
+provider for the rejected boundary), which join the content digest and are validated by the
+workflow's descriptor. The driver validates, reads back by (run_id, request_id, workflow),
+replays or refuses by the idempotency rule keyed by ``recovery_id``, recomputes the candidate
+with the same inputs, compares its one digest and refuses a held candidate; the ledger's one
+recovery transaction runs the admissibility check again.
+
+One pass of proof: a workflow that continues from a new derived checkpoint (the read-only
+observation) takes the checkpoint bytes and witness digest from the recomputed candidate, which
+computed them; admission checks the bytes against their digest and the candidate's proof
+(``RECONSTRUCTION_MISMATCH`` otherwise) and does not reconstruct again. The ledger binds them to
+the journal's turn inside its transaction.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, TypeVar
 
 from services.admission.domain import (
     HoldView,
@@ -23,18 +32,17 @@ from services.admission.domain import (
 )
 from services.admission.driver import Stored, Submitted
 from shared.continuity.canonical import digest_of
-from shared.continuity.rejected_boundary import ReviewedRejection
-from shared.continuity.rejected_boundary_evidence import CorrectiveProvider
-from shared.contract.terms import RECOVERY_ACKNOWLEDGEMENTS
+from shared.continuity.derived_checkpoint import proved
+from shared.continuity.recovery import INPUT_FIELDS, DerivedCheckpoint, Inputs, Workflow
 from shared.runtime.errors import NotFound
 
 OutcomeT = TypeVar("OutcomeT")
 OutcomeT_co = TypeVar("OutcomeT_co", covariant=True)
-RequestT = TypeVar("RequestT", bound="RecoveryRequest")
-CandidateT = TypeVar("CandidateT", bound="RecoveryCandidateView")
 
 #: The ledger's refusal when nothing is stored for a request and workflow.
 RECOVERY_NOT_FOUND = "RECOVERY_NOT_FOUND"
+#: Inputs the operator submits (the derived checkpoint comes from the candidate instead).
+SUBMITTED_INPUTS = ("reviewed", "corrective")
 
 
 @dataclass(frozen=True)
@@ -43,20 +51,22 @@ class RecoveryKey:
 
     run_id: str
     request_id: str
-    workflow: str = "never_claimed"
+    workflow: str
 
 
+@dataclass(frozen=True)
 class RecoveryRequest:
-    """The submission properties every recovery request shares (a mixin over the workflow's
-    frozen dataclass, which declares the fields)."""
+    """An administrator's recovery of one workflow, as submitted."""
 
-    workflow: ClassVar[str]
+    workflow: str
     run_id: str
     request_id: str
     recovery_id: str
     candidate_digest: str
     valid_for_seconds: int
     acknowledgements: Mapping[str, bool]
+    #: The workflow's own submitted inputs (none for most workflows).
+    inputs: Inputs = field(default_factory=Inputs)
 
     @property
     def key(self) -> RecoveryKey:
@@ -70,14 +80,16 @@ class RecoveryRequest:
     def digests(self) -> Mapping[str, str]:
         return {"candidate_digest": self.candidate_digest}
 
-    def content_extra(self) -> dict[str, Any]:
-        """The workflow's own fields in the content digest (none by default)."""
-        return {}
-
     @property
     def content_digest(self) -> str:
         """What makes two submissions identical (the identity is compared separately). Stored
-        recoveries carry it: its shape must never change."""
+        recoveries carry it: its shape must never change. A submitted input joins it under its
+        contract name."""
+        submitted = {
+            INPUT_FIELDS[name]: asdict(value)
+            for name in SUBMITTED_INPUTS
+            if (value := getattr(self.inputs, name)) is not None
+        }
         return digest_of(
             {
                 "workflow": self.workflow,
@@ -87,18 +99,9 @@ class RecoveryRequest:
                 "candidate_digest": self.candidate_digest,
                 "valid_for_seconds": self.valid_for_seconds,
                 "acknowledgements": dict(self.acknowledgements),
-                **self.content_extra(),
+                **submitted,
             }
         )
-
-
-@dataclass(frozen=True)
-class ObservationBinding:
-    """The read-only observation's reconstruction as admission recomputed it."""
-
-    derived_checkpoint: bytes
-    derived_checkpoint_digest: str
-    witness_digest: str
 
 
 @dataclass(frozen=True)
@@ -110,8 +113,10 @@ class RecoveryCandidateView:
     holds: tuple[HoldView, ...]
     policy_revision: int
     journal_head_hash: str
-    #: Read-only observation only: the proof admission reconstructs again from.
-    observation: Any = None
+    #: The derived checkpoint digest the candidate's proof names ("" when it names none).
+    proven_checkpoint_digest: str = ""
+    #: What the commit stores that the candidate computed (None when it carries none).
+    commit_inputs: DerivedCheckpoint | None = None
 
     @property
     def digests(self) -> Mapping[str, str]:
@@ -122,6 +127,7 @@ class RecoveryCandidateView:
 class RecoveryCommit:
     """Everything the ledger's recovery transaction needs; it re-checks the rest itself."""
 
+    workflow: str
     run_id: str
     request_id: str
     recovery_id: str
@@ -131,13 +137,7 @@ class RecoveryCommit:
     expected_head_hash: str
     policy_revision: int
     valid_for_seconds: int
-    workflow: str = "never_claimed"
-    #: Rejected boundary only: the administrator-reviewed rejection.
-    reviewed: ReviewedRejection | None = None
-    #: Rejected boundary only: the corrective provider configuration.
-    corrective: CorrectiveProvider | None = None
-    #: Read-only observation only: the reconstructed derived checkpoint and witness.
-    observation: ObservationBinding | None = None
+    inputs: Inputs = field(default_factory=Inputs)
 
 
 class RecoveryStore(Protocol[OutcomeT_co]):
@@ -149,7 +149,11 @@ class RecoveryStore(Protocol[OutcomeT_co]):
 
 
 class RecoveryPort(RecoveryStore[OutcomeT_co], Protocol[OutcomeT_co]):
-    """The ledger's recovery transaction, common to every workflow."""
+    """What every recovery workflow needs from the candidate service and the ledger."""
+
+    def recovery_candidate(
+        self, workflow: Workflow, run_id: str, request_id: str, inputs: Inputs
+    ) -> RecoveryCandidateView: ...
 
     def commit_recovery(self, recovery: RecoveryCommit) -> Submitted[OutcomeT_co]: ...
 
@@ -164,17 +168,16 @@ def find_recovery(port: RecoveryStore[OutcomeT], key: RecoveryKey) -> Stored[Out
         return None
 
 
-class RecoverySubmission(ABC, Generic[RequestT, CandidateT, OutcomeT]):
-    """The submit driver's workflow for one recovery: validation, read-back and the commit's
-    common part; a subclass recomputes its candidate and may add to both."""
+class RecoverySubmission:
+    """The submit driver's workflow for the recoveries of one registered workflow."""
 
     id_field = "recovery_id"
-    workflow: ClassVar[str]
 
-    def __init__(self, port: RecoveryPort[OutcomeT]) -> None:
-        self._store = port
+    def __init__(self, workflow: Workflow, port: RecoveryPort[Any]) -> None:
+        self.workflow = workflow
+        self._port = port
 
-    def validate(self, request: RequestT) -> None:
+    def validate(self, request: RecoveryRequest) -> None:
         require_identifiers(
             {
                 "run_id": request.run_id,
@@ -182,30 +185,29 @@ class RecoverySubmission(ABC, Generic[RequestT, CandidateT, OutcomeT]):
                 "recovery_id": request.recovery_id,
             }
         )
-        require_acknowledgements(request.acknowledgements, RECOVERY_ACKNOWLEDGEMENTS[self.workflow])
+        require_acknowledgements(request.acknowledgements, self.workflow.acknowledgements)
         require_window(request.valid_for_seconds)
         require_digests({"candidate_digest": request.candidate_digest})
-        self.validate_more(request)
+        self.workflow.validate(request.inputs)
 
-    def validate_more(self, request: RequestT) -> None:
-        """The workflow's own fields (none by default)."""
+    def read_back(self, request: RecoveryRequest) -> Stored[Any] | None:
+        return find_recovery(self._port, request.key)
 
-    def read_back(self, request: RequestT) -> Stored[OutcomeT] | None:
-        return find_recovery(self._store, request.key)
-
-    @abstractmethod
-    def candidate(self, request: RequestT) -> CandidateT:
+    def candidate(self, request: RecoveryRequest) -> RecoveryCandidateView:
         """The workflow's candidate, recomputed now with the submission's own inputs."""
-
-    def commit_extra(self, request: RequestT, candidate: CandidateT) -> dict[str, Any]:
-        """The workflow's own fields of the commit (none by default)."""
-        return {}
+        return self._port.recovery_candidate(
+            self.workflow, request.run_id, request.request_id, request.inputs
+        )
 
     def commit(
-        self, request: RequestT, identity: str, candidate: CandidateT
-    ) -> Submitted[OutcomeT]:
-        return self._store.commit_recovery(
+        self, request: RecoveryRequest, identity: str, candidate: RecoveryCandidateView
+    ) -> Submitted[Any]:
+        inputs = request.inputs
+        if "derived" in self.workflow.inputs:
+            inputs = Inputs(inputs.reviewed, inputs.corrective, derived_checkpoint(candidate))
+        return self._port.commit_recovery(
             RecoveryCommit(
+                workflow=self.workflow.name,
                 run_id=request.run_id,
                 request_id=request.request_id,
                 recovery_id=request.recovery_id,
@@ -215,7 +217,11 @@ class RecoverySubmission(ABC, Generic[RequestT, CandidateT, OutcomeT]):
                 expected_head_hash=candidate.journal_head_hash,
                 policy_revision=candidate.policy_revision,
                 valid_for_seconds=request.valid_for_seconds,
-                workflow=self.workflow,
-                **self.commit_extra(request, candidate),
+                inputs=inputs,
             )
         )
+
+
+def derived_checkpoint(candidate: RecoveryCandidateView) -> DerivedCheckpoint:
+    """The candidate's derived checkpoint, its bytes hashing to the digest its proof names."""
+    return proved(candidate.commit_inputs, digest=candidate.proven_checkpoint_digest)

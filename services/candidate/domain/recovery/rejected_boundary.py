@@ -1,6 +1,10 @@
-"""The rejected-boundary candidate's reproduction check (spec: "Forge reproduces the pending
-request through a sealed public SDK transport and requires the exact wire bytes, history,
-settings, tool definitions, usage and limits").
+"""The rejected-boundary candidate's own evidence: the review's pinned reports, and the
+reproduction check (spec: "Forge reproduces the pending request through a sealed public SDK
+transport and requires the exact wire bytes, history, settings, tool definitions, usage and
+limits").
+
+The review's source-validator and executable-probe reports must be stored intact and made for
+the reviewed source revision, executable identity and provider epoch.
 
 The ticket's derived checkpoint goes to reconstruction's ``ReproducePendingRequest``: the pinned
 public SDK builds the request the continuation starts with, behind a sealed transport (no model
@@ -15,15 +19,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
-from shared.continuity.canonical import intact_blob
 from shared.continuity.rejected_boundary import ReviewedRejection
+from shared.continuity.rejected_boundary_evidence import report_problems
 from shared.continuity.request_history import RequestHistory
 from shared.runtime.errors import FailedPrecondition, InvalidArgument
 
-from .model import Hold, HoldReason, PendingReproduction, hold
-from .sources import CandidateSources
+from ..model import Hold, HoldReason, PendingReproduction, hold
+from ..sources import CandidateSources
+from ..workflows import RecoveryEvidence, RecoveryWorkflow
+from .facts import RECOVERY_CHECKS, RecoveryFacts
 
 #: Part digests a retained ``model_request_sent`` may carry → the reproduction's part names.
 RETAINED_PARTS: Final[Mapping[str, str]] = {
@@ -92,11 +98,14 @@ def _differences(
 
 
 def reproduction_check(
-    sources: CandidateSources, history: RequestHistory, review: ReviewedRejection
+    sources: CandidateSources,
+    history: RequestHistory,
+    review: ReviewedRejection,
+    content: bytes | None,
 ) -> ReproductionCheck:
-    """Reproduce the pending request from the ticket's derived checkpoint and compare it."""
+    """Reproduce the pending request from the ticket's derived checkpoint (``content``, read
+    once with the facts; None when not stored intact) and compare it."""
     digest = history.derived_checkpoint_digest
-    content = intact_blob(sources.blob, digest)
     if content is None:
         return ReproductionCheck((), "")  # the checkpoint hold (CLOSURE_INCOMPLETE) stands
     try:
@@ -117,3 +126,35 @@ def reproduction_check(
         for subject, detail in _differences(reproduced, _retained(history), review, digest)
     )
     return ReproductionCheck(holds, reproduced.reproduction_digest)
+
+
+def report_holds(sources: CandidateSources, review: ReviewedRejection) -> list[Hold]:
+    """The review's source-validator and executable-probe reports are pinned: stored intact and
+    made for the reviewed source revision, executable identity and provider epoch."""
+    return [
+        hold(
+            HoldReason.CLOSURE_INCOMPLETE if problem.missing else HoldReason.REFUSAL_NOT_PROVEN,
+            problem.digest,
+            problem.detail,
+        )
+        for problem in report_problems(review, sources.blob)
+    ]
+
+
+def evidence(sources: CandidateSources, facts: RecoveryFacts, judged: Any) -> RecoveryEvidence:
+    """The reports and the reproduction; the review and the reproduction join the digest."""
+    review = facts.inputs.reviewed
+    if review is None:  # the candidate's request requires it
+        raise ValueError("the rejected-boundary candidate needs its reviewed rejection")
+    reproduction = reproduction_check(sources, facts.history, review, facts.resumed_checkpoint)
+    return RecoveryEvidence(
+        holds=(*report_holds(sources, review), *reproduction.holds),
+        decided_on={
+            # the review is part of what the decision rests on
+            "reviewed_rejection_digest": review.digest,
+            "pending_reproduction_digest": reproduction.reproduction_digest,
+        },
+    )
+
+
+CANDIDATE: Final = RecoveryWorkflow(checks=RECOVERY_CHECKS, evidence=evidence)
