@@ -5,8 +5,7 @@ from __future__ import annotations
 import grpc
 
 from forge.continuity.v1 import execution_pb2, execution_pb2_grpc
-from services.ledger.domain.admission import WorkerSource
-from services.ledger.domain.execution import RequestState
+from services.ledger.domain.execution import RequestState, WorkerSource
 from services.ledger.proto_convert import execution_request_to_proto, state_from_proto
 from services.ledger.service import Ledger
 from shared.runtime.auth import current_principal

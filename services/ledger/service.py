@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 
 from sqlalchemy import Engine
 
-from services.ledger.domain.admission import AdmissionInput, WorkerSource
-from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
+from services.ledger.domain.admission import AdmissionInput
+from services.ledger.domain.execution import ExecutionRequestRecord, RequestState, WorkerSource
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
 from services.ledger.domain.reconciliation import ReconcileInput, VerifyInput

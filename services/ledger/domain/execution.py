@@ -7,8 +7,10 @@ import math
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run
 from shared.continuity.canonical import digest_of
+from shared.continuity.qualification import is_qualified
 from shared.continuity.timeutil import from_text, to_text
 from shared.contract.terms import (
     MAX_WINDOW_SECONDS,
@@ -53,6 +55,17 @@ class ExecutionRequestRecord:
     owner: str
     created_at: str
     updated_at: str
+
+
+@dataclass(frozen=True)
+class WorkerSource:
+    """What a claiming worker will execute, and in which attempt; it must be exactly the run's
+    (a continuity never starts a new attempt)."""
+
+    source_revision: str
+    configuration_digest: str
+    source_profile: str
+    attempt_id: str
 
 
 def execution_request_id(run_id: str, request_id: str) -> str:
@@ -191,3 +204,56 @@ def finished(
     record: ExecutionRequestRecord, state: RequestState, now: str
 ) -> ExecutionRequestRecord:
     return replace(record, state=state, updated_at=now)
+
+
+def check_policy_for_execution(policy: PolicyRevision, ticket_revision: int) -> None:
+    """Revocation stops dispatch and execution: the policy must still be the ticket's, enabled."""
+    if not policy.settings.enabled:
+        raise FailedPrecondition(
+            "POLICY_REVOKED",
+            "invalid-read continuity was disabled; queued and claimed continuations stop",
+            metadata={"policy_revision": str(policy.revision)},
+        )
+    if policy.revision != ticket_revision:
+        raise FailedPrecondition(
+            "POLICY_REVISION_CHANGED",
+            f"the ticket was admitted under policy revision {ticket_revision}, "
+            f"now {policy.revision}",
+            metadata={
+                "ticket_revision": str(ticket_revision),
+                "current_revision": str(policy.revision),
+            },
+        )
+
+
+def check_worker_source(run: Run, presented: WorkerSource) -> None:
+    """The claim repeats the current checks: the run's original attempt, source, configuration
+    and profile, each as the worker presents it."""
+    violations = [
+        PreconditionViolation(kind, name, f"expected {expected}, got {given}")
+        for kind, name, expected, given in (
+            ("ATTEMPT", "attempt_id", run.spec.attempt_id, presented.attempt_id),
+            ("SOURCE", "source_revision", run.spec.source_revision, presented.source_revision),
+            (
+                "CONFIGURATION",
+                "configuration_digest",
+                run.spec.configuration_digest,
+                presented.configuration_digest,
+            ),
+            ("PROFILE", "source_profile", run.spec.source_profile, presented.source_profile),
+        )
+        if expected != given
+    ]
+    if violations:
+        raise FailedPrecondition(
+            "CLAIM_CHECK_FAILED",
+            "the worker's attempt, source, configuration or profile differs from the run's",
+            metadata={"mismatched": ",".join(v.subject for v in violations)},
+            precondition_violations=violations,
+        )
+    if not is_qualified(run.spec.source_profile):
+        raise FailedPrecondition(
+            "PROFILE_NOT_QUALIFIED",
+            f"source profile {run.spec.source_profile} is not currently qualified",
+            metadata={"source_profile": run.spec.source_profile},
+        )

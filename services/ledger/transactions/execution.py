@@ -5,16 +5,14 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-from services.ledger.domain.admission import (
-    WorkerSource,
-    check_policy_for_execution,
-    check_worker_source,
-)
 from services.ledger.domain.commands import CommandLedger
 from services.ledger.domain.execution import (
     ExecutionRequestRecord,
     RequestState,
+    WorkerSource,
     check_not_expired,
+    check_policy_for_execution,
+    check_worker_source,
     check_worker_write,
     claimed,
     finished,
