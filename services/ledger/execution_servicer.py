@@ -12,6 +12,22 @@ from shared.runtime.auth import current_principal
 from shared.runtime.errors import FieldViolation, InvalidArgument
 
 
+def presented_source(
+    request: execution_pb2.RecordCommandRequest
+    | execution_pb2.CompleteExecutionRequestRequest
+    | execution_pb2.FailExecutionRequestRequest,
+) -> WorkerSource | None:
+    """The worker's present source when the write carries one."""
+    if not request.HasField("source"):
+        return None
+    return WorkerSource(
+        source_revision=request.source.source_revision,
+        configuration_digest=request.source.configuration_digest,
+        source_profile=request.source.source_profile,
+        attempt_id=request.source.attempt_id,
+    )
+
+
 class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
     """Worker claims under fenced leases, and the command ledger."""
 
@@ -43,6 +59,7 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
             current_principal().identity,
             request.lease_generation,
             RequestState.COMPLETED,
+            presented=presented_source(request),
         )
         return execution_pb2.CompleteExecutionRequestResponse(
             execution_request=execution_request_to_proto(record)
@@ -64,6 +81,7 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
             request.lease_generation,
             RequestState.FAILED,
             request.reason,
+            presented_source(request),
         )
         return execution_pb2.FailExecutionRequestResponse(
             execution_request=execution_request_to_proto(record)
@@ -107,11 +125,30 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
             request.lease_generation,
             request.command_id,
             request.command_digest,
+            presented_source(request),
         )
         return execution_pb2.RecordCommandResponse(
             journal_sequence=sequence,
             charged=charged,
             usage=execution_pb2.CommandUsage(used=used, limit=limit),
+        )
+
+    def CancelExecutionRequest(
+        self, request: execution_pb2.CancelExecutionRequestRequest, context: grpc.ServicerContext
+    ) -> execution_pb2.CancelExecutionRequestResponse:
+        record = self._ledger.cancel_execution_request(
+            request.execution_request_id, current_principal().identity, request.reason
+        )
+        return execution_pb2.CancelExecutionRequestResponse(
+            execution_request=execution_request_to_proto(record)
+        )
+
+    def ExpireExecutionRequests(
+        self, request: execution_pb2.ExpireExecutionRequestsRequest, context: grpc.ServicerContext
+    ) -> execution_pb2.ExpireExecutionRequestsResponse:
+        expired = self._ledger.expire_due()
+        return execution_pb2.ExpireExecutionRequestsResponse(
+            expired=[execution_request_to_proto(record) for record in expired]
         )
 
     def GetCommandUsage(

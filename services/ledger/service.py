@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
 
 from services.ledger.domain.admission import AdmissionInput
 from services.ledger.domain.execution import ExecutionRequestRecord, RequestState, WorkerSource
@@ -20,6 +21,7 @@ from services.ledger.transactions import (
     admission,
     blobs,
     execution,
+    execution_stops,
     inspection,
     journal,
     policy,
@@ -134,6 +136,7 @@ class Ledger:
     # --- admissions -----------------------------------------------------------------------------
 
     def commit_admission(self, request: AdmissionInput) -> Admission:
+        self.expire_due()
         return admission.commit(self._context, request)
 
     def get_admission(self, run_id: str, request_id: str) -> Admission:
@@ -142,10 +145,12 @@ class Ledger:
     # --- recoveries -----------------------------------------------------------------------------
 
     def commit_never_claimed_recovery(self, request: RecoveryInput) -> Recovery:
+        self.expire_due()
         return recovery.commit_never_claimed(self._context, self._authority, request)
 
     def commit_recovery(self, request: RecoveryInput) -> Recovery:
         """Any submittable recovery workflow (``request.workflow``); one transaction."""
+        self.expire_due()
         return recovery.commit_never_claimed(self._context, self._authority, request)
 
     def get_recovery(self, run_id: str, request_id: str, workflow: str) -> Recovery:
@@ -164,6 +169,7 @@ class Ledger:
         return reconciliation_review.verify(self._context, self._authority, self._verifier, request)
 
     def reconcile(self, request: ReconcileInput) -> Reconciled:
+        self.expire_due()
         return reconciliation.commit(self._context, self._authority, request)
 
     def get_reconciliation(self, run_id: str, execution_request_id: str) -> Reconciled:
@@ -179,6 +185,23 @@ class Ledger:
     def get_execution_request(self, execution_request_id: str) -> ExecutionRequestRecord:
         return execution.get(self._context, execution_request_id)
 
+    def expire_due(self) -> list[ExecutionRequestRecord]:
+        """Lazily, before every transaction that counts queued requests (admission, recovery,
+        reconciliation), and on request: expired queued requests free their place (a sweep that
+        loses a race runs again next time). A claim of an expired request is refused
+        (LEASE_EXPIRED) and writes nothing."""
+        try:
+            return execution_stops.expire_due(self._context)
+        except IntegrityError:
+            return []
+
+    def cancel_execution_request(
+        self, execution_request_id: str, actor: str, reason: str
+    ) -> ExecutionRequestRecord:
+        return execution_stops.cancel(
+            self._context, self._authority, execution_request_id, actor, reason
+        )
+
     def claim(
         self, execution_request_id: str, worker: str, presented: WorkerSource
     ) -> ExecutionRequestRecord:
@@ -193,9 +216,10 @@ class Ledger:
         generation: int,
         outcome: RequestState,
         reason: str = "",
+        presented: WorkerSource | None = None,
     ) -> ExecutionRequestRecord:
         return execution.finish(
-            self._context, execution_request_id, worker, generation, outcome, reason
+            self._context, execution_request_id, worker, generation, outcome, reason, presented
         )
 
     def fail_unclaimed(
@@ -210,6 +234,7 @@ class Ledger:
         generation: int,
         command_id: str,
         command_digest: str,
+        presented: WorkerSource | None = None,
     ) -> tuple[int, bool, int, int]:
         return execution.record_command(
             self._context,
@@ -219,6 +244,7 @@ class Ledger:
             generation,
             command_id,
             command_digest,
+            presented,
         )
 
     def command_usage(self, run_id: str) -> tuple[int, int]:

@@ -6,7 +6,7 @@ transaction applies them."""
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from shared.continuity.canonical import CanonicalJsonError, canonical_text, parse_json
@@ -173,3 +173,13 @@ def seal(
     return StoredEntry(
         run_id, sequence, kind.value, canonical_payload, prev_hash, digest, actor, recorded_at
     )
+
+
+def unknown_tool_calls(outcomes: Iterable[StoredEntry]) -> tuple[str, ...]:
+    """Call ids whose newest ``tool_outcome`` (entries in sequence order) is ``unknown``."""
+    latest: dict[str, str] = {}
+    for entry in outcomes:
+        payload = parse_json(entry.payload_json)
+        if isinstance(payload, dict) and isinstance(payload.get("call_id"), str):
+            latest[payload["call_id"]] = str(payload.get("status", ""))
+    return tuple(sorted(call for call, status in latest.items() if status == "unknown"))

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 from sqlalchemy import Connection
 
 from services.ledger.domain.commands import CommandLedger
@@ -11,7 +14,6 @@ from services.ledger.domain.execution import (
     RequestState,
     WorkerSource,
     check_not_expired,
-    check_policy_for_execution,
     check_worker_source,
     check_worker_write,
     claimed,
@@ -19,17 +21,26 @@ from services.ledger.domain.execution import (
 )
 from services.ledger.domain.journal import EntryKind
 from services.ledger.domain.policy_epochs import recognize_for_execution
-from services.ledger.domain.recovery_authority import Authority, check_recovery_authority
+from services.ledger.domain.recovery_authority import Authority
 from services.ledger.domain.runs import check_identifier
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
-from services.ledger.repository import recoveries as recovery_rows
 from services.ledger.transactions.base import (
     LedgerContext,
     append_entry,
     existing_run,
     lock_policy,
 )
+from services.ledger.transactions.execution_rules import (
+    EPOCH_REFUSALS,
+    check_actors,
+    check_effects,
+    check_policy,
+    check_source,
+    read_custody,
+    stop_reasons,
+)
+from services.ledger.transactions.execution_stops import record_admission_refusal
 from shared.continuity.canonical import is_digest
 from shared.runtime.errors import (
     Conflict,
@@ -69,16 +80,6 @@ def list_for_run(
         return request_rows.list_execution_requests(connection, run_id, states)
 
 
-def check_recovery_actor(
-    connection: Connection, authority: Authority, execution_request_id: str
-) -> None:
-    """A request a recovery queued runs only while each recovery's actor still holds the
-    authority its workflow required; an admission's request has no such row and passes (its
-    operator's authority was checked at admission, as before)."""
-    for stored in recovery_rows.list_for_execution_request(connection, execution_request_id):
-        check_recovery_authority(authority, stored.workflow, stored.actor, execution_request_id)
-
-
 def claim(
     context: LedgerContext,
     authority: Authority,
@@ -86,12 +87,32 @@ def claim(
     worker: str,
     presented: WorkerSource,
 ) -> ExecutionRequestRecord:
-    """A worker claims a queued continuation after the current checks are repeated."""
+    """A worker claims a queued continuation after the current checks are repeated. A refusal
+    while entering the request's policy epoch also leaves, in its own transaction, the one native
+    admission-refusal record of the request."""
+    try:
+        return _claim(context, authority, execution_request_id, worker, presented)
+    except FailedPrecondition as refused:
+        if refused.reason in EPOCH_REFUSALS:
+            record_admission_refusal(context, execution_request_id, refused, worker)
+        raise
+
+
+def _claim(
+    context: LedgerContext,
+    authority: Authority,
+    execution_request_id: str,
+    worker: str,
+    presented: WorkerSource,
+) -> ExecutionRequestRecord:
     with context.engine.begin() as connection:
         # 11.1 lock the policy row and the request row
         policy = lock_policy(connection)
         record = existing_request(connection, execution_request_id, for_update=True)
-        # 11.2 only a queued request is claimed; a claimed one is never requeued
+        # 11.2 only a queued request is claimed; a claimed one is never requeued, an expired
+        # one keeps the reason its lease gives
+        if record.state is RequestState.EXPIRED:
+            check_not_expired(record, context.clock())
         if record.state is not RequestState.QUEUED:
             raise FailedPrecondition(
                 "EXECUTION_REQUEST_NOT_QUEUED",
@@ -100,10 +121,11 @@ def claim(
             )
         # 11.3 the lease must not have expired
         check_not_expired(record, context.clock())
-        # 11.4 the policy is still enabled and at the ticket's revision
-        check_policy_for_execution(policy, record.policy_revision)
+        custody = read_custody(connection, record)
+        # 11.4 no policy revision since the request was queued revoked it
+        check_policy(connection, policy, record, custody)
         # 11.5 the presented attempt, source, configuration and profile are the run's
-        run = existing_run(connection, record.run_id)
+        run = custody.run
         check_worker_source(run, presented)
         # 11.5b the run's adopted checkpoint-mode epoch, recognized in the execution context
         recognize_for_execution(
@@ -111,8 +133,10 @@ def claim(
             policy,
             journal_rows.last_entry_of_kind(connection, record.run_id, EntryKind.RUN_STARTED),
         )
-        # 11.5c a recovery's request: its actor still holds the workflow's authority
-        check_recovery_actor(connection, authority, record.execution_request_id)
+        # 11.5c the ticket's operator and each recovery's actor still hold their authority
+        check_actors(authority, record, custody)
+        # 11.5d no tool call of the run has an unknown durable outcome
+        check_effects(connection, record)
         # 11.6 generation 0 -> 1, the owner is recorded, worker_claimed is appended
         updated = claimed(record, worker, context.now())
         request_rows.update_execution_request(connection, updated)
@@ -138,18 +162,37 @@ def finish(
     generation: int,
     outcome: RequestState,
     reason: str = "",
+    presented: WorkerSource | None = None,
 ) -> ExecutionRequestRecord:
-    """Complete or fail a claimed request under the current generation."""
+    """Complete or fail a claimed request under the current generation. A completion is refused
+    when a stop condition holds (revocation, a changed source or profile, an unknown effect); a
+    failure is the worker's report that it stopped, so it is recorded with those conditions
+    named (``stop_reasons``) instead of refused."""
     with context.engine.begin() as connection:
+        policy = lock_policy(connection)
         record = existing_request(connection, execution_request_id, for_update=True)
         # 12 claimed, current generation, the caller owns it, the lease is in time
         check_worker_write(record, worker, generation, context.clock())
+        custody = read_custody(connection, record)
+        checks: list[Callable[[], None]] = [
+            partial(check_policy, connection, policy, record, custody),
+            partial(check_source, custody, presented),
+            partial(check_effects, connection, record),
+        ]
+        stopped: list[str] = []
+        if outcome is RequestState.COMPLETED:
+            for check in checks:
+                check()
+        else:
+            stopped = stop_reasons(checks)
         updated = finished(record, outcome, context.now())
         request_rows.update_execution_request(connection, updated)
         if outcome is RequestState.COMPLETED:
             kind, payload = EntryKind.REQUEST_EVENT, {"event": "completed"}
         else:
             kind, payload = EntryKind.REQUEST_FAILED, {"reason": reason}
+            if stopped:
+                payload["stop_reasons"] = stopped  # type: ignore[assignment]
         append_entry(
             context,
             connection,
@@ -173,6 +216,7 @@ def record_command(
     generation: int,
     command_id: str,
     command_digest: str,
+    presented: WorkerSource | None = None,
 ) -> tuple[int, bool, int, int]:
     """Charge one command before it runs: (journal sequence, charged, used, limit)."""
     check_identifier("command_id", command_id)
@@ -186,12 +230,15 @@ def record_command(
     with context.engine.begin() as connection:
         policy = lock_policy(connection)
         record = existing_request(connection, execution_request_id, for_update=True)
-        # 12 a fenced write, which also repeats the policy check
+        # 12 a fenced write, which also repeats the execution-time rules of the claim
         check_worker_write(record, worker, generation, context.clock())
-        check_policy_for_execution(policy, record.policy_revision)
-        # 13 dispatch under a recovery's request re-checks its actor's authority (as 11.5c)
-        check_recovery_actor(connection, authority, execution_request_id)
-        run = existing_run(connection, record.run_id)
+        custody = read_custody(connection, record)
+        check_policy(connection, policy, record, custody)
+        check_source(custody, presented)
+        # 13 dispatch re-checks the operator's and each recovery actor's authority (as 11.5c)
+        check_actors(authority, record, custody)
+        check_effects(connection, record)
+        run = custody.run
         # 13 count distinct command ids in the run's retained command_executed rows
         usage = CommandLedger.from_entries(journal_rows.command_entries(connection, record.run_id))
         previous = usage.receipt(command_id)
@@ -203,6 +250,8 @@ def record_command(
                     f"command {command_id} was recorded with a different command digest",
                     metadata={"command_id": command_id},
                 )
+            # 13 a fenced generation's receipt never satisfies this lease
+            previous.check_satisfies(execution_request_id, generation)
             return previous.sequence, False, usage.used, run.spec.command_limit
         # 13 at the limit the command is refused before it runs
         usage.check_room(run.spec.command_limit)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection
 
 from services.ledger.domain.commands import CommandLedger
+from services.ledger.domain.execution import PENDING_STATES
 from services.ledger.domain.journal import (
     LEDGER_ONLY_KINDS,
     EntryKind,
@@ -30,7 +31,13 @@ from services.ledger.transactions.base import (
 )
 from shared.continuity.canonical import GENESIS_HASH, is_digest, parse_json
 from shared.continuity.journal_chain import IntactEntries, Verification, verify_chain
-from shared.runtime.errors import Conflict, FieldViolation, InvalidArgument, ResourceExhausted
+from shared.runtime.errors import (
+    Conflict,
+    FailedPrecondition,
+    FieldViolation,
+    InvalidArgument,
+    ResourceExhausted,
+)
 
 FENCED_NATIVE_KINDS = frozenset(
     {EntryKind.WORKER_CLAIMED, EntryKind.REQUEST_FAILED, EntryKind.COMMAND_EXECUTED}
@@ -117,6 +124,22 @@ def _check_native_write(
             metadata={"execution_request_id": fenced, "kind": kind.value},
         )
     if kind is EntryKind.COMMAND_EXECUTED:
+        # Automatic verification before native work: while a continuity request of the run is
+        # queued or claimed, its commands run only under its lease (ExecutionService).
+        outstanding = request_rows.list_execution_requests(
+            connection, run.spec.run_id, PENDING_STATES
+        )
+        if outstanding:
+            raise FailedPrecondition(
+                "CONTINUITY_TICKET_OUTSTANDING",
+                f"run {run.spec.run_id} has continuity execution request "
+                f"{outstanding[0].execution_request_id} outstanding; a command runs only under "
+                "its lease, through ExecutionService",
+                metadata={
+                    "run_id": run.spec.run_id,
+                    "execution_request_id": outstanding[0].execution_request_id,
+                },
+            )
         usage = CommandLedger.from_entries(
             journal_rows.command_entries(connection, run.spec.run_id)
         )

@@ -30,7 +30,7 @@ from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
 from services.reconstruction.__main__ import bindings as reconstruction_bindings
 from shared.runtime.errors import from_rpc_error
-from tests.support import ROLE_TOKENS, TOKENS, Served, admission_downstream, serve
+from tests.support import ROLE_TOKENS, TOKENS, Served, admission_downstream, serve, token_roles
 
 ALL = frozenset(ROLE_TOKENS)
 ADMIN = frozenset({"factory_administrator"})
@@ -134,7 +134,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
     engine = make_engine(f"sqlite:///{tmp_path_factory.mktemp('auth')}/ledger.db")
     upgrade(engine)
     with (
-        serve("ledger", ledger_bindings(Ledger(engine))) as ledger,
+        serve("ledger", ledger_bindings(Ledger(engine, authority=token_roles))) as ledger,
         serve("reconstruction", reconstruction_bindings()) as reconstruction,
         serve("candidate", candidate_bindings()) as candidate,
         serve(

@@ -1,0 +1,124 @@
+"""The execution-time rules a claim and every later worker write repeat (ADR 0014): policy
+revocation, actor loss, a changed source or unqualified profile, and unknown effects stop a
+continuation; nothing else does. Each check runs on the caller's connection, inside its
+transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import Connection
+
+from services.ledger.domain.execution import (
+    ExecutionRequestRecord,
+    WorkerSource,
+    check_no_unknown_effects,
+    check_operator_authority,
+    check_policy_for_execution,
+    check_profile_qualified,
+    check_worker_source,
+)
+from services.ledger.domain.journal import EntryKind, unknown_tool_calls
+from services.ledger.domain.policy import PolicyRevision
+from services.ledger.domain.recoveries import READONLY_OBSERVATION, REJECTED_BOUNDARY
+from services.ledger.domain.recovery_authority import Authority, check_recovery_authority
+from services.ledger.domain.runs import Run
+from services.ledger.domain.tickets import StoredTicket
+from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import policy as policy_rows
+from services.ledger.repository import recoveries as recovery_rows
+from services.ledger.repository import tickets as ticket_rows
+from services.ledger.transactions.base import existing_run
+from shared.runtime.errors import FailedPrecondition, NotFound
+
+#: The policy switches a ticket of each version needs besides ``enabled``.
+VERSION_SWITCHES: dict[int, tuple[str, ...]] = {2: ("allow_unavailable_source_observations",)}
+#: The policy switch each recovery workflow that queued a request needs besides ``enabled``.
+WORKFLOW_SWITCHES: dict[str, tuple[str, ...]] = {
+    REJECTED_BOUNDARY: ("allow_pre_admission_recovery",),
+    READONLY_OBSERVATION: ("allow_readonly_observation_recovery",),
+}
+#: Refusals of a claim while it enters the request's policy epoch (the recognition conditions:
+#: an enabled finite-lease policy, a qualified profile, a catalogued epoch). Each leaves one
+#: native admission-refusal record and makes the request ineligible for automatic scheduling.
+EPOCH_REFUSALS = frozenset({"POLICY_REVOKED", "PROFILE_NOT_QUALIFIED", "POLICY_EPOCH_UNRECOGNIZED"})
+
+
+@dataclass(frozen=True)
+class Custody:
+    """Who and what a request's execution rests on: its run, its ticket and its recoveries."""
+
+    run: Run
+    ticket: StoredTicket
+    recovery_workflows: tuple[tuple[str, str], ...]  # (workflow, actor), oldest first
+
+    @property
+    def switches(self) -> tuple[str, ...]:
+        names = VERSION_SWITCHES.get(self.ticket.version, ())
+        for workflow, _ in self.recovery_workflows:
+            names += WORKFLOW_SWITCHES.get(workflow, ())
+        return tuple(dict.fromkeys(names))
+
+
+def read_custody(connection: Connection, record: ExecutionRequestRecord) -> Custody:
+    stored = ticket_rows.get_ticket(connection, record.run_id, record.request_id)
+    if stored is None:
+        raise NotFound(
+            "ADMISSION_NOT_FOUND",
+            f"no admission request {record.request_id} for run {record.run_id}",
+            metadata={"run_id": record.run_id, "request_id": record.request_id},
+        )
+    recoveries = recovery_rows.list_for_execution_request(connection, record.execution_request_id)
+    return Custody(
+        run=existing_run(connection, record.run_id),
+        ticket=stored.ticket,
+        recovery_workflows=tuple((r.workflow, r.actor) for r in recoveries),
+    )
+
+
+def check_policy(
+    connection: Connection,
+    policy: PolicyRevision,
+    record: ExecutionRequestRecord,
+    custody: Custody,
+) -> None:
+    """Every revision since the request was queued keeps the policy enabled and its switches on
+    (``policy`` is the locked current revision)."""
+    revisions = policy_rows.revisions_after(connection, record.policy_revision) or [policy]
+    check_policy_for_execution(revisions, record.policy_revision, custody.switches)
+
+
+def check_actors(authority: Authority, record: ExecutionRequestRecord, custody: Custody) -> None:
+    """The ticket's operator, and each recovery's actor, still hold the roles they needed."""
+    operator = custody.ticket.operator_identity
+    check_operator_authority(authority(operator), operator, record.request_id)
+    for workflow, actor in custody.recovery_workflows:
+        check_recovery_authority(authority, workflow, actor, record.execution_request_id)
+
+
+def check_source(custody: Custody, presented: WorkerSource | None) -> None:
+    """The profile is still qualified and, when the worker presents what it executes now, that is
+    still the run's attempt, source, configuration and profile."""
+    if presented is None:
+        check_profile_qualified(custody.run)
+    else:
+        check_worker_source(custody.run, presented, "WORKER_SOURCE_CHANGED")
+
+
+def check_effects(connection: Connection, record: ExecutionRequestRecord) -> None:
+    """No tool call of the run has an unknown durable outcome."""
+    outcomes = journal_rows.entries_of_kind(connection, record.run_id, EntryKind.TOOL_OUTCOME)
+    check_no_unknown_effects(unknown_tool_calls(outcomes), record.execution_request_id)
+
+
+def stop_reasons(checks: list[Callable[[], None]]) -> list[str]:
+    """The reason of each check that refuses, in order (a failure report records them rather than
+    being refused: refusing it would strand the claim until a reconciliation)."""
+    reasons: list[str] = []
+    for check in checks:
+        try:
+            check()
+        except FailedPrecondition as refused:
+            reasons.append(refused.reason)
+    return reasons
