@@ -272,12 +272,22 @@ def test_native_appends_cannot_route_around_leases_or_the_command_limit(
             "EXECUTION_REQUEST_FENCED",
             lambda kind=kind, payload=payload: append(kind, payload),
         )
+    # While the continuity request is outstanding, no native command runs outside its lease.
+    expect_error(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "CONTINUITY_TICKET_OUTSTANDING",
+        lambda: append(common_pb2.JOURNAL_ENTRY_KIND_COMMAND_EXECUTED, {"command_id": "c-y"}),
+    )
+    assert row_counts(engine) == counts
+    # Once it is no longer outstanding, a native command is charged like any other.
+    execution(clients, "admin-token").CancelExecutionRequest(
+        execution_pb2.CancelExecutionRequestRequest(execution_request_id=exr, reason="test")
+    )
     expect_error(
         grpc.StatusCode.ALREADY_EXISTS,
         "COMMAND_ALREADY_RECORDED",
         lambda: append(common_pb2.JOURNAL_ENTRY_KIND_COMMAND_EXECUTED, {"command_id": "cmd-01"}),
     )
-    assert row_counts(engine) == counts
     for index in range(11):
         append(common_pb2.JOURNAL_ENTRY_KIND_COMMAND_EXECUTED, {"command_id": f"native-{index}"})
     expect_error(

@@ -188,14 +188,17 @@ def journal_batches(
 
 def command_entries(connection: Connection, run_id: str) -> list[StoredEntry]:
     """The run's retained command_executed rows, in sequence order."""
-    return entries_of_kind(connection, run_id, EntryKind.COMMAND_EXECUTED)
+    return entries_of_kinds(connection, run_id, EntryKind.COMMAND_EXECUTED)
 
 
-def entries_of_kind(connection: Connection, run_id: str, kind: EntryKind) -> list[StoredEntry]:
-    """The run's retained rows of ``kind``, in sequence order."""
+def entries_of_kinds(connection: Connection, run_id: str, *kinds: EntryKind) -> list[StoredEntry]:
+    """The run's retained rows of ``kinds``, in sequence order."""
     rows = connection.execute(
         select(journal_entries)
-        .where(journal_entries.c.run_id == run_id, journal_entries.c.kind == kind.value)
+        .where(
+            journal_entries.c.run_id == run_id,
+            journal_entries.c.kind.in_([kind.value for kind in kinds]),
+        )
         .order_by(journal_entries.c.sequence)
     )
     return [_entry(row) for row in rows]

@@ -19,7 +19,7 @@ from services.ledger.domain.execution import (
     check_profile_qualified,
     check_worker_source,
 )
-from services.ledger.domain.journal import EntryKind, unknown_tool_calls
+from services.ledger.domain.journal import EntryKind, queued_at, unknown_tool_calls
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.recoveries import READONLY_OBSERVATION, REJECTED_BOUNDARY
 from services.ledger.domain.recovery_authority import Authority, check_recovery_authority
@@ -91,10 +91,10 @@ def check_policy(
 
 def check_actors(authority: Authority, record: ExecutionRequestRecord, custody: Custody) -> None:
     """The ticket's operator, and each recovery's actor, still hold the roles they needed."""
-    operator = custody.ticket.operator_identity
-    check_operator_authority(authority(operator), operator, record.request_id)
     for workflow, actor in custody.recovery_workflows:
         check_recovery_authority(authority, workflow, actor, record.execution_request_id)
+    operator = custody.ticket.operator_identity
+    check_operator_authority(authority(operator), operator, record.request_id)
 
 
 def check_source(custody: Custody, presented: WorkerSource | None) -> None:
@@ -107,9 +107,18 @@ def check_source(custody: Custody, presented: WorkerSource | None) -> None:
 
 
 def check_effects(connection: Connection, record: ExecutionRequestRecord) -> None:
-    """No tool call of the run has an unknown durable outcome."""
-    outcomes = journal_rows.entries_of_kind(connection, record.run_id, EntryKind.TOOL_OUTCOME)
-    check_no_unknown_effects(unknown_tool_calls(outcomes), record.execution_request_id)
+    """No tool call of the run has a new unknown durable outcome: one recorded after the request
+    was queued (the admission or recovery that queued it judged every earlier one)."""
+    entries = journal_rows.entries_of_kinds(
+        connection,
+        record.run_id,
+        EntryKind.OWNERSHIP_CLAIM,
+        EntryKind.REQUEST_EVENT,
+        EntryKind.TOOL_OUTCOME,
+    )
+    since = queued_at(entries, record.execution_request_id)
+    outcomes = [e for e in entries if e.kind == EntryKind.TOOL_OUTCOME.value]
+    check_no_unknown_effects(unknown_tool_calls(outcomes, since), record.execution_request_id)
 
 
 def stop_reasons(checks: list[Callable[[], None]]) -> list[str]:
