@@ -20,7 +20,6 @@ from tests.ledger.admission_support import (
     S,
     admitted,
     claim_request,
-    enable_policy,
     execution,
     journal_kinds,
 )
@@ -103,23 +102,6 @@ def test_claim_repeats_the_source_checks(
         execution_pb2.GetExecutionRequestRequest(execution_request_id=exr)
     )
     assert state.execution_request.state == S.EXECUTION_REQUEST_STATE_QUEUED
-
-
-def test_policy_revocation_stops_dispatch(clients: LedgerClients) -> None:
-    _seeded, ticket = admitted(clients)
-    exr = ticket.execution_request.execution_request_id
-    enable_policy(clients, enabled=False)
-    expect_error(
-        grpc.StatusCode.FAILED_PRECONDITION,
-        "POLICY_REVOKED",
-        lambda: execution(clients).ClaimExecutionRequest(claim_request(clients, exr)),
-    )
-    enable_policy(clients)
-    expect_error(
-        grpc.StatusCode.FAILED_PRECONDITION,
-        "POLICY_REVISION_CHANGED",
-        lambda: execution(clients).ClaimExecutionRequest(claim_request(clients, exr)),
-    )
 
 
 def test_an_expired_lease_cannot_be_claimed_or_written(
