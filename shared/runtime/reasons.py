@@ -189,16 +189,16 @@ _REASONS: tuple[Reason, ...] = (
            "the continuity policy (or the setting the version needs) is disabled"),
     Reason("POLICY_REVISION_CHANGED", _FP, ("current_revision", "ticket_revision"),
            "the policy revision changed after the candidate or ticket was issued"),
-    Reason("POLICY_REVOKED", _FP, ("policy_revision", "ticket_revision", "revoked"),
+    Reason("POLICY_REVOKED", _FP, ("policy_revision", "revoked", "ticket_revision"),
            "a policy revision since the request was queued disabled continuity or turned off a "
            "switch its workflow needs; the request stops and re-enabling does not revive it"),
-    Reason("OPERATOR_AUTHORITY_REVOKED", _FP, ("actor", "request_id", "missing_roles"),
+    Reason("OPERATOR_AUTHORITY_REVOKED", _FP, ("actor", "missing_roles", "request_id"),
            "the operator who admitted the request no longer holds execution_operator; its "
            "claim and command dispatch stop"),
     Reason("WORKER_SOURCE_CHANGED", _FP, ("mismatched",),
            "the source the worker presents with a write is no longer the run's attempt, source, "
            "configuration or profile"),
-    Reason("UNKNOWN_EFFECT_OUTSTANDING", _FP, ("execution_request_id", "call_ids"),
+    Reason("UNKNOWN_EFFECT_OUTSTANDING", _FP, ("call_ids", "execution_request_id"),
            "a tool call of the run has an unknown durable outcome; nothing more is claimed, "
            "dispatched or completed until it is reconciled"),
     Reason("EXECUTION_REQUEST_CANCELLED", _FP, ("execution_request_id",),
@@ -209,7 +209,7 @@ _REASONS: tuple[Reason, ...] = (
            ("command_id", "execution_request_id", "lease_generation"),
            "the command id was charged under another execution request or a fenced lease "
            "generation; its receipt never satisfies this lease: use a new command id"),
-    Reason("CONTINUITY_TICKET_OUTSTANDING", _FP, ("run_id", "execution_request_id"),
+    Reason("CONTINUITY_TICKET_OUTSTANDING", _FP, ("execution_request_id", "run_id"),
            "a native command_executed outside ExecutionService while a continuity execution "
            "request of the run is queued or claimed"),
     Reason("PROFILE_NOT_QUALIFIED", _FP, ("source_profile",),

@@ -71,6 +71,8 @@ EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.ExecutionService/ListExecutionRequests": ALL,
     "/forge.continuity.v1.ExecutionService/RecordCommand": WORKER,
     "/forge.continuity.v1.ExecutionService/GetCommandUsage": ALL,
+    "/forge.continuity.v1.ExecutionService/CancelExecutionRequest": OPERATOR | ADMIN,
+    "/forge.continuity.v1.ExecutionService/ExpireExecutionRequests": WORKER | ADMIN,
     # Pure computation over bytes the caller already holds.
     "/forge.continuity.v1.ReconstructionService/ReconstructInvalidRead": ALL,
     "/forge.continuity.v1.ReconstructionService/AnalyzeConsumedResponse": ALL,
