@@ -16,6 +16,7 @@ from sqlalchemy import Engine, create_engine, text
 
 from services.ledger.database import make_engine, migrate
 from services.ledger.service import Ledger
+from tests.support import token_roles
 
 POSTGRES_URL = os.environ.get(
     "FORGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -78,4 +79,4 @@ def engine(database_url: str) -> Iterator[Engine]:
 
 @pytest.fixture
 def ledger(engine: Engine) -> Ledger:
-    return Ledger(engine)
+    return Ledger(engine, authority=token_roles)

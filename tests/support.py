@@ -33,6 +33,15 @@ TOKENS: dict[str, tuple[str, list[str]]] = {
 }
 # Sixty-four distinct execution operators for the concurrency tests.
 TOKENS.update({f"op-{i}-token": (f"operator-{i:02d}", ["execution_operator"]) for i in range(64)})
+
+
+def token_roles(identity: str) -> frozenset[str]:
+    """The ledger's authority source in tests: the current roles of the test principals."""
+    return frozenset(
+        role for known, roles in TOKENS.values() if known == identity for role in roles
+    )
+
+
 ROLE_TOKENS = {
     "factory_administrator": "admin-token",
     "execution_operator": "operator-token",

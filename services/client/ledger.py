@@ -97,6 +97,33 @@ class LedgerCalls(ClientBase):
         request = inspection_pb2.InspectJournalRequest(run_id=run_id)
         return invoke(self._ledger.InspectJournal, request)
 
+    # --- execution requests ------------------------------------------------------------------
+
+    def execution_requests(self, run_id: str) -> list[common_pb2.ExecutionRequest]:
+        """The run's execution requests, oldest first, each with its current state and whether a
+        native admission refusal made it ineligible for automatic scheduling."""
+        check_identifiers(run_id=run_id)
+        request = execution_pb2.ListExecutionRequestsRequest(run_id=run_id)
+        return list(invoke(self._execution.ListExecutionRequests, request).execution_requests)
+
+    def cancel_execution_request(
+        self, execution_request_id: str, reason: str
+    ) -> common_pb2.ExecutionRequest:
+        """Cancel a queued or claimed request (terminal, every lease generation fenced). The
+        operator who admitted it, with current authority, or a factory administrator; cancelling
+        a cancelled request reads it back."""
+        check_identifiers(execution_request_id=execution_request_id)
+        request = execution_pb2.CancelExecutionRequestRequest(
+            execution_request_id=execution_request_id, reason=reason
+        )
+        return invoke(self._execution.CancelExecutionRequest, request).execution_request
+
+    def expire_execution_requests(self) -> list[common_pb2.ExecutionRequest]:
+        """Move every queued request whose lease ran out to expired; returns what this call
+        expired. Workers and factory administrators."""
+        request = execution_pb2.ExpireExecutionRequestsRequest()
+        return list(invoke(self._execution.ExpireExecutionRequests, request).expired)
+
     def command_usage(self, run_id: str) -> execution_pb2.CommandUsage:
         """Commands charged to the run (from retained native rows) and its original limit."""
         check_identifiers(run_id=run_id)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import grpc
 
 from forge.continuity.v1 import execution_pb2, execution_pb2_grpc
-from services.ledger.domain.admission import WorkerSource
 from services.ledger.domain.completion import Certification, GoalClaim
-from services.ledger.domain.execution import RequestState
+from services.ledger.domain.execution import RequestState, WorkerSource
 from services.ledger.domain.owner_instance import OwnerInstance
 from services.ledger.proto_convert import execution_request_to_proto, state_from_proto
 from services.ledger.service import Ledger
@@ -41,6 +40,22 @@ def certification_to_proto(found: Certification) -> execution_pb2.CompletionCert
         generation_current=found.generation_current,
         open_intent_call_ids=found.open_intent_call_ids,
         reconciliation_marker_sequences=found.reconciliation_marker_sequences,
+    )
+
+
+def presented_source(
+    request: execution_pb2.RecordCommandRequest
+    | execution_pb2.CompleteExecutionRequestRequest
+    | execution_pb2.FailExecutionRequestRequest,
+) -> WorkerSource | None:
+    """The worker's present source when the write carries one."""
+    if not request.HasField("source"):
+        return None
+    return WorkerSource(
+        source_revision=request.source.source_revision,
+        configuration_digest=request.source.configuration_digest,
+        source_profile=request.source.source_profile,
+        attempt_id=request.source.attempt_id,
     )
 
 
@@ -85,6 +100,7 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
             request.lease_generation,
             goal_claim_from_proto(request.goal_claim),
             request.final_output_digest,
+            presented=presented_source(request),
         )
         return execution_pb2.CompleteExecutionRequestResponse(
             execution_request=execution_request_to_proto(record),
@@ -105,6 +121,7 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
             request.lease_generation,
             RequestState.FAILED,
             request.reason,
+            presented_source(request),
         )
         return execution_pb2.FailExecutionRequestResponse(
             execution_request=execution_request_to_proto(record)
@@ -148,11 +165,30 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
             request.lease_generation,
             request.command_id,
             request.command_digest,
+            presented_source(request),
         )
         return execution_pb2.RecordCommandResponse(
             journal_sequence=recorded.journal_sequence,
             charged=recorded.charged,
             usage=execution_pb2.CommandUsage(used=recorded.used, limit=recorded.limit),
+        )
+
+    def CancelExecutionRequest(
+        self, request: execution_pb2.CancelExecutionRequestRequest, context: grpc.ServicerContext
+    ) -> execution_pb2.CancelExecutionRequestResponse:
+        record = self._ledger.cancel_execution_request(
+            request.execution_request_id, current_principal().identity, request.reason
+        )
+        return execution_pb2.CancelExecutionRequestResponse(
+            execution_request=execution_request_to_proto(record)
+        )
+
+    def ExpireExecutionRequests(
+        self, request: execution_pb2.ExpireExecutionRequestsRequest, context: grpc.ServicerContext
+    ) -> execution_pb2.ExpireExecutionRequestsResponse:
+        expired = self._ledger.expire_due()
+        return execution_pb2.ExpireExecutionRequestsResponse(
+            expired=[execution_request_to_proto(record) for record in expired]
         )
 
     def GetCommandUsage(

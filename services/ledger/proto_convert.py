@@ -58,4 +58,5 @@ def execution_request_to_proto(record: ExecutionRequestRecord) -> common_pb2.Exe
             expires_at=to_timestamp(record.lease_expires_at),
         ),
         owner=record.owner,
+        admission_refusal=record.admission_refusal,
     )

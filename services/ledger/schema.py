@@ -104,6 +104,9 @@ execution_requests = Table(
     Column("owner", String(256), nullable=False),
     Column("created_at", String(40), nullable=False),
     Column("updated_at", String(40), nullable=False),
+    # The reason of the native admission-refusal record (migration 0006); set, the request is
+    # ineligible for automatic scheduling.
+    Column("admission_refusal", String(64), nullable=True),
     Index("ix_execution_requests_run_state", "run_id", "state"),
 )
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
 
-from services.ledger.domain.admission import AdmissionInput, WorkerSource
+from services.ledger.domain.admission import AdmissionInput
 from services.ledger.domain.commands import RecordedCommand
 from services.ledger.domain.completion import Completion, GoalClaim
-from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
+from services.ledger.domain.execution import ExecutionRequestRecord, RequestState, WorkerSource
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.owner_instance import OwnerInstance
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
@@ -24,6 +25,7 @@ from services.ledger.transactions import (
     blobs,
     completion,
     execution,
+    execution_stops,
     inspection,
     journal,
     policy,
@@ -154,6 +156,7 @@ class Ledger:
     # --- admissions -----------------------------------------------------------------------------
 
     def commit_admission(self, request: AdmissionInput) -> Admission:
+        self.expire_due()
         return admission.commit(self._context, request)
 
     def get_admission(self, run_id: str, request_id: str) -> Admission:
@@ -162,7 +165,9 @@ class Ledger:
     # --- recoveries -----------------------------------------------------------------------------
 
     def commit_recovery(self, request: RecoveryInput) -> Recovery:
-        """Any registered recovery workflow (``request.workflow``); one transaction."""
+        """Any registered recovery workflow (``request.workflow``); one transaction, after the
+        queued requests whose lease ran out are expired in their own."""
+        self.expire_due()
         return recovery.commit_recovery(self._context, self._authority, request)
 
     def get_recovery(self, run_id: str, request_id: str, workflow: str) -> Recovery:
@@ -181,6 +186,7 @@ class Ledger:
         return reconciliation_review.verify(self._context, self._authority, self._verifier, request)
 
     def reconcile(self, request: ReconcileInput) -> Reconciled:
+        self.expire_due()
         return reconciliation.commit(self._context, self._authority, request)
 
     def get_reconciliation(self, run_id: str, execution_request_id: str) -> Reconciled:
@@ -195,6 +201,23 @@ class Ledger:
 
     def get_execution_request(self, execution_request_id: str) -> ExecutionRequestRecord:
         return execution.get(self._context, execution_request_id)
+
+    def expire_due(self) -> list[ExecutionRequestRecord]:
+        """Lazily, before every transaction that counts queued requests (admission, recovery,
+        reconciliation), and on request: expired queued requests free their place (a sweep that
+        loses a race runs again next time). A claim of an expired request is refused
+        (LEASE_EXPIRED) and writes nothing."""
+        try:
+            return execution_stops.expire_due(self._context)
+        except IntegrityError:
+            return []
+
+    def cancel_execution_request(
+        self, execution_request_id: str, actor: str, reason: str
+    ) -> ExecutionRequestRecord:
+        return execution_stops.cancel(
+            self._context, self._authority, execution_request_id, actor, reason
+        )
 
     def claim(
         self,
@@ -219,14 +242,17 @@ class Ledger:
         generation: int,
         goal_claim: GoalClaim,
         final_output_digest: str = "",
+        presented: WorkerSource | None = None,
     ) -> tuple[ExecutionRequestRecord, Completion]:
         return completion.complete(
             self._context,
+            self._authority,
             execution_request_id,
             worker,
             generation,
             goal_claim,
             final_output_digest,
+            presented,
         )
 
     def finish(
@@ -236,9 +262,10 @@ class Ledger:
         generation: int,
         outcome: RequestState,
         reason: str = "",
+        presented: WorkerSource | None = None,
     ) -> ExecutionRequestRecord:
         return execution.finish(
-            self._context, execution_request_id, worker, generation, outcome, reason
+            self._context, execution_request_id, worker, generation, outcome, reason, presented
         )
 
     def fail_unclaimed(
@@ -253,6 +280,7 @@ class Ledger:
         generation: int,
         command_id: str,
         command_digest: str,
+        presented: WorkerSource | None = None,
     ) -> RecordedCommand:
         return execution.record_command(
             self._context,
@@ -262,6 +290,7 @@ class Ledger:
             generation,
             command_id,
             command_digest,
+            presented,
         )
 
     def command_usage(self, run_id: str) -> tuple[int, int]:

@@ -107,9 +107,12 @@ def run_to_proto(run: Run) -> ledger_pb2.Run:
 
 
 def ticket_to_proto(
-    ticket: StoredTicket, record: ExecutionRequestRecord
+    ticket: StoredTicket,
+    record: ExecutionRequestRecord,
+    current: ExecutionRequestRecord | None = None,
 ) -> ledger_pb2.AdmissionTicket:
-    """The saved ticket, field by field, with its execution request as it is now."""
+    """The saved ticket, field by field, with its execution request as it is now and the current
+    member of its request chain (``record`` itself unless a reconciliation queued a retry)."""
     return ledger_pb2.AdmissionTicket(
         run_id=ticket.run_id,
         request_id=ticket.request_id,
@@ -128,11 +131,12 @@ def ticket_to_proto(
         derived_checkpoint_digest=ticket.derived_checkpoint_digest,
         request_content_digest=ticket.request_content_digest,
         created_at=to_timestamp(ticket.created_at),
+        current_execution_request=execution_request_to_proto(current or record),
     )
 
 
 def admission_to_proto(admission: Admission) -> ledger_pb2.AdmissionTicket:
-    return ticket_to_proto(admission.ticket, admission.execution_request)
+    return ticket_to_proto(admission.ticket, admission.execution_request, admission.current)
 
 
 class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
@@ -320,6 +324,7 @@ WRITERS = frozenset({Role.PLATFORM_WRITER})
 ADMINS = frozenset({Role.FACTORY_ADMINISTRATOR})
 SERVICES = frozenset({Role.CONTINUITY_SERVICE})
 WORKERS = frozenset({Role.WORKER})
+OPERATORS = frozenset({Role.EXECUTION_OPERATOR})
 
 
 def bindings(ledger: Ledger) -> list[ServiceBinding]:
@@ -364,6 +369,8 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
                 "GetExecutionRequest": ANY_ROLE,
                 "ListExecutionRequests": ANY_ROLE,
                 "RecordCommand": WORKERS,
+                "CancelExecutionRequest": OPERATORS | ADMINS,
+                "ExpireExecutionRequests": WORKERS | ADMINS,
                 "GetCommandUsage": ANY_ROLE,
             },
             partial(getattr, execution_servicer),

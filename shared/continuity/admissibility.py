@@ -49,7 +49,7 @@ class BoundRequest:
 
     request_id: str
     execution_request_id: str
-    #: The stored state (queued, claimed, completed, failed).
+    #: The stored state (queued, claimed, completed, failed, expired, cancelled, ...).
     state: str
     #: The native history records a worker claim (any generation).
     claimed: bool
@@ -97,6 +97,9 @@ class ReconciliationFacts:
     budget_problems: tuple[str, ...] = ()
 
 
+#: States that end a request nobody claimed: failed before any claim, or its lease expired
+#: unclaimed. With a native history proving no claim, the never-claimed recovery may follow.
+UNCLAIMED_END_STATES = ("failed", "expired")
 RETRY_STAGE = "retry_stage"
 MARK_UNRESOLVED = "mark_unresolved"
 
@@ -283,7 +286,7 @@ def _residual_effects(facts: ActionFacts) -> list[Refusal]:
         facts.refusal_problems is None
         and facts.observation_problems is None
         and bound.state != "queued"
-        and not (bound.state == "failed" and bound.failed_unclaimed)
+        and not (bound.state in UNCLAIMED_END_STATES and bound.failed_unclaimed)
     ):
         found.append(
             Refusal(

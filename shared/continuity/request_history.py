@@ -44,7 +44,8 @@ class RequestHistory:
     claim_sequence: int
     #: Sequences of worker_claimed entries for the execution request.
     worker_claims: tuple[int, ...]
-    #: Sequence of the request_failed entry at generation 0 recorded before any claim; 0 if none.
+    #: Sequence of the request_failed entry (or the request_event "expired") at generation 0
+    #: recorded before any claim; 0 if none.
     unclaimed_failure_sequence: int
     #: Entries after that failure that nothing accounts for.
     unaccounted_after_failure: tuple[int, ...]
@@ -124,11 +125,13 @@ def request_history(rows: Iterable[JournalRow], request_id: str) -> RequestHisto
         elif row.kind == "request_failed" and claims:
             claimed_failures.append((row.sequence, _generation(payload)))
         elif (
-            row.kind == "request_failed"
+            row.kind in ("request_failed", "request_event")
+            and (row.kind == "request_failed" or payload.get("event") == "expired")
             and not claims
             and not failure
             and payload.get("lease_generation") == 0
         ):
+            # the unclaimed end: a failure before any claim, or the lease's expiry unclaimed
             failure = row.sequence
     unaccounted = tuple(
         row.sequence

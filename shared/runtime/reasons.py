@@ -191,8 +191,29 @@ _REASONS: tuple[Reason, ...] = (
            "the continuity policy (or the setting the version needs) is disabled"),
     Reason("POLICY_REVISION_CHANGED", _FP, ("current_revision", "ticket_revision"),
            "the policy revision changed after the candidate or ticket was issued"),
-    Reason("POLICY_REVOKED", _FP, ("policy_revision",),
-           "the policy revision the ticket was issued under was revoked"),
+    Reason("POLICY_REVOKED", _FP, ("policy_revision", "revoked", "ticket_revision"),
+           "a policy revision since the request was queued disabled continuity or turned off a "
+           "switch its workflow needs; the request stops and re-enabling does not revive it"),
+    Reason("OPERATOR_AUTHORITY_REVOKED", _FP, ("actor", "missing_roles", "request_id"),
+           "the operator who admitted the request no longer holds execution_operator; its "
+           "claim and command dispatch stop"),
+    Reason("WORKER_SOURCE_CHANGED", _FP, ("mismatched",),
+           "the source the worker presents with a write is no longer the run's attempt, source, "
+           "configuration or profile"),
+    Reason("UNKNOWN_EFFECT_OUTSTANDING", _FP, ("call_ids", "execution_request_id"),
+           "a tool call of the run has an unknown durable outcome; nothing more is claimed, "
+           "dispatched or completed until it is reconciled"),
+    Reason("EXECUTION_REQUEST_CANCELLED", _FP, ("execution_request_id",),
+           "the execution request was cancelled; every lease generation of it is fenced"),
+    Reason("EXECUTION_REQUEST_NOT_CANCELLABLE", _FP, ("state",),
+           "only a queued or claimed execution request can be cancelled"),
+    Reason("COMMAND_RECEIPT_FENCED", _FP,
+           ("command_id", "execution_request_id", "lease_generation"),
+           "the command id was charged under another execution request or a fenced lease "
+           "generation; its receipt never satisfies this lease: use a new command id"),
+    Reason("CONTINUITY_TICKET_OUTSTANDING", _FP, ("execution_request_id", "run_id"),
+           "a native command_executed outside ExecutionService while a continuity execution "
+           "request of the run is queued or claimed"),
     Reason("PROFILE_NOT_QUALIFIED", _FP, ("source_profile",),
            "the run's source profile is not qualified by this release"),
     Reason("CLAIM_OUTSTANDING", _FP, ("execution_request_id",),
@@ -307,6 +328,9 @@ _REASONS: tuple[Reason, ...] = (
     Reason("WORKER_APPEND_NOT_LEASED", _PD, ("identity", "kind"),
            "a worker appends only its own model and tool records, each naming an execution "
            "request of this run and the lease generation it holds"),
+    Reason("CANCEL_NOT_PERMITTED", _PD, ("identity", "operator"),
+           "only the operator who admitted the request, with current authority, or a factory "
+           "administrator may cancel it"),
     # --- UNIMPLEMENTED / UNAVAILABLE / INTERNAL --------------------------------------------------
     Reason("NOT_YET_AVAILABLE", _UI, ("method",), "in the contract, not delivered in this release"),
     Reason("CANDIDATE_SOURCES_UNCONFIGURED", _UV, (),

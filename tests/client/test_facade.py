@@ -36,6 +36,9 @@ PUBLIC_METHODS = {
     "reconcile_execution_request",
     "reconciliation",
     "caller_permissions",
+    "execution_requests",
+    "cancel_execution_request",
+    "expire_execution_requests",
 }
 
 
@@ -71,5 +74,6 @@ def test_the_cli_lists_every_module_command_in_order() -> None:
         "reconcile",
         "journal",
         "commands",
+        "requests",
         "whoami",
     ]

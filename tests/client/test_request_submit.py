@@ -498,3 +498,43 @@ def test_whoami_shows_the_callers_roles_and_what_they_permit(stack: Stack, cli: 
     decided = {p["method"].rsplit("/", 1)[1]: p["permitted"] for p in document["permissions"]}
     assert decided["RequestInvalidReadContinuity"] is True
     assert decided["RequestInvalidReadRecovery"] is False
+
+
+def test_the_operator_lists_and_cancels_the_admitted_request(stack: Stack, cli: CliRunner) -> None:
+    """The CLI names each request's state and scheduling eligibility; the operator who admitted
+    the request cancels it, and the ticket read-back names the chain's current member."""
+    seed(stack.ledger)
+    with stack.client("admin-token") as admin:
+        admin.put_policy(1, enabled=True, window_seconds=3600)
+    reviewed = shown_candidate_digest(stack, cli)
+    assert stack.cli(cli, *SUBMIT_FROM_CANDIDATE, "--candidate-digest", reviewed).code == 0
+    with stack.client("reader-token") as reader:
+        [queued] = reader.execution_requests("run-1")
+    listed = stack.cli(cli, "requests", "list", "run-1")
+    assert listed.code == 0, listed.err
+    assert [line.split() for line in lines(listed.out)][1] == [
+        queued.execution_request_id,
+        "req-1",
+        "queued",
+        "0",
+        "-",
+        "eligible",
+    ]
+    refused = stack.cli(
+        cli,
+        "requests",
+        "cancel",
+        queued.execution_request_id,
+        "--reason",
+        "x",
+        token="operator2-token",
+    )
+    assert (refused.code, refused.out) == (1, "")
+    assert refused.err.startswith("error: PERMISSION_DENIED CANCEL_NOT_PERMITTED: ")
+    cancelled = stack.cli(
+        cli, "requests", "cancel", queued.execution_request_id, "--reason", "not needed"
+    )
+    assert (cancelled.code, fields(cancelled.out)["state"]) == (0, "cancelled")
+    ticket = stack.cli(cli, "request", "show", "run-1", "req-1")
+    assert fields(ticket.out)["current_state"] == "cancelled"
+    assert fields(ticket.out)["current_execution_request_id"] == queued.execution_request_id

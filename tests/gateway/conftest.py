@@ -33,7 +33,7 @@ from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
 from services.reconstruction.servicer import bindings as reconstruction_bindings
 from shared.runtime.client import open_channel
-from tests.support import Served, admission_downstream, row_counts, serve
+from tests.support import Served, admission_downstream, row_counts, serve, token_roles
 
 STARTUP_SECONDS = 15.0
 
@@ -93,7 +93,7 @@ def gateway(tmp_path: Path) -> Iterator[RunningGateway]:
     engine = make_engine(url)
     upgrade(engine)
     with (
-        serve("ledger", ledger_bindings(Ledger(engine))) as ledger,
+        serve("ledger", ledger_bindings(Ledger(engine, authority=token_roles))) as ledger,
         serve("reconstruction", reconstruction_bindings()) as reconstruction,
     ):
         sources = GrpcCandidateSources(

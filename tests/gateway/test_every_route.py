@@ -167,6 +167,16 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
         )
     ).execution_request
     assert failed.state == common_pb2.EXECUTION_REQUEST_STATE_FAILED
+    # Cancel and expire: a finished request is not cancellable; nothing is due to expire.
+    with pytest.raises(HttpRefused) as finished:
+        stub(gateway, "ExecutionService", "admin-token").CancelExecutionRequest(
+            execution_pb2.CancelExecutionRequestRequest(
+                execution_request_id=failed.execution_request_id, reason="late"
+            )
+        )
+    assert finished.value.reason == "EXECUTION_REQUEST_NOT_CANCELLABLE"
+    expire = execution_pb2.ExpireExecutionRequestsRequest()
+    assert list(worker.ExpireExecutionRequests(expire).expired) == []
 
     page = reader.ReadJournal(ledger_pb2.ReadJournalRequest(run_id="run-1", page_size=1000))
     streamed = list(reader.StreamJournal(ledger_pb2.StreamJournalRequest(run_id="run-1")))

@@ -11,7 +11,7 @@ from sqlalchemy import Engine
 from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc, policy_pb2_grpc
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
-from tests.support import Served, serve
+from tests.support import Served, serve, token_roles
 
 CONFIGURATION_DIGEST = "sha256:" + "c" * 64
 
@@ -48,7 +48,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def clients(engine: Engine, clock: Clock) -> Iterator[LedgerClients]:
-    with serve("ledger", bindings(Ledger(engine, clock))) as served:
+    with serve("ledger", bindings(Ledger(engine, clock, authority=token_roles))) as served:
         yield LedgerClients(served)
 
 

@@ -20,7 +20,6 @@ from tests.ledger.admission_support import (
     S,
     admitted,
     claim_request,
-    enable_policy,
     execution,
     journal_kinds,
 )
@@ -103,23 +102,6 @@ def test_claim_repeats_the_source_checks(
         execution_pb2.GetExecutionRequestRequest(execution_request_id=exr)
     )
     assert state.execution_request.state == S.EXECUTION_REQUEST_STATE_QUEUED
-
-
-def test_policy_revocation_stops_dispatch(clients: LedgerClients) -> None:
-    _seeded, ticket = admitted(clients)
-    exr = ticket.execution_request.execution_request_id
-    enable_policy(clients, enabled=False)
-    expect_error(
-        grpc.StatusCode.FAILED_PRECONDITION,
-        "POLICY_REVOKED",
-        lambda: execution(clients).ClaimExecutionRequest(claim_request(clients, exr)),
-    )
-    enable_policy(clients)
-    expect_error(
-        grpc.StatusCode.FAILED_PRECONDITION,
-        "POLICY_REVISION_CHANGED",
-        lambda: execution(clients).ClaimExecutionRequest(claim_request(clients, exr)),
-    )
 
 
 def test_an_expired_lease_cannot_be_claimed_or_written(
@@ -272,12 +254,22 @@ def test_native_appends_cannot_route_around_leases_or_the_command_limit(
             "EXECUTION_REQUEST_FENCED",
             lambda kind=kind, payload=payload: append(kind, payload),
         )
+    # While the continuity request is outstanding, no native command runs outside its lease.
+    expect_error(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "CONTINUITY_TICKET_OUTSTANDING",
+        lambda: append(common_pb2.JOURNAL_ENTRY_KIND_COMMAND_EXECUTED, {"command_id": "c-y"}),
+    )
+    assert row_counts(engine) == counts
+    # Once it is no longer outstanding, a native command is charged like any other.
+    execution(clients, "admin-token").CancelExecutionRequest(
+        execution_pb2.CancelExecutionRequestRequest(execution_request_id=exr, reason="test")
+    )
     expect_error(
         grpc.StatusCode.ALREADY_EXISTS,
         "COMMAND_ALREADY_RECORDED",
         lambda: append(common_pb2.JOURNAL_ENTRY_KIND_COMMAND_EXECUTED, {"command_id": "cmd-01"}),
     )
-    assert row_counts(engine) == counts
     for index in range(11):
         append(common_pb2.JOURNAL_ENTRY_KIND_COMMAND_EXECUTED, {"command_id": f"native-{index}"})
     expect_error(

@@ -27,14 +27,16 @@ from shared.runtime.config import (
 from shared.runtime.server import start_server
 from tests.errors import expect_error
 from tests.ledger.conftest import LedgerClients, run_request
-from tests.support import serve
+from tests.support import serve, token_roles
 
 LIMIT = 3
 
 
 @pytest.fixture
 def bounded(engine: Engine) -> Iterator[LedgerClients]:
-    with serve("ledger", bindings(Ledger(engine, max_journal_followers=LIMIT))) as served:
+    with serve(
+        "ledger", bindings(Ledger(engine, max_journal_followers=LIMIT, authority=token_roles))
+    ) as served:
         yield LedgerClients(served)
 
 

@@ -11,7 +11,7 @@ import grpc
 import pytest
 from sqlalchemy import Engine
 
-from forge.continuity.v1 import common_pb2, ledger_pb2
+from forge.continuity.v1 import common_pb2, execution_pb2, ledger_pb2
 from services.demo.seed import HISTORICAL_CHECKPOINT_MODE
 from shared.continuity import policy_epochs
 from shared.continuity.canonical import digest_of
@@ -24,6 +24,7 @@ from tests.ledger.admission_support import (
     commit_request,
     enable_policy,
     execution,
+    journal_kinds,
     seed,
 )
 from tests.ledger.conftest import Clock, LedgerClients
@@ -158,12 +159,20 @@ def test_a_claim_recognizes_the_epoch_again_under_the_installed_catalog(
     # in this process, so replacing the catalog is replacing the installed package data).
     monkeypatch.setattr(policy_epochs, "HISTORICAL_EPOCHS", MappingProxyType({}))
     before = row_counts(engine)
-    expect_error(
-        grpc.StatusCode.FAILED_PRECONDITION,
-        "POLICY_EPOCH_UNRECOGNIZED",
-        lambda: execution(clients).ClaimExecutionRequest(claim_request(clients, exr)),
+    for _ in range(2):
+        expect_error(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "POLICY_EPOCH_UNRECOGNIZED",
+            lambda: execution(clients).ClaimExecutionRequest(claim_request(clients, exr)),
+        )
+    # The refusal while entering the epoch claims nothing; it leaves one native admission-refusal
+    # record (however often it is refused) and the request ineligible for automatic scheduling.
+    assert row_counts(engine) == {**before, "journal_entries": before["journal_entries"] + 1}
+    assert journal_kinds(clients, "run-1")[-1] == "admission_refusal"
+    parked = execution(clients).GetExecutionRequest(
+        execution_pb2.GetExecutionRequestRequest(execution_request_id=exr)
     )
-    assert row_counts(engine) == before
+    assert parked.execution_request.admission_refusal == "POLICY_EPOCH_UNRECOGNIZED"
     monkeypatch.undo()
     claimed = execution(clients).ClaimExecutionRequest(claim_request(clients, exr))
     assert claimed.execution_request.lease.generation == 1

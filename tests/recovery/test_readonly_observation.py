@@ -118,7 +118,18 @@ def consumed(
     if alter is not None:
         alter(entries)
     for kind, payload in entries:
-        append(stack, KIND[kind], payload)
+        if kind == "command_executed":
+            # While the request is claimed a command is charged only under its lease.
+            execution(stack).RecordCommand(
+                execution_pb2.RecordCommandRequest(
+                    execution_request_id=claimed.execution_request_id,
+                    lease_generation=claimed.lease.generation,
+                    command_id=str(payload["command_id"]),
+                    command_digest=sha256_digest(b"late command"),
+                )
+            )
+        else:
+            append(stack, KIND[kind], payload)
     execution(stack).FailExecutionRequest(
         execution_pb2.FailExecutionRequestRequest(
             execution_request_id=claimed.execution_request_id,
@@ -295,6 +306,13 @@ def _add(kind: str, payload: dict[str, object]) -> Callable[[list[Any]], None]:
     return alter
 
 
+def _command_after_consume(entries: list[Any]) -> None:
+    """A command charged under the claim right after the consumed response (before the turn's
+    tool outcomes, whose unknown evidence outcome would stop any later command)."""
+    at = next(i for i, (kind, _) in enumerate(entries) if kind == "response_consumed")
+    entries.insert(at + 1, ("command_executed", {"command_id": "cmd-late"}))
+
+
 def _writable_sibling(entries: list[Any]) -> None:
     for kind, payload in entries:
         if kind == "tool_call_granted" and payload["call_id"] == LIST_CALL:
@@ -308,7 +326,7 @@ def _writable_sibling(entries: list[Any]) -> None:
         # the list result was not retained: its outcome is not a retained success
         (_replace_outcome("unknown"), {"OBSERVATION_NOT_PROVEN"}),
         # a command after the consumed turn: an unaccounted later effect
-        (_add("command_executed", {"command_id": "cmd-late"}), {"OBSERVATION_NOT_PROVEN"}),
+        (_command_after_consume, {"OBSERVATION_NOT_PROVEN"}),
         # a writable / command sibling is no pure read
         (_writable_sibling, {"OBSERVATION_NOT_PROVEN"}),
         # an unknown call outside the consumed turn stays uncertain
@@ -514,5 +532,8 @@ def test_a_revoked_policy_stops_the_next_claim(
     before = row_counts(engine), kinds(stack)
     with pytest.raises(grpc.RpcError) as refused:
         claim(stack, ticket)
-    assert rpc_reason(refused.value) in ("POLICY_REVISION_CHANGED", "POLICY_REVOKED")
-    assert (row_counts(engine), kinds(stack)) == before
+    assert rpc_reason(refused.value) == "POLICY_REVOKED"
+    # Refused while entering its policy epoch: one native admission-refusal record, nothing else.
+    counts, journal = before
+    assert row_counts(engine) == {**counts, "journal_entries": counts["journal_entries"] + 1}
+    assert kinds(stack) == [*journal, "admission_refusal"]

@@ -119,8 +119,6 @@ def test_never_claimed_commands_dispatch_while_authority_holds(
     ticket = admit(stack)
     fail_unclaimed(stack, ticket)
     stack.admissions(ADA).RequestInvalidReadRecovery(recovery(recovery_candidate(stack)))
-    # An unrelated role taken away does not matter: only the workflow's roles are required.
-    authority.revoke(ADA_IDENTITY, "execution_operator")
     claimed = claim(stack, ticket).execution_request
     receipt = record(stack, claimed, "cmd-1")
     assert receipt.charged
@@ -161,12 +159,27 @@ def test_readonly_observation_revocation_stops_the_claim(
     assert claim(stack, ticket).execution_request.lease.generation == queued[1] + 1
 
 
-def test_an_admissions_claim_does_not_re_ask_the_operators_authority(
-    stack: Stack, authority: Authority
+def test_an_admissions_claim_re_asks_the_operators_authority(
+    stack: Stack, engine: Engine, authority: Authority
 ) -> None:
-    """Unchanged admission behaviour: the operator's authority was checked at admission; the
-    claim repeats policy, source, configuration, profile and attempt only."""
+    """Actor loss stops execution: the claim of an admission's request, and every command
+    dispatch under it, re-asks the admitting operator's execution_operator role; restoring it
+    lets the next claim through. An unrelated role taken away does not matter."""
     ticket = admit(stack)
     authority.revoke(ADA_IDENTITY, "factory_administrator")
     authority.revoke(ADA_IDENTITY, "execution_operator")
-    assert claim(stack, ticket).execution_request.lease.generation == 1
+    before = row_counts(engine), kinds(stack)
+    error = expect_error(FP, "OPERATOR_AUTHORITY_REVOKED", lambda: claim(stack, ticket))
+    assert (error.metadata["actor"], error.metadata["missing_roles"]) == (
+        ADA_IDENTITY,
+        "execution_operator",
+    )
+    # Actor loss is not a refusal while entering the policy epoch: nothing is written.
+    assert (row_counts(engine), kinds(stack)) == before
+    authority.grant(ADA_IDENTITY, "execution_operator")
+    claimed = claim(stack, ticket).execution_request
+    assert claimed.lease.generation == 1
+    authority.revoke(ADA_IDENTITY, "execution_operator")
+    before = row_counts(engine), kinds(stack)
+    expect_error(FP, "OPERATOR_AUTHORITY_REVOKED", lambda: record(stack, claimed, "cmd-1"))
+    assert (row_counts(engine), kinds(stack)) == before

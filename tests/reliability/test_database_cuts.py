@@ -25,7 +25,7 @@ from tests.ledger.admission_support import commit_request, enable_policy, seed
 from tests.ledger.conftest import LedgerClients, run_request
 from tests.reliability.proxy import CuttingProxy, Mode
 from tests.reliability.scale import report, scale
-from tests.support import serve
+from tests.support import serve, token_roles
 
 TRIALS = scale(fast=6, full=200)
 MODES: tuple[Mode, ...] = ("before_commit", "after_commit")
@@ -40,7 +40,7 @@ def cut_ledger(database_url: str) -> Iterator[tuple[LedgerClients, CuttingProxy]
     through_proxy = urlunsplit(parts._replace(netloc=f"postgres@127.0.0.1:{proxy.port}"))
     engine = make_engine(through_proxy)
     try:
-        with serve("ledger", bindings(Ledger(engine))) as served:
+        with serve("ledger", bindings(Ledger(engine, authority=token_roles))) as served:
             yield LedgerClients(served), proxy
     finally:
         engine.dispose()

@@ -94,6 +94,14 @@ class ExecutionState(enum.Enum):
     CLAIMED = "claimed"
     COMPLETED = "completed"
     FAILED = "failed"
+    #: Retired by a RETRY_STAGE reconciliation (the retry is the chain's current member).
+    RECONCILED = "reconciled"
+    #: Terminal unresolved after a MARK_UNRESOLVED reconciliation.
+    UNRESOLVED = "unresolved"
+    CANCELLED = "cancelled"
+    #: Queued, never claimed again, and its lease ran out.
+    EXPIRED = "expired"
+    #: A state this release does not know (a newer ledger).
     UNKNOWN = "unknown"
 
 

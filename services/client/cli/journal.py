@@ -14,6 +14,8 @@ from services.client.cli._command import (
 )
 from services.client.cli.render import (
     aligned,
+    execution_request_lines,
+    execution_state,
     inspection_lines,
     journal_lines,
     to_json_object,
@@ -46,6 +48,17 @@ def register(commands: Subcommands) -> None:
     )
     usage.add_argument("run_id", metavar="RUN_ID")
 
+    requests = add_group(commands, "requests", "a run's execution requests")
+    listing = add_command(
+        requests, "list", "each request with its state and scheduling eligibility", _requests
+    )
+    listing.add_argument("run_id", metavar="RUN_ID")
+    cancel = add_command(
+        requests, "cancel", "cancel a queued or claimed request (terminal)", _cancel
+    )
+    cancel.add_argument("execution_request_id", metavar="EXECUTION_REQUEST_ID")
+    cancel.add_argument("--reason", required=True, help="why it is cancelled (recorded)")
+
 
 def _journal_show(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
     entries = client.journal(args.run_id, args.from_sequence)
@@ -65,6 +78,29 @@ def _journal_verify(client: ContinuityClient, args: argparse.Namespace, out: Out
 def _journal_inspect(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
     result = client.inspect_journal(args.run_id)
     out.emit(result, inspection_lines(result))
+    return EXIT_OK
+
+
+def _requests(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
+    found = client.execution_requests(args.run_id)
+    out.emit(
+        {"run_id": args.run_id, "execution_requests": [to_json_object(r) for r in found]},
+        execution_request_lines(found),
+    )
+    return EXIT_OK
+
+
+def _cancel(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
+    cancelled = client.cancel_execution_request(args.execution_request_id, args.reason)
+    out.emit(
+        cancelled,
+        aligned(
+            [
+                ("execution_request_id", cancelled.execution_request_id),
+                ("state", execution_state(cancelled)),
+            ]
+        ),
+    )
     return EXIT_OK
 
 

@@ -250,7 +250,38 @@ def ticket_lines(ticket: ledger_pb2.AdmissionTicket, created: bool | None = None
         ("lease_expires_at", _time(lease, "expires_at")),
         ("owner", execution.owner or "-"),
     ]
+    current = ticket.current_execution_request
+    if current.execution_request_id:
+        # The chain's current member: the original, or a reconciliation's retry.
+        pairs += [
+            ("current_execution_request_id", current.execution_request_id),
+            ("current_state", execution_state(current)),
+        ]
     return aligned(pairs)
+
+
+def execution_state(request: common_pb2.ExecutionRequest) -> str:
+    """The state's short name, lower case (queued, claimed, ..., cancelled, expired)."""
+    return enum_short_name(common_pb2.ExecutionRequestState, request.state).lower()
+
+
+def execution_request_lines(requests: Sequence[common_pb2.ExecutionRequest]) -> list[str]:
+    if not requests:
+        return ["no execution requests"]
+    return table(
+        ("EXECUTION REQUEST", "REQUEST", "STATE", "GEN", "OWNER", "SCHEDULING"),
+        [
+            (
+                r.execution_request_id,
+                r.request_id,
+                execution_state(r),
+                r.lease.generation,
+                r.owner or "-",
+                f"refused: {r.admission_refusal}" if r.admission_refusal else "eligible",
+            )
+            for r in requests
+        ],
+    )
 
 
 # --- journal -----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The checks of the native admission transaction and of worker claims, without storage."""
+"""The checks of the native admission transaction, without storage."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from services.ledger.domain.policy import PolicyRevision
-from services.ledger.domain.runs import Run, check_identifier
+from services.ledger.domain.runs import check_identifier
 from shared.continuity.canonical import is_digest, sha256_digest
-from shared.continuity.qualification import is_qualified
 from shared.contract.terms import DIGEST_NAMES, MAX_WINDOW_SECONDS, SUPPORTED_VERSIONS
 from shared.runtime.errors import (
     FailedPrecondition,
@@ -81,17 +80,6 @@ class AdmissionInput:
             )
 
 
-@dataclass(frozen=True)
-class WorkerSource:
-    """What a claiming worker will execute, and in which attempt; it must be exactly the run's
-    (a continuity never starts a new attempt)."""
-
-    source_revision: str
-    configuration_digest: str
-    source_profile: str
-    attempt_id: str
-
-
 def check_policy_for_admission(policy: PolicyRevision, decided_revision: int, version: int) -> None:
     if not policy.settings.enabled:
         raise FailedPrecondition(
@@ -119,26 +107,6 @@ def check_policy_for_admission(policy: PolicyRevision, decided_revision: int, ve
         )
 
 
-def check_policy_for_execution(policy: PolicyRevision, ticket_revision: int) -> None:
-    """Revocation stops dispatch and execution: the policy must still be the ticket's, enabled."""
-    if not policy.settings.enabled:
-        raise FailedPrecondition(
-            "POLICY_REVOKED",
-            "invalid-read continuity was disabled; queued and claimed continuations stop",
-            metadata={"policy_revision": str(policy.revision)},
-        )
-    if policy.revision != ticket_revision:
-        raise FailedPrecondition(
-            "POLICY_REVISION_CHANGED",
-            f"the ticket was admitted under policy revision {ticket_revision}, "
-            f"now {policy.revision}",
-            metadata={
-                "ticket_revision": str(ticket_revision),
-                "current_revision": str(policy.revision),
-            },
-        )
-
-
 def check_capacity(policy: PolicyRevision, *, per_run: int, pending: int) -> None:
     if per_run >= policy.settings.per_run_ticket_limit:
         raise ResourceExhausted(
@@ -151,37 +119,4 @@ def check_capacity(policy: PolicyRevision, *, per_run: int, pending: int) -> Non
             "PENDING_TICKET_LIMIT",
             f"{pending} tickets are pending (limit {policy.settings.pending_ticket_limit})",
             metadata={"limit": str(policy.settings.pending_ticket_limit), "count": str(pending)},
-        )
-
-
-def check_worker_source(run: Run, presented: WorkerSource) -> None:
-    """The claim repeats the current checks: the run's original attempt, source, configuration
-    and profile, each as the worker presents it."""
-    violations = [
-        PreconditionViolation(kind, name, f"expected {expected}, got {given}")
-        for kind, name, expected, given in (
-            ("ATTEMPT", "attempt_id", run.spec.attempt_id, presented.attempt_id),
-            ("SOURCE", "source_revision", run.spec.source_revision, presented.source_revision),
-            (
-                "CONFIGURATION",
-                "configuration_digest",
-                run.spec.configuration_digest,
-                presented.configuration_digest,
-            ),
-            ("PROFILE", "source_profile", run.spec.source_profile, presented.source_profile),
-        )
-        if expected != given
-    ]
-    if violations:
-        raise FailedPrecondition(
-            "CLAIM_CHECK_FAILED",
-            "the worker's attempt, source, configuration or profile differs from the run's",
-            metadata={"mismatched": ",".join(v.subject for v in violations)},
-            precondition_violations=violations,
-        )
-    if not is_qualified(run.spec.source_profile):
-        raise FailedPrecondition(
-            "PROFILE_NOT_QUALIFIED",
-            f"source profile {run.spec.source_profile} is not currently qualified",
-            metadata={"source_profile": run.spec.source_profile},
         )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from services.ledger.domain.journal import StoredEntry
 from shared.continuity.canonical import parse_json
-from shared.runtime.errors import ResourceExhausted
+from shared.runtime.errors import FailedPrecondition, ResourceExhausted
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,30 @@ class CommandReceipt:
     command_id: str
     command_digest: str
     sequence: int
+    #: The execution request and lease generation it was charged under ("" and -1 for a
+    #: native command recorded outside any continuity lease).
+    execution_request_id: str = ""
+    lease_generation: int = -1
+
+    def check_satisfies(self, execution_request_id: str, generation: int) -> None:
+        """A receipt charged under a continuity lease satisfies only that same request and
+        generation: a fenced generation's command may or may not have run, so its receipt never
+        lets a later worker run the command uncharged (COMMAND_RECEIPT_FENCED; choose a new
+        command id, which is charged anew)."""
+        if self.execution_request_id and (
+            self.execution_request_id != execution_request_id or self.lease_generation != generation
+        ):
+            raise FailedPrecondition(
+                "COMMAND_RECEIPT_FENCED",
+                f"command {self.command_id} was charged under {self.execution_request_id} "
+                f"generation {self.lease_generation}, which is not the caller's lease; "
+                "record the command under a new command id",
+                metadata={
+                    "command_id": self.command_id,
+                    "execution_request_id": self.execution_request_id,
+                    "lease_generation": str(self.lease_generation),
+                },
+            )
 
 
 @dataclass(frozen=True)
@@ -43,9 +67,16 @@ class CommandLedger:
         for entry in entries:
             payload = parse_json(entry.payload_json)
             command_id = str(payload["command_id"])
+            generation = payload.get("lease_generation")
             receipts.setdefault(
                 command_id,
-                CommandReceipt(command_id, str(payload.get("command_digest", "")), entry.sequence),
+                CommandReceipt(
+                    command_id,
+                    str(payload.get("command_digest", "")),
+                    entry.sequence,
+                    str(payload.get("execution_request_id", "")),
+                    generation if isinstance(generation, int) else -1,
+                ),
             )
         return cls(receipts)
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run
 from shared.continuity.canonical import digest_of
+from shared.continuity.qualification import is_qualified
 from shared.continuity.timeutil import from_text, to_text
 from shared.contract.terms import (
     MAX_WINDOW_SECONDS,
@@ -29,11 +32,21 @@ class RequestState(enum.Enum):
     RECONCILED = "reconciled"
     #: Terminal unresolved (MARK_UNRESOLVED); distinct from failed and from done.
     UNRESOLVED = "unresolved"
+    #: Cancelled by its operator or an administrator; its generations are fenced for ever.
+    CANCELLED = "cancelled"
+    #: Queued, never claimed, and its lease ran out: it no longer counts against any cap, and
+    #: its native history (``request_event`` ``expired`` at generation 0) proves no claim.
+    EXPIRED = "expired"
 
 
 PENDING_STATES = tuple(RequestState(name) for name in PENDING_STATE_NAMES)
 #: States a reconciliation leaves behind: every generation of the request is fenced for ever.
 RECONCILED_STATES = (RequestState.RECONCILED, RequestState.UNRESOLVED)
+#: The role the ticket's original operator must still hold for its request to be claimed and its
+#: commands dispatched (the role the admission route required).
+OPERATOR_ROLE = "execution_operator"
+#: The role that may cancel any execution request.
+ADMINISTRATOR_ROLE = "factory_administrator"
 
 
 @dataclass(frozen=True)
@@ -53,6 +66,20 @@ class ExecutionRequestRecord:
     owner: str
     created_at: str
     updated_at: str
+    #: The reason of the native admission-refusal record written for this request; a request
+    #: with one is ineligible for automatic scheduling ("" while eligible).
+    admission_refusal: str = ""
+
+
+@dataclass(frozen=True)
+class WorkerSource:
+    """What a claiming worker will execute, and in which attempt; it must be exactly the run's
+    (a continuity never starts a new attempt)."""
+
+    source_revision: str
+    configuration_digest: str
+    source_profile: str
+    attempt_id: str
 
 
 def execution_request_id(run_id: str, request_id: str) -> str:
@@ -147,6 +174,13 @@ def check_worker_write(
                 "state": record.state.value,
             },
         )
+    if record.state is RequestState.CANCELLED:
+        raise FailedPrecondition(
+            "EXECUTION_REQUEST_CANCELLED",
+            f"execution request {record.execution_request_id} was cancelled; "
+            f"generation {generation} and every other are fenced",
+            metadata={"execution_request_id": record.execution_request_id},
+        )
     if record.state is not RequestState.CLAIMED:
         raise FailedPrecondition(
             "EXECUTION_REQUEST_NOT_CLAIMED",
@@ -198,3 +232,132 @@ def finished(
     record: ExecutionRequestRecord, state: RequestState, now: str
 ) -> ExecutionRequestRecord:
     return replace(record, state=state, updated_at=now)
+
+
+def check_policy_for_execution(
+    revisions: Sequence[PolicyRevision], ticket_revision: int, switches: Sequence[str] = ()
+) -> None:
+    """Revocation stops dispatch and execution; any other policy edit does not.
+
+    ``revisions`` are every revision written after the request was queued under
+    ``ticket_revision``, up to the current one (just the current one when nothing changed). Each
+    must keep the policy enabled and keep every switch the request's workflows needed: a
+    revocation anywhere in between stops the request for ever, so re-enabling afterwards revives
+    nothing admitted before it. A new window, queue caps or an unrelated switch stop nothing (the
+    lease was bounded when it was granted; capacity is no execution allowance)."""
+    for policy in revisions:
+        revoked = [] if policy.settings.enabled else ["enabled"]
+        revoked += [name for name in switches if not getattr(policy.settings, name)]
+        if revoked:
+            raise FailedPrecondition(
+                "POLICY_REVOKED",
+                f"policy revision {policy.revision} turned off {', '.join(revoked)}; continuations "
+                f"admitted under revision {ticket_revision} stop and are not revived",
+                metadata={
+                    "policy_revision": str(policy.revision),
+                    "ticket_revision": str(ticket_revision),
+                    "revoked": ",".join(revoked),
+                },
+            )
+
+
+def check_worker_source(
+    run: Run, presented: WorkerSource, reason: str = "CLAIM_CHECK_FAILED"
+) -> None:
+    """The claim (and every later write that presents it) repeats the current checks: the run's
+    original attempt, source, configuration and profile, each as the worker presents it."""
+    violations = [
+        PreconditionViolation(kind, name, f"expected {expected}, got {given}")
+        for kind, name, expected, given in (
+            ("ATTEMPT", "attempt_id", run.spec.attempt_id, presented.attempt_id),
+            ("SOURCE", "source_revision", run.spec.source_revision, presented.source_revision),
+            (
+                "CONFIGURATION",
+                "configuration_digest",
+                run.spec.configuration_digest,
+                presented.configuration_digest,
+            ),
+            ("PROFILE", "source_profile", run.spec.source_profile, presented.source_profile),
+        )
+        if expected != given
+    ]
+    if violations:
+        raise FailedPrecondition(
+            reason,
+            "the worker's attempt, source, configuration or profile differs from the run's",
+            metadata={"mismatched": ",".join(v.subject for v in violations)},
+            precondition_violations=violations,
+        )
+    check_profile_qualified(run)
+
+
+def check_profile_qualified(run: Run) -> None:
+    """The run's profile is qualified now (qualification can be withdrawn after a claim)."""
+    if not is_qualified(run.spec.source_profile):
+        raise FailedPrecondition(
+            "PROFILE_NOT_QUALIFIED",
+            f"source profile {run.spec.source_profile} is not currently qualified",
+            metadata={"source_profile": run.spec.source_profile},
+        )
+
+
+def check_no_unknown_effects(unknown_calls: Sequence[str], execution_request_id: str) -> None:
+    """A tool call whose durable outcome is unknown stops execution: nothing more is dispatched
+    or completed on top of an effect nobody can account for (it needs reconciliation)."""
+    if unknown_calls:
+        raise FailedPrecondition(
+            "UNKNOWN_EFFECT_OUTSTANDING",
+            f"tool calls {', '.join(unknown_calls)} have an unknown durable outcome; "
+            "execution stops until it is reconciled",
+            metadata={
+                "execution_request_id": execution_request_id,
+                "call_ids": ",".join(unknown_calls),
+            },
+        )
+
+
+def check_operator_authority(roles: frozenset[str], operator: str, request_id: str) -> None:
+    """The ticket's original operator still holds the role the admission required (actor loss
+    stops the claim and every command dispatch of the request it admitted)."""
+    if OPERATOR_ROLE not in roles:
+        raise FailedPrecondition(
+            "OPERATOR_AUTHORITY_REVOKED",
+            f"{operator}, who admitted request {request_id}, no longer holds {OPERATOR_ROLE}; "
+            "actor loss stops execution",
+            metadata={"actor": operator, "request_id": request_id, "missing_roles": OPERATOR_ROLE},
+        )
+
+
+def cancellable(
+    record: ExecutionRequestRecord, actor: str, operator: str, roles: frozenset[str]
+) -> bool:
+    """Whether ``actor`` may cancel ``record``: PermissionDenied unless it is the ticket's
+    operator with current operator authority or an administrator; False when the request is
+    already cancelled (an identical repeat reads it back); FailedPrecondition when it is in any
+    other final state."""
+    if ADMINISTRATOR_ROLE not in roles and not (actor == operator and OPERATOR_ROLE in roles):
+        raise PermissionDenied(
+            "CANCEL_NOT_PERMITTED",
+            f"only {operator}, who admitted the request, with current {OPERATOR_ROLE} authority, "
+            f"or a {ADMINISTRATOR_ROLE} may cancel it",
+            metadata={"identity": actor, "operator": operator},
+        )
+    if record.state is RequestState.CANCELLED:
+        return False
+    if record.state not in PENDING_STATES:
+        raise FailedPrecondition(
+            "EXECUTION_REQUEST_NOT_CANCELLABLE",
+            f"execution request is {record.state.value}; only a queued or claimed one is cancelled",
+            metadata={"state": record.state.value},
+        )
+    return True
+
+
+def due_for_expiry(record: ExecutionRequestRecord, now: datetime) -> bool:
+    """Queued (never claimed, or requeued by a recovery and not claimed again) and its lease
+    ran out."""
+    return (
+        record.state is RequestState.QUEUED
+        and record.lease_expires_at is not None
+        and now >= from_text(record.lease_expires_at)
+    )

@@ -6,7 +6,7 @@ transaction applies them."""
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from shared.continuity.canonical import CanonicalJsonError, canonical_text, parse_json
@@ -172,4 +172,43 @@ def seal(
     )
     return StoredEntry(
         run_id, sequence, kind.value, canonical_payload, prev_hash, digest, actor, recorded_at
+    )
+
+
+#: Request events that queue an execution request (besides the admission's ownership claim).
+QUEUEING_EVENTS = frozenset({"requeued_by_recovery", "queued_by_reconciliation"})
+
+
+def queued_at(entries: Iterable[StoredEntry], execution_request_id: str) -> int:
+    """The sequence of the newest entry that queued ``execution_request_id``: its ownership
+    claim, or a recovery's or reconciliation's request event (0 if none)."""
+    found = 0
+    for entry in entries:
+        payload = parse_json(entry.payload_json)
+        if not isinstance(payload, dict) or payload.get("execution_request_id") != (
+            execution_request_id
+        ):
+            continue
+        if entry.kind == EntryKind.OWNERSHIP_CLAIM.value or (
+            entry.kind == EntryKind.REQUEST_EVENT.value and payload.get("event") in QUEUEING_EVENTS
+        ):
+            found = max(found, entry.sequence)
+    return found
+
+
+def unknown_tool_calls(outcomes: Iterable[StoredEntry], after: int = 0) -> tuple[str, ...]:
+    """Call ids whose newest ``tool_outcome`` (entries in sequence order) is ``unknown`` and was
+    recorded after sequence ``after``: what was known when the request was queued, the
+    admissibility check already judged."""
+    latest: dict[str, tuple[int, str]] = {}
+    for entry in outcomes:
+        payload = parse_json(entry.payload_json)
+        if isinstance(payload, dict) and isinstance(payload.get("call_id"), str):
+            latest[payload["call_id"]] = (entry.sequence, str(payload.get("status", "")))
+    return tuple(
+        sorted(
+            call
+            for call, (sequence, status) in latest.items()
+            if status == "unknown" and sequence > after
+        )
     )

@@ -25,17 +25,27 @@ _IN_STATES = execution_requests.c.state.in_(bindparam("states", expanding=True))
 # all runs; tickets.queue_counts reads both inside its one statement.
 OF_RUN_IN_STATES = _OF_RUN.where(_IN_STATES)
 COUNT_IN_STATES = select(func.count()).select_from(execution_requests).where(_IN_STATES)
+_QUEUED_EXPIRING = (
+    select(execution_requests)
+    .where(
+        execution_requests.c.state == RequestState.QUEUED.value,
+        execution_requests.c.lease_expires_at <= bindparam("now"),
+    )
+    .order_by(execution_requests.c.lease_expires_at, execution_requests.c.execution_request_id)
+)
 
 
 def _execution_request(row: object) -> ExecutionRequestRecord:
     values = dict(row._mapping)  # type: ignore[attr-defined]
     values["state"] = RequestState(values["state"])
+    values["admission_refusal"] = values["admission_refusal"] or ""
     return ExecutionRequestRecord(**values)
 
 
 def insert_execution_request(connection: Connection, record: ExecutionRequestRecord) -> None:
     values = asdict(record)
     values["state"] = record.state.value
+    values["admission_refusal"] = record.admission_refusal or None
     connection.execute(_INSERT, values)
 
 
@@ -48,6 +58,7 @@ def update_execution_request(connection: Connection, record: ExecutionRequestRec
             lease_generation=record.lease_generation,
             owner=record.owner,
             updated_at=record.updated_at,
+            admission_refusal=record.admission_refusal or None,
         )
     )
 
@@ -68,6 +79,16 @@ def list_execution_requests(
     rows = connection.execute(
         OF_RUN_IN_STATES, {"run_id": run_id, "states": [s.value for s in states]}
     )
+    return [_execution_request(row) for row in rows]
+
+
+def queued_expiring_by(
+    connection: Connection, now: str, *, lock: bool = True
+) -> list[ExecutionRequestRecord]:
+    """Queued requests whose lease expires at or before ``now`` (fixed-width UTC text compares
+    in time order), oldest first; locked unless ``lock`` is false (a read-only look)."""
+    query = _QUEUED_EXPIRING.with_for_update() if lock else _QUEUED_EXPIRING
+    rows = connection.execute(query, {"now": now})
     return [_execution_request(row) for row in rows]
 
 

@@ -188,11 +188,16 @@ def journal_batches(
 
 def command_entries(connection: Connection, run_id: str) -> list[StoredEntry]:
     """The run's retained command_executed rows, in sequence order."""
+    return entries_of_kinds(connection, run_id, EntryKind.COMMAND_EXECUTED)
+
+
+def entries_of_kinds(connection: Connection, run_id: str, *kinds: EntryKind) -> list[StoredEntry]:
+    """The run's retained rows of ``kinds``, in sequence order."""
     rows = connection.execute(
         select(journal_entries)
         .where(
             journal_entries.c.run_id == run_id,
-            journal_entries.c.kind == EntryKind.COMMAND_EXECUTED.value,
+            journal_entries.c.kind.in_([kind.value for kind in kinds]),
         )
         .order_by(journal_entries.c.sequence)
     )

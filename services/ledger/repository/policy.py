@@ -63,6 +63,16 @@ def list_policy_revisions(
     return [_policy(row) for row in connection.execute(query)]
 
 
+def revisions_after(connection: Connection, revision: int) -> list[PolicyRevision]:
+    """Every revision written after ``revision``, oldest first."""
+    query = (
+        select(policy_revisions)
+        .where(policy_revisions.c.revision > revision)
+        .order_by(policy_revisions.c.revision)
+    )
+    return [_policy(row) for row in connection.execute(query)]
+
+
 def insert_policy_revision(connection: Connection, policy: PolicyRevision) -> None:
     settings = policy.settings
     connection.execute(

@@ -53,6 +53,8 @@ class Admission:
     ticket: StoredTicket
     execution_request: ExecutionRequestRecord
     created: bool
+    #: The current member of the request chain (None: ``execution_request`` itself).
+    current: ExecutionRequestRecord | None = None
 
 
 def commit(context: LedgerContext, admission: AdmissionInput) -> Admission:
@@ -268,4 +270,11 @@ def get(context: LedgerContext, run_id: str, request_id: str) -> Admission:
                 metadata={"run_id": run_id, "request_id": request_id},
             )
         record = existing_request(connection, stored.ticket.execution_request_id)
-        return Admission(stored.ticket, record, created=False)
+        chain = [
+            member
+            for member in request_rows.list_execution_requests(connection, run_id)
+            if member.request_id == request_id
+        ]
+        # Oldest first: a reconciliation retry is created after the request it replaces.
+        current = chain[-1] if chain else record
+        return Admission(stored.ticket, record, created=False, current=current)

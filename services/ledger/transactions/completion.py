@@ -13,31 +13,46 @@ from services.ledger.domain.completion import (
 from services.ledger.domain.execution import (
     ExecutionRequestRecord,
     RequestState,
+    WorkerSource,
     check_worker_write,
     finished,
 )
 from services.ledger.domain.journal import EntryKind
+from services.ledger.domain.recovery_authority import Authority
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import runs as run_rows
-from services.ledger.transactions.base import LedgerContext, append_entry, existing_run
+from services.ledger.transactions.base import (
+    LedgerContext,
+    append_entry,
+    existing_run,
+    lock_policy,
+)
 from services.ledger.transactions.execution import existing_request
+from services.ledger.transactions.execution_rules import check_fenced_write
 
 
 def complete(
     context: LedgerContext,
+    authority: Authority,
     execution_request_id: str,
     worker: str,
     generation: int,
     goal_claim: GoalClaim,
     final_output_digest: str = "",
+    presented: WorkerSource | None = None,
 ) -> tuple[ExecutionRequestRecord, Completion]:
-    """Complete a claimed request under the current generation with both verdicts."""
+    """Complete a claimed request under the current generation with both verdicts. A stop
+    condition (revocation, a changed source or profile, actor loss, an unknown effect) refuses
+    it, as it refuses every worker write (ADR 0014)."""
     check_final_output_digest(final_output_digest)
     with context.engine.begin() as connection:
+        # the lock order of every fenced write: the policy row, then the request row
+        policy = lock_policy(connection)
         record = existing_request(connection, execution_request_id, for_update=True)
         # 12 claimed, current generation, the caller owns it, the lease is in time
         check_worker_write(record, worker, generation, context.clock())
+        check_fenced_write(connection, authority, policy, record, presented)
         # the certification reads the journal inside this transaction, under the request lock
         certification = certify(
             journal_rows.iter_journal(connection, record.run_id),

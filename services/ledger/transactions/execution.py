@@ -3,18 +3,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 from sqlalchemy import Connection
 
-from services.ledger.domain.admission import (
-    WorkerSource,
-    check_policy_for_execution,
-    check_worker_source,
-)
 from services.ledger.domain.commands import CommandLedger, RecordedCommand
 from services.ledger.domain.execution import (
     ExecutionRequestRecord,
     RequestState,
+    WorkerSource,
     check_not_expired,
+    check_worker_source,
     check_worker_write,
     claimed,
     finished,
@@ -22,17 +22,27 @@ from services.ledger.domain.execution import (
 from services.ledger.domain.journal import EntryKind
 from services.ledger.domain.owner_instance import OwnerInstance
 from services.ledger.domain.policy_epochs import recognize_for_execution
-from services.ledger.domain.recovery_authority import Authority, check_recovery_authority
+from services.ledger.domain.recovery_authority import Authority
 from services.ledger.domain.runs import check_identifier
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
-from services.ledger.repository import recoveries as recovery_rows
 from services.ledger.transactions.base import (
     LedgerContext,
     append_entry,
     existing_run,
     lock_policy,
 )
+from services.ledger.transactions.execution_rules import (
+    EPOCH_REFUSALS,
+    check_actors,
+    check_effects,
+    check_fenced_write,
+    check_policy,
+    check_source,
+    read_custody,
+    stop_reasons,
+)
+from services.ledger.transactions.execution_stops import record_admission_refusal
 from shared.continuity.canonical import is_digest
 from shared.runtime.errors import (
     Conflict,
@@ -73,16 +83,6 @@ def list_for_run(
         return request_rows.list_execution_requests(connection, run_id, states)
 
 
-def check_recovery_actor(
-    connection: Connection, authority: Authority, execution_request_id: str
-) -> None:
-    """A request a recovery queued runs only while each recovery's actor still holds the
-    authority its workflow required; an admission's request has no such row and passes (its
-    operator's authority was checked at admission, as before)."""
-    for stored in recovery_rows.list_for_execution_request(connection, execution_request_id):
-        check_recovery_authority(authority, stored.workflow, stored.actor, execution_request_id)
-
-
 def claim(
     context: LedgerContext,
     authority: Authority,
@@ -91,15 +91,36 @@ def claim(
     presented: WorkerSource,
     owner_instance: OwnerInstance | None = None,
 ) -> ExecutionRequestRecord:
-    """A worker claims a queued continuation after the current checks are repeated; the
-    claiming process (``owner_instance``), when given, is recorded on ``worker_claimed``."""
+    """A worker claims a queued continuation after the current checks are repeated. A refusal
+    while entering the request's policy epoch also leaves, in its own transaction, the one native
+    admission-refusal record of the request. The claiming process (``owner_instance``), when
+    given, is recorded on ``worker_claimed``."""
     if owner_instance is not None:
         owner_instance.validate()
+    try:
+        return _claim(context, authority, execution_request_id, worker, presented, owner_instance)
+    except FailedPrecondition as refused:
+        if refused.reason in EPOCH_REFUSALS:
+            record_admission_refusal(context, execution_request_id, refused, worker)
+        raise
+
+
+def _claim(
+    context: LedgerContext,
+    authority: Authority,
+    execution_request_id: str,
+    worker: str,
+    presented: WorkerSource,
+    owner_instance: OwnerInstance | None,
+) -> ExecutionRequestRecord:
     with context.engine.begin() as connection:
         # 11.1 lock the policy row and the request row
         policy = lock_policy(connection)
         record = existing_request(connection, execution_request_id, for_update=True)
-        # 11.2 only a queued request is claimed; a claimed one is never requeued
+        # 11.2 only a queued request is claimed; a claimed one is never requeued, an expired
+        # one keeps the reason its lease gives
+        if record.state is RequestState.EXPIRED:
+            check_not_expired(record, context.clock())
         if record.state is not RequestState.QUEUED:
             raise FailedPrecondition(
                 "EXECUTION_REQUEST_NOT_QUEUED",
@@ -108,10 +129,11 @@ def claim(
             )
         # 11.3 the lease must not have expired
         check_not_expired(record, context.clock())
-        # 11.4 the policy is still enabled and at the ticket's revision
-        check_policy_for_execution(policy, record.policy_revision)
+        custody = read_custody(connection, record)
+        # 11.4 no policy revision since the request was queued revoked it
+        check_policy(connection, policy, record, custody)
         # 11.5 the presented attempt, source, configuration and profile are the run's
-        run = existing_run(connection, record.run_id)
+        run = custody.run
         check_worker_source(run, presented)
         # 11.5b the run's adopted checkpoint-mode epoch, recognized in the execution context
         recognize_for_execution(
@@ -119,8 +141,10 @@ def claim(
             policy,
             journal_rows.last_entry_of_kind(connection, record.run_id, EntryKind.RUN_STARTED),
         )
-        # 11.5c a recovery's request: its actor still holds the workflow's authority
-        check_recovery_actor(connection, authority, record.execution_request_id)
+        # 11.5c the ticket's operator and each recovery's actor still hold their authority
+        check_actors(authority, record, custody)
+        # 11.5d no tool call of the run has an unknown durable outcome
+        check_effects(connection, record)
         # 11.6 generation 0 -> 1, the owner is recorded, worker_claimed is appended
         updated = claimed(record, worker, context.now())
         request_rows.update_execution_request(connection, updated)
@@ -147,18 +171,37 @@ def finish(
     generation: int,
     outcome: RequestState,
     reason: str = "",
+    presented: WorkerSource | None = None,
 ) -> ExecutionRequestRecord:
-    """Complete or fail a claimed request under the current generation."""
+    """Complete or fail a claimed request under the current generation. A completion is refused
+    when a stop condition holds (revocation, a changed source or profile, an unknown effect); a
+    failure is the worker's report that it stopped, so it is recorded with those conditions
+    named (``stop_reasons``) instead of refused."""
     with context.engine.begin() as connection:
+        policy = lock_policy(connection)
         record = existing_request(connection, execution_request_id, for_update=True)
         # 12 claimed, current generation, the caller owns it, the lease is in time
         check_worker_write(record, worker, generation, context.clock())
+        custody = read_custody(connection, record)
+        checks: list[Callable[[], None]] = [
+            partial(check_policy, connection, policy, record, custody),
+            partial(check_source, custody, presented),
+            partial(check_effects, connection, record),
+        ]
+        stopped: list[str] = []
+        if outcome is RequestState.COMPLETED:
+            for check in checks:
+                check()
+        else:
+            stopped = stop_reasons(checks)
         updated = finished(record, outcome, context.now())
         request_rows.update_execution_request(connection, updated)
         if outcome is RequestState.COMPLETED:
             kind, payload = EntryKind.REQUEST_EVENT, {"event": "completed"}
         else:
             kind, payload = EntryKind.REQUEST_FAILED, {"reason": reason}
+            if stopped:
+                payload["stop_reasons"] = stopped  # type: ignore[assignment]
         append_entry(
             context,
             connection,
@@ -182,6 +225,7 @@ def record_command(
     generation: int,
     command_id: str,
     command_digest: str,
+    presented: WorkerSource | None = None,
 ) -> RecordedCommand:
     """Charge one command before it runs."""
     check_identifier("command_id", command_id)
@@ -195,12 +239,11 @@ def record_command(
     with context.engine.begin() as connection:
         policy = lock_policy(connection)
         record = existing_request(connection, execution_request_id, for_update=True)
-        # 12 a fenced write, which also repeats the policy check
+        # 12 a fenced write, which also repeats the execution-time rules of the claim
         check_worker_write(record, worker, generation, context.clock())
-        check_policy_for_execution(policy, record.policy_revision)
-        # 13 dispatch under a recovery's request re-checks its actor's authority (as 11.5c)
-        check_recovery_actor(connection, authority, execution_request_id)
-        run = existing_run(connection, record.run_id)
+        # 13 dispatch re-checks the policy, source, the operator's and each recovery actor's
+        # authority (as 11.5c) and unknown effects
+        run = check_fenced_write(connection, authority, policy, record, presented).run
         # 13 count distinct command ids in the run's retained command_executed rows
         usage = CommandLedger.from_entries(journal_rows.command_entries(connection, record.run_id))
         previous = usage.receipt(command_id)
@@ -212,6 +255,8 @@ def record_command(
                     f"command {command_id} was recorded with a different command digest",
                     metadata={"command_id": command_id},
                 )
+            # 13 a fenced generation's receipt never satisfies this lease
+            previous.check_satisfies(execution_request_id, generation)
             return RecordedCommand(previous.sequence, False, usage.used, run.spec.command_limit)
         # 13 at the limit the command is refused before it runs
         usage.check_room(run.spec.command_limit)

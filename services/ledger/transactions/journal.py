@@ -10,9 +10,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
-from services.ledger.domain.admission import check_policy_for_execution
 from services.ledger.domain.commands import CommandLedger
-from services.ledger.domain.execution import check_worker_write
+from services.ledger.domain.execution import PENDING_STATES, check_worker_write
 from services.ledger.domain.journal import (
     LEDGER_ONLY_KINDS,
     EntryKind,
@@ -32,11 +31,13 @@ from services.ledger.transactions.base import (
     lock_policy,
     retry_on_unique_conflict,
 )
-from services.ledger.transactions.execution import check_recovery_actor, existing_request
+from services.ledger.transactions.execution import existing_request
+from services.ledger.transactions.execution_rules import check_fenced_write
 from shared.continuity.canonical import GENESIS_HASH, is_digest, parse_json
 from shared.continuity.journal_chain import IntactEntries, Verification, verify_chain
 from shared.runtime.errors import (
     Conflict,
+    FailedPrecondition,
     FieldViolation,
     InvalidArgument,
     PermissionDenied,
@@ -146,6 +147,22 @@ def _check_native_write(
             metadata={"execution_request_id": fenced, "kind": kind.value},
         )
     if kind is EntryKind.COMMAND_EXECUTED:
+        # Automatic verification before native work: while a continuity request of the run is
+        # queued or claimed, its commands run only under its lease (ExecutionService).
+        outstanding = request_rows.list_execution_requests(
+            connection, run.spec.run_id, PENDING_STATES
+        )
+        if outstanding:
+            raise FailedPrecondition(
+                "CONTINUITY_TICKET_OUTSTANDING",
+                f"run {run.spec.run_id} has continuity execution request "
+                f"{outstanding[0].execution_request_id} outstanding; a command runs only under "
+                "its lease, through ExecutionService",
+                metadata={
+                    "run_id": run.spec.run_id,
+                    "execution_request_id": outstanding[0].execution_request_id,
+                },
+            )
         usage = CommandLedger.from_entries(
             journal_rows.command_entries(connection, run.spec.run_id)
         )
@@ -200,8 +217,7 @@ def _check_worker_append(
             metadata={"identity": worker, "kind": kind.value},
         )
     check_worker_write(record, worker, generation, context.clock())
-    check_policy_for_execution(policy, record.policy_revision)
-    check_recovery_actor(connection, authority, execution_request_id)
+    check_fenced_write(connection, authority, policy, record, None)
 
 
 # --- reads ----------------------------------------------------------------------------------

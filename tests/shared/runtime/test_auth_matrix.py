@@ -32,7 +32,7 @@ from services.reconstruction.servicer import bindings as reconstruction_bindings
 from shared.runtime.auth import ANY_ROLE
 from shared.runtime.errors import from_rpc_error
 from shared.runtime.server import service_binding
-from tests.support import ROLE_TOKENS, TOKENS, Served, admission_downstream, serve
+from tests.support import ROLE_TOKENS, TOKENS, Served, admission_downstream, serve, token_roles
 
 ALL = frozenset(ROLE_TOKENS)
 ADMIN = frozenset({"factory_administrator"})
@@ -73,6 +73,8 @@ EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.ExecutionService/ListExecutionRequests": ALL,
     "/forge.continuity.v1.ExecutionService/RecordCommand": WORKER,
     "/forge.continuity.v1.ExecutionService/GetCommandUsage": ALL,
+    "/forge.continuity.v1.ExecutionService/CancelExecutionRequest": OPERATOR | ADMIN,
+    "/forge.continuity.v1.ExecutionService/ExpireExecutionRequests": WORKER | ADMIN,
     # Pure computation over bytes the caller already holds.
     "/forge.continuity.v1.ReconstructionService/ReconstructInvalidRead": ALL,
     "/forge.continuity.v1.ReconstructionService/AnalyzeConsumedResponse": ALL,
@@ -147,7 +149,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
     engine = make_engine(f"sqlite:///{tmp_path_factory.mktemp('auth')}/ledger.db")
     upgrade(engine)
     with (
-        serve("ledger", ledger_bindings(Ledger(engine))) as ledger,
+        serve("ledger", ledger_bindings(Ledger(engine, authority=token_roles))) as ledger,
         serve("reconstruction", reconstruction_bindings()) as reconstruction,
         serve("candidate", candidate_bindings()) as candidate,
         serve(

@@ -1,7 +1,7 @@
 // The run page's state, its facts (held state, command ledger, policy, grantable lease window)
 // and records (execution requests, commands, journal).
 
-import { API, call, describe, el, facts, note, seqLink, shortName, stateName } from "./common.js";
+import { API, call, callerPermissions, describe, el, facts, note, seqLink, setStatus, shortName, stateName } from "./common.js";
 
 // ---------------------------------------------------------------- run page: facts and records
 
@@ -48,19 +48,22 @@ export async function loadRecords() {
     call("GET", `${runPath()}/journal?page_size=1000`),
   ]);
   page.requests = requests.outcome === "ok" ? requests.json.execution_requests : [];
+  const canCancel = await cancelPermitted();
   const rows = page.requests.map((r) =>
     el("tr", { id: `er-${r.execution_request_id}` },
       el("td", {}, r.execution_request_id),
       el("td", {}, r.request_id),
-      el("td", {}, stateName(r.state)),
+      el("td", {}, stateName(r.state), r.admission_refusal ? ` · not scheduled (${r.admission_refusal})` : ""),
       el("td", {}, `${r.lease.generation} · ${r.lease.seconds} s`),
-      el("td", { class: "wide-only" }, r.owner || "—")));
+      el("td", { class: "wide-only" }, r.owner || "—"),
+      el("td", {}, canCancel && OUTSTANDING.includes(r.state) ? cancelButton(r) : "")));
   document.getElementById("execution-requests").replaceChildren(
     requests.outcome !== "ok" ? note(`Not readable: ${describe(requests)}`)
       : rows.length === 0 ? note("No execution request yet.")
       : el("div", { class: "table-wrap" }, el("table", { class: "wide" },
         el("thead", {}, el("tr", {}, el("th", {}, "Execution request"), el("th", {}, "Request"),
-          el("th", {}, "State"), el("th", {}, "Lease generation · window"), el("th", { class: "wide-only" }, "Owner"))),
+          el("th", {}, "State"), el("th", {}, "Lease generation · window"), el("th", { class: "wide-only" }, "Owner"),
+          el("th", {}, "Action"))),
         el("tbody", {}, rows))));
   if (usage.outcome === "ok") page.usage = usage.json.usage;
   document.getElementById("command-usage").textContent = usage.outcome === "ok" ? usageText() : `Not readable: ${describe(usage)}`;
@@ -81,4 +84,34 @@ export async function loadRecords() {
         el("tbody", {}, entries.map((e) => el("tr", { id: `journal-${e.sequence}` },
           el("td", {}, e.sequence), el("td", {}, shortName(e.kind, "JOURNAL_ENTRY_KIND_")),
           el("td", {}, e.actor), el("td", { class: "wide-only" }, e.recorded_at || "—")))))));
+}
+
+// --------------------------------------------------------------- cancelling an execution request
+
+const OUTSTANDING = ["EXECUTION_REQUEST_STATE_QUEUED", "EXECUTION_REQUEST_STATE_CLAIMED"];
+const CANCELLING_ROLES = ["ROLE_EXECUTION_OPERATOR", "ROLE_FACTORY_ADMINISTRATOR"];
+
+// Cancel is offered to the roles the ledger's role table allows on CancelExecutionRequest, as the
+// server reports the caller's roles; the ledger still requires the admitting operator (or an
+// administrator) and refuses anyone else with CANCEL_NOT_PERMITTED.
+async function cancelPermitted() {
+  const permissions = await callerPermissions();
+  const roles = permissions.answer.outcome === "ok" ? permissions.answer.json.roles || [] : [];
+  return roles.some((role) => CANCELLING_ROLES.includes(role));
+}
+
+function cancelButton(request) {
+  const button = el("button", { type: "button", class: "cancel-request" }, "Cancel request");
+  button.addEventListener("click", async () => {
+    if (!window.confirm(`Cancel ${request.execution_request_id}? It cannot be resumed.`)) return;
+    button.disabled = true;
+    const answer = await call("POST",
+      `${API}/execution-requests/${encodeURIComponent(request.execution_request_id)}:cancel`,
+      { reason: "cancelled from the operator console" });
+    // Cancelling is idempotent: after an uncertain answer the records are read back, not resent.
+    setStatus(answer.outcome === "ok" ? `Cancelled ${request.execution_request_id}.`
+      : `Cancel ${answer.outcome}: ${describe(answer)}`);
+    await loadRecords();
+  });
+  return button;
 }

@@ -467,6 +467,15 @@ class _ExecutionRequestStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[
     """Terminal unresolved (MARK_UNRESOLVED reconciliation): distinct from failed and from done;
     nothing is retried and its lease generations are fenced for ever.
     """
+    EXECUTION_REQUEST_STATE_CANCELLED: _ExecutionRequestState.ValueType  # 7
+    """Cancelled by the operator who admitted it or by a factory administrator: terminal, and its
+    lease generations are fenced for ever (reason EXECUTION_REQUEST_CANCELLED).
+    """
+    EXECUTION_REQUEST_STATE_EXPIRED: _ExecutionRequestState.ValueType  # 8
+    """Queued but not claimed before its lease ran out: terminal, it no longer counts against the
+    queue caps or the run's one outstanding claim; its native history still proves whether it
+    was ever claimed, so the never-claimed recovery remains available.
+    """
 
 class ExecutionRequestState(_ExecutionRequestState, metaclass=_ExecutionRequestStateEnumTypeWrapper):
     """ExecutionRequestState is the state of a queued continuation (a ticket's execution request)."""
@@ -488,6 +497,15 @@ results never complete the retry, which runs under a new execution request.
 EXECUTION_REQUEST_STATE_UNRESOLVED: ExecutionRequestState.ValueType  # 6
 """Terminal unresolved (MARK_UNRESOLVED reconciliation): distinct from failed and from done;
 nothing is retried and its lease generations are fenced for ever.
+"""
+EXECUTION_REQUEST_STATE_CANCELLED: ExecutionRequestState.ValueType  # 7
+"""Cancelled by the operator who admitted it or by a factory administrator: terminal, and its
+lease generations are fenced for ever (reason EXECUTION_REQUEST_CANCELLED).
+"""
+EXECUTION_REQUEST_STATE_EXPIRED: ExecutionRequestState.ValueType  # 8
+"""Queued but not claimed before its lease ran out: terminal, it no longer counts against the
+queue caps or the run's one outstanding claim; its native history still proves whether it
+was ever claimed, so the never-claimed recovery remains available.
 """
 Global___ExecutionRequestState: _TypeAlias = ExecutionRequestState  # noqa: Y015
 
@@ -1071,6 +1089,7 @@ class ExecutionRequest(_message.Message):
     STATE_FIELD_NUMBER: _builtins.int
     LEASE_FIELD_NUMBER: _builtins.int
     OWNER_FIELD_NUMBER: _builtins.int
+    ADMISSION_REFUSAL_FIELD_NUMBER: _builtins.int
     execution_request_id: _builtins.str
     """Server-assigned identifier."""
     run_id: _builtins.str
@@ -1085,6 +1104,11 @@ class ExecutionRequest(_message.Message):
     """Current state."""
     owner: _builtins.str
     """Identity of the claiming worker, empty while queued."""
+    admission_refusal: _builtins.str
+    """The reason of the one native admission-refusal record (a claim refused while entering the
+    request's policy epoch); non-empty means the request is ineligible for automatic
+    scheduling. Empty while eligible.
+    """
     @_builtins.property
     def lease(self) -> Global___Lease:
         """The current lease (generation 0 while queued)."""
@@ -1100,10 +1124,11 @@ class ExecutionRequest(_message.Message):
         state: Global___ExecutionRequestState.ValueType = ...,
         lease: Global___Lease | None = ...,
         owner: _builtins.str = ...,
+        admission_refusal: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["lease", b"lease"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_id", b"attempt_id", "checkpoint_digest", b"checkpoint_digest", "execution_request_id", b"execution_request_id", "lease", b"lease", "owner", b"owner", "request_id", b"request_id", "run_id", b"run_id", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_refusal", b"admission_refusal", "attempt_id", b"attempt_id", "checkpoint_digest", b"checkpoint_digest", "execution_request_id", b"execution_request_id", "lease", b"lease", "owner", b"owner", "request_id", b"request_id", "run_id", b"run_id", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -153,6 +153,43 @@ class ClaimExecutionRequestResponse(_message.Message):
 Global___ClaimExecutionRequestResponse: _TypeAlias = ClaimExecutionRequestResponse  # noqa: Y015
 
 @_typing.final
+class WorkerSource(_message.Message):
+    """WorkerSource is what a worker executes now; a write that carries it is refused
+    (WORKER_SOURCE_CHANGED) unless it is still the run's original attempt, source, configuration
+    and profile.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCE_REVISION_FIELD_NUMBER: _builtins.int
+    CONFIGURATION_DIGEST_FIELD_NUMBER: _builtins.int
+    SOURCE_PROFILE_FIELD_NUMBER: _builtins.int
+    ATTEMPT_ID_FIELD_NUMBER: _builtins.int
+    source_revision: _builtins.str
+    """The source revision the worker executes."""
+    configuration_digest: _builtins.str
+    """The configuration digest the worker executes."""
+    source_profile: _builtins.str
+    """The worker's qualified source profile."""
+    attempt_id: _builtins.str
+    """The task attempt the worker executes in."""
+    def __init__(
+        self,
+        *,
+        source_revision: _builtins.str = ...,
+        configuration_digest: _builtins.str = ...,
+        source_profile: _builtins.str = ...,
+        attempt_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_id", b"attempt_id", "configuration_digest", b"configuration_digest", "source_profile", b"source_profile", "source_revision", b"source_revision"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WorkerSource: _TypeAlias = WorkerSource  # noqa: Y015
+
+@_typing.final
 class CompleteExecutionRequestRequest(_message.Message):
     """CompleteExecutionRequestRequest completes a claimed request."""
 
@@ -162,6 +199,7 @@ class CompleteExecutionRequestRequest(_message.Message):
     LEASE_GENERATION_FIELD_NUMBER: _builtins.int
     GOAL_CLAIM_FIELD_NUMBER: _builtins.int
     FINAL_OUTPUT_DIGEST_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
     execution_request_id: _builtins.str
     """The claimed request."""
     lease_generation: _builtins.int
@@ -172,6 +210,10 @@ class CompleteExecutionRequestRequest(_message.Message):
     """
     final_output_digest: _builtins.str
     """Digest (sha256:<64 hex>) of the worker's final output, when it produced one."""
+    @_builtins.property
+    def source(self) -> Global___WorkerSource:
+        """What the worker executes now; checked against the run when given."""
+
     def __init__(
         self,
         *,
@@ -179,10 +221,11 @@ class CompleteExecutionRequestRequest(_message.Message):
         lease_generation: _builtins.int = ...,
         goal_claim: Global___GoalClaim.ValueType = ...,
         final_output_digest: _builtins.str = ...,
+        source: Global___WorkerSource | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["source", b"source"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_request_id", b"execution_request_id", "final_output_digest", b"final_output_digest", "goal_claim", b"goal_claim", "lease_generation", b"lease_generation"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_request_id", b"execution_request_id", "final_output_digest", b"final_output_digest", "goal_claim", b"goal_claim", "lease_generation", b"lease_generation", "source", b"source"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -279,22 +322,28 @@ class FailExecutionRequestRequest(_message.Message):
     EXECUTION_REQUEST_ID_FIELD_NUMBER: _builtins.int
     LEASE_GENERATION_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
     execution_request_id: _builtins.str
     """The claimed request."""
     lease_generation: _builtins.int
     """The lease generation the worker holds."""
     reason: _builtins.str
     """Machine-readable failure reason."""
+    @_builtins.property
+    def source(self) -> Global___WorkerSource:
+        """What the worker executes now; a difference is recorded with the failure, never refused."""
+
     def __init__(
         self,
         *,
         execution_request_id: _builtins.str = ...,
         lease_generation: _builtins.int = ...,
         reason: _builtins.str = ...,
+        source: Global___WorkerSource | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["source", b"source"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_request_id", b"execution_request_id", "lease_generation", b"lease_generation", "reason", b"reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_request_id", b"execution_request_id", "lease_generation", b"lease_generation", "reason", b"reason", "source", b"source"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -430,6 +479,7 @@ class RecordCommandRequest(_message.Message):
     LEASE_GENERATION_FIELD_NUMBER: _builtins.int
     COMMAND_ID_FIELD_NUMBER: _builtins.int
     COMMAND_DIGEST_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
     execution_request_id: _builtins.str
     """The claimed execution request the command runs under."""
     lease_generation: _builtins.int
@@ -438,6 +488,10 @@ class RecordCommandRequest(_message.Message):
     """Caller-chosen command identifier; a repeat charges nothing."""
     command_digest: _builtins.str
     """Digest of the command line and environment, bound into the receipt."""
+    @_builtins.property
+    def source(self) -> Global___WorkerSource:
+        """What the worker executes now; checked against the run when given."""
+
     def __init__(
         self,
         *,
@@ -445,10 +499,11 @@ class RecordCommandRequest(_message.Message):
         lease_generation: _builtins.int = ...,
         command_id: _builtins.str = ...,
         command_digest: _builtins.str = ...,
+        source: Global___WorkerSource | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["source", b"source"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["command_digest", b"command_digest", "command_id", b"command_id", "execution_request_id", b"execution_request_id", "lease_generation", b"lease_generation"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command_digest", b"command_digest", "command_id", b"command_id", "execution_request_id", b"execution_request_id", "lease_generation", b"lease_generation", "source", b"source"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -485,6 +540,99 @@ class RecordCommandResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RecordCommandResponse: _TypeAlias = RecordCommandResponse  # noqa: Y015
+
+@_typing.final
+class CancelExecutionRequestRequest(_message.Message):
+    """CancelExecutionRequestRequest names the request to cancel."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_REQUEST_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    execution_request_id: _builtins.str
+    """The queued or claimed execution request."""
+    reason: _builtins.str
+    """Why it is cancelled; recorded in the request_event."""
+    def __init__(
+        self,
+        *,
+        execution_request_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_request_id", b"execution_request_id", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelExecutionRequestRequest: _TypeAlias = CancelExecutionRequestRequest  # noqa: Y015
+
+@_typing.final
+class CancelExecutionRequestResponse(_message.Message):
+    """CancelExecutionRequestResponse returns the cancelled request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_REQUEST_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def execution_request(self) -> _common_pb2.ExecutionRequest:
+        """The cancelled request."""
+
+    def __init__(
+        self,
+        *,
+        execution_request: _common_pb2.ExecutionRequest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["execution_request", b"execution_request"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_request", b"execution_request"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelExecutionRequestResponse: _TypeAlias = CancelExecutionRequestResponse  # noqa: Y015
+
+@_typing.final
+class ExpireExecutionRequestsRequest(_message.Message):
+    """ExpireExecutionRequestsRequest asks the ledger to expire every queued request whose lease ran
+    out; it has no parameters.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExpireExecutionRequestsRequest: _TypeAlias = ExpireExecutionRequestsRequest  # noqa: Y015
+
+@_typing.final
+class ExpireExecutionRequestsResponse(_message.Message):
+    """ExpireExecutionRequestsResponse lists what this call expired."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXPIRED_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def expired(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ExecutionRequest]:
+        """The requests this call moved to EXPIRED (each with its request_event)."""
+
+    def __init__(
+        self,
+        *,
+        expired: _abc.Iterable[_common_pb2.ExecutionRequest] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expired", b"expired"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExpireExecutionRequestsResponse: _TypeAlias = ExpireExecutionRequestsResponse  # noqa: Y015
 
 @_typing.final
 class GetCommandUsageRequest(_message.Message):

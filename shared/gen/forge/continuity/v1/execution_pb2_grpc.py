@@ -73,6 +73,16 @@ class ExecutionServiceStub:
                 request_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.RecordCommandRequest.SerializeToString,
                 response_deserializer=forge_dot_continuity_dot_v1_dot_execution__pb2.RecordCommandResponse.FromString,
                 _registered_method=True)
+        self.CancelExecutionRequest = channel.unary_unary(
+                '/forge.continuity.v1.ExecutionService/CancelExecutionRequest',
+                request_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.CancelExecutionRequestRequest.SerializeToString,
+                response_deserializer=forge_dot_continuity_dot_v1_dot_execution__pb2.CancelExecutionRequestResponse.FromString,
+                _registered_method=True)
+        self.ExpireExecutionRequests = channel.unary_unary(
+                '/forge.continuity.v1.ExecutionService/ExpireExecutionRequests',
+                request_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.ExpireExecutionRequestsRequest.SerializeToString,
+                response_deserializer=forge_dot_continuity_dot_v1_dot_execution__pb2.ExpireExecutionRequestsResponse.FromString,
+                _registered_method=True)
         self.GetCommandUsage = channel.unary_unary(
                 '/forge.continuity.v1.ExecutionService/GetCommandUsage',
                 request_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.GetCommandUsageRequest.SerializeToString,
@@ -142,6 +152,23 @@ class ExecutionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelExecutionRequest(self, request, context):
+        """Cancels a queued or claimed request: terminal CANCELLED, every lease generation fenced, one
+        request_event "cancelled". Cancelling a cancelled request reads it back. Role: the execution
+        operator who admitted it (with current authority) or a factory administrator.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExpireExecutionRequests(self, request, context):
+        """Moves every queued request whose lease ran out to EXPIRED (admission, recovery and
+        reconciliation also do this first). Role: worker or factory administrator.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetCommandUsage(self, request, context):
         """Reads a run's command usage, counted from retained native rows. Role: reader or better.
         """
@@ -186,6 +213,16 @@ def add_ExecutionServiceServicer_to_server(servicer, server):
                     servicer.RecordCommand,
                     request_deserializer=forge_dot_continuity_dot_v1_dot_execution__pb2.RecordCommandRequest.FromString,
                     response_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.RecordCommandResponse.SerializeToString,
+            ),
+            'CancelExecutionRequest': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelExecutionRequest,
+                    request_deserializer=forge_dot_continuity_dot_v1_dot_execution__pb2.CancelExecutionRequestRequest.FromString,
+                    response_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.CancelExecutionRequestResponse.SerializeToString,
+            ),
+            'ExpireExecutionRequests': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExpireExecutionRequests,
+                    request_deserializer=forge_dot_continuity_dot_v1_dot_execution__pb2.ExpireExecutionRequestsRequest.FromString,
+                    response_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.ExpireExecutionRequestsResponse.SerializeToString,
             ),
             'GetCommandUsage': grpc.unary_unary_rpc_method_handler(
                     servicer.GetCommandUsage,
@@ -386,6 +423,60 @@ class ExecutionService:
             '/forge.continuity.v1.ExecutionService/RecordCommand',
             forge_dot_continuity_dot_v1_dot_execution__pb2.RecordCommandRequest.SerializeToString,
             forge_dot_continuity_dot_v1_dot_execution__pb2.RecordCommandResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelExecutionRequest(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/forge.continuity.v1.ExecutionService/CancelExecutionRequest',
+            forge_dot_continuity_dot_v1_dot_execution__pb2.CancelExecutionRequestRequest.SerializeToString,
+            forge_dot_continuity_dot_v1_dot_execution__pb2.CancelExecutionRequestResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExpireExecutionRequests(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/forge.continuity.v1.ExecutionService/ExpireExecutionRequests',
+            forge_dot_continuity_dot_v1_dot_execution__pb2.ExpireExecutionRequestsRequest.SerializeToString,
+            forge_dot_continuity_dot_v1_dot_execution__pb2.ExpireExecutionRequestsResponse.FromString,
             options,
             channel_credentials,
             insecure,

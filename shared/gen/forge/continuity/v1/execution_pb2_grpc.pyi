@@ -62,6 +62,15 @@ class ExecutionServiceStub:
     run's retained native rows already reach its command limit. Recording the same command_id again
     returns the stored receipt and charges nothing. Role: worker holding the current generation.
     """
+    CancelExecutionRequest: _grpc.UnaryUnaryMultiCallable[_execution_pb2.CancelExecutionRequestRequest, _execution_pb2.CancelExecutionRequestResponse]
+    """Cancels a queued or claimed request: terminal CANCELLED, every lease generation fenced, one
+    request_event "cancelled". Cancelling a cancelled request reads it back. Role: the execution
+    operator who admitted it (with current authority) or a factory administrator.
+    """
+    ExpireExecutionRequests: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ExpireExecutionRequestsRequest, _execution_pb2.ExpireExecutionRequestsResponse]
+    """Moves every queued request whose lease ran out to EXPIRED (admission, recovery and
+    reconciliation also do this first). Role: worker or factory administrator.
+    """
     GetCommandUsage: _grpc.UnaryUnaryMultiCallable[_execution_pb2.GetCommandUsageRequest, _execution_pb2.GetCommandUsageResponse]
     """Reads a run's command usage, counted from retained native rows. Role: reader or better."""
 
@@ -98,6 +107,15 @@ class ExecutionServiceAsyncStub(ExecutionServiceStub):
     """Records one command before it runs: refused (RESOURCE_EXHAUSTED, COMMAND_LIMIT_REACHED) when the
     run's retained native rows already reach its command limit. Recording the same command_id again
     returns the stored receipt and charges nothing. Role: worker holding the current generation.
+    """
+    CancelExecutionRequest: _aio.UnaryUnaryMultiCallable[_execution_pb2.CancelExecutionRequestRequest, _execution_pb2.CancelExecutionRequestResponse]  # type: ignore[assignment]
+    """Cancels a queued or claimed request: terminal CANCELLED, every lease generation fenced, one
+    request_event "cancelled". Cancelling a cancelled request reads it back. Role: the execution
+    operator who admitted it (with current authority) or a factory administrator.
+    """
+    ExpireExecutionRequests: _aio.UnaryUnaryMultiCallable[_execution_pb2.ExpireExecutionRequestsRequest, _execution_pb2.ExpireExecutionRequestsResponse]  # type: ignore[assignment]
+    """Moves every queued request whose lease ran out to EXPIRED (admission, recovery and
+    reconciliation also do this first). Role: worker or factory administrator.
     """
     GetCommandUsage: _aio.UnaryUnaryMultiCallable[_execution_pb2.GetCommandUsageRequest, _execution_pb2.GetCommandUsageResponse]  # type: ignore[assignment]
     """Reads a run's command usage, counted from retained native rows. Role: reader or better."""
@@ -174,6 +192,27 @@ class ExecutionServiceServicer(metaclass=_abc_1.ABCMeta):
         """Records one command before it runs: refused (RESOURCE_EXHAUSTED, COMMAND_LIMIT_REACHED) when the
         run's retained native rows already reach its command limit. Recording the same command_id again
         returns the stored receipt and charges nothing. Role: worker holding the current generation.
+        """
+
+    @_abc_1.abstractmethod
+    def CancelExecutionRequest(
+        self,
+        request: _execution_pb2.CancelExecutionRequestRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_execution_pb2.CancelExecutionRequestResponse, _abc.Awaitable[_execution_pb2.CancelExecutionRequestResponse]]:
+        """Cancels a queued or claimed request: terminal CANCELLED, every lease generation fenced, one
+        request_event "cancelled". Cancelling a cancelled request reads it back. Role: the execution
+        operator who admitted it (with current authority) or a factory administrator.
+        """
+
+    @_abc_1.abstractmethod
+    def ExpireExecutionRequests(
+        self,
+        request: _execution_pb2.ExpireExecutionRequestsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_execution_pb2.ExpireExecutionRequestsResponse, _abc.Awaitable[_execution_pb2.ExpireExecutionRequestsResponse]]:
+        """Moves every queued request whose lease ran out to EXPIRED (admission, recovery and
+        reconciliation also do this first). Role: worker or factory administrator.
         """
 
     @_abc_1.abstractmethod

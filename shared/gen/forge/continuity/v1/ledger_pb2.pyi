@@ -897,6 +897,7 @@ class AdmissionTicket(_message.Message):
     DERIVED_CHECKPOINT_DIGEST_FIELD_NUMBER: _builtins.int
     REQUEST_CONTENT_DIGEST_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
+    CURRENT_EXECUTION_REQUEST_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run."""
     request_id: _builtins.str
@@ -917,7 +918,9 @@ class AdmissionTicket(_message.Message):
     """Digest of the canonical request content."""
     @_builtins.property
     def execution_request(self) -> _common_pb2.ExecutionRequest:
-        """The queued execution request."""
+        """The execution request the admission queued, as it is now (after a reconciliation retry it
+        is the retired original; see current_execution_request).
+        """
 
     @_builtins.property
     def digests(self) -> _common_pb2.ContinuityDigests:
@@ -926,6 +929,12 @@ class AdmissionTicket(_message.Message):
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp:
         """When the ticket was saved."""
+
+    @_builtins.property
+    def current_execution_request(self) -> _common_pb2.ExecutionRequest:
+        """The current member of the request chain (the newest execution request of this admission
+        request: the original, or the retry a reconciliation queued) with its current state.
+        """
 
     def __init__(
         self,
@@ -942,10 +951,11 @@ class AdmissionTicket(_message.Message):
         derived_checkpoint_digest: _builtins.str = ...,
         request_content_digest: _builtins.str = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
+        current_execution_request: _common_pb2.ExecutionRequest | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "digests", b"digests", "execution_request", b"execution_request"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "current_execution_request", b"current_execution_request", "digests", b"digests", "execution_request", b"execution_request"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_sequence", b"claim_sequence", "created_at", b"created_at", "derived_checkpoint_digest", b"derived_checkpoint_digest", "digests", b"digests", "execution_request", b"execution_request", "operator_identity", b"operator_identity", "policy_revision", b"policy_revision", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "run_id", b"run_id", "settlement_sequence", b"settlement_sequence", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_sequence", b"claim_sequence", "created_at", b"created_at", "current_execution_request", b"current_execution_request", "derived_checkpoint_digest", b"derived_checkpoint_digest", "digests", b"digests", "execution_request", b"execution_request", "operator_identity", b"operator_identity", "policy_revision", b"policy_revision", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "run_id", b"run_id", "settlement_sequence", b"settlement_sequence", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,148 @@
+"""The execution-time rules a claim and every later worker write repeat (ADR 0014): policy
+revocation, actor loss, a changed source or unqualified profile, and unknown effects stop a
+continuation; nothing else does. Each check runs on the caller's connection, inside its
+transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import Connection
+
+from services.ledger.domain.execution import (
+    ExecutionRequestRecord,
+    WorkerSource,
+    check_no_unknown_effects,
+    check_operator_authority,
+    check_policy_for_execution,
+    check_profile_qualified,
+    check_worker_source,
+)
+from services.ledger.domain.journal import EntryKind, queued_at, unknown_tool_calls
+from services.ledger.domain.policy import PolicyRevision
+from services.ledger.domain.recovery_authority import Authority, check_recovery_authority
+from services.ledger.domain.runs import Run
+from services.ledger.domain.tickets import StoredTicket
+from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import policy as policy_rows
+from services.ledger.repository import recoveries as recovery_rows
+from services.ledger.repository import tickets as ticket_rows
+from services.ledger.transactions.base import existing_run
+from shared.continuity.recovery import WORKFLOWS
+from shared.runtime.errors import FailedPrecondition, NotFound
+
+#: The policy switches a ticket of each version needs besides ``enabled``.
+VERSION_SWITCHES: dict[int, tuple[str, ...]] = {2: ("allow_unavailable_source_observations",)}
+#: Refusals of a claim while it enters the request's policy epoch (the recognition conditions:
+#: an enabled finite-lease policy, a qualified profile, a catalogued epoch). Each leaves one
+#: native admission-refusal record and makes the request ineligible for automatic scheduling.
+EPOCH_REFUSALS = frozenset({"POLICY_REVOKED", "PROFILE_NOT_QUALIFIED", "POLICY_EPOCH_UNRECOGNIZED"})
+
+
+@dataclass(frozen=True)
+class Custody:
+    """Who and what a request's execution rests on: its run, its ticket and its recoveries."""
+
+    run: Run
+    ticket: StoredTicket
+    recovery_workflows: tuple[tuple[str, str], ...]  # (workflow, actor), oldest first
+
+    @property
+    def switches(self) -> tuple[str, ...]:
+        names = VERSION_SWITCHES.get(self.ticket.version, ())
+        for workflow, _ in self.recovery_workflows:
+            # the switch the workflow's registry descriptor names (ADR 0013)
+            switch = WORKFLOWS[workflow].policy_switch
+            names += (switch,) if switch else ()
+        return tuple(dict.fromkeys(names))
+
+
+def read_custody(connection: Connection, record: ExecutionRequestRecord) -> Custody:
+    stored = ticket_rows.get_ticket(connection, record.run_id, record.request_id)
+    if stored is None:
+        raise NotFound(
+            "ADMISSION_NOT_FOUND",
+            f"no admission request {record.request_id} for run {record.run_id}",
+            metadata={"run_id": record.run_id, "request_id": record.request_id},
+        )
+    recoveries = recovery_rows.list_for_execution_request(connection, record.execution_request_id)
+    return Custody(
+        run=existing_run(connection, record.run_id),
+        ticket=stored.ticket,
+        recovery_workflows=tuple((r.workflow, r.actor) for r in recoveries),
+    )
+
+
+def check_policy(
+    connection: Connection,
+    policy: PolicyRevision,
+    record: ExecutionRequestRecord,
+    custody: Custody,
+) -> None:
+    """Every revision since the request was queued keeps the policy enabled and its switches on
+    (``policy`` is the locked current revision)."""
+    revisions = policy_rows.revisions_after(connection, record.policy_revision) or [policy]
+    check_policy_for_execution(revisions, record.policy_revision, custody.switches)
+
+
+def check_actors(authority: Authority, record: ExecutionRequestRecord, custody: Custody) -> None:
+    """The ticket's operator, and each recovery's actor, still hold the roles they needed."""
+    for workflow, actor in custody.recovery_workflows:
+        check_recovery_authority(authority, workflow, actor, record.execution_request_id)
+    operator = custody.ticket.operator_identity
+    check_operator_authority(authority(operator), operator, record.request_id)
+
+
+def check_fenced_write(
+    connection: Connection,
+    authority: Authority,
+    policy: PolicyRevision,
+    record: ExecutionRequestRecord,
+    presented: WorkerSource | None,
+) -> Custody:
+    """Every rule a worker write after the claim repeats (command, own journal record,
+    completion): the policy since the request was queued, the source and profile, the operator's
+    and each recovery actor's authority, and no new unknown effect."""
+    custody = read_custody(connection, record)
+    check_policy(connection, policy, record, custody)
+    check_source(custody, presented)
+    check_actors(authority, record, custody)
+    check_effects(connection, record)
+    return custody
+
+
+def check_source(custody: Custody, presented: WorkerSource | None) -> None:
+    """The profile is still qualified and, when the worker presents what it executes now, that is
+    still the run's attempt, source, configuration and profile."""
+    if presented is None:
+        check_profile_qualified(custody.run)
+    else:
+        check_worker_source(custody.run, presented, "WORKER_SOURCE_CHANGED")
+
+
+def check_effects(connection: Connection, record: ExecutionRequestRecord) -> None:
+    """No tool call of the run has a new unknown durable outcome: one recorded after the request
+    was queued (the admission or recovery that queued it judged every earlier one)."""
+    entries = journal_rows.entries_of_kinds(
+        connection,
+        record.run_id,
+        EntryKind.OWNERSHIP_CLAIM,
+        EntryKind.REQUEST_EVENT,
+        EntryKind.TOOL_OUTCOME,
+    )
+    since = queued_at(entries, record.execution_request_id)
+    outcomes = [e for e in entries if e.kind == EntryKind.TOOL_OUTCOME.value]
+    check_no_unknown_effects(unknown_tool_calls(outcomes, since), record.execution_request_id)
+
+
+def stop_reasons(checks: list[Callable[[], None]]) -> list[str]:
+    """The reason of each check that refuses, in order (a failure report records them rather than
+    being refused: refusing it would strand the claim until a reconciliation)."""
+    reasons: list[str] = []
+    for check in checks:
+        try:
+            check()
+        except FailedPrecondition as refused:
+            reasons.append(refused.reason)
+    return reasons

@@ -1,0 +1,148 @@
+"""Transactions that end or park an execution request outside its worker's writes: cancellation
+by its operator or an administrator, expiry of a queued request nobody claimed in time, and the
+native admission-refusal record of a claim refused while entering its policy epoch (ADR 0014)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sqlalchemy import Connection
+
+from services.ledger.domain.execution import (
+    ExecutionRequestRecord,
+    RequestState,
+    cancellable,
+    due_for_expiry,
+    finished,
+)
+from services.ledger.domain.journal import EntryKind
+from services.ledger.domain.recovery_authority import Authority
+from services.ledger.repository import execution_requests as request_rows
+from services.ledger.repository import tickets as ticket_rows
+from services.ledger.transactions.base import (
+    LedgerContext,
+    append_entry,
+    retry_on_unique_conflict,
+)
+from shared.continuity.timeutil import to_text
+from shared.runtime.errors import DomainError, FieldViolation, InvalidArgument, NotFound
+
+#: The actor of entries the ledger writes on its own account (expiry).
+LEDGER_ACTOR = "ledger"
+
+
+def _locked(connection: Connection, execution_request_id: str) -> ExecutionRequestRecord:
+    record = request_rows.get_execution_request(connection, execution_request_id, for_update=True)
+    if record is None:
+        raise NotFound(
+            "EXECUTION_REQUEST_NOT_FOUND",
+            f"no execution request {execution_request_id}",
+            metadata={"execution_request_id": execution_request_id},
+        )
+    return record
+
+
+@retry_on_unique_conflict
+def cancel(
+    context: LedgerContext,
+    authority: Authority,
+    execution_request_id: str,
+    actor: str,
+    reason: str,
+) -> ExecutionRequestRecord:
+    """Cancel a queued or claimed request: terminal ``cancelled``, every generation fenced, one
+    ``request_event`` ``cancelled``. Cancelling a cancelled request reads it back."""
+    if not reason:
+        raise InvalidArgument(
+            "FIELD_REQUIRED",
+            "reason is required",
+            metadata={"field": "reason"},
+            field_violations=[FieldViolation("reason", "required")],
+        )
+    with context.engine.begin() as connection:
+        record = _locked(connection, execution_request_id)
+        stored = ticket_rows.get_ticket(connection, record.run_id, record.request_id)
+        operator = stored.ticket.operator_identity if stored is not None else ""
+        if not cancellable(record, actor, operator, authority(actor)):
+            return record
+        updated = finished(record, RequestState.CANCELLED, context.now())
+        request_rows.update_execution_request(connection, updated)
+        append_entry(
+            context,
+            connection,
+            record.run_id,
+            EntryKind.REQUEST_EVENT,
+            {
+                "execution_request_id": execution_request_id,
+                "event": "cancelled",
+                "lease_generation": record.lease_generation,
+                "previous_state": record.state.value,
+                "reason": reason,
+            },
+            actor,
+        )
+        return updated
+
+
+@retry_on_unique_conflict
+def expire_due(context: LedgerContext) -> list[ExecutionRequestRecord]:
+    """Move every queued request whose lease ran out to ``expired``, each with one
+    ``request_event`` ``expired`` at its generation: it frees its place in the queue caps and the
+    run's one outstanding claim, and its native history still proves whether it was ever
+    claimed (the never-claimed recovery accepts it). Cheap when nothing is due: one read."""
+    now = context.clock()
+    with context.read() as connection:
+        if not request_rows.queued_expiring_by(connection, to_text(now), lock=False):
+            return []
+    expired: list[ExecutionRequestRecord] = []
+    with context.engine.begin() as connection:
+        for record in request_rows.queued_expiring_by(connection, to_text(now)):
+            if not due_for_expiry(record, now):
+                continue
+            updated = finished(record, RequestState.EXPIRED, context.now())
+            request_rows.update_execution_request(connection, updated)
+            append_entry(
+                context,
+                connection,
+                record.run_id,
+                EntryKind.REQUEST_EVENT,
+                {
+                    "execution_request_id": record.execution_request_id,
+                    "event": "expired",
+                    "lease_generation": record.lease_generation,
+                    "lease_expires_at": record.lease_expires_at,
+                },
+                LEDGER_ACTOR,
+            )
+            expired.append(updated)
+    return expired
+
+
+@retry_on_unique_conflict
+def record_admission_refusal(
+    context: LedgerContext, execution_request_id: str, refused: DomainError, worker: str
+) -> None:
+    """The one native ``admission_refusal`` record of a request whose claim was refused while
+    entering its policy epoch, in its own transaction (the claim's rolled back); the request
+    becomes ineligible for automatic scheduling. A second refusal writes nothing more."""
+    with context.engine.begin() as connection:
+        record = _locked(connection, execution_request_id)
+        if record.admission_refusal or record.state is not RequestState.QUEUED:
+            return
+        request_rows.update_execution_request(
+            connection, replace(record, admission_refusal=refused.reason, updated_at=context.now())
+        )
+        append_entry(
+            context,
+            connection,
+            record.run_id,
+            EntryKind.ADMISSION_REFUSAL,
+            {
+                "execution_request_id": execution_request_id,
+                "request_id": record.request_id,
+                "reason": refused.reason,
+                "message": refused.message,
+                "policy_revision": record.policy_revision,
+            },
+            worker,
+        )
