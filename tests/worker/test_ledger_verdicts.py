@@ -127,8 +127,8 @@ def test_a_completion_with_an_open_intent_is_recorded_but_not_certified(
     append(admitted, "tool_intent", {"call_id": "call_open", **lease})
     append(admitted, "tool_intent", {"call_id": "call_done", **lease})
     append(admitted, "tool_outcome", {"call_id": "call_done", "status": "succeeded", **lease})
-    append(admitted, "tool_intent", {"call_id": "call_unknown", **lease})
-    append(admitted, "tool_outcome", {"call_id": "call_unknown", "status": "unknown", **lease})
+    append(admitted, "tool_intent", {"call_id": "call_failed", **lease})
+    append(admitted, "tool_outcome", {"call_id": "call_failed", "status": "failed", **lease})
     completed = admitted.execution().CompleteExecutionRequest(
         execution_pb2.CompleteExecutionRequestRequest(
             execution_request_id=claimed.execution_request_id,
@@ -136,11 +136,12 @@ def test_a_completion_with_an_open_intent_is_recorded_but_not_certified(
             goal_claim=execution_pb2.GOAL_CLAIM_SATISFIED,
         )
     )
-    # The worker claims the goal; the journal does not certify it: two effects stay open.
+    # The worker claims the goal; the journal does not certify it: one effect stays open. (A
+    # recorded unknown outcome refuses the completion outright: ADR 0014, rule 2c.)
     assert completed.goal_claim == execution_pb2.GOAL_CLAIM_SATISFIED
     assert not completed.certification.certified
     assert completed.certification.generation_current
-    assert list(completed.certification.open_intent_call_ids) == ["call_open", "call_unknown"]
+    assert list(completed.certification.open_intent_call_ids) == ["call_open"]
     assert completed.completed_rounds == 0 == admitted.run_record().completed_rounds
     event = json.loads(admitted.journal()[-1].payload_json)
     assert event["goal_claim"] == "satisfied"

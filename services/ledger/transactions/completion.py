@@ -43,8 +43,8 @@ def complete(
     presented: WorkerSource | None = None,
 ) -> tuple[ExecutionRequestRecord, Completion]:
     """Complete a claimed request under the current generation with both verdicts. A stop
-    condition (revocation, a changed source or profile, actor loss, an unknown effect) refuses
-    it, as it refuses every worker write (ADR 0014)."""
+    condition (revocation, a changed source or profile, an unknown effect) refuses it, as it
+    refuses every worker write; actor loss does not, a completion dispatches nothing (ADR 0014)."""
     check_final_output_digest(final_output_digest)
     with context.engine.begin() as connection:
         # the lock order of every fenced write: the policy row, then the request row
@@ -52,7 +52,7 @@ def complete(
         record = existing_request(connection, execution_request_id, for_update=True)
         # 12 claimed, current generation, the caller owns it, the lease is in time
         check_worker_write(record, worker, generation, context.clock())
-        check_fenced_write(connection, authority, policy, record, presented)
+        check_fenced_write(connection, authority, policy, record, presented, dispatches=False)
         # the certification reads the journal inside this transaction, under the request lock
         certification = certify(
             journal_rows.iter_journal(connection, record.run_id),

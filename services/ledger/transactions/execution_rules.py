@@ -100,14 +100,19 @@ def check_fenced_write(
     policy: PolicyRevision,
     record: ExecutionRequestRecord,
     presented: WorkerSource | None,
+    *,
+    dispatches: bool = True,
 ) -> Custody:
     """Every rule a worker write after the claim repeats (command, own journal record,
-    completion): the policy since the request was queued, the source and profile, the operator's
-    and each recovery actor's authority, and no new unknown effect."""
+    completion): the policy since the request was queued, the source and profile, no new unknown
+    effect and, for a write that dispatches something new (``dispatches``: a command, a model
+    request or tool record; not a completion), the operator's and each recovery actor's
+    authority."""
     custody = read_custody(connection, record)
     check_policy(connection, policy, record, custody)
     check_source(custody, presented)
-    check_actors(authority, record, custody)
+    if dispatches:
+        check_actors(authority, record, custody)
     check_effects(connection, record)
     return custody
 
