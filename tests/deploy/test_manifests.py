@@ -792,7 +792,7 @@ def test_the_ledger_database_settings_are_set_where_the_ledger_runs_and_fit_the_
     agree), to no other service; and the Kubernetes ledger replicas' connections fit within
     PostgreSQL's default connection limit."""
     variables = set(DATABASE_VARIABLES.values())
-    given = {
+    given: dict[str, Mapping[str, object]] = {
         "compose ledger": compose_env(compose["services"]["ledger"]),
         "Deployment ledger": cluster.container_env(deployment_container(cluster, "ledger")),
     }
@@ -801,7 +801,7 @@ def test_the_ledger_database_settings_are_set_where_the_ledger_runs_and_fit_the_
         values = {k: v for k, v in env.items() if k in variables}
         assert all(isinstance(v, str) for v in values.values()), f"{where}: {values}"
         database_settings({k: str(v) for k, v in values.items()})  # raises when malformed
-    others = {
+    others: dict[str, Mapping[str, object]] = {
         **{f"compose {n}": compose_env(svc) for n, svc in compose["services"].items()},
         **{where: cluster.container_env(c) for where, c in k8s_containers(cluster)},
     }
