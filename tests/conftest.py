@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from urllib.parse import quote, urlencode
 
 import pytest
 from sqlalchemy import Engine, create_engine, text
@@ -53,16 +55,40 @@ def database_url(request: pytest.FixtureRequest, tmp_path: os.PathLike[str]) -> 
         migrate(url)
         yield url
         return
+    with postgres_schema() as url:
+        yield url
+
+
+def _libpq_option(name: str, value: str) -> str:
+    """``-c name=value`` for the libpq ``options`` parameter (spaces escaped)."""
+    escaped = value.replace("\\", "\\\\").replace(" ", "\\ ")
+    return f"-c{name}={escaped}"
+
+
+@contextmanager
+def postgres_schema(
+    settings: Mapping[str, str] | None = None, application_name: str = ""
+) -> Iterator[str]:
+    """The URL of a new, migrated PostgreSQL schema, dropped afterwards; skips the test when
+    PostgreSQL is unreachable. ``settings`` become the connection's server settings (as a role
+    or database default would), ``application_name`` names its sessions in pg_stat_activity."""
     if _postgres_problem:
         pytest.skip(f"PostgreSQL unreachable (set CI=true to make this fatal): {_postgres_problem}")
     schema = f"t_{uuid.uuid4().hex[:16]}"
     admin = create_engine(POSTGRES_URL)
     with admin.begin() as connection:
         connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    options = " ".join(
+        _libpq_option(name, value)
+        for name, value in {"search_path": schema, **(settings or {})}.items()
+    )
+    parameters = {"options": options}
+    if application_name:
+        parameters["application_name"] = application_name
     separator = "&" if "?" in POSTGRES_URL else "?"
-    url = f"{POSTGRES_URL}{separator}options=-csearch_path%3D{schema}"
-    migrate(url)
+    url = f"{POSTGRES_URL}{separator}{urlencode(parameters, quote_via=quote)}"
     try:
+        migrate(url)
         yield url
     finally:
         with admin.begin() as connection:

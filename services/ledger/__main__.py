@@ -1,8 +1,9 @@
 """`python -m services.ledger`: serve the ledger, policy and execution services.
 
 The ledger does not migrate its database: it checks the schema revision at start-up and exits
-non-zero on a stale one. `python -m services.ledger.migrate` (the migration job, `make db-upgrade`)
-and `make run` apply the migrations.
+non-zero on a stale one (as it does when PostgreSQL will not run its writes at READ COMMITTED).
+`python -m services.ledger.migrate` (the migration job, `make db-upgrade`) and `make run` apply
+the migrations.
 """
 
 from __future__ import annotations
@@ -11,7 +12,11 @@ import logging
 import os
 import sys
 
-from services.ledger.database import make_engine, require_current_schema
+from services.ledger.database import (
+    make_engine,
+    require_current_schema,
+    require_write_isolation,
+)
 from services.ledger.domain.verifier import load_verifier
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
@@ -24,13 +29,20 @@ from shared.runtime.errors import FailedPrecondition
 VERIFIER_VARIABLE = "FORGE_RECONCILIATION_VERIFIER"
 # Exit status when the database schema is not at the revision this release requires.
 EXIT_SCHEMA_STALE = 3
+# Exit status when the database runs write transactions at another level than READ COMMITTED.
+EXIT_ISOLATION_UNSUPPORTED = 4
+REFUSALS = {
+    "SCHEMA_REVISION_STALE": EXIT_SCHEMA_STALE,
+    "DATABASE_ISOLATION_UNSUPPORTED": EXIT_ISOLATION_UNSUPPORTED,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     def build(settings: Settings) -> BuildResult:
-        engine = make_engine(settings.database_url)
+        engine = make_engine(settings.database_url, settings.database)
         try:
             require_current_schema(engine)
+            require_write_isolation(engine)
         except FailedPrecondition:
             engine.dispose()
             raise
@@ -44,12 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run_service("ledger", argv if argv is not None else sys.argv[1:], build)
     except FailedPrecondition as refused:
-        if refused.reason != "SCHEMA_REVISION_STALE":
+        if refused.reason not in REFUSALS:
             raise
         logging.getLogger("forge.ledger").error(
             "refusing to serve: %s %s", refused.reason, refused.message
         )
-        return EXIT_SCHEMA_STALE
+        return REFUSALS[refused.reason]
 
 
 if __name__ == "__main__":

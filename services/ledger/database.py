@@ -19,10 +19,34 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import DisconnectionError
 
+from shared.runtime.config import DatabaseSettings
 from shared.runtime.errors import FailedPrecondition, Unavailable
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SQLITE_BEGIN_OPTION = "forge_sqlite_begin"
+
+# Every PostgreSQL write transaction runs at READ COMMITTED, whatever the server's, role's or
+# database's default_transaction_isolation says: lock_current_policy's re-read after waiting for
+# the policy row lock is only right when each statement sees what committed before it
+# (docs/adr/0016-postgresql-isolation-retries-timeouts.md).
+WRITE_ISOLATION = "READ COMMITTED"
+# SQLSTATEs the ledger acts on. A serialization failure or a deadlock rolled the whole
+# transaction back: running it again is safe (transactions.base.retry_on_unique_conflict).
+SERIALIZATION_FAILURE = "40001"
+DEADLOCK_DETECTED = "40P01"
+RETRIED_SQLSTATES = frozenset({SERIALIZATION_FAILURE, DEADLOCK_DETECTED})
+# lock_timeout and statement_timeout: the transaction was rolled back, nothing was written.
+TIMEOUT_SQLSTATES = {"55P03": "lock_timeout", "57014": "statement_timeout"}
+# Keepalive probes after FORGE_DB_KEEPALIVE_IDLE_SECONDS of silence: this many, this far apart,
+# before the client gives the connection up (a dead peer is noticed within idle + 30 s).
+KEEPALIVE_INTERVAL_SECONDS = 10
+KEEPALIVE_COUNT = 3
+
+
+def sqlstate(error: BaseException) -> str:
+    """The SQLSTATE of a database error (SQLAlchemy's wrapper or the driver's own), or ""."""
+    original = getattr(error, "orig", None) or error
+    return str(getattr(original, "sqlstate", "") or "")
 
 
 def read_only_connection(engine: Engine) -> Connection:
@@ -42,9 +66,11 @@ def snapshot_connection(engine: Engine) -> Connection:
     return connection
 
 
-def make_engine(url: str, **options: Any) -> Engine:
+def make_engine(url: str, settings: DatabaseSettings | None = None, **options: Any) -> Engine:
     """An engine for ``url``. SQLite gets WAL, a busy timeout, foreign keys, and BEGIN IMMEDIATE
-    transactions so concurrent writers queue instead of failing on lock upgrades."""
+    transactions so concurrent writers queue instead of failing on lock upgrades. PostgreSQL
+    gets READ COMMITTED on every transaction, the pool, keepalives, server-side prepares and
+    per-transaction timeouts of ``settings`` (the defaults when None)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
@@ -71,11 +97,57 @@ def make_engine(url: str, **options: Any) -> Engine:
             connection.exec_driver_sql(f"BEGIN {mode}")
 
         return _unavailable_on_disconnect(engine)
-    options.setdefault("pool_size", 10)
-    options.setdefault("max_overflow", 40)
-    engine = create_engine(url, **options)
+    settings = settings or DatabaseSettings()
+    # A caller may ask for another level (tests do, to prove the retries); the ledger's start-up
+    # check refuses to serve unless writes really run at WRITE_ISOLATION.
+    options.setdefault("isolation_level", WRITE_ISOLATION)
+    options.setdefault("pool_size", settings.pool_size)
+    options.setdefault("max_overflow", settings.max_overflow)
+    connect_args = {**_postgres_connect_args(settings), **options.pop("connect_args", {})}
+    engine = create_engine(url, connect_args=connect_args, **options)
     event.listen(engine, "checkout", _refuse_a_closed_socket)
+    timeouts = _local_timeouts(settings)
+    if timeouts:
+
+        @event.listens_for(engine, "begin")
+        def _limit(connection: Any) -> None:
+            # Per transaction (SET LOCAL semantics), never per session: behind PgBouncer in
+            # transaction mode consecutive transactions may run on different server sessions.
+            connection.exec_driver_sql(timeouts)
+
     return _unavailable_on_disconnect(engine)
+
+
+def _postgres_connect_args(settings: DatabaseSettings) -> dict[str, Any]:
+    """psycopg connection arguments: TCP keepalives (a peer that vanished without a FIN is
+    noticed instead of hanging a thread forever) and, when server-side prepares are off,
+    ``prepare_threshold=None`` (PgBouncer in transaction mode before 1.21 cannot follow a
+    prepared statement from one server session to the next)."""
+    arguments: dict[str, Any] = {"keepalives": 0}
+    if settings.keepalive_idle_seconds:
+        arguments = {
+            "keepalives": 1,
+            "keepalives_idle": settings.keepalive_idle_seconds,
+            "keepalives_interval": KEEPALIVE_INTERVAL_SECONDS,
+            "keepalives_count": KEEPALIVE_COUNT,
+        }
+    if not settings.server_prepares:
+        arguments["prepare_threshold"] = None
+    return arguments
+
+
+def _local_timeouts(settings: DatabaseSettings) -> str:
+    """One statement setting each configured timeout for the current transaction only
+    (``set_config(..., true)`` is ``SET LOCAL``); "" when every timeout is 0, which leaves the
+    server's own settings in force."""
+    values = {
+        "lock_timeout": settings.lock_timeout_ms,
+        "statement_timeout": settings.statement_timeout_ms,
+        "idle_in_transaction_session_timeout": settings.idle_in_transaction_timeout_ms,
+    }
+    # The values are validated integers, never caller text.
+    calls = [f"set_config('{name}', '{int(ms)}', true)" for name, ms in values.items() if ms]
+    return f"SELECT {', '.join(calls)}" if calls else ""
 
 
 def _refuse_a_closed_socket(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
@@ -110,8 +182,41 @@ def _unavailable_on_disconnect(engine: Engine) -> Engine:
                 "the ledger lost its database connection; retry with the same request id or "
                 "read back to learn whether the write committed",
             ) from context.original_exception
+        timeout = TIMEOUT_SQLSTATES.get(sqlstate(context.original_exception))
+        if timeout is not None:
+            # The server rolled the transaction back: nothing was written, and a retry after
+            # the holder of the lock lets go succeeds. Not retried here: waiting again would
+            # only stack more callers behind the same lock.
+            raise Unavailable(
+                "DATABASE_TIMEOUT",
+                f"the ledger's database {timeout} expired (another transaction holds a lock "
+                "this one needs, or the database is overloaded); nothing was written: retry "
+                "with the same request id after a backoff",
+                metadata={"timeout": timeout},
+            ) from context.original_exception
 
     return engine
+
+
+def require_write_isolation(engine: Engine) -> None:
+    """FAILED_PRECONDITION ``DATABASE_ISOLATION_UNSUPPORTED`` unless a write transaction really
+    runs at READ COMMITTED. The engine asks for it on every transaction; a server that answers
+    with another level (an engine that only offers SERIALIZABLE, a proxy that rewrites BEGIN)
+    would silently break the policy lock's re-read, so the ledger refuses to serve on it."""
+    if engine.dialect.name != "postgresql":
+        return  # SQLite serializes writers with BEGIN IMMEDIATE; there is no level to check
+    with engine.begin() as connection:
+        level = str(connection.exec_driver_sql("SHOW transaction_isolation").scalar_one())
+    if level.lower() != WRITE_ISOLATION.lower():
+        raise FailedPrecondition(
+            "DATABASE_ISOLATION_UNSUPPORTED",
+            f"write transactions run at {level.upper()}, the ledger requires {WRITE_ISOLATION}:"
+            " serve from a PostgreSQL that honours BEGIN ISOLATION LEVEL READ COMMITTED",
+            metadata={
+                "isolation_level": level.lower(),
+                "required_isolation_level": WRITE_ISOLATION.lower(),
+            },
+        )
 
 
 def _alembic_config() -> Config:

@@ -4,6 +4,7 @@ starts; the ledger itself refuses to serve a schema that is not at the required 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 
@@ -14,7 +15,11 @@ from shared.runtime.config import load_settings
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     settings = load_settings("ledger", argv if argv is not None else sys.argv[1:])
-    engine = make_engine(settings.database_url)
+    # A migration may rewrite a large table: the serving statement timeout does not apply to it
+    # (the lock timeout does, so a migration queued behind a long transaction fails instead of
+    # stalling every ledger replica queued behind the migration's own lock).
+    database = dataclasses.replace(settings.database, statement_timeout_ms=0)
+    engine = make_engine(settings.database_url, database)
     try:
         upgrade(engine)
         revision = current_revision(engine)

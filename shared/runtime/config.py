@@ -76,6 +76,30 @@ ENVIRONMENT: Mapping[str, str] = {
     ),
     "FORGE_WORKER_COMMAND_TIMEOUT_SECONDS": "reference worker: seconds one command may run",
     "FORGE_WORKER_RUN_IDS": "reference worker: comma-separated runs to serve (or arguments)",
+    "FORGE_DB_POOL_SIZE": "ledger: PostgreSQL connections kept open per process (default 10)",
+    "FORGE_DB_MAX_OVERFLOW": (
+        "ledger: PostgreSQL connections opened beyond the pool under load (default 40)"
+    ),
+    "FORGE_DB_SERVER_PREPARES": (
+        "ledger: on (default) lets psycopg prepare hot statements on the server; off for "
+        "PgBouncer in transaction mode before 1.21"
+    ),
+    "FORGE_DB_LOCK_TIMEOUT_MS": (
+        "ledger: PostgreSQL lock_timeout of every transaction in ms (default 5000; 0 leaves the "
+        "server's setting)"
+    ),
+    "FORGE_DB_STATEMENT_TIMEOUT_MS": (
+        "ledger: PostgreSQL statement_timeout of every transaction in ms (default 30000; 0 "
+        "leaves the server's setting)"
+    ),
+    "FORGE_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS": (
+        "ledger: PostgreSQL idle_in_transaction_session_timeout of every transaction in ms "
+        "(default 60000; 0 leaves the server's setting)"
+    ),
+    "FORGE_DB_KEEPALIVE_IDLE_SECONDS": (
+        "ledger: idle seconds before TCP keepalive probes on PostgreSQL connections (default 30; "
+        "0 disables keepalives)"
+    ),
     "OTEL_EXPORTER_OTLP_ENDPOINT": "OTLP/gRPC endpoint; spans are exported only when it is set",
     "OTEL_SERVICE_NAME": "overrides the service name reported in traces",
     "FORGE_GATEWAY_PORT": "HTTP/JSON gateway port (default 8080)",
@@ -100,6 +124,73 @@ class TlsSettings:
 
 
 @dataclass(frozen=True)
+class DatabaseSettings:
+    """How the ledger connects to PostgreSQL (SQLite ignores these). The timeouts are set per
+    transaction (``SET LOCAL``), so they also hold behind PgBouncer in transaction mode; a
+    timeout of 0 leaves the server's own setting in force. docs/architecture.md, "Running
+    several ledger replicas", sizes them."""
+
+    pool_size: int = 10
+    max_overflow: int = 40
+    server_prepares: bool = True
+    lock_timeout_ms: int = 5_000
+    statement_timeout_ms: int = 30_000
+    idle_in_transaction_timeout_ms: int = 60_000
+    keepalive_idle_seconds: int = 30
+
+    def __post_init__(self) -> None:
+        if self.pool_size < 1:
+            raise ValueError(f"the database pool size must be at least 1, not {self.pool_size}")
+        for name in (
+            "max_overflow",
+            "lock_timeout_ms",
+            "statement_timeout_ms",
+            "idle_in_transaction_timeout_ms",
+            "keepalive_idle_seconds",
+        ):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative, not {getattr(self, name)}")
+
+
+# The variable behind each DatabaseSettings field.
+DATABASE_VARIABLES: Mapping[str, str] = {
+    "pool_size": "FORGE_DB_POOL_SIZE",
+    "max_overflow": "FORGE_DB_MAX_OVERFLOW",
+    "server_prepares": "FORGE_DB_SERVER_PREPARES",
+    "lock_timeout_ms": "FORGE_DB_LOCK_TIMEOUT_MS",
+    "statement_timeout_ms": "FORGE_DB_STATEMENT_TIMEOUT_MS",
+    "idle_in_transaction_timeout_ms": "FORGE_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS",
+    "keepalive_idle_seconds": "FORGE_DB_KEEPALIVE_IDLE_SECONDS",
+}
+_SWITCH = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
+
+
+def database_settings(env: Mapping[str, str] | None = None) -> DatabaseSettings:
+    """DatabaseSettings from the FORGE_DB_* variables; an unset one keeps its default, a
+    malformed one is a ValueError naming the variable (the process refuses to start)."""
+    env = os.environ if env is None else env
+    values: dict[str, int | bool] = {}
+    for name, variable in DATABASE_VARIABLES.items():
+        text = env.get(variable, "").strip()
+        if not text:
+            continue
+        if name == "server_prepares":
+            if text.lower() not in _SWITCH:
+                raise ValueError(f"{variable} must be on or off, not {text!r}")
+            values[name] = _SWITCH[text.lower()]
+            continue
+        try:
+            number = int(text)
+        except ValueError:
+            raise ValueError(f"{variable} must be an integer, not {text!r}") from None
+        least = 1 if name == "pool_size" else 0
+        if number < least:
+            raise ValueError(f"{variable} must be at least {least}, not {number}")
+        values[name] = number
+    return DatabaseSettings(**values)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything one service process needs to start."""
 
@@ -114,6 +205,7 @@ class Settings:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     grace_seconds: float = DEFAULT_GRACE_SECONDS
     log_level: str = "INFO"
+    database: DatabaseSettings = field(default_factory=DatabaseSettings)
 
     @property
     def address(self) -> str:
@@ -169,6 +261,7 @@ def load_settings(
         max_message_bytes=int(_env(env, "FORGE_MAX_MESSAGE_BYTES", str(DEFAULT_MAX_MESSAGE_BYTES))),
         grace_seconds=float(_env(env, "FORGE_GRACE_SECONDS", str(DEFAULT_GRACE_SECONDS))),
         log_level=_env(env, "FORGE_LOG_LEVEL", "INFO"),
+        database=database_settings(env),
     )
 
 

@@ -252,6 +252,9 @@ _REASONS: tuple[Reason, ...] = (
     Reason("SCHEMA_REVISION_STALE", _FP, ("current_revision", "required_revision"),
            "the database schema is not at the revision the ledger requires; run the migration "
            "command (the ledger refuses to start)"),
+    Reason("DATABASE_ISOLATION_UNSUPPORTED", _FP, ("isolation_level", "required_isolation_level"),
+           "PostgreSQL runs the ledger's write transactions at another isolation level than READ "
+           "COMMITTED (the ledger refuses to start)"),
     # --- FAILED_PRECONDITION: reconstruction refusals --------------------------------------------
     Reason("CHECKPOINT_NOT_CANONICAL", _FP, ("field",),
            f"{_CHECKPOINT}: its bytes are not canonical JSON"),
@@ -338,6 +341,9 @@ _REASONS: tuple[Reason, ...] = (
     Reason("DATABASE_UNAVAILABLE", _UV, (),
            "the ledger lost its database connection; a write's outcome is unknown until a "
            "same-ID retry or read-back settles it"),
+    Reason("DATABASE_TIMEOUT", _UV, ("timeout",),
+           "a database lock or statement outlasted the ledger's timeout (timeout=lock_timeout or "
+           "statement_timeout); nothing was written, retry with the same ID after a backoff"),
     Reason("INTERNAL_ERROR", _IN, (),
            "an unexpected exception; the details are in the service log"),
     Reason("CANDIDATE_PROOF_MISSING", _IN, (), "no hold applies but no proof was built"),

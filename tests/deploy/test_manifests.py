@@ -31,10 +31,12 @@ from services.gateway.config import DEFAULT_GATEWAY_PORT, GATEWAY, GATEWAY_PORT_
 from services.gateway.config import SERVERS as GATEWAY_CALLS
 from shared.runtime.auth import PrincipalDirectory, Role
 from shared.runtime.config import (
+    DATABASE_VARIABLES,
     DEFAULT_GRACE_SECONDS,
     DEFAULT_PORTS,
     ENVIRONMENT,
     SERVICE_NAMES,
+    database_settings,
     port_variable,
     target_variable,
 )
@@ -776,6 +778,43 @@ def test_k8s_database_reaches_only_the_ledger_and_migrations(cluster: Cluster) -
     ref = next(iter(refs.values()))
     url = urlsplit(cluster.secret_value(ref.secret, ref.key))
     assert url.scheme == "postgresql+psycopg", f"Secret {ref.secret}/{ref.key}: scheme {url.scheme}"
+
+
+# PostgreSQL's default max_connections less its superuser_reserved_connections.
+POSTGRES_CONNECTION_BUDGET = 100 - 3
+
+
+def test_the_ledger_database_settings_are_set_where_the_ledger_runs_and_fit_the_server(
+    compose: dict[str, Any], cluster: Cluster
+) -> None:
+    """Every FORGE_DB_* setting is given to the ledger, explicitly and valid, in compose and in
+    Kubernetes (test_compose_and_k8s_run_the_same_commands_with_the_same_settings checks they
+    agree), to no other service; and the Kubernetes ledger replicas' connections fit within
+    PostgreSQL's default connection limit."""
+    variables = set(DATABASE_VARIABLES.values())
+    given: dict[str, Mapping[str, object]] = {
+        "compose ledger": compose_env(compose["services"]["ledger"]),
+        "Deployment ledger": cluster.container_env(deployment_container(cluster, "ledger")),
+    }
+    for where, env in given.items():
+        assert variables <= set(env), f"{where} lacks {sorted(variables - set(env))}"
+        values = {k: v for k, v in env.items() if k in variables}
+        assert all(isinstance(v, str) for v in values.values()), f"{where}: {values}"
+        database_settings({k: str(v) for k, v in values.items()})  # raises when malformed
+    others: dict[str, Mapping[str, object]] = {
+        **{f"compose {n}": compose_env(svc) for n, svc in compose["services"].items()},
+        **{where: cluster.container_env(c) for where, c in k8s_containers(cluster)},
+    }
+    holders = sorted(where for where, env in others.items() if variables & set(env))
+    assert holders == sorted(given), f"FORGE_DB_* given to {holders}"
+    env = given["Deployment ledger"]
+    settings = database_settings({k: str(v) for k, v in env.items() if k in variables})
+    replicas = int(cluster.of_kind("Deployment")["ledger"]["spec"].get("replicas", 1))
+    connections = replicas * (settings.pool_size + settings.max_overflow)
+    assert connections <= POSTGRES_CONNECTION_BUDGET, (
+        f"{replicas} ledger replicas may open {connections} PostgreSQL connections, more than "
+        f"the {POSTGRES_CONNECTION_BUDGET} a default server accepts"
+    )
 
 
 @pytest.mark.parametrize("name", SERVICE_NAMES)

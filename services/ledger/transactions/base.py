@@ -1,18 +1,24 @@
-"""What every ledger transaction shares: the engine and clock, the retry on a unique conflict,
-and helpers that run on the caller's connection (the head, appending an entry, the policy lock,
-and the errors they raise)."""
+"""What every ledger transaction shares: the engine and clock, the retry of a transaction that
+lost a race (a unique conflict, a serialization failure, a deadlock), and helpers that run on
+the caller's connection (the head, appending an entry, the policy lock, and the errors they
+raise)."""
 
 from __future__ import annotations
 
 import functools
+import logging
+import random
+import threading
+import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
 from sqlalchemy import Connection, Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from services.ledger.database import read_only_connection
+from services.ledger.database import RETRIED_SQLSTATES, read_only_connection, sqlstate
 from services.ledger.domain.journal import EntryKind, StoredEntry, seal
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run
@@ -49,21 +55,70 @@ class LedgerContext:
         return read_only_connection(self.engine)
 
 
-def retry_on_unique_conflict(transaction: Callable[P, T]) -> Callable[P, T]:
-    """Run ``transaction`` once more when a unique constraint fired.
+# Runs of one transaction at most (the first and the retries), and the ceiling of the random
+# pause before a retry, which doubles from BACKOFF_BASE_SECONDS per retry up to the cap.
+TRANSACTION_ATTEMPTS = 6
+BACKOFF_BASE_SECONDS = 0.005
+BACKOFF_CAP_SECONDS = 0.2
+UNIQUE_CONFLICT = "unique_conflict"
 
-    A unique constraint firing means a concurrent transaction committed the same key first. The
-    transactions re-read everything they decide on, so the second run answers as the second
-    caller would: an identical repeat, a conflict, or a stale head."""
+
+class RetryCounts:
+    """How many transactions were run again, by cause ("unique_conflict" or the SQLSTATE):
+    what the operator watches for contention on one run or on the policy row."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def add(self, cause: str) -> None:
+        with self._lock:
+            self._counts[cause] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+
+TRANSACTION_RETRIES = RetryCounts()
+_log = logging.getLogger("forge.ledger")
+
+
+def _retry_cause(error: DBAPIError) -> str | None:
+    """Why running the transaction again may succeed, or None when it cannot."""
+    if isinstance(error, IntegrityError):
+        return UNIQUE_CONFLICT
+    code = sqlstate(error)
+    return code if code in RETRIED_SQLSTATES else None
+
+
+def retry_on_unique_conflict(transaction: Callable[P, T]) -> Callable[P, T]:
+    """Run ``transaction`` again when a concurrent transaction won a race: a unique constraint
+    fired, or PostgreSQL rolled it back with a serialization failure (40001) or a deadlock
+    (40P01). At most TRANSACTION_ATTEMPTS runs, with a short random pause before each retry
+    (growing up to BACKOFF_CAP_SECONDS) so the racers do not collide again in step.
+
+    A unique constraint firing means a concurrent transaction committed the same key first (the
+    same idempotency key, or an entry at the same head); the other two mean the database undid
+    the whole transaction. The transactions re-read everything they decide on, so a later run
+    answers as a later caller would: an identical repeat, a conflict, or a stale head."""
 
     @functools.wraps(transaction)
-    def once_more_on_conflict(*args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return transaction(*args, **kwargs)
-        except IntegrityError:
-            return transaction(*args, **kwargs)
+    def retried(*args: P.args, **kwargs: P.kwargs) -> T:
+        for attempt in range(1, TRANSACTION_ATTEMPTS + 1):
+            try:
+                return transaction(*args, **kwargs)
+            except DBAPIError as error:
+                cause = _retry_cause(error)
+                if cause is None or attempt == TRANSACTION_ATTEMPTS:
+                    raise
+            TRANSACTION_RETRIES.add(cause)
+            _log.info("%s: running again after %s", transaction.__name__, cause)
+            ceiling = min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2 ** (attempt - 1))
+            time.sleep(random.uniform(0, ceiling))  # noqa: S311 - jitter, not a secret
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
-    return once_more_on_conflict
+    return retried
 
 
 def run_not_found(run_id: str) -> NotFound:

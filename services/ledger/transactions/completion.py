@@ -27,11 +27,13 @@ from services.ledger.transactions.base import (
     append_entry,
     existing_run,
     lock_policy,
+    retry_on_unique_conflict,
 )
 from services.ledger.transactions.execution import existing_request
 from services.ledger.transactions.execution_rules import check_fenced_write
 
 
+@retry_on_unique_conflict
 def complete(
     context: LedgerContext,
     authority: Authority,

@@ -29,8 +29,11 @@ from services.ledger.repository import journal as journal_rows
 from services.ledger.transactions.base import (
     LedgerContext,
     append_entry,
+    current_head,
     existing_run,
     lock_policy,
+    retry_on_unique_conflict,
+    seal_after,
 )
 from services.ledger.transactions.execution_rules import (
     EPOCH_REFUSALS,
@@ -83,6 +86,7 @@ def list_for_run(
         return request_rows.list_execution_requests(connection, run_id, states)
 
 
+@retry_on_unique_conflict
 def claim(
     context: LedgerContext,
     authority: Authority,
@@ -164,6 +168,7 @@ def _claim(
         return updated
 
 
+@retry_on_unique_conflict
 def finish(
     context: LedgerContext,
     execution_request_id: str,
@@ -217,6 +222,7 @@ def finish(
         return updated
 
 
+@retry_on_unique_conflict
 def record_command(
     context: LedgerContext,
     authority: Authority,
@@ -244,6 +250,10 @@ def record_command(
         # 13 dispatch re-checks the policy, source, the operator's and each recovery actor's
         # authority (as 11.5c) and unknown effects
         run = check_fenced_write(connection, authority, policy, record, presented).run
+        # The head before the command entries: an entry committed after the head was read
+        # (a native command_executed too) makes the insert at head+1 fail and the transaction
+        # run again, so the count below never misses a command the new entry follows.
+        head = current_head(connection, record.run_id)
         # 13 count distinct command ids in the run's retained command_executed rows
         usage = CommandLedger.from_entries(journal_rows.command_entries(connection, record.run_id))
         previous = usage.receipt(command_id)
@@ -260,9 +270,8 @@ def record_command(
             return RecordedCommand(previous.sequence, False, usage.used, run.spec.command_limit)
         # 13 at the limit the command is refused before it runs
         usage.check_room(run.spec.command_limit)
-        entry = append_entry(
+        entry = seal_after(
             context,
-            connection,
             record.run_id,
             EntryKind.COMMAND_EXECUTED,
             {
@@ -272,7 +281,9 @@ def record_command(
                 "lease_generation": generation,
             },
             worker,
+            head,
         )
+        journal_rows.insert_journal_entry(connection, entry)
         return RecordedCommand(entry.sequence, True, usage.used + 1, run.spec.command_limit)
 
 
@@ -285,6 +296,7 @@ def command_usage(context: LedgerContext, run_id: str) -> tuple[int, int]:
         return usage.used, run.spec.command_limit
 
 
+@retry_on_unique_conflict
 def fail_unclaimed(
     context: LedgerContext, execution_request_id: str, worker: str, reason: str
 ) -> ExecutionRequestRecord:
