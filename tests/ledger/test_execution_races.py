@@ -30,6 +30,7 @@ from tests.ledger.admission_support import (
 from tests.ledger.conftest import LedgerClients
 
 COMMAND = common_pb2.JOURNAL_ENTRY_KIND_COMMAND_EXECUTED
+CHECKPOINT = common_pb2.JOURNAL_ENTRY_KIND_CHECKPOINT_STORED
 # How often a native appender re-reads the head after losing the race before it gives up.
 APPEND_ATTEMPTS = 200
 
@@ -49,10 +50,15 @@ class Outcomes:
 
 
 def _native_appender(
-    clients: LedgerClients, run_id: str, prefix: str, count: int, outcomes: Outcomes
+    clients: LedgerClients,
+    run_id: str,
+    prefix: str,
+    count: int,
+    outcomes: Outcomes,
+    kind: common_pb2.JournalEntryKind.ValueType = COMMAND,
 ) -> Callable[[], None]:
-    """Append ``count`` native command_executed entries, re-reading the head when another
-    append got there first; stop early at the run's command limit."""
+    """Append ``count`` native entries (command_executed unless ``kind`` says otherwise),
+    re-reading the head when another append got there first; stop at the first refusal."""
     writer = clients.ledger()
 
     def append_all() -> None:
@@ -64,8 +70,12 @@ def _native_appender(
                         ledger_pb2.AppendJournalEntryRequest(
                             run_id=run_id,
                             expected_head_hash=head,
-                            kind=COMMAND,
-                            payload_json=json.dumps({"command_id": f"{prefix}-{index}"}),
+                            kind=kind,
+                            payload_json=json.dumps(
+                                {"command_id": f"{prefix}-{index}"}
+                                if kind == COMMAND
+                                else {"checkpoint_digest": digest_of(f"{prefix}-{index}")}
+                            ),
                         )
                     )
                     break
@@ -151,7 +161,12 @@ def test_claim_commands_and_completion_racing_native_appends_all_land(
         except grpc.RpcError as error:
             outcomes.add("worker", error)
 
-    appenders = [_native_appender(clients, "run-1", f"native-{n}", 12, outcomes) for n in range(3)]
+    # While the request is outstanding native commands are refused (ADR 0014, rule 3b); the
+    # platform's other native records still land beside the worker's writes.
+    appenders = [
+        _native_appender(clients, "run-1", f"native-{n}", 12, outcomes, CHECKPOINT)
+        for n in range(3)
+    ]
     _race(work, *appenders)
 
     assert outcomes.refused == {}
@@ -159,7 +174,8 @@ def test_claim_commands_and_completion_racing_native_appends_all_land(
     assert kinds.count(common_pb2.JOURNAL_ENTRY_KIND_WORKER_CLAIMED) == 1
     assert kinds.count(common_pb2.JOURNAL_ENTRY_KIND_REQUEST_EVENT) == 1
     usage = worker.GetCommandUsage(execution_pb2.GetCommandUsageRequest(run_id="run-1")).usage
-    assert usage.used == 11 + len(commands) + 3 * 12  # seeded, the worker's and the natives'
+    assert usage.used == 11 + len(commands)  # seeded and the worker's
+    assert kinds.count(CHECKPOINT) >= 3 * 12  # every native record landed too
     assert _verified(clients, "run-1")
 
 
@@ -179,7 +195,9 @@ def test_failing_an_unclaimed_request_racing_native_appends_lands(
         except grpc.RpcError as error:
             outcomes.add("worker", error)
 
-    appenders = [_native_appender(clients, "run-1", f"native-{n}", 6, outcomes) for n in range(3)]
+    appenders = [
+        _native_appender(clients, "run-1", f"native-{n}", 6, outcomes, CHECKPOINT) for n in range(3)
+    ]
     _race(fail, *appenders)
 
     assert outcomes.refused == {}
@@ -194,19 +212,22 @@ def test_failing_an_unclaimed_request_racing_native_appends_lands(
     assert _verified(clients, "run-1")
 
 
-# Runs raced one after another, and native writers per run. The window this guards (a native
-# command committed between two statements of a charge) is narrow: several rounds make hitting
+# Runs raced one after another, native writers and worker threads per run. The window this guards
+# (an entry committed between two statements of a charge) is narrow: several rounds make hitting
 # it likely, without making the test depend on it.
 LIMIT_ROUNDS = 8
-NATIVE_WRITERS = 3
+NATIVE_WRITERS = 2
+WORKER_THREADS = 3
 
 
-def test_recorded_and_native_commands_racing_for_the_last_slots_stop_at_the_limit(
+def test_commands_racing_for_the_last_slots_stop_at_the_limit(
     clients: LedgerClients,
 ) -> None:
-    """Eleven slots are left; a worker and native writers race for them until refused. The
-    limit holds exactly: 22 distinct commands, every loser refused with COMMAND_LIMIT_REACHED,
-    none INTERNAL."""
+    """Eleven slots are left; the worker records commands from several threads at once (a
+    worker running commands in parallel) while the platform appends native records, until
+    refused. The limit holds exactly: 22 distinct commands, every loser refused with
+    COMMAND_LIMIT_REACHED, none INTERNAL. (Native commands cannot take part: while the request
+    is outstanding they are refused, ADR 0014 rule 3b.)"""
     enable_policy(clients, pending_ticket_limit=50)
     for round_ in range(LIMIT_ROUNDS):
         _race_for_the_last_slots(clients, f"run-{round_}")
@@ -220,33 +241,34 @@ def _race_for_the_last_slots(clients: LedgerClients, run_id: str) -> None:
     worker.ClaimExecutionRequest(claim_request(clients, exr))
     outcomes = Outcomes()
 
-    def record_until_refused() -> None:
-        for index in range(22):
-            command_id = f"worker-{index}"
-            try:
-                worker.RecordCommand(
-                    execution_pb2.RecordCommandRequest(
-                        execution_request_id=exr,
-                        lease_generation=1,
-                        command_id=command_id,
-                        command_digest=digest_of(command_id),
+    def record_until_refused(thread: int) -> Callable[[], None]:
+        def record() -> None:
+            for index in range(22):
+                command_id = f"worker-{thread}-{index}"
+                try:
+                    worker.RecordCommand(
+                        execution_pb2.RecordCommandRequest(
+                            execution_request_id=exr,
+                            lease_generation=1,
+                            command_id=command_id,
+                            command_digest=digest_of(command_id),
+                        )
                     )
-                )
-            except grpc.RpcError as error:
-                outcomes.add("worker", error)
-                return
+                except grpc.RpcError as error:
+                    outcomes.add("worker", error)
+                    return
 
+        return record
+
+    recorders = [record_until_refused(thread) for thread in range(WORKER_THREADS)]
     appenders = [
-        _native_appender(clients, run_id, f"native-{n}", 22, outcomes)
+        _native_appender(clients, run_id, f"native-{n}", 8, outcomes, CHECKPOINT)
         for n in range(NATIVE_WRITERS)
     ]
-    _race(record_until_refused, *appenders)
+    _race(*recorders, *appenders)
 
     limit_reached = "RESOURCE_EXHAUSTED COMMAND_LIMIT_REACHED"
-    assert outcomes.refused == {
-        "worker": [limit_reached],
-        "native": [limit_reached] * NATIVE_WRITERS,
-    }
+    assert outcomes.refused == {"worker": [limit_reached] * WORKER_THREADS}
     entries = _journal(clients, run_id)
     command_ids = [json.loads(e.payload_json)["command_id"] for e in entries if e.kind == COMMAND]
     assert len(command_ids) == len(set(command_ids)) == 22
