@@ -26,6 +26,7 @@ from services.ledger.transactions.base import (
     check_not_negative,
     existing_run,
     existing_run_at_head,
+    insert_entries,
     retry_on_unique_conflict,
 )
 from shared.continuity.canonical import GENESIS_HASH, is_digest, parse_json
@@ -92,7 +93,7 @@ def _append_at(
         run, (sequence, head) = existing_run_at_head(connection, run_id, expected)
         _check_native_write(connection, run, kind, canonical)
         entry = seal(run_id, sequence + 1, kind, canonical, head, actor, context.now())
-        journal_rows.insert_journal_entry(connection, entry)
+        insert_entries(context, connection, [entry])
         return entry
 
 

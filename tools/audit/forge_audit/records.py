@@ -1,0 +1,129 @@
+"""The records of an audit bundle (docs/formats.md, "Audit bundle") and the typed reads of their
+members. Every read that fails raises :class:`Broken`, naming the sequence the record belongs to."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from forge_audit.jcs import is_digest
+
+#: The names under which a payload member (at any depth) names a stored blob by digest; every
+#: value of a ``retained_results`` object names one too.
+BLOB_MEMBERS = frozenset(
+    {
+        "checkpoint_digest",
+        "response_digest",
+        "result_digest",
+        "derived_checkpoint_digest",
+        "source_checkpoint_digest",
+        "consumed_response_digest",
+        "replaces_checkpoint_digest",
+        "source_validator_report_digest",
+        "executable_probe_report_digest",
+        "configuration_digest",
+    }
+)
+RETAINED_RESULTS = "retained_results"
+# Where a line that cannot be read says which sequence it is about (one flipped byte leaves at
+# least one of the two intact).
+_SEQUENCE_MEMBER = re.compile(rb'"sequence":(\d{1,16})[,}]')
+_SIGNED_HEAD_PREFIX = b'{"type":"signed_head"'
+
+
+class Broken(Exception):
+    """The first break: the sequence it is named at (0: a part not tied to one entry), the
+    problem, a detail, and the bundle line."""
+
+    def __init__(self, sequence: int, problem: str, detail: str, line: int = 0) -> None:
+        super().__init__(f"sequence {sequence}: {problem}: {detail}")
+        self.sequence = sequence
+        self.problem = problem
+        self.detail = detail
+        self.line = line
+
+
+def sequence_hint(raw: bytes) -> int | None:
+    """The sequence member of a line, read from its bytes when it cannot be parsed."""
+    found = _SEQUENCE_MEMBER.search(raw)
+    return int(found[1]) if found else None
+
+
+def looks_like_signed_head(raw: bytes) -> bool:
+    return raw.startswith(_SIGNED_HEAD_PREFIX)
+
+
+@dataclass
+class Record:
+    """One parsed line: its members, its line number and the sequence problems are named at."""
+
+    members: dict[str, Any]
+    line: int
+    sequence: int
+
+    @property
+    def type(self) -> str:
+        value = self.members.get("type")
+        return value if isinstance(value, str) else ""
+
+    def broken(self, problem: str, detail: str) -> Broken:
+        return Broken(self.sequence, problem, detail, self.line)
+
+    def _member(self, name: str) -> Any:
+        if name not in self.members:
+            raise self.broken("record_invalid", f"{self.type or 'record'} has no member {name!r}")
+        return self.members[name]
+
+    def text(self, name: str) -> str:
+        value = self._member(name)
+        if not isinstance(value, str):
+            raise self.broken("record_invalid", f"{name} must be a string")
+        return value
+
+    def integer(self, name: str) -> int:
+        value = self._member(name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.broken("record_invalid", f"{name} must be an integer")
+        return value
+
+    def digest(self, name: str) -> str:
+        value = self.text(name)
+        if not is_digest(value):
+            raise self.broken("record_invalid", f"{name} must be sha256:<64 hex>")
+        return value
+
+    def object(self, name: str) -> dict[str, Any]:
+        value = self._member(name)
+        if not isinstance(value, dict):
+            raise self.broken("record_invalid", f"{name} must be an object")
+        return value
+
+    def base64(self, name: str) -> bytes:
+        try:
+            return base64.b64decode(self.text(name), validate=True)
+        except (binascii.Error, ValueError):
+            raise self.broken("record_invalid", f"{name} is not base64") from None
+
+
+def blob_references(payload: Any) -> list[str]:
+    """The blob digests a payload names, in document order (members in the order written)."""
+    found: list[str] = []
+
+    def visit(value: Any, name: str) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key == RETAINED_RESULTS and isinstance(item, dict):
+                    found.extend(v for v in item.values() if is_digest(v))
+                else:
+                    visit(item, key)
+        elif isinstance(value, list):
+            for item in value:
+                visit(item, name)
+        elif name in BLOB_MEMBERS and is_digest(value):
+            found.append(value)
+
+    visit(payload, "")
+    return found
