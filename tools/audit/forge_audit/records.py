@@ -109,7 +109,9 @@ class Record:
 
 
 def blob_references(payload: Any) -> list[str]:
-    """The blob digests a payload names, in document order (members in the order written)."""
+    """The blob digests a payload names, in the order its canonical text lists them: each member
+    named in :data:`BLOB_MEMBERS` whose value is a digest, and each digest value of a
+    ``retained_results`` object, at any depth."""
     found: list[str] = []
 
     def visit(value: Any, name: str) -> None:
@@ -121,7 +123,7 @@ def blob_references(payload: Any) -> list[str]:
                     visit(item, key)
         elif isinstance(value, list):
             for item in value:
-                visit(item, name)
+                visit(item, "")  # an array item is not a member: it names no blob by itself
         elif name in BLOB_MEMBERS and is_digest(value):
             found.append(value)
 
