@@ -304,8 +304,6 @@ class AuditCalls(ClientBase):
                     "version": ticket.version,
                     "derived_checkpoint_digest": ticket.derived_checkpoint_digest,
                     "execution_request_id": ticket.execution_request.execution_request_id,
-                    "request_content_digest": ticket.request_content_digest,
-                    "created_at": _text(ticket.created_at),
                 },
                 "admissions",
             )
@@ -319,11 +317,7 @@ class AuditCalls(ClientBase):
                 continue
             writer.write(
                 "blob",
-                {
-                    "digest": digest,
-                    "media_type": blob.media_type,
-                    "content": base64.b64encode(blob.content).decode("ascii"),
-                },
+                {"digest": digest, "content": base64.b64encode(blob.content).decode("ascii")},
                 "blobs",
             )
 

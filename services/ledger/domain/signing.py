@@ -83,9 +83,9 @@ class HeadSigner:
 
     def __init__(self, key: Ed25519PrivateKey, earlier: Sequence[bytes] = ()) -> None:
         self._key = key
-        self._public = raw_public_key(key.public_key())
-        self.key_id = key_id_of(self._public)
-        self._earlier = tuple(raw for raw in dict.fromkeys(earlier) if raw != self._public)
+        self.public_key = raw_public_key(key.public_key())
+        self.key_id = key_id_of(self.public_key)
+        self._earlier = tuple(raw for raw in dict.fromkeys(earlier) if raw != self.public_key)
 
     @classmethod
     def generate(cls) -> HeadSigner:
@@ -111,7 +111,7 @@ class HeadSigner:
 
     def published(self) -> list[PublishedKey]:
         """The current key first, then each earlier key still published."""
-        return [PublishedKey(self.key_id, self._public, True)] + [
+        return [PublishedKey(self.key_id, self.public_key, True)] + [
             PublishedKey(key_id_of(raw), raw, False) for raw in self._earlier
         ]
 

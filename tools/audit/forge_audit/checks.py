@@ -14,13 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from forge_audit import BUNDLE_FORMAT, SIGNED_HEAD_FORMAT
 from forge_audit.jcs import GENESIS, JsonRefused, canonical, digest_of, parse, sha256
-from forge_audit.records import (
-    Broken,
-    Record,
-    blob_references,
-    looks_like_signed_head,
-    sequence_hint,
-)
+from forge_audit.records import Broken, Record, blob_references, guess_type
 
 RUN_MEMBERS = (
     "run_id",
@@ -48,7 +42,7 @@ _SECTIONS = {
     "blob_absent": 6,
     "trailer": 7,
 }
-_PREFIXES = {name: b'{"type":"' + name.encode() + b'"' for name in _SECTIONS}
+_KNOWN = frozenset(_SECTIONS)
 # Sections of exactly one record.
 _SINGLE = {0: "manifest", 1: "run", 2: "signing_keys", 7: "trailer"}
 
@@ -64,6 +58,7 @@ class Settlement:
 
     sequence: int
     prev_hash: str
+    actor: str
     payload: dict[str, Any]
     claim: dict[str, Any] | None = None
 
@@ -168,34 +163,30 @@ class BundleVerifier:
         if not isinstance(members, dict):
             raise Broken(sequence, "line_unreadable", "a line must be a JSON object", self._line)
         record = Record(members, self._line, sequence)
-        value = members.get("sequence")
         if record.type == "entry":
             record.sequence = self._next_sequence
-        elif record.type == "signed_head" and isinstance(value, int) and value > 0:
-            record.sequence = value
+        elif record.type == "signed_head":
+            record.sequence = self._next_sequence - 1  # it follows the entry it signs
         return record
 
     def _context_sequence(self, raw: bytes) -> int:
-        """The sequence a line is about, before it is read: the journal's lines carry theirs;
-        the policy, admission and blob sections follow the order the entries set, so their
-        n-th line is about the n-th cited revision, settlement or referenced blob."""
-        kind = next((name for name in _SECTIONS if raw.startswith(_PREFIXES[name])), None)
-        section = _SECTIONS[kind] if kind is not None else max(self._section, 0)
-        if section == 3 or (kind is None and self._section < 3):
-            hint = sequence_hint(raw)
-            if hint is not None and hint in (self._next_sequence, self._next_sequence - 1):
-                return hint
-            if looks_like_signed_head(raw):
-                return self._next_sequence - 1
+        """The sequence a line is about, known before it is read: an entry is the next one, a
+        signed head follows the entry it signs, and the policy, admission and blob sections
+        follow the order the entries set, so their n-th line is about the n-th cited revision,
+        settlement or referenced blob."""
+        kind = guess_type(raw, _KNOWN)
+        if kind == "entry":
             return self._next_sequence
-        if section == 4:
+        if kind == "signed_head":
+            return self._next_sequence - 1
+        if kind == "policy":
             order = sorted(self._policy_first)
             index = self._counts["policies"]
             return self._policy_first[order[index]] if index < len(order) else 0
-        if section == 5:
+        if kind in ("admission", "admission_absent"):
             index = self._counts["admissions"]
             return self._settlements[index].sequence if index < len(self._settlements) else 0
-        if section == 6:
+        if kind in ("blob", "blob_absent"):
             index = self._counts["blobs"] + self._counts["blobs_absent"]
             order = self._blob_order
             return self._blob_first[order[index]] if index < len(order) else 0
@@ -315,7 +306,9 @@ class BundleVerifier:
                 )
             pending.claim = payload
         if kind == "migration_settlement":
-            settlement = Settlement(sequence, record.text("prev_hash"), payload)
+            settlement = Settlement(
+                sequence, record.text("prev_hash"), record.text("actor"), payload
+            )
             self._settlements.append(settlement)
             self._pending_settlement = settlement
         if kind == "command_executed":
@@ -444,6 +437,7 @@ class BundleVerifier:
         revision = record.integer("policy_revision")
         expected = {
             "request_id": (record.text("request_id"), payload.get("request_id")),
+            "operator_identity": (record.text("operator_identity"), settlement.actor),
             "settlement_sequence": (record.integer("settlement_sequence"), settlement.sequence),
             "claim_sequence": (record.integer("claim_sequence"), settlement.sequence + 1),
             "candidate_digest": (digests.get("candidate_digest"), payload.get("candidate_digest")),
@@ -489,7 +483,6 @@ class BundleVerifier:
 
     def _blob(self, record: Record) -> None:
         digest = self._next_blob(record)
-        record.text("media_type")
         if sha256(record.base64("content")) != digest:
             raise record.broken("blob_mismatch", f"the content is not {digest}")
         self._counts["blobs"] += 1

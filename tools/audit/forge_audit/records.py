@@ -28,10 +28,22 @@ BLOB_MEMBERS = frozenset(
     }
 )
 RETAINED_RESULTS = "retained_results"
-# Where a line that cannot be read says which sequence it is about (one flipped byte leaves at
-# least one of the two intact).
-_SEQUENCE_MEMBER = re.compile(rb'"sequence":(\d{1,16})[,}]')
-_SIGNED_HEAD_PREFIX = b'{"type":"signed_head"'
+# What a line is, read from its bytes before (or without) parsing it: its type member, else a
+# member only that record type has. One flipped byte leaves at least one of the two intact.
+_TYPE_MEMBER = re.compile(rb'"type":"([a-z_]{1,20})"')
+_DISTINCT_MEMBERS = (
+    (b'"payload_json":', "entry"),
+    (b'"signature":', "signed_head"),
+    (b'"settings":', "policy"),
+    (b'"settlement_sequence":', "admission"),
+    (b'"content":', "blob"),
+    (b'"counts":', "trailer"),
+    (b'"keys":', "signing_keys"),
+    (b'"record":', "run"),
+    (b'"format":', "manifest"),
+    (b'"request_id":', "admission_absent"),
+    (b'"digest":', "blob_absent"),
+)
 
 
 class Broken(Exception):
@@ -46,14 +58,12 @@ class Broken(Exception):
         self.line = line
 
 
-def sequence_hint(raw: bytes) -> int | None:
-    """The sequence member of a line, read from its bytes when it cannot be parsed."""
-    found = _SEQUENCE_MEMBER.search(raw)
-    return int(found[1]) if found else None
-
-
-def looks_like_signed_head(raw: bytes) -> bool:
-    return raw.startswith(_SIGNED_HEAD_PREFIX)
+def guess_type(raw: bytes, known: frozenset[str]) -> str | None:
+    """The record type of a line from its bytes alone (None: no clue left)."""
+    found = _TYPE_MEMBER.search(raw, 0, 64)
+    if found and found[1].decode() in known:
+        return found[1].decode()
+    return next((kind for member, kind in _DISTINCT_MEMBERS if member in raw), None)
 
 
 @dataclass

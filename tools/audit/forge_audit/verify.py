@@ -15,7 +15,7 @@ import base64
 import binascii
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -51,6 +51,23 @@ def load_public_key(path: Path) -> tuple[str, Ed25519PublicKey]:
     return key_id(raw), key
 
 
+def verify_lines(
+    lines: Iterable[bytes],
+    trusted: dict[str, Ed25519PublicKey] | None = None,
+    *,
+    require_blobs: bool = False,
+    allow_unsigned_head: bool = False,
+) -> Report:
+    """Check a bundle's lines (each with its LF) in order; :class:`Broken` names the first
+    break."""
+    verifier = BundleVerifier(
+        trusted, require_blobs=require_blobs, allow_unsigned_head=allow_unsigned_head
+    )
+    for raw in lines:
+        verifier.line(raw)
+    return verifier.finish()
+
+
 def verify_file(
     path: Path,
     trusted: dict[str, Ed25519PublicKey] | None = None,
@@ -58,15 +75,14 @@ def verify_file(
     require_blobs: bool = False,
     allow_unsigned_head: bool = False,
 ) -> Report:
-    """Read the bundle line by line (one line in memory at a time); :class:`Broken` names the
-    first break."""
-    verifier = BundleVerifier(
-        trusted, require_blobs=require_blobs, allow_unsigned_head=allow_unsigned_head
-    )
+    """Read the bundle line by line (one line in memory at a time)."""
     with path.open("rb") as bundle:
-        for raw in bundle:
-            verifier.line(raw)
-    return verifier.finish()
+        return verify_lines(
+            bundle,
+            trusted,
+            require_blobs=require_blobs,
+            allow_unsigned_head=allow_unsigned_head,
+        )
 
 
 def _parser() -> argparse.ArgumentParser:
