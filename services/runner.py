@@ -73,6 +73,22 @@ def print_dev_tokens() -> None:
         print(f"  {token:<20} {identity:<20} {', '.join(roles)}", flush=True)
 
 
+def local_credentials(principals_file: str, signing_key_file: str) -> tuple[Path, Path]:
+    """The principals file and the head-signing key, each generated for local development when
+    it does not exist yet (an existing one is never replaced)."""
+    principals = Path(principals_file)
+    if not principals.exists():
+        write_dev_principals(principals)
+        print(f"wrote local development principals to {principals}", flush=True)
+    if principals.read_text(encoding="utf-8") == dev_principals_text():
+        print_dev_tokens()
+    signing_key = Path(signing_key_file)
+    if not signing_key.exists():
+        write_new_key(signing_key)
+        print(f"wrote a local development signing key to {signing_key}", flush=True)
+    return principals, signing_key
+
+
 def _die_with_parent() -> None:
     # Linux: deliver SIGTERM to the child if the runner dies, so no service outlives it.
     with contextlib.suppress(OSError):
@@ -104,16 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get("FORGE_SIGNING_KEY_FILE") or DEFAULT_SIGNING_KEY_FILE,
     )
     args = parser.parse_args(argv)
-    principals = Path(args.principals_file)
-    if not principals.exists():
-        write_dev_principals(principals)
-        print(f"wrote local development principals to {principals}", flush=True)
-    if principals.read_text(encoding="utf-8") == dev_principals_text():
-        print_dev_tokens()
-    signing_key = Path(args.signing_key_file)
-    if not signing_key.exists():
-        write_new_key(signing_key)
-        print(f"wrote a local development signing key to {signing_key}", flush=True)
+    principals, signing_key = local_credentials(args.principals_file, args.signing_key_file)
     # The ledger only checks the schema revision; for local development the runner migrates.
     migrate(args.database_url)
 

@@ -124,9 +124,7 @@ class AuditCalls(ClientBase):
 
     def signing_keys(self) -> list[audit_pb2.SigningKey]:
         """Every published head-signing key (the current one first)."""
-        return list(
-            invoke(self._ledger.GetSigningKeys, audit_pb2.GetSigningKeysRequest()).keys
-        )
+        return list(invoke(self._ledger.GetSigningKeys, audit_pb2.GetSigningKeysRequest()).keys)
 
     def signed_heads(self, run_id: str, from_sequence: int = 1) -> Iterator[audit_pb2.SignedHead]:
         """The run's signed heads from ``from_sequence`` on, in sequence order (page by page)."""

@@ -38,8 +38,8 @@ from services.ledger.transactions.inspection import JournalInspection
 from services.ledger.transactions.journal import JournalFollowers, JournalPage
 from services.ledger.transactions.reconciliation import Reconciled
 from services.ledger.transactions.reconciliation_review import Inspection
-from services.ledger.transactions.signed_heads import SignedHeadPage
 from services.ledger.transactions.recovery_input import Recovery, RecoveryInput
+from services.ledger.transactions.signed_heads import SignedHeadPage
 from shared.continuity.journal_chain import Verification
 from shared.continuity.timeutil import Clock, utc_now
 from shared.runtime.config import journal_follower_limit
@@ -121,9 +121,7 @@ class Ledger:
     def signing_keys(self) -> list[PublishedKey]:
         return signed_heads.published_keys(self._context)
 
-    def read_signed_heads(
-        self, run_id: str, from_sequence: int, page_size: int
-    ) -> SignedHeadPage:
+    def read_signed_heads(self, run_id: str, from_sequence: int, page_size: int) -> SignedHeadPage:
         return signed_heads.read(self._context, run_id, from_sequence, page_size)
 
     # --- blobs ----------------------------------------------------------------------------------

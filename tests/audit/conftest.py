@@ -98,4 +98,6 @@ def real_run(stack: Stack, signer: HeadSigner, tmp_path: Path) -> RealRun:
     live_run(stack)
     public_key = tmp_path / "ledger-signing.pub.pem"
     public_key.write_bytes(signer.public_pem())
-    return RealRun("run-1", export(stack, "run-1", tmp_path / "run-1.audit.jsonl"), public_key, stack)
+    return RealRun(
+        "run-1", export(stack, "run-1", tmp_path / "run-1.audit.jsonl"), public_key, stack
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import tracemalloc
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -80,18 +81,20 @@ def test_export_and_verification_memory_does_not_grow_with_the_journal(
     seed_long_run(engine, signer, "short", SHORT)
     seed_long_run(engine, signer, "long", LONG)
     peaks: dict[str, tuple[int, int]] = {}
-    with serve("ledger", bindings(Ledger(engine, signer=signer))) as served:
-        with ContinuityClient(
+    with (
+        serve("ledger", bindings(Ledger(engine, signer=signer))) as served,
+        ContinuityClient(
             "reader-token",
             ledger_target=served.target,
             candidate_target="127.0.0.1:1",
             admission_target="127.0.0.1:1",
-        ) as client:
-            for run_id in ("short", "long"):
-                bundle = tmp_path / f"{run_id}.jsonl"
-                exported = peak(lambda: client.export_journal(run_id, bundle))
-                verified = peak(lambda: verify_file(bundle))
-                peaks[run_id] = (exported, verified)
+        ) as client,
+    ):
+        for run_id in ("short", "long"):
+            bundle = tmp_path / f"{run_id}.jsonl"
+            exported = peak(partial(client.export_journal, run_id, bundle))
+            verified = peak(partial(verify_file, bundle))
+            peaks[run_id] = (exported, verified)
     lines = (tmp_path / "long.jsonl").read_bytes().splitlines()
     assert json.loads(lines[-1])["counts"]["entries"] == LONG
     assert verify_file(tmp_path / "long.jsonl").commands == COMMANDS

@@ -20,8 +20,8 @@ from forge_audit.checks import key_id
 from forge_audit.jcs import canonical, digest_of
 from forge_audit.records import Broken
 from forge_audit.verify import load_public_key, verify_file, verify_lines
-from services.client.cli import main as cli_main
 from services.client.audit import blob_references
+from services.client.cli import main as cli_main
 from services.ledger.domain.signing import HeadSigner
 from services.ledger.schema import journal_entries, signed_heads
 from tests.audit.conftest import RealRun, export
@@ -93,8 +93,17 @@ def test_a_real_run_exports_a_bundle_that_verifies_offline(
     # The operator CLI writes the same bundle (a later export time aside).
     out = tmp_path / "cli.audit.jsonl"
     code = cli_main(
-        ["--token", "reader-token", "--ledger", real_run.stack.ledger.target, "journal",
-         "export", real_run.run_id, "--out", str(out)],
+        [
+            "--token",
+            "reader-token",
+            "--ledger",
+            real_run.stack.ledger.target,
+            "journal",
+            "export",
+            real_run.run_id,
+            "--out",
+            str(out),
+        ],
         env={},
     )
     assert code == 0, capsys.readouterr()
@@ -102,8 +111,15 @@ def test_a_real_run_exports_a_bundle_that_verifies_offline(
 
     # The verifier runs as its own program, given only its own package on the path.
     done = subprocess.run(
-        [sys.executable, "-m", "forge_audit.verify", "--json", "--trusted-key",
-         str(real_run.public_key), str(out)],
+        [
+            sys.executable,
+            "-m",
+            "forge_audit.verify",
+            "--json",
+            "--trusted-key",
+            str(real_run.public_key),
+            str(out),
+        ],
         env={**os.environ, "PYTHONPATH": str(ROOT / "tools" / "audit")},
         cwd=tmp_path,
         capture_output=True,
@@ -118,8 +134,17 @@ def test_the_run_exporting_nothing_is_a_usage_error(real_run: RealRun, tmp_path:
     """A run that does not exist writes no file (not even a partial one)."""
     out = tmp_path / "missing.audit.jsonl"
     code = cli_main(
-        ["--token", "reader-token", "--ledger", real_run.stack.ledger.target, "journal",
-         "export", "no-such-run", "--out", str(out)],
+        [
+            "--token",
+            "reader-token",
+            "--ledger",
+            real_run.stack.ledger.target,
+            "journal",
+            "export",
+            "no-such-run",
+            "--out",
+            str(out),
+        ],
         env={},
     )
     assert code == 1
@@ -229,7 +254,12 @@ def _rewrite_from(engine: Engine, run_id: str, sequence: int) -> None:
                 document["command_digest"] = digest_of({"command": "rm -rf /"})
                 payload = canonical(document).decode()
             entry = seal(
-                run_id, row.sequence, EntryKind(row.kind), payload, prev, row.actor,
+                run_id,
+                row.sequence,
+                EntryKind(row.kind),
+                payload,
+                prev,
+                row.actor,
                 row.recorded_at,
             )
             connection.execute(

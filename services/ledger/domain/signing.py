@@ -62,9 +62,7 @@ def key_id_of(public_key: bytes) -> str:
     return sha256_digest(public_key)
 
 
-def statement(
-    run_id: str, sequence: int, head_hash: str, signed_at: str, key_id: str
-) -> bytes:
+def statement(run_id: str, sequence: int, head_hash: str, signed_at: str, key_id: str) -> bytes:
     """The exact bytes a head signature covers (RFC 8785 canonical JSON)."""
     return canonical_bytes(
         {

@@ -42,7 +42,13 @@ def read_signed_heads(
         .limit(limit)
     )
     return [
-        SignedHead(row.run_id, int(row.sequence), row.head_hash, row.key_id, row.signed_at,
-                   bytes(row.signature))
+        SignedHead(
+            row.run_id,
+            int(row.sequence),
+            row.head_hash,
+            row.key_id,
+            row.signed_at,
+            bytes(row.signature),
+        )
         for row in rows
     ]

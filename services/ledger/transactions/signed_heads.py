@@ -34,8 +34,6 @@ def read(context: LedgerContext, run_id: str, from_sequence: int, page_size: int
     limit = min(page_size or DEFAULT_PAGE, MAX_PAGE)
     with context.read() as connection:
         existing_run(connection, run_id)
-        heads = signed_head_rows.read_signed_heads(
-            connection, run_id, max(from_sequence, 1), limit
-        )
+        heads = signed_head_rows.read_signed_heads(connection, run_id, max(from_sequence, 1), limit)
     following = heads[-1].sequence + 1 if len(heads) == limit else 0
     return SignedHeadPage(heads, following)

@@ -6,7 +6,6 @@ distinct command ids (at most the run's command limit)."""
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
@@ -14,20 +13,19 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from forge_audit import BUNDLE_FORMAT, SIGNED_HEAD_FORMAT
 from forge_audit.jcs import GENESIS, JsonRefused, canonical, digest_of, parse, sha256
-from forge_audit.records import Broken, Record, blob_references, guess_type
-
-RUN_MEMBERS = (
-    "run_id",
-    "task_id",
-    "attempt_id",
-    "source_revision",
-    "configuration_digest",
-    "provider_timeout_seconds",
-    "active_deadline",
-    "command_limit",
-    "time_budget_protocol",
-    "source_profile",
+from forge_audit.records import (
+    RUN_MEMBERS,
+    Broken,
+    Record,
+    Report,
+    Settlement,
+    blob_references,
+    guess_type,
+    key_id,
 )
+
+__all__ = ["BundleVerifier", "Report", "key_id"]
+
 # Sections in bundle order; a record of an earlier section after a later one is out of order.
 _SECTIONS = {
     "manifest": 0,
@@ -45,40 +43,6 @@ _SECTIONS = {
 _KNOWN = frozenset(_SECTIONS)
 # Sections of exactly one record.
 _SINGLE = {0: "manifest", 1: "run", 2: "signing_keys", 7: "trailer"}
-
-
-def key_id(public_key: bytes) -> str:
-    """A signing key's id: the digest of its 32 raw public-key bytes."""
-    return sha256(public_key)
-
-
-@dataclass
-class Settlement:
-    """What an admission record is checked against: its settlement entry and the claim after it."""
-
-    sequence: int
-    prev_hash: str
-    actor: str
-    payload: dict[str, Any]
-    claim: dict[str, Any] | None = None
-
-
-@dataclass
-class Report:
-    """What a verified bundle showed."""
-
-    run_id: str = ""
-    head_sequence: int = 0
-    head_hash: str = GENESIS
-    entries: int = 0
-    signed_heads: int = 0
-    head_key_id: str = ""
-    policies: int = 0
-    admissions: int = 0
-    blobs: int = 0
-    blobs_absent: list[str] = field(default_factory=list)
-    commands: int = 0
-    trusted_from_bundle: bool = True
 
 
 class BundleVerifier:
@@ -290,8 +254,7 @@ class BundleVerifier:
                 self._blob_order.append(digest)
         revision = payload.get("policy_revision")
         if isinstance(revision, int) and not isinstance(revision, bool):
-            if revision not in self._policy_first:
-                self._policy_first[revision] = sequence
+            self._policy_first.setdefault(revision, sequence)
         pending, self._pending_settlement = self._pending_settlement, None
         if pending is not None:
             # the ownership claim is adjacent to its settlement, for the same request

@@ -6,11 +6,23 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from forge_audit.jcs import is_digest
+from forge_audit.jcs import GENESIS, is_digest, sha256
 
+RUN_MEMBERS = (
+    "run_id",
+    "task_id",
+    "attempt_id",
+    "source_revision",
+    "configuration_digest",
+    "provider_timeout_seconds",
+    "active_deadline",
+    "command_limit",
+    "time_budget_protocol",
+    "source_profile",
+)
 #: The names under which a payload member (at any depth) names a stored blob by digest; every
 #: value of a ``retained_results`` object names one too.
 BLOB_MEMBERS = frozenset(
@@ -139,3 +151,37 @@ def blob_references(payload: Any) -> list[str]:
 
     visit(payload, "")
     return found
+
+
+def key_id(public_key: bytes) -> str:
+    """A signing key's id: the digest of its 32 raw public-key bytes."""
+    return sha256(public_key)
+
+
+@dataclass
+class Settlement:
+    """What an admission record is checked against: its settlement entry and the claim after it."""
+
+    sequence: int
+    prev_hash: str
+    actor: str
+    payload: dict[str, Any]
+    claim: dict[str, Any] | None = None
+
+
+@dataclass
+class Report:
+    """What a verified bundle showed."""
+
+    run_id: str = ""
+    head_sequence: int = 0
+    head_hash: str = GENESIS
+    entries: int = 0
+    signed_heads: int = 0
+    head_key_id: str = ""
+    policies: int = 0
+    admissions: int = 0
+    blobs: int = 0
+    blobs_absent: list[str] = field(default_factory=list)
+    commands: int = 0
+    trusted_from_bundle: bool = True

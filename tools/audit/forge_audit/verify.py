@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = f"BROKEN at sequence {broken.sequence}: {broken.problem}: {broken.detail}"
         _emit(out, args.json, document, [f"{text} (bundle line {broken.line})"])
         return EXIT_BROKEN
-    document = {"valid": True, **{k: v for k, v in vars(report).items()}}
+    document = {"valid": True, **vars(report)}
     _emit(out, args.json, document, _report_lines(report))
     return EXIT_VERIFIED
 
