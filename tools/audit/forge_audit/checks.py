@@ -152,8 +152,8 @@ class BundleVerifier:
             return self._settlements[index].sequence if index < len(self._settlements) else 0
         if kind in ("blob", "blob_absent"):
             index = self._counts["blobs"] + self._counts["blobs_absent"]
-            order = self._blob_order
-            return self._blob_first[order[index]] if index < len(order) else 0
+            digests = self._blob_order
+            return self._blob_first[digests[index]] if index < len(digests) else 0
         return 0
 
     def _enter(self, section: int, record: Record) -> None:
@@ -295,21 +295,26 @@ class BundleVerifier:
         sequence = record.integer("sequence")
         if sequence != self._next_sequence - 1 or sequence <= self._last_signed:
             raise record.broken("signature_misplaced", "a signed head follows its own entry")
+        run_id, head_hash, signer = (
+            record.text("run_id"),
+            record.text("head_hash"),
+            record.text("key_id"),
+        )
         statement = {
             "format": SIGNED_HEAD_FORMAT,
-            "run_id": record.text("run_id"),
+            "run_id": run_id,
             "sequence": sequence,
-            "head_hash": record.text("head_hash"),
+            "head_hash": head_hash,
             "signed_at": record.text("signed_at"),
-            "key_id": record.text("key_id"),
+            "key_id": signer,
         }
-        if statement["run_id"] != self.report.run_id or statement["head_hash"] != self._prev:
+        if run_id != self.report.run_id or head_hash != self._prev:
             raise record.broken(
                 "signed_head_mismatch", "the signed head is not this entry's hash: history changed"
             )
-        key = self._pinned.get(statement["key_id"]) or self._published.get(statement["key_id"])
+        key = self._pinned.get(signer) or self._published.get(signer)
         if key is None:
-            raise record.broken("signing_key_unknown", f"{statement['key_id']} is not published")
+            raise record.broken("signing_key_unknown", f"{signer} is not published")
         try:
             key.verify(record.base64("signature"), canonical(statement))
         except InvalidSignature:
@@ -317,7 +322,7 @@ class BundleVerifier:
         self._last_signed = sequence
         self._counts["signed_heads"] += 1
         if sequence == self.report.head_sequence:
-            self.report.head_key_id = statement["key_id"]
+            self.report.head_key_id = signer
 
     def _end_of_journal(self, line: int) -> None:
         head_sequence, head_hash = self.report.head_sequence, self.report.head_hash
