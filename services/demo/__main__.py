@@ -307,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
             refusal_story(targets, f"{args.run_id}-refusal", TOKENS, check, step)
             reconciliation_story(targets, f"{args.run_id}-reconcile", TOKENS, check, step)
             observation_story(targets, f"{args.run_id}-observation", TOKENS, check, step)
-            audit_story(targets, args.run_id, TOKENS, check, step)
+            stories = ("", "-recovery", "-refusal", "-reconcile", "-observation")
+            audit_story(targets, [args.run_id + s for s in stories], TOKENS, check, step)
     except StepFailed as failure:
         print(f"\nDEMO FAILED: {failure}", file=sys.stderr)
         return 1
