@@ -10,7 +10,7 @@ NODE_STAMP := tools/node_modules/.installed
 GEN := shared/gen
 PROTO_FILES := $(wildcard protos/forge/continuity/v1/*.proto)
 
-export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN)
+export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN):$(CURDIR)/tools/audit
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 

@@ -21,11 +21,13 @@ from pathlib import Path
 
 from services.gateway.config import DEFAULT_GATEWAY_PORT, GATEWAY, GATEWAY_PORT_VARIABLE
 from services.ledger.database import migrate
+from services.ledger.domain.signing import write_new_key
 from shared.runtime.auth import token_digest
 from shared.runtime.config import (
     DEFAULT_DATABASE_URL,
     DEFAULT_PORTS,
     DEFAULT_PRINCIPALS_FILE,
+    DEFAULT_SIGNING_KEY_FILE,
     SERVICE_NAMES,
     port_variable,
     target_variable,
@@ -71,6 +73,22 @@ def print_dev_tokens() -> None:
         print(f"  {token:<20} {identity:<20} {', '.join(roles)}", flush=True)
 
 
+def local_credentials(principals_file: str, signing_key_file: str) -> tuple[Path, Path]:
+    """The principals file and the head-signing key, each generated for local development when
+    it does not exist yet (an existing one is never replaced)."""
+    principals = Path(principals_file)
+    if not principals.exists():
+        write_dev_principals(principals)
+        print(f"wrote local development principals to {principals}", flush=True)
+    if principals.read_text(encoding="utf-8") == dev_principals_text():
+        print_dev_tokens()
+    signing_key = Path(signing_key_file)
+    if not signing_key.exists():
+        write_new_key(signing_key)
+        print(f"wrote a local development signing key to {signing_key}", flush=True)
+    return principals, signing_key
+
+
 def _die_with_parent() -> None:
     # Linux: deliver SIGTERM to the child if the runner dies, so no service outlives it.
     with contextlib.suppress(OSError):
@@ -97,13 +115,12 @@ def main(argv: list[str] | None = None) -> int:
         "--principals-file",
         default=os.environ.get("FORGE_PRINCIPALS_FILE") or DEFAULT_PRINCIPALS_FILE,
     )
+    parser.add_argument(
+        "--signing-key-file",
+        default=os.environ.get("FORGE_SIGNING_KEY_FILE") or DEFAULT_SIGNING_KEY_FILE,
+    )
     args = parser.parse_args(argv)
-    principals = Path(args.principals_file)
-    if not principals.exists():
-        write_dev_principals(principals)
-        print(f"wrote local development principals to {principals}", flush=True)
-    if principals.read_text(encoding="utf-8") == dev_principals_text():
-        print_dev_tokens()
+    principals, signing_key = local_credentials(args.principals_file, args.signing_key_file)
     # The ledger only checks the schema revision; for local development the runner migrates.
     migrate(args.database_url)
 
@@ -112,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     env.setdefault("FORGE_SERVICE_TOKEN", DEV_SERVICE_TOKEN)
     env["FORGE_DATABASE_URL"] = args.database_url
     env["FORGE_PRINCIPALS_FILE"] = str(principals)
+    env["FORGE_SIGNING_KEY_FILE"] = str(signing_key)
     for name, port in ports.items():
         env[port_variable(name)] = str(port)
         env[target_variable(name)] = f"127.0.0.1:{port}"

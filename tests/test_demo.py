@@ -62,5 +62,7 @@ def test_the_demo_tells_the_whole_v1_story(tmp_path: Path) -> None:
         "ok  no command is charged",
         "ok  idempotent: no second witness",
         "The read-only observation recovery story behaved as the spec says.",
+        "ok  one flipped byte in entry 3 is named: hash_mismatch at sequence 3",
+        "The offline audit behaved as the spec says.",
     ):
         assert line in done.stdout, done.stdout

@@ -88,6 +88,7 @@ def runner(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, 
         "PYTHONPATH": f"{ROOT}:{ROOT / 'shared' / 'gen'}",
         "FORGE_DATABASE_URL": f"sqlite:///{tmp_path}/continuity.db",
         "FORGE_PRINCIPALS_FILE": str(tmp_path / "principals.json"),
+        "FORGE_SIGNING_KEY_FILE": str(tmp_path / "signing-key.pem"),
     }
     arguments = [f"--{name}-port={port}" for name, port in ports.items()]
     process = subprocess.Popen(
@@ -113,6 +114,8 @@ def test_four_services_serve_and_stop_cleanly_on_sigterm(
     children = children_of(process.pid)
     assert len(children) == 5
     assert (tmp_path / "principals.json").exists() and (tmp_path / "continuity.db").exists()
+    # the development head-signing key the ledger signs with (ADR 0015), owner-only
+    assert (tmp_path / "signing-key.pem").stat().st_mode & 0o077 == 0
     for name in SERVICES:
         port = ports[name]
         channel = grpc.insecure_channel(f"127.0.0.1:{port}")

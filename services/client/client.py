@@ -34,6 +34,7 @@ from typing import Self
 
 from services.client._base import TOKEN_VARIABLE, default_target
 from services.client._validation import validate_continuity_request
+from services.client.audit import AuditCalls
 from services.client.caller import CallerCalls
 from services.client.invalid_read import ContinuityResponse, InvalidReadCalls
 from services.client.ledger import LedgerCalls
@@ -55,6 +56,7 @@ __all__ = [
 
 class ContinuityClient(
     LedgerCalls,
+    AuditCalls,
     InvalidReadCalls,
     NeverClaimedRecoveryCalls,
     RejectedBoundaryRecoveryCalls,

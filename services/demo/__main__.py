@@ -36,6 +36,7 @@ from forge.continuity.v1 import (
     policy_pb2,
     policy_pb2_grpc,
 )
+from services.demo.audit_story import audit_story
 from services.demo.continuation import run_reference_worker
 from services.demo.observation_story import observation_story
 from services.demo.reconciliation_story import DEMO_VERIFIER, reconciliation_story
@@ -108,6 +109,7 @@ def services() -> Iterator[dict[str, str]]:
             **os.environ,
             "FORGE_DATABASE_URL": f"sqlite:///{workdir}/demo.db",
             "FORGE_PRINCIPALS_FILE": f"{workdir}/principals.json",
+            "FORGE_SIGNING_KEY_FILE": f"{workdir}/signing-key.pem",
             # the demo's own ledger can verify a reconciliation of a local worker process
             "FORGE_RECONCILIATION_VERIFIER": DEMO_VERIFIER,
         }
@@ -334,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
             refusal_story(targets, f"{args.run_id}-refusal", TOKENS, check, step)
             reconciliation_story(targets, f"{args.run_id}-reconcile", TOKENS, check, step)
             observation_story(targets, f"{args.run_id}-observation", TOKENS, check, step)
+            stories = ("", "-recovery", "-refusal", "-reconcile", "-observation")
+            audit_story(targets, [args.run_id + s for s in stories], TOKENS, check, step)
     except StepFailed as failure:
         print(f"\nDEMO FAILED: {failure}", file=sys.stderr)
         return 1
@@ -345,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     print("The rejected-boundary recovery story behaved as the spec says.")
     print("The reconciliation story behaved as the spec says.")
     print("The read-only observation recovery story behaved as the spec says.")
+    print("The offline audit behaved as the spec says.")
     return 0
 
 

@@ -17,6 +17,7 @@ from services.ledger.database import (
     require_current_schema,
     require_write_isolation,
 )
+from services.ledger.domain.signing import HeadSigner
 from services.ledger.domain.verifier import load_verifier
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
@@ -27,6 +28,9 @@ from shared.runtime.errors import FailedPrecondition
 
 # The deployment's reconciliation verifier, "package.module:attribute"; unset: the refusing default.
 VERIFIER_VARIABLE = "FORGE_RECONCILIATION_VERIFIER"
+# The Ed25519 key that signs every journal head, and earlier public keys still published (ADR 0015).
+SIGNING_KEY_VARIABLE = "FORGE_SIGNING_KEY_FILE"
+PUBLISHED_KEYS_VARIABLE = "FORGE_SIGNING_PUBLISHED_KEYS_FILE"
 # Exit status when the database schema is not at the revision this release requires.
 EXIT_SCHEMA_STALE = 3
 # Exit status when the database runs write transactions at another level than READ COMMITTED.
@@ -35,6 +39,19 @@ REFUSALS = {
     "SCHEMA_REVISION_STALE": EXIT_SCHEMA_STALE,
     "DATABASE_ISOLATION_UNSUPPORTED": EXIT_ISOLATION_UNSUPPORTED,
 }
+
+
+def load_signer() -> HeadSigner | None:
+    """The head signer the environment names; None (heads unsigned, a warning) when unset."""
+    key_file = os.environ.get(SIGNING_KEY_VARIABLE, "")
+    if not key_file:
+        logging.getLogger("forge.ledger").warning(
+            "%s is unset: journal heads are not signed, so an offline audit cannot refuse a "
+            "rewrite from genesis",
+            SIGNING_KEY_VARIABLE,
+        )
+        return None
+    return HeadSigner.from_files(key_file, os.environ.get(PUBLISHED_KEYS_VARIABLE, ""))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             engine,
             authority=current_role_names(settings.principals_file),
             verifier=load_verifier(os.environ.get(VERIFIER_VARIABLE, "")),
+            signer=load_signer(),
         )
         return bindings(ledger), engine.dispose
 

@@ -168,3 +168,17 @@ reconciliations = Table(
     Column("created_at", String(40), nullable=False),
     UniqueConstraint("execution_request_id", name="uq_reconciliations_one_per_request"),
 )
+
+# The ledger's Ed25519 signature over each run head a committing append made (ADR 0015). Written
+# in the same transaction as the entries, so no head is committed unsigned while a key is set.
+signed_heads = Table(
+    "signed_heads",
+    metadata,
+    Column("run_id", String(128), ForeignKey("runs.run_id"), nullable=False),
+    Column("sequence", BigInteger, nullable=False),
+    Column("head_hash", String(80), nullable=False),
+    Column("key_id", String(80), nullable=False),
+    Column("signed_at", String(40), nullable=False),
+    Column("signature", LargeBinary, nullable=False),
+    PrimaryKeyConstraint("run_id", "sequence", name="pk_signed_heads"),
+)

@@ -19,6 +19,7 @@ from services.ledger.domain.reconciliation import ReconcileInput, VerifyInput
 from services.ledger.domain.reconciliation import Verification as RecordedVerification
 from services.ledger.domain.recovery_authority import Authority, no_authority
 from services.ledger.domain.runs import Run, RunReading, RunSpec
+from services.ledger.domain.signing import HeadSigner, PublishedKey
 from services.ledger.domain.verifier import ReconciliationVerifier, RefusingVerifier
 from services.ledger.transactions import (
     admission,
@@ -33,6 +34,7 @@ from services.ledger.transactions import (
     reconciliation_review,
     recovery,
     runs,
+    signed_heads,
     snapshot,
 )
 from services.ledger.transactions.admission import Admission
@@ -42,6 +44,7 @@ from services.ledger.transactions.journal import JournalFollowers, JournalPage
 from services.ledger.transactions.reconciliation import Reconciled
 from services.ledger.transactions.reconciliation_review import Inspection
 from services.ledger.transactions.recovery_input import Recovery, RecoveryInput
+from services.ledger.transactions.signed_heads import SignedHeadPage
 from shared.continuity.journal_chain import Verification
 from shared.continuity.timeutil import Clock, utc_now
 from shared.runtime.config import journal_follower_limit
@@ -59,8 +62,10 @@ class Ledger:
         max_journal_followers: int | None = None,
         authority: Authority = no_authority,
         verifier: ReconciliationVerifier | None = None,
+        signer: HeadSigner | None = None,
     ) -> None:
-        self._context = LedgerContext(engine, clock)
+        # With a signer, every append signs the head it makes (ADR 0015).
+        self._context = LedgerContext(engine, clock, signer)
         # Current roles of an identity, asked inside every recovery transaction.
         self._authority = authority
         # The deployment's reconciliation verifier; the default proves nothing.
@@ -131,6 +136,14 @@ class Ledger:
             is_active=is_active,
             wait=wait,
         )
+
+    # --- signed heads (ADR 0015) ----------------------------------------------------------------
+
+    def signing_keys(self) -> list[PublishedKey]:
+        return signed_heads.published_keys(self._context)
+
+    def read_signed_heads(self, run_id: str, from_sequence: int, page_size: int) -> SignedHeadPage:
+        return signed_heads.read(self._context, run_id, from_sequence, page_size)
 
     # --- blobs ----------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from functools import partial
 import grpc
 
 from forge.continuity.v1 import (
+    audit_pb2,
     common_pb2,
     execution_pb2,
     inspection_pb2,
@@ -23,6 +24,7 @@ from services.ledger.domain.admission import AdmissionInput
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.runs import Run, RunSpec
+from services.ledger.domain.signing import ALGORITHM, SignedHead
 from services.ledger.domain.tickets import StoredTicket
 from services.ledger.execution_servicer import ExecutionServicer
 from services.ledger.inspection_proto import inspection_to_proto
@@ -83,6 +85,17 @@ def verification_to_proto(result: Verification) -> ledger_pb2.VerifyJournalRespo
         entries_checked=result.entries_checked,
         head=head_to_proto((result.head_sequence, result.head_hash)),
         problem=result.problem,
+    )
+
+
+def signed_head_to_proto(head: SignedHead) -> audit_pb2.SignedHead:
+    return audit_pb2.SignedHead(
+        run_id=head.run_id,
+        sequence=head.sequence,
+        head_hash=head.head_hash,
+        key_id=head.key_id,
+        signed_at=to_timestamp(head.signed_at),
+        signature=head.signature,
     )
 
 
@@ -319,6 +332,32 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             recovery=recovery_to_proto(found, execution_request_to_proto)
         )
 
+    def GetSigningKeys(
+        self, request: audit_pb2.GetSigningKeysRequest, context: grpc.ServicerContext
+    ) -> audit_pb2.GetSigningKeysResponse:
+        return audit_pb2.GetSigningKeysResponse(
+            keys=[
+                audit_pb2.SigningKey(
+                    key_id=key.key_id,
+                    algorithm=ALGORITHM,
+                    public_key=key.public_key,
+                    current=key.current,
+                )
+                for key in self._ledger.signing_keys()
+            ]
+        )
+
+    def ListSignedHeads(
+        self, request: audit_pb2.ListSignedHeadsRequest, context: grpc.ServicerContext
+    ) -> audit_pb2.ListSignedHeadsResponse:
+        page = self._ledger.read_signed_heads(
+            request.run_id, request.from_sequence, request.page_size
+        )
+        return audit_pb2.ListSignedHeadsResponse(
+            signed_heads=[signed_head_to_proto(head) for head in page.signed_heads],
+            next_sequence=page.next_sequence,
+        )
+
 
 WRITERS = frozenset({Role.PLATFORM_WRITER})
 ADMINS = frozenset({Role.FACTORY_ADMINISTRATOR})
@@ -351,6 +390,8 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
                 "GetAdmission": ANY_ROLE,
                 "CommitRecovery": SERVICES,
                 "GetRecovery": ANY_ROLE,
+                "GetSigningKeys": ANY_ROLE,
+                "ListSignedHeads": ANY_ROLE,
             },
             partial(getattr, ledger_servicer),
         ),

@@ -20,6 +20,8 @@ DEFAULT_PORTS: Mapping[str, int] = {
 }
 DEFAULT_DATABASE_URL = "sqlite:///var/continuity.db"
 DEFAULT_PRINCIPALS_FILE = "var/principals.json"
+# `make run` generates a development signing key here when FORGE_SIGNING_KEY_FILE is unset.
+DEFAULT_SIGNING_KEY_FILE = "var/signing-key.pem"
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 DEFAULT_GRACE_SECONDS = 10.0
 DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS = 30.0
@@ -99,6 +101,14 @@ ENVIRONMENT: Mapping[str, str] = {
     "FORGE_DB_KEEPALIVE_IDLE_SECONDS": (
         "ledger: idle seconds before TCP keepalive probes on PostgreSQL connections (default 30; "
         "0 disables keepalives)"
+    ),
+    "FORGE_SIGNING_KEY_FILE": (
+        "ledger: PEM (PKCS#8) Ed25519 private key that signs every journal head (ADR 0015); "
+        "unset: heads are not signed (`make run` generates one under var/)"
+    ),
+    "FORGE_SIGNING_PUBLISHED_KEYS_FILE": (
+        "ledger: PEM public keys of earlier signing keys, still published by GetSigningKeys "
+        "after a key rotation (optional)"
     ),
     "OTEL_EXPORTER_OTLP_ENDPOINT": "OTLP/gRPC endpoint; spans are exported only when it is set",
     "OTEL_SERVICE_NAME": "overrides the service name reported in traces",

@@ -29,6 +29,7 @@ from services.demo.seed import load_fixture, seed_held_run
 from services.gateway.app import create_app
 from services.gateway.config import GatewaySettings
 from services.ledger.database import make_engine, upgrade
+from services.ledger.domain.signing import HeadSigner
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
 from services.reconstruction.servicer import bindings as reconstruction_bindings
@@ -88,12 +89,16 @@ def running_gateway(settings: GatewaySettings) -> Iterator[str]:
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[RunningGateway]:
-    """The four services over a fresh SQLite ledger, and the gateway calling them."""
+    """The four services over a fresh SQLite ledger (signing its heads), and the gateway calling
+    them."""
     url = f"sqlite:///{tmp_path}/ledger.db"
     engine = make_engine(url)
     upgrade(engine)
     with (
-        serve("ledger", ledger_bindings(Ledger(engine, authority=token_roles))) as ledger,
+        serve(
+            "ledger",
+            ledger_bindings(Ledger(engine, authority=token_roles, signer=HeadSigner.generate())),
+        ) as ledger,
         serve("reconstruction", reconstruction_bindings()) as reconstruction,
     ):
         sources = GrpcCandidateSources(

@@ -15,6 +15,7 @@ import pytest
 
 from forge.continuity.v1 import (
     admission_pb2,
+    audit_pb2,
     candidate_pb2,
     common_pb2,
     execution_pb2,
@@ -74,6 +75,10 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
     blob = reader.GetBlob(ledger_pb2.GetBlobRequest(digest=seeded.checkpoint_digest))
     assert blob.digest == seeded.checkpoint_digest
     assert blob.content == load_fixture("v1_basic").checkpoint  # bytes travel as base64
+    [key] = reader.GetSigningKeys(audit_pb2.GetSigningKeysRequest()).keys
+    assert key.current and len(key.public_key) == 32 and key.algorithm == "ed25519"
+    heads = reader.ListSignedHeads(audit_pb2.ListSignedHeadsRequest(run_id="run-1")).signed_heads
+    assert heads[-1].head_hash == seeded.head_hash and len(heads[-1].signature) == 64
 
     current = policy.GetPolicy(policy_pb2.GetPolicyRequest()).policy
     put = policy.PutPolicy(

@@ -24,6 +24,7 @@ Examples (against `make run`, which prints the local development tokens)::
     python -m services.client reconcile show run-1 exr_...
     python -m services.client journal show run-1
     python -m services.client --json journal verify run-1
+    python -m services.client journal export run-1 --out run-1.audit.jsonl
     python -m services.client --token dev-operator-token whoami
 
 Exit status: 0 on success; 1 when a service (or the client's own validation) refuses, or when

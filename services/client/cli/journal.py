@@ -1,4 +1,5 @@
-"""``journal show | verify`` and ``commands``: a run's native journal and command usage."""
+"""``journal show | verify | inspect | export`` and ``commands``: a run's native journal, its
+audit bundle and command usage."""
 
 from __future__ import annotations
 
@@ -42,6 +43,14 @@ def register(commands: Subcommands) -> None:
         _journal_inspect,
     )
     inspect.add_argument("run_id", metavar="RUN_ID")
+    export = add_command(
+        actions,
+        "export",
+        "write the run's audit bundle for forge-continuity-verify to check offline",
+        _journal_export,
+    )
+    export.add_argument("run_id", metavar="RUN_ID")
+    export.add_argument("--out", required=True, metavar="FILE", help="the bundle file to write")
 
     usage = add_command(
         commands, "commands", "command usage of a run (charged of limit)", _command_usage
@@ -101,6 +110,26 @@ def _cancel(client: ContinuityClient, args: argparse.Namespace, out: Output) -> 
             ]
         ),
     )
+    return EXIT_OK
+
+
+def _journal_export(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
+    summary = client.export_journal(args.run_id, args.out)
+    document = {
+        "run_id": summary.run_id,
+        "out": summary.path,
+        "head": {"sequence": summary.head_sequence, "hash": summary.head_hash},
+        "counts": summary.counts,
+        "bundle_digest": summary.bundle_digest,
+    }
+    rows = [
+        ("run_id", summary.run_id),
+        ("out", summary.path),
+        ("head", f"{summary.head_sequence} {summary.head_hash}"),
+        *summary.counts.items(),
+        ("bundle_digest", summary.bundle_digest),
+    ]
+    out.emit(document, [*aligned(rows), f"verify offline: forge-continuity-verify {summary.path}"])
     return EXIT_OK
 
 

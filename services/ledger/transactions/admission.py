@@ -30,6 +30,7 @@ from services.ledger.repository import tickets as ticket_rows
 from services.ledger.transactions.base import (
     LedgerContext,
     existing_run,
+    insert_entries,
     lock_policy,
     retry_on_unique_conflict,
     seal_after,
@@ -185,7 +186,7 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
         actor,
         (settlement.sequence, settlement.hash),
     )
-    journal_rows.insert_journal_entries(connection, [settlement, claim])
+    insert_entries(context, connection, [settlement, claim])
     # 9.11 the queued execution request: derived checkpoint, original attempt, generation 0
     created_at = to_text(now)
     record = queued_request(

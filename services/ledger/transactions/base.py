@@ -11,7 +11,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
@@ -22,9 +22,11 @@ from services.ledger.database import RETRIED_SQLSTATES, read_only_connection, sq
 from services.ledger.domain.journal import EntryKind, StoredEntry, seal
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run
+from services.ledger.domain.signing import HeadSigner
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import policy as policy_rows
 from services.ledger.repository import runs as run_rows
+from services.ledger.repository import signed_heads as signed_head_rows
 from shared.continuity.canonical import canonical_text
 from shared.continuity.timeutil import Clock, to_text, utc_now
 from shared.runtime.errors import (
@@ -41,10 +43,12 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class LedgerContext:
-    """The database and the clock every transaction runs against."""
+    """The database and the clock every transaction runs against, and the key that signs the
+    heads appends make (None: heads are not signed)."""
 
     engine: Engine
     clock: Clock = field(default=utc_now)
+    signer: HeadSigner | None = None
 
     def now(self) -> str:
         return to_text(self.clock())
@@ -188,8 +192,24 @@ def append_entry(
     """Seal and insert one entry after the current head, inside the caller's transaction."""
     sequence, head = current_head(connection, run_id)
     entry = seal(run_id, sequence + 1, kind, canonical_text(payload), head, actor, context.now())
-    journal_rows.insert_journal_entry(connection, entry)
+    insert_entries(context, connection, [entry])
     return entry
+
+
+def insert_entries(
+    context: LedgerContext, connection: Connection, entries: Sequence[StoredEntry]
+) -> None:
+    """Insert sealed entries (in sequence order, one run), then, with a signing key, sign the
+    head they make, inside the caller's transaction: the head commits only with its signature
+    and a signature only with its head (ADR 0015). Every journal insert goes through here."""
+    if len(entries) == 1:
+        journal_rows.insert_journal_entry(connection, entries[0])
+    else:
+        journal_rows.insert_journal_entries(connection, entries)
+    if context.signer is not None and entries:
+        head = entries[-1]
+        signed = context.signer.sign(head.run_id, head.sequence, head.hash, context.now())
+        signed_head_rows.insert_signed_head(connection, signed)
 
 
 def seal_after(

@@ -28,6 +28,7 @@ from services.ledger.transactions.base import (
     check_not_negative,
     existing_run,
     existing_run_at_head,
+    insert_entries,
     lock_policy,
     retry_on_unique_conflict,
 )
@@ -122,7 +123,7 @@ def _append_at(
         run, (sequence, head) = existing_run_at_head(connection, run_id, expected)
         _check_native_write(connection, run, kind, canonical)
         entry = seal(run_id, sequence + 1, kind, canonical, head, actor, context.now())
-        journal_rows.insert_journal_entry(connection, entry)
+        insert_entries(context, connection, [entry])
         return entry
 
 

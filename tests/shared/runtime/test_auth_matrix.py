@@ -58,6 +58,8 @@ EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.LedgerService/GetAdmission": ALL,
     "/forge.continuity.v1.LedgerService/CommitRecovery": SERVICE,
     "/forge.continuity.v1.LedgerService/GetRecovery": ALL,
+    "/forge.continuity.v1.LedgerService/GetSigningKeys": ALL,
+    "/forge.continuity.v1.LedgerService/ListSignedHeads": ALL,
     "/forge.continuity.v1.PolicyService/GetPolicy": ALL,
     "/forge.continuity.v1.PolicyService/PutPolicy": ADMIN,
     "/forge.continuity.v1.PolicyService/ListPolicyRevisions": ALL,

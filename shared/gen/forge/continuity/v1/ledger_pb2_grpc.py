@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from forge.continuity.v1 import audit_pb2 as forge_dot_continuity_dot_v1_dot_audit__pb2
 from forge.continuity.v1 import inspection_pb2 as forge_dot_continuity_dot_v1_dot_inspection__pb2
 from forge.continuity.v1 import ledger_pb2 as forge_dot_continuity_dot_v1_dot_ledger__pb2
 
@@ -108,6 +109,16 @@ class LedgerServiceStub:
                 '/forge.continuity.v1.LedgerService/GetRecovery',
                 request_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRecoveryRequest.SerializeToString,
                 response_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRecoveryResponse.FromString,
+                _registered_method=True)
+        self.GetSigningKeys = channel.unary_unary(
+                '/forge.continuity.v1.LedgerService/GetSigningKeys',
+                request_serializer=forge_dot_continuity_dot_v1_dot_audit__pb2.GetSigningKeysRequest.SerializeToString,
+                response_deserializer=forge_dot_continuity_dot_v1_dot_audit__pb2.GetSigningKeysResponse.FromString,
+                _registered_method=True)
+        self.ListSignedHeads = channel.unary_unary(
+                '/forge.continuity.v1.LedgerService/ListSignedHeads',
+                request_serializer=forge_dot_continuity_dot_v1_dot_audit__pb2.ListSignedHeadsRequest.SerializeToString,
+                response_deserializer=forge_dot_continuity_dot_v1_dot_audit__pb2.ListSignedHeadsResponse.FromString,
                 _registered_method=True)
 
 
@@ -238,6 +249,22 @@ class LedgerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetSigningKeys(self, request, context):
+        """The public keys journal heads are signed with: the current key and every earlier key still
+        published (ADR 0015). Role: reader or better.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSignedHeads(self, request, context):
+        """Reads a page of a run's signed heads in sequence order: the ledger's Ed25519 signature over
+        the head each committing append made. Role: reader or better.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LedgerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -310,6 +337,16 @@ def add_LedgerServiceServicer_to_server(servicer, server):
                     servicer.GetRecovery,
                     request_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRecoveryRequest.FromString,
                     response_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRecoveryResponse.SerializeToString,
+            ),
+            'GetSigningKeys': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSigningKeys,
+                    request_deserializer=forge_dot_continuity_dot_v1_dot_audit__pb2.GetSigningKeysRequest.FromString,
+                    response_serializer=forge_dot_continuity_dot_v1_dot_audit__pb2.GetSigningKeysResponse.SerializeToString,
+            ),
+            'ListSignedHeads': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSignedHeads,
+                    request_deserializer=forge_dot_continuity_dot_v1_dot_audit__pb2.ListSignedHeadsRequest.FromString,
+                    response_serializer=forge_dot_continuity_dot_v1_dot_audit__pb2.ListSignedHeadsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -694,6 +731,60 @@ class LedgerService:
             '/forge.continuity.v1.LedgerService/GetRecovery',
             forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRecoveryRequest.SerializeToString,
             forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRecoveryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSigningKeys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/forge.continuity.v1.LedgerService/GetSigningKeys',
+            forge_dot_continuity_dot_v1_dot_audit__pb2.GetSigningKeysRequest.SerializeToString,
+            forge_dot_continuity_dot_v1_dot_audit__pb2.GetSigningKeysResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSignedHeads(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/forge.continuity.v1.LedgerService/ListSignedHeads',
+            forge_dot_continuity_dot_v1_dot_audit__pb2.ListSignedHeadsRequest.SerializeToString,
+            forge_dot_continuity_dot_v1_dot_audit__pb2.ListSignedHeadsResponse.FromString,
             options,
             channel_credentials,
             insecure,

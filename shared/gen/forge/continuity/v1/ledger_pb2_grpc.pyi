@@ -4,6 +4,7 @@ isort:skip_file
 """
 
 from collections import abc as _abc
+from forge.continuity.v1 import audit_pb2 as _audit_pb2
 from forge.continuity.v1 import inspection_pb2 as _inspection_pb2
 from forge.continuity.v1 import ledger_pb2 as _ledger_pb2
 from grpc import aio as _aio
@@ -97,6 +98,14 @@ class LedgerServiceStub:
     """
     GetRecovery: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.GetRecoveryRequest, _ledger_pb2.GetRecoveryResponse]
     """Reads the saved recovery of a request and workflow. Role: reader or better."""
+    GetSigningKeys: _grpc.UnaryUnaryMultiCallable[_audit_pb2.GetSigningKeysRequest, _audit_pb2.GetSigningKeysResponse]
+    """The public keys journal heads are signed with: the current key and every earlier key still
+    published (ADR 0015). Role: reader or better.
+    """
+    ListSignedHeads: _grpc.UnaryUnaryMultiCallable[_audit_pb2.ListSignedHeadsRequest, _audit_pb2.ListSignedHeadsResponse]
+    """Reads a page of a run's signed heads in sequence order: the ledger's Ed25519 signature over
+    the head each committing append made. Role: reader or better.
+    """
 
 @_typing.type_check_only
 class LedgerServiceAsyncStub(LedgerServiceStub):
@@ -166,6 +175,14 @@ class LedgerServiceAsyncStub(LedgerServiceStub):
     """
     GetRecovery: _aio.UnaryUnaryMultiCallable[_ledger_pb2.GetRecoveryRequest, _ledger_pb2.GetRecoveryResponse]  # type: ignore[assignment]
     """Reads the saved recovery of a request and workflow. Role: reader or better."""
+    GetSigningKeys: _aio.UnaryUnaryMultiCallable[_audit_pb2.GetSigningKeysRequest, _audit_pb2.GetSigningKeysResponse]  # type: ignore[assignment]
+    """The public keys journal heads are signed with: the current key and every earlier key still
+    published (ADR 0015). Role: reader or better.
+    """
+    ListSignedHeads: _aio.UnaryUnaryMultiCallable[_audit_pb2.ListSignedHeadsRequest, _audit_pb2.ListSignedHeadsResponse]  # type: ignore[assignment]
+    """Reads a page of a run's signed heads in sequence order: the ledger's Ed25519 signature over
+    the head each committing append made. Role: reader or better.
+    """
 
 class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
     """LedgerService is the only owner of the database: runs and task attempts, the hash-chained native
@@ -316,5 +333,25 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.GetRecoveryResponse, _abc.Awaitable[_ledger_pb2.GetRecoveryResponse]]:
         """Reads the saved recovery of a request and workflow. Role: reader or better."""
+
+    @_abc_1.abstractmethod
+    def GetSigningKeys(
+        self,
+        request: _audit_pb2.GetSigningKeysRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_audit_pb2.GetSigningKeysResponse, _abc.Awaitable[_audit_pb2.GetSigningKeysResponse]]:
+        """The public keys journal heads are signed with: the current key and every earlier key still
+        published (ADR 0015). Role: reader or better.
+        """
+
+    @_abc_1.abstractmethod
+    def ListSignedHeads(
+        self,
+        request: _audit_pb2.ListSignedHeadsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_audit_pb2.ListSignedHeadsResponse, _abc.Awaitable[_audit_pb2.ListSignedHeadsResponse]]:
+        """Reads a page of a run's signed heads in sequence order: the ledger's Ed25519 signature over
+        the head each committing append made. Role: reader or better.
+        """
 
 def add_LedgerServiceServicer_to_server(servicer: LedgerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
