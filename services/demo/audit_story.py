@@ -66,7 +66,8 @@ def audit_story(
             check(
                 code == 0 and result.get("valid") is True,
                 f"{run_id}: {counts['entries']} entries, {counts['signed_heads']} signed heads, "
-                f"{counts['blobs']} blobs, {counts['admissions']} admission(s) verify offline",
+                f"{counts['blobs']} blobs, {counts['admissions']} admission(s) verify offline"
+                + ("" if code == 0 else f" (verifier exit {code}: {result})"),
             )
         bundle = Path(workdir) / f"{run_ids[0]}.audit.jsonl"
         lines = bundle.read_bytes().splitlines(keepends=True)

@@ -16,6 +16,7 @@ from services.ledger.service import Ledger
 from shared.continuity.canonical import digest_of
 from shared.continuity.qualification import DEFAULT_QUALIFIED_PROFILE
 from tests.admission.conftest import Stack, stack, submission
+from tests.support import token_roles
 
 __all__ = ["stack"]  # the four real services, over the signing ledger below
 
@@ -29,7 +30,7 @@ def signer() -> HeadSigner:
 
 @pytest.fixture
 def ledger(engine: Engine, signer: HeadSigner) -> Ledger:
-    return Ledger(engine, signer=signer)
+    return Ledger(engine, authority=token_roles, signer=signer)
 
 
 @dataclass

@@ -4,6 +4,7 @@ transaction; the keys are published with GetSigningKeys (several after a rotatio
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import UTC
 from pathlib import Path
@@ -182,3 +183,16 @@ def test_key_files_are_checked(tmp_path: Path) -> None:
         HeadSigner.from_files(str(tmp_path / "bad.pem"))
     with pytest.raises(SigningKeyError):
         HeadSigner.from_files(str(tmp_path / "public.pem"))
+
+
+def test_every_journal_insert_goes_through_the_signing_insert() -> None:
+    """A transaction that inserted journal rows itself would commit a head with no signature
+    (ADR 0015): only ``transactions/base.py:insert_entries`` calls the repository's inserts."""
+    ledger = Path(__file__).resolve().parents[2] / "services" / "ledger"
+    callers = sorted(
+        str(path.relative_to(ledger))
+        for path in ledger.rglob("*.py")
+        if "repository" not in path.parts
+        and re.search(r"\binsert_journal_entr(y|ies)\(", path.read_text())
+    )
+    assert callers == ["transactions/base.py"]

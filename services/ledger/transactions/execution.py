@@ -31,6 +31,7 @@ from services.ledger.transactions.base import (
     append_entry,
     current_head,
     existing_run,
+    insert_entries,
     lock_policy,
     retry_on_unique_conflict,
     seal_after,
@@ -283,7 +284,7 @@ def record_command(
             worker,
             head,
         )
-        journal_rows.insert_journal_entry(connection, entry)
+        insert_entries(context, connection, [entry])
         return RecordedCommand(entry.sequence, True, usage.used + 1, run.spec.command_limit)
 
 
