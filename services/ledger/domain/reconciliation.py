@@ -12,6 +12,7 @@ from typing import Any
 
 from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
 from services.ledger.domain.journal import EntryKind, StoredEntry
+from services.ledger.domain.owner_instance import OwnerInstance
 from shared.continuity.admissibility import (
     MARK_UNRESOLVED,
     RETRY_STAGE,
@@ -43,6 +44,8 @@ UNRELATED_WORKFLOW_KINDS = frozenset(
     }
 )
 RECORD_VERSION = 1
+#: Tool outcome statuses that close an intent: its effect's result is known.
+CLOSING_STATUSES = frozenset({"succeeded", "failed"})
 
 
 def _invalid(violations: list[FieldViolation]) -> InvalidArgument:
@@ -163,6 +166,24 @@ class Claim:
     sequence: int
     generation: int
     worker: str
+    #: The claiming process its ``worker_claimed`` entry recorded; None when it recorded none.
+    owner: OwnerInstance | None = None
+
+    def custody(self) -> dict[str, Any]:
+        # the owner is part of the claim entry, whose hash the deliveries already digest
+        return {"sequence": self.sequence, "generation": self.generation, "worker": self.worker}
+
+
+@dataclass(frozen=True)
+class OpenIntent:
+    """A ``tool_intent`` journaled under the request with no succeeded or failed outcome after
+    it: an effect that may have happened without the journal knowing its result."""
+
+    call_id: str
+    tool_name: str
+    #: The contract's grant of the tool ("read", "command"); "" when the intent named none.
+    grant: str
+    sequence: int
 
 
 @dataclass(frozen=True)
@@ -232,6 +253,14 @@ class Snapshot:
     uncertain: tuple[str, ...]
     verifications: tuple[Verification, ...]
     digest: str
+    #: Effect intents under the request without a closing outcome (derived from deliveries).
+    open_intents: tuple[OpenIntent, ...] = ()
+
+    @property
+    def current_claim(self) -> Claim | None:
+        """The claim of the request's current lease generation: its owner is the one lost."""
+        mine = [c for c in self.claims if c.generation == self.record.lease_generation]
+        return mine[-1] if mine else None
 
     @property
     def generations(self) -> tuple[int, ...]:
@@ -303,6 +332,8 @@ def build_snapshot(
     commands: set[str] = set()
     charged: list[str] = []
     outcomes: dict[str, str] = {}
+    intents: dict[str, OpenIntent] = {}
+    closed: dict[str, int] = {}  # call id -> sequence of its latest closing outcome
     responses = tool_calls = 0
     for entry in sorted(entries, key=lambda e: e.sequence):
         payload = _payload(entry)
@@ -325,7 +356,9 @@ def build_snapshot(
         ref = EntryRef(entry.sequence, entry.kind, entry.hash, _generation(payload))
         if payload.get("execution_request_id") == target:
             if entry.kind == EntryKind.WORKER_CLAIMED.value:
-                claims.append(Claim(entry.sequence, ref.generation, entry.actor))
+                owner = OwnerInstance.from_payload(payload.get("owner_instance"))
+                claims.append(Claim(entry.sequence, ref.generation, entry.actor, owner))
+            _track_intent(entry, payload, intents, closed)
             deliveries.append(ref)
         elif claims:
             later.append(ref)
@@ -341,7 +374,7 @@ def build_snapshot(
         "attempt_id": record.attempt_id,
         "execution_request": _record_custody(record),
         "chain": [_record_custody(r) for r in chain],
-        "claims": [asdict(c) for c in claims],
+        "claims": [c.custody() for c in claims],
         "deliveries": [asdict(d) for d in deliveries],
         "later_entries": [asdict(e) for e in later],
         "commands": {"used": len(commands), "limit": command_limit, "charged": sorted(charged)},
@@ -367,7 +400,37 @@ def build_snapshot(
         uncertain=uncertain,
         verifications=tuple(verifications),
         digest=digest_of(custody),
+        open_intents=tuple(
+            intent
+            for call, intent in intents.items()
+            if closed.get(call, 0) < intent.sequence or outcomes.get(call) == "unknown"
+        ),
     )
+
+
+def _track_intent(
+    entry: StoredEntry,
+    payload: Mapping[str, Any],
+    intents: dict[str, OpenIntent],
+    closed: dict[str, int],
+) -> None:
+    """Collect an intent, or a succeeded or failed outcome closing one (an ``unknown`` outcome
+    closes nothing)."""
+    call_id = payload.get("call_id")
+    if not isinstance(call_id, str):
+        return
+    if entry.kind == EntryKind.TOOL_INTENT.value:
+        intents.setdefault(
+            call_id,
+            OpenIntent(
+                call_id,
+                str(payload.get("tool_name", "")),
+                str(payload.get("grant", "")),
+                entry.sequence,
+            ),
+        )
+    elif entry.kind == EntryKind.TOOL_OUTCOME.value and payload.get("status") in CLOSING_STATUSES:
+        closed[call_id] = entry.sequence
 
 
 def verification_problems(
