@@ -58,8 +58,9 @@ ENVIRONMENT: Mapping[str, str] = {
         "ledger: concurrent StreamJournal followers (default 8, below the server's thread pool)"
     ),
     "FORGE_RECONCILIATION_VERIFIER": (
-        "ledger: the deployment's reconciliation verifier as package.module:attribute (default: "
-        "a verifier that proves nothing, so no RETRY_STAGE is admitted)"
+        "ledger: the deployment's reconciliation verifier: local-process (workers on the "
+        "ledger's host, in its pid namespace; make run's default), refusing, or "
+        "package.module:attribute (unset: refusing, which proves nothing, so no RETRY_STAGE)"
     ),
     "FORGE_WORKER_TOKEN": "reference worker: the bearer token of its worker identity",
     "FORGE_WORKER_PROVIDER_URL": (
