@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TypeVar
 
 import grpc
@@ -35,6 +36,15 @@ class LedgerRefused(Exception):
     @property
     def reason(self) -> str:
         return self.error.reason
+
+
+@dataclass(frozen=True)
+class Presented:
+    """What the worker presents at claim; an empty revision or configuration: the run's."""
+
+    source_revision: str
+    configuration_digest: str
+    source_profile: str
 
 
 def _call(rpc: str, call: Callable[[], T]) -> T:
@@ -108,15 +118,17 @@ class LedgerPort:
         self,
         execution_request_id: str,
         run: ledger_pb2.Run,
+        presented: Presented,
         owner: execution_pb2.OwnerInstance | None,
     ) -> common_pb2.ExecutionRequest:
-        """Claim with the run's own attempt, source, configuration and profile."""
+        """Claim in the run's attempt, presenting this worker's source, configuration and
+        profile (the ledger compares them with the run's)."""
         request = execution_pb2.ClaimExecutionRequestRequest(
             execution_request_id=execution_request_id,
             attempt_id=run.attempt_id,
-            source_revision=run.source_revision,
-            configuration_digest=run.configuration_digest,
-            source_profile=run.source_profile,
+            source_revision=presented.source_revision or run.source_revision,
+            configuration_digest=presented.configuration_digest or run.configuration_digest,
+            source_profile=presented.source_profile,
             owner_instance=owner,
         )
         response = _call(

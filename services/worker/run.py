@@ -35,7 +35,7 @@ from services.worker.journaling import (
     JournalingModel,
     JournalingTransport,
 )
-from services.worker.ledger_port import LedgerPort, LedgerRefused
+from services.worker.ledger_port import LedgerPort, LedgerRefused, Presented
 from services.worker.owner import owner_instance
 from shared.continuity.canonical import sha256_digest
 from shared.runtime.errors import DomainError
@@ -70,6 +70,10 @@ def claim_one(
     """The first queued request of the configured runs this worker may claim (the claim repeats
     every current check); else the last refusal, or None when nothing was queued."""
     last: LedgerRefused | None = None
+    presented = Presented(
+        config.source_revision or "", config.configuration_digest or "", config.source_profile
+    )
+    owner = owner_instance()
     for run_id in config.run_ids:
         try:
             run = port.get_run(run_id).run
@@ -82,7 +86,7 @@ def claim_one(
             if wanted and request.execution_request_id != wanted:
                 continue
             try:
-                return port.claim(request.execution_request_id, run, owner_instance()), run
+                return port.claim(request.execution_request_id, run, presented, owner), run
             except LedgerRefused as refused:  # claimed by another worker, expired, revoked...
                 last = refused
     return last

@@ -77,6 +77,15 @@ ENVIRONMENT: Mapping[str, str] = {
     ),
     "FORGE_WORKER_COMMAND_TIMEOUT_SECONDS": "reference worker: seconds one command may run",
     "FORGE_WORKER_RUN_IDS": "reference worker: comma-separated runs to serve (or arguments)",
+    "FORGE_WORKER_SOURCE_REVISION": (
+        "reference worker: the source revision it was deployed with (default: the run's)"
+    ),
+    "FORGE_WORKER_CONFIGURATION_DIGEST": (
+        "reference worker: the configuration digest it was deployed with (default: the run's)"
+    ),
+    "FORGE_WORKER_SOURCE_PROFILE": (
+        "reference worker: its source profile (default: the installed adapter's qualified one)"
+    ),
     "OTEL_EXPORTER_OTLP_ENDPOINT": "OTLP/gRPC endpoint; spans are exported only when it is set",
     "OTEL_SERVICE_NAME": "overrides the service name reported in traces",
     "FORGE_GATEWAY_PORT": "HTTP/JSON gateway port (default 8080)",
