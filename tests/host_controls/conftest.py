@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -26,7 +25,7 @@ from typing import Any, TypeVar
 import pytest
 from sqlalchemy import Engine
 
-from services.demo.scripted_provider import Message, Script, ScriptedProvider
+from services.demo.scripted_provider import HeldTurn, Message, Script, ScriptedProvider
 from services.ledger.local_process_verifier import LocalProcessVerifier
 from services.ledger.service import Ledger
 from services.worker import config as settings
@@ -173,24 +172,12 @@ def workers(admitted: Continuation) -> Iterator[Workers]:  # noqa: F811 - the im
         started.stop_all()
 
 
-class Gate:
-    """A script that answers as ``script`` does, but holds request ``at`` until released: the
-    worker waits on its provider, as on a slow model, while the test acts."""
+class Gate(HeldTurn):
+    """A held turn that fails the test when its request never arrives."""
 
-    def __init__(self, script: Script, at: int) -> None:
-        self.script = script
-        self.at = at
-        self.reached = threading.Event()
-        self.released = threading.Event()
-
-    def __call__(self, index: int, body: dict[str, Any]) -> Message:
-        if index == self.at:
-            self.reached.set()
-            self.released.wait(timeout=WORKER_SECONDS)
-        return self.script(index, body)
-
-    def wait(self) -> None:
-        assert self.reached.wait(timeout=WORKER_SECONDS), f"request {self.at} never arrived"
+    def wait(self, timeout: float = WORKER_SECONDS) -> bool:
+        assert super().wait(timeout), f"request {self.at} never arrived"
+        return True
 
 
 @pytest.fixture
