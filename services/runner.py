@@ -46,9 +46,9 @@ DEV_PRINCIPALS = {
     "dev-reader-token": ("dev-reader", ["reader"]),
     "dev-service-token": ("continuity-services", ["continuity_service"]),
 }
-DEV_SERVICE_TOKEN = "dev-service-token"
+DEV_SERVICE_TOKEN = "dev-service-token"  # noqa: S105 - documented local-only credential
 VERIFIER_VARIABLE = "FORGE_RECONCILIATION_VERIFIER"
-LOCAL_PROCESS_VERIFIER = "local-process"  # noqa: S105 - documented local-only credential
+LOCAL_PROCESS_VERIFIER = "local-process"
 _PR_SET_PDEATHSIG = 1
 
 
