@@ -9,7 +9,8 @@ It proves facts it can observe, and nothing it cannot:
   owner has ceased when no process has that pid, or the process with that pid started at
   another time (the pid was reused: it is not the owner), or it has exited and awaits reaping
   (a zombie runs no code). Another boot id (another host, or an earlier boot this verifier
-  cannot tell from one) or another pid namespace (another container) proves nothing;
+  cannot tell from one), another pid namespace (another container), or a ``/proc`` that may hide
+  other users' processes (``hidepid``) proves nothing;
 - **the effect class, from the journal**: the worker journals every effect's intent before the
   effect and its outcome after it. No open intent under the request: no effect whose result
   the journal does not hold (``no_effect``). Only open intents of read-only grants: the effect
@@ -28,7 +29,13 @@ from pathlib import Path
 from services.ledger.domain.owner_instance import OwnerInstance
 from services.ledger.domain.reconciliation import Claim, OpenIntent, Snapshot
 from services.ledger.domain.verifier import VerificationProof, VerificationSubject
-from shared.runtime.host_process import PROC, boot_id, pid_namespace, process_stat
+from shared.runtime.host_process import (
+    PROC,
+    boot_id,
+    hides_processes,
+    pid_namespace,
+    process_stat,
+)
 
 #: How long a proof counts: a ceased process never comes back, the bound is the ledger's cap on
 #: how stale a reviewed fact may be.
@@ -45,21 +52,31 @@ def observable_owner(claim: Claim | None, proc: Path = PROC) -> OwnerInstance | 
     owner = claim.owner
     if owner is None:
         return f"the claim at journal sequence {claim.sequence} recorded no owner instance"
-    here = boot_id(proc / "sys" / "kernel" / "random" / "boot_id")
-    if owner.host_boot_id != here:
-        return (
+    here, mine = (
+        boot_id(proc / "sys" / "kernel" / "random" / "boot_id"),
+        pid_namespace("self", proc),
+    )
+    unobservable = (
+        (
+            owner.host_boot_id != here,
             f"the owner ran on host boot {owner.host_boot_id}, this host is boot {here}: another "
-            "host or an earlier boot, which this verifier cannot observe"
-        )
-    if not owner.pid_namespace:
-        return "the claim recorded no pid namespace; the pid cannot be looked up safely"
-    mine = pid_namespace("self", proc)
-    if owner.pid_namespace != mine:
-        return (
+            "host or an earlier boot, which this verifier cannot observe",
+        ),
+        (
+            not owner.pid_namespace,
+            "the claim recorded no pid namespace; the pid cannot be looked up safely",
+        ),
+        (
+            owner.pid_namespace != mine,
             f"the owner's pid namespace {owner.pid_namespace} is not this verifier's {mine}: "
-            "its process table cannot be observed from here"
-        )
-    return owner
+            "its process table cannot be observed from here",
+        ),
+        (
+            hides_processes(proc),
+            f"{proc} may hide other users' processes (hidepid): a missing pid proves nothing",
+        ),
+    )
+    return next((why for hidden, why in unobservable if hidden), owner)
 
 
 def cessation(claim: Claim | None, proc: Path = PROC) -> tuple[bool, str]:

@@ -53,6 +53,25 @@ def process_start_ticks(pid: int, proc: Path = PROC) -> int:
     return stat.start_ticks
 
 
+def hides_processes(proc: Path = PROC) -> bool:
+    """Whether ``proc`` is mounted so that it may hide other users' processes (``hidepid`` other
+    than 0/off, or ``subset=pid``): then a pid missing from it proves nothing. Unknown: True."""
+    try:
+        lines = (proc / "self" / "mountinfo").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return True
+    for line in lines:
+        mount, _, filesystem = line.partition(" - ")
+        fields, described = mount.split(), filesystem.split()
+        if len(fields) < 5 or fields[4] != str(proc) or len(described) < 3:
+            continue
+        if described[0] != "proc":
+            continue
+        settings = dict(option.partition("=")[::2] for option in described[2].split(","))
+        return settings.get("hidepid", "0") not in ("0", "off") or "subset" in settings
+    return True
+
+
 def pid_namespace(pid: int | str = "self", proc: Path = PROC) -> int:
     """The inode of the pid namespace of ``pid`` (default: this process); 0 when unknown."""
     try:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ from services.ledger.domain.verifier import (
     load_verifier,
 )
 from services.ledger.local_process_verifier import LocalProcessVerifier
-from shared.runtime.host_process import boot_id, pid_namespace, process_stat
+from shared.runtime.host_process import boot_id, hides_processes, pid_namespace, process_stat
 
 EXR = "exr_lost"
 RECORD = ExecutionRequestRecord(
@@ -207,3 +208,29 @@ def test_the_ledger_loads_the_built_in_verifiers_by_name() -> None:
     assert isinstance(load_verifier(""), RefusingVerifier)
     with pytest.raises(ValueError, match=r"package\.module:attribute"):
         load_verifier("no-such-verifier")
+
+
+def test_a_malformed_recorded_owner_proves_nothing() -> None:
+    # a pid of 0 names no process: read as "no owner instance", never as a ceased one
+    proof = verify(entries(owner_of(os.getpid(), pid=0)))
+    assert not proof.cessation_verified and "recorded no owner instance" in proof.detail
+
+
+@pytest.mark.parametrize(
+    ("options", "hides"),
+    [
+        ("rw", False),
+        ("rw,hidepid=0", False),
+        ("rw,hidepid=2", True),
+        ("rw,hidepid=invisible", True),
+    ],
+)
+def test_a_proc_that_may_hide_processes_proves_no_absence(
+    tmp_path: Path, options: str, hides: bool
+) -> None:
+    (tmp_path / "self").mkdir()
+    (tmp_path / "self" / "mountinfo").write_text(
+        f"21 26 0:20 / /sys rw - sysfs sysfs rw\n22 27 0:21 / {tmp_path} rw - proc proc {options}\n"
+    )
+    assert hides_processes(tmp_path) is hides
+    assert hides_processes(tmp_path / "elsewhere") is True  # unknown: it may hide

@@ -65,4 +65,9 @@ class OwnerInstance:
             isinstance(n, int) and not isinstance(n, bool) for n in (pid, ticks, namespace)
         ):
             return None
-        return cls(boot, pid, ticks, namespace)
+        owner = cls(boot, pid, ticks, namespace)
+        try:
+            owner.validate()
+        except InvalidArgument:
+            return None
+        return owner
