@@ -26,8 +26,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from services.ledger.domain.intents import OpenIntent
 from services.ledger.domain.owner_instance import OwnerInstance
-from services.ledger.domain.reconciliation import Claim, OpenIntent, Snapshot
+from services.ledger.domain.reconciliation import Claim, Snapshot
 from services.ledger.domain.verifier import VerificationProof, VerificationSubject
 from shared.runtime.host_process import (
     PROC,

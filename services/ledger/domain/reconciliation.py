@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
+from services.ledger.domain.intents import IntentTracker, OpenIntent
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.owner_instance import OwnerInstance
 from shared.continuity.admissibility import (
@@ -44,8 +45,6 @@ UNRELATED_WORKFLOW_KINDS = frozenset(
     }
 )
 RECORD_VERSION = 1
-#: Tool outcome statuses that close an intent: its effect's result is known.
-CLOSING_STATUSES = frozenset({"succeeded", "failed"})
 
 
 def _invalid(violations: list[FieldViolation]) -> InvalidArgument:
@@ -172,18 +171,6 @@ class Claim:
     def custody(self) -> dict[str, Any]:
         # the owner is part of the claim entry, whose hash the deliveries already digest
         return {"sequence": self.sequence, "generation": self.generation, "worker": self.worker}
-
-
-@dataclass(frozen=True)
-class OpenIntent:
-    """A ``tool_intent`` journaled under the request with no succeeded or failed outcome after
-    it: an effect that may have happened without the journal knowing its result."""
-
-    call_id: str
-    tool_name: str
-    #: The contract's grant of the tool ("read", "command"); "" when the intent named none.
-    grant: str
-    sequence: int
 
 
 @dataclass(frozen=True)
@@ -332,8 +319,7 @@ def build_snapshot(
     commands: set[str] = set()
     charged: list[str] = []
     outcomes: dict[str, str] = {}
-    intents: dict[str, OpenIntent] = {}
-    closed: dict[str, int] = {}  # call id -> sequence of its latest closing outcome
+    intents = IntentTracker()
     responses = tool_calls = 0
     for entry in sorted(entries, key=lambda e: e.sequence):
         payload = _payload(entry)
@@ -358,7 +344,7 @@ def build_snapshot(
             if entry.kind == EntryKind.WORKER_CLAIMED.value:
                 owner = OwnerInstance.from_payload(payload.get("owner_instance"))
                 claims.append(Claim(entry.sequence, ref.generation, entry.actor, owner))
-            _track_intent(entry, payload, intents, closed)
+            intents.add(entry, payload)
             deliveries.append(ref)
         elif claims:
             later.append(ref)
@@ -400,37 +386,8 @@ def build_snapshot(
         uncertain=uncertain,
         verifications=tuple(verifications),
         digest=digest_of(custody),
-        open_intents=tuple(
-            intent
-            for call, intent in intents.items()
-            if closed.get(call, 0) < intent.sequence or outcomes.get(call) == "unknown"
-        ),
+        open_intents=intents.still_open(outcomes),
     )
-
-
-def _track_intent(
-    entry: StoredEntry,
-    payload: Mapping[str, Any],
-    intents: dict[str, OpenIntent],
-    closed: dict[str, int],
-) -> None:
-    """Collect an intent, or a succeeded or failed outcome closing one (an ``unknown`` outcome
-    closes nothing)."""
-    call_id = payload.get("call_id")
-    if not isinstance(call_id, str):
-        return
-    if entry.kind == EntryKind.TOOL_INTENT.value:
-        intents.setdefault(
-            call_id,
-            OpenIntent(
-                call_id,
-                str(payload.get("tool_name", "")),
-                str(payload.get("grant", "")),
-                entry.sequence,
-            ),
-        )
-    elif entry.kind == EntryKind.TOOL_OUTCOME.value and payload.get("status") in CLOSING_STATUSES:
-        closed[call_id] = entry.sequence
 
 
 def verification_problems(
