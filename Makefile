@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN):$(CURDIR)/tools/audit
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install chromium run test reliability lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-micro profile demo clean db-upgrade fixtures fixtures-check
+.PHONY: help install chromium run test host-controls reliability lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-micro profile demo clean db-upgrade fixtures fixtures-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
@@ -26,6 +26,7 @@ help:
 	@echo "make bench      the five performance figures beside in-run baselines (PostgreSQL)"
 	@echo "make bench-admission  figure 1 (admission) alone, ~1 min: bench/results/admission.json"
 	@echo "make profile    py-spy samples of every service under admission load"
+	@echo "make host-controls the reference worker as a process against real services, every variant"
 	@echo "make reliability faults, races and hostile input at full counts (docs/reliability.md)"
 	@echo "make demo       the whole v1 story against make run (or services it starts itself)"
 	@echo "make db-upgrade apply ledger migrations to FORGE_DATABASE_URL (default var/continuity.db)"
@@ -90,6 +91,11 @@ run: $(STAMP)
 test: $(STAMP) $(NODE_STAMP) chromium
 	$(MAKE) --no-print-directory lint typecheck
 	$(PY) -m pytest -q
+
+# The host controls at full size: the reference worker as its own process against the real
+# services, every variant, on SQLite and PostgreSQL (make test runs the first variant of each).
+host-controls: $(STAMP)
+	FORGE_HOST_CONTROLS=full CI=true $(PY) -m pytest -q -o timeout=1800 tests/host_controls
 
 # The reliability scenarios at full counts (make test runs a fast slice of each). Figures are
 # printed and appended to var/reliability.jsonl; any broken invariant fails the target.

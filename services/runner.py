@@ -49,6 +49,8 @@ DEV_PRINCIPALS = {
     "dev-service-token": ("continuity-services", ["continuity_service"]),
 }
 DEV_SERVICE_TOKEN = "dev-service-token"  # noqa: S105 - documented local-only credential
+VERIFIER_VARIABLE = "FORGE_RECONCILIATION_VERIFIER"
+LOCAL_PROCESS_VERIFIER = "local-process"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -127,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     ports = {name: getattr(args, f"{name}_port") for name in SERVICE_NAMES}
     env = dict(os.environ)
     env.setdefault("FORGE_SERVICE_TOKEN", DEV_SERVICE_TOKEN)
+    # Workers run on this host beside the services: the ledger can prove a lost one ceased.
+    env.setdefault(VERIFIER_VARIABLE, LOCAL_PROCESS_VERIFIER)
     env["FORGE_DATABASE_URL"] = args.database_url
     env["FORGE_PRINCIPALS_FILE"] = str(principals)
     env["FORGE_SIGNING_KEY_FILE"] = str(signing_key)

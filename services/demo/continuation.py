@@ -1,5 +1,5 @@
-"""`make demo`'s worker step: the reference worker (``python -m services.worker``, its own
-process with the worker token) continues the admitted run against the scripted provider on
+"""`make demo`'s worker steps: the reference worker (``python -m services.worker``, its own
+process with the worker token) continues an admitted run against the scripted provider on
 loopback, in a small source tree with a recorded log as evidence."""
 
 from __future__ import annotations
@@ -9,11 +9,13 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.demo.scripted_provider import ScriptedProvider, reference_script
+from services.demo.scripted_provider import Script, ScriptedProvider, reference_script
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The evidence run the held query names (the v1_basic fixture's rejected query).
@@ -22,6 +24,8 @@ COMMANDS = (
     (sys.executable, "-m", "compileall", "-q", "src"),
     (sys.executable, "-m", "unittest", "discover", "-s", "tests", "-q"),
 )
+#: Seconds a whole continuation may take.
+WORKER_SECONDS = 300
 
 
 @dataclass(frozen=True)
@@ -47,19 +51,20 @@ def _source_tree(root: Path) -> None:
     )
 
 
-def run_reference_worker(ledger_target: str, worker_token: str, run_id: str) -> WorkerRun:
-    """Run the reference worker once on ``run_id`` and wait for it to finish."""
-    with (
-        tempfile.TemporaryDirectory(prefix="forge-demo-worker-") as workdir,
-        ScriptedProvider(reference_script(COMMANDS)) as provider,
-    ):
+@contextmanager
+def worker_environment(
+    ledger_target: str, worker_token: str, provider: ScriptedProvider
+) -> Iterator[dict[str, str]]:
+    """The environment of a reference worker process: a fresh source tree and evidence store
+    (removed afterwards), the scripted provider, the granted commands."""
+    with tempfile.TemporaryDirectory(prefix="forge-demo-worker-") as workdir:
         source, evidence = Path(workdir) / "source", Path(workdir) / "evidence"
         source.mkdir()
         _source_tree(source)
         (evidence / EVIDENCE_RUN).mkdir(parents=True)
         log = [{"line": n, "text": f"step-{n} finished"} for n in range(1, 12)]
         (evidence / EVIDENCE_RUN / "log.json").write_text(json.dumps(log))
-        env = {
+        yield {
             **os.environ,
             "FORGE_LEDGER_TARGET": ledger_target,
             "FORGE_WORKER_TOKEN": worker_token,
@@ -69,13 +74,33 @@ def run_reference_worker(ledger_target: str, worker_token: str, run_id: str) -> 
             "FORGE_WORKER_EVIDENCE_DIR": str(evidence),
             "FORGE_WORKER_GRANTED_COMMANDS": json.dumps([list(c) for c in COMMANDS]),
         }
-        done = subprocess.run(
-            [sys.executable, "-m", "services.worker", run_id, "--verbose"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        return WorkerRun(done.returncode, done.stdout, done.stderr, provider.requests())
+
+
+def start_reference_worker(env: dict[str, str], run_id: str) -> subprocess.Popen[str]:
+    """Start the reference worker on ``run_id``; the caller waits for it (or kills it)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "services.worker", run_id, "--verbose"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def run_reference_worker(
+    ledger_target: str, worker_token: str, run_id: str, script: Script | None = None
+) -> WorkerRun:
+    """Run the reference worker once on ``run_id`` and wait for it to finish."""
+    with (
+        ScriptedProvider(script or reference_script(COMMANDS)) as provider,
+        worker_environment(ledger_target, worker_token, provider) as env,
+    ):
+        process = start_reference_worker(env, run_id)
+        try:
+            stdout, stderr = process.communicate(timeout=WORKER_SECONDS)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        return WorkerRun(process.returncode, stdout, stderr, provider.requests())

@@ -1,37 +1,45 @@
-"""`make demo`, part four: a worker is killed mid-lease; the claimed request is inspected, verified
-and reconciled (RETRY_STAGE under a new execution request of the same attempt), a new worker
-claims the retry, and the old worker's late writes are refused.
+"""`make demo`, part four: the reference worker is killed mid-run while it waits on a slow
+provider; the claimed request is inspected and verified (the local-process verifier proves
+nothing while the worker lives, and proves cessation of exactly that process once it is gone),
+reconciled (RETRY_STAGE under a new execution request of the same attempt), a new reference
+worker runs the retry to completion, and the old worker's late writes are refused.
 
-The demo's own services run with ``services.demo.verifier:LocalProcessVerifier``; services that
-run without a deployment verifier prove nothing, and the story then shows the refusal and records
-the request as terminal unresolved instead.
+The demo's own services and `make run` run the ledger with ``local-process``; services whose
+ledger has no verifier that can observe the worker prove nothing, and the story then shows the
+refusal and records the request as terminal unresolved instead.
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 from forge.continuity.v1 import (
     admission_pb2,
     candidate_pb2,
     common_pb2,
     execution_pb2,
-    ledger_pb2,
     policy_pb2,
     reconciliation_pb2,
     reconciliation_pb2_grpc,
 )
+from services.demo.continuation import (
+    COMMANDS,
+    WORKER_SECONDS,
+    run_reference_worker,
+    start_reference_worker,
+    worker_environment,
+)
 from services.demo.recovery_story import StoryStubs, refused, story_stubs
+from services.demo.scripted_provider import HeldTurn, ScriptedProvider, reference_script
 from services.demo.seed import load_fixture, seed_held_run
 from shared.runtime.client import open_channel
 
-ROOT = Path(__file__).resolve().parents[2]
-#: The verifier the demo's own ledger is started with.
-DEMO_VERIFIER = "services.demo.verifier:LocalProcessVerifier"
+#: The verifier the demo's own ledger is started with (as `make run`'s).
+DEMO_VERIFIER = "local-process"
+#: The answer the provider holds back: after the evidence read, both listings and the first
+#: command, the worker waits for its next turn.
+HELD_TURN = 4
 RETRY = reconciliation_pb2.RECONCILIATION_DECISION_RETRY_STAGE
 MARK = reconciliation_pb2.RECONCILIATION_DECISION_MARK_UNRESOLVED
 
@@ -66,34 +74,6 @@ def _admit(stubs: StoryStubs, run_id: str, request_id: str) -> common_pb2.Execut
     return queued
 
 
-def _worker_process(
-    targets: dict[str, str], tokens: dict[str, str], run_id: str, exr: str
-) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "services.demo.worker",
-            "--ledger",
-            targets["ledger"],
-            "--token",
-            tokens["worker"],
-            "--reader-token",
-            tokens["reader"],
-            "--run-id",
-            run_id,
-            "--execution-request-id",
-            exr,
-            "--command-id",
-            f"{run_id}-build",
-        ],
-        cwd=ROOT,
-        env=dict(os.environ),
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-
-
 def reconciliation_story(
     targets: dict[str, str],
     run_id: str,
@@ -102,28 +82,58 @@ def reconciliation_story(
     step: Callable[[str], None],
 ) -> None:
     stubs = story_stubs(targets, tokens)
-    reader, worker = stubs.reader, stubs.worker
     admin = reconciliation_pb2_grpc.ReconciliationServiceStub(
         open_channel(targets["ledger"], tokens["admin"])
     )
 
-    step(f"Run {run_id}: a worker process claims the continuation and is killed mid-lease")
+    step(f"Run {run_id}: the reference worker continues it and waits on a slow provider")
     queued = _admit(stubs, run_id, f"{run_id}-request-1")
+    held = HeldTurn(reference_script(COMMANDS), at=HELD_TURN, hold_seconds=WORKER_SECONDS)
+    with (
+        ScriptedProvider(held) as provider,
+        worker_environment(targets["ledger"], tokens["worker"], provider) as env,
+    ):
+        process = start_reference_worker(env, run_id)
+        try:
+            check(held.wait(WORKER_SECONDS), f"worker {process.pid} waits for turn {HELD_TURN + 1}")
+            _reconcile(
+                admin,
+                stubs,
+                targets["ledger"],
+                tokens["worker"],
+                run_id,
+                queued,
+                process,
+                check,
+                step,
+            )
+        finally:
+            held.released.set()
+            if process.poll() is None:
+                process.kill()
+            process.communicate(timeout=30)
+
+
+def _reconcile(
+    admin: reconciliation_pb2_grpc.ReconciliationServiceStub,
+    stubs: StoryStubs,
+    ledger_target: str,
+    worker_token: str,
+    run_id: str,
+    queued: common_pb2.ExecutionRequest,
+    process: subprocess.Popen[str],
+    check: Callable[[bool, str], None],
+    step: Callable[[str], None],
+) -> None:
+    worker = stubs.worker
     exr = queued.execution_request_id
-    process = _worker_process(targets, tokens, run_id, exr)
-    assert process.stdout is not None
-    line = process.stdout.readline().strip()
-    check(line == "claimed generation 1", f"worker {process.pid}: {line}")
-    process.kill()
-    process.wait(timeout=30)
-    print(f"    worker process {process.pid} killed (SIGKILL) while holding generation 1")
-    stored = worker.GetExecutionRequest(
-        execution_pb2.GetExecutionRequestRequest(execution_request_id=exr)
-    ).execution_request
-    check(
-        stored.state == common_pb2.EXECUTION_REQUEST_STATE_CLAIMED,
-        "the request stays claimed: a claimed ticket is never requeued automatically",
-    )
+
+    def stored_state() -> int:
+        return int(
+            worker.GetExecutionRequest(
+                execution_pb2.GetExecutionRequestRequest(execution_request_id=exr)
+            ).execution_request.state
+        )
 
     step("The administrator inspects the claimed request (read-only)")
     snapshot = admin.InspectReconciliation(
@@ -138,13 +148,35 @@ def reconciliation_story(
     )
     for hold in snapshot.holds:
         print(f"    hold {common_pb2.HoldReason.Name(hold.reason)}: {hold.detail}")
-    check(snapshot.commands.used == 12, "the killed worker's command is charged: 12 of 22")
+    check(snapshot.commands.used == 12, "the worker's first command is charged: 12 of 22")
     check(
         "RETRY_STAGE" not in str(snapshot.handoff.permitted_next_actions)
         and any(
             h.reason == common_pb2.HOLD_REASON_RECONCILIATION_NOT_VERIFIED for h in snapshot.holds
         ),
         "a timeout or a missing result proves nothing: the retry is held until verified",
+    )
+    verification = reconciliation_pb2.VerifyReconciliationRequest(
+        run_id=run_id,
+        execution_request_id=exr,
+        reconciliation_id=snapshot.reconciliation_id,
+        reconciliation_digest=snapshot.reconciliation_digest,
+        evidence_reference=f"incident: worker pid {process.pid} unresponsive",
+    )
+    proofs: list[reconciliation_pb2.ReconciliationVerification] = []
+
+    def verify() -> str | None:
+        return refused(lambda: proofs.append(admin.VerifyReconciliation(verification).verification))
+
+    step("While the worker process lives, the verifier proves nothing")
+    check(verify() == "RECONCILIATION_NOT_VERIFIED", f"worker {process.pid} is alive: refused")
+
+    step(f"The worker process {process.pid} is killed (SIGKILL) while holding generation 1")
+    process.kill()
+    process.wait(timeout=30)
+    check(
+        stored_state() == common_pb2.EXECUTION_REQUEST_STATE_CLAIMED,
+        "the request stays claimed: a claimed ticket is never requeued automatically",
     )
 
     def decide(kind: int) -> reconciliation_pb2.ReconcileExecutionRequestResponse:
@@ -164,18 +196,11 @@ def reconciliation_story(
         )
         return response
 
-    step("The deployment verifier checks cessation, exposure and effect")
-    verification = reconciliation_pb2.VerifyReconciliationRequest(
-        run_id=run_id,
-        execution_request_id=exr,
-        reconciliation_id=snapshot.reconciliation_id,
-        reconciliation_digest=snapshot.reconciliation_digest,
-        evidence_reference=f"local-pid:{process.pid};idempotent={run_id}-build",
-    )
-    proofs: list[reconciliation_pb2.ReconciliationVerification] = []
-    reason = refused(lambda: proofs.append(admin.VerifyReconciliation(verification).verification))
+    step("The deployment verifier checks cessation, exposure and effect again")
+    verification.evidence_reference = f"incident: worker pid {process.pid} killed"
+    reason = verify()
     if reason:
-        check(reason == "RECONCILIATION_NOT_VERIFIED", "these services have no verifier: refused")
+        check(reason == "RECONCILIATION_NOT_VERIFIED", "this ledger's verifier proves nothing")
         step("Nothing is proven, so the request is recorded as terminal unresolved")
         done = decide(MARK).reconciliation
         check(
@@ -185,6 +210,11 @@ def reconciliation_story(
     else:
         proof = proofs[0]
         print(f"    {proof.verifier}: {proof.detail}")
+        check(
+            proof.cessation_verified
+            and proof.effect == reconciliation_pb2.VERIFIED_EFFECT_NO_EFFECT,
+            "cessation of exactly that process is proven; every intended effect has its outcome",
+        )
         step("The administrator reconciles: RETRY_STAGE")
         done = decide(RETRY).reconciliation
         retry = done.retry_request
@@ -197,26 +227,16 @@ def reconciliation_story(
         again = decide(RETRY)
         check(not again.created, "an identical repeat reads the saved decision back")
 
-        step("A new worker claims the retry and runs under the original limits")
-        run = reader.GetRun(ledger_pb2.GetRunRequest(run_id=run_id)).run
-        fresh = worker.ClaimExecutionRequest(
-            execution_pb2.ClaimExecutionRequestRequest(
-                execution_request_id=retry.execution_request_id,
-                attempt_id=run.attempt_id,
-                source_revision=run.source_revision,
-                configuration_digest=run.configuration_digest,
-                source_profile=run.source_profile,
-            )
-        ).execution_request
-        receipt = worker.RecordCommand(
-            execution_pb2.RecordCommandRequest(
-                execution_request_id=fresh.execution_request_id,
-                lease_generation=fresh.lease.generation,
-                command_id=f"{run_id}-build-retry",
-                command_digest=snapshot.reconciliation_digest,
-            )
+        step("A new reference worker runs the retry to completion under the original limits")
+        continued = run_reference_worker(ledger_target, worker_token, run_id)
+        for line in continued.stdout.splitlines():
+            print(f"    {line}")
+        check(
+            continued.returncode == 0 and retry.execution_request_id in continued.stdout,
+            f"the retry {retry.execution_request_id} completed {continued.stderr}",
         )
-        check(receipt.usage.used == 13, "nothing refunded: 12 stays charged, the retry makes 13")
+        usage = worker.GetCommandUsage(execution_pb2.GetCommandUsageRequest(run_id=run_id)).usage
+        check(usage.used == 14, "nothing refunded: 12 stays charged, the retry makes 14")
 
     step("The old worker's late writes are refused")
     for what, call in (

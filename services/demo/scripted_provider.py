@@ -8,7 +8,9 @@ bytes of every request, so a test can check what the worker really sent (the con
 inside the history once, never a request for that turn again).
 
 ``ScriptedProvider(script=...)`` replaces the turns: a callable from (request index, parsed
-request body) to the assistant message to answer with.
+request body) to the assistant message to answer with. :class:`HeldTurn` holds one answer back
+until released: the worker waits on its provider as on a slow model while the caller acts (the
+demo and the host controls kill it there).
 """
 
 from __future__ import annotations
@@ -80,6 +82,28 @@ def reference_script(commands: Sequence[Sequence[str]] = DEFAULT_COMMANDS) -> Sc
         return {"role": "assistant", "content": None, "tool_calls": calls}
 
     return turn
+
+
+class HeldTurn:
+    """A script answering as ``script`` does, but holding answer ``at`` until :attr:`released`
+    is set (or ``hold_seconds`` pass)."""
+
+    def __init__(self, script: Script, at: int, hold_seconds: float = 300.0) -> None:
+        self.script = script
+        self.at = at
+        self.hold_seconds = hold_seconds
+        self.reached = threading.Event()
+        self.released = threading.Event()
+
+    def __call__(self, index: int, body: dict[str, Any]) -> Message:
+        if index == self.at:
+            self.reached.set()
+            self.released.wait(timeout=self.hold_seconds)
+        return self.script(index, body)
+
+    def wait(self, timeout: float) -> bool:
+        """Whether request ``at`` arrived within ``timeout`` seconds."""
+        return self.reached.wait(timeout=timeout)
 
 
 def listing_forever(index: int, body: dict[str, Any]) -> Message:

@@ -82,6 +82,7 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
                     host_boot_id=request.owner_instance.host_boot_id,
                     pid=request.owner_instance.pid,
                     process_start_ticks=request.owner_instance.process_start_ticks,
+                    pid_namespace=request.owner_instance.pid_namespace,
                 )
                 if request.HasField("owner_instance")
                 else None

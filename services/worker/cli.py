@@ -74,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
                 settings.GRANTED_COMMANDS,
                 settings.COMMAND_TIMEOUT,
                 settings.RUN_IDS,
+                settings.SOURCE_REVISION,
+                settings.CONFIGURATION_DIGEST,
+                settings.SOURCE_PROFILE,
                 "FORGE_LEDGER_TARGET",
             )
         ),

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from shared.continuity.qualification import DEFAULT_QUALIFIED_PROFILE
 from shared.runtime.config import DEFAULT_PORTS, target_variable
 
 TOKEN = "FORGE_WORKER_TOKEN"  # noqa: S105 - the variable's name, not a credential
@@ -19,6 +20,9 @@ EVIDENCE_DIR = "FORGE_WORKER_EVIDENCE_DIR"
 GRANTED_COMMANDS = "FORGE_WORKER_GRANTED_COMMANDS"
 COMMAND_TIMEOUT = "FORGE_WORKER_COMMAND_TIMEOUT_SECONDS"
 RUN_IDS = "FORGE_WORKER_RUN_IDS"
+SOURCE_REVISION = "FORGE_WORKER_SOURCE_REVISION"
+CONFIGURATION_DIGEST = "FORGE_WORKER_CONFIGURATION_DIGEST"
+SOURCE_PROFILE = "FORGE_WORKER_SOURCE_PROFILE"
 DEFAULT_COMMAND_TIMEOUT = 300.0
 
 
@@ -45,6 +49,12 @@ class WorkerConfig:
     #: Only this execution request (else the first queued one of the runs).
     execution_request_id: str = ""
     verbose: bool = False
+    #: What this worker presents at claim; the ledger refuses a claim when any differs from the
+    #: run's. Revision and configuration: the deployment's (None: the run's, for a worker that
+    #: checks out whatever the run names); profile: the installed adapter and SDK it runs.
+    source_revision: str | None = None
+    configuration_digest: str | None = None
+    source_profile: str = DEFAULT_QUALIFIED_PROFILE
 
 
 def granted_commands(text: str) -> frozenset[tuple[str, ...]]:
@@ -103,4 +113,7 @@ def load(
         command_timeout_seconds=timeout,
         execution_request_id=execution_request_id,
         verbose=verbose,
+        source_revision=env.get(SOURCE_REVISION) or None,
+        configuration_digest=env.get(CONFIGURATION_DIGEST) or None,
+        source_profile=env.get(SOURCE_PROFILE) or DEFAULT_QUALIFIED_PROFILE,
     )

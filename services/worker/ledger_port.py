@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TypeVar
 
 import grpc
@@ -37,6 +38,15 @@ class LedgerRefused(Exception):
         return self.error.reason
 
 
+@dataclass(frozen=True)
+class Presented:
+    """What the worker presents at claim; an empty revision or configuration: the run's."""
+
+    source_revision: str
+    configuration_digest: str
+    source_profile: str
+
+
 def _call(rpc: str, call: Callable[[], T]) -> T:
     try:
         return call()
@@ -51,6 +61,9 @@ class LedgerPort:
         self._channel = open_channel(target, token)
         self._ledger = ledger_pb2_grpc.LedgerServiceStub(self._channel)
         self._execution = execution_pb2_grpc.ExecutionServiceStub(self._channel)
+        # What this worker presented at its claim; every later write presents it again, so the
+        # ledger re-checks the source it executes at each write (ADR 0014, rule 2b).
+        self._source: execution_pb2.WorkerSource | None = None
 
     def close(self) -> None:
         self._channel.close()
@@ -108,20 +121,29 @@ class LedgerPort:
         self,
         execution_request_id: str,
         run: ledger_pb2.Run,
+        presented: Presented,
         owner: execution_pb2.OwnerInstance | None,
     ) -> common_pb2.ExecutionRequest:
-        """Claim with the run's own attempt, source, configuration and profile."""
+        """Claim in the run's attempt, presenting this worker's source, configuration and
+        profile (the ledger compares them with the run's)."""
+        source = execution_pb2.WorkerSource(
+            attempt_id=run.attempt_id,
+            source_revision=presented.source_revision or run.source_revision,
+            configuration_digest=presented.configuration_digest or run.configuration_digest,
+            source_profile=presented.source_profile,
+        )
         request = execution_pb2.ClaimExecutionRequestRequest(
             execution_request_id=execution_request_id,
-            attempt_id=run.attempt_id,
-            source_revision=run.source_revision,
-            configuration_digest=run.configuration_digest,
-            source_profile=run.source_profile,
+            attempt_id=source.attempt_id,
+            source_revision=source.source_revision,
+            configuration_digest=source.configuration_digest,
+            source_profile=source.source_profile,
             owner_instance=owner,
         )
         response = _call(
             "ClaimExecutionRequest", lambda: self._execution.ClaimExecutionRequest(request)
         )
+        self._source = source
         return response.execution_request
 
     def put_blob(self, content: bytes) -> str:
@@ -150,6 +172,7 @@ class LedgerPort:
             lease_generation=claimed.lease.generation,
             command_id=command_id,
             command_digest=command_digest,
+            source=self._source,
         )
         response: execution_pb2.RecordCommandResponse = _call(
             "RecordCommand", lambda: self._execution.RecordCommand(request)
@@ -167,6 +190,7 @@ class LedgerPort:
             lease_generation=claimed.lease.generation,
             goal_claim=goal_claim,
             final_output_digest=final_output_digest,
+            source=self._source,
         )
         response: execution_pb2.CompleteExecutionRequestResponse = _call(
             "CompleteExecutionRequest", lambda: self._execution.CompleteExecutionRequest(request)
@@ -178,5 +202,6 @@ class LedgerPort:
             execution_request_id=claimed.execution_request_id,
             lease_generation=claimed.lease.generation,
             reason=reason,
+            source=self._source,
         )
         _call("FailExecutionRequest", lambda: self._execution.FailExecutionRequest(request))

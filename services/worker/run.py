@@ -35,7 +35,7 @@ from services.worker.journaling import (
     JournalingModel,
     JournalingTransport,
 )
-from services.worker.ledger_port import LedgerPort, LedgerRefused
+from services.worker.ledger_port import LedgerPort, LedgerRefused, Presented
 from services.worker.owner import owner_instance
 from shared.continuity.canonical import sha256_digest
 from shared.runtime.errors import DomainError
@@ -64,25 +64,35 @@ def stopped(refused: LedgerRefused, execution_request_id: str) -> Outcome:
     )
 
 
+def _candidates(config: WorkerConfig, port: LedgerPort, run_id: str) -> list[str]:
+    """The requests of ``run_id`` to try: the one named (whatever its state: the ledger says
+    why it cannot be claimed), else every queued one, oldest first."""
+    if config.execution_request_id:
+        named = port.get_execution_request(config.execution_request_id)
+        return [named.execution_request_id] if named.run_id == run_id else []
+    return [request.execution_request_id for request in port.queued(run_id)]
+
+
 def claim_one(
     config: WorkerConfig, port: LedgerPort
 ) -> tuple[common_pb2.ExecutionRequest, ledger_pb2.Run] | LedgerRefused | None:
-    """The first queued request of the configured runs this worker may claim (the claim repeats
-    every current check); else the last refusal, or None when nothing was queued."""
+    """The first request of the configured runs this worker may claim (the claim repeats every
+    current check); else the last refusal, or None when nothing was queued."""
     last: LedgerRefused | None = None
+    presented = Presented(
+        config.source_revision or "", config.configuration_digest or "", config.source_profile
+    )
+    owner = owner_instance()
     for run_id in config.run_ids:
         try:
             run = port.get_run(run_id).run
-            queued = port.queued(run_id)
+            candidates = _candidates(config, port, run_id)
         except LedgerRefused as refused:
             last = refused
             continue
-        for request in queued:
-            wanted = config.execution_request_id
-            if wanted and request.execution_request_id != wanted:
-                continue
+        for execution_request_id in candidates:
             try:
-                return port.claim(request.execution_request_id, run, owner_instance()), run
+                return port.claim(execution_request_id, run, presented, owner), run
             except LedgerRefused as refused:  # claimed by another worker, expired, revoked...
                 last = refused
     return last

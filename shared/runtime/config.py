@@ -60,8 +60,9 @@ ENVIRONMENT: Mapping[str, str] = {
         "ledger: concurrent StreamJournal followers (default 8, below the server's thread pool)"
     ),
     "FORGE_RECONCILIATION_VERIFIER": (
-        "ledger: the deployment's reconciliation verifier as package.module:attribute (default: "
-        "a verifier that proves nothing, so no RETRY_STAGE is admitted)"
+        "ledger: the deployment's reconciliation verifier: local-process (workers on the "
+        "ledger's host, in its pid namespace; make run's default), refusing, or "
+        "package.module:attribute (unset: refusing, which proves nothing, so no RETRY_STAGE)"
     ),
     "FORGE_WORKER_TOKEN": "reference worker: the bearer token of its worker identity",
     "FORGE_WORKER_PROVIDER_URL": (
@@ -109,6 +110,15 @@ ENVIRONMENT: Mapping[str, str] = {
     "FORGE_SIGNING_PUBLISHED_KEYS_FILE": (
         "ledger: PEM public keys of earlier signing keys, still published by GetSigningKeys "
         "after a key rotation (optional)"
+    ),
+    "FORGE_WORKER_SOURCE_REVISION": (
+        "reference worker: the source revision it was deployed with (default: the run's)"
+    ),
+    "FORGE_WORKER_CONFIGURATION_DIGEST": (
+        "reference worker: the configuration digest it was deployed with (default: the run's)"
+    ),
+    "FORGE_WORKER_SOURCE_PROFILE": (
+        "reference worker: its source profile (default: the installed adapter's qualified one)"
     ),
     "OTEL_EXPORTER_OTLP_ENDPOINT": "OTLP/gRPC endpoint; spans are exported only when it is set",
     "OTEL_SERVICE_NAME": "overrides the service name reported in traces",

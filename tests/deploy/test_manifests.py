@@ -1057,3 +1057,58 @@ def test_compose_and_k8s_run_the_same_gateway(compose: dict[str, Any], cluster: 
     container = deployment_container(cluster, GATEWAY)
     assert service["command"] == container["command"]
     assert compose_env(service) == cluster.container_env(container)
+
+
+# ---------------------------------------------------------------------------------------------
+# The reconciliation verifier (docs/adr/0017-local-process-cessation-verifier.md)
+
+VERIFIER = "FORGE_RECONCILIATION_VERIFIER"
+
+
+def _compose_shares_ledger_pids(compose: dict[str, Any]) -> bool:
+    services = compose["services"]
+    return services["ledger"].get("pid") == "host" or any(
+        s.get("pid") == "service:ledger" for n, s in services.items() if n != "ledger"
+    )
+
+
+def _k8s_shares_ledger_pids(cluster: Cluster) -> bool:
+    pod = cluster.of_kind("Deployment")["ledger"]["spec"]["template"]["spec"]
+    return bool(pod.get("hostPID") or pod.get("shareProcessNamespace"))
+
+
+def test_the_ledger_is_given_a_verifier_its_platform_can_back(
+    compose: dict[str, Any], cluster: Cluster
+) -> None:
+    """Every deployment names its verifier, it loads, and ``local-process`` only where a worker
+    can share the ledger's pid namespace (else it would look pids up in the wrong table)."""
+    from services.ledger.domain.verifier import ReconciliationVerifier, load_verifier
+
+    settings = {
+        "compose": (
+            compose_env(compose["services"]["ledger"]).get(VERIFIER),
+            _compose_shares_ledger_pids(compose),
+        ),
+        "Kubernetes": (
+            cluster.container_env(deployment_container(cluster, "ledger")).get(VERIFIER),
+            _k8s_shares_ledger_pids(cluster),
+        ),
+    }
+    for where, (value, shared_pids) in settings.items():
+        assert isinstance(value, str) and value, f"{where}: the ledger sets no {VERIFIER}"
+        assert isinstance(load_verifier(value), ReconciliationVerifier), where
+        if value == "local-process":
+            assert shared_pids, f"{where}: local-process without a shared pid namespace"
+    for name in SERVICE_NAMES:
+        if name != "ledger":
+            assert VERIFIER not in compose_env(compose["services"][name]), name
+
+
+def test_make_run_proves_cessation_of_its_local_workers() -> None:
+    """`make run` starts the services on this host, where the reference worker runs too."""
+    from services import runner
+    from services.ledger.domain.verifier import load_verifier
+    from services.ledger.local_process_verifier import LocalProcessVerifier
+
+    assert runner.VERIFIER_VARIABLE == VERIFIER
+    assert isinstance(load_verifier(runner.LOCAL_PROCESS_VERIFIER), LocalProcessVerifier)

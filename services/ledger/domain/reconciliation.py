@@ -11,7 +11,9 @@ from datetime import datetime
 from typing import Any
 
 from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
+from services.ledger.domain.intents import IntentTracker, OpenIntent
 from services.ledger.domain.journal import EntryKind, StoredEntry
+from services.ledger.domain.owner_instance import OwnerInstance
 from shared.continuity.admissibility import (
     MARK_UNRESOLVED,
     RETRY_STAGE,
@@ -163,6 +165,12 @@ class Claim:
     sequence: int
     generation: int
     worker: str
+    #: The claiming process its ``worker_claimed`` entry recorded; None when it recorded none.
+    owner: OwnerInstance | None = None
+
+    def custody(self) -> dict[str, Any]:
+        # the owner is part of the claim entry, whose hash the deliveries already digest
+        return {"sequence": self.sequence, "generation": self.generation, "worker": self.worker}
 
 
 @dataclass(frozen=True)
@@ -232,6 +240,14 @@ class Snapshot:
     uncertain: tuple[str, ...]
     verifications: tuple[Verification, ...]
     digest: str
+    #: Effect intents under the request without a closing outcome (derived from deliveries).
+    open_intents: tuple[OpenIntent, ...] = ()
+
+    @property
+    def current_claim(self) -> Claim | None:
+        """The claim of the request's current lease generation: its owner is the one lost."""
+        mine = [c for c in self.claims if c.generation == self.record.lease_generation]
+        return mine[-1] if mine else None
 
     @property
     def generations(self) -> tuple[int, ...]:
@@ -303,6 +319,7 @@ def build_snapshot(
     commands: set[str] = set()
     charged: list[str] = []
     outcomes: dict[str, str] = {}
+    intents = IntentTracker()
     responses = tool_calls = 0
     for entry in sorted(entries, key=lambda e: e.sequence):
         payload = _payload(entry)
@@ -325,7 +342,9 @@ def build_snapshot(
         ref = EntryRef(entry.sequence, entry.kind, entry.hash, _generation(payload))
         if payload.get("execution_request_id") == target:
             if entry.kind == EntryKind.WORKER_CLAIMED.value:
-                claims.append(Claim(entry.sequence, ref.generation, entry.actor))
+                owner = OwnerInstance.from_payload(payload.get("owner_instance"))
+                claims.append(Claim(entry.sequence, ref.generation, entry.actor, owner))
+            intents.add(entry, payload)
             deliveries.append(ref)
         elif claims:
             later.append(ref)
@@ -341,7 +360,7 @@ def build_snapshot(
         "attempt_id": record.attempt_id,
         "execution_request": _record_custody(record),
         "chain": [_record_custody(r) for r in chain],
-        "claims": [asdict(c) for c in claims],
+        "claims": [c.custody() for c in claims],
         "deliveries": [asdict(d) for d in deliveries],
         "later_entries": [asdict(e) for e in later],
         "commands": {"used": len(commands), "limit": command_limit, "charged": sorted(charged)},
@@ -367,6 +386,7 @@ def build_snapshot(
         uncertain=uncertain,
         verifications=tuple(verifications),
         digest=digest_of(custody),
+        open_intents=intents.still_open(outcomes),
     )
 
 

@@ -74,11 +74,20 @@ class RefusingVerifier:
         )
 
 
+#: Verifiers the ledger ships, by the name ``FORGE_RECONCILIATION_VERIFIER`` may give instead
+#: of ``package.module:attribute`` (imported only when chosen: they observe the host).
+BUILT_IN = {
+    "refusing": "services.ledger.domain.verifier:RefusingVerifier",
+    "local-process": "services.ledger.local_process_verifier:LocalProcessVerifier",
+}
+
+
 def load_verifier(spec: str) -> ReconciliationVerifier:
-    """``"package.module:attribute"`` (a verifier, or a class or factory taking no arguments);
-    an empty spec is the refusing default."""
+    """A built-in name (:data:`BUILT_IN`) or ``"package.module:attribute"`` (a verifier, or a
+    class or factory taking no arguments); an empty spec is the refusing default."""
     if not spec:
         return RefusingVerifier()
+    spec = BUILT_IN.get(spec, spec)
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise ValueError(f"verifier {spec!r} is not 'package.module:attribute'")

@@ -105,6 +105,7 @@ class OwnerInstance(_message.Message):
     HOST_BOOT_ID_FIELD_NUMBER: _builtins.int
     PID_FIELD_NUMBER: _builtins.int
     PROCESS_START_TICKS_FIELD_NUMBER: _builtins.int
+    PID_NAMESPACE_FIELD_NUMBER: _builtins.int
     host_boot_id: _builtins.str
     """The host's boot identifier (Linux: /proc/sys/kernel/random/boot_id), 1..64 characters."""
     pid: _builtins.int
@@ -113,16 +114,21 @@ class OwnerInstance(_message.Message):
     """The process start time in clock ticks since boot (Linux: field 22 of /proc/<pid>/stat);
     positive. With the boot id and pid it names the process even after its pid is reused.
     """
+    pid_namespace: _builtins.int
+    """The process id namespace the pid belongs to (Linux: the inode of /proc/self/ns/pid); 0 when
+    unknown. A verifier on the same host proves cessation only in the namespace recorded here.
+    """
     def __init__(
         self,
         *,
         host_boot_id: _builtins.str = ...,
         pid: _builtins.int = ...,
         process_start_ticks: _builtins.int = ...,
+        pid_namespace: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["host_boot_id", b"host_boot_id", "pid", b"pid", "process_start_ticks", b"process_start_ticks"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["host_boot_id", b"host_boot_id", "pid", b"pid", "pid_namespace", b"pid_namespace", "process_start_ticks", b"process_start_ticks"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
