@@ -49,7 +49,8 @@ def test_every_http_rule_of_the_contracts_is_a_route() -> None:
     # 31 + ExecutionService.FailUnclaimedExecutionRequest + the four of ReconciliationService
     # + LedgerService.InspectJournal + AdmissionService.GetCallerPermissions
     # + ExecutionService.CancelExecutionRequest and ExpireExecutionRequests
-    assert len(routes) == len(annotated) == 40
+    # + AdmissionService.ListRecoveryWorkflows
+    assert len(routes) == len(annotated) == 41
     assert {(route.http_method, route.template.text) for route in routes} >= SPEC_ROUTES
     assert all(route.server in {"ledger", "candidate", "admission"} for route in routes)
 
