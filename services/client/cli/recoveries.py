@@ -98,8 +98,7 @@ def register(commands: Subcommands) -> None:
     add_command(
         commands,
         "recovery-workflows",
-        "list the recovery workflows the services route: when each applies, its routes, "
-        "acknowledgements and inputs",
+        "the recovery workflows the services route",
         _workflows,
     )
 
