@@ -4,7 +4,8 @@ A route holds the roles allowed to call the RPC and its answer: translate the pr
 the domain, run it (a submit through the driver, or a read), and
 build the protobuf response. Nothing else happens here; the table is also what is registered with
 the server, so an RPC without a route cannot be served. GetCallerPermissions reports the roles of
-this very table (and of the candidate service's table) to the caller.
+this very table (and of the candidate service's table) to the caller; ListRecoveryWorkflows
+describes the recovery workflows it routes.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from google.protobuf.message import Message
 from forge.continuity.v1 import admission_pb2, common_pb2, ledger_pb2
 from services.admission.downstream import Downstream
 from services.admission.driver import Submission, Submitted, Workflow, submit
+from services.admission.recovery_workflows import recovery_workflows
 from services.admission.workflows.invalid_read import (
     AdmissionKey,
     ContinuityRequest,
@@ -125,6 +127,17 @@ def caller_permissions_route(table: Mapping[str, Route]) -> Route:
                 for decision in decisions(call.principal, method_roles)
             ],
         )
+
+    return Route(ANY_ROLE, answer)
+
+
+def recovery_workflows_route() -> Route:
+    """The registered recovery workflows, described from the registry as it is when the table is
+    built: the workflows this very table routes."""
+    described = recovery_workflows(WORKFLOWS.values())
+
+    def answer(request: admission_pb2.ListRecoveryWorkflowsRequest, call: Call) -> Message:
+        return described
 
     return Route(ANY_ROLE, answer)
 
@@ -255,6 +268,7 @@ def routes(downstream: Downstream) -> dict[str, Route]:
     }
     for workflow in WORKFLOWS.values():
         table.update(recovery_routes(workflow, downstream))
+    table["ListRecoveryWorkflows"] = recovery_workflows_route()
     # Reads the finished table at call time, so it reports every route, itself included.
     table["GetCallerPermissions"] = caller_permissions_route(table)
     return table

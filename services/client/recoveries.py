@@ -40,6 +40,14 @@ def _check_inputs(inputs: Mapping[str, Any]) -> None:
 class RecoveryCalls(ClientBase):
     """The calls every recovery workflow has, by the workflow's stored name."""
 
+    def recovery_workflows(self) -> admission_pb2.ListRecoveryWorkflowsResponse:
+        """The recovery workflows the services route, as their registry describes them: when
+        each applies, its routes and RPCs, acknowledgements (with the sentence an operator
+        accepts) and typed inputs. Reads only; the whole response is returned."""
+        return invoke(
+            self._admission.ListRecoveryWorkflows, admission_pb2.ListRecoveryWorkflowsRequest()
+        )
+
     def _recovery_candidate(
         self, name: str, run_id: str, request_id: str, **inputs: Message
     ) -> candidate_pb2.RecoveryCandidate:

@@ -15,7 +15,7 @@ from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
-from forge.continuity.v1 import common_pb2
+from forge.continuity.v1 import admission_pb2, common_pb2
 from shared.continuity.recovery import DerivedCheckpoint, Inputs, Rpc, Workflow
 from shared.continuity.recovery import workflow as recovery_workflow
 from shared.continuity.rejected_boundary import ReviewedRejection
@@ -89,13 +89,25 @@ class _WireInput:
     field: str
     read: Callable[[Any], Any]
     write: Callable[[Any], Message]
+    #: What an operator supplies it as (``RecoveryInputKind``, for ListRecoveryWorkflows).
+    kind: int
 
 
 #: Every input a recovery message may declare; a message carries those it declares.
 WIRE_INPUTS = (
-    _WireInput("reviewed", "reviewed_rejection", reviewed_rejection, reviewed_rejection_to_proto),
     _WireInput(
-        "corrective", "corrective_provider", corrective_provider, corrective_provider_to_proto
+        "reviewed",
+        "reviewed_rejection",
+        reviewed_rejection,
+        reviewed_rejection_to_proto,
+        admission_pb2.RECOVERY_INPUT_KIND_REVIEWED_PROVIDER_REJECTION,
+    ),
+    _WireInput(
+        "corrective",
+        "corrective_provider",
+        corrective_provider,
+        corrective_provider_to_proto,
+        admission_pb2.RECOVERY_INPUT_KIND_CORRECTIVE_PROVIDER_CONFIGURATION,
     ),
 )
 

@@ -57,7 +57,7 @@ def test_review_failed_admission_requeues_the_same_request(
     expect(ticket).to_contain_text("failed")
     rows_before = gateway.rows()
     page.get_by_role("button", name="Review failed admission").click()
-    review = page.locator("#recovery-review")
+    review = page.locator('.recovery-review[data-workflow="never_claimed"]')
     expect(review).to_contain_text(failed["attempt_id"])
     expect(review).to_contain_text("11 of 22 commands used")
     # The digest is carried by the page: shown, never an input the operator types into.

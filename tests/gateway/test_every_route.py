@@ -116,6 +116,13 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
     assert decided["RequestInvalidReadContinuity"] and decided["RequestInvalidReadContinuityV2"]
     assert not decided["RequestInvalidReadRecovery"]
     assert not decided["GetInvalidReadRecoveryCandidate"]
+    # The recovery workflows the services route, described from their registry.
+    workflows = admission.ListRecoveryWorkflows(admission_pb2.ListRecoveryWorkflowsRequest())
+    assert [w.name for w in workflows.workflows] == [
+        "never_claimed",
+        "rejected_boundary",
+        "readonly_observation",
+    ]
 
     found_v2 = candidates.GetInvalidReadContinuityCandidate(
         candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id="run-2", version=2)

@@ -1,7 +1,10 @@
 """``recovery candidate | submit | show``: the never-claimed failed-request recovery, and the
 command group every recovery workflow registers: its three commands route by workflow through
 the recovery-workflow registry (``shared.continuity.recovery``) and the client's generic calls.
-A workflow adds only its texts and, if it has any, the inputs it reads from its own options."""
+A workflow adds only its texts and, if it has any, the inputs it reads from its own options.
+
+``recovery-workflows`` prints what the services say about every workflow they route
+(AdmissionService.ListRecoveryWorkflows)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from forge.continuity.v1 import candidate_pb2, common_pb2
+from forge.continuity.v1 import admission_pb2, candidate_pb2, common_pb2
 from services.client.cli._command import (
     EXIT_OK,
     Output,
@@ -21,7 +24,7 @@ from services.client.cli._command import (
 from services.client.cli.render import aligned, handoff_lines, hold_lines
 from services.client.client import ContinuityClient
 from shared.continuity.recovery import workflow as recovery_workflow
-from shared.contract.terms import MAX_WINDOW_SECONDS
+from shared.contract.terms import MAX_WINDOW_SECONDS, enum_short_name
 
 #: The inputs a workflow reads from its own options, for the candidate (False) or the
 #: submission (True), by contract field name.
@@ -92,6 +95,65 @@ def register(commands: Subcommands) -> None:
         ),
         "never_claimed",
     )
+    add_command(
+        commands,
+        "recovery-workflows",
+        "the recovery workflows the services route",
+        _workflows,
+    )
+
+
+def _call_line(call: admission_pb2.RecoveryWorkflowCall) -> str:
+    rpc = call.rpc.rsplit("/", 1)[-1]
+    return f"{call.http_method} {call.path}  ({rpc})" if call.path else f"gRPC only ({rpc})"
+
+
+def workflow_lines(reply: admission_pb2.ListRecoveryWorkflowsResponse) -> list[str]:
+    """Each workflow: its identity, when it applies, its routes (relative to the saved ticket's
+    route), the acknowledgements with their sentences, and its inputs."""
+    lines = [f"routes relative to {reply.request_path}"]
+    for described in reply.workflows:
+        applies = described.applies
+        when = "failed after a worker claim" if applies.failed_after_claim else "failed unclaimed"
+        if applies.follows:
+            when += f", after the {', '.join(applies.follows)} recovery"
+        lines += [
+            "",
+            f"{described.name}: {described.title}",
+            *aligned(
+                [
+                    ("applies", f"{when}. {applies.situation}".strip()),
+                    ("action", described.action),
+                    (
+                        "roles",
+                        ", ".join(
+                            enum_short_name(common_pb2.Role, r).lower() for r in described.roles
+                        ),
+                    ),
+                    ("policy switch", described.policy_switch or "-"),
+                    ("candidate", _call_line(described.candidate)),
+                    ("submit", _call_line(described.submit)),
+                    ("read back", _call_line(described.read)),
+                ],
+                indent="  ",
+            ),
+            "  acknowledgements:",
+            *[f"    --{a.field.replace('_', '-')}: {a.text}" for a in described.acknowledgements],
+        ]
+        if described.inputs:
+            lines.append("  inputs:")
+            lines += [
+                f"    {i.field} ({i.message_type})"
+                + (", also for the candidate" if i.candidate else "")
+                for i in described.inputs
+            ]
+    return lines
+
+
+def _workflows(client: ContinuityClient, args: argparse.Namespace, output: Output) -> int:
+    reply = client.recovery_workflows()
+    output.emit(reply, workflow_lines(reply))
+    return EXIT_OK
 
 
 def candidate_lines(candidate: candidate_pb2.RecoveryCandidate) -> list[str]:

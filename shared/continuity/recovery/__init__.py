@@ -16,12 +16,14 @@ from shared.continuity.derived_checkpoint import DerivedCheckpoint
 from shared.continuity.recovery import never_claimed, readonly_observation, rejected_boundary
 from shared.continuity.recovery.workflow import (
     INPUT_FIELDS,
+    Applies,
     ContentOf,
     Evidence,
     Inputs,
     Rpc,
     Rpcs,
     Situation,
+    Wording,
     Workflow,
 )
 from shared.runtime.errors import FieldViolation, InvalidArgument
@@ -29,6 +31,7 @@ from shared.runtime.errors import FieldViolation, InvalidArgument
 __all__ = [
     "INPUT_FIELDS",
     "WORKFLOWS",
+    "Applies",
     "ContentOf",
     "DerivedCheckpoint",
     "Evidence",
@@ -36,6 +39,7 @@ __all__ = [
     "Rpc",
     "Rpcs",
     "Situation",
+    "Wording",
     "Workflow",
     "by_number",
     "registered",

@@ -30,14 +30,17 @@ from shared.continuity.readonly_observation import (
     readonly_observation_facts,
 )
 from shared.continuity.recovery.workflow import (
+    Applies,
     ContentOf,
     Evidence,
     Inputs,
     Rpc,
     Rpcs,
     Situation,
+    Wording,
     Workflow,
 )
+from shared.continuity.rejected_boundary import REJECTED_BOUNDARY
 from shared.runtime.errors import FailedPrecondition, FieldViolation, InvalidArgument
 
 #: The fixed result reconstruction appends for the unavailable evidence observation.
@@ -171,4 +174,33 @@ WORKFLOW: Final = ReadonlyObservation(
     inputs=frozenset({"derived"}),
     witness_kind="readonly_observation_recovery",
     title="the read-only observation",
+    # the consumed turn follows the provider-refusal recovery's requeue and second claim
+    applies=Applies(claimed=True, follows=(REJECTED_BOUNDARY,)),
+    wording=Wording(
+        heading="Unavailable read-only observation",
+        situation="The worker's consumed turn asked for an evidence read whose result was not "
+        "retained: the same request continues once, with that observation explicitly "
+        "unavailable and the retained read results reused exactly.",
+        review="Review unavailable observation",
+        note="Reviewing queues nothing. The unknown evidence result stays unknown: no original "
+        "callback runs again, no provider request is made and no command is charged.",
+        acknowledgements=(
+            (
+                "acknowledge_unavailable_observation",
+                "The evidence observation stays unavailable; its original result is not known.",
+            ),
+            (
+                "acknowledge_no_original_callback_replay",
+                "No original tool callback is replayed.",
+            ),
+            (
+                "acknowledge_same_request_attempt_and_budgets",
+                "The same request, attempt and budgets continue; original usage stays charged.",
+            ),
+            (
+                "acknowledge_finite_ownership_lease",
+                "Only a finite ownership lease for the same attempt is granted.",
+            ),
+        ),
+    ),
 )

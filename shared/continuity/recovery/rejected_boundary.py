@@ -14,12 +14,14 @@ from typing import Any, Final
 
 from shared.continuity.admissibility import ActionFacts
 from shared.continuity.recovery.workflow import (
+    Applies,
     ContentOf,
     Evidence,
     Inputs,
     Rpc,
     Rpcs,
     Situation,
+    Wording,
     Workflow,
 )
 from shared.continuity.rejected_boundary import (
@@ -152,4 +154,34 @@ WORKFLOW: Final = RejectedBoundary(
     inputs=frozenset({"reviewed", "corrective"}),
     settlement_kind="refusal_settlement",
     title="the rejected boundary",
+    applies=Applies(claimed=True),
+    wording=Wording(
+        heading="Provider refusal before admission",
+        situation="The provider refused the worker's first request before admitting it; the "
+        "administrator's review document (the reviewed rejection and the corrective provider "
+        "configuration) shows why, and the same request is sent again under the corrective "
+        "configuration.",
+        review="Review provider rejection",
+        note="Reviewing queues nothing. The reviewed rejection is recorded as an "
+        "administrator-reviewed assertion, never as a provider receipt.",
+        acknowledgements=(
+            (
+                "acknowledge_reviewed_provider_epoch",
+                "The provider refused this request at the reviewed provider epoch, before "
+                "admitting it.",
+            ),
+            (
+                "acknowledge_no_response_or_tool_replay",
+                "No model response and no tool callback is replayed.",
+            ),
+            (
+                "acknowledge_same_request_and_budgets",
+                "The same request, attempt and budgets continue; original usage stays charged.",
+            ),
+            (
+                "acknowledge_finite_ownership_lease",
+                "Only a finite ownership lease for the same attempt is granted.",
+            ),
+        ),
+    ),
 )

@@ -81,6 +81,36 @@ INPUT_FIELDS: Mapping[str, str] = {
 
 
 @dataclass(frozen=True)
+class Applies:
+    """When the workflow applies, as facts a reader of the ticket sees without asking the
+    candidate: whether the request failed under a worker claim, and which workflows' saved
+    recoveries of the same request must come first. The candidate still decides eligibility;
+    this only says which candidate is worth reading (the registry's answer, the console)."""
+
+    #: The request failed after a worker claimed it (True) or before any claim (False).
+    claimed: bool = False
+    #: The stored names of the workflows whose saved recovery of the request precedes this one.
+    follows: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Wording:
+    """What an operator reads about the workflow: the registry's answer (ListRecoveryWorkflows)
+    carries it to the console and the CLI, so neither keeps its own copy."""
+
+    #: A human title (a heading).
+    heading: str = ""
+    #: When the workflow applies, in one sentence.
+    situation: str = ""
+    #: The review's name: the control that opens it and its heading.
+    review: str = ""
+    #: What the review records, and what it does not.
+    note: str = ""
+    #: (acknowledgement field, the sentence an operator accepts), in contract order.
+    acknowledgements: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class Situation:
     """The facts of the one admissibility check every workflow shares, read by the caller (the
     candidate, or the ledger inside its transaction)."""
@@ -131,6 +161,15 @@ class Workflow:
     settlement_kind: str = ""
     #: Words for the refusals.
     title: str = ""
+    #: When the workflow applies (the default: a failure before any claim).
+    applies: Applies = Applies()
+    #: What an operator reads about it.
+    wording: Wording = Wording()
+
+    def __post_init__(self) -> None:
+        worded = tuple(name for name, _ in self.wording.acknowledgements)
+        if worded and worded != self.acknowledgements:
+            raise ValueError(f"{self.name}: the wording names other acknowledgements")
 
     # --- who may act ----------------------------------------------------------------------
 

@@ -98,6 +98,7 @@ EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.AdmissionService/RequestReadonlyObservationRecovery": ADMIN,
     "/forge.continuity.v1.AdmissionService/GetReadonlyObservationRecovery": ALL,
     "/forge.continuity.v1.AdmissionService/GetCallerPermissions": ALL,
+    "/forge.continuity.v1.AdmissionService/ListRecoveryWorkflows": ALL,
 }
 FILES = (
     ledger_pb2,

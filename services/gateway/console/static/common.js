@@ -155,7 +155,7 @@ export async function submitOnce(spec, area) {
   spec.action.state = "sent";
   saveAction(spec.key, spec.action);
   area.replaceChildren(note(`Submitting action ${spec.action.id}…`));
-  const answer = await call("POST", spec.path, spec.body);
+  const answer = await call(spec.method || "POST", spec.path, spec.body);
   if (answer.outcome === "ok") {
     spec.action.state = "done";
     saveAction(spec.key, spec.action);

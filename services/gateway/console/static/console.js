@@ -8,8 +8,9 @@
 
 //
 // Modules: common.js (helpers, the JSON call, saved actions, the review pattern), run.js (facts and
-// records), admission.js (Check current admission, v1 / v2 admissions), recoveries.js (the
-// never-claimed and rejected-boundary recoveries). This one wires the two pages.
+// records), admission.js (Check current admission, v1 / v2 admissions), recoveries.js (a ticket's
+// recoveries, rendered from the services' description of every recovery workflow they route).
+// This one wires the two pages.
 
 import { ACTION_PREFIX, TOKEN_KEY, inFlight, loadAction, token } from "./common.js";
 import { loadFacts, loadRecords, page } from "./run.js";

@@ -1,11 +1,14 @@
-// A ticket and its recoveries: never-claimed (Review failed admission) and rejected-boundary.
+// A ticket and its recoveries, rendered from the services' own description of every recovery
+// workflow they route (GET /api/v1/recovery-workflows, built from the recovery-workflow
+// registry): each workflow's routes, when it applies, its acknowledgements and typed inputs. No
+// workflow is written here; only the input kinds have renderers of their own.
 
 import {
-  acknowledgements, actionKey, badge, call, callerPermissions, code, describe, el, erLink, facts,
+  API, acknowledgements, actionKey, badge, call, callerPermissions, code, describe, el, erLink, facts,
   handoffView, holdsView, inFlight, loadAction, newIdentity, note, permits, queuedReceipt, readBack,
   saveAction, seqLink, shortName, stateName, submitOnce, withheldNote,
 } from "./common.js";
-import { page, requestPath, usageText } from "./run.js";
+import { page, usageText } from "./run.js";
 
 // ---------------------------------------------------------------- a ticket and its recoveries
 
@@ -29,23 +32,78 @@ export async function ticketView(area, ticket) {
   await recoveryView(recoveries, ticket, current);
 }
 
-const RECOVERY_ACKS = [
-  ["acknowledge_never_claimed", "No worker ever claimed this ticket."],
-  ["acknowledge_same_request_and_attempt", "The original request and attempt remain the same."],
-  ["acknowledge_budgets_charged", "The original consumption and budgets stay charged."],
-  ["acknowledge_same_attempt_lease", "Only the same-attempt ownership lease is renewed."],
-];
+// ---------------------------------------------------------------- routes, from the description
 
-function recoverySpec(action, key, ticket) {
-  const base = requestPath(ticket.request_id);
-  return {
-    key, action,
-    path: `${base}/recoveries/${encodeURIComponent(action.id)}`,
-    readPath: `${base}/recovery`,
-    body: { candidate_digest: action.digest, valid_for_seconds: action.validForSeconds, ...action.acks },
-    matches: (json) => json.outcome.recovery_id === action.id,
-    receipt: (json) => recoveryReceipt(json.outcome, action),
-  };
+// A workflow route's path: the description's request path and the route's own, with the values.
+function routePath(flow, route, ticket, values = {}) {
+  const known = { run_id: page.runId, request_id: ticket.request_id, ...values };
+  return (flow.base + route.path).replace(/\{([A-Za-z_][A-Za-z0-9_]*)\}/g,
+    (_, name) => encodeURIComponent(known[name] ?? ""));
+}
+
+// What an http rule sends as its body: the whole request ("*"), one of its fields, or nothing.
+const bodyOf = (route, fields) => (route.body === "*" ? fields : route.body ? fields[route.body] : undefined);
+
+// The permissions read names RPCs without the package.
+const rpcOf = (route) => route.rpc.replace(/^\/[^/]*\.(?=[A-Za-z0-9]+\/)/, "");
+const roleWords = (roles) => (roles || []).map((r) => shortName(r, "ROLE_")).join(" and ") || "the required";
+
+const FAILED = "EXECUTION_REQUEST_STATE_FAILED";
+
+async function recoveryView(area, ticket, current) {
+  const listed = await call("GET", `${API}/recovery-workflows`);
+  if (listed.outcome !== "ok") {
+    area.replaceChildren(note(`The recovery workflows could not be read: ${describe(listed)}. Nothing is offered until they can.`));
+    return;
+  }
+  // Only workflows with HTTP routes can be followed from a browser.
+  const flows = (listed.json.workflows || [])
+    .filter((w) => w.candidate?.path && w.submit?.path && w.read?.path)
+    .map((w) => ({ ...w, base: listed.json.request_path, key: actionKey(page.runId, ticket.request_id, w.name) }));
+  // An action sent earlier in this tab is read back first; nothing else is offered before it.
+  for (const flow of flows) {
+    const sent = loadAction(flow.key);
+    if (inFlight(sent)) {
+      await readBack(submitSpec(flow, ticket, sent), area);
+      return;
+    }
+  }
+  // Each workflow's saved recovery of this ticket.
+  const receipts = el("div", {});
+  const saved = new Set();
+  for (const flow of flows) {
+    const answer = await call("GET", routePath(flow, flow.read, ticket));
+    if (answer.outcome === "ok") {
+      saved.add(flow.name);
+      const mine = loadAction(flow.key);
+      receipts.append(recoveryReceipt(answer.json.outcome, mine && mine.id === answer.json.outcome.recovery_id ? mine : null));
+    } else if (answer.status !== 404) {
+      area.replaceChildren(receipts, note(`The saved recovery (${flow.title}) could not be read: ${describe(answer)}. Nothing is offered until it can.`));
+      return;
+    }
+  }
+  area.replaceChildren(receipts);
+  if (current.state !== FAILED) {
+    if (saved.size === 0) area.append(note("No recovery applies: the request has not failed."));
+    return;
+  }
+  // The workflows that apply, from the description: how the request failed, and which saved
+  // recoveries come first. The candidate of each still decides eligibility.
+  const claimed = Number(current.lease.generation) > 0;
+  const applicable = flows.filter((flow) => !saved.has(flow.name)
+    && Boolean(flow.applies?.failed_after_claim) === claimed
+    && (flow.applies?.follows || []).every((name) => saved.has(name)));
+  if (applicable.length === 0) {
+    area.append(note(`No recovery applies to a request that failed ${claimed ? "after a worker claim" : "before any worker claim"} here.`));
+    return;
+  }
+  // Every recovery reads a candidate and submits under the caller's roles: ask them first.
+  const permissions = await callerPermissions();
+  for (const flow of applicable) {
+    const section = el("div", { class: "recovery", "data-workflow": flow.name });
+    area.append(section);
+    await workflowView(section, flow, ticket, current, permissions);
+  }
 }
 
 function recoveryReceipt(outcome, action) {
@@ -58,67 +116,60 @@ function recoveryReceipt(outcome, action) {
     outcome.event_sequence);
 }
 
-async function recoveryView(area, ticket, current) {
-  const key = actionKey(page.runId, ticket.request_id, "never_claimed");
-  const saved = loadAction(key);
-  if (inFlight(saved)) {
-    await readBack(recoverySpec(saved, key, ticket), area);
+const withheld = (permissions, flow) => withheldNote(permissions,
+  `${flow.title}: this recovery needs current ${roleWords(flow.roles)} authority; this token has none, so no action is offered.`);
+
+async function workflowView(area, flow, ticket, current, permissions) {
+  const body = el("div", {});
+  area.replaceChildren(el("h4", {}, flow.title), note(flow.applies?.situation || ""), body);
+  if (flow.policy_switch && !(page.policy && page.policy[flow.policy_switch])) {
+    body.replaceChildren(note(`The policy does not enable this recovery (${flow.policy_switch}), so no action is offered.`));
     return;
   }
-  const refusalKey = actionKey(page.runId, ticket.request_id, "rejected_boundary");
-  const refusal = loadAction(refusalKey);
-  if (inFlight(refusal)) {
-    await readBack(refusalSpec(refusal, refusalKey, ticket), area);
+  if (!permissions.may(rpcOf(flow.candidate))) {
+    body.replaceChildren(withheld(permissions, flow));
     return;
   }
-  const base = requestPath(ticket.request_id);
-  for (const path of [`${base}/recovery`, `${base}/rejected-boundary-recovery`]) {
-    const answer = await call("GET", path);
-    if (answer.outcome === "ok") {
-      const mine = [saved, refusal].find((a) => a && a.id === answer.json.outcome.recovery_id);
-      area.replaceChildren(recoveryReceipt(answer.json.outcome, mine || null));
-      return;
-    }
-    if (answer.status !== 404) {
-      area.replaceChildren(note(`The saved recovery could not be read: ${describe(answer)}. Nothing is offered until it can.`));
-      return;
-    }
-  }
-  if (current.state !== "EXECUTION_REQUEST_STATE_FAILED") {
-    area.replaceChildren(note("No recovery applies: the request has not failed."));
+  const inputs = flow.inputs || [];
+  if (inputs.length === 0) {
+    await candidateView(body, flow, ticket, current, {});
     return;
   }
-  // Both recoveries read a candidate and submit as a factory administrator: ask the roles first.
-  const permissions = await callerPermissions();
-  if (Number(current.lease.generation) > 0) {
-    // Claimed, then failed: only the provider-refusal (rejected-boundary) recovery can apply.
-    if (!permissions.may("CandidateService/GetRejectedBoundaryCandidate", "AdmissionService/RequestRejectedBoundaryRecovery")) {
-      area.replaceChildren(withheldNote(permissions, "The provider-refusal recovery needs current factory administrator authority; no action is offered."));
-      return;
-    }
-    rejectedBoundaryView(area, ticket, current);
+  const unknown = inputs.filter((i) => !INPUT_KINDS[i.kind]);
+  if (unknown.length) {
+    body.replaceChildren(note(`This console cannot supply ${unknown.map((i) => i.field).join(", ")}; use the CLI. No action is offered here.`));
     return;
   }
-  if (!permissions.may("CandidateService/GetInvalidReadRecoveryCandidate")) {
-    area.replaceChildren(withheldNote(permissions, "Reviewing a failed admission needs current factory administrator authority; this token has none, so no action is offered."));
-    return;
-  }
-  const answer = await call("GET", `${base}/recovery-candidate`);
+  documentForm(body, `document-${ticket.request_id}-${flow.name}`, inputs,
+    (values, shown) => candidateView(shown, flow, ticket, current, values));
+}
+
+// Read the workflow's candidate (with the inputs its candidate route carries), show it, and offer
+// the review only on the server's word: a candidate whose handoff permits the workflow's action,
+// and roles that permit the submission, read again now.
+async function candidateView(area, flow, ticket, current, values) {
+  area.replaceChildren(note("Reading the recovery candidate…"));
+  const fields = Object.fromEntries((flow.inputs || []).filter((i) => i.candidate).map((i) => [i.field, values[i.field]]));
+  const answer = await call(flow.candidate.http_method, routePath(flow, flow.candidate, ticket), bodyOf(flow.candidate, fields));
   if (answer.outcome !== "ok") {
-    area.replaceChildren(note(`The recovery candidate could not be read: ${describe(answer)}`));
+    area.replaceChildren(answer.status === 403
+      ? note(`${flow.title}: this recovery needs current ${roleWords(flow.roles)} authority; no action is offered.`)
+      : note(`The recovery candidate could not be read: ${describe(answer)}`));
     return;
   }
   const candidate = answer.json.candidate;
   const review = el("div", {});
   area.replaceChildren(el("h4", {}, "Recovery candidate"), candidateFacts(candidate),
+    facts((flow.inputs || []).flatMap((i) => INPUT_KINDS[i.kind].facts(values[i.field]))),
     el("h4", {}, "Holds"), holdsView(candidate.holds), handoffView(candidate.handoff), review);
-  if (!permits(candidate, "request_invalid_read_recovery")) return;
-  if (!permissions.may("AdmissionService/RequestInvalidReadRecovery")) {
-    review.append(withheldNote(permissions, "Requeueing needs factory administrator authority; this token has none, so no action is offered."));
+  if (!permits(candidate, flow.action)) return;
+  const again = await callerPermissions(); // the candidate may be read long after the page was
+  if (!again.may(rpcOf(flow.submit))) {
+    review.append(withheld(again, flow));
     return;
   }
-  const open = el("button", { type: "button" }, "Review failed admission");
-  open.addEventListener("click", () => { open.remove(); neverClaimedReview(review, candidate, ticket, current, key); });
+  const open = el("button", { type: "button" }, flow.review || "Review recovery");
+  open.addEventListener("click", () => { open.remove(); reviewCard(review, flow, candidate, ticket, current, values); });
   review.append(el("div", { class: "actions" }, open));
 }
 
@@ -128,26 +179,28 @@ const candidateFacts = (candidate) => facts([
   ["Candidate digest", code(candidate.candidate_digest)],
 ]);
 
-function neverClaimedReview(area, candidate, ticket, current, key) {
-  const previous = loadAction(key);
+function reviewCard(area, flow, candidate, ticket, current, values) {
+  const previous = loadAction(flow.key);
   const reuse = previous && previous.state === "reviewing" && previous.digest === candidate.candidate_digest;
   const action = reuse ? previous : {
     id: newIdentity(), state: "reviewing", digest: candidate.candidate_digest,
+    inputs: Object.fromEntries((flow.inputs || []).map((i) => [i.field, values[i.field]])),
     validForSeconds: Math.max(1, page.grantableLease || 1),
   };
-  saveAction(key, action);
-  const submit = el("button", { type: "button", id: "requeue" }, "Requeue existing task");
-  const acks = acknowledgements("recovery", RECOVERY_ACKS, submit);
+  saveAction(flow.key, action);
+  const submit = el("button", { type: "button", id: `requeue-${ticket.request_id}-${flow.name}` }, "Requeue existing task");
+  const acks = acknowledgements(`${ticket.request_id}-${flow.name}`,
+    (flow.acknowledgements || []).map((a) => [a.field, a.text || a.field]), submit);
   const result = el("div", {});
   submit.addEventListener("click", () => {
     action.acks = acks.values();
     submit.remove();
     acks.fieldset.disabled = true;
-    submitOnce(recoverySpec(action, key, ticket), result);
+    submitOnce(submitSpec(flow, ticket, action), result);
   });
-  area.replaceChildren(el("div", { class: "card", id: "recovery-review" },
-    el("h3", {}, "Review failed admission"),
-    note("Reviewing queues nothing. Requeue existing task records one operator action against this ticket: no replacement task, provider attempt, grant, replay or reset allowance."),
+  area.replaceChildren(el("div", { class: "card recovery-review", id: `review-${ticket.request_id}-${flow.name}`, "data-workflow": flow.name },
+    el("h3", {}, flow.review || flow.title),
+    note(flow.review_note || "Reviewing queues nothing."),
     facts([
       ["Existing request", ticket.request_id],
       ["Execution request", erLink(current.execution_request_id)],
@@ -160,109 +213,66 @@ function neverClaimedReview(area, candidate, ticket, current, key) {
     acks.fieldset, el("div", { class: "actions" }, submit), result));
 }
 
-// ---------------------------------------------------------------- rejected-boundary recovery
-
-const REFUSAL_ACKS = [
-  ["acknowledge_reviewed_provider_epoch", "The provider refused this request at the reviewed provider epoch, before admitting it."],
-  ["acknowledge_no_response_or_tool_replay", "No model response and no tool callback is replayed."],
-  ["acknowledge_same_request_and_budgets", "The same request, attempt and budgets continue; original usage stays charged."],
-  ["acknowledge_finite_ownership_lease", "Only a finite ownership lease for the same attempt is granted."],
-];
-
-function rejectedBoundaryView(area, ticket, current) {
-  if (!page.policy || !page.policy.allow_pre_admission_recovery) {
-    area.replaceChildren(note("The request failed after a worker claim; the policy does not enable the provider-refusal recovery, so no action is offered."));
-    return;
-  }
-  const key = actionKey(page.runId, ticket.request_id, "rejected_boundary");
-  const input = el("input", { type: "file", id: `review-${ticket.request_id}`, accept: "application/json,.json" });
-  const body = el("div", {});
-  input.addEventListener("change", async () => {
-    body.replaceChildren(note("Reading the review document…"));
-    let review;
-    try {
-      review = JSON.parse(await input.files[0].text());
-    } catch {
-      body.replaceChildren(note("The review document is not JSON."));
-      return;
-    }
-    if (!review || typeof review.reviewed_rejection !== "object" || typeof review.corrective_provider !== "object") {
-      body.replaceChildren(note("The review document must hold reviewed_rejection and corrective_provider."));
-      return;
-    }
-    const answer = await call("POST", `${requestPath(ticket.request_id)}/rejected-boundary-candidate`, review.reviewed_rejection);
-    if (answer.outcome !== "ok") {
-      body.replaceChildren(note(answer.status === 403
-        ? "The provider-refusal recovery needs current factory administrator authority; no action is offered."
-        : `The candidate could not be computed: ${describe(answer)}`));
-      return;
-    }
-    const candidate = answer.json.candidate;
-    const reviewArea = el("div", {});
-    body.replaceChildren(candidateFacts(candidate),
-      facts([
-        ["Reviewed provider epoch", review.reviewed_rejection.provider_epoch],
-        ["Corrective provider epoch", review.corrective_provider.provider_epoch],
-        ["Corrective configuration", code(review.corrective_provider.configuration_digest)],
-      ]),
-      el("h4", {}, "Holds"), holdsView(candidate.holds), handoffView(candidate.handoff), reviewArea);
-    if (!permits(candidate, "request_rejected_boundary_recovery")) return;
-    const again = await callerPermissions();  // the review may be read long after the page was
-    if (!again.may("AdmissionService/RequestRejectedBoundaryRecovery")) {
-      reviewArea.append(withheldNote(again, "The provider-refusal recovery needs current factory administrator authority; no action is offered."));
-      return;
-    }
-    const open = el("button", { type: "button" }, "Review provider rejection");
-    open.addEventListener("click", () => { open.remove(); refusalReview(reviewArea, candidate, review, ticket, current, key); });
-    reviewArea.append(el("div", { class: "actions" }, open));
-  });
-  area.replaceChildren(el("h4", {}, "Provider refusal before admission"),
-    note("The administrator's review document (JSON with reviewed_rejection and corrective_provider) carries the reviewed provider request and the corrective configuration; the console sends it as written and shows the candidate the server computes from it."),
-    el("div", { class: "field" }, el("label", { for: input.id }, "Review document (JSON file)"), input), body);
-}
-
-function refusalSpec(action, key, ticket) {
-  const base = requestPath(ticket.request_id);
+function submitSpec(flow, ticket, action) {
+  const fields = {
+    candidate_digest: action.digest, valid_for_seconds: action.validForSeconds, ...(action.inputs || {}), ...action.acks,
+  };
   return {
-    key, action,
-    path: `${base}/rejected-boundary-recoveries/${encodeURIComponent(action.id)}`,
-    readPath: `${base}/rejected-boundary-recovery`,
-    body: {
-      candidate_digest: action.digest, reviewed_rejection: action.review.reviewed_rejection,
-      corrective_provider: action.review.corrective_provider, valid_for_seconds: action.validForSeconds, ...action.acks,
-    },
+    key: flow.key, action,
+    method: flow.submit.http_method,
+    path: routePath(flow, flow.submit, ticket, { recovery_id: action.id }),
+    readPath: routePath(flow, flow.read, ticket),
+    body: bodyOf(flow.submit, fields),
     matches: (json) => json.outcome.recovery_id === action.id,
     receipt: (json) => recoveryReceipt(json.outcome, action),
   };
 }
 
-function refusalReview(area, candidate, review, ticket, current, key) {
-  const previous = loadAction(key);
-  const reuse = previous && previous.state === "reviewing" && previous.digest === candidate.candidate_digest;
-  const action = reuse ? previous : {
-    id: newIdentity(), state: "reviewing", digest: candidate.candidate_digest, review,
-    validForSeconds: Math.max(1, page.grantableLease || 1),
-  };
-  saveAction(key, action);
-  const submit = el("button", { type: "button", id: "requeue-refused" }, "Requeue existing task");
-  const acks = acknowledgements("refusal", REFUSAL_ACKS, submit);
-  const result = el("div", {});
-  submit.addEventListener("click", () => {
-    action.acks = acks.values();
-    submit.remove();
-    acks.fieldset.disabled = true;
-    submitOnce(refusalSpec(action, key, ticket), result);
+// ---------------------------------------------------------------- typed inputs, by kind
+
+const isObject = (value) => Boolean(value) && typeof value === "object" && !Array.isArray(value);
+
+// One renderer per input kind: how a value is checked before it is sent (the services validate
+// it again) and which of its facts the review shows. A kind not listed is not offered here.
+const INPUT_KINDS = {
+  RECOVERY_INPUT_KIND_REVIEWED_PROVIDER_REJECTION: {
+    check: (value) => (isObject(value) ? "" : "an object (the reviewed provider rejection)"),
+    facts: (value) => [["Reviewed provider epoch", value.provider_epoch]],
+  },
+  RECOVERY_INPUT_KIND_CORRECTIVE_PROVIDER_CONFIGURATION: {
+    check: (value) => (isObject(value) ? "" : "an object (the corrective provider configuration)"),
+    facts: (value) => [
+      ["Corrective provider epoch", value.provider_epoch],
+      ["Corrective configuration", code(value.configuration_digest)],
+    ],
+  },
+};
+
+// The administrator's review document: one JSON file holding each typed input under its field
+// name, chosen with a file control (never typed) and sent as written.
+function documentForm(area, id, inputs, then) {
+  const names = inputs.map((i) => i.field);
+  const control = el("input", { type: "file", id, accept: "application/json,.json" });
+  const shown = el("div", {});
+  control.addEventListener("change", async () => {
+    shown.replaceChildren(note("Reading the review document…"));
+    let held;
+    try {
+      held = JSON.parse(await control.files[0].text());
+    } catch {
+      shown.replaceChildren(note("The review document is not JSON."));
+      return;
+    }
+    const problems = inputs
+      .map((i) => [i.field, isObject(held) ? INPUT_KINDS[i.kind].check(held[i.field]) : "missing"])
+      .filter(([, problem]) => problem);
+    if (problems.length) {
+      shown.replaceChildren(note(`The review document must hold ${names.join(" and ")}: ${problems.map(([field, problem]) => `${field} must be ${problem}`).join("; ")}.`));
+      return;
+    }
+    await then(Object.fromEntries(names.map((name) => [name, held[name]])), shown);
   });
-  area.replaceChildren(el("div", { class: "card", id: "refusal-review" },
-    el("h3", {}, "Review provider rejection"),
-    note("Reviewing queues nothing. The reviewed rejection is recorded as an administrator-reviewed assertion, never as a provider receipt."),
-    facts([
-      ["Existing request", ticket.request_id],
-      ["Execution request", erLink(current.execution_request_id)],
-      ["Attempt", current.attempt_id],
-      ["Permitted ownership window", `up to ${action.validForSeconds} s, from the current server checks`],
-      ["Commands already used", `${usageText()}; they stay charged and no allowance is added`],
-      ["Action ID", code(action.id)],
-    ]),
-    acks.fieldset, el("div", { class: "actions" }, submit), result));
+  area.replaceChildren(
+    note(`The administrator's review document (JSON with ${names.join(" and ")}: ${inputs.map((i) => i.message_type.split(".").pop()).join(", ")}) is sent as written; the console shows the candidate the server computes from it.`),
+    el("div", { class: "field" }, el("label", { for: control.id }, "Review document (JSON file)"), control), shown);
 }

@@ -9,6 +9,7 @@ from forge.continuity.v1 import ledger_pb2 as _ledger_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -19,6 +20,38 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _RecoveryInputKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RecoveryInputKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RecoveryInputKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RECOVERY_INPUT_KIND_UNSPECIFIED: _RecoveryInputKind.ValueType  # 0
+    """Never used."""
+    RECOVERY_INPUT_KIND_REVIEWED_PROVIDER_REJECTION: _RecoveryInputKind.ValueType  # 1
+    """An administrator-reviewed provider rejection (ReviewedProviderRejectionV1), from the
+    administrator's review document.
+    """
+    RECOVERY_INPUT_KIND_CORRECTIVE_PROVIDER_CONFIGURATION: _RecoveryInputKind.ValueType  # 2
+    """The corrective provider configuration the request is sent under next
+    (CorrectiveProviderConfigurationV1), from the administrator's review document.
+    """
+
+class RecoveryInputKind(_RecoveryInputKind, metaclass=_RecoveryInputKindEnumTypeWrapper):
+    """RecoveryInputKind is the kind of a typed operator input: what it is and how it is supplied."""
+
+RECOVERY_INPUT_KIND_UNSPECIFIED: RecoveryInputKind.ValueType  # 0
+"""Never used."""
+RECOVERY_INPUT_KIND_REVIEWED_PROVIDER_REJECTION: RecoveryInputKind.ValueType  # 1
+"""An administrator-reviewed provider rejection (ReviewedProviderRejectionV1), from the
+administrator's review document.
+"""
+RECOVERY_INPUT_KIND_CORRECTIVE_PROVIDER_CONFIGURATION: RecoveryInputKind.ValueType  # 2
+"""The corrective provider configuration the request is sent under next
+(CorrectiveProviderConfigurationV1), from the administrator's review document.
+"""
+Global___RecoveryInputKind: _TypeAlias = RecoveryInputKind  # noqa: Y015
 
 @_typing.final
 class RequestInvalidReadContinuityRequest(_message.Message):
@@ -737,3 +770,272 @@ class GetCallerPermissionsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetCallerPermissionsResponse: _TypeAlias = GetCallerPermissionsResponse  # noqa: Y015
+
+@_typing.final
+class ListRecoveryWorkflowsRequest(_message.Message):
+    """ListRecoveryWorkflowsRequest asks for the registered recovery workflows; it has no fields."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListRecoveryWorkflowsRequest: _TypeAlias = ListRecoveryWorkflowsRequest  # noqa: Y015
+
+@_typing.final
+class ListRecoveryWorkflowsResponse(_message.Message):
+    """ListRecoveryWorkflowsResponse describes every recovery workflow the services route."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKFLOWS_FIELD_NUMBER: _builtins.int
+    REQUEST_PATH_FIELD_NUMBER: _builtins.int
+    request_path: _builtins.str
+    """The HTTP path template the workflows' paths are relative to (the saved ticket's route,
+    /api/v1/runs/{run_id}/invalid-read-continuity/requests/{request_id}).
+    """
+    @_builtins.property
+    def workflows(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecoveryWorkflowDescription]:
+        """Every registered workflow, in the registry's order (the contract's first)."""
+
+    def __init__(
+        self,
+        *,
+        workflows: _abc.Iterable[Global___RecoveryWorkflowDescription] | None = ...,
+        request_path: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_path", b"request_path", "workflows", b"workflows"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListRecoveryWorkflowsResponse: _TypeAlias = ListRecoveryWorkflowsResponse  # noqa: Y015
+
+@_typing.final
+class RecoveryWorkflowDescription(_message.Message):
+    """RecoveryWorkflowDescription is one registered recovery workflow, as an operator's tool needs it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    WORKFLOW_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    APPLIES_FIELD_NUMBER: _builtins.int
+    CANDIDATE_FIELD_NUMBER: _builtins.int
+    SUBMIT_FIELD_NUMBER: _builtins.int
+    READ_FIELD_NUMBER: _builtins.int
+    ACKNOWLEDGEMENTS_FIELD_NUMBER: _builtins.int
+    INPUTS_FIELD_NUMBER: _builtins.int
+    ROLES_FIELD_NUMBER: _builtins.int
+    POLICY_SWITCH_FIELD_NUMBER: _builtins.int
+    REVIEW_FIELD_NUMBER: _builtins.int
+    REVIEW_NOTE_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The stored name (recovery rows, witness payloads, saved actions)."""
+    workflow: _common_pb2.RecoveryWorkflow.ValueType
+    """The contract value; a registered workflow outside the contract carries its own number."""
+    title: _builtins.str
+    """A human title."""
+    action: _builtins.str
+    """The permitted next action an eligible candidate's handoff names."""
+    policy_switch: _builtins.str
+    """The PolicySettings field that must enable the workflow beside enabled; empty for none."""
+    review: _builtins.str
+    """The review's name: the control that opens it and its heading."""
+    review_note: _builtins.str
+    """What the review records, and what it does not."""
+    @_builtins.property
+    def applies(self) -> Global___RecoveryApplicability:
+        """When the workflow applies."""
+
+    @_builtins.property
+    def candidate(self) -> Global___RecoveryWorkflowCall:
+        """The candidate read (CandidateService)."""
+
+    @_builtins.property
+    def submit(self) -> Global___RecoveryWorkflowCall:
+        """The one submission (AdmissionService)."""
+
+    @_builtins.property
+    def read(self) -> Global___RecoveryWorkflowCall:
+        """The read-back of the saved action (AdmissionService)."""
+
+    @_builtins.property
+    def acknowledgements(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecoveryAcknowledgement]:
+        """The acknowledgements a submission sets, each exactly true, in contract order."""
+
+    @_builtins.property
+    def inputs(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecoveryInput]:
+        """The typed inputs an operator supplies beyond the fields every recovery shares, in contract
+        order; empty when it needs none.
+        """
+
+    @_builtins.property
+    def roles(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.Role.ValueType]:
+        """The roles the ticket's original operator must hold now (candidate, commit and claim)."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        workflow: _common_pb2.RecoveryWorkflow.ValueType = ...,
+        title: _builtins.str = ...,
+        action: _builtins.str = ...,
+        applies: Global___RecoveryApplicability | None = ...,
+        candidate: Global___RecoveryWorkflowCall | None = ...,
+        submit: Global___RecoveryWorkflowCall | None = ...,
+        read: Global___RecoveryWorkflowCall | None = ...,
+        acknowledgements: _abc.Iterable[Global___RecoveryAcknowledgement] | None = ...,
+        inputs: _abc.Iterable[Global___RecoveryInput] | None = ...,
+        roles: _abc.Iterable[_common_pb2.Role.ValueType] | None = ...,
+        policy_switch: _builtins.str = ...,
+        review: _builtins.str = ...,
+        review_note: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["applies", b"applies", "candidate", b"candidate", "read", b"read", "submit", b"submit"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acknowledgements", b"acknowledgements", "action", b"action", "applies", b"applies", "candidate", b"candidate", "inputs", b"inputs", "name", b"name", "policy_switch", b"policy_switch", "read", b"read", "review", b"review", "review_note", b"review_note", "roles", b"roles", "submit", b"submit", "title", b"title", "workflow", b"workflow"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecoveryWorkflowDescription: _TypeAlias = RecoveryWorkflowDescription  # noqa: Y015
+
+@_typing.final
+class RecoveryWorkflowCall(_message.Message):
+    """RecoveryWorkflowCall is one RPC of a workflow and its HTTP binding."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RPC_FIELD_NUMBER: _builtins.int
+    HTTP_METHOD_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    BODY_FIELD_NUMBER: _builtins.int
+    rpc: _builtins.str
+    """The full gRPC method name (/package.Service/Method), as GetCallerPermissions names it."""
+    http_method: _builtins.str
+    """The HTTP method (GET, POST); empty when the RPC has no HTTP binding."""
+    path: _builtins.str
+    """The HTTP path template relative to request_path (e.g. /recoveries/{recovery_id}); empty
+    when the RPC has no HTTP binding.
+    """
+    body: _builtins.str
+    """What the HTTP body carries: "*" (the whole request), one request field's name, or empty
+    (no body).
+    """
+    def __init__(
+        self,
+        *,
+        rpc: _builtins.str = ...,
+        http_method: _builtins.str = ...,
+        path: _builtins.str = ...,
+        body: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "http_method", b"http_method", "path", b"path", "rpc", b"rpc"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecoveryWorkflowCall: _TypeAlias = RecoveryWorkflowCall  # noqa: Y015
+
+@_typing.final
+class RecoveryApplicability(_message.Message):
+    """RecoveryApplicability says when a workflow applies, as facts a reader of the ticket sees
+    without asking the candidate; the candidate still decides eligibility.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FAILED_AFTER_CLAIM_FIELD_NUMBER: _builtins.int
+    FOLLOWS_FIELD_NUMBER: _builtins.int
+    SITUATION_FIELD_NUMBER: _builtins.int
+    failed_after_claim: _builtins.bool
+    """True: the request failed after a worker claimed it; false: it failed before any claim."""
+    situation: _builtins.str
+    """The situation, in one sentence."""
+    @_builtins.property
+    def follows(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The names of the workflows whose saved recovery of the same request comes first."""
+
+    def __init__(
+        self,
+        *,
+        failed_after_claim: _builtins.bool = ...,
+        follows: _abc.Iterable[_builtins.str] | None = ...,
+        situation: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["failed_after_claim", b"failed_after_claim", "follows", b"follows", "situation", b"situation"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecoveryApplicability: _TypeAlias = RecoveryApplicability  # noqa: Y015
+
+@_typing.final
+class RecoveryAcknowledgement(_message.Message):
+    """RecoveryAcknowledgement is one acknowledgement a submission must set exactly true."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIELD_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    field: _builtins.str
+    """The submission's field."""
+    text: _builtins.str
+    """The sentence the operator accepts by setting it."""
+    def __init__(
+        self,
+        *,
+        field: _builtins.str = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["field", b"field", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecoveryAcknowledgement: _TypeAlias = RecoveryAcknowledgement  # noqa: Y015
+
+@_typing.final
+class RecoveryInput(_message.Message):
+    """RecoveryInput is one typed input a workflow needs beyond the fields every recovery shares."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIELD_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    MESSAGE_TYPE_FIELD_NUMBER: _builtins.int
+    CANDIDATE_FIELD_NUMBER: _builtins.int
+    field: _builtins.str
+    """The submission's field it fills."""
+    kind: Global___RecoveryInputKind.ValueType
+    """Its kind."""
+    message_type: _builtins.str
+    """The full name of its message type."""
+    candidate: _builtins.bool
+    """The candidate request carries it too: the candidate is computed from it."""
+    def __init__(
+        self,
+        *,
+        field: _builtins.str = ...,
+        kind: Global___RecoveryInputKind.ValueType = ...,
+        message_type: _builtins.str = ...,
+        candidate: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidate", b"candidate", "field", b"field", "kind", b"kind", "message_type", b"message_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecoveryInput: _TypeAlias = RecoveryInput  # noqa: Y015

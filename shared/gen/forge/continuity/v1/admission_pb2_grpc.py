@@ -88,6 +88,11 @@ class AdmissionServiceStub:
                 request_serializer=forge_dot_continuity_dot_v1_dot_admission__pb2.GetCallerPermissionsRequest.SerializeToString,
                 response_deserializer=forge_dot_continuity_dot_v1_dot_admission__pb2.GetCallerPermissionsResponse.FromString,
                 _registered_method=True)
+        self.ListRecoveryWorkflows = channel.unary_unary(
+                '/forge.continuity.v1.AdmissionService/ListRecoveryWorkflows',
+                request_serializer=forge_dot_continuity_dot_v1_dot_admission__pb2.ListRecoveryWorkflowsRequest.SerializeToString,
+                response_deserializer=forge_dot_continuity_dot_v1_dot_admission__pb2.ListRecoveryWorkflowsResponse.FromString,
+                _registered_method=True)
 
 
 class AdmissionServiceServicer:
@@ -171,6 +176,16 @@ class AdmissionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListRecoveryWorkflows(self, request, context):
+        """Lists the recovery workflows the services route, from their recovery-workflow registry: when
+        each applies, its routes and RPCs, its acknowledgements and typed inputs. An operator's tool
+        (the console, the CLI) renders every workflow from this answer instead of keeping its own
+        list. Reads nothing else and writes nothing. Role: any authenticated caller.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdmissionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -223,6 +238,11 @@ def add_AdmissionServiceServicer_to_server(servicer, server):
                     servicer.GetCallerPermissions,
                     request_deserializer=forge_dot_continuity_dot_v1_dot_admission__pb2.GetCallerPermissionsRequest.FromString,
                     response_serializer=forge_dot_continuity_dot_v1_dot_admission__pb2.GetCallerPermissionsResponse.SerializeToString,
+            ),
+            'ListRecoveryWorkflows': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRecoveryWorkflows,
+                    request_deserializer=forge_dot_continuity_dot_v1_dot_admission__pb2.ListRecoveryWorkflowsRequest.FromString,
+                    response_serializer=forge_dot_continuity_dot_v1_dot_admission__pb2.ListRecoveryWorkflowsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -499,6 +519,33 @@ class AdmissionService:
             '/forge.continuity.v1.AdmissionService/GetCallerPermissions',
             forge_dot_continuity_dot_v1_dot_admission__pb2.GetCallerPermissionsRequest.SerializeToString,
             forge_dot_continuity_dot_v1_dot_admission__pb2.GetCallerPermissionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRecoveryWorkflows(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/forge.continuity.v1.AdmissionService/ListRecoveryWorkflows',
+            forge_dot_continuity_dot_v1_dot_admission__pb2.ListRecoveryWorkflowsRequest.SerializeToString,
+            forge_dot_continuity_dot_v1_dot_admission__pb2.ListRecoveryWorkflowsResponse.FromString,
             options,
             channel_credentials,
             insecure,

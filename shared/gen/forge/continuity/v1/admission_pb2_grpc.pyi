@@ -64,6 +64,12 @@ class AdmissionServiceStub:
     by the same role table the server's authorization enforces. Reads nothing else and writes
     nothing. Role: any authenticated caller.
     """
+    ListRecoveryWorkflows: _grpc.UnaryUnaryMultiCallable[_admission_pb2.ListRecoveryWorkflowsRequest, _admission_pb2.ListRecoveryWorkflowsResponse]
+    """Lists the recovery workflows the services route, from their recovery-workflow registry: when
+    each applies, its routes and RPCs, its acknowledgements and typed inputs. An operator's tool
+    (the console, the CLI) renders every workflow from this answer instead of keeping its own
+    list. Reads nothing else and writes nothing. Role: any authenticated caller.
+    """
 
 @_typing.type_check_only
 class AdmissionServiceAsyncStub(AdmissionServiceStub):
@@ -100,6 +106,12 @@ class AdmissionServiceAsyncStub(AdmissionServiceStub):
     """Reads who the caller is and which admission and candidate RPCs its roles permit now, decided
     by the same role table the server's authorization enforces. Reads nothing else and writes
     nothing. Role: any authenticated caller.
+    """
+    ListRecoveryWorkflows: _aio.UnaryUnaryMultiCallable[_admission_pb2.ListRecoveryWorkflowsRequest, _admission_pb2.ListRecoveryWorkflowsResponse]  # type: ignore[assignment]
+    """Lists the recovery workflows the services route, from their recovery-workflow registry: when
+    each applies, its routes and RPCs, its acknowledgements and typed inputs. An operator's tool
+    (the console, the CLI) renders every workflow from this answer instead of keeping its own
+    list. Reads nothing else and writes nothing. Role: any authenticated caller.
     """
 
 class AdmissionServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -194,6 +206,18 @@ class AdmissionServiceServicer(metaclass=_abc_1.ABCMeta):
         """Reads who the caller is and which admission and candidate RPCs its roles permit now, decided
         by the same role table the server's authorization enforces. Reads nothing else and writes
         nothing. Role: any authenticated caller.
+        """
+
+    @_abc_1.abstractmethod
+    def ListRecoveryWorkflows(
+        self,
+        request: _admission_pb2.ListRecoveryWorkflowsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admission_pb2.ListRecoveryWorkflowsResponse, _abc.Awaitable[_admission_pb2.ListRecoveryWorkflowsResponse]]:
+        """Lists the recovery workflows the services route, from their recovery-workflow registry: when
+        each applies, its routes and RPCs, its acknowledgements and typed inputs. An operator's tool
+        (the console, the CLI) renders every workflow from this answer instead of keeping its own
+        list. Reads nothing else and writes nothing. Role: any authenticated caller.
         """
 
 def add_AdmissionServiceServicer_to_server(servicer: AdmissionServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
