@@ -21,6 +21,7 @@ from services.ledger.domain.admission import check_capacity
 from services.ledger.domain.execution import (
     PENDING_STATES,
     ExecutionRequestRecord,
+    LeaseBounds,
     RequestState,
     bound_lease,
     queued_request,
@@ -155,6 +156,7 @@ def _reconcile(
     if isinstance(outcome, Unresolved):
         raise unresolved_refusal(outcome, request)
     retry: ExecutionRequestRecord | None = None
+    bounds: LeaseBounds | None = None
     created_at = to_text(now)
     if request.decision == RETRY_STAGE:
         # C.6 ordinary caps: the retry replaces the claimed request among the pending ones
@@ -164,7 +166,8 @@ def _reconcile(
             pending=request_rows.count_execution_requests(connection, PENDING_STATES) - 1,
         )
         # C.7 a lease no longer than the interrupted one, bounded exactly as at admission
-        lease_seconds = bound_lease(record.lease_seconds, policy.settings.window_seconds, run, now)
+        bounds = bound_lease(record.lease_seconds, policy.settings.window_seconds, run, now)
+        lease_seconds = bounds.granted_seconds
         retry = queued_request(
             execution_request_id=retry_request_id(
                 run.spec.run_id, record.request_id, request.reconciliation_id
@@ -239,6 +242,7 @@ def _reconcile(
         retry_execution_request_id=retry.execution_request_id if retry else "",
         handoff=outcome.handoff,
         created_at=created_at,
+        lease_bounds=bounds,
     )
     reconciliation_rows.insert_reconciliation(connection, saved)
     return Reconciled(saved, reconciled, retry, created=True)

@@ -167,9 +167,8 @@ def _recover(
     )
     # R.6 bound the new lease exactly as at admission
     now = context.clock()
-    lease_seconds = bound_lease(
-        recovery.valid_for_seconds, policy.settings.window_seconds, run, now
-    )
+    bounds = bound_lease(recovery.valid_for_seconds, policy.settings.window_seconds, run, now)
+    lease_seconds = bounds.granted_seconds
     # R.7 the workflow's settlement (if any), its witness and the request event; nothing
     # earlier (ticket, seal, failed claim, checkpoint) is touched
     common = {
@@ -255,6 +254,7 @@ def _recover(
         lease_seconds=lease_seconds,
         created_at=created_at,
         settlement_sequence=settlement_sequence,
+        lease_bounds=bounds,
         **workflow.saved_fields(recovery.inputs),
     )
     recovery_rows.insert_recovery(connection, saved)
