@@ -166,6 +166,10 @@ def test_recover_read_back_resubmit_and_a_different_action_refused(
     assert requeued.checkpoint_digest == ticket.execution_request.checkpoint_digest
     assert requeued.state == common_pb2.EXECUTION_REQUEST_STATE_QUEUED
     assert requeued.lease.generation == 0 and 0 < requeued.lease.seconds <= 900
+    # The outcome explains the new lease: every bound the lease rule applied and which won.
+    bounds = outcome.lease_bounds
+    assert (bounds.requested_seconds, bounds.granted_seconds) == (900, requeued.lease.seconds)
+    assert bounds.maximum_seconds == 7200 and bounds.limited_by != 0
     # Everything is preserved; a witness and a request event are appended.
     journal = kinds(stack)
     assert journal[-4:] == [

@@ -237,6 +237,11 @@ def test_retry_stage_fences_the_old_owner_and_queues_a_new_request(
         owned.checkpoint_digest,
     )
     assert retry.state == common_pb2.EXECUTION_REQUEST_STATE_QUEUED and retry.lease.generation == 0
+    # The retry's lease asks for the interrupted one's length; the bounds say what won.
+    bounds = saved.lease_bounds
+    assert bounds.requested_seconds == owned.lease.seconds
+    assert bounds.granted_seconds == retry.lease.seconds
+    assert bounds.limited_by == common_pb2.LEASE_BOUND_REQUESTED
     assert (
         saved.fenced_lease_generation == 1
         and saved.verification_sequence == verification.journal_sequence
@@ -343,6 +348,7 @@ def test_mark_unresolved_is_terminal_with_the_handoff(stack: Stack, engine: Engi
     done = reconciliations(stack).ReconcileExecutionRequest(decision(snapshot, MARK)).reconciliation
     assert done.reconciled_request.state == common_pb2.EXECUTION_REQUEST_STATE_UNRESOLVED
     assert not done.HasField("retry_request") and done.verification_sequence == 0
+    assert not done.HasField("lease_bounds")  # no lease was granted
     unresolved = {u.subject: list(u.alternatives) for u in done.handoff.unresolved_alternatives}
     assert unresolved == {owned.execution_request_id: ["failed", "committed", "in_flight"]}
     assert done.handoff.consumed_resources.commands_used == 12
