@@ -53,6 +53,8 @@ from services.ledger.transactions.reconciliation_review import (
 )
 from shared.continuity.admissibility import (
     RETRY_STAGE,
+    ActionFacts,
+    Handoff,
     Unresolved,
     check,
 )
@@ -240,12 +242,30 @@ def _reconcile(
         verification_sequence=verification.sequence if verification else 0,
         settlement_sequence=settlement.sequence,
         retry_execution_request_id=retry.execution_request_id if retry else "",
-        handoff=outcome.handoff,
+        handoff=decided_handoff(facts, reconciled, retry, request.reconciliation_id),
         created_at=created_at,
         lease_bounds=bounds,
     )
     reconciliation_rows.insert_reconciliation(connection, saved)
     return Reconciled(saved, reconciled, retry, created=True)
+
+
+def decided_handoff(
+    facts: ActionFacts,
+    reconciled: ExecutionRequestRecord,
+    retry: ExecutionRequestRecord | None,
+    reconciliation_id: str,
+) -> Handoff:
+    """The handoff of the state the decision leaves (001: the permitted next actions are the
+    admissibility check's output), not of the state it was decided on: the request is reconciled
+    or unresolved, this decision spends its one identity, and a retry is outstanding."""
+    after = replace(
+        facts,
+        bound=replace(facts.bound, state=reconciled.state.value),
+        spent_by=(reconciliation_id,),
+        outstanding=(*facts.outstanding, *((retry.execution_request_id,) if retry else ())),
+    )
+    return check(after).handoff
 
 
 def unresolved_refusal(outcome: Unresolved, request: ReconcileInput) -> FailedPrecondition:

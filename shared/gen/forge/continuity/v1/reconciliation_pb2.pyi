@@ -678,8 +678,9 @@ class Reconciliation(_message.Message):
 
     @_builtins.property
     def handoff(self) -> _common_pb2.HandoffPayload:
-        """The admissibility check's handoff payload at the decision (for MARK_UNRESOLVED, the terminal
-        unresolved state's payload).
+        """The admissibility check's handoff payload on the state the decision left (the request
+        reconciled or terminal unresolved, this decision's identity spent, a retry outstanding):
+        its bound request's state and permitted next actions are those after the decision.
         """
 
     @_builtins.property
