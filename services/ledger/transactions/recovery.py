@@ -82,18 +82,16 @@ def _replay(connection: Connection, stored: StoredRecovery, recovery: RecoveryIn
     replay_or_conflict(
         id_field="recovery_id",
         action_id=recovery.recovery_id,
-        stored=StoredAction(stored.actor, stored.request_content_digest),
+        stored=StoredAction(
+            stored.actor,
+            stored.request_content_digest,
+            # found by its request and workflow under another id: the one action is spent
+            action_id=stored.recovery_id,
+            spends=f"request {stored.request_id}'s one {stored.workflow} recovery",
+        ),
         identity=recovery.actor,
         content_digest=recovery.request_content_digest,
     )
-    if stored.recovery_id != recovery.recovery_id:
-        # Same identity and content digest under another recovery id cannot happen (the digest
-        # covers the id); refuse rather than answer with another action's result.
-        raise FailedPrecondition(
-            "RECOVERY_UNRESOLVED",
-            "another recovery already used this request's one action",
-            metadata={"recovery_id": stored.recovery_id, "holds": "RECOVERY_SPENT"},
-        )
     record = existing_request(connection, stored.execution_request_id)
     return Recovery(stored, record, created=False)
 
