@@ -340,6 +340,9 @@ _REASONS: tuple[Reason, ...] = (
     Reason("NOT_YET_AVAILABLE", _UI, ("method",), "in the contract, not delivered in this release"),
     Reason("CANDIDATE_SOURCES_UNCONFIGURED", _UV, (),
            "the candidate server has no ledger or reconstruction connection"),
+    Reason("SERVICE_UNREACHABLE", _UV, ("service", "target"),
+           "the client could not reach the named service at the named address (nothing "
+           "listens there, or the network refused); safe to retry once it runs"),
     Reason("DATABASE_UNAVAILABLE", _UV, (),
            "the ledger lost its database connection; a write's outcome is unknown until a "
            "same-ID retry or read-back settles it"),

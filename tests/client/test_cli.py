@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, text
 
+from services.client.cli._command import flag
 from tests.client.conftest import CliRunner, lines, seed
 from tests.support import Served
 
@@ -136,7 +137,8 @@ def test_json_output_is_parsable_protobuf_json_with_defaults(
 ) -> None:
     shown = cli("--json", "policy", "show", ledger=ledger_served.target)
     assert shown.code == 0
-    policy = json.loads(shown.out)
+    # Wrapped in the response message, as the HTTP gateway answers and grpcurl prints it.
+    policy = json.loads(shown.out)["policy"]
     assert policy["revision"] == "1"  # proto3 JSON: int64 as a string
     assert policy["enabled"] is False  # defaults are printed, with proto field names
     assert policy["allow_pre_admission_recovery"] is False
@@ -196,7 +198,7 @@ def test_journal_show_prints_one_line_per_entry(cli: CliRunner, ledger_served: S
 
     as_json = cli("--json", "journal", "show", "run-1", ledger=ledger_served.target)
     document = json.loads(as_json.out)
-    assert document["run_id"] == "run-1"
+    assert set(document) == {"entries"}
     assert [e["hash"] for e in document["entries"]] == [e.hash for e in seeded.entries]
     assert document["entries"][0]["kind"] == "JOURNAL_ENTRY_KIND_RUN_STARTED"
 
@@ -240,7 +242,7 @@ def test_commands_shows_usage_of_limit(cli: CliRunner, ledger_served: Served) ->
         ["remaining:", "11"],
     ]
     as_json = json.loads(cli("--json", "commands", "run-1", ledger=ledger_served.target).out)
-    assert as_json == {"used": "11", "limit": "22"}
+    assert as_json == {"usage": {"used": "11", "limit": "22"}}
     missing = cli("journal", "show", "no-such-run", ledger=ledger_served.target)
     assert missing.code == 1
     assert missing.err.startswith("error: NOT_FOUND RUN_NOT_FOUND: ")
@@ -352,7 +354,8 @@ def test_submit_refuses_locally_before_any_call(
     assert result.code == 1
     assert result.err.startswith(f"error: INVALID_ARGUMENT {reason}: ")
     assert "origin:" in result.err
-    assert f"    {field}: " in result.err
+    # The refusal names the flag the operator types, not the proto field.
+    assert f"    {flag(field)}: " in result.err
 
 
 def test_submit_with_a_bad_window_refuses_locally_as_json(cli: CliRunner) -> None:
@@ -372,6 +375,7 @@ def test_submit_with_a_bad_window_refuses_locally_as_json(cli: CliRunner) -> Non
     error = json.loads(result.err)["error"]
     assert (error["code"], error["reason"]) == ("INVALID_ARGUMENT", "FIELD_INVALID")
     assert [v["field"] for v in error["field_violations"]] == ["valid_for_seconds"]
+    assert [v["flag"] for v in error["field_violations"]] == ["--valid-for-seconds"]
     assert error["metadata"]["origin"] == "client"
 
 
@@ -402,7 +406,7 @@ def test_python_dash_m_services_client_runs(ledger_served: Served) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["revision"] == "1"
+    assert json.loads(done.stdout)["policy"]["revision"] == "1"
 
     refused = subprocess.run(
         [

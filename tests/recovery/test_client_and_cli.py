@@ -65,7 +65,7 @@ def test_the_cli_reviews_submits_and_shows(
 
     code, out = cli("--json", "recovery", "candidate", "run-1", "req-1")
     assert code == 0
-    candidate = json.loads(out)
+    candidate = json.loads(out)["candidate"]
     assert candidate["eligible"] is True
     flags = [
         "--acknowledge-never-claimed",

@@ -70,7 +70,7 @@ def test_the_cli_reviews_submits_and_shows(
 
     code, out = cli("--json", "observation", "candidate", "run-1", "req-1")
     assert code == 0
-    candidate = json.loads(out)
+    candidate = json.loads(out)["candidate"]
     assert candidate["eligible"] is True
     submit = [
         *("observation", "submit", "run-1", "req-1", "obs-1"),

@@ -81,7 +81,7 @@ def test_the_cli_reviews_submits_and_shows(
         "--json", "refusal", "candidate", "run-1", "req-1", "--review", str(review_file)
     )
     assert code == 0
-    candidate = json.loads(out)
+    candidate = json.loads(out)["candidate"]
     assert candidate["eligible"] is True
     submit = [
         *("refusal", "submit", "run-1", "req-1", "rec-1", "--review", str(review_file)),
