@@ -9,10 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grpc
 import pytest
 from sqlalchemy import Engine, text
 
 from services.client.cli._command import flag
+from services.client.cli.render import error_lines
+from shared.runtime.errors import bare_status_error
 from tests.client.conftest import CliRunner, lines, seed
 from tests.support import Served
 
@@ -433,3 +436,83 @@ def test_python_dash_m_services_client_runs(ledger_served: Served) -> None:
         check=False,
     )
     assert usage.returncode == 2
+
+
+# --- help and answers an operator can act on -----------------------------------------------------
+
+
+def test_help_names_the_installed_program_and_the_defaults_as_they_are(cli: CliRunner) -> None:
+    env = {"FORGE_LEDGER_TARGET": "ledger.example:7001"}
+    shown = cli("--help", env=env)
+    assert shown.code == 0
+    assert shown.out.startswith("usage: forge-continuity ")
+    assert "python -m" not in shown.out
+    text = " ".join(shown.out.split())  # argparse wraps help text
+    assert "(default: ledger.example:7001," in text
+    assert "(default: 127.0.0.1:50053," in text and "(default: 127.0.0.1:50054," in text
+    # the token's value is never printed, only whether one is set
+    assert "(default: $FORGE_TOKEN, not set)" in text
+    assert "secret" not in cli("--help", env={"FORGE_TOKEN": "secret"}).out
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("request", "submit"),
+        ("recovery", "submit"),
+        ("refusal", "submit"),
+        ("observation", "submit"),
+    ],
+)
+def test_every_acknowledgement_flag_says_what_it_acknowledges(
+    cli: CliRunner, command: tuple[str, ...]
+) -> None:
+    shown = cli(*command, "--help")
+    assert shown.code == 0
+    text = " ".join(shown.out.split())
+    flags = sorted({word for word in text.split() if word.startswith("--acknowledge-")})
+    assert flags, shown.out
+    for name in flags:
+        # the option's own line: "--acknowledge-x required: acknowledge that ..."
+        assert f"{name.strip('[]')} required" in text, f"{name} has no help text"
+    assert "the lease bounds say which won" in text or "lease bounds" in text
+
+
+def test_an_unreachable_service_is_named_with_its_address_in_the_error_line(
+    cli: CliRunner, closed_target: str
+) -> None:
+    result = cli("policy", "show", ledger=closed_target)
+    assert result.code == 1
+    first = result.err.splitlines()[0]
+    assert first.startswith("error: UNAVAILABLE SERVICE_UNREACHABLE: ")
+    assert f"ledger service at {closed_target}" in first
+    assert "UNAVAILABLE UNAVAILABLE" not in result.err
+    # no separate transport warning: the error line is the whole story
+    assert "call failed" not in result.err and "WARNING" not in result.err
+    as_json = json.loads(cli("--json", "policy", "show", ledger=closed_target).err)["error"]
+    assert as_json["metadata"] == {"service": "ledger", "target": closed_target}
+
+
+def test_a_bare_status_prints_its_code_once() -> None:
+    error = bare_status_error(grpc.StatusCode.INTERNAL)
+    assert error_lines(error)[0].startswith("error: INTERNAL: ")
+
+
+def test_the_installed_console_script_runs_from_anywhere(tmp_path: Path) -> None:
+    """The README's `.venv/bin/forge-continuity --help`: no activated environment needed."""
+    script = ROOT / ".venv" / "bin" / "forge-continuity"
+    if not script.exists():
+        pytest.skip("the project's virtual environment is not installed")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}
+    env["PATH"] = "/usr/bin:/bin"
+    done = subprocess.run(
+        [str(script), "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "COMMAND" in done.stdout and "policy" in done.stdout

@@ -133,6 +133,10 @@ def test_the_operator_flow_through_the_cli_and_client(stack: Stack, cli: CliRunn
     assert ticket_fields["operator_identity"] == "olga-operator"
     assert ticket_fields["execution_state"] == "QUEUED"
     assert ticket_fields["lease_seconds"] == "900"  # bounded by the frozen provider timeout
+    # ... and the answer says so: 1800 s asked, 900 s granted, and which bound won.
+    assert ticket_fields["lease_bounds"].startswith(
+        "900 s, bounded by the run's provider timeout (requested 1800 s, policy window "
+    )
     assert ticket_fields["candidate_digest"] == candidate_fields["candidate_digest"]
 
     # 4. After a lost response: read it back (any role), and resubmit identically.
@@ -148,6 +152,7 @@ def test_the_operator_flow_through_the_cli_and_client(stack: Stack, cli: CliRunn
     assert retried.code == 0, retried.err
     document = json.loads(retried.out)
     assert document["created"] is False
+    assert document["ticket"]["lease_bounds"]["limited_by"] == "LEASE_BOUND_PROVIDER_TIMEOUT"
     assert (
         document["ticket"]["execution_request"]["execution_request_id"]
         == (ticket_fields["execution_request_id"])
