@@ -158,7 +158,8 @@ def test_refusals_write_nothing(
         (1800, 3600, 900, None, 900, "PROVIDER_TIMEOUT"),
         (300, 3600, 900, None, 300, "REQUESTED"),
         (3600, 600, 900, None, 600, "POLICY_WINDOW"),
-        (7200, 7200, 10_000, None, 7200, "REQUESTED"),
+        (7200, 7200, 10_000, None, 7200, "POLICY_WINDOW"),  # a tie: the bound that caps
+        (900, 3600, 900, None, 900, "PROVIDER_TIMEOUT"),
         (3600, 3600, 900, 120, 120, "ACTIVE_DEADLINE"),
     ],
 )

@@ -88,14 +88,15 @@ def execution_request_id(run_id: str, request_id: str) -> str:
 
 
 class LeaseLimit(enum.Enum):
-    """The bounds of the one lease rule, in the order a tie is attributed (the operator's own
-    request first: a lease granted as asked was cut by nothing)."""
+    """The bounds of the one lease rule, in the order a tie is attributed: a bound that would
+    also cap a longer request wins a tie, so the request wins only when it is strictly the
+    smallest ("as requested" then means more was available)."""
 
-    REQUESTED = "requested"
     POLICY_WINDOW = "policy_window"
     PROVIDER_TIMEOUT = "provider_timeout"
     ACTIVE_DEADLINE = "active_deadline"
     MAXIMUM_WINDOW = "maximum_window"
+    REQUESTED = "requested"
 
 
 @dataclass(frozen=True)

@@ -453,7 +453,7 @@ class _LeaseBoundEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_LeaseBound
     """Never used."""
     LEASE_BOUND_REQUESTED: _LeaseBound.ValueType  # 1
     """The lease the caller asked for (valid_for_seconds; a reconciliation retry asks for the
-    interrupted lease's length). Winning means the lease was granted as asked.
+    interrupted lease's length). Winning means it was granted as asked and more was available.
     """
     LEASE_BOUND_POLICY_WINDOW: _LeaseBound.ValueType  # 2
     """The policy's lease window (window_seconds) at the grant."""
@@ -471,7 +471,7 @@ LEASE_BOUND_UNSPECIFIED: LeaseBound.ValueType  # 0
 """Never used."""
 LEASE_BOUND_REQUESTED: LeaseBound.ValueType  # 1
 """The lease the caller asked for (valid_for_seconds; a reconciliation retry asks for the
-interrupted lease's length). Winning means the lease was granted as asked.
+interrupted lease's length). Winning means it was granted as asked and more was available.
 """
 LEASE_BOUND_POLICY_WINDOW: LeaseBound.ValueType  # 2
 """The policy's lease window (window_seconds) at the grant."""
@@ -1143,7 +1143,10 @@ class LeaseBounds(_message.Message):
     granted_seconds: _builtins.int
     """The granted lease in seconds: the least of the bounds above."""
     limited_by: Global___LeaseBound.ValueType
-    """The bound that won (a tie is attributed in this enum's order, the request first)."""
+    """The bound that won. A tie goes to the bound that would also cap a longer request (policy
+    window, provider timeout, active deadline, maximum, in that order): REQUESTED wins only when
+    the request is strictly the smallest, so more was available.
+    """
     def __init__(
         self,
         *,
