@@ -8,23 +8,13 @@ from collections.abc import Callable, Sequence
 from shared.runtime.auth import PrincipalDirectory
 from shared.runtime.client import service_channel
 from shared.runtime.config import Settings, load_settings
+from shared.runtime.events import configure_logging
 from shared.runtime.readiness import Readiness
 from shared.runtime.server import ServiceBinding, serve_until_signalled, start_server
 
 # What a service's build step returns: its bindings and a cleanup to run after the drain.
 BuildResult = tuple[Sequence[ServiceBinding], Callable[[], None]]
 Build = Callable[[Settings], BuildResult]
-
-
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
-    # The SDK's HTTP client logs every request it "sends"; inside reconstruction those requests
-    # only ever reach the sealed in-process transport, and the provider URL in the log misleads.
-    for noisy in ("httpx", "httpx2", "openai"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def run_service(service: str, argv: list[str], build: Build, depends_on: Sequence[str] = ()) -> int:

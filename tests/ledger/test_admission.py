@@ -384,3 +384,23 @@ def test_a_revocation_committed_while_waiting_for_the_policy_lock_is_seen(
         assert waiter.is_alive(), "the second transaction should be waiting for the policy lock"
     waiter.join(timeout=60)
     assert outcome == ["POLICY_DISABLED" if operation == "admission" else "POLICY_REVOKED"]
+
+
+def test_each_committed_state_change_leaves_one_event_line(
+    clients: LedgerClients, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Successful writes are logged once (who, what, run and request, outcome); an identical
+    repeat that writes nothing leaves no line."""
+    seeded = seed(clients)
+    with caplog.at_level("INFO", logger="forge.events"):
+        enable_policy(clients)
+        request = commit_request(clients, seeded)
+        ticket = commit(clients, request).ticket
+        commit(clients, request)  # the identical repeat
+    events = [r.getMessage() for r in caplog.records if r.name == "forge.events"]
+    assert [line.split()[0] for line in events] == ["event=policy_written", "event=admission"]
+    admitted = events[1]
+    assert f"run_id={ticket.run_id} request_id={ticket.request_id}" in admitted
+    assert f"actor={ticket.operator_identity}" in admitted
+    assert admitted.endswith("outcome=queued")
+    assert f"lease_seconds={ticket.execution_request.lease.seconds}" in admitted
