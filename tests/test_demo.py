@@ -62,5 +62,7 @@ def test_the_demo_tells_the_whole_v1_story(tmp_path: Path) -> None:
         "ok  no command is charged",
         "ok  idempotent: no second witness",
         "The read-only observation recovery story behaved as the spec says.",
+        # the demo turned the policy and two recovery switches on: it puts revision 1 back
+        "Restored the policy flags of revision 1 as revision",
     ):
         assert line in done.stdout, done.stdout
