@@ -45,7 +45,7 @@ def invoke(method: grpc.UnaryUnaryMultiCallable[_Req, _Resp], request: _Req) -> 
     return response
 
 
-class Unreachable(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+class Unreachable(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc,type-arg]
     """A call that could not reach its service fails as ``UNAVAILABLE SERVICE_UNREACHABLE``
     naming the service and the address tried, in the error itself: the transport's own text is
     no part of the answer, and a bare ``UNAVAILABLE`` would not say which of three addresses is

@@ -49,7 +49,7 @@ def _value(value: object) -> str:
 
 def event_line(what: str, actor: str, outcome: str, ids: Mapping[str, object]) -> str:
     """``event=<what> actor=<who> <id>=<value>... outcome=<outcome>`` (empty ids left out)."""
-    pairs = [("event", what), ("actor", actor)]
+    pairs: list[tuple[str, object]] = [("event", what), ("actor", actor)]
     pairs += [(key, value) for key, value in ids.items() if value not in ("", None)]
     pairs.append(("outcome", outcome))
     return " ".join(f"{key}={_value(value)}" for key, value in pairs)
