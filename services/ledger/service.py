@@ -284,10 +284,13 @@ class Ledger:
     def cancel_execution_request(
         self, execution_request_id: str, actor: str, reason: str
     ) -> ExecutionRequestRecord:
+        # a repeat reads the cancelled request back and changes nothing: no second line
+        repeat = execution.get(self._context, execution_request_id).state is RequestState.CANCELLED
         cancelled = execution_stops.cancel(
             self._context, self._authority, execution_request_id, actor, reason
         )
-        _request_event("cancellation", actor, cancelled)
+        if not repeat:
+            _request_event("cancellation", actor, cancelled)
         return cancelled
 
     def claim(
