@@ -2,6 +2,11 @@
 admission services on loopback, each in its own process, against the embedded SQLite database
 under var/, and the HTTP/JSON gateway in front of them (127.0.0.1:8080).
 
+Every port is checked first: one already taken (another `make run`, say) ends the runner with
+"port N is in use" and status 1 before anything starts. The banner and one "ready" line with every
+URL are printed only once all five answer SERVING. Every service logs to stdout and appends to
+var/continuity.log (one line per state change among them).
+
 Ctrl-C or SIGTERM stops all five: each drains its in-flight calls, and children are tied to this
 process (they receive SIGTERM if it dies), so no orphan is left behind.
 """
@@ -14,10 +19,15 @@ import ctypes
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
+
+import grpc
 
 from services.gateway.config import DEFAULT_GATEWAY_PORT, GATEWAY, GATEWAY_PORT_VARIABLE
 from services.ledger.database import migrate
@@ -32,6 +42,8 @@ from shared.runtime.config import (
     port_variable,
     target_variable,
 )
+from shared.runtime.events import LOG_FILE_VARIABLE
+from shared.runtime.readiness import answers
 
 # Local development credentials, written only when no principals file exists yet. They are
 # printed at start-up and used by the README's grpcurl examples; never use them elsewhere.
@@ -52,6 +64,9 @@ DEV_SERVICE_TOKEN = "dev-service-token"  # noqa: S105 - documented local-only cr
 VERIFIER_VARIABLE = "FORGE_RECONCILIATION_VERIFIER"
 LOCAL_PROCESS_VERIFIER = "local-process"
 _PR_SET_PDEATHSIG = 1
+#: Where the services' log lines are appended for `make run` (beside the default database).
+DEFAULT_LOG_FILE = "var/continuity.log"
+EXIT_PORT_IN_USE = 1
 
 
 def dev_principals_text() -> str:
@@ -97,8 +112,51 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m services.runner", description=__doc__)
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something already listens on ``host:port`` (binding it is refused)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def _http_serving(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:  # noqa: S310 - a loopback URL
+            return bool(reply.status == 200)
+    except OSError:
+        return False
+
+
+def waiting_for(ports: Mapping[str, int], gateway_port: int) -> list[str]:
+    """The processes that do not answer SERVING yet (each service's own health, which waits for
+    its dependencies, and the gateway's /healthz, which waits for every server it calls)."""
+    waiting = []
+    for name, port in ports.items():
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        try:
+            if not answers(channel, timeout=1):
+                waiting.append(name)
+        finally:
+            channel.close()
+    if not _http_serving(f"http://127.0.0.1:{gateway_port}/healthz"):
+        waiting.append(GATEWAY)
+    return waiting
+
+
+def ready_line(ports: Mapping[str, int], gateway_port: int, database_url: str) -> str:
+    grpc_urls = ", ".join(f"{name} grpc://127.0.0.1:{port}" for name, port in ports.items())
+    http = f"http://127.0.0.1:{gateway_port}"
+    return (
+        f"forge continuity ready: {grpc_urls}; HTTP {http}/api/v1; console {http}/console/ "
+        f"(database {database_url}); Ctrl-C to stop"
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="forge-continuity-run", description=__doc__)
     for name in SERVICE_NAMES:
         parser.add_argument(
             f"--{name}-port",
@@ -121,12 +179,40 @@ def main(argv: list[str] | None = None) -> int:
         "--signing-key-file",
         default=os.environ.get("FORGE_SIGNING_KEY_FILE") or DEFAULT_SIGNING_KEY_FILE,
     )
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--log-file",
+        default=os.environ.get(LOG_FILE_VARIABLE) or DEFAULT_LOG_FILE,
+        help="where every service's log lines are appended (default: %(default)s)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    ports = {name: getattr(args, f"{name}_port") for name in SERVICE_NAMES}
+    # Before anything is written or started: a taken port means another instance (or another
+    # program) is there, and starting would only end in bind failures.
+    taken = next(
+        (
+            (name, port)
+            for name, port in [*ports.items(), (GATEWAY, args.gateway_port)]
+            if port_in_use(port)
+        ),
+        None,
+    )
+    if taken is not None:
+        name, port = taken
+        print(
+            f"forge continuity: port {port} is in use ({name}); is another `make run` "
+            f"running? Stop it, or choose another port (--{name}-port)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_PORT_IN_USE
     principals, signing_key = local_credentials(args.principals_file, args.signing_key_file)
     # The ledger only checks the schema revision; for local development the runner migrates.
     migrate(args.database_url)
 
-    ports = {name: getattr(args, f"{name}_port") for name in SERVICE_NAMES}
     env = dict(os.environ)
     env.setdefault("FORGE_SERVICE_TOKEN", DEV_SERVICE_TOKEN)
     # Workers run on this host beside the services: the ledger can prove a lost one ceased.
@@ -134,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     env["FORGE_DATABASE_URL"] = args.database_url
     env["FORGE_PRINCIPALS_FILE"] = str(principals)
     env["FORGE_SIGNING_KEY_FILE"] = str(signing_key)
+    env[LOG_FILE_VARIABLE] = args.log_file
     for name, port in ports.items():
         env[port_variable(name)] = str(port)
         env[target_variable(name)] = f"127.0.0.1:{port}"
@@ -157,21 +244,28 @@ def main(argv: list[str] | None = None) -> int:
                 start_new_session=True,  # Ctrl-C reaches the runner only; it stops children itself
             )
         )
-    print(
-        "forge continuity: "
-        + ", ".join(f"{name} 127.0.0.1:{port}" for name, port in ports.items())
-        + f", {GATEWAY} http://127.0.0.1:{args.gateway_port}"
-        + f" (database {args.database_url}); Ctrl-C to stop",
-        flush=True,
-    )
-    exit_code = 0
+    print(f"forge continuity: starting; logs also in {args.log_file}", flush=True)
+    exit_code, ready = 0, False
     while not stopping:
         for child in children:
             if child.poll() is not None:
                 print(f"a service exited with status {child.returncode}; stopping", flush=True)
                 exit_code = 1
                 stopping = True
-        time.sleep(0.2)
+        if not stopping and not ready and not waiting_for(ports, args.gateway_port):
+            # The banner, only now that everything answers.
+            if principals.read_text(encoding="utf-8") == dev_principals_text():
+                print_dev_tokens()
+            print(ready_line(ports, args.gateway_port, args.database_url), flush=True)
+            ready = True
+        time.sleep(0.2 if ready else 0.5)
+    _stop_all(children)
+    print("forge continuity: stopped", flush=True)
+    return exit_code
+
+
+def _stop_all(children: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM each (each drains its calls), then wait; kill whichever outlasts 30 s."""
     for child in children:
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)
@@ -181,8 +275,6 @@ def main(argv: list[str] | None = None) -> int:
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
-    print("forge continuity: stopped", flush=True)
-    return exit_code
 
 
 if __name__ == "__main__":

@@ -66,5 +66,7 @@ def test_the_demo_tells_the_whole_v1_story(tmp_path: Path) -> None:
         "The read-only observation recovery story behaved as the spec says.",
         "ok  one flipped byte in entry 3 is named: hash_mismatch at sequence 3",
         "The offline audit behaved as the spec says.",
+        # the demo turned the policy and two recovery switches on: it puts revision 1 back
+        "Restored the policy flags of revision 1 as revision",
     ):
         assert line in done.stdout, done.stdout

@@ -1,5 +1,7 @@
-"""`make run`'s process: four real services and the HTTP gateway on loopback, health SERVING, clean
-stop on SIGTERM, and no orphan when the runner itself is killed."""
+"""`make run`'s process: four real services and the HTTP gateway on loopback, health SERVING, one
+ready line once everything serves, a second runner refused on its taken port, state changes
+logged to stdout and the log file, clean stop on SIGTERM, and no orphan when the runner itself is
+killed."""
 
 from __future__ import annotations
 
@@ -9,16 +11,18 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from forge.continuity.v1 import policy_pb2, policy_pb2_grpc
+from forge.continuity.v1 import common_pb2, policy_pb2, policy_pb2_grpc
 from services.ledger.database import current_revision, make_engine, required_revision
 from shared.runtime.client import open_channel
 
@@ -80,37 +84,82 @@ def wait_http(port: int, deadline: float) -> None:
         time.sleep(0.3)
 
 
-@pytest.fixture
-def runner(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, int]]]:
-    ports = dict(zip((*SERVICES, "gateway"), free_ports(5), strict=True))
-    env = {
+@dataclass
+class Output:
+    """Every line the runner (and the services, which share its stdout) printed so far."""
+
+    lines: list[str] = field(default_factory=list)
+
+    def collect(self, stream: Iterator[str]) -> None:
+        for line in stream:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for_event(self, text: str, deadline: float) -> str:
+        """The event line containing ``text`` (the part after the log prefix)."""
+        while time.monotonic() < deadline:
+            for line in self.lines:
+                if text in line:
+                    return line[line.index("event=") :]
+            time.sleep(0.2)
+        raise AssertionError(f"no event {text!r}:\n" + "\n".join(self.lines[-40:]))
+
+    def wait_for(self, prefix: str, deadline: float) -> str:
+        while time.monotonic() < deadline:
+            found = [line for line in self.lines if line.startswith(prefix)]
+            if found:
+                return found[0]
+            time.sleep(0.2)
+        raise AssertionError(f"no line starting {prefix!r}:\n" + "\n".join(self.lines[-40:]))
+
+
+def runner_env(tmp_path: Path) -> dict[str, str]:
+    return {
         **os.environ,
         "PYTHONPATH": f"{ROOT}:{ROOT / 'shared' / 'gen'}",
         "FORGE_DATABASE_URL": f"sqlite:///{tmp_path}/continuity.db",
         "FORGE_PRINCIPALS_FILE": str(tmp_path / "principals.json"),
         "FORGE_SIGNING_KEY_FILE": str(tmp_path / "signing-key.pem"),
+        "FORGE_LOG_FILE": str(tmp_path / "var" / "continuity.log"),
     }
+
+
+@pytest.fixture
+def runner(
+    tmp_path: Path,
+) -> Iterator[tuple[subprocess.Popen[str], dict[str, int], Output]]:
+    ports = dict(zip((*SERVICES, "gateway"), free_ports(5), strict=True))
     arguments = [f"--{name}-port={port}" for name, port in ports.items()]
     process = subprocess.Popen(
-        [sys.executable, "-m", "services.runner", *arguments], cwd=ROOT, env=env
+        [sys.executable, "-m", "services.runner", *arguments],
+        cwd=ROOT,
+        env=runner_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
+    output = Output()
+    assert process.stdout is not None
+    reader = threading.Thread(target=output.collect, args=(process.stdout,), daemon=True)
+    reader.start()
     try:
         deadline = time.monotonic() + 90
+        output.wait_for("forge continuity ready:", deadline)
         for name, port in ports.items():
             if name != "gateway":
                 wait_serving(port, deadline)
         wait_http(ports["gateway"], deadline)
-        yield process, ports
+        yield process, ports, output
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
+        reader.join(timeout=10)
 
 
 def test_four_services_serve_and_stop_cleanly_on_sigterm(
-    runner: tuple[subprocess.Popen[bytes], dict[str, int]], tmp_path: Path
+    runner: tuple[subprocess.Popen[str], dict[str, int], Output], tmp_path: Path
 ) -> None:
-    process, ports = runner
+    process, ports, _output = runner
     children = children_of(process.pid)
     assert len(children) == 5
     assert (tmp_path / "principals.json").exists() and (tmp_path / "continuity.db").exists()
@@ -154,9 +203,9 @@ def test_four_services_serve_and_stop_cleanly_on_sigterm(
 
 
 def test_killing_the_runner_leaves_no_orphan(
-    runner: tuple[subprocess.Popen[bytes], dict[str, int]],
+    runner: tuple[subprocess.Popen[str], dict[str, int], Output],
 ) -> None:
-    process, _ports = runner
+    process, _ports, _output = runner
     children = children_of(process.pid)
     assert len(children) == 5
     process.kill()
@@ -165,3 +214,61 @@ def test_killing_the_runner_leaves_no_orphan(
     while any(alive(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert [pid for pid in children if alive(pid)] == []
+
+
+def test_one_ready_line_with_every_url_after_everything_serves(
+    runner: tuple[subprocess.Popen[str], dict[str, int], Output],
+) -> None:
+    _process, ports, output = runner
+    ready = [line for line in output.lines if line.startswith("forge continuity ready:")]
+    assert len(ready) == 1
+    for name in SERVICES:
+        assert f"{name} grpc://127.0.0.1:{ports[name]}" in ready[0]
+    gateway = f"http://127.0.0.1:{ports['gateway']}"
+    assert f"HTTP {gateway}/api/v1" in ready[0] and f"console {gateway}/console/" in ready[0]
+    # The banner (the development tokens) comes when everything is up, not before.
+    banner = output.lines.index(
+        "local development tokens (use as 'authorization: Bearer <token>'):"
+    )
+    assert banner < output.lines.index(ready[0])
+    serving = [i for i, line in enumerate(output.lines) if "admission SERVING" in line]
+    assert serving and serving[0] < banner
+
+
+def test_a_second_runner_says_the_port_is_in_use_and_exits(
+    runner: tuple[subprocess.Popen[str], dict[str, int], Output], tmp_path: Path
+) -> None:
+    _process, ports, _output = runner
+    arguments = [f"--{name}-port={port}" for name, port in ports.items()]
+    second = subprocess.run(
+        [sys.executable, "-m", "services.runner", *arguments],
+        cwd=ROOT,
+        env=runner_env(tmp_path / "second"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert second.returncode != 0
+    assert f"port {ports['ledger']} is in use" in second.stderr
+    assert "Traceback" not in second.stderr + second.stdout
+    assert not (tmp_path / "second" / "principals.json").exists()  # nothing was started
+
+
+def test_state_changes_are_logged_to_stdout_and_the_log_file(
+    runner: tuple[subprocess.Popen[str], dict[str, int], Output], tmp_path: Path
+) -> None:
+    _process, ports, output = runner
+    policy = policy_pb2_grpc.PolicyServiceStub(
+        open_channel(f"127.0.0.1:{ports['ledger']}", "dev-admin-token")
+    )
+    policy.PutPolicy(
+        policy_pb2.PutPolicyRequest(
+            expected_revision=1,
+            settings=common_pb2.PolicySettings(enabled=True, window_seconds=600),
+        )
+    )
+    line = output.wait_for_event("event=policy_written actor=dev-admin", time.monotonic() + 30)
+    assert "policy_revision=2" in line and line.endswith("outcome=enabled")
+    logged = (tmp_path / "var" / "continuity.log").read_text(encoding="utf-8")
+    assert [row for row in logged.splitlines() if line in row]

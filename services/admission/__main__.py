@@ -32,7 +32,12 @@ def main(argv: list[str] | None = None) -> int:
 
         return bindings(downstream), close
 
-    return run_service("admission", argv if argv is not None else sys.argv[1:], build)
+    return run_service(
+        "admission",
+        argv if argv is not None else sys.argv[1:],
+        build,
+        depends_on=("ledger", "candidate", "reconstruction"),
+    )
 
 
 if __name__ == "__main__":

@@ -105,7 +105,17 @@ def _recovery_candidate_view(candidate: candidate_pb2.RecoveryCandidate) -> Reco
 
 
 def _stored_recovery(saved: common_pb2.RecoveryOutcome) -> Stored[common_pb2.RecoveryOutcome]:
-    return Stored(saved, StoredAction(saved.actor, saved.request_content_digest))
+    # Found by its request and workflow: under another recovery id, the request's one action is
+    # spent (RECOVERY_ALREADY_SPENT), which is not a conflict of the id submitted.
+    return Stored(
+        saved,
+        StoredAction(
+            saved.actor,
+            saved.request_content_digest,
+            action_id=saved.recovery_id,
+            spends=f"request {saved.request_id}'s one recovery of this workflow",
+        ),
+    )
 
 
 def _derived_fields(derived: DerivedCheckpoint | None) -> dict[str, Any]:

@@ -24,7 +24,12 @@ def build(settings: Settings) -> BuildResult:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_service("candidate", argv if argv is not None else sys.argv[1:], build)
+    return run_service(
+        "candidate",
+        argv if argv is not None else sys.argv[1:],
+        build,
+        depends_on=("ledger", "reconstruction"),
+    )
 
 
 if __name__ == "__main__":

@@ -4,10 +4,11 @@ environment's token and targets, and the call helper that turns a status into a 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Final, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeVar
 
 import grpc
+from grpc_status import rpc_status
 
 from forge.continuity.v1 import (
     admission_pb2_grpc,
@@ -19,6 +20,7 @@ from forge.continuity.v1 import (
 )
 from shared.runtime.client import call, open_channel
 from shared.runtime.config import DEFAULT_PORTS
+from shared.runtime.errors import Unavailable
 
 TOKEN_VARIABLE: Final = "FORGE_TOKEN"  # noqa: S105 - the variable name, not a token
 TARGET_VARIABLES: Final[Mapping[str, str]] = {
@@ -43,6 +45,33 @@ def invoke(method: grpc.UnaryUnaryMultiCallable[_Req, _Resp], request: _Req) -> 
     return response
 
 
+class Unreachable(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc,type-arg]
+    """A call that could not reach its service fails as ``UNAVAILABLE SERVICE_UNREACHABLE``
+    naming the service and the address tried, in the error itself: the transport's own text is
+    no part of the answer, and a bare ``UNAVAILABLE`` would not say which of three addresses is
+    down. A refusal the service sent (with its ErrorInfo) passes unchanged."""
+
+    def __init__(self, service: str, target: str) -> None:
+        self.service = service
+        self.target = target
+
+    def intercept_unary_unary(
+        self,
+        continuation: Callable[[grpc.ClientCallDetails, Any], Any],
+        client_call_details: grpc.ClientCallDetails,
+        request: Any,
+    ) -> Any:
+        outcome = continuation(client_call_details, request)
+        if outcome.code() is grpc.StatusCode.UNAVAILABLE and rpc_status.from_call(outcome) is None:
+            raise Unavailable(
+                "SERVICE_UNREACHABLE",
+                f"cannot reach the {self.service} service at {self.target}: is it running? "
+                f"(--{self.service} or ${TARGET_VARIABLES[self.service]})",
+                metadata={"service": self.service, "target": self.target},
+            )
+        return outcome
+
+
 class ClientBase:
     """The channels and stubs one bearer token uses; each workflow mixin builds on these."""
 
@@ -62,13 +91,17 @@ class ClientBase:
             "admission": admission_target,
         }
 
-        def channel(target: str) -> grpc.Channel:
+        def channel(service: str) -> grpc.Channel:
+            target = self.targets[service]
             return open_channel(
-                target, token, root_certificates=root_certificates, default_timeout=timeout
+                target,
+                token,
+                root_certificates=root_certificates,
+                default_timeout=timeout,
+                extra_interceptors=(Unreachable(service, target),),
             )
 
-        self._channels = [channel(ledger_target), channel(candidate_target)]
-        self._channels.append(channel(admission_target))
+        self._channels = [channel(name) for name in ("ledger", "candidate", "admission")]
         ledger, candidate, admission = self._channels
         self._ledger = ledger_pb2_grpc.LedgerServiceStub(ledger)
         self._policy = policy_pb2_grpc.PolicyServiceStub(ledger)

@@ -114,6 +114,8 @@ def services() -> Iterator[dict[str, str]]:
             "FORGE_RECONCILIATION_VERIFIER": DEMO_VERIFIER,
         }
         arguments = [f"--{name}-port={port}" for name, port in ports.items()]
+        # its own gateway port and log file too: nothing of a running `make run` is touched
+        arguments += [f"--gateway-port={_free_port()}", f"--log-file={workdir}/continuity.log"]
         log = Path(workdir) / "services.log"
         with log.open("wb") as sink:
             runner = subprocess.Popen(
@@ -325,19 +327,72 @@ def story(targets: dict[str, str], run_id: str) -> None:  # noqa: PLR0915 - one 
     )
 
 
+def settings_of(policy: common_pb2.Policy) -> common_pb2.PolicySettings:
+    """The writable settings of a policy revision (every PolicySettings field it carries)."""
+    return common_pb2.PolicySettings(
+        **{
+            field.name: getattr(policy, field.name)
+            for field in common_pb2.PolicySettings.DESCRIPTOR.fields
+        }
+    )
+
+
+def restore_policy(targets: dict[str, str], original: common_pb2.Policy) -> None:
+    """Put back the policy settings the demo found, if the stories changed them (the demo turns
+    the policy and two recovery switches on); say what happened either way."""
+    policy = policy_pb2_grpc.PolicyServiceStub(open_channel(targets["ledger"], TOKENS["admin"]))
+    try:
+        current = policy.GetPolicy(policy_pb2.GetPolicyRequest()).policy
+        if settings_of(current) == settings_of(original):
+            print(f"\nThe policy is as the demo found it (revision {current.revision}).")
+            return
+        wanted = settings_of(original)
+        if wanted.window_seconds < 1:
+            # The initial revision (disabled) carries no window a write accepts: the flags are
+            # what the demo turned on, and they go back; the window it set stays.
+            wanted.window_seconds = current.window_seconds
+        restored = policy.PutPolicy(
+            policy_pb2.PutPolicyRequest(expected_revision=current.revision, settings=wanted)
+        ).policy
+    except grpc.RpcError as error:
+        print(
+            f"\nThe demo changed the policy and could not restore revision {original.revision}'s "
+            f"settings ({error.code()} {error.details()}): restore them with 'policy set'.",  # type: ignore[attr-defined]
+            file=sys.stderr,
+        )
+        return
+    flags = ", ".join(
+        f"{field.name}={str(getattr(restored, field.name)).lower()}"
+        for field in common_pb2.PolicySettings.DESCRIPTOR.fields
+        if field.type == field.TYPE_BOOL
+    )
+    print(
+        f"\nRestored the policy flags of revision {original.revision} as revision "
+        f"{restored.revision} ({flags}); the demo had changed them, and continuations it "
+        "admitted stop where a restored flag is off."
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m services.demo", description=__doc__)
     parser.add_argument("--run-id", default=f"demo-{int(time.time())}")
     args = parser.parse_args(argv)
     try:
         with services() as targets:
-            story(targets, args.run_id)
-            never_claimed_story(targets, f"{args.run_id}-recovery", TOKENS, check, step)
-            refusal_story(targets, f"{args.run_id}-refusal", TOKENS, check, step)
-            reconciliation_story(targets, f"{args.run_id}-reconcile", TOKENS, check, step)
-            observation_story(targets, f"{args.run_id}-observation", TOKENS, check, step)
-            stories = ("", "-recovery", "-refusal", "-reconcile", "-observation")
-            audit_story(targets, [args.run_id + s for s in stories], TOKENS, check, step)
+            admin = policy_pb2_grpc.PolicyServiceStub(
+                open_channel(targets["ledger"], TOKENS["admin"])
+            )
+            original = admin.GetPolicy(policy_pb2.GetPolicyRequest()).policy
+            try:
+                story(targets, args.run_id)
+                never_claimed_story(targets, f"{args.run_id}-recovery", TOKENS, check, step)
+                refusal_story(targets, f"{args.run_id}-refusal", TOKENS, check, step)
+                reconciliation_story(targets, f"{args.run_id}-reconcile", TOKENS, check, step)
+                observation_story(targets, f"{args.run_id}-observation", TOKENS, check, step)
+                stories = ("", "-recovery", "-refusal", "-reconcile", "-observation")
+                audit_story(targets, [args.run_id + s for s in stories], TOKENS, check, step)
+            finally:
+                restore_policy(targets, original)
     except StepFailed as failure:
         print(f"\nDEMO FAILED: {failure}", file=sys.stderr)
         return 1

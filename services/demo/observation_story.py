@@ -168,4 +168,4 @@ def observation_story(
     again = submit(f"{run_id}-observation-1")
     check(not again.created and again.outcome == outcome, "idempotent: no second witness")
     reason = refused(lambda: submit(f"{run_id}-observation-2"))
-    check(reason == "RECOVERY_ID_CONFLICT", "another action cannot replace the witness")
+    check(reason == "RECOVERY_ALREADY_SPENT", "another action cannot replace the witness")

@@ -164,7 +164,7 @@ def never_claimed_story(
     again = submit(f"{run_id}-recovery-1")
     check(not again.created and again.outcome == outcome, "idempotent: no second witness")
     reason = refused(lambda: submit(f"{run_id}-recovery-2"))
-    check(reason == "RECOVERY_ID_CONFLICT", "another recovery id cannot replace the witness")
+    check(reason == "RECOVERY_ALREADY_SPENT", "another recovery id cannot replace the witness")
 
     entries = reader.ReadJournal(ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000))
     tail = [

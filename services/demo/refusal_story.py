@@ -121,7 +121,7 @@ def refusal_story(
     again = submit(f"{run_id}-recovery-1")
     check(not again.created and again.outcome == outcome, "idempotent: no second settlement")
     reason = refused(lambda: submit(f"{run_id}-recovery-2"))
-    check(reason == "RECOVERY_ID_CONFLICT", "another recovery id cannot replace the settlement")
+    check(reason == "RECOVERY_ALREADY_SPENT", "another recovery id cannot replace the settlement")
 
     step("The provider refuses the request a second time")
     try:
@@ -134,7 +134,7 @@ def refusal_story(
     }
     check(not second.eligible and "RECOVERY_SPENT" in names, "a second refusal stays held")
     reason = refused(lambda: submit(f"{run_id}-recovery-3", second.candidate_digest))
-    check(reason == "RECOVERY_ID_CONFLICT", "no retry loop: the one action is spent")
+    check(reason == "RECOVERY_ALREADY_SPENT", "no retry loop: the one action is spent")
 
 
 def _admitted_with_recovery_enabled(

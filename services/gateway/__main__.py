@@ -6,18 +6,18 @@ requests FORGE_GRACE_SECONDS to finish.
 
 from __future__ import annotations
 
-import logging
 import sys
 
 import uvicorn
 
 from services.gateway.app import create_app
 from services.gateway.config import load_gateway_settings
+from shared.runtime.events import configure_logging
 
 
 def main(argv: list[str] | None = None) -> int:
     settings = load_gateway_settings(argv if argv is not None else sys.argv[1:])
-    logging.basicConfig(level=settings.log_level.upper())
+    configure_logging(settings.log_level)
     config = uvicorn.Config(
         create_app(settings),
         host=settings.host,

@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 from google.protobuf import message
 from google.rpc import code_pb2, status_pb2
+from grpc_health.v1 import health_pb2
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -46,6 +47,8 @@ NDJSON = "application/x-ndjson"
 # (a following stream may legitimately wait for the next append).
 FIRST_MESSAGE_WAIT_SECONDS = 2.0
 _ALL_METHODS = ["GET", "PUT", "POST", "DELETE", "PATCH"]
+# How long /healthz waits for each server's own health answer.
+HEALTH_PROBE_SECONDS = 2.0
 
 Invoke = Callable[..., Any]
 
@@ -213,7 +216,32 @@ class Gateway:
         return Response(self.openapi, media_type=JSON)
 
     async def healthz(self, _request: Request) -> Response:
+        """SERVING (200) only when every server the routes call answers SERVING on its own
+        health check (which in turn waits for its dependencies); otherwise 503 NOT_SERVING with
+        the servers still awaited and their addresses."""
+        servers = sorted(self._channels)
+        answers = await asyncio.gather(*(self._serving(name) for name in servers))
+        waiting = {
+            name: self.settings.targets[name]
+            for name, ok in zip(servers, answers, strict=True)
+            if not ok
+        }
+        if waiting or not servers:
+            document = {"status": "NOT_SERVING", "waiting_for": waiting}
+            return Response(json.dumps(document).encode(), status_code=503, media_type=JSON)
         return Response(b'{"status":"SERVING"}', media_type=JSON)
+
+    async def _serving(self, server: str) -> bool:
+        check = self._channels[server].unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=lambda request: request.SerializeToString(),
+            response_deserializer=health_pb2.HealthCheckResponse.FromString,
+        )
+        try:
+            reply = await check(health_pb2.HealthCheckRequest(), timeout=HEALTH_PROBE_SECONDS)
+        except grpc.aio.AioRpcError:
+            return False
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
 
 def create_app(settings: GatewaySettings, routes: Sequence[Route] | None = None) -> Starlette:

@@ -151,12 +151,37 @@ def request_message(
             _place(document, fields, repeated[key])
         elif _place(document, fields, value) is not None:
             raise invalid_parameter(f"query parameter {name!r} is given twice", name)
+    _refuse_unknown_fields(document, request_type)
     request = route.request_class()
     try:
         json_format.ParseDict(document, request, ignore_unknown_fields=False)
     except json_format.ParseError as error:
         raise invalid_json(str(error)) from None
     return request
+
+
+def _refuse_unknown_fields(
+    document: Any, message_type: descriptor.Descriptor, at: str = ""
+) -> None:
+    """Refuse the first unknown field before parsing, naming the fields the message has by their
+    proto (snake_case) names as the documentation does; json_format would list JSON names."""
+    if not isinstance(document, dict) or message_type.full_name.startswith("google.protobuf."):
+        return  # a wrong type, or a well-known type's own JSON form: json_format judges it
+    for key, value in document.items():
+        field = _field(message_type, key) if isinstance(key, str) else None
+        path = f"{at}.{key}" if at else str(key)
+        if field is None:
+            known = ", ".join(f.name for f in message_type.fields)
+            raise invalid_json(
+                f"unknown field {key!r} in {at or 'the request'} ({message_type.name}); "
+                f"known fields: {known}",
+                path,
+            )
+        nested = field.message_type
+        if nested is None or nested.GetOptions().map_entry:
+            continue
+        for item in value if _is_repeated(field) and isinstance(value, list) else [value]:
+            _refuse_unknown_fields(item, nested, path)
 
 
 def message_json(reply: message.Message, response_body: str = "") -> Any:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from forge.continuity.v1 import common_pb2
-from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
+from services.ledger.domain.execution import ExecutionRequestRecord, LeaseBounds, RequestState
 from services.ledger.domain.policy import PolicyRevision
 from shared.continuity.timeutil import to_timestamp
 from shared.contract.terms import enum_number, enum_short_name
@@ -59,4 +59,22 @@ def execution_request_to_proto(record: ExecutionRequestRecord) -> common_pb2.Exe
         ),
         owner=record.owner,
         admission_refusal=record.admission_refusal,
+    )
+
+
+def lease_bounds_to_proto(bounds: LeaseBounds | None) -> common_pb2.LeaseBounds | None:
+    """The stored bounds of a grant; None (the field stays absent) for a record saved before
+    the bounds were kept, or a decision that granted no lease."""
+    if bounds is None:
+        return None
+    return common_pb2.LeaseBounds(
+        requested_seconds=bounds.requested_seconds,
+        policy_window_seconds=bounds.policy_window_seconds,
+        provider_timeout_seconds=bounds.provider_timeout_seconds,
+        deadline_remaining_seconds=bounds.deadline_remaining_seconds,
+        maximum_seconds=bounds.maximum_seconds,
+        granted_seconds=bounds.granted_seconds,
+        limited_by=common_pb2.LeaseBound.ValueType(
+            enum_number(common_pb2.LeaseBound, bounds.limited_by.value)
+        ),
     )

@@ -20,6 +20,7 @@ from services.ledger.domain.reconciliation import (
     Verification,
     VerifyInput,
 )
+from services.ledger.proto_convert import lease_bounds_to_proto
 from services.ledger.service import Ledger
 from services.ledger.transactions.reconciliation import Reconciled
 from services.ledger.transactions.reconciliation_review import Inspection
@@ -135,6 +136,7 @@ def reconciliation_to_proto(
         retry_request=to_proto(found.retry) if found.retry is not None else None,
         handoff=admissibility_handoff_to_proto(saved.handoff),
         created_at=to_timestamp(saved.created_at),
+        lease_bounds=lease_bounds_to_proto(saved.lease_bounds),
     )
 
 

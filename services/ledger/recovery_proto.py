@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from forge.continuity.v1 import common_pb2, ledger_pb2
 from services.ledger.domain.execution import ExecutionRequestRecord
+from services.ledger.proto_convert import lease_bounds_to_proto
 from services.ledger.transactions.recovery_input import Recovery, RecoveryInput
 from shared.continuity.recovery import WORKFLOWS, DerivedCheckpoint
 from shared.continuity.timeutil import to_timestamp
@@ -64,4 +65,5 @@ def recovery_to_proto(
         settlement_sequence=saved.settlement_sequence,
         reviewed_rejection_digest=saved.reviewed_rejection_digest,
         derived_checkpoint_digest=saved.derived_checkpoint_digest,
+        lease_bounds=lease_bounds_to_proto(saved.lease_bounds),
     )

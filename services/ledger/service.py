@@ -1,5 +1,7 @@
 """The ledger facade the servicers and tests use: one method per transaction, each delegating to
-its module under ``services.ledger.transactions``. No rules and no SQL live here."""
+its module under ``services.ledger.transactions``. No rules and no SQL live here. Each committed
+state change leaves one event line (``shared.runtime.events``); a replay that wrote nothing
+leaves none."""
 
 from __future__ import annotations
 
@@ -48,6 +50,20 @@ from services.ledger.transactions.signed_heads import SignedHeadPage
 from shared.continuity.journal_chain import Verification
 from shared.continuity.timeutil import Clock, utc_now
 from shared.runtime.config import journal_follower_limit
+from shared.runtime.events import record_event
+
+
+def _request_event(what: str, actor: str, record: ExecutionRequestRecord, **extra: object) -> None:
+    record_event(
+        what,
+        actor=actor,
+        outcome=record.state.value,
+        run_id=record.run_id,
+        request_id=record.request_id,
+        execution_request_id=record.execution_request_id,
+        lease_generation=record.lease_generation,
+        **extra,
+    )
 
 
 class Ledger:
@@ -76,7 +92,10 @@ class Ledger:
     # --- runs -----------------------------------------------------------------------------------
 
     def create_run(self, spec: RunSpec, actor: str) -> tuple[Run, bool]:
-        return runs.create(self._context, spec, actor)
+        run, created = runs.create(self._context, spec, actor)
+        if created:
+            record_event("run_created", actor=actor, outcome="created", run_id=spec.run_id)
+        return run, created
 
     def get_run(self, run_id: str) -> RunReading:
         return runs.get(self._context, run_id)
@@ -161,7 +180,14 @@ class Ledger:
     def put_policy(
         self, expected_revision: int, settings: PolicySettings, actor: str
     ) -> PolicyRevision:
-        return policy.put(self._context, expected_revision, settings, actor)
+        written = policy.put(self._context, expected_revision, settings, actor)
+        record_event(
+            "policy_written",
+            actor=actor,
+            outcome="enabled" if written.settings.enabled else "disabled",
+            policy_revision=written.revision,
+        )
+        return written
 
     def list_policies(self, before_revision: int, page_size: int) -> list[PolicyRevision]:
         return policy.list_revisions(self._context, before_revision, page_size)
@@ -170,7 +196,17 @@ class Ledger:
 
     def commit_admission(self, request: AdmissionInput) -> Admission:
         self.expire_due()
-        return admission.commit(self._context, request)
+        admitted = admission.commit(self._context, request)
+        if admitted.created:
+            record = admitted.execution_request
+            _request_event(
+                "admission",
+                request.operator_identity,
+                record,
+                lease_seconds=record.lease_seconds,
+                policy_revision=admitted.ticket.policy_revision,
+            )
+        return admitted
 
     def get_admission(self, run_id: str, request_id: str) -> Admission:
         return admission.get(self._context, run_id, request_id)
@@ -181,7 +217,16 @@ class Ledger:
         """Any registered recovery workflow (``request.workflow``); one transaction, after the
         queued requests whose lease ran out are expired in their own."""
         self.expire_due()
-        return recovery.commit_recovery(self._context, self._authority, request)
+        recovered = recovery.commit_recovery(self._context, self._authority, request)
+        if recovered.created:
+            _request_event(
+                f"recovery.{request.workflow}",
+                request.actor,
+                recovered.execution_request,
+                recovery_id=request.recovery_id,
+                lease_seconds=recovered.execution_request.lease_seconds,
+            )
+        return recovered
 
     def get_recovery(self, run_id: str, request_id: str, workflow: str) -> Recovery:
         return recovery.get(self._context, run_id, request_id, workflow)
@@ -196,11 +241,32 @@ class Ledger:
         )
 
     def verify_reconciliation(self, request: VerifyInput) -> RecordedVerification:
-        return reconciliation_review.verify(self._context, self._authority, self._verifier, request)
+        recorded = reconciliation_review.verify(
+            self._context, self._authority, self._verifier, request
+        )
+        record_event(
+            "reconciliation_verification",
+            actor=request.actor,
+            outcome=recorded.effect or "recorded",
+            run_id=request.run_id,
+            execution_request_id=request.execution_request_id,
+            reconciliation_id=request.reconciliation_id,
+            journal_sequence=recorded.sequence,
+        )
+        return recorded
 
     def reconcile(self, request: ReconcileInput) -> Reconciled:
         self.expire_due()
-        return reconciliation.commit(self._context, self._authority, request)
+        decided = reconciliation.commit(self._context, self._authority, request)
+        if decided.created:
+            _request_event(
+                f"reconciliation.{request.decision}",
+                request.actor,
+                decided.reconciled,
+                reconciliation_id=request.reconciliation_id,
+                retry_execution_request_id=decided.saved.retry_execution_request_id,
+            )
+        return decided
 
     def get_reconciliation(self, run_id: str, execution_request_id: str) -> Reconciled:
         return reconciliation.get(self._context, run_id, execution_request_id)
@@ -221,16 +287,24 @@ class Ledger:
         loses a race runs again next time). A claim of an expired request is refused
         (LEASE_EXPIRED) and writes nothing."""
         try:
-            return execution_stops.expire_due(self._context)
+            expired = execution_stops.expire_due(self._context)
         except IntegrityError:
             return []
+        for record in expired:
+            _request_event("expiry", "ledger", record)
+        return expired
 
     def cancel_execution_request(
         self, execution_request_id: str, actor: str, reason: str
     ) -> ExecutionRequestRecord:
-        return execution_stops.cancel(
+        # a repeat reads the cancelled request back and changes nothing: no second line
+        repeat = execution.get(self._context, execution_request_id).state is RequestState.CANCELLED
+        cancelled = execution_stops.cancel(
             self._context, self._authority, execution_request_id, actor, reason
         )
+        if not repeat:
+            _request_event("cancellation", actor, cancelled)
+        return cancelled
 
     def claim(
         self,
@@ -239,7 +313,7 @@ class Ledger:
         presented: WorkerSource,
         owner_instance: OwnerInstance | None = None,
     ) -> ExecutionRequestRecord:
-        return execution.claim(
+        claimed = execution.claim(
             self._context,
             self._authority,
             execution_request_id,
@@ -247,6 +321,8 @@ class Ledger:
             presented,
             owner_instance,
         )
+        _request_event("claim", worker, claimed)
+        return claimed
 
     def complete(
         self,
@@ -257,7 +333,7 @@ class Ledger:
         final_output_digest: str = "",
         presented: WorkerSource | None = None,
     ) -> tuple[ExecutionRequestRecord, Completion]:
-        return completion.complete(
+        record, done = completion.complete(
             self._context,
             self._authority,
             execution_request_id,
@@ -267,6 +343,8 @@ class Ledger:
             final_output_digest,
             presented,
         )
+        _request_event("completion", worker, record, journal_sequence=done.journal_sequence)
+        return record, done
 
     def finish(
         self,
@@ -277,14 +355,18 @@ class Ledger:
         reason: str = "",
         presented: WorkerSource | None = None,
     ) -> ExecutionRequestRecord:
-        return execution.finish(
+        finished = execution.finish(
             self._context, execution_request_id, worker, generation, outcome, reason, presented
         )
+        _request_event("finish", worker, finished)
+        return finished
 
     def fail_unclaimed(
         self, execution_request_id: str, worker: str, reason: str
     ) -> ExecutionRequestRecord:
-        return execution.fail_unclaimed(self._context, execution_request_id, worker, reason)
+        failed = execution.fail_unclaimed(self._context, execution_request_id, worker, reason)
+        _request_event("failure_unclaimed", worker, failed)
+        return failed
 
     def record_command(
         self,
@@ -295,7 +377,7 @@ class Ledger:
         command_digest: str,
         presented: WorkerSource | None = None,
     ) -> RecordedCommand:
-        return execution.record_command(
+        recorded = execution.record_command(
             self._context,
             self._authority,
             execution_request_id,
@@ -305,6 +387,16 @@ class Ledger:
             command_digest,
             presented,
         )
+        if recorded.charged:
+            record_event(
+                "command",
+                actor=worker,
+                outcome=f"charged {recorded.used} of {recorded.limit}",
+                execution_request_id=execution_request_id,
+                lease_generation=generation,
+                command_id=command_id,
+            )
+        return recorded
 
     def command_usage(self, run_id: str) -> tuple[int, int]:
         return execution.command_usage(self._context, run_id)

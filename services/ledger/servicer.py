@@ -29,7 +29,11 @@ from services.ledger.domain.tickets import StoredTicket
 from services.ledger.execution_servicer import ExecutionServicer
 from services.ledger.inspection_proto import inspection_to_proto
 from services.ledger.policy_servicer import PolicyServicer
-from services.ledger.proto_convert import execution_request_to_proto, policy_to_proto
+from services.ledger.proto_convert import (
+    execution_request_to_proto,
+    lease_bounds_to_proto,
+    policy_to_proto,
+)
 from services.ledger.reconciliation_servicer import ReconciliationServicer
 from services.ledger.recovery_proto import recovery_input, recovery_to_proto, workflow_name
 from services.ledger.service import Ledger
@@ -145,6 +149,7 @@ def ticket_to_proto(
         request_content_digest=ticket.request_content_digest,
         created_at=to_timestamp(ticket.created_at),
         current_execution_request=execution_request_to_proto(current or record),
+        lease_bounds=lease_bounds_to_proto(ticket.lease_bounds),
     )
 
 

@@ -429,28 +429,33 @@ def _reconciliation_refusals(facts: ActionFacts, reconciling: ReconciliationFact
 
 def _permitted(facts: ActionFacts, refusals: list[Refusal]) -> tuple[PermittedAction, ...]:
     """The next actions that stay safe in every state the evidence permits."""
+    reconciling = facts.reconciliation is not None
     if not refusals:
-        return (
-            PermittedAction(
-                facts.action, "submit the candidate's digest with every acknowledgement"
-            ),
+        how = (
+            "decide with the inspection's reconciliation_digest, expected state and lease "
+            "generation, and an evidence reference"
+            if reconciling
+            else "submit the candidate's digest with every acknowledgement"
         )
+        return (PermittedAction(facts.action, how),)
     actions: dict[str, str] = {}
     for refusal in refusals:
-        if refusal.concern is Concern.ACTION_IDENTITY:
+        if refusal.concern is Concern.ACTION_IDENTITY and reconciling:
+            actions["read_reconciliation"] = "read the saved decision back; it cannot be replaced"
+        elif refusal.concern is Concern.ACTION_IDENTITY:
             actions["read_recovery"] = "read the saved recovery back; it cannot be replaced"
         elif refusal.hold == "POLICY_DISABLED":
             actions["update_policy"] = "a factory administrator may enable the workflow"
         elif refusal.concern is Concern.AUTHORIZATION:
             actions["obtain_authority"] = "the original operator needs current authority"
-        elif refusal.requirement == "CUSTODY" and facts.reconciliation is not None:
+        elif refusal.requirement == "CUSTODY" and reconciling:
             actions["verify_reconciliation"] = (
                 "a deployment verifier must prove cessation, bounded exposure and no effect"
             )
         elif refusal.requirement == "CUSTODY":
             actions["reconcile_custody"] = "reconcile the request under its native rules"
     if (
-        facts.reconciliation is not None
+        reconciling
         # what refuses MARK_UNRESOLVED too: a spent identity, missing authority, no claim
         and not any(
             r.hold in ("RECOVERY_SPENT", "AUTHORITY_MISSING", "REQUEST_NOT_CLAIMED")

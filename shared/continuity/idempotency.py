@@ -1,6 +1,8 @@
 """The one idempotency rule for every operator action keyed by a caller-chosen identifier.
 
-An admission is keyed by ``(run_id, request_id)``, a recovery by its ``recovery_id``. Once an
+An admission is keyed by ``(run_id, request_id)``, a recovery by its ``recovery_id``, a
+reconciliation by its ``reconciliation_id``. Recovery and reconciliation ids are global: one id
+names one action across every run and request (docs/adr/0018-operator-answers.md). Once an
 action is stored under its key, a later submission under the same key is either an *identical
 repeat* (same acting identity, same request content digest), which reads back the stored result
 and writes nothing, or a conflict. Admission applies the rule when it reads back before doing any
@@ -14,6 +16,16 @@ from dataclasses import dataclass
 
 from shared.runtime.errors import Conflict
 
+#: How far each key is unique, said in every conflict so the caller knows what to choose.
+SCOPES = {
+    "request_id": "request ids are unique per run",
+    "recovery_id": "recovery ids are global: unique across every run and request",
+    "reconciliation_id": "reconciliation ids are global: unique across every run and request",
+}
+#: A recovery is also found by its request and workflow (one recovery each): an action stored
+#: there under another id means the request's one action is spent, not that this id was used.
+SPENT_REASON = "RECOVERY_ALREADY_SPENT"
+
 
 @dataclass(frozen=True)
 class StoredAction:
@@ -21,6 +33,11 @@ class StoredAction:
 
     identity: str
     content_digest: str
+    #: The stored action's own id, when it was found by something else than the submitted id
+    #: (a recovery by its request and workflow); "" when it was found by that id.
+    action_id: str = ""
+    #: What the stored action used up, in words ("request req-1's one never_claimed recovery").
+    spends: str = ""
 
 
 def replay_or_conflict(
@@ -36,19 +53,30 @@ def replay_or_conflict(
     ``id_field`` names the key (``request_id``, ``recovery_id``); the reasons are derived from it:
     ``<ID_FIELD>_OWNED_BY_ANOTHER_IDENTITY`` when another identity submitted first and
     ``<ID_FIELD>_CONFLICT`` when the same identity submitted different content. Both are
-    ``ALREADY_EXISTS``: the identifier is taken, choose another.
+    ``ALREADY_EXISTS``: the identifier is taken, choose another. A ``stored`` action found under
+    another id (``stored.action_id``) spent what the submission wanted: ``RECOVERY_ALREADY_SPENT``,
+    whoever submitted it; the submitted id was never used.
     """
+    if stored.action_id and stored.action_id != action_id:
+        raise Conflict(
+            SPENT_REASON,
+            f"{stored.spends or 'the action'} was already spent by {id_field} "
+            f"{stored.action_id}; {id_field} {action_id} was never submitted, and no other id "
+            "can replace the spent action",
+            metadata={id_field: action_id, f"spent_by_{id_field}": stored.action_id},
+        )
     prefix = id_field.upper()
+    scope = f" ({SCOPES[id_field]}; choose another)" if id_field in SCOPES else ""
     if stored.identity != identity:
         raise Conflict(
             f"{prefix}_OWNED_BY_ANOTHER_IDENTITY",
-            f"{id_field} {action_id} was submitted by another identity",
+            f"{id_field} {action_id} was submitted by another identity{scope}",
             metadata={id_field: action_id},
         )
     if stored.content_digest != content_digest:
         raise Conflict(
             f"{prefix}_CONFLICT",
-            f"{id_field} {action_id} was already submitted with different content",
+            f"{id_field} {action_id} was already submitted with different content{scope}",
             metadata={
                 id_field: action_id,
                 "stored_request_content_digest": stored.content_digest,

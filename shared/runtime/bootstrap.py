@@ -6,7 +6,10 @@ import logging
 from collections.abc import Callable, Sequence
 
 from shared.runtime.auth import PrincipalDirectory
+from shared.runtime.client import service_channel
 from shared.runtime.config import Settings, load_settings
+from shared.runtime.events import configure_logging
+from shared.runtime.readiness import Readiness
 from shared.runtime.server import ServiceBinding, serve_until_signalled, start_server
 
 # What a service's build step returns: its bindings and a cleanup to run after the drain.
@@ -14,28 +17,28 @@ BuildResult = tuple[Sequence[ServiceBinding], Callable[[], None]]
 Build = Callable[[Settings], BuildResult]
 
 
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
-    # The SDK's HTTP client logs every request it "sends"; inside reconstruction those requests
-    # only ever reach the sealed in-process transport, and the provider URL in the log misleads.
-    for noisy in ("httpx", "httpx2", "openai"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
-def run_service(service: str, argv: list[str], build: Build) -> int:
+def run_service(service: str, argv: list[str], build: Build, depends_on: Sequence[str] = ()) -> int:
     """Start ``service`` with the bindings ``build`` returns; block until SIGTERM/SIGINT; then
-    drain in-flight calls and run the cleanup ``build`` returned."""
+    drain in-flight calls and run the cleanup ``build`` returned. Health is NOT_SERVING until
+    every service in ``depends_on`` answers SERVING (shared.runtime.readiness)."""
     settings = load_settings(service, argv)
     configure_logging(settings.log_level)
     directory = PrincipalDirectory.load(settings.principals_file)
     service_bindings, cleanup = build(settings)
-    running = start_server(settings, service_bindings, directory)
+    running = start_server(settings, service_bindings, directory, serving=not depends_on)
+    probes = {
+        name: (settings.targets[name], service_channel(settings, name)) for name in depends_on
+    }
+    readiness = Readiness(service, running.health, running.names, probes)
+    if depends_on:
+        readiness.start()
     try:
         serve_until_signalled(running, settings.grace_seconds)
     finally:
+        if depends_on:
+            readiness.stop()
+        for _target, channel in probes.values():
+            channel.close()
         cleanup()
     logging.getLogger("forge.server").info("%s stopped", service)
     return 0

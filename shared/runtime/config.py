@@ -53,6 +53,10 @@ ENVIRONMENT: Mapping[str, str] = {
     "FORGE_MAX_MESSAGE_BYTES": "maximum request/response size in bytes (default 33554432)",
     "FORGE_GRACE_SECONDS": "seconds in-flight calls get to drain on shutdown (default 10)",
     "FORGE_LOG_LEVEL": "log level (default INFO)",
+    "FORGE_LOG_FILE": (
+        "a file every log line is also appended to (stdout always); make run sets "
+        "var/continuity.log"
+    ),
     "FORGE_QUALIFIED_SOURCE_PROFILES": (
         "extra qualified source profiles, comma-separated (the release's own is always qualified)"
     ),

@@ -134,16 +134,21 @@ _REASONS: tuple[Reason, ...] = (
     Reason("REQUEST_ID_OWNED_BY_ANOTHER_IDENTITY", _AE, ("request_id",),
            "the request id was already submitted by another identity"),
     Reason("RECOVERY_ID_CONFLICT", _AE, ("recovery_id", "stored_request_content_digest"),
-           "a recovery of this request (or this recovery id) was already submitted by this "
-           "identity with different content: a different action never replaces a witness"),
+           "this recovery id was already submitted by this identity with different content "
+           "(recovery ids are global: unique across every run and request)"),
     Reason("RECOVERY_ID_OWNED_BY_ANOTHER_IDENTITY", _AE, ("recovery_id",),
-           "a recovery of this request (or this recovery id) was already submitted by another "
-           "identity"),
+           "this recovery id was already submitted by another identity (recovery ids are "
+           "global)"),
+    Reason("RECOVERY_ALREADY_SPENT", _AE, ("recovery_id", "spent_by_recovery_id"),
+           "the request's one recovery of this workflow was spent by another recovery id; the "
+           "submitted id was never used, and no id can replace the spent action"),
     Reason("RECONCILIATION_ID_CONFLICT", _AE,
            ("reconciliation_id", "stored_request_content_digest"),
-           "the reconciliation id was already used by this identity with different content"),
+           "the reconciliation id was already used by this identity with different content "
+           "(reconciliation ids are global: unique across every run and request)"),
     Reason("RECONCILIATION_ID_OWNED_BY_ANOTHER_IDENTITY", _AE, ("reconciliation_id",),
-           "the reconciliation id was already used by another identity"),
+           "the reconciliation id was already used by another identity (reconciliation ids are "
+           "global)"),
     Reason("CONSUMED_GRAPH_ALREADY_ADMITTED", _AE, ("request_id", "run_id"),
            "the consumed response was already admitted under another request id"),
     Reason("COMMAND_ID_CONFLICT", _AE, ("command_id",),
@@ -338,6 +343,9 @@ _REASONS: tuple[Reason, ...] = (
     Reason("NOT_YET_AVAILABLE", _UI, ("method",), "in the contract, not delivered in this release"),
     Reason("CANDIDATE_SOURCES_UNCONFIGURED", _UV, (),
            "the candidate server has no ledger or reconstruction connection"),
+    Reason("SERVICE_UNREACHABLE", _UV, ("service", "target"),
+           "the client could not reach the named service at the named address (nothing "
+           "listens there, or the network refused); safe to retry once it runs"),
     Reason("DATABASE_UNAVAILABLE", _UV, (),
            "the ledger lost its database connection; a write's outcome is unknown until a "
            "same-ID retry or read-back settles it"),

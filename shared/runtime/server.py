@@ -263,10 +263,18 @@ def _server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
 class RunningServer:
     """A started server; ``stop`` drains in-flight calls within the grace period."""
 
-    def __init__(self, server: grpc.Server, health_servicer: health.HealthServicer, port: int):
+    def __init__(
+        self,
+        server: grpc.Server,
+        health_servicer: health.HealthServicer,
+        port: int,
+        names: Sequence[str] = (),
+    ):
         self.server = server
         self.health = health_servicer
         self.port = port
+        #: The hosted services' full names (each has its own health status).
+        self.names = list(names)
         self._stopped = threading.Event()
 
     def stop(self, grace: float) -> None:
@@ -286,8 +294,11 @@ def start_server(
     directory: PrincipalDirectory,
     *,
     max_workers: int = DEFAULT_SERVER_THREADS,
+    serving: bool = True,
 ) -> RunningServer:
-    """Build, bind and start a server hosting ``bindings`` (port 0 picks a free port)."""
+    """Build, bind and start a server hosting ``bindings`` (port 0 picks a free port). With
+    ``serving=False`` health answers NOT_SERVING until someone sets it (shared.runtime.readiness,
+    once the service's dependencies answer)."""
     provider = configure_tracing(settings.service)
     method_roles: dict[str, frozenset[Role]] = {}
     for binding in bindings:
@@ -313,8 +324,13 @@ def start_server(
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [binding.descriptor.full_name for binding in bindings]
+    initial = (
+        health_pb2.HealthCheckResponse.SERVING
+        if serving
+        else (health_pb2.HealthCheckResponse.NOT_SERVING)
+    )
     for name in ["", *names]:
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+        health_servicer.set(name, initial)
     reflection.enable_server_reflection(
         [*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server
     )
@@ -327,7 +343,7 @@ def start_server(
         raise OSError(f"could not bind {settings.address}")
     server.start()
     log.info("%s serving %s on %s:%d", settings.service, ", ".join(names), settings.host, port)
-    return RunningServer(server, health_servicer, port)
+    return RunningServer(server, health_servicer, port, names)
 
 
 def serve_until_signalled(running: RunningServer, grace: float) -> None:

@@ -9,9 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grpc
 import pytest
 from sqlalchemy import Engine, text
 
+from services.client.cli._command import flag
+from services.client.cli.render import error_lines
+from shared.runtime.errors import bare_status_error
 from tests.client.conftest import CliRunner, lines, seed
 from tests.support import Served
 
@@ -136,7 +140,8 @@ def test_json_output_is_parsable_protobuf_json_with_defaults(
 ) -> None:
     shown = cli("--json", "policy", "show", ledger=ledger_served.target)
     assert shown.code == 0
-    policy = json.loads(shown.out)
+    # Wrapped in the response message, as the HTTP gateway answers and grpcurl prints it.
+    policy = json.loads(shown.out)["policy"]
     assert policy["revision"] == "1"  # proto3 JSON: int64 as a string
     assert policy["enabled"] is False  # defaults are printed, with proto field names
     assert policy["allow_pre_admission_recovery"] is False
@@ -196,7 +201,7 @@ def test_journal_show_prints_one_line_per_entry(cli: CliRunner, ledger_served: S
 
     as_json = cli("--json", "journal", "show", "run-1", ledger=ledger_served.target)
     document = json.loads(as_json.out)
-    assert document["run_id"] == "run-1"
+    assert set(document) == {"entries"}
     assert [e["hash"] for e in document["entries"]] == [e.hash for e in seeded.entries]
     assert document["entries"][0]["kind"] == "JOURNAL_ENTRY_KIND_RUN_STARTED"
 
@@ -240,7 +245,7 @@ def test_commands_shows_usage_of_limit(cli: CliRunner, ledger_served: Served) ->
         ["remaining:", "11"],
     ]
     as_json = json.loads(cli("--json", "commands", "run-1", ledger=ledger_served.target).out)
-    assert as_json == {"used": "11", "limit": "22"}
+    assert as_json == {"usage": {"used": "11", "limit": "22"}}
     missing = cli("journal", "show", "no-such-run", ledger=ledger_served.target)
     assert missing.code == 1
     assert missing.err.startswith("error: NOT_FOUND RUN_NOT_FOUND: ")
@@ -352,7 +357,8 @@ def test_submit_refuses_locally_before_any_call(
     assert result.code == 1
     assert result.err.startswith(f"error: INVALID_ARGUMENT {reason}: ")
     assert "origin:" in result.err
-    assert f"    {field}: " in result.err
+    # The refusal names the flag the operator types, not the proto field.
+    assert f"    {flag(field)}: " in result.err
 
 
 def test_submit_with_a_bad_window_refuses_locally_as_json(cli: CliRunner) -> None:
@@ -372,6 +378,7 @@ def test_submit_with_a_bad_window_refuses_locally_as_json(cli: CliRunner) -> Non
     error = json.loads(result.err)["error"]
     assert (error["code"], error["reason"]) == ("INVALID_ARGUMENT", "FIELD_INVALID")
     assert [v["field"] for v in error["field_violations"]] == ["valid_for_seconds"]
+    assert [v["flag"] for v in error["field_violations"]] == ["--valid-for-seconds"]
     assert error["metadata"]["origin"] == "client"
 
 
@@ -402,7 +409,7 @@ def test_python_dash_m_services_client_runs(ledger_served: Served) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["revision"] == "1"
+    assert json.loads(done.stdout)["policy"]["revision"] == "1"
 
     refused = subprocess.run(
         [
@@ -429,3 +436,83 @@ def test_python_dash_m_services_client_runs(ledger_served: Served) -> None:
         check=False,
     )
     assert usage.returncode == 2
+
+
+# --- help and answers an operator can act on -----------------------------------------------------
+
+
+def test_help_names_the_installed_program_and_the_defaults_as_they_are(cli: CliRunner) -> None:
+    env = {"FORGE_LEDGER_TARGET": "ledger.example:7001"}
+    shown = cli("--help", env=env)
+    assert shown.code == 0
+    assert shown.out.startswith("usage: forge-continuity ")
+    assert "python -m" not in shown.out
+    text = " ".join(shown.out.split())  # argparse wraps help text
+    assert "(default: ledger.example:7001," in text
+    assert "(default: 127.0.0.1:50053," in text and "(default: 127.0.0.1:50054," in text
+    # the token's value is never printed, only whether one is set
+    assert "(default: $FORGE_TOKEN, not set)" in text
+    assert "secret" not in cli("--help", env={"FORGE_TOKEN": "secret"}).out
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("request", "submit"),
+        ("recovery", "submit"),
+        ("refusal", "submit"),
+        ("observation", "submit"),
+    ],
+)
+def test_every_acknowledgement_flag_says_what_it_acknowledges(
+    cli: CliRunner, command: tuple[str, ...]
+) -> None:
+    shown = cli(*command, "--help")
+    assert shown.code == 0
+    text = " ".join(shown.out.split())
+    flags = sorted({word for word in text.split() if word.startswith("--acknowledge-")})
+    assert flags, shown.out
+    for name in flags:
+        # the option's own line: "--acknowledge-x required: acknowledge that ..."
+        assert f"{name.strip('[]')} required" in text, f"{name} has no help text"
+    assert "the lease bounds say which won" in text or "lease bounds" in text
+
+
+def test_an_unreachable_service_is_named_with_its_address_in_the_error_line(
+    cli: CliRunner, closed_target: str
+) -> None:
+    result = cli("policy", "show", ledger=closed_target)
+    assert result.code == 1
+    first = result.err.splitlines()[0]
+    assert first.startswith("error: UNAVAILABLE SERVICE_UNREACHABLE: ")
+    assert f"ledger service at {closed_target}" in first
+    assert "UNAVAILABLE UNAVAILABLE" not in result.err
+    # no separate transport warning: the error line is the whole story
+    assert "call failed" not in result.err and "WARNING" not in result.err
+    as_json = json.loads(cli("--json", "policy", "show", ledger=closed_target).err)["error"]
+    assert as_json["metadata"] == {"service": "ledger", "target": closed_target}
+
+
+def test_a_bare_status_prints_its_code_once() -> None:
+    error = bare_status_error(grpc.StatusCode.INTERNAL)
+    assert error_lines(error)[0].startswith("error: INTERNAL: ")
+
+
+def test_the_installed_console_script_runs_from_anywhere(tmp_path: Path) -> None:
+    """The README's `.venv/bin/forge-continuity --help`: no activated environment needed."""
+    script = ROOT / ".venv" / "bin" / "forge-continuity"
+    if not script.exists():
+        pytest.skip("the project's virtual environment is not installed")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}
+    env["PATH"] = "/usr/bin:/bin"
+    done = subprocess.run(
+        [str(script), "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "COMMAND" in done.stdout and "policy" in done.stdout

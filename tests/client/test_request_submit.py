@@ -118,7 +118,7 @@ def test_the_operator_flow_through_the_cli_and_client(stack: Stack, cli: CliRunn
     assert candidate_fields["journal_digest"] == seeded.head_hash
     assert "holds: none" in shown.out
     assert "handoff:" in shown.out and "commands:" in shown.out
-    as_json = json.loads(stack.cli(cli, "--json", "candidate", "show", "run-1").out)
+    as_json = json.loads(stack.cli(cli, "--json", "candidate", "show", "run-1").out)["candidate"]
     assert as_json["eligible"] is True
     assert as_json["holds"] == []
     assert as_json["digests"]["candidate_digest"] == candidate_fields["candidate_digest"]
@@ -133,6 +133,10 @@ def test_the_operator_flow_through_the_cli_and_client(stack: Stack, cli: CliRunn
     assert ticket_fields["operator_identity"] == "olga-operator"
     assert ticket_fields["execution_state"] == "QUEUED"
     assert ticket_fields["lease_seconds"] == "900"  # bounded by the frozen provider timeout
+    # ... and the answer says so: 1800 s asked, 900 s granted, and which bound won.
+    assert ticket_fields["lease_bounds"].startswith(
+        "900 s, bounded by the run's provider timeout (requested 1800 s, policy window "
+    )
     assert ticket_fields["candidate_digest"] == candidate_fields["candidate_digest"]
 
     # 4. After a lost response: read it back (any role), and resubmit identically.
@@ -148,6 +152,7 @@ def test_the_operator_flow_through_the_cli_and_client(stack: Stack, cli: CliRunn
     assert retried.code == 0, retried.err
     document = json.loads(retried.out)
     assert document["created"] is False
+    assert document["ticket"]["lease_bounds"]["limited_by"] == "LEASE_BOUND_PROVIDER_TIMEOUT"
     assert (
         document["ticket"]["execution_request"]["execution_request_id"]
         == (ticket_fields["execution_request_id"])
@@ -267,7 +272,7 @@ def test_a_held_candidate_lists_each_hold_with_its_requirement(
     hold_line = next(line for line in lines(shown.out) if "- POLICY_DISABLED" in line)
     assert hold_line.endswith("requires POLICY")
 
-    reviewed = json.loads(stack.cli(cli, "--json", "candidate", "show", "run-1").out)
+    reviewed = json.loads(stack.cli(cli, "--json", "candidate", "show", "run-1").out)["candidate"]
     refused = stack.cli(
         cli,
         "--json",
@@ -382,7 +387,7 @@ SUBMIT_FROM_CANDIDATE = (
 def shown_candidate_digest(stack: Stack, cli: CliRunner) -> str:
     shown = stack.cli(cli, "--json", "candidate", "show", "run-1")
     assert shown.code == 0, shown.err
-    digest: str = json.loads(shown.out)["digests"]["candidate_digest"]
+    digest: str = json.loads(shown.out)["candidate"]["digests"]["candidate_digest"]
     return digest
 
 

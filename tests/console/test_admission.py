@@ -83,6 +83,10 @@ def test_an_operator_admits_the_reviewed_candidate(
     receipt = page.locator('[data-receipt="queued"]')
     expect(receipt).to_contain_text("Continuation queued")
     expect(receipt).to_contain_text("admission only")
+    # The receipt explains the granted lease with the bounds the ledger stored with the ticket.
+    bounds = receipt.locator("[data-lease-bounds]")
+    expect(bounds).to_have_attribute("data-lease-bounds", "LEASE_BOUND_PROVIDER_TIMEOUT")
+    expect(bounds).to_contain_text("bounded by the run's provider timeout")
     screenshot(page, gateway, f"admission-v{version}-desktop")
 
     with gateway.client("reader-token") as client:
@@ -93,7 +97,9 @@ def test_an_operator_admits_the_reviewed_candidate(
     assert reply.json()["ticket"]["version"] == version
     # Checking again reads the ticket; the generic admission control is withheld.
     page.get_by_role("button", name="Check current admission").click()
-    expect(page.locator(f'[data-ticket="{action["requestId"]}"]')).to_be_visible()
+    ticket = page.locator(f'[data-ticket="{action["requestId"]}"]')
+    expect(ticket).to_be_visible()
+    expect(ticket.locator("[data-lease-bounds]")).to_contain_text("requested ")
     expect(page.get_by_role("button", name=f"Review admission (version {version})")).to_have_count(
         0
     )

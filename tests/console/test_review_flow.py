@@ -86,6 +86,8 @@ def test_review_failed_admission_requeues_the_same_request(
     expect(receipt.get_by_role("link", name="worker records")).to_be_visible()
     expect(receipt.get_by_role("link", name="command records")).to_be_visible()
     expect(receipt.get_by_role("link", name="journal records")).to_be_visible()
+    # The recovery's new lease is explained by the bounds the ledger stored with the outcome.
+    expect(receipt.locator("[data-lease-bounds]")).to_contain_text("(requested ")
     screenshot(page, gateway, "receipt-phone")
     page.set_viewport_size({"width": 1280, "height": 900})
     screenshot(page, gateway, "receipt-desktop")

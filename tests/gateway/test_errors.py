@@ -212,9 +212,19 @@ def test_bad_requests_are_refused_before_any_call(gateway: RunningGateway) -> No
         as_text = v1_submission(candidate, acknowledge_no_new_grant="true")
         body = refused(operator.post(path, json=as_text), 400, 3, "INVALID_JSON")
         assert "acknowledge_no_new_grant" in body["message"]
-        refused(
+        body = refused(
             operator.post(path, json=v1_submission(candidate, surprise=1)), 400, 3, "INVALID_JSON"
         )
+        # The unknown field is named, and the known ones are listed as the docs spell them.
+        assert "unknown field 'surprise'" in body["message"]
+        assert "valid_for_seconds, acknowledge_no_new_grant" in body["message"]
+        assert "validForSeconds" not in body["message"]
+        nested = v1_submission(candidate)
+        nested["digests"] = {**nested["digests"], "surprise_digest": "x"}
+        body = refused(operator.post(path, json=nested), 400, 3, "INVALID_JSON")
+        assert "unknown field 'surprise_digest' in digests" in body["message"]
+        assert "candidate_digest, run_digest" in body["message"]
+        assert "candidateDigest" not in body["message"]
         refused(
             operator.post(path, json=v1_submission(candidate, run_id="run-2")),
             400,

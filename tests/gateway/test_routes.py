@@ -20,7 +20,7 @@ from services.gateway.routes import (
     contract_routes,
     contract_services,
 )
-from tests.gateway.conftest import running_gateway
+from tests.gateway.conftest import RunningGateway, running_gateway
 
 ROOT = Path(__file__).resolve().parents[2]
 # The operator steps of the spec, as it writes them.
@@ -115,6 +115,7 @@ def test_the_openapi_document_describes_every_route() -> None:
 
 
 def test_the_gateway_serves_its_openapi_document_and_health() -> None:
+    """/healthz is NOT_SERVING while a server it calls does not answer, naming it."""
     settings = GatewaySettings(
         targets=dict.fromkeys(("ledger", "candidate", "admission"), "127.0.0.1:1")
     )
@@ -123,4 +124,14 @@ def test_the_gateway_serves_its_openapi_document_and_health() -> None:
         health = client.get("/healthz")
     assert served.status_code == 200
     assert served.json() == json.loads(document_text())
-    assert health.json() == {"status": "SERVING"}
+    assert health.status_code == 503
+    assert health.json() == {
+        "status": "NOT_SERVING",
+        "waiting_for": dict.fromkeys(("admission", "candidate", "ledger"), "127.0.0.1:1"),
+    }
+
+
+def test_the_gateway_is_serving_once_every_server_answers(gateway: RunningGateway) -> None:
+    with gateway.client("reader-token") as client:
+        health = client.get("/healthz")
+    assert (health.status_code, health.json()) == (200, {"status": "SERVING"})

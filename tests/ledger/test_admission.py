@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import Engine
 
 from forge.continuity.v1 import (
+    common_pb2,
     ledger_pb2,
     ledger_pb2_grpc,
 )
@@ -152,13 +153,14 @@ def test_refusals_write_nothing(
 
 
 @pytest.mark.parametrize(
-    ("requested", "window", "provider_timeout", "deadline_in", "expected"),
+    ("requested", "window", "provider_timeout", "deadline_in", "expected", "winner"),
     [
-        (1800, 3600, 900, None, 900),
-        (300, 3600, 900, None, 300),
-        (3600, 600, 900, None, 600),
-        (7200, 7200, 10_000, None, 7200),
-        (3600, 3600, 900, 120, 120),
+        (1800, 3600, 900, None, 900, "PROVIDER_TIMEOUT"),
+        (300, 3600, 900, None, 300, "REQUESTED"),
+        (3600, 600, 900, None, 600, "POLICY_WINDOW"),
+        (7200, 7200, 10_000, None, 7200, "POLICY_WINDOW"),  # a tie: the bound that caps
+        (900, 3600, 900, None, 900, "PROVIDER_TIMEOUT"),
+        (3600, 3600, 900, 120, 120, "ACTIVE_DEADLINE"),
     ],
 )
 def test_lease_is_the_minimum_of_its_bounds(
@@ -169,6 +171,7 @@ def test_lease_is_the_minimum_of_its_bounds(
     provider_timeout: int,
     deadline_in: int | None,
     expected: int,
+    winner: str,
 ) -> None:
     deadline = None
     if deadline_in is not None:
@@ -184,6 +187,17 @@ def test_lease_is_the_minimum_of_its_bounds(
     assert ticket.execution_request.lease.seconds == expected == min(requested, grantable)
     expires = ticket.execution_request.lease.expires_at.ToDatetime(tzinfo=UTC)
     assert expires == clock.now + timedelta(seconds=expected)
+    # The ticket says which bounds applied and which one won, as stored with it.
+    bounds = ticket.lease_bounds
+    assert (bounds.requested_seconds, bounds.policy_window_seconds) == (requested, window)
+    assert bounds.provider_timeout_seconds == provider_timeout
+    assert bounds.deadline_remaining_seconds == (-1 if deadline_in is None else deadline_in)
+    assert (bounds.maximum_seconds, bounds.granted_seconds) == (7200, expected)
+    assert common_pb2.LeaseBound.Name(bounds.limited_by) == f"LEASE_BOUND_{winner}"
+    read_back = clients.ledger().GetAdmission(
+        ledger_pb2.GetAdmissionRequest(run_id="run-1", request_id=ticket.request_id)
+    )
+    assert read_back.ticket.lease_bounds == bounds
 
 
 def test_unsupported_time_budget_and_passed_deadline_refuse_admission(
@@ -370,3 +384,23 @@ def test_a_revocation_committed_while_waiting_for_the_policy_lock_is_seen(
         assert waiter.is_alive(), "the second transaction should be waiting for the policy lock"
     waiter.join(timeout=60)
     assert outcome == ["POLICY_DISABLED" if operation == "admission" else "POLICY_REVOKED"]
+
+
+def test_each_committed_state_change_leaves_one_event_line(
+    clients: LedgerClients, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Successful writes are logged once (who, what, run and request, outcome); an identical
+    repeat that writes nothing leaves no line."""
+    seeded = seed(clients)
+    with caplog.at_level("INFO", logger="forge.events"):
+        enable_policy(clients)
+        request = commit_request(clients, seeded)
+        ticket = commit(clients, request).ticket
+        commit(clients, request)  # the identical repeat
+    events = [r.getMessage() for r in caplog.records if r.name == "forge.events"]
+    assert [line.split()[0] for line in events] == ["event=policy_written", "event=admission"]
+    admitted = events[1]
+    assert f"run_id={ticket.run_id} request_id={ticket.request_id}" in admitted
+    assert f"actor={ticket.operator_identity}" in admitted
+    assert admitted.endswith("outcome=queued")
+    assert f"lease_seconds={ticket.execution_request.lease.seconds}" in admitted

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from services.ledger.domain.execution import LeaseBounds, LeaseLimit
 from services.ledger.domain.reconciliation import (
     ReconciliationRecordError,
     StoredReconciliation,
@@ -71,3 +72,14 @@ def test_a_newer_or_damaged_record_is_refused(edit: object) -> None:
     edit(record)  # type: ignore[operator]
     with pytest.raises(ReconciliationRecordError):
         StoredReconciliation.from_text(json.dumps(record))
+
+
+def test_a_retry_keeps_its_lease_bounds_and_old_rows_read_without_them() -> None:
+    bounds = LeaseBounds(900, 600, 1200, 3000, 7200, 600, LeaseLimit.POLICY_WINDOW)
+    retried = replace(
+        SAVED, decision="retry_stage", retry_execution_request_id="exr_2", lease_bounds=bounds
+    )
+    assert json.loads(retried.to_text())["lease_bounds"]["limited_by"] == "policy_window"
+    assert StoredReconciliation.from_text(retried.to_text()) == retried
+    assert "lease_bounds" not in json.loads(SAVED.to_text())
+    assert StoredReconciliation.from_text(SAVED.to_text()).lease_bounds is None

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
+from services.ledger.domain.execution import LeaseBounds, LeaseLimit
 from services.ledger.domain.recoveries import (
     RECORD_VERSION,
     RecoveryRecordError,
@@ -67,3 +69,14 @@ def test_an_unknown_version_or_a_damaged_row_is_refused(damage: dict[str, object
         del record["actor"]
     with pytest.raises(RecoveryRecordError):
         StoredRecovery.from_record(record)
+
+
+def test_lease_bounds_are_an_optional_key_and_old_rows_read_without_them() -> None:
+    bounds = LeaseBounds(900, 3600, 1200, -1, 7200, 900, LeaseLimit.REQUESTED)
+    kept = replace(RECOVERY, lease_bounds=bounds)
+    assert json.loads(kept.to_text())["lease_bounds"]["limited_by"] == "requested"
+    assert StoredRecovery.from_text(kept.to_text()) == kept
+    assert "lease_bounds" not in RECOVERY.to_record()
+    assert StoredRecovery.from_record(RECOVERY.to_record()).lease_bounds is None
+    with pytest.raises(RecoveryRecordError):
+        StoredRecovery.from_record({**kept.to_record(), "lease_bounds": {"granted_seconds": 1}})

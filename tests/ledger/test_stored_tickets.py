@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import ast
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, select
 
 from forge.continuity.v1 import common_pb2
-from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
+from services.ledger.domain.execution import (
+    ExecutionRequestRecord,
+    LeaseBounds,
+    LeaseLimit,
+    RequestState,
+)
 from services.ledger.domain.tickets import RECORD_VERSION, StoredTicket, TicketRecordError
 from services.ledger.schema import admission_tickets
 from services.ledger.servicer import ticket_to_proto
@@ -71,6 +77,41 @@ def test_rows_written_before_records_were_versioned_are_still_read() -> None:
     assert StoredTicket.from_text(json.dumps(legacy)) == TICKET
 
 
+BOUNDS = LeaseBounds(
+    requested_seconds=1800,
+    policy_window_seconds=3600,
+    provider_timeout_seconds=900,
+    deadline_remaining_seconds=-1,
+    maximum_seconds=7200,
+    granted_seconds=900,
+    limited_by=LeaseLimit.PROVIDER_TIMEOUT,
+)
+BOUNDS_RECORD = {
+    "requested_seconds": 1800,
+    "policy_window_seconds": 3600,
+    "provider_timeout_seconds": 900,
+    "deadline_remaining_seconds": -1,
+    "maximum_seconds": 7200,
+    "granted_seconds": 900,
+    "limited_by": "provider_timeout",
+}
+
+
+def test_lease_bounds_are_an_optional_key_of_the_same_version() -> None:
+    """Rows saved before the bounds were kept stay readable (no bounds); new rows keep them
+    under explicit keys, and the ticket answer maps them field by field."""
+    with_bounds = replace(TICKET, lease_bounds=BOUNDS)
+    assert with_bounds.to_record() == {**RECORD_V1, "lease_bounds": BOUNDS_RECORD}
+    assert StoredTicket.from_text(with_bounds.to_text()) == with_bounds
+    assert StoredTicket.from_record(RECORD_V1).lease_bounds is None
+    proto = ticket_to_proto(with_bounds, _queued()).lease_bounds
+    assert (proto.requested_seconds, proto.granted_seconds) == (1800, 900)
+    assert proto.limited_by == common_pb2.LEASE_BOUND_PROVIDER_TIMEOUT
+    assert not ticket_to_proto(TICKET, _queued()).HasField("lease_bounds")
+    with pytest.raises(TicketRecordError):
+        StoredTicket.from_record({**RECORD_V1, "lease_bounds": {**BOUNDS_RECORD, "limited_by": 7}})
+
+
 @pytest.mark.parametrize(
     "record",
     [
@@ -84,8 +125,8 @@ def test_unreadable_records_are_named(record: dict[str, object]) -> None:
         StoredTicket.from_record(record)
 
 
-def test_the_protobuf_ticket_is_mapped_field_by_field() -> None:
-    record = ExecutionRequestRecord(
+def _queued() -> ExecutionRequestRecord:
+    return ExecutionRequestRecord(
         execution_request_id=TICKET.execution_request_id,
         run_id="run-1",
         attempt_id="attempt-1",
@@ -100,7 +141,10 @@ def test_the_protobuf_ticket_is_mapped_field_by_field() -> None:
         created_at=TICKET.created_at,
         updated_at=TICKET.created_at,
     )
-    proto = ticket_to_proto(TICKET, record)
+
+
+def test_the_protobuf_ticket_is_mapped_field_by_field() -> None:
+    proto = ticket_to_proto(TICKET, _queued())
     assert (proto.run_id, proto.request_id, proto.operator_identity) == (
         "run-1",
         "req-1",
@@ -136,5 +180,6 @@ def test_the_ledger_writes_a_versioned_record(clients: LedgerClients, engine: En
         stored = connection.execute(select(admission_tickets.c.ticket_json)).scalar_one()
     record = json.loads(stored)
     assert record["record_version"] == RECORD_VERSION
-    assert set(record) == set(RECORD_V1)
+    assert set(record) == {*RECORD_V1, "lease_bounds"}
+    assert record["lease_bounds"]["granted_seconds"] == ticket.lease_bounds.granted_seconds
     assert record["settlement_sequence"] == ticket.settlement_sequence

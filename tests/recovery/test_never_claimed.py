@@ -125,7 +125,11 @@ def refused_with_nothing_written(
     queued = execution(stack, "reader-token").ListExecutionRequests(
         execution_pb2.ListExecutionRequestsRequest(run_id="run-1")
     )
-    code = {"RECOVERY_ID_CONFLICT": AE, "RECOVERY_ID_OWNED_BY_ANOTHER_IDENTITY": AE}.get(
+    code = {
+        "RECOVERY_ID_CONFLICT": AE,
+        "RECOVERY_ID_OWNED_BY_ANOTHER_IDENTITY": AE,
+        "RECOVERY_ALREADY_SPENT": AE,
+    }.get(
         reason,
         IA
         if reason in ("ACKNOWLEDGEMENT_REQUIRED", "FIELD_INVALID", "CORRECTIVE_PROVIDER_INVALID")
@@ -166,6 +170,10 @@ def test_recover_read_back_resubmit_and_a_different_action_refused(
     assert requeued.checkpoint_digest == ticket.execution_request.checkpoint_digest
     assert requeued.state == common_pb2.EXECUTION_REQUEST_STATE_QUEUED
     assert requeued.lease.generation == 0 and 0 < requeued.lease.seconds <= 900
+    # The outcome explains the new lease: every bound the lease rule applied and which won.
+    bounds = outcome.lease_bounds
+    assert (bounds.requested_seconds, bounds.granted_seconds) == (900, requeued.lease.seconds)
+    assert bounds.maximum_seconds == 7200 and bounds.limited_by != 0
     # Everything is preserved; a witness and a request event are appended.
     journal = kinds(stack)
     assert journal[-4:] == [
@@ -187,13 +195,16 @@ def test_recover_read_back_resubmit_and_a_different_action_refused(
     again = stack.admissions(ADA).RequestInvalidReadRecovery(recovery(candidate))
     assert not again.created and again.outcome == outcome
     assert row_counts(engine) == after
-    # A different action can never replace the witness.
-    refused_with_nothing_written(
+    # A different action can never replace the witness; the answer says the request's one
+    # recovery is spent, not that rec-2 (never submitted) was submitted with other content.
+    spent = refused_with_nothing_written(
         stack,
         engine,
         lambda: stack.admissions(ADA).RequestInvalidReadRecovery(recovery(candidate, "rec-2")),
-        "RECOVERY_ID_CONFLICT",
+        "RECOVERY_ALREADY_SPENT",
     )
+    assert spent.metadata == {"recovery_id": "rec-2", "spent_by_recovery_id": "rec-1"}
+    assert "already submitted" not in spent.message and "never submitted" in spent.message
     refused_with_nothing_written(
         stack,
         engine,
@@ -363,7 +374,7 @@ def test_two_recovery_ids_race_on_one_request_exactly_one_wins(stack: Stack) -> 
     )
     assert all(isinstance(r, admission_pb2.RequestInvalidReadRecoveryResponse) for r in won)
     assert len(won) == 1 and won[0].created
-    assert lost == ["RECOVERY_ID_CONFLICT"]
+    assert lost == ["RECOVERY_ALREADY_SPENT"]
     assert kinds(stack).count("recovery_witness") == 1
 
 

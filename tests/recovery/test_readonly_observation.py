@@ -264,7 +264,7 @@ def test_recover_read_back_resubmit_and_continue_from_the_separate_checkpoint(
         lambda: stack.admissions(ADA).RequestReadonlyObservationRecovery(
             observation(candidate, "obs-2")
         ),
-        "RECOVERY_ID_CONFLICT",
+        "RECOVERY_ALREADY_SPENT",
     )
     # The next claim continues from the separate checkpoint; the pinned SDK builds the next
     # request from it (sealed: nothing is sent).
@@ -447,7 +447,7 @@ def test_two_recovery_ids_race_on_one_request_exactly_one_wins(
     )
     assert all(isinstance(r, admission_pb2.RequestReadonlyObservationRecoveryResponse) for r in won)
     assert len(won) == 1 and won[0].created
-    assert lost == ["RECOVERY_ID_CONFLICT"]
+    assert lost == ["RECOVERY_ALREADY_SPENT"]
     assert kinds(stack).count("readonly_observation_recovery") == 1
 
 

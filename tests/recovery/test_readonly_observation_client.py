@@ -49,7 +49,7 @@ def test_the_client_methods_carry_the_spec_names(stack: Stack, provider: Refusin
                 "run-1", "req-1", "obs-2", candidate_digest=candidate, valid_for_seconds=600,
                 **ACKNOWLEDGED,
             )  # fmt: skip
-        assert refused.value.reason == "RECOVERY_ID_CONFLICT"
+        assert refused.value.reason == "RECOVERY_ALREADY_SPENT"
 
 
 def test_the_cli_reviews_submits_and_shows(
@@ -70,7 +70,7 @@ def test_the_cli_reviews_submits_and_shows(
 
     code, out = cli("--json", "observation", "candidate", "run-1", "req-1")
     assert code == 0
-    candidate = json.loads(out)
+    candidate = json.loads(out)["candidate"]
     assert candidate["eligible"] is True
     submit = [
         *("observation", "submit", "run-1", "req-1", "obs-1"),

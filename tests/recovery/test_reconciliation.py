@@ -237,6 +237,14 @@ def test_retry_stage_fences_the_old_owner_and_queues_a_new_request(
         owned.checkpoint_digest,
     )
     assert retry.state == common_pb2.EXECUTION_REQUEST_STATE_QUEUED and retry.lease.generation == 0
+    # The retry's lease asks for the interrupted one's length; the bounds say what won.
+    bounds = saved.lease_bounds
+    assert bounds.requested_seconds == owned.lease.seconds
+    assert bounds.granted_seconds == retry.lease.seconds
+    assert bounds.limited_by != common_pb2.LEASE_BOUND_UNSPECIFIED
+    assert [b.state for b in saved.handoff.bound_requests] == ["reconciled"]
+    assert [a.action for a in saved.handoff.permitted_next_actions] == ["read_reconciliation"]
+    assert not saved.handoff.unresolved_alternatives  # cessation was verified
     assert (
         saved.fenced_lease_generation == 1
         and saved.verification_sequence == verification.journal_sequence
@@ -343,6 +351,15 @@ def test_mark_unresolved_is_terminal_with_the_handoff(stack: Stack, engine: Engi
     done = reconciliations(stack).ReconcileExecutionRequest(decision(snapshot, MARK)).reconciliation
     assert done.reconciled_request.state == common_pb2.EXECUTION_REQUEST_STATE_UNRESOLVED
     assert not done.HasField("retry_request") and done.verification_sequence == 0
+    assert not done.HasField("lease_bounds")  # no lease was granted
+    # The handoff is the post-decision state's: the request is unresolved, the only permitted
+    # action reads the decision back, and nothing speaks of a candidate or acknowledgements.
+    assert [b.state for b in done.handoff.bound_requests] == ["unresolved"]
+    permitted = done.handoff.permitted_next_actions
+    assert [a.action for a in permitted] == ["read_reconciliation"]
+    assert not any(
+        "candidate" in a.description or "acknowledge" in a.description for a in permitted
+    )
     unresolved = {u.subject: list(u.alternatives) for u in done.handoff.unresolved_alternatives}
     assert unresolved == {owned.execution_request_id: ["failed", "committed", "in_flight"]}
     assert done.handoff.consumed_resources.commands_used == 12

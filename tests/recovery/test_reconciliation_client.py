@@ -71,7 +71,7 @@ def test_the_cli_inspects_submits_and_shows(
     exr = owned.execution_request_id
     code, out = cli("--json", "reconcile", "inspect", "run-1", exr, "rcn-1")
     assert code == 0
-    digest = json.loads(out)["reconciliation_digest"]
+    digest = json.loads(out)["snapshot"]["reconciliation_digest"]
     submit = [
         *("reconcile", "submit", "run-1", exr, "rcn-1", "--evidence-reference", "incident-7"),
         *("--decision", "mark_unresolved"),

@@ -265,7 +265,7 @@ def test_recover_read_back_resubmit_and_a_second_refusal_stays_held(
         lambda: stack.admissions(ADA).RequestRejectedBoundaryRecovery(
             submission(candidate, reviewed, "rec-2")
         ),
-        "RECOVERY_ID_CONFLICT",
+        "RECOVERY_ALREADY_SPENT",
     )
     # A second failure stays held: the spent action identity refuses a retry loop. The worker
     # sends the very same bytes again.
@@ -279,7 +279,7 @@ def test_recover_read_back_resubmit_and_a_second_refusal_stays_held(
         lambda: stack.admissions(ADA).RequestRejectedBoundaryRecovery(
             submission(second, reviewed, "rec-3")
         ),
-        "RECOVERY_ID_CONFLICT",
+        "RECOVERY_ALREADY_SPENT",
     )
 
 
@@ -501,5 +501,5 @@ def test_two_recovery_ids_race_on_one_request_exactly_one_wins(
     )
     assert all(isinstance(r, admission_pb2.RequestRejectedBoundaryRecoveryResponse) for r in won)
     assert len(won) == 1 and won[0].created
-    assert lost == ["RECOVERY_ID_CONFLICT"]
+    assert lost == ["RECOVERY_ALREADY_SPENT"]
     assert kinds(stack).count("refusal_settlement") == 1

@@ -52,7 +52,7 @@ def test_the_client_methods_carry_the_spec_names(
                 reviewed_rejection=reviewed, valid_for_seconds=600,
                 corrective_provider=CORRECTIVE, **ACKNOWLEDGED,
             )  # fmt: skip
-        assert refused.value.reason == "RECOVERY_ID_CONFLICT"
+        assert refused.value.reason == "RECOVERY_ALREADY_SPENT"
 
 
 def test_the_cli_reviews_submits_and_shows(
@@ -81,7 +81,7 @@ def test_the_cli_reviews_submits_and_shows(
         "--json", "refusal", "candidate", "run-1", "req-1", "--review", str(review_file)
     )
     assert code == 0
-    candidate = json.loads(out)
+    candidate = json.loads(out)["candidate"]
     assert candidate["eligible"] is True
     submit = [
         *("refusal", "submit", "run-1", "req-1", "rec-1", "--review", str(review_file)),

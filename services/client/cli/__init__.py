@@ -1,35 +1,40 @@
-"""`python -m services.client`: the operator CLI of invalid-read continuity.
+"""`forge-continuity` (also `python -m services.client`): the operator CLI of invalid-read
+continuity.
 
 Examples (against `make run`, which prints the local development tokens)::
 
     export FORGE_TOKEN=dev-admin-token
-    python -m services.client policy show
-    python -m services.client policy set --expected-revision 1 --enable --window-seconds 3600
-    python -m services.client --token dev-operator-token candidate show run-1
-    python -m services.client --token dev-operator-token request submit run-1 req-1 \\
+    forge-continuity policy show
+    forge-continuity policy set --expected-revision 1 --enable --window-seconds 3600
+    forge-continuity --token dev-operator-token candidate show run-1
+    forge-continuity --token dev-operator-token request submit run-1 req-1 \\
         --from-candidate --candidate-digest sha256:... --valid-for-seconds 1800 \\
         --acknowledge-no-new-grant --acknowledge-original-consumption \\
         --acknowledge-renewed-same-attempt-lease
-    python -m services.client request show run-1 req-1
-    python -m services.client --token dev-admin-operator-token recovery candidate run-1 req-1
-    python -m services.client --token dev-admin-operator-token recovery submit run-1 req-1 \\
+    forge-continuity request show run-1 req-1
+    forge-continuity --token dev-admin-operator-token recovery candidate run-1 req-1
+    forge-continuity --token dev-admin-operator-token recovery submit run-1 req-1 \\
         rec-1 --candidate-digest sha256:... --valid-for-seconds 900 \\
         --acknowledge-never-claimed --acknowledge-same-request-and-attempt \\
         --acknowledge-budgets-charged --acknowledge-same-attempt-lease
-    python -m services.client recovery show run-1 req-1
-    python -m services.client --token dev-admin-token reconcile inspect run-1 exr_... rcn-1
-    python -m services.client --token dev-admin-token reconcile submit run-1 exr_... rcn-1 \\
+    forge-continuity recovery show run-1 req-1
+    forge-continuity --token dev-admin-token reconcile inspect run-1 exr_... rcn-1
+    forge-continuity --token dev-admin-token reconcile submit run-1 exr_... rcn-1 \\
         --reconciliation-digest sha256:... --evidence-reference incident-42 \\
         --decision mark_unresolved
-    python -m services.client reconcile show run-1 exr_...
-    python -m services.client journal show run-1
-    python -m services.client --json journal verify run-1
-    python -m services.client journal export run-1 --out run-1.audit.jsonl
-    python -m services.client --token dev-operator-token whoami
+    forge-continuity reconcile show run-1 exr_...
+    forge-continuity journal show run-1
+    forge-continuity --json journal verify run-1
+    forge-continuity journal export run-1 --out run-1.audit.jsonl
+    forge-continuity --token dev-operator-token whoami
 
 Exit status: 0 on success; 1 when a service (or the client's own validation) refuses, or when
 ``journal verify`` finds a broken chain; 2 for usage errors. Refusals print
-``error: CODE REASON: message`` and their details on stderr (a JSON object with ``--json``).
+``error: CODE REASON: message`` and their details on stderr, naming the command's flags rather
+than proto fields. With ``--json`` stdout carries the RPC's response message in proto3 JSON
+exactly as the HTTP gateway answers it and grpcurl prints it (proto field names, every field,
+int64 as strings), and a refusal is ``{"error": {"code", "reason", "message", "metadata",
+"field_violations", "precondition_violations"}}`` on stderr.
 
 Each workflow's commands live in their own module, which exposes ``register(commands)``;
 rendering lives in :mod:`services.client.cli.render`.
@@ -63,12 +68,16 @@ from services.client.cli._command import (
     Parser,
     UsageError,
     connection_options,
+    flag_names,
 )
 from services.client.cli.render import error_lines, error_object
 from services.client.client import ContinuityClient
 from shared.runtime.errors import DomainError
 
 __all__ = ["EXIT_OK", "EXIT_REFUSED", "EXIT_USAGE", "UsageError", "build_parser", "main"]
+
+#: The installed program's name (pyproject's console script), in help and usage lines.
+PROGRAM = "forge-continuity"
 
 #: The command modules, in the order their commands are listed in ``--help``.
 _WORKFLOWS = (
@@ -85,7 +94,7 @@ _WORKFLOWS = (
 
 def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     parser = Parser(
-        prog="python -m services.client",
+        prog=PROGRAM,
         description="Operator CLI of invalid-read continuity: policy, requests, journals.",
         epilog="Exit status: 0 success, 1 refused (or a broken journal chain), 2 usage error.",
     )
@@ -102,6 +111,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     environment = os.environ if env is None else env
     stdout, stderr = sys.stdout, sys.stderr
     as_json = "--json" in arguments
+    names: dict[str, str] = {}
     try:
         parser = build_parser(environment)
         try:
@@ -109,6 +119,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         except SystemExit as done:  # --help
             return done.code if isinstance(done.code, int) else EXIT_OK
         as_json = bool(args.json)
+        names = flag_names(args.command_parser) if hasattr(args, "command_parser") else {}
         if not args.token:
             raise UsageError(f"no token: pass --token or set {TOKEN_VARIABLE}")
         with ContinuityClient(
@@ -125,11 +136,11 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             document = {"error": {"code": "USAGE", "message": str(usage)}}
             stderr.write(json.dumps(document, indent=2) + "\n")
         else:
-            stderr.write(f"usage error: {usage}\n(see python -m services.client --help)\n")
+            stderr.write(f"usage error: {usage}\n(see {PROGRAM} --help)\n")
         return EXIT_USAGE
     except DomainError as error:
         if as_json:
-            stderr.write(json.dumps(error_object(error), indent=2) + "\n")
+            stderr.write(json.dumps(error_object(error, names), indent=2) + "\n")
         else:
-            stderr.write("\n".join(error_lines(error)) + "\n")
+            stderr.write("\n".join(error_lines(error, names)) + "\n")
         return EXIT_REFUSED

@@ -10,7 +10,7 @@ from typing import Any, NoReturn, TextIO
 
 from google.protobuf.message import Message
 
-from services.client._base import TOKEN_VARIABLE, default_target
+from services.client._base import TARGET_VARIABLES, TOKEN_VARIABLE, default_target
 from services.client.cli.render import to_json_object
 from services.client.client import ContinuityClient
 
@@ -40,9 +40,16 @@ class Output:
         self.as_json = as_json
         self.stdout = stdout
 
-    def emit(self, document: Message | dict[str, Any], lines: Sequence[str]) -> None:
+    def emit(
+        self, document: Message | dict[str, Any], lines: Sequence[str], *, field: str = ""
+    ) -> None:
+        """``lines`` for people; with ``--json`` the RPC's response message as the HTTP gateway
+        answers it and grpcurl prints it (proto field names, every field): a command that holds
+        one field of the response names it as ``field`` and is wrapped in it."""
         if self.as_json:
             value = to_json_object(document) if isinstance(document, Message) else document
+            if field:
+                value = {field: value}
             self.stdout.write(json.dumps(value, indent=2, sort_keys=False) + "\n")
         else:
             self.stdout.write("\n".join(lines) + "\n")
@@ -59,29 +66,40 @@ def connection_options(parser: argparse.ArgumentParser, env: Mapping[str, str] |
         return argparse.SUPPRESS if env is None else value
 
     group = parser.add_argument_group("connection")
+    token_set = bool((env or {}).get(TOKEN_VARIABLE))
     group.add_argument(
         "--token",
         default=default((env or {}).get(TOKEN_VARIABLE, "")),
-        help=f"bearer token (default: ${TOKEN_VARIABLE})",
+        # the token itself is never printed, only whether the environment supplies one
+        help=f"bearer token (default: ${TOKEN_VARIABLE}, "
+        + ("set" if token_set else "not set")
+        + ")",
     )
     for service in ("ledger", "candidate", "admission"):
+        # The default as it is now (the environment's value, or the local port), so --help
+        # says where a call will go.
+        target = default_target(service, env) if env is not None else ""
         group.add_argument(
             f"--{service}",
             metavar="HOST:PORT",
-            default=default(default_target(service, env) if env is not None else ""),
-            help=f"{service} service (default: $FORGE_{service.upper()}_TARGET or 127.0.0.1:port)",
+            default=default(target),
+            help=f"{service} service address (default: {target}, "
+            f"from ${TARGET_VARIABLES[service]} or the local default)"
+            if env is not None
+            else f"{service} service address",
         )
     group.add_argument(
         "--timeout",
         type=float,
         default=default(30.0),
-        help="seconds each call may take (default 30)",
+        help="seconds each call may take (default: 30)",
     )
     group.add_argument(
         "--json",
         action="store_true",
         default=default(False),
-        help="machine output: protobuf JSON on stdout, errors as JSON on stderr",
+        help="machine output: the RPC's response message as proto3 JSON on stdout (as the HTTP "
+        'gateway answers it), a refusal as {"error": {...}} on stderr',
     )
 
 
@@ -99,5 +117,53 @@ def add_command(
         name, help=help_text, description=help_text
     )
     connection_options(command, None)
-    command.set_defaults(handler=handler)
+    command.set_defaults(handler=handler, command_parser=command)
     return command
+
+
+#: What each acknowledgement asserts (the contract's field comments, in the operator's words);
+#: every ``--acknowledge-*`` flag shows it.
+ACKNOWLEDGEMENT_HELP = {
+    "acknowledge_no_new_grant": "the continuation gets no new tool grant",
+    "acknowledge_original_consumption": "the original model and tool consumption stays charged",
+    "acknowledge_renewed_same_attempt_lease": "only the same attempt's lease is renewed",
+    "acknowledge_unavailable_source_observations": "the unavailable source observations stay "
+    "unknown",
+    "acknowledge_never_claimed": "no worker ever claimed the request",
+    "acknowledge_same_request_and_attempt": "the original request and attempt stay the same",
+    "acknowledge_budgets_charged": "original consumption and budgets stay charged",
+    "acknowledge_same_attempt_lease": "only the same attempt's lease is renewed",
+    "acknowledge_reviewed_provider_epoch": "the reviewed provider epoch is the executed one",
+    "acknowledge_no_response_or_tool_replay": "no original response or tool call is replayed",
+    "acknowledge_same_request_and_budgets": "the same request, its budgets still charged",
+    "acknowledge_finite_ownership_lease": "only a finite ownership lease is granted",
+    "acknowledge_unavailable_observation": "the evidence observation stays unavailable",
+    "acknowledge_no_original_callback_replay": "no original tool callback is replayed",
+    "acknowledge_same_request_attempt_and_budgets": "the same request and attempt, its budgets "
+    "still charged",
+}
+
+
+def flag(name: str) -> str:
+    """The flag of a contract field (``valid_for_seconds`` → ``--valid-for-seconds``)."""
+    return "--" + name.replace("_", "-")
+
+
+def acknowledgement_help(name: str, note: str = "") -> str:
+    """Required; what giving the flag acknowledges."""
+    meaning = ACKNOWLEDGEMENT_HELP.get(name, name.removeprefix("acknowledge_").replace("_", " "))
+    return f"required{note}: acknowledge that {meaning}"
+
+
+def flag_names(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Each contract field a command takes, by the name the operator typed it under: its flag,
+    or its positional argument's metavar (refusals name these instead of proto fields)."""
+    names: dict[str, str] = {}
+    for action in parser._actions:
+        if action.dest in ("help", argparse.SUPPRESS):
+            continue
+        if action.option_strings:
+            names[action.dest] = action.option_strings[0]
+        elif isinstance(action.metavar, str):
+            names[action.dest] = action.metavar
+    return names

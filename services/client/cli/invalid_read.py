@@ -11,6 +11,7 @@ from services.client.cli._command import (
     Output,
     Subcommands,
     UsageError,
+    acknowledgement_help,
     add_command,
     add_group,
 )
@@ -72,17 +73,22 @@ def register(commands: Subcommands) -> None:
         "--valid-for-seconds",
         type=int,
         required=True,
-        help=f"requested lease window, 1..{MAX_WINDOW_SECONDS}",
+        help=f"requested lease in seconds, 1..{MAX_WINDOW_SECONDS}; the granted lease is the "
+        "least of this, the policy window, the run's provider timeout and its remaining "
+        "deadline (the answer's lease bounds say which won)",
     )
     submit.add_argument("--version", type=int, default=DEFAULT_VERSION, help=_VERSIONS_HELP)
     for name, versions in _ACKNOWLEDGEMENTS.items():
         if versions == SUPPORTED_VERSIONS:
-            submit.add_argument(_flag(name), action="store_true")
+            submit.add_argument(_flag(name), action="store_true", help=acknowledgement_help(name))
         else:
             # Unset (None) unless given, so a version that does not take it can tell.
             only = " and ".join(str(number) for number in versions)
             submit.add_argument(
-                _flag(name), action="store_true", default=None, help=f"version {only} only"
+                _flag(name),
+                action="store_true",
+                default=None,
+                help=acknowledgement_help(name, f" with --version {only}, refused otherwise"),
             )
     submit.add_argument(
         "--from-candidate",
@@ -109,7 +115,7 @@ def register(commands: Subcommands) -> None:
 
 def _candidate_show(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
     candidate = client.invalid_read_continuity_candidate(args.run_id, args.version)
-    out.emit(candidate, candidate_lines(candidate))
+    out.emit(candidate, candidate_lines(candidate), field="candidate")
     return EXIT_OK
 
 
@@ -138,7 +144,7 @@ def _request_submit(client: ContinuityClient, args: argparse.Namespace, out: Out
 
 def _request_show(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
     ticket = client.invalid_read_continuity(args.run_id, args.request_id)
-    out.emit(ticket, ticket_lines(ticket))
+    out.emit(ticket, ticket_lines(ticket), field="ticket")
     return EXIT_OK
 
 

@@ -72,7 +72,7 @@ def register(commands: Subcommands) -> None:
 def _journal_show(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
     entries = client.journal(args.run_id, args.from_sequence)
     out.emit(
-        {"run_id": args.run_id, "entries": [to_json_object(e) for e in entries]},
+        {"entries": [to_json_object(e) for e in entries]},
         journal_lines(entries),
     )
     return EXIT_OK
@@ -93,7 +93,7 @@ def _journal_inspect(client: ContinuityClient, args: argparse.Namespace, out: Ou
 def _requests(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
     found = client.execution_requests(args.run_id)
     out.emit(
-        {"run_id": args.run_id, "execution_requests": [to_json_object(r) for r in found]},
+        {"execution_requests": [to_json_object(r) for r in found]},
         execution_request_lines(found),
     )
     return EXIT_OK
@@ -109,6 +109,7 @@ def _cancel(client: ContinuityClient, args: argparse.Namespace, out: Output) -> 
                 ("state", execution_state(cancelled)),
             ]
         ),
+        field="execution_request",
     )
     return EXIT_OK
 
@@ -144,5 +145,6 @@ def _command_usage(client: ContinuityClient, args: argparse.Namespace, out: Outp
                 ("remaining", max(usage.limit - usage.used, 0)),
             ]
         ),
+        field="usage",
     )
     return EXIT_OK

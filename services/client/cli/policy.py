@@ -49,7 +49,7 @@ def register(commands: Subcommands) -> None:
 
 def _show(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
     policy = client.get_policy(args.revision)
-    out.emit(policy, policy_lines(policy))
+    out.emit(policy, policy_lines(policy), field="policy")
     return EXIT_OK
 
 
@@ -64,7 +64,7 @@ def _set(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int
         allow_pre_admission_recovery=args.allow_pre_admission_recovery,
         allow_readonly_observation_recovery=args.allow_readonly_observation_recovery,
     )
-    out.emit(policy, policy_lines(policy))
+    out.emit(policy, policy_lines(policy), field="policy")
     return EXIT_OK
 
 

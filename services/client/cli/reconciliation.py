@@ -12,7 +12,7 @@ import argparse
 
 from forge.continuity.v1 import common_pb2, reconciliation_pb2
 from services.client.cli._command import EXIT_OK, Output, Subcommands, add_command, add_group
-from services.client.cli.render import aligned, handoff_lines, hold_lines
+from services.client.cli.render import aligned, handoff_lines, hold_lines, lease_bounds_text
 from services.client.client import ContinuityClient
 from services.client.reconciliation import DECISIONS
 
@@ -102,6 +102,8 @@ def reconciliation_lines(
     ]
     if saved.HasField("retry_request"):
         pairs.append(("retry request", saved.retry_request.execution_request_id))
+    if saved.HasField("lease_bounds"):
+        pairs.append(("retry lease", lease_bounds_text(saved.lease_bounds)))
     if created is not None:
         pairs.append(("created", "yes" if created else "no (identical repeat)"))
     return aligned(pairs) + handoff_lines(saved.handoff)
@@ -122,13 +124,13 @@ def _inspect(client: ContinuityClient, args: argparse.Namespace, output: Output)
     snapshot = client.inspect_reconciliation(
         args.run_id, args.execution_request_id, args.reconciliation_id
     )
-    output.emit(snapshot, snapshot_lines(snapshot))
+    output.emit(snapshot, snapshot_lines(snapshot), field="snapshot")
     return EXIT_OK
 
 
 def _verify(client: ContinuityClient, args: argparse.Namespace, output: Output) -> int:
     verification = client.verify_reconciliation(_reviewed(client, args), args.evidence_reference)
-    output.emit(verification, verification_lines(verification))
+    output.emit(verification, verification_lines(verification), field="verification")
     return EXIT_OK
 
 
@@ -142,5 +144,5 @@ def _submit(client: ContinuityClient, args: argparse.Namespace, output: Output) 
 
 def _show(client: ContinuityClient, args: argparse.Namespace, output: Output) -> int:
     saved = client.reconciliation(args.run_id, args.execution_request_id)
-    output.emit(saved, reconciliation_lines(saved))
+    output.emit(saved, reconciliation_lines(saved), field="reconciliation")
     return EXIT_OK

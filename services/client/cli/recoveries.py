@@ -18,10 +18,12 @@ from services.client.cli._command import (
     EXIT_OK,
     Output,
     Subcommands,
+    acknowledgement_help,
     add_command,
     add_group,
+    flag,
 )
-from services.client.cli.render import aligned, handoff_lines, hold_lines
+from services.client.cli.render import aligned, handoff_lines, hold_lines, lease_bounds_text
 from services.client.client import ContinuityClient
 from shared.continuity.recovery import workflow as recovery_workflow
 from shared.contract.terms import MAX_WINDOW_SECONDS, enum_short_name
@@ -75,10 +77,12 @@ def register_recovery_group(
         "--valid-for-seconds",
         type=int,
         required=True,
-        help=f"requested lease window, 1..{MAX_WINDOW_SECONDS}",
+        help=f"requested lease in seconds, 1..{MAX_WINDOW_SECONDS}; the granted lease is the "
+        "least of this, the policy window, the run's provider timeout and its remaining "
+        "deadline (the answer's lease bounds say which won)",
     )
     for name in recovery_workflow(workflow).acknowledgements:
-        submit.add_argument("--" + name.replace("_", "-"), action="store_true")
+        submit.add_argument(flag(name), action="store_true", help=acknowledgement_help(name))
     return RecoveryCommands(candidate, submit, show)
 
 
@@ -180,6 +184,11 @@ def outcome_lines(outcome: common_pb2.RecoveryOutcome, created: bool | None = No
         ("execution request", request.execution_request_id),
         ("state", common_pb2.ExecutionRequestState.Name(request.state)),
         ("lease", f"generation {request.lease.generation}, {request.lease.seconds} s"),
+        *(
+            [("lease bounds", lease_bounds_text(outcome.lease_bounds))]
+            if outcome.HasField("lease_bounds")
+            else []
+        ),
         ("witness sequence", outcome.witness_sequence),
         ("event sequence", outcome.event_sequence),
     ]
@@ -206,7 +215,7 @@ def _handlers(
         found = client._recovery_candidate(
             workflow, args.run_id, args.request_id, **inputs(args, False)
         )
-        output.emit(found, candidate_lines(found))
+        output.emit(found, candidate_lines(found), field="candidate")
         return EXIT_OK
 
     def submit(client: ContinuityClient, args: argparse.Namespace, output: Output) -> int:
@@ -225,7 +234,7 @@ def _handlers(
 
     def show(client: ContinuityClient, args: argparse.Namespace, output: Output) -> int:
         outcome = client._recovery(workflow, args.run_id, args.request_id)
-        output.emit(outcome, outcome_lines(outcome))
+        output.emit(outcome, outcome_lines(outcome), field="outcome")
         return EXIT_OK
 
     return candidate, submit, show

@@ -3,7 +3,8 @@ otherwise, and refusals with their details. Nothing here calls a service."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from google.protobuf import json_format, timestamp_pb2
@@ -221,6 +222,35 @@ def candidate_lines(candidate: candidate_pb2.InvalidReadContinuityCandidate) -> 
     return [*aligned(pairs), *hold_lines(candidate.holds), *handoff_lines(candidate.handoff)]
 
 
+#: How each bound of the lease rule reads in a sentence.
+_BOUND_WORDS = {
+    "REQUESTED": "the request",
+    "POLICY_WINDOW": "the policy window",
+    "PROVIDER_TIMEOUT": "the run's provider timeout",
+    "ACTIVE_DEADLINE": "the run's remaining deadline",
+    "MAXIMUM_WINDOW": "the 7200 s maximum",
+}
+
+
+def lease_bounds_text(bounds: common_pb2.LeaseBounds) -> str:
+    """Why the lease is as long as it is: the bound that won, then every bound applied
+    ("900 s, bounded by the run's provider timeout (requested 1800 s, ...)")."""
+    winner = enum_short_name(common_pb2.LeaseBound, bounds.limited_by)
+    deadline = bounds.deadline_remaining_seconds
+    why = (
+        "as requested"
+        if winner == "REQUESTED"
+        else f"bounded by {_BOUND_WORDS.get(winner, winner)}"
+    )
+    return (
+        f"{bounds.granted_seconds} s, {why} (requested {bounds.requested_seconds} s, policy "
+        f"window {bounds.policy_window_seconds} s, provider timeout "
+        f"{bounds.provider_timeout_seconds} s, deadline "
+        + ("none" if deadline < 0 else f"{deadline} s left")
+        + f", maximum {bounds.maximum_seconds} s)"
+    )
+
+
 def ticket_lines(ticket: ledger_pb2.AdmissionTicket, created: bool | None = None) -> list[str]:
     execution = ticket.execution_request
     lease = execution.lease
@@ -246,6 +276,11 @@ def ticket_lines(ticket: ledger_pb2.AdmissionTicket, created: bool | None = None
         ("attempt_id", execution.attempt_id),
         ("checkpoint_digest", execution.checkpoint_digest),
         ("lease_seconds", lease.seconds),
+        *(
+            [("lease_bounds", lease_bounds_text(ticket.lease_bounds))]
+            if ticket.HasField("lease_bounds")
+            else []
+        ),
         ("lease_generation", lease.generation),
         ("lease_expires_at", _time(lease, "expires_at")),
         ("owner", execution.owner or "-"),
@@ -368,11 +403,31 @@ def permission_lines(reply: admission_pb2.GetCallerPermissionsResponse) -> list[
     ]
 
 
-def error_lines(error: DomainError) -> list[str]:
-    lines = [f"error: {error.kind.name} {error.reason}: {error.message}"]
+def _named(text: str, names: Mapping[str, str]) -> str:
+    """``text`` with each contract field the command took named as the operator typed it."""
+    # Only snake_case field names: a plain word ("version", "decision") stays a word.
+    fields = sorted((field for field in names if "_" in field), key=len, reverse=True)
+    if not fields:
+        return text
+    pattern = r"\b(" + "|".join(re.escape(field) for field in fields) + r")\b"
+    return re.sub(pattern, lambda found: names[found.group(1)], text)
+
+
+def error_lines(error: DomainError, names: Mapping[str, str] | None = None) -> list[str]:
+    """``error: CODE REASON: message`` (the code once when a bare status has no other reason)
+    and the details; ``names`` maps contract fields to the command's flags, which the refusal
+    then names instead of proto fields."""
+    names = names or {}
+    head = (
+        error.kind.name if error.reason == error.kind.name else f"{error.kind.name} {error.reason}"
+    )
+    lines = [f"error: {head}: {_named(error.message, names)}"]
     if error.field_violations:
         lines.append("  field violations:")
-        lines += [f"    {v.field}: {v.description}" for v in error.field_violations]
+        lines += [
+            f"    {names.get(v.field, v.field)}: {_named(v.description, names)}"
+            for v in error.field_violations
+        ]
     if error.precondition_violations:
         lines.append("  precondition violations:")
         lines += [
@@ -384,7 +439,10 @@ def error_lines(error: DomainError) -> list[str]:
     return lines
 
 
-def error_object(error: DomainError) -> dict[str, Any]:
+def error_object(error: DomainError, names: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The refusal for machines: the contract's field names, and beside each field violation
+    the ``flag`` the command took it as (when it took it)."""
+    names = names or {}
     return {
         "error": {
             "code": error.kind.name,
@@ -392,7 +450,9 @@ def error_object(error: DomainError) -> dict[str, Any]:
             "message": error.message,
             "metadata": dict(error.metadata),
             "field_violations": [
-                {"field": v.field, "description": v.description} for v in error.field_violations
+                {"field": v.field, "description": v.description}
+                | ({"flag": names[v.field]} if v.field in names else {})
+                for v in error.field_violations
             ],
             "precondition_violations": [
                 {"type": v.type, "subject": v.subject, "description": v.description}

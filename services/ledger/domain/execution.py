@@ -87,6 +87,75 @@ def execution_request_id(run_id: str, request_id: str) -> str:
     return "exr_" + digest_of({"run_id": run_id, "request_id": request_id})[7:31]
 
 
+class LeaseLimit(enum.Enum):
+    """The bounds of the one lease rule, in the order a tie is attributed: a bound that would
+    also cap a longer request wins a tie, so the request wins only when it is strictly the
+    smallest ("as requested" then means more was available)."""
+
+    POLICY_WINDOW = "policy_window"
+    PROVIDER_TIMEOUT = "provider_timeout"
+    ACTIVE_DEADLINE = "active_deadline"
+    MAXIMUM_WINDOW = "maximum_window"
+    REQUESTED = "requested"
+
+
+@dataclass(frozen=True)
+class LeaseBounds:
+    """Every bound the one lease rule applied to a grant, and which one won; stored with the
+    ticket, recovery or reconciliation that granted the lease so its answer explains it."""
+
+    requested_seconds: int
+    policy_window_seconds: int
+    provider_timeout_seconds: int
+    #: Seconds left before the run's active deadline at the grant; -1 when the run has none.
+    deadline_remaining_seconds: int
+    maximum_seconds: int
+    granted_seconds: int
+    limited_by: LeaseLimit
+
+    def to_record(self) -> dict[str, object]:
+        return {
+            "requested_seconds": self.requested_seconds,
+            "policy_window_seconds": self.policy_window_seconds,
+            "provider_timeout_seconds": self.provider_timeout_seconds,
+            "deadline_remaining_seconds": self.deadline_remaining_seconds,
+            "maximum_seconds": self.maximum_seconds,
+            "granted_seconds": self.granted_seconds,
+            "limited_by": self.limited_by.value,
+        }
+
+    @classmethod
+    def from_record(cls, record: object) -> LeaseBounds | None:
+        """The stored bounds; None for a record written before bounds were stored. A damaged
+        value raises ValueError, TypeError or KeyError (each record module maps them)."""
+        if record is None:
+            return None
+        if not isinstance(record, dict):
+            raise TypeError("lease_bounds must be an object")
+        return cls(
+            requested_seconds=int(record["requested_seconds"]),
+            policy_window_seconds=int(record["policy_window_seconds"]),
+            provider_timeout_seconds=int(record["provider_timeout_seconds"]),
+            deadline_remaining_seconds=int(record["deadline_remaining_seconds"]),
+            maximum_seconds=int(record["maximum_seconds"]),
+            granted_seconds=int(record["granted_seconds"]),
+            limited_by=LeaseLimit(record["limited_by"]),
+        )
+
+
+def _limits(window_seconds: int, run: Run, now: datetime) -> dict[LeaseLimit, int]:
+    """The bounds every grant made now obeys (the request aside)."""
+    limits = {
+        LeaseLimit.POLICY_WINDOW: window_seconds,
+        LeaseLimit.PROVIDER_TIMEOUT: run.spec.provider_timeout_seconds,
+        LeaseLimit.MAXIMUM_WINDOW: MAX_WINDOW_SECONDS,
+    }
+    deadline = run.spec.active_deadline_at
+    if deadline is not None:
+        limits[LeaseLimit.ACTIVE_DEADLINE] = max(0, math.floor((deadline - now).total_seconds()))
+    return limits
+
+
 def grantable_lease(window_seconds: int, run: Run, now: datetime) -> int:
     """The one lease-bound rule: the longest lease a grant made now may carry, min(policy window
     ≤ 7200, frozen provider timeout, remaining active deadline); 0 when none may be granted (the
@@ -94,11 +163,25 @@ def grantable_lease(window_seconds: int, run: Run, now: datetime) -> int:
     reports it so the console offers it without a copy of the rule."""
     if run.spec.time_budget_protocol not in SUPPORTED_TIME_BUDGET_PROTOCOLS:
         return 0
-    bounds = [min(window_seconds, MAX_WINDOW_SECONDS), run.spec.provider_timeout_seconds]
-    deadline = run.spec.active_deadline_at
-    if deadline is not None:
-        bounds.append(math.floor((deadline - now).total_seconds()))
-    return max(0, min(bounds))
+    return max(0, min(_limits(window_seconds, run, now).values()))
+
+
+def lease_bounds(
+    requested_seconds: int, window_seconds: int, run: Run, now: datetime
+) -> LeaseBounds:
+    """min(requested, the grantable lease), with every bound and the one that won."""
+    limits = {LeaseLimit.REQUESTED: requested_seconds, **_limits(window_seconds, run, now)}
+    granted = max(0, min(limits.values()))
+    winner = next(limit for limit in LeaseLimit if limits.get(limit, granted + 1) <= granted)
+    return LeaseBounds(
+        requested_seconds=requested_seconds,
+        policy_window_seconds=window_seconds,
+        provider_timeout_seconds=run.spec.provider_timeout_seconds,
+        deadline_remaining_seconds=limits.get(LeaseLimit.ACTIVE_DEADLINE, -1),
+        maximum_seconds=MAX_WINDOW_SECONDS,
+        granted_seconds=granted,
+        limited_by=winner,
+    )
 
 
 def bound_lease(
@@ -106,22 +189,23 @@ def bound_lease(
     window_seconds: int,
     run: Run,
     now: datetime,
-) -> int:
-    """min(requested, the grantable lease); refused when nothing may be granted."""
+) -> LeaseBounds:
+    """min(requested, the grantable lease) with its bounds; refused when nothing may be
+    granted."""
     if run.spec.time_budget_protocol not in SUPPORTED_TIME_BUDGET_PROTOCOLS:
         raise FailedPrecondition(
             "TIME_BUDGET_UNSUPPORTED",
             f"time-budget protocol {run.spec.time_budget_protocol!r} is not supported",
             metadata={"time_budget_protocol": run.spec.time_budget_protocol},
         )
-    lease = min(requested_seconds, grantable_lease(window_seconds, run, now))
-    if lease <= 0:
+    bounds = lease_bounds(requested_seconds, window_seconds, run, now)
+    if bounds.granted_seconds <= 0:
         raise FailedPrecondition(
             "ACTIVE_DEADLINE_PASSED",
             "the run's active deadline leaves no time for a lease",
             metadata={"active_deadline": run.spec.active_deadline or ""},
         )
-    return lease
+    return bounds
 
 
 def lease_expiry(now: datetime, seconds: int) -> str:

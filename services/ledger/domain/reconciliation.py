@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
+from services.ledger.domain.execution import ExecutionRequestRecord, LeaseBounds, RequestState
 from services.ledger.domain.intents import IntentTracker, OpenIntent
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.owner_instance import OwnerInstance
@@ -488,10 +488,17 @@ class StoredReconciliation:
     retry_execution_request_id: str
     handoff: Handoff
     created_at: str
+    #: RETRY_STAGE: every bound the lease rule applied to the retry and which won; None for
+    #: MARK_UNRESOLVED (no lease) and in rows saved before it was kept (an optional key).
+    lease_bounds: LeaseBounds | None = None
 
     def to_text(self) -> str:
         record = asdict(self)
         record["handoff"] = handoff_to_record(self.handoff)
+        if self.lease_bounds is None:
+            record.pop("lease_bounds")
+        else:
+            record["lease_bounds"] = self.lease_bounds.to_record()
         record["record_version"] = RECORD_VERSION
         return canonical_text(record)
 
@@ -502,6 +509,7 @@ class StoredReconciliation:
             if not isinstance(record, dict) or record.pop("record_version", None) != RECORD_VERSION:
                 raise ReconciliationRecordError("unknown reconciliation record version")
             record["handoff"] = handoff_from_record(record["handoff"])
+            record["lease_bounds"] = LeaseBounds.from_record(record.get("lease_bounds"))
             for field in fields(cls):
                 expected = {"str": str, "int": int}.get(str(field.type))
                 if expected is not None and type(record[field.name]) is not expected:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from services.ledger.domain.execution import LeaseBounds
 from shared.continuity.canonical import canonical_text, parse_json
 
 RECORD_VERSION = 1
@@ -38,9 +39,11 @@ class StoredRecovery:
     reviewed_rejection_digest: str = ""
     #: A workflow that continues from a new derived checkpoint (the read-only observation).
     derived_checkpoint_digest: str = ""
+    #: Every bound the lease rule applied and which won; None in rows saved before it was kept.
+    lease_bounds: LeaseBounds | None = None
 
     def to_record(self) -> dict[str, Any]:
-        return {
+        record: dict[str, Any] = {
             "record_version": RECORD_VERSION,
             "run_id": self.run_id,
             "request_id": self.request_id,
@@ -58,6 +61,9 @@ class StoredRecovery:
             "reviewed_rejection_digest": self.reviewed_rejection_digest,
             "derived_checkpoint_digest": self.derived_checkpoint_digest,
         }
+        if self.lease_bounds is not None:
+            record["lease_bounds"] = self.lease_bounds.to_record()
+        return record
 
     def to_text(self) -> str:
         return canonical_text(self.to_record())
@@ -86,6 +92,8 @@ class StoredRecovery:
                 reviewed_rejection_digest=str(record.get("reviewed_rejection_digest", "")),
                 # Absent in records written before the read-only observation workflow existed.
                 derived_checkpoint_digest=str(record.get("derived_checkpoint_digest", "")),
+                # Absent in records written before the lease bounds were kept.
+                lease_bounds=LeaseBounds.from_record(record.get("lease_bounds")),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise RecoveryRecordError(f"damaged recovery record: {error!r}") from error

@@ -3,7 +3,8 @@
 The ticket row keeps the ticket as it was saved. It is written as ``{"record_version": 1, ...}``
 with keys chosen here, not protobuf field names, so renaming a contract field can never make old
 rows unreadable; the servicer maps the record to protobuf field by field. Rows written before the
-record was versioned (no ``record_version``) carried the same keys and are still read.
+record was versioned (no ``record_version``) carried the same keys and are still read. Fields added
+later (``lease_bounds``) are optional keys of the same version: an older row simply lacks them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from services.ledger.domain.execution import LeaseBounds
 from shared.continuity.canonical import canonical_text, parse_json
 from shared.contract.terms import DIGEST_NAMES
 
@@ -38,9 +40,11 @@ class StoredTicket:
     request_content_digest: str
     execution_request_id: str
     created_at: str
+    #: Every bound the lease rule applied and which won; None in rows saved before it was kept.
+    lease_bounds: LeaseBounds | None = None
 
     def to_record(self) -> dict[str, Any]:
-        return {
+        record: dict[str, Any] = {
             "record_version": RECORD_VERSION,
             "run_id": self.run_id,
             "request_id": self.request_id,
@@ -55,6 +59,9 @@ class StoredTicket:
             "execution_request_id": self.execution_request_id,
             "created_at": self.created_at,
         }
+        if self.lease_bounds is not None:
+            record["lease_bounds"] = self.lease_bounds.to_record()
+        return record
 
     def to_text(self) -> str:
         return canonical_text(self.to_record())
@@ -79,6 +86,7 @@ class StoredTicket:
                 request_content_digest=str(record["request_content_digest"]),
                 execution_request_id=str(record["execution_request_id"]),
                 created_at=str(record["created_at"]),
+                lease_bounds=LeaseBounds.from_record(record.get("lease_bounds")),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise TicketRecordError(f"damaged ticket record: {error!r}") from error

@@ -149,9 +149,8 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
         )
     # 9.9 bound the lease
     now = context.clock()
-    lease_seconds = bound_lease(
-        admission.valid_for_seconds, policy.settings.window_seconds, run, now
-    )
+    bounds = bound_lease(admission.valid_for_seconds, policy.settings.window_seconds, run, now)
+    lease_seconds = bounds.granted_seconds
     request_id = execution_request_id(run.spec.run_id, admission.request_id)
     actor = admission.operator_identity
     # 9.10 the migration settlement and, adjacent to it, the ownership claim
@@ -214,6 +213,7 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
         request_content_digest=admission.request_content_digest,
         execution_request_id=request_id,
         created_at=created_at,
+        lease_bounds=bounds,
     )
     ticket_rows.insert_ticket(connection, ticket, admission.consumed_response_digest)
     return Admission(ticket, record, created=True)

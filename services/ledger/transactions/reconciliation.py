@@ -21,6 +21,7 @@ from services.ledger.domain.admission import check_capacity
 from services.ledger.domain.execution import (
     PENDING_STATES,
     ExecutionRequestRecord,
+    LeaseBounds,
     RequestState,
     bound_lease,
     queued_request,
@@ -52,6 +53,8 @@ from services.ledger.transactions.reconciliation_review import (
 )
 from shared.continuity.admissibility import (
     RETRY_STAGE,
+    ActionFacts,
+    Handoff,
     Unresolved,
     check,
 )
@@ -155,6 +158,7 @@ def _reconcile(
     if isinstance(outcome, Unresolved):
         raise unresolved_refusal(outcome, request)
     retry: ExecutionRequestRecord | None = None
+    bounds: LeaseBounds | None = None
     created_at = to_text(now)
     if request.decision == RETRY_STAGE:
         # C.6 ordinary caps: the retry replaces the claimed request among the pending ones
@@ -164,7 +168,8 @@ def _reconcile(
             pending=request_rows.count_execution_requests(connection, PENDING_STATES) - 1,
         )
         # C.7 a lease no longer than the interrupted one, bounded exactly as at admission
-        lease_seconds = bound_lease(record.lease_seconds, policy.settings.window_seconds, run, now)
+        bounds = bound_lease(record.lease_seconds, policy.settings.window_seconds, run, now)
+        lease_seconds = bounds.granted_seconds
         retry = queued_request(
             execution_request_id=retry_request_id(
                 run.spec.run_id, record.request_id, request.reconciliation_id
@@ -237,11 +242,30 @@ def _reconcile(
         verification_sequence=verification.sequence if verification else 0,
         settlement_sequence=settlement.sequence,
         retry_execution_request_id=retry.execution_request_id if retry else "",
-        handoff=outcome.handoff,
+        handoff=decided_handoff(facts, reconciled, retry, request.reconciliation_id),
         created_at=created_at,
+        lease_bounds=bounds,
     )
     reconciliation_rows.insert_reconciliation(connection, saved)
     return Reconciled(saved, reconciled, retry, created=True)
+
+
+def decided_handoff(
+    facts: ActionFacts,
+    reconciled: ExecutionRequestRecord,
+    retry: ExecutionRequestRecord | None,
+    reconciliation_id: str,
+) -> Handoff:
+    """The handoff of the state the decision leaves (001: the permitted next actions are the
+    admissibility check's output), not of the state it was decided on: the request is reconciled
+    or unresolved, this decision spends its one identity, and a retry is outstanding."""
+    after = replace(
+        facts,
+        bound=replace(facts.bound, state=reconciled.state.value),
+        spent_by=(reconciliation_id,),
+        outstanding=(*facts.outstanding, *((retry.execution_request_id,) if retry else ())),
+    )
+    return check(after).handoff
 
 
 def unresolved_refusal(outcome: Unresolved, request: ReconcileInput) -> FailedPrecondition:

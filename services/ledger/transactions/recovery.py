@@ -82,18 +82,16 @@ def _replay(connection: Connection, stored: StoredRecovery, recovery: RecoveryIn
     replay_or_conflict(
         id_field="recovery_id",
         action_id=recovery.recovery_id,
-        stored=StoredAction(stored.actor, stored.request_content_digest),
+        stored=StoredAction(
+            stored.actor,
+            stored.request_content_digest,
+            # found by its request and workflow under another id: the one action is spent
+            action_id=stored.recovery_id,
+            spends=f"request {stored.request_id}'s one {stored.workflow} recovery",
+        ),
         identity=recovery.actor,
         content_digest=recovery.request_content_digest,
     )
-    if stored.recovery_id != recovery.recovery_id:
-        # Same identity and content digest under another recovery id cannot happen (the digest
-        # covers the id); refuse rather than answer with another action's result.
-        raise FailedPrecondition(
-            "RECOVERY_UNRESOLVED",
-            "another recovery already used this request's one action",
-            metadata={"recovery_id": stored.recovery_id, "holds": "RECOVERY_SPENT"},
-        )
     record = existing_request(connection, stored.execution_request_id)
     return Recovery(stored, record, created=False)
 
@@ -167,9 +165,8 @@ def _recover(
     )
     # R.6 bound the new lease exactly as at admission
     now = context.clock()
-    lease_seconds = bound_lease(
-        recovery.valid_for_seconds, policy.settings.window_seconds, run, now
-    )
+    bounds = bound_lease(recovery.valid_for_seconds, policy.settings.window_seconds, run, now)
+    lease_seconds = bounds.granted_seconds
     # R.7 the workflow's settlement (if any), its witness and the request event; nothing
     # earlier (ticket, seal, failed claim, checkpoint) is touched
     common = {
@@ -255,6 +252,7 @@ def _recover(
         lease_seconds=lease_seconds,
         created_at=created_at,
         settlement_sequence=settlement_sequence,
+        lease_bounds=bounds,
         **workflow.saved_fields(recovery.inputs),
     )
     recovery_rows.insert_recovery(connection, saved)

@@ -101,6 +101,45 @@ def test_the_idempotency_reasons_are_catalogued(id_field: str) -> None:
         assert set(conflict.value.metadata) <= set(reason.metadata_keys)
 
 
+@pytest.mark.parametrize("id_field", ["recovery_id", "reconciliation_id"])
+def test_conflicts_of_global_ids_say_that_they_are_global(id_field: str) -> None:
+    """Recovery and reconciliation ids are unique across every run (the routes nest them under
+    a run and request, so the answer must say so)."""
+    stored = StoredAction(identity="alice", content_digest="a" * 64)
+    for identity, digest in (("bob", "a" * 64), ("alice", "b" * 64)):
+        with pytest.raises(Conflict) as conflict:
+            replay_or_conflict(
+                id_field=id_field,
+                action_id="id-1",
+                stored=stored,
+                identity=identity,
+                content_digest=digest,
+            )
+        assert "global: unique across every run" in conflict.value.message
+        assert "global" in CATALOGUE[conflict.value.reason].meaning
+
+
+def test_a_spent_recovery_is_its_own_catalogued_reason_naming_both_ids() -> None:
+    """A recovery found by its request under another id: the request's one action is spent;
+    the submitted id was never used, so nothing says it was "already submitted"."""
+    stored = StoredAction("alice", "a" * 64, action_id="rec-1", spends="request req-1's one x")
+    with pytest.raises(Conflict) as conflict:
+        replay_or_conflict(
+            id_field="recovery_id",
+            action_id="rec-2",
+            stored=stored,
+            identity="bob",
+            content_digest="b" * 64,
+        )
+    error = conflict.value
+    assert error.reason == "RECOVERY_ALREADY_SPENT"
+    assert error.metadata == {"recovery_id": "rec-2", "spent_by_recovery_id": "rec-1"}
+    assert "already submitted" not in error.message and "never submitted" in error.message
+    reason = CATALOGUE[error.reason]
+    assert reason.code is ErrorKind.ALREADY_EXISTS
+    assert set(error.metadata) <= set(reason.metadata_keys)
+
+
 @pytest.mark.parametrize("code", [c for c in grpc.StatusCode if c is not grpc.StatusCode.OK])
 def test_every_bare_status_reason_is_catalogued(code: grpc.StatusCode) -> None:
     error = bare_status_error(code)

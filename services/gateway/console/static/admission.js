@@ -2,7 +2,7 @@
 
 import {
   acknowledgements, actionKey, badge, call, callerPermissions, code, describe, el, facts, handoffView,
-  holdsView, inFlight, loadAction, newIdentity, note, permits, queuedReceipt, readBack, saveAction,
+  holdsView, inFlight, leaseBoundsRows, loadAction, newIdentity, note, permits, queuedReceipt, readBack, saveAction,
   setStatus, submitOnce, withheldNote,
 } from "./common.js";
 import { loadRecords, page, requestPath, runPath, usageText } from "./run.js";
@@ -53,7 +53,7 @@ function admissionSpec(action, key) {
     matches: (json) => json.ticket.request_id === action.requestId,
     receipt: (json) => queuedReceipt("Continuation queued", json.ticket.execution_request,
       [["Admission", `version ${json.ticket.version} by ${json.ticket.operator_identity}, policy revision ${json.ticket.policy_revision}`],
-        ["Action ID", action.id]], json.ticket.claim_sequence),
+        ["Action ID", action.id], ...leaseBoundsRows(json.ticket.lease_bounds)], json.ticket.claim_sequence),
   };
 }
 

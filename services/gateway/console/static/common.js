@@ -195,6 +195,27 @@ export async function readBack(spec, area, preface) {
     el("div", { class: "actions" }, again)));
 }
 
+// Why a granted lease is as long as it is: the bound the ledger's one lease rule found smallest,
+// then every bound it applied (LeaseBounds, stored with the ticket or outcome). Absent on answers
+// saved before the bounds were kept: then no row is shown.
+const BOUND_WORDS = {
+  LEASE_BOUND_REQUESTED: "as requested",
+  LEASE_BOUND_POLICY_WINDOW: "bounded by the policy window",
+  LEASE_BOUND_PROVIDER_TIMEOUT: "bounded by the run's provider timeout",
+  LEASE_BOUND_ACTIVE_DEADLINE: "bounded by the run's remaining deadline",
+  LEASE_BOUND_MAXIMUM_WINDOW: "bounded by the 7200 s maximum",
+};
+
+export function leaseBoundsRows(bounds) {
+  if (!bounds) return [];
+  const deadline = Number(bounds.deadline_remaining_seconds);
+  return [["Lease bounds", el("span", { "data-lease-bounds": bounds.limited_by },
+    `${bounds.granted_seconds} s, ${BOUND_WORDS[bounds.limited_by] || bounds.limited_by} `,
+    `(requested ${bounds.requested_seconds} s, policy window ${bounds.policy_window_seconds} s, `,
+    `provider timeout ${bounds.provider_timeout_seconds} s, deadline `,
+    deadline < 0 ? "none" : `${deadline} s left`, `, maximum ${bounds.maximum_seconds} s)`)]];
+}
+
 export function queuedReceipt(title, request, extra, ledgerLinks) {
   return el("div", { class: "card receipt", "data-receipt": "queued" },
     el("h4", {}, title, " ", badge("admission only", "warn")),

@@ -5,7 +5,7 @@
 
 import {
   API, acknowledgements, actionKey, badge, call, callerPermissions, code, describe, el, erLink, facts,
-  handoffView, holdsView, inFlight, loadAction, newIdentity, note, permits, queuedReceipt, readBack,
+  handoffView, holdsView, inFlight, leaseBoundsRows, loadAction, newIdentity, note, permits, queuedReceipt, readBack,
   saveAction, seqLink, shortName, stateName, submitOnce, withheldNote,
 } from "./common.js";
 import { page, usageText } from "./run.js";
@@ -26,6 +26,7 @@ export async function ticketView(area, ticket) {
       ["Execution request", erLink(current.execution_request_id)],
       ["Current state", stateName(current.state)],
       ["Lease", `${current.lease.seconds} s at generation ${current.lease.generation}`],
+      ...leaseBoundsRows(ticket.lease_bounds),
       ["Settlement · claim", el("span", {}, seqLink(ticket.settlement_sequence), " · ", seqLink(ticket.claim_sequence))],
     ]),
     recoveries));
@@ -112,7 +113,8 @@ function recoveryReceipt(outcome, action) {
     outcome.execution_request,
     [["Recovery", `${shortName(outcome.workflow, "RECOVERY_WORKFLOW_")} by ${outcome.actor}`],
       ["Recovery ID", code(outcome.recovery_id)],
-      ["Witness · event", el("span", {}, seqLink(outcome.witness_sequence), " · ", seqLink(outcome.event_sequence))]],
+      ["Witness · event", el("span", {}, seqLink(outcome.witness_sequence), " · ", seqLink(outcome.event_sequence))],
+      ...leaseBoundsRows(outcome.lease_bounds)],
     outcome.event_sequence);
 }
 

@@ -443,6 +443,46 @@ HOLD_REQUIREMENT_NOT_ELIGIBLE: HoldRequirement.ValueType  # 6
 """Nothing in this workflow can clear it; use ordinary native reconciliation."""
 Global___HoldRequirement: _TypeAlias = HoldRequirement  # noqa: Y015
 
+class _LeaseBound:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _LeaseBoundEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_LeaseBound.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    LEASE_BOUND_UNSPECIFIED: _LeaseBound.ValueType  # 0
+    """Never used."""
+    LEASE_BOUND_REQUESTED: _LeaseBound.ValueType  # 1
+    """The lease the caller asked for (valid_for_seconds; a reconciliation retry asks for the
+    interrupted lease's length). Winning means it was granted as asked and more was available.
+    """
+    LEASE_BOUND_POLICY_WINDOW: _LeaseBound.ValueType  # 2
+    """The policy's lease window (window_seconds) at the grant."""
+    LEASE_BOUND_PROVIDER_TIMEOUT: _LeaseBound.ValueType  # 3
+    """The run's frozen provider timeout."""
+    LEASE_BOUND_ACTIVE_DEADLINE: _LeaseBound.ValueType  # 4
+    """The time left before the run's active deadline at the grant."""
+    LEASE_BOUND_MAXIMUM_WINDOW: _LeaseBound.ValueType  # 5
+    """The contract's maximum window of 7200 seconds."""
+
+class LeaseBound(_LeaseBound, metaclass=_LeaseBoundEnumTypeWrapper):
+    """LeaseBound names one bound of the one lease rule: a granted lease is the least of them."""
+
+LEASE_BOUND_UNSPECIFIED: LeaseBound.ValueType  # 0
+"""Never used."""
+LEASE_BOUND_REQUESTED: LeaseBound.ValueType  # 1
+"""The lease the caller asked for (valid_for_seconds; a reconciliation retry asks for the
+interrupted lease's length). Winning means it was granted as asked and more was available.
+"""
+LEASE_BOUND_POLICY_WINDOW: LeaseBound.ValueType  # 2
+"""The policy's lease window (window_seconds) at the grant."""
+LEASE_BOUND_PROVIDER_TIMEOUT: LeaseBound.ValueType  # 3
+"""The run's frozen provider timeout."""
+LEASE_BOUND_ACTIVE_DEADLINE: LeaseBound.ValueType  # 4
+"""The time left before the run's active deadline at the grant."""
+LEASE_BOUND_MAXIMUM_WINDOW: LeaseBound.ValueType  # 5
+"""The contract's maximum window of 7200 seconds."""
+Global___LeaseBound: _TypeAlias = LeaseBound  # noqa: Y015
+
 class _ExecutionRequestState:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -1076,6 +1116,57 @@ class Lease(_message.Message):
 Global___Lease: _TypeAlias = Lease  # noqa: Y015
 
 @_typing.final
+class LeaseBounds(_message.Message):
+    """LeaseBounds explains a granted lease: every bound the ledger's one lease rule applied when it
+    granted it, and the one that won. Absent on answers saved before the bounds were kept.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUESTED_SECONDS_FIELD_NUMBER: _builtins.int
+    POLICY_WINDOW_SECONDS_FIELD_NUMBER: _builtins.int
+    PROVIDER_TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
+    DEADLINE_REMAINING_SECONDS_FIELD_NUMBER: _builtins.int
+    MAXIMUM_SECONDS_FIELD_NUMBER: _builtins.int
+    GRANTED_SECONDS_FIELD_NUMBER: _builtins.int
+    LIMITED_BY_FIELD_NUMBER: _builtins.int
+    requested_seconds: _builtins.int
+    """The requested lease in seconds."""
+    policy_window_seconds: _builtins.int
+    """The policy's lease window in seconds at the grant."""
+    provider_timeout_seconds: _builtins.int
+    """The run's frozen provider timeout in seconds."""
+    deadline_remaining_seconds: _builtins.int
+    """Seconds left before the run's active deadline at the grant; -1 when the run has none."""
+    maximum_seconds: _builtins.int
+    """The contract's maximum window (7200 seconds)."""
+    granted_seconds: _builtins.int
+    """The granted lease in seconds: the least of the bounds above."""
+    limited_by: Global___LeaseBound.ValueType
+    """The bound that won. A tie goes to the bound that would also cap a longer request (policy
+    window, provider timeout, active deadline, maximum, in that order): REQUESTED wins only when
+    the request is strictly the smallest, so more was available.
+    """
+    def __init__(
+        self,
+        *,
+        requested_seconds: _builtins.int = ...,
+        policy_window_seconds: _builtins.int = ...,
+        provider_timeout_seconds: _builtins.int = ...,
+        deadline_remaining_seconds: _builtins.int = ...,
+        maximum_seconds: _builtins.int = ...,
+        granted_seconds: _builtins.int = ...,
+        limited_by: Global___LeaseBound.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deadline_remaining_seconds", b"deadline_remaining_seconds", "granted_seconds", b"granted_seconds", "limited_by", b"limited_by", "maximum_seconds", b"maximum_seconds", "policy_window_seconds", b"policy_window_seconds", "provider_timeout_seconds", b"provider_timeout_seconds", "requested_seconds", b"requested_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LeaseBounds: _TypeAlias = LeaseBounds  # noqa: Y015
+
+@_typing.final
 class ExecutionRequest(_message.Message):
     """ExecutionRequest is a queued continuation of a run."""
 
@@ -1156,6 +1247,7 @@ class RecoveryOutcome(_message.Message):
     DERIVED_CHECKPOINT_DIGEST_FIELD_NUMBER: _builtins.int
     REQUEST_CONTENT_DIGEST_FIELD_NUMBER: _builtins.int
     CANDIDATE_DIGEST_FIELD_NUMBER: _builtins.int
+    LEASE_BOUNDS_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run."""
     request_id: _builtins.str
@@ -1190,6 +1282,12 @@ class RecoveryOutcome(_message.Message):
     def created_at(self) -> _timestamp_pb2.Timestamp:
         """When the action was saved."""
 
+    @_builtins.property
+    def lease_bounds(self) -> Global___LeaseBounds:
+        """Every bound the lease rule applied to the new lease and which one won (absent on outcomes
+        saved before the bounds were kept).
+        """
+
     def __init__(
         self,
         *,
@@ -1207,10 +1305,11 @@ class RecoveryOutcome(_message.Message):
         derived_checkpoint_digest: _builtins.str = ...,
         request_content_digest: _builtins.str = ...,
         candidate_digest: _builtins.str = ...,
+        lease_bounds: Global___LeaseBounds | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "execution_request", b"execution_request"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "execution_request", b"execution_request", "lease_bounds", b"lease_bounds"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "candidate_digest", b"candidate_digest", "created_at", b"created_at", "derived_checkpoint_digest", b"derived_checkpoint_digest", "event_sequence", b"event_sequence", "execution_request", b"execution_request", "recovery_id", b"recovery_id", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "reviewed_rejection_digest", b"reviewed_rejection_digest", "run_id", b"run_id", "settlement_sequence", b"settlement_sequence", "witness_sequence", b"witness_sequence", "workflow", b"workflow"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "candidate_digest", b"candidate_digest", "created_at", b"created_at", "derived_checkpoint_digest", b"derived_checkpoint_digest", "event_sequence", b"event_sequence", "execution_request", b"execution_request", "lease_bounds", b"lease_bounds", "recovery_id", b"recovery_id", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "reviewed_rejection_digest", b"reviewed_rejection_digest", "run_id", b"run_id", "settlement_sequence", b"settlement_sequence", "witness_sequence", b"witness_sequence", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

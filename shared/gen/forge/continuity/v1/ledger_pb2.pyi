@@ -898,6 +898,7 @@ class AdmissionTicket(_message.Message):
     REQUEST_CONTENT_DIGEST_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
     CURRENT_EXECUTION_REQUEST_FIELD_NUMBER: _builtins.int
+    LEASE_BOUNDS_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run."""
     request_id: _builtins.str
@@ -936,6 +937,12 @@ class AdmissionTicket(_message.Message):
         request: the original, or the retry a reconciliation queued) with its current state.
         """
 
+    @_builtins.property
+    def lease_bounds(self) -> _common_pb2.LeaseBounds:
+        """Every bound the lease rule applied to the admitted lease and which one won (absent on tickets
+        saved before the bounds were kept).
+        """
+
     def __init__(
         self,
         *,
@@ -952,10 +959,11 @@ class AdmissionTicket(_message.Message):
         request_content_digest: _builtins.str = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
         current_execution_request: _common_pb2.ExecutionRequest | None = ...,
+        lease_bounds: _common_pb2.LeaseBounds | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "current_execution_request", b"current_execution_request", "digests", b"digests", "execution_request", b"execution_request"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "current_execution_request", b"current_execution_request", "digests", b"digests", "execution_request", b"execution_request", "lease_bounds", b"lease_bounds"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_sequence", b"claim_sequence", "created_at", b"created_at", "current_execution_request", b"current_execution_request", "derived_checkpoint_digest", b"derived_checkpoint_digest", "digests", b"digests", "execution_request", b"execution_request", "operator_identity", b"operator_identity", "policy_revision", b"policy_revision", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "run_id", b"run_id", "settlement_sequence", b"settlement_sequence", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_sequence", b"claim_sequence", "created_at", b"created_at", "current_execution_request", b"current_execution_request", "derived_checkpoint_digest", b"derived_checkpoint_digest", "digests", b"digests", "execution_request", b"execution_request", "lease_bounds", b"lease_bounds", "operator_identity", b"operator_identity", "policy_revision", b"policy_revision", "request_content_digest", b"request_content_digest", "request_id", b"request_id", "run_id", b"run_id", "settlement_sequence", b"settlement_sequence", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -647,6 +647,7 @@ class Reconciliation(_message.Message):
     RETRY_REQUEST_FIELD_NUMBER: _builtins.int
     HANDOFF_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
+    LEASE_BOUNDS_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run."""
     request_id: _builtins.str
@@ -677,13 +678,21 @@ class Reconciliation(_message.Message):
 
     @_builtins.property
     def handoff(self) -> _common_pb2.HandoffPayload:
-        """The admissibility check's handoff payload at the decision (for MARK_UNRESOLVED, the terminal
-        unresolved state's payload).
+        """The admissibility check's handoff payload on the state the decision left (the request
+        reconciled or terminal unresolved, this decision's identity spent, a retry outstanding):
+        its bound request's state and permitted next actions are those after the decision.
         """
 
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp:
         """When it was decided."""
+
+    @_builtins.property
+    def lease_bounds(self) -> _common_pb2.LeaseBounds:
+        """RETRY_STAGE: every bound the lease rule applied to the retry's lease and which one won
+        (absent for MARK_UNRESOLVED, which grants no lease, and on decisions saved before the bounds
+        were kept).
+        """
 
     def __init__(
         self,
@@ -702,10 +711,11 @@ class Reconciliation(_message.Message):
         retry_request: _common_pb2.ExecutionRequest | None = ...,
         handoff: _common_pb2.HandoffPayload | None = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
+        lease_bounds: _common_pb2.LeaseBounds | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "handoff", b"handoff", "reconciled_request", b"reconciled_request", "retry_request", b"retry_request"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "handoff", b"handoff", "lease_bounds", b"lease_bounds", "reconciled_request", b"reconciled_request", "retry_request", b"retry_request"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "created_at", b"created_at", "decision", b"decision", "evidence_reference", b"evidence_reference", "fenced_lease_generation", b"fenced_lease_generation", "handoff", b"handoff", "reconciled_request", b"reconciled_request", "reconciliation_digest", b"reconciliation_digest", "reconciliation_id", b"reconciliation_id", "request_id", b"request_id", "retry_request", b"retry_request", "run_id", b"run_id", "settlement_sequence", b"settlement_sequence", "verification_sequence", b"verification_sequence"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "created_at", b"created_at", "decision", b"decision", "evidence_reference", b"evidence_reference", "fenced_lease_generation", b"fenced_lease_generation", "handoff", b"handoff", "lease_bounds", b"lease_bounds", "reconciled_request", b"reconciled_request", "reconciliation_digest", b"reconciliation_digest", "reconciliation_id", b"reconciliation_id", "request_id", b"request_id", "retry_request", b"retry_request", "run_id", b"run_id", "settlement_sequence", b"settlement_sequence", "verification_sequence", b"verification_sequence"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
