@@ -97,8 +97,6 @@ def local_credentials(principals_file: str, signing_key_file: str) -> tuple[Path
     if not principals.exists():
         write_dev_principals(principals)
         print(f"wrote local development principals to {principals}", flush=True)
-    if principals.read_text(encoding="utf-8") == dev_principals_text():
-        print_dev_tokens()
     signing_key = Path(signing_key_file)
     if not signing_key.exists():
         write_new_key(signing_key)
