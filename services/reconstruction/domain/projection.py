@@ -177,9 +177,35 @@ def _round_trip(name: str, adapter: TypeAdapter[Any], value: Any) -> tuple[Any, 
     return obj, dumped
 
 
+def _check_containers(state: dict[str, Any]) -> None:
+    """The containers the projection walks have their JSON types (a sealed state is sealed by
+    whoever wrote it, so its shape is checked like any other input); the SDK round trip checks
+    everything inside them."""
+    for name, kind in (
+        ("messages", list),
+        ("usage", dict),
+        ("limits", dict),
+        ("model_settings", dict),
+        ("model_request_parameters", dict),
+    ):
+        if not isinstance(state[name], kind):
+            raise _refuse("MIGRATION_FIELD_REFUSED", pointer("state", name), f"not a {kind}")
+    if not state["messages"]:
+        raise _refuse("MIGRATION_FIELD_REFUSED", pointer("state", "messages"), "empty history")
+    params = state["model_request_parameters"]
+    for group in ("function_tools", "output_tools"):
+        tools = params.get(group)
+        if tools is not None and not (
+            isinstance(tools, list) and all(isinstance(tool, dict) for tool in tools)
+        ):
+            field = pointer("state", "model_request_parameters", group)
+            raise _refuse("MIGRATION_FIELD_REFUSED", field, "not a list of tool objects")
+
+
 def project(source_state: Any) -> Projection:
     """Project a verified 2.58.0 state; the source object is deep-copied, never changed."""
     state: dict[str, Any] = copy.deepcopy(source_state)
+    _check_containers(state)
     telemetry = _telemetry(state)
     tool_kinds = _tool_kinds(state)
     omitted, retained = _messages(state)
