@@ -144,7 +144,7 @@ def test_a_historical_checkpoint_of_the_wrong_shape_is_a_typed_refusal(basic: Ca
 
 
 def test_a_derived_checkpoint_of_the_wrong_shape_is_a_typed_refusal(derived: bytes) -> None:
-    turn = consumed_turn("r", AT, listing=True)
+    turn = consumed_turn("r", AT, source_revision="src")
     for label, checkpoint in _variants(derived, DERIVED_PATHS):
         _typed_refusal(label, reproduce_pending_request, checkpoint)
         _typed_refusal(

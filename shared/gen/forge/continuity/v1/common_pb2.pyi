@@ -318,6 +318,17 @@ class _HoldReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_HoldReason
     call, at most one list_files call with its exact retained result), or its sealed
     reconstruction refuses.
     """
+    HOLD_REASON_CALL_NOT_BOUND: _HoldReason.ValueType  # 31
+    """A consumed call's tool_call_granted entry does not bind the call: it records no grant, or
+    another grant than the call's tool contract gives, no argument digest or another than the
+    digest of the arguments in the consumed response, or no source cut or another than the
+    run's registered source revision.
+    """
+    HOLD_REASON_RECONSTRUCTION_REFUSED: _HoldReason.ValueType  # 32
+    """Reconstruction refused or failed on the stored bytes with a reason the candidate has no
+    more specific hold for (an unmapped refusal reason, or an internal, resource or
+    unimplemented error): nothing can be admitted on them.
+    """
 
 class HoldReason(_HoldReason, metaclass=_HoldReasonEnumTypeWrapper):
     """HoldReason is the typed reason a candidate, ticket or action is held."""
@@ -400,6 +411,17 @@ HOLD_REASON_OBSERVATION_NOT_PROVEN: HoldReason.ValueType  # 30
 after the refusal recovery with exact pure-read custody (one unavailable read_run_evidence
 call, at most one list_files call with its exact retained result), or its sealed
 reconstruction refuses.
+"""
+HOLD_REASON_CALL_NOT_BOUND: HoldReason.ValueType  # 31
+"""A consumed call's tool_call_granted entry does not bind the call: it records no grant, or
+another grant than the call's tool contract gives, no argument digest or another than the
+digest of the arguments in the consumed response, or no source cut or another than the
+run's registered source revision.
+"""
+HOLD_REASON_RECONSTRUCTION_REFUSED: HoldReason.ValueType  # 32
+"""Reconstruction refused or failed on the stored bytes with a reason the candidate has no
+more specific hold for (an unmapped refusal reason, or an internal, resource or
+unimplemented error): nothing can be admitted on them.
 """
 Global___HoldReason: _TypeAlias = HoldReason  # noqa: Y015
 
