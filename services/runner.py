@@ -44,9 +44,15 @@ DEV_PRINCIPALS = {
     "dev-worker-token": ("dev-worker", ["worker"]),
     "dev-writer-token": ("dev-writer", ["platform_writer"]),
     "dev-reader-token": ("dev-reader", ["reader"]),
-    "dev-service-token": ("continuity-services", ["continuity_service"]),
+    # Each service that calls another presents its own identity (FORGE_SERVICE_TOKEN).
+    "dev-candidate-service-token": ("candidate", ["candidate_service"]),
+    "dev-admission-service-token": ("admission", ["admission_service"]),
 }
-DEV_SERVICE_TOKEN = "dev-service-token"  # noqa: S105 - documented local-only credential
+#: The token each calling service presents, by service name.
+DEV_SERVICE_TOKENS = {
+    "candidate": "dev-candidate-service-token",
+    "admission": "dev-admission-service-token",
+}
 _PR_SET_PDEATHSIG = 1
 
 
@@ -69,6 +75,17 @@ def print_dev_tokens() -> None:
     print("local development tokens (use as 'authorization: Bearer <token>'):", flush=True)
     for token, (identity, roles) in DEV_PRINCIPALS.items():
         print(f"  {token:<20} {identity:<20} {', '.join(roles)}", flush=True)
+
+
+def service_env(env: dict[str, str], name: str) -> dict[str, str]:
+    """``env`` for service ``name``: a calling service gets its own development token unless
+    one is set; a service that calls none gets none."""
+    own = dict(env)
+    if name in DEV_SERVICE_TOKENS:
+        own.setdefault("FORGE_SERVICE_TOKEN", DEV_SERVICE_TOKENS[name])
+    else:
+        own.pop("FORGE_SERVICE_TOKEN", None)
+    return own
 
 
 def _die_with_parent() -> None:
@@ -109,7 +126,6 @@ def main(argv: list[str] | None = None) -> int:
 
     ports = {name: getattr(args, f"{name}_port") for name in SERVICE_NAMES}
     env = dict(os.environ)
-    env.setdefault("FORGE_SERVICE_TOKEN", DEV_SERVICE_TOKEN)
     env["FORGE_DATABASE_URL"] = args.database_url
     env["FORGE_PRINCIPALS_FILE"] = str(principals)
     for name, port in ports.items():
@@ -130,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         children.append(
             subprocess.Popen(
                 [sys.executable, "-m", f"services.{name}"],
-                env=env,
+                env=service_env(env, name),
                 preexec_fn=_die_with_parent,  # noqa: PLW1509 - runs before any thread starts
                 start_new_session=True,  # Ctrl-C reaches the runner only; it stops children itself
             )

@@ -38,8 +38,13 @@ class _RoleEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Role.ValueType],
     """Platform components (engine, workers) that write native journal entries and blobs."""
     ROLE_READER: _Role.ValueType  # 5
     """Read-only access to journals, blobs, policy and saved outcomes (candidates need an operator)."""
-    ROLE_CONTINUITY_SERVICE: _Role.ValueType  # 6
-    """Service-to-service identity of the continuity services themselves (admission, candidate)."""
+    ROLE_ADMISSION_SERVICE: _Role.ValueType  # 6
+    """The admission service's own identity: recomputes candidates, commits admissions and
+    recoveries, stores derived checkpoints. (Number 6 was the one role the candidate and
+    admission services shared; each now has its own.)
+    """
+    ROLE_CANDIDATE_SERVICE: _Role.ValueType  # 7
+    """The candidate service's own identity: reads the ledger and asks reconstruction; no write."""
 
 class Role(_Role, metaclass=_RoleEnumTypeWrapper):
     """Role is an authorization role a principal may hold. The principals file maps each bearer token
@@ -58,8 +63,13 @@ ROLE_PLATFORM_WRITER: Role.ValueType  # 4
 """Platform components (engine, workers) that write native journal entries and blobs."""
 ROLE_READER: Role.ValueType  # 5
 """Read-only access to journals, blobs, policy and saved outcomes (candidates need an operator)."""
-ROLE_CONTINUITY_SERVICE: Role.ValueType  # 6
-"""Service-to-service identity of the continuity services themselves (admission, candidate)."""
+ROLE_ADMISSION_SERVICE: Role.ValueType  # 6
+"""The admission service's own identity: recomputes candidates, commits admissions and
+recoveries, stores derived checkpoints. (Number 6 was the one role the candidate and
+admission services shared; each now has its own.)
+"""
+ROLE_CANDIDATE_SERVICE: Role.ValueType  # 7
+"""The candidate service's own identity: reads the ledger and asks reconstruction; no write."""
 Global___Role: _TypeAlias = Role  # noqa: Y015
 
 class _JournalEntryKind:
