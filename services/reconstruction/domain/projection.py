@@ -46,6 +46,14 @@ RETAINED: Final = {
     "cache_write_1h_tokens": "cache_write_tokens",
 }
 
+#: The one change the projection makes that the spec's list does not name, recorded by name and
+#: reason in the witness (docs/formats.md).
+HISTORY_DIGEST_CHANGE: Final = "omit_null_history_digest"
+WHY_NULL: Final = (
+    "2.55.0 has no ModelResponse.history_digest; 2.58.0 writes null there unless a "
+    "Responses-API continuation set it, and a null carries no information"
+)
+
 MESSAGES = ModelMessagesTypeAdapter
 USAGE = TypeAdapter(RunUsage)
 LIMITS = TypeAdapter(UsageLimits)
@@ -159,7 +167,9 @@ def _messages(state: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[st
             if message["history_digest"] is not None:
                 raise _refuse("MIGRATION_FIELD_REFUSED", field, "history_digest would be lost")
             del message["history_digest"]
-            omitted.append({"path": field, "value": None})
+            omitted.append(
+                {"path": field, "value": None, "change": HISTORY_DIGEST_CHANGE, "reason": WHY_NULL}
+            )
         retained += _usage(message.get("usage"), ("state", "messages", index, "usage"), False)
     return omitted, retained
 
