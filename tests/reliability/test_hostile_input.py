@@ -46,7 +46,12 @@ SERVED = sorted(EXPECTED)
 RECONSTRUCTION = [m for m in SERVED if METHODS[m][0] == "ReconstructionService"]
 SELECTED = SERVED if FULL else sorted(set(SERVED[::4]) | set(RECONSTRUCTION))
 # Fields around the sealed state of a stored checkpoint, replaced by a value of the wrong shape.
-MALFORMED_ENVELOPES = (("runtime", []), ("run", "run"), ("provider", {"model": 1}), ("format", 3))
+MALFORMED_ENVELOPES: tuple[tuple[str, object], ...] = (
+    ("runtime", []),
+    ("run", "run"),
+    ("provider", {"model": 1}),
+    ("format", 3),
+)
 MEMORY_BOUND_MIB = 512
 
 
