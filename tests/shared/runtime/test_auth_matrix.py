@@ -300,14 +300,26 @@ def test_caller_permissions_match_what_the_interceptor_decides(
         assert permission.permitted == (role in EXPECTED[method]), (role, method)
 
 
-def test_the_candidate_service_identity_may_call_no_write_rpc() -> None:
+def test_the_candidate_service_identity_may_call_no_write_rpc(
+    servers: dict[str, Served],
+) -> None:
     """The read-only candidate service cannot commit, store or change anything, whatever it is
-    asked to do: every RPC it may call reads."""
+    asked to do: every RPC it may call reads, and the servers refuse it every write."""
     permitted = {m.split("/")[-1] for m, roles in EXPECTED.items() if "candidate_service" in roles}
     assert permitted, "the candidate service must be able to read"
     assert all(name.startswith(READ_PREFIXES) for name in permitted), sorted(permitted)
-    assert "/forge.continuity.v1.LedgerService/CommitAdmission" in EXPECTED
-    assert "candidate_service" not in EXPECTED["/forge.continuity.v1.LedgerService/PutBlob"]
+    token = ROLE_TOKENS["candidate_service"]
+    for method in (
+        "/forge.continuity.v1.LedgerService/CommitAdmission",
+        "/forge.continuity.v1.LedgerService/CommitRecovery",
+        "/forge.continuity.v1.LedgerService/PutBlob",
+        "/forge.continuity.v1.AdmissionService/RequestInvalidReadContinuity",
+    ):
+        served = servers[METHODS[method][0]]
+        assert _call(served, method, [("authorization", f"Bearer {token}")]) == (
+            grpc.StatusCode.PERMISSION_DENIED,
+            "ROLE_REQUIRED",
+        ), method
 
 
 def test_caller_permissions_need_credentials(servers: dict[str, Served]) -> None:
