@@ -18,7 +18,7 @@ import grpc
 from sqlalchemy import create_engine, text
 
 from services.ledger.database import migrate
-from services.runner import DEV_SERVICE_TOKEN, dev_principals_text
+from services.runner import dev_principals_text, service_env
 from shared.runtime.config import SERVICE_NAMES, port_variable, target_variable
 
 POSTGRES_URL = os.environ.get(
@@ -95,7 +95,6 @@ def services(database_url: str) -> Iterator[Services]:
         env = dict(os.environ)
         env.update(
             {
-                "FORGE_SERVICE_TOKEN": DEV_SERVICE_TOKEN,
                 "FORGE_DATABASE_URL": database_url,
                 "FORGE_PRINCIPALS_FILE": str(principals),
                 "FORGE_LOG_LEVEL": "WARNING",
@@ -108,7 +107,9 @@ def services(database_url: str) -> Iterator[Services]:
         processes: list[subprocess.Popen[bytes]] = []
         try:
             for name in SERVICE_NAMES:
-                process = subprocess.Popen([sys.executable, "-m", f"services.{name}"], env=env)
+                process = subprocess.Popen(
+                    [sys.executable, "-m", f"services.{name}"], env=service_env(env, name)
+                )
                 processes.append(process)
                 _wait_ready(f"127.0.0.1:{ports[name]}", process)
             yield Services(

@@ -58,11 +58,18 @@ DEV_PRINCIPALS = {
     "dev-worker-token": ("dev-worker", ["worker"]),
     "dev-writer-token": ("dev-writer", ["platform_writer"]),
     "dev-reader-token": ("dev-reader", ["reader"]),
-    "dev-service-token": ("continuity-services", ["continuity_service"]),
+    # Each service that calls another presents its own identity (FORGE_SERVICE_TOKEN).
+    "dev-candidate-service-token": ("candidate", ["candidate_service"]),
+    "dev-admission-service-token": ("admission", ["admission_service"]),
 }
-DEV_SERVICE_TOKEN = "dev-service-token"  # noqa: S105 - documented local-only credential
+#: The token each calling service presents, by service name.
+DEV_SERVICE_TOKENS = {
+    "candidate": "dev-candidate-service-token",
+    "admission": "dev-admission-service-token",
+}
 VERIFIER_VARIABLE = "FORGE_RECONCILIATION_VERIFIER"
 LOCAL_PROCESS_VERIFIER = "local-process"
+
 _PR_SET_PDEATHSIG = 1
 #: Where the services' log lines are appended for `make run` (beside the default database).
 DEFAULT_LOG_FILE = "var/continuity.log"
@@ -102,6 +109,16 @@ def local_credentials(principals_file: str, signing_key_file: str) -> tuple[Path
         write_new_key(signing_key)
         print(f"wrote a local development signing key to {signing_key}", flush=True)
     return principals, signing_key
+
+def service_env(env: dict[str, str], name: str) -> dict[str, str]:
+    """``env`` for service ``name``: a calling service gets its own development token unless
+    one is set; a service that calls none gets none."""
+    own = dict(env)
+    if name in DEV_SERVICE_TOKENS:
+        own.setdefault("FORGE_SERVICE_TOKEN", DEV_SERVICE_TOKENS[name])
+    else:
+        own.pop("FORGE_SERVICE_TOKEN", None)
+    return own
 
 
 def _die_with_parent() -> None:
@@ -212,7 +229,6 @@ def main(argv: list[str] | None = None) -> int:
     migrate(args.database_url)
 
     env = dict(os.environ)
-    env.setdefault("FORGE_SERVICE_TOKEN", DEV_SERVICE_TOKEN)
     # Workers run on this host beside the services: the ledger can prove a lost one ceased.
     env.setdefault(VERIFIER_VARIABLE, LOCAL_PROCESS_VERIFIER)
     env["FORGE_DATABASE_URL"] = args.database_url
@@ -237,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         children.append(
             subprocess.Popen(
                 [sys.executable, "-m", f"services.{name}"],
-                env=env,
+                env=service_env(env, name),
                 preexec_fn=_die_with_parent,  # noqa: PLW1509 - runs before any thread starts
                 start_new_session=True,  # Ctrl-C reaches the runner only; it stops children itself
             )

@@ -26,7 +26,9 @@ TOKENS: dict[str, tuple[str, list[str]]] = {
     "worker2-token": ("walt-worker", ["worker"]),
     "writer-token": ("paul-writer", ["platform_writer"]),
     "reader-token": ("rita-reader", ["reader"]),
-    "service-token": ("continuity-services", ["continuity_service"]),
+    # Each calling service has its own identity: admission (commits) and the candidate (reads).
+    "service-token": ("admission", ["admission_service"]),
+    "candidate-service-token": ("candidate", ["candidate_service"]),
     # An execution operator who is also a factory administrator: the original operator of a
     # ticket who may recover it.
     "admin-operator-token": ("ada-admin-operator", ["execution_operator", "factory_administrator"]),
@@ -48,7 +50,8 @@ ROLE_TOKENS = {
     "worker": "worker-token",
     "platform_writer": "writer-token",
     "reader": "reader-token",
-    "continuity_service": "service-token",
+    "admission_service": "service-token",
+    "candidate_service": "candidate-service-token",
 }
 
 

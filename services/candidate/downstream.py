@@ -102,7 +102,9 @@ def _findings(holds: Sequence[reconstruction_pb2.AnalysisHold]) -> tuple[Analysi
 
 def _analysis(found: reconstruction_pb2.AnalyzeConsumedResponseResponse) -> ResponseAnalysis:
     return ResponseAnalysis(
-        tool_calls=tuple(ConsumedCall(c.call_id, c.tool_name, c.grant) for c in found.tool_calls),
+        tool_calls=tuple(
+            ConsumedCall(c.call_id, c.tool_name, c.grant, c.args_digest) for c in found.tool_calls
+        ),
         evidence_call_id=found.evidence_call_id,
         evidence_query_json=found.evidence_query_json,
         accepted_by_advertised_schema=found.accepted_by_advertised_schema,

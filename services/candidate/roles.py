@@ -15,9 +15,7 @@ from shared.runtime.auth import Role
 SERVICE = candidate_pb2.DESCRIPTOR.services_by_name["CandidateService"]
 
 # Admission recomputes the candidate under its own service identity.
-OPERATORS = frozenset(
-    {Role.EXECUTION_OPERATOR, Role.FACTORY_ADMINISTRATOR, Role.CONTINUITY_SERVICE}
-)
+OPERATORS = frozenset({Role.EXECUTION_OPERATOR, Role.FACTORY_ADMINISTRATOR, Role.ADMISSION_SERVICE})
 ADMINS = frozenset({Role.FACTORY_ADMINISTRATOR})
 
 
@@ -27,7 +25,7 @@ def method_roles() -> Mapping[str, frozenset[Role]]:
         "GetInvalidReadContinuityCandidate": OPERATORS,
         # Admission recomputes each recovery candidate under its service identity.
         **{
-            workflow.rpcs.candidate.name: ADMINS | {Role.CONTINUITY_SERVICE}
+            workflow.rpcs.candidate.name: ADMINS | {Role.ADMISSION_SERVICE}
             for workflow in WORKFLOWS.values()
         },
     }

@@ -213,7 +213,7 @@ def _caller() -> Caller:
     return Caller(
         identity=principal.identity,
         roles=frozenset(role.value for role in principal.roles),
-        recomputing=principal.roles == frozenset({Role.CONTINUITY_SERVICE}),
+        recomputing=principal.roles == frozenset({Role.ADMISSION_SERVICE}),
     )
 
 

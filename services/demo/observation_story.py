@@ -74,7 +74,7 @@ def observation_story(
             source_profile=run.source_profile,
         )
     ).execution_request
-    turn = consumed_turn(f"{request_id}-2", CONSUMED_AT)
+    turn = consumed_turn(f"{request_id}-2", CONSUMED_AT, source_revision=run.source_revision)
     for content in (turn.raw_response, turn.retained_result):
         writer.PutBlob(ledger_pb2.PutBlobRequest(content=content, media_type="application/json"))
     payloads = [

@@ -49,9 +49,12 @@ def _calls(raw: bytes) -> list[tuple[str, str, Any]]:
     ]
 
 
-def consumed_turn(request_id: str, consumed_at: str, *, listing: bool = True) -> ConsumedTurn:
-    """The turn of provider request ``request_id``. Without ``listing`` the response is the
-    fixture's with its list_files call removed (a one-field variant, like the refused_* cases)."""
+def consumed_turn(
+    request_id: str, consumed_at: str, *, source_revision: str, listing: bool = True
+) -> ConsumedTurn:
+    """The turn of provider request ``request_id``, its reads granted at the run's
+    ``source_revision`` (their source cut). Without ``listing`` the response is the fixture's
+    with its list_files call removed (a one-field variant, like the refused_* cases)."""
     raw = (FIXTURE / "raw_response.json").read_bytes()
     if not listing:
         body = json.loads(raw)
@@ -73,7 +76,13 @@ def consumed_turn(request_id: str, consumed_at: str, *, listing: bool = True) ->
     entries += [
         (
             "tool_call_granted",
-            {"call_id": c, "tool_name": n, "args_digest": digest_of(a), "grant": "read"},
+            {
+                "call_id": c,
+                "tool_name": n,
+                "args_digest": digest_of(a),
+                "grant": "read",
+                "source_cut": source_revision,
+            },
         )
         for c, n, a in calls
     ]

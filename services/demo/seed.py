@@ -84,6 +84,16 @@ class SeededRun:
 Entry = tuple[int, dict[str, Any]]
 
 
+def contract_grants(checkpoint: bytes) -> dict[str, str]:
+    """tool name → the grant the checkpoint's tool contract gives it (``metadata.grant``)."""
+    state = json.loads(checkpoint)["state"]
+    return {
+        str(tool["name"]): str((tool.get("metadata") or {}).get("grant"))
+        for tool in state["model_request_parameters"]["function_tools"]
+        if (tool.get("metadata") or {}).get("grant")
+    }
+
+
 def held_run_entries(
     fixture: HeldRunFixture,
     *,
@@ -144,6 +154,7 @@ def held_run_entries(
             )
         )
     evidence_call = ""
+    grants = contract_grants(fixture.checkpoint)
     for call in fixture.tool_calls:
         name = call["function"]["name"]
         if name == "read_run_evidence":
@@ -156,7 +167,14 @@ def held_run_entries(
         entries.append(
             (
                 K.JOURNAL_ENTRY_KIND_TOOL_CALL_GRANTED,
-                {"call_id": call["id"], "tool_name": name, "args_digest": args_digest},
+                {
+                    "call_id": call["id"],
+                    "tool_name": name,
+                    "args_digest": args_digest,
+                    # what the worker grants: the contract's grant, at the run's source
+                    **({"grant": grants[name]} if name in grants else {}),
+                    "source_cut": source_revision,
+                },
             )
         )
     entries += list(after_consume)

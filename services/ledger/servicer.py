@@ -366,7 +366,8 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
 
 WRITERS = frozenset({Role.PLATFORM_WRITER})
 ADMINS = frozenset({Role.FACTORY_ADMINISTRATOR})
-SERVICES = frozenset({Role.CONTINUITY_SERVICE})
+# Only admission commits; the candidate service reads (ANY_ROLE) and writes nothing.
+ADMISSION = frozenset({Role.ADMISSION_SERVICE})
 WORKERS = frozenset({Role.WORKER})
 OPERATORS = frozenset({Role.EXECUTION_OPERATOR})
 
@@ -389,11 +390,11 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
                 "VerifyJournal": ANY_ROLE,
                 "ReadRunSnapshot": ANY_ROLE,
                 "InspectJournal": ANY_ROLE,
-                "PutBlob": WRITERS | SERVICES | WORKERS,
+                "PutBlob": WRITERS | ADMISSION | WORKERS,
                 "GetBlob": ANY_ROLE,
-                "CommitAdmission": SERVICES,
+                "CommitAdmission": ADMISSION,
                 "GetAdmission": ANY_ROLE,
-                "CommitRecovery": SERVICES,
+                "CommitRecovery": ADMISSION,
                 "GetRecovery": ANY_ROLE,
                 "GetSigningKeys": ANY_ROLE,
                 "ListSignedHeads": ANY_ROLE,

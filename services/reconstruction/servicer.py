@@ -23,7 +23,7 @@ from services.reconstruction.domain import (
 from services.reconstruction.domain.observation import reconstruct_readonly_observation
 from shared.continuity.canonical import CanonicalJsonError, canonical_text, parse_json
 from shared.contract.terms import VERSION_BY_RECONSTRUCTION_ENUM
-from shared.runtime.auth import ANY_ROLE
+from shared.runtime.auth import Role
 from shared.runtime.errors import (
     FailedPrecondition,
     FieldViolation,
@@ -115,6 +115,19 @@ def _refusal_to_proto(
         message=refusal.message,
         metadata=refusal.metadata,
     )
+
+
+#: Who may ask for a reconstruction: the services that prove candidates, and the operators and
+#: administrators who review them. Sealed, but not free: each call runs the pinned SDK over
+#: caller-supplied bytes, so readers, workers and writers have no use for it and get no access.
+CALLERS = frozenset(
+    {
+        Role.CANDIDATE_SERVICE,
+        Role.ADMISSION_SERVICE,
+        Role.EXECUTION_OPERATOR,
+        Role.FACTORY_ADMINISTRATOR,
+    }
+)
 
 
 class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServicer):
@@ -251,13 +264,13 @@ def bindings() -> list[ServiceBinding]:
     return [
         service_binding(
             reconstruction_pb2.DESCRIPTOR.services_by_name["ReconstructionService"],
-            # Pure computation over bytes the caller already holds: any authenticated caller.
+            # The services that prove candidates, operators and administrators (CALLERS).
             {
-                "ReconstructInvalidRead": ANY_ROLE,
-                "AnalyzeConsumedResponse": ANY_ROLE,
-                "AnalyzeAndReconstructInvalidRead": ANY_ROLE,
-                "ReproducePendingRequest": ANY_ROLE,
-                "ReconstructReadonlyObservation": ANY_ROLE,
+                "ReconstructInvalidRead": CALLERS,
+                "AnalyzeConsumedResponse": CALLERS,
+                "AnalyzeAndReconstructInvalidRead": CALLERS,
+                "ReproducePendingRequest": CALLERS,
+                "ReconstructReadonlyObservation": CALLERS,
             },
             partial(getattr, servicer),
         )

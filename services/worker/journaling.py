@@ -64,10 +64,14 @@ class Journal:
         claimed: common_pb2.ExecutionRequest,
         head: str,
         echo: Callable[[common_pb2.JournalEntry], None] | None = None,
+        *,
+        source_revision: str = "",
     ) -> None:
         self.port = port
         self.claimed = claimed
         self.head = head
+        # The run's source revision: the source cut every granted call observes.
+        self.source_revision = source_revision
         self.echo = echo
         self.stopped: LedgerRefused | None = None
         self._lock = threading.Lock()
@@ -237,6 +241,7 @@ class JournalingTransport(httpx2.AsyncBaseTransport):
                     "tool_name": name,
                     "args_digest": digest_of(arguments) if arguments is not None else "",
                     "grant": GRANTS[name],
+                    "source_cut": self.journal.source_revision,
                 },
             )
             self.calls.add(GrantedCall(call_id, name, arguments))

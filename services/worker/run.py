@@ -183,13 +183,13 @@ def run_once(
     if not isinstance(found, tuple):
         why = f": last refusal {found.rpc}: {found.reason}" if found is not None else ""
         return Outcome(EXIT_NOTHING_TO_RUN, f"nothing to run in {', '.join(config.run_ids)}{why}")
-    claimed, _run = found
+    claimed, run = found
     exr = claimed.execution_request_id
     try:
         claim = claim_entry(port, claimed)
         if echo is not None:
             echo(claim)
-        journal = Journal(port, claimed, claim.hash, echo)
+        journal = Journal(port, claimed, claim.hash, echo, source_revision=run.source_revision)
         try:
             record = read_derived_checkpoint(port.blob(claimed.checkpoint_digest))
         except (DomainError, ValueError) as unusable:  # not a checkpoint this worker resumes

@@ -64,6 +64,9 @@ def parse_json(text: str | bytes) -> Any:
         return _STRICT.decode(text)
     except json.JSONDecodeError as exc:
         raise CanonicalJsonError(f"invalid JSON: {exc.msg} at position {exc.pos}") from exc
+    except UnicodeDecodeError as exc:
+        # Bytes that are no text in the encoding they appear to use are no JSON either.
+        raise CanonicalJsonError(f"invalid JSON: not {exc.encoding} text") from exc
     except RecursionError as exc:
         raise CanonicalJsonError("JSON nested too deeply") from exc
 

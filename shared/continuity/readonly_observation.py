@@ -6,7 +6,8 @@ The supported native history only: the complete earlier claim and provider-refus
 request was built from the ticket's derived checkpoint, one consumed response, and exact pure-read
 custody for each of its calls — one ``read_run_evidence`` call whose durable outcome is unknown
 (its result was not retained) and at most one ``list_files`` call with its exact retained
-successful result, each granted as a read with its arguments' digest, with its durable intent —
+successful result, each granted as a read with its arguments' digest and the run's source cut
+(``shared.continuity.call_binding``), with its durable intent —
 and the failure under that claim's generation. Nothing else may follow the claim: a writable,
 command, network or unsupported call, a second response, a command or a stored checkpoint stays
 held. The spent provider-refusal action authorizes nothing here: this workflow has its own
@@ -22,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from shared.continuity.admissibility import ActionFacts, Consumed
+from shared.continuity.call_binding import READ_GRANT, grant_problems
 from shared.continuity.canonical import is_digest
 from shared.continuity.journal_closure import row_payload
 from shared.continuity.rejected_boundary import REJECTED_BOUNDARY
@@ -31,7 +33,6 @@ from shared.continuity.request_history import JournalRow, RequestHistory, recove
 READONLY_OBSERVATION = "readonly_observation"
 EVIDENCE_TOOL = "read_run_evidence"
 RETAINED_TOOLS = frozenset({"list_files"})
-READ_GRANT = "read"
 #: The roles the original actor must hold now, at the candidate and again at commit.
 REQUIRED_ROLES = frozenset({"factory_administrator", "execution_operator"})
 
@@ -50,6 +51,9 @@ class ObservationCustody:
     evidence_call_id: str = ""
     #: call id → digest of its exact retained successful result (list_files only).
     retained: dict[str, str] = field(default_factory=dict)
+    #: call id → the argument digest its grant row records (compared at commit with the
+    #: arguments of the consumed response the derived checkpoint carries).
+    args_digests: dict[str, str] = field(default_factory=dict)
     #: Sequence of the failure under the consuming claim.
     failed_sequence: int = 0
 
@@ -101,18 +105,19 @@ class _Turn:
                 f"journal entry {row.sequence} ({kind}) is not accounted for by read custody"
             )
 
-    def call_problems(self) -> tuple[list[str], dict[str, str]]:
-        """Each call's custody: a pure read, granted with its arguments' digest, a durable
-        intent, and the evidence outcome unknown or the list result retained."""
+    def call_problems(self, source_revision: str) -> tuple[list[str], dict[str, str]]:
+        """Each call's custody: a pure read, granted as a read with its arguments' digest at the
+        run's source cut, a durable intent, and the evidence outcome unknown or the list result
+        retained."""
         problems: list[str] = []
         retained: dict[str, str] = {}
         for call_id, (name, grant) in self.granted.items():
             if name != EVIDENCE_TOOL and name not in RETAINED_TOOLS:
                 problems.append(f"call {call_id} ({name}) is not a pure read observation")
                 continue
-            granted_as = grant.get("grant", READ_GRANT)
-            if granted_as != READ_GRANT or not is_digest(str(grant.get("args_digest", ""))):
-                problems.append(f"call {call_id} has no read grant with its arguments' digest")
+            problems += grant_problems(
+                call_id, grant, source_revision=source_revision, grant=READ_GRANT
+            )
             if call_id not in self.intents:
                 problems.append(f"call {call_id} has no durable intent")
             outcome = self.outcomes.get(call_id) or {}
@@ -144,8 +149,11 @@ def _requeued_by_refusal(ordered: list[JournalRow], history: RequestHistory) -> 
     )
 
 
-def observation_custody(rows: Iterable[JournalRow], history: RequestHistory) -> ObservationCustody:
-    """Every reason the journal does not prove the supported case (empty: proven)."""
+def observation_custody(
+    rows: Iterable[JournalRow], history: RequestHistory, source_revision: str
+) -> ObservationCustody:
+    """Every reason the journal does not prove the supported case (empty: proven);
+    ``source_revision`` is the run's registered source, the cut every read must have observed."""
     ordered = sorted(rows, key=lambda row: row.sequence)
     requeue = _requeued_by_refusal(ordered, history)
     if not requeue:
@@ -179,7 +187,7 @@ def observation_custody(rows: Iterable[JournalRow], history: RequestHistory) -> 
         problems.append(f"{len(evidence)} granted read_run_evidence calls; exactly one qualifies")
     if len(turn.granted) - len(evidence) > 1:
         problems.append("more than one list_files call")
-    call_problems, retained = turn.call_problems()
+    call_problems, retained = turn.call_problems(source_revision)
     return ObservationCustody(
         problems=tuple(problems + call_problems),
         pending_checkpoint_digest=str(sent.get("checkpoint_digest", "")),
@@ -188,6 +196,10 @@ def observation_custody(rows: Iterable[JournalRow], history: RequestHistory) -> 
         calls=tuple((call_id, name) for call_id, (name, _) in turn.granted.items()),
         evidence_call_id=evidence[0] if len(evidence) == 1 else "",
         retained=retained,
+        args_digests={
+            call_id: str(grant.get("args_digest") or "")
+            for call_id, (_, grant) in turn.granted.items()
+        },
         failed_sequence=turn.failed,
     )
 

@@ -6,7 +6,7 @@ mTLS subject common name to an identity and its roles::
 
     {"principals": [
         {"identity": "alice", "roles": ["factory_administrator"], "token_sha256": "<hex>"},
-        {"identity": "admission", "roles": ["continuity_service"], "mtls_subject": "admission"}
+        {"identity": "admission", "roles": ["admission_service"], "mtls_subject": "admission"}
     ]}
 
 Missing or unknown credentials are UNAUTHENTICATED; a known identity without the role is
@@ -35,7 +35,9 @@ class Role(enum.Enum):
     WORKER = "worker"
     PLATFORM_WRITER = "platform_writer"
     READER = "reader"
-    CONTINUITY_SERVICE = "continuity_service"
+    # One role per calling service: the candidate only reads; admission also commits.
+    CANDIDATE_SERVICE = "candidate_service"
+    ADMISSION_SERVICE = "admission_service"
 
 
 # Any authenticated principal may read.

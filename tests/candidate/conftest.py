@@ -105,8 +105,8 @@ class Stack:
 
 @contextmanager
 def _candidate_server(ledger: Served, reconstruction: Served) -> Iterator[Served]:
-    ledger_channel = open_channel(ledger.target, "service-token")
-    reconstruction_channel = open_channel(reconstruction.target, "service-token")
+    ledger_channel = open_channel(ledger.target, "candidate-service-token")
+    reconstruction_channel = open_channel(reconstruction.target, "candidate-service-token")
     sources = GrpcCandidateSources(ledger_channel, reconstruction_channel)
     try:
         with serve("candidate", candidate_bindings(sources, clock=lambda: NOW)) as served:

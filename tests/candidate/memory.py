@@ -23,7 +23,7 @@ from services.candidate.domain import (
     ResponseAnalysis,
     RunRecord,
 )
-from shared.continuity.canonical import GENESIS_HASH, canonical_text, sha256_digest
+from shared.continuity.canonical import GENESIS_HASH, canonical_text, digest_of, sha256_digest
 from shared.continuity.journal_chain import entry_hash
 from shared.runtime.errors import DomainError
 
@@ -45,8 +45,17 @@ RUN = RunRecord(
     source_profile="profile",
     run_digest="sha256:" + "d" * 64,
 )
+
+
+def call_args_digest(call_id: str) -> str:
+    """The argument digest the journal's grant of ``call_id`` records, and the analysis parses."""
+    return digest_of({"call": call_id})
+
+
 ANALYSIS = ResponseAnalysis(
-    tool_calls=(ConsumedCall(EVIDENCE_CALL, "read_run_evidence", "read"),),
+    tool_calls=(
+        ConsumedCall(EVIDENCE_CALL, "read_run_evidence", "read", call_args_digest(EVIDENCE_CALL)),
+    ),
     evidence_call_id=EVIDENCE_CALL,
     evidence_query_json='{"kind":"x"}',
     accepted_by_advertised_schema=True,
@@ -89,7 +98,19 @@ def held_journal(
                 "consumed_at": "2026-10-20T10:01:00.000000Z",
             },
         ),
-        *[("tool_call_granted", {"call_id": c, "tool_name": t}) for c, t in grants],
+        *[
+            (
+                "tool_call_granted",
+                {
+                    "call_id": c,
+                    "tool_name": t,
+                    "args_digest": call_args_digest(c),
+                    "grant": "read" if t != "run_command" else "command",
+                    "source_cut": RUN.source_revision,
+                },
+            )
+            for c, t in grants
+        ],
         ("run_held", {"call_id": EVIDENCE_CALL}),
     ]
 

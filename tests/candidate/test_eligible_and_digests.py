@@ -231,11 +231,12 @@ def test_unknown_run_and_missing_run_id(stack: Stack) -> None:
     expect_error(grpc.StatusCode.INVALID_ARGUMENT, "FIELD_REQUIRED", lambda: stack.read(""))
 
 
-def test_the_continuity_service_identity_may_read_and_a_reader_may_not(stack: Stack) -> None:
+def test_the_admission_service_identity_may_read_and_a_reader_may_not(stack: Stack) -> None:
     stack.seed("v1_basic", "run-roles")
     assert stack.read("run-roles", token="service-token").run_id == "run-roles"
     assert stack.read("run-roles", token="admin-token").run_id == "run-roles"
-    for token in ("reader-token", "writer-token", "worker-token"):
+    # The candidate service itself reads the ledger; it does not ask itself for candidates.
+    for token in ("reader-token", "writer-token", "worker-token", "candidate-service-token"):
         expect_error(
             grpc.StatusCode.PERMISSION_DENIED,
             "ROLE_REQUIRED",

@@ -7,7 +7,17 @@ import pytest
 from services.candidate.domain import HoldReason
 from services.candidate.domain.checks.reconstruction_reasons import FINDING_HOLDS, REFUSAL_HOLDS
 from services.reconstruction.domain import ANALYSIS_REASONS, REFUSAL_REASONS
-from shared.runtime.errors import FailedPrecondition, Internal, InvalidArgument
+from shared.runtime.errors import (
+    DeadlineExceeded,
+    DomainError,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    PermissionDenied,
+    ResourceExhausted,
+    Unavailable,
+    Unimplemented,
+)
 
 from .memory import RESPONSE_DIGEST, MemorySources, evaluator, with_finding
 
@@ -61,10 +71,49 @@ def test_an_unknown_finding_is_an_internal_error_not_a_guessed_hold() -> None:
 
 
 @pytest.mark.parametrize("call", ["analyze", "reconstruct"])
-def test_an_unknown_refusal_is_an_internal_error_not_a_guessed_hold(call: str) -> None:
-    error = FailedPrecondition("NEWLY_INVENTED_REFUSAL", "refused")
+def test_an_unknown_refusal_holds_reconstruction_refused_naming_it(call: str) -> None:
+    """A refusal is reconstruction's answer about the bytes: the operator gets a hold with its
+    handoff, never an error, even for a reason this candidate does not know."""
+    error = FailedPrecondition("NEWLY_INVENTED_REFUSAL", "refused", metadata={"field": "/x"})
     sources = MemorySources(**{"analysis" if call == "analyze" else "reconstruction": error})
-    with pytest.raises(Internal) as caught:
-        evaluator(sources).invalid_read_continuity("run-1")
-    assert caught.value.reason == "RECONSTRUCTION_REASON_UNMAPPED"
-    assert caught.value.metadata["reconstruction_reason"] == "NEWLY_INVENTED_REFUSAL"
+    candidate = evaluator(sources).invalid_read_continuity("run-1")
+    assert [(h.reason, h.subject) for h in candidate.holds] == [
+        (HoldReason.RECONSTRUCTION_REFUSED, "/x")
+    ]
+    assert candidate.holds[0].detail.startswith("NEWLY_INVENTED_REFUSAL: ")
+    assert not candidate.eligible and candidate.handoff is not None
+
+
+@pytest.mark.parametrize("call", ["analyze", "reconstruct"])
+@pytest.mark.parametrize(
+    "error",
+    [
+        Internal("SEALED_REPLAY_FAILED", "the replay broke"),
+        ResourceExhausted("RESOURCE_EXHAUSTED", "too large"),
+        Unimplemented("UNIMPLEMENTED", "no such method"),
+        # A mapped reason given with another code is still no typed refusal.
+        Internal("CHECKPOINT_MALFORMED", "internal with a refusal's reason"),
+    ],
+    ids=lambda e: f"{type(e).__name__}-{e.reason}",
+)
+def test_every_other_failure_of_reconstruction_holds_too(call: str, error: DomainError) -> None:
+    sources = MemorySources(**{"analysis" if call == "analyze" else "reconstruction": error})
+    candidate = evaluator(sources).invalid_read_continuity("run-1")
+    assert [h.reason for h in candidate.holds] == [HoldReason.RECONSTRUCTION_REFUSED]
+    assert error.reason in candidate.holds[0].detail
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        Unavailable("UNAVAILABLE", "down"),
+        DeadlineExceeded("DEADLINE_EXCEEDED", "slow"),
+        PermissionDenied("ROLE_REQUIRED", "not this service"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_transient_and_authorization_errors_are_no_refusal_and_propagate(
+    error: DomainError,
+) -> None:
+    with pytest.raises(type(error)):
+        evaluator(MemorySources(analysis=error)).invalid_read_continuity("run-1")

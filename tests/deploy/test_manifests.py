@@ -57,6 +57,11 @@ CALLS: Mapping[str, tuple[str, ...]] = {
     "candidate": ("ledger", "reconstruction"),
     "admission": ("ledger", "candidate", "reconstruction"),
 }
+# The one role of each calling service's own identity.
+SERVICE_ROLES: Mapping[str, Role] = {
+    "candidate": Role.CANDIDATE_SERVICE,
+    "admission": Role.ADMISSION_SERVICE,
+}
 # Only the ledger (and its migrations) may reach the database.
 DATABASE_URL = "FORGE_DATABASE_URL"
 # Values that legitimately differ between compose (development) and Kubernetes (a real site).
@@ -459,7 +464,8 @@ def test_compose_service_tokens_are_in_the_principals_file(compose: dict[str, An
             assert principal.identity == name, (
                 f"{name}'s token authenticates as {principal.identity}"
             )
-            assert Role.CONTINUITY_SERVICE in principal.roles, f"{name} lacks continuity_service"
+            # One identity and role per calling service (the candidate's allows no write).
+            assert principal.roles == {SERVICE_ROLES[name]}, f"{name} has {principal.roles}"
 
 
 def test_compose_start_order(compose: dict[str, Any]) -> None:
@@ -846,8 +852,10 @@ def test_k8s_service_token_and_principals(cluster: Cluster, name: str) -> None:
     PrincipalDirectory.from_document(document)  # the services must be able to start with it
     identities = {p["identity"]: p for p in document["principals"]}
     for caller in (n for n in SERVICE_NAMES if CALLS[n]):
-        assert Role.CONTINUITY_SERVICE.value in identities.get(caller, {}).get("roles", []), (
-            f"Secret {secret}: no {caller} principal with the continuity_service role"
+        roles = identities.get(caller, {}).get("roles", [])
+        assert roles == [SERVICE_ROLES[caller].value], (
+            f"Secret {secret}: the {caller} principal must hold exactly its own role "
+            f"{SERVICE_ROLES[caller].value}, not {roles}"
         )
 
 

@@ -3,6 +3,8 @@ requests as the admission service and a worker send them."""
 
 from __future__ import annotations
 
+from functools import cache
+
 from forge.continuity.v1 import (
     common_pb2,
     execution_pb2,
@@ -10,14 +12,45 @@ from forge.continuity.v1 import (
     ledger_pb2,
     policy_pb2,
 )
-from services.demo.seed import CONFIGURATION_DIGEST, SeededRun, load_fixture, seed_held_run
-from shared.continuity.canonical import digest_of, sha256_digest
+from services.demo.seed import (
+    CONFIGURATION_DIGEST,
+    HeldRunFixture,
+    SeededRun,
+    load_fixture,
+    seed_held_run,
+)
+from services.reconstruction.domain import ReconstructionResult, reconstruct_invalid_read
+from shared.continuity.canonical import digest_of
 from shared.continuity.qualification import DEFAULT_QUALIFIED_PROFILE
 from shared.contract.terms import enum_short_name
 from tests.ledger.conftest import LedgerClients
 
 FIXTURE = load_fixture("v1_basic")
-DERIVED = b'{"derived": "checkpoint"}'
+
+
+@cache
+def reconstructed(version: int = 1) -> ReconstructionResult:
+    """The fixture's real reconstruction under ``version``: the ledger checks the derived
+    checkpoint's envelope against the journal, so a commit carries the genuine one."""
+    return reconstruct_invalid_read(
+        FIXTURE.checkpoint, FIXTURE.raw_response, version, FIXTURE.consumed_at
+    )
+
+
+def derived_fields(fixture: HeldRunFixture) -> dict[str, object]:
+    """The commit fields carrying ``fixture``'s own version-1 derived checkpoint."""
+    found = reconstruct_invalid_read(
+        fixture.checkpoint, fixture.raw_response, 1, fixture.consumed_at
+    )
+    return {
+        "derived_checkpoint": found.derived_checkpoint,
+        "derived_checkpoint_digest": found.derived_checkpoint_digest,
+        "witness_digest": found.witness_digest,
+    }
+
+
+DERIVED = reconstructed(1).derived_checkpoint
+WITNESS = reconstructed(1).witness_digest
 S = common_pb2.ExecutionRequestState
 
 
@@ -44,7 +77,9 @@ def execution(
 
 def seed(clients: LedgerClients, run_id: str = "run-1", **options: object) -> SeededRun:
     seeded = seed_held_run(clients.ledger(), FIXTURE, run_id, **options)  # type: ignore[arg-type]
-    clients.ledger("service-token").PutBlob(ledger_pb2.PutBlobRequest(content=DERIVED))
+    for version in (1, 2):
+        content = reconstructed(version).derived_checkpoint
+        clients.ledger("service-token").PutBlob(ledger_pb2.PutBlobRequest(content=content))
     return seeded
 
 
@@ -52,6 +87,8 @@ def commit_request(
     clients: LedgerClients, seeded: SeededRun, request_id: str = "req-1", **overrides: object
 ) -> ledger_pb2.CommitAdmissionRequest:
     policy = clients.policy("reader-token").GetPolicy(policy_pb2.GetPolicyRequest()).policy
+    version = int(overrides.get("version", 1))  # type: ignore[call-overload]
+    derived = reconstructed(version if version in (1, 2) else 1)
     fields: dict[str, object] = {
         "run_id": seeded.run_id,
         "request_id": request_id,
@@ -65,11 +102,11 @@ def commit_request(
             journal_digest=seeded.head_hash,
             policy_digest=policy.digest,
         ),
-        "version": 1,
+        "version": version,
         "valid_for_seconds": 1800,
-        "derived_checkpoint_digest": sha256_digest(DERIVED),
+        "derived_checkpoint_digest": derived.derived_checkpoint_digest,
         "consumed_response_digest": seeded.response_digest,
-        "witness_digest": digest_of("witness"),
+        "witness_digest": derived.witness_digest,
     }
     fields.update(overrides)
     return ledger_pb2.CommitAdmissionRequest(**fields)  # type: ignore[arg-type]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import UTC, timedelta
+from typing import Any
 
 import grpc
 import pytest
@@ -15,20 +17,24 @@ from forge.continuity.v1 import (
     ledger_pb2_grpc,
 )
 from services.demo.seed import load_fixture, seed_held_run
-from shared.continuity.canonical import digest_of, sha256_digest
+from services.reconstruction.domain import ReconstructionResult, reconstruct_invalid_read
+from shared.continuity.canonical import canonical_bytes, digest_of, sha256_digest
 from shared.continuity.timeutil import to_timestamp
 from shared.runtime.errors import from_rpc_error
 from tests.errors import expect_error
 from tests.ledger.admission_support import (
     DERIVED,
     FIXTURE,
+    WITNESS,
     S,
     claim_request,
     commit,
     commit_request,
+    derived_fields,
     enable_policy,
     execution,
     journal_kinds,
+    reconstructed,
     seed,
 )
 from tests.ledger.conftest import Clock, LedgerClients
@@ -152,6 +158,75 @@ def test_refusals_write_nothing(
     assert row_counts(engine) == counts
 
 
+def _altered_limits() -> bytes:
+    envelope = json.loads(DERIVED)
+    envelope["state"]["limits"]["request_limit"] += 10
+    envelope["state_digest"] = digest_of(envelope["state"])
+    return canonical_bytes(envelope)
+
+
+def _other_turn() -> ReconstructionResult:
+    other = load_fixture("v1_first_turn")
+    return reconstruct_invalid_read(other.checkpoint, other.raw_response, 1, other.consumed_at)
+
+
+@pytest.mark.parametrize(
+    ("alter", "field"),
+    [
+        # the version-2 reconstruction admitted as version 1
+        (
+            lambda: (reconstructed(2).derived_checkpoint, reconstructed(2).witness_digest, 1),
+            "version",
+        ),
+        # another run's consumed turn: another source checkpoint (and response)
+        (
+            lambda: (_other_turn().derived_checkpoint, _other_turn().witness_digest, 1),
+            "checkpoint_digest",
+        ),
+        # another consumption time than the journal's
+        (
+            lambda: (
+                reconstruct_invalid_read(
+                    FIXTURE.checkpoint, FIXTURE.raw_response, 1, "2026-10-20T11:00:00.000000Z"
+                ).derived_checkpoint,
+                WITNESS,
+                1,
+            ),
+            "consumed_at",
+        ),
+        # a witness other than the one admitted
+        (lambda: (DERIVED, digest_of("witness"), 1), "witness_digest"),
+        # changed limits, sealed again
+        (lambda: (_altered_limits(), WITNESS, 1), "state.limits"),
+    ],
+    ids=["version", "other-turn", "consumed-at", "witness", "limits"],
+)
+def test_the_derived_checkpoint_envelope_is_bound_to_the_journal(
+    clients: LedgerClients, engine: Engine, alter: Any, field: str
+) -> None:
+    """The bytes hash to the digest sent with them, but do not continue this journal's consumed
+    turn: the ledger compares the envelope with the rows it reads and refuses, writing nothing."""
+    seeded = seed(clients)
+    enable_policy(clients, allow_unavailable_source_observations=True)
+    content, witness, version = alter()
+    request = commit_request(
+        clients,
+        seeded,
+        version=version,
+        derived_checkpoint=content,
+        derived_checkpoint_digest=sha256_digest(content),
+        witness_digest=witness,
+    )
+    counts = row_counts(engine)
+    error = expect_error(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "RECONSTRUCTION_MISMATCH",
+        lambda: commit(clients, request),
+    )
+    assert field in error.message
+    assert row_counts(engine) == counts
+
+
 @pytest.mark.parametrize(
     ("requested", "window", "provider_timeout", "deadline_in", "expected", "winner"),
     [
@@ -210,9 +285,10 @@ def test_unsupported_time_budget_and_passed_deadline_refuse_admission(
         "TIME_BUDGET_UNSUPPORTED",
         lambda: commit(clients, commit_request(clients, old)),
     )
+    first_turn = load_fixture("v1_first_turn")
     late = seed_held_run(
         clients.ledger(),
-        load_fixture("v1_first_turn"),
+        first_turn,
         "run-late",
         active_deadline=to_timestamp(
             (clock.now - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -222,7 +298,7 @@ def test_unsupported_time_budget_and_passed_deadline_refuse_admission(
     expect_error(
         grpc.StatusCode.FAILED_PRECONDITION,
         "ACTIVE_DEADLINE_PASSED",
-        lambda: commit(clients, commit_request(clients, late)),
+        lambda: commit(clients, commit_request(clients, late, **derived_fields(first_turn))),
     )
     assert row_counts(engine) == counts
     # Neither run may be granted any lease, and its run answer says so.
@@ -306,7 +382,7 @@ def test_the_derived_checkpoint_is_stored_only_with_the_settlement(
 ) -> None:
     seeded = seed_held_run(clients.ledger(), FIXTURE, "run-1")
     enable_policy(clients)
-    derived = b'{"derived": "only-with-the-settlement"}'
+    derived = DERIVED  # not stored by seed_held_run: only the settlement stores it
     stale = commit_request(
         clients,
         seeded,

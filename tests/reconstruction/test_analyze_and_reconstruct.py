@@ -35,14 +35,14 @@ CODES = {
 @pytest.fixture(scope="module")
 def combined() -> Iterator[Stub]:
     with serve("reconstruction", reconstruction_bindings()) as served:
-        yield Stub(served.channel("reader-token"))
+        yield Stub(served.channel("candidate-service-token"))
 
 
 @pytest.fixture(scope="module")
 def separate() -> Iterator[Stub]:
     """Another server (its own caches) for the two separate calls the answers are compared to."""
     with serve("reconstruction", reconstruction_bindings()) as served:
-        yield Stub(served.channel("reader-token"))
+        yield Stub(served.channel("candidate-service-token"))
 
 
 def _request(

@@ -32,7 +32,7 @@ def pending() -> bytes:
 
 
 def raw(listing: bool = True, **changes: Any) -> bytes:
-    turn = consumed_turn("r", AT, listing=listing)
+    turn = consumed_turn("r", AT, source_revision="src", listing=listing)
     body = json.loads(turn.raw_response)
     body.update(changes)
     return json.dumps(body).encode()

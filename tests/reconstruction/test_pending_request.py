@@ -178,7 +178,9 @@ def test_the_derived_checkpoint_is_verified(derived: bytes, basic: Case) -> None
 
 def test_the_rpc_on_a_real_server(derived: bytes) -> None:
     with serve("reconstruction", bindings()) as server:
-        stub = reconstruction_pb2_grpc.ReconstructionServiceStub(server.channel("reader-token"))
+        stub = reconstruction_pb2_grpc.ReconstructionServiceStub(
+            server.channel("candidate-service-token")
+        )
         answer = stub.ReproducePendingRequest(
             reconstruction_pb2.ReproducePendingRequestRequest(derived_checkpoint=derived)
         )

@@ -124,3 +124,28 @@ def test_history_usage_limits_round_trip_in_canonical_json() -> None:
     for original, after in zip(state["messages"], projected["messages"], strict=True):
         before = {k: v for k, v in original.items() if k != "history_digest"}
         assert canonical_bytes(after) == canonical_bytes(before)
+
+
+def test_a_null_history_digest_is_omitted_as_a_named_change_with_its_reason() -> None:
+    """The spec lists the changes the projection may make; the omitted null history_digest is
+    the one it does not name, so the witness records it by name and reason (docs/formats.md)."""
+    state = _state()
+    responses = [i for i, m in enumerate(state["messages"]) if m["kind"] == "response"]
+    omitted = project(state).witness["omitted_null_fields"]
+    assert [entry["path"] for entry in omitted] == [
+        f"/state/messages/{i}/history_digest" for i in responses
+    ]
+    for entry in omitted:
+        assert entry["value"] is None
+        assert entry["change"] == "omit_null_history_digest"
+        assert "2.55.0 has no ModelResponse.history_digest" in entry["reason"]
+
+
+def test_a_non_null_history_digest_is_refused() -> None:
+    state = _state()
+    response = next(m for m in state["messages"] if m["kind"] == "response")
+    response["history_digest"] = "sha256:" + "a" * 64
+    with pytest.raises(FailedPrecondition) as refused:
+        project(state)
+    assert refused.value.reason == "MIGRATION_FIELD_REFUSED"
+    assert refused.value.metadata["field"].endswith("/history_digest")

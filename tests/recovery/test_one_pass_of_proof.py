@@ -70,7 +70,7 @@ def test_the_rejected_boundary_candidate_reads_each_input_once_from_one_snapshot
             sources,  # type: ignore[arg-type]
             "run-1",
             "req-1",
-            Caller("continuity-services", frozenset({"continuity_service"}), recomputing=True),
+            Caller("admission", frozenset({"admission_service"}), recomputing=True),
             Inputs(reviewed=reviewed),
         )
     assert candidate.eligible, candidate.holds

@@ -28,7 +28,7 @@ from services.demo.provider import RefusingProvider
 from services.demo.seed import seed_held_run
 from services.reconstruction.domain import reproduce_pending_request
 from services.reconstruction.domain.observation import reconstruct_readonly_observation
-from shared.continuity.canonical import canonical_bytes, parse_json, sha256_digest
+from shared.continuity.canonical import canonical_bytes, digest_of, parse_json, sha256_digest
 from tests.admission.conftest import Stack, rpc_reason
 from tests.admission.conftest import submission as continuity
 from tests.recovery.conftest import Authority, race_two_ids
@@ -101,7 +101,7 @@ def consumed(
     ``alter`` changes the retained custody before it is appended."""
     claimed = claim(stack, ticket).execution_request
     run = stack.ledger_stub("reader-token").GetRun(ledger_pb2.GetRunRequest(run_id="run-1")).run
-    turn = consumed_turn("req-2", CONSUMED_AT, listing=listing)
+    turn = consumed_turn("req-2", CONSUMED_AT, source_revision=run.source_revision, listing=listing)
     assert run.run_id == "run-1"
     # The request the worker retains is the one the fixture's real SDK run sent.
     assert sent.request.wire_digest == FIXTURE_CASE["wire_digest"]
@@ -320,22 +320,62 @@ def _writable_sibling(entries: list[Any]) -> None:
             payload["grant"] = "command"
 
 
+def _grant(call_id: str, **change: object) -> Callable[[list[Any]], None]:
+    """The grant of ``call_id`` with ``change`` (a None value removes the field)."""
+
+    def alter(entries: list[Any]) -> None:
+        for kind, payload in entries:
+            if kind == "tool_call_granted" and payload["call_id"] == call_id:
+                for key, value in change.items():
+                    if value is None:
+                        del payload[key]
+                    else:
+                        payload[key] = value
+
+    return alter
+
+
 @pytest.mark.parametrize(
     "alter, expected",
     [
+        # a grant that records none is no read grant (never defaulted to one)
+        (_grant(LIST_CALL, grant=None), {"OBSERVATION_NOT_PROVEN", "WORKER_CLAIMED"}),
+        (_grant(EVIDENCE_CALL, grant=None), {"OBSERVATION_NOT_PROVEN", "WORKER_CLAIMED"}),
+        # the read observed no recorded source cut, or another source than the run's
+        (_grant(LIST_CALL, source_cut=None), {"OBSERVATION_NOT_PROVEN", "WORKER_CLAIMED"}),
+        (
+            _grant(EVIDENCE_CALL, source_cut="git:elsewhere"),
+            {"OBSERVATION_NOT_PROVEN", "WORKER_CLAIMED"},
+        ),
+        # the granted arguments are not the consumed response's (the sealed reconstruction
+        # rebuilds the response's own; the candidate compares them as the commit will)
+        (
+            _grant(LIST_CALL, args_digest=digest_of({"path": "elsewhere"})),
+            {"OBSERVATION_NOT_PROVEN"},
+        ),
         # the list result was not retained: its outcome is not a retained success
-        (_replace_outcome("unknown"), {"OBSERVATION_NOT_PROVEN"}),
+        (_replace_outcome("unknown"), {"OBSERVATION_NOT_PROVEN", "WORKER_CLAIMED"}),
         # a command after the consumed turn: an unaccounted later effect
-        (_command_after_consume, {"OBSERVATION_NOT_PROVEN"}),
+        (_command_after_consume, {"OBSERVATION_NOT_PROVEN", "WORKER_CLAIMED"}),
         # a writable / command sibling is no pure read
-        (_writable_sibling, {"OBSERVATION_NOT_PROVEN"}),
+        (_writable_sibling, {"OBSERVATION_NOT_PROVEN", "WORKER_CLAIMED"}),
         # an unknown call outside the consumed turn stays uncertain
         (
             _add("tool_outcome", {"call_id": "call-other", "status": "unknown"}),
-            {"OBSERVATION_NOT_PROVEN"},
+            {"OBSERVATION_NOT_PROVEN", "WORKER_CLAIMED"},
         ),
     ],
-    ids=["list-not-retained", "late-command", "command-sibling", "other-unknown"],
+    ids=[
+        "list-no-grant",
+        "evidence-no-grant",
+        "list-no-source-cut",
+        "evidence-other-source-cut",
+        "list-other-args",
+        "list-not-retained",
+        "late-command",
+        "command-sibling",
+        "other-unknown",
+    ],
 )
 def test_custody_that_is_not_exact_pure_read_stays_held(
     stack: Stack,
@@ -348,9 +388,8 @@ def test_custody_that_is_not_exact_pure_read_stays_held(
     consumed(stack, ticket, sent, alter=alter)
     candidate = observation_candidate(stack)
     assert not candidate.eligible
+    # a custody hold keeps the claim unresolved (WORKER_CLAIMED): the turn may not be continued
     assert expected <= holds(candidate), candidate.holds
-    # every hold keeps the claim unresolved: the consumed turn may not be continued
-    assert "WORKER_CLAIMED" in holds(candidate)
     refused_with_nothing_written(
         stack,
         engine,
@@ -516,6 +555,52 @@ def test_the_ledger_binds_the_derived_checkpoint_to_the_journals_turn(
         engine,
         lambda: stack.ledger_stub("service-token").CommitRecovery(commit),
         reason,
+    )
+
+
+def test_the_ledger_binds_each_granted_argument_digest_to_the_consumed_response(
+    stack: Stack, engine: Engine, provider: RefusingProvider
+) -> None:
+    """The genuine reconstruction of the consumed response, committed over a journal whose list
+    grant records other arguments: the ledger compares each grant's argument digest with the
+    arguments the derived checkpoint carries, and refuses."""
+    ticket, sent = refusal_recovered(stack, provider)
+    consumed(stack, ticket, sent, alter=_grant(LIST_CALL, args_digest=digest_of({"path": "x"})))
+    candidate = observation_candidate(stack)
+    assert "OBSERVATION_NOT_PROVEN" in holds(candidate)
+    proof = candidate.observation
+    reader = stack.ledger_stub("reader-token")
+
+    def blob(digest: str) -> bytes:
+        return reader.GetBlob(ledger_pb2.GetBlobRequest(digest=digest)).content
+
+    derived = reconstruct_readonly_observation(
+        blob(proof.pending_checkpoint_digest),
+        blob(proof.consumed_response_digest),
+        proof.consumed_at,
+        {LIST_CALL: LISTED},
+    )
+    content = derived.derived_checkpoint
+    commit = ledger_pb2.CommitRecoveryRequest(
+        run_id="run-1",
+        request_id="req-1",
+        recovery_id="obs-unbound",
+        actor=ADA_IDENTITY,
+        request_content_digest="sha256:" + "9" * 64,
+        candidate_digest=candidate.candidate_digest,
+        expected_head_hash=candidate.journal_head.hash,
+        policy_revision=candidate.policy_revision,
+        valid_for_seconds=600,
+        workflow=common_pb2.RECOVERY_WORKFLOW_READONLY_OBSERVATION,
+        derived_checkpoint=content,
+        derived_checkpoint_digest=sha256_digest(content),
+        observation_witness_digest=derived.witness_digest,
+    )
+    refused_with_nothing_written(
+        stack,
+        engine,
+        lambda: stack.ledger_stub("service-token").CommitRecovery(commit),
+        "RECONSTRUCTION_MISMATCH",
     )
 
 

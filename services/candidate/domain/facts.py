@@ -24,7 +24,17 @@ from shared.continuity.canonical import intact_blob
 from shared.continuity.journal_closure import closure_of
 from shared.continuity.qualification import is_qualified
 from shared.continuity.timeutil import utc_now
-from shared.runtime.errors import Aborted, DomainError, FailedPrecondition, InvalidArgument
+from shared.runtime.errors import (
+    Aborted,
+    Cancelled,
+    DeadlineExceeded,
+    DomainError,
+    FailedPrecondition,
+    InvalidArgument,
+    PermissionDenied,
+    Unauthenticated,
+    Unavailable,
+)
 
 from .journal import RUN_HELD, Closure
 from .model import (
@@ -67,19 +77,39 @@ def read_snapshot(
     )
 
 
+#: Errors that are no answer about the bytes: the call did not complete (retry it), or this
+#: service may not make it (fix the deployment). They propagate; everything else is a refusal.
+NOT_REFUSALS: Final = (
+    Unavailable,
+    DeadlineExceeded,
+    Cancelled,
+    Aborted,
+    Unauthenticated,
+    PermissionDenied,
+)
+
+
+def is_refusal(error: DomainError) -> bool:
+    """Whether ``error``, raised by a reconstruction call, is its refusal of the bytes."""
+    return not isinstance(error, NOT_REFUSALS)
+
+
 @dataclass(frozen=True)
 class Refusal:
-    """A typed refusal of reconstruction (FAILED_PRECONDITION or INVALID_ARGUMENT)."""
+    """A refusal of reconstruction (``checks.reconstruction_reasons.is_refusal``)."""
 
     reason: str
     message: str
     # What the refusal names: its ``field`` or ``element`` metadata ("" when it names neither).
     names: str
+    # A typed refusal (FAILED_PRECONDITION or INVALID_ARGUMENT), whose reason maps to its hold.
+    typed: bool = True
 
     @classmethod
     def of(cls, error: DomainError) -> Refusal:
         names = error.metadata.get("field") or error.metadata.get("element") or ""
-        return cls(error.reason, error.message, names)
+        typed = isinstance(error, FailedPrecondition | InvalidArgument)
+        return cls(error.reason, error.message, names, typed)
 
 
 @dataclass(frozen=True)
@@ -200,7 +230,9 @@ def _analyze_and_reconstruct(
             analysis = combined.analysis
         else:
             analysis = sources.analyze(checkpoint, response)
-    except (FailedPrecondition, InvalidArgument) as error:
+    except DomainError as error:
+        if not is_refusal(error):
+            raise
         return _Analyzed(analysis_refusal=Refusal.of(error))
     # Reconstruct only what the analysis refuses nothing of, at its native consumption time. The
     # decision stays here: a combined answer is used only for it (an outcome the candidate would
@@ -215,7 +247,9 @@ def _analyze_and_reconstruct(
         )
     try:
         reconstruction = sources.reconstruct(checkpoint, response, version, consumed_at)
-    except (FailedPrecondition, InvalidArgument) as error:
+    except DomainError as error:
+        if not is_refusal(error):
+            raise
         return _Analyzed(analysis, reconstruction_refusal=Refusal.of(error))
     return _Analyzed(analysis, reconstruction=reconstruction)
 

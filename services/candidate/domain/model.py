@@ -142,7 +142,11 @@ class ConsumedCall:
 
     call_id: str
     tool_name: str
+    #: The grant the historical tool contract gives the call ("" for an unknown tool).
     grant: str
+    #: ``digest_of`` the call's parsed arguments as the pinned SDK parsed the response ("" when
+    #: they are not JSON).
+    args_digest: str
 
 
 @dataclass(frozen=True)
@@ -241,6 +245,8 @@ class HoldReason(enum.Enum):
     REFUSAL_NOT_PROVEN = "REFUSAL_NOT_PROVEN"
     REQUEST_NOT_REPRODUCED = "REQUEST_NOT_REPRODUCED"
     OBSERVATION_NOT_PROVEN = "OBSERVATION_NOT_PROVEN"
+    CALL_NOT_BOUND = "CALL_NOT_BOUND"
+    RECONSTRUCTION_REFUSED = "RECONSTRUCTION_REFUSED"
 
 
 class Requirement(enum.Enum):
@@ -283,6 +289,8 @@ REQUIREMENTS: dict[HoldReason, Requirement] = {
     HoldReason.REFUSAL_NOT_PROVEN: Requirement.CUSTODY,
     HoldReason.REQUEST_NOT_REPRODUCED: Requirement.NOT_ELIGIBLE,
     HoldReason.OBSERVATION_NOT_PROVEN: Requirement.CUSTODY,
+    HoldReason.CALL_NOT_BOUND: Requirement.CUSTODY,
+    HoldReason.RECONSTRUCTION_REFUSED: Requirement.NOT_ELIGIBLE,
 }
 
 

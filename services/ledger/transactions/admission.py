@@ -12,6 +12,7 @@ from services.ledger.domain.admission import (
     check_capacity,
     check_policy_for_admission,
 )
+from services.ledger.domain.derived_envelope import JournalTurn, check_derived_envelope
 from services.ledger.domain.execution import (
     PENDING_STATES,
     ExecutionRequestRecord,
@@ -27,6 +28,7 @@ from services.ledger.repository import blobs as blob_rows
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import tickets as ticket_rows
+from services.ledger.repository.journal import NewestEntries
 from services.ledger.transactions.base import (
     LedgerContext,
     existing_run,
@@ -43,8 +45,13 @@ from shared.continuity.timeutil import to_text
 from shared.runtime.errors import Conflict, FailedPrecondition, NotFound, PreconditionViolation
 
 DERIVED_CHECKPOINT_MEDIA_TYPE = "application/json"
-# The kinds whose newest entry steps 9.5 and 9.5b judge.
-_JUDGED_KINDS = (EntryKind.RUN_STARTED, EntryKind.CHECKPOINT_STORED, EntryKind.RESPONSE_CONSUMED)
+# The kinds whose newest entry steps 9.5, 9.5b and 9.8 judge.
+_JUDGED_KINDS = (
+    EntryKind.RUN_STARTED,
+    EntryKind.CHECKPOINT_STORED,
+    EntryKind.MODEL_REQUEST_SENT,
+    EntryKind.RESPONSE_CONSUMED,
+)
 
 
 @dataclass(frozen=True)
@@ -131,7 +138,9 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
         )
     # 9.7 the queue caps
     check_capacity(policy, per_run=counts.run_tickets, pending=counts.pending)
-    # 9.8 store the derived checkpoint blob (its digest was checked by validate())
+    # 9.8 the derived checkpoint's envelope continues the journal's consumed turn (its digest
+    # was checked by validate()), then store it
+    _check_envelope(connection, admission, newest)
     if admission.derived_checkpoint:
         # One statement: stored bytes under a digest never change, so an existing row stays.
         blob_rows.insert_blob_if_absent(
@@ -217,6 +226,39 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
     )
     ticket_rows.insert_ticket(connection, ticket, admission.consumed_response_digest)
     return Admission(ticket, record, created=True)
+
+
+def _check_envelope(
+    connection: Connection, admission: AdmissionInput, newest: NewestEntries
+) -> None:
+    """9.8: the derived checkpoint (the bytes sent, or those stored under its digest) names the
+    source checkpoint, raw response, consumption time, version, witness and limits of the rows
+    this transaction read (services/ledger/domain/derived_envelope.py)."""
+    content = admission.derived_checkpoint or blob_rows.get_content(
+        connection, admission.derived_checkpoint_digest
+    )
+    if content is None:
+        return  # not sent and not stored: refused as DERIVED_CHECKPOINT_MISSING just after
+    sent = _payload(newest.newest(EntryKind.MODEL_REQUEST_SENT))
+    consumed = _payload(newest.newest(EntryKind.RESPONSE_CONSUMED))
+    checkpoint_digest = str(sent.get("checkpoint_digest") or "")
+    check_derived_envelope(
+        content,
+        admission.derived_checkpoint_digest,
+        turn=JournalTurn(
+            checkpoint_digest=checkpoint_digest,
+            checkpoint=blob_rows.get_content(connection, checkpoint_digest),
+            response_digest=str(consumed.get("response_digest") or ""),
+            consumed_at=str(consumed.get("consumed_at") or ""),
+        ),
+        version=admission.version,
+        witness_digest=admission.witness_digest,
+    )
+
+
+def _payload(entry: StoredEntry | None) -> dict[str, object]:
+    payload = parse_json(entry.payload_json) if entry is not None else {}
+    return payload if isinstance(payload, dict) else {}
 
 
 def _check_held_on_consumed_response(

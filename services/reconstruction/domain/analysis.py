@@ -140,8 +140,13 @@ def analyze(
     if len(evidence) == 1:
         call = evidence[0]
         args = call.args
-        schema = tools[EVIDENCE_TOOL]["parameters_json_schema"]
-        accepted = isinstance(args, dict) and accepts(schema, args)
+        # A history that does not advertise the evidence tool advertised no schema accepting it.
+        advertised = tools.get(EVIDENCE_TOOL)
+        accepted = (
+            advertised is not None
+            and isinstance(args, dict)
+            and accepts(advertised["parameters_json_schema"], args)
+        )
         query = args.get("query") if isinstance(args, dict) else None
         if not accepted or not isinstance(query, dict):
             common.append(

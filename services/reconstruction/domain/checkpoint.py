@@ -21,6 +21,7 @@ from shared.continuity.canonical import (
 )
 from shared.runtime.errors import FailedPrecondition, InvalidArgument
 
+from .envelope import HISTORICAL, check_shape
 from .registry import HISTORICAL_FORMAT, SOURCE_RUNTIME
 
 ENVELOPE_KEYS: Final = frozenset({"format", "runtime", "run", "provider", "state", "state_digest"})
@@ -76,13 +77,13 @@ def read_checkpoint(raw: bytes) -> CheckpointRecord:
         raise _refuse_field("CHECKPOINT_NOT_CANONICAL", "/", "checkpoint bytes are not canonical")
     for key in sorted(envelope.keys() ^ ENVELOPE_KEYS):
         raise _refuse_field("MIGRATION_FIELD_REFUSED", "/" + key, f"unknown or missing {key!r}")
+    # Every field outside the sealed state, before anything reads one.
+    check_shape(envelope, HISTORICAL)
     if envelope["format"] != HISTORICAL_FORMAT:
         raise _refuse_field(
             "CHECKPOINT_FORMAT_UNSUPPORTED", "/format", f"format {envelope['format']!r}"
         )
     state = envelope["state"]
-    if not isinstance(state, dict):
-        raise _refuse_field("MIGRATION_FIELD_REFUSED", "/state", "state must be an object")
     if envelope["state_digest"] != digest_of(state):
         raise _refuse_field(
             "CHECKPOINT_DIGEST_MISMATCH", "/state_digest", "state does not match its sealed digest"

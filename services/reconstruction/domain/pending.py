@@ -34,6 +34,7 @@ from shared.continuity.canonical import (
 from shared.continuity.sdk_epochs import DERIVED_KEYS
 from shared.runtime.errors import FailedPrecondition, Internal, InvalidArgument
 
+from .envelope import DERIVED, check_reconstruction_kind, check_shape
 from .jsonpath import first_difference
 from .projection import LIMITS, MESSAGES, USAGE
 from .registry import DERIVED_FORMAT, TARGET_RUNTIME, verify_target_runtime
@@ -112,28 +113,22 @@ def read_derived_checkpoint(raw: bytes) -> DerivedRecord:
         raise _refuse(
             "CHECKPOINT_FORMAT_UNSUPPORTED", "/format", f"not a {DERIVED_FORMAT} checkpoint"
         )
+    # Every field outside the sealed state, before anything reads one.
+    check_shape(envelope, DERIVED)
+    check_reconstruction_kind(envelope)
     state = envelope["state"]
-    if not isinstance(state, dict) or state.keys() != STATE_KEYS:
+    if state.keys() != STATE_KEYS:
         raise _refuse("CHECKPOINT_FORMAT_UNSUPPORTED", "/state", "state keys are not the format's")
     if envelope["state_digest"] != digest_of(state):
         raise _refuse(
             "CHECKPOINT_DIGEST_MISMATCH", "/state_digest", "state does not match its sealed digest"
         )
-    target = (envelope.get("compatibility") or {}).get("target_runtime")
-    if target != dict(TARGET_RUNTIME):
+    if envelope["compatibility"]["target_runtime"] != dict(TARGET_RUNTIME):
         raise _refuse(
             "SDK_TRANSITION_UNSUPPORTED",
             "/compatibility/target_runtime",
             "the checkpoint was not derived for the installed runtime",
         )
-    source = envelope.get("source") or {}
-    for key, names in (("run", ("run_id", "conversation_id")), ("provider", ("base_url", "model"))):
-        found = source.get(key) if isinstance(source, dict) else None
-        for name in names:
-            if not isinstance(found, dict) or not isinstance(found.get(name), str):
-                raise _refuse(
-                    "CHECKPOINT_FORMAT_UNSUPPORTED", f"/source/{key}/{name}", f"{name} missing"
-                )
     return DerivedRecord(raw=raw, digest=sha256_digest(raw), envelope=MappingProxyType(envelope))
 
 

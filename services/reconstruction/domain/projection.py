@@ -46,6 +46,14 @@ RETAINED: Final = {
     "cache_write_1h_tokens": "cache_write_tokens",
 }
 
+#: The one change the projection makes that the spec's list does not name, recorded by name and
+#: reason in the witness (docs/formats.md).
+HISTORY_DIGEST_CHANGE: Final = "omit_null_history_digest"
+WHY_NULL: Final = (
+    "2.55.0 has no ModelResponse.history_digest; 2.58.0 writes null there unless a "
+    "Responses-API continuation set it, and a null carries no information"
+)
+
 MESSAGES = ModelMessagesTypeAdapter
 USAGE = TypeAdapter(RunUsage)
 LIMITS = TypeAdapter(UsageLimits)
@@ -159,7 +167,9 @@ def _messages(state: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[st
             if message["history_digest"] is not None:
                 raise _refuse("MIGRATION_FIELD_REFUSED", field, "history_digest would be lost")
             del message["history_digest"]
-            omitted.append({"path": field, "value": None})
+            omitted.append(
+                {"path": field, "value": None, "change": HISTORY_DIGEST_CHANGE, "reason": WHY_NULL}
+            )
         retained += _usage(message.get("usage"), ("state", "messages", index, "usage"), False)
     return omitted, retained
 
@@ -177,9 +187,35 @@ def _round_trip(name: str, adapter: TypeAdapter[Any], value: Any) -> tuple[Any, 
     return obj, dumped
 
 
+def _check_containers(state: dict[str, Any]) -> None:
+    """The containers the projection walks have their JSON types (a sealed state is sealed by
+    whoever wrote it, so its shape is checked like any other input); the SDK round trip checks
+    everything inside them."""
+    for name, kind in (
+        ("messages", list),
+        ("usage", dict),
+        ("limits", dict),
+        ("model_settings", dict),
+        ("model_request_parameters", dict),
+    ):
+        if not isinstance(state[name], kind):
+            raise _refuse("MIGRATION_FIELD_REFUSED", pointer("state", name), f"not a {kind}")
+    if not state["messages"]:
+        raise _refuse("MIGRATION_FIELD_REFUSED", pointer("state", "messages"), "empty history")
+    params = state["model_request_parameters"]
+    for group in ("function_tools", "output_tools"):
+        tools = params.get(group)
+        if tools is not None and not (
+            isinstance(tools, list) and all(isinstance(tool, dict) for tool in tools)
+        ):
+            field = pointer("state", "model_request_parameters", group)
+            raise _refuse("MIGRATION_FIELD_REFUSED", field, "not a list of tool objects")
+
+
 def project(source_state: Any) -> Projection:
     """Project a verified 2.58.0 state; the source object is deep-copied, never changed."""
     state: dict[str, Any] = copy.deepcopy(source_state)
+    _check_containers(state)
     telemetry = _telemetry(state)
     tool_kinds = _tool_kinds(state)
     omitted, retained = _messages(state)

@@ -61,7 +61,7 @@ class ReadonlyObservation(Workflow):
     """Exact pure-read custody of the consumed turn resolves the worker claim."""
 
     def judge(self, evidence: Evidence) -> ObservationCustody:
-        return observation_custody(evidence.rows, evidence.history)
+        return observation_custody(evidence.rows, evidence.history, evidence.source_revision)
 
     def facts(self, evidence: Evidence, judged: Any, situation: Situation) -> ActionFacts:
         return readonly_observation_facts(
@@ -112,8 +112,9 @@ def check_binding(
     derived: DerivedCheckpoint, custody: ObservationCustody, content_of: ContentOf
 ) -> None:
     """R.4c The derived checkpoint continues from the checkpoint the consumed request was sent
-    from, with the consumed response, and appends exactly the retained results (stored intact,
-    compared as canonical JSON) and the fixed unavailable observation for the evidence call."""
+    from, with the consumed response, whose calls carry exactly the arguments their grant rows
+    digest, and appends exactly the retained results (stored intact, compared as canonical JSON)
+    and the fixed unavailable observation for the evidence call."""
     try:
         envelope = parse_json(derived.content)
     except CanonicalJsonError as exc:
@@ -134,6 +135,7 @@ def check_binding(
         raise _mismatch("another consumption time", derived)
     if envelope.get("witness_digest") != derived.witness_digest:
         raise _mismatch("another witness", derived)
+    _check_arguments(envelope, custody, derived)
     appended = rebuilt.get("appended_results")
     results = {
         str(item.get("tool_call_id")): item.get("content")
@@ -152,6 +154,43 @@ def check_binding(
             expected = parse_json(stored)
         if digest_of(results[call_id]) != digest_of(expected):
             raise _mismatch(f"the result appended for {call_id} is not exact", derived)
+
+
+def _check_arguments(
+    envelope: Any, custody: ObservationCustody, derived: DerivedCheckpoint
+) -> None:
+    """Each granted call's argument digest is the digest of its arguments in the consumed
+    response the derived checkpoint carries."""
+    consumed = consumed_call_args(envelope)
+    for call_id, _ in custody.calls:
+        if consumed.get(call_id) != custody.args_digests.get(call_id):
+            raise _mismatch(
+                f"the granted argument digest of {call_id} is not the consumed response's", derived
+            )
+
+
+def consumed_call_args(envelope: Any) -> dict[str, str]:
+    """call id → ``digest_of`` the parsed arguments of each tool call of the consumed response the
+    derived checkpoint carries (its state's second-to-last message, the reconstructed turn's
+    response); "" for arguments that are not JSON. Empty when the envelope has no such message."""
+    state = envelope.get("state") if isinstance(envelope, dict) else None
+    messages = state.get("messages") if isinstance(state, dict) else None
+    if not isinstance(messages, list) or len(messages) < 2 or not isinstance(messages[-2], dict):
+        return {}
+    parts = messages[-2].get("parts")
+    found: dict[str, str] = {}
+    for part in parts if isinstance(parts, list) else []:
+        if not isinstance(part, dict) or part.get("part_kind") != "tool-call":
+            continue
+        args = part.get("args")
+        if isinstance(args, str):
+            try:
+                args = parse_json(args)
+            except CanonicalJsonError:
+                found[str(part.get("tool_call_id"))] = ""
+                continue
+        found[str(part.get("tool_call_id"))] = digest_of(args)
+    return found
 
 
 WORKFLOW: Final = ReadonlyObservation(

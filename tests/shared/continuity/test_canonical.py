@@ -113,3 +113,10 @@ def test_strict_parsing_reads_what_json_reads_from_text_and_bytes(
     text = json.dumps(value)
     given_text: str | bytes = text if encoding == "str" else text.encode(encoding)
     assert parse_json(given_text) == json.loads(given_text)
+
+
+@pytest.mark.parametrize("raw", [b"\xff\x90", b'{"a":"\xc3"}', b"\x00\xd8\x00"])
+def test_bytes_that_are_no_text_are_no_json(raw: bytes) -> None:
+    """Hostile stored bytes fail as CanonicalJsonError, never as a UnicodeDecodeError."""
+    with pytest.raises(CanonicalJsonError):
+        parse_json(raw)

@@ -39,9 +39,13 @@ ADMIN = frozenset({"factory_administrator"})
 OPERATOR = frozenset({"execution_operator"})
 WRITER = frozenset({"platform_writer"})
 WORKER = frozenset({"worker"})
-SERVICE = frozenset({"continuity_service"})
+# One identity per service: admission commits, the candidate service only reads.
+ADMISSION = frozenset({"admission_service"})
+CANDIDATE = frozenset({"candidate_service"})
 # Admission recomputes the candidate under its own service identity.
-CANDIDATE_READERS = OPERATOR | ADMIN | SERVICE
+CANDIDATE_READERS = OPERATOR | ADMIN | ADMISSION
+# Reconstruction: the services that prove candidates, operators and administrators.
+RECONSTRUCTION_CALLERS = CANDIDATE | ADMISSION | OPERATOR | ADMIN
 
 EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.LedgerService/CreateRun": WRITER,
@@ -52,11 +56,11 @@ EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.LedgerService/VerifyJournal": ALL,
     "/forge.continuity.v1.LedgerService/ReadRunSnapshot": ALL,
     "/forge.continuity.v1.LedgerService/InspectJournal": ALL,
-    "/forge.continuity.v1.LedgerService/PutBlob": WRITER | SERVICE | WORKER,
+    "/forge.continuity.v1.LedgerService/PutBlob": WRITER | ADMISSION | WORKER,
     "/forge.continuity.v1.LedgerService/GetBlob": ALL,
-    "/forge.continuity.v1.LedgerService/CommitAdmission": SERVICE,
+    "/forge.continuity.v1.LedgerService/CommitAdmission": ADMISSION,
     "/forge.continuity.v1.LedgerService/GetAdmission": ALL,
-    "/forge.continuity.v1.LedgerService/CommitRecovery": SERVICE,
+    "/forge.continuity.v1.LedgerService/CommitRecovery": ADMISSION,
     "/forge.continuity.v1.LedgerService/GetRecovery": ALL,
     "/forge.continuity.v1.LedgerService/GetSigningKeys": ALL,
     "/forge.continuity.v1.LedgerService/ListSignedHeads": ALL,
@@ -77,17 +81,20 @@ EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.ExecutionService/GetCommandUsage": ALL,
     "/forge.continuity.v1.ExecutionService/CancelExecutionRequest": OPERATOR | ADMIN,
     "/forge.continuity.v1.ExecutionService/ExpireExecutionRequests": WORKER | ADMIN,
-    # Pure computation over bytes the caller already holds.
-    "/forge.continuity.v1.ReconstructionService/ReconstructInvalidRead": ALL,
-    "/forge.continuity.v1.ReconstructionService/AnalyzeConsumedResponse": ALL,
-    "/forge.continuity.v1.ReconstructionService/AnalyzeAndReconstructInvalidRead": ALL,
-    "/forge.continuity.v1.ReconstructionService/ReproducePendingRequest": ALL,
-    "/forge.continuity.v1.ReconstructionService/ReconstructReadonlyObservation": ALL,
+    "/forge.continuity.v1.ReconstructionService/ReconstructInvalidRead": RECONSTRUCTION_CALLERS,
+    "/forge.continuity.v1.ReconstructionService/AnalyzeConsumedResponse": RECONSTRUCTION_CALLERS,
+    "/forge.continuity.v1.ReconstructionService/AnalyzeAndReconstructInvalidRead": (
+        RECONSTRUCTION_CALLERS
+    ),
+    "/forge.continuity.v1.ReconstructionService/ReproducePendingRequest": RECONSTRUCTION_CALLERS,
+    "/forge.continuity.v1.ReconstructionService/ReconstructReadonlyObservation": (
+        RECONSTRUCTION_CALLERS
+    ),
     "/forge.continuity.v1.CandidateService/GetInvalidReadContinuityCandidate": CANDIDATE_READERS,
     # Admission recomputes the recovery candidate under its own service identity too.
-    "/forge.continuity.v1.CandidateService/GetInvalidReadRecoveryCandidate": ADMIN | SERVICE,
-    "/forge.continuity.v1.CandidateService/GetRejectedBoundaryCandidate": ADMIN | SERVICE,
-    "/forge.continuity.v1.CandidateService/GetReadonlyObservationCandidate": ADMIN | SERVICE,
+    "/forge.continuity.v1.CandidateService/GetInvalidReadRecoveryCandidate": ADMIN | ADMISSION,
+    "/forge.continuity.v1.CandidateService/GetRejectedBoundaryCandidate": ADMIN | ADMISSION,
+    "/forge.continuity.v1.CandidateService/GetReadonlyObservationCandidate": ADMIN | ADMISSION,
     "/forge.continuity.v1.AdmissionService/RequestInvalidReadContinuity": OPERATOR,
     "/forge.continuity.v1.AdmissionService/RequestInvalidReadContinuityV2": OPERATOR,
     "/forge.continuity.v1.AdmissionService/GetInvalidReadContinuity": ALL,
@@ -100,6 +107,18 @@ EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.AdmissionService/GetCallerPermissions": ALL,
     "/forge.continuity.v1.AdmissionService/ListRecoveryWorkflows": ALL,
 }
+# RPC names that only read (or compute without writing).
+READ_PREFIXES = (
+    "Get",
+    "List",
+    "Read",
+    "Stream",
+    "Verify",
+    "Inspect",
+    "Analyze",
+    "Reconstruct",
+    "Reproduce",
+)
 FILES = (
     ledger_pb2,
     policy_pb2,
@@ -282,6 +301,28 @@ def test_caller_permissions_match_what_the_interceptor_decides(
         refused = (code, reason) == (grpc.StatusCode.PERMISSION_DENIED, "ROLE_REQUIRED")
         assert permission.permitted == (not refused), (role, method, code, reason)
         assert permission.permitted == (role in EXPECTED[method]), (role, method)
+
+
+def test_the_candidate_service_identity_may_call_no_write_rpc(
+    servers: dict[str, Served],
+) -> None:
+    """The read-only candidate service cannot commit, store or change anything, whatever it is
+    asked to do: every RPC it may call reads, and the servers refuse it every write."""
+    permitted = {m.split("/")[-1] for m, roles in EXPECTED.items() if "candidate_service" in roles}
+    assert permitted, "the candidate service must be able to read"
+    assert all(name.startswith(READ_PREFIXES) for name in permitted), sorted(permitted)
+    token = ROLE_TOKENS["candidate_service"]
+    for method in (
+        "/forge.continuity.v1.LedgerService/CommitAdmission",
+        "/forge.continuity.v1.LedgerService/CommitRecovery",
+        "/forge.continuity.v1.LedgerService/PutBlob",
+        "/forge.continuity.v1.AdmissionService/RequestInvalidReadContinuity",
+    ):
+        served = servers[METHODS[method][0]]
+        assert _call(served, method, [("authorization", f"Bearer {token}")]) == (
+            grpc.StatusCode.PERMISSION_DENIED,
+            "ROLE_REQUIRED",
+        ), method
 
 
 def test_caller_permissions_need_credentials(servers: dict[str, Served]) -> None:

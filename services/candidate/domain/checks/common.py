@@ -7,6 +7,7 @@ order it finds them); none depends on another having run.
 
 from __future__ import annotations
 
+from shared.continuity.call_binding import grant_problems
 from shared.contract.terms import SUPPORTED_TIME_BUDGET_PROTOCOLS
 
 from ..facts import Facts
@@ -179,6 +180,7 @@ def custody_after_consume(facts: Facts) -> list[Hold]:
                 "consumed response",
             )
         )
+    holds += _grants_unbound(facts)
     if consume is not None and expected is not None:
         holds += [
             hold(
@@ -188,6 +190,35 @@ def custody_after_consume(facts: Facts) -> list[Hold]:
             )
             for call_id in expected
             if call_id not in granted
+        ]
+    return holds
+
+
+def _grants_unbound(facts: Facts) -> list[Hold]:
+    """Each grant of a consumed call binds its original grant, argument digest and source cut
+    (``shared/continuity/call_binding.py``): the grant the call's contract gives it, the digest
+    of the arguments the pinned SDK parsed from the consumed response, and the run's source
+    revision. Without an analysis the calls are unknown and nothing is compared."""
+    consume, calls = facts.closure.consume, facts.calls
+    if consume is None or calls is None:
+        return []
+    by_id = {c.call_id: c for c in calls}
+    holds: list[Hold] = []
+    for entry in facts.entries:
+        call = by_id.get(entry.text("call_id"))
+        if entry.sequence <= consume.sequence or entry.kind != TOOL_CALL_GRANTED or call is None:
+            continue
+        if not call.grant:
+            continue  # not in the contract: held as an unknown call already
+        holds += [
+            hold(HoldReason.CALL_NOT_BOUND, call.call_id, problem)
+            for problem in grant_problems(
+                call.call_id,
+                entry.payload or {},
+                source_revision=facts.run.source_revision,
+                args_digest=call.args_digest,
+                grant=call.grant,
+            )
         ]
     return holds
 

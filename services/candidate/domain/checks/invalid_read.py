@@ -59,7 +59,9 @@ def observation_policy(facts: Facts) -> list[Hold]:
 
 def _refused(facts: Facts, refusal: Refusal) -> Hold:
     subject = refusal.names or facts.closure.response_digest
-    return refusal_hold(refusal.reason, subject, refusal.message, facts.calls or ())
+    return refusal_hold(
+        refusal.reason, subject, refusal.message, facts.calls or (), typed=refusal.typed
+    )
 
 
 def analysis(facts: Facts) -> list[Hold]:

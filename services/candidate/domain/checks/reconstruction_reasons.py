@@ -3,10 +3,17 @@
 Reconstruction reports findings (``AnalysisHold.reason``) and refuses with typed errors; both are
 plain strings on the wire. Each one it can give (``services.reconstruction.domain``'s
 ``ANALYSIS_REASONS`` and ``REFUSAL_REASONS``; tests/candidate checks the maps cover exactly
-those) has an explicit hold here. A reason missing from both maps is not defaulted to some hold:
+those) has an explicit hold here. A finding missing from its map is not defaulted to some hold:
 the candidate fails with INTERNAL RECONSTRUCTION_REASON_UNMAPPED. That fails closed — no candidate,
-so nothing can be admitted on it — and it is loud, where a guessed hold would let a new refusal
+so nothing can be admitted on it — and it is loud, where a guessed hold would let a new finding
 pass unnoticed under a requirement (and permitted next actions) chosen for something else.
+
+A refusal is different: it is reconstruction's answer that the stored bytes cannot be used, and
+the operator needs the candidate's hold and handoff, not an error. Every refusal (any error
+reconstruction answers with except the transient and authentication ones,
+``facts.is_refusal``) becomes a hold; one whose reason is not mapped (or that is not a typed
+FAILED_PRECONDITION / INVALID_ARGUMENT refusal at all, such as an INTERNAL fault on hostile
+bytes) holds RECONSTRUCTION_REFUSED, naming the reason — still ineligible, still visible.
 """
 
 from __future__ import annotations
@@ -96,10 +103,12 @@ def finding_hold(reason: str, subject: str, message: str, calls: Sequence[Consum
     return _mapped(mapped, reason, subject, message, calls)
 
 
-def refusal_hold(reason: str, subject: str, message: str, calls: Sequence[ConsumedCall]) -> Hold:
-    """The hold of a refusal, or of a finding refused as an error (INTERNAL
-    RECONSTRUCTION_REASON_UNMAPPED if unknown)."""
-    mapped = REFUSAL_HOLDS.get(reason) or FINDING_HOLDS.get(reason)
+def refusal_hold(
+    reason: str, subject: str, message: str, calls: Sequence[ConsumedCall], *, typed: bool = True
+) -> Hold:
+    """The hold of a refusal, or of a finding refused as an error; RECONSTRUCTION_REFUSED for a
+    reason no map names, or for an error that is not a typed refusal (``typed`` False)."""
+    mapped = (REFUSAL_HOLDS.get(reason) or FINDING_HOLDS.get(reason)) if typed else None
     if mapped is None:
-        raise unmapped(reason, "refusal")
+        return hold(HoldReason.RECONSTRUCTION_REFUSED, subject, f"{reason}: {message}")
     return _mapped(mapped, reason, subject, message, calls)

@@ -23,8 +23,10 @@ from typing import Any, Final
 from shared.continuity.canonical import intact_blob
 from shared.continuity.readonly_observation import ObservationCustody
 from shared.continuity.recovery import DerivedCheckpoint
-from shared.runtime.errors import FailedPrecondition, InvalidArgument
+from shared.continuity.recovery.readonly_observation import check_binding
+from shared.runtime.errors import DomainError
 
+from ..facts import is_refusal
 from ..model import Hold, HoldReason, hold
 from ..sources import CandidateSources
 from ..workflows import RecoveryEvidence, RecoveryWorkflow
@@ -95,7 +97,9 @@ def observation_check(sources: CandidateSources, custody: ObservationCustody) ->
         return ObservationCheck(tuple(missing), "", "")
     try:
         found = sources.reconstruct_observation(checkpoint, response, custody.consumed_at, retained)
-    except (FailedPrecondition, InvalidArgument) as refused:
+    except DomainError as refused:
+        if not is_refusal(refused):
+            raise
         element = refused.metadata.get("element") or refused.metadata.get("field") or "-"
         return ObservationCheck(
             (
@@ -108,6 +112,19 @@ def observation_check(sources: CandidateSources, custody: ObservationCustody) ->
             "",
             "",
         )
+    # What the commit will check of it (R.4c), shown here as a hold rather than a refusal then:
+    # among it, each call's granted argument digest against the consumed response's arguments.
+    try:
+        check_binding(
+            DerivedCheckpoint(
+                found.derived_checkpoint, found.derived_checkpoint_digest, found.witness_digest
+            ),
+            custody,
+            sources.blob,
+        )
+    except DomainError as unbound:
+        detail = f"{unbound.reason}: {unbound.message}"
+        return ObservationCheck((hold(HoldReason.OBSERVATION_NOT_PROVEN, "-", detail),), "", "")
     return ObservationCheck(
         (), found.derived_checkpoint_digest, found.witness_digest, found.derived_checkpoint
     )

@@ -24,8 +24,9 @@ from typing import Any, Final
 from shared.continuity.rejected_boundary import ReviewedRejection
 from shared.continuity.rejected_boundary_evidence import report_problems
 from shared.continuity.request_history import RequestHistory
-from shared.runtime.errors import FailedPrecondition, InvalidArgument
+from shared.runtime.errors import DomainError
 
+from ..facts import is_refusal
 from ..model import Hold, HoldReason, PendingReproduction, hold
 from ..sources import CandidateSources
 from ..workflows import RecoveryEvidence, RecoveryWorkflow
@@ -110,7 +111,9 @@ def reproduction_check(
         return ReproductionCheck((), "")  # the checkpoint hold (CLOSURE_INCOMPLETE) stands
     try:
         reproduced = sources.reproduce_pending(content)
-    except (FailedPrecondition, InvalidArgument) as refused:
+    except DomainError as refused:
+        if not is_refusal(refused):
+            raise
         return ReproductionCheck(
             (
                 hold(

@@ -38,8 +38,13 @@ class _RoleEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Role.ValueType],
     """Platform components (engine, workers) that write native journal entries and blobs."""
     ROLE_READER: _Role.ValueType  # 5
     """Read-only access to journals, blobs, policy and saved outcomes (candidates need an operator)."""
-    ROLE_CONTINUITY_SERVICE: _Role.ValueType  # 6
-    """Service-to-service identity of the continuity services themselves (admission, candidate)."""
+    ROLE_ADMISSION_SERVICE: _Role.ValueType  # 6
+    """The admission service's own identity: recomputes candidates, commits admissions and
+    recoveries, stores derived checkpoints. (Number 6 was the one role the candidate and
+    admission services shared; each now has its own.)
+    """
+    ROLE_CANDIDATE_SERVICE: _Role.ValueType  # 7
+    """The candidate service's own identity: reads the ledger and asks reconstruction; no write."""
 
 class Role(_Role, metaclass=_RoleEnumTypeWrapper):
     """Role is an authorization role a principal may hold. The principals file maps each bearer token
@@ -58,8 +63,13 @@ ROLE_PLATFORM_WRITER: Role.ValueType  # 4
 """Platform components (engine, workers) that write native journal entries and blobs."""
 ROLE_READER: Role.ValueType  # 5
 """Read-only access to journals, blobs, policy and saved outcomes (candidates need an operator)."""
-ROLE_CONTINUITY_SERVICE: Role.ValueType  # 6
-"""Service-to-service identity of the continuity services themselves (admission, candidate)."""
+ROLE_ADMISSION_SERVICE: Role.ValueType  # 6
+"""The admission service's own identity: recomputes candidates, commits admissions and
+recoveries, stores derived checkpoints. (Number 6 was the one role the candidate and
+admission services shared; each now has its own.)
+"""
+ROLE_CANDIDATE_SERVICE: Role.ValueType  # 7
+"""The candidate service's own identity: reads the ledger and asks reconstruction; no write."""
 Global___Role: _TypeAlias = Role  # noqa: Y015
 
 class _JournalEntryKind:
@@ -318,6 +328,17 @@ class _HoldReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_HoldReason
     call, at most one list_files call with its exact retained result), or its sealed
     reconstruction refuses.
     """
+    HOLD_REASON_CALL_NOT_BOUND: _HoldReason.ValueType  # 31
+    """A consumed call's tool_call_granted entry does not bind the call: it records no grant, or
+    another grant than the call's tool contract gives, no argument digest or another than the
+    digest of the arguments in the consumed response, or no source cut or another than the
+    run's registered source revision.
+    """
+    HOLD_REASON_RECONSTRUCTION_REFUSED: _HoldReason.ValueType  # 32
+    """Reconstruction refused or failed on the stored bytes with a reason the candidate has no
+    more specific hold for (an unmapped refusal reason, or an internal, resource or
+    unimplemented error): nothing can be admitted on them.
+    """
 
 class HoldReason(_HoldReason, metaclass=_HoldReasonEnumTypeWrapper):
     """HoldReason is the typed reason a candidate, ticket or action is held."""
@@ -400,6 +421,17 @@ HOLD_REASON_OBSERVATION_NOT_PROVEN: HoldReason.ValueType  # 30
 after the refusal recovery with exact pure-read custody (one unavailable read_run_evidence
 call, at most one list_files call with its exact retained result), or its sealed
 reconstruction refuses.
+"""
+HOLD_REASON_CALL_NOT_BOUND: HoldReason.ValueType  # 31
+"""A consumed call's tool_call_granted entry does not bind the call: it records no grant, or
+another grant than the call's tool contract gives, no argument digest or another than the
+digest of the arguments in the consumed response, or no source cut or another than the
+run's registered source revision.
+"""
+HOLD_REASON_RECONSTRUCTION_REFUSED: HoldReason.ValueType  # 32
+"""Reconstruction refused or failed on the stored bytes with a reason the candidate has no
+more specific hold for (an unmapped refusal reason, or an internal, resource or
+unimplemented error): nothing can be admitted on them.
 """
 Global___HoldReason: _TypeAlias = HoldReason  # noqa: Y015
 
