@@ -110,6 +110,7 @@ def local_credentials(principals_file: str, signing_key_file: str) -> tuple[Path
         print(f"wrote a local development signing key to {signing_key}", flush=True)
     return principals, signing_key
 
+
 def service_env(env: dict[str, str], name: str) -> dict[str, str]:
     """``env`` for service ``name``: a calling service gets its own development token unless
     one is set; a service that calls none gets none."""
