@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from services.ledger.domain.execution import LeaseBounds, LeaseLimit
-from services.ledger.domain.reconciliation import (
+from services.ledger.domain.reconciliation_records import (
     ReconciliationRecordError,
     StoredReconciliation,
 )

@@ -1,16 +1,17 @@
 """Reconciliation of a claimed execution request whose owner was lost (ADR 0010): the inputs, the
-read-only snapshot and its digest, the recorded verifications, and the stored decision. Pure
-rules, without storage; ``transactions/reconciliation.py`` applies them in one transaction.
+read-only snapshot and its digest, and the recorded verifications (the stored decision is
+``reconciliation_records.py``). Pure rules, without storage; ``transactions/reconciliation.py``
+applies them in one transaction.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from services.ledger.domain.execution import ExecutionRequestRecord, LeaseBounds, RequestState
+from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
 from services.ledger.domain.intents import IntentTracker, OpenIntent
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.owner_instance import OwnerInstance
@@ -19,10 +20,8 @@ from shared.continuity.admissibility import (
     RETRY_STAGE,
     BoundRequest,
     Consumed,
-    Handoff,
-    PermittedAction,
 )
-from shared.continuity.canonical import canonical_text, digest_of, is_digest, parse_json
+from shared.continuity.canonical import digest_of, is_digest, parse_json
 from shared.continuity.identifiers import check_identifier
 from shared.continuity.timeutil import from_text
 from shared.runtime.errors import FieldViolation, InvalidArgument
@@ -44,7 +43,6 @@ UNRELATED_WORKFLOW_KINDS = frozenset(
         EntryKind.ADMISSION_REFUSAL.value,
     }
 )
-RECORD_VERSION = 1
 
 
 def _invalid(violations: list[FieldViolation]) -> InvalidArgument:
@@ -439,81 +437,3 @@ def bound_request(snapshot: Snapshot, *, cessation_verified: bool) -> BoundReque
         failed_unclaimed=False,
         cessation_verified=cessation_verified,
     )
-
-
-# --- the handoff as stored -----------------------------------------------------------------------
-
-
-def handoff_to_record(handoff: Handoff) -> dict[str, Any]:
-    return asdict(handoff)
-
-
-def handoff_from_record(record: Mapping[str, Any]) -> Handoff:
-    return Handoff(
-        bound_requests=tuple(BoundRequest(**b) for b in record["bound_requests"]),
-        known_effects=tuple((str(d), int(s)) for d, s in record["known_effects"]),
-        unresolved_alternatives=tuple(
-            (str(subject), tuple(alternatives))
-            for subject, alternatives in record["unresolved_alternatives"]
-        ),
-        remaining_obligations=tuple((str(o), str(b)) for o, b in record["remaining_obligations"]),
-        permitted_next_actions=tuple(
-            PermittedAction(**a) for a in record["permitted_next_actions"]
-        ),
-        consumed=Consumed(**record["consumed"]),
-    )
-
-
-class ReconciliationRecordError(ValueError):
-    """A stored reconciliation row this code cannot read."""
-
-
-@dataclass(frozen=True)
-class StoredReconciliation:
-    """One saved decision (its execution requests are read separately, as they are now)."""
-
-    run_id: str
-    request_id: str
-    reconciliation_id: str
-    execution_request_id: str
-    decision: str
-    actor: str
-    request_content_digest: str
-    reconciliation_digest: str
-    evidence_reference: str
-    fenced_lease_generation: int
-    verification_sequence: int
-    settlement_sequence: int
-    #: RETRY_STAGE only; "" otherwise.
-    retry_execution_request_id: str
-    handoff: Handoff
-    created_at: str
-    #: RETRY_STAGE: every bound the lease rule applied to the retry and which won; None for
-    #: MARK_UNRESOLVED (no lease) and in rows saved before it was kept (an optional key).
-    lease_bounds: LeaseBounds | None = None
-
-    def to_text(self) -> str:
-        record = asdict(self)
-        record["handoff"] = handoff_to_record(self.handoff)
-        if self.lease_bounds is None:
-            record.pop("lease_bounds")
-        else:
-            record["lease_bounds"] = self.lease_bounds.to_record()
-        record["record_version"] = RECORD_VERSION
-        return canonical_text(record)
-
-    @classmethod
-    def from_text(cls, text: str) -> StoredReconciliation:
-        try:
-            record = parse_json(text)
-            if not isinstance(record, dict) or record.pop("record_version", None) != RECORD_VERSION:
-                raise ReconciliationRecordError("unknown reconciliation record version")
-            record["handoff"] = handoff_from_record(record["handoff"])
-            record["lease_bounds"] = LeaseBounds.from_record(record.get("lease_bounds"))
-            for field in fields(cls):
-                expected = {"str": str, "int": int}.get(str(field.type))
-                if expected is not None and type(record[field.name]) is not expected:
-                    raise ReconciliationRecordError(f"{field.name} is not {field.type}")
-            return cls(**record)
-        except (KeyError, TypeError, ValueError) as error:
-            raise ReconciliationRecordError(f"damaged reconciliation record: {error!r}") from error

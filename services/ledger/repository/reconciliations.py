@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, insert, select
 
-from services.ledger.domain.reconciliation import StoredReconciliation
+from services.ledger.domain.reconciliation_records import StoredReconciliation
 from services.ledger.schema import reconciliations
 
 

@@ -29,10 +29,10 @@ from services.ledger.domain.execution import (
 from services.ledger.domain.journal import EntryKind
 from services.ledger.domain.reconciliation import (
     ReconcileInput,
-    StoredReconciliation,
     retry_request_id,
     verification_problems,
 )
+from services.ledger.domain.reconciliation_records import StoredReconciliation
 from services.ledger.domain.runs import check_identifier
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import reconciliations as reconciliation_rows

@@ -8,10 +8,9 @@ import pytest
 
 from shared.continuity.idempotency import StoredAction, replay_or_conflict
 from shared.runtime.errors import Conflict, DomainError, ErrorKind, bare_status_error
-from shared.runtime.reasons import (
+from shared.runtime.reasons import CATALOGUE, CODE_USES
+from shared.runtime.reasons_doc import (
     ARCHITECTURE_DOC,
-    CATALOGUE,
-    CODE_USES,
     ERRORS_DOC,
     architecture_with_table,
     errors_markdown,
