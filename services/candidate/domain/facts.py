@@ -41,11 +41,10 @@ from .model import (
     ConsumedCall,
     Entry,
     ExecutionRecord,
-    JournalHead,
     PolicyRecord,
+    ReadFromSnapshot,
     Reconstruction,
     ResponseAnalysis,
-    RunRecord,
     Snapshot,
 )
 from .sources import CandidateSources, CombinedReconstructionSources, SnapshotSources
@@ -113,7 +112,7 @@ class Refusal:
 
 
 @dataclass(frozen=True)
-class Facts:
+class Facts(ReadFromSnapshot):
     """Everything a candidate is computed from, read once."""
 
     version: int
@@ -134,18 +133,6 @@ class Facts:
     # The reconstruction, or its refusal (both None when it was not attempted).
     reconstruction: Reconstruction | None
     reconstruction_refusal: Refusal | None
-
-    @property
-    def run(self) -> RunRecord:
-        return self.snapshot.run
-
-    @property
-    def head(self) -> JournalHead:
-        return self.snapshot.head
-
-    @property
-    def entries(self) -> tuple[Entry, ...]:
-        return self.snapshot.entries
 
     @property
     def final_held(self) -> Entry | None:

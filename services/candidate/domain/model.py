@@ -136,6 +136,26 @@ class Snapshot:
     blobs: Mapping[str, bytes] = field(default_factory=dict)
 
 
+class ReadFromSnapshot:
+    """Facts gathered from one snapshot: its run, head and entries, as the checks every held-run
+    candidate shares read them (``checks.HeldRun``). Mixed into the invalid-read ``Facts`` and
+    a recovery's ``RecoveryFacts``; it adds no dataclass field."""
+
+    snapshot: Snapshot
+
+    @property
+    def run(self) -> RunRecord:
+        return self.snapshot.run
+
+    @property
+    def head(self) -> JournalHead:
+        return self.snapshot.head
+
+    @property
+    def entries(self) -> tuple[Entry, ...]:
+        return self.snapshot.entries
+
+
 @dataclass(frozen=True)
 class ConsumedCall:
     """One tool call of the consumed response."""

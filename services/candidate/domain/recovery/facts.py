@@ -22,13 +22,11 @@ from ..checks import common
 from ..facts import read_snapshot
 from ..model import (
     OUTSTANDING_STATES,
-    Entry,
     ExecutionRecord,
     Hold,
     HoldReason,
-    JournalHead,
     PolicyRecord,
-    RunRecord,
+    ReadFromSnapshot,
     Snapshot,
     hold,
 )
@@ -56,7 +54,7 @@ class Caller:
 
 
 @dataclass(frozen=True)
-class RecoveryFacts:
+class RecoveryFacts(ReadFromSnapshot):
     """Everything a recovery candidate is computed from, read once."""
 
     workflow: Workflow
@@ -71,18 +69,6 @@ class RecoveryFacts:
     #: The checkpoint the request resumes from (the settlement's derived checkpoint), when
     #: stored intact.
     resumed_checkpoint: bytes | None
-
-    @property
-    def run(self) -> RunRecord:
-        return self.snapshot.run
-
-    @property
-    def head(self) -> JournalHead:
-        return self.snapshot.head
-
-    @property
-    def entries(self) -> tuple[Entry, ...]:
-        return self.snapshot.entries
 
     @property
     def bound(self) -> ExecutionRecord | None:
