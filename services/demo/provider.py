@@ -10,10 +10,7 @@ SDK actually sent, not bytes made up for the story.
 from __future__ import annotations
 
 import asyncio
-import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any, Final
 
 import httpx2
@@ -22,6 +19,7 @@ from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
+from services.demo.loopback import LoopbackProvider
 from services.reconstruction.domain.pending import (
     PendingRequest,
     pending_request,
@@ -35,49 +33,16 @@ REFUSAL: Final = (
 )
 
 
-class RefusingProvider:
+class RefusingProvider(LoopbackProvider):
     """A loopback chat-completions endpoint that refuses every request with HTTP 400."""
 
     def __init__(self) -> None:
         self.received: list[tuple[str, str, bytes]] = []  # (method, path, body)
-        received = self.received
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length", "0"))
-                received.append(("POST", self.path, self.rfile.read(length)))
-                self.send_response(400)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(REFUSAL)))
-                self.end_headers()
-                self.wfile.write(REFUSAL)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
-
-    def __enter__(self) -> RefusingProvider:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
+    def answer(self, path: str, body: bytes) -> tuple[int, bytes]:
+        self.received.append(("POST", path, body))
+        return 400, REFUSAL
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any, Final
+
+from services.demo.loopback import LoopbackProvider
 
 Message = dict[str, Any]
 Script = Callable[[int, dict[str, Any]], Message]
@@ -135,61 +135,23 @@ def completion(index: int, message: Message, request_bytes: int) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-class ScriptedProvider:
+class ScriptedProvider(LoopbackProvider):
     """A loopback chat-completions endpoint answering from a script; keeps every request."""
 
     def __init__(self, script: Script | None = None) -> None:
         self.received: list[tuple[str, bytes]] = []  # (path, body) of each request, in order
         self._script = script or reference_script()
-        lock = threading.Lock()
-        provider = self
+        self._lock = threading.Lock()
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length", "0")))
-                with lock:
-                    index = len(provider.received)
-                    provider.received.append((self.path, body))
-                if not self.path.endswith("/chat/completions"):
-                    self._answer(404, b'{"error":{"message":"not found"}}')
-                    return
-                message = provider._script(index, json.loads(body))
-                self._answer(200, completion(index, message, len(body)))
-
-            def _answer(self, status: int, content: bytes) -> None:
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(content)))
-                self.end_headers()
-                self.wfile.write(content)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+    def answer(self, path: str, body: bytes) -> tuple[int, bytes]:
+        with self._lock:
+            index = len(self.received)
+            self.received.append((path, body))
+        if not path.endswith("/chat/completions"):
+            return 404, b'{"error":{"message":"not found"}}'
+        return 200, completion(index, self._script(index, json.loads(body)), len(body))
 
     def requests(self) -> list[dict[str, Any]]:
         """Every request body received, parsed."""
         return [json.loads(body) for _, body in self.received]
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
-
-    def __enter__(self) -> ScriptedProvider:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
