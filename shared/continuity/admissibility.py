@@ -85,6 +85,19 @@ class Consumed:
 
 
 @dataclass(frozen=True)
+class Situation:
+    """The facts of the one admissibility check every recovery workflow shares, read by the
+    caller (the candidate, or the ledger inside its transaction)."""
+
+    state: str
+    outstanding: tuple[str, ...]
+    workflow_enabled: bool
+    actor: str
+    actor_has_authority: bool
+    consumed: Consumed
+
+
+@dataclass(frozen=True)
 class ReconciliationFacts:
     """The facts only a reconciliation of a claimed request adds (ADR 0010)."""
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from shared.continuity.admissibility import ActionFacts, Consumed
+from shared.continuity.admissibility import ActionFacts, Situation
 from shared.continuity.call_binding import READ_GRANT, grant_problems
 from shared.continuity.canonical import is_digest
 from shared.continuity.journal_closure import row_payload
@@ -207,13 +207,7 @@ def observation_custody(
 def readonly_observation_facts(
     history: RequestHistory,
     custody: ObservationCustody,
-    *,
-    state: str,
-    outstanding: tuple[str, ...],
-    workflow_enabled: bool,
-    actor: str,
-    actor_has_authority: bool,
-    consumed: Consumed,
+    situation: Situation,
 ) -> ActionFacts:
     """The admissibility facts of the read-only observation recovery of ``history``'s request.
     Only the proven evidence call's unknown outcome is the one this action explains; any other
@@ -223,12 +217,7 @@ def readonly_observation_facts(
         history,
         READONLY_OBSERVATION,
         "request_readonly_observation_recovery",
-        state=state,
-        outstanding=outstanding,
-        workflow_enabled=workflow_enabled,
-        actor=actor,
-        actor_has_authority=actor_has_authority,
-        consumed=consumed,
+        situation,
     )
     return replace(
         facts,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from shared.continuity.admissibility import ActionFacts, Consumed
+from shared.continuity.admissibility import ActionFacts, Situation
 from shared.continuity.canonical import digest_of, is_digest
 from shared.continuity.request_history import RequestHistory, recovery_facts
 from shared.runtime.errors import FieldViolation, InvalidArgument
@@ -160,25 +160,14 @@ def refusal_problems(
 def rejected_boundary_facts(
     history: RequestHistory,
     problems: tuple[str, ...],
-    *,
-    state: str,
-    outstanding: tuple[str, ...],
-    workflow_enabled: bool,
-    actor: str,
-    actor_has_authority: bool,
-    consumed: Consumed,
+    situation: Situation,
 ) -> ActionFacts:
     """The admissibility facts of the rejected-boundary recovery of ``history``'s request."""
     facts = recovery_facts(
         history,
         REJECTED_BOUNDARY,
         "request_rejected_boundary_recovery",
-        state=state,
-        outstanding=outstanding,
-        workflow_enabled=workflow_enabled,
-        actor=actor,
-        actor_has_authority=actor_has_authority,
-        consumed=consumed,
+        situation,
     )
     return replace(
         facts,

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from shared.continuity.admissibility import ActionFacts, BoundRequest, Consumed
+from shared.continuity.admissibility import ActionFacts, BoundRequest, Consumed, Situation
 from shared.continuity.journal_closure import StoredRow, row_payload
 
 #: The never-claimed workflow's stored name.
@@ -184,13 +184,7 @@ def recovery_facts(
     history: RequestHistory,
     workflow: str,
     action: str,
-    *,
-    state: str,
-    outstanding: tuple[str, ...],
-    workflow_enabled: bool,
-    actor: str,
-    actor_has_authority: bool,
-    consumed: Consumed,
+    situation: Situation,
 ) -> ActionFacts:
     """The admissibility facts every recovery workflow reads from ``history``'s request; each
     workflow's builder adds what its own evidence settles."""
@@ -200,47 +194,32 @@ def recovery_facts(
         bound=BoundRequest(
             request_id=history.request_id,
             execution_request_id=history.execution_request_id,
-            state=state,
+            state=situation.state,
             claimed=bool(history.worker_claims),
             failed_unclaimed=False,
         ),
         spent_by=history.spent_by(workflow),
-        workflow_enabled=workflow_enabled,
-        actor=actor,
+        workflow_enabled=situation.workflow_enabled,
+        actor=situation.actor,
         original_actor=history.original_actor,
-        actor_has_authority=actor_has_authority,
-        outstanding=tuple(o for o in outstanding if o != history.execution_request_id),
+        actor_has_authority=situation.actor_has_authority,
+        outstanding=tuple(o for o in situation.outstanding if o != history.execution_request_id),
         uncertain=history.unknown_outcomes,
         known_effects=history.known_effects(),
-        consumed=consumed,
+        consumed=situation.consumed,
     )
 
 
 def never_claimed_facts(
     history: RequestHistory,
+    situation: Situation,
     *,
-    state: str,
-    outstanding: tuple[str, ...],
-    workflow_enabled: bool,
-    actor: str,
-    actor_has_authority: bool,
-    consumed: Consumed,
     workflow: str = NEVER_CLAIMED,
     action: str = "request_invalid_read_recovery",
 ) -> ActionFacts:
     """The admissibility facts of the never-claimed recovery of ``history``'s request (or of a
     workflow that proves the same failure before any claim under its own name)."""
-    facts = recovery_facts(
-        history,
-        workflow,
-        action,
-        state=state,
-        outstanding=outstanding,
-        workflow_enabled=workflow_enabled,
-        actor=actor,
-        actor_has_authority=actor_has_authority,
-        consumed=consumed,
-    )
+    facts = recovery_facts(history, workflow, action, situation)
     return replace(
         facts,
         bound=replace(facts.bound, failed_unclaimed=history.unclaimed_failure_sequence > 0),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from shared.continuity.admissibility import ActionFacts
+from shared.continuity.admissibility import ActionFacts, Situation
 from shared.continuity.canonical import (
     CanonicalJsonError,
     digest_of,
@@ -36,7 +36,6 @@ from shared.continuity.recovery.workflow import (
     Inputs,
     Rpc,
     Rpcs,
-    Situation,
     Wording,
     Workflow,
 )
@@ -67,12 +66,7 @@ class ReadonlyObservation(Workflow):
         return readonly_observation_facts(
             evidence.history,
             judged,
-            state=situation.state,
-            outstanding=situation.outstanding,
-            workflow_enabled=situation.workflow_enabled,
-            actor=situation.actor,
-            actor_has_authority=situation.actor_has_authority,
-            consumed=situation.consumed,
+            situation,
         )
 
     def failed_sequence(self, evidence: Evidence, judged: Any) -> int:

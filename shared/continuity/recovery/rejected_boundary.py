@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
-from shared.continuity.admissibility import ActionFacts
+from shared.continuity.admissibility import ActionFacts, Situation
 from shared.continuity.recovery.workflow import (
     Applies,
     ContentOf,
@@ -20,7 +20,6 @@ from shared.continuity.recovery.workflow import (
     Inputs,
     Rpc,
     Rpcs,
-    Situation,
     Wording,
     Workflow,
 )
@@ -76,12 +75,7 @@ class RejectedBoundary(Workflow):
         return rejected_boundary_facts(
             evidence.history,
             judged,
-            state=situation.state,
-            outstanding=situation.outstanding,
-            workflow_enabled=situation.workflow_enabled,
-            actor=situation.actor,
-            actor_has_authority=situation.actor_has_authority,
-            consumed=situation.consumed,
+            situation,
         )
 
     def failed_sequence(self, evidence: Evidence, judged: Any) -> int:

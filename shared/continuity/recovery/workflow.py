@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from shared.continuity.admissibility import ActionFacts, Consumed
+from shared.continuity.admissibility import ActionFacts, Situation
 from shared.continuity.derived_checkpoint import DerivedCheckpoint
 from shared.continuity.rejected_boundary import ReviewedRejection
 from shared.continuity.rejected_boundary_evidence import CorrectiveProvider
@@ -111,19 +111,6 @@ class Wording:
 
 
 @dataclass(frozen=True)
-class Situation:
-    """The facts of the one admissibility check every workflow shares, read by the caller (the
-    candidate, or the ledger inside its transaction)."""
-
-    state: str
-    outstanding: tuple[str, ...]
-    workflow_enabled: bool
-    actor: str
-    actor_has_authority: bool
-    consumed: Consumed
-
-
-@dataclass(frozen=True)
 class Evidence:
     """The native evidence a workflow judges, as plain facts."""
 
@@ -207,15 +194,7 @@ class Workflow:
     def facts(self, evidence: Evidence, judged: Any, situation: Situation) -> ActionFacts:
         """The facts this workflow adds to the one admissibility check."""
         return never_claimed_facts(
-            evidence.history,
-            state=situation.state,
-            outstanding=situation.outstanding,
-            workflow_enabled=situation.workflow_enabled,
-            actor=situation.actor,
-            actor_has_authority=situation.actor_has_authority,
-            consumed=situation.consumed,
-            workflow=self.name,
-            action=self.action,
+            evidence.history, situation, workflow=self.name, action=self.action
         )
 
     def failed_sequence(self, evidence: Evidence, judged: Any) -> int:

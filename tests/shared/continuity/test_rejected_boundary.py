@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from shared.continuity.admissibility import Admissible, Consumed, Unresolved, check
+from shared.continuity.admissibility import Admissible, Consumed, Situation, Unresolved, check
 from shared.continuity.canonical import sha256_digest
 from shared.continuity.rejected_boundary import (
     ReviewedRejection,
@@ -132,12 +132,14 @@ def test_the_check_admits_only_a_proven_refusal() -> None:
             rejected_boundary_facts(
                 history,
                 found,
-                state=state,
-                outstanding=(),
-                workflow_enabled=True,
-                actor="ada",
-                actor_has_authority=True,
-                consumed=Consumed(),
+                Situation(
+                    state=state,
+                    outstanding=(),
+                    workflow_enabled=True,
+                    actor="ada",
+                    actor_has_authority=True,
+                    consumed=Consumed(),
+                ),
             )
         )
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from shared.continuity.admissibility import Consumed, Unresolved, check
+from shared.continuity.admissibility import Consumed, Situation, Unresolved, check
 from shared.continuity.canonical import sha256_digest
 from shared.continuity.rejected_boundary import (
     REQUIRED_ROLES,
@@ -126,12 +126,14 @@ def test_the_workflow_needs_administrator_and_execution_authority() -> None:
     facts = rejected_boundary_facts(
         history,
         (),
-        state="failed",
-        outstanding=(),
-        workflow_enabled=True,
-        actor=history.original_actor,
-        actor_has_authority=False,
-        consumed=Consumed(),
+        Situation(
+            state="failed",
+            outstanding=(),
+            workflow_enabled=True,
+            actor=history.original_actor,
+            actor_has_authority=False,
+            consumed=Consumed(),
+        ),
     )
     outcome = check(facts)
     assert isinstance(outcome, Unresolved)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.continuity.admissibility import Admissible, Consumed, Unresolved, check
+from shared.continuity.admissibility import Admissible, Consumed, Situation, Unresolved, check
 from shared.continuity.canonical import canonical_text
 from shared.continuity.request_history import never_claimed_facts, request_history
 
@@ -40,12 +40,14 @@ def outcome(journal: list[Row], state: str = "failed") -> Admissible | Unresolve
     return check(
         never_claimed_facts(
             history,
-            state=state,
-            outstanding=(),
-            workflow_enabled=True,
-            actor="ada",
-            actor_has_authority=True,
-            consumed=Consumed(),
+            Situation(
+                state=state,
+                outstanding=(),
+                workflow_enabled=True,
+                actor="ada",
+                actor_has_authority=True,
+                consumed=Consumed(),
+            ),
         )
     )
 
