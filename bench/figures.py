@@ -52,6 +52,9 @@ class Clients:
         # The service processes whose CPU the throughput figures record.
         self.pids = dict(services.pids)
 
+    def target(self, service: str) -> str:
+        return self._targets[service]
+
     def ledger(self, token: str = WRITER_TOKEN) -> ledger_pb2_grpc.LedgerServiceStub:
         return ledger_pb2_grpc.LedgerServiceStub(open_channel(self._targets["ledger"], token))
 
