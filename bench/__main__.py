@@ -85,7 +85,11 @@ def measure_worker_path(scale: float) -> dict[str, Any]:
     with bench_schema() as url, baseline_server(url) as baseline, services(url) as running:
         clients = figures.Clients(running)
         clients.set_policy()
-        return {"worker_path": worker_path_figure(clients, baseline, scale)}
+        lengths = tuple(n for n in (100, 10_000, 100_000) if n <= 100_000 * scale or n <= 100)
+        return {
+            "worker_path": worker_path_figure(clients, baseline, scale),
+            "worker_path_long_runs": worker_path.steps_on_long_runs(clients, url, lengths, 2),
+        }
 
 
 def worker_path_summary(results: dict[str, Any]) -> dict[str, float]:
@@ -95,6 +99,10 @@ def worker_path_summary(results: dict[str, Any]) -> dict[str, float]:
         "worker_path_p99_ratio": figure["p99_ratio"],
         "worker_path_cpu_bound_ceiling": figure["cpu_bound_ceiling"],
         "worker_path_requests_per_second": figure["requests_per_second"],
+        **{
+            f"worker_step_p50_ms_at_{row['entries']}": row["step"]["p50_ms"]
+            for row in results.get("worker_path_long_runs", [])
+        },
     }
 
 

@@ -5,20 +5,23 @@ before the timed window, take the reference worker's own steps through its own l
 completion — eight steps per request, four of them native journal appends.
 
 One step is what the worker does as one unit, with the reads the worker itself makes in it: the
-claim finds its ``worker_claimed`` entry, a charged command reads its receipt entry back (the
-head the next write chains to). The figure is steps per second beside the one-hop baseline's
+claim finds its ``worker_claimed`` entry and a charged command learns its receipt's hash (the
+head the next write chains to) — from the answers, or by reading them back from a ledger that
+does not answer with them. The figure is steps per second beside the one-hop baseline's
 calls per second, and reports the ledger RPCs a step costs so the two can be compared honestly.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.figures import CALLERS, Clients, prepared_admissions
-from bench.load import Throughput, run_concurrently
-from forge.continuity.v1 import common_pb2, execution_pb2
+from bench.figures import CALLERS, FIXTURE, Clients, prepared_admissions, submission
+from bench.load import Latencies, Throughput, run_concurrently
+from bench.seed import seed_long_held_run
+from forge.continuity.v1 import candidate_pb2, common_pb2, execution_pb2
 from services.worker.journaling import Journal
 from services.worker.ledger_port import LedgerPort, Presented
 from services.worker.owner import owner_instance
@@ -27,8 +30,9 @@ from services.worker.run import claim_entry
 # The reference worker's development credential (services.runner.DEV_PRINCIPALS).
 WORKER_TOKEN = "dev-worker-token"  # noqa: S105 - local-only development credential
 STEPS = ("claim", "intent", "record", "outcome", "intent", "record", "outcome", "complete")
-# Ledger RPCs each step makes (claim + journal read; record + receipt read).
-RPCS_PER_REQUEST = 2 + 1 + 2 + 1 + 1 + 2 + 1 + 1
+# Ledger RPCs each request costs: the run read and the claim, then one call per other step
+# (the claim and the receipt answer with the entries the worker chains to).
+RPCS_PER_REQUEST = 2 + 1 + 1 + 1 + 1 + 1 + 1 + 1
 NATIVE_APPENDS_PER_REQUEST = 4
 
 
@@ -47,11 +51,11 @@ class _Worker:
         if step == "claim":
             run = self.port.get_run(request.run_id).run
             presented = Presented("", "", run.source_profile)
-            claimed = self.port.claim(
-                request.execution_request_id, run, presented, owner_instance()
+            answer = self.port.claim(request.execution_request_id, run, presented, owner_instance())
+            head = claim_entry(self.port, answer).hash
+            self.journal = Journal(
+                self.port, answer.execution_request, head, source_revision=run.source_revision
             )
-            head = claim_entry(self.port, claimed).hash
-            self.journal = Journal(self.port, claimed, head, source_revision=run.source_revision)
             return
         journal = self.journal
         assert journal is not None
@@ -89,8 +93,8 @@ def admitted_requests(
     """``count`` held runs seeded and admitted through the services: queued requests."""
     admissions = clients.admissions()
     queued = []
-    for submission in prepared_admissions(clients, prefix, count):
-        ticket = admissions.RequestInvalidReadContinuity(submission).ticket
+    for prepared in prepared_admissions(clients, prefix, count):
+        ticket = admissions.RequestInvalidReadContinuity(prepared).ticket
         queued.append(ticket.execution_request)
     return queued
 
@@ -139,3 +143,42 @@ def describe(measured: Throughput) -> dict[str, Any]:
         "native_appends_per_request": NATIVE_APPENDS_PER_REQUEST,
         "requests_per_second": round(requests / measured.seconds, 2) if measured.seconds else 0,
     }
+
+
+def steps_on_long_runs(
+    clients: Clients, database_url: str, lengths: tuple[int, ...], runs_each: int
+) -> list[dict[str, Any]]:
+    """One worker's step latencies on requests of runs whose journals have each length: the
+    worker path must not cost more the longer the run it continues."""
+    ledger = clients.ledger()
+    candidates = clients.candidates(timeout=300.0)
+    admissions = clients.admissions()
+    rows = []
+    for length in lengths:
+        queued = []
+        for n in range(runs_each):
+            run_id = f"bench-worker-long-{length}-{n}"
+            seed_long_held_run(ledger, database_url, FIXTURE, run_id, length, eligible=True)
+            candidate = candidates.GetInvalidReadContinuityCandidate(
+                candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=run_id)
+            ).candidate
+            ticket = admissions.RequestInvalidReadContinuity(submission(candidate, f"req-{n}"))
+            queued.append(ticket.ticket.execution_request)
+        worker = _Worker(LedgerPort(clients.target("ledger"), WORKER_TOKEN), queued)
+        samples: dict[str, list[float]] = {}
+        try:
+            for n in range(len(queued) * len(STEPS)):
+                began = time.perf_counter()
+                worker.step(n)
+                samples.setdefault(STEPS[n % len(STEPS)], []).append(time.perf_counter() - began)
+        finally:
+            worker.port.close()
+        every = [s for values in samples.values() for s in values]
+        rows.append(
+            {
+                "entries": length,
+                "step": Latencies.of(every).as_dict(),
+                "by_step": {name: Latencies.of(v).as_dict() for name, v in samples.items()},
+            }
+        )
+    return rows
