@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN):$(CURDIR)/tools/audit
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install chromium run test host-controls reliability lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-micro profile demo clean db-upgrade fixtures fixtures-check
+.PHONY: help install chromium run test host-controls reliability lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-worker bench-micro profile demo clean db-upgrade fixtures fixtures-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
@@ -25,6 +25,7 @@ help:
 	@echo "make openapi    regenerate docs/openapi.json (the gateway's OpenAPI document) from protos/"
 	@echo "make bench      the five performance figures beside in-run baselines (PostgreSQL)"
 	@echo "make bench-admission  figure 1 (admission) alone, ~1 min: bench/results/admission.json"
+	@echo "make bench-worker     the worker-path figure alone: bench/results/worker.json"
 	@echo "make profile    py-spy samples of every service under admission load"
 	@echo "make host-controls the reference worker as a process against real services, every variant"
 	@echo "make reliability faults, races and hostile input at full counts (docs/reliability.md)"
@@ -112,6 +113,11 @@ bench: $(STAMP)
 # Figure 1 alone (admission beside its baselines, three rounds): bench/results/admission.json.
 bench-admission: $(STAMP)
 	$(PY) -m bench admission
+
+# The worker-path figure alone (8 workers' ledger calls beside the baseline, three rounds):
+# bench/results/worker.json.
+bench-worker: $(STAMP)
+	$(PY) -m bench worker
 
 # pytest-benchmark micro-benchmarks (absolute times, no baseline) of single calls.
 bench-micro: $(STAMP)

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import figures
+from bench import figures, worker_path
 from bench.plot import plot_candidate_latency
 from bench.stack import Baseline, baseline_server, bench_schema, hop_floor, services
 
@@ -32,6 +32,7 @@ TARGETS = {
     "candidate_100000_ratio": "<= 3 (and linear growth)",
     "append_throughput_ratio": ">= 0.7",
     "rss_peak_ratio": "<= 1.10",
+    "worker_path_throughput_ratio": ">= 0.7",
 }
 
 # Figure 5: the operations of the long phase, and how often one of them is a full admission
@@ -63,6 +64,48 @@ def admission_figure(clients: figures.Clients, baseline: Baseline, scale: float)
         return figures.over_rounds(admission_round)
 
 
+def worker_path_figure(
+    clients: figures.Clients, baseline: Baseline, scale: float
+) -> dict[str, Any]:
+    """The worker path over its rounds, each beside the one-hop baseline."""
+    floor_calls = _scaled(100, scale, 10)
+
+    def worker_round(index: int) -> dict[str, Any]:
+        floor = figures.baseline_floor(baseline, floor_calls)
+        measured = worker_path.worker_path_throughput(
+            clients, _scaled(6, scale, 1), prefix=f"bench-worker-{index}"
+        )
+        return {**figures.throughput_figure(measured, floor), **worker_path.describe(measured)}
+
+    return figures.over_rounds(worker_round)
+
+
+def measure_worker_path(scale: float) -> dict[str, Any]:
+    """The worker-path figure alone, on freshly started services."""
+    with bench_schema() as url, baseline_server(url) as baseline, services(url) as running:
+        clients = figures.Clients(running)
+        clients.set_policy()
+        lengths = tuple(n for n in (100, 10_000, 100_000) if n <= 100_000 * scale or n <= 100)
+        return {
+            "worker_path": worker_path_figure(clients, baseline, scale),
+            "worker_path_long_runs": worker_path.steps_on_long_runs(clients, url, lengths, 2),
+        }
+
+
+def worker_path_summary(results: dict[str, Any]) -> dict[str, float]:
+    figure = results["worker_path"]
+    return {
+        "worker_path_throughput_ratio": figure["throughput_ratio"],
+        "worker_path_p99_ratio": figure["p99_ratio"],
+        "worker_path_cpu_bound_ceiling": figure["cpu_bound_ceiling"],
+        "worker_path_requests_per_second": figure["requests_per_second"],
+        **{
+            f"worker_step_p50_ms_at_{row['entries']}": row["step"]["p50_ms"]
+            for row in results.get("worker_path_long_runs", [])
+        },
+    }
+
+
 def measure_admission(scale: float) -> dict[str, Any]:
     """Figure 1 alone, on freshly started services."""
     with bench_schema() as url, baseline_server(url) as baseline, services(url) as running:
@@ -91,6 +134,7 @@ def measure(scale: float, rss_operations: int) -> dict[str, Any]:
             return figures.throughput_figure(measured, floor)
 
         results["append"] = figures.over_rounds(append_round)
+        results["worker_path"] = worker_path_figure(clients, baseline, scale)
         results["candidate"] = figures.candidate_latency(clients, url, lengths, repeats)
         results["main_phase_seconds"] = round(time.perf_counter() - began, 1)
     # Memory on freshly started services, so the figures above do not colour it.
@@ -133,6 +177,7 @@ def summary(results: dict[str, Any]) -> dict[str, float]:
         "reconstruction_cold_ratio": results["reconstruction"]["cold_ratio_p50"],
         "reconstruction_warm_ratio": results["reconstruction"]["warm_ratio_p50"],
         "rss_peak_ratio": results["memory"]["worst_peak_ratio"],
+        **worker_path_summary(results),
     }
     return lines
 
@@ -141,11 +186,14 @@ def main() -> int:
     scale = float(os.environ.get("FORGE_BENCH_SCALE", "1"))
     default_operations = max(10_000, round(RSS_OPERATIONS * scale))
     rss_operations = int(os.environ.get("FORGE_BENCH_RSS_OPERATIONS", str(default_operations)))
-    only_admission = sys.argv[1:] == ["admission"]
+    only = sys.argv[1] if sys.argv[1:] in (["admission"], ["worker"]) else ""
     began = time.perf_counter()
-    if only_admission:
+    if only == "admission":
         results = measure_admission(scale)
         lines = admission_summary(results)
+    elif only == "worker":
+        results = measure_worker_path(scale)
+        lines = worker_path_summary(results)
     else:
         results = measure(scale, rss_operations)
         lines = summary(results)
@@ -163,9 +211,9 @@ def main() -> int:
         "figures": results,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    written = "admission.json" if only_admission else "latest.json"
+    written = f"{only}.json" if only else "latest.json"
     (RESULTS / written).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    if not only_admission:
+    if not only:
         plot_candidate_latency(results["candidate"], RESULTS / "candidate_latency.png")
     for name, value in lines.items():
         print(f"{name} {value}", flush=True)

@@ -52,6 +52,9 @@ class Clients:
         # The service processes whose CPU the throughput figures record.
         self.pids = dict(services.pids)
 
+    def target(self, service: str) -> str:
+        return self._targets[service]
+
     def ledger(self, token: str = WRITER_TOKEN) -> ledger_pb2_grpc.LedgerServiceStub:
         return ledger_pb2_grpc.LedgerServiceStub(open_channel(self._targets["ledger"], token))
 
@@ -106,7 +109,7 @@ def baseline_floor(baseline: Baseline, calls_each: int) -> Throughput:
             channel.close()
 
 
-def _submission(
+def submission(
     candidate: candidate_pb2.InvalidReadContinuityCandidate, request_id: str
 ) -> admission_pb2.RequestInvalidReadContinuityRequest:
     return admission_pb2.RequestInvalidReadContinuityRequest(
@@ -135,7 +138,7 @@ def prepared_admissions(
         ).candidate
         if not candidate.eligible:
             raise RuntimeError(f"seeded run {run_id} is not eligible: {candidate.holds}")
-        prepared.append(_submission(candidate, f"req-{n}"))
+        prepared.append(submission(candidate, f"req-{n}"))
     return prepared
 
 
@@ -337,7 +340,7 @@ def memory_growth(
                 )
                 .candidate
             )
-            admissions[index].RequestInvalidReadContinuity(_submission(candidate, "req-1"))
+            admissions[index].RequestInvalidReadContinuity(submission(candidate, "req-1"))
             counts["admissions"] = next(admitted)
         else:
             heads[index] = (

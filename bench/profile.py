@@ -1,5 +1,7 @@
 """`python -m bench.profile`: sample every service process with py-spy (all threads) while 8
 callers admit pre-seeded held runs, and print where each process spends its samples.
+`python -m bench.profile worker` samples them under the worker path instead (bench.worker_path:
+8 workers stepping through admitted requests).
 
 Writes the collapsed stacks to bench/results/profile/<service>.txt (flame-graph input) and prints,
 per service, its share of the samples and the functions with the most inclusive samples.
@@ -14,12 +16,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import figures
-from bench.load import run_concurrently
+from bench import figures, worker_path
+from bench.load import Throughput, run_concurrently
 from bench.stack import bench_schema, services
 
 OUT = Path(__file__).resolve().parent / "results" / "profile"
 ADMISSIONS_EACH = 6
+WORKER_REQUESTS_EACH = 6
 TOP = 12
 
 
@@ -34,6 +37,24 @@ def _inclusive(collapsed: Path) -> tuple[int, collections.Counter[str]]:
     return total, counts
 
 
+def _admission_load(clients: figures.Clients) -> Callable[[], Throughput]:
+    prepared = figures.prepared_admissions(clients, "profile", figures.CALLERS * ADMISSIONS_EACH)
+    stubs = [clients.admissions() for _ in range(figures.CALLERS)]
+
+    def caller(index: int) -> Callable[[int], None]:
+        def admit(n: int) -> None:
+            stubs[index].RequestInvalidReadContinuity(prepared[index * ADMISSIONS_EACH + n])
+
+        return admit
+
+    return lambda: run_concurrently([caller(i) for i in range(figures.CALLERS)], ADMISSIONS_EACH)
+
+
+def _worker_load(clients: figures.Clients) -> Callable[[], Throughput]:
+    workers = worker_path.prepared_workers(clients, WORKER_REQUESTS_EACH, "profile")
+    return lambda: worker_path.stepped(clients, workers)
+
+
 def main() -> int:
     spy = shutil.which("py-spy")
     if spy is None:
@@ -43,10 +64,7 @@ def main() -> int:
     with bench_schema() as url, services(url) as running:
         clients = figures.Clients(running)
         clients.set_policy()
-        prepared = figures.prepared_admissions(
-            clients, "profile", figures.CALLERS * ADMISSIONS_EACH
-        )
-        stubs = [clients.admissions() for _ in range(figures.CALLERS)]
+        load = _worker_load(clients) if sys.argv[1:] == ["worker"] else _admission_load(clients)
         samplers = {
             name: subprocess.Popen(
                 [
@@ -67,20 +85,13 @@ def main() -> int:
             )
             for name, pid in running.pids.items()
         }
-
-        def caller(index: int) -> Callable[[int], None]:
-            def admit(n: int) -> None:
-                stubs[index].RequestInvalidReadContinuity(prepared[index * ADMISSIONS_EACH + n])
-
-            return admit
-
-        result = run_concurrently([caller(i) for i in range(figures.CALLERS)], ADMISSIONS_EACH)
+        result = load()
         for sampler in samplers.values():
             sampler.send_signal(2)
         for sampler in samplers.values():
             sampler.wait(timeout=30)
     latency = result.latencies.p50_ms
-    print(f"{result.calls} admissions, {result.per_second:.2f}/s, p50 {latency:.0f} ms")
+    print(f"{result.calls} calls, {result.per_second:.2f}/s, p50 {latency:.0f} ms")
     for name in samplers:
         collapsed = OUT / f"{name}.txt"
         if not collapsed.exists():

@@ -51,18 +51,23 @@ def seed_long_held_run(
     fixture: HeldRunFixture,
     run_id: str,
     entries: int,
+    *,
+    eligible: bool = False,
 ) -> LongRun:
     """A held run whose journal has exactly ``entries`` entries: the held run's own entries (by
     RPC) up to its consume and grants, annotations sealed in bulk through the repository, then the
-    final ``run_held`` appended by RPC (so the ledger seals the head itself)."""
+    final ``run_held`` appended by RPC (so the ledger seals the head itself). ``eligible`` puts
+    the annotations right after ``run_started`` instead, so the held turn is the journal's last
+    and the run may continue (a long history before the hold)."""
     held: list[Entry] = []
 
     def hold_back_the_final_entry(rows: list[Entry]) -> list[Entry]:
-        held.append(rows[-1])
-        return rows[:-1]
+        keep = 1 if eligible else len(rows) - 1
+        held.extend(rows[keep:])
+        return rows[:keep]
 
     seeded = seed_held_run(ledger, fixture, run_id, edit=hold_back_the_final_entry)
-    padding = entries - len(seeded.entries) - 1
+    padding = entries - len(seeded.entries) - len(held)
     engine = create_engine(database_url)
     try:
         with engine.begin() as connection:
@@ -89,6 +94,6 @@ def seed_long_held_run(
                 insert_journal_entries(connection, batch)
     finally:
         engine.dispose()
-    held_kind, held_payload = held[0]
-    _append(ledger, run_id, head, held_kind, held_payload)
+    for held_kind, held_payload in held:
+        head = _append(ledger, run_id, head, held_kind, held_payload)
     return LongRun(run_id, entries)

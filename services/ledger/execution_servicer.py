@@ -8,7 +8,11 @@ from forge.continuity.v1 import execution_pb2, execution_pb2_grpc
 from services.ledger.domain.completion import Certification, GoalClaim
 from services.ledger.domain.execution import RequestState, WorkerSource
 from services.ledger.domain.owner_instance import OwnerInstance
-from services.ledger.proto_convert import execution_request_to_proto, state_from_proto
+from services.ledger.proto_convert import (
+    entry_to_proto,
+    execution_request_to_proto,
+    state_from_proto,
+)
 from services.ledger.service import Ledger
 from shared.runtime.auth import current_principal
 from shared.runtime.errors import FieldViolation, InvalidArgument, field_required
@@ -68,7 +72,7 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
     def ClaimExecutionRequest(
         self, request: execution_pb2.ClaimExecutionRequestRequest, context: grpc.ServicerContext
     ) -> execution_pb2.ClaimExecutionRequestResponse:
-        record = self._ledger.claim(
+        record, entry = self._ledger.claim(
             request.execution_request_id,
             current_principal().identity,
             WorkerSource(
@@ -89,7 +93,8 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
             ),
         )
         return execution_pb2.ClaimExecutionRequestResponse(
-            execution_request=execution_request_to_proto(record)
+            execution_request=execution_request_to_proto(record),
+            worker_claimed_entry=entry_to_proto(entry),
         )
 
     def CompleteExecutionRequest(
@@ -172,6 +177,7 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
             journal_sequence=recorded.journal_sequence,
             charged=recorded.charged,
             usage=execution_pb2.CommandUsage(used=recorded.used, limit=recorded.limit),
+            journal_hash=recorded.journal_hash,
         )
 
     def CancelExecutionRequest(

@@ -1,5 +1,5 @@
-"""Policy and execution request ↔ protobuf conversions the ledger servicers share (translation
-only)."""
+"""Policy, execution request and journal entry ↔ protobuf conversions the ledger servicers share
+(translation only)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import asdict
 
 from forge.continuity.v1 import common_pb2
 from services.ledger.domain.execution import ExecutionRequestRecord, LeaseBounds, RequestState
+from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.policy import PolicyRevision
 from shared.continuity.timeutil import to_timestamp
 from shared.contract.terms import enum_number, enum_short_name
@@ -77,4 +78,23 @@ def lease_bounds_to_proto(bounds: LeaseBounds | None) -> common_pb2.LeaseBounds 
         limited_by=common_pb2.LeaseBound.ValueType(
             enum_number(common_pb2.LeaseBound, bounds.limited_by.value)
         ),
+    )
+
+
+def kind_to_proto(kind: str) -> common_pb2.JournalEntryKind.ValueType:
+    return common_pb2.JournalEntryKind.ValueType(
+        enum_number(common_pb2.JournalEntryKind, EntryKind(kind).value)
+    )
+
+
+def entry_to_proto(entry: StoredEntry) -> common_pb2.JournalEntry:
+    return common_pb2.JournalEntry(
+        run_id=entry.run_id,
+        sequence=entry.sequence,
+        kind=kind_to_proto(entry.kind),
+        payload_json=entry.payload_json,
+        prev_hash=entry.prev_hash,
+        hash=entry.hash,
+        actor=entry.actor,
+        recorded_at=to_timestamp(entry.recorded_at),
     )

@@ -60,6 +60,9 @@ journal_entries = Table(
     Column("recorded_at", String(40), nullable=False),
     PrimaryKeyConstraint("run_id", "sequence", name="pk_journal_entries"),
     UniqueConstraint("run_id", "prev_hash", name="uq_journal_entries_link"),
+    # The newest entry of a kind and a run's entries of some kinds are index ranges, not walks
+    # over the whole journal (migration 0009).
+    Index("ix_journal_entries_run_kind_sequence", "run_id", "kind", "sequence"),
 )
 
 blobs = Table(

@@ -312,8 +312,9 @@ class Ledger:
         worker: str,
         presented: WorkerSource,
         owner_instance: OwnerInstance | None = None,
-    ) -> ExecutionRequestRecord:
-        claimed = execution.claim(
+    ) -> tuple[ExecutionRequestRecord, StoredEntry]:
+        """The claimed request and its ``worker_claimed`` entry."""
+        claimed, entry = execution.claim(
             self._context,
             self._authority,
             execution_request_id,
@@ -322,7 +323,7 @@ class Ledger:
             owner_instance,
         )
         _request_event("claim", worker, claimed)
-        return claimed
+        return claimed, entry
 
     def complete(
         self,

@@ -22,7 +22,7 @@ from forge.continuity.v1 import (
 )
 from services.ledger.domain.admission import AdmissionInput
 from services.ledger.domain.execution import ExecutionRequestRecord
-from services.ledger.domain.journal import EntryKind, StoredEntry
+from services.ledger.domain.journal import EntryKind
 from services.ledger.domain.runs import Run, RunSpec
 from services.ledger.domain.signing import ALGORITHM, SignedHead
 from services.ledger.domain.tickets import StoredTicket
@@ -30,6 +30,7 @@ from services.ledger.execution_servicer import ExecutionServicer
 from services.ledger.inspection_proto import inspection_to_proto
 from services.ledger.policy_servicer import PolicyServicer
 from services.ledger.proto_convert import (
+    entry_to_proto,
     execution_request_to_proto,
     lease_bounds_to_proto,
     policy_to_proto,
@@ -41,7 +42,7 @@ from services.ledger.transactions.admission import Admission
 from services.ledger.transactions.snapshot import SnapshotBlob, SnapshotHeader
 from shared.continuity.journal_chain import Verification
 from shared.continuity.timeutil import timestamp_field, to_text, to_timestamp
-from shared.contract.terms import DIGEST_NAMES, enum_number, enum_short_name
+from shared.contract.terms import DIGEST_NAMES, enum_short_name
 from shared.runtime.auth import ANY_ROLE, Role, current_principal
 from shared.runtime.errors import FieldViolation, InvalidArgument
 from shared.runtime.server import ServiceBinding, service_binding
@@ -57,25 +58,6 @@ def kind_from_proto(value: int) -> EntryKind:
             metadata={"kind": str(value)},
             field_violations=[FieldViolation("kind", "must be a known JournalEntryKind")],
         ) from None
-
-
-def kind_to_proto(kind: str) -> common_pb2.JournalEntryKind.ValueType:
-    return common_pb2.JournalEntryKind.ValueType(
-        enum_number(common_pb2.JournalEntryKind, EntryKind(kind).value)
-    )
-
-
-def entry_to_proto(entry: StoredEntry) -> common_pb2.JournalEntry:
-    return common_pb2.JournalEntry(
-        run_id=entry.run_id,
-        sequence=entry.sequence,
-        kind=kind_to_proto(entry.kind),
-        payload_json=entry.payload_json,
-        prev_hash=entry.prev_hash,
-        hash=entry.hash,
-        actor=entry.actor,
-        recorded_at=to_timestamp(entry.recorded_at),
-    )
 
 
 def head_to_proto(head: tuple[int, str]) -> common_pb2.JournalHead:

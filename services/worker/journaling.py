@@ -112,7 +112,11 @@ class Journal:
             receipt = self._guarded(
                 lambda: self.port.record_command(self.claimed, command_id, command_digest)
             )
-            if receipt.charged:
+            if receipt.charged and receipt.journal_hash and self.echo is None:
+                self.head = receipt.journal_hash
+            elif receipt.charged:
+                # the entry itself, to echo it (or from a ledger of an earlier release, which
+                # does not answer with the receipt's hash)
                 entry = self._guarded(
                     lambda: self.port.journal(self.claimed.run_id, receipt.journal_sequence)
                 )[0]

@@ -123,9 +123,10 @@ class LedgerPort:
         run: ledger_pb2.Run,
         presented: Presented,
         owner: execution_pb2.OwnerInstance | None,
-    ) -> common_pb2.ExecutionRequest:
+    ) -> execution_pb2.ClaimExecutionRequestResponse:
         """Claim in the run's attempt, presenting this worker's source, configuration and
-        profile (the ledger compares them with the run's)."""
+        profile (the ledger compares them with the run's): the claimed request and its
+        ``worker_claimed`` entry."""
         source = execution_pb2.WorkerSource(
             attempt_id=run.attempt_id,
             source_revision=presented.source_revision or run.source_revision,
@@ -140,11 +141,11 @@ class LedgerPort:
             source_profile=source.source_profile,
             owner_instance=owner,
         )
-        response = _call(
+        response: execution_pb2.ClaimExecutionRequestResponse = _call(
             "ClaimExecutionRequest", lambda: self._execution.ClaimExecutionRequest(request)
         )
         self._source = source
-        return response.execution_request
+        return response
 
     def put_blob(self, content: bytes) -> str:
         request = ledger_pb2.PutBlobRequest(

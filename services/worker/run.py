@@ -75,7 +75,7 @@ def _candidates(config: WorkerConfig, port: LedgerPort, run_id: str) -> list[str
 
 def claim_one(
     config: WorkerConfig, port: LedgerPort
-) -> tuple[common_pb2.ExecutionRequest, ledger_pb2.Run] | LedgerRefused | None:
+) -> tuple[execution_pb2.ClaimExecutionRequestResponse, ledger_pb2.Run] | LedgerRefused | None:
     """The first request of the configured runs this worker may claim (the claim repeats every
     current check); else the last refusal, or None when nothing was queued."""
     last: LedgerRefused | None = None
@@ -98,10 +98,15 @@ def claim_one(
     return last
 
 
-def claim_entry(port: LedgerPort, claimed: common_pb2.ExecutionRequest) -> common_pb2.JournalEntry:
-    """This claim's ``worker_claimed`` entry: the head the worker writes after. An entry someone
-    else appended since makes the first write stale, which stops the worker."""
-    for entry in reversed(port.journal(claimed.run_id)):
+def claim_entry(
+    port: LedgerPort, answer: execution_pb2.ClaimExecutionRequestResponse
+) -> common_pb2.JournalEntry:
+    """This claim's ``worker_claimed`` entry: the head the worker writes after. The claim answers
+    with it; a ledger of an earlier release does not, and the worker reads the journal for it. An
+    entry someone else appended since makes the first write stale, which stops the worker."""
+    claimed = answer.execution_request
+    offered = [answer.worker_claimed_entry] if answer.HasField("worker_claimed_entry") else []
+    for entry in offered or reversed(port.journal(claimed.run_id)):
         payload = json.loads(entry.payload_json)
         if (
             entry.kind == common_pb2.JOURNAL_ENTRY_KIND_WORKER_CLAIMED
@@ -183,10 +188,11 @@ def run_once(
     if not isinstance(found, tuple):
         why = f": last refusal {found.rpc}: {found.reason}" if found is not None else ""
         return Outcome(EXIT_NOTHING_TO_RUN, f"nothing to run in {', '.join(config.run_ids)}{why}")
-    claimed, run = found
+    answer, run = found
+    claimed = answer.execution_request
     exr = claimed.execution_request_id
     try:
-        claim = claim_entry(port, claimed)
+        claim = claim_entry(port, answer)
         if echo is not None:
             echo(claim)
         journal = Journal(port, claimed, claim.hash, echo, source_revision=run.source_revision)

@@ -55,6 +55,8 @@ class RecordedCommand:
     charged: bool
     used: int
     limit: int
+    #: The receipt entry's hash after a charging call (the new head); "" for a known id.
+    journal_hash: str = ""
 
 
 @dataclass(frozen=True)

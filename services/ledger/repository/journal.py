@@ -154,9 +154,12 @@ def read_journal(
     return [_entry(row) for row in rows]
 
 
-def iter_journal(connection: Connection, run_id: str, batch: int = 500) -> Iterator[StoredEntry]:
-    """Every entry in sequence order, fetched in batches (bounded memory for long journals)."""
-    next_sequence = 1
+def iter_journal(
+    connection: Connection, run_id: str, batch: int = 500, from_sequence: int = 1
+) -> Iterator[StoredEntry]:
+    """Every entry from ``from_sequence`` on in sequence order, fetched in batches (bounded memory
+    for long journals)."""
+    next_sequence = from_sequence
     while True:
         page = read_journal(connection, run_id, next_sequence, batch)
         yield from page
@@ -191,13 +194,17 @@ def command_entries(connection: Connection, run_id: str) -> list[StoredEntry]:
     return entries_of_kinds(connection, run_id, EntryKind.COMMAND_EXECUTED)
 
 
-def entries_of_kinds(connection: Connection, run_id: str, *kinds: EntryKind) -> list[StoredEntry]:
-    """The run's retained rows of ``kinds``, in sequence order."""
+def entries_of_kinds(
+    connection: Connection, run_id: str, *kinds: EntryKind, from_sequence: int = 1
+) -> list[StoredEntry]:
+    """The run's retained rows of ``kinds`` from ``from_sequence`` on, in sequence order (an
+    index range: ix_journal_entries_run_kind_sequence)."""
     rows = connection.execute(
         select(journal_entries)
         .where(
             journal_entries.c.run_id == run_id,
             journal_entries.c.kind.in_([kind.value for kind in kinds]),
+            journal_entries.c.sequence >= from_sequence,
         )
         .order_by(journal_entries.c.sequence)
     )

@@ -78,10 +78,13 @@ def advance_completed_rounds(connection: Connection, run_id: str) -> int:
 
 # Built once (building and cache-keying a statement per call cost more than running it).
 _GET = select(runs).where(runs.c.run_id == bindparam("run_id"))
+_GET_FOR_UPDATE = _GET.with_for_update()
 
 
-def get_run(connection: Connection, run_id: str) -> Run | None:
-    row = connection.execute(_GET, {"run_id": run_id}).mappings().first()
+def get_run(connection: Connection, run_id: str, *, lock: bool = False) -> Run | None:
+    """The run; with ``lock``, its row locked for the transaction (the journal writers' lock)."""
+    statement = _GET_FOR_UPDATE if lock else _GET
+    row = connection.execute(statement, {"run_id": run_id}).mappings().first()
     return None if row is None else _run(row)
 
 
@@ -102,9 +105,16 @@ _RUN_WITH_HEAD: Select[Any] = select(
 ).where(runs.c.run_id == bindparam("run_id"))
 
 
-def get_run_with_head(connection: Connection, run_id: str) -> tuple[Run, tuple[int, str]] | None:
-    """The run and (sequence, hash) of its newest entry ((0, genesis) for an empty journal)."""
-    row = connection.execute(_RUN_WITH_HEAD, {"run_id": run_id}).mappings().first()
+_RUN_WITH_HEAD_FOR_UPDATE = _RUN_WITH_HEAD.with_for_update(of=runs)
+
+
+def get_run_with_head(
+    connection: Connection, run_id: str, *, lock: bool = False
+) -> tuple[Run, tuple[int, str]] | None:
+    """The run and (sequence, hash) of its newest entry ((0, genesis) for an empty journal);
+    with ``lock``, the run row locked for the transaction (the journal writers' lock)."""
+    statement = _RUN_WITH_HEAD_FOR_UPDATE if lock else _RUN_WITH_HEAD
+    row = connection.execute(statement, {"run_id": run_id}).mappings().first()
     if row is None:
         return None
     if row["head_sequence"] is None:

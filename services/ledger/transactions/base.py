@@ -129,8 +129,9 @@ def run_not_found(run_id: str) -> NotFound:
     return NotFound("RUN_NOT_FOUND", f"run {run_id} is not registered", metadata={"run_id": run_id})
 
 
-def existing_run(connection: Connection, run_id: str) -> Run:
-    run = run_rows.get_run(connection, run_id)
+def existing_run(connection: Connection, run_id: str, *, lock: bool = False) -> Run:
+    """The registered run (NOT_FOUND otherwise); ``lock``: see :func:`existing_run_at_head`."""
+    run = run_rows.get_run(connection, run_id, lock=lock)
     if run is None:
         raise run_not_found(run_id)
     return run
@@ -140,8 +141,14 @@ def existing_run_at_head(
     connection: Connection, run_id: str, expected: str
 ) -> tuple[Run, tuple[int, str]]:
     """:func:`existing_run` and :func:`check_head` in one read: the run and its head, which must
-    still be ``expected``."""
-    found = run_rows.get_run_with_head(connection, run_id)
+    still be ``expected``.
+
+    The run row is locked for the transaction: appends and the fenced writes (which lock it when
+    they read the request's custody, after the policy and request rows) take turns per run, so a
+    fenced write that appends at the head it read is not overtaken by a native append committing
+    in between — without the lock a stream of native appends could make it lose every one of its
+    bounded retries (INTERNAL). The lock is always the last a transaction takes."""
+    found = run_rows.get_run_with_head(connection, run_id, lock=True)
     if found is None:
         raise run_not_found(run_id)
     run, (sequence, head) = found

@@ -54,10 +54,15 @@ def complete(
         record = existing_request(connection, execution_request_id, for_update=True)
         # 12 claimed, current generation, the caller owns it, the lease is in time
         check_worker_write(record, worker, generation, context.clock())
-        check_fenced_write(connection, authority, policy, record, presented, dispatches=False)
-        # the certification reads the journal inside this transaction, under the request lock
+        custody = check_fenced_write(
+            connection, authority, policy, record, presented, dispatches=False
+        )
+        # the certification reads the journal inside this transaction, under the request lock,
+        # from the ticket's ownership claim: every entry naming the request is at or after it
         certification = certify(
-            journal_rows.iter_journal(connection, record.run_id),
+            journal_rows.iter_journal(
+                connection, record.run_id, from_sequence=custody.ticket.claim_sequence
+            ),
             execution_request_id,
             generation,
             record.lease_generation,

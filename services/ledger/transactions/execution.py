@@ -19,7 +19,7 @@ from services.ledger.domain.execution import (
     claimed,
     finished,
 )
-from services.ledger.domain.journal import EntryKind
+from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.owner_instance import OwnerInstance
 from services.ledger.domain.policy_epochs import recognize_for_execution
 from services.ledger.domain.recovery_authority import Authority
@@ -95,11 +95,11 @@ def claim(
     worker: str,
     presented: WorkerSource,
     owner_instance: OwnerInstance | None = None,
-) -> ExecutionRequestRecord:
-    """A worker claims a queued continuation after the current checks are repeated. A refusal
-    while entering the request's policy epoch also leaves, in its own transaction, the one native
-    admission-refusal record of the request. The claiming process (``owner_instance``), when
-    given, is recorded on ``worker_claimed``."""
+) -> tuple[ExecutionRequestRecord, StoredEntry]:
+    """A worker claims a queued continuation after the current checks are repeated; the claimed
+    request and its ``worker_claimed`` entry. A refusal while entering the request's policy epoch
+    also leaves, in its own transaction, the one native admission-refusal record of the request.
+    The claiming process (``owner_instance``), when given, is recorded on ``worker_claimed``."""
     if owner_instance is not None:
         owner_instance.validate()
     try:
@@ -117,7 +117,7 @@ def _claim(
     worker: str,
     presented: WorkerSource,
     owner_instance: OwnerInstance | None,
-) -> ExecutionRequestRecord:
+) -> tuple[ExecutionRequestRecord, StoredEntry]:
     with context.engine.begin() as connection:
         # 11.1 lock the policy row and the request row
         policy = lock_policy(connection)
@@ -149,11 +149,11 @@ def _claim(
         # 11.5c the ticket's operator and each recovery's actor still hold their authority
         check_actors(authority, record, custody)
         # 11.5d no tool call of the run has an unknown durable outcome
-        check_effects(connection, record)
+        check_effects(connection, record, custody)
         # 11.6 generation 0 -> 1, the owner is recorded, worker_claimed is appended
         updated = claimed(record, worker, context.now())
         request_rows.update_execution_request(connection, updated)
-        append_entry(
+        entry = append_entry(
             context,
             connection,
             record.run_id,
@@ -166,7 +166,7 @@ def _claim(
             },
             worker,
         )
-        return updated
+        return updated, entry
 
 
 @retry_on_unique_conflict
@@ -192,7 +192,7 @@ def finish(
         checks: list[Callable[[], None]] = [
             partial(check_policy, connection, policy, record, custody),
             partial(check_source, custody, presented),
-            partial(check_effects, connection, record),
+            partial(check_effects, connection, record, custody),
         ]
         stopped: list[str] = []
         if outcome is RequestState.COMPLETED:
@@ -285,7 +285,9 @@ def record_command(
             head,
         )
         insert_entries(context, connection, [entry])
-        return RecordedCommand(entry.sequence, True, usage.used + 1, run.spec.command_limit)
+        return RecordedCommand(
+            entry.sequence, True, usage.used + 1, run.spec.command_limit, entry.hash
+        )
 
 
 def command_usage(context: LedgerContext, run_id: str) -> tuple[int, int]:

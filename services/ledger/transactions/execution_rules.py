@@ -68,7 +68,8 @@ def read_custody(connection: Connection, record: ExecutionRequestRecord) -> Cust
         )
     recoveries = recovery_rows.list_for_execution_request(connection, record.execution_request_id)
     return Custody(
-        run=existing_run(connection, record.run_id),
+        # the run row locked: the journal writers' lock, the last one (existing_run_at_head)
+        run=existing_run(connection, record.run_id, lock=True),
         ticket=stored.ticket,
         recovery_workflows=tuple((r.workflow, r.actor) for r in recoveries),
     )
@@ -113,7 +114,7 @@ def check_fenced_write(
     check_source(custody, presented)
     if dispatches:
         check_actors(authority, record, custody)
-    check_effects(connection, record)
+    check_effects(connection, record, custody)
     return custody
 
 
@@ -126,15 +127,18 @@ def check_source(custody: Custody, presented: WorkerSource | None) -> None:
         check_worker_source(custody.run, presented, "WORKER_SOURCE_CHANGED")
 
 
-def check_effects(connection: Connection, record: ExecutionRequestRecord) -> None:
+def check_effects(connection: Connection, record: ExecutionRequestRecord, custody: Custody) -> None:
     """No tool call of the run has a new unknown durable outcome: one recorded after the request
-    was queued (the admission or recovery that queued it judged every earlier one)."""
+    was queued (the admission or recovery that queued it judged every earlier one). Everything
+    that queued the request, and so every outcome that counts, is at or after the ticket's
+    ownership claim: the read starts there, not at the run's first entry."""
     entries = journal_rows.entries_of_kinds(
         connection,
         record.run_id,
         EntryKind.OWNERSHIP_CLAIM,
         EntryKind.REQUEST_EVENT,
         EntryKind.TOOL_OUTCOME,
+        from_sequence=custody.ticket.claim_sequence,
     )
     since = queued_at(entries, record.execution_request_id)
     outcomes = [e for e in entries if e.kind == EntryKind.TOOL_OUTCOME.value]

@@ -141,18 +141,26 @@ class ClaimExecutionRequestResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     EXECUTION_REQUEST_FIELD_NUMBER: _builtins.int
+    WORKER_CLAIMED_ENTRY_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def execution_request(self) -> _common_pb2.ExecutionRequest:
         """The claimed request with its new lease generation."""
+
+    @_builtins.property
+    def worker_claimed_entry(self) -> _common_pb2.JournalEntry:
+        """The claim's worker_claimed journal entry: the head the worker's first write chains to (no
+        read of the journal needed to find it).
+        """
 
     def __init__(
         self,
         *,
         execution_request: _common_pb2.ExecutionRequest | None = ...,
+        worker_claimed_entry: _common_pb2.JournalEntry | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["execution_request", b"execution_request"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["execution_request", b"execution_request", "worker_claimed_entry", b"worker_claimed_entry"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_request", b"execution_request"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_request", b"execution_request", "worker_claimed_entry", b"worker_claimed_entry"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -524,10 +532,15 @@ class RecordCommandResponse(_message.Message):
     JOURNAL_SEQUENCE_FIELD_NUMBER: _builtins.int
     CHARGED_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
+    JOURNAL_HASH_FIELD_NUMBER: _builtins.int
     journal_sequence: _builtins.int
     """The receipt's journal sequence."""
     charged: _builtins.bool
     """False when the same command was already recorded (nothing charged)."""
+    journal_hash: _builtins.str
+    """When charged: the receipt entry's hash, the head the worker's next write chains to ("" when
+    the same command was already recorded).
+    """
     @_builtins.property
     def usage(self) -> Global___CommandUsage:
         """Usage after this call."""
@@ -538,10 +551,11 @@ class RecordCommandResponse(_message.Message):
         journal_sequence: _builtins.int = ...,
         charged: _builtins.bool = ...,
         usage: Global___CommandUsage | None = ...,
+        journal_hash: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["charged", b"charged", "journal_sequence", b"journal_sequence", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["charged", b"charged", "journal_hash", b"journal_hash", "journal_sequence", b"journal_sequence", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
