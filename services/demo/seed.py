@@ -304,7 +304,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             seeded = seed_held_run(ledger_pb2_grpc.LedgerServiceStub(channel), fixture, args.run_id)
         except grpc.RpcError as refused:
-            print(f"error: {from_rpc_error(refused)}", file=sys.stderr)
+            error = from_rpc_error(refused)
+            print(f"error: {error}", file=sys.stderr)
+            if error.reason in ("RUN_CONFLICT", "JOURNAL_HEAD_STALE"):
+                print(
+                    f"{args.run_id} was written before: choose another RUN_ID, or start from a "
+                    "clean database",
+                    file=sys.stderr,
+                )
             return 1
     print(
         f"seeded held run {seeded.run_id}: attempt {seeded.attempt_id}, "
