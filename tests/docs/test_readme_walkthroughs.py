@@ -32,6 +32,11 @@ WALKTHROUGHS = ["grpcurl", "http", "console", "cli"]
 #: The prefix of every run, request and reconciliation id a walkthrough names.
 ID_PREFIXES = {"grpcurl": "grpc", "http": "http", "console": "console", "cli": "cli"}
 IDS = re.compile(r"\b(run|req|rcn)-([a-z]+)-[a-z0-9]+")
+#: What a walkthrough must read from an earlier answer instead of writing it down: an execution
+#: request id, a lease generation, the policy revision a write expects, a run's attempt.
+HARD_CODED = re.compile(
+    r"exr_[0-9a-f]{4,}|(lease_generation|expected_revision)\W{1,4}\d|attempt_id\W{1,6}run-"
+)
 
 
 def readme_blocks() -> list[Block]:
@@ -97,6 +102,18 @@ def test_each_walkthrough_names_only_ids_of_its_own() -> None:
         if found.group(2) != ID_PREFIXES[block.walkthrough]
     ]
     assert not foreign, "ids of another walkthrough:\n" + "\n".join(foreign)
+
+
+def test_the_walkthroughs_read_ids_generations_and_revisions_from_answers() -> None:
+    written = [
+        f"{block.walkthrough} (line {block.line}): {found.group(0)}"
+        for block in readme_blocks()
+        for found in HARD_CODED.finditer(block.text)
+    ]
+    assert not written, "written down instead of read from an answer:\n" + "\n".join(written)
+    # The pattern finds what the README used to write down.
+    assert HARD_CODED.search('\\"lease_generation\\": 1, \\"attempt_id\\": \\"run-held-1-attempt-1')
+    assert HARD_CODED.search("""-d '{"expected_revision": "1", "settings": {}}'""")
 
 
 # --- the harness itself: a block that errs is named, a refusal that succeeds is caught ---------
