@@ -82,6 +82,12 @@ def test_every_walkthrough_runs_in_order_against_make_run(tmp_path: Path) -> Non
     assert "VERIFIED  run run-cli-1" in everything
     verified = [out for block, out in outputs.items() if "journal:verify" in block.text]
     assert verified and json.loads(verified[-1].splitlines()[-1])["valid"] is True
+    # The journal paging loop prints what the README shows after it.
+    paged = next(out for block, out in outputs.items() if "while [" in block.text)
+    assert paged.splitlines() == [
+        "[('1', 'JOURNAL_ENTRY_KIND_RUN_STARTED')] next_sequence 2",
+        "[('2', 'JOURNAL_ENTRY_KIND_RUN_HELD')] next_sequence 0",
+    ]
     assert (tmp_path / "repository" / "run-cli-1.audit.jsonl").exists()
     assert not (ROOT / "run-cli-1.audit.jsonl").exists()
 
