@@ -122,7 +122,8 @@ def reader_directory(workdir: Path) -> Path:
 def reader_environment(services: Services, workdir: Path) -> dict[str, str]:
     """A terminal's environment beside ``make run``, told its ports through the variables the
     README names. The virtual environment is not on PATH (the walkthroughs put it there), and
-    curl fails on an HTTP error status (``--fail-with-body``), so a refusal fails its block."""
+    curl fails on an HTTP error status (``--fail-with-body``), so a refusal fails its block.
+    PYTHONPATH names this checkout, which an editable install of it resolves to anyway."""
     env = _without_forge_settings()
     venv_bins = {str(Path(sys.prefix) / "bin"), str(ROOT / ".venv" / "bin")}
     env["PATH"] = os.pathsep.join(
