@@ -9,8 +9,10 @@ runs in a subshell and must fail; what it sets is not kept.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import signal
 import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -103,6 +105,7 @@ class Shell:
             cwd=workdir,
             env=dict(env),
             text=True,
+            start_new_session=True,  # its own process group: a hung block's children end with it
         )
         self._send("set -euo pipefail")
 
@@ -164,7 +167,7 @@ class Shell:
             try:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self.process.kill()
+                os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         self.log.close()
 
