@@ -12,22 +12,33 @@ The native journal of a run held on a rejected evidence read is, in order:
 7. ``run_held``             {reason: "invalid_evidence_query", call_id, logged_error}
 
 Fixtures come from tests/data/fixtures (generated from the real historical SDK).
+
+``python -m services.demo.seed --token <platform writer token> RUN_ID`` writes one such run into
+running services (the README's walkthroughs use it against ``make run``).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import grpc
+
 from forge.continuity.v1 import common_pb2, ledger_pb2, ledger_pb2_grpc
 from shared.continuity.canonical import digest_of, sha256_digest
 from shared.continuity.policy_epochs import HISTORICAL_EPOCHS
 from shared.continuity.qualification import DEFAULT_QUALIFIED_PROFILE
 from shared.contract.terms import PROVIDER_TIMEOUT_V1
+from shared.runtime.client import open_channel
+from shared.runtime.config import DEFAULT_PORTS, target_variable
+from shared.runtime.errors import from_rpc_error
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "data" / "fixtures"
 K = common_pb2.JournalEntryKind
@@ -255,3 +266,59 @@ def seed_held_run(
         seeded.entries.append(appended)
         seeded.head_hash = appended.hash
     return seeded
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Seed one held run through the ledger's public RPCs; print what was written."""
+    parser = argparse.ArgumentParser(
+        prog="python -m services.demo.seed",
+        description="Write a held run from a historical fixture, as a platform writer would "
+        "(11 of 22 commands used, held on a rejected read_run_evidence query).",
+    )
+    parser.add_argument("run_id", metavar="RUN_ID", help="the new run's id (must be unused)")
+    parser.add_argument(
+        "--fixture",
+        default="v1_basic",
+        help="fixture under tests/data/fixtures (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--ledger",
+        default=os.environ.get(target_variable("ledger")) or f"127.0.0.1:{DEFAULT_PORTS['ledger']}",
+        metavar="HOST:PORT",
+        help="ledger address (default: %(default)s: $FORGE_LEDGER_TARGET or make run's port)",
+    )
+    parser.add_argument(
+        "--token",
+        default=None,
+        help="a platform writer's bearer token (default: $FORGE_TOKEN)",
+    )
+    args = parser.parse_args(argv)
+    token = args.token or os.environ.get("FORGE_TOKEN", "")
+    if not token:
+        parser.error("no token: pass --token or set FORGE_TOKEN")
+    try:
+        fixture = load_fixture(args.fixture)
+    except (KeyError, OSError):
+        parser.error(f"no fixture named {args.fixture!r} under {FIXTURES}")
+    with open_channel(args.ledger, token) as channel:
+        try:
+            seeded = seed_held_run(ledger_pb2_grpc.LedgerServiceStub(channel), fixture, args.run_id)
+        except grpc.RpcError as refused:
+            error = from_rpc_error(refused)
+            print(f"error: {error}", file=sys.stderr)
+            if error.reason in ("RUN_CONFLICT", "JOURNAL_HEAD_STALE"):
+                print(
+                    f"{args.run_id} was written before: choose another RUN_ID, or start from a "
+                    "clean database",
+                    file=sys.stderr,
+                )
+            return 1
+    print(
+        f"seeded held run {seeded.run_id}: attempt {seeded.attempt_id}, "
+        f"{len(seeded.entries)} journal entries, head {seeded.head_hash}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

