@@ -17,7 +17,6 @@ from sqlalchemy import (
     Select,
     and_,
     exists,
-    false,
     not_,
     select,
     true,
@@ -48,8 +47,8 @@ class RunRow:
     current_execution_request_id: str
 
 
-def _compare(column: Any, op: Op, value: Any) -> ColumnElement[bool]:
-    comparisons = {
+def _compare(column: ColumnElement[str], op: Op, value: Any) -> ColumnElement[bool]:
+    comparisons: dict[Op, ColumnElement[bool]] = {
         Op.EQ: column == value,
         Op.NE: column != value,
         Op.LT: column < value,
@@ -60,7 +59,7 @@ def _compare(column: Any, op: Op, value: Any) -> ColumnElement[bool]:
     return comparisons[op]
 
 
-def _identifier(column: Any, condition: Condition) -> ColumnElement[bool]:
+def _identifier(column: ColumnElement[str], condition: Condition) -> ColumnElement[bool]:
     if not condition.prefix:
         return column == condition.value
     stem = str(condition.value)
@@ -86,24 +85,28 @@ def _unresolved_request(run_id: Any) -> ColumnElement[bool]:
     )
 
 
+def _run_flags() -> dict[str, ColumnElement[bool]]:
+    """What each Boolean field of a run means when it is true."""
+    c = runs.c
+    return {
+        "held": c.continuity_state == ContinuityState.HELD.value,
+        "admitted": c.current_execution_request_id.is_not(None),
+        "unresolved": _unresolved_request(c.run_id),
+    }
+
+
+_RUN_FLAGS = _run_flags()
+
+
 def _run_condition(condition: Condition) -> ColumnElement[bool]:
     c = runs.c
-    if condition.field == "state":
-        return _compare(c.continuity_state, condition.op, condition.value)
-    if condition.field == "held":
-        held = c.continuity_state == ContinuityState.HELD.value
-        return held if condition.value else not_(held)
-    if condition.field == "admitted":
-        admitted = c.current_execution_request_id.is_not(None)
-        return admitted if condition.value else not_(admitted)
-    if condition.field == "unresolved":
-        unresolved = _unresolved_request(c.run_id)
-        return unresolved if condition.value else not_(unresolved)
-    if condition.field == "updated_at":
-        return _compare(c.updated_at, condition.op, condition.value)
+    if condition.field in _RUN_FLAGS:
+        flag = _RUN_FLAGS[condition.field]
+        return flag if condition.value else not_(flag)
     if condition.field == "run_id":
         return _identifier(c.run_id, condition)
-    return false()  # the parser admits no other field
+    column = {"state": c.continuity_state, "updated_at": c.updated_at}[condition.field]
+    return _compare(column, condition.op, condition.value)
 
 
 def list_runs(
@@ -132,16 +135,13 @@ def list_runs(
 
 def _request_condition(condition: Condition) -> ColumnElement[bool]:
     c = execution_requests.c
-    if condition.field == "state":
-        return _compare(c.state, condition.op, condition.value)
     if condition.field == "unresolved":
         unresolved = c.state == RequestState.UNRESOLVED.value
         return unresolved if condition.value else not_(unresolved)
-    if condition.field == "updated_at":
-        return _compare(c.updated_at, condition.op, condition.value)
     if condition.field == "run_id":
         return _identifier(c.run_id, condition)
-    return false()  # the parser admits no other field
+    column = {"state": c.state, "updated_at": c.updated_at}[condition.field]
+    return _compare(column, condition.op, condition.value)
 
 
 def list_execution_requests_page(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
+    BindParameter,
     Connection,
     RowMapping,
     ScalarSelect,
@@ -50,7 +51,7 @@ def insert_run(connection: Connection, run: Run) -> None:
 # execution-request writers: updated_at only moves forward (fixed-width UTC text compares in time
 # order); a run_held entry makes the run held; queuing a request makes it the run's current one
 # (admitted); a change of the current request sets the run's state from the request's.
-_AT = bindparam("b_at")
+_AT: BindParameter[str] = bindparam("b_at")
 _LATER = case((runs.c.updated_at < _AT, _AT), else_=runs.c.updated_at)
 _OF_RUN = update(runs).where(runs.c.run_id == bindparam("b_run_id"))
 _TOUCH = _OF_RUN.values(updated_at=_LATER)
