@@ -84,8 +84,8 @@ PROGRAM = "forge-continuity"
 
 #: The command modules, in the order their commands are listed in ``--help``.
 _WORKFLOWS = (
-    listing,
     policy,
+    listing,
     invalid_read,
     recoveries,
     rejected_boundary,
