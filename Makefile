@@ -113,6 +113,11 @@ bench: $(STAMP)
 bench-admission: $(STAMP)
 	$(PY) -m bench admission
 
+# Figure 6 alone (listing runs and queued requests over 10,000 seeded runs):
+# bench/results/listing.json.
+bench-listing: $(STAMP)
+	$(PY) -m bench listing
+
 # pytest-benchmark micro-benchmarks (absolute times, no baseline) of single calls.
 bench-micro: $(STAMP)
 	$(PY) -m pytest -q tests/benchmarks -o python_files="bench_*.py" --benchmark-only -p no:cacheprovider
