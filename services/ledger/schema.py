@@ -45,8 +45,8 @@ runs = Table(
     # For listing (migration 0008, ADR 0022), kept in the transaction that records each change:
     # when anything was last recorded for the run, what continuity last did with it, and the
     # execution request its newest admission queued (null: never admitted).
-    Column("updated_at", String(40), nullable=False),
-    Column("continuity_state", String(16), nullable=False),
+    Column("updated_at", String(40), nullable=False, server_default=""),
+    Column("continuity_state", String(16), nullable=False, server_default="active"),
     Column("current_execution_request_id", String(80), nullable=True),
     Index("ix_runs_updated", "updated_at", "run_id"),
     Index("ix_runs_state_updated", "continuity_state", "updated_at", "run_id"),

@@ -82,14 +82,16 @@ def _backfill(connection: sa.Connection) -> None:
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("runs") as batch:
-        batch.add_column(sa.Column("updated_at", sa.String(40), nullable=True))
-        batch.add_column(sa.Column("continuity_state", sa.String(16), nullable=True))
-        batch.add_column(sa.Column("current_execution_request_id", sa.String(80), nullable=True))
+    # Plain ADD COLUMN (NOT NULL with a default, filled in below) on both databases: a batch
+    # table copy on SQLite would drop and recreate runs, which the other tables' foreign keys
+    # refuse once rows exist.
+    op.add_column("runs", sa.Column("updated_at", sa.String(40), nullable=False, server_default=""))
+    op.add_column(
+        "runs",
+        sa.Column("continuity_state", sa.String(16), nullable=False, server_default="active"),
+    )
+    op.add_column("runs", sa.Column("current_execution_request_id", sa.String(80), nullable=True))
     _backfill(op.get_bind())
-    with op.batch_alter_table("runs") as batch:
-        batch.alter_column("updated_at", existing_type=sa.String(40), nullable=False)
-        batch.alter_column("continuity_state", existing_type=sa.String(16), nullable=False)
     op.create_index("ix_runs_updated", "runs", ["updated_at", "run_id"])
     op.create_index("ix_runs_state_updated", "runs", ["continuity_state", "updated_at", "run_id"])
     op.create_index(
@@ -109,7 +111,7 @@ def downgrade() -> None:
     op.drop_index("ix_execution_requests_updated", "execution_requests")
     op.drop_index("ix_runs_state_updated", "runs")
     op.drop_index("ix_runs_updated", "runs")
-    with op.batch_alter_table("runs") as batch:
-        batch.drop_column("current_execution_request_id")
-        batch.drop_column("continuity_state")
-        batch.drop_column("updated_at")
+    # Native DROP COLUMN (SQLite 3.35 and later, PostgreSQL), for the reason above.
+    op.drop_column("runs", "current_execution_request_id")
+    op.drop_column("runs", "continuity_state")
+    op.drop_column("runs", "updated_at")
