@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 
 from forge.continuity.v1 import execution_pb2, ledger_pb2
 from services.ledger.domain.listing import Collection, parse_filter
-from shared.runtime.errors import InvalidArgument
+from shared.runtime.errors import InvalidArgument, from_rpc_error
 from tests.errors import expect_error
 from tests.ledger.admission_support import (
     S,
@@ -258,3 +258,28 @@ def test_any_filter_text_parses_or_is_refused_as_filter_invalid(text: str) -> No
         else:
             # a filter that parses means the same once written back canonically
             assert parse_filter(collection, parsed.canonical) == parsed
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(text=_ANY_TEXT, size=st.integers(min_value=-5, max_value=600))
+def test_any_listing_request_answers_a_page_or_invalid_argument_and_writes_nothing(
+    clients: LedgerClients, engine: Engine, text: str, size: int
+) -> None:
+    """Over the real server: a page, or INVALID_ARGUMENT with a listing reason; never another
+    code, and never a row written."""
+    before = row_counts(engine)
+    for invoke in (
+        lambda: list_runs(clients, filter=text, page_size=size),
+        lambda: list_requests(clients, filter=text, page_size=size),
+    ):
+        try:
+            invoke()
+        except grpc.RpcError as refused:
+            assert isinstance(refused, grpc.Call)
+            assert refused.code() == INVALID
+            assert from_rpc_error(refused).reason in {"FILTER_INVALID", "FIELD_INVALID"}
+    assert row_counts(engine) == before
