@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN):$(CURDIR)/tools/audit
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install chromium run test host-controls reliability lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-micro profile demo clean db-upgrade fixtures fixtures-check
+.PHONY: help install chromium run test host-controls reliability lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-listing bench-micro profile demo clean db-upgrade fixtures fixtures-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
@@ -25,6 +25,7 @@ help:
 	@echo "make openapi    regenerate docs/openapi.json (the gateway's OpenAPI document) from protos/"
 	@echo "make bench      the five performance figures beside in-run baselines (PostgreSQL)"
 	@echo "make bench-admission  figure 1 (admission) alone, ~1 min: bench/results/admission.json"
+	@echo "make bench-listing    figure 6 (listing 10,000 runs) alone, ~1 min: bench/results/listing.json"
 	@echo "make profile    py-spy samples of every service under admission load"
 	@echo "make host-controls the reference worker as a process against real services, every variant"
 	@echo "make reliability faults, races and hostile input at full counts (docs/reliability.md)"
