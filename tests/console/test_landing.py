@@ -18,6 +18,7 @@ from tests.ledger.conftest import run_request
 
 def enter_token(page: Page, gateway: RunningGateway, token: str = "reader-token") -> None:
     page.goto(f"{gateway.url}/console/")
+    expect(page.get_by_text("Enter your bearer token above to list the runs.")).to_be_visible()
     page.get_by_label("Bearer token").fill(token)
     page.get_by_role("button", name="Use token").click()
 

@@ -98,6 +98,7 @@ function landingPage() {
   document.getElementById("next-page").addEventListener("click", () => { list.index += 1; loadPage(); });
   document.getElementById("first-page").addEventListener("click", start);
   if (token()) start();
+  else document.getElementById("runs-list").replaceChildren(el("p", { class: "note" }, "Enter your bearer token above to list the runs."));
 }
 
 landingPage();
