@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN):$(CURDIR)/tools/audit
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install chromium run test host-controls reliability lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-worker bench-micro profile demo clean db-upgrade fixtures fixtures-check
+.PHONY: help install chromium run test host-controls reliability lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-worker bench-listing bench-micro profile demo clean db-upgrade fixtures fixtures-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
@@ -26,6 +26,7 @@ help:
 	@echo "make bench      the five performance figures beside in-run baselines (PostgreSQL)"
 	@echo "make bench-admission  figure 1 (admission) alone, ~1 min: bench/results/admission.json"
 	@echo "make bench-worker     the worker-path figure alone: bench/results/worker.json"
+	@echo "make bench-listing    figure 6 (listing 10,000 runs) alone, ~1 min: bench/results/listing.json"
 	@echo "make profile    py-spy samples of every service under admission load"
 	@echo "make host-controls the reference worker as a process against real services, every variant"
 	@echo "make reliability faults, races and hostile input at full counts (docs/reliability.md)"
@@ -118,6 +119,10 @@ bench-admission: $(STAMP)
 # bench/results/worker.json.
 bench-worker: $(STAMP)
 	$(PY) -m bench worker
+# Figure 6 alone (listing runs and queued requests over 10,000 seeded runs):
+# bench/results/listing.json.
+bench-listing: $(STAMP)
+	$(PY) -m bench listing
 
 # pytest-benchmark micro-benchmarks (absolute times, no baseline) of single calls.
 bench-micro: $(STAMP)

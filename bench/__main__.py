@@ -6,6 +6,9 @@ scales the RSS figure's long phase, never below 10,000 operations) and the RSS f
 set with FORGE_BENCH_RSS_OPERATIONS (default 100,000 operations: appends, every 500th one a full
 admission of a held run seeded for it).
 
+``python -m bench listing`` measures figure 6 alone (listing 10,000 runs, bench/listing.py) and
+writes bench/results/listing.json.
+
 ``python -m bench admission`` measures figure 1 alone (its three rounds, each beside its
 baselines, exactly as the full run does) and writes bench/results/admission.json: a before/after
 comparison of the admission path in about a minute.
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import figures, worker_path
+from bench.listing import listing_latency
 from bench.plot import plot_candidate_latency
 from bench.stack import Baseline, baseline_server, bench_schema, hop_floor, services
 
@@ -114,6 +118,23 @@ def measure_admission(scale: float) -> dict[str, Any]:
         return {"admission": admission_figure(clients, baseline, scale)}
 
 
+def measure_listing(scale: float) -> dict[str, Any]:
+    """Figure 6 alone, on freshly started services over a fresh schema."""
+    with bench_schema() as url, services(url) as running:
+        return {"listing": listing_latency(figures.Clients(running), url, _scaled(10_000, scale))}
+
+
+def listing_summary(results: dict[str, Any]) -> dict[str, float]:
+    listing = results["listing"]
+    return {
+        f"list_runs_{listing['runs']}_first_page_p50_ms": listing["first_page"]["p50_ms"],
+        f"list_runs_{listing['runs']}_held_page_p50_ms": listing["held_page"]["p50_ms"],
+        f"list_runs_{listing['runs']}_held_since_page_p50_ms": listing["held_since_page"]["p50_ms"],
+        f"list_runs_{listing['runs']}_page_20_p50_ms": listing["page_20"]["p50_ms"],
+        "list_queued_requests_page_p50_ms": listing["queued_requests_page"]["p50_ms"],
+    }
+
+
 def measure(scale: float, rss_operations: int) -> dict[str, Any]:
     lengths = tuple(n for n in (100, 1_000, 10_000, 100_000) if n <= 100_000 * scale or n <= 1_000)
     repeats = {100: 15, 1_000: 10, 10_000: 5, 100_000: 3}
@@ -186,7 +207,7 @@ def main() -> int:
     scale = float(os.environ.get("FORGE_BENCH_SCALE", "1"))
     default_operations = max(10_000, round(RSS_OPERATIONS * scale))
     rss_operations = int(os.environ.get("FORGE_BENCH_RSS_OPERATIONS", str(default_operations)))
-    only = sys.argv[1] if sys.argv[1:] in (["admission"], ["worker"]) else ""
+    only = sys.argv[1] if sys.argv[1:] in (["admission"], ["worker"], ["listing"]) else ""
     began = time.perf_counter()
     if only == "admission":
         results = measure_admission(scale)
@@ -194,6 +215,9 @@ def main() -> int:
     elif only == "worker":
         results = measure_worker_path(scale)
         lines = worker_path_summary(results)
+    elif only == "listing":
+        results = measure_listing(scale)
+        lines = listing_summary(results)
     else:
         results = measure(scale, rss_operations)
         lines = summary(results)

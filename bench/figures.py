@@ -22,6 +22,7 @@ from forge.continuity.v1 import (
     candidate_pb2,
     candidate_pb2_grpc,
     common_pb2,
+    execution_pb2_grpc,
     ledger_pb2,
     ledger_pb2_grpc,
     policy_pb2,
@@ -57,6 +58,10 @@ class Clients:
 
     def ledger(self, token: str = WRITER_TOKEN) -> ledger_pb2_grpc.LedgerServiceStub:
         return ledger_pb2_grpc.LedgerServiceStub(open_channel(self._targets["ledger"], token))
+
+    def execution(self, token: str) -> execution_pb2_grpc.ExecutionServiceStub:
+        channel = open_channel(self._targets["ledger"], token)
+        return execution_pb2_grpc.ExecutionServiceStub(channel)
 
     def candidates(self, timeout: float = 30.0) -> candidate_pb2_grpc.CandidateServiceStub:
         channel = open_channel(

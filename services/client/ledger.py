@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from forge.continuity.v1 import common_pb2, execution_pb2, inspection_pb2, ledger_pb2, policy_pb2
 from services.client._base import ClientBase, invoke
 from services.client._validation import check_identifiers
@@ -99,12 +101,39 @@ class LedgerCalls(ClientBase):
 
     # --- execution requests ------------------------------------------------------------------
 
-    def execution_requests(self, run_id: str) -> list[common_pb2.ExecutionRequest]:
-        """The run's execution requests, oldest first, each with its current state and whether a
-        native admission refusal made it ineligible for automatic scheduling."""
+    def execution_requests(
+        self, run_id: str, states: Sequence[common_pb2.ExecutionRequestState.ValueType] = ()
+    ) -> list[common_pb2.ExecutionRequest]:
+        """The run's execution requests (in ``states``; all when empty), oldest first, each with
+        its current state and whether a native admission refusal made it ineligible for
+        automatic scheduling."""
         check_identifiers(run_id=run_id)
-        request = execution_pb2.ListExecutionRequestsRequest(run_id=run_id)
+        request = execution_pb2.ListExecutionRequestsRequest(run_id=run_id, states=states)
         return list(invoke(self._execution.ListExecutionRequests, request).execution_requests)
+
+    def list_runs(
+        self, *, filter_text: str = "", page_size: int = 0, page_token: str = ""
+    ) -> ledger_pb2.ListRunsResponse:
+        """One page of runs with their continuity state, newest update first.
+        ``filter_text`` is the AIP-160 subset of ADR 0022 (``state = held``, ``held = true``,
+        ``admitted = true``, ``unresolved = true``, ``updated_at > "2026-12-01T00:00:00Z"``,
+        ``run_id = run-1*``, joined by AND); pass the response's ``next_page_token`` for the
+        next page (same filter). Page size 0 is 50, at most 500."""
+        request = ledger_pb2.ListRunsRequest(
+            filter=filter_text, page_size=page_size, page_token=page_token
+        )
+        return invoke(self._ledger.ListRuns, request)
+
+    def list_all_execution_requests(
+        self, *, filter_text: str = "", page_size: int = 0, page_token: str = ""
+    ) -> execution_pb2.ListAllExecutionRequestsResponse:
+        """One page of execution requests across every run, newest update first. ``filter_text``:
+        ``state = queued`` (short or full state names), ``unresolved = true``, ``run_id = …``,
+        ``updated_at > "…"``, joined by AND. Paging as :meth:`list_runs`."""
+        request = execution_pb2.ListAllExecutionRequestsRequest(
+            filter=filter_text, page_size=page_size, page_token=page_token
+        )
+        return invoke(self._execution.ListAllExecutionRequests, request)
 
     def cancel_execution_request(
         self, execution_request_id: str, reason: str

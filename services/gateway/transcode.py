@@ -25,6 +25,7 @@ from services.gateway.status import (
 )
 
 _BOOL = descriptor.FieldDescriptor.TYPE_BOOL
+_ENUM = descriptor.FieldDescriptor.TYPE_ENUM
 
 
 def _field(message_type: descriptor.Descriptor, name: str) -> descriptor.FieldDescriptor | None:
@@ -53,10 +54,24 @@ def _resolve(
     return fields
 
 
+def _enum_name(field: descriptor.FieldDescriptor, text: str) -> str:
+    """An enum value's full name from its short name in any case (``queued`` or ``QUEUED`` for
+    ``EXECUTION_REQUEST_STATE_QUEUED``); anything else is left for json_format to judge."""
+    enum_type = field.enum_type
+    if enum_type is None or text in enum_type.values_by_name:
+        return text
+    names = list(enum_type.values_by_name)
+    prefix = names[0].removesuffix("UNSPECIFIED") if names[0].endswith("_UNSPECIFIED") else ""
+    full = prefix + text.upper()
+    return full if full in enum_type.values_by_name and not full.endswith("_UNSPECIFIED") else text
+
+
 def _scalar(field: descriptor.FieldDescriptor, text: str, where: str) -> Any:
     """A path or query string as the JSON value the field's mapping expects: query strings are
-    always text, so only a Boolean needs converting (numbers, enums and timestamps parse from
-    strings)."""
+    always text, so only a Boolean needs converting (numbers and timestamps parse from strings)
+    and an enum's short name completing (``states=QUEUED``)."""
+    if field.type == _ENUM:
+        return _enum_name(field, text)
     if field.type != _BOOL:
         return text
     if text in ("true", "false"):

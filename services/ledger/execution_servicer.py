@@ -162,6 +162,19 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
             execution_requests=[execution_request_to_proto(r) for r in records]
         )
 
+    def ListAllExecutionRequests(
+        self,
+        request: execution_pb2.ListAllExecutionRequestsRequest,
+        context: grpc.ServicerContext,
+    ) -> execution_pb2.ListAllExecutionRequestsResponse:
+        page = self._ledger.list_all_execution_requests(
+            request.page_size, request.page_token, request.filter
+        )
+        return execution_pb2.ListAllExecutionRequestsResponse(
+            execution_requests=[execution_request_to_proto(r) for r in page.execution_requests],
+            next_page_token=page.next_page_token,
+        )
+
     def RecordCommand(
         self, request: execution_pb2.RecordCommandRequest, context: grpc.ServicerContext
     ) -> execution_pb2.RecordCommandResponse:

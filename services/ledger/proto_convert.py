@@ -60,6 +60,8 @@ def execution_request_to_proto(record: ExecutionRequestRecord) -> common_pb2.Exe
         ),
         owner=record.owner,
         admission_refusal=record.admission_refusal,
+        created_at=to_timestamp(record.created_at),
+        updated_at=to_timestamp(record.updated_at),
     )
 
 

@@ -42,6 +42,14 @@ runs = Table(
     Column("run_digest", String(80), nullable=False),
     # Worker rounds completed with a certified completion (migration 0005); outside run_digest.
     Column("completed_rounds", BigInteger, nullable=False, server_default="0"),
+    # For listing (migration 0008, ADR 0022), kept in the transaction that records each change:
+    # when anything was last recorded for the run, what continuity last did with it, and the
+    # execution request its newest admission queued (null: never admitted).
+    Column("updated_at", String(40), nullable=False, server_default=""),
+    Column("continuity_state", String(16), nullable=False, server_default="active"),
+    Column("current_execution_request_id", String(80), nullable=True),
+    Index("ix_runs_updated", "updated_at", "run_id"),
+    Index("ix_runs_state_updated", "continuity_state", "updated_at", "run_id"),
 )
 
 # The per-run native journal. (run_id, sequence) is the primary key and (run_id, prev_hash) is
@@ -111,6 +119,9 @@ execution_requests = Table(
     # ineligible for automatic scheduling.
     Column("admission_refusal", String(64), nullable=True),
     Index("ix_execution_requests_run_state", "run_id", "state"),
+    # Listing across runs, newest update first, all or in one state (migration 0008).
+    Index("ix_execution_requests_updated", "updated_at", "execution_request_id"),
+    Index("ix_execution_requests_state_updated", "state", "updated_at", "execution_request_id"),
 )
 
 # One row per admitted request. (run_id, request_id) is the idempotency key; the unique

@@ -31,6 +31,7 @@ from services.ledger.transactions import (
     execution_stops,
     inspection,
     journal,
+    listing,
     policy,
     reconciliation,
     reconciliation_review,
@@ -43,6 +44,7 @@ from services.ledger.transactions.admission import Admission
 from services.ledger.transactions.base import LedgerContext
 from services.ledger.transactions.inspection import JournalInspection
 from services.ledger.transactions.journal import JournalFollowers, JournalPage
+from services.ledger.transactions.listing import ExecutionRequestPage, RunPage
 from services.ledger.transactions.reconciliation import Reconciled
 from services.ledger.transactions.reconciliation_review import Inspection
 from services.ledger.transactions.recovery_input import Recovery, RecoveryInput
@@ -99,6 +101,14 @@ class Ledger:
 
     def get_run(self, run_id: str) -> RunReading:
         return runs.get(self._context, run_id)
+
+    def list_runs(self, page_size: int, page_token: str, filter_text: str) -> RunPage:
+        return listing.list_runs(self._context, page_size, page_token, filter_text)
+
+    def list_all_execution_requests(
+        self, page_size: int, page_token: str, filter_text: str
+    ) -> ExecutionRequestPage:
+        return listing.list_execution_requests(self._context, page_size, page_token, filter_text)
 
     # --- journal --------------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ from services.ledger.proto_convert import (
 )
 from services.ledger.reconciliation_servicer import ReconciliationServicer
 from services.ledger.recovery_proto import recovery_input, recovery_to_proto, workflow_name
+from services.ledger.repository.listing import RunRow
 from services.ledger.service import Ledger
 from services.ledger.transactions.admission import Admission
 from services.ledger.transactions.snapshot import SnapshotBlob, SnapshotHeader
@@ -102,6 +103,15 @@ def run_to_proto(run: Run) -> ledger_pb2.Run:
         created_at=to_timestamp(run.created_at),
         run_digest=run.run_digest,
         completed_rounds=run.completed_rounds,
+    )
+
+
+def run_summary_to_proto(row: RunRow) -> ledger_pb2.RunSummary:
+    return ledger_pb2.RunSummary(
+        run=run_to_proto(row.run),
+        continuity_state=enum_number(ledger_pb2.RunContinuityState, row.continuity_state.name),
+        updated_at=to_timestamp(row.updated_at),
+        current_execution_request_id=row.current_execution_request_id,
     )
 
 
@@ -173,6 +183,15 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             run=run_to_proto(reading.run),
             head=head_to_proto(reading.head),
             grantable_lease_seconds=reading.grantable_lease_seconds,
+        )
+
+    def ListRuns(
+        self, request: ledger_pb2.ListRunsRequest, context: grpc.ServicerContext
+    ) -> ledger_pb2.ListRunsResponse:
+        page = self._ledger.list_runs(request.page_size, request.page_token, request.filter)
+        return ledger_pb2.ListRunsResponse(
+            runs=[run_summary_to_proto(row) for row in page.runs],
+            next_page_token=page.next_page_token,
         )
 
     def AppendJournalEntry(
@@ -366,6 +385,7 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
             {
                 "CreateRun": WRITERS,
                 "GetRun": ANY_ROLE,
+                "ListRuns": ANY_ROLE,
                 "AppendJournalEntry": WRITERS | WORKERS,
                 "ReadJournal": ANY_ROLE,
                 "StreamJournal": ANY_ROLE,
@@ -397,6 +417,7 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
                 "FailUnclaimedExecutionRequest": WORKERS,
                 "GetExecutionRequest": ANY_ROLE,
                 "ListExecutionRequests": ANY_ROLE,
+                "ListAllExecutionRequests": ANY_ROLE,
                 "RecordCommand": WORKERS,
                 "CancelExecutionRequest": OPERATORS | ADMINS,
                 "ExpireExecutionRequests": WORKERS | ADMINS,

@@ -74,6 +74,11 @@ _REASONS: tuple[Reason, ...] = (
     Reason("ACKNOWLEDGEMENT_REQUIRED", _IA, ("missing", "origin"),
            "an acknowledgement the requested version requires was not given"),
     Reason("RUN_INVALID", _IA, (), "the run registration is malformed"),
+    Reason("FILTER_INVALID", _IA, ("allowed_fields", "field", "position"),
+           "a listing's filter is outside the supported AIP-160 subset (allowed_fields names "
+           "the fields of that listing; position is the offending character)"),
+    Reason("PAGE_TOKEN_INVALID", _IA, ("field",),
+           "a listing's page_token was altered, or was issued for another filter or listing"),
     Reason("ADMISSION_INVALID", _IA, (),
            "the admission the ledger was asked to commit is malformed (field violations in "
            "BadRequest)"),

@@ -41,6 +41,8 @@ PUBLIC_METHODS = {
     "reconciliation",
     "caller_permissions",
     "execution_requests",
+    "list_runs",
+    "list_all_execution_requests",
     "cancel_execution_request",
     "expire_execution_requests",
 }
@@ -70,6 +72,7 @@ def test_the_cli_lists_every_module_command_in_order() -> None:
     names = [line.split()[0] for line in listed.splitlines()]
     assert names == [
         "policy",
+        "runs",
         "candidate",
         "request",
         "recovery",

@@ -79,6 +79,9 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
     assert key.current and len(key.public_key) == 32 and key.algorithm == "ed25519"
     heads = reader.ListSignedHeads(audit_pb2.ListSignedHeadsRequest(run_id="run-1")).signed_heads
     assert heads[-1].head_hash == seeded.head_hash and len(heads[-1].signature) == 64
+    held = reader.ListRuns(ledger_pb2.ListRunsRequest(filter="state = held", page_size=1))
+    assert len(held.runs) == 1 and held.next_page_token
+    assert held.runs[0].continuity_state == ledger_pb2.RUN_CONTINUITY_STATE_HELD
 
     current = policy.GetPolicy(policy_pb2.GetPolicyRequest()).policy
     put = policy.PutPolicy(
@@ -143,6 +146,10 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
     ).execution_requests
     [request] = queued
     assert request == first.ticket.execution_request
+    across = worker.ListAllExecutionRequests(
+        execution_pb2.ListAllExecutionRequestsRequest(filter="state = queued AND run_id = run-1")
+    ).execution_requests
+    assert list(across) == [request]
     assert (
         worker.GetExecutionRequest(
             execution_pb2.GetExecutionRequestRequest(

@@ -51,7 +51,8 @@ def test_every_http_rule_of_the_contracts_is_a_route() -> None:
     # + ExecutionService.CancelExecutionRequest and ExpireExecutionRequests
     # + LedgerService.GetSigningKeys and ListSignedHeads (the signed heads of ADR 0015)
     # + AdmissionService.ListRecoveryWorkflows
-    assert len(routes) == len(annotated) == 43
+    # + LedgerService.ListRuns and ExecutionService.ListAllExecutionRequests (ADR 0022)
+    assert len(routes) == len(annotated) == 45
     assert {(route.http_method, route.template.text) for route in routes} >= SPEC_ROUTES
     assert all(route.server in {"ledger", "candidate", "admission"} for route in routes)
 

@@ -5,6 +5,8 @@ Examples (against `make run`, which prints the local development tokens)::
 
     export FORGE_TOKEN=dev-admin-token
     forge-continuity policy show
+    forge-continuity runs list --state held
+    forge-continuity requests list --state queued --page-size 20
     forge-continuity policy set --expected-revision 1 --enable --window-seconds 3600
     forge-continuity --token dev-operator-token candidate show run-1
     forge-continuity --token dev-operator-token request submit run-1 req-1 \\
@@ -53,6 +55,7 @@ from services.client.cli import (
     caller,
     invalid_read,
     journal,
+    listing,
     observation,
     policy,
     reconciliation,
@@ -82,6 +85,7 @@ PROGRAM = "forge-continuity"
 #: The command modules, in the order their commands are listed in ``--help``.
 _WORKFLOWS = (
     policy,
+    listing,
     invalid_read,
     recoveries,
     rejected_boundary,

@@ -13,9 +13,9 @@ from services.client.cli._command import (
     add_command,
     add_group,
 )
+from services.client.cli.listing import add_requests_list
 from services.client.cli.render import (
     aligned,
-    execution_request_lines,
     execution_state,
     inspection_lines,
     journal_lines,
@@ -57,11 +57,8 @@ def register(commands: Subcommands) -> None:
     )
     usage.add_argument("run_id", metavar="RUN_ID")
 
-    requests = add_group(commands, "requests", "a run's execution requests")
-    listing = add_command(
-        requests, "list", "each request with its state and scheduling eligibility", _requests
-    )
-    listing.add_argument("run_id", metavar="RUN_ID")
+    requests = add_group(commands, "requests", "execution requests: list, cancel")
+    add_requests_list(requests)
     cancel = add_command(
         requests, "cancel", "cancel a queued or claimed request (terminal)", _cancel
     )
@@ -87,15 +84,6 @@ def _journal_verify(client: ContinuityClient, args: argparse.Namespace, out: Out
 def _journal_inspect(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
     result = client.inspect_journal(args.run_id)
     out.emit(result, inspection_lines(result))
-    return EXIT_OK
-
-
-def _requests(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
-    found = client.execution_requests(args.run_id)
-    out.emit(
-        {"execution_requests": [to_json_object(r) for r in found]},
-        execution_request_lines(found),
-    )
     return EXIT_OK
 
 

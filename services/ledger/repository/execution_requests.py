@@ -7,6 +7,7 @@ from dataclasses import asdict
 from sqlalchemy import Connection, bindparam, func, insert, select, update
 
 from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
+from services.ledger.repository.runs import note_request
 from services.ledger.schema import execution_requests
 
 # Built once (building and cache-keying a statement per call cost more than running it).
@@ -35,7 +36,7 @@ _QUEUED_EXPIRING = (
 )
 
 
-def _execution_request(row: object) -> ExecutionRequestRecord:
+def execution_request_from_row(row: object) -> ExecutionRequestRecord:
     values = dict(row._mapping)  # type: ignore[attr-defined]
     values["state"] = RequestState(values["state"])
     values["admission_refusal"] = values["admission_refusal"] or ""
@@ -47,6 +48,7 @@ def insert_execution_request(connection: Connection, record: ExecutionRequestRec
     values["state"] = record.state.value
     values["admission_refusal"] = record.admission_refusal or None
     connection.execute(_INSERT, values)
+    note_request(connection, record, queued_new=True)
 
 
 def update_execution_request(connection: Connection, record: ExecutionRequestRecord) -> None:
@@ -61,6 +63,7 @@ def update_execution_request(connection: Connection, record: ExecutionRequestRec
             admission_refusal=record.admission_refusal or None,
         )
     )
+    note_request(connection, record, queued_new=False)
 
 
 def get_execution_request(
@@ -68,18 +71,21 @@ def get_execution_request(
 ) -> ExecutionRequestRecord | None:
     query = _GET_FOR_UPDATE if for_update else _GET
     row = connection.execute(query, {"execution_request_id": execution_request_id}).first()
-    return None if row is None else _execution_request(row)
+    return None if row is None else execution_request_from_row(row)
 
 
 def list_execution_requests(
     connection: Connection, run_id: str, states: tuple[RequestState, ...] = ()
 ) -> list[ExecutionRequestRecord]:
     if not states:
-        return [_execution_request(row) for row in connection.execute(_OF_RUN, {"run_id": run_id})]
+        return [
+            execution_request_from_row(row)
+            for row in connection.execute(_OF_RUN, {"run_id": run_id})
+        ]
     rows = connection.execute(
         OF_RUN_IN_STATES, {"run_id": run_id, "states": [s.value for s in states]}
     )
-    return [_execution_request(row) for row in rows]
+    return [execution_request_from_row(row) for row in rows]
 
 
 def queued_expiring_by(
@@ -89,7 +95,7 @@ def queued_expiring_by(
     in time order), oldest first; locked unless ``lock`` is false (a read-only look)."""
     query = _QUEUED_EXPIRING.with_for_update() if lock else _QUEUED_EXPIRING
     rows = connection.execute(query, {"now": now})
-    return [_execution_request(row) for row in rows]
+    return [execution_request_from_row(row) for row in rows]
 
 
 def count_execution_requests(connection: Connection, states: tuple[RequestState, ...]) -> int:
@@ -114,3 +120,5 @@ def requeue_execution_request(connection: Connection, record: ExecutionRequestRe
             updated_at=record.updated_at,
         )
     )
+    # a requeued request is the run's current one again
+    note_request(connection, record, queued_new=True)

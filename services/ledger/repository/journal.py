@@ -19,6 +19,7 @@ from sqlalchemy import (
 )
 
 from services.ledger.domain.journal import EntryKind, StoredEntry
+from services.ledger.repository.runs import note_entry
 from services.ledger.schema import journal_entries
 from shared.continuity.canonical import GENESIS_HASH
 
@@ -133,13 +134,26 @@ def newest_entries(
 
 
 def insert_journal_entry(connection: Connection, entry: StoredEntry) -> None:
+    # The run's listing columns first: every writer then locks the run's row before it inserts
+    # an entry (an execution-request change does too), so two writers of one run queue on that
+    # row instead of each holding what the other waits for.
+    note_entry(
+        connection, entry.run_id, entry.recorded_at, held=entry.kind == EntryKind.RUN_HELD.value
+    )
     connection.execute(_INSERT, _values(entry))
 
 
 def insert_journal_entries(connection: Connection, entries: Sequence[StoredEntry]) -> None:
     """Insert sealed entries in one executemany (bulk seeding of long journals in benchmarks)."""
-    if entries:
-        connection.execute(_INSERT, [_values(e) for e in entries])
+    if not entries:
+        return
+    # The listing columns of each run once, first (as above): its newest entry's time, and held
+    # if the batch holds it (no other entry kind changes a run's continuity state).
+    newest = {entry.run_id: entry.recorded_at for entry in entries}
+    held = {entry.run_id for entry in entries if entry.kind == EntryKind.RUN_HELD.value}
+    for run_id, recorded_at in newest.items():
+        note_entry(connection, run_id, recorded_at, held=run_id in held)
+    connection.execute(_INSERT, [_values(e) for e in entries])
 
 
 def read_journal(

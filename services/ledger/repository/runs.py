@@ -5,16 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
+    BindParameter,
     Connection,
     RowMapping,
     ScalarSelect,
     Select,
     bindparam,
+    case,
     insert,
     select,
     update,
 )
 
+from services.ledger.domain.execution import ExecutionRequestRecord
+from services.ledger.domain.listing import RUN_STATE_OF_REQUEST, ContinuityState
 from services.ledger.domain.runs import Run, RunSpec
 from services.ledger.schema import journal_entries, runs
 from shared.continuity.canonical import GENESIS_HASH
@@ -37,11 +41,60 @@ def insert_run(connection: Connection, run: Run) -> None:
             created_by=run.created_by,
             created_at=run.created_at,
             run_digest=run.run_digest,
+            updated_at=run.created_at,
+            continuity_state=ContinuityState.ACTIVE.value,
         )
     )
 
 
-def _run(row: RowMapping) -> Run:
+# What listing reads (ADR 0022), kept here, in the caller's transaction, by the journal and the
+# execution-request writers: updated_at only moves forward (fixed-width UTC text compares in time
+# order); a run_held entry makes the run held; queuing a request makes it the run's current one
+# (admitted); a change of the current request sets the run's state from the request's.
+_AT: BindParameter[str] = bindparam("b_at")
+_LATER = case((runs.c.updated_at < _AT, _AT), else_=runs.c.updated_at)
+_OF_RUN = update(runs).where(runs.c.run_id == bindparam("b_run_id"))
+_TOUCH = _OF_RUN.values(updated_at=_LATER)
+_HOLD = _OF_RUN.values(updated_at=_LATER, continuity_state=ContinuityState.HELD.value)
+_QUEUE = _OF_RUN.values(
+    updated_at=_LATER,
+    continuity_state=ContinuityState.ADMITTED.value,
+    current_execution_request_id=bindparam("b_request"),
+)
+_CHANGE = _OF_RUN.values(
+    updated_at=_LATER,
+    continuity_state=case(
+        (runs.c.current_execution_request_id == bindparam("b_request"), bindparam("b_state")),
+        else_=runs.c.continuity_state,
+    ),
+)
+
+
+def note_entry(connection: Connection, run_id: str, recorded_at: str, *, held: bool) -> None:
+    """A journal entry was recorded for the run (``held``: a run_held entry)."""
+    connection.execute(_HOLD if held else _TOUCH, {"b_run_id": run_id, "b_at": recorded_at})
+
+
+def note_request(
+    connection: Connection, record: ExecutionRequestRecord, *, queued_new: bool
+) -> None:
+    """An execution request was queued (``queued_new``) or changed."""
+    parameters = {
+        "b_run_id": record.run_id,
+        "b_at": record.updated_at,
+        "b_request": record.execution_request_id,
+    }
+    if queued_new:
+        connection.execute(_QUEUE, parameters)
+        return
+    state = RUN_STATE_OF_REQUEST[record.state]
+    if state is None:
+        connection.execute(_TOUCH, parameters)
+    else:
+        connection.execute(_CHANGE, {**parameters, "b_state": state.value})
+
+
+def run_from_row(row: RowMapping) -> Run:
     spec = RunSpec(
         run_id=row["run_id"],
         task_id=row["task_id"],
@@ -85,7 +138,7 @@ def get_run(connection: Connection, run_id: str, *, lock: bool = False) -> Run |
     """The run; with ``lock``, its row locked for the transaction (the journal writers' lock)."""
     statement = _GET_FOR_UPDATE if lock else _GET
     row = connection.execute(statement, {"run_id": run_id}).mappings().first()
-    return None if row is None else _run(row)
+    return None if row is None else run_from_row(row)
 
 
 def _newest(column: str) -> ScalarSelect[Any]:
@@ -118,5 +171,5 @@ def get_run_with_head(
     if row is None:
         return None
     if row["head_sequence"] is None:
-        return _run(row), (0, GENESIS_HASH)
-    return _run(row), (int(row["head_sequence"]), str(row["head_hash"]))
+        return run_from_row(row), (0, GENESIS_HASH)
+    return run_from_row(row), (int(row["head_sequence"]), str(row["head_hash"]))

@@ -50,6 +50,7 @@ RECONSTRUCTION_CALLERS = CANDIDATE | ADMISSION | OPERATOR | ADMIN
 EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.LedgerService/CreateRun": WRITER,
     "/forge.continuity.v1.LedgerService/GetRun": ALL,
+    "/forge.continuity.v1.LedgerService/ListRuns": ALL,
     "/forge.continuity.v1.LedgerService/AppendJournalEntry": WRITER | WORKER,
     "/forge.continuity.v1.LedgerService/ReadJournal": ALL,
     "/forge.continuity.v1.LedgerService/StreamJournal": ALL,
@@ -77,6 +78,7 @@ EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.ExecutionService/FailUnclaimedExecutionRequest": WORKER,
     "/forge.continuity.v1.ExecutionService/GetExecutionRequest": ALL,
     "/forge.continuity.v1.ExecutionService/ListExecutionRequests": ALL,
+    "/forge.continuity.v1.ExecutionService/ListAllExecutionRequests": ALL,
     "/forge.continuity.v1.ExecutionService/RecordCommand": WORKER,
     "/forge.continuity.v1.ExecutionService/GetCommandUsage": ALL,
     "/forge.continuity.v1.ExecutionService/CancelExecutionRequest": OPERATOR | ADMIN,

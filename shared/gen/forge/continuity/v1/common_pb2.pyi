@@ -1213,6 +1213,8 @@ class ExecutionRequest(_message.Message):
     LEASE_FIELD_NUMBER: _builtins.int
     OWNER_FIELD_NUMBER: _builtins.int
     ADMISSION_REFUSAL_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
     execution_request_id: _builtins.str
     """Server-assigned identifier."""
     run_id: _builtins.str
@@ -1236,6 +1238,14 @@ class ExecutionRequest(_message.Message):
     def lease(self) -> Global___Lease:
         """The current lease (generation 0 while queued)."""
 
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp:
+        """When the request was queued."""
+
+    @_builtins.property
+    def updated_at(self) -> _timestamp_pb2.Timestamp:
+        """When its state, lease or owner last changed."""
+
     def __init__(
         self,
         *,
@@ -1248,10 +1258,12 @@ class ExecutionRequest(_message.Message):
         lease: Global___Lease | None = ...,
         owner: _builtins.str = ...,
         admission_refusal: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        updated_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["lease", b"lease"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "lease", b"lease", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_refusal", b"admission_refusal", "attempt_id", b"attempt_id", "checkpoint_digest", b"checkpoint_digest", "execution_request_id", b"execution_request_id", "lease", b"lease", "owner", b"owner", "request_id", b"request_id", "run_id", b"run_id", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_refusal", b"admission_refusal", "attempt_id", b"attempt_id", "checkpoint_digest", b"checkpoint_digest", "created_at", b"created_at", "execution_request_id", b"execution_request_id", "lease", b"lease", "owner", b"owner", "request_id", b"request_id", "run_id", b"run_id", "state", b"state", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

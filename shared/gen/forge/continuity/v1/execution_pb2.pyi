@@ -777,3 +777,72 @@ class ListExecutionRequestsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListExecutionRequestsResponse: _TypeAlias = ListExecutionRequestsResponse  # noqa: Y015
+
+@_typing.final
+class ListAllExecutionRequestsRequest(_message.Message):
+    """ListAllExecutionRequestsRequest asks for a page of execution requests across runs."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    FILTER_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    """Maximum requests to return: 0 means the default (50); larger than 500 is read as 500;
+    negative is INVALID_ARGUMENT (FIELD_INVALID).
+    """
+    page_token: _builtins.str
+    """The next_page_token of the previous page, with the same filter; empty for the first page.
+    Opaque: a token that was altered, or that was issued for another filter or collection, is
+    INVALID_ARGUMENT (PAGE_TOKEN_INVALID).
+    """
+    filter: _builtins.str
+    """An AIP-160 subset: comparisons joined by AND. Fields: state (= or != an
+    ExecutionRequestState, short names accepted: queued, QUEUED or
+    EXECUTION_REQUEST_STATE_QUEUED), unresolved (= true or false), run_id (= an id, or a prefix
+    ending in *) and updated_at (alias update_time; =, !=, <, <=, >, >= an RFC 3339 time in
+    quotes). Example: `state = queued`. Anything else is INVALID_ARGUMENT (FILTER_INVALID,
+    metadata allowed_fields).
+    """
+    def __init__(
+        self,
+        *,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        filter: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAllExecutionRequestsRequest: _TypeAlias = ListAllExecutionRequestsRequest  # noqa: Y015
+
+@_typing.final
+class ListAllExecutionRequestsResponse(_message.Message):
+    """ListAllExecutionRequestsResponse is one page of execution requests."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_REQUESTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token of the next page; empty when this page is the last."""
+    @_builtins.property
+    def execution_requests(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ExecutionRequest]:
+        """The requests, newest update first (ties by execution_request_id, descending)."""
+
+    def __init__(
+        self,
+        *,
+        execution_requests: _abc.Iterable[_common_pb2.ExecutionRequest] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_requests", b"execution_requests", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAllExecutionRequestsResponse: _TypeAlias = ListAllExecutionRequestsResponse  # noqa: Y015

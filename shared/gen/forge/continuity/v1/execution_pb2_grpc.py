@@ -68,6 +68,11 @@ class ExecutionServiceStub:
                 request_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.ListExecutionRequestsRequest.SerializeToString,
                 response_deserializer=forge_dot_continuity_dot_v1_dot_execution__pb2.ListExecutionRequestsResponse.FromString,
                 _registered_method=True)
+        self.ListAllExecutionRequests = channel.unary_unary(
+                '/forge.continuity.v1.ExecutionService/ListAllExecutionRequests',
+                request_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.ListAllExecutionRequestsRequest.SerializeToString,
+                response_deserializer=forge_dot_continuity_dot_v1_dot_execution__pb2.ListAllExecutionRequestsResponse.FromString,
+                _registered_method=True)
         self.RecordCommand = channel.unary_unary(
                 '/forge.continuity.v1.ExecutionService/RecordCommand',
                 request_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.RecordCommandRequest.SerializeToString,
@@ -143,6 +148,16 @@ class ExecutionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAllExecutionRequests(self, request, context):
+        """Lists execution requests across every run, newest update first (ties by
+        execution_request_id, descending), a page at a time (AIP-132/158), filtered by an AIP-160
+        subset (ADR 0022). A malformed filter or page token is INVALID_ARGUMENT (FILTER_INVALID,
+        PAGE_TOKEN_INVALID). Role: reader or better.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def RecordCommand(self, request, context):
         """Records one command before it runs: refused (RESOURCE_EXHAUSTED, COMMAND_LIMIT_REACHED) when the
         run's retained native rows already reach its command limit. Recording the same command_id again
@@ -208,6 +223,11 @@ def add_ExecutionServiceServicer_to_server(servicer, server):
                     servicer.ListExecutionRequests,
                     request_deserializer=forge_dot_continuity_dot_v1_dot_execution__pb2.ListExecutionRequestsRequest.FromString,
                     response_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.ListExecutionRequestsResponse.SerializeToString,
+            ),
+            'ListAllExecutionRequests': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAllExecutionRequests,
+                    request_deserializer=forge_dot_continuity_dot_v1_dot_execution__pb2.ListAllExecutionRequestsRequest.FromString,
+                    response_serializer=forge_dot_continuity_dot_v1_dot_execution__pb2.ListAllExecutionRequestsResponse.SerializeToString,
             ),
             'RecordCommand': grpc.unary_unary_rpc_method_handler(
                     servicer.RecordCommand,
@@ -396,6 +416,33 @@ class ExecutionService:
             '/forge.continuity.v1.ExecutionService/ListExecutionRequests',
             forge_dot_continuity_dot_v1_dot_execution__pb2.ListExecutionRequestsRequest.SerializeToString,
             forge_dot_continuity_dot_v1_dot_execution__pb2.ListExecutionRequestsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAllExecutionRequests(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/forge.continuity.v1.ExecutionService/ListAllExecutionRequests',
+            forge_dot_continuity_dot_v1_dot_execution__pb2.ListAllExecutionRequestsRequest.SerializeToString,
+            forge_dot_continuity_dot_v1_dot_execution__pb2.ListAllExecutionRequestsResponse.FromString,
             options,
             channel_credentials,
             insecure,

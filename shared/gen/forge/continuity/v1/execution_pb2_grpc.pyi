@@ -57,6 +57,12 @@ class ExecutionServiceStub:
     """Lists a run's execution requests, oldest first, optionally only in the given states.
     Role: reader or better.
     """
+    ListAllExecutionRequests: _grpc.UnaryUnaryMultiCallable[_execution_pb2.ListAllExecutionRequestsRequest, _execution_pb2.ListAllExecutionRequestsResponse]
+    """Lists execution requests across every run, newest update first (ties by
+    execution_request_id, descending), a page at a time (AIP-132/158), filtered by an AIP-160
+    subset (ADR 0022). A malformed filter or page token is INVALID_ARGUMENT (FILTER_INVALID,
+    PAGE_TOKEN_INVALID). Role: reader or better.
+    """
     RecordCommand: _grpc.UnaryUnaryMultiCallable[_execution_pb2.RecordCommandRequest, _execution_pb2.RecordCommandResponse]
     """Records one command before it runs: refused (RESOURCE_EXHAUSTED, COMMAND_LIMIT_REACHED) when the
     run's retained native rows already reach its command limit. Recording the same command_id again
@@ -102,6 +108,12 @@ class ExecutionServiceAsyncStub(ExecutionServiceStub):
     ListExecutionRequests: _aio.UnaryUnaryMultiCallable[_execution_pb2.ListExecutionRequestsRequest, _execution_pb2.ListExecutionRequestsResponse]  # type: ignore[assignment]
     """Lists a run's execution requests, oldest first, optionally only in the given states.
     Role: reader or better.
+    """
+    ListAllExecutionRequests: _aio.UnaryUnaryMultiCallable[_execution_pb2.ListAllExecutionRequestsRequest, _execution_pb2.ListAllExecutionRequestsResponse]  # type: ignore[assignment]
+    """Lists execution requests across every run, newest update first (ties by
+    execution_request_id, descending), a page at a time (AIP-132/158), filtered by an AIP-160
+    subset (ADR 0022). A malformed filter or page token is INVALID_ARGUMENT (FILTER_INVALID,
+    PAGE_TOKEN_INVALID). Role: reader or better.
     """
     RecordCommand: _aio.UnaryUnaryMultiCallable[_execution_pb2.RecordCommandRequest, _execution_pb2.RecordCommandResponse]  # type: ignore[assignment]
     """Records one command before it runs: refused (RESOURCE_EXHAUSTED, COMMAND_LIMIT_REACHED) when the
@@ -181,6 +193,18 @@ class ExecutionServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_execution_pb2.ListExecutionRequestsResponse, _abc.Awaitable[_execution_pb2.ListExecutionRequestsResponse]]:
         """Lists a run's execution requests, oldest first, optionally only in the given states.
         Role: reader or better.
+        """
+
+    @_abc_1.abstractmethod
+    def ListAllExecutionRequests(
+        self,
+        request: _execution_pb2.ListAllExecutionRequestsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_execution_pb2.ListAllExecutionRequestsResponse, _abc.Awaitable[_execution_pb2.ListAllExecutionRequestsResponse]]:
+        """Lists execution requests across every run, newest update first (ties by
+        execution_request_id, descending), a page at a time (AIP-132/158), filtered by an AIP-160
+        subset (ADR 0022). A malformed filter or page token is INVALID_ARGUMENT (FILTER_INVALID,
+        PAGE_TOKEN_INVALID). Role: reader or better.
         """
 
     @_abc_1.abstractmethod

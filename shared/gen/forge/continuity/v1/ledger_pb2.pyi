@@ -9,6 +9,7 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -19,6 +20,65 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _RunContinuityState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RunContinuityStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RunContinuityState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RUN_CONTINUITY_STATE_UNSPECIFIED: _RunContinuityState.ValueType  # 0
+    """Never used."""
+    RUN_CONTINUITY_STATE_ACTIVE: _RunContinuityState.ValueType  # 1
+    """Registered and never held: the run is with its original worker."""
+    RUN_CONTINUITY_STATE_HELD: _RunContinuityState.ValueType  # 2
+    """The platform held the run (a run_held journal entry) and no admission has followed it."""
+    RUN_CONTINUITY_STATE_ADMITTED: _RunContinuityState.ValueType  # 3
+    """A continuity admission (or a recovery or a retry-stage reconciliation) queued the run's
+    newest execution request; no worker has claimed it.
+    """
+    RUN_CONTINUITY_STATE_RUNNING: _RunContinuityState.ValueType  # 4
+    """A worker claimed the newest execution request under a lease."""
+    RUN_CONTINUITY_STATE_COMPLETED: _RunContinuityState.ValueType  # 5
+    """The newest execution request completed."""
+    RUN_CONTINUITY_STATE_FAILED: _RunContinuityState.ValueType  # 6
+    """The newest execution request failed."""
+    RUN_CONTINUITY_STATE_UNRESOLVED: _RunContinuityState.ValueType  # 7
+    """The newest execution request was marked unresolved by a reconciliation."""
+    RUN_CONTINUITY_STATE_CANCELLED: _RunContinuityState.ValueType  # 8
+    """The newest execution request was cancelled."""
+    RUN_CONTINUITY_STATE_EXPIRED: _RunContinuityState.ValueType  # 9
+    """The newest execution request expired before any claim."""
+
+class RunContinuityState(_RunContinuityState, metaclass=_RunContinuityStateEnumTypeWrapper):
+    """RunContinuityState is what continuity last did with a run: the state of its most recent
+    continuity event, a hold or a change of the execution request its newest admission queued
+    (ADR 0022). The ledger keeps it on the run in the transaction that records the event.
+    """
+
+RUN_CONTINUITY_STATE_UNSPECIFIED: RunContinuityState.ValueType  # 0
+"""Never used."""
+RUN_CONTINUITY_STATE_ACTIVE: RunContinuityState.ValueType  # 1
+"""Registered and never held: the run is with its original worker."""
+RUN_CONTINUITY_STATE_HELD: RunContinuityState.ValueType  # 2
+"""The platform held the run (a run_held journal entry) and no admission has followed it."""
+RUN_CONTINUITY_STATE_ADMITTED: RunContinuityState.ValueType  # 3
+"""A continuity admission (or a recovery or a retry-stage reconciliation) queued the run's
+newest execution request; no worker has claimed it.
+"""
+RUN_CONTINUITY_STATE_RUNNING: RunContinuityState.ValueType  # 4
+"""A worker claimed the newest execution request under a lease."""
+RUN_CONTINUITY_STATE_COMPLETED: RunContinuityState.ValueType  # 5
+"""The newest execution request completed."""
+RUN_CONTINUITY_STATE_FAILED: RunContinuityState.ValueType  # 6
+"""The newest execution request failed."""
+RUN_CONTINUITY_STATE_UNRESOLVED: RunContinuityState.ValueType  # 7
+"""The newest execution request was marked unresolved by a reconciliation."""
+RUN_CONTINUITY_STATE_CANCELLED: RunContinuityState.ValueType  # 8
+"""The newest execution request was cancelled."""
+RUN_CONTINUITY_STATE_EXPIRED: RunContinuityState.ValueType  # 9
+"""The newest execution request expired before any claim."""
+Global___RunContinuityState: _TypeAlias = RunContinuityState  # noqa: Y015
 
 @_typing.final
 class CreateRunRequest(_message.Message):
@@ -189,6 +249,113 @@ class Run(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Run: _TypeAlias = Run  # noqa: Y015
+
+@_typing.final
+class ListRunsRequest(_message.Message):
+    """ListRunsRequest asks for a page of runs."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    FILTER_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    """Maximum runs to return: 0 means the default (50); larger than 500 is read as 500; negative
+    is INVALID_ARGUMENT (FIELD_INVALID).
+    """
+    page_token: _builtins.str
+    """The next_page_token of the previous page, with the same filter; empty for the first page.
+    Opaque: a token that was altered, or that was issued for another filter or collection, is
+    INVALID_ARGUMENT (PAGE_TOKEN_INVALID).
+    """
+    filter: _builtins.str
+    """An AIP-160 subset: comparisons joined by AND. Fields: state (= or != a
+    RunContinuityState, short names accepted: held, HELD or RUN_CONTINUITY_STATE_HELD), held,
+    admitted, unresolved (= true or false), updated_at (alias update_time; =, !=, <, <=, >, >=
+    an RFC 3339 time in quotes) and run_id (= an id, or a prefix ending in *). Example:
+    `state = held AND updated_at > "2026-12-01T00:00:00Z"`. Anything else is INVALID_ARGUMENT
+    (FILTER_INVALID, metadata allowed_fields).
+    """
+    def __init__(
+        self,
+        *,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        filter: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListRunsRequest: _TypeAlias = ListRunsRequest  # noqa: Y015
+
+@_typing.final
+class ListRunsResponse(_message.Message):
+    """ListRunsResponse is one page of runs."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUNS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token of the next page; empty when this page is the last."""
+    @_builtins.property
+    def runs(self) -> _containers.RepeatedCompositeFieldContainer[Global___RunSummary]:
+        """The runs, newest update first (ties by run_id, descending)."""
+
+    def __init__(
+        self,
+        *,
+        runs: _abc.Iterable[Global___RunSummary] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "runs", b"runs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListRunsResponse: _TypeAlias = ListRunsResponse  # noqa: Y015
+
+@_typing.final
+class RunSummary(_message.Message):
+    """RunSummary is one run of a listing with its continuity state."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_FIELD_NUMBER: _builtins.int
+    CONTINUITY_STATE_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
+    CURRENT_EXECUTION_REQUEST_ID_FIELD_NUMBER: _builtins.int
+    continuity_state: Global___RunContinuityState.ValueType
+    """What continuity last did with the run."""
+    current_execution_request_id: _builtins.str
+    """The execution request the run's newest admission queued; empty if none was ever admitted."""
+    @_builtins.property
+    def run(self) -> Global___Run:
+        """The run."""
+
+    @_builtins.property
+    def updated_at(self) -> _timestamp_pb2.Timestamp:
+        """When anything was last recorded for the run (a journal entry or an execution request change)."""
+
+    def __init__(
+        self,
+        *,
+        run: Global___Run | None = ...,
+        continuity_state: Global___RunContinuityState.ValueType = ...,
+        updated_at: _timestamp_pb2.Timestamp | None = ...,
+        current_execution_request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["run", b"run", "updated_at", b"updated_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["continuity_state", b"continuity_state", "current_execution_request_id", b"current_execution_request_id", "run", b"run", "updated_at", b"updated_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunSummary: _TypeAlias = RunSummary  # noqa: Y015
 
 @_typing.final
 class GetRunRequest(_message.Message):

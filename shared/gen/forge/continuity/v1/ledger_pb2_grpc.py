@@ -50,6 +50,11 @@ class LedgerServiceStub:
                 request_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRunRequest.SerializeToString,
                 response_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRunResponse.FromString,
                 _registered_method=True)
+        self.ListRuns = channel.unary_unary(
+                '/forge.continuity.v1.LedgerService/ListRuns',
+                request_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.ListRunsRequest.SerializeToString,
+                response_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.ListRunsResponse.FromString,
+                _registered_method=True)
         self.AppendJournalEntry = channel.unary_unary(
                 '/forge.continuity.v1.LedgerService/AppendJournalEntry',
                 request_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.AppendJournalEntryRequest.SerializeToString,
@@ -140,6 +145,15 @@ class LedgerServiceServicer:
 
     def GetRun(self, request, context):
         """Reads a run. Role: reader or better.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRuns(self, request, context):
+        """Lists runs with their continuity state, newest update first (ties by run_id, descending),
+        a page at a time (AIP-132/158), filtered by an AIP-160 subset (ADR 0022). A malformed filter
+        or page token is INVALID_ARGUMENT (FILTER_INVALID, PAGE_TOKEN_INVALID). Role: reader or better.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -278,6 +292,11 @@ def add_LedgerServiceServicer_to_server(servicer, server):
                     request_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRunRequest.FromString,
                     response_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRunResponse.SerializeToString,
             ),
+            'ListRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRuns,
+                    request_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.ListRunsRequest.FromString,
+                    response_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.ListRunsResponse.SerializeToString,
+            ),
             'AppendJournalEntry': grpc.unary_unary_rpc_method_handler(
                     servicer.AppendJournalEntry,
                     request_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.AppendJournalEntryRequest.FromString,
@@ -407,6 +426,33 @@ class LedgerService:
             '/forge.continuity.v1.LedgerService/GetRun',
             forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRunRequest.SerializeToString,
             forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/forge.continuity.v1.LedgerService/ListRuns',
+            forge_dot_continuity_dot_v1_dot_ledger__pb2.ListRunsRequest.SerializeToString,
+            forge_dot_continuity_dot_v1_dot_ledger__pb2.ListRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,

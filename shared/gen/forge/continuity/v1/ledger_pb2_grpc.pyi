@@ -46,6 +46,11 @@ class LedgerServiceStub:
     """
     GetRun: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.GetRunRequest, _ledger_pb2.GetRunResponse]
     """Reads a run. Role: reader or better."""
+    ListRuns: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.ListRunsRequest, _ledger_pb2.ListRunsResponse]
+    """Lists runs with their continuity state, newest update first (ties by run_id, descending),
+    a page at a time (AIP-132/158), filtered by an AIP-160 subset (ADR 0022). A malformed filter
+    or page token is INVALID_ARGUMENT (FILTER_INVALID, PAGE_TOKEN_INVALID). Role: reader or better.
+    """
     AppendJournalEntry: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.AppendJournalEntryRequest, _ledger_pb2.AppendJournalEntryResponse]
     """Appends one entry at the expected head. A stale head is ABORTED (JOURNAL_HEAD_STALE) with the
     current head in the ErrorInfo metadata; nothing is written. Role: platform writer.
@@ -123,6 +128,11 @@ class LedgerServiceAsyncStub(LedgerServiceStub):
     """
     GetRun: _aio.UnaryUnaryMultiCallable[_ledger_pb2.GetRunRequest, _ledger_pb2.GetRunResponse]  # type: ignore[assignment]
     """Reads a run. Role: reader or better."""
+    ListRuns: _aio.UnaryUnaryMultiCallable[_ledger_pb2.ListRunsRequest, _ledger_pb2.ListRunsResponse]  # type: ignore[assignment]
+    """Lists runs with their continuity state, newest update first (ties by run_id, descending),
+    a page at a time (AIP-132/158), filtered by an AIP-160 subset (ADR 0022). A malformed filter
+    or page token is INVALID_ARGUMENT (FILTER_INVALID, PAGE_TOKEN_INVALID). Role: reader or better.
+    """
     AppendJournalEntry: _aio.UnaryUnaryMultiCallable[_ledger_pb2.AppendJournalEntryRequest, _ledger_pb2.AppendJournalEntryResponse]  # type: ignore[assignment]
     """Appends one entry at the expected head. A stale head is ABORTED (JOURNAL_HEAD_STALE) with the
     current head in the ErrorInfo metadata; nothing is written. Role: platform writer.
@@ -209,6 +219,17 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_ledger_pb2.GetRunResponse, _abc.Awaitable[_ledger_pb2.GetRunResponse]]:
         """Reads a run. Role: reader or better."""
+
+    @_abc_1.abstractmethod
+    def ListRuns(
+        self,
+        request: _ledger_pb2.ListRunsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ledger_pb2.ListRunsResponse, _abc.Awaitable[_ledger_pb2.ListRunsResponse]]:
+        """Lists runs with their continuity state, newest update first (ties by run_id, descending),
+        a page at a time (AIP-132/158), filtered by an AIP-160 subset (ADR 0022). A malformed filter
+        or page token is INVALID_ARGUMENT (FILTER_INVALID, PAGE_TOKEN_INVALID). Role: reader or better.
+        """
 
     @_abc_1.abstractmethod
     def AppendJournalEntry(
