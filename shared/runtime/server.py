@@ -30,6 +30,7 @@ from shared.runtime.auth import (
 from shared.runtime.config import DEFAULT_SERVER_THREADS, Settings
 from shared.runtime.deadline import reset_inbound_deadline, set_inbound_deadline
 from shared.runtime.errors import DomainError, Internal, to_status
+from shared.runtime.metrics import RpcMetricsInterceptor
 from shared.runtime.telemetry import configure_tracing, exporting
 
 log = logging.getLogger("forge.server")
@@ -309,7 +310,9 @@ def start_server(
         ("grpc.so_reuseport", 0),
     ]
     interceptors: list[grpc.ServerInterceptor[Any, Any]] = [
-        CallPolicyInterceptor(directory, method_roles)
+        # Outside the call policy, so refused calls are counted and timed too.
+        RpcMetricsInterceptor(PUBLIC_METHOD_PREFIXES),
+        CallPolicyInterceptor(directory, method_roles),
     ]
     if exporting():
         # Spans only where something exports them (shared.runtime.telemetry).
