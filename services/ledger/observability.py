@@ -41,6 +41,8 @@ def export_ledger_metrics(engine: Engine, ledger: Ledger) -> None:
     for reason in CAP_REASONS:
         CAP_REFUSALS.labels(reason)  # exported as 0 until the first refusal
     export_at_scrape("ledger", lambda: _families(engine, ledger))
+    # Apart, so a database that does not answer leaves the other families in the scrape.
+    export_at_scrape("ledger_database", lambda: _database(engine))
 
 
 def _families(engine: Engine, ledger: Ledger) -> Iterator[Metric]:
@@ -65,7 +67,6 @@ def _families(engine: Engine, ledger: Ledger) -> Iterator[Metric]:
         "StreamJournal followers allowed at once (FORGE_MAX_JOURNAL_FOLLOWERS)",
         followers.limit,
     )
-    yield from _database(engine)
 
 
 def _pool(engine: Engine) -> Iterator[Metric]:
