@@ -30,6 +30,9 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 ROUTE_KEY = "forge.route"
 #: The label of a request no handler named (the console's pages, unknown paths).
 OTHER_ROUTE = "other"
+#: Methods counted by name; any other (a client may send anything) is counted as "OTHER", so
+#: the label's values stay bounded.
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _tracer = trace.get_tracer("forge.gateway")
 
 
@@ -50,6 +53,7 @@ class ObservedApp:
             await self.app(scope, receive, send)
             return
         method = str(scope.get("method", ""))
+        method = method if method in KNOWN_METHODS else "OTHER"
         status = {"code": 500}
         start = time.perf_counter()
 
