@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
 import prometheus_client
+from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 from prometheus_client.core import REGISTRY, Metric
 from prometheus_client.registry import Collector
@@ -167,7 +168,10 @@ def reason_of(trailing: Iterable[tuple[str, Any]] | None) -> str:
     for key, value in trailing or ():
         if key != _DETAILS_KEY:
             continue
-        status = status_pb2.Status.FromString(value)
+        try:
+            status = status_pb2.Status.FromString(value)
+        except DecodeError:
+            return ""  # not the shared error module's: no reason to report
         for detail in status.details:
             if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
                 info = error_details_pb2.ErrorInfo()

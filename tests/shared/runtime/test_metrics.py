@@ -28,6 +28,7 @@ def test_the_reason_is_read_back_from_the_status_details() -> None:
         "RUN_NOT_FOUND"
     )
     assert reason_of([("other", "x")]) == "" and reason_of(None) == ""
+    assert reason_of([("grpc-status-details-bin", b"\xff not a status")]) == ""
 
 
 @pytest.fixture
