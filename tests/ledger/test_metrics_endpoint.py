@@ -217,6 +217,8 @@ def test_log_lines_are_json_objects_with_the_run_and_request_ids(ledger_metrics:
     # A refusal logged while serving carries the served request's ids (bound per call).
     refused = [d for d in documents if "PENDING_TICKET_LIMIT" in d["message"]]
     assert refused and refused[0]["run_id"] == "run-2" and refused[0]["request_id"] == "req-2"
+    assert refused[0]["reason"] == "PENDING_TICKET_LIMIT"
+    assert refused[0]["grpc_method"] == f"/{LEDGER}/CommitAdmission"
 
 
 def test_the_dashboard_names_only_exported_metrics(ledger_metrics: Scraped) -> None:
