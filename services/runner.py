@@ -4,8 +4,10 @@ under var/, and the HTTP/JSON gateway in front of them (127.0.0.1:8080).
 
 Every port is checked first: one already taken (another `make run`, say) ends the runner with
 "port N is in use" and status 1 before anything starts. The banner and one "ready" line with every
-URL are printed only once all five answer SERVING. Every service logs to stdout and appends to
-var/continuity.log (one line per state change among them).
+URL are printed only once all five answer SERVING; the line names each process's Prometheus
+metrics URL too (fixed ports 9151-9154 and 9180 by default; --<name>-metrics-port=0 turns one
+off). Every service logs to stdout and appends to var/continuity.log (one line per state
+change among them).
 
 Ctrl-C or SIGTERM stops all five: each drains its in-flight calls, and children are tied to this
 process (they receive SIGTERM if it dies), so no orphan is left behind.
@@ -35,10 +37,12 @@ from services.ledger.domain.signing import write_new_key
 from shared.runtime.auth import token_digest
 from shared.runtime.config import (
     DEFAULT_DATABASE_URL,
+    DEFAULT_METRICS_PORTS,
     DEFAULT_PORTS,
     DEFAULT_PRINCIPALS_FILE,
     DEFAULT_SIGNING_KEY_FILE,
     SERVICE_NAMES,
+    metrics_port_variable,
     port_variable,
     target_variable,
 )
@@ -162,13 +166,23 @@ def waiting_for(ports: Mapping[str, int], gateway_port: int) -> list[str]:
     return waiting
 
 
-def ready_line(ports: Mapping[str, int], gateway_port: int, database_url: str) -> str:
+def ready_line(
+    ports: Mapping[str, int],
+    gateway_port: int,
+    database_url: str,
+    metrics_ports: Mapping[str, int] | None = None,
+) -> str:
     grpc_urls = ", ".join(f"{name} grpc://127.0.0.1:{port}" for name, port in ports.items())
     http = f"http://127.0.0.1:{gateway_port}"
-    return (
-        f"forge continuity ready: {grpc_urls}; HTTP {http}/api/v1; console {http}/console/ "
-        f"(database {database_url}); Ctrl-C to stop"
+    metrics = ", ".join(
+        f"{name} http://127.0.0.1:{port}/metrics"
+        for name, port in (metrics_ports or {}).items()
+        if port
     )
+    line = f"forge continuity ready: {grpc_urls}; HTTP {http}/api/v1; console {http}/console/"
+    if metrics:
+        line += f"; metrics {metrics}"
+    return f"{line} (database {database_url}); Ctrl-C to stop"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -184,6 +198,13 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=int(os.environ.get(GATEWAY_PORT_VARIABLE) or DEFAULT_GATEWAY_PORT),
     )
+    for name in (*SERVICE_NAMES, GATEWAY):
+        parser.add_argument(
+            f"--{name}-metrics-port",
+            type=int,
+            default=int(os.environ.get(metrics_port_variable(name)) or DEFAULT_METRICS_PORTS[name]),
+            help=f"{name}'s Prometheus /metrics port (0: none; default %(default)s)",
+        )
     parser.add_argument(
         "--database-url", default=os.environ.get("FORGE_DATABASE_URL") or DEFAULT_DATABASE_URL
     )
@@ -206,12 +227,19 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     ports = {name: getattr(args, f"{name}_port") for name in SERVICE_NAMES}
+    metrics_ports = {
+        name: getattr(args, f"{name}_metrics_port") for name in (*SERVICE_NAMES, GATEWAY)
+    }
     # Before anything is written or started: a taken port means another instance (or another
     # program) is there, and starting would only end in bind failures.
     taken = next(
         (
             (name, port)
-            for name, port in [*ports.items(), (GATEWAY, args.gateway_port)]
+            for name, port in [
+                *ports.items(),
+                (GATEWAY, args.gateway_port),
+                *((f"{name}-metrics", port) for name, port in metrics_ports.items() if port),
+            ]
             if port_in_use(port)
         ),
         None,
@@ -240,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         env[port_variable(name)] = str(port)
         env[target_variable(name)] = f"127.0.0.1:{port}"
     env[GATEWAY_PORT_VARIABLE] = str(args.gateway_port)
+    for name, port in metrics_ports.items():
+        env[metrics_port_variable(name)] = str(port)
 
     children: list[subprocess.Popen[bytes]] = []
     stopping = False
@@ -271,7 +301,10 @@ def main(argv: list[str] | None = None) -> int:
             # The banner, only now that everything answers.
             if principals.read_text(encoding="utf-8") == dev_principals_text():
                 print_dev_tokens()
-            print(ready_line(ports, args.gateway_port, args.database_url), flush=True)
+            print(
+                ready_line(ports, args.gateway_port, args.database_url, metrics_ports),
+                flush=True,
+            )
             ready = True
         time.sleep(0.2 if ready else 0.5)
     _stop_all(children)

@@ -127,8 +127,11 @@ def runner_env(tmp_path: Path) -> dict[str, str]:
 def runner(
     tmp_path: Path,
 ) -> Iterator[tuple[subprocess.Popen[str], dict[str, int], Output]]:
-    ports = dict(zip((*SERVICES, "gateway"), free_ports(5), strict=True))
-    arguments = [f"--{name}-port={port}" for name, port in ports.items()]
+    names = (*SERVICES, "gateway")
+    ports = dict(zip(names, free_ports(5), strict=True))
+    # Free metrics ports too: the defaults are fixed and another runner may hold them.
+    metrics = dict(zip((f"{name}-metrics" for name in names), free_ports(5), strict=True))
+    arguments = [f"--{name}-port={port}" for name, port in {**ports, **metrics}.items()]
     process = subprocess.Popen(
         [sys.executable, "-m", "services.runner", *arguments],
         cwd=ROOT,
@@ -148,7 +151,7 @@ def runner(
             if name != "gateway":
                 wait_serving(port, deadline)
         wait_http(ports["gateway"], deadline)
-        yield process, ports, output
+        yield process, {**ports, **metrics}, output
     finally:
         if process.poll() is None:
             process.kill()
@@ -226,6 +229,12 @@ def test_one_ready_line_with_every_url_after_everything_serves(
         assert f"{name} grpc://127.0.0.1:{ports[name]}" in ready[0]
     gateway = f"http://127.0.0.1:{ports['gateway']}"
     assert f"HTTP {gateway}/api/v1" in ready[0] and f"console {gateway}/console/" in ready[0]
+    # Every process's metrics URL, and each answers with the Prometheus text format.
+    for name in (*SERVICES, "gateway"):
+        url = f"http://127.0.0.1:{ports[name + '-metrics']}/metrics"
+        assert f"{name} {url}" in ready[0]
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            assert b"# TYPE forge_" in reply.read()
     # The banner (the development tokens) comes when everything is up, not before.
     banner = output.lines.index(
         "local development tokens (use as 'authorization: Bearer <token>'):"

@@ -116,6 +116,8 @@ def services() -> Iterator[dict[str, str]]:
         arguments = [f"--{name}-port={port}" for name, port in ports.items()]
         # its own gateway port and log file too: nothing of a running `make run` is touched
         arguments += [f"--gateway-port={_free_port()}", f"--log-file={workdir}/continuity.log"]
+        # and no metrics endpoints (their default ports are `make run`'s)
+        arguments += [f"--{name}-metrics-port=0" for name in (*SERVICE_NAMES, "gateway")]
         log = Path(workdir) / "services.log"
         with log.open("wb") as sink:
             runner = subprocess.Popen(

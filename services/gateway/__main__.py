@@ -13,11 +13,13 @@ import uvicorn
 from services.gateway.app import create_app
 from services.gateway.config import load_gateway_settings
 from shared.runtime.events import configure_logging
+from shared.runtime.metrics import serve_metrics
 
 
 def main(argv: list[str] | None = None) -> int:
     settings = load_gateway_settings(argv if argv is not None else sys.argv[1:])
     configure_logging(settings.log_level)
+    metrics = serve_metrics(settings.host, settings.metrics_port)
     config = uvicorn.Config(
         create_app(settings),
         host=settings.host,
@@ -25,9 +27,15 @@ def main(argv: list[str] | None = None) -> int:
         log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=max(1, int(settings.grace_seconds)),
         server_header=False,
+        # uvicorn's lines go through the root handlers configure_logging set (text or JSON).
+        log_config=None,
     )
     server = uvicorn.Server(config)
-    server.run()
+    try:
+        server.run()
+    finally:
+        if metrics is not None:
+            metrics.stop()
     return 0 if server.started else 1
 
 

@@ -20,12 +20,14 @@ from google.protobuf import message
 from google.rpc import code_pb2, status_pb2
 from grpc_health.v1 import health_pb2
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route as StarletteRoute
 
 from services.gateway.config import GatewaySettings
 from services.gateway.console import console_routes
+from services.gateway.observed import ROUTE_KEY, ObservedApp
 from services.gateway.openapi import openapi_document
 from services.gateway.routes import Match, Route, RouteTable, contract_routes
 from services.gateway.status import (
@@ -39,6 +41,7 @@ from services.gateway.status import (
     status_of_rpc_error,
 )
 from services.gateway.transcode import decode_body, message_bytes, request_message
+from shared.runtime.telemetry import configure_tracing, trace_metadata
 
 log = logging.getLogger("forge.gateway")
 JSON = "application/json"
@@ -143,13 +146,15 @@ class Gateway:
         if not isinstance(found, Match):
             raise self._no_route(request.method, request.url.path, found)
         route = found.route
+        request.scope[ROUTE_KEY] = route.template.text  # the metrics' and the span's route
         body = None
         if route.body:
             body = decode_body(await read_capped_body(request, self.settings.max_body_bytes))
         grpc_request = request_message(
             route, found.variables, request.query_params.multi_items(), body
         )
-        metadata: list[tuple[str, str]] = []
+        # The request's span travels on: the services' spans join the caller's trace.
+        metadata: list[tuple[str, str]] = trace_metadata()
         authorization = request.headers.get("authorization")
         if authorization is not None:
             metadata.append(("authorization", authorization))
@@ -212,13 +217,15 @@ class Gateway:
 
         return StreamingResponse(lines(), media_type=NDJSON)
 
-    async def openapi_json(self, _request: Request) -> Response:
+    async def openapi_json(self, request: Request) -> Response:
+        request.scope[ROUTE_KEY] = "/openapi.json"
         return Response(self.openapi, media_type=JSON)
 
-    async def healthz(self, _request: Request) -> Response:
+    async def healthz(self, request: Request) -> Response:
         """SERVING (200) only when every server the routes call answers SERVING on its own
         health check (which in turn waits for its dependencies); otherwise 503 NOT_SERVING with
         the servers still awaited and their addresses."""
+        request.scope[ROUTE_KEY] = "/healthz"
         servers = sorted(self._channels)
         answers = await asyncio.gather(*(self._serving(name) for name in servers))
         waiting = {
@@ -245,6 +252,7 @@ class Gateway:
 
 
 def create_app(settings: GatewaySettings, routes: Sequence[Route] | None = None) -> Starlette:
+    configure_tracing("gateway")
     gateway = Gateway(settings, routes)
 
     @contextlib.asynccontextmanager
@@ -264,4 +272,6 @@ def create_app(settings: GatewaySettings, routes: Sequence[Route] | None = None)
             StarletteRoute("/{path:path}", handler, methods=_ALL_METHODS),
         ],
         lifespan=lifespan,
+        # A span, a count and a latency per request (services.gateway.observed).
+        middleware=[Middleware(ObservedApp)],
     )

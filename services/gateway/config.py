@@ -13,6 +13,7 @@ from shared.runtime.config import (
     DEFAULT_GRACE_SECONDS,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PORTS,
+    metrics_port,
     target_variable,
 )
 
@@ -37,6 +38,8 @@ class GatewaySettings:
     call_timeout_seconds: float = DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS
     grace_seconds: float = DEFAULT_GRACE_SECONDS
     log_level: str = "INFO"
+    #: The Prometheus /metrics port; 0: no endpoint (FORGE_GATEWAY_METRICS_PORT).
+    metrics_port: int = 0
 
 
 def _env(env: Mapping[str, str], name: str, default: str) -> str:
@@ -71,4 +74,5 @@ def load_gateway_settings(
         max_message_bytes=int(_env(env, "FORGE_MAX_MESSAGE_BYTES", str(DEFAULT_MAX_MESSAGE_BYTES))),
         grace_seconds=float(_env(env, "FORGE_GRACE_SECONDS", str(DEFAULT_GRACE_SECONDS))),
         log_level=_env(env, "FORGE_LOG_LEVEL", "INFO"),
+        metrics_port=metrics_port(GATEWAY, env),
     )

@@ -19,6 +19,7 @@ from services.ledger.database import (
 )
 from services.ledger.domain.signing import HeadSigner
 from services.ledger.domain.verifier import load_verifier
+from services.ledger.observability import export_ledger_metrics
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
 from shared.runtime.auth import current_role_names
@@ -69,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             verifier=load_verifier(os.environ.get(VERIFIER_VARIABLE, "")),
             signer=load_signer(),
         )
+        export_ledger_metrics(engine, ledger)
         return bindings(ledger), engine.dispose
 
     try:

@@ -8,6 +8,7 @@ start-up and refuses a stale one, so several ledger replicas never race on a mig
 from __future__ import annotations
 
 import select
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
 
 from shared.runtime.config import DatabaseSettings
 from shared.runtime.errors import FailedPrecondition, Unavailable
@@ -66,6 +68,27 @@ def snapshot_connection(engine: Engine) -> Connection:
     return connection
 
 
+class CountingQueuePool(QueuePool):
+    """The default pool, counting the callers waiting for a connection (``waiting``): the
+    metrics' "pool waiting" gauge (services.ledger.observability). A caller counts from the
+    start of its checkout until it holds a connection, so a brief 1 is normal; a steady count
+    means the pool and its overflow are exhausted."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._waiting_lock = threading.Lock()
+        self.waiting = 0
+
+    def _do_get(self) -> ConnectionPoolEntry:
+        with self._waiting_lock:
+            self.waiting += 1
+        try:
+            return super()._do_get()
+        finally:
+            with self._waiting_lock:
+                self.waiting -= 1
+
+
 def make_engine(url: str, settings: DatabaseSettings | None = None, **options: Any) -> Engine:
     """An engine for ``url``. SQLite gets WAL, a busy timeout, foreign keys, and BEGIN IMMEDIATE
     transactions so concurrent writers queue instead of failing on lock upgrades. PostgreSQL
@@ -103,6 +126,7 @@ def make_engine(url: str, settings: DatabaseSettings | None = None, **options: A
     options.setdefault("isolation_level", WRITE_ISOLATION)
     options.setdefault("pool_size", settings.pool_size)
     options.setdefault("max_overflow", settings.max_overflow)
+    options.setdefault("poolclass", CountingQueuePool)
     connect_args = {**_postgres_connect_args(settings), **options.pop("connect_args", {})}
     engine = create_engine(url, connect_args=connect_args, **options)
     event.listen(engine, "checkout", _refuse_a_closed_socket)

@@ -30,6 +30,7 @@ from shared.runtime.errors import (
     InvalidArgument,
     field_required,
 )
+from shared.runtime.metrics import cache_families, export_at_scrape
 from shared.runtime.server import ServiceBinding, service_binding
 
 
@@ -144,6 +145,14 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
         self._reconstructions = reconstructions if reconstructions is not None else ContentCache()
         self._analyses = analyses if analyses is not None else ContentCache()
         self._reproductions = reproductions if reproductions is not None else ContentCache()
+
+    def caches(self) -> dict[str, ContentCache[Any]]:
+        """The three caches by name (their hit and miss counters are exported as metrics)."""
+        return {
+            "reconstructions": self._reconstructions,
+            "analyses": self._analyses,
+            "reproductions": self._reproductions,
+        }
 
     def _analysis(self, checkpoint: bytes, raw: bytes) -> ResponseAnalysis:
         return self._analyses.get_or_compute(
@@ -261,6 +270,11 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
 
 def bindings() -> list[ServiceBinding]:
     servicer = ReconstructionServicer()
+    # The hit rate operators watch: hits / (hits + misses), per cache.
+    export_at_scrape(
+        "reconstruction_cache",
+        lambda: cache_families("forge_reconstruction_cache", servicer.caches()),
+    )
     return [
         service_binding(
             reconstruction_pb2.DESCRIPTOR.services_by_name["ReconstructionService"],

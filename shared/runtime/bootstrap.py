@@ -9,6 +9,7 @@ from shared.runtime.auth import PrincipalDirectory
 from shared.runtime.client import service_channel
 from shared.runtime.config import Settings, load_settings
 from shared.runtime.events import configure_logging
+from shared.runtime.metrics import serve_metrics
 from shared.runtime.readiness import Readiness
 from shared.runtime.server import ServiceBinding, serve_until_signalled, start_server
 
@@ -25,6 +26,7 @@ def run_service(service: str, argv: list[str], build: Build, depends_on: Sequenc
     configure_logging(settings.log_level)
     directory = PrincipalDirectory.load(settings.principals_file)
     service_bindings, cleanup = build(settings)
+    metrics = serve_metrics(settings.host, settings.metrics_port)
     running = start_server(settings, service_bindings, directory, serving=not depends_on)
     probes = {
         name: (settings.targets[name], service_channel(settings, name)) for name in depends_on
@@ -40,5 +42,7 @@ def run_service(service: str, argv: list[str], build: Build, depends_on: Sequenc
         for _target, channel in probes.values():
             channel.close()
         cleanup()
+        if metrics is not None:
+            metrics.stop()
     logging.getLogger("forge.server").info("%s stopped", service)
     return 0

@@ -18,6 +18,15 @@ DEFAULT_PORTS: Mapping[str, int] = {
     "candidate": 50053,
     "admission": 50054,
 }
+#: The metrics ports `make run` uses (services.runner); a service started on its own serves no
+#: metrics unless FORGE_<SERVICE>_METRICS_PORT names a port (shared.runtime.metrics).
+DEFAULT_METRICS_PORTS: Mapping[str, int] = {
+    "ledger": 9151,
+    "reconstruction": 9152,
+    "candidate": 9153,
+    "admission": 9154,
+    "gateway": 9180,
+}
 DEFAULT_DATABASE_URL = "sqlite:///var/continuity.db"
 DEFAULT_PRINCIPALS_FILE = "var/principals.json"
 # `make run` generates a development signing key here when FORGE_SIGNING_KEY_FILE is unset.
@@ -53,6 +62,17 @@ ENVIRONMENT: Mapping[str, str] = {
     "FORGE_MAX_MESSAGE_BYTES": "maximum request/response size in bytes (default 33554432)",
     "FORGE_GRACE_SECONDS": "seconds in-flight calls get to drain on shutdown (default 10)",
     "FORGE_LOG_LEVEL": "log level (default INFO)",
+    "FORGE_LOG_FORMAT": (
+        "text (default; make run) or json (one object per line with trace, span, run and "
+        "request ids; the deploy files)"
+    ),
+    "FORGE_LEDGER_METRICS_PORT": "ledger: Prometheus /metrics port (unset or 0: no endpoint)",
+    "FORGE_RECONSTRUCTION_METRICS_PORT": (
+        "reconstruction: Prometheus /metrics port (unset or 0: no endpoint)"
+    ),
+    "FORGE_CANDIDATE_METRICS_PORT": "candidate: Prometheus /metrics port (unset or 0: no endpoint)",
+    "FORGE_ADMISSION_METRICS_PORT": "admission: Prometheus /metrics port (unset or 0: no endpoint)",
+    "FORGE_GATEWAY_METRICS_PORT": "gateway: Prometheus /metrics port (unset or 0: no endpoint)",
     "FORGE_LOG_FILE": (
         "a file every log line is also appended to (stdout always); make run sets "
         "var/continuity.log"
@@ -230,6 +250,8 @@ class Settings:
     grace_seconds: float = DEFAULT_GRACE_SECONDS
     log_level: str = "INFO"
     database: DatabaseSettings = field(default_factory=DatabaseSettings)
+    #: The Prometheus /metrics port; 0: no endpoint (shared.runtime.metrics).
+    metrics_port: int = 0
 
     @property
     def address(self) -> str:
@@ -238,6 +260,24 @@ class Settings:
 
 def port_variable(service: str) -> str:
     return f"FORGE_{service.upper()}_PORT"
+
+
+def metrics_port_variable(service: str) -> str:
+    return f"FORGE_{service.upper()}_METRICS_PORT"
+
+
+def metrics_port(service: str, env: Mapping[str, str] | None = None) -> int:
+    """FORGE_<SERVICE>_METRICS_PORT; unset, empty or 0: no metrics endpoint."""
+    env = os.environ if env is None else env
+    variable = metrics_port_variable(service)
+    text = env.get(variable, "").strip() or "0"
+    try:
+        port = int(text)
+    except ValueError:
+        raise ValueError(f"{variable} must be a port number, not {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"{variable} must be in 0..65535, not {port}")
+    return port
 
 
 def target_variable(service: str) -> str:
@@ -286,6 +326,7 @@ def load_settings(
         grace_seconds=float(_env(env, "FORGE_GRACE_SECONDS", str(DEFAULT_GRACE_SECONDS))),
         log_level=_env(env, "FORGE_LOG_LEVEL", "INFO"),
         database=database_settings(env),
+        metrics_port=metrics_port(service, env),
     )
 
 

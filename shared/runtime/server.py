@@ -30,6 +30,8 @@ from shared.runtime.auth import (
 from shared.runtime.config import DEFAULT_SERVER_THREADS, Settings
 from shared.runtime.deadline import reset_inbound_deadline, set_inbound_deadline
 from shared.runtime.errors import DomainError, Internal, to_status
+from shared.runtime.log_context import FIELDS_ATTRIBUTE
+from shared.runtime.metrics import RpcMetricsInterceptor
 from shared.runtime.telemetry import configure_tracing, exporting
 
 log = logging.getLogger("forge.server")
@@ -184,9 +186,16 @@ class CallPolicyInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
                 context.peer(),
                 error.reason,
                 error.metadata.get("identity", "-"),
+                extra={FIELDS_ATTRIBUTE: {"grpc_method": method, "reason": error.reason}},
             )
         else:
-            log.info("refused method=%s reason=%s: %s", method, error.reason, error.message)
+            log.info(
+                "refused method=%s reason=%s: %s",
+                method,
+                error.reason,
+                error.message,
+                extra={FIELDS_ATTRIBUTE: {"grpc_method": method, "reason": error.reason}},
+            )
         context.abort_with_status(to_status(error))
         raise AssertionError("abort_with_status returns only by raising")  # pragma: no cover
 
@@ -309,7 +318,9 @@ def start_server(
         ("grpc.so_reuseport", 0),
     ]
     interceptors: list[grpc.ServerInterceptor[Any, Any]] = [
-        CallPolicyInterceptor(directory, method_roles)
+        # Outside the call policy, so refused calls are counted and timed too.
+        RpcMetricsInterceptor(PUBLIC_METHOD_PREFIXES),
+        CallPolicyInterceptor(directory, method_roles),
     ]
     if exporting():
         # Spans only where something exports them (shared.runtime.telemetry).

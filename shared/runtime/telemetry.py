@@ -17,7 +17,7 @@ import os
 import threading
 from collections.abc import Sequence
 
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
@@ -104,3 +104,14 @@ def add_span_processor(processor: SpanProcessor) -> None:
     """Attach another processor (tests use an in-memory exporter); spans are recorded from now."""
     configure_tracing("process").add_span_processor(processor)
     _sampler.export_started()
+
+
+def trace_metadata() -> list[tuple[str, str]]:
+    """The current trace context as gRPC metadata (``traceparent``, ``tracestate``), for a
+    caller that does not go through the tracing client interceptor (the HTTP gateway's aio
+    channels); empty when this process exports nothing or no span is active."""
+    if not exporting():
+        return []
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return sorted(carrier.items())

@@ -103,6 +103,25 @@ def count_execution_requests(connection: Connection, states: tuple[RequestState,
     return int(found.scalar_one())
 
 
+_COUNT_BY_STATE = (
+    select(execution_requests.c.state, func.count())
+    .where(_IN_STATES)
+    .group_by(execution_requests.c.state)
+)
+
+
+def count_by_state(
+    connection: Connection, states: tuple[RequestState, ...]
+) -> dict[RequestState, int]:
+    """How many execution requests are in each of ``states`` (0 for a state with none), in one
+    statement: the metrics' queued / claimed gauges, read at scrape time. The same scan as the
+    admission's pending count (COUNT_IN_STATES), so no costlier than one admission's."""
+    counts = dict.fromkeys(states, 0)
+    for state, count in connection.execute(_COUNT_BY_STATE, {"states": [s.value for s in states]}):
+        counts[RequestState(state)] = int(count)
+    return counts
+
+
 def requeue_execution_request(connection: Connection, record: ExecutionRequestRecord) -> None:
     """A recovery queues the same request again: state, generation, owner and a new lease (and,
     for the read-only observation, its separate derived checkpoint)."""

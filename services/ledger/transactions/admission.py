@@ -7,11 +7,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
-from services.ledger.domain.admission import (
-    AdmissionInput,
-    check_capacity,
-    check_policy_for_admission,
-)
+from services.ledger.domain.admission import AdmissionInput, check_policy_for_admission
 from services.ledger.domain.derived_envelope import JournalTurn, check_derived_envelope
 from services.ledger.domain.execution import (
     PENDING_STATES,
@@ -31,6 +27,7 @@ from services.ledger.repository import tickets as ticket_rows
 from services.ledger.repository.journal import NewestEntries
 from services.ledger.transactions.base import (
     LedgerContext,
+    check_capacity,
     existing_run,
     insert_entries,
     lock_policy,

@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from services.ledger.database import RETRIED_SQLSTATES, read_only_connection, sqlstate
+from services.ledger.domain.admission import check_capacity as check_capacity_rules
 from services.ledger.domain.journal import EntryKind, StoredEntry, seal
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run
@@ -35,7 +36,9 @@ from shared.runtime.errors import (
     InvalidArgument,
     NotFound,
     PreconditionViolation,
+    ResourceExhausted,
 )
+from shared.runtime.metrics import count_cap_refusal, observe_policy_lock_wait
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -235,8 +238,22 @@ def seal_after(
 
 
 def lock_policy(connection: Connection) -> PolicyRevision:
-    """Lock the current policy row; writers that judge the policy serialize on it."""
-    return policy_rows.lock_current_policy(connection)
+    """Lock the current policy row; writers that judge the policy serialize on it. The wait is
+    the policy-lock histogram operators watch for contention across replicas."""
+    start = time.perf_counter()
+    try:
+        return policy_rows.lock_current_policy(connection)
+    finally:
+        observe_policy_lock_wait(time.perf_counter() - start)
+
+
+def check_capacity(policy: PolicyRevision, *, per_run: int, pending: int) -> None:
+    """The queue caps (domain.admission.check_capacity), each refusal counted by its reason."""
+    try:
+        check_capacity_rules(policy, per_run=per_run, pending=pending)
+    except ResourceExhausted as refusal:
+        count_cap_refusal(refusal.reason)
+        raise
 
 
 def check_not_negative(**values: int) -> None:

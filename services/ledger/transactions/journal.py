@@ -281,6 +281,14 @@ class JournalFollowers:
             raise ValueError("the journal follower limit must be at least 1")
         self.limit = limit
         self._slots = threading.BoundedSemaphore(limit)
+        self._count_lock = threading.Lock()
+        self._in_use = 0
+
+    @property
+    def in_use(self) -> int:
+        """Followers open now (the metrics gauge beside the limit)."""
+        with self._count_lock:
+            return self._in_use
 
     @contextmanager
     def slot(self) -> Iterator[None]:
@@ -290,9 +298,13 @@ class JournalFollowers:
                 f"{self.limit} journal followers are already open; retry later or read pages",
                 metadata={"limit": str(self.limit)},
             )
+        with self._count_lock:
+            self._in_use += 1
         try:
             yield
         finally:
+            with self._count_lock:
+                self._in_use -= 1
             self._slots.release()
 
 

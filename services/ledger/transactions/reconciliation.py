@@ -17,7 +17,6 @@ from dataclasses import dataclass, replace
 
 from sqlalchemy import Connection
 
-from services.ledger.domain.admission import check_capacity
 from services.ledger.domain.execution import (
     PENDING_STATES,
     ExecutionRequestRecord,
@@ -39,6 +38,7 @@ from services.ledger.repository import reconciliations as reconciliation_rows
 from services.ledger.transactions.base import (
     LedgerContext,
     append_entry,
+    check_capacity,
     existing_run,
     lock_policy,
     retry_on_unique_conflict,

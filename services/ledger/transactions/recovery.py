@@ -20,7 +20,6 @@ from dataclasses import replace
 
 from sqlalchemy import Connection
 
-from services.ledger.domain.admission import check_capacity
 from services.ledger.domain.execution import (
     PENDING_STATES,
     ExecutionRequestRecord,
@@ -40,6 +39,7 @@ from services.ledger.repository import tickets as ticket_rows
 from services.ledger.transactions.base import (
     LedgerContext,
     append_entry,
+    check_capacity,
     check_head,
     existing_run,
     lock_policy,

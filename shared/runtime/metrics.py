@@ -1,0 +1,325 @@
+"""Prometheus metrics of every service process, and the `/metrics` endpoint that serves them.
+
+The metric objects live here, once, so every name the dashboard (deploy/grafana-dashboard.json)
+and the alerts (deploy/prometheus-alerts.yaml) use is declared in one module. Other modules call
+the thin hooks below (``observe_policy_lock_wait``, ``count_cap_refusal``) or hand a callable to
+:func:`export_at_scrape`, which is asked for its values only when Prometheus scrapes: gauges
+read from the database or from an object's counters cost nothing between scrapes, and the code
+that owns those values imports nothing from prometheus_client.
+
+Each service serves its metrics on its own port (``FORGE_<SERVICE>_METRICS_PORT``; unset or 0:
+no endpoint, the default outside ``make run`` and the deploy files).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+import grpc
+import prometheus_client
+from google.protobuf.message import DecodeError
+from google.rpc import error_details_pb2, status_pb2
+from prometheus_client.core import REGISTRY, Metric
+from prometheus_client.registry import Collector
+
+from shared.runtime.log_context import bind_request_ids
+
+log = logging.getLogger("forge.metrics")
+
+# `_created` series double every counter's series count and no panel reads them.
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
+
+#: Seconds: from a cache hit (sub-millisecond) to an admission behind a contended policy lock.
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+# --- every gRPC server (shared.runtime.server) ----------------------------------------------
+RPC_HANDLED = prometheus_client.Counter(
+    "forge_grpc_server_handled",
+    "RPCs finished, by method, gRPC status code and machine-readable reason (ErrorInfo.reason; "
+    '"" for OK and for statuses without one)',
+    ["grpc_service", "grpc_method", "grpc_code", "reason"],
+)
+RPC_SECONDS = prometheus_client.Histogram(
+    "forge_grpc_server_handling_seconds",
+    "Time from a handler's start to its last response (a follower stream: its whole life)",
+    ["grpc_service", "grpc_method", "grpc_type"],
+    buckets=LATENCY_BUCKETS,
+)
+
+# --- the ledger -----------------------------------------------------------------------------
+POLICY_LOCK_WAIT = prometheus_client.Histogram(
+    "forge_ledger_policy_lock_wait_seconds",
+    "Time a write transaction waited for the current policy row lock (PostgreSQL; on SQLite "
+    "BEGIN IMMEDIATE already serialized the writer, so this is the read alone)",
+    buckets=LATENCY_BUCKETS,
+)
+CAP_REFUSALS = prometheus_client.Counter(
+    "forge_ledger_cap_refusals",
+    "Admissions refused by a ticket cap (reason PENDING_TICKET_LIMIT or PER_RUN_TICKET_LIMIT)",
+    ["reason"],
+)
+
+# --- the HTTP gateway -----------------------------------------------------------------------
+HTTP_HANDLED = prometheus_client.Counter(
+    "forge_http_requests",
+    "HTTP requests the gateway answered, by method, route template and status code",
+    ["method", "route", "code"],
+)
+HTTP_SECONDS = prometheus_client.Histogram(
+    "forge_http_request_duration_seconds",
+    "Time from a request's arrival to its response headers, by method and route template",
+    ["method", "route"],
+    buckets=LATENCY_BUCKETS,
+)
+
+
+def observe_policy_lock_wait(seconds: float) -> None:
+    POLICY_LOCK_WAIT.observe(seconds)
+
+
+def count_cap_refusal(reason: str) -> None:
+    CAP_REFUSALS.labels(reason).inc()
+
+
+# --- values read at scrape time -------------------------------------------------------------
+
+#: A producer of metric families (prometheus_client.core.GaugeMetricFamily and friends).
+Produce = Callable[[], Iterable[Metric]]
+
+
+class ScrapeTimeCollector(Collector):
+    """Families computed when Prometheus scrapes, from producers registered by key. A later
+    registration under the same key replaces the earlier one (one ledger per process; tests
+    build several). A producer that fails is logged and left out of that scrape only."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._producers: dict[str, Produce] = {}
+
+    def set(self, key: str, produce: Produce) -> None:
+        with self._lock:
+            self._producers[key] = produce
+
+    def describe(self) -> Iterable[Metric]:
+        return ()  # registering must not run the producers (they may query a database)
+
+    def collect(self) -> Iterable[Metric]:
+        with self._lock:
+            producers = list(self._producers.items())
+        for key, produce in producers:
+            try:
+                families = list(produce())
+            except Exception:
+                log.warning("metrics source %s failed; left out of this scrape", key, exc_info=True)
+                continue
+            yield from families
+
+
+SCRAPE_TIME = ScrapeTimeCollector()
+REGISTRY.register(SCRAPE_TIME)
+
+
+def export_at_scrape(key: str, produce: Produce) -> None:
+    """Ask ``produce`` for its families at every scrape (replacing an earlier one under ``key``)."""
+    SCRAPE_TIME.set(key, produce)
+
+
+# --- the endpoint ---------------------------------------------------------------------------
+
+
+class MetricsEndpoint:
+    """``GET /metrics`` on ``host:port`` in a daemon thread; ``stop`` closes it."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.server, self._thread = prometheus_client.start_http_server(port, addr=host)
+        self.port = int(self.server.server_address[1])
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def serve_metrics(host: str, port: int) -> MetricsEndpoint | None:
+    """The process's metrics endpoint, or None when ``port`` is 0 (metrics off)."""
+    if port <= 0:
+        return None
+    endpoint = MetricsEndpoint(host, port)
+    log.info("metrics on http://%s:%d/metrics", host, endpoint.port)
+    return endpoint
+
+
+# --- the server interceptor -----------------------------------------------------------------
+
+_DETAILS_KEY = "grpc-status-details-bin"
+
+
+def _split(method: str) -> tuple[str, str]:
+    """``/pkg.Service/Method`` → (``pkg.Service``, ``Method``)."""
+    service, _, name = method.lstrip("/").rpartition("/")
+    return service, name
+
+
+def reason_of(trailing: Iterable[tuple[str, Any]] | None) -> str:
+    """The ErrorInfo reason the shared error module attached to a refusal, or ""."""
+    for key, value in trailing or ():
+        if key != _DETAILS_KEY:
+            continue
+        try:
+            status = status_pb2.Status.FromString(value)
+        except DecodeError:
+            return ""  # not the shared error module's: no reason to report
+        for detail in status.details:
+            if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+                info = error_details_pb2.ErrorInfo()
+                detail.Unpack(info)
+                return str(info.reason)
+    return ""
+
+
+def _code_name(context: grpc.ServicerContext, unset: str) -> str:
+    """The status code the handler left on ``context``; ``unset`` when it set none (OK for a
+    handler that returned, UNKNOWN for one that raised, CANCELLED for a stream the caller left)."""
+    code = context.code()  # type: ignore[attr-defined]  # grpcio >= 1.38; the stubs lag
+    return unset if code is None else str(code.name)
+
+
+if TYPE_CHECKING:
+    Handler = grpc.RpcMethodHandler[Any, Any]
+else:
+    Handler = grpc.RpcMethodHandler
+
+
+class RpcMetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
+    """Counts and times every RPC of the hosted services, by status code and the reason the
+    shared error module attached; and binds the request's run and request ids to the log lines
+    its handler writes (shared.runtime.log_context). Installed outside the call-policy
+    interceptor, so authentication and authorization refusals are counted too."""
+
+    def __init__(self, public_prefixes: tuple[str, ...] = ()) -> None:
+        self._public = public_prefixes
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Handler | None:
+        handler = continuation(handler_call_details)
+        method: str = handler_call_details.method
+        if handler is None or method.startswith(self._public):
+            return handler
+        service, name = _split(method)
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(handler.unary_unary, service, name),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(
+                self._stream(handler.unary_stream, service, name),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+    @staticmethod
+    def _finish(
+        context: grpc.ServicerContext, service: str, name: str, kind: str, start: float, unset: str
+    ) -> None:
+        code = _code_name(context, unset)
+        reason = "" if code == "OK" else reason_of(context.trailing_metadata())  # type: ignore[attr-defined]
+        RPC_HANDLED.labels(service, name, code, reason).inc()
+        RPC_SECONDS.labels(service, name, kind).observe(time.perf_counter() - start)
+
+    def _unary(
+        self, behaviour: Callable[[Any, grpc.ServicerContext], Any], service: str, name: str
+    ) -> Callable[[Any, grpc.ServicerContext], Any]:
+        def handle(request: Any, context: grpc.ServicerContext) -> Any:
+            start, unset = time.perf_counter(), "UNKNOWN"
+            with bind_request_ids(request):
+                try:
+                    response = behaviour(request, context)
+                    unset = "OK"
+                    return response
+                finally:
+                    self._finish(context, service, name, "unary", start, unset)
+
+        return handle
+
+    def _stream(
+        self,
+        behaviour: Callable[[Any, grpc.ServicerContext], Iterator[Any]],
+        service: str,
+        name: str,
+    ) -> Callable[[Any, grpc.ServicerContext], Iterator[Any]]:
+        def handle(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            start, unset = time.perf_counter(), "UNKNOWN"
+            with bind_request_ids(request):
+                try:
+                    yield from behaviour(request, context)
+                    unset = "OK"
+                except GeneratorExit:
+                    unset = "CANCELLED"  # the caller went away mid-stream
+                    raise
+                finally:
+                    self._finish(context, service, name, "server_stream", start, unset)
+
+        return handle
+
+
+def counter_family(
+    name: str, documentation: str, label: str, values: Mapping[str, float]
+) -> Metric:
+    """A counter family with one label, from a snapshot of counts (read at scrape time)."""
+    family = prometheus_client.core.CounterMetricFamily(name, documentation, labels=[label])
+    for value_label, value in sorted(values.items()):
+        family.add_metric([value_label], value)
+    return family
+
+
+def gauge_family(
+    name: str, documentation: str, value: float | None = None, **labelled: Mapping[str, float]
+) -> Metric:
+    """A gauge family: one unlabelled ``value``, or one label (the keyword's name) with values."""
+    if value is not None:
+        return prometheus_client.core.GaugeMetricFamily(name, documentation, value=value)
+    ((label, values),) = labelled.items()
+    family = prometheus_client.core.GaugeMetricFamily(name, documentation, labels=[label])
+    for value_label, count in sorted(values.items()):
+        family.add_metric([value_label], count)
+    return family
+
+
+class CacheCounts(Protocol):
+    """What a cache reports (services.reconstruction.cache.ContentCache)."""
+
+    hits: int
+    misses: int
+
+    @property
+    def held_bytes(self) -> int: ...
+
+
+def cache_families(prefix: str, caches: Mapping[str, CacheCounts]) -> Iterator[Metric]:
+    """``<prefix>_hits_total``, ``_misses_total`` and ``_bytes`` of each named cache."""
+    yield counter_family(
+        f"{prefix}_hits",
+        "Results served from the cache, by cache",
+        "cache",
+        {name: cache.hits for name, cache in caches.items()},
+    )
+    yield counter_family(
+        f"{prefix}_misses",
+        "Results computed because the cache did not hold them, by cache",
+        "cache",
+        {name: cache.misses for name, cache in caches.items()},
+    )
+    yield gauge_family(
+        f"{prefix}_bytes",
+        "Approximate bytes the cache holds, by cache",
+        cache={name: cache.held_bytes for name, cache in caches.items()},
+    )
