@@ -1,0 +1,28 @@
+"""Issue 21 §1: two ledger replicas on one PostgreSQL schema, each behind its own lane of
+candidate and admission processes, with the same work raced across both (docs/reliability.md,
+"Replicas"). ``make scale`` runs the full counts; ``make test`` a fast slice."""
+
+from __future__ import annotations
+
+from tests.scale import admission_scenarios as admissions
+from tests.scale.harness import Replicas
+
+VARIANT = "direct"
+
+
+def test_identical_admissions_across_lanes_make_one_ticket(replicas: Replicas) -> None:
+    admissions.identical_admissions(replicas, VARIANT)
+
+
+def test_one_consumed_graph_gets_one_ticket_whoever_asks(replicas: Replicas) -> None:
+    admissions.one_graph_many_identities(replicas, VARIANT)
+
+
+def test_the_pending_cap_holds_across_replicas(replicas: Replicas) -> None:
+    admissions.pending_cap(replicas, VARIANT)
+
+
+def test_no_admission_sent_after_a_revocation_on_the_other_replica_is_accepted(
+    replicas: Replicas,
+) -> None:
+    admissions.revocation_during_flood(replicas, VARIANT)
