@@ -5,6 +5,7 @@ candidate and admission processes, with the same work raced across both (docs/re
 from __future__ import annotations
 
 from tests.scale import admission_scenarios as admissions
+from tests.scale import execution_scenarios as execution
 from tests.scale.harness import Replicas
 
 VARIANT = "direct"
@@ -26,3 +27,17 @@ def test_no_admission_sent_after_a_revocation_on_the_other_replica_is_accepted(
     replicas: Replicas,
 ) -> None:
     admissions.revocation_during_flood(replicas, VARIANT)
+
+
+def test_a_claim_and_its_lease_are_fenced_across_replicas(replicas: Replicas) -> None:
+    execution.claim_and_fencing_across_replicas(replicas, VARIANT)
+
+
+def test_a_follower_on_one_replica_sees_every_append_made_through_the_other(
+    replicas: Replicas,
+) -> None:
+    execution.follower_across_replicas(replicas, VARIANT)
+
+
+def test_sigkill_of_one_replica_mid_flood_loses_and_duplicates_nothing(replicas: Replicas) -> None:
+    execution.sigkill_during_flood(replicas, VARIANT)
