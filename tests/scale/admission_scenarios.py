@@ -1,7 +1,7 @@
 """Scenarios 1-4 of the replica suite: admissions raced across the two lanes (tests/scale/
 harness.py). Each is a function over running :class:`Replicas`, so the same scenario runs on the
-direct schema, behind PgBouncer and under a REPEATABLE READ connection default; ``label`` keeps
-run ids apart when several scenarios share one schema.
+schema directly (under the server's default isolation and under a REPEATABLE READ connection
+default) and behind PgBouncer; run ids carry the variant and the scenario.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ IDENTICAL_ROUNDS = scale(fast=1, full=20)
 IDENTICAL_CALLERS = scale(fast=16, full=64)
 
 
-def identical_admissions(replicas: Replicas, label: str, *, rounds: int = IDENTICAL_ROUNDS) -> None:
+def identical_admissions(replicas: Replicas, *, rounds: int = IDENTICAL_ROUNDS) -> None:
     """Exactly one ticket and one settlement per round, every response byte-identical but for
     ``created`` (true once), and not one INTERNAL or UNKNOWN."""
     replicas.set_policy(per_run_ticket_limit=1)
@@ -89,7 +89,7 @@ def identical_admissions(replicas: Replicas, label: str, *, rounds: int = IDENTI
     started = time.monotonic()
     runs = []
     for round_number in range(rounds):
-        run_id = f"{label}-identical-{round_number}"
+        run_id = f"{replicas.variant}-identical-{round_number}"
         runs.append(run_id)
         replicas.seed(run_id, replica=round_number % 2)
         request = submission(replicas.lanes[0].candidate_of(run_id), request_id=f"req-{run_id}")
@@ -111,7 +111,7 @@ def identical_admissions(replicas: Replicas, label: str, *, rounds: int = IDENTI
         assert _tickets(replicas, [run_id]) == 1, round_number
     report(
         "replicas_identical_admissions",
-        variant=label,
+        variant=replicas.variant,
         rounds=rounds,
         callers=IDENTICAL_CALLERS,
         requests=rounds * IDENTICAL_CALLERS,
@@ -127,15 +127,14 @@ GRAPH_ROUNDS = scale(fast=1, full=10)
 GRAPH_CALLERS = scale(fast=8, full=32)
 
 
-def one_graph_many_identities(
-    replicas: Replicas, label: str, *, rounds: int = GRAPH_ROUNDS
+def one_graph_many_identities(replicas: Replicas, *, rounds: int = GRAPH_ROUNDS
 ) -> None:
     """One ticket per consumed graph whatever the request id and identity, the rest refused with
     a documented reason."""
     replicas.set_policy()
     refusals: list[str] = []
     for round_number in range(rounds):
-        run_id = f"{label}-graph-{round_number}"
+        run_id = f"{replicas.variant}-graph-{round_number}"
         replicas.seed(run_id, replica=1 - round_number % 2)
         candidate = replicas.lanes[1].candidate_of(run_id)
         stubs = [
@@ -157,7 +156,7 @@ def one_graph_many_identities(
         refusals += refused
     report(
         "replicas_one_graph_many_identities",
-        variant=label,
+        variant=replicas.variant,
         rounds=rounds,
         identities=GRAPH_CALLERS,
         tickets_per_graph=1,
@@ -203,14 +202,14 @@ class Sampler:
         self._thread.join()
 
 
-def pending_cap(replicas: Replicas, label: str, *, rounds: int = CAP_ROUNDS) -> None:
+def pending_cap(replicas: Replicas, *, rounds: int = CAP_ROUNDS) -> None:
     """At most ``CAP`` pending tickets at every SQL sample and after the flood; every refusal is
     RESOURCE_EXHAUSTED PENDING_TICKET_LIMIT and writes nothing."""
     peak, samples, outcomes = 0, 0, []
     for round_number in range(rounds):
         replicas.drain()
         replicas.set_policy(replica=round_number % 2, pending_ticket_limit=CAP)
-        runs = [f"{label}-cap-{round_number}-{index}" for index in range(CAP_RUNS)]
+        runs = [f"{replicas.variant}-cap-{round_number}-{index}" for index in range(CAP_RUNS)]
         for index, run_id in enumerate(runs):
             replicas.seed(run_id, replica=index % 2)
         requests = [
@@ -240,7 +239,7 @@ def pending_cap(replicas: Replicas, label: str, *, rounds: int = CAP_ROUNDS) -> 
         outcomes += round_outcomes
     report(
         "replicas_pending_cap",
-        variant=label,
+        variant=replicas.variant,
         rounds=rounds,
         cap=CAP,
         runs=CAP_RUNS,
@@ -266,11 +265,11 @@ class Timed:
     outcome: str
 
 
-def revocation_during_flood(replicas: Replicas, label: str) -> None:
+def revocation_during_flood(replicas: Replicas) -> None:
     """No admission sent after the revocation returned is accepted; none is INTERNAL/UNKNOWN;
     the tickets in SQL are exactly the accepted ones."""
     replicas.set_policy(replica=0)
-    runs = [f"{label}-flood-{index}" for index in range(FLOOD_RUNS)]
+    runs = [f"{replicas.variant}-flood-{index}" for index in range(FLOOD_RUNS)]
     for index, run_id in enumerate(runs):
         replicas.seed(run_id, replica=index % 2)
     lane = replicas.lanes[1]
@@ -317,7 +316,7 @@ def revocation_during_flood(replicas: Replicas, label: str) -> None:
     assert _tickets(replicas, runs) == len(accepted)
     report(
         "replicas_revocation_during_flood",
-        variant=label,
+        variant=replicas.variant,
         admissions=FLOOD_RUNS,
         accepted_before=len([r for r in accepted if r.sent <= revoked]),
         in_flight_at_revocation=len(during),

@@ -70,8 +70,7 @@ def _refusals(stub: Worker, writes: list[Callable[[Worker], object]]) -> list[st
     return outcomes
 
 
-def claim_and_fencing_across_replicas(
-    replicas: Replicas, label: str, *, rounds: int = FENCING_ROUNDS
+def claim_and_fencing_across_replicas(replicas: Replicas, *, rounds: int = FENCING_ROUNDS
 ) -> None:
     """A ticket admitted through lane 1 is claimed on ledger 2; the rival's claim and every
     write under a stale generation or by a non-owner is refused on both replicas and writes
@@ -81,7 +80,7 @@ def claim_and_fencing_across_replicas(
     rival = [replicas.execution(replica, "worker2-token") for replica in (0, 1)]
     refused: list[str] = []
     for round_number in range(rounds):
-        run_id = f"{label}-fence-{round_number}"
+        run_id = f"{replicas.variant}-fence-{round_number}"
         replicas.seed(run_id, replica=0)
         lane = replicas.lanes[0]
         ticket = (
@@ -129,7 +128,7 @@ def claim_and_fencing_across_replicas(
         )
     report(
         "replicas_claim_and_fencing",
-        variant=label,
+        variant=replicas.variant,
         rounds=rounds,
         refused_writes=len(refused),
         accepted=0,
@@ -152,10 +151,10 @@ def _append(stub: object, run_id: str, head: str, call_id: str) -> ledger_pb2.Jo
     return stub.AppendJournalEntry(request, timeout=CALL_SECONDS).entry  # type: ignore[attr-defined, no-any-return]
 
 
-def follower_across_replicas(replicas: Replicas, label: str) -> None:
+def follower_across_replicas(replicas: Replicas) -> None:
     """Every entry appended through ledger 1 reaches a StreamJournal follower on ledger 2 once,
     in sequence, with its payload; the delay from acknowledgement to delivery is reported."""
-    run_id = f"{label}-followed"
+    run_id = f"{replicas.variant}-followed"
     writer = replicas.ledger(0)
     writer.CreateRun(run_request(run_id), timeout=CALL_SECONDS)
     head = writer.GetRun(ledger_pb2.GetRunRequest(run_id=run_id), timeout=CALL_SECONDS).head
@@ -190,7 +189,7 @@ def follower_across_replicas(replicas: Replicas, label: str) -> None:
     delays = sorted(max(0.0, at - acknowledged[call]) * 1000 for _, call, at in delivered)
     report(
         "replicas_journal_follower",
-        variant=label,
+        variant=replicas.variant,
         appends=FOLLOWED_APPENDS,
         delivered=len(delivered),
         gaps=0,
@@ -323,7 +322,7 @@ def _verify(replicas: Replicas, flood: Flood, runs: list[str]) -> None:
                 assert read_back.SerializeToString() == flood.admitted[run_id], run_id
 
 
-def sigkill_during_flood(replicas: Replicas, label: str, *, kills: int = KILLS) -> None:
+def sigkill_during_flood(replicas: Replicas, *, kills: int = KILLS) -> None:
     """SIGKILL of ledger 1 while both lanes admit and both replicas append: the survivor never
     fails, every unknown outcome settles by a same-id retry on it, and afterwards every chain
     verifies on both replicas with nothing lost and nothing duplicated."""
@@ -334,11 +333,11 @@ def sigkill_during_flood(replicas: Replicas, label: str, *, kills: int = KILLS) 
     before = replicas.counts()
     started = time.monotonic()
     for kill in range(kills):
-        appending = [f"{label}-append-{kill}-{replica}" for replica in (0, 1)]
+        appending = [f"{replicas.variant}-append-{kill}-{replica}" for replica in (0, 1)]
         for run_id in appending:
             replicas.ledger(1).CreateRun(run_request(run_id), timeout=CALL_SECONDS)
             flood.appended[run_id] = []
-        admitting = [f"{label}-kill-{kill}-{n}" for n in range(2 * ADMISSIONS_PER_LANE)]
+        admitting = [f"{replicas.variant}-kill-{kill}-{n}" for n in range(2 * ADMISSIONS_PER_LANE)]
         for run_id in admitting:
             replicas.seed(run_id, replica=1)
         lane_requests: list[dict[str, object]] = [{}, {}]
@@ -384,7 +383,7 @@ def sigkill_during_flood(replicas: Replicas, label: str, *, kills: int = KILLS) 
     assert after["execution_requests"] - before["execution_requests"] == len(flood.admitted)
     report(
         "replicas_sigkill_during_flood",
-        variant=label,
+        variant=replicas.variant,
         kills=kills,
         appends_acknowledged=sum(len(calls) for calls in flood.appended.values()),
         admissions=len(flood.admitted),

@@ -100,6 +100,8 @@ class Replicas:
     ledgers: tuple[KillableLedger, KillableLedger]
     reconstruction: ServiceProcess
     lanes: tuple[Lane, Lane]
+    #: How the ledgers reach the schema (figures and run ids carry it).
+    variant: str
 
     def clients(self, replica: int) -> LedgerClients:
         """Clients of ledger ``replica`` (0 or 1)."""
@@ -195,6 +197,7 @@ def running_replicas(
     database_url: str,
     workdir: Path,
     *,
+    variant: str,
     ledger_url: str = "",
     ledger_env: Mapping[str, str] | None = None,
 ) -> Iterator[Replicas]:
@@ -228,4 +231,4 @@ def running_replicas(
             process.launch()
         for process in processes:
             process.wait_serving()
-        yield Replicas(engine, ledgers, reconstruction, lanes)
+        yield Replicas(engine, ledgers, reconstruction, lanes, variant)

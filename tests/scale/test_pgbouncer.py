@@ -14,8 +14,6 @@ from tests.scale import execution_scenarios as execution
 from tests.scale.harness import Replicas, report, running_replicas
 from tests.scale.pgbouncer import SERVER_POOL, Bouncer, running_pgbouncer, schema_of
 
-VARIANT = "pgbouncer"
-
 
 @pytest.fixture(scope="module")
 def bouncer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Bouncer, str]]:
@@ -33,6 +31,7 @@ def replicas(
     with running_replicas(
         database_url,
         tmp_path_factory.mktemp("replicas"),
+        variant="pgbouncer",
         ledger_url=running.url,
         ledger_env={"FORGE_DB_SERVER_PREPARES": "off"},
     ) as started:
@@ -40,23 +39,23 @@ def replicas(
 
 
 def test_identical_admissions_through_pgbouncer(replicas: Replicas) -> None:
-    admissions.identical_admissions(replicas, VARIANT)
+    admissions.identical_admissions(replicas)
 
 
 def test_one_consumed_graph_through_pgbouncer(replicas: Replicas) -> None:
-    admissions.one_graph_many_identities(replicas, VARIANT)
+    admissions.one_graph_many_identities(replicas)
 
 
 def test_the_pending_cap_through_pgbouncer(replicas: Replicas) -> None:
-    admissions.pending_cap(replicas, VARIANT)
+    admissions.pending_cap(replicas)
 
 
 def test_claim_and_fencing_through_pgbouncer(replicas: Replicas) -> None:
-    execution.claim_and_fencing_across_replicas(replicas, VARIANT)
+    execution.claim_and_fencing_across_replicas(replicas)
 
 
 def test_journal_follower_through_pgbouncer(replicas: Replicas) -> None:
-    execution.follower_across_replicas(replicas, VARIANT)
+    execution.follower_across_replicas(replicas)
 
 
 def test_the_ledgers_traffic_went_through_pgbouncer_in_shared_sessions(

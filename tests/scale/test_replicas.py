@@ -1,6 +1,8 @@
 """Issue 21 §1: two ledger replicas on one PostgreSQL schema, each behind its own lane of
 candidate and admission processes, with the same work raced across both (docs/reliability.md,
-"Replicas"). ``make scale`` runs the full counts; ``make test`` a fast slice."""
+"Replicas"). ``make scale`` runs the full counts, under the server's default isolation and under
+a REPEATABLE READ connection default; ``make test`` a fast slice under the latter (tests/scale/
+conftest.py)."""
 
 from __future__ import annotations
 
@@ -8,36 +10,34 @@ from tests.scale import admission_scenarios as admissions
 from tests.scale import execution_scenarios as execution
 from tests.scale.harness import Replicas
 
-VARIANT = "direct"
-
 
 def test_identical_admissions_across_lanes_make_one_ticket(replicas: Replicas) -> None:
-    admissions.identical_admissions(replicas, VARIANT)
+    admissions.identical_admissions(replicas)
 
 
 def test_one_consumed_graph_gets_one_ticket_whoever_asks(replicas: Replicas) -> None:
-    admissions.one_graph_many_identities(replicas, VARIANT)
+    admissions.one_graph_many_identities(replicas)
 
 
 def test_the_pending_cap_holds_across_replicas(replicas: Replicas) -> None:
-    admissions.pending_cap(replicas, VARIANT)
+    admissions.pending_cap(replicas)
 
 
 def test_no_admission_sent_after_a_revocation_on_the_other_replica_is_accepted(
     replicas: Replicas,
 ) -> None:
-    admissions.revocation_during_flood(replicas, VARIANT)
+    admissions.revocation_during_flood(replicas)
 
 
 def test_a_claim_and_its_lease_are_fenced_across_replicas(replicas: Replicas) -> None:
-    execution.claim_and_fencing_across_replicas(replicas, VARIANT)
+    execution.claim_and_fencing_across_replicas(replicas)
 
 
 def test_a_follower_on_one_replica_sees_every_append_made_through_the_other(
     replicas: Replicas,
 ) -> None:
-    execution.follower_across_replicas(replicas, VARIANT)
+    execution.follower_across_replicas(replicas)
 
 
 def test_sigkill_of_one_replica_mid_flood_loses_and_duplicates_nothing(replicas: Replicas) -> None:
-    execution.sigkill_during_flood(replicas, VARIANT)
+    execution.sigkill_during_flood(replicas)
