@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import grpc
 from sqlalchemy import bindparam, text
 
-from forge.continuity.v1 import admission_pb2, common_pb2, ledger_pb2
+from forge.continuity.v1 import admission_pb2, admission_pb2_grpc, common_pb2, ledger_pb2
 from shared.contract.terms import PENDING_STATE_NAMES
 from tests.admission.conftest import submission
 from tests.scale.harness import UNKNOWN_OUTCOMES, Replicas, outcome, report, scale, tally
@@ -60,19 +59,22 @@ def _settlements(replicas: Replicas, run_id: str, replica: int) -> int:
     return sum(entry.kind == SETTLEMENT for entry in entries)
 
 
-def _race(callers: int, call: Callable[[int], Response]) -> list[Response | str]:
-    """``call(i)`` for every caller at once, behind one barrier; a refusal as ``CODE:REASON``."""
-    barrier = threading.Barrier(callers)
+def _race(
+    stubs: list[admission_pb2_grpc.AdmissionServiceStub], requests: list[Request]
+) -> list[Response | str]:
+    """``stubs[i]`` sends ``requests[i]``, every caller at once behind one barrier; a refusal
+    comes back as ``CODE:REASON``."""
+    barrier = threading.Barrier(len(requests))
 
     def one(index: int) -> Response | str:
         barrier.wait()
         try:
-            return call(index)
+            return stubs[index].RequestInvalidReadContinuity(requests[index], timeout=CALL_SECONDS)
         except grpc.RpcError as error:
             return outcome(error)
 
-    with ThreadPoolExecutor(callers) as pool:
-        return list(pool.map(one, range(callers)))
+    with ThreadPoolExecutor(len(requests)) as pool:
+        return list(pool.map(one, range(len(requests))))
 
 
 # --- 1. identical admissions behind a barrier, half per lane -----------------------------------
@@ -94,10 +96,7 @@ def identical_admissions(replicas: Replicas, *, rounds: int = IDENTICAL_ROUNDS) 
         replicas.seed(run_id, replica=round_number % 2)
         request = submission(replicas.lanes[0].candidate_of(run_id), request_id=f"req-{run_id}")
         outcomes = _race(
-            IDENTICAL_CALLERS,
-            lambda i, request=request: stubs[i % 2].RequestInvalidReadContinuity(  # type: ignore[misc]
-                request, timeout=CALL_SECONDS
-            ),
+            [stubs[i % 2] for i in range(IDENTICAL_CALLERS)], [request] * IDENTICAL_CALLERS
         )
         failures = [o for o in outcomes if isinstance(o, str)]
         assert failures == [], (round_number, tally(failures))
@@ -127,8 +126,7 @@ GRAPH_ROUNDS = scale(fast=1, full=10)
 GRAPH_CALLERS = scale(fast=8, full=32)
 
 
-def one_graph_many_identities(replicas: Replicas, *, rounds: int = GRAPH_ROUNDS
-) -> None:
+def one_graph_many_identities(replicas: Replicas, *, rounds: int = GRAPH_ROUNDS) -> None:
     """One ticket per consumed graph whatever the request id and identity, the rest refused with
     a documented reason."""
     replicas.set_policy()
@@ -137,16 +135,10 @@ def one_graph_many_identities(replicas: Replicas, *, rounds: int = GRAPH_ROUNDS
         run_id = f"{replicas.variant}-graph-{round_number}"
         replicas.seed(run_id, replica=1 - round_number % 2)
         candidate = replicas.lanes[1].candidate_of(run_id)
-        stubs = [
-            replicas.lanes[i % 2].admissions(f"op-{i}-token") for i in range(GRAPH_CALLERS)
-        ]
+        stubs = [replicas.lanes[i % 2].admissions(f"op-{i}-token") for i in range(GRAPH_CALLERS)]
         outcomes = _race(
-            GRAPH_CALLERS,
-            lambda i, candidate=candidate, stubs=stubs, run_id=run_id: stubs[  # type: ignore[misc]
-                i
-            ].RequestInvalidReadContinuity(
-                submission(candidate, request_id=f"req-{run_id}-{i}"), timeout=CALL_SECONDS
-            ),
+            stubs,
+            [submission(candidate, request_id=f"req-{run_id}-{i}") for i in range(GRAPH_CALLERS)],
         )
         refused = [o for o in outcomes if isinstance(o, str)]
         assert len(outcomes) - len(refused) == 1, (round_number, tally(refused))
@@ -219,12 +211,7 @@ def pending_cap(replicas: Replicas, *, rounds: int = CAP_ROUNDS) -> None:
         stubs = [lane.admissions() for lane in replicas.lanes]
         before = replicas.counts()
         with Sampler(replicas, runs) as sampler:
-            raced = _race(
-                len(runs),
-                lambda i, requests=requests: stubs[i % 2].RequestInvalidReadContinuity(  # type: ignore[misc]
-                    requests[i], timeout=CALL_SECONDS
-                ),
-            )
+            raced = _race([stubs[i % 2] for i in range(len(runs))], requests)
         after = replicas.counts()
         round_outcomes = [o if isinstance(o, str) else "OK" for o in raced]
         assert tally(round_outcomes) == {
@@ -273,7 +260,9 @@ def revocation_during_flood(replicas: Replicas) -> None:
     for index, run_id in enumerate(runs):
         replicas.seed(run_id, replica=index % 2)
     lane = replicas.lanes[1]
-    requests = [submission(lane.candidate_of(run_id), request_id=f"req-{run_id}") for run_id in runs]
+    requests = [
+        submission(lane.candidate_of(run_id), request_id=f"req-{run_id}") for run_id in runs
+    ]
     stub = lane.admissions()
     queue = list(reversed(requests))
     results: list[Timed] = []

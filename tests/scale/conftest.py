@@ -24,9 +24,7 @@ VARIANTS = {
 }
 
 
-@pytest.fixture(
-    scope="module", params=list(VARIANTS) if FULL else ["repeatable-read-default"]
-)
+@pytest.fixture(scope="module", params=list(VARIANTS) if FULL else ["repeatable-read-default"])
 def replicas(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Replicas]:

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import grpc
 
@@ -70,8 +71,7 @@ def _refusals(stub: Worker, writes: list[Callable[[Worker], object]]) -> list[st
     return outcomes
 
 
-def claim_and_fencing_across_replicas(replicas: Replicas, *, rounds: int = FENCING_ROUNDS
-) -> None:
+def claim_and_fencing_across_replicas(replicas: Replicas, *, rounds: int = FENCING_ROUNDS) -> None:
     """A ticket admitted through lane 1 is claimed on ledger 2; the rival's claim and every
     write under a stale generation or by a non-owner is refused on both replicas and writes
     nothing; the owner's writes land on either replica, a repeat charges once."""
@@ -141,7 +141,7 @@ def claim_and_fencing_across_replicas(replicas: Replicas, *, rounds: int = FENCI
 FOLLOWED_APPENDS = scale(fast=20, full=500)
 
 
-def _append(stub: object, run_id: str, head: str, call_id: str) -> ledger_pb2.JournalEntry:
+def _append(stub: object, run_id: str, head: str, call_id: str) -> common_pb2.JournalEntry:
     request = ledger_pb2.AppendJournalEntryRequest(
         run_id=run_id,
         expected_head_hash=head,
@@ -322,6 +322,12 @@ def _verify(replicas: Replicas, flood: Flood, runs: list[str]) -> None:
                 assert read_back.SerializeToString() == flood.admitted[run_id], run_id
 
 
+def _kill(replicas: Replicas, after: float, killed: threading.Event) -> None:
+    time.sleep(after)
+    replicas.ledgers[0].kill()
+    killed.set()
+
+
 def sigkill_during_flood(replicas: Replicas, *, kills: int = KILLS) -> None:
     """SIGKILL of ledger 1 while both lanes admit and both replicas append: the survivor never
     fails, every unknown outcome settles by a same-id retry on it, and afterwards every chain
@@ -347,11 +353,8 @@ def sigkill_during_flood(replicas: Replicas, *, kills: int = KILLS) -> None:
         requests = {**lane_requests[0], **lane_requests[1]}
         runs += appending + admitting
         stop, killed = threading.Event(), threading.Event()
-
-        def kill() -> None:
-            time.sleep(rng.uniform(0.0, 0.03))  # somewhere inside the admission just sent
-            replicas.ledgers[0].kill()
-            killed.set()
+        # Somewhere inside the admission just sent.
+        cut = partial(_kill, replicas, rng.uniform(0.0, 0.03), killed)
 
         cut_at = rng.randrange(1, ADMISSIONS_PER_LANE - 1)
         threads = [
@@ -359,7 +362,7 @@ def sigkill_during_flood(replicas: Replicas, *, kills: int = KILLS) -> None:
             for replica, run_id in enumerate(appending)
         ] + [
             threading.Thread(
-                target=_admitter, args=(replicas, 0, lane_requests[0], flood, kill, cut_at)
+                target=_admitter, args=(replicas, 0, lane_requests[0], flood, cut, cut_at)
             ),
             threading.Thread(target=_admitter, args=(replicas, 1, lane_requests[1], flood)),
         ]

@@ -107,7 +107,9 @@ class Replicas:
         """Clients of ledger ``replica`` (0 or 1)."""
         return self.ledgers[replica].clients()
 
-    def ledger(self, replica: int, token: str = "writer-token") -> ledger_pb2_grpc.LedgerServiceStub:
+    def ledger(
+        self, replica: int, token: str = "writer-token"
+    ) -> ledger_pb2_grpc.LedgerServiceStub:
         return self.clients(replica).ledger(token)
 
     def execution(

@@ -50,6 +50,10 @@ def test_the_pending_cap_through_pgbouncer(replicas: Replicas) -> None:
     admissions.pending_cap(replicas)
 
 
+def test_no_admission_after_a_revocation_through_pgbouncer(replicas: Replicas) -> None:
+    admissions.revocation_during_flood(replicas)
+
+
 def test_claim_and_fencing_through_pgbouncer(replicas: Replicas) -> None:
     execution.claim_and_fencing_across_replicas(replicas)
 
