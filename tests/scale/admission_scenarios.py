@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 import grpc
 from sqlalchemy import bindparam, text
@@ -17,6 +19,7 @@ from sqlalchemy import bindparam, text
 from forge.continuity.v1 import admission_pb2, admission_pb2_grpc, common_pb2, ledger_pb2
 from shared.contract.terms import PENDING_STATE_NAMES
 from tests.admission.conftest import submission
+from tests.ledger.admission_support import commit_request, seed
 from tests.scale.harness import UNKNOWN_OUTCOMES, Replicas, outcome, report, scale, tally
 
 Response = admission_pb2.RequestInvalidReadContinuityResponse
@@ -236,10 +239,14 @@ def pending_cap(replicas: Replicas, *, rounds: int = CAP_ROUNDS) -> None:
     )
 
 
-# --- 4. a revocation through ledger 1 during an admission flood on ledger 2 ----------------------
+# --- 4. a revocation through ledger 1 during an admission flood on replica 2 ---------------------
 
 FLOOD_RUNS = scale(fast=12, full=60)
 FLOOD_SUBMITTERS = scale(fast=3, full=6)
+
+
+#: One admission of a flood: its run, and the call that sends it.
+Send = tuple[str, Callable[[], object]]
 
 
 @dataclass(frozen=True)
@@ -252,36 +259,67 @@ class Timed:
     outcome: str
 
 
-def revocation_during_flood(replicas: Replicas) -> None:
+def _flood_calls(replicas: Replicas, runs: list[str], through: str) -> list[Send]:
+    """One admission per run, sent to replica 2: through lane 2's admission service, or as
+    admission's own ``CommitAdmission`` straight to ledger 2 (decided under the policy lock
+    there, with no candidate check in front). Both are built before the revocation."""
+    if through == "admission":
+        lane = replicas.lanes[1]
+        stub = lane.admissions()
+        for index, run_id in enumerate(runs):
+            replicas.seed(run_id, replica=index % 2)
+        return [
+            (
+                run_id,
+                partial(
+                    stub.RequestInvalidReadContinuity,
+                    submission(lane.candidate_of(run_id), request_id=f"req-{run_id}"),
+                    timeout=CALL_SECONDS,
+                ),
+            )
+            for run_id in runs
+        ]
+    clients = replicas.clients(1)
+    ledger = clients.ledger("service-token")
+    commits = [
+        commit_request(
+            clients, seed(replicas.clients(index % 2), run_id=run_id), request_id=f"req-{run_id}"
+        )
+        for index, run_id in enumerate(runs)
+    ]
+    return [
+        (request.run_id, partial(ledger.CommitAdmission, request, timeout=CALL_SECONDS))
+        for request in commits
+    ]
+
+
+def revocation_during_flood(replicas: Replicas, *, through: str) -> None:
     """No admission sent after the revocation returned is accepted; none is INTERNAL/UNKNOWN;
     the tickets in SQL are exactly the accepted ones."""
     replicas.set_policy(replica=0)
-    runs = [f"{replicas.variant}-flood-{index}" for index in range(FLOOD_RUNS)]
-    for index, run_id in enumerate(runs):
-        replicas.seed(run_id, replica=index % 2)
-    lane = replicas.lanes[1]
-    requests = [
-        submission(lane.candidate_of(run_id), request_id=f"req-{run_id}") for run_id in runs
-    ]
-    stub = lane.admissions()
-    queue = list(reversed(requests))
+    runs = [f"{replicas.variant}-flood-{through}-{index}" for index in range(FLOOD_RUNS)]
+    queue = list(reversed(list(enumerate(_flood_calls(replicas, runs, through)))))
     results: list[Timed] = []
-    lock = threading.Lock()
+    lock, returned = threading.Lock(), threading.Event()
 
     def submitter() -> None:
         while True:
             with lock:
                 if not queue:
                     return
-                request = queue.pop()
+                index, (run_id, send) = queue.pop()
+            if index >= 2 * FLOOD_RUNS // 3:
+                # The last third is surely sent after the revocation returned (a fast flood
+                # could end before it otherwise); the middle third races it.
+                assert returned.wait(timeout=CALL_SECONDS)
             sent = time.monotonic()
             try:
-                stub.RequestInvalidReadContinuity(request, timeout=CALL_SECONDS)
+                send()
                 ended = "OK"
             except grpc.RpcError as error:
                 ended = outcome(error)
             with lock:
-                results.append(Timed(request.run_id, sent, time.monotonic(), ended))
+                results.append(Timed(run_id, sent, time.monotonic(), ended))
 
     threads = [threading.Thread(target=submitter) for _ in range(FLOOD_SUBMITTERS)]
     for thread in threads:
@@ -293,6 +331,7 @@ def revocation_during_flood(replicas: Replicas) -> None:
     revoke_sent = time.monotonic()
     replicas.set_policy(replica=0, enabled=False)
     revoked = time.monotonic()
+    returned.set()
     for thread in threads:
         thread.join()
     after = [r for r in results if r.sent > revoked]
@@ -306,6 +345,7 @@ def revocation_during_flood(replicas: Replicas) -> None:
     report(
         "replicas_revocation_during_flood",
         variant=replicas.variant,
+        through=through,
         admissions=FLOOD_RUNS,
         accepted_before=len([r for r in accepted if r.sent <= revoked]),
         in_flight_at_revocation=len(during),

@@ -50,8 +50,11 @@ def test_the_pending_cap_through_pgbouncer(replicas: Replicas) -> None:
     admissions.pending_cap(replicas)
 
 
-def test_no_admission_after_a_revocation_through_pgbouncer(replicas: Replicas) -> None:
-    admissions.revocation_during_flood(replicas)
+@pytest.mark.parametrize("through", ["admission", "ledger"])
+def test_no_admission_after_a_revocation_through_pgbouncer(
+    replicas: Replicas, through: str
+) -> None:
+    admissions.revocation_during_flood(replicas, through=through)
 
 
 def test_claim_and_fencing_through_pgbouncer(replicas: Replicas) -> None:

@@ -6,6 +6,8 @@ conftest.py)."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.scale import admission_scenarios as admissions
 from tests.scale import execution_scenarios as execution
 from tests.scale.harness import Replicas
@@ -23,10 +25,11 @@ def test_the_pending_cap_holds_across_replicas(replicas: Replicas) -> None:
     admissions.pending_cap(replicas)
 
 
+@pytest.mark.parametrize("through", ["admission", "ledger"])
 def test_no_admission_sent_after_a_revocation_on_the_other_replica_is_accepted(
-    replicas: Replicas,
+    replicas: Replicas, through: str
 ) -> None:
-    admissions.revocation_during_flood(replicas)
+    admissions.revocation_during_flood(replicas, through=through)
 
 
 def test_a_claim_and_its_lease_are_fenced_across_replicas(replicas: Replicas) -> None:
