@@ -10,6 +10,7 @@ import pytest
 
 from tests.scale import admission_scenarios as admissions
 from tests.scale import execution_scenarios as execution
+from tests.scale.conftest import VARIANTS
 from tests.scale.harness import Replicas
 
 
@@ -44,3 +45,13 @@ def test_a_follower_on_one_replica_sees_every_append_made_through_the_other(
 
 def test_sigkill_of_one_replica_mid_flood_loses_and_duplicates_nothing(replicas: Replicas) -> None:
     execution.sigkill_during_flood(replicas)
+
+
+def test_the_replicas_sessions_carry_the_variants_isolation_default(replicas: Replicas) -> None:
+    """The ledgers connect with the URL of this engine: under the repeatable-read variant every
+    session of theirs defaults to REPEATABLE READ, and their writes still run at READ COMMITTED
+    because the ledger sets it per transaction (ADR 0016)."""
+    expected = VARIANTS[replicas.variant].get("default_transaction_isolation", "read committed")
+    with replicas.engine.connect() as connection:
+        shown = connection.exec_driver_sql("SHOW default_transaction_isolation").scalar_one()
+    assert shown == expected
