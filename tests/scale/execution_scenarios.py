@@ -15,7 +15,14 @@ from functools import partial
 
 import grpc
 
-from forge.continuity.v1 import common_pb2, execution_pb2, execution_pb2_grpc, ledger_pb2
+from forge.continuity.v1 import (
+    admission_pb2,
+    common_pb2,
+    execution_pb2,
+    execution_pb2_grpc,
+    ledger_pb2,
+    ledger_pb2_grpc,
+)
 from shared.continuity.canonical import digest_of
 from tests.admission.conftest import submission
 from tests.ledger.admission_support import claim_request
@@ -26,6 +33,7 @@ INTENT = common_pb2.JOURNAL_ENTRY_KIND_TOOL_INTENT
 SETTLEMENT = common_pb2.JOURNAL_ENTRY_KIND_MIGRATION_SETTLEMENT
 CALL_SECONDS = 60
 Worker = execution_pb2_grpc.ExecutionServiceStub
+Request = admission_pb2.RequestInvalidReadContinuityRequest
 
 
 # --- 5. a claim on ledger 2 of a ticket admitted through ledger 1; fencing across replicas -------
@@ -117,9 +125,14 @@ def claim_and_fencing_across_replicas(replicas: Replicas, *, rounds: int = FENCI
         assert replicas.counts() == counts, round_number
         refused += outcomes
         # The owner's current generation holds on either replica; the repeat charges nothing.
-        record = _writes(exr, generation, "owner")[0]
-        assert record(owner[0]).charged  # type: ignore[attr-defined]
-        assert not record(owner[1]).charged  # type: ignore[attr-defined]
+        record = execution_pb2.RecordCommandRequest(
+            execution_request_id=exr,
+            lease_generation=generation,
+            command_id="cmd-owner",
+            command_digest=digest_of("owner"),
+        )
+        assert owner[0].RecordCommand(record, timeout=CALL_SECONDS).charged
+        assert not owner[1].RecordCommand(record, timeout=CALL_SECONDS).charged
         owner[1].CompleteExecutionRequest(
             execution_pb2.CompleteExecutionRequestRequest(
                 execution_request_id=exr, lease_generation=generation
@@ -141,14 +154,16 @@ def claim_and_fencing_across_replicas(replicas: Replicas, *, rounds: int = FENCI
 FOLLOWED_APPENDS = scale(fast=20, full=500)
 
 
-def _append(stub: object, run_id: str, head: str, call_id: str) -> common_pb2.JournalEntry:
+def _append(
+    stub: ledger_pb2_grpc.LedgerServiceStub, run_id: str, head: str, call_id: str
+) -> common_pb2.JournalEntry:
     request = ledger_pb2.AppendJournalEntryRequest(
         run_id=run_id,
         expected_head_hash=head,
         kind=INTENT,
         payload_json=json.dumps({"call_id": call_id}),
     )
-    return stub.AppendJournalEntry(request, timeout=CALL_SECONDS).entry  # type: ignore[attr-defined, no-any-return]
+    return stub.AppendJournalEntry(request, timeout=CALL_SECONDS).entry
 
 
 def follower_across_replicas(replicas: Replicas) -> None:
@@ -252,7 +267,7 @@ def _appender(
 def _admitter(
     replicas: Replicas,
     replica: int,
-    requests: dict[str, object],
+    requests: dict[str, Request],
     flood: Flood,
     cut: Callable[[], None] | None = None,
     cut_at: int = 0,
@@ -277,7 +292,7 @@ def _admitter(
         flood.admitted[run_id] = response.ticket.SerializeToString()
 
 
-def _settle(replicas: Replicas, flood: Flood, requests: dict[str, object]) -> None:
+def _settle(replicas: Replicas, flood: Flood, requests: dict[str, Request]) -> None:
     """Every unknown outcome retried with the same id, through ledger 2 and lane 2."""
     writer = replicas.ledger(1)
     for request in flood.unknown_appends:
@@ -346,7 +361,7 @@ def sigkill_during_flood(replicas: Replicas, *, kills: int = KILLS) -> None:
         admitting = [f"{replicas.variant}-kill-{kill}-{n}" for n in range(2 * ADMISSIONS_PER_LANE)]
         for run_id in admitting:
             replicas.seed(run_id, replica=1)
-        lane_requests: list[dict[str, object]] = [{}, {}]
+        lane_requests: list[dict[str, Request]] = [{}, {}]
         for index, run_id in enumerate(admitting):
             candidate = replicas.lanes[1].candidate_of(run_id)
             lane_requests[index % 2][run_id] = submission(candidate, request_id=f"req-{run_id}")

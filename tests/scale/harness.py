@@ -88,9 +88,6 @@ class Lane:
         request = candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=run_id)
         return stub.GetInvalidReadContinuityCandidate(request, timeout=60).candidate
 
-    def serving(self) -> bool:
-        return self.admission.serving()
-
 
 @dataclass
 class Replicas:
@@ -138,7 +135,7 @@ class Replicas:
 
     def seed(self, run_id: str, replica: int = 0) -> SeededRun:
         """A held run (the v1 fixture), written through ledger ``replica``."""
-        return seed_held_run(self.ledger(replica), FIXTURE, run_id)  # type: ignore[arg-type]
+        return seed_held_run(self.ledger(replica), FIXTURE, run_id)
 
     def pending(self) -> list[str]:
         """Execution requests queued or claimed, read in SQL (what the pending cap counts)."""
