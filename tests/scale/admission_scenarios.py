@@ -67,7 +67,7 @@ def _race(
 ) -> list[Response | str]:
     """``stubs[i]`` sends ``requests[i]``, every caller at once behind one barrier; a refusal
     comes back as ``CODE:REASON``."""
-    barrier = threading.Barrier(len(requests))
+    barrier = threading.Barrier(len(requests), timeout=CALL_SECONDS)
 
     def one(index: int) -> Response | str:
         barrier.wait()
