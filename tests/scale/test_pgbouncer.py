@@ -1,6 +1,7 @@
 """The replica scenarios once through a real PgBouncer in transaction mode (issue 21 §2): both
 ledgers reach the schema through one bouncer, with server-side prepares off
-(FORGE_DB_SERVER_PREPARES=off, ADR 0016), and every invariant holds as it does directly."""
+(FORGE_DB_SERVER_PREPARES=off, ADR 0016), and every invariant holds as it does directly
+(tests/scale/pgbouncer.py starts the bouncer)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from tests.conftest import postgres_schema
 from tests.scale import admission_scenarios as admissions
 from tests.scale import execution_scenarios as execution
-from tests.scale.harness import Replicas, report, running_replicas
+from tests.scale.harness import FULL, Replicas, report, running_replicas
 from tests.scale.pgbouncer import SERVER_POOL, Bouncer, running_pgbouncer, schema_of
 
 
@@ -50,7 +51,9 @@ def test_the_pending_cap_through_pgbouncer(replicas: Replicas) -> None:
     admissions.pending_cap(replicas)
 
 
-@pytest.mark.parametrize("through", ["admission", "ledger"])
+# The fast slice sends the flood straight to the ledger only (the path through the policy lock);
+# make scale both ways, as test_replicas.py does in every slice.
+@pytest.mark.parametrize("through", ["admission", "ledger"] if FULL else ["ledger"])
 def test_no_admission_after_a_revocation_through_pgbouncer(
     replicas: Replicas, through: str
 ) -> None:
@@ -63,6 +66,10 @@ def test_claim_and_fencing_through_pgbouncer(replicas: Replicas) -> None:
 
 def test_journal_follower_through_pgbouncer(replicas: Replicas) -> None:
     execution.follower_across_replicas(replicas)
+
+
+def test_sigkill_of_one_replica_through_pgbouncer(replicas: Replicas) -> None:
+    execution.sigkill_during_flood(replicas)
 
 
 def test_the_ledgers_traffic_went_through_pgbouncer_in_shared_sessions(
