@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN):$(CURDIR)/tools/audit
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install chromium run test host-controls reliability lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-worker bench-listing bench-micro profile demo clean db-upgrade fixtures fixtures-check
+.PHONY: help install chromium pgbouncer run test host-controls reliability scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-worker bench-listing bench-micro profile demo clean db-upgrade fixtures fixtures-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
@@ -30,6 +30,7 @@ help:
 	@echo "make profile    py-spy samples of every service under admission load"
 	@echo "make host-controls the reference worker as a process against real services, every variant"
 	@echo "make reliability faults, races and hostile input at full counts (docs/reliability.md)"
+	@echo "make scale      two ledger replicas on one PostgreSQL, directly and behind PgBouncer, full counts"
 	@echo "make demo       the whole v1 story against make run (or services it starts itself)"
 	@echo "make db-upgrade apply ledger migrations to FORGE_DATABASE_URL (default var/continuity.db)"
 	@echo "make fixtures   regenerate the historical SDK fixtures (byte-identical; fixtures-check verifies)"
@@ -48,6 +49,16 @@ ifeq ($(CHROMIUM)$(FORGE_CHROMIUM),)
 	@echo "installing chromium (Debian packages chromium, chromium-driver) for the console's browser tests"
 	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+endif
+
+# The replica scenarios run once through a real PgBouncer, which the tests start themselves
+# (tests/scale/pgbouncer.py); Debian installs it in /usr/sbin. FORGE_PGBOUNCER names another.
+PGBOUNCER := $(shell command -v pgbouncer 2>/dev/null || ls /usr/sbin/pgbouncer 2>/dev/null)
+pgbouncer:
+ifeq ($(PGBOUNCER)$(FORGE_PGBOUNCER),)
+	@echo "installing pgbouncer (Debian package pgbouncer) for the replica tests behind PgBouncer"
+	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null
 endif
 
 $(NODE_STAMP): tools/package.json
@@ -90,7 +101,7 @@ db-upgrade: $(STAMP)
 run: $(STAMP)
 	$(PY) -m services.runner
 
-test: $(STAMP) $(NODE_STAMP) chromium
+test: $(STAMP) $(NODE_STAMP) chromium pgbouncer
 	$(MAKE) --no-print-directory lint typecheck
 	$(PY) -m pytest -q
 
@@ -105,6 +116,14 @@ reliability: $(STAMP)
 	mkdir -p var && rm -f var/reliability.jsonl
 	FORGE_RELIABILITY_SCALE=full FORGE_RELIABILITY_RESULTS=var/reliability.jsonl CI=true \
 	  $(PY) -m pytest -q -s -o timeout=3600 tests/reliability
+
+# The replica scenarios at full counts (make test runs a fast slice): two ledger processes on one
+# PostgreSQL schema with two lanes, under both isolation defaults and behind PgBouncer. Figures
+# are printed and written to var/scale.jsonl; any broken invariant fails the target.
+scale: $(STAMP) pgbouncer
+	mkdir -p var && rm -f var/scale.jsonl
+	FORGE_SCALE=full FORGE_SCALE_RESULTS=var/scale.jsonl CI=true \
+	  $(PY) -m pytest -q -s -o timeout=3600 tests/scale
 
 # The five figures beside their in-run baselines, on PostgreSQL (FORGE_BENCH_POSTGRES_URL, default
 # the local server's database `test`): bench/results/latest.json and candidate_latency.png.
