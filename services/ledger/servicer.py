@@ -43,7 +43,7 @@ from services.ledger.transactions.admission import Admission
 from services.ledger.transactions.snapshot import SnapshotBlob, SnapshotHeader
 from shared.continuity.journal_chain import Verification
 from shared.continuity.timeutil import timestamp_field, to_text, to_timestamp
-from shared.contract.terms import DIGEST_NAMES, enum_short_name
+from shared.contract.terms import DIGEST_NAMES, enum_number, enum_short_name
 from shared.runtime.auth import ANY_ROLE, Role, current_principal
 from shared.runtime.errors import FieldViolation, InvalidArgument
 from shared.runtime.server import ServiceBinding, service_binding
