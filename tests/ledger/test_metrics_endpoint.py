@@ -23,7 +23,8 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from forge.continuity.v1 import ledger_pb2
+from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc
+from shared.runtime.client import open_channel
 from shared.runtime.server import RunningServer
 from tests.conftest import postgres_schema
 from tests.ledger.admission_support import (
@@ -129,7 +130,10 @@ def _traffic_then_scrape(target: str, metrics_port: int) -> str:
     with pytest.raises(grpc.RpcError):
         clients.ledger("reader-token").GetRun(ledger_pb2.GetRunRequest(run_id="no-such-run"))
     # One follower stays open while the endpoint is scraped.
-    follower = clients.ledger("reader-token").StreamJournal(
+    # Its own channel: closing it ends the follower whether the call is a grpc.Call or, with a
+    # tracing interceptor installed in this process, the generator that interceptor returns.
+    follower_channel = open_channel(target, "reader-token")
+    follower = ledger_pb2_grpc.LedgerServiceStub(follower_channel).StreamJournal(
         ledger_pb2.StreamJournalRequest(run_id="run-1", from_sequence=1, follow=True),
         timeout=60,
     )
@@ -148,7 +152,7 @@ def _traffic_then_scrape(target: str, metrics_port: int) -> str:
         assert first_entry.wait(30)
         return scrape(metrics_port)
     finally:
-        follower.cancel()
+        follower_channel.close()
         reader.join(timeout=30)
 
 
