@@ -139,9 +139,15 @@ async function inspect(area, ticket, request, key, preface) {
 
 function snapshotView(snapshot) {
   const current = snapshot.execution_request;
-  const refs = (items) => (items && items.length
-    ? el("span", {}, items.map((r, i) => [i ? ", " : "", seqLink(r.journal_sequence), ` ${shortName(r.kind, "JOURNAL_ENTRY_KIND_")}`]))
-    : "none");
+  // A long list is summarised as its count and range; the handoff below lists every effect.
+  const refs = (items) => {
+    if (!items || items.length === 0) return "none";
+    if (items.length > 4) {
+      return el("span", {}, `${items.length} entries, `, seqLink(items[0].journal_sequence), " to ",
+        seqLink(items[items.length - 1].journal_sequence));
+    }
+    return el("span", {}, items.flatMap((r, i) => [i ? ", " : "", seqLink(r.journal_sequence), ` ${shortName(r.kind, "JOURNAL_ENTRY_KIND_")}`]));
+  };
   const deadline = Number(snapshot.time?.deadline_remaining_seconds);
   return el("div", { class: "snapshot" },
     el("h4", {}, "Inspection (read-only)"),
@@ -150,7 +156,7 @@ function snapshotView(snapshot) {
       ["Execution request", el("span", {}, erLink(current.execution_request_id), ` ${stateName(current.state)}`)],
       ["Lease", `generation ${current.lease.generation} · ${current.lease.seconds} s · until ${current.lease.expires_at || "—"}`],
       ["Owner", current.owner || "—"],
-      ["Claims", (snapshot.claims || []).length ? el("span", {}, snapshot.claims.map((c, i) =>
+      ["Claims", (snapshot.claims || []).length ? el("span", {}, snapshot.claims.flatMap((c, i) =>
         [i ? ", " : "", `generation ${c.lease_generation} by ${c.worker} at `, seqLink(c.journal_sequence)])) : "none"],
       ["Worker writes", refs(snapshot.deliveries)],
       ["Other entries after the claim", refs(snapshot.later_entries)],
