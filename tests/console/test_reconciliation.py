@@ -233,7 +233,9 @@ def test_mark_unresolved_shows_the_handoff_and_an_honest_summary(
     expect(page.locator("#timeline")).to_contain_text("Reconciliation decided: mark unresolved")
     page.get_by_role("button", name="Check current admission").click()
     ticket = page.locator(f'[data-ticket="{run_id}-request-1"]')
-    expect(ticket).to_contain_text("No recovery or retry applies: the request is terminal unresolved")
+    expect(ticket).to_contain_text(
+        "No recovery or retry applies: the request is terminal unresolved"
+    )
     expect(ticket).not_to_contain_text("the request has not failed")
     expect(ticket.locator('[data-receipt="reconciliation"]')).to_contain_text(action["id"])
     screenshot(page, gateway, "reconciliation-unresolved")

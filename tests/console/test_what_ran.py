@@ -42,7 +42,9 @@ def assert_no_sideways_scroll(page: Page) -> None:
 
 
 def kinds(page: Page) -> list[str]:
-    return page.locator("#timeline li.event").evaluate_all("items => items.map(i => i.dataset.kind)")
+    events = page.locator("#timeline li.event")
+    kinds: list[str] = events.evaluate_all("items => items.map(i => i.dataset.kind)")
+    return kinds
 
 
 def test_the_timeline_follows_a_real_worker_run_live(

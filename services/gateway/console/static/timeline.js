@@ -173,12 +173,14 @@ async function follow() {
       headers: { authorization: `Bearer ${token()}` }, cache: "no-store", credentials: "omit", signal: controller.signal,
     });
   } catch {
+    if (controller.signal.aborted) return undefined;
     return again("the connection failed");
   }
   if (!response.ok) {
     let reason = `HTTP ${response.status}`;
     try { const body = await response.json(); reason = `${reason}: ${body.message || ""}`; } catch { /* no body */ }
-    if (response.status >= 500) return again(reason);
+    // Too many followers (429) or a server trouble: try again later; any other refusal stops.
+    if (response.status >= 500 || response.status === 429) return again(reason);
     setLive("not following", "bad");
     document.getElementById("timeline-before").replaceChildren(note(`The journal stream is not readable (${reason}).`));
     return undefined;
@@ -202,6 +204,7 @@ async function follow() {
       }
     }
   } catch {
+    if (controller.signal.aborted) return undefined; // stopped on purpose (the tab was hidden)
     return again("the stream was interrupted");
   }
   return again("the stream ended");
@@ -214,10 +217,23 @@ function again(why) {
   timeline.timer = setTimeout(follow, RETRY_MS);
 }
 
+// A hidden tab lets its follower go (the ledger serves a bounded number of them) and follows
+// again, from the next sequence, when it is shown.
+function onVisibility() {
+  if (document.visibilityState === "hidden") {
+    clearTimeout(timeline.timer);
+    timeline.stream?.abort();
+    setLive("paused while the tab is hidden", "warn");
+  } else {
+    follow();
+  }
+}
+
 export function startTimeline() {
   if (timeline.stream) return;
   document.getElementById("timeline").replaceChildren(el("li", { class: "note" }, "Nothing has run after admission yet."));
   document.addEventListener("forge:records-loaded", showLease);
+  document.addEventListener("visibilitychange", onVisibility);
   setInterval(showLease, 1000);
   showLease();
   follow();
