@@ -23,7 +23,7 @@ from tests.console.conftest import (
     open_run,
     screenshot,
 )
-from tests.gateway.conftest import RunningGateway, seed
+from tests.gateway.conftest import RunningGateway, enable_policy, seed
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER_SECONDS = 240
@@ -154,3 +154,27 @@ def test_without_a_token_the_run_page_offers_no_action(page: Page, gateway: Runn
     page.goto(f"{gateway.url}/console/")
     assert_no_sideways_scroll(page)
     assert_every_control_labelled(page)
+
+
+def test_the_admission_review_labels_its_four_digests(page: Page, gateway: RunningGateway) -> None:
+    run_id = "run-console-digests"
+    seed(gateway, run_id)
+    enable_policy(gateway)
+    with gateway.client("operator-token") as client:
+        reply = client.get(f"/api/v1/runs/{run_id}/invalid-read-continuity/candidate")
+    digests = reply.json()["candidate"]["digests"]
+    page.set_viewport_size(PHONE)
+    open_run(page, gateway, run_id, "operator-token")
+    page.get_by_role("button", name="Check current admission").click()
+    page.get_by_role("button", name="Review admission (version 1)").click()
+    review = page.locator(".card", has=page.get_by_role("heading", name="Review admission")).last
+    for label, field in (
+        ("Candidate digest", "candidate_digest"),
+        ("Run digest", "run_digest"),
+        ("Journal digest", "journal_digest"),
+        ("Policy digest", "policy_digest"),
+    ):
+        value = review.locator(f'dt:text-is("{label}") + dd')
+        expect(value).to_have_text(digests[field])
+    assert_no_sideways_scroll(page)
+    screenshot(page, gateway, "admission-review-phone")
