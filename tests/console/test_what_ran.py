@@ -178,3 +178,38 @@ def test_the_admission_review_labels_its_four_digests(page: Page, gateway: Runni
         expect(value).to_have_text(digests[field])
     assert_no_sideways_scroll(page)
     screenshot(page, gateway, "admission-review-phone")
+
+
+def test_a_hidden_tab_lets_the_stream_go_and_follows_again_from_the_next_entry(
+    page: Page, gateway: RunningGateway
+) -> None:
+    run_id = "run-console-hidden"
+    queued = admitted(gateway, run_id)
+    open_run(page, gateway, run_id, "reader-token")
+    live = page.locator("#timeline-live")
+    expect(live).to_have_text("live")
+    expect(page.locator('#timeline li[data-kind="ownership_claim"]')).to_have_count(1)
+    shown = page.locator("#timeline li.event").count()
+
+    def visibility(state: str) -> None:
+        page.evaluate(
+            "state => { Object.defineProperty(document, 'visibilityState',"
+            " { value: state, configurable: true });"
+            " document.dispatchEvent(new Event('visibilitychange')); }",
+            state,
+        )
+
+    visibility("hidden")
+    expect(live).to_have_text("paused while the tab is hidden")
+    with gateway.client("worker-token") as client:
+        reply = client.post(
+            f"/api/v1/execution-requests/{queued['execution_request_id']}:fail-unclaimed",
+            json={"reason": "dispatch_refused"},
+        )
+    assert reply.status_code == 200, reply.text
+    visibility("visible")
+    expect(live).to_have_text("live")
+    failed = page.locator('#timeline li[data-kind="request_failed"]')
+    expect(failed).to_have_count(1)
+    expect(page.locator("#timeline li.event")).to_have_count(shown + 1)  # nothing shown twice
+    expect(page.locator("#continuity-state")).to_contain_text("failed")
