@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +71,7 @@ def test_the_demo_tells_the_whole_v1_story(tmp_path: Path) -> None:
         "Restored the policy flags of revision 1 as revision",
     ):
         assert line in done.stdout, done.stdout
+    # One console link per run it created, on the gateway of the services it started.
+    for suffix in ("", "-recovery", "-refusal", "-reconcile", "-observation"):
+        assert re.search(rf"http://127\.0\.0\.1:\d+/console/runs/demo-test{suffix}\n", done.stdout)
+    assert "These links work only while the demo runs" in done.stdout

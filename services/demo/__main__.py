@@ -17,7 +17,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -43,6 +45,7 @@ from services.demo.reconciliation_story import DEMO_VERIFIER, reconciliation_sto
 from services.demo.recovery_story import never_claimed_story
 from services.demo.refusal_story import refusal_story
 from services.demo.seed import load_fixture, seed_held_run
+from services.gateway.config import DEFAULT_GATEWAY_PORT, GATEWAY_PORT_VARIABLE
 from shared.continuity.canonical import digest_of
 from shared.contract.terms import enum_short_name
 from shared.runtime.client import open_channel
@@ -92,8 +95,20 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class Running:
+    """The services the stories run against, and where the console shows their runs."""
+
+    targets: dict[str, str]
+    #: The gateway's console, e.g. ``http://127.0.0.1:8080/console``.
+    console: str
+    #: True for `make run`'s services, whose runs stay; False for the demo's own, which stop
+    #: (with their throw-away database) when the demo ends.
+    stays: bool
+
+
 @contextmanager
-def services() -> Iterator[dict[str, str]]:
+def services() -> Iterator[Running]:
     """Targets of running services: `make run`'s if they answer, else our own."""
     targets = {
         name: os.environ.get(target_variable(name)) or f"127.0.0.1:{DEFAULT_PORTS[name]}"
@@ -101,7 +116,8 @@ def services() -> Iterator[dict[str, str]]:
     }
     if all(serving(target) for target in targets.values()):
         print("using the running services: " + ", ".join(targets.values()))
-        yield targets
+        port = os.environ.get(GATEWAY_PORT_VARIABLE) or DEFAULT_GATEWAY_PORT
+        yield Running(targets, f"http://127.0.0.1:{port}/console", stays=True)
         return
     with tempfile.TemporaryDirectory(prefix="forge-demo-") as workdir:
         ports = {name: _free_port() for name in SERVICE_NAMES}
@@ -115,7 +131,8 @@ def services() -> Iterator[dict[str, str]]:
         }
         arguments = [f"--{name}-port={port}" for name, port in ports.items()]
         # its own gateway port and log file too: nothing of a running `make run` is touched
-        arguments += [f"--gateway-port={_free_port()}", f"--log-file={workdir}/continuity.log"]
+        gateway_port = _free_port()
+        arguments += [f"--gateway-port={gateway_port}", f"--log-file={workdir}/continuity.log"]
         # and no metrics endpoints (their default ports are `make run`'s)
         arguments += [f"--{name}-metrics-port=0" for name in (*SERVICE_NAMES, "gateway")]
         log = Path(workdir) / "services.log"
@@ -135,7 +152,7 @@ def services() -> Iterator[dict[str, str]]:
                     raise StepFailed("the services did not start:\n" + log.read_text())
                 time.sleep(0.3)
             print("started services: " + ", ".join(targets.values()))
-            yield targets
+            yield Running(targets, f"http://127.0.0.1:{gateway_port}/console", stays=False)
         finally:
             runner.terminate()
             runner.wait(timeout=60)
@@ -375,12 +392,28 @@ def restore_policy(targets: dict[str, str], original: common_pb2.Policy) -> None
     )
 
 
+def print_console_links(running: Running, run_ids: list[str]) -> None:
+    """One console link per run the demo created (the console asks for a token once: any of
+    the development tokens, e.g. dev-operator-token)."""
+    print("\nIn the console (enter a development token, e.g. dev-operator-token):")
+    for run_id in run_ids:
+        print(f"    {running.console}/runs/{quote(run_id, safe='')}")
+    if not running.stays:
+        print(
+            "    These links work only while the demo runs: its own services and their database "
+            "stop when it ends. Start `make run`, then `make demo`, to keep the runs and open them."
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m services.demo", description=__doc__)
     parser.add_argument("--run-id", default=f"demo-{int(time.time())}")
     args = parser.parse_args(argv)
+    stories = ("", "-recovery", "-refusal", "-reconcile", "-observation")
+    run_ids = [args.run_id + suffix for suffix in stories]
     try:
-        with services() as targets:
+        with services() as running:
+            targets = running.targets
             admin = policy_pb2_grpc.PolicyServiceStub(
                 open_channel(targets["ledger"], TOKENS["admin"])
             )
@@ -391,10 +424,10 @@ def main(argv: list[str] | None = None) -> int:
                 refusal_story(targets, f"{args.run_id}-refusal", TOKENS, check, step)
                 reconciliation_story(targets, f"{args.run_id}-reconcile", TOKENS, check, step)
                 observation_story(targets, f"{args.run_id}-observation", TOKENS, check, step)
-                stories = ("", "-recovery", "-refusal", "-reconcile", "-observation")
-                audit_story(targets, [args.run_id + s for s in stories], TOKENS, check, step)
+                audit_story(targets, run_ids, TOKENS, check, step)
             finally:
                 restore_policy(targets, original)
+                print_console_links(running, run_ids)
     except StepFailed as failure:
         print(f"\nDEMO FAILED: {failure}", file=sys.stderr)
         return 1

@@ -115,7 +115,12 @@ def page(browser: Browser) -> Iterator[Page]:
 
 
 def screenshot(page: Page, gateway: RunningGateway, name: str) -> Path:
-    """Saved as ``<name>-<database>.png``: the SQLite and PostgreSQL runs keep their own."""
+    """Saved as ``<name>-<database>.png``: the SQLite and PostgreSQL runs keep their own. At a
+    phone's width the page photographed must not scroll sideways."""
+    viewport = page.viewport_size
+    if viewport and viewport["width"] <= PHONE["width"]:
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= viewport["width"], f"{name}: {width} px wide at {viewport['width']} px"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}-{gateway.engine.dialect.name}.png"
     page.screenshot(path=str(path), full_page=True)

@@ -18,7 +18,16 @@ from starlette.responses import FileResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 STATIC = Path(str(resources.files(__package__) / "static"))
-SCRIPTS = ("console.js", "common.js", "run.js", "admission.js", "recoveries.js", "landing.js")
+SCRIPTS = (
+    "console.js",
+    "common.js",
+    "run.js",
+    "timeline.js",
+    "admission.js",
+    "recoveries.js",
+    "reconciliation.js",
+    "landing.js",
+)
 ASSETS = {"console.css": "text/css", **dict.fromkeys(SCRIPTS, "text/javascript")}
 HEADERS = {
     # Only this origin: no external script, style, font or image, no framing, no form posts away.

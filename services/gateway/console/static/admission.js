@@ -143,8 +143,10 @@ function admissionReview(area, candidate, version) {
       ["Attempt", candidate.attempt_id],
       ["Window requested", `${action.validForSeconds} s (the ledger bounds it again)`],
       ["Commands", `${usageText()}; no allowance is added`],
-      ["Digests", el("span", {}, code(action.digests.candidate_digest), el("br"), code(action.digests.run_digest),
-        el("br"), code(action.digests.journal_digest), el("br"), code(action.digests.policy_digest))],
+      ["Candidate digest", code(action.digests.candidate_digest)],
+      ["Run digest", code(action.digests.run_digest)],
+      ["Journal digest", code(action.digests.journal_digest)],
+      ["Policy digest", code(action.digests.policy_digest)],
     ]),
     acks.fieldset, el("div", { class: "actions" }, submit), result));
 }

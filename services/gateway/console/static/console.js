@@ -8,13 +8,15 @@
 
 //
 // Modules: common.js (helpers, the JSON call, saved actions, the review pattern), run.js (facts and
-// records), admission.js (Check current admission, v1 / v2 admissions), recoveries.js (a ticket's
+// records), timeline.js (what ran, followed live from the journal),
+// admission.js (Check current admission, v1 / v2 admissions), recoveries.js (a ticket's
 // recoveries, rendered from the services' description of every recovery workflow they route).
 // This one wires the two pages.
 
 import { ACTION_PREFIX, TOKEN_KEY, inFlight, loadAction, token } from "./common.js";
 import { loadFacts, loadRecords, page } from "./run.js";
 import { checkAdmission } from "./admission.js";
+import { startTimeline } from "./timeline.js";
 
 // ---------------------------------------------------------------- token
 
@@ -63,9 +65,13 @@ async function runPage() {
   check.addEventListener("click", checkAdmission);
   document.getElementById("refresh-records").addEventListener("click", loadRecords);
   document.addEventListener("forge:recorded", loadRecords); // after a receipt, show what was recorded
+  document.addEventListener("forge:journal-moved", loadRecords); // the timeline saw a state change
   const start = async () => {
+    // Nothing that needs the services (and no action) is shown before a token is entered.
+    for (const section of document.querySelectorAll("[data-needs-token]")) section.hidden = false;
     if (!(await loadFacts())) return;
     await loadRecords();
+    startTimeline();
     // An action sent earlier in this tab is read back at once; nothing else is offered before it.
     const pending = Object.keys(sessionStorage).filter((k) => k.startsWith(ACTION_PREFIX + encodeURIComponent(page.runId) + ":"));
     if (pending.some((k) => inFlight(loadAction(k)))) await checkAdmission();

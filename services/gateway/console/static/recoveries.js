@@ -9,12 +9,15 @@ import {
   saveAction, seqLink, shortName, stateName, submitOnce, withheldNote,
 } from "./common.js";
 import { page, usageText } from "./run.js";
+import { reconciliationView } from "./reconciliation.js";
 
 // ---------------------------------------------------------------- a ticket and its recoveries
 
 export async function ticketView(area, ticket) {
-  const current = page.requests.find((r) => r.request_id === ticket.request_id) || ticket.execution_request;
+  // The ticket's newest execution request (a reconciliation retry follows the one it replaces).
+  const current = page.requests.filter((r) => r.request_id === ticket.request_id).pop() || ticket.execution_request;
   const recoveries = el("div", {});
+  const reconciliation = el("div", {});
   area.append(el("div", { class: "card", "data-ticket": ticket.request_id },
     el("h3", {}, `Admission ${ticket.request_id}`),
     note("A ticket records admission only; worker claim and execution are separate, later records."),
@@ -29,8 +32,9 @@ export async function ticketView(area, ticket) {
       ...leaseBoundsRows(ticket.lease_bounds),
       ["Settlement · claim", el("span", {}, seqLink(ticket.settlement_sequence), " · ", seqLink(ticket.claim_sequence))],
     ]),
-    recoveries));
+    recoveries, reconciliation));
   await recoveryView(recoveries, ticket, current);
+  await reconciliationView(reconciliation, ticket);
 }
 
 // ---------------------------------------------------------------- routes, from the description
@@ -50,6 +54,17 @@ const rpcOf = (route) => route.rpc.replace(/^\/[^/]*\.(?=[A-Za-z0-9]+\/)/, "");
 const roleWords = (roles) => (roles || []).map((r) => shortName(r, "ROLE_")).join(" and ") || "the required";
 
 const FAILED = "EXECUTION_REQUEST_STATE_FAILED";
+// What applies to a request that has not failed (the recoveries are for failed requests only).
+const NOT_FAILED = {
+  EXECUTION_REQUEST_STATE_QUEUED: "No recovery applies: the request is queued for a worker. It can be cancelled under Records.",
+  EXECUTION_REQUEST_STATE_CLAIMED: "No recovery applies while a worker holds the request. If its worker was lost, reconcile it below.",
+  EXECUTION_REQUEST_STATE_COMPLETED: "No recovery applies: the request completed.",
+  EXECUTION_REQUEST_STATE_RECONCILED: "No recovery applies: the request was reconciled and its stage queued again (below).",
+  EXECUTION_REQUEST_STATE_UNRESOLVED: "No recovery or retry applies: the request is terminal unresolved by reconciliation. "
+    + "What remains and the next actions permitted are in the reconciliation's handoff below.",
+  EXECUTION_REQUEST_STATE_CANCELLED: "No recovery applies: the request was cancelled and cannot be resumed.",
+  EXECUTION_REQUEST_STATE_EXPIRED: "The request expired before any worker claimed it; this console offers recoveries of failed requests only.",
+};
 
 async function recoveryView(area, ticket, current) {
   const listed = await call("GET", `${API}/recovery-workflows`);
@@ -85,7 +100,7 @@ async function recoveryView(area, ticket, current) {
   }
   area.replaceChildren(receipts);
   if (current.state !== FAILED) {
-    if (saved.size === 0) area.append(note("No recovery applies: the request has not failed."));
+    if (saved.size === 0) area.append(note(NOT_FAILED[current.state] || `No recovery applies: the request is ${stateName(current.state)}.`));
     return;
   }
   // The workflows that apply, from the description: how the request failed, and which saved

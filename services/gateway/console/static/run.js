@@ -1,7 +1,7 @@
 // The run page's state, its facts (held state, command ledger, policy, grantable lease window)
 // and records (execution requests, commands, journal).
 
-import { API, call, callerPermissions, describe, el, facts, note, seqLink, setStatus, shortName, stateName } from "./common.js";
+import { API, call, callerPermissions, describe, el, erLink, facts, note, seqLink, setStatus, shortName, stateName } from "./common.js";
 
 // ---------------------------------------------------------------- run page: facts and records
 
@@ -33,7 +33,7 @@ export async function loadFacts() {
     ["Attempt", page.run.attempt_id],
     ["Task", page.run.task_id],
     ["Source", `${page.run.source_revision} · ${page.run.source_profile}`],
-    ["Held state", el("span", { id: "held-state" }, "reading the journal…")],
+    ["Continuity state", el("span", { id: "continuity-state" }, "reading the journal…")],
     ["Command ledger", el("span", { id: "command-ledger" }, usageText())],
     ["Policy revision", page.policy ? `${page.policy.revision} (${page.policy.enabled ? "enabled" : "disabled"})` : "—"],
     ["Lease window the server would grant", `${page.grantableLease} s (policy window, provider timeout and deadline; the ledger bounds it again)`],
@@ -70,12 +70,8 @@ export async function loadRecords() {
   const ledger = document.getElementById("command-ledger");
   if (ledger) ledger.textContent = usageText();
   const entries = journal.outcome === "ok" ? journal.json.entries : [];
-  const held = entries.filter((e) => e.kind === "JOURNAL_ENTRY_KIND_RUN_HELD").pop();
-  const heldState = document.getElementById("held-state");
-  if (heldState) {
-    heldState.replaceChildren(journal.outcome !== "ok" ? "—"
-      : held ? el("span", {}, "held at journal ", seqLink(held.sequence)) : "not held");
-  }
+  const state = document.getElementById("continuity-state");
+  if (state) state.replaceChildren(journal.outcome !== "ok" || requests.outcome !== "ok" ? "—" : continuityState(page.requests, entries));
   document.getElementById("journal").replaceChildren(
     journal.outcome !== "ok" ? note(`Not readable: ${describe(journal)}`)
       : el("div", { class: "table-wrap" }, el("table", {},
@@ -84,6 +80,41 @@ export async function loadRecords() {
         el("tbody", {}, entries.map((e) => el("tr", { id: `journal-${e.sequence}` },
           el("td", {}, e.sequence), el("td", {}, shortName(e.kind, "JOURNAL_ENTRY_KIND_")),
           el("td", {}, e.actor), el("td", { class: "wide-only" }, e.recorded_at || "—")))))));
+  document.dispatchEvent(new Event("forge:records-loaded"));
+}
+
+// ---------------------------------------------------------------- the run's continuity state
+
+const K = "JOURNAL_ENTRY_KIND_";
+const SETTLING = ["MIGRATION_SETTLEMENT", "REFUSAL_SETTLEMENT", "RECOVERY_WITNESS", "READONLY_OBSERVATION_RECOVERY",
+  "OWNERSHIP_CLAIM"].map((k) => K + k);
+const STATE_WORDS = {
+  EXECUTION_REQUEST_STATE_QUEUED: "admitted: queued for a worker",
+  EXECUTION_REQUEST_STATE_CLAIMED: "admitted: claimed by a worker",
+  EXECUTION_REQUEST_STATE_COMPLETED: "completed",
+  EXECUTION_REQUEST_STATE_FAILED: "failed (Check current admission shows the recoveries that apply)",
+  EXECUTION_REQUEST_STATE_RECONCILED: "reconciled: the stage was queued again",
+  EXECUTION_REQUEST_STATE_UNRESOLVED: "terminal unresolved by reconciliation: nothing is retried",
+  EXECUTION_REQUEST_STATE_CANCELLED: "cancelled",
+  EXECUTION_REQUEST_STATE_EXPIRED: "expired before any worker claimed it",
+};
+
+// What the run is now, from its newest execution request and its journal: "held" only while the
+// newest hold is not followed by an admission or recovery that settled it.
+export function continuityState(requests, entries) {
+  const last = (kinds) => entries.filter((e) => kinds.includes(e.kind)).pop();
+  const held = last([K + "RUN_HELD"]);
+  const settled = last(SETTLING);
+  const heldNow = held && (!settled || Number(held.sequence) > Number(settled.sequence));
+  const current = requests[requests.length - 1];
+  if (!current) {
+    return heldNow ? el("span", { "data-state": "held" }, "held at journal ", seqLink(held.sequence), "; not admitted")
+      : el("span", { "data-state": "not-held" }, "not held; no execution request");
+  }
+  return el("span", { "data-state": stateName(current.state) },
+    STATE_WORDS[current.state] || stateName(current.state), " (", erLink(current.execution_request_id), ")",
+    heldNow ? el("span", {}, "; held again at journal ", seqLink(held.sequence)) : "",
+    held && !heldNow ? el("span", {}, "; was held at journal ", seqLink(held.sequence), " before ", seqLink(settled.sequence)) : "");
 }
 
 // --------------------------------------------------------------- cancelling an execution request
