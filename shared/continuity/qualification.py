@@ -109,11 +109,7 @@ def distribution_digest(name: str = PINNED_SDK_DISTRIBUTION) -> str:
     its RECORD's hashed entries inside site-packages (sorted, one per line)."""
     dist = importlib.metadata.distribution(name)
     record = dist.read_text("RECORD") or ""
-    entries = sorted(
-        line
-        for line in record.splitlines()
-        if _wheel_entry(line)
-    )
+    entries = sorted(line for line in record.splitlines() if _wheel_entry(line))
     return digest_of(
         {
             "name": dist.metadata["Name"],
@@ -185,7 +181,9 @@ def _parse_entry(entry: Any) -> tuple[str, ProfileDigest]:
         raise RegistryError("every profile needs a non-empty name")
     parts = entry.get("parts")
     if not isinstance(parts, dict) or set(parts) != set(PART_LABELS):
-        raise RegistryError(f"profile {entry['name']!r}: parts must be exactly {sorted(PART_LABELS)}")
+        raise RegistryError(
+            f"profile {entry['name']!r}: parts must be exactly {sorted(PART_LABELS)}"
+        )
     if not all(isinstance(v, str) and DIGEST_PATTERN.match(v) for v in parts.values()):
         raise RegistryError(f"profile {entry['name']!r}: every part is a sha256: digest")
     profile = ProfileDigest(**parts)
@@ -227,9 +225,8 @@ def qualification_problem(profile: str, env: Mapping[str, str] | None = None) ->
         return None
     return (
         f"source profile {profile!r} is registered with digest {registered.digest} but the "
-        f"installed code's digest is {installed.digest}: " + "; ".join(
-            registered.differences(installed)
-        )
+        f"installed code's digest is {installed.digest}: "
+        + "; ".join(registered.differences(installed))
     )
 
 

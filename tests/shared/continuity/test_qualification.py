@@ -30,7 +30,9 @@ ROOT = Path(__file__).resolve().parents[3]
 OTHER = "sha256:" + "ab" * 32
 
 
-def _registry_file(tmp_path: Path, profile: ProfileDigest, name: str = DEFAULT_QUALIFIED_PROFILE) -> dict[str, str]:
+def _registry_file(
+    tmp_path: Path, profile: ProfileDigest, name: str = DEFAULT_QUALIFIED_PROFILE
+) -> dict[str, str]:
     path = tmp_path / "profiles.json"
     document = {"format": qualification.REGISTRY_FORMAT, "profiles": [registration(name, profile)]}
     path.write_text(json.dumps(document), encoding="utf-8")
