@@ -283,6 +283,11 @@ _REASONS: tuple[Reason, ...] = (
            "policy epoch"),
     Reason("HISTORICAL_IDENTITY_UNREGISTERED", _FP, ("field",),
            f"{_HISTORICAL}: its validator or pinned source is not registered"),
+    Reason("SOURCE_READER_UNPINNED", _FP, ("expected", "field", "found", "name"),
+           "a version-2 or read-only observation proof does not pin the published historical "
+           "source-reader implementation: it is not installed with its pinned hash "
+           "(reconstruction), or the derived checkpoint names none or another (the ledger's "
+           "commit); nothing was written"),
     Reason("MIGRATION_FIELD_REFUSED", _FP, ("field",),
            "a checkpoint field cannot be migrated to the target SDK (JSON Pointer in field)"),
     Reason("MIGRATION_COUNTER_MISSING", _FP, ("field",), "a mandatory usage counter is missing"),

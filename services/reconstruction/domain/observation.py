@@ -22,7 +22,9 @@ from typing import Any, Final
 from pydantic import ValidationError
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 
+from services.reconstruction.worker_adapter.historical import source_reader_pin
 from shared.continuity.canonical import canonical_bytes, digest_of, sha256_digest
+from shared.continuity.sdk_epochs import SOURCE_READER_TOOLS
 from shared.runtime.errors import FailedPrecondition
 
 from .analysis import EVIDENCE_TOOL, READ_GRANT
@@ -205,6 +207,9 @@ async def areconstruct_readonly_observation(
     tools = {str(t["name"]): t for t in state["model_request_parameters"]["function_tools"]}
     calls = _calls(replay.response, tools)
     results = _results(calls, retained_results)
+    # A retained source-reader result is reused as stored: the proof pins the published
+    # historical source reader that produced it (refused when absent or changed).
+    reader = source_reader_pin() if any(n in SOURCE_READER_TOOLS for _, n, _ in results) else None
     # New message metadata: native consumption time and the continuation's run identifiers.
     continuation = continuation_run_id(record)
     response = replace(
@@ -259,6 +264,7 @@ async def areconstruct_readonly_observation(
         ],
         "history_digest": digest_of(messages_json),
         "contract_digest": record.envelope["contract_digest"],
+        **({"source_reader": reader} if reader is not None else {}),
     }
     witness_digest = digest_of(witness)
     accounting = {
@@ -291,6 +297,7 @@ async def areconstruct_readonly_observation(
             "appended_results": [
                 {"tool_call_id": i, "tool_name": n, "content": c} for i, n, c in results
             ],
+            **({"source_reader": reader} if reader is not None else {}),
         },
         "state": derived_state,
         "state_digest": digest_of(derived_state),
