@@ -32,7 +32,9 @@ def run_service(service: str, argv: list[str], build: Build, depends_on: Sequenc
     except RegistryError as refused:
         logging.getLogger("forge.server").error("refusing to serve: %s", refused)
         return 2
-    logging.getLogger("forge.server").info("%s installed profile digest %s", service, profile.digest)
+    logging.getLogger("forge.server").info(
+        "%s installed profile digest %s", service, profile.digest
+    )
     service_bindings, cleanup = build(settings)
     running = start_server(settings, service_bindings, directory, serving=not depends_on)
     probes = {

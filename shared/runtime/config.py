@@ -58,8 +58,9 @@ ENVIRONMENT: Mapping[str, str] = {
         "var/continuity.log"
     ),
     "FORGE_QUALIFIED_SOURCE_PROFILES": (
-        "development only (no FORGE_QUALIFIED_PROFILES_FILE): extra profile names, comma-separated, "
-        "registered with the installed code's digest beside the release's own (ADR 0023)"
+        "development only (no FORGE_QUALIFIED_PROFILES_FILE): extra profile names, "
+        "comma-separated, registered with the installed code's digest beside the release's own "
+        "(ADR 0023)"
     ),
     "FORGE_QUALIFIED_PROFILES_FILE": (
         "JSON registry of qualified profiles, each with its profile digest (ADR 0023); the image "

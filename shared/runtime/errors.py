@@ -5,8 +5,8 @@ bootstrap's interceptor turns each into a ``google.rpc.Status`` carrying exactly
 (stable UPPER_SNAKE ``reason``, domain ``continuity.forge``), plus ``BadRequest`` or
 ``PreconditionFailure`` details where they fit, and any contract messages the refusal carries
 (``forge.continuity.v1.HandoffPayload`` for a refusal of the admissibility check). Clients turn
-a rich status back into the same exception type with :func:`from_rpc_error`. Every reason is listed, with its code, metadata keys
-and meaning, in :mod:`shared.runtime.reasons`.
+a rich status back into the same exception type with :func:`from_rpc_error`. Every reason is
+listed, with its code, metadata keys and meaning, in :mod:`shared.runtime.reasons`.
 """
 
 from __future__ import annotations
@@ -100,7 +100,9 @@ class DomainError(Exception):
         for carried in self.details:
             if isinstance(carried, message_type):
                 return carried
-            if isinstance(carried, any_pb2.Any) and carried.Is(message_type.DESCRIPTOR):
+            if isinstance(carried, any_pb2.Any) and carried.TypeName() == (
+                message_type.DESCRIPTOR.full_name
+            ):
                 unpacked = message_type()
                 carried.Unpack(unpacked)
                 return unpacked

@@ -10,6 +10,7 @@ themselves. The last assertion: every route was used.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 

@@ -23,16 +23,18 @@ PIN = PUBLISHED_SOURCE_READER.pin()
 def test_the_published_implementation_is_installed_with_its_pinned_hash() -> None:
     assert source_hash(historical.SOURCE_READER_FILE) == PUBLISHED_SOURCE_READER.source_hash
     assert source_reader_pin() == PIN
-    assert PIN == {
+    assert {
         "name": "firefly-agentic/26.10.1/list_files",
         "version": "26.10.1",
         "source_hash": PUBLISHED_SOURCE_READER.source_hash,
-    }
+    } == PIN
 
 
 def test_a_version_2_proof_with_a_source_observation_names_the_pin() -> None:
     sibling = load_case("v2_list_sibling")
-    result = reconstruct_invalid_read(sibling.checkpoint, sibling.raw_response, 2, sibling.consumed_at)
+    result = reconstruct_invalid_read(
+        sibling.checkpoint, sibling.raw_response, 2, sibling.consumed_at
+    )
     assert result.witness["historical_identities"]["source_reader"] == PIN
     derived = json.loads(result.derived_checkpoint)
     assert derived["reconstruction"]["source_reader"] == PIN

@@ -211,9 +211,7 @@ def test_retry_stage_fences_the_old_owner_and_queues_a_new_request(
         "mark_unresolved",
         "verify_reconciliation",
     ]
-    assert [b.execution_request_id for b in handoff.bound_requests] == [
-        owned.execution_request_id
-    ]
+    assert [b.execution_request_id for b in handoff.bound_requests] == [owned.execution_request_id]
     assert handoff.unresolved_alternatives[0].subject == owned.execution_request_id
     for evidence in ("running", "timeout"):
         nothing_written(

@@ -80,4 +80,3 @@ def check_derived_envelope(
     derived_limits = _object(envelope.get("state")).get("limits")
     if source_limits is None or digest_of(derived_limits) != digest_of(source_limits):
         raise _mismatch("state.limits", "not the source checkpoint's unchanged limits", digest)
-
