@@ -8,12 +8,9 @@ identity are one of these.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Final
-
-from shared.runtime.errors import FailedPrecondition
+from typing import Final
 
 HISTORICAL_FORMAT: Final = "firefly.agentic.checkpoint/3"
 DERIVED_FORMAT: Final = "forge.continuity.derived-checkpoint/1"
@@ -146,25 +143,3 @@ def reads_the_source(appended_results: object) -> bool:
         isinstance(item, dict) and item.get("tool_name") in SOURCE_READER_TOOLS
         for item in appended_results
     )
-
-
-def check_source_reader_pin(rebuilt: Mapping[str, Any]) -> None:
-    """A derived checkpoint that appends a source reader's result (version 2's unavailable
-    list_files observation, a retained one) names the pinned published source reader:
-    FAILED_PRECONDITION SOURCE_READER_UNPINNED when it names none or another."""
-    if not reads_the_source(rebuilt.get("appended_results")):
-        return
-    named = rebuilt.get("source_reader")
-    problem = source_reader_problem(named)
-    if problem is not None:
-        pinned = PUBLISHED_SOURCE_READER.pin()
-        raise FailedPrecondition(
-            "SOURCE_READER_UNPINNED",
-            problem,
-            metadata={
-                "field": "reconstruction.source_reader",
-                "name": pinned["name"],
-                "expected": pinned["source_hash"],
-                "found": str(named.get("source_hash", "")) if isinstance(named, dict) else "",
-            },
-        )

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from services.reconstruction.domain import reconstruct_invalid_read
+from services.reconstruction.domain.registry import source_reader_pin
 from services.reconstruction.worker_adapter import historical
-from services.reconstruction.worker_adapter.historical import source_hash, source_reader_pin
+from services.reconstruction.worker_adapter.historical import source_hash
 from shared.continuity.sdk_epochs import PUBLISHED_SOURCE_READER
 from shared.runtime.errors import FailedPrecondition
 

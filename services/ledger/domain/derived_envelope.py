@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.continuity.canonical import CanonicalJsonError, digest_of, parse_json
-from shared.continuity.sdk_epochs import check_source_reader_pin
+from shared.continuity.source_reader import check_source_reader_pin
 from shared.runtime.errors import FailedPrecondition
 
 

@@ -22,7 +22,6 @@ from typing import Any, Final
 from pydantic import ValidationError
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 
-from services.reconstruction.worker_adapter.historical import source_reader_pin
 from shared.continuity.canonical import canonical_bytes, digest_of, sha256_digest
 from shared.continuity.sdk_epochs import SOURCE_READER_TOOLS
 from shared.runtime.errors import FailedPrecondition
@@ -32,7 +31,13 @@ from .jsonpath import first_difference
 from .pending import continuation_run_id, read_derived_checkpoint
 from .projection import LIMITS, MESSAGES, USAGE
 from .reconstruct import OBSERVATION_UNAVAILABLE, _parse_consumed_at
-from .registry import DERIVED_FORMAT, TARGET_RUNTIME, transition, verify_target_runtime
+from .registry import (
+    DERIVED_FORMAT,
+    TARGET_RUNTIME,
+    source_reader_pin,
+    transition,
+    verify_target_runtime,
+)
 from .schema_subset import accepts
 from .sealed import replay_consumed_response
 

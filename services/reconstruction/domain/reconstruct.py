@@ -13,7 +13,6 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, ToolReturnPart
 from pydantic_ai.usage import RequestUsage
 
 from services.reconstruction.worker_adapter.evidence import INVALID_QUERY_RESULT
-from services.reconstruction.worker_adapter.historical import source_reader_pin
 from shared.continuity.canonical import canonical_bytes, digest_of, sha256_digest
 from shared.continuity.sdk_epochs import SOURCE_READER_TOOLS
 from shared.contract.terms import SUPPORTED_VERSIONS
@@ -28,6 +27,7 @@ from .registry import (
     DERIVED_FORMAT,
     TARGET_RUNTIME,
     WITNESS_FORMAT,
+    source_reader_pin,
     transition,
     verify_target_runtime,
 )

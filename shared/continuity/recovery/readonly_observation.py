@@ -41,7 +41,7 @@ from shared.continuity.recovery.workflow import (
     Workflow,
 )
 from shared.continuity.rejected_boundary import REJECTED_BOUNDARY
-from shared.continuity.sdk_epochs import check_source_reader_pin
+from shared.continuity.source_reader import check_source_reader_pin
 from shared.runtime.errors import FailedPrecondition, FieldViolation, InvalidArgument
 
 #: The fixed result reconstruction appends for the unavailable evidence observation.

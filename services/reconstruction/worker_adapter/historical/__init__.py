@@ -24,7 +24,6 @@ from shared.continuity.sdk_epochs import (
     REVIEWED_VALIDATOR_SOURCES,
     ValidatorSource,
 )
-from shared.runtime.errors import FailedPrecondition
 
 from .evidence_query_26_10_1 import EvidenceQuery as EvidenceQuery26101
 
@@ -134,26 +133,3 @@ REGISTERED_VALIDATORS: Final[MappingProxyType[str, HistoricalValidator]] = Mappi
 
 #: The published historical source-reader implementation (never run; pinned by its source hash).
 SOURCE_READER_FILE: Path = _HERE / f"{PUBLISHED_SOURCE_READER.module}.py"
-
-
-def source_reader_pin(source_file: Path | None = None) -> dict[str, str]:
-    """The pinned source-reader identity a proof names, after checking that the published
-    implementation is installed with exactly that hash: FAILED_PRECONDITION
-    SOURCE_READER_UNPINNED when it is absent or differs."""
-    path = source_file if source_file is not None else SOURCE_READER_FILE
-    pinned = PUBLISHED_SOURCE_READER.pin()
-    if not path.is_file():
-        raise FailedPrecondition(
-            "SOURCE_READER_UNPINNED",
-            f"the published source reader {pinned['name']} is not installed",
-            metadata={"name": pinned["name"], "expected": pinned["source_hash"], "found": ""},
-        )
-    found = source_hash(path)
-    if found != pinned["source_hash"]:
-        raise FailedPrecondition(
-            "SOURCE_READER_UNPINNED",
-            f"the installed source reader {pinned['name']} is {found}, not the pinned "
-            f"{pinned['source_hash']}",
-            metadata={"name": pinned["name"], "expected": pinned["source_hash"], "found": found},
-        )
-    return pinned
