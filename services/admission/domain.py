@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from google.protobuf.message import Message
+
 from shared.continuity.canonical import is_digest
 from shared.continuity.identifiers import IDENTIFIER
 from shared.contract.terms import MAX_WINDOW_SECONDS
@@ -116,8 +118,9 @@ class HoldView:
     detail: str
 
 
-def refuse_held(holds: Sequence[HoldView]) -> FailedPrecondition:
-    """A held candidate supplies no claim: the refusal lists each hold and what clears it."""
+def refuse_held(holds: Sequence[HoldView], handoff: Message | None = None) -> FailedPrecondition:
+    """A held candidate supplies no claim: the refusal lists each hold and what clears it, and
+    carries the candidate's handoff payload."""
     return FailedPrecondition(
         "CANDIDATE_HELD",
         "the candidate is held: " + ", ".join(sorted({hold.reason for hold in holds})),
@@ -129,4 +132,5 @@ def refuse_held(holds: Sequence[HoldView]) -> FailedPrecondition:
             PreconditionViolation(hold.reason, hold.subject or hold.requirement, hold.detail)
             for hold in holds
         ],
+        details=[handoff] if handoff is not None else [],
     )

@@ -68,6 +68,7 @@ def _candidate(
         holds=tuple(_hold(hold) for hold in candidate.holds),
         policy_revision=candidate.policy_revision,
         journal_head_hash=candidate.journal_head.hash,
+        handoff=candidate.handoff,
         proof=CandidateProof(
             consumed_response_digest=proof.consumed_response_digest,
             derived_checkpoint_digest=proof.derived_checkpoint_digest,
@@ -93,6 +94,7 @@ def _recovery_candidate_view(candidate: candidate_pb2.RecoveryCandidate) -> Reco
         holds=tuple(_hold(hold) for hold in candidate.holds),
         policy_revision=candidate.policy_revision,
         journal_head_hash=candidate.journal_head.hash,
+        handoff=candidate.handoff,
         proven_checkpoint_digest=candidate.observation.derived_checkpoint_digest,
         commit_inputs=(
             DerivedCheckpoint(

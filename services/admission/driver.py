@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from google.protobuf.message import Message
+
 from services.admission.domain import HoldView, compare_digests, refuse_held
 from shared.continuity.idempotency import StoredAction, replay_or_conflict
 from shared.runtime.errors import DomainError
@@ -54,6 +56,11 @@ class Candidate(Protocol):
 
     @property
     def holds(self) -> Sequence[HoldView]: ...
+
+    @property
+    def handoff(self) -> Message | None:
+        """The candidate's handoff payload; a refusal of the held candidate carries it."""
+        ...
 
 
 ResultT = TypeVar("ResultT")
@@ -136,7 +143,7 @@ def submit(
         candidate = workflow.candidate(request)
         compare_digests(request.digests, candidate.digests)
         if not candidate.eligible:
-            raise refuse_held(candidate.holds)
+            raise refuse_held(candidate.holds, candidate.handoff)
         return workflow.commit(request, identity, candidate)
     except DomainError:
         # An identical request may have committed while this one was in flight: the candidate

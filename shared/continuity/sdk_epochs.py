@@ -99,3 +99,47 @@ def validator_standing(named_source_hash: object) -> ValidatorSource | None:
     if not isinstance(named_source_hash, str):
         return None
     return REVIEWED_VALIDATOR_SOURCES.get(named_source_hash)
+
+
+@dataclass(frozen=True)
+class SourceReaderIdentity:
+    """The published historical source-reader implementation a version-2 or read-only
+    observation proof pins: the historical worker's ``list_files`` by name, version and the
+    SHA-256 of its published source file (docs/formats.md, "Source-reader pin")."""
+
+    name: str
+    version: str
+    source_hash: str
+    module: str  # module of services.reconstruction.worker_adapter.historical holding it
+
+    def pin(self) -> dict[str, str]:
+        """What a proof names: ``{"name", "version", "source_hash"}``."""
+        return {"name": self.name, "version": self.version, "source_hash": self.source_hash}
+
+
+PUBLISHED_SOURCE_READER: Final = SourceReaderIdentity(
+    name="firefly-agentic/26.10.1/list_files",
+    version="26.10.1",
+    source_hash="sha256:eae639a36f67e1310393a95d3d776eeef8762c7a5c19e28d2e54c3b91e1e5d7d",
+    module="source_reader_26_10_1",
+)
+#: The tools whose results a proof takes from the source reader (its pin applies to them).
+SOURCE_READER_TOOLS: Final = frozenset({"list_files"})
+
+
+def source_reader_problem(named: object) -> str | None:
+    """Why the source-reader identity a proof names is not the pinned one (None: it is)."""
+    pinned = PUBLISHED_SOURCE_READER.pin()
+    if named is None:
+        return f"the proof names no source reader; {pinned['name']} is pinned"
+    if named != pinned:
+        return f"the proof names source reader {named!r}, not the pinned {pinned!r}"
+    return None
+
+
+def reads_the_source(appended_results: object) -> bool:
+    """Whether a derived checkpoint's appended results include a source reader's call."""
+    return isinstance(appended_results, list) and any(
+        isinstance(item, dict) and item.get("tool_name") in SOURCE_READER_TOOLS
+        for item in appended_results
+    )

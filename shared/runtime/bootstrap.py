@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+from shared.continuity.qualification import RegistryError, load_at_startup
 from shared.runtime.auth import PrincipalDirectory
 from shared.runtime.client import service_channel
 from shared.runtime.config import Settings, load_settings
@@ -25,6 +26,16 @@ def run_service(service: str, argv: list[str], build: Build, depends_on: Sequenc
     settings = load_settings(service, argv)
     configure_logging(settings.log_level)
     directory = PrincipalDirectory.load(settings.principals_file)
+    # The installed profile digest is computed and the profile registry read before serving
+    # (ADR 0023): a malformed registry stops the service here, not at its first admission.
+    try:
+        profile = load_at_startup()
+    except RegistryError as refused:
+        logging.getLogger("forge.server").error("refusing to serve: %s", refused)
+        return 2
+    logging.getLogger("forge.server").info(
+        "%s installed profile digest %s", service, profile.digest
+    )
     service_bindings, cleanup = build(settings)
     metrics = serve_metrics(settings.host, settings.metrics_port)
     running = start_server(settings, service_bindings, directory, serving=not depends_on)

@@ -78,7 +78,13 @@ ENVIRONMENT: Mapping[str, str] = {
         "var/continuity.log"
     ),
     "FORGE_QUALIFIED_SOURCE_PROFILES": (
-        "extra qualified source profiles, comma-separated (the release's own is always qualified)"
+        "development only (no FORGE_QUALIFIED_PROFILES_FILE): extra profile names, "
+        "comma-separated, registered with the installed code's digest beside the release's own "
+        "(ADR 0023)"
+    ),
+    "FORGE_QUALIFIED_PROFILES_FILE": (
+        "JSON registry of qualified profiles, each with its profile digest (ADR 0023); the image "
+        "sets the release's; unset: the development registry computed from the installed code"
     ),
     "FORGE_MAX_JOURNAL_FOLLOWERS": (
         "ledger: concurrent StreamJournal followers (default 8, below the server's thread pool)"

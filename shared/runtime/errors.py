@@ -3,9 +3,10 @@
 Domain code raises :class:`DomainError` subclasses (no grpc imports needed there). The server
 bootstrap's interceptor turns each into a ``google.rpc.Status`` carrying exactly one ``ErrorInfo``
 (stable UPPER_SNAKE ``reason``, domain ``continuity.forge``), plus ``BadRequest`` or
-``PreconditionFailure`` details where they fit. Clients turn a rich status back into the same
-exception type with :func:`from_rpc_error`. Every reason is listed, with its code, metadata keys
-and meaning, in :mod:`shared.runtime.reasons`.
+``PreconditionFailure`` details where they fit, and any contract messages the refusal carries
+(``forge.continuity.v1.HandoffPayload`` for a refusal of the admissibility check). Clients turn
+a rich status back into the same exception type with :func:`from_rpc_error`. Every reason is
+listed, with its code, metadata keys and meaning, in :mod:`shared.runtime.reasons`.
 """
 
 from __future__ import annotations
@@ -15,17 +16,22 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 import grpc
 from google.protobuf import any_pb2
+from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 log = logging.getLogger("forge.client")
 
 ERROR_DOMAIN = "continuity.forge"
+# Details of these packages are passed on from a downstream status (a service relaying a
+# refusal keeps them); any other unrecognized detail is dropped.
+_CONTRACT_TYPE_PREFIX = "type.googleapis.com/forge.continuity."
 _REASON_PATTERN = re.compile(r"^[A-Z][A-Z0-9_]*[A-Z0-9]$")
+M = TypeVar("M", bound=Message)
 
 
 class ErrorKind(enum.Enum):
@@ -76,6 +82,7 @@ class DomainError(Exception):
         metadata: Mapping[str, str] | None = None,
         field_violations: Sequence[FieldViolation] = (),
         precondition_violations: Sequence[PreconditionViolation] = (),
+        details: Sequence[Message] = (),
     ) -> None:
         if not _REASON_PATTERN.match(reason):
             raise ValueError(f"error reason must be UPPER_SNAKE, got {reason!r}")
@@ -85,6 +92,21 @@ class DomainError(Exception):
         self.metadata: dict[str, str] = dict(metadata or {})
         self.field_violations = tuple(field_violations)
         self.precondition_violations = tuple(precondition_violations)
+        # Contract messages carried as further status details (packed ``Any`` when relayed).
+        self.details: tuple[Message, ...] = tuple(details)
+
+    def detail(self, message_type: type[M]) -> M | None:
+        """The carried detail of ``message_type`` (e.g. the handoff of a refused action)."""
+        for carried in self.details:
+            if isinstance(carried, message_type):
+                return carried
+            if isinstance(carried, any_pb2.Any) and carried.TypeName() == (
+                message_type.DESCRIPTOR.full_name
+            ):
+                unpacked = message_type()
+                carried.Unpack(unpacked)
+                return unpacked
+        return None
 
     def __str__(self) -> str:
         return f"{self.kind.name} {self.reason}: {self.message}"
@@ -221,6 +243,8 @@ def bare_status_error(code: grpc.StatusCode | None) -> DomainError:
 
 
 def _pack(message: object) -> any_pb2.Any:
+    if isinstance(message, any_pb2.Any):
+        return message  # relayed from a downstream status as it came
     packed = any_pb2.Any()
     packed.Pack(message)  # type: ignore[arg-type]
     return packed
@@ -262,6 +286,7 @@ def to_status(error: DomainError) -> grpc.Status:
                 )
             )
         )
+    details += [_pack(carried) for carried in error.details]
     status = status_pb2.Status(
         code=getattr(code_pb2, error.kind.name), message=error.message, details=details
     )
@@ -277,6 +302,7 @@ def from_rpc_error(error: grpc.RpcError) -> DomainError:
     info: error_details_pb2.ErrorInfo | None = None
     fields: list[FieldViolation] = []
     preconditions: list[PreconditionViolation] = []
+    carried: list[any_pb2.Any] = []
     details: Sequence[any_pb2.Any] = status.details if status is not None else ()
     for detail in details:
         if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
@@ -292,6 +318,8 @@ def from_rpc_error(error: grpc.RpcError) -> DomainError:
             preconditions = [
                 PreconditionViolation(v.type, v.subject, v.description) for v in failure.violations
             ]
+        elif detail.type_url.startswith(_CONTRACT_TYPE_PREFIX):
+            carried.append(detail)
     if status is None or info is None or not _REASON_PATTERN.match(info.reason):
         original = error.details() if isinstance(error, grpc.Call) else str(error)
         name = code.name if code is not None else "UNKNOWN"
@@ -304,4 +332,5 @@ def from_rpc_error(error: grpc.RpcError) -> DomainError:
         metadata=dict(info.metadata),
         field_violations=fields,
         precondition_violations=preconditions,
+        details=carried,
     )

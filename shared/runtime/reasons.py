@@ -169,10 +169,12 @@ _REASONS: tuple[Reason, ...] = (
     Reason("CANDIDATE_DIGEST_STALE", _FP, ("stale",),
            "a continuity digest the operator reviewed no longer matches the current state"),
     Reason("CANDIDATE_HELD", _FP, ("holds", "requirements"),
-           "the candidate is held; only an eligible candidate can be submitted"),
+           "the candidate is held; only an eligible candidate can be submitted (the candidate's "
+           "HandoffPayload is a further status detail)"),
     Reason("RECOVERY_UNRESOLVED", _FP, ("holds", "recovery_id", "request_id", "run_id"),
            "the admissibility check, re-run inside the recovery transaction, leaves the request "
-           "unresolved (one PreconditionFailure violation per hold)"),
+           "unresolved (one PreconditionFailure violation per hold; the check's HandoffPayload is "
+           "a further status detail)"),
     Reason("REVIEWED_REPORT_UNVERIFIED", _FP, ("fields",),
            "inside the recovery transaction, a reviewed source-validator or executable-probe "
            "report is not stored intact or does not name the reviewed source revision, "
@@ -239,7 +241,8 @@ _REASONS: tuple[Reason, ...] = (
            "the lease generation is not the current one"),
     Reason("RECONCILIATION_UNRESOLVED", _FP, ("execution_request_id", "holds"),
            "the admissibility check, re-run inside the reconciliation transaction, leaves the "
-           "request held (one PreconditionFailure violation per hold); nothing was written"),
+           "request held (one PreconditionFailure violation per hold; the check's HandoffPayload "
+           "is a further status detail); nothing was written"),
     Reason("RECONCILIATION_STATE_CHANGED", _FP, ("lease_generation", "state"),
            "the execution request's state or lease generation is not the one reviewed"),
     Reason("RECONCILIATION_DIGEST_STALE", _FP, ("current_reconciliation_digest",),
@@ -285,6 +288,11 @@ _REASONS: tuple[Reason, ...] = (
            "policy epoch"),
     Reason("HISTORICAL_IDENTITY_UNREGISTERED", _FP, ("field",),
            f"{_HISTORICAL}: its validator or pinned source is not registered"),
+    Reason("SOURCE_READER_UNPINNED", _FP, ("expected", "field", "found", "name"),
+           "a version-2 or read-only observation proof does not pin the published historical "
+           "source-reader implementation: it is not installed with its pinned hash "
+           "(reconstruction), or the derived checkpoint names none or another (the ledger's "
+           "commit); nothing was written"),
     Reason("MIGRATION_FIELD_REFUSED", _FP, ("field",),
            "a checkpoint field cannot be migrated to the target SDK (JSON Pointer in field)"),
     Reason("MIGRATION_COUNTER_MISSING", _FP, ("field",), "a mandatory usage counter is missing"),

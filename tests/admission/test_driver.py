@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from forge.continuity.v1 import common_pb2
 from services.admission.domain import HoldView
 from services.admission.driver import Stored, Submitted, submit
 from shared.continuity.idempotency import StoredAction
@@ -34,6 +35,7 @@ class Candidate:
     digests: Mapping[str, str]
     eligible: bool = True
     holds: Sequence[HoldView] = ()
+    handoff: common_pb2.HandoffPayload | None = None
 
 
 @dataclass
@@ -126,13 +128,20 @@ def test_stale_digests_are_named_in_the_submitted_order_and_nothing_is_committed
 
 def test_a_held_candidate_is_refused_with_its_holds_and_nothing_is_committed() -> None:
     hold = HoldView("POLICY_DISABLED", "POLICY", "", "policy is disabled")
+    handoff = common_pb2.HandoffPayload(
+        permitted_next_actions=[common_pb2.PermittedAction(action="update_policy")]
+    )
     workflow = FakeWorkflow(
-        current=Candidate({"candidate_digest": DIGEST_A}, eligible=False, holds=(hold,))
+        current=Candidate(
+            {"candidate_digest": DIGEST_A}, eligible=False, holds=(hold,), handoff=handoff
+        )
     )
     with pytest.raises(FailedPrecondition) as refused:
         submit(workflow, REQUEST, "olga")
     assert refused.value.reason == "CANDIDATE_HELD"
     assert refused.value.metadata == {"holds": "POLICY_DISABLED", "requirements": "POLICY"}
+    # The refusal carries the candidate's handoff (a status detail beside its violations).
+    assert refused.value.detail(common_pb2.HandoffPayload) == handoff
     assert "commit" not in workflow.steps
 
 

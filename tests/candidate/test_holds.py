@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -18,6 +19,14 @@ from services.demo.seed import FIXTURES, Entry, load_fixture
 from services.ledger.schema import execution_requests
 from services.reconstruction.domain import reconstruct_invalid_read
 from shared.continuity.canonical import digest_of, sha256_digest
+from shared.continuity.qualification import (
+    DEFAULT_QUALIFIED_PROFILE,
+    PROFILES_FILE_VARIABLE,
+    REGISTRY_FORMAT,
+    ProfileDigest,
+    installed_profile,
+    registration,
+)
 from shared.runtime.client import open_channel
 from tests.errors import expect_error
 from tests.support import serve
@@ -410,3 +419,33 @@ def test_a_run_without_a_journal_is_held_not_an_error(stack: Stack) -> None:
     assert candidate.journal_head.sequence == 0
     assert candidate.handoff.consumed_resources.commands_used == 0
     assert actions(candidate) == ["inspect_journal"]
+
+
+def test_a_profile_registered_for_other_code_is_held_naming_the_part(
+    stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The registered profile digest covers the installed reconstruction code; registered for
+    other code, the candidate holds PROFILE_NOT_QUALIFIED and says which part differs."""
+    installed = installed_profile()
+    registered = ProfileDigest(**{**installed.parts(), "reconstruction_code": STRANGER})
+    registry = tmp_path / "profiles.json"
+    registry.write_text(json.dumps(registry_document_of(registered)), encoding="utf-8")
+    monkeypatch.setenv(PROFILES_FILE_VARIABLE, str(registry))
+    stack.set_policy(enabled=True)
+    stack.seed("v1_basic", "run-digest")
+    candidate = stack.read("run-digest")
+    assert hold_reasons(candidate) == {"PROFILE_NOT_QUALIFIED"}
+    (held,) = candidate.holds
+    assert (
+        f"reconstruction code differs (registered {STRANGER}, installed "
+        f"{installed.reconstruction_code})" in held.detail
+    )
+    assert "migration code" not in held.detail and "SDK" not in held.detail
+    assert "qualify_source_profile" in actions(candidate)
+
+
+def registry_document_of(profile: ProfileDigest) -> dict[str, Any]:
+    return {
+        "format": REGISTRY_FORMAT,
+        "profiles": [registration(DEFAULT_QUALIFIED_PROFILE, profile)],
+    }

@@ -292,6 +292,9 @@ def test_a_held_candidate_lists_each_hold_with_its_requirement(
     assert error["code"] == "FAILED_PRECONDITION"
     assert error["reason"] == "CANDIDATE_HELD"
     assert "POLICY_DISABLED" in {v["type"] for v in error["precondition_violations"]}
+    # the refusal carries the candidate's handoff: the same payload the candidate showed
+    assert error["handoff"] == reviewed["handoff"]
+    assert "update_policy" in [a["action"] for a in error["handoff"]["permitted_next_actions"]]
 
 
 REVIEWED = common_pb2.ReviewedProviderRejectionV1(

@@ -10,6 +10,7 @@ themselves. The last assertion: every route was used.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -309,6 +310,7 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
     ).snapshot
     assert snapshot.execution_request.state == common_pb2.EXECUTION_REQUEST_STATE_COMPLETED
     assert snapshot.reconciliation_digest.startswith("sha256:")
+    bodies: list[dict[str, Any]] = []
     for call, reason in (
         (
             lambda: reconciling.VerifyReconciliation(
@@ -345,6 +347,18 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
         with pytest.raises(HttpRefused) as held_decision:
             call()
         assert held_decision.value.reason == reason, held_decision.value.body
+        bodies.append(held_decision.value.body)
+    # The decision the admissibility check refused carries its handoff in the HTTP error body
+    # (a google.rpc.Status detail in the proto3 JSON mapping, like every other detail).
+    (handoff,) = [
+        detail
+        for detail in bodies[1]["details"]
+        if detail["@type"] == "type.googleapis.com/forge.continuity.v1.HandoffPayload"
+    ]
+    assert handoff["remaining_obligations"][0]["blocked_by"] == "REQUEST_NOT_CLAIMED"
+    # a completed request: nothing is left to reconcile, so nothing is permitted
+    assert handoff["permitted_next_actions"] == []
+    assert handoff["bound_requests"][0]["execution_request_id"] == claimed.execution_request_id
 
     # The read-only observation routes reach their own RPCs: a held request (the worker's claim
     # is unresolved), a submission whose digest is stale, and no saved action yet.

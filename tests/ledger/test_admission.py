@@ -17,8 +17,12 @@ from forge.continuity.v1 import (
     ledger_pb2_grpc,
 )
 from services.demo.seed import load_fixture, seed_held_run
+from services.reconstruction.domain import (
+    OBSERVATION_UNAVAILABLE as UNAVAILABLE,
+)
 from services.reconstruction.domain import ReconstructionResult, reconstruct_invalid_read
 from shared.continuity.canonical import canonical_bytes, digest_of, sha256_digest
+from shared.continuity.sdk_epochs import PUBLISHED_SOURCE_READER
 from shared.continuity.timeutil import to_timestamp
 from shared.runtime.errors import from_rpc_error
 from tests.errors import expect_error
@@ -224,6 +228,50 @@ def test_the_derived_checkpoint_envelope_is_bound_to_the_journal(
         lambda: commit(clients, request),
     )
     assert field in error.message
+    assert row_counts(engine) == counts
+
+
+def _reading_the_source(source_reader: object) -> bytes:
+    """The genuine version-2 derived checkpoint with a source reader's result appended, naming
+    ``source_reader`` (None: naming none)."""
+    envelope = json.loads(reconstructed(2).derived_checkpoint)
+    rebuilt = envelope["reconstruction"]
+    rebuilt["appended_results"].append(
+        {"tool_call_id": "call_list_2", "tool_name": "list_files", "content": UNAVAILABLE}
+    )
+    if source_reader is not None:
+        rebuilt["source_reader"] = source_reader
+    return canonical_bytes(envelope)
+
+
+@pytest.mark.parametrize(
+    "source_reader",
+    [None, {**PUBLISHED_SOURCE_READER.pin(), "source_hash": digest_of("another reader")}],
+    ids=["absent", "another"],
+)
+def test_a_source_observation_must_name_the_pinned_source_reader(
+    clients: LedgerClients, engine: Engine, source_reader: object
+) -> None:
+    """Step 9.8: a derived checkpoint that appends a source reader's result names the published
+    historical source reader the ledger pins, or the commit is refused and writes nothing."""
+    seeded = seed(clients)
+    enable_policy(clients, allow_unavailable_source_observations=True)
+    content = _reading_the_source(source_reader)
+    request = commit_request(
+        clients,
+        seeded,
+        version=2,
+        derived_checkpoint=content,
+        derived_checkpoint_digest=sha256_digest(content),
+        witness_digest=reconstructed(2).witness_digest,
+    )
+    counts = row_counts(engine)
+    error = expect_error(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "SOURCE_READER_UNPINNED",
+        lambda: commit(clients, request),
+    )
+    assert error.metadata["expected"] == PUBLISHED_SOURCE_READER.source_hash
     assert row_counts(engine) == counts
 
 

@@ -5,14 +5,23 @@ and what does not (any other policy edit)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import grpc
+import pytest
 from sqlalchemy import Engine
 
 from forge.continuity.v1 import common_pb2, execution_pb2, ledger_pb2
 from services.demo.seed import CONFIGURATION_DIGEST
 from shared.continuity.canonical import digest_of
-from shared.continuity.qualification import DEFAULT_QUALIFIED_PROFILE
+from shared.continuity.qualification import (
+    DEFAULT_QUALIFIED_PROFILE,
+    PROFILES_FILE_VARIABLE,
+    REGISTRY_FORMAT,
+    ProfileDigest,
+    installed_profile,
+    registration,
+)
 from tests.errors import expect_error
 from tests.ledger.admission_support import (
     S,
@@ -179,6 +188,36 @@ def test_a_write_presenting_another_source_is_refused(clients: LedgerClients) ->
         FP, "WORKER_SOURCE_CHANGED", lambda: record(clients, claimed, "cmd-b", source=changed)
     )
     assert error.metadata["mismatched"] == "source_revision"
+
+
+def test_a_registry_for_other_migration_code_stops_the_claim(
+    clients: LedgerClients, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Qualification is re-checked at the claim against the installed profile digest (ADR 0023):
+    the registered profile naming other migration code refuses it, saying which part differs."""
+    _seeded, ticket = admitted(clients)
+    installed = installed_profile()
+    other = "sha256:" + "cd" * 32
+    registry = tmp_path / "profiles.json"
+    registered = ProfileDigest(**{**installed.parts(), "migration_code": other})
+    registry.write_text(
+        json.dumps(
+            {
+                "format": REGISTRY_FORMAT,
+                "profiles": [registration(DEFAULT_QUALIFIED_PROFILE, registered)],
+            }
+        ),
+        encoding="utf-8",
+    )
+    monkeypatch.setenv(PROFILES_FILE_VARIABLE, str(registry))
+    error = expect_error(
+        FP,
+        "PROFILE_NOT_QUALIFIED",
+        lambda: claimed_request(clients, ticket.execution_request.execution_request_id),
+    )
+    assert f"migration code differs (registered {other}, installed " in error.message
+    monkeypatch.delenv(PROFILES_FILE_VARIABLE)
+    assert claimed_request(clients, ticket.execution_request.execution_request_id).lease.generation
 
 
 def test_a_new_unknown_tool_outcome_stops_execution(clients: LedgerClients) -> None:

@@ -145,3 +145,25 @@ def test_a_writable_or_text_answer_is_refused(pending: bytes) -> None:
             pending, json.dumps(text).encode(), AT, {LIST_CALL: LISTED}
         ),
     )
+
+
+def test_a_reused_source_reader_result_pins_the_published_reader(
+    pending: bytes, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read-only observation proof pins the published historical source reader whose
+    retained result it reuses; without one, it names none; with the implementation absent, it
+    is refused."""
+    from services.reconstruction.worker_adapter import historical
+    from shared.continuity.sdk_epochs import PUBLISHED_SOURCE_READER
+
+    result = reconstruct_readonly_observation(pending, raw(), AT, {LIST_CALL: LISTED})
+    assert result.witness["source_reader"] == PUBLISHED_SOURCE_READER.pin()
+    derived = json.loads(result.derived_checkpoint)
+    assert derived["reconstruction"]["source_reader"] == PUBLISHED_SOURCE_READER.pin()
+    alone = reconstruct_readonly_observation(pending, raw(listing=False), AT, {})
+    assert "source_reader" not in alone.witness
+    monkeypatch.setattr(historical, "SOURCE_READER_FILE", tmp_path / "absent.py")
+    refused(
+        "SOURCE_READER_UNPINNED",
+        lambda: reconstruct_readonly_observation(pending, raw(), AT, {LIST_CALL: LISTED}),
+    )

@@ -300,6 +300,7 @@ def test_only_the_original_operator_with_current_authority_recovers(
         "RECOVERY_UNRESOLVED",
     )
     assert "AUTHORITY_MISSING" in error.metadata["holds"]
+    assert_carries_handoff(error, "obtain_authority")
     # Authority revoked between the candidate and the submission: the commit re-checks it.
     authority.revoke(ADA_IDENTITY, "factory_administrator")
     error = refused_with_nothing_written(
@@ -309,6 +310,20 @@ def test_only_the_original_operator_with_current_authority_recovers(
         "RECOVERY_UNRESOLVED",
     )
     assert "AUTHORITY_MISSING" in error.metadata["holds"]
+    # The ledger's check refused the commit; admission relays its handoff unchanged.
+    assert_carries_handoff(error, "obtain_authority")
+
+
+def assert_carries_handoff(error: DomainError, action: str) -> common_pb2.HandoffPayload:
+    """The refusal carries the handoff payload as a status detail: the bound request, the
+    obligation it blocks and what the operator may do next."""
+    handoff = error.detail(common_pb2.HandoffPayload)
+    assert handoff is not None, "the refusal carries no handoff"
+    assert [b.request_id for b in handoff.bound_requests] == ["req-1"]
+    assert "AUTHORITY_MISSING" in handoff.remaining_obligations[0].blocked_by
+    assert action in [a.action for a in handoff.permitted_next_actions]
+    assert handoff.consumed_resources.command_limit > 0
+    return handoff
 
 
 def test_input_stale_digest_and_policy_refusals_write_nothing(stack: Stack, engine: Engine) -> None:

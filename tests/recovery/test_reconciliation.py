@@ -197,13 +197,22 @@ def test_retry_stage_fences_the_old_owner_and_queues_a_new_request(
     ]
     admin = reconciliations(stack)
     # without a recorded verification a retry is refused, and a refusing verifier records nothing
-    nothing_written(
+    refused = nothing_written(
         stack,
         engine,
         FP,
         "RECONCILIATION_UNRESOLVED",
         lambda: admin.ReconcileExecutionRequest(decision(snapshot)),
     )
+    # the refusal carries the check's handoff: what the snapshot permitted, still permitted
+    handoff = refused.detail(common_pb2.HandoffPayload)
+    assert handoff is not None
+    assert [a.action for a in handoff.permitted_next_actions] == [
+        "mark_unresolved",
+        "verify_reconciliation",
+    ]
+    assert [b.execution_request_id for b in handoff.bound_requests] == [owned.execution_request_id]
+    assert handoff.unresolved_alternatives[0].subject == owned.execution_request_id
     for evidence in ("running", "timeout"):
         nothing_written(
             stack,

@@ -68,6 +68,11 @@ def test_the_cli_inspects_submits_and_shows(
         code = main(["--token", token, *targets, *argv], env={})
         return code, capsys.readouterr().out
 
+    def refused(*argv: str) -> str:
+        capsys.readouterr()
+        assert main(["--token", "admin-token", *targets, *argv], env={}) == 1
+        return capsys.readouterr().err
+
     exr = owned.execution_request_id
     code, out = cli("--json", "reconcile", "inspect", "run-1", exr, "rcn-1")
     assert code == 0
@@ -78,6 +83,20 @@ def test_the_cli_inspects_submits_and_shows(
     ]
     assert cli(*submit, "--reconciliation-digest", "sha256:" + "0" * 64)[0] == 1  # stale
     assert cli(*submit, "--reconciliation-digest", digest, token="operator-token")[0] == 1
+    # A decision the admissibility check refuses prints the handoff it carries: for people...
+    retry = [*submit[:-1], "retry_stage", "--reconciliation-digest", digest]
+    refusal = refused(*retry)
+    assert "RECONCILIATION_UNRESOLVED" in refusal
+    assert "  handoff:" in refusal and "    permitted next actions:" in refusal
+    assert "      verify_reconciliation: " in refusal and "      mark_unresolved: " in refusal
+    assert f"      {exr}: failed | committed | in_flight" in refusal
+    # ... and in --json, beside the violations (proto3 JSON, as in a candidate)
+    handoff = json.loads(refused("--json", *retry))["error"]["handoff"]
+    assert [a["action"] for a in handoff["permitted_next_actions"]] == [
+        "mark_unresolved",
+        "verify_reconciliation",
+    ]
+    assert handoff["bound_requests"][0]["execution_request_id"] == exr
     code, out = cli(*submit, "--reconciliation-digest", digest)
     assert code == 0 and "MARK_UNRESOLVED" in out and "yes" in out
     code, out = cli("reconcile", "show", "run-1", exr, token="reader-token")

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from google.protobuf.message import Message
+
 from services.admission.domain import (
     HoldView,
     require_acknowledgements,
@@ -103,6 +105,8 @@ class InvalidReadCandidate:
     proof: CandidateProof
     #: Returned with an eligible candidate only; None when the candidate sent none.
     derived: DerivedCheckpoint | None = None
+    #: The candidate's handoff payload, carried by a refusal of the held candidate.
+    handoff: Message | None = None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from google.protobuf.message import Message
+
 from services.admission.domain import (
     HoldView,
     require_acknowledgements,
@@ -117,6 +119,8 @@ class RecoveryCandidateView:
     proven_checkpoint_digest: str = ""
     #: What the commit stores that the candidate computed (None when it carries none).
     commit_inputs: DerivedCheckpoint | None = None
+    #: The candidate's handoff payload, carried by a refusal of the held candidate.
+    handoff: Message | None = None
 
     @property
     def digests(self) -> Mapping[str, str]:

@@ -436,13 +436,19 @@ def error_lines(error: DomainError, names: Mapping[str, str] | None = None) -> l
     if error.metadata:
         lines.append("  metadata:")
         lines += aligned(sorted(error.metadata.items()), indent="    ")
+    handoff = error.detail(common_pb2.HandoffPayload)
+    if handoff is not None:
+        # a refusal of the admissibility check says what is bound, known and permitted next
+        lines += ["  " + line for line in handoff_lines(handoff)]
     return lines
 
 
 def error_object(error: DomainError, names: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The refusal for machines: the contract's field names, and beside each field violation
-    the ``flag`` the command took it as (when it took it)."""
+    the ``flag`` the command took it as (when it took it), and the handoff a refusal of the
+    admissibility check carries (proto3 JSON, as in a candidate)."""
     names = names or {}
+    handoff = error.detail(common_pb2.HandoffPayload)
     return {
         "error": {
             "code": error.kind.name,
@@ -459,4 +465,5 @@ def error_object(error: DomainError, names: Mapping[str, str] | None = None) -> 
                 for v in error.precondition_violations
             ],
         }
+        | ({"handoff": to_json_object(handoff)} if handoff is not None else {})
     }

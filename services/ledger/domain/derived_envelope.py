@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.continuity.canonical import CanonicalJsonError, digest_of, parse_json
+from shared.continuity.source_reader import check_source_reader_pin
 from shared.runtime.errors import FailedPrecondition
 
 
@@ -74,6 +75,7 @@ def check_derived_envelope(
     for field, found, wanted in expected:
         if found != wanted or isinstance(found, bool):
             raise _mismatch(field, f"{found!r}, the journal binds {wanted!r}", digest)
+    check_source_reader_pin(rebuilt)
     source_limits = _limits(turn.checkpoint)
     derived_limits = _object(envelope.get("state")).get("limits")
     if source_limits is None or digest_of(derived_limits) != digest_of(source_limits):

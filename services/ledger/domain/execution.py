@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run
 from shared.continuity.canonical import digest_of
-from shared.continuity.qualification import is_qualified
+from shared.continuity.qualification import qualification_problem
 from shared.continuity.timeutil import from_text, to_text
 from shared.contract.terms import (
     MAX_WINDOW_SECONDS,
@@ -377,10 +377,11 @@ def check_worker_source(
 
 def check_profile_qualified(run: Run) -> None:
     """The run's profile is qualified now (qualification can be withdrawn after a claim)."""
-    if not is_qualified(run.spec.source_profile):
+    problem = qualification_problem(run.spec.source_profile)
+    if problem is not None:
         raise FailedPrecondition(
             "PROFILE_NOT_QUALIFIED",
-            f"source profile {run.spec.source_profile} is not currently qualified",
+            problem,
             metadata={"source_profile": run.spec.source_profile},
         )
 

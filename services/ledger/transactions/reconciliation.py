@@ -60,6 +60,7 @@ from shared.continuity.admissibility import (
 )
 from shared.continuity.idempotency import StoredAction, replay_or_conflict
 from shared.continuity.timeutil import to_text
+from shared.contract.handoff_proto import admissibility_handoff_to_proto
 from shared.runtime.errors import FailedPrecondition, NotFound, PreconditionViolation
 
 
@@ -282,6 +283,8 @@ def unresolved_refusal(outcome: Unresolved, request: ReconcileInput) -> FailedPr
             PreconditionViolation(refusal.hold, refusal.subject, refusal.detail)
             for refusal in outcome.refusals
         ],
+        # Every refusal the check makes carries its handoff (the 001 principle).
+        details=[admissibility_handoff_to_proto(outcome.handoff)],
     )
 
 

@@ -78,6 +78,8 @@ DERIVED: Final[Mapping[str, Shape | Optional]] = {
         "appended_results": list,
         "version": Optional(int),
         "workflow": Optional(str),
+        # the pinned source reader, when a source reader's call is appended
+        "source_reader": Optional({"name": str, "version": str, "source_hash": str}),
     },
     "state": dict,
     "state_digest": str,

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 
 from shared.continuity.canonical import canonical_bytes, digest_of, sha256_digest
+from shared.continuity.sdk_epochs import SOURCE_READER_TOOLS
 from shared.runtime.errors import FailedPrecondition
 
 from .analysis import EVIDENCE_TOOL, READ_GRANT
@@ -30,7 +31,13 @@ from .jsonpath import first_difference
 from .pending import continuation_run_id, read_derived_checkpoint
 from .projection import LIMITS, MESSAGES, USAGE
 from .reconstruct import OBSERVATION_UNAVAILABLE, _parse_consumed_at
-from .registry import DERIVED_FORMAT, TARGET_RUNTIME, transition, verify_target_runtime
+from .registry import (
+    DERIVED_FORMAT,
+    TARGET_RUNTIME,
+    source_reader_pin,
+    transition,
+    verify_target_runtime,
+)
 from .schema_subset import accepts
 from .sealed import replay_consumed_response
 
@@ -205,6 +212,9 @@ async def areconstruct_readonly_observation(
     tools = {str(t["name"]): t for t in state["model_request_parameters"]["function_tools"]}
     calls = _calls(replay.response, tools)
     results = _results(calls, retained_results)
+    # A retained source-reader result is reused as stored: the proof pins the published
+    # historical source reader that produced it (refused when absent or changed).
+    reader = source_reader_pin() if any(n in SOURCE_READER_TOOLS for _, n, _ in results) else None
     # New message metadata: native consumption time and the continuation's run identifiers.
     continuation = continuation_run_id(record)
     response = replace(
@@ -259,6 +269,7 @@ async def areconstruct_readonly_observation(
         ],
         "history_digest": digest_of(messages_json),
         "contract_digest": record.envelope["contract_digest"],
+        **({"source_reader": reader} if reader is not None else {}),
     }
     witness_digest = digest_of(witness)
     accounting = {
@@ -291,6 +302,7 @@ async def areconstruct_readonly_observation(
             "appended_results": [
                 {"tool_call_id": i, "tool_name": n, "content": c} for i, n, c in results
             ],
+            **({"source_reader": reader} if reader is not None else {}),
         },
         "state": derived_state,
         "state_digest": digest_of(derived_state),

@@ -14,6 +14,7 @@ from pydantic_ai.usage import RequestUsage
 
 from services.reconstruction.worker_adapter.evidence import INVALID_QUERY_RESULT
 from shared.continuity.canonical import canonical_bytes, digest_of, sha256_digest
+from shared.continuity.sdk_epochs import SOURCE_READER_TOOLS
 from shared.contract.terms import SUPPORTED_VERSIONS
 from shared.runtime.errors import FailedPrecondition, InvalidArgument
 
@@ -26,6 +27,7 @@ from .registry import (
     DERIVED_FORMAT,
     TARGET_RUNTIME,
     WITNESS_FORMAT,
+    source_reader_pin,
     transition,
     verify_target_runtime,
 )
@@ -136,6 +138,10 @@ async def areconstruct_invalid_read(
         raise FailedPrecondition(
             hold.reason, f"{hold.message} ({hold.element})", metadata={"element": hold.element}
         )
+    results = _results(analysis, version)
+    # A version-2 proof with unavailable source observations pins the published historical
+    # source reader whose results it stands in for (refused when absent or changed).
+    reader = source_reader_pin() if any(n in SOURCE_READER_TOOLS for _, n, _ in results) else None
     state = projection.state
     historical = contract_of(
         state["model_request_parameters"],
@@ -147,7 +153,6 @@ async def areconstruct_invalid_read(
     contract_witness = migrate_contract(historical, current)
 
     run_id, conversation_id = record.run["run_id"], record.run["conversation_id"]
-    results = _results(analysis, version)
     # New message metadata: native consumption time and the original run identifiers.
     response: ModelResponse = replace(
         replay.response, timestamp=at, run_id=run_id, conversation_id=conversation_id
@@ -182,6 +187,7 @@ async def areconstruct_invalid_read(
         "historical_identities": {
             "evidence_validator": dict(analysis.validator_identity),
             "advertised_schema_digest": record.envelope["runtime"]["advertised_schema_digest"],
+            **({"source_reader": reader} if reader is not None else {}),
         },
         "sdk_projection": projection.witness,
         "round_trip": projection.round_trip,
@@ -225,6 +231,7 @@ async def areconstruct_invalid_read(
             "appended_results": [
                 {"tool_call_id": i, "tool_name": n, "content": c} for i, n, c in results
             ],
+            **({"source_reader": reader} if reader is not None else {}),
         },
         "state": derived_state,
         "state_digest": digest_of(derived_state),

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from importlib.metadata import version
+from pathlib import Path
 from typing import Any, Final
 
+from services.reconstruction.worker_adapter import historical
 from shared.continuity.sdk_epochs import (
     DERIVED_FORMAT,
     HISTORICAL_FORMAT,
+    PUBLISHED_SOURCE_READER,
     SOURCE_RUNTIME,
     TARGET_RUNTIME,
     TRANSITION_ID,
 )
-from shared.runtime.errors import Internal
+from shared.runtime.errors import FailedPrecondition, Internal
 
 __all__ = [
     "DERIVED_FORMAT",
@@ -21,6 +24,7 @@ __all__ = [
     "TARGET_RUNTIME",
     "TRANSITION_ID",
     "WITNESS_FORMAT",
+    "source_reader_pin",
     "transition",
     "verify_target_runtime",
 ]
@@ -50,3 +54,26 @@ def verify_target_runtime() -> None:
                 f"{TARGET_RUNTIME[key]}",
                 metadata={"field": dist},
             )
+
+
+def source_reader_pin(source_file: Path | None = None) -> dict[str, str]:
+    """The pinned source-reader identity a proof names, after checking that the published
+    implementation is installed with exactly that hash: FAILED_PRECONDITION
+    SOURCE_READER_UNPINNED when it is absent or differs."""
+    path = source_file if source_file is not None else historical.SOURCE_READER_FILE
+    pinned = PUBLISHED_SOURCE_READER.pin()
+    if not path.is_file():
+        raise FailedPrecondition(
+            "SOURCE_READER_UNPINNED",
+            f"the published source reader {pinned['name']} is not installed",
+            metadata={"name": pinned["name"], "expected": pinned["source_hash"], "found": ""},
+        )
+    found = historical.source_hash(path)
+    if found != pinned["source_hash"]:
+        raise FailedPrecondition(
+            "SOURCE_READER_UNPINNED",
+            f"the installed source reader {pinned['name']} is {found}, not the pinned "
+            f"{pinned['source_hash']}",
+            metadata={"name": pinned["name"], "expected": pinned["source_hash"], "found": found},
+        )
+    return pinned

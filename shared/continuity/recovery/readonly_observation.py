@@ -40,6 +40,7 @@ from shared.continuity.recovery.workflow import (
     Workflow,
 )
 from shared.continuity.rejected_boundary import REJECTED_BOUNDARY
+from shared.continuity.source_reader import check_source_reader_pin
 from shared.runtime.errors import FailedPrecondition, FieldViolation, InvalidArgument
 
 #: The fixed result reconstruction appends for the unavailable evidence observation.
@@ -138,6 +139,8 @@ def check_binding(
     }
     if sorted(results) != sorted(call_id for call_id, _ in custody.calls):
         raise _mismatch("the appended results are not the granted calls'", derived)
+    # a reused source-reader result: the proof pins the published historical source reader
+    check_source_reader_pin(rebuilt)
     for call_id, name in custody.calls:
         if name == EVIDENCE_TOOL:
             expected: Any = OBSERVATION_UNAVAILABLE

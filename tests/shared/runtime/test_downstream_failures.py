@@ -16,11 +16,13 @@ from typing import Any
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2
 
 from forge.continuity.v1 import (
     admission_pb2,
     admission_pb2_grpc,
     candidate_pb2_grpc,
+    common_pb2,
     ledger_pb2,
     ledger_pb2_grpc,
     reconstruction_pb2_grpc,
@@ -32,9 +34,11 @@ from shared.runtime.errors import (
     Cancelled,
     DeadlineExceeded,
     DomainError,
+    FailedPrecondition,
     Internal,
     Unavailable,
     from_rpc_error,
+    to_status,
 )
 from tests.errors import expect_error
 from tests.support import serve
@@ -184,3 +188,24 @@ def test_from_rpc_error_replaces_bare_details_with_a_fixed_message() -> None:
     assert isinstance(error, Internal)
     assert error.reason == "INTERNAL"
     _assert_safe(error)
+
+
+def test_a_relayed_refusal_keeps_its_handoff_and_drops_foreign_details() -> None:
+    """A downstream refusal carrying a contract detail (the handoff) reaches the original caller
+    with it; a detail of any other package does not travel on."""
+    handoff = common_pb2.HandoffPayload(
+        permitted_next_actions=[common_pb2.PermittedAction(action="inspect_journal")]
+    )
+    debug = error_details_pb2.DebugInfo(detail=LEAKY_DETAILS)
+    refusal = FailedPrecondition("RUN_NOT_HELD", "the run is not held", details=[handoff, debug])
+
+    def refuse(_request: Any, context: grpc.ServicerContext) -> Any:
+        context.abort_with_status(to_status(refusal))
+
+    with raw_ledger(refuse) as ledger, admission_over(ledger, 5) as admission:
+        error = expect_error(
+            grpc.StatusCode.FAILED_PRECONDITION, "RUN_NOT_HELD", _read_back(admission)
+        )
+    assert error.detail(common_pb2.HandoffPayload) == handoff
+    assert error.detail(error_details_pb2.DebugInfo) is None
+    assert len(error.details) == 1

@@ -8,6 +8,7 @@ order it finds them); none depends on another having run.
 from __future__ import annotations
 
 from shared.continuity.call_binding import grant_problems
+from shared.continuity.qualification import qualification_problem
 from shared.contract.terms import SUPPORTED_TIME_BUDGET_PROTOCOLS
 
 from ..facts import Facts
@@ -254,11 +255,14 @@ def profile_qualified(facts: HeldRun) -> list[Hold]:
     profile = facts.run.source_profile
     if facts.qualified:
         return []
+    # Which part of the registered profile digest differs from the installed code, when the
+    # registry says so (an injected qualification has no registry to ask).
+    problem = qualification_problem(profile)
     return [
         hold(
             HoldReason.PROFILE_NOT_QUALIFIED,
             profile,
-            f"source profile {profile!r} is not a current qualified profile",
+            problem or f"source profile {profile!r} is not a current qualified profile",
         )
     ]
 

@@ -46,6 +46,9 @@ REFUSAL_HOLDS: Final[dict[str, HoldReason]] = {
     "CONSUMED_RESPONSE_UNPARSEABLE": HoldReason.UNSUPPORTED_CONTENT,
     # The checkpoint names a runtime / validator / schema identity that is not registered.
     "HISTORICAL_IDENTITY_UNREGISTERED": HoldReason.IDENTITY_UNREGISTERED,
+    # The published historical source reader a version-2 / observation proof pins is not
+    # installed with its pinned hash (a historical identity that is not the registered one).
+    "SOURCE_READER_UNPINNED": HoldReason.IDENTITY_UNREGISTERED,
     # The journal's consumption time cannot bind the derived messages.
     "CONSUMED_AT_INVALID": HoldReason.CLOSURE_INCOMPLETE,
     # The checkpoint cannot be migrated: its bytes, format, SDK projection or tool contract.

@@ -173,7 +173,16 @@ export async function submitOnce(spec, area) {
   saveAction(spec.key, spec.action);
   area.replaceChildren(el("div", { class: "card refused", role: "alert" },
     el("h4", {}, "Refused; nothing was recorded"), el("p", {}, describe(answer)),
+    refusalHandoffView(answer),
     note("Check current admission again to review the current candidate.")));
+}
+
+// A refusal of the admissibility check carries its handoff payload as a google.rpc.Status detail
+// (the HTTP error body's details): show it as a candidate's is shown. Other refusals carry none.
+export function refusalHandoffView(answer) {
+  const handoff = (answer.json && answer.json.details || [])
+    .find((d) => String(d["@type"]).endsWith("/forge.continuity.v1.HandoffPayload"));
+  return handoff ? el("div", { "data-refusal-handoff": "" }, handoffView(handoff)) : null;
 }
 
 export async function readBack(spec, area, preface) {

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from shared.continuity.sdk_epochs import (
     ORIGINAL_EVIDENCE_VALIDATOR,
+    PUBLISHED_SOURCE_READER,
     REVIEWED_VALIDATOR_SOURCES,
     ValidatorSource,
 )
@@ -128,3 +129,7 @@ def _load(source: ValidatorSource) -> HistoricalValidator:
 REGISTERED_VALIDATORS: Final[MappingProxyType[str, HistoricalValidator]] = MappingProxyType(
     {h: _load(source) for h, source in REVIEWED_VALIDATOR_SOURCES.items()}
 )
+
+
+#: The published historical source-reader implementation (never run; pinned by its source hash).
+SOURCE_READER_FILE: Path = _HERE / f"{PUBLISHED_SOURCE_READER.module}.py"
