@@ -40,21 +40,6 @@ function wireToken(onReady) {
   });
 }
 
-// ---------------------------------------------------------------- index page
-
-function indexPage() {
-  wireToken(() => {});
-  const tokenField = document.getElementById("token-field");
-  tokenField.hidden = Boolean(token());
-  document.getElementById("open-run").addEventListener("submit", (event) => {
-    event.preventDefault();
-    const entered = document.getElementById("token").value.trim();
-    if (entered) sessionStorage.setItem(TOKEN_KEY, entered);
-    const runId = document.getElementById("run-id").value.trim();
-    location.assign(`/console/runs/${encodeURIComponent(runId)}`);
-  });
-}
-
 // ---------------------------------------------------------------- start
 
 async function runPage() {
@@ -80,5 +65,5 @@ async function runPage() {
   if (token()) await start();
 }
 
-if (document.body.dataset.page === "run") runPage();
-else indexPage();
+// The landing page has its own module (landing.js); this one serves the run page.
+runPage();
