@@ -118,13 +118,11 @@ def run_from_row(row: RowMapping) -> Run:
 
 def advance_completed_rounds(connection: Connection, run_id: str) -> int:
     """Add one completed round to the run; returns the new count (the caller's transaction)."""
-    connection.execute(
+    value = connection.execute(
         update(runs)
         .where(runs.c.run_id == run_id)
         .values(completed_rounds=runs.c.completed_rounds + 1)
-    )
-    value = connection.execute(
-        select(runs.c.completed_rounds).where(runs.c.run_id == run_id)
+        .returning(runs.c.completed_rounds)
     ).scalar_one()
     return int(value)
 

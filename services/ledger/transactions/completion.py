@@ -25,7 +25,6 @@ from services.ledger.repository import runs as run_rows
 from services.ledger.transactions.base import (
     LedgerContext,
     append_entry,
-    existing_run,
     lock_policy,
     retry_on_unique_conflict,
 )
@@ -70,7 +69,8 @@ def complete(
         if certification.certified:
             rounds = run_rows.advance_completed_rounds(connection, record.run_id)
         else:
-            rounds = existing_run(connection, record.run_id).completed_rounds
+            # read with the run's lock in this transaction: still the count
+            rounds = custody.run.completed_rounds
         updated = finished(record, RequestState.COMPLETED, context.now())
         request_rows.update_execution_request(connection, updated)
         entry = append_entry(

@@ -83,7 +83,12 @@ def check_policy(
 ) -> None:
     """Every revision since the request was queued keeps the policy enabled and its switches on
     (``policy`` is the locked current revision)."""
-    revisions = policy_rows.revisions_after(connection, record.policy_revision) or [policy]
+    # The locked current revision is the newest: when it is the one the request was queued
+    # under, nothing was written since and there is nothing to read (one statement fewer on
+    # every fenced write in the common case).
+    revisions = [policy]
+    if policy.revision > record.policy_revision:
+        revisions = policy_rows.revisions_after(connection, record.policy_revision) or revisions
     check_policy_for_execution(revisions, record.policy_revision, custody.switches)
 
 

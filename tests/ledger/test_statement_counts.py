@@ -1,0 +1,152 @@
+"""The worker path costs a fixed number of statements per write, whatever the length of the run
+it continues (docs/performance.md, round 4): a claim, a worker's own record, a command charge
+and the completion each run the same statements on a run with a long history before its hold as
+on a short one, and no more than the counts below. Counted with SQLAlchemy's
+``before_cursor_execute`` on the ledger's own engine; a change that adds a statement to one of
+these paths fails here and says which."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Engine, event
+
+from forge.continuity.v1 import common_pb2, execution_pb2, ledger_pb2
+from services.demo.seed import SeededRun, seed_held_run
+from services.ledger.domain.journal import EntryKind, seal
+from services.ledger.repository.journal import insert_journal_entries, journal_head
+from shared.continuity.canonical import canonical_text, digest_of
+from shared.continuity.timeutil import to_text, utc_now
+from tests.ledger.admission_support import (
+    FIXTURE,
+    claim_request,
+    commit,
+    commit_request,
+    enable_policy,
+    execution,
+    reconstructed,
+)
+from tests.ledger.conftest import LedgerClients
+
+# The most statements each write may run (the transaction's own BEGIN/COMMIT are not counted).
+MOST: dict[str, int] = {"claim": 14, "append": 11, "record": 12, "complete": 14}
+PADDING = 2_000
+
+
+@contextmanager
+def counted(engine: Engine) -> Iterator[list[str]]:
+    statements: list[str] = []
+
+    def count(*arguments: object) -> None:
+        statements.append(str(arguments[2]))
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        yield statements
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+
+
+def _held_run(clients: LedgerClients, engine: Engine, run_id: str, padding: int) -> SeededRun:
+    """A held run whose history before the hold has ``padding`` more entries (sealed in bulk
+    after ``run_started``, as a long-running attempt's records would be)."""
+    rest: list[tuple[int, dict[str, object]]] = []
+
+    def keep_the_start(
+        rows: list[tuple[int, dict[str, object]]],
+    ) -> list[tuple[int, dict[str, object]]]:
+        rest.extend(rows[1:])
+        return rows[:1]
+
+    seeded = seed_held_run(clients.ledger(), FIXTURE, run_id, edit=keep_the_start)  # type: ignore[arg-type]
+    with engine.begin() as connection:
+        sequence, head = journal_head(connection, run_id)
+        batch = []
+        for n in range(padding):
+            entry = seal(
+                run_id,
+                sequence + 1,
+                EntryKind.STARTUP_RECOVERY_ANNOTATION,
+                canonical_text({"annotation": f"history {n}"}),
+                head,
+                "platform",
+                to_text(utc_now()),
+            )
+            batch.append(entry)
+            sequence, head = entry.sequence, entry.hash
+        insert_journal_entries(connection, batch)
+    for kind, fields in rest:
+        head = (
+            clients.ledger()
+            .AppendJournalEntry(
+                ledger_pb2.AppendJournalEntryRequest(
+                    run_id=run_id,
+                    expected_head_hash=head,
+                    kind=kind,  # type: ignore[arg-type]
+                    payload_json=json.dumps(fields),
+                )
+            )
+            .entry.hash
+        )
+    seeded.head_hash = head
+    derived = reconstructed(1).derived_checkpoint  # the commit re-checks the stored bytes
+    clients.ledger("service-token").PutBlob(ledger_pb2.PutBlobRequest(content=derived))
+    return seeded
+
+
+def _statements_per_write(
+    clients: LedgerClients, engine: Engine, run_id: str, padding: int
+) -> dict[str, list[str]]:
+    seeded = _held_run(clients, engine, run_id, padding)
+    ticket = commit(clients, commit_request(clients, seeded, request_id=f"req-{run_id}")).ticket
+    exr = ticket.execution_request.execution_request_id
+    worker = execution(clients)
+    claim = claim_request(clients, exr)
+    found: dict[str, list[str]] = {}
+    with counted(engine) as found["claim"]:
+        answer = worker.ClaimExecutionRequest(claim)
+    head = answer.worker_claimed_entry.hash
+    with counted(engine) as found["append"]:
+        head = (
+            clients.ledger("worker-token")
+            .AppendJournalEntry(
+                ledger_pb2.AppendJournalEntryRequest(
+                    run_id=run_id,
+                    expected_head_hash=head,
+                    kind=common_pb2.JOURNAL_ENTRY_KIND_TOOL_INTENT,
+                    payload_json=json.dumps(
+                        {"call_id": "c1", "execution_request_id": exr, "lease_generation": 1}
+                    ),
+                )
+            )
+            .entry.hash
+        )
+    with counted(engine) as found["record"]:
+        worker.RecordCommand(
+            execution_pb2.RecordCommandRequest(
+                execution_request_id=exr,
+                lease_generation=1,
+                command_id="c1",
+                command_digest=digest_of("c1"),
+            )
+        )
+    with counted(engine) as found["complete"]:
+        worker.CompleteExecutionRequest(
+            execution_pb2.CompleteExecutionRequestRequest(
+                execution_request_id=exr, lease_generation=1
+            )
+        )
+    return found
+
+
+def test_each_worker_write_runs_a_fixed_number_of_statements_whatever_the_run_length(
+    clients: LedgerClients, engine: Engine
+) -> None:
+    enable_policy(clients, pending_ticket_limit=10)
+    short = _statements_per_write(clients, engine, "run-short", 0)
+    long = _statements_per_write(clients, engine, "run-long", PADDING)
+    for write, statements in short.items():
+        assert len(long[write]) == len(statements), (write, long[write], statements)
+        assert len(statements) <= MOST[write], (write, statements)
