@@ -31,6 +31,7 @@ from shared.runtime.config import DEFAULT_SERVER_THREADS, Settings
 from shared.runtime.deadline import reset_inbound_deadline, set_inbound_deadline
 from shared.runtime.errors import DomainError, Internal, to_status
 from shared.runtime.telemetry import configure_tracing, exporting
+from shared.runtime.transport import server_options
 
 log = logging.getLogger("forge.server")
 audit = logging.getLogger("forge.audit")
@@ -307,6 +308,7 @@ def start_server(
         ("grpc.max_receive_message_length", settings.max_message_bytes),
         ("grpc.max_send_message_length", settings.max_message_bytes),
         ("grpc.so_reuseport", 0),
+        *server_options(settings.transport),
     ]
     interceptors: list[grpc.ServerInterceptor[Any, Any]] = [
         CallPolicyInterceptor(directory, method_roles)
