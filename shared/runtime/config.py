@@ -414,7 +414,9 @@ def _reload_seconds(env: Mapping[str, str]) -> float:
     try:
         seconds = float(text)
     except ValueError:
-        raise ValueError(f"FORGE_PRINCIPALS_RELOAD_SECONDS must be a number, not {text!r}") from None
+        raise ValueError(
+            f"FORGE_PRINCIPALS_RELOAD_SECONDS must be a number, not {text!r}"
+        ) from None
     if not 0 < seconds <= 300:
         raise ValueError(f"FORGE_PRINCIPALS_RELOAD_SECONDS must be in (0, 300], not {seconds}")
     return seconds

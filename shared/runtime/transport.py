@@ -80,7 +80,9 @@ _FILES = (
     reconstruction_pb2,
 )
 SERVICES = {
-    name: service for module in _FILES for name, service in module.DESCRIPTOR.services_by_name.items()
+    name: service
+    for module in _FILES
+    for name, service in module.DESCRIPTOR.services_by_name.items()
 }
 
 
