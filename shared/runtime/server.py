@@ -20,8 +20,8 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import server_interceptor
 
 from shared.runtime.auth import (
+    Directory,
     Principal,
-    PrincipalDirectory,
     Role,
     authorize,
     reset_current_principal,
@@ -30,6 +30,7 @@ from shared.runtime.auth import (
 from shared.runtime.config import DEFAULT_SERVER_THREADS, Settings
 from shared.runtime.deadline import reset_inbound_deadline, set_inbound_deadline
 from shared.runtime.errors import DomainError, Internal, to_status
+from shared.runtime.readiness import LIVENESS
 from shared.runtime.telemetry import configure_tracing, exporting
 from shared.runtime.transport import server_options
 
@@ -133,9 +134,7 @@ class CallPolicyInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
     """Authenticates, authorizes, captures the deadline and maps domain errors, around every
     handler of the hosted services."""
 
-    def __init__(
-        self, directory: PrincipalDirectory, method_roles: Mapping[str, frozenset[Role]]
-    ) -> None:
+    def __init__(self, directory: Directory, method_roles: Mapping[str, frozenset[Role]]) -> None:
         self._directory = directory
         self._method_roles = dict(method_roles)
 
@@ -292,7 +291,7 @@ class RunningServer:
 def start_server(
     settings: Settings,
     bindings: Sequence[ServiceBinding],
-    directory: PrincipalDirectory,
+    directory: Directory,
     *,
     max_workers: int = DEFAULT_SERVER_THREADS,
     serving: bool = True,
@@ -333,6 +332,7 @@ def start_server(
     )
     for name in ["", *names]:
         health_servicer.set(name, initial)
+    health_servicer.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
     reflection.enable_server_reflection(
         [*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server
     )

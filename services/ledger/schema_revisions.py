@@ -1,0 +1,83 @@
+"""The schema revisions this release of the ledger serves, and the readiness check built on them
+(docs/adr/0020-rolling-upgrades-and-schema-ranges.md).
+
+During a rolling upgrade two releases run side by side on one database, before and after the
+migration Job: so a release serves a declared range of revisions, not only its own head. The
+ledger never exits over the schema: until the database answers with a revision in the range its
+health is NOT_SERVING (shared.runtime.readiness), and it serves as soon as the range is met.
+
+Migrations follow expand/contract: the migration after this release's head only adds (tables,
+nullable or defaulted columns, indexes), so this release can serve it; a migration removes only
+what the release before it no longer uses.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from sqlalchemy import Engine, inspect, text
+from sqlalchemy.exc import SQLAlchemyError
+
+from services.ledger.database import read_only_connection
+from shared.runtime.errors import DomainError
+
+log = logging.getLogger("forge.ledger")
+
+
+@dataclass(frozen=True)
+class SchemaRange:
+    """The revisions a release serves, both ends included. Revisions are zero-padded sequence
+    numbers (0001, 0002, ...), one migration each, so a revision the code has no migration for
+    (the next release's) still has its place in the order."""
+
+    oldest: str
+    newest: str
+
+    def __post_init__(self) -> None:
+        if not (self.oldest.isdigit() and self.newest.isdigit()) or int(self.oldest) > int(
+            self.newest
+        ):
+            raise ValueError(f"not a range of revisions: {self.oldest}..{self.newest}")
+
+    def serves(self, revision: str | None) -> bool:
+        return (
+            revision is not None
+            and revision.isdigit()
+            and int(self.oldest) <= int(revision) <= int(self.newest)
+        )
+
+    def __str__(self) -> str:
+        return f"{self.oldest}..{self.newest}"
+
+
+#: This release's range. ``oldest``: the first revision whose schema holds everything this code
+#: reads and writes (raise it when the code starts to use what a migration adds). ``newest``: the
+#: next release's expand-only migration, head + 1; raise it with every new migration.
+SERVED = SchemaRange(oldest="0007", newest="0008")
+
+
+def database_revision(engine: Engine) -> str | None:
+    """The revision the schema is at (None: never migrated), read as alembic records it but
+    without alembic's per-call logging: the readiness check asks every second."""
+    with read_only_connection(engine) as connection:
+        if not inspect(connection).has_table("alembic_version"):
+            return None
+        return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def schema_problem(engine: Engine, served: SchemaRange = SERVED) -> str | None:
+    """None while the database answers and its schema is at a revision ``served`` includes;
+    otherwise what the ledger waits for (its readiness check, logged on each change)."""
+    try:
+        revision = database_revision(engine)
+    except (SQLAlchemyError, OSError, DomainError) as error:
+        # Unreachable, refusing connections or failing mid-query: not ready, and say why.
+        return f"the database (unreachable: {type(error).__name__})"
+    if served.serves(revision):
+        return None
+    return (
+        f"a schema this release serves: the database is at revision "
+        f"{revision or 'none (never migrated)'}, this release serves revisions {served} "
+        f"(run `python -m services.ledger.migrate`, or roll out a release that serves it)"
+    )
