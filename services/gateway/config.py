@@ -13,7 +13,9 @@ from shared.runtime.config import (
     DEFAULT_GRACE_SECONDS,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PORTS,
+    TransportSettings,
     target_variable,
+    transport_settings,
 )
 
 GATEWAY = "gateway"
@@ -37,6 +39,9 @@ class GatewaySettings:
     call_timeout_seconds: float = DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS
     grace_seconds: float = DEFAULT_GRACE_SECONDS
     log_level: str = "INFO"
+    #: PEM CA bundle that verifies the gRPC servers (FORGE_TLS_CA); empty: plaintext to them.
+    tls_ca_file: str = ""
+    transport: TransportSettings = field(default_factory=TransportSettings)
 
 
 def _env(env: Mapping[str, str], name: str, default: str) -> str:
@@ -71,4 +76,6 @@ def load_gateway_settings(
         max_message_bytes=int(_env(env, "FORGE_MAX_MESSAGE_BYTES", str(DEFAULT_MAX_MESSAGE_BYTES))),
         grace_seconds=float(_env(env, "FORGE_GRACE_SECONDS", str(DEFAULT_GRACE_SECONDS))),
         log_level=_env(env, "FORGE_LOG_LEVEL", "INFO"),
+        tls_ca_file=env.get("FORGE_TLS_CA", ""),
+        transport=transport_settings(env),
     )

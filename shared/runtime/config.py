@@ -55,6 +55,10 @@ ENVIRONMENT: Mapping[str, str] = {
         "PEM CA bundle that verifies the services this one calls (default: FORGE_TLS_CLIENT_CA, "
         "else the system's roots)"
     ),
+    "FORGE_HEALTH_PORT": (
+        "a plaintext port serving only the gRPC health check, for Kubernetes probes when the "
+        "service port speaks TLS (default 0: none)"
+    ),
     "FORGE_TLS_CERT": "PEM server certificate; enables TLS together with FORGE_TLS_KEY",
     "FORGE_TLS_KEY": "PEM server private key",
     "FORGE_TLS_CLIENT_CA": "PEM CA bundle; when set, client certificates are required (mTLS)",
@@ -334,6 +338,8 @@ class Settings:
     log_level: str = "INFO"
     database: DatabaseSettings = field(default_factory=DatabaseSettings)
     transport: TransportSettings = field(default_factory=TransportSettings)
+    #: A plaintext port serving only grpc.health.v1 (0: none), for probes that cannot speak TLS.
+    health_port: int = 0
     principals_reload_seconds: float = DEFAULT_PRINCIPALS_RELOAD_SECONDS
 
     @property
@@ -396,6 +402,7 @@ def load_settings(
         log_level=_env(env, "FORGE_LOG_LEVEL", "INFO"),
         database=database_settings(env),
         transport=transport_settings(env),
+        health_port=int(_env(env, "FORGE_HEALTH_PORT", "0")),
         principals_reload_seconds=_reload_seconds(env),
     )
 

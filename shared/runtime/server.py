@@ -269,20 +269,28 @@ class RunningServer:
         health_servicer: health.HealthServicer,
         port: int,
         names: Sequence[str] = (),
+        health_server: grpc.Server | None = None,
+        health_port: int = 0,
     ):
         self.server = server
         self.health = health_servicer
         self.port = port
         #: The hosted services' full names (each has its own health status).
         self.names = list(names)
+        #: The plaintext health-only server (FORGE_HEALTH_PORT), when there is one.
+        self.health_server = health_server
+        self.health_port = health_port
         self._stopped = threading.Event()
 
     def stop(self, grace: float) -> None:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        # NOT_SERVING first, on both ports, so probes and balancers stop sending new calls.
         self.health.enter_graceful_shutdown()
         self.server.stop(grace).wait()
+        if self.health_server is not None:
+            self.health_server.stop(0).wait()
 
     def wait(self) -> None:
         self.server.wait_for_termination()
@@ -345,7 +353,28 @@ def start_server(
         raise OSError(f"could not bind {settings.address}")
     server.start()
     log.info("%s serving %s on %s:%d", settings.service, ", ".join(names), settings.host, port)
-    return RunningServer(server, health_servicer, port, names)
+    health_server, health_port = _health_only(settings, health_servicer)
+    return RunningServer(server, health_servicer, port, names, health_server, health_port)
+
+
+def _health_only(
+    settings: Settings, servicer: health.HealthServicer
+) -> tuple[grpc.Server | None, int]:
+    """With FORGE_HEALTH_PORT set, the same health statuses on a plaintext port that serves
+    nothing else: Kubernetes' gRPC probes cannot speak TLS. The statuses say nothing secret."""
+    if not settings.health_port:
+        return None, 0
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"{settings.service}-health")
+    )
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    address = f"{settings.host}:{settings.health_port}"
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise OSError(f"could not bind the health port {address}")
+    server.start()
+    log.info("%s health on %s (plaintext, health only)", settings.service, address)
+    return server, port
 
 
 def serve_until_signalled(running: RunningServer, grace: float) -> None:
