@@ -3,8 +3,9 @@
 The ledger does not migrate its database: its health is NOT_SERVING while the database does not
 answer or its schema is at a revision outside the range this release serves
 (services/ledger/schema_revisions.py), and SERVING as soon as both hold. It exits non-zero only
-when PostgreSQL will not run its writes at READ COMMITTED. `python -m services.ledger.migrate`
-(the migration job, `make db-upgrade`) and `make run` apply the migrations.
+when PostgreSQL answers at start-up and will not run its writes at READ COMMITTED.
+`python -m services.ledger.migrate` (the migration job, `make db-upgrade`) and `make run` apply
+the migrations.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ import logging
 import os
 import sys
 
-from services.ledger.database import make_engine, require_write_isolation
+from services.ledger.database import make_engine
 from services.ledger.domain.signing import HeadSigner
 from services.ledger.domain.verifier import load_verifier
-from services.ledger.schema_revisions import schema_problem
+from services.ledger.schema_revisions import DatabaseCheck
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
 from shared.runtime.auth import PrincipalsFile
@@ -50,8 +51,9 @@ def load_signer() -> HeadSigner | None:
 def main(argv: list[str] | None = None) -> int:
     def build(settings: Settings, principals: PrincipalsFile) -> BuildResult:
         engine = make_engine(settings.database_url, settings.database)
+        database = DatabaseCheck(engine)
         try:
-            require_write_isolation(engine)
+            database.at_start_up()
         except FailedPrecondition:
             engine.dispose()
             raise
@@ -62,9 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             verifier=load_verifier(os.environ.get(VERIFIER_VARIABLE, "")),
             signer=load_signer(),
         )
-        return BuildResult(
-            bindings(ledger), engine.dispose, checks={"schema": lambda: schema_problem(engine)}
-        )
+        return BuildResult(bindings(ledger), engine.dispose, checks={"database": database})
 
     try:
         return run_service("ledger", argv if argv is not None else sys.argv[1:], build)

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from services.ledger.database import read_only_connection
-from shared.runtime.errors import DomainError
+from services.ledger.database import read_only_connection, require_write_isolation
+from shared.runtime.errors import DomainError, FailedPrecondition
 
 log = logging.getLogger("forge.ledger")
 
@@ -57,6 +57,10 @@ class SchemaRange:
 SERVED = SchemaRange(oldest="0007", newest="0008")
 
 
+def _unreachable(error: BaseException) -> str:
+    return f"the database (unreachable: {type(error).__name__})"
+
+
 def database_revision(engine: Engine) -> str | None:
     """The revision the schema is at (None: never migrated), read as alembic records it but
     without alembic's per-call logging: the readiness check asks every second."""
@@ -73,7 +77,7 @@ def schema_problem(engine: Engine, served: SchemaRange = SERVED) -> str | None:
         revision = database_revision(engine)
     except (SQLAlchemyError, OSError, DomainError) as error:
         # Unreachable, refusing connections or failing mid-query: not ready, and say why.
-        return f"the database (unreachable: {type(error).__name__})"
+        return _unreachable(error)
     if served.serves(revision):
         return None
     return (
@@ -81,3 +85,40 @@ def schema_problem(engine: Engine, served: SchemaRange = SERVED) -> str | None:
         f"{revision or 'none (never migrated)'}, this release serves revisions {served} "
         f"(run `python -m services.ledger.migrate`, or roll out a release that serves it)"
     )
+
+
+class DatabaseCheck:
+    """The ledger's readiness check: the database answers, writes run at READ COMMITTED (ADR
+    0016; checked once), and the schema is at a revision ``served`` includes.
+
+    :meth:`at_start_up` checks the isolation level at once when the database answers, so a
+    misconfigured server still stops the process (exit status 4); when it does not answer, the
+    process starts anyway, NOT_SERVING, and the level is checked once the database answers."""
+
+    def __init__(self, engine: Engine, served: SchemaRange = SERVED) -> None:
+        self._engine = engine
+        self._served = served
+        self._isolation_checked = False
+
+    def at_start_up(self) -> None:
+        """FailedPrecondition (DATABASE_ISOLATION_UNSUPPORTED) on a misconfigured server; a
+        database that does not answer is left to the readiness loop."""
+        try:
+            require_write_isolation(self._engine)
+        except FailedPrecondition:
+            raise
+        except (SQLAlchemyError, OSError, DomainError) as error:
+            log.warning("starting NOT_SERVING: %s", _unreachable(error))
+            return
+        self._isolation_checked = True
+
+    def __call__(self) -> str | None:
+        if not self._isolation_checked:
+            try:
+                require_write_isolation(self._engine)
+            except FailedPrecondition as refused:
+                return f"a database that runs writes at READ COMMITTED: {refused.message}"
+            except (SQLAlchemyError, OSError, DomainError) as error:
+                return _unreachable(error)
+            self._isolation_checked = True
+        return schema_problem(self._engine, self._served)

@@ -24,7 +24,8 @@ import pytest
 from sqlalchemy import text
 
 from services.ledger.database import current_revision, make_engine, migrate, required_revision
-from services.ledger.schema_revisions import SERVED, SchemaRange, schema_problem
+from services.ledger.schema_revisions import SERVED, DatabaseCheck, SchemaRange, schema_problem
+from shared.runtime.errors import FailedPrecondition
 from shared.runtime.readiness import LIVENESS, NOT_SERVING, SERVING
 from tests.conftest import postgres_schema
 from tests.polyglot.process import LedgerProcess, health_status, running_ledger
@@ -213,14 +214,31 @@ def _relayed(url: str) -> Iterator[tuple[_Relay, str]]:
 
 
 def test_health_follows_a_lost_database_and_its_return(tmp_path: Path) -> None:
-    with (
-        postgres_schema() as url,
-        _relayed(url) as (relay, relayed_url),
-        running_ledger(relayed_url, tmp_path) as ledger,
-    ):
-        relay.cut()
-        _eventually(_status_is(ledger, NOT_SERVING), "NOT_SERVING without a database", ledger)
-        assert "waiting for the database (unreachable" in ledger.log()
-        assert health_status(ledger.target, LIVENESS) == SERVING
-        relay.open()
-        _eventually(_status_is(ledger, SERVING), "SERVING with the database back", ledger)
+    with postgres_schema() as url, _relayed(url) as (relay, relayed_url):
+        relay.cut()  # no database yet: the ledger starts anyway, NOT_SERVING
+        with running_ledger(relayed_url, tmp_path, serving=False) as ledger:
+            assert health_status(ledger.target) == NOT_SERVING
+            _eventually(lambda: "starting NOT_SERVING" in ledger.log(), "the log", ledger)
+            relay.open()
+            _eventually(_status_is(ledger, SERVING), "SERVING once the database answers", ledger)
+            relay.cut()
+            _eventually(_status_is(ledger, NOT_SERVING), "NOT_SERVING without it", ledger)
+            assert "waiting for the database (unreachable" in ledger.log()
+            assert health_status(ledger.target, LIVENESS) == SERVING
+            relay.open()
+            _eventually(_status_is(ledger, SERVING), "SERVING with the database back", ledger)
+
+
+def test_a_server_that_will_not_run_read_committed_never_serves() -> None:
+    """At start-up it stops the process (exit status 4); found later, once the database answers,
+    the ledger stays NOT_SERVING and says why."""
+    with postgres_schema() as url:
+        engine = make_engine(url, isolation_level="SERIALIZABLE")
+        try:
+            check = DatabaseCheck(engine)
+            with pytest.raises(FailedPrecondition):
+                check.at_start_up()
+            problem = check()
+        finally:
+            engine.dispose()
+    assert problem is not None and "READ COMMITTED" in problem
