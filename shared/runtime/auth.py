@@ -273,7 +273,9 @@ class PrincipalsFile:
         self._stamp = stamp
         try:
             self._directory = PrincipalDirectory.load(self.path)
-        except (OSError, ValueError, UnicodeDecodeError) as error:
+        except (OSError, ValueError, TypeError, AttributeError) as error:
+            # Any malformed content (not JSON, a principal that is not an object, an unknown
+            # role): the last good directory stays in force.
             log.error("principals file %s refused, keeping the last good: %s", self.path, error)
             return
         log.info("principals file %s reloaded", self.path)
