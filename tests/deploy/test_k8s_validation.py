@@ -3,6 +3,7 @@ run by `make lint`), and the validator refuses a broken manifest."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -13,13 +14,20 @@ VALIDATOR = ROOT / "tools" / "validate_k8s.py"
 K8S = ROOT / "deploy" / "k8s"
 
 
-def _validate(directory: Path) -> subprocess.CompletedProcess[str]:
+def _validate(
+    directory: Path, *, without_kustomize: bool = False
+) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if without_kustomize:
+        # Only the interpreter's directory: neither kustomize nor kubectl is found.
+        env["PATH"] = str(Path(sys.executable).parent)
     return subprocess.run(
         [sys.executable, str(VALIDATOR), str(directory)],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
+        env=env,
     )
 
 
@@ -48,3 +56,11 @@ def test_a_misspelt_field_is_refused(tmp_path: Path) -> None:
     done = _validate(_broken(tmp_path, "candidate.yaml", "preStop:", "preStopp:"))
     assert done.returncode == 1
     assert "Deployment/candidate" in done.stderr and "preStopp" in done.stderr
+
+
+def test_without_kustomize_every_listed_file_is_validated(tmp_path: Path) -> None:
+    assert _validate(K8S, without_kustomize=True).returncode == 0
+    broken = _broken(tmp_path, "pdb.yaml", "maxUnavailable: 1", "maxUnavailable: [1]")
+    done = _validate(broken, without_kustomize=True)
+    assert done.returncode == 1
+    assert "pdb.yaml: PodDisruptionBudget/ledger" in done.stderr
