@@ -158,6 +158,10 @@ ENVIRONMENT: Mapping[str, str] = {
         "attempts in all for an idempotent read that fails UNAVAILABLE (default 3, 1..5; "
         "writes are never retried automatically)"
     ),
+    "FORGE_GRPC_MAX_RECONNECT_BACKOFF_MS": (
+        "longest wait, in ms, before a channel tries again to connect to an address that failed "
+        "(default 5000)"
+    ),
     "FORGE_PRINCIPALS_RELOAD_SECONDS": (
         "how often, at most, a process checks the principals file for a change (default 2; a "
         "role change holds on every replica within this bound)"
@@ -269,6 +273,9 @@ class TransportSettings:
     max_connection_age_grace_ms: int = 30_000
     min_ping_interval_ms: int = 10_000
     read_retry_attempts: int = 3
+    # gRPC's own ceiling is 120 s: a replica back after a restart would wait that long for a
+    # caller whose every address had failed (calls fail fast UNAVAILABLE meanwhile).
+    max_reconnect_backoff_ms: int = 5_000
 
     def __post_init__(self) -> None:
         for name in TRANSPORT_VARIABLES:
@@ -292,6 +299,7 @@ TRANSPORT_VARIABLES: Mapping[str, str] = {
     "max_connection_age_grace_ms": "FORGE_GRPC_MAX_CONNECTION_AGE_GRACE_MS",
     "min_ping_interval_ms": "FORGE_GRPC_MIN_PING_INTERVAL_MS",
     "read_retry_attempts": "FORGE_GRPC_READ_RETRY_ATTEMPTS",
+    "max_reconnect_backoff_ms": "FORGE_GRPC_MAX_RECONNECT_BACKOFF_MS",
 }
 
 

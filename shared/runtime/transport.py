@@ -130,6 +130,9 @@ def channel_options(transport: TransportSettings) -> list[tuple[str, Any]]:
         # Keep pinging while idle, so a replica gone away is noticed before the next call.
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.max_pings_without_data", 0),
+        # A replica back from a restart is tried again within this bound.
+        ("grpc.max_reconnect_backoff_ms", transport.max_reconnect_backoff_ms),
+        ("grpc.initial_reconnect_backoff_ms", min(1_000, transport.max_reconnect_backoff_ms)),
     ]
 
 
