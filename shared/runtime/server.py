@@ -365,7 +365,9 @@ def _health_only(
     if not settings.health_port:
         return None, 0
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"{settings.service}-health")
+        futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"{settings.service}-health"),
+        # As the service port: a second process on the same port is an error, not a share.
+        options=[("grpc.so_reuseport", 0)],
     )
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
     address = f"{settings.host}:{settings.health_port}"
