@@ -16,10 +16,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from sqlalchemy import Engine, inspect, text
+from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from services.ledger.database import read_only_connection, require_write_isolation
+from services.ledger.repository import schema_version
 from shared.runtime.errors import DomainError, FailedPrecondition
 
 log = logging.getLogger("forge.ledger")
@@ -65,9 +66,7 @@ def database_revision(engine: Engine) -> str | None:
     """The revision the schema is at (None: never migrated), read as alembic records it but
     without alembic's per-call logging: the readiness check asks every second."""
     with read_only_connection(engine) as connection:
-        if not inspect(connection).has_table("alembic_version"):
-            return None
-        return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        return schema_version.revision(connection)
 
 
 def schema_problem(engine: Engine, served: SchemaRange = SERVED) -> str | None:
