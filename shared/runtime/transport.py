@@ -130,6 +130,11 @@ def channel_options(transport: TransportSettings) -> list[tuple[str, Any]]:
         # Keep pinging while idle, so a replica gone away is noticed before the next call.
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.max_pings_without_data", 0),
+        # Connections of this channel only: round_robin reconnects at once when a server goes
+        # away, so a connection shared through gRPC's process-wide pool with a channel opened
+        # later to the same address (a new server there) would make that channel fail fast until
+        # the backoff passed.
+        ("grpc.use_local_subchannel_pool", 1),
         # A replica back from a restart is tried again within this bound.
         ("grpc.max_reconnect_backoff_ms", transport.max_reconnect_backoff_ms),
         ("grpc.initial_reconnect_backoff_ms", min(1_000, transport.max_reconnect_backoff_ms)),
