@@ -19,7 +19,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
 	@echo "make test       install everything and run the test suite (SQLite + PostgreSQL)"
-	@echo "make lint       ruff, buf lint, proto drift check"
+	@echo "make lint       ruff, buf lint, proto drift check, Kubernetes manifest schemas"
 	@echo "make typecheck  mypy"
 	@echo "make protos     regenerate Python code from protos/"
 	@echo "make openapi    regenerate docs/openapi.json (the gateway's OpenAPI document) from protos/"
@@ -91,6 +91,7 @@ lint: $(STAMP) $(NODE_STAMP) protos-check openapi-check
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	tools/node_modules/.bin/buf lint
+	$(PY) tools/validate_k8s.py deploy/k8s
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

@@ -7,13 +7,14 @@ import sys
 from forge.continuity.v1 import candidate_pb2_grpc, ledger_pb2_grpc, reconstruction_pb2_grpc
 from services.admission.downstream import Downstream
 from services.admission.servicer import bindings
+from shared.runtime.auth import PrincipalsFile
 from shared.runtime.bootstrap import BuildResult, run_service
 from shared.runtime.client import service_channel
 from shared.runtime.config import Settings
 
 
 def main(argv: list[str] | None = None) -> int:
-    def build(settings: Settings) -> BuildResult:
+    def build(settings: Settings, _principals: PrincipalsFile) -> BuildResult:
         channels = {
             name: service_channel(settings, name)
             for name in ("ledger", "candidate", "reconstruction")
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
             for channel in channels.values():
                 channel.close()
 
-        return bindings(downstream), close
+        return BuildResult(bindings(downstream), close)
 
     return run_service(
         "admission",

@@ -6,12 +6,13 @@ import sys
 
 from services.candidate.downstream import GrpcCandidateSources
 from services.candidate.servicer import bindings
+from shared.runtime.auth import PrincipalsFile
 from shared.runtime.bootstrap import BuildResult, run_service
 from shared.runtime.client import service_channel
 from shared.runtime.config import Settings
 
 
-def build(settings: Settings) -> BuildResult:
+def build(settings: Settings, _principals: PrincipalsFile) -> BuildResult:
     """Channels to the ledger and reconstruction under this service's own identity."""
     ledger = service_channel(settings, "ledger")
     reconstruction = service_channel(settings, "reconstruction")
@@ -20,7 +21,7 @@ def build(settings: Settings) -> BuildResult:
         ledger.close()
         reconstruction.close()
 
-    return bindings(GrpcCandidateSources(ledger, reconstruction)), close
+    return BuildResult(bindings(GrpcCandidateSources(ledger, reconstruction)), close)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,7 +30,7 @@ from shared.continuity.canonical import is_digest, parse_json
 from shared.continuity.timeutil import to_text, utc_now
 from shared.contract.terms import enum_short_name
 from shared.runtime.client import stream
-from shared.runtime.errors import DeadlineExceeded, NotFound
+from shared.runtime.errors import DeadlineExceeded, NotFound, Unavailable
 
 BUNDLE_FORMAT = "forge.continuity.audit-bundle/1"
 # Payload members that name a stored blob by digest, at any depth (docs/formats.md); every value
@@ -141,8 +141,9 @@ class AuditCalls(ClientBase):
             sequence = page.next_sequence
 
     def _entries(self, run_id: str, up_to: int) -> Iterator[common_pb2.JournalEntry]:
-        """Entries 1..``up_to`` from StreamJournal; a stream its deadline cuts is resumed after
-        the last entry it delivered."""
+        """Entries 1..``up_to`` from StreamJournal; a stream its deadline cuts, or that ends
+        UNAVAILABLE (a server recycling its connection at its maximum age, a replica going away),
+        is resumed after the last entry it delivered."""
         next_sequence = 1
         while next_sequence <= up_to:
             request = ledger_pb2.StreamJournalRequest(run_id=run_id, from_sequence=next_sequence)
@@ -154,7 +155,7 @@ class AuditCalls(ClientBase):
                         return
                     yield entry
                     next_sequence = entry.sequence + 1
-            except DeadlineExceeded:
+            except (DeadlineExceeded, Unavailable):
                 if next_sequence == resumed_from:
                     raise
                 continue

@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -42,6 +43,7 @@ from services.gateway.status import (
 )
 from services.gateway.transcode import decode_body, message_bytes, request_message
 from shared.runtime.telemetry import configure_tracing, trace_metadata
+from shared.runtime.transport import channel_options, resolvable
 
 log = logging.getLogger("forge.gateway")
 JSON = "application/json"
@@ -108,10 +110,21 @@ class Gateway:
         options = [
             ("grpc.max_receive_message_length", self.settings.max_message_bytes),
             ("grpc.max_send_message_length", self.settings.max_message_bytes),
+            # Spread over every replica, keepalives, read retries (shared.runtime.transport).
+            *channel_options(self.settings.transport),
         ]
+        credentials = (
+            grpc.ssl_channel_credentials(Path(self.settings.tls_ca_file).read_bytes())
+            if self.settings.tls_ca_file
+            else None
+        )
         for server in sorted({route.server for route in self.table.routes}):
-            target = self.settings.targets[server]
-            self._channels[server] = grpc.aio.insecure_channel(target, options=options)
+            target = resolvable(self.settings.targets[server])
+            self._channels[server] = (
+                grpc.aio.secure_channel(target, credentials, options=options)
+                if credentials is not None
+                else grpc.aio.insecure_channel(target, options=options)
+            )
         for route in self.table.routes:
             channel = self._channels[route.server]
             factory = channel.unary_stream if route.server_streaming else channel.unary_unary

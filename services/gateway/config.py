@@ -13,8 +13,10 @@ from shared.runtime.config import (
     DEFAULT_GRACE_SECONDS,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PORTS,
+    TransportSettings,
     metrics_port,
     target_variable,
+    transport_settings,
 )
 
 GATEWAY = "gateway"
@@ -40,6 +42,9 @@ class GatewaySettings:
     log_level: str = "INFO"
     #: The Prometheus /metrics port; 0: no endpoint (FORGE_GATEWAY_METRICS_PORT).
     metrics_port: int = 0
+    #: PEM CA bundle that verifies the gRPC servers (FORGE_TLS_CA); empty: plaintext to them.
+    tls_ca_file: str = ""
+    transport: TransportSettings = field(default_factory=TransportSettings)
 
 
 def _env(env: Mapping[str, str], name: str, default: str) -> str:
@@ -75,4 +80,6 @@ def load_gateway_settings(
         grace_seconds=float(_env(env, "FORGE_GRACE_SECONDS", str(DEFAULT_GRACE_SECONDS))),
         log_level=_env(env, "FORGE_LOG_LEVEL", "INFO"),
         metrics_port=metrics_port(GATEWAY, env),
+        tls_ca_file=env.get("FORGE_TLS_CA", ""),
+        transport=transport_settings(env),
     )

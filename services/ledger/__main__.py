@@ -1,7 +1,9 @@
 """`python -m services.ledger`: serve the ledger, policy and execution services.
 
-The ledger does not migrate its database: it checks the schema revision at start-up and exits
-non-zero on a stale one (as it does when PostgreSQL will not run its writes at READ COMMITTED).
+The ledger does not migrate its database: its health is NOT_SERVING while the database does not
+answer or its schema is at a revision outside the range this release serves
+(services/ledger/schema_revisions.py), and SERVING as soon as both hold. It exits non-zero only
+when PostgreSQL answers at start-up and will not run its writes at READ COMMITTED.
 `python -m services.ledger.migrate` (the migration job, `make db-upgrade`) and `make run` apply
 the migrations.
 """
@@ -12,17 +14,14 @@ import logging
 import os
 import sys
 
-from services.ledger.database import (
-    make_engine,
-    require_current_schema,
-    require_write_isolation,
-)
+from services.ledger.database import make_engine
 from services.ledger.domain.signing import HeadSigner
 from services.ledger.domain.verifier import load_verifier
 from services.ledger.observability import export_ledger_metrics
+from services.ledger.schema_revisions import DatabaseCheck
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
-from shared.runtime.auth import current_role_names
+from shared.runtime.auth import PrincipalsFile
 from shared.runtime.bootstrap import BuildResult, run_service
 from shared.runtime.config import Settings
 from shared.runtime.errors import FailedPrecondition
@@ -32,14 +31,9 @@ VERIFIER_VARIABLE = "FORGE_RECONCILIATION_VERIFIER"
 # The Ed25519 key that signs every journal head, and earlier public keys still published (ADR 0015).
 SIGNING_KEY_VARIABLE = "FORGE_SIGNING_KEY_FILE"
 PUBLISHED_KEYS_VARIABLE = "FORGE_SIGNING_PUBLISHED_KEYS_FILE"
-# Exit status when the database schema is not at the revision this release requires.
-EXIT_SCHEMA_STALE = 3
 # Exit status when the database runs write transactions at another level than READ COMMITTED.
 EXIT_ISOLATION_UNSUPPORTED = 4
-REFUSALS = {
-    "SCHEMA_REVISION_STALE": EXIT_SCHEMA_STALE,
-    "DATABASE_ISOLATION_UNSUPPORTED": EXIT_ISOLATION_UNSUPPORTED,
-}
+REFUSALS = {"DATABASE_ISOLATION_UNSUPPORTED": EXIT_ISOLATION_UNSUPPORTED}
 
 
 def load_signer() -> HeadSigner | None:
@@ -56,22 +50,23 @@ def load_signer() -> HeadSigner | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    def build(settings: Settings) -> BuildResult:
+    def build(settings: Settings, principals: PrincipalsFile) -> BuildResult:
         engine = make_engine(settings.database_url, settings.database)
+        database = DatabaseCheck(engine)
         try:
-            require_current_schema(engine)
-            require_write_isolation(engine)
+            database.at_start_up()
         except FailedPrecondition:
             engine.dispose()
             raise
         ledger = Ledger(
             engine,
-            authority=current_role_names(settings.principals_file),
+            # The roles authentication uses, from the same followed file (shared.runtime.auth).
+            authority=principals.role_names,
             verifier=load_verifier(os.environ.get(VERIFIER_VARIABLE, "")),
             signer=load_signer(),
         )
         export_ledger_metrics(engine, ledger)
-        return bindings(ledger), engine.dispose
+        return BuildResult(bindings(ledger), engine.dispose, checks={"database": database})
 
     try:
         return run_service("ledger", argv if argv is not None else sys.argv[1:], build)

@@ -1,8 +1,9 @@
 """Engine construction and migrations for the ledger's database (SQLite or PostgreSQL).
 
 Only the migration command (``python -m services.ledger.migrate``, ``make db-upgrade``) and the
-local runner (``make run``) upgrade the schema. The ledger itself only checks the revision at
-start-up and refuses a stale one, so several ledger replicas never race on a migration.
+local runner (``make run``) upgrade the schema. The ledger itself only reads the revision and
+serves while it is one this release serves (services/ledger/schema_revisions.py), so several
+ledger replicas never race on a migration.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ TIMEOUT_SQLSTATES = {"55P03": "lock_timeout", "57014": "statement_timeout"}
 # before the client gives the connection up (a dead peer is noticed within idle + 30 s).
 KEEPALIVE_INTERVAL_SECONDS = 10
 KEEPALIVE_COUNT = 3
+# A connection attempt to a host that does not answer gives up after this many seconds, so a
+# lost database shows as NOT_SERVING instead of a readiness check hanging on the connect.
+CONNECT_TIMEOUT_SECONDS = 10
 
 
 def sqlstate(error: BaseException) -> str:
@@ -147,9 +151,10 @@ def _postgres_connect_args(settings: DatabaseSettings) -> dict[str, Any]:
     noticed instead of hanging a thread forever) and, when server-side prepares are off,
     ``prepare_threshold=None`` (PgBouncer in transaction mode before 1.21 cannot follow a
     prepared statement from one server session to the next)."""
-    arguments: dict[str, Any] = {"keepalives": 0}
+    arguments: dict[str, Any] = {"keepalives": 0, "connect_timeout": CONNECT_TIMEOUT_SECONDS}
     if settings.keepalive_idle_seconds:
         arguments = {
+            "connect_timeout": CONNECT_TIMEOUT_SECONDS,
             "keepalives": 1,
             "keepalives_idle": settings.keepalive_idle_seconds,
             "keepalives_interval": KEEPALIVE_INTERVAL_SECONDS,
@@ -279,16 +284,3 @@ def current_revision(engine: Engine) -> str | None:
     """The revision the database's schema is at; None when it was never migrated."""
     with engine.connect() as connection:
         return MigrationContext.configure(connection).get_current_revision()
-
-
-def require_current_schema(engine: Engine) -> None:
-    """FAILED_PRECONDITION ``SCHEMA_REVISION_STALE`` unless the schema is at the required
-    revision. The ledger never upgrades by itself: that is the migration command's job."""
-    current, required = current_revision(engine), required_revision()
-    if current != required:
-        raise FailedPrecondition(
-            "SCHEMA_REVISION_STALE",
-            f"database schema is at revision {current or 'none (never migrated)'}, this release"
-            f" requires {required}: run `python -m services.ledger.migrate` (make db-upgrade)",
-            metadata={"current_revision": current or "", "required_revision": required},
-        )

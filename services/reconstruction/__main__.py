@@ -5,13 +5,14 @@ from __future__ import annotations
 import sys
 
 from services.reconstruction.servicer import bindings
+from shared.runtime.auth import PrincipalsFile
 from shared.runtime.bootstrap import BuildResult, run_service
 from shared.runtime.config import Settings
 
 
 def main(argv: list[str] | None = None) -> int:
-    def build(settings: Settings) -> BuildResult:
-        return bindings(), lambda: None
+    def build(settings: Settings, _principals: PrincipalsFile) -> BuildResult:
+        return BuildResult(bindings(), lambda: None)
 
     return run_service("reconstruction", argv if argv is not None else sys.argv[1:], build)
 

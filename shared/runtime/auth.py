@@ -11,6 +11,12 @@ mTLS subject common name to an identity and its roles::
 
 Missing or unknown credentials are UNAUTHENTICATED; a known identity without the role is
 PERMISSION_DENIED. Both are audited in the log.
+
+A running service follows the file (:class:`PrincipalsFile`): it looks for a change at most every
+FORGE_PRINCIPALS_RELOAD_SECONDS and then answers from the new content, for authentication and
+for the ledger's re-check of recovery authority alike, so a role granted or revoked holds on every
+replica within that bound, without a restart. A file that no longer parses is not applied: the
+last good content stays in force and the refusal is logged.
 """
 
 from __future__ import annotations
@@ -19,10 +25,15 @@ import enum
 import hashlib
 import hmac
 import json
+import logging
+import os
+import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from shared.runtime.errors import PermissionDenied, Unauthenticated
 
@@ -200,15 +211,81 @@ def require_role(*roles: Role) -> Principal:
     return principal
 
 
-def current_role_names(path: str | Path) -> Callable[[str], frozenset[str]]:
-    """Role names an identity holds *now*: the principals file is read again on every call, so a
-    revocation is seen by the next check (used where authority must be re-checked at commit)."""
+class Directory(Protocol):
+    """What the server bootstrap authenticates callers with: a directory or a followed file."""
 
-    def roles(identity: str) -> frozenset[str]:
+    def authenticate(
+        self, authorization: str | None, mtls_subjects: Iterable[str] = ()
+    ) -> Principal: ...
+
+
+log = logging.getLogger("forge.auth")
+
+
+def _stamp(path: Path) -> tuple[int, int, int, int]:
+    # stat follows symlinks: a Kubernetes Secret volume swaps a symlink, which changes the inode.
+    info = os.stat(path)
+    return (info.st_mtime_ns, info.st_size, info.st_ino, info.st_dev)
+
+
+class PrincipalsFile:
+    """The principals file, followed: at most every ``interval`` seconds a call checks the file's
+    modification time, size and inode, and re-reads it when one changed. The first load must
+    succeed (a service does not start without principals); later, a file that cannot be read or
+    parsed keeps the last good directory in force and is logged once per change."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        interval: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path = Path(path)
+        self.interval = interval
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._stamp = _stamp(self.path)
+        self._directory = PrincipalDirectory.load(self.path)
+        self._checked = clock()
+
+    def current(self) -> PrincipalDirectory:
+        """The directory in force now (re-read first when the interval passed and the file
+        changed)."""
+        if self._clock() - self._checked >= self.interval:
+            with self._lock:
+                if self._clock() - self._checked >= self.interval:
+                    self._reload()
+                    self._checked = self._clock()
+        return self._directory
+
+    def _reload(self) -> None:
         try:
-            directory = PrincipalDirectory.load(path)
-        except (OSError, ValueError):
-            return frozenset()  # fail closed
-        return frozenset(role.value for role in directory.roles_of(identity))
+            stamp = _stamp(self.path)
+        except OSError as error:
+            if self._stamp != (0, 0, 0, 0):
+                log.error(
+                    "principals file %s unreadable, keeping the last good: %s", self.path, error
+                )
+            self._stamp = (0, 0, 0, 0)
+            return
+        if stamp == self._stamp:
+            return
+        self._stamp = stamp
+        try:
+            self._directory = PrincipalDirectory.load(self.path)
+        except (OSError, ValueError, TypeError, AttributeError) as error:
+            # Any malformed content (not JSON, a principal that is not an object, an unknown
+            # role): the last good directory stays in force.
+            log.error("principals file %s refused, keeping the last good: %s", self.path, error)
+            return
+        log.info("principals file %s reloaded", self.path)
 
-    return roles
+    def authenticate(
+        self, authorization: str | None, mtls_subjects: Iterable[str] = ()
+    ) -> Principal:
+        return self.current().authenticate(authorization, mtls_subjects)
+
+    def role_names(self, identity: str) -> frozenset[str]:
+        """Role names ``identity`` holds now: the ledger's authority source, so a recovery's
+        commit re-checks against the same content authentication uses."""
+        return frozenset(role.value for role in self.current().roles_of(identity))

@@ -3,29 +3,42 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from shared.continuity.qualification import RegistryError, load_at_startup
-from shared.runtime.auth import PrincipalDirectory
+from shared.runtime.auth import PrincipalsFile
 from shared.runtime.client import service_channel
 from shared.runtime.config import Settings, load_settings
 from shared.runtime.events import configure_logging
 from shared.runtime.metrics import serve_metrics
-from shared.runtime.readiness import Readiness
+from shared.runtime.readiness import Check, Readiness, dependency
 from shared.runtime.server import ServiceBinding, serve_until_signalled, start_server
 
-# What a service's build step returns: its bindings and a cleanup to run after the drain.
-BuildResult = tuple[Sequence[ServiceBinding], Callable[[], None]]
-Build = Callable[[Settings], BuildResult]
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What a service's build step returns: its bindings, a cleanup to run after the drain, and
+    its own readiness checks (the ledger's database and schema) beside its dependencies'."""
+
+    bindings: Sequence[ServiceBinding]
+    cleanup: Callable[[], None]
+    checks: Mapping[str, Check] = field(default_factory=dict)
+
+
+#: A service's build step: its settings and the principals file the process follows (the one
+#: source of roles for authentication and, in the ledger, for recovery authority).
+Build = Callable[[Settings, PrincipalsFile], BuildResult]
 
 
 def run_service(service: str, argv: list[str], build: Build, depends_on: Sequence[str] = ()) -> int:
     """Start ``service`` with the bindings ``build`` returns; block until SIGTERM/SIGINT; then
     drain in-flight calls and run the cleanup ``build`` returned. Health is NOT_SERVING until
-    every service in ``depends_on`` answers SERVING (shared.runtime.readiness)."""
+    every service in ``depends_on`` answers SERVING and every check ``build`` returned passes,
+    and again whenever one stops (shared.runtime.readiness)."""
     settings = load_settings(service, argv)
     configure_logging(settings.log_level)
-    directory = PrincipalDirectory.load(settings.principals_file)
+    principals = PrincipalsFile(settings.principals_file, settings.principals_reload_seconds)
     # The installed profile digest is computed and the profile registry read before serving
     # (ADR 0023): a malformed registry stops the service here, not at its first admission.
     try:
@@ -36,23 +49,26 @@ def run_service(service: str, argv: list[str], build: Build, depends_on: Sequenc
     logging.getLogger("forge.server").info(
         "%s installed profile digest %s", service, profile.digest
     )
-    service_bindings, cleanup = build(settings)
+    built = build(settings, principals)
     metrics = serve_metrics(settings.host, settings.metrics_port)
-    running = start_server(settings, service_bindings, directory, serving=not depends_on)
-    probes = {
-        name: (settings.targets[name], service_channel(settings, name)) for name in depends_on
+    channels = {name: service_channel(settings, name) for name in depends_on}
+    checks: dict[str, Check] = {
+        name: dependency(name, settings.targets[name], channel)
+        for name, channel in channels.items()
     }
-    readiness = Readiness(service, running.health, running.names, probes)
-    if depends_on:
+    checks.update(built.checks)
+    running = start_server(settings, built.bindings, principals, serving=not checks)
+    readiness = Readiness(service, running.health, running.names, checks)
+    if checks:
         readiness.start()
     try:
         serve_until_signalled(running, settings.grace_seconds)
     finally:
-        if depends_on:
+        if checks:
             readiness.stop()
-        for _target, channel in probes.values():
+        for channel in channels.values():
             channel.close()
-        cleanup()
+        built.cleanup()
         if metrics is not None:
             metrics.stop()
     logging.getLogger("forge.server").info("%s stopped", service)

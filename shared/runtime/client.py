@@ -15,9 +15,11 @@ from shared.runtime.config import (
     DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS,
     DEFAULT_MAX_MESSAGE_BYTES,
     Settings,
+    TransportSettings,
 )
 from shared.runtime.deadline import downstream_timeout
 from shared.runtime.telemetry import exporting
+from shared.runtime.transport import channel_options, resolvable
 
 
 class _CallDetails(
@@ -74,13 +76,17 @@ def open_channel(
     default_timeout: float = DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     extra_interceptors: Sequence[grpc.UnaryUnaryClientInterceptor] = (),  # type: ignore[type-arg]
+    transport: TransportSettings | None = None,
 ) -> grpc.Channel:
     """A traced, authenticated channel. TLS when root certificates are given; mTLS when a
-    (private key, certificate chain) pair is given too."""
+    (private key, certificate chain) pair is given too. A ``host:port`` target is resolved as
+    ``dns:///host:port`` and calls are spread over every address (shared.runtime.transport)."""
     options = [
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.max_send_message_length", max_message_bytes),
+        *channel_options(transport or TransportSettings()),
     ]
+    target = resolvable(target)
     if root_certificates is not None:
         key, chain = client_certificate if client_certificate else (None, None)
         # An empty bundle means "the system's trusted roots".
@@ -124,11 +130,12 @@ def stream(method: Callable[..., Any], request: Any, **kwargs: Any) -> Iterator[
 def service_channel(settings: Settings, service: str) -> grpc.Channel:
     """The channel one service uses to call another, under its own identity: its bearer token,
     and, when it serves TLS itself, TLS to the callee with its own certificate as the client
-    certificate (the CA bundle in FORGE_TLS_CLIENT_CA verifies peers both ways)."""
+    certificate. The callee's certificate is verified against FORGE_TLS_CA, else the CA bundle in
+    FORGE_TLS_CLIENT_CA (which then verifies peers both ways), else the system's roots."""
     target = settings.targets[service]
     if settings.tls is None:
-        return open_channel(target, settings.service_token)
-    root = Path(settings.tls.client_ca_file).read_bytes() if settings.tls.client_ca_file else None
+        return open_channel(target, settings.service_token, transport=settings.transport)
+    roots = settings.tls.ca_file or settings.tls.client_ca_file
     identity = (
         Path(settings.tls.key_file).read_bytes(),
         Path(settings.tls.cert_file).read_bytes(),
@@ -136,6 +143,8 @@ def service_channel(settings: Settings, service: str) -> grpc.Channel:
     return open_channel(
         target,
         settings.service_token,
-        root_certificates=root if root is not None else b"",
+        # An empty bundle means "the system's trusted roots".
+        root_certificates=Path(roots).read_bytes() if roots else b"",
         client_certificate=identity,
+        transport=settings.transport,
     )

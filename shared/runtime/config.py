@@ -56,6 +56,18 @@ ENVIRONMENT: Mapping[str, str] = {
         "JSON file mapping token digests / mTLS subjects to identities and roles"
     ),
     "FORGE_SERVICE_TOKEN": "bearer token this service presents when it calls another service",
+    "FORGE_SERVICE_TOKEN_FILE": (
+        "file holding the bearer token this service presents (a mounted Secret); wins over "
+        "FORGE_SERVICE_TOKEN"
+    ),
+    "FORGE_TLS_CA": (
+        "PEM CA bundle that verifies the services this one calls (default: FORGE_TLS_CLIENT_CA, "
+        "else the system's roots)"
+    ),
+    "FORGE_HEALTH_PORT": (
+        "a plaintext port serving only the gRPC health check, for Kubernetes probes when the "
+        "service port speaks TLS (default 0: none)"
+    ),
     "FORGE_TLS_CERT": "PEM server certificate; enables TLS together with FORGE_TLS_KEY",
     "FORGE_TLS_KEY": "PEM server private key",
     "FORGE_TLS_CLIENT_CA": "PEM CA bundle; when set, client certificates are required (mTLS)",
@@ -150,6 +162,36 @@ ENVIRONMENT: Mapping[str, str] = {
     "FORGE_WORKER_SOURCE_PROFILE": (
         "reference worker: its source profile (default: the installed adapter's qualified one)"
     ),
+    "FORGE_GRPC_KEEPALIVE_TIME_MS": (
+        "idle ms before a gRPC client pings its connection (default 30000; not below the "
+        "servers' FORGE_GRPC_MIN_PING_INTERVAL_MS)"
+    ),
+    "FORGE_GRPC_KEEPALIVE_TIMEOUT_MS": (
+        "ms a gRPC keepalive ping may go unanswered before the connection is dropped "
+        "(default 10000)"
+    ),
+    "FORGE_GRPC_MAX_CONNECTION_AGE_MS": (
+        "ms after which a server asks a client to reconnect, so clients re-resolve and new "
+        "replicas get traffic (default 300000)"
+    ),
+    "FORGE_GRPC_MAX_CONNECTION_AGE_GRACE_MS": (
+        "ms calls in flight on an aged connection get before it is closed (default 30000)"
+    ),
+    "FORGE_GRPC_MIN_PING_INTERVAL_MS": (
+        "the shortest interval between client pings a server accepts, in ms (default 10000)"
+    ),
+    "FORGE_GRPC_READ_RETRY_ATTEMPTS": (
+        "attempts in all for an idempotent read that fails UNAVAILABLE (default 3, 1..5; "
+        "writes are never retried automatically)"
+    ),
+    "FORGE_GRPC_MAX_RECONNECT_BACKOFF_MS": (
+        "longest wait, in ms, before a channel tries again to connect to an address that failed "
+        "(default 5000)"
+    ),
+    "FORGE_PRINCIPALS_RELOAD_SECONDS": (
+        "how often, at most, a process checks the principals file for a change (default 2; a "
+        "role change holds on every replica within this bound)"
+    ),
     "OTEL_EXPORTER_OTLP_ENDPOINT": "OTLP/gRPC endpoint; spans are exported only when it is set",
     "OTEL_SERVICE_NAME": "overrides the service name reported in traces",
     "FORGE_GATEWAY_PORT": "HTTP/JSON gateway port (default 8080)",
@@ -166,11 +208,13 @@ def _env(env: Mapping[str, str], name: str, default: str) -> str:
 
 @dataclass(frozen=True)
 class TlsSettings:
-    """Server TLS material; client_ca set means mutual TLS."""
+    """Server TLS material; client_ca set means mutual TLS. ``ca_file`` verifies the servers this
+    service calls (default: client_ca_file, else the system's roots)."""
 
     cert_file: str
     key_file: str
     client_ca_file: str = ""
+    ca_file: str = ""
 
 
 @dataclass(frozen=True)
@@ -241,6 +285,77 @@ def database_settings(env: Mapping[str, str] | None = None) -> DatabaseSettings:
 
 
 @dataclass(frozen=True)
+class TransportSettings:
+    """How gRPC connections are kept and recycled (docs/architecture.md, "Running several
+    replicas"). Clients ping an idle connection so a dead peer is noticed, and spread calls over
+    every address the target resolves to; servers close each connection after a maximum age so
+    clients re-resolve and new replicas get traffic, and tolerate client pings no more often than
+    ``min_ping_interval_ms``. Idempotent reads are retried on UNAVAILABLE up to
+    ``read_retry_attempts`` attempts in all (1 disables; gRPC caps it at 5)."""
+
+    keepalive_time_ms: int = 30_000
+    keepalive_timeout_ms: int = 10_000
+    max_connection_age_ms: int = 300_000
+    max_connection_age_grace_ms: int = 30_000
+    min_ping_interval_ms: int = 10_000
+    read_retry_attempts: int = 3
+    # gRPC's own ceiling is 120 s: a replica back after a restart would wait that long for a
+    # caller whose every address had failed (calls fail fast UNAVAILABLE meanwhile).
+    max_reconnect_backoff_ms: int = 5_000
+
+    def __post_init__(self) -> None:
+        for name in TRANSPORT_VARIABLES:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if not 1 <= self.read_retry_attempts <= 5:
+            raise ValueError(f"read_retry_attempts must be in 1..5, not {self.read_retry_attempts}")
+        if self.keepalive_time_ms < self.min_ping_interval_ms:
+            # A server answers pings more frequent than its minimum with GOAWAY ("too_many_pings").
+            raise ValueError(
+                f"keepalive_time_ms ({self.keepalive_time_ms}) must not be below "
+                f"min_ping_interval_ms ({self.min_ping_interval_ms})"
+            )
+
+
+# The variable behind each TransportSettings field.
+TRANSPORT_VARIABLES: Mapping[str, str] = {
+    "keepalive_time_ms": "FORGE_GRPC_KEEPALIVE_TIME_MS",
+    "keepalive_timeout_ms": "FORGE_GRPC_KEEPALIVE_TIMEOUT_MS",
+    "max_connection_age_ms": "FORGE_GRPC_MAX_CONNECTION_AGE_MS",
+    "max_connection_age_grace_ms": "FORGE_GRPC_MAX_CONNECTION_AGE_GRACE_MS",
+    "min_ping_interval_ms": "FORGE_GRPC_MIN_PING_INTERVAL_MS",
+    "read_retry_attempts": "FORGE_GRPC_READ_RETRY_ATTEMPTS",
+    "max_reconnect_backoff_ms": "FORGE_GRPC_MAX_RECONNECT_BACKOFF_MS",
+}
+
+
+def _integers(env: Mapping[str, str], variables: Mapping[str, str]) -> dict[str, int]:
+    values: dict[str, int] = {}
+    for name, variable in variables.items():
+        text = env.get(variable, "").strip()
+        if text:
+            try:
+                values[name] = int(text)
+            except ValueError:
+                raise ValueError(f"{variable} must be an integer, not {text!r}") from None
+    return values
+
+
+def transport_settings(env: Mapping[str, str] | None = None) -> TransportSettings:
+    """TransportSettings from the FORGE_GRPC_* variables; an unset one keeps its default, a
+    malformed or out-of-range one is a ValueError (the process refuses to start)."""
+    env = os.environ if env is None else env
+    try:
+        return TransportSettings(**_integers(env, TRANSPORT_VARIABLES))
+    except ValueError as error:
+        raise ValueError(f"FORGE_GRPC_*: {error}") from None
+
+
+#: How often, at most, a process looks at the principals file for a change (seconds).
+DEFAULT_PRINCIPALS_RELOAD_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything one service process needs to start."""
 
@@ -258,6 +373,10 @@ class Settings:
     database: DatabaseSettings = field(default_factory=DatabaseSettings)
     #: The Prometheus /metrics port; 0: no endpoint (shared.runtime.metrics).
     metrics_port: int = 0
+    transport: TransportSettings = field(default_factory=TransportSettings)
+    #: A plaintext port serving only grpc.health.v1 (0: none), for probes that cannot speak TLS.
+    health_port: int = 0
+    principals_reload_seconds: float = DEFAULT_PRINCIPALS_RELOAD_SECONDS
 
     @property
     def address(self) -> str:
@@ -318,14 +437,18 @@ def load_settings(
         if name != service
     }
     cert, key = env.get("FORGE_TLS_CERT", ""), env.get("FORGE_TLS_KEY", "")
-    tls = TlsSettings(cert, key, env.get("FORGE_TLS_CLIENT_CA", "")) if cert and key else None
+    tls = (
+        TlsSettings(cert, key, env.get("FORGE_TLS_CLIENT_CA", ""), env.get("FORGE_TLS_CA", ""))
+        if cert and key
+        else None
+    )
     return Settings(
         service=service,
         host=host,
         port=args.port,
         database_url=args.database_url,
         principals_file=args.principals_file,
-        service_token=env.get("FORGE_SERVICE_TOKEN", ""),
+        service_token=_service_token(env),
         targets=targets,
         tls=tls,
         max_message_bytes=int(_env(env, "FORGE_MAX_MESSAGE_BYTES", str(DEFAULT_MAX_MESSAGE_BYTES))),
@@ -333,7 +456,32 @@ def load_settings(
         log_level=_env(env, "FORGE_LOG_LEVEL", "INFO"),
         database=database_settings(env),
         metrics_port=metrics_port(service, env),
+        transport=transport_settings(env),
+        health_port=int(_env(env, "FORGE_HEALTH_PORT", "0")),
+        principals_reload_seconds=_reload_seconds(env),
     )
+
+
+def _service_token(env: Mapping[str, str]) -> str:
+    """FORGE_SERVICE_TOKEN_FILE's content (a Secret mounted as a file), else FORGE_SERVICE_TOKEN."""
+    path = env.get("FORGE_SERVICE_TOKEN_FILE", "")
+    if path:
+        with open(path, encoding="utf-8") as token:
+            return token.read().strip()
+    return env.get("FORGE_SERVICE_TOKEN", "")
+
+
+def _reload_seconds(env: Mapping[str, str]) -> float:
+    text = _env(env, "FORGE_PRINCIPALS_RELOAD_SECONDS", str(DEFAULT_PRINCIPALS_RELOAD_SECONDS))
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise ValueError(
+            f"FORGE_PRINCIPALS_RELOAD_SECONDS must be a number, not {text!r}"
+        ) from None
+    if not 0 < seconds <= 300:
+        raise ValueError(f"FORGE_PRINCIPALS_RELOAD_SECONDS must be in (0, 300], not {seconds}")
+    return seconds
 
 
 # --- server threads and journal followers ---------------------------------------------------

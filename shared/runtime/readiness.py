@@ -3,14 +3,18 @@ service it calls answers SERVING on the standard health check, and again wheneve
 
 A service that is up but cannot reach the ledger is not ready: a caller sent to it would only get
 UNAVAILABLE. Dependencies report their own readiness the same way, so one SERVING answer from
-admission means the ledger, reconstruction and candidate answered too.
+admission means the ledger, reconstruction and candidate answered too. The ledger's own checks
+(its database answers, its schema is a revision this release serves) take part the same way.
+
+The health name :data:`LIVENESS` answers SERVING for as long as the process serves at all, so a
+liveness probe does not restart a process that is only waiting for a dependency.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -21,6 +25,10 @@ PROBE_INTERVAL_SECONDS = 1.0
 PROBE_TIMEOUT_SECONDS = 2.0
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+#: The health name a liveness probe asks: SERVING while the process serves, whatever it waits for.
+LIVENESS = "liveness"
+#: A readiness check: None while ready, else what is awaited (logged on each change).
+Check = Callable[[], str | None]
 
 
 def answers(channel: grpc.Channel, timeout: float = PROBE_TIMEOUT_SECONDS) -> bool:
@@ -34,22 +42,27 @@ def answers(channel: grpc.Channel, timeout: float = PROBE_TIMEOUT_SECONDS) -> bo
     return bool(reply.status == SERVING)
 
 
+def dependency(name: str, target: str, channel: grpc.Channel) -> Check:
+    """The check that the service ``name`` at ``target`` answers SERVING."""
+    return lambda: None if answers(channel) else f"{name} at {target}"
+
+
 class Readiness:
     """Sets ``names`` (and the overall status "") on ``servicer`` to SERVING exactly while every
-    dependency answers; logs each change once."""
+    check passes; logs each change once."""
 
     def __init__(
         self,
         service: str,
         servicer: health.HealthServicer,
         names: list[str],
-        dependencies: Mapping[str, tuple[str, grpc.Channel]],
+        checks: Mapping[str, Check],
         interval: float = PROBE_INTERVAL_SECONDS,
     ) -> None:
         self.service = service
         self._servicer = servicer
         self._names = ["", *names]
-        self._dependencies = dependencies
+        self._checks = checks
         self._interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"{service}-readiness", daemon=True)
@@ -63,24 +76,18 @@ class Readiness:
         self._thread.join(timeout=PROBE_TIMEOUT_SECONDS + self._interval)
 
     def check_once(self) -> tuple[str, ...]:
-        """Probe every dependency now, set the status; the dependencies still awaited."""
+        """Run every check now, set the status; what is still awaited."""
         waiting = tuple(
-            name for name, (_target, channel) in self._dependencies.items() if not answers(channel)
+            problem for problem in (check() for check in self._checks.values()) if problem
         )
         status = NOT_SERVING if waiting else SERVING
-        for name in self._names:
+        for name in self._names:  # ignored once a drain has begun (enter_graceful_shutdown)
             self._servicer.set(name, status)
         if waiting != self._waiting:
             if waiting:
-                log.info(
-                    "%s NOT_SERVING: waiting for %s",
-                    self.service,
-                    ", ".join(f"{n} at {self._dependencies[n][0]}" for n in waiting),
-                )
+                log.warning("%s NOT_SERVING: waiting for %s", self.service, "; ".join(waiting))
             else:
-                log.info(
-                    "%s SERVING: %s answer", self.service, ", ".join(self._dependencies) or "-"
-                )
+                log.info("%s SERVING: %s answer", self.service, ", ".join(self._checks) or "-")
             self._waiting = waiting
         return waiting
 

@@ -259,9 +259,6 @@ _REASONS: tuple[Reason, ...] = (
            "the request's active deadline has passed"),
     Reason("TIME_BUDGET_UNSUPPORTED", _FP, ("time_budget_protocol",),
            "the run's time budget protocol is not supported"),
-    Reason("SCHEMA_REVISION_STALE", _FP, ("current_revision", "required_revision"),
-           "the database schema is not at the revision the ledger requires; run the migration "
-           "command (the ledger refuses to start)"),
     Reason("DATABASE_ISOLATION_UNSUPPORTED", _FP, ("isolation_level", "required_isolation_level"),
            "PostgreSQL runs the ledger's write transactions at another isolation level than READ "
            "COMMITTED (the ledger refuses to start)"),

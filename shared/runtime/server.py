@@ -20,8 +20,8 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import server_interceptor
 
 from shared.runtime.auth import (
+    Directory,
     Principal,
-    PrincipalDirectory,
     Role,
     authorize,
     reset_current_principal,
@@ -32,7 +32,9 @@ from shared.runtime.deadline import reset_inbound_deadline, set_inbound_deadline
 from shared.runtime.errors import DomainError, Internal, to_status
 from shared.runtime.log_context import FIELDS_ATTRIBUTE
 from shared.runtime.metrics import RpcMetricsInterceptor
+from shared.runtime.readiness import LIVENESS
 from shared.runtime.telemetry import configure_tracing, exporting
+from shared.runtime.transport import server_options
 
 log = logging.getLogger("forge.server")
 audit = logging.getLogger("forge.audit")
@@ -134,9 +136,7 @@ class CallPolicyInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
     """Authenticates, authorizes, captures the deadline and maps domain errors, around every
     handler of the hosted services."""
 
-    def __init__(
-        self, directory: PrincipalDirectory, method_roles: Mapping[str, frozenset[Role]]
-    ) -> None:
+    def __init__(self, directory: Directory, method_roles: Mapping[str, frozenset[Role]]) -> None:
         self._directory = directory
         self._method_roles = dict(method_roles)
 
@@ -278,20 +278,28 @@ class RunningServer:
         health_servicer: health.HealthServicer,
         port: int,
         names: Sequence[str] = (),
+        health_server: grpc.Server | None = None,
+        health_port: int = 0,
     ):
         self.server = server
         self.health = health_servicer
         self.port = port
         #: The hosted services' full names (each has its own health status).
         self.names = list(names)
+        #: The plaintext health-only server (FORGE_HEALTH_PORT), when there is one.
+        self.health_server = health_server
+        self.health_port = health_port
         self._stopped = threading.Event()
 
     def stop(self, grace: float) -> None:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        # NOT_SERVING first, on both ports, so probes and balancers stop sending new calls.
         self.health.enter_graceful_shutdown()
         self.server.stop(grace).wait()
+        if self.health_server is not None:
+            self.health_server.stop(0).wait()
 
     def wait(self) -> None:
         self.server.wait_for_termination()
@@ -300,7 +308,7 @@ class RunningServer:
 def start_server(
     settings: Settings,
     bindings: Sequence[ServiceBinding],
-    directory: PrincipalDirectory,
+    directory: Directory,
     *,
     max_workers: int = DEFAULT_SERVER_THREADS,
     serving: bool = True,
@@ -316,6 +324,7 @@ def start_server(
         ("grpc.max_receive_message_length", settings.max_message_bytes),
         ("grpc.max_send_message_length", settings.max_message_bytes),
         ("grpc.so_reuseport", 0),
+        *server_options(settings.transport),
     ]
     interceptors: list[grpc.ServerInterceptor[Any, Any]] = [
         # Outside the call policy, so refused calls are counted and timed too.
@@ -342,6 +351,7 @@ def start_server(
     )
     for name in ["", *names]:
         health_servicer.set(name, initial)
+    health_servicer.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
     reflection.enable_server_reflection(
         [*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server
     )
@@ -354,7 +364,30 @@ def start_server(
         raise OSError(f"could not bind {settings.address}")
     server.start()
     log.info("%s serving %s on %s:%d", settings.service, ", ".join(names), settings.host, port)
-    return RunningServer(server, health_servicer, port, names)
+    health_server, health_port = _health_only(settings, health_servicer)
+    return RunningServer(server, health_servicer, port, names, health_server, health_port)
+
+
+def _health_only(
+    settings: Settings, servicer: health.HealthServicer
+) -> tuple[grpc.Server | None, int]:
+    """With FORGE_HEALTH_PORT set, the same health statuses on a plaintext port that serves
+    nothing else: Kubernetes' gRPC probes cannot speak TLS. The statuses say nothing secret."""
+    if not settings.health_port:
+        return None, 0
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"{settings.service}-health"),
+        # As the service port: a second process on the same port is an error, not a share.
+        options=[("grpc.so_reuseport", 0)],
+    )
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    address = f"{settings.host}:{settings.health_port}"
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise OSError(f"could not bind the health port {address}")
+    server.start()
+    log.info("%s health on %s (plaintext, health only)", settings.service, address)
+    return server, port
 
 
 def serve_until_signalled(running: RunningServer, grace: float) -> None:

@@ -66,6 +66,12 @@ SERVICE_ROLES: Mapping[str, Role] = {
 DATABASE_URL = "FORGE_DATABASE_URL"
 # Values that legitimately differ between compose (development) and Kubernetes (a real site).
 SITE_SPECIFIC = {"OTEL_EXPORTER_OTLP_ENDPOINT", "FORGE_DATABASE_URL", "FORGE_SERVICE_TOKEN"}
+# Set in Kubernetes only: TLS on every service port, and the plaintext health port its probes need
+# (compose runs plaintext on its private network). Kubernetes gives the token as a file instead.
+K8S_ONLY = {"FORGE_TLS_CERT", "FORGE_TLS_KEY", "FORGE_TLS_CA", "FORGE_HEALTH_PORT"}
+TOKEN_FILE = "FORGE_SERVICE_TOKEN_FILE"
+# The health name that answers SERVING while a process serves at all (shared.runtime.readiness).
+LIVENESS = "liveness"
 # Containers must listen beyond loopback: probes and peers connect to the container's address.
 ALL_INTERFACES = "0.0.0.0"  # noqa: S104
 COMPOSE_MIGRATE = "migrate"
@@ -668,18 +674,25 @@ def test_deployment_runs_its_module(cluster: Cluster, name: str) -> None:
 
 @pytest.mark.parametrize("name", SERVICE_NAMES)
 def test_deployment_ports_and_grpc_probes(cluster: Cluster, name: str) -> None:
+    """The service port, and the plaintext health port every probe uses (kubelet's gRPC probes
+    cannot speak TLS); liveness and start-up ask the "liveness" name, so a process waiting for
+    a dependency (the ledger for its schema) is kept out of the endpoints but not restarted."""
     port = DEFAULT_PORTS[name]
     container = deployment_container(cluster, name)
-    ports = container.get("ports", [])
-    assert [p["containerPort"] for p in ports] == [port], f"Deployment {name}: ports {ports}"
-    for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
-        if probe == "startupProbe" and probe not in container:
-            continue
-        spec = container.get(probe, {})
-        assert spec.get("grpc", {}).get("port") == port, (
-            f"Deployment {name}: {probe} must be a gRPC probe on {port}, got {spec}"
-        )
     env = cluster.container_env(container)
+    health_port = int(str(env.get("FORGE_HEALTH_PORT", "0")))
+    assert health_port, f"Deployment {name}: FORGE_HEALTH_PORT unset"
+    ports = container.get("ports", [])
+    assert [p["containerPort"] for p in ports] == [port, health_port], (
+        f"Deployment {name}: ports {ports}"
+    )
+    expected = {"readinessProbe": "", "livenessProbe": LIVENESS, "startupProbe": LIVENESS}
+    for probe, service in expected.items():
+        spec = container.get(probe, {}).get("grpc", {})
+        assert spec.get("port") == health_port and spec.get("service", "") == service, (
+            f"Deployment {name}: {probe} must ask {service or 'the overall status'!r} on the "
+            f"health port {health_port}, got {container.get(probe)}"
+        )
     assert env.get(port_variable(name), str(port)) == str(port), (
         f"Deployment {name}: {port_variable(name)}={env.get(port_variable(name))!r}"
     )
@@ -815,7 +828,10 @@ def test_the_ledger_database_settings_are_set_where_the_ledger_runs_and_fit_the_
     assert holders == sorted(given), f"FORGE_DB_* given to {holders}"
     env = given["Deployment ledger"]
     settings = database_settings({k: str(v) for k, v in env.items() if k in variables})
-    replicas = int(cluster.of_kind("Deployment")["ledger"]["spec"].get("replicas", 1))
+    spec = cluster.of_kind("Deployment")["ledger"]["spec"]
+    surge = spec.get("strategy", {}).get("rollingUpdate", {}).get("maxSurge", 1)
+    assert isinstance(surge, int), "the ledger's maxSurge must be a number of pods"
+    replicas = int(spec.get("replicas", 1)) + surge  # during a rollout
     connections = replicas * (settings.pool_size + settings.max_overflow)
     assert connections <= POSTGRES_CONNECTION_BUDGET, (
         f"{replicas} ledger replicas may open {connections} PostgreSQL connections, more than "
@@ -827,17 +843,15 @@ def test_the_ledger_database_settings_are_set_where_the_ledger_runs_and_fit_the_
 def test_k8s_service_token_and_principals(cluster: Cluster, name: str) -> None:
     container = deployment_container(cluster, name)
     env = cluster.container_env(container)
-    token = env.get("FORGE_SERVICE_TOKEN")
-    assert (token is not None) == bool(CALLS[name]), (
-        f"Deployment {name}: FORGE_SERVICE_TOKEN must be set exactly for services that call others"
+    assert "FORGE_SERVICE_TOKEN" not in env, f"Deployment {name}: the token comes as a file"
+    token_file = env.get(TOKEN_FILE)
+    assert (token_file is not None) == bool(CALLS[name]), (
+        f"Deployment {name}: {TOKEN_FILE} must be set exactly for services that call others"
     )
-    if token is not None:
-        assert isinstance(token, SecretRef), (
-            f"Deployment {name}: FORGE_SERVICE_TOKEN must be a Secret"
-        )
-        assert token.key == name, (
-            f"Deployment {name} presents another service's token ({token.key})"
-        )
+    if token_file is not None:
+        secret, key = secret_file(cluster, name, str(token_file))
+        assert secret == "forge-service-tokens", f"Deployment {name}: token from {secret}"
+        assert key == name, f"Deployment {name} presents another service's token ({key})"
     path = env.get("FORGE_PRINCIPALS_FILE")
     assert isinstance(path, str) and path, f"Deployment {name}: FORGE_PRINCIPALS_FILE unset"
     directory, filename = str(PurePosixPath(path).parent), PurePosixPath(path).name
@@ -857,6 +871,22 @@ def test_k8s_service_token_and_principals(cluster: Cluster, name: str) -> None:
             f"Secret {secret}: the {caller} principal must hold exactly its own role "
             f"{SERVICE_ROLES[caller].value}, not {roles}"
         )
+
+
+def secret_file(cluster: Cluster, name: str, path: str) -> tuple[str, str]:
+    """(Secret, key) of the file at ``path`` in Deployment ``name``'s container."""
+    container = deployment_container(cluster, name)
+    pod = cluster.of_kind("Deployment")[name]["spec"]["template"]["spec"]
+    directory, filename = str(PurePosixPath(path).parent), PurePosixPath(path).name
+    mounts = {m["mountPath"]: m["name"] for m in container.get("volumeMounts", [])}
+    assert directory in mounts, f"Deployment {name}: nothing mounted at {directory}"
+    volume = {v["name"]: v for v in pod.get("volumes", [])}[mounts[directory]]
+    assert "secret" in volume, f"Deployment {name}: {path} must come from a Secret"
+    secret = volume["secret"]["secretName"]
+    items = {i["path"]: i["key"] for i in volume["secret"].get("items", [])}
+    key = items.get(filename, filename) if items else filename
+    assert key in cluster.secret_keys(secret), f"Secret {secret} has no key {key} for {path}"
+    return secret, key
 
 
 def test_k8s_placeholder_secrets_are_marked(cluster: Cluster) -> None:
@@ -941,7 +971,9 @@ def test_compose_and_k8s_run_the_same_commands_with_the_same_settings(
     for name, service, container in _agreement_pairs(compose, cluster):
         assert service.get("command") == container.get("command"), f"{name}: commands differ"
         compose_vars = compose_env(service)
-        k8s_vars = cluster.container_env(container)
+        k8s_vars = {k: v for k, v in cluster.container_env(container).items() if k not in K8S_ONLY}
+        if TOKEN_FILE in k8s_vars:  # the same token, given as a file
+            k8s_vars["FORGE_SERVICE_TOKEN"] = k8s_vars.pop(TOKEN_FILE)
         assert set(compose_vars) == set(k8s_vars), textwrap.dedent(
             f"""\
             {name}: compose and Kubernetes set different variables
@@ -1064,7 +1096,8 @@ def test_compose_and_k8s_run_the_same_gateway(compose: dict[str, Any], cluster: 
     service = compose["services"][GATEWAY]
     container = deployment_container(cluster, GATEWAY)
     assert service["command"] == container["command"]
-    composed, deployed = compose_env(service), cluster.container_env(container)
+    composed = compose_env(service)
+    deployed = {k: v for k, v in cluster.container_env(container).items() if k not in K8S_ONLY}
     # The collector's address is the site's; both export spans somewhere.
     assert composed.get("OTEL_EXPORTER_OTLP_ENDPOINT") and deployed.get(
         "OTEL_EXPORTER_OTLP_ENDPOINT"

@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +25,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc
 from shared.runtime.client import open_channel
+from shared.runtime.readiness import LIVENESS
 from tests.support import principals_document
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -98,12 +99,24 @@ def _child_environment() -> dict[str, str]:
     return env
 
 
-def _serving(target: str) -> bool:
-    """True when every hosted service and the server as a whole report SERVING."""
+def health_status(target: str, service: str = "") -> int | None:
+    """The health status ``target`` reports for ``service``; None when it does not answer."""
+    with grpc.insecure_channel(target) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=1
+            )
+        except grpc.RpcError:
+            return None
+    return int(reply.status)
+
+
+def _serving(target: str, services: Sequence[str] = ("", *LEDGER_PROCESS_SERVICES)) -> bool:
+    """True when every one of ``services`` ("" is the server as a whole) reports SERVING."""
     with grpc.insecure_channel(target) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
-            for service in ("", *LEDGER_PROCESS_SERVICES):
+            for service in services:
                 status = stub.Check(
                     health_pb2.HealthCheckRequest(service=service), timeout=1
                 ).status
@@ -115,10 +128,17 @@ def _serving(target: str) -> bool:
 
 
 @contextmanager
-def running_ledger(database_url: str, workdir: Path) -> Iterator[LedgerProcess]:
-    """``python -m services.ledger`` on ``database_url`` (already migrated: the ledger refuses a
-    stale schema), with the test principals, its log and principals file in ``workdir``; stopped
-    with SIGTERM on exit."""
+def running_ledger(
+    database_url: str,
+    workdir: Path,
+    *,
+    serving: bool = True,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[LedgerProcess]:
+    """``python -m services.ledger`` on ``database_url`` (already migrated, unless ``serving``
+    is False: then it only waits for the process to answer its liveness health check), with the
+    test principals, its log and principals file in ``workdir`` and ``env`` added to its
+    environment; stopped with SIGTERM on exit."""
     principals = workdir / "principals.json"
     principals.write_text(json.dumps(principals_document()), encoding="utf-8")
     log_path = workdir / "ledger.log"
@@ -140,14 +160,14 @@ def running_ledger(database_url: str, workdir: Path) -> Iterator[LedgerProcess]:
         process = subprocess.Popen(
             command,
             cwd=workdir,
-            env=_child_environment(),
+            env={**_child_environment(), **(env or {})},
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,
         )
     running = LedgerProcess(process, f"127.0.0.1:{port}", log_path)
     try:
-        _wait_until_serving(running)
+        _wait_until_serving(running, ("", *LEDGER_PROCESS_SERVICES) if serving else (LIVENESS,))
     except BaseException:
         if process.poll() is None:
             process.kill()
@@ -159,9 +179,9 @@ def running_ledger(database_url: str, workdir: Path) -> Iterator[LedgerProcess]:
         _stop(running)
 
 
-def _wait_until_serving(running: LedgerProcess) -> None:
+def _wait_until_serving(running: LedgerProcess, services: Sequence[str]) -> None:
     deadline = time.monotonic() + STARTUP_SECONDS
-    while not _serving(running.target):
+    while not _serving(running.target, services):
         if running.process.poll() is not None:
             pytest.fail(
                 f"ledger exited with {running.process.returncode} before serving:\n{running.log()}"

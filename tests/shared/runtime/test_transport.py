@@ -2,64 +2,28 @@
 
 from __future__ import annotations
 
-import datetime as dt
+import dataclasses
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives import serialization
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc, policy_pb2, policy_pb2_grpc
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
 from shared.runtime.auth import PrincipalDirectory
 from shared.runtime.client import open_channel, service_channel
-from shared.runtime.config import Settings, TlsSettings
+from shared.runtime.config import Settings, TlsSettings, load_settings
+from shared.runtime.readiness import LIVENESS, answers
 from shared.runtime.server import start_server
+from tests.certificates import certificate as _certificate
+from tests.certificates import pem as _pem
 from tests.errors import expect_error
 from tests.support import principals_document, serve
-
-
-def _certificate(
-    subject: str,
-    issuer_key: ec.EllipticCurvePrivateKey | None,
-    issuer: x509.Name | None,
-    *,
-    ca: bool,
-) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-    now = dt.datetime.now(dt.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(issuer or name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=1))
-        .not_valid_after(now + dt.timedelta(hours=1))
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-    )
-    if not ca:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False
-        )
-    return key, builder.sign(issuer_key or key, hashes.SHA256())
-
-
-def _pem(key: ec.EllipticCurvePrivateKey, cert: x509.Certificate) -> tuple[bytes, bytes]:
-    return (
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        ),
-        cert.public_bytes(serialization.Encoding.PEM),
-    )
 
 
 @pytest.fixture
@@ -162,3 +126,88 @@ def test_services_call_each_other_over_mutual_tls(
     )
     stub = policy_pb2_grpc.PolicyServiceStub(service_channel(settings, "ledger"))
     assert stub.GetPolicy(policy_pb2.GetPolicyRequest()).policy.revision == 1
+
+
+@pytest.fixture
+def tls_ledger(ledger: Ledger, tmp_path: Path) -> Iterator[tuple[str, Path, int]]:
+    """A ledger serving TLS (no client certificates) with a plaintext health-only port."""
+    ca_key, ca_cert = _certificate("forge-test-ca", None, None, ca=True)
+    server_key, server_cert = _pem(*_certificate("localhost", ca_key, ca_cert.subject, ca=False))
+    (tmp_path / "tls.key").write_bytes(server_key)
+    (tmp_path / "tls.crt").write_bytes(server_cert)
+    (tmp_path / "ca.crt").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        health_port = probe.getsockname()[1]
+    running = start_server(
+        Settings(
+            service="ledger",
+            host="127.0.0.1",
+            port=0,
+            tls=TlsSettings(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key")),
+            health_port=health_port,
+        ),
+        bindings(ledger),
+        PrincipalDirectory.from_document(principals_document()),
+    )
+    try:
+        yield f"localhost:{running.port}", tmp_path, health_port
+    finally:
+        running.stop(grace=1.0)
+
+
+def _caller(tmp_path: Path, target: str, ca_file: str, token_file: Path) -> Settings:
+    """The admission service's settings as a pod gets them: its certificate, the CA that
+    verifies its callees, and its token from a mounted file."""
+    return dataclasses.replace(
+        load_settings(
+            "admission",
+            env={
+                "FORGE_LEDGER_TARGET": target,
+                "FORGE_TLS_CERT": str(tmp_path / "tls.crt"),
+                "FORGE_TLS_KEY": str(tmp_path / "tls.key"),
+                "FORGE_TLS_CA": ca_file,
+                "FORGE_SERVICE_TOKEN_FILE": str(token_file),
+            },
+        ),
+        port=0,
+    )
+
+
+def test_services_verify_their_callees_with_the_ca_and_present_a_token_from_a_file(
+    tls_ledger: tuple[str, Path, int],
+) -> None:
+    target, tmp_path, _health_port = tls_ledger
+    token_file = tmp_path / "token"
+    token_file.write_text("admin-token\n", encoding="utf-8")
+    settings = _caller(tmp_path, target, str(tmp_path / "ca.crt"), token_file)
+    assert settings.service_token == "admin-token"
+    stub = policy_pb2_grpc.PolicyServiceStub(service_channel(settings, "ledger"))
+    assert stub.GetPolicy(policy_pb2.GetPolicyRequest(), timeout=5).policy.revision == 1
+    # Without the CA the server's certificate is not trusted (the system's roots do not know it).
+    untrusting = policy_pb2_grpc.PolicyServiceStub(
+        service_channel(_caller(tmp_path, target, "", token_file), "ledger")
+    )
+    with pytest.raises(grpc.RpcError) as caught:
+        untrusting.GetPolicy(policy_pb2.GetPolicyRequest(), timeout=5)
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+
+
+def test_a_tls_server_answers_plaintext_health_checks_on_its_health_port_only(
+    tls_ledger: tuple[str, Path, int],
+) -> None:
+    target, _tmp_path, health_port = tls_ledger
+    assert answers(grpc.insecure_channel(f"127.0.0.1:{health_port}"))
+    with grpc.insecure_channel(f"127.0.0.1:{health_port}") as channel:
+        liveness = health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(service=LIVENESS), timeout=5
+        )
+        assert liveness.status == health_pb2.HealthCheckResponse.SERVING
+        # The health port hosts nothing else.
+        with pytest.raises(grpc.RpcError) as caught:
+            policy_pb2_grpc.PolicyServiceStub(channel).GetPolicy(
+                policy_pb2.GetPolicyRequest(), timeout=5
+            )
+        assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED  # type: ignore[attr-defined]
+    # The service port itself speaks only TLS.
+    assert not answers(grpc.insecure_channel(target), timeout=2)

@@ -1,0 +1,164 @@
+"""How calls travel between replicas: every channel spreads its calls over all the addresses its
+target resolves to (round_robin), keeps its connections alive, and retries idempotent reads that
+fail UNAVAILABLE; every server recycles its connections after a maximum age so clients re-resolve
+and new replicas get traffic. Settings: shared.runtime.config.TransportSettings.
+
+Only the reads listed in :data:`IDEMPOTENT_READS` are retried automatically. A write is never
+retried by the channel: a write whose outcome is unknown is repeated by its caller with the same
+request id, which the ledger answers with the saved outcome (ADR 0003).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from forge.continuity.v1 import (
+    admission_pb2,
+    candidate_pb2,
+    execution_pb2,
+    ledger_pb2,
+    policy_pb2,
+    reconciliation_pb2,
+    reconstruction_pb2,
+)
+from shared.runtime.config import TransportSettings
+
+# Service name → the RPCs that change nothing, so that a second attempt is safe whatever happened
+# to the first. Listed by hand on purpose: a new RPC is not retried until someone decides it may
+# be. (VerifyReconciliation, despite its name, records a journal entry: it is a write.)
+IDEMPOTENT_READS: Mapping[str, tuple[str, ...]] = {
+    "LedgerService": (
+        "GetRun",
+        "ReadJournal",
+        "StreamJournal",
+        "VerifyJournal",
+        "ReadRunSnapshot",
+        "InspectJournal",
+        "GetBlob",
+        "GetAdmission",
+        "GetRecovery",
+        "GetSigningKeys",
+        "ListSignedHeads",
+    ),
+    "PolicyService": ("GetPolicy", "ListPolicyRevisions"),
+    "ExecutionService": ("GetExecutionRequest", "ListExecutionRequests", "GetCommandUsage"),
+    "ReconciliationService": ("InspectReconciliation", "GetReconciliation"),
+    # Pure computation over the bytes in the request.
+    "ReconstructionService": (
+        "ReconstructInvalidRead",
+        "AnalyzeConsumedResponse",
+        "AnalyzeAndReconstructInvalidRead",
+        "ReproducePendingRequest",
+        "ReconstructReadonlyObservation",
+    ),
+    # The candidate only reads the ledger and computes.
+    "CandidateService": (
+        "GetInvalidReadContinuityCandidate",
+        "GetInvalidReadRecoveryCandidate",
+        "GetRejectedBoundaryCandidate",
+        "GetReadonlyObservationCandidate",
+    ),
+    "AdmissionService": (
+        "GetInvalidReadContinuity",
+        "GetInvalidReadRecovery",
+        "GetRejectedBoundaryRecovery",
+        "GetReadonlyObservationRecovery",
+        "GetCallerPermissions",
+        "ListRecoveryWorkflows",
+    ),
+}
+
+_FILES = (
+    admission_pb2,
+    candidate_pb2,
+    execution_pb2,
+    ledger_pb2,
+    policy_pb2,
+    reconciliation_pb2,
+    reconstruction_pb2,
+)
+SERVICES = {
+    name: service
+    for module in _FILES
+    for name, service in module.DESCRIPTOR.services_by_name.items()
+}
+
+
+def _read_names() -> list[dict[str, str]]:
+    names = []
+    for service_name, methods in IDEMPOTENT_READS.items():
+        service = SERVICES[service_name]
+        for method in methods:
+            if method not in service.methods_by_name:
+                # Fail at import: a renamed RPC must not silently lose (or gain) its retries.
+                raise ValueError(f"{service.full_name} has no RPC {method}")
+            names.append({"service": service.full_name, "method": method})
+    return names
+
+
+_READS = _read_names()
+
+
+def service_config(transport: TransportSettings) -> dict[str, Any]:
+    """The gRPC service config every channel uses: round_robin over every resolved address, and
+    the read retry policy (only when more than one attempt is allowed)."""
+    config: dict[str, Any] = {"loadBalancingConfig": [{"round_robin": {}}]}
+    if transport.read_retry_attempts > 1:
+        config["methodConfig"] = [
+            {
+                "name": _READS,
+                "retryPolicy": {
+                    "maxAttempts": transport.read_retry_attempts,
+                    "initialBackoff": "0.1s",
+                    "maxBackoff": "1s",
+                    "backoffMultiplier": 2,
+                    "retryableStatusCodes": ["UNAVAILABLE"],
+                },
+            }
+        ]
+    return config
+
+
+def channel_options(transport: TransportSettings) -> list[tuple[str, Any]]:
+    return [
+        ("grpc.service_config", json.dumps(service_config(transport))),
+        ("grpc.enable_retries", 1),
+        ("grpc.keepalive_time_ms", transport.keepalive_time_ms),
+        ("grpc.keepalive_timeout_ms", transport.keepalive_timeout_ms),
+        # Keep pinging while idle, so a replica gone away is noticed before the next call.
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+        # Connections of this channel only: round_robin reconnects at once when a server goes
+        # away, so a connection shared through gRPC's process-wide pool with a channel opened
+        # later to the same address (a new server there) would make that channel fail fast until
+        # the backoff passed.
+        ("grpc.use_local_subchannel_pool", 1),
+        # A replica back from a restart is tried again within this bound.
+        ("grpc.max_reconnect_backoff_ms", transport.max_reconnect_backoff_ms),
+        ("grpc.initial_reconnect_backoff_ms", min(1_000, transport.max_reconnect_backoff_ms)),
+    ]
+
+
+def server_options(transport: TransportSettings) -> list[tuple[str, Any]]:
+    return [
+        ("grpc.max_connection_age_ms", transport.max_connection_age_ms),
+        ("grpc.max_connection_age_grace_ms", transport.max_connection_age_grace_ms),
+        ("grpc.keepalive_time_ms", transport.keepalive_time_ms),
+        ("grpc.keepalive_timeout_ms", transport.keepalive_timeout_ms),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", transport.min_ping_interval_ms),
+        ("grpc.http2.min_ping_interval_without_data_ms", transport.min_ping_interval_ms),
+        ("grpc.http2.max_ping_strikes", 2),
+    ]
+
+
+_SCHEMES = ("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:", "vsock:", "xds:")
+
+
+def resolvable(target: str) -> str:
+    """``host:port`` as a ``dns:///host:port`` target, so every address the name resolves to is
+    used (a Kubernetes headless Service resolves to every ready pod); a target that names its
+    resolver already is kept."""
+    return target if target.startswith(_SCHEMES) else f"dns:///{target}"
