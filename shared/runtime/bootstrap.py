@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from shared.continuity.qualification import RegistryError, load_at_startup
 from shared.runtime.auth import PrincipalDirectory
 from shared.runtime.client import service_channel
-from shared.runtime.config import Settings, load_settings
+from shared.runtime.config import Settings, load_settings, server_threads
 from shared.runtime.events import configure_logging
 from shared.runtime.metrics import serve_metrics
 from shared.runtime.readiness import Readiness
@@ -38,7 +38,13 @@ def run_service(service: str, argv: list[str], build: Build, depends_on: Sequenc
     )
     service_bindings, cleanup = build(settings)
     metrics = serve_metrics(settings.host, settings.metrics_port)
-    running = start_server(settings, service_bindings, directory, serving=not depends_on)
+    running = start_server(
+        settings,
+        service_bindings,
+        directory,
+        max_workers=server_threads(),
+        serving=not depends_on,
+    )
     probes = {
         name: (settings.targets[name], service_channel(settings, name)) for name in depends_on
     }
