@@ -78,7 +78,10 @@ class _Writers:
         self.heads[index] = entry.hash
 
     def callers(self) -> list[Callable[[int], None]]:
-        return [lambda _n, i=i: self.append(i) for i in range(CALLERS)]
+        def caller(index: int) -> Callable[[int], None]:
+            return lambda _n: self.append(index)
+
+        return [caller(i) for i in range(CALLERS)]
 
 
 @dataclass
