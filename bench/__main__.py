@@ -182,6 +182,7 @@ def measure(scale: float, rss_operations: int) -> dict[str, Any]:
         results["worker_path"] = worker_path_figure(clients, baseline, scale)
         results["candidate"] = figures.candidate_latency(clients, url, lengths, repeats)
         results["main_phase_seconds"] = round(time.perf_counter() - began, 1)
+    # The followers figure on services of its own (two ledger replicas, raised follower limit).
     results.update(measure_followers(scale))
     # Memory on freshly started services, so the figures above do not colour it.
     with bench_schema() as url, services(url) as running:
