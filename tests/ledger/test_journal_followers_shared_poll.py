@@ -210,3 +210,26 @@ def test_followers_racing_appends_see_every_entry_once_in_order(
     finally:
         for follower, _ in started:
             follower.close()
+
+
+def test_a_follower_from_beyond_the_head_and_one_from_the_start_share_the_feed(
+    ledger: Ledger, served: LedgerClients
+) -> None:
+    stub = served.ledger()
+    stub.CreateRun(run_request())
+    head = _append(stub, "run-1", "", "r0")
+    ahead = Follower(served, "run-1", from_sequence=5, until=6)  # waits for entries not yet made
+    deadline = time.monotonic() + WAIT_SECONDS
+    while ledger.journal_followers.polls < 1:  # subscribed: its feed starts beyond the head (1)
+        assert time.monotonic() < deadline, "the follower never subscribed"
+        time.sleep(0.02)
+    behind = Follower(served, "run-1", from_sequence=1, until=6)  # the feed restarts from 2
+    try:
+        assert behind.wait_for(1) == [1]
+        for note in ("r1", "r2", "r3", "r4", "r5"):
+            head = _append(stub, "run-1", head, note)
+        assert behind.wait_for(6) == [1, 2, 3, 4, 5, 6]
+        assert ahead.wait_for(2) == [5, 6]
+    finally:
+        ahead.close()
+        behind.close()
