@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN):$(CURDIR)/tools/audit
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install chromium pgbouncer run test host-controls reliability scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-worker bench-listing bench-micro profile demo clean db-upgrade fixtures fixtures-check
+.PHONY: help install chromium pgbouncer run test host-controls reliability scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-worker bench-followers bench-listing bench-micro profile demo clean db-upgrade fixtures fixtures-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
@@ -26,6 +26,7 @@ help:
 	@echo "make bench      the five performance figures beside in-run baselines (PostgreSQL)"
 	@echo "make bench-admission  figure 1 (admission) alone, ~1 min: bench/results/admission.json"
 	@echo "make bench-worker     the worker-path figure alone: bench/results/worker.json"
+	@echo "make bench-followers  100 journal followers over two ledgers while 8 writers append: bench/results/followers.json"
 	@echo "make bench-listing    figure 6 (listing 10,000 runs) alone, ~1 min: bench/results/listing.json"
 	@echo "make profile    py-spy samples of every service under admission load"
 	@echo "make host-controls the reference worker as a process against real services, every variant"
@@ -139,6 +140,12 @@ bench-admission: $(STAMP)
 # bench/results/worker.json.
 bench-worker: $(STAMP)
 	$(PY) -m bench worker
+
+# The followers figure alone (100 followers over two ledger replicas, 8 writers):
+# bench/results/followers.json.
+bench-followers: $(STAMP)
+	$(PY) -m bench followers
+
 # Figure 6 alone (listing runs and queued requests over 10,000 seeded runs):
 # bench/results/listing.json.
 bench-listing: $(STAMP)

@@ -9,6 +9,10 @@ admission of a held run seeded for it).
 ``python -m bench listing`` measures figure 6 alone (listing 10,000 runs, bench/listing.py) and
 writes bench/results/listing.json.
 
+``python -m bench followers`` measures the followers figure alone (100 journal followers over two
+ledger replicas while eight writers append, bench/followers.py) and writes
+bench/results/followers.json.
+
 ``python -m bench admission`` measures figure 1 alone (its three rounds, each beside its
 baselines, exactly as the full run does) and writes bench/results/admission.json: a before/after
 comparison of the admission path in about a minute.
@@ -24,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import figures, worker_path
+from bench import figures, followers, worker_path
 from bench.listing import listing_latency
 from bench.plot import plot_candidate_latency
 from bench.stack import Baseline, baseline_server, bench_schema, hop_floor, services
@@ -37,6 +41,7 @@ TARGETS = {
     "append_throughput_ratio": ">= 0.7",
     "rss_peak_ratio": "<= 1.10",
     "worker_path_throughput_ratio": ">= 0.7",
+    "followers_append_ratio": ">= 0.8",
 }
 
 # Figure 5: the operations of the long phase, and how often one of them is a full admission
@@ -110,6 +115,25 @@ def worker_path_summary(results: dict[str, Any]) -> dict[str, float]:
     }
 
 
+def measure_followers(scale: float) -> dict[str, Any]:
+    """The followers figure, on its own services: two ledger replicas with the follower limit
+    and server pool raised (bench.followers.PROCESS_ENV)."""
+    replicas, env = followers.REPLICAS, followers.PROCESS_ENV
+    with bench_schema() as url, services(url, ledger_replicas=replicas, env_extra=env) as running:
+        clients = figures.Clients(running)
+        return {"followers": followers.followers_figure(clients, _scaled(60, scale, 10))}
+
+
+def followers_summary(results: dict[str, Any]) -> dict[str, float]:
+    figure = results["followers"]
+    return {
+        "followers_append_ratio": figure["followers_append_ratio"],
+        "followers_delivery_p50_ms": figure["followers_delivery_p50_ms"],
+        "followers_delivery_p99_ms": figure["followers_delivery_p99_ms"],
+        "followers_faulty": figure["faulty_followers"],
+    }
+
+
 def measure_admission(scale: float) -> dict[str, Any]:
     """Figure 1 alone, on freshly started services."""
     with bench_schema() as url, baseline_server(url) as baseline, services(url) as running:
@@ -158,6 +182,8 @@ def measure(scale: float, rss_operations: int) -> dict[str, Any]:
         results["worker_path"] = worker_path_figure(clients, baseline, scale)
         results["candidate"] = figures.candidate_latency(clients, url, lengths, repeats)
         results["main_phase_seconds"] = round(time.perf_counter() - began, 1)
+    # The followers figure on services of its own (two ledger replicas, raised follower limit).
+    results.update(measure_followers(scale))
     # Memory on freshly started services, so the figures above do not colour it.
     with bench_schema() as url, services(url) as running:
         clients = figures.Clients(running)
@@ -199,6 +225,7 @@ def summary(results: dict[str, Any]) -> dict[str, float]:
         "reconstruction_warm_ratio": results["reconstruction"]["warm_ratio_p50"],
         "rss_peak_ratio": results["memory"]["worst_peak_ratio"],
         **worker_path_summary(results),
+        **followers_summary(results),
     }
     return lines
 
@@ -207,7 +234,8 @@ def main() -> int:
     scale = float(os.environ.get("FORGE_BENCH_SCALE", "1"))
     default_operations = max(10_000, round(RSS_OPERATIONS * scale))
     rss_operations = int(os.environ.get("FORGE_BENCH_RSS_OPERATIONS", str(default_operations)))
-    only = sys.argv[1] if sys.argv[1:] in (["admission"], ["worker"], ["listing"]) else ""
+    alone = (["admission"], ["worker"], ["listing"], ["followers"])
+    only = sys.argv[1] if sys.argv[1:] in alone else ""
     began = time.perf_counter()
     if only == "admission":
         results = measure_admission(scale)
@@ -215,6 +243,9 @@ def main() -> int:
     elif only == "worker":
         results = measure_worker_path(scale)
         lines = worker_path_summary(results)
+    elif only == "followers":
+        results = measure_followers(scale)
+        lines = followers_summary(results)
     elif only == "listing":
         results = measure_listing(scale)
         lines = listing_summary(results)

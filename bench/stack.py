@@ -86,8 +86,12 @@ class Services:
 
 
 @contextmanager
-def services(database_url: str) -> Iterator[Services]:
-    """Start ledger, reconstruction, candidate and admission (in that order) on free ports."""
+def services(
+    database_url: str, *, ledger_replicas: int = 1, env_extra: Mapping[str, str] | None = None
+) -> Iterator[Services]:
+    """Start ledger, reconstruction, candidate and admission (in that order) on free ports; with
+    ``ledger_replicas`` > 1 further ledger processes on the same database, the same way (targets
+    ``ledger-2``, ``ledger-3``, …; the other services call the first)."""
     with tempfile.TemporaryDirectory(prefix="forge-bench-") as scratch:
         principals = Path(scratch) / "principals.json"
         principals.write_text(dev_principals_text(), encoding="utf-8")
@@ -100,6 +104,7 @@ def services(database_url: str) -> Iterator[Services]:
                 "FORGE_LOG_LEVEL": "WARNING",
             }
         )
+        env.update(env_extra or {})
         env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
         for name, port in ports.items():
             env[port_variable(name)] = str(port)
@@ -112,10 +117,17 @@ def services(database_url: str) -> Iterator[Services]:
                 )
                 processes.append(process)
                 _wait_ready(f"127.0.0.1:{ports[name]}", process)
-            yield Services(
-                {name: f"127.0.0.1:{port}" for name, port in ports.items()},
-                {name: p.pid for name, p in zip(SERVICE_NAMES, processes, strict=True)},
-            )
+            targets = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
+            pids = {name: p.pid for name, p in zip(SERVICE_NAMES, processes, strict=True)}
+            for replica in range(2, ledger_replicas + 1):
+                port = free_port()
+                own = service_env({**env, port_variable("ledger"): str(port)}, "ledger")
+                process = subprocess.Popen([sys.executable, "-m", "services.ledger"], env=own)
+                processes.append(process)
+                _wait_ready(f"127.0.0.1:{port}", process)
+                targets[f"ledger-{replica}"] = f"127.0.0.1:{port}"
+                pids[f"ledger-{replica}"] = process.pid
+            yield Services(targets, pids)
         finally:
             _stop(processes)
 

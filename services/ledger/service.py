@@ -29,6 +29,7 @@ from services.ledger.transactions import (
     completion,
     execution,
     execution_stops,
+    followers,
     inspection,
     journal,
     listing,
@@ -42,8 +43,9 @@ from services.ledger.transactions import (
 )
 from services.ledger.transactions.admission import Admission
 from services.ledger.transactions.base import LedgerContext
+from services.ledger.transactions.followers import JournalFollowers
 from services.ledger.transactions.inspection import JournalInspection
-from services.ledger.transactions.journal import JournalFollowers, JournalPage
+from services.ledger.transactions.journal import JournalPage
 from services.ledger.transactions.listing import ExecutionRequestPage, RunPage
 from services.ledger.transactions.reconciliation import Reconciled
 from services.ledger.transactions.reconciliation_review import Inspection
@@ -89,7 +91,7 @@ class Ledger:
         # The deployment's reconciliation verifier; the default proves nothing.
         self._verifier = verifier if verifier is not None else RefusingVerifier()
         limit = journal_follower_limit() if max_journal_followers is None else max_journal_followers
-        self.journal_followers = JournalFollowers(limit)
+        self.journal_followers = JournalFollowers(limit, self._context)
 
     # --- runs -----------------------------------------------------------------------------------
 
@@ -154,17 +156,19 @@ class Ledger:
         *,
         follow: bool,
         is_active: Callable[[], bool],
-        wait: Callable[[float], object],
     ) -> Iterator[StoredEntry]:
-        return journal.stream(
+        return followers.stream(
             self._context,
             self.journal_followers,
             run_id,
             from_sequence,
             follow=follow,
             is_active=is_active,
-            wait=wait,
         )
+
+    def wake_followers(self) -> None:
+        """A follower's call ended: wake it so it stops at once."""
+        self.journal_followers.wake()
 
     # --- signed heads (ADR 0015) ----------------------------------------------------------------
 

@@ -4,7 +4,6 @@ beside it (``policy_servicer``, ``execution_servicer``, ``reconciliation_service
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from functools import partial
 
@@ -222,14 +221,12 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     def StreamJournal(
         self, request: ledger_pb2.StreamJournalRequest, context: grpc.ServicerContext
     ) -> Iterator[ledger_pb2.StreamJournalResponse]:
-        cancelled = threading.Event()
-        context.add_callback(cancelled.set)  # wakes a waiting follower when the call ends
+        context.add_callback(self._ledger.wake_followers)  # a waiting follower stops at once
         for entry in self._ledger.stream_journal(
             request.run_id,
             request.from_sequence,
             follow=request.follow,
             is_active=context.is_active,
-            wait=cancelled.wait,
         ):
             yield ledger_pb2.StreamJournalResponse(entry=entry_to_proto(entry))
 

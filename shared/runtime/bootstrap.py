@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from shared.continuity.qualification import RegistryError, load_at_startup
 from shared.runtime.auth import PrincipalsFile
 from shared.runtime.client import service_channel
-from shared.runtime.config import Settings, load_settings
+from shared.runtime.config import Settings, load_settings, server_threads
 from shared.runtime.events import configure_logging
 from shared.runtime.metrics import serve_metrics
 from shared.runtime.readiness import Check, Readiness, dependency
@@ -57,7 +57,9 @@ def run_service(service: str, argv: list[str], build: Build, depends_on: Sequenc
         for name, channel in channels.items()
     }
     checks.update(built.checks)
-    running = start_server(settings, built.bindings, principals, serving=not checks)
+    running = start_server(
+        settings, built.bindings, principals, max_workers=server_threads(), serving=not checks
+    )
     readiness = Readiness(service, running.health, running.names, checks)
     if checks:
         readiness.start()

@@ -99,8 +99,10 @@ ENVIRONMENT: Mapping[str, str] = {
         "sets the release's; unset: the development registry computed from the installed code"
     ),
     "FORGE_MAX_JOURNAL_FOLLOWERS": (
-        "ledger: concurrent StreamJournal followers (default 8, below the server's thread pool)"
+        "ledger: concurrent StreamJournal followers (default 8, at most half the server's thread "
+        "pool)"
     ),
+    "FORGE_SERVER_THREADS": "threads of each service's gRPC server pool (default 32)",
     "FORGE_RECONCILIATION_VERIFIER": (
         "ledger: the deployment's reconciliation verifier: local-process (workers on the "
         "ledger's host, in its pid namespace; make run's default), refusing, or "
@@ -491,8 +493,22 @@ DEFAULT_SERVER_THREADS = 32
 #: Journal followers poll while they wait, each on a pool thread; at most this many at a time,
 #: so the rest of the pool stays free for admissions, claims and commands.
 DEFAULT_MAX_JOURNAL_FOLLOWERS = 8
-#: The bound may be raised to at most half the pool.
+#: The bound may be raised to at most half the pool (FORGE_SERVER_THREADS sets the pool).
 MAX_JOURNAL_FOLLOWERS_CEILING = DEFAULT_SERVER_THREADS // 2
+
+
+def server_threads(env: Mapping[str, str] | None = None) -> int:
+    """FORGE_SERVER_THREADS: the gRPC server pool of a service (a ledger serving many followers
+    needs more, each follower holds a pool thread)."""
+    env = os.environ if env is None else env
+    text = _env(env, "FORGE_SERVER_THREADS", str(DEFAULT_SERVER_THREADS))
+    try:
+        threads = int(text)
+    except ValueError:
+        raise ValueError(f"FORGE_SERVER_THREADS must be an integer, not {text!r}") from None
+    if threads < 2:
+        raise ValueError(f"FORGE_SERVER_THREADS must be at least 2, not {threads}")
+    return threads
 
 
 def journal_follower_limit(env: Mapping[str, str] | None = None) -> int:
@@ -503,9 +519,10 @@ def journal_follower_limit(env: Mapping[str, str] | None = None) -> int:
         limit = int(text)
     except ValueError:
         raise ValueError(f"FORGE_MAX_JOURNAL_FOLLOWERS must be an integer, not {text!r}") from None
-    if not 1 <= limit <= MAX_JOURNAL_FOLLOWERS_CEILING:
+    threads = server_threads(env)
+    if not 1 <= limit <= threads // 2:
         raise ValueError(
-            f"FORGE_MAX_JOURNAL_FOLLOWERS must be in 1..{MAX_JOURNAL_FOLLOWERS_CEILING} "
-            f"(half of the {DEFAULT_SERVER_THREADS} server threads), not {limit}"
+            f"FORGE_MAX_JOURNAL_FOLLOWERS must be in 1..{threads // 2} "
+            f"(half of the {threads} server threads), not {limit}"
         )
     return limit

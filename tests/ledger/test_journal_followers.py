@@ -23,6 +23,7 @@ from shared.runtime.config import (
     DEFAULT_MAX_JOURNAL_FOLLOWERS,
     DEFAULT_SERVER_THREADS,
     journal_follower_limit,
+    server_threads,
 )
 from shared.runtime.server import start_server
 from tests.errors import expect_error
@@ -155,6 +156,15 @@ def test_the_follower_bound_stays_below_the_server_thread_pool() -> None:
     for bad in ("0", "-1", str(DEFAULT_SERVER_THREADS), "many"):
         with pytest.raises(ValueError, match="FORGE_MAX_JOURNAL_FOLLOWERS"):
             journal_follower_limit({"FORGE_MAX_JOURNAL_FOLLOWERS": bad})
+    # A larger pool (FORGE_SERVER_THREADS) admits more followers, still at most half of it.
+    assert server_threads({}) == DEFAULT_SERVER_THREADS
+    larger = {"FORGE_SERVER_THREADS": "100", "FORGE_MAX_JOURNAL_FOLLOWERS": "50"}
+    assert journal_follower_limit(larger) == 50
+    with pytest.raises(ValueError, match="FORGE_MAX_JOURNAL_FOLLOWERS"):
+        journal_follower_limit({**larger, "FORGE_MAX_JOURNAL_FOLLOWERS": "51"})
+    for bad in ("1", "0", "many"):
+        with pytest.raises(ValueError, match="FORGE_SERVER_THREADS"):
+            server_threads({"FORGE_SERVER_THREADS": bad})
 
 
 def test_a_journal_read_on_sqlite_does_not_take_the_write_lock(engine: Engine) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,8 +12,10 @@ from sqlalchemy import (
     CompoundSelect,
     Connection,
     Select,
+    and_,
     bindparam,
     insert,
+    or_,
     select,
     union_all,
 )
@@ -163,6 +165,27 @@ def read_journal(
         select(journal_entries)
         .where(journal_entries.c.run_id == run_id, journal_entries.c.sequence >= from_sequence)
         .order_by(journal_entries.c.sequence)
+        .limit(limit)
+    )
+    return [_entry(row) for row in rows]
+
+
+def entries_after(
+    connection: Connection, cursors: Mapping[str, int], limit: int
+) -> list[StoredEntry]:
+    """The entries of several runs after each run's cursor (its last known sequence), in one
+    statement, ordered by run and sequence: any prefix of the answer holds, for every run in it,
+    a gap-free continuation of its cursor (the followers' shared poll)."""
+    if not cursors:
+        return []
+    after = [
+        and_(journal_entries.c.run_id == run_id, journal_entries.c.sequence > sequence)
+        for run_id, sequence in sorted(cursors.items())
+    ]
+    rows = connection.execute(
+        select(journal_entries)
+        .where(or_(*after))
+        .order_by(journal_entries.c.run_id, journal_entries.c.sequence)
         .limit(limit)
     )
     return [_entry(row) for row in rows]

@@ -1,11 +1,9 @@
-"""The hash-chained journal: native appends at an expected head, pages, verification, and
-bounded followers."""
+"""The hash-chained journal: native appends at an expected head, pages and verification
+(followers: services.ledger.transactions.followers)."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sqlalchemy import Connection
@@ -42,7 +40,6 @@ from shared.runtime.errors import (
     FieldViolation,
     InvalidArgument,
     PermissionDenied,
-    ResourceExhausted,
 )
 
 FENCED_NATIVE_KINDS = frozenset(
@@ -63,7 +60,6 @@ WORKER_NATIVE_KINDS = frozenset(
 MAX_JOURNAL_PAGE = 1000
 DEFAULT_JOURNAL_PAGE = 100
 FOLLOW_PAGE = 200
-FOLLOW_POLL_SECONDS = 0.2
 # Entries this process already recomputed intact, by the digest of their exact stored fields: a
 # verification recomputes only new or altered rows and gives the same answer
 # (shared.continuity.journal_chain).
@@ -266,68 +262,3 @@ def entries_from(context: LedgerContext, run_id: str, from_sequence: int) -> Ite
         if len(entries) < FOLLOW_PAGE:
             return
         next_sequence = entries[-1].sequence + 1
-
-
-# --- followers ------------------------------------------------------------------------------
-
-
-class JournalFollowers:
-    """A fixed number of follower slots. A follower polls while it waits for new entries, and the
-    server's thread pool is bounded; beyond the limit a follower is refused at once, so followers
-    can never occupy the threads that admissions, claims and commands need."""
-
-    def __init__(self, limit: int) -> None:
-        if limit < 1:
-            raise ValueError("the journal follower limit must be at least 1")
-        self.limit = limit
-        self._slots = threading.BoundedSemaphore(limit)
-        self._count_lock = threading.Lock()
-        self._in_use = 0
-
-    @property
-    def in_use(self) -> int:
-        """Followers open now (the metrics gauge beside the limit)."""
-        with self._count_lock:
-            return self._in_use
-
-    @contextmanager
-    def slot(self) -> Iterator[None]:
-        if not self._slots.acquire(blocking=False):
-            raise ResourceExhausted(
-                "JOURNAL_FOLLOWERS_EXHAUSTED",
-                f"{self.limit} journal followers are already open; retry later or read pages",
-                metadata={"limit": str(self.limit)},
-            )
-        with self._count_lock:
-            self._in_use += 1
-        try:
-            yield
-        finally:
-            with self._count_lock:
-                self._in_use -= 1
-            self._slots.release()
-
-
-def stream(
-    context: LedgerContext,
-    followers: JournalFollowers,
-    run_id: str,
-    from_sequence: int,
-    *,
-    follow: bool,
-    is_active: Callable[[], bool],
-    wait: Callable[[float], object],
-) -> Iterator[StoredEntry]:
-    """Entries from ``from_sequence``; with ``follow``, keep polling for new ones while the
-    caller is active (``wait`` sleeps between polls and may return early on cancellation)."""
-    next_sequence = max(from_sequence, 1)
-    if not follow:
-        yield from entries_from(context, run_id, next_sequence)
-        return
-    with followers.slot():
-        # Re-check liveness before every read: a cancelled or expired follower stops polling.
-        while is_active():
-            for entry in entries_from(context, run_id, next_sequence):
-                yield entry
-                next_sequence = entry.sequence + 1
-            wait(FOLLOW_POLL_SECONDS)

@@ -1,0 +1,208 @@
+"""Bounded journal followers, fed by one shared poller per ledger process.
+
+A follower first reads the entries it asked for up to the head itself (pages, as a plain stream
+does), then waits on the poller's feed of its run. The poller reads the new entries of every
+followed run in one statement per tick (``entries_after``) and fans them out to the waiting
+followers, so a hundred followers of a run cost what one does. No LISTEN/NOTIFY: PgBouncer in
+transaction mode does not carry it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+
+from services.ledger.domain.journal import StoredEntry
+from services.ledger.repository import journal as journal_rows
+from services.ledger.transactions.base import LedgerContext
+from services.ledger.transactions.journal import entries_from
+from shared.runtime.errors import ResourceExhausted
+
+FOLLOW_POLL_SECONDS = 0.2
+# Rows one poll reads at most; a full page is followed by the next poll at once.
+POLL_PAGE = 1000
+# The newest entries a feed keeps for followers still delivering earlier ones; a follower that
+# falls further behind reads its missing entries itself.
+FEED_BUFFER = 1000
+
+_LOG = logging.getLogger("forge.ledger")
+
+
+class _Feed:
+    """What the poller has read of one followed run: the contiguous entries up to ``cursor``
+    (the newest ``FEED_BUFFER`` or more of them), and how many followers wait on it."""
+
+    def __init__(self, cursor: int) -> None:
+        self.cursor = cursor
+        self.entries: list[StoredEntry] = []
+        self.followers = 0
+
+    def since(self, next_sequence: int) -> list[StoredEntry] | None:
+        """The entries from ``next_sequence`` up to the cursor ([] when there are none yet);
+        None when the feed no longer holds ``next_sequence``."""
+        if next_sequence > self.cursor:
+            return []
+        if not self.entries or self.entries[0].sequence > next_sequence:
+            return None
+        return self.entries[next_sequence - self.entries[0].sequence :]
+
+    def extend(self, entry: StoredEntry) -> None:
+        self.entries.append(entry)
+        self.cursor = entry.sequence
+        if len(self.entries) > 2 * FEED_BUFFER:
+            del self.entries[: len(self.entries) - FEED_BUFFER]
+
+
+class JournalFollowers:
+    """A fixed number of follower slots, and the poller that feeds them. A follower holds a
+    server thread while it waits, and the server's thread pool is bounded; beyond the limit a
+    follower is refused at once, so followers can never occupy the threads that admissions,
+    claims and commands need."""
+
+    def __init__(self, limit: int, context: LedgerContext) -> None:
+        if limit < 1:
+            raise ValueError("the journal follower limit must be at least 1")
+        self.limit = limit
+        self._context = context
+        self._slots = threading.BoundedSemaphore(limit)
+        self._count_lock = threading.Lock()
+        self._in_use = 0
+        # Guards the feeds and the poller; followers wait on it for the poller's next tick.
+        self._changed = threading.Condition()
+        self._feeds: dict[str, _Feed] = {}
+        self._poller: threading.Thread | None = None
+        # Polls made, and polls that failed (a follower then reads itself, raising the error).
+        self.polls = 0
+        self.failures = 0
+
+    @property
+    def in_use(self) -> int:
+        """Followers open now (the metrics gauge beside the limit)."""
+        with self._count_lock:
+            return self._in_use
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        if not self._slots.acquire(blocking=False):
+            raise ResourceExhausted(
+                "JOURNAL_FOLLOWERS_EXHAUSTED",
+                f"{self.limit} journal followers are already open; retry later or read pages",
+                metadata={"limit": str(self.limit)},
+            )
+        with self._count_lock:
+            self._in_use += 1
+        try:
+            yield
+        finally:
+            with self._count_lock:
+                self._in_use -= 1
+            self._slots.release()
+
+    def wake(self) -> None:
+        """Wake every waiting follower (a call ended: its follower stops without waiting out
+        the tick)."""
+        with self._changed:
+            self._changed.notify_all()
+
+    # --- feeds --------------------------------------------------------------------------------
+
+    @contextmanager
+    def _subscribed(self, run_id: str, next_sequence: int) -> Iterator[_Feed]:
+        with self._changed:
+            feed = self._feeds.get(run_id)
+            if feed is None:
+                feed = self._feeds[run_id] = _Feed(next_sequence - 1)
+            elif feed.since(next_sequence) is None:
+                # Behind what the feed holds: the feed restarts from here (followers further on
+                # skip what they already delivered), so no follower polls on its own.
+                feed.cursor, feed.entries = next_sequence - 1, []
+            feed.followers += 1
+            if self._poller is None:
+                self._poller = threading.Thread(
+                    target=self._poll, name="ledger-journal-poller", daemon=True
+                )
+                self._poller.start()
+        try:
+            yield feed
+        finally:
+            with self._changed:
+                feed.followers -= 1
+                if feed.followers == 0 and self._feeds.get(run_id) is feed:
+                    del self._feeds[run_id]
+
+    def _poll(self) -> None:
+        idle = threading.Event()  # never set: a sleep between ticks
+        while True:
+            with self._changed:
+                if not self._feeds:
+                    self._poller = None
+                    return
+                cursors = {run_id: feed.cursor for run_id, feed in self._feeds.items()}
+            try:
+                with self._context.read() as connection:
+                    entries = journal_rows.entries_after(connection, cursors, POLL_PAGE)
+            except Exception:  # noqa: BLE001 - every follower re-reads itself and sees the error
+                _LOG.warning("the journal followers' poll failed", exc_info=True)
+                entries = None
+            with self._changed:
+                self.polls += 1
+                if entries is None:
+                    self.failures += 1
+                for entry in entries or ():
+                    feed = self._feeds.get(entry.run_id)
+                    # A feed restarted or dropped since the cursors were taken skips the rows.
+                    if feed is not None and entry.sequence == feed.cursor + 1:
+                        feed.extend(entry)
+                self._changed.notify_all()
+            if entries is None or len(entries) < POLL_PAGE:
+                idle.wait(FOLLOW_POLL_SECONDS)
+
+    def follow(
+        self, run_id: str, next_sequence: int, is_active: Callable[[], bool]
+    ) -> Iterator[StoredEntry]:
+        """Entries of ``run_id`` from ``next_sequence`` on, as the poller reads them, while the
+        caller is active (the caller has read up to the head already)."""
+        with self._subscribed(run_id, next_sequence) as feed:
+            while is_active():
+                with self._changed:
+                    failures = self.failures
+                    batch = feed.since(next_sequence)
+                    if batch == []:
+                        self._changed.wait(FOLLOW_POLL_SECONDS)
+                        batch = feed.since(next_sequence)
+                    failed = self.failures != failures
+                entries: Iterable[StoredEntry] = batch or ()
+                if batch is None or failed:
+                    # Fell behind the feed, or a poll failed: read directly (raising if the
+                    # database still fails), then continue from the feed.
+                    entries = entries_from(self._context, run_id, next_sequence)
+                for entry in entries:
+                    if not is_active():
+                        return
+                    yield entry
+                    next_sequence = entry.sequence + 1
+
+
+def stream(
+    context: LedgerContext,
+    followers: JournalFollowers,
+    run_id: str,
+    from_sequence: int,
+    *,
+    follow: bool,
+    is_active: Callable[[], bool],
+) -> Iterator[StoredEntry]:
+    """Entries from ``from_sequence``; with ``follow``, then the new ones as they are appended,
+    while the caller is active (a cancelled or expired follower stops within one tick, at once
+    when its call's end wakes the followers)."""
+    next_sequence = max(from_sequence, 1)
+    if not follow:
+        yield from entries_from(context, run_id, next_sequence)
+        return
+    with followers.slot():
+        for entry in entries_from(context, run_id, next_sequence):
+            yield entry
+            next_sequence = entry.sequence + 1
+        yield from followers.follow(run_id, next_sequence, is_active)
