@@ -12,31 +12,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import ModuleType
 from urllib.parse import unquote
 
 from google.api import annotations_pb2, http_pb2
 from google.protobuf import descriptor, message, message_factory
 
-from forge.continuity.v1 import (
-    admission_pb2,
-    candidate_pb2,
-    execution_pb2,
-    ledger_pb2,
-    policy_pb2,
-    reconciliation_pb2,
-    reconstruction_pb2,
-)
+from shared.contract.modules import CONTRACT_MODULES
 
-CONTRACT_MODULES: tuple[ModuleType, ...] = (
-    ledger_pb2,
-    policy_pb2,
-    execution_pb2,
-    reconciliation_pb2,
-    reconstruction_pb2,
-    candidate_pb2,
-    admission_pb2,
-)
 # The gRPC server (shared.runtime.config service name) that hosts each service.
 SERVICE_SERVERS: Mapping[str, str] = {
     "forge.continuity.v1.LedgerService": "ledger",

@@ -14,15 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from forge.continuity.v1 import (
-    admission_pb2,
-    candidate_pb2,
-    execution_pb2,
-    ledger_pb2,
-    policy_pb2,
-    reconciliation_pb2,
-    reconstruction_pb2,
-)
+from shared.contract.modules import SERVICES
 from shared.runtime.config import TransportSettings
 
 # Service name → the RPCs that change nothing, so that a second attempt is safe whatever happened
@@ -68,21 +60,6 @@ IDEMPOTENT_READS: Mapping[str, tuple[str, ...]] = {
         "GetCallerPermissions",
         "ListRecoveryWorkflows",
     ),
-}
-
-_FILES = (
-    admission_pb2,
-    candidate_pb2,
-    execution_pb2,
-    ledger_pb2,
-    policy_pb2,
-    reconciliation_pb2,
-    reconstruction_pb2,
-)
-SERVICES = {
-    name: service
-    for module in _FILES
-    for name, service in module.DESCRIPTOR.services_by_name.items()
 }
 
 
