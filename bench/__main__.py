@@ -34,9 +34,13 @@ from bench.plot import plot_candidate_latency
 from bench.stack import Baseline, baseline_server, bench_schema, hop_floor, services
 
 RESULTS = Path(__file__).resolve().parent / "results"
+# Round 4 restated the admission targets against the six-hop floor measured in the same run (the
+# physical limit of four services in their own processes; docs/performance.md, round 4): the
+# one-hop ratios (admission_throughput_ratio, admission_p99_ratio) are still printed, untargeted.
 TARGETS = {
-    "admission_throughput_ratio": ">= 0.5",
-    "admission_p99_ratio": "<= 3",
+    "admission_to_six_hop_floor_ratio": ">= 0.5",
+    "admission_p99_to_floor_ratio": "<= 3",
+    "admission_cpu_to_floor_ratio": "<= 2",
     "candidate_100000_ratio": "<= 3 (and linear growth)",
     "append_throughput_ratio": ">= 0.7",
     "rss_peak_ratio": "<= 1.10",
@@ -205,6 +209,8 @@ def admission_summary(results: dict[str, Any]) -> dict[str, float]:
         "admission_service_cpu_ms_per_call": measured["cpu_ms_per_call"]["by"]["admission"],
         "six_hop_floor_throughput_ratio": admission["hop_floor"]["throughput_ratio"],
         "admission_to_six_hop_floor_ratio": admission["hop_floor"]["admission_ratio"],
+        "admission_p99_to_floor_ratio": admission["hop_floor"]["admission_p99_ratio"],
+        "admission_cpu_to_floor_ratio": admission["hop_floor"]["admission_cpu_ratio"],
     }
 
 
@@ -219,6 +225,8 @@ def summary(results: dict[str, Any]) -> dict[str, float]:
         "admission_cpu_bound_ceiling": results["admission"]["cpu_bound_ceiling"],
         "six_hop_floor_throughput_ratio": results["admission"]["hop_floor"]["throughput_ratio"],
         "admission_to_six_hop_floor_ratio": results["admission"]["hop_floor"]["admission_ratio"],
+        "admission_p99_to_floor_ratio": results["admission"]["hop_floor"]["admission_p99_ratio"],
+        "admission_cpu_to_floor_ratio": results["admission"]["hop_floor"]["admission_cpu_ratio"],
         "append_throughput_ratio": results["append"]["throughput_ratio"],
         "append_cpu_bound_ceiling": results["append"]["cpu_bound_ceiling"],
         "reconstruction_cold_ratio": results["reconstruction"]["cold_ratio_p50"],

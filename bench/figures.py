@@ -401,13 +401,19 @@ def hop_floor_figure(
 ) -> dict[str, Any]:
     """The six-hop floor beside the one-hop baseline (the best throughput ratio a design with
     that many hops could reach here) and the admission beside the six-hop floor."""
-    measured = admission["measured"]["per_second"]
+    measured = admission["measured"]
     return {
         "hops": ADMISSION_HOPS,
         "measured": chain.as_dict(),
         "throughput_ratio": ratio(chain.per_second, floor.per_second),
         "p99_ratio": ratio(chain.latencies.p99_ms, floor.latencies.p99_ms),
-        "admission_ratio": ratio(measured, chain.per_second),
+        # The admission beside the floor (round 4's restated targets: throughput >= 0.5,
+        # p99 <= 3, CPU per call <= 2).
+        "admission_ratio": ratio(measured["per_second"], chain.per_second),
+        "admission_p99_ratio": ratio(measured["latency"]["p99_ms"], chain.latencies.p99_ms),
+        "admission_cpu_ratio": ratio(
+            measured.get("cpu_ms_per_call", {}).get("attributed", 0.0), chain.cpu_ms_per_call
+        ),
     }
 
 
@@ -416,7 +422,13 @@ ROUNDS = 3
 # The ratios summarized over the rounds (median and range), at the figure's top level and in
 # its six-hop floor.
 _RATIOS = ("throughput_ratio", "p99_ratio", "cpu_bound_ceiling")
-_FLOOR_RATIOS = ("throughput_ratio", "p99_ratio", "admission_ratio")
+_FLOOR_RATIOS = (
+    "throughput_ratio",
+    "p99_ratio",
+    "admission_ratio",
+    "admission_p99_ratio",
+    "admission_cpu_ratio",
+)
 
 
 def _summarized(
