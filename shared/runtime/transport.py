@@ -23,6 +23,7 @@ from shared.runtime.config import TransportSettings
 IDEMPOTENT_READS: Mapping[str, tuple[str, ...]] = {
     "LedgerService": (
         "GetRun",
+        "ListRuns",
         "ReadJournal",
         "StreamJournal",
         "VerifyJournal",
@@ -35,7 +36,12 @@ IDEMPOTENT_READS: Mapping[str, tuple[str, ...]] = {
         "ListSignedHeads",
     ),
     "PolicyService": ("GetPolicy", "ListPolicyRevisions"),
-    "ExecutionService": ("GetExecutionRequest", "ListExecutionRequests", "GetCommandUsage"),
+    "ExecutionService": (
+        "GetExecutionRequest",
+        "ListExecutionRequests",
+        "ListAllExecutionRequests",
+        "GetCommandUsage",
+    ),
     "ReconciliationService": ("InspectReconciliation", "GetReconciliation"),
     # Pure computation over the bytes in the request.
     "ReconstructionService": (

@@ -7,11 +7,11 @@ import pytest
 
 from shared.runtime.config import (
     DATABASE_VARIABLES,
-    ENVIRONMENT,
     DatabaseSettings,
     database_settings,
     load_settings,
 )
+from shared.runtime.environment import ENVIRONMENT
 
 
 def test_every_database_setting_is_a_documented_variable() -> None:

@@ -16,12 +16,13 @@ import pytest
 from google.api import annotations_pb2
 
 from forge.continuity.v1 import policy_pb2, policy_pb2_grpc
+from shared.contract.modules import SERVICES
 from shared.runtime.auth import ANY_ROLE
 from shared.runtime.client import open_channel
 from shared.runtime.config import Settings, TransportSettings, transport_settings
 from shared.runtime.errors import Unavailable
 from shared.runtime.server import RunningServer, service_binding, start_server
-from shared.runtime.transport import IDEMPOTENT_READS, SERVICES, resolvable
+from shared.runtime.transport import IDEMPOTENT_READS, resolvable
 from tests.support import directory
 
 POLICY = policy_pb2.DESCRIPTOR.services_by_name["PolicyService"]
@@ -179,12 +180,12 @@ def _http_verb(method: Any) -> str:
 def test_the_retried_reads_are_real_rpcs_that_include_every_get_route_and_no_write() -> None:
     # (A POST route may still be a read: GetRejectedBoundaryCandidate posts its input.)
     retried = {(s, m) for s, methods in IDEMPOTENT_READS.items() for m in methods}
-    for service, method in retried:
-        assert method in SERVICES[service].methods_by_name, (service, method)
-    for service in SERVICES.values():
-        for method in service.methods:
+    for service_name, method_name in retried:
+        assert method_name in SERVICES[service_name].methods_by_name, (service_name, method_name)
+    for descriptor in SERVICES.values():
+        for method in descriptor.methods:
             if _http_verb(method) == "get":
-                assert (service.name, method.name) in retried, method.full_name
+                assert (descriptor.name, method.name) in retried, method.full_name
     for write in [
         ("LedgerService", "CommitAdmission"),
         ("LedgerService", "AppendJournalEntry"),
