@@ -70,7 +70,11 @@ def running_gateway(settings: GatewaySettings) -> Iterator[str]:
     """uvicorn serving the gateway app on an ephemeral loopback port; stopped on exit."""
     sock = _loopback_socket()
     server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), log_level="warning", lifespan="on")
+        # Open streams (a console page following the journal) are cut after a second, as the
+        # gateway's own main bounds its drain; without it each such test waited out the join.
+        uvicorn.Config(
+            create_app(settings), log_level="warning", lifespan="on", timeout_graceful_shutdown=1
+        )
     )
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])))
     thread.start()
