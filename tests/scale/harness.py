@@ -191,6 +191,12 @@ def _lane(
     return Lane(ledger, candidate, admission)
 
 
+# Ports are probed free and then bound by the child processes: another process (an outgoing
+# connection's ephemeral port, say) can take one in between. The seven start again on new ports.
+STARTS = 3
+PORT_TAKEN = "Address already in use"
+
+
 @contextmanager
 def running_replicas(
     database_url: str,
@@ -205,29 +211,38 @@ def running_replicas(
     SQL samples always read ``database_url`` directly."""
     workdir.mkdir(parents=True, exist_ok=True)
     env = {**REPLICA_POOL, **(ledger_env or {})}
-    ledgers = (
-        KillableLedger(ledger_url or database_url, workdir, label="ledger-1", env=env),
-        KillableLedger(ledger_url or database_url, workdir, label="ledger-2", env=env),
-    )
-    reconstruction = ServiceProcess("reconstruction", workdir)
-    lanes = (
-        _lane(1, ledgers[0], reconstruction, workdir),
-        _lane(2, ledgers[1], reconstruction, workdir),
-    )
-    processes = [
-        *ledgers,
-        reconstruction,
-        *(process for lane in lanes for process in (lane.candidate, lane.admission)),
-    ]
+    for start in range(1, STARTS + 1):
+        ledgers = (
+            KillableLedger(ledger_url or database_url, workdir, label="ledger-1", env=env),
+            KillableLedger(ledger_url or database_url, workdir, label="ledger-2", env=env),
+        )
+        reconstruction = ServiceProcess("reconstruction", workdir)
+        lanes = (
+            _lane(1, ledgers[0], reconstruction, workdir),
+            _lane(2, ledgers[1], reconstruction, workdir),
+        )
+        processes = [
+            *ledgers,
+            reconstruction,
+            *(process for lane in lanes for process in (lane.candidate, lane.admission)),
+        ]
+        # All at once: each reports SERVING only when what it calls does, so they come up in
+        # dependency order by themselves.
+        try:
+            for process in processes:
+                process.launch()
+            for process in processes:
+                process.wait_serving()
+        except AssertionError as failed:
+            for process in processes:
+                process.stop()
+            if start == STARTS or PORT_TAKEN not in str(failed):
+                raise
+            continue
+        break
     engine = make_engine(database_url)
     with ExitStack() as cleanup:
         cleanup.callback(engine.dispose)
         for process in processes:
             cleanup.callback(process.stop)
-        # All at once: each reports SERVING only when what it calls does, so they come up in
-        # dependency order by themselves.
-        for process in processes:
-            process.launch()
-        for process in processes:
-            process.wait_serving()
         yield Replicas(engine, ledgers, reconstruction, lanes, variant)
