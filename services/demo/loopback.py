@@ -4,12 +4,13 @@ server's lifecycle once; each provider says how it answers a request (``answer``
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self
 
 
-class LoopbackProvider:
+class LoopbackProvider(ABC):
     """Serves POST requests on an ephemeral loopback port until closed; ``answer(path, body)``
     gives each one's status and JSON body."""
 
@@ -33,8 +34,9 @@ class LoopbackProvider:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
+    @abstractmethod
     def answer(self, path: str, body: bytes) -> tuple[int, bytes]:
-        raise NotImplementedError
+        """The status and JSON body answering a POST to ``path`` with ``body``."""
 
     @property
     def base_url(self) -> str:
