@@ -170,6 +170,21 @@ def admission_throughput(
     return run_concurrently([caller(i) for i in range(CALLERS)], calls_each, watch=clients.pids)
 
 
+def bench_run_request(run_id: str) -> ledger_pb2.CreateRunRequest:
+    """A plain run for the append figures to write to (no held turn, no continuity)."""
+    return ledger_pb2.CreateRunRequest(
+        run_id=run_id,
+        task_id=f"{run_id}-task",
+        attempt_id=f"{run_id}-attempt-1",
+        source_revision="git:4f1c2a9",
+        configuration_digest="sha256:" + "0" * 64,
+        provider_timeout_seconds=900,
+        command_limit=22,
+        time_budget_protocol="forge.time-budget.v1",
+        source_profile="bench",
+    )
+
+
 def append_throughput(
     clients: Clients, calls_each: int, prefix: str = "bench-append"
 ) -> Throughput:
@@ -178,19 +193,7 @@ def append_throughput(
     heads = [""] * CALLERS
     counter = itertools.count()
     for index, stub in enumerate(stubs):
-        run_id = f"{prefix}-{index}"
-        seed = ledger_pb2.CreateRunRequest(
-            run_id=run_id,
-            task_id=f"{run_id}-task",
-            attempt_id=f"{run_id}-attempt-1",
-            source_revision="git:4f1c2a9",
-            configuration_digest="sha256:" + "0" * 64,
-            provider_timeout_seconds=900,
-            command_limit=22,
-            time_budget_protocol="forge.time-budget.v1",
-            source_profile="bench",
-        )
-        stub.CreateRun(seed)
+        stub.CreateRun(bench_run_request(f"{prefix}-{index}"))
 
     def caller(index: int) -> Callable[[int], None]:
         def append(_n: int) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 import grpc
 
-from bench.figures import CALLERS, Clients, K
+from bench.figures import CALLERS, Clients, K, bench_run_request
 from bench.load import Latencies, Throughput, median, ratio, run_concurrently
 from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc
 from shared.runtime.client import open_channel
@@ -38,20 +38,6 @@ PROCESS_ENV = {"FORGE_MAX_JOURNAL_FOLLOWERS": "64", "FORGE_SERVER_THREADS": "160
 DELIVERY_WAIT_SECONDS = 120.0
 
 
-def _run_request(run_id: str) -> ledger_pb2.CreateRunRequest:
-    return ledger_pb2.CreateRunRequest(
-        run_id=run_id,
-        task_id=f"{run_id}-task",
-        attempt_id=f"{run_id}-attempt-1",
-        source_revision="git:4f1c2a9",
-        configuration_digest="sha256:" + "0" * 64,
-        provider_timeout_seconds=900,
-        command_limit=22,
-        time_budget_protocol="forge.time-budget.v1",
-        source_profile="bench",
-    )
-
-
 class _Writers:
     """Eight writers, each on its own run through the first ledger; each payload carries the
     writer's wall-clock time before the call."""
@@ -62,7 +48,7 @@ class _Writers:
         self.heads = [""] * CALLERS
         self._counter = itertools.count()
         for stub, run_id in zip(self.stubs, self.runs, strict=True):
-            stub.CreateRun(_run_request(run_id))
+            stub.CreateRun(bench_run_request(run_id))
 
     def append(self, index: int) -> None:
         payload = {"annotation": f"{time.time()!r}|n{next(self._counter)}"}
