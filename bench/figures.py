@@ -33,6 +33,7 @@ from forge.continuity.v1 import (
 from services.demo.seed import HeldRunFixture, load_fixture, seed_held_run
 from services.ledger.repository.journal import iter_journal
 from services.reconstruction.domain import reconstruct_invalid_read
+from services.runner import DEV_SERVICE_TOKENS
 from shared.continuity.journal_chain import verify_chain
 from shared.runtime.client import open_channel
 
@@ -74,7 +75,9 @@ class Clients:
         return admission_pb2_grpc.AdmissionServiceStub(channel)
 
     def reconstruction(self) -> reconstruction_pb2_grpc.ReconstructionServiceStub:
-        channel = open_channel(self._targets["reconstruction"], "dev-service-token")
+        # Reconstruction serves only the candidate service's identity (one identity per service).
+        token = DEV_SERVICE_TOKENS["candidate"]
+        channel = open_channel(self._targets["reconstruction"], token)
         return reconstruction_pb2_grpc.ReconstructionServiceStub(channel)
 
     def set_policy(self) -> None:
