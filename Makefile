@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN):$(CURDIR)/tools/audit
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install chromium pgbouncer run test host-controls reliability scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-worker bench-followers bench-listing bench-micro profile demo clean db-upgrade fixtures fixtures-check
+.PHONY: help install chromium pgbouncer run test host-controls reliability scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-micro profile demo clean db-upgrade fixtures fixtures-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
@@ -25,6 +25,8 @@ help:
 	@echo "make openapi    regenerate docs/openapi.json (the gateway's OpenAPI document) from protos/"
 	@echo "make bench      the five performance figures beside in-run baselines (PostgreSQL)"
 	@echo "make bench-admission  figure 1 (admission) alone, ~1 min: bench/results/admission.json"
+	@echo "make bench-append     figure 3 (appends) in three separate runs; the median is the figure: bench/results/append.json"
+	@echo "make bench-candidate  figure 2 (candidate reads up to 100,000 entries) alone: bench/results/candidate.json"
 	@echo "make bench-worker     the worker-path figure alone: bench/results/worker.json"
 	@echo "make bench-followers  100 journal followers over two ledgers while 8 writers append: bench/results/followers.json"
 	@echo "make bench-listing    figure 6 (listing 10,000 runs) alone, ~1 min: bench/results/listing.json"
@@ -135,6 +137,16 @@ bench: $(STAMP)
 # Figure 1 alone (admission beside its baselines, three rounds): bench/results/admission.json.
 bench-admission: $(STAMP)
 	$(PY) -m bench admission
+
+# Figure 3 (journal appends) in three separate runs on freshly started services, each the
+# median of three rounds; the median of the runs is the figure: bench/results/append.json.
+bench-append: $(STAMP)
+	$(PY) -m bench append
+
+# Figure 2 alone (candidate reads of journals of 100 to 100,000 entries):
+# bench/results/candidate.json.
+bench-candidate: $(STAMP)
+	$(PY) -m bench candidate
 
 # The worker-path figure alone (8 workers' ledger calls beside the baseline, three rounds):
 # bench/results/worker.json.

@@ -13,6 +13,13 @@ writes bench/results/listing.json.
 ledger replicas while eight writers append, bench/followers.py) and writes
 bench/results/followers.json.
 
+``python -m bench append`` measures figure 3 (journal appends) in three separate runs, each on
+freshly started services, and writes bench/results/append.json: the median of the three runs is
+the figure the append target is judged on.
+
+``python -m bench candidate`` measures figure 2 alone (candidate reads of journals of 100 to
+100,000 entries) and writes bench/results/candidate.json.
+
 ``python -m bench admission`` measures figure 1 alone (its three rounds, each beside its
 baselines, exactly as the full run does) and writes bench/results/admission.json: a before/after
 comparison of the admission path in about a minute.
@@ -30,6 +37,7 @@ from typing import Any
 
 from bench import figures, followers, worker_path
 from bench.listing import listing_latency
+from bench.load import median
 from bench.plot import plot_candidate_latency
 from bench.stack import Baseline, baseline_server, bench_schema, hop_floor, services
 
@@ -51,6 +59,11 @@ TARGETS = {
 # Figure 5: the operations of the long phase, and how often one of them is a full admission
 # (seed by RPC, candidate read, admission) rather than one journal append.
 RSS_OPERATIONS = 100_000
+# `python -m bench append`: the append figure's separate runs (issue: "reliably", the median of
+# three runs, each the median of its rounds).
+APPEND_RUNS = 3
+# Figure 2: repeated candidate reads of each journal length (after its first read).
+CANDIDATE_REPEATS = {100: 15, 1_000: 10, 10_000: 5, 100_000: 3}
 ADMISSION_EVERY = 500
 
 
@@ -75,6 +88,47 @@ def admission_figure(clients: figures.Clients, baseline: Baseline, scale: float)
             return figure
 
         return figures.over_rounds(admission_round)
+
+
+def append_figure(
+    clients: figures.Clients, baseline: Baseline, scale: float, run: int = 0
+) -> dict[str, Any]:
+    """Figure 3 over its rounds, each beside the one-hop baseline."""
+    floor_calls = _scaled(100, scale, 10)
+
+    def append_round(index: int) -> dict[str, Any]:
+        floor = figures.baseline_floor(baseline, floor_calls)
+        measured = figures.append_throughput(
+            clients, _scaled(100, scale, 10), prefix=f"bench-append-{run}-{index}"
+        )
+        return figures.throughput_figure(measured, floor)
+
+    return figures.over_rounds(append_round)
+
+
+def measure_append(scale: float) -> dict[str, Any]:
+    """Figure 3 in APPEND_RUNS separate runs, each on a fresh schema with freshly started
+    services and baseline, each the median of its rounds: one run's figure moved by ±0.08
+    between runs in round 3, so the figure the target is judged on is the median of the runs."""
+    runs = []
+    for run in range(APPEND_RUNS):
+        with bench_schema() as url, baseline_server(url) as baseline, services(url) as running:
+            clients = figures.Clients(running)
+            clients.set_policy()
+            runs.append(append_figure(clients, baseline, scale, run))
+    return {"append_runs": runs}
+
+
+def append_summary(results: dict[str, Any]) -> dict[str, float]:
+    ratios = [run["throughput_ratio"] for run in results["append_runs"]]
+    return {
+        "append_throughput_ratio": median(ratios),
+        "append_throughput_ratio_lowest_run": min(ratios),
+        "append_throughput_ratio_highest_run": max(ratios),
+        "append_cpu_bound_ceiling": median(
+            [run["cpu_bound_ceiling"] for run in results["append_runs"]]
+        ),
+    }
 
 
 def worker_path_figure(
@@ -146,6 +200,24 @@ def measure_admission(scale: float) -> dict[str, Any]:
         return {"admission": admission_figure(clients, baseline, scale)}
 
 
+def measure_candidate(scale: float) -> dict[str, Any]:
+    """Figure 2 alone, on freshly started services: the same journal lengths as the full run."""
+    lengths = tuple(n for n in (100, 1_000, 10_000, 100_000) if n <= 100_000 * scale or n <= 1_000)
+    with bench_schema() as url, services(url) as running:
+        clients = figures.Clients(running)
+        clients.set_policy()
+        return {"candidate": figures.candidate_latency(clients, url, lengths, CANDIDATE_REPEATS)}
+
+
+def candidate_summary(results: dict[str, Any]) -> dict[str, float]:
+    candidate = {row["entries"]: row for row in results["candidate"] if "candidate" in row}
+    longest = candidate[max(candidate)]
+    return {
+        f"candidate_{longest['entries']}_ratio": longest["ratio_p50"],
+        f"candidate_{longest['entries']}_first_read_ratio": longest["first_read_ratio"],
+    }
+
+
 def measure_listing(scale: float) -> dict[str, Any]:
     """Figure 6 alone, on freshly started services over a fresh schema."""
     with bench_schema() as url, services(url) as running:
@@ -165,7 +237,6 @@ def listing_summary(results: dict[str, Any]) -> dict[str, float]:
 
 def measure(scale: float, rss_operations: int) -> dict[str, Any]:
     lengths = tuple(n for n in (100, 1_000, 10_000, 100_000) if n <= 100_000 * scale or n <= 1_000)
-    repeats = {100: 15, 1_000: 10, 10_000: 5, 100_000: 3}
     results: dict[str, Any] = {}
     with bench_schema() as url, baseline_server(url) as baseline, services(url) as running:
         clients = figures.Clients(running)
@@ -173,18 +244,9 @@ def measure(scale: float, rss_operations: int) -> dict[str, Any]:
         began = time.perf_counter()
         results["reconstruction"] = figures.reconstruction_latency(clients, _scaled(20, scale, 5))
         results["admission"] = admission_figure(clients, baseline, scale)
-        floor_calls = _scaled(100, scale, 10)
-
-        def append_round(index: int) -> dict[str, Any]:
-            floor = figures.baseline_floor(baseline, floor_calls)
-            measured = figures.append_throughput(
-                clients, _scaled(100, scale, 10), prefix=f"bench-append-{index}"
-            )
-            return figures.throughput_figure(measured, floor)
-
-        results["append"] = figures.over_rounds(append_round)
+        results["append"] = append_figure(clients, baseline, scale)
         results["worker_path"] = worker_path_figure(clients, baseline, scale)
-        results["candidate"] = figures.candidate_latency(clients, url, lengths, repeats)
+        results["candidate"] = figures.candidate_latency(clients, url, lengths, CANDIDATE_REPEATS)
         results["main_phase_seconds"] = round(time.perf_counter() - began, 1)
     # The followers figure on services of its own (two ledger replicas, raised follower limit).
     results.update(measure_followers(scale))
@@ -215,13 +277,10 @@ def admission_summary(results: dict[str, Any]) -> dict[str, float]:
 
 
 def summary(results: dict[str, Any]) -> dict[str, float]:
-    candidate = {row["entries"]: row for row in results["candidate"] if "candidate" in row}
-    longest = candidate[max(candidate)]
     lines = {
         "admission_throughput_ratio": results["admission"]["throughput_ratio"],
         "admission_p99_ratio": results["admission"]["p99_ratio"],
-        f"candidate_{longest['entries']}_ratio": longest["ratio_p50"],
-        f"candidate_{longest['entries']}_first_read_ratio": longest["first_read_ratio"],
+        **candidate_summary(results),
         "admission_cpu_bound_ceiling": results["admission"]["cpu_bound_ceiling"],
         "six_hop_floor_throughput_ratio": results["admission"]["hop_floor"]["throughput_ratio"],
         "admission_to_six_hop_floor_ratio": results["admission"]["hop_floor"]["admission_ratio"],
@@ -242,12 +301,18 @@ def main() -> int:
     scale = float(os.environ.get("FORGE_BENCH_SCALE", "1"))
     default_operations = max(10_000, round(RSS_OPERATIONS * scale))
     rss_operations = int(os.environ.get("FORGE_BENCH_RSS_OPERATIONS", str(default_operations)))
-    alone = (["admission"], ["worker"], ["listing"], ["followers"])
+    alone = (["admission"], ["append"], ["candidate"], ["worker"], ["listing"], ["followers"])
     only = sys.argv[1] if sys.argv[1:] in alone else ""
     began = time.perf_counter()
     if only == "admission":
         results = measure_admission(scale)
         lines = admission_summary(results)
+    elif only == "append":
+        results = measure_append(scale)
+        lines = append_summary(results)
+    elif only == "candidate":
+        results = measure_candidate(scale)
+        lines = candidate_summary(results)
     elif only == "worker":
         results = measure_worker_path(scale)
         lines = worker_path_summary(results)

@@ -1,7 +1,8 @@
 """`python -m bench.profile`: sample every service process with py-spy (all threads) while 8
 callers admit pre-seeded held runs, and print where each process spends its samples.
 `python -m bench.profile worker` samples them under the worker path instead (bench.worker_path:
-8 workers stepping through admitted requests).
+8 workers stepping through admitted requests), `python -m bench.profile append` under figure 3's
+load (8 writers appending to their own runs).
 
 Writes the collapsed stacks to bench/results/profile/<service>.txt (flame-graph input) and prints,
 per service, its share of the samples and the functions with the most inclusive samples.
@@ -23,6 +24,7 @@ from bench.stack import bench_schema, services
 OUT = Path(__file__).resolve().parent / "results" / "profile"
 ADMISSIONS_EACH = 6
 WORKER_REQUESTS_EACH = 6
+APPENDS_EACH = 400
 TOP = 12
 
 
@@ -55,6 +57,13 @@ def _worker_load(clients: figures.Clients) -> Callable[[], Throughput]:
     return lambda: worker_path.stepped(clients, workers)
 
 
+def _append_load(clients: figures.Clients) -> Callable[[], Throughput]:
+    return lambda: figures.append_throughput(clients, APPENDS_EACH, "profile-append")
+
+
+LOADS = {"worker": _worker_load, "append": _append_load}
+
+
 def main() -> int:
     spy = shutil.which("py-spy")
     if spy is None:
@@ -64,7 +73,7 @@ def main() -> int:
     with bench_schema() as url, services(url) as running:
         clients = figures.Clients(running)
         clients.set_policy()
-        load = _worker_load(clients) if sys.argv[1:] == ["worker"] else _admission_load(clients)
+        load = LOADS.get(" ".join(sys.argv[1:]), _admission_load)(clients)
         samplers = {
             name: subprocess.Popen(
                 [
