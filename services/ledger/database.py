@@ -96,8 +96,9 @@ class CountingQueuePool(QueuePool):
 def make_engine(url: str, settings: DatabaseSettings | None = None, **options: Any) -> Engine:
     """An engine for ``url``. SQLite gets WAL, a busy timeout, foreign keys, and BEGIN IMMEDIATE
     transactions so concurrent writers queue instead of failing on lock upgrades. PostgreSQL
-    gets READ COMMITTED on every transaction, the pool, keepalives, server-side prepares and
-    per-transaction timeouts of ``settings`` (the defaults when None)."""
+    gets READ COMMITTED on every transaction, the pool, keepalives, server-side prepares and the
+    timeouts of ``settings`` (the defaults when None): set on each server session when it opens,
+    or, with server prepares off (a transaction-mode pooler is between), in every transaction."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
@@ -134,14 +135,28 @@ def make_engine(url: str, settings: DatabaseSettings | None = None, **options: A
     connect_args = {**_postgres_connect_args(settings), **options.pop("connect_args", {})}
     engine = create_engine(url, connect_args=connect_args, **options)
     event.listen(engine, "checkout", _refuse_a_closed_socket)
-    timeouts = _local_timeouts(settings)
-    if timeouts:
+    per_transaction = not settings.server_prepares
+    timeouts = _timeouts(settings, per_transaction=per_transaction)
+    if timeouts and per_transaction:
 
         @event.listens_for(engine, "begin")
         def _limit(connection: Any) -> None:
-            # Per transaction (SET LOCAL semantics), never per session: behind PgBouncer in
-            # transaction mode consecutive transactions may run on different server sessions.
+            # Behind a transaction-mode pooler (server prepares off) consecutive transactions
+            # may run on different server sessions: SET LOCAL semantics, one statement each.
             connection.exec_driver_sql(timeouts)
+
+    elif timeouts:
+
+        @event.listens_for(engine, "connect")
+        def _limit_session(dbapi_connection: Any, _record: Any) -> None:
+            # Connected directly, the server session is this connection's alone: the timeouts
+            # are set once when it opens, not by one more round trip in every transaction
+            # (docs/performance.md, round 4).
+            autocommit = dbapi_connection.autocommit
+            dbapi_connection.autocommit = True
+            with dbapi_connection.cursor() as cursor:
+                cursor.execute(timeouts)
+            dbapi_connection.autocommit = autocommit
 
     return _unavailable_on_disconnect(engine)
 
@@ -165,17 +180,18 @@ def _postgres_connect_args(settings: DatabaseSettings) -> dict[str, Any]:
     return arguments
 
 
-def _local_timeouts(settings: DatabaseSettings) -> str:
-    """One statement setting each configured timeout for the current transaction only
-    (``set_config(..., true)`` is ``SET LOCAL``); "" when every timeout is 0, which leaves the
-    server's own settings in force."""
+def _timeouts(settings: DatabaseSettings, *, per_transaction: bool) -> str:
+    """One statement setting each configured timeout, for the current transaction only
+    (``per_transaction``: ``set_config(..., true)`` is ``SET LOCAL``) or for the session; "" when
+    every timeout is 0, which leaves the server's own settings in force."""
     values = {
         "lock_timeout": settings.lock_timeout_ms,
         "statement_timeout": settings.statement_timeout_ms,
         "idle_in_transaction_session_timeout": settings.idle_in_transaction_timeout_ms,
     }
     # The values are validated integers, never caller text.
-    calls = [f"set_config('{name}', '{int(ms)}', true)" for name, ms in values.items() if ms]
+    local = "true" if per_transaction else "false"
+    calls = [f"set_config('{name}', '{int(ms)}', {local})" for name, ms in values.items() if ms]
     return f"SELECT {', '.join(calls)}" if calls else ""
 
 

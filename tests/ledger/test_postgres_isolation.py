@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 import grpc
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, create_engine, event, text
 
 from forge.continuity.v1 import ledger_pb2
 from services.ledger.database import make_engine, require_write_isolation, snapshot_connection
@@ -275,6 +275,42 @@ def test_timeouts_are_set_per_transaction_and_never_on_the_session(database_url:
             assert cursor.fetchone() == ("0",)
             assert driver.prepare_threshold is None
             assert driver.info.get_parameters()["keepalives_idle"] == "30"
+        finally:
+            raw.close()
+    finally:
+        engine.dispose()
+
+
+def test_directly_connected_sessions_carry_the_timeouts_and_transactions_send_none(
+    database_url: str,
+) -> None:
+    """With server prepares on (no transaction-mode pooler between), each server session is the
+    ledger's own: the timeouts are set once when it opens, and a transaction sends only its own
+    statements (one round trip fewer per transaction)."""
+    settings = DatabaseSettings(
+        pool_size=1, max_overflow=0, lock_timeout_ms=1234, idle_in_transaction_timeout_ms=4321
+    )
+    engine = make_engine(database_url, settings)
+    sent: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda *args: sent.append(args[2]))
+    try:
+        with engine.begin() as connection:
+            connection.exec_driver_sql("SELECT 1")
+        assert sent == ["SELECT 1"]
+        raw = engine.raw_connection()  # the same pooled session, outside any ledger transaction
+        try:
+            driver = raw.driver_connection
+            assert driver is not None
+            cursor = driver.cursor()
+            shown = []
+            for name in (
+                "lock_timeout",
+                "statement_timeout",
+                "idle_in_transaction_session_timeout",
+            ):
+                cursor.execute(f"SHOW {name}")
+                shown.append(cursor.fetchone())
+            assert shown == [("1234ms",), ("30s",), ("4321ms",)]
         finally:
             raw.close()
     finally:
