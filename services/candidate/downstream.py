@@ -36,6 +36,7 @@ from services.candidate.domain import (
     RunRecord,
     Snapshot,
 )
+from services.candidate.domain.journal import chain_verifier
 from shared.continuity.journal_closure import payload_object
 from shared.continuity.timeutil import from_timestamp, to_text
 from shared.contract.terms import VERSIONS, enum_short_name
@@ -217,6 +218,9 @@ class GrpcCandidateSources:
         entries: list[Entry] = []
         blobs: dict[str, bytes] = {}
         verification: ChainVerification | None = None
+        # The chain is recomputed batch by batch as the stream arrives: on two cores it runs
+        # while the ledger reads, verifies and sends the next batch, not after the last.
+        recomputation = chain_verifier()
         for part in stream(
             self._ledger.ReadRunSnapshot,
             ledger_pb2.ReadRunSnapshotRequest(run_id=run_id, include_closure_blobs=closure_blobs),
@@ -225,7 +229,10 @@ class GrpcCandidateSources:
             if which == "header":
                 header = part.header
             elif which == "entries":
-                entries += [entry_from_proto(e) for e in part.entries.entries]
+                batch = [entry_from_proto(e) for e in part.entries.entries]
+                for entry in batch:
+                    recomputation.add(entry)
+                entries += batch
             elif which == "blob":
                 blobs[part.blob.digest] = part.blob.content
             elif which == "verification":
@@ -241,6 +248,7 @@ class GrpcCandidateSources:
             policy=_policy(header.policy),
             executions=tuple(_execution(r) for r in header.execution_requests),
             blobs=blobs,
+            recomputed=recomputation.result(),
         )
 
     def blob(self, digest: str) -> bytes | None:

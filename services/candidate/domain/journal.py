@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Final, TypeAlias
 
 from shared.continuity import journal_closure
-from shared.continuity.journal_chain import IntactEntries, verify_chain
+from shared.continuity.journal_chain import ChainVerifier, IntactEntries, Verification, verify_chain
 
 from .model import Entry, JournalHead
 
@@ -42,11 +42,19 @@ class ChainBreak:
     problem: str
 
 
-def check_chain(entries: Sequence[Entry], head: JournalHead) -> ChainBreak | None:
-    """Recompute every link and hash of the entries read (shared.continuity.journal_chain) and
-    check they
-    end at the head the ledger reported; the first break, if any."""
-    verified = verify_chain(entries, _INTACT)
+def chain_verifier() -> ChainVerifier:
+    """A recomputation to feed entry by entry as a snapshot arrives (the same memory of intact
+    entries as :func:`check_chain`)."""
+    return ChainVerifier(_INTACT)
+
+
+def check_chain(
+    entries: Sequence[Entry], head: JournalHead, recomputed: Verification | None = None
+) -> ChainBreak | None:
+    """Recompute every link and hash of the entries read (shared.continuity.journal_chain), or
+    take ``recomputed``, this service's own recomputation over exactly these entries made as they
+    arrived, and check they end at the head the ledger reported; the first break, if any."""
+    verified = recomputed if recomputed is not None else verify_chain(entries, _INTACT)
     if not verified.valid:
         return ChainBreak(verified.first_broken_sequence, verified.problem)
     if verified.head_sequence != head.sequence or verified.head_hash != head.hash:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from shared.continuity.journal_chain import Verification
 from shared.continuity.journal_closure import payload_text
 from shared.contract.terms import PENDING_STATE_NAMES
 from shared.runtime.errors import FailedPrecondition, InvalidArgument
@@ -134,6 +135,10 @@ class Snapshot:
     # The closure's blobs as the same snapshot read them, by digest, when asked for and stored
     # (unverified: a reader checks each one's digest before using it).
     blobs: Mapping[str, bytes] = field(default_factory=dict)
+    # This service's own recomputation of the chain over exactly ``entries``, made while they
+    # arrived (journal.chain_verifier), so it overlaps the ledger's work on the stream instead of
+    # following it; None: the chain check recomputes it.
+    recomputed: Verification | None = None
 
 
 class ReadFromSnapshot:

@@ -23,7 +23,7 @@ def chain(facts: HeldRun) -> list[Hold]:
     verification = facts.snapshot.verification
     if not verification.valid:
         breaks.append((verification.first_broken_sequence, verification.problem))
-    local = check_chain(facts.entries, facts.head)
+    local = check_chain(facts.entries, facts.head, facts.snapshot.recomputed)
     if local is not None:
         breaks.append((local.sequence, local.problem))
     if not breaks:

@@ -1,0 +1,60 @@
+"""The candidate recomputes the chain while the snapshot arrives (batch by batch, overlapping the
+ledger's own work on the stream): the recomputation it carries is exactly the one the chain check
+would make over the entries read, intact or broken, and the check takes it instead of recomputing
+the whole journal again. Read from a real ledger through the candidate's own source."""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import text
+
+from services.candidate.domain import Snapshot
+from services.candidate.domain.journal import check_chain
+from services.candidate.downstream import GrpcCandidateSources
+from shared.continuity.journal_chain import verify_chain
+from shared.runtime.client import open_channel
+
+from .conftest import Stack
+
+
+def _snapshot(stack: Stack, run_id: str) -> Snapshot:
+    ledger = open_channel(stack.ledger_served.target, "service-token")
+    reconstruction = open_channel(stack.reconstruction_served.target, "service-token")
+    try:
+        return GrpcCandidateSources(ledger, reconstruction).snapshot(run_id)
+    finally:
+        ledger.close()
+        reconstruction.close()
+
+
+def test_the_streamed_recomputation_is_the_whole_journals_and_the_check_takes_it(
+    stack: Stack,
+) -> None:
+    stack.seed("v1_basic", "run-streamed")
+    snapshot = _snapshot(stack, "run-streamed")
+    assert snapshot.recomputed is not None
+    assert snapshot.recomputed == verify_chain(snapshot.entries)
+    assert snapshot.recomputed.valid
+    assert snapshot.recomputed.entries_checked == len(snapshot.entries) == snapshot.head.sequence
+    assert check_chain(snapshot.entries, snapshot.head, snapshot.recomputed) is None
+
+
+def test_a_row_altered_in_storage_breaks_the_streamed_recomputation_where_it_is(
+    stack: Stack,
+) -> None:
+    stack.seed("v1_basic", "run-altered")
+    with stack.engine.begin() as connection:
+        connection.execute(
+            text(
+                "UPDATE journal_entries SET payload_json = :p "
+                "WHERE run_id = 'run-altered' AND sequence = 4"
+            ),
+            {"p": json.dumps({"altered": True})},
+        )
+    snapshot = _snapshot(stack, "run-altered")
+    assert snapshot.recomputed is not None and not snapshot.recomputed.valid
+    assert snapshot.recomputed.first_broken_sequence == 4
+    assert snapshot.recomputed == verify_chain(snapshot.entries)
+    found = check_chain(snapshot.entries, snapshot.head, snapshot.recomputed)
+    assert found is not None and found.sequence == 4
