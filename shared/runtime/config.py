@@ -55,8 +55,9 @@ class TlsSettings:
 
 @dataclass(frozen=True)
 class DatabaseSettings:
-    """How the ledger connects to PostgreSQL (SQLite ignores these). The timeouts are set per
-    transaction (``SET LOCAL``), so they also hold behind PgBouncer in transaction mode; a
+    """How the ledger connects to PostgreSQL (SQLite ignores these). The timeouts are set on each
+    server session when it opens; with ``server_prepares`` off (a transaction-mode pooler such as
+    PgBouncer is between) per transaction (``SET LOCAL``) instead, so they hold there too; a
     timeout of 0 leaves the server's own setting in force. docs/architecture.md, "Running
     several ledger replicas", sizes them."""
 

@@ -98,8 +98,9 @@ ENVIRONMENT: Mapping[str, str] = {
         "ledger: PostgreSQL connections opened beyond the pool under load (default 40)"
     ),
     "FORGE_DB_SERVER_PREPARES": (
-        "ledger: on (default) lets psycopg prepare hot statements on the server; off for "
-        "PgBouncer in transaction mode before 1.21"
+        "ledger: on (default) lets psycopg prepare hot statements on the server and sets the "
+        "timeouts once per server session; off behind a transaction-mode pooler (PgBouncer): "
+        "no server prepares, timeouts set per transaction"
     ),
     "FORGE_DB_LOCK_TIMEOUT_MS": (
         "ledger: PostgreSQL lock_timeout of every transaction in ms (default 5000; 0 leaves the "
