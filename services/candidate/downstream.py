@@ -38,7 +38,7 @@ from services.candidate.domain import (
 )
 from services.candidate.domain.journal import chain_verifier
 from shared.continuity.journal_closure import payload_object
-from shared.continuity.timeutil import from_timestamp, to_text
+from shared.continuity.timeutil import from_timestamp, timestamp_text
 from shared.contract.terms import VERSIONS, enum_short_name
 from shared.runtime.client import call, stream
 from shared.runtime.errors import FailedPrecondition, Internal, InvalidArgument, NotFound
@@ -75,7 +75,7 @@ def entry_from_proto(entry: common_pb2.JournalEntry) -> Entry:
         prev_hash=entry.prev_hash,
         hash=entry.hash,
         actor=entry.actor,
-        recorded_at=to_text(from_timestamp(entry.recorded_at)),
+        recorded_at=timestamp_text(entry.recorded_at),
     )
 
 

@@ -9,7 +9,7 @@ from forge.continuity.v1 import common_pb2
 from services.ledger.domain.execution import ExecutionRequestRecord, LeaseBounds, RequestState
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.policy import PolicyRevision
-from shared.continuity.timeutil import to_timestamp
+from shared.continuity.timeutil import set_timestamp, to_timestamp
 from shared.contract.terms import enum_number, enum_short_name
 from shared.runtime.errors import FieldViolation, InvalidArgument
 
@@ -83,14 +83,22 @@ def lease_bounds_to_proto(bounds: LeaseBounds | None) -> common_pb2.LeaseBounds 
     )
 
 
-def kind_to_proto(kind: str) -> common_pb2.JournalEntryKind.ValueType:
-    return common_pb2.JournalEntryKind.ValueType(
-        enum_number(common_pb2.JournalEntryKind, EntryKind(kind).value)
+# Looked up once per entry sent (a snapshot of a long journal sends every one).
+_KIND_NUMBERS = {
+    kind.value: common_pb2.JournalEntryKind.ValueType(
+        enum_number(common_pb2.JournalEntryKind, kind.value)
     )
+    for kind in EntryKind
+}
+
+
+def kind_to_proto(kind: str) -> common_pb2.JournalEntryKind.ValueType:
+    number = _KIND_NUMBERS.get(kind)
+    return number if number is not None else _KIND_NUMBERS[EntryKind(kind).value]
 
 
 def entry_to_proto(entry: StoredEntry) -> common_pb2.JournalEntry:
-    return common_pb2.JournalEntry(
+    message = common_pb2.JournalEntry(
         run_id=entry.run_id,
         sequence=entry.sequence,
         kind=kind_to_proto(entry.kind),
@@ -98,5 +106,7 @@ def entry_to_proto(entry: StoredEntry) -> common_pb2.JournalEntry:
         prev_hash=entry.prev_hash,
         hash=entry.hash,
         actor=entry.actor,
-        recorded_at=to_timestamp(entry.recorded_at),
     )
+    if entry.recorded_at:
+        set_timestamp(message.recorded_at, entry.recorded_at)
+    return message

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from google.protobuf.timestamp_pb2 import Timestamp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.continuity.timeutil import deadline_remaining_seconds, from_text, to_text
+from shared.continuity.timeutil import (
+    deadline_remaining_seconds,
+    from_text,
+    from_timestamp,
+    timestamp_text,
+    to_text,
+    to_timestamp,
+)
 
 STORED = "%Y-%m-%dT%H:%M:%S.%fZ"
 
@@ -54,3 +62,26 @@ def test_deadline_remaining_is_whole_seconds_left_zero_once_passed_and_minus_one
     assert deadline_remaining_seconds(now + timedelta(seconds=90, milliseconds=999), now) == 90
     assert deadline_remaining_seconds(now - timedelta(seconds=5), now) == 0
     assert deadline_remaining_seconds(None, now) == -1
+
+
+@given(st.datetimes(timezones=st.just(UTC)))
+def test_a_stored_moment_becomes_the_timestamp_protobuf_would_make(moment: datetime) -> None:
+    expected = Timestamp()
+    expected.FromDatetime(moment)
+    assert to_timestamp(to_text(moment)) == expected
+
+
+@given(st.integers(-(2**40), 2**40), st.integers(-(2**31), 2**31 - 1))
+def test_a_timestamp_reads_as_text_exactly_as_through_protobufs_datetime(
+    seconds: int, nanos: int
+) -> None:
+    stamp = Timestamp(seconds=seconds, nanos=nanos)
+    try:
+        expected: str | type[Exception] = to_text(from_timestamp(stamp))
+    except (ValueError, OverflowError) as refused:
+        expected = type(refused)
+    try:
+        found: str | type[Exception] = timestamp_text(stamp)
+    except (ValueError, OverflowError) as refused:
+        found = type(refused)
+    assert found == expected
