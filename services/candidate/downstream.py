@@ -4,6 +4,7 @@ refusals arrive as the typed domain errors they carried (shared.runtime.client.c
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Final
 
@@ -50,6 +51,7 @@ def _head(head: common_pb2.JournalHead) -> JournalHead:
     return JournalHead(head.sequence, head.hash)
 
 
+@functools.cache  # a handful of kinds, looked up once per entry of every snapshot
 def _kind(value: int) -> str:
     try:
         return enum_short_name(common_pb2.JournalEntryKind, value).lower()
