@@ -51,7 +51,12 @@ def insert_execution_request(connection: Connection, record: ExecutionRequestRec
     note_request(connection, record, queued_new=True)
 
 
-def update_execution_request(connection: Connection, record: ExecutionRequestRecord) -> None:
+def update_execution_request(
+    connection: Connection, record: ExecutionRequestRecord, *, note_run: bool = True
+) -> None:
+    """Write the request's state, generation and owner; ``note_run`` false: the caller appends
+    in the same transaction and records the run's listing change with the entry
+    (runs.note_entry's ``request``), one UPDATE of the run row instead of two."""
     connection.execute(
         update(execution_requests)
         .where(execution_requests.c.execution_request_id == record.execution_request_id)
@@ -63,7 +68,8 @@ def update_execution_request(connection: Connection, record: ExecutionRequestRec
             admission_refusal=record.admission_refusal or None,
         )
     )
-    note_request(connection, record, queued_new=False)
+    if note_run:
+        note_request(connection, record, queued_new=False)
 
 
 def get_execution_request(

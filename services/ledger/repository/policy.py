@@ -33,6 +33,9 @@ def _policy(row: object) -> PolicyRevision:
 # Built once (building and cache-keying a statement per call cost more than running it).
 _CURRENT = select(policy_revisions).order_by(policy_revisions.c.revision.desc()).limit(1)
 _LOCK_CURRENT = _CURRENT.with_for_update()
+# FOR SHARE: the fenced worker writes hold the current revision against a policy write (which
+# takes FOR UPDATE) without serializing on each other (ADR 0014, "The policy lock").
+_SHARE_CURRENT = _CURRENT.with_for_update(read=True)
 _NEWEST_REVISION = select(func.max(policy_revisions.c.revision))
 
 
@@ -86,16 +89,19 @@ def insert_policy_revision(connection: Connection, policy: PolicyRevision) -> No
     )
 
 
-def lock_current_policy(connection: Connection) -> PolicyRevision:
-    """The current policy, row-locked on PostgreSQL: admissions, claims, command charges and
-    policy writes serialize on it, so caps and revocations are checked against committed state.
+def lock_current_policy(connection: Connection, *, shared: bool = False) -> PolicyRevision:
+    """The current policy, row-locked on PostgreSQL: admissions, recoveries, reconciliations and
+    policy writes serialize on it (FOR UPDATE), so caps and revocations are checked against
+    committed state. ``shared`` (the fenced worker writes: claims, command charges, own records,
+    completions, failures) takes FOR SHARE: no policy write commits until the holder does, but
+    the holders do not wait for each other (ADR 0014).
 
     A policy write inserts a new revision instead of updating one, so a transaction that waited
     for the lock may hold a revision that was superseded meanwhile; under READ COMMITTED each new
     statement sees the committed newer row, so re-read until the locked row is the newest.
     (SQLite's BEGIN IMMEDIATE already serializes writers; there the first read is final.)"""
     while True:
-        row = connection.execute(_LOCK_CURRENT).first()
+        row = connection.execute(_SHARE_CURRENT if shared else _LOCK_CURRENT).first()
         if row is None:
             raise RuntimeError("policy_revisions is empty: migrations were not applied")
         locked = _policy(row)
