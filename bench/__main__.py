@@ -13,6 +13,11 @@ writes bench/results/listing.json.
 ledger replicas while eight writers append, bench/followers.py) and writes
 bench/results/followers.json.
 
+``python -m bench worker`` measures the worker-path figure alone (bench/worker_path.py), then the
+replicas figure (the same steps through one ledger and spread over two replicas on one schema,
+paired in each round, with each replica's policy-lock waits) and writes
+bench/results/worker.json.
+
 ``python -m bench admission`` measures figure 1 alone (its three rounds, each beside its
 baselines, exactly as the full run does) and writes bench/results/admission.json: a before/after
 comparison of the admission path in about a minute.

@@ -191,7 +191,7 @@ def finish(
         # 12 claimed, current generation, the caller owns it, the lease is in time
         check_worker_write(record, worker, generation, context.clock())
         custody = read_custody(connection, record)
-        checks: list[Callable[[], None]] = [
+        checks: list[Callable[[], object]] = [
             partial(check_policy, connection, policy, record, custody),
             partial(check_source, custody, presented),
             partial(check_effects, connection, record, custody),

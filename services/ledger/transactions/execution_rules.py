@@ -155,7 +155,7 @@ def check_effects(
     return head
 
 
-def stop_reasons(checks: list[Callable[[], None]]) -> list[str]:
+def stop_reasons(checks: list[Callable[[], object]]) -> list[str]:
     """The reason of each check that refuses, in order (a failure report records them rather than
     being refused: refusing it would strand the claim until a reconciliation)."""
     reasons: list[str] = []
