@@ -131,12 +131,23 @@ def lock_current_policy(connection: Connection, *, shared: bool = False) -> Poli
     for the lock may hold a revision that was superseded meanwhile; under READ COMMITTED each new
     statement sees the committed newer row, so re-read until the locked row is the newest.
     (SQLite's BEGIN IMMEDIATE already serializes writers; there the first read is final.)"""
-    statement = _LOCKING[shared, connection.dialect.name == "postgresql"]
     while True:
-        row = connection.execute(statement).first()
-        if row is None:
-            raise RuntimeError("policy_revisions is empty: migrations were not applied")
-        locked = _policy(row)
+        locked = lock_policy_row(connection, shared=shared)
         newest = connection.execute(_NEWEST_REVISION).scalar_one()
         if newest == locked.revision:
             return locked
+
+
+def lock_policy_row(connection: Connection, *, shared: bool) -> PolicyRevision:
+    """The newest revision as this statement saw it, locked: one statement, without the re-read
+    of :func:`lock_current_policy` (a caller that waited may hold a superseded revision; it must
+    compare NEWEST_POLICY_REVISION read in a later statement, as the fenced writes do)."""
+    statement = _LOCKING[shared, connection.dialect.name == "postgresql"]
+    row = connection.execute(statement).first()
+    if row is None:
+        raise RuntimeError("policy_revisions is empty: migrations were not applied")
+    return _policy(row)
+
+
+#: The newest revision, as a scalar subquery another statement can carry.
+NEWEST_POLICY_REVISION = _NEWEST_REVISION.scalar_subquery()

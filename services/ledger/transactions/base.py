@@ -257,13 +257,19 @@ def seal_after(
     return seal(run_id, sequence + 1, kind, canonical_text(payload), prev, actor, context.now())
 
 
-def lock_policy(connection: Connection, *, shared: bool = False) -> PolicyRevision:
+def lock_policy(
+    connection: Connection, *, shared: bool = False, confirmed: bool = True
+) -> PolicyRevision:
     """Lock the current policy row; writers that judge the policy serialize on it, the fenced
     worker writes (``shared``) only against the exclusive holders (policy writes, admissions,
-    recoveries, reconciliations; ADR 0014). The wait is the policy-lock histogram operators
+    recoveries, reconciliations; ADR 0014). ``confirmed`` false: the locked row without the
+    re-read that confirms it is still the newest (the caller confirms it in a later statement:
+    execution_rules.lock_for_fenced_write). The wait is the policy-lock histogram operators
     watch for contention across replicas."""
     start = time.perf_counter()
     try:
+        if not confirmed:
+            return policy_rows.lock_policy_row(connection, shared=shared)
         return policy_rows.lock_current_policy(connection, shared=shared)
     finally:
         observe_policy_lock_wait(time.perf_counter() - start)

@@ -24,11 +24,9 @@ from services.ledger.repository import journal as journal_rows
 from services.ledger.transactions.base import (
     LedgerContext,
     append_entry,
-    lock_policy,
     retry_on_unique_conflict,
 )
-from services.ledger.transactions.execution import existing_request
-from services.ledger.transactions.execution_rules import check_fenced_write
+from services.ledger.transactions.execution_rules import check_fenced_write, lock_for_fenced_write
 
 
 @retry_on_unique_conflict
@@ -48,8 +46,7 @@ def complete(
     check_final_output_digest(final_output_digest)
     with context.engine.begin() as connection:
         # the lock order of every fenced write: the policy row, then the request row
-        policy = lock_policy(connection, shared=True)
-        record = existing_request(connection, execution_request_id, for_update=True)
+        policy, record = lock_for_fenced_write(connection, execution_request_id)
         # 12 claimed, current generation, the caller owns it, the lease is in time
         check_worker_write(record, worker, generation, context.clock())
         custody, head = check_fenced_write(

@@ -31,7 +31,6 @@ from services.ledger.transactions.base import (
     append_entry,
     existing_run,
     insert_entries,
-    lock_policy,
     retry_on_unique_conflict,
     seal_after,
 )
@@ -42,7 +41,9 @@ from services.ledger.transactions.execution_rules import (
     check_fenced_write,
     check_policy,
     check_source,
+    lock_for_fenced_write,
     read_custody,
+    request_not_found,
     stop_reasons,
 )
 from services.ledger.transactions.execution_stops import record_admission_refusal
@@ -52,7 +53,6 @@ from shared.runtime.errors import (
     FailedPrecondition,
     FieldViolation,
     InvalidArgument,
-    NotFound,
     field_required,
 )
 
@@ -64,11 +64,7 @@ def existing_request(
         connection, execution_request_id, for_update=for_update
     )
     if record is None:
-        raise NotFound(
-            "EXECUTION_REQUEST_NOT_FOUND",
-            f"no execution request {execution_request_id}",
-            metadata={"execution_request_id": execution_request_id},
-        )
+        raise request_not_found(execution_request_id)
     return record
 
 
@@ -119,8 +115,7 @@ def _claim(
 ) -> tuple[ExecutionRequestRecord, StoredEntry]:
     with context.engine.begin() as connection:
         # 11.1 lock the policy row and the request row
-        policy = lock_policy(connection, shared=True)
-        record = existing_request(connection, execution_request_id, for_update=True)
+        policy, record = lock_for_fenced_write(connection, execution_request_id)
         # 11.2 only a queued request is claimed; a claimed one is never requeued, an expired
         # one keeps the reason its lease gives
         if record.state is RequestState.EXPIRED:
@@ -186,8 +181,7 @@ def finish(
     failure is the worker's report that it stopped, so it is recorded with those conditions
     named (``stop_reasons``) instead of refused."""
     with context.engine.begin() as connection:
-        policy = lock_policy(connection, shared=True)
-        record = existing_request(connection, execution_request_id, for_update=True)
+        policy, record = lock_for_fenced_write(connection, execution_request_id)
         # 12 claimed, current generation, the caller owns it, the lease is in time
         check_worker_write(record, worker, generation, context.clock())
         custody = read_custody(connection, record)
@@ -247,8 +241,7 @@ def record_command(
             field_violations=[FieldViolation("command_digest", "must be sha256:<64 hex>")],
         )
     with context.engine.begin() as connection:
-        policy = lock_policy(connection, shared=True)
-        record = existing_request(connection, execution_request_id, for_update=True)
+        policy, record = lock_for_fenced_write(connection, execution_request_id)
         # 12 a fenced write, which also repeats the execution-time rules of the claim
         check_worker_write(record, worker, generation, context.clock())
         # 13 dispatch re-checks the policy, source, the operator's and each recovery actor's

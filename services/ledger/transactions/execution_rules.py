@@ -25,8 +25,10 @@ from services.ledger.domain.recovery_authority import Authority, check_recovery_
 from services.ledger.domain.runs import Run
 from services.ledger.domain.tickets import StoredTicket
 from services.ledger.repository import custody as custody_rows
+from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import policy as policy_rows
+from services.ledger.transactions.base import lock_policy
 from shared.continuity.recovery import WORKFLOWS
 from shared.runtime.errors import FailedPrecondition, NotFound
 
@@ -36,6 +38,32 @@ VERSION_SWITCHES: dict[int, tuple[str, ...]] = {2: ("allow_unavailable_source_ob
 #: an enabled finite-lease policy, a qualified profile, a catalogued epoch). Each leaves one
 #: native admission-refusal record and makes the request ineligible for automatic scheduling.
 EPOCH_REFUSALS = frozenset({"POLICY_REVOKED", "PROFILE_NOT_QUALIFIED", "POLICY_EPOCH_UNRECOGNIZED"})
+
+
+def request_not_found(execution_request_id: str) -> NotFound:
+    return NotFound(
+        "EXECUTION_REQUEST_NOT_FOUND",
+        f"no execution request {execution_request_id}",
+        metadata={"execution_request_id": execution_request_id},
+    )
+
+
+def lock_for_fenced_write(
+    connection: Connection, execution_request_id: str
+) -> tuple[PolicyRevision, ExecutionRequestRecord]:
+    """The lock order of every fenced write: the policy row (shared, ADR 0014), then the request
+    row. The statement that locks the request also reads the newest policy revision, which
+    replaces the policy lock's own re-read: one statement fewer. A revision committed while
+    this transaction waited for the policy lock makes it lock the newest one then (rare; the
+    request row is held already, and a deadlock that could follow is detected and run again)."""
+    policy = lock_policy(connection, shared=True, confirmed=False)
+    found = request_rows.lock_execution_request_with_newest_policy(connection, execution_request_id)
+    if found is None:
+        raise request_not_found(execution_request_id)
+    record, newest = found
+    if newest != policy.revision:
+        policy = lock_policy(connection, shared=True)
+    return policy, record
 
 
 @dataclass(frozen=True)

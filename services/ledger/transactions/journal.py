@@ -27,12 +27,10 @@ from services.ledger.transactions.base import (
     existing_run,
     existing_run_at_head,
     insert_entries,
-    lock_policy,
     retry_on_unique_conflict,
     stale_head,
 )
-from services.ledger.transactions.execution import existing_request
-from services.ledger.transactions.execution_rules import check_fenced_write
+from services.ledger.transactions.execution_rules import check_fenced_write, lock_for_fenced_write
 from shared.continuity.canonical import GENESIS_HASH, is_digest, parse_json
 from shared.continuity.journal_chain import IntactEntries, Verification, verify_chain
 from shared.runtime.errors import (
@@ -213,8 +211,7 @@ def _check_worker_append(
             metadata={"identity": worker, "kind": kind.value},
         )
     # the lock order of every fenced write: the policy row, then the request row
-    policy = lock_policy(connection, shared=True)
-    record = existing_request(connection, execution_request_id, for_update=True)
+    policy, record = lock_for_fenced_write(connection, execution_request_id)
     if record.run_id != run_id:
         raise PermissionDenied(
             "WORKER_APPEND_NOT_LEASED",
