@@ -19,6 +19,10 @@ the figure the append target is judged on.
 
 ``python -m bench candidate`` measures figure 2 alone (candidate reads of journals of 100 to
 100,000 entries) and writes bench/results/candidate.json.
+``python -m bench worker`` measures the worker-path figure alone (bench/worker_path.py), then the
+replicas figure (the same steps through one ledger and spread over two replicas on one schema,
+paired in each round, with each replica's policy-lock waits) and writes
+bench/results/worker.json.
 
 ``python -m bench admission`` measures figure 1 alone (its three rounds, each beside its
 baselines, exactly as the full run does) and writes bench/results/admission.json: a before/after
@@ -54,6 +58,7 @@ TARGETS = {
     "rss_peak_ratio": "<= 1.10",
     "worker_path_throughput_ratio": ">= 0.7",
     "followers_append_ratio": ">= 0.8",
+    "replicas_worker_path_ratio": ">= 0.9",
 }
 
 # Figure 5: the operations of the long phase, and how often one of them is a full admission
@@ -147,16 +152,44 @@ def worker_path_figure(
     return figures.over_rounds(worker_round)
 
 
+def measure_replicas(scale: float) -> dict[str, Any]:
+    """The worker path through one ledger and spread over two replicas on one schema, paired in
+    each round on the same services (the second replica idle in the first half)."""
+    with (
+        bench_schema() as url,
+        services(url, ledger_replicas=2, ledger_metrics=True) as running,
+    ):
+        clients = figures.Clients(running)
+        clients.set_policy()
+
+        def replicas_round(index: int) -> dict[str, Any]:
+            return worker_path.replicas_round(
+                clients, running.metrics, _scaled(6, scale, 1), f"bench-replicas-{index}"
+            )
+
+        return {"replicas": figures.over_rounds(replicas_round)}
+
+
 def measure_worker_path(scale: float) -> dict[str, Any]:
-    """The worker-path figure alone, on freshly started services."""
+    """The worker-path figure alone, on freshly started services, then the replicas figure."""
     with bench_schema() as url, baseline_server(url) as baseline, services(url) as running:
         clients = figures.Clients(running)
         clients.set_policy()
         lengths = tuple(n for n in (100, 10_000, 100_000) if n <= 100_000 * scale or n <= 100)
-        return {
+        results = {
             "worker_path": worker_path_figure(clients, baseline, scale),
             "worker_path_long_runs": worker_path.steps_on_long_runs(clients, url, lengths, 2),
         }
+    return {**results, **measure_replicas(scale)}
+
+
+def replicas_summary(results: dict[str, Any]) -> dict[str, float]:
+    figure = results["replicas"]
+    return {
+        "replicas_worker_path_ratio": figure["throughput_ratio"],
+        "replicas_policy_lock_wait_ms_per_step_one": figure["policy_lock_wait_ms_per_step_one"],
+        "replicas_policy_lock_wait_ms_per_step_two": figure["policy_lock_wait_ms_per_step_two"],
+    }
 
 
 def worker_path_summary(results: dict[str, Any]) -> dict[str, float]:
@@ -170,6 +203,7 @@ def worker_path_summary(results: dict[str, Any]) -> dict[str, float]:
             f"worker_step_p50_ms_at_{row['entries']}": row["step"]["p50_ms"]
             for row in results.get("worker_path_long_runs", [])
         },
+        **(replicas_summary(results) if "replicas" in results else {}),
     }
 
 
@@ -248,8 +282,9 @@ def measure(scale: float, rss_operations: int) -> dict[str, Any]:
         results["worker_path"] = worker_path_figure(clients, baseline, scale)
         results["candidate"] = figures.candidate_latency(clients, url, lengths, CANDIDATE_REPEATS)
         results["main_phase_seconds"] = round(time.perf_counter() - began, 1)
-    # The followers figure on services of its own (two ledger replicas, raised follower limit).
+    # The followers and replicas figures on services of their own (two ledger replicas each).
     results.update(measure_followers(scale))
+    results.update(measure_replicas(scale))
     # Memory on freshly started services, so the figures above do not colour it.
     with bench_schema() as url, services(url) as running:
         clients = figures.Clients(running)

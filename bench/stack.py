@@ -11,7 +11,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -19,7 +19,12 @@ from sqlalchemy import create_engine, text
 
 from services.ledger.database import migrate
 from services.runner import dev_principals_text, service_env
-from shared.runtime.config import SERVICE_NAMES, port_variable, target_variable
+from shared.runtime.config import (
+    SERVICE_NAMES,
+    metrics_port_variable,
+    port_variable,
+    target_variable,
+)
 
 POSTGRES_URL = os.environ.get(
     "FORGE_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -79,19 +84,26 @@ def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
 
 @dataclass(frozen=True)
 class Services:
-    """The four services' targets and process ids."""
+    """The four services' targets and process ids; the ledgers' metrics endpoints (host:port,
+    by target name) when asked for."""
 
     targets: Mapping[str, str]
     pids: Mapping[str, int]
+    metrics: Mapping[str, str] = field(default_factory=dict)
 
 
 @contextmanager
 def services(
-    database_url: str, *, ledger_replicas: int = 1, env_extra: Mapping[str, str] | None = None
+    database_url: str,
+    *,
+    ledger_replicas: int = 1,
+    env_extra: Mapping[str, str] | None = None,
+    ledger_metrics: bool = False,
 ) -> Iterator[Services]:
     """Start ledger, reconstruction, candidate and admission (in that order) on free ports; with
     ``ledger_replicas`` > 1 further ledger processes on the same database, the same way (targets
-    ``ledger-2``, ``ledger-3``, …; the other services call the first)."""
+    ``ledger-2``, ``ledger-3``, …; the other services call the first); with ``ledger_metrics``
+    each ledger serves /metrics on a port of its own (``Services.metrics``)."""
     with tempfile.TemporaryDirectory(prefix="forge-bench-") as scratch:
         principals = Path(scratch) / "principals.json"
         principals.write_text(dev_principals_text(), encoding="utf-8")
@@ -109,11 +121,21 @@ def services(
         for name, port in ports.items():
             env[port_variable(name)] = str(port)
             env[target_variable(name)] = f"127.0.0.1:{port}"
+        metrics: dict[str, str] = {}
+
+        def own_metrics(target: str) -> dict[str, str]:
+            if not ledger_metrics:
+                return {}
+            metrics[target] = f"127.0.0.1:{free_port()}"
+            return {metrics_port_variable("ledger"): metrics[target].rpartition(":")[2]}
+
         processes: list[subprocess.Popen[bytes]] = []
         try:
             for name in SERVICE_NAMES:
+                extra = own_metrics(name) if name == "ledger" else {}
                 process = subprocess.Popen(
-                    [sys.executable, "-m", f"services.{name}"], env=service_env(env, name)
+                    [sys.executable, "-m", f"services.{name}"],
+                    env=service_env({**env, **extra}, name),
                 )
                 processes.append(process)
                 _wait_ready(f"127.0.0.1:{ports[name]}", process)
@@ -121,13 +143,16 @@ def services(
             pids = {name: p.pid for name, p in zip(SERVICE_NAMES, processes, strict=True)}
             for replica in range(2, ledger_replicas + 1):
                 port = free_port()
-                own = service_env({**env, port_variable("ledger"): str(port)}, "ledger")
+                own = service_env(
+                    {**env, port_variable("ledger"): str(port), **own_metrics(f"ledger-{replica}")},
+                    "ledger",
+                )
                 process = subprocess.Popen([sys.executable, "-m", "services.ledger"], env=own)
                 processes.append(process)
                 _wait_ready(f"127.0.0.1:{port}", process)
                 targets[f"ledger-{replica}"] = f"127.0.0.1:{port}"
                 pids[f"ledger-{replica}"] = process.pid
-            yield Services(targets, pids)
+            yield Services(targets, pids, metrics)
         finally:
             _stop(processes)
 

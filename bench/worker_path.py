@@ -15,10 +15,19 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.request
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.figures import CALLERS, FIXTURE, Clients, prepared_admissions, submission
+from bench.figures import (
+    CALLERS,
+    FIXTURE,
+    Clients,
+    prepared_admissions,
+    submission,
+    throughput_figure,
+)
 from bench.load import Latencies, Throughput, run_concurrently
 from bench.seed import seed_long_held_run
 from forge.continuity.v1 import candidate_pb2, common_pb2, execution_pb2
@@ -99,13 +108,15 @@ def admitted_requests(
     return queued
 
 
-def prepared_workers(clients: Clients, requests_each: int, prefix: str) -> list[_Worker]:
+def prepared_workers(
+    clients: Clients, requests_each: int, prefix: str, ledgers: Sequence[str] = ("ledger",)
+) -> list[_Worker]:
     """8 workers with ``requests_each`` admitted requests each, after one warm-up request each
-    (connections and first-call paths, not timed)."""
+    (connections and first-call paths, not timed); worker i calls ledger ``ledgers[i % n]``."""
     queued = admitted_requests(clients, prefix, CALLERS * (requests_each + 1))
     workers = [
         _Worker(
-            LedgerPort(clients.target("ledger"), WORKER_TOKEN),
+            LedgerPort(clients.target(ledgers[i % len(ledgers)]), WORKER_TOKEN),
             queued[i * (requests_each + 1) : (i + 1) * (requests_each + 1)],
         )
         for i in range(CALLERS)
@@ -128,10 +139,63 @@ def stepped(clients: Clients, workers: list[_Worker]) -> Throughput:
 
 
 def worker_path_throughput(
-    clients: Clients, requests_each: int, prefix: str = "bench-worker"
+    clients: Clients,
+    requests_each: int,
+    prefix: str = "bench-worker",
+    ledgers: Sequence[str] = ("ledger",),
 ) -> Throughput:
-    """8 workers, each taking the eight steps on ``requests_each`` admitted requests of its own."""
-    return stepped(clients, prepared_workers(clients, requests_each, prefix))
+    """8 workers, each taking the eight steps on ``requests_each`` admitted requests of its own,
+    spread over ``ledgers`` (replicas on one schema)."""
+    return stepped(clients, prepared_workers(clients, requests_each, prefix, ledgers))
+
+
+_LOCK_WAIT = "forge_ledger_policy_lock_wait_seconds"
+
+
+def policy_lock_wait(metrics: str) -> tuple[float, int]:
+    """(seconds waited in all, locks taken) of one ledger's policy-lock histogram."""
+    with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    found = {
+        name: float(value)
+        for name, _, value in (line.partition(" ") for line in text.splitlines())
+        if name in (f"{_LOCK_WAIT}_sum", f"{_LOCK_WAIT}_count")
+    }
+    return found.get(f"{_LOCK_WAIT}_sum", 0.0), int(found.get(f"{_LOCK_WAIT}_count", 0))
+
+
+def replicas_round(
+    clients: Clients, metrics: Mapping[str, str], requests_each: int, prefix: str
+) -> dict[str, Any]:
+    """The worker path through the first ledger alone, then spread over both replicas (the
+    second idle in the first half), with each ledger's policy-lock waits over each timed half
+    (the histogram times the lock statements, so it includes the process's own scheduling): the
+    ratio is two replicas' steps per second over one's."""
+    halves: dict[str, dict[str, Any]] = {}
+    for name, ledgers in (("one", ("ledger",)), ("two", ("ledger", "ledger-2"))):
+        workers = prepared_workers(clients, requests_each, f"{prefix}-{name}", ledgers)
+        before = {ledger: policy_lock_wait(metrics[ledger]) for ledger in ledgers}
+        measured = stepped(clients, workers)
+        waits = {}
+        for ledger in ledgers:
+            seconds, count = policy_lock_wait(metrics[ledger])
+            waits[ledger] = {
+                "locks": count - before[ledger][1],
+                "wait_ms": round(1000 * (seconds - before[ledger][0]), 1),
+            }
+        wait_ms = sum(w["wait_ms"] for w in waits.values())
+        halves[name] = {
+            "throughput": measured,
+            "policy_lock_wait": waits,
+            "policy_lock_wait_ms_per_step": round(wait_ms / measured.calls, 3),
+        }
+    one, two = halves["one"]["throughput"], halves["two"]["throughput"]
+    return {
+        **throughput_figure(two, one),
+        "policy_lock_wait_ms_per_step_one": halves["one"]["policy_lock_wait_ms_per_step"],
+        "policy_lock_wait_ms_per_step_two": halves["two"]["policy_lock_wait_ms_per_step"],
+        "policy_lock_wait": {name: half["policy_lock_wait"] for name, half in halves.items()},
+    }
 
 
 def describe(measured: Throughput) -> dict[str, Any]:

@@ -16,10 +16,16 @@ from collections.abc import Callable, Iterator
 
 import grpc
 import pytest
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy.exc import DBAPIError
 
 from forge.continuity.v1 import ledger_pb2
-from services.ledger.database import make_engine, require_write_isolation, snapshot_connection
+from services.ledger.database import (
+    make_engine,
+    require_write_isolation,
+    snapshot_connection,
+    sqlstate,
+)
 from services.ledger.repository import policy as policy_rows
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
@@ -198,6 +204,49 @@ def test_serialization_failures_are_run_again_and_the_cap_still_holds(
         assert row_counts(engine)["admission_tickets"] == 1
     finally:
         engine.dispose()
+
+
+# --- the fenced writes' shared policy lock (ADR 0014) -------------------------------------------
+
+
+def _lock_within(connection: Connection, milliseconds: int, *, shared: bool) -> None:
+    connection.execute(text(f"SET LOCAL lock_timeout = '{milliseconds}ms'"))
+    policy_rows.lock_current_policy(connection, shared=shared)
+
+
+def test_fenced_writes_share_the_policy_lock_and_a_policy_write_is_not_overtaken(
+    database_url: str, holder: Engine, application_name: str
+) -> None:
+    """Two fenced writes hold the policy row at once; a policy write waits for them; and a fenced
+    write arriving while it waits queues behind it instead of joining the holders (a row share
+    lock alone would let a stream of them keep the policy write waiting)."""
+    exclusive = create_engine(database_url, connect_args={"application_name": application_name})
+    locked: list[bool] = []
+
+    def policy_write() -> None:
+        with exclusive.connect() as connection, connection.begin():
+            policy_rows.lock_current_policy(connection)
+            locked.append(True)
+
+    writer = threading.Thread(target=policy_write)
+    try:
+        with holder.connect() as first, first.begin():
+            _lock_within(first, 200, shared=True)
+            with holder.connect() as second, second.begin():
+                _lock_within(second, 200, shared=True)  # does not wait for the first
+            writer.start()
+            deadline = time.monotonic() + QUEUE_DEADLINE_SECONDS
+            while _waiting_for_locks(holder, application_name) < 1:
+                assert time.monotonic() < deadline, "the policy write never queued"
+                time.sleep(0.02)
+            with holder.connect() as late, late.begin(), pytest.raises(DBAPIError) as waited:
+                _lock_within(late, 200, shared=True)
+            assert sqlstate(waited.value) == "55P03"
+            assert not locked
+        writer.join()
+        assert locked == [True]
+    finally:
+        exclusive.dispose()
 
 
 # --- timeouts ----------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from tests.ledger.admission_support import (
 from tests.ledger.conftest import LedgerClients
 
 # The most statements each write may run (the transaction's own BEGIN/COMMIT are not counted).
-MOST: dict[str, int] = {"claim": 14, "append": 11, "record": 12, "complete": 14}
+MOST: dict[str, int] = {"claim": 9, "append": 7, "record": 8, "complete": 9}
 PADDING = 2_000
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, insert, select, update
 
 from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
+from services.ledger.repository.policy import NEWEST_POLICY_REVISION
 from services.ledger.repository.runs import note_request
 from services.ledger.schema import execution_requests
 
@@ -16,6 +18,11 @@ _GET = select(execution_requests).where(
     execution_requests.c.execution_request_id == bindparam("execution_request_id")
 )
 _GET_FOR_UPDATE = _GET.with_for_update()
+# The request row locked, and the newest policy revision (read after the caller's policy lock,
+# so it tells whether the revision that lock holds is still the newest): one round trip.
+_LOCK_WITH_NEWEST_POLICY = _GET.add_columns(
+    NEWEST_POLICY_REVISION.label("newest_policy_revision")
+).with_for_update(of=execution_requests)
 _OF_RUN = (
     select(execution_requests)
     .where(execution_requests.c.run_id == bindparam("run_id"))
@@ -37,7 +44,10 @@ _QUEUED_EXPIRING = (
 
 
 def execution_request_from_row(row: object) -> ExecutionRequestRecord:
-    values = dict(row._mapping)  # type: ignore[attr-defined]
+    return execution_request_from_values(dict(row._mapping))  # type: ignore[attr-defined]
+
+
+def execution_request_from_values(values: dict[str, Any]) -> ExecutionRequestRecord:
     values["state"] = RequestState(values["state"])
     values["admission_refusal"] = values["admission_refusal"] or ""
     return ExecutionRequestRecord(**values)
@@ -51,7 +61,12 @@ def insert_execution_request(connection: Connection, record: ExecutionRequestRec
     note_request(connection, record, queued_new=True)
 
 
-def update_execution_request(connection: Connection, record: ExecutionRequestRecord) -> None:
+def update_execution_request(
+    connection: Connection, record: ExecutionRequestRecord, *, note_run: bool = True
+) -> None:
+    """Write the request's state, generation and owner; ``note_run`` false: the caller appends
+    in the same transaction and records the run's listing change with the entry
+    (runs.note_entry's ``request``), one UPDATE of the run row instead of two."""
     connection.execute(
         update(execution_requests)
         .where(execution_requests.c.execution_request_id == record.execution_request_id)
@@ -63,7 +78,8 @@ def update_execution_request(connection: Connection, record: ExecutionRequestRec
             admission_refusal=record.admission_refusal or None,
         )
     )
-    note_request(connection, record, queued_new=False)
+    if note_run:
+        note_request(connection, record, queued_new=False)
 
 
 def get_execution_request(
@@ -72,6 +88,20 @@ def get_execution_request(
     query = _GET_FOR_UPDATE if for_update else _GET
     row = connection.execute(query, {"execution_request_id": execution_request_id}).first()
     return None if row is None else execution_request_from_row(row)
+
+
+def lock_execution_request_with_newest_policy(
+    connection: Connection, execution_request_id: str
+) -> tuple[ExecutionRequestRecord, int] | None:
+    """The request, row-locked, and the newest policy revision (None: no such request)."""
+    row = connection.execute(
+        _LOCK_WITH_NEWEST_POLICY, {"execution_request_id": execution_request_id}
+    ).first()
+    if row is None:
+        return None
+    values = dict(row._mapping)
+    newest = int(values.pop("newest_policy_revision"))
+    return execution_request_from_values(values), newest
 
 
 def list_execution_requests(

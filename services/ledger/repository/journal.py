@@ -20,6 +20,7 @@ from sqlalchemy import (
     union_all,
 )
 
+from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.repository.runs import note_entry
 from services.ledger.schema import journal_entries
@@ -135,12 +136,24 @@ def newest_entries(
     return NewestEntries(last, {entry.kind: entry for entry in rows if entry.kind in values})
 
 
-def insert_journal_entry(connection: Connection, entry: StoredEntry) -> None:
+def insert_journal_entry(
+    connection: Connection,
+    entry: StoredEntry,
+    *,
+    request: ExecutionRequestRecord | None = None,
+    completed_round: bool = False,
+) -> None:
+    """Insert one entry; ``request`` and ``completed_round``: see runs.note_entry."""
     # The run's listing columns first: every writer then locks the run's row before it inserts
     # an entry (an execution-request change does too), so two writers of one run queue on that
     # row instead of each holding what the other waits for.
     note_entry(
-        connection, entry.run_id, entry.recorded_at, held=entry.kind == EntryKind.RUN_HELD.value
+        connection,
+        entry.run_id,
+        entry.recorded_at,
+        held=entry.kind == EntryKind.RUN_HELD.value,
+        request=request,
+        completed_round=completed_round,
     )
     connection.execute(_INSERT, _values(entry))
 
@@ -229,6 +242,44 @@ def journal_batches(
 def command_entries(connection: Connection, run_id: str) -> list[StoredEntry]:
     """The run's retained command_executed rows, in sequence order."""
     return entries_of_kinds(connection, run_id, EntryKind.COMMAND_EXECUTED)
+
+
+# The run's head as two scalar subqueries over an alias (uncorrelated with the outer rows).
+_AT_HEAD = journal_entries.alias("at_head")
+_HEAD_OF = (
+    select(_AT_HEAD.c.sequence, _AT_HEAD.c.hash)
+    .where(_AT_HEAD.c.run_id == _RUN_ID)
+    .order_by(_AT_HEAD.c.sequence.desc())
+    .limit(1)
+)
+_OF_KINDS_WITH_HEAD = (
+    select(
+        *journal_entries.columns,
+        _HEAD_OF.with_only_columns(_AT_HEAD.c.sequence).scalar_subquery().label("head_sequence"),
+        _HEAD_OF.with_only_columns(_AT_HEAD.c.hash).scalar_subquery().label("head_hash"),
+    )
+    .where(
+        journal_entries.c.run_id == _RUN_ID,
+        journal_entries.c.kind.in_(bindparam("kinds", expanding=True)),
+        journal_entries.c.sequence >= bindparam("from_sequence"),
+    )
+    .order_by(journal_entries.c.sequence)
+)
+
+
+def entries_of_kinds_and_head(
+    connection: Connection, run_id: str, *kinds: EntryKind, from_sequence: int
+) -> tuple[list[StoredEntry], tuple[int, str]]:
+    """:func:`entries_of_kinds` and :func:`journal_head` in one statement (the fenced writes,
+    which hold the run row's lock, so the head cannot move before they append)."""
+    rows = connection.execute(
+        _OF_KINDS_WITH_HEAD,
+        {"run_id": run_id, "kinds": [k.value for k in kinds], "from_sequence": from_sequence},
+    ).all()
+    if not rows:  # nothing of those kinds: the head alone
+        return [], journal_head(connection, run_id)
+    entries = [StoredEntry(*row[:8]) for row in rows]
+    return entries, (int(rows[0].head_sequence), str(rows[0].head_hash))
 
 
 def entries_of_kinds(

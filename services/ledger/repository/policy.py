@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any
 
-from sqlalchemy import Connection, func, insert, select
+from sqlalchemy import Connection, Select, func, insert, select, true
 
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
 from services.ledger.schema import policy_revisions
@@ -32,8 +33,41 @@ def _policy(row: object) -> PolicyRevision:
 
 # Built once (building and cache-keying a statement per call cost more than running it).
 _CURRENT = select(policy_revisions).order_by(policy_revisions.c.revision.desc()).limit(1)
-_LOCK_CURRENT = _CURRENT.with_for_update()
 _NEWEST_REVISION = select(func.max(policy_revisions.c.revision))
+# The key of the transaction-scoped advisory lock every policy lock takes first on PostgreSQL.
+POLICY_GATE_KEY = 0x466F7267
+
+
+def _locking(*, shared: bool, gated: bool) -> Select[Any]:
+    """The current revision locked FOR UPDATE, or FOR SHARE (``shared``: the fenced worker
+    writes, which a policy write must wait for but which need not wait for each other; ADR 0014,
+    "The policy lock of the fenced writes").
+
+    ``gated`` (PostgreSQL): the statement first takes an advisory lock on POLICY_GATE_KEY in the
+    same mode (a joined one-row subquery, so it is held before the row is locked). A row share
+    lock joins the holders of a share lock even while an exclusive waiter queues, so a steady
+    stream of fenced writes could keep a policy write or an admission waiting for a gap; the
+    lock manager queues a share request behind a waiting exclusive one. Locking the row as well
+    keeps the older replicas of a rolling upgrade, which lock the row only, excluded."""
+    if not gated:
+        return _CURRENT.with_for_update(read=shared)
+    take = func.pg_advisory_xact_lock_shared if shared else func.pg_advisory_xact_lock
+    gate = select(take(POLICY_GATE_KEY).label("taken")).subquery("policy_gate")
+    return (
+        select(policy_revisions)
+        .select_from(policy_revisions.join(gate, true()))
+        .order_by(policy_revisions.c.revision.desc())
+        .limit(1)
+        .with_for_update(read=shared, of=policy_revisions)
+    )
+
+
+# Built once (by shared, gated), as the statements above.
+_LOCKING = {
+    (shared, gated): _locking(shared=shared, gated=gated)
+    for shared in (False, True)
+    for gated in (False, True)
+}
 
 
 def current_policy(connection: Connection) -> PolicyRevision:
@@ -86,19 +120,34 @@ def insert_policy_revision(connection: Connection, policy: PolicyRevision) -> No
     )
 
 
-def lock_current_policy(connection: Connection) -> PolicyRevision:
-    """The current policy, row-locked on PostgreSQL: admissions, claims, command charges and
-    policy writes serialize on it, so caps and revocations are checked against committed state.
+def lock_current_policy(connection: Connection, *, shared: bool = False) -> PolicyRevision:
+    """The current policy, row-locked on PostgreSQL: admissions, recoveries, reconciliations and
+    policy writes serialize on it (FOR UPDATE), so caps and revocations are checked against
+    committed state. ``shared`` (the fenced worker writes: claims, command charges, own records,
+    completions, failures) takes FOR SHARE: no policy write commits until the holder does, but
+    the holders do not wait for each other (ADR 0014).
 
     A policy write inserts a new revision instead of updating one, so a transaction that waited
     for the lock may hold a revision that was superseded meanwhile; under READ COMMITTED each new
     statement sees the committed newer row, so re-read until the locked row is the newest.
     (SQLite's BEGIN IMMEDIATE already serializes writers; there the first read is final.)"""
     while True:
-        row = connection.execute(_LOCK_CURRENT).first()
-        if row is None:
-            raise RuntimeError("policy_revisions is empty: migrations were not applied")
-        locked = _policy(row)
+        locked = lock_policy_row(connection, shared=shared)
         newest = connection.execute(_NEWEST_REVISION).scalar_one()
         if newest == locked.revision:
             return locked
+
+
+def lock_policy_row(connection: Connection, *, shared: bool) -> PolicyRevision:
+    """The newest revision as this statement saw it, locked: one statement, without the re-read
+    of :func:`lock_current_policy` (a caller that waited may hold a superseded revision; it must
+    compare NEWEST_POLICY_REVISION read in a later statement, as the fenced writes do)."""
+    statement = _LOCKING[shared, connection.dialect.name == "postgresql"]
+    row = connection.execute(statement).first()
+    if row is None:
+        raise RuntimeError("policy_revisions is empty: migrations were not applied")
+    return _policy(row)
+
+
+#: The newest revision, as a scalar subquery another statement can carry.
+NEWEST_POLICY_REVISION = _NEWEST_REVISION.scalar_subquery()

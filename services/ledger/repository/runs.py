@@ -70,9 +70,42 @@ _CHANGE = _OF_RUN.values(
 )
 
 
-def note_entry(connection: Connection, run_id: str, recorded_at: str, *, held: bool) -> None:
-    """A journal entry was recorded for the run (``held``: a run_held entry)."""
-    connection.execute(_HOLD if held else _TOUCH, {"b_run_id": run_id, "b_at": recorded_at})
+# One UPDATE for a transaction that changes an execution request, appends and may count a
+# completed round (a claim, a completion): the same row as the statements above applied one after
+# the other, in one round trip (docs/performance.md, round 4). By (state changed, rounds).
+_CHANGE_AND_COUNT = _CHANGE.values(completed_rounds=runs.c.completed_rounds + 1)
+_TOUCH_AND_COUNT = _TOUCH.values(completed_rounds=runs.c.completed_rounds + 1)
+
+
+def note_entry(
+    connection: Connection,
+    run_id: str,
+    recorded_at: str,
+    *,
+    held: bool,
+    request: ExecutionRequestRecord | None = None,
+    completed_round: bool = False,
+) -> None:
+    """A journal entry was recorded for the run (``held``: a run_held entry); with ``request``,
+    in the transaction that changed that execution request (what :func:`note_request` would
+    record, folded in), and with ``completed_round``, one more completed round."""
+    if request is None and not completed_round:
+        connection.execute(_HOLD if held else _TOUCH, {"b_run_id": run_id, "b_at": recorded_at})
+        return
+    if held:
+        raise ValueError("a run_held entry is never appended with a request change")
+    state = None if request is None else RUN_STATE_OF_REQUEST[request.state]
+    parameters = {
+        "b_run_id": run_id,
+        # updated_at only moves forward: the later of the two times the two updates would set
+        "b_at": recorded_at if request is None else max(recorded_at, request.updated_at),
+    }
+    if request is None or state is None:
+        statement = _TOUCH_AND_COUNT if completed_round else _TOUCH
+    else:
+        statement = _CHANGE_AND_COUNT if completed_round else _CHANGE
+        parameters.update(b_request=request.execution_request_id, b_state=state.value)
+    connection.execute(statement, parameters)
 
 
 def note_request(
@@ -114,17 +147,6 @@ def run_from_row(row: RowMapping) -> Run:
         row["run_digest"],
         int(row["completed_rounds"]),
     )
-
-
-def advance_completed_rounds(connection: Connection, run_id: str) -> int:
-    """Add one completed round to the run; returns the new count (the caller's transaction)."""
-    value = connection.execute(
-        update(runs)
-        .where(runs.c.run_id == run_id)
-        .values(completed_rounds=runs.c.completed_rounds + 1)
-        .returning(runs.c.completed_rounds)
-    ).scalar_one()
-    return int(value)
 
 
 # Built once (building and cache-keying a statement per call cost more than running it).

@@ -20,6 +20,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from services.ledger.database import RETRIED_SQLSTATES, read_only_connection, sqlstate
 from services.ledger.domain.admission import check_capacity as check_capacity_rules
+from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.journal import EntryKind, StoredEntry, seal
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run
@@ -198,23 +199,42 @@ def append_entry(
     kind: EntryKind,
     payload: object,
     actor: str,
+    *,
+    request: ExecutionRequestRecord | None = None,
+    completed_round: bool = False,
+    head: tuple[int, str] | None = None,
 ) -> StoredEntry:
-    """Seal and insert one entry after the current head, inside the caller's transaction."""
-    sequence, head = current_head(connection, run_id)
-    entry = seal(run_id, sequence + 1, kind, canonical_text(payload), head, actor, context.now())
-    insert_entries(context, connection, [entry])
+    """Seal and insert one entry after the current head, inside the caller's transaction
+    (``request``, ``completed_round``: see :func:`insert_entries`; ``head``: the head the caller
+    read under the run row's lock, not read again)."""
+    sequence, prev = current_head(connection, run_id) if head is None else head
+    entry = seal(run_id, sequence + 1, kind, canonical_text(payload), prev, actor, context.now())
+    insert_entries(context, connection, [entry], request=request, completed_round=completed_round)
     return entry
 
 
 def insert_entries(
-    context: LedgerContext, connection: Connection, entries: Sequence[StoredEntry]
+    context: LedgerContext,
+    connection: Connection,
+    entries: Sequence[StoredEntry],
+    *,
+    request: ExecutionRequestRecord | None = None,
+    completed_round: bool = False,
 ) -> None:
     """Insert sealed entries (in sequence order, one run), then, with a signing key, sign the
     head they make, inside the caller's transaction: the head commits only with its signature
-    and a signature only with its head (ADR 0015). Every journal insert goes through here."""
+    and a signature only with its head (ADR 0015). Every journal insert goes through here.
+
+    One entry may carry the run's listing change of the execution request the transaction
+    updated (``request``, written with ``note_run=False``) and a completed round: the run row
+    is then updated once (repository.runs.note_entry)."""
     if len(entries) == 1:
-        journal_rows.insert_journal_entry(connection, entries[0])
+        journal_rows.insert_journal_entry(
+            connection, entries[0], request=request, completed_round=completed_round
+        )
     else:
+        if request is not None or completed_round:
+            raise ValueError("a request change is recorded with a single entry")
         journal_rows.insert_journal_entries(connection, entries)
     if context.signer is not None and entries:
         head = entries[-1]
@@ -237,12 +257,20 @@ def seal_after(
     return seal(run_id, sequence + 1, kind, canonical_text(payload), prev, actor, context.now())
 
 
-def lock_policy(connection: Connection) -> PolicyRevision:
-    """Lock the current policy row; writers that judge the policy serialize on it. The wait is
-    the policy-lock histogram operators watch for contention across replicas."""
+def lock_policy(
+    connection: Connection, *, shared: bool = False, confirmed: bool = True
+) -> PolicyRevision:
+    """Lock the current policy row; writers that judge the policy serialize on it, the fenced
+    worker writes (``shared``) only against the exclusive holders (policy writes, admissions,
+    recoveries, reconciliations; ADR 0014). ``confirmed`` false: the locked row without the
+    re-read that confirms it is still the newest (the caller confirms it in a later statement:
+    execution_rules.lock_for_fenced_write). The wait is the policy-lock histogram operators
+    watch for contention across replicas."""
     start = time.perf_counter()
     try:
-        return policy_rows.lock_current_policy(connection)
+        if not confirmed:
+            return policy_rows.lock_policy_row(connection, shared=shared)
+        return policy_rows.lock_current_policy(connection, shared=shared)
     finally:
         observe_policy_lock_wait(time.perf_counter() - start)
 

@@ -21,15 +21,12 @@ from services.ledger.domain.journal import EntryKind
 from services.ledger.domain.recovery_authority import Authority
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
-from services.ledger.repository import runs as run_rows
 from services.ledger.transactions.base import (
     LedgerContext,
     append_entry,
-    lock_policy,
     retry_on_unique_conflict,
 )
-from services.ledger.transactions.execution import existing_request
-from services.ledger.transactions.execution_rules import check_fenced_write
+from services.ledger.transactions.execution_rules import check_fenced_write, lock_for_fenced_write
 
 
 @retry_on_unique_conflict
@@ -49,11 +46,10 @@ def complete(
     check_final_output_digest(final_output_digest)
     with context.engine.begin() as connection:
         # the lock order of every fenced write: the policy row, then the request row
-        policy = lock_policy(connection)
-        record = existing_request(connection, execution_request_id, for_update=True)
+        policy, record = lock_for_fenced_write(connection, execution_request_id)
         # 12 claimed, current generation, the caller owns it, the lease is in time
         check_worker_write(record, worker, generation, context.clock())
-        custody = check_fenced_write(
+        custody, head = check_fenced_write(
             connection, authority, policy, record, presented, dispatches=False
         )
         # the certification reads the journal inside this transaction, under the request lock,
@@ -66,13 +62,11 @@ def complete(
             generation,
             record.lease_generation,
         )
-        if certification.certified:
-            rounds = run_rows.advance_completed_rounds(connection, record.run_id)
-        else:
-            # read with the run's lock in this transaction: still the count
-            rounds = custody.run.completed_rounds
+        # read with the run's lock in this transaction: still the count; a certified completion
+        # adds its round with the entry's one update of the run row
+        rounds = custody.run.completed_rounds + (1 if certification.certified else 0)
         updated = finished(record, RequestState.COMPLETED, context.now())
-        request_rows.update_execution_request(connection, updated)
+        request_rows.update_execution_request(connection, updated, note_run=False)
         entry = append_entry(
             context,
             connection,
@@ -88,5 +82,8 @@ def complete(
                 "completed_rounds": rounds,
             },
             worker,
+            request=updated,
+            completed_round=certification.certified,
+            head=head,
         )
         return updated, Completion(goal_claim, certification, rounds, entry.sequence)

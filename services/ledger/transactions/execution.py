@@ -29,10 +29,8 @@ from services.ledger.repository import journal as journal_rows
 from services.ledger.transactions.base import (
     LedgerContext,
     append_entry,
-    current_head,
     existing_run,
     insert_entries,
-    lock_policy,
     retry_on_unique_conflict,
     seal_after,
 )
@@ -43,7 +41,9 @@ from services.ledger.transactions.execution_rules import (
     check_fenced_write,
     check_policy,
     check_source,
+    lock_for_fenced_write,
     read_custody,
+    request_not_found,
     stop_reasons,
 )
 from services.ledger.transactions.execution_stops import record_admission_refusal
@@ -53,7 +53,6 @@ from shared.runtime.errors import (
     FailedPrecondition,
     FieldViolation,
     InvalidArgument,
-    NotFound,
     field_required,
 )
 
@@ -65,11 +64,7 @@ def existing_request(
         connection, execution_request_id, for_update=for_update
     )
     if record is None:
-        raise NotFound(
-            "EXECUTION_REQUEST_NOT_FOUND",
-            f"no execution request {execution_request_id}",
-            metadata={"execution_request_id": execution_request_id},
-        )
+        raise request_not_found(execution_request_id)
     return record
 
 
@@ -120,8 +115,7 @@ def _claim(
 ) -> tuple[ExecutionRequestRecord, StoredEntry]:
     with context.engine.begin() as connection:
         # 11.1 lock the policy row and the request row
-        policy = lock_policy(connection)
-        record = existing_request(connection, execution_request_id, for_update=True)
+        policy, record = lock_for_fenced_write(connection, execution_request_id)
         # 11.2 only a queued request is claimed; a claimed one is never requeued, an expired
         # one keeps the reason its lease gives
         if record.state is RequestState.EXPIRED:
@@ -149,10 +143,11 @@ def _claim(
         # 11.5c the ticket's operator and each recovery's actor still hold their authority
         check_actors(authority, record, custody)
         # 11.5d no tool call of the run has an unknown durable outcome
-        check_effects(connection, record, custody)
+        head = check_effects(connection, record, custody)
         # 11.6 generation 0 -> 1, the owner is recorded, worker_claimed is appended
         updated = claimed(record, worker, context.now())
-        request_rows.update_execution_request(connection, updated)
+        # the run's listing change rides on the entry's update of the run row (one UPDATE)
+        request_rows.update_execution_request(connection, updated, note_run=False)
         entry = append_entry(
             context,
             connection,
@@ -165,6 +160,8 @@ def _claim(
                 **({"owner_instance": owner_instance.as_payload()} if owner_instance else {}),
             },
             worker,
+            request=updated,
+            head=head,
         )
         return updated, entry
 
@@ -184,12 +181,11 @@ def finish(
     failure is the worker's report that it stopped, so it is recorded with those conditions
     named (``stop_reasons``) instead of refused."""
     with context.engine.begin() as connection:
-        policy = lock_policy(connection)
-        record = existing_request(connection, execution_request_id, for_update=True)
+        policy, record = lock_for_fenced_write(connection, execution_request_id)
         # 12 claimed, current generation, the caller owns it, the lease is in time
         check_worker_write(record, worker, generation, context.clock())
         custody = read_custody(connection, record)
-        checks: list[Callable[[], None]] = [
+        checks: list[Callable[[], object]] = [
             partial(check_policy, connection, policy, record, custody),
             partial(check_source, custody, presented),
             partial(check_effects, connection, record, custody),
@@ -201,7 +197,7 @@ def finish(
         else:
             stopped = stop_reasons(checks)
         updated = finished(record, outcome, context.now())
-        request_rows.update_execution_request(connection, updated)
+        request_rows.update_execution_request(connection, updated, note_run=False)
         if outcome is RequestState.COMPLETED:
             kind, payload = EntryKind.REQUEST_EVENT, {"event": "completed"}
         else:
@@ -219,6 +215,7 @@ def finish(
                 **payload,
             },
             worker,
+            request=updated,
         )
         return updated
 
@@ -244,17 +241,17 @@ def record_command(
             field_violations=[FieldViolation("command_digest", "must be sha256:<64 hex>")],
         )
     with context.engine.begin() as connection:
-        policy = lock_policy(connection)
-        record = existing_request(connection, execution_request_id, for_update=True)
+        policy, record = lock_for_fenced_write(connection, execution_request_id)
         # 12 a fenced write, which also repeats the execution-time rules of the claim
         check_worker_write(record, worker, generation, context.clock())
         # 13 dispatch re-checks the policy, source, the operator's and each recovery actor's
         # authority (as 11.5c) and unknown effects
-        run = check_fenced_write(connection, authority, policy, record, presented).run
-        # The head before the command entries: an entry committed after the head was read
-        # (a native command_executed too) makes the insert at head+1 fail and the transaction
-        # run again, so the count below never misses a command the new entry follows.
-        head = current_head(connection, record.run_id)
+        custody, head = check_fenced_write(connection, authority, policy, record, presented)
+        run = custody.run
+        # The head before the command entries (read under the run row's lock, so no append,
+        # a native command_executed neither, commits in between; were one to, the insert at
+        # head+1 would fail and the transaction run again): the count below never misses a
+        # command the new entry follows.
         # 13 count distinct command ids in the run's retained command_executed rows
         usage = CommandLedger.from_entries(journal_rows.command_entries(connection, record.run_id))
         previous = usage.receipt(command_id)
@@ -317,7 +314,7 @@ def fail_unclaimed(
                 metadata={"state": record.state.value},
             )
         updated = finished(record, RequestState.FAILED, context.now())
-        request_rows.update_execution_request(connection, updated)
+        request_rows.update_execution_request(connection, updated, note_run=False)
         append_entry(
             context,
             connection,
@@ -330,5 +327,6 @@ def fail_unclaimed(
                 "claimed": False,
             },
             worker,
+            request=updated,
         )
         return updated

@@ -24,11 +24,11 @@ from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.recovery_authority import Authority, check_recovery_authority
 from services.ledger.domain.runs import Run
 from services.ledger.domain.tickets import StoredTicket
+from services.ledger.repository import custody as custody_rows
+from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import policy as policy_rows
-from services.ledger.repository import recoveries as recovery_rows
-from services.ledger.repository import tickets as ticket_rows
-from services.ledger.transactions.base import existing_run
+from services.ledger.transactions.base import lock_policy
 from shared.continuity.recovery import WORKFLOWS
 from shared.runtime.errors import FailedPrecondition, NotFound
 
@@ -38,6 +38,32 @@ VERSION_SWITCHES: dict[int, tuple[str, ...]] = {2: ("allow_unavailable_source_ob
 #: an enabled finite-lease policy, a qualified profile, a catalogued epoch). Each leaves one
 #: native admission-refusal record and makes the request ineligible for automatic scheduling.
 EPOCH_REFUSALS = frozenset({"POLICY_REVOKED", "PROFILE_NOT_QUALIFIED", "POLICY_EPOCH_UNRECOGNIZED"})
+
+
+def request_not_found(execution_request_id: str) -> NotFound:
+    return NotFound(
+        "EXECUTION_REQUEST_NOT_FOUND",
+        f"no execution request {execution_request_id}",
+        metadata={"execution_request_id": execution_request_id},
+    )
+
+
+def lock_for_fenced_write(
+    connection: Connection, execution_request_id: str
+) -> tuple[PolicyRevision, ExecutionRequestRecord]:
+    """The lock order of every fenced write: the policy row (shared, ADR 0014), then the request
+    row. The statement that locks the request also reads the newest policy revision, which
+    replaces the policy lock's own re-read: one statement fewer. A revision committed while
+    this transaction waited for the policy lock makes it lock the newest one then (rare; the
+    request row is held already, and a deadlock that could follow is detected and run again)."""
+    policy = lock_policy(connection, shared=True, confirmed=False)
+    found = request_rows.lock_execution_request_with_newest_policy(connection, execution_request_id)
+    if found is None:
+        raise request_not_found(execution_request_id)
+    record, newest = found
+    if newest != policy.revision:
+        policy = lock_policy(connection, shared=True)
+    return policy, record
 
 
 @dataclass(frozen=True)
@@ -59,19 +85,22 @@ class Custody:
 
 
 def read_custody(connection: Connection, record: ExecutionRequestRecord) -> Custody:
-    stored = ticket_rows.get_ticket(connection, record.run_id, record.request_id)
-    if stored is None:
+    """The request's run, ticket and recoveries in one statement, the run row locked: the
+    journal writers' lock, always the last a transaction takes (existing_run_at_head)."""
+    found = custody_rows.read_custody_rows(
+        connection, record.run_id, record.request_id, record.execution_request_id
+    )
+    # A ticket names a registered run (its foreign key): no run row is no ticket either.
+    if found is None or found.ticket is None:
         raise NotFound(
             "ADMISSION_NOT_FOUND",
             f"no admission request {record.request_id} for run {record.run_id}",
             metadata={"run_id": record.run_id, "request_id": record.request_id},
         )
-    recoveries = recovery_rows.list_for_execution_request(connection, record.execution_request_id)
     return Custody(
-        # the run row locked: the journal writers' lock, the last one (existing_run_at_head)
-        run=existing_run(connection, record.run_id, lock=True),
-        ticket=stored.ticket,
-        recovery_workflows=tuple((r.workflow, r.actor) for r in recoveries),
+        run=found.run,
+        ticket=found.ticket,
+        recovery_workflows=tuple((r.workflow, r.actor) for r in found.recoveries),
     )
 
 
@@ -108,19 +137,19 @@ def check_fenced_write(
     presented: WorkerSource | None,
     *,
     dispatches: bool = True,
-) -> Custody:
+) -> tuple[Custody, tuple[int, str]]:
     """Every rule a worker write after the claim repeats (command, own journal record,
     completion): the policy since the request was queued, the source and profile, no new unknown
     effect and, for a write that dispatches something new (``dispatches``: a command, a model
     request or tool record; not a completion), the operator's and each recovery actor's
-    authority."""
+    authority. The custody, and the run's head (sequence, hash) the write appends after: the
+    run row is locked from the custody read on, so the head cannot move before the write."""
     custody = read_custody(connection, record)
     check_policy(connection, policy, record, custody)
     check_source(custody, presented)
     if dispatches:
         check_actors(authority, record, custody)
-    check_effects(connection, record, custody)
-    return custody
+    return custody, check_effects(connection, record, custody)
 
 
 def check_source(custody: Custody, presented: WorkerSource | None) -> None:
@@ -132,12 +161,15 @@ def check_source(custody: Custody, presented: WorkerSource | None) -> None:
         check_worker_source(custody.run, presented, "WORKER_SOURCE_CHANGED")
 
 
-def check_effects(connection: Connection, record: ExecutionRequestRecord, custody: Custody) -> None:
+def check_effects(
+    connection: Connection, record: ExecutionRequestRecord, custody: Custody
+) -> tuple[int, str]:
     """No tool call of the run has a new unknown durable outcome: one recorded after the request
     was queued (the admission or recovery that queued it judged every earlier one). Everything
     that queued the request, and so every outcome that counts, is at or after the ticket's
-    ownership claim: the read starts there, not at the run's first entry."""
-    entries = journal_rows.entries_of_kinds(
+    ownership claim: the read starts there, not at the run's first entry. Returns the run's
+    head, read in the same statement (the run row is locked since :func:`read_custody`)."""
+    entries, head = journal_rows.entries_of_kinds_and_head(
         connection,
         record.run_id,
         EntryKind.OWNERSHIP_CLAIM,
@@ -148,9 +180,10 @@ def check_effects(connection: Connection, record: ExecutionRequestRecord, custod
     since = queued_at(entries, record.execution_request_id)
     outcomes = [e for e in entries if e.kind == EntryKind.TOOL_OUTCOME.value]
     check_no_unknown_effects(unknown_tool_calls(outcomes, since), record.execution_request_id)
+    return head
 
 
-def stop_reasons(checks: list[Callable[[], None]]) -> list[str]:
+def stop_reasons(checks: list[Callable[[], object]]) -> list[str]:
     """The reason of each check that refuses, in order (a failure report records them rather than
     being refused: refusing it would strand the claim until a reconciliation)."""
     reasons: list[str] = []

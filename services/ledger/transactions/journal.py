@@ -27,11 +27,10 @@ from services.ledger.transactions.base import (
     existing_run,
     existing_run_at_head,
     insert_entries,
-    lock_policy,
     retry_on_unique_conflict,
+    stale_head,
 )
-from services.ledger.transactions.execution import existing_request
-from services.ledger.transactions.execution_rules import check_fenced_write
+from services.ledger.transactions.execution_rules import check_fenced_write, lock_for_fenced_write
 from shared.continuity.canonical import GENESIS_HASH, is_digest, parse_json
 from shared.continuity.journal_chain import IntactEntries, Verification, verify_chain
 from shared.runtime.errors import (
@@ -114,9 +113,15 @@ def _append_at(
     # A concurrent append that committed at the same head first makes the retry report where
     # the head is now (JOURNAL_HEAD_STALE).
     with context.engine.begin() as connection:
-        if lease_holder is not None:
-            _check_worker_append(context, connection, lease_holder, run_id, kind, canonical, actor)
-        run, (sequence, head) = existing_run_at_head(connection, run_id, expected)
+        if lease_holder is None:
+            run, (sequence, head) = existing_run_at_head(connection, run_id, expected)
+        else:
+            # the fenced write's checks already locked the run row and read its head
+            run, (sequence, head) = _check_worker_append(
+                context, connection, lease_holder, run_id, kind, canonical, actor
+            )
+            if head != expected:
+                raise stale_head(run_id, expected, sequence, head)
         _check_native_write(connection, run, kind, canonical)
         entry = seal(run_id, sequence + 1, kind, canonical, head, actor, context.now())
         insert_entries(context, connection, [entry])
@@ -181,11 +186,12 @@ def _check_worker_append(
     kind: EntryKind,
     canonical_payload: str,
     worker: str,
-) -> None:
+) -> tuple[Run, tuple[int, str]]:
     """A worker's own record is a fenced write like a command's (12): it names a request of this
     run and the generation it holds, and the lease, policy and recovery-authority checks of
     RecordCommand are repeated, so a worker that lost its lease or authority cannot record (and,
-    recording first, does not make) its next model request or tool call."""
+    recording first, does not make) its next model request or tool call. The run, locked, and
+    its head."""
     payload = parse_json(canonical_payload)
     assert isinstance(payload, dict)
     execution_request_id, generation = (
@@ -205,8 +211,7 @@ def _check_worker_append(
             metadata={"identity": worker, "kind": kind.value},
         )
     # the lock order of every fenced write: the policy row, then the request row
-    policy = lock_policy(connection)
-    record = existing_request(connection, execution_request_id, for_update=True)
+    policy, record = lock_for_fenced_write(connection, execution_request_id)
     if record.run_id != run_id:
         raise PermissionDenied(
             "WORKER_APPEND_NOT_LEASED",
@@ -214,7 +219,8 @@ def _check_worker_append(
             metadata={"identity": worker, "kind": kind.value},
         )
     check_worker_write(record, worker, generation, context.clock())
-    check_fenced_write(connection, authority, policy, record, None)
+    custody, head = check_fenced_write(connection, authority, policy, record, None)
+    return custody.run, head
 
 
 # --- reads ----------------------------------------------------------------------------------
