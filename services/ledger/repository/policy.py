@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any
 
-from sqlalchemy import Connection, func, insert, select
+from sqlalchemy import Connection, Select, bindparam, func, insert, select
 
+from services.ledger.domain.execution import RequestState
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
-from services.ledger.schema import policy_revisions
+from services.ledger.schema import execution_requests, policy_revisions
 
 
 def _policy(row: object) -> PolicyRevision:
@@ -34,6 +36,18 @@ def _policy(row: object) -> PolicyRevision:
 _CURRENT = select(policy_revisions).order_by(policy_revisions.c.revision.desc()).limit(1)
 _LOCK_CURRENT = _CURRENT.with_for_update()
 _NEWEST_REVISION = select(func.max(policy_revisions.c.revision))
+# The newest revision and how many queued requests' leases ran out by ``now``, in the statement
+# the lock's re-read runs anyway (execution_requests.queued_expiring_by's rows, counted).
+_NEWEST_REVISION_AND_DUE = select(
+    func.max(policy_revisions.c.revision),
+    select(func.count())
+    .select_from(execution_requests)
+    .where(
+        execution_requests.c.state == RequestState.QUEUED.value,
+        execution_requests.c.lease_expires_at <= bindparam("now"),
+    )
+    .scalar_subquery(),
+)
 
 
 def current_policy(connection: Connection) -> PolicyRevision:
@@ -86,6 +100,19 @@ def insert_policy_revision(connection: Connection, policy: PolicyRevision) -> No
     )
 
 
+def _lock(
+    connection: Connection, reread: Select[Any], parameters: dict[str, str]
+) -> tuple[PolicyRevision, tuple[Any, ...]]:
+    while True:
+        row = connection.execute(_LOCK_CURRENT).first()
+        if row is None:
+            raise RuntimeError("policy_revisions is empty: migrations were not applied")
+        locked = _policy(row)
+        newest = tuple(connection.execute(reread, parameters).one())
+        if newest[0] == locked.revision:
+            return locked, newest
+
+
 def lock_current_policy(connection: Connection) -> PolicyRevision:
     """The current policy, row-locked on PostgreSQL: admissions, claims, command charges and
     policy writes serialize on it, so caps and revocations are checked against committed state.
@@ -94,11 +121,14 @@ def lock_current_policy(connection: Connection) -> PolicyRevision:
     for the lock may hold a revision that was superseded meanwhile; under READ COMMITTED each new
     statement sees the committed newer row, so re-read until the locked row is the newest.
     (SQLite's BEGIN IMMEDIATE already serializes writers; there the first read is final.)"""
-    while True:
-        row = connection.execute(_LOCK_CURRENT).first()
-        if row is None:
-            raise RuntimeError("policy_revisions is empty: migrations were not applied")
-        locked = _policy(row)
-        newest = connection.execute(_NEWEST_REVISION).scalar_one()
-        if newest == locked.revision:
-            return locked
+    return _lock(connection, _NEWEST_REVISION, {})[0]
+
+
+def lock_current_policy_counting_due(
+    connection: Connection, now: str
+) -> tuple[PolicyRevision, int]:
+    """:func:`lock_current_policy`, and the number of queued requests whose lease expires at or
+    before ``now`` (fixed-width UTC text), counted by the re-read after the lock: the
+    transactions that sweep those first pay no statement for it when none is due."""
+    locked, reread = _lock(connection, _NEWEST_REVISION_AND_DUE, {"now": now})
+    return locked, int(reread[1])
