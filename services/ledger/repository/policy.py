@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -13,7 +14,11 @@ from services.ledger.schema import execution_requests, policy_revisions
 
 
 def _policy(row: object) -> PolicyRevision:
-    values = dict(row._mapping)  # type: ignore[attr-defined]
+    return policy_from_values(row._mapping)  # type: ignore[attr-defined]
+
+
+def policy_from_values(values: Mapping[str, Any]) -> PolicyRevision:
+    """The revision from a row of the policy_revisions table's columns, by name."""
     settings = PolicySettings(
         enabled=bool(values["enabled"]),
         window_seconds=int(values["window_seconds"]),
@@ -34,6 +39,8 @@ def _policy(row: object) -> PolicyRevision:
 
 # Built once (building and cache-keying a statement per call cost more than running it).
 _CURRENT = select(policy_revisions).order_by(policy_revisions.c.revision.desc()).limit(1)
+#: The current revision as a subquery (runs.get_run_with_head_and_policy joins it).
+CURRENT_SUBQUERY = _CURRENT.subquery("current_policy")
 _LOCK_CURRENT = _CURRENT.with_for_update()
 _NEWEST_REVISION = select(func.max(policy_revisions.c.revision))
 # The newest revision and how many queued requests' leases ran out by ``now``, in the statement
