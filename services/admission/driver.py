@@ -1,7 +1,12 @@
 """The one submit pipeline every admission-service workflow runs.
 
-    validate → read back → replay → recompute the candidate → compare digests → refuse a held
-    candidate → commit; on a refusal from recompute..commit, read back once more.
+    validate → recompute the candidate → compare digests → refuse a held candidate → commit; on
+    a refusal from recompute..commit, read back: a result stored under the key is replayed
+    (or is a conflict) instead of the refusal.
+
+No read before the candidate (ADR 0024): a repeat of a stored submission is refused on its way
+(its candidate moved when the first one committed, or the owner of the state replays it inside
+its commit), and the read back after the refusal answers it exactly as a read first would have.
 
 A workflow (an invalid-read continuity version, later each recovery) plugs in through
 :class:`Workflow`: it knows its request, its candidate, how its result is stored and how to
@@ -100,7 +105,8 @@ class Workflow(Protocol[RequestT_contra, CandidateT, ResultT_co]):
         ...
 
     def read_back(self, request: RequestT_contra) -> Stored[ResultT_co] | None:
-        """The result stored under the request's key, or None when there is none yet."""
+        """The result stored under the request's key, or None when there is none yet (asked
+        only after a refusal)."""
         ...
 
     def candidate(self, request: RequestT_contra) -> CandidateT:
@@ -136,9 +142,6 @@ def submit(
     """Run ``request`` of ``identity`` through ``workflow``; an identical repeat returns the
     stored result with ``created=False``."""
     workflow.validate(request)
-    stored = workflow.read_back(request)
-    if stored is not None:
-        return _replay(workflow, request, stored, identity)
     try:
         candidate = workflow.candidate(request)
         compare_digests(request.digests, candidate.digests)
@@ -146,9 +149,10 @@ def submit(
             raise refuse_held(candidate.holds, candidate.handoff)
         return workflow.commit(request, identity, candidate)
     except DomainError:
-        # An identical request may have committed while this one was in flight: the candidate
-        # then moved (stale, held, head or claim refused), but the right answer is still the
-        # stored result. Anything else stored under the key is a conflict, as on the way in.
+        # A result may be stored under the key: this is a repeat of a submission that committed
+        # before it, or while it was in flight. Its candidate then moved (stale, held, head or
+        # claim refused), but the right answer is the stored result for an identical request and
+        # a conflict for anything else, whatever the refusal was.
         stored = workflow.read_back(request)
         if stored is None:
             raise

@@ -6,6 +6,7 @@ leaves none."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
@@ -54,7 +55,10 @@ from services.ledger.transactions.signed_heads import SignedHeadPage
 from shared.continuity.journal_chain import Verification
 from shared.continuity.timeutil import Clock, utc_now
 from shared.runtime.config import journal_follower_limit
+from shared.runtime.errors import DomainError
 from shared.runtime.events import record_event
+
+T = TypeVar("T")
 
 
 def _request_event(what: str, actor: str, record: ExecutionRequestRecord, **extra: object) -> None:
@@ -208,9 +212,24 @@ class Ledger:
 
     # --- admissions -----------------------------------------------------------------------------
 
+    def _expiring(self, transaction: Callable[[execution_stops.Expiry], T]) -> T:
+        """Run one of the transactions that count queued requests (admission, recovery,
+        reconciliation) with the expiry sweep as its first step (execution_stops.Expiry): what
+        it expired leaves its event lines once committed. A refusal rolled the sweep back with
+        the rest; what was due then expires in its own transaction before the refusal travels
+        on, so the state a refusal leaves is the one a sweep run first would have left."""
+        expiry = execution_stops.Expiry(self._context)
+        try:
+            result = transaction(expiry)
+        except DomainError:
+            if expiry.expired:
+                self.expire_due()
+            raise
+        self._expired(expiry.expired)
+        return result
+
     def commit_admission(self, request: AdmissionInput) -> Admission:
-        self.expire_due()
-        admitted = admission.commit(self._context, request)
+        admitted = self._expiring(lambda expiry: admission.commit(self._context, request, expiry))
         if admitted.created:
             record = admitted.execution_request
             _request_event(
@@ -228,10 +247,11 @@ class Ledger:
     # --- recoveries -----------------------------------------------------------------------------
 
     def commit_recovery(self, request: RecoveryInput) -> Recovery:
-        """Any registered recovery workflow (``request.workflow``); one transaction, after the
-        queued requests whose lease ran out are expired in their own."""
-        self.expire_due()
-        recovered = recovery.commit_recovery(self._context, self._authority, request)
+        """Any registered recovery workflow (``request.workflow``); one transaction, whose
+        first step expires the queued requests whose lease ran out."""
+        recovered = self._expiring(
+            lambda expiry: recovery.commit_recovery(self._context, self._authority, request, expiry)
+        )
         if recovered.created:
             _request_event(
                 f"recovery.{request.workflow}",
@@ -270,8 +290,9 @@ class Ledger:
         return recorded
 
     def reconcile(self, request: ReconcileInput) -> Reconciled:
-        self.expire_due()
-        decided = reconciliation.commit(self._context, self._authority, request)
+        decided = self._expiring(
+            lambda expiry: reconciliation.commit(self._context, self._authority, request, expiry)
+        )
         if decided.created:
             _request_event(
                 f"reconciliation.{request.decision}",
@@ -296,17 +317,21 @@ class Ledger:
         return execution.get(self._context, execution_request_id)
 
     def expire_due(self) -> list[ExecutionRequestRecord]:
-        """Lazily, before every transaction that counts queued requests (admission, recovery,
-        reconciliation), and on request: expired queued requests free their place (a sweep that
+        """On request, and after a refusal rolled back the sweep inside a transaction that counts
+        queued requests (``_expiring``): expired queued requests free their place (a sweep that
         loses a race runs again next time). A claim of an expired request is refused
         (LEASE_EXPIRED) and writes nothing."""
         try:
             expired = execution_stops.expire_due(self._context)
         except IntegrityError:
             return []
+        self._expired(expired)
+        return expired
+
+    @staticmethod
+    def _expired(expired: list[ExecutionRequestRecord]) -> None:
         for record in expired:
             _request_event("expiry", "ledger", record)
-        return expired
 
     def cancel_execution_request(
         self, execution_request_id: str, actor: str, reason: str

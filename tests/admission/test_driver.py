@@ -79,7 +79,7 @@ def stored(identity: str = "olga", content: str = "content-1") -> Stored[str]:
 def test_a_new_request_runs_every_step_and_is_created() -> None:
     workflow = FakeWorkflow()
     assert submit(workflow, REQUEST, "olga") == Submitted("result of req-1 by olga", created=True)
-    assert workflow.steps == ["validate", "read_back", "candidate", "commit"]
+    assert workflow.steps == ["validate", "candidate", "commit"]
 
 
 def test_validation_comes_before_any_read() -> None:
@@ -89,10 +89,14 @@ def test_validation_comes_before_any_read() -> None:
     assert workflow.steps == ["validate"]
 
 
-def test_an_identical_repeat_returns_the_stored_result_without_recomputing() -> None:
-    workflow = FakeWorkflow(stored=[stored()])
+# A repeat's candidate moved when the stored submission committed (ADR 0024: no read first).
+MOVED = Candidate({"candidate_digest": DIGEST_B})
+
+
+def test_an_identical_repeat_returns_the_stored_result() -> None:
+    workflow = FakeWorkflow(stored=[stored()], current=MOVED)
     assert submit(workflow, REQUEST, "olga") == Submitted("stored result", created=False)
-    assert workflow.steps == ["validate", "read_back"]
+    assert workflow.steps == ["validate", "candidate", "read_back"]
 
 
 @pytest.mark.parametrize(
@@ -108,12 +112,12 @@ def test_an_identical_repeat_returns_the_stored_result_without_recomputing() -> 
 def test_another_identity_or_other_content_under_the_key_conflicts(
     id_field: str, holder: str, content: str, reason: str
 ) -> None:
-    workflow = FakeWorkflow(id_field=id_field, stored=[stored(holder, content)])
+    workflow = FakeWorkflow(id_field=id_field, stored=[stored(holder, content)], current=MOVED)
     with pytest.raises(Conflict) as refused:
         submit(workflow, REQUEST, "olga")
     assert refused.value.reason == reason
     assert refused.value.metadata[id_field] == "req-1"
-    assert workflow.steps == ["validate", "read_back"]
+    assert workflow.steps == ["validate", "candidate", "read_back"]
 
 
 def test_stale_digests_are_named_in_the_submitted_order_and_nothing_is_committed() -> None:
@@ -147,11 +151,11 @@ def test_a_held_candidate_is_refused_with_its_holds_and_nothing_is_committed() -
 
 def test_a_refusal_after_an_identical_commit_meanwhile_returns_the_stored_result() -> None:
     workflow = FakeWorkflow(
-        stored=[None, stored()],
+        stored=[stored()],
         commit_refusal=Aborted("JOURNAL_HEAD_STALE", "the head moved"),
     )
     assert submit(workflow, REQUEST, "olga") == Submitted("stored result", created=False)
-    assert workflow.steps == ["validate", "read_back", "candidate", "commit", "read_back"]
+    assert workflow.steps == ["validate", "candidate", "commit", "read_back"]
 
 
 def test_a_refusal_with_nothing_stored_meanwhile_is_the_answer() -> None:
@@ -165,7 +169,7 @@ def test_a_refusal_with_nothing_stored_meanwhile_is_the_answer() -> None:
 
 def test_a_refusal_after_another_identity_committed_meanwhile_is_a_conflict() -> None:
     workflow = FakeWorkflow(
-        current=Candidate({"candidate_digest": DIGEST_B}), stored=[None, stored("otto")]
+        current=Candidate({"candidate_digest": DIGEST_B}), stored=[stored("otto")]
     )
     with pytest.raises(Conflict) as refused:
         submit(workflow, REQUEST, "olga")

@@ -330,6 +330,24 @@ def test_a_cap_filled_with_expired_tickets_admits_again(
     assert list(swept.expired) == []
 
 
+def test_a_refused_admission_still_expires_what_was_due(
+    clients: LedgerClients, clock: Clock
+) -> None:
+    # The sweep runs inside the admission's transaction; a refusal rolls that back, and what was
+    # due still expires (once) before the refusal is answered, as a sweep run first would have.
+    first, ticket = admitted(clients)
+    second = seed(clients, "run-2")
+    clock.advance(ticket.execution_request.lease.seconds)
+    stale = commit_request(clients, second, "req-2", expected_head_hash="sha256:" + "0" * 64)
+    expect_error(grpc.StatusCode.ABORTED, "JOURNAL_HEAD_STALE", lambda: commit(clients, stale))
+    exr = ticket.execution_request.execution_request_id
+    assert state_of(clients, exr).state == S.EXECUTION_REQUEST_STATE_EXPIRED
+    assert last_payload(clients, first.run_id)["event"] == "expired"
+    assert journal_kinds(clients, first.run_id).count("request_event") == 1
+    sweep = execution_pb2.ExpireExecutionRequestsRequest()
+    assert list(execution(clients).ExpireExecutionRequests(sweep).expired) == []
+
+
 def test_an_explicit_sweep_expires_a_queued_request(clients: LedgerClients, clock: Clock) -> None:
     _seeded, ticket = admitted(clients)
     exr = ticket.execution_request.execution_request_id

@@ -1,7 +1,8 @@
-"""The worker path costs a fixed number of statements per write, whatever the length of the run
-it continues (docs/performance.md, round 4): a claim, a worker's own record, a command charge
-and the completion each run the same statements on a run with a long history before its hold as
-on a short one, and no more than the counts below. Counted with SQLAlchemy's
+"""The admission commit and the worker path cost a fixed number of statements per write,
+whatever the length of the run they continue (docs/performance.md, round 4): the admission's
+commit (its expiry sweep included), a claim, a worker's own record, a command charge and the
+completion each run the same statements on a run with a long history before its hold as on a
+short one, and no more than the counts below. Counted with SQLAlchemy's
 ``before_cursor_execute`` on the ledger's own engine; a change that adds a statement to one of
 these paths fails here and says which."""
 
@@ -20,6 +21,7 @@ from services.ledger.repository.journal import insert_journal_entries, journal_h
 from shared.continuity.canonical import canonical_text, digest_of
 from shared.continuity.timeutil import to_text, utc_now
 from tests.ledger.admission_support import (
+    DERIVED,
     FIXTURE,
     claim_request,
     commit,
@@ -31,7 +33,7 @@ from tests.ledger.admission_support import (
 from tests.ledger.conftest import LedgerClients
 
 # The most statements each write may run (the transaction's own BEGIN/COMMIT are not counted).
-MOST: dict[str, int] = {"claim": 9, "append": 7, "record": 8, "complete": 9}
+MOST: dict[str, int] = {"admit": 12, "claim": 9, "append": 7, "record": 8, "complete": 9}
 PADDING = 2_000
 
 
@@ -100,11 +102,16 @@ def _statements_per_write(
     clients: LedgerClients, engine: Engine, run_id: str, padding: int
 ) -> dict[str, list[str]]:
     seeded = _held_run(clients, engine, run_id, padding)
-    ticket = commit(clients, commit_request(clients, seeded, request_id=f"req-{run_id}")).ticket
+    # as the admission service sends it: with the candidate's derived checkpoint bytes
+    admission = commit_request(
+        clients, seeded, request_id=f"req-{run_id}", derived_checkpoint=DERIVED
+    )
+    found: dict[str, list[str]] = {}
+    with counted(engine) as found["admit"]:
+        ticket = commit(clients, admission).ticket
     exr = ticket.execution_request.execution_request_id
     worker = execution(clients)
     claim = claim_request(clients, exr)
-    found: dict[str, list[str]] = {}
     with counted(engine) as found["claim"]:
         answer = worker.ClaimExecutionRequest(claim)
     head = answer.worker_claimed_entry.hash

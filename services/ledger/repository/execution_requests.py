@@ -30,7 +30,7 @@ _OF_RUN = (
 )
 _IN_STATES = execution_requests.c.state.in_(bindparam("states", expanding=True))
 # The run's requests in ``states``, oldest first, and the count of requests in ``states`` across
-# all runs; tickets.queue_counts reads both inside its one statement.
+# all runs; tickets.admission_reads reads both inside its one statement.
 OF_RUN_IN_STATES = _OF_RUN.where(_IN_STATES)
 COUNT_IN_STATES = select(func.count()).select_from(execution_requests).where(_IN_STATES)
 _QUEUED_EXPIRING = (

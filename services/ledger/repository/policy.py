@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from sqlalchemy import Connection, Select, func, insert, select, true
+from sqlalchemy import Connection, Select, bindparam, func, insert, select, true
 
+from services.ledger.domain.execution import RequestState
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
-from services.ledger.schema import policy_revisions
+from services.ledger.schema import execution_requests, policy_revisions
 
 
 def _policy(row: object) -> PolicyRevision:
-    values = dict(row._mapping)  # type: ignore[attr-defined]
+    return policy_from_values(row._mapping)  # type: ignore[attr-defined]
+
+
+def policy_from_values(values: Mapping[str, Any]) -> PolicyRevision:
+    """The revision from a row of the policy_revisions table's columns, by name."""
     settings = PolicySettings(
         enabled=bool(values["enabled"]),
         window_seconds=int(values["window_seconds"]),
@@ -69,6 +75,21 @@ _LOCKING = {
     for gated in (False, True)
 }
 
+#: The current revision as a subquery (runs.get_run_with_head_and_policy joins it).
+CURRENT_SUBQUERY = _CURRENT.subquery("current_policy")
+# The newest revision and how many queued requests' leases ran out by ``now``, in the statement
+# the lock's re-read runs anyway (execution_requests.queued_expiring_by's rows, counted).
+_NEWEST_REVISION_AND_DUE = select(
+    func.max(policy_revisions.c.revision),
+    select(func.count())
+    .select_from(execution_requests)
+    .where(
+        execution_requests.c.state == RequestState.QUEUED.value,
+        execution_requests.c.lease_expires_at <= bindparam("now"),
+    )
+    .scalar_subquery(),
+)
+
 
 def current_policy(connection: Connection) -> PolicyRevision:
     row = connection.execute(_CURRENT).first()
@@ -120,6 +141,16 @@ def insert_policy_revision(connection: Connection, policy: PolicyRevision) -> No
     )
 
 
+def _lock(
+    connection: Connection, reread: Select[Any], parameters: dict[str, str], *, shared: bool
+) -> tuple[PolicyRevision, tuple[Any, ...]]:
+    while True:
+        locked = lock_policy_row(connection, shared=shared)
+        newest = tuple(connection.execute(reread, parameters).one())
+        if newest[0] == locked.revision:
+            return locked, newest
+
+
 def lock_current_policy(connection: Connection, *, shared: bool = False) -> PolicyRevision:
     """The current policy, row-locked on PostgreSQL: admissions, recoveries, reconciliations and
     policy writes serialize on it (FOR UPDATE), so caps and revocations are checked against
@@ -131,11 +162,17 @@ def lock_current_policy(connection: Connection, *, shared: bool = False) -> Poli
     for the lock may hold a revision that was superseded meanwhile; under READ COMMITTED each new
     statement sees the committed newer row, so re-read until the locked row is the newest.
     (SQLite's BEGIN IMMEDIATE already serializes writers; there the first read is final.)"""
-    while True:
-        locked = lock_policy_row(connection, shared=shared)
-        newest = connection.execute(_NEWEST_REVISION).scalar_one()
-        if newest == locked.revision:
-            return locked
+    return _lock(connection, _NEWEST_REVISION, {}, shared=shared)[0]
+
+
+def lock_current_policy_counting_due(
+    connection: Connection, now: str
+) -> tuple[PolicyRevision, int]:
+    """:func:`lock_current_policy` (exclusive), and the number of queued requests whose lease
+    expires at or before ``now`` (fixed-width UTC text), counted by the re-read after the lock:
+    the transactions that sweep those first pay no statement for it when none is due."""
+    locked, reread = _lock(connection, _NEWEST_REVISION_AND_DUE, {"now": now}, shared=False)
+    return locked, int(reread[1])
 
 
 def lock_policy_row(connection: Connection, *, shared: bool) -> PolicyRevision:

@@ -14,12 +14,15 @@ from sqlalchemy import (
     case,
     insert,
     select,
+    true,
     update,
 )
 
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.listing import RUN_STATE_OF_REQUEST, ContinuityState
+from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run, RunSpec
+from services.ledger.repository.policy import CURRENT_SUBQUERY, policy_from_values
 from services.ledger.schema import journal_entries, runs
 from shared.continuity.canonical import GENESIS_HASH
 
@@ -179,6 +182,36 @@ _RUN_WITH_HEAD: Select[Any] = select(
 
 
 _RUN_WITH_HEAD_FOR_UPDATE = _RUN_WITH_HEAD.with_for_update(of=runs)
+# The same, and the current policy revision's columns (prefixed "policy_"), in one statement:
+# the snapshot's header. Outer-joined, so a run is found even in a database without a policy.
+_RUN_WITH_HEAD_AND_POLICY: Select[Any] = (
+    select(
+        *_RUN_WITH_HEAD.selected_columns,
+        *(column.label(f"policy_{column.name}") for column in CURRENT_SUBQUERY.c),
+    )
+    .select_from(runs.outerjoin(CURRENT_SUBQUERY, true()))
+    .where(runs.c.run_id == bindparam("run_id"))
+)
+
+
+def get_run_with_head_and_policy(
+    connection: Connection, run_id: str
+) -> tuple[Run, tuple[int, str], PolicyRevision] | None:
+    """:func:`get_run_with_head` and the current policy revision, in one statement."""
+    row = connection.execute(_RUN_WITH_HEAD_AND_POLICY, {"run_id": run_id}).mappings().first()
+    if row is None:
+        return None
+    if row["policy_revision"] is None:
+        raise RuntimeError("policy_revisions is empty: migrations were not applied")
+    names = (column.name for column in CURRENT_SUBQUERY.c)
+    policy = policy_from_values({name: row[f"policy_{name}"] for name in names})
+    return run_from_row(row), _head(row), policy
+
+
+def _head(row: RowMapping) -> tuple[int, str]:
+    if row["head_sequence"] is None:
+        return (0, GENESIS_HASH)
+    return (int(row["head_sequence"]), str(row["head_hash"]))
 
 
 def get_run_with_head(
@@ -190,6 +223,4 @@ def get_run_with_head(
     row = connection.execute(statement, {"run_id": run_id}).mappings().first()
     if row is None:
         return None
-    if row["head_sequence"] is None:
-        return run_from_row(row), (0, GENESIS_HASH)
-    return run_from_row(row), (int(row["head_sequence"]), str(row["head_hash"]))
+    return run_from_row(row), _head(row)

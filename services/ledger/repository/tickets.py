@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, bindparam, func, insert, or_, select
+from sqlalchemy import Connection, and_, bindparam, func, insert, or_, select
 
 from services.ledger.domain.execution import RequestState
+from services.ledger.domain.runs import Run
 from services.ledger.domain.tickets import StoredTicket
 from services.ledger.repository import execution_requests as request_rows
-from services.ledger.schema import admission_tickets, execution_requests
+from services.ledger.repository.runs import run_from_row
+from services.ledger.schema import admission_tickets, execution_requests, runs
 
 
 @dataclass(frozen=True)
@@ -26,22 +28,46 @@ _GET = select(admission_tickets).where(
     admission_tickets.c.run_id == bindparam("run_id"),
     admission_tickets.c.request_id == bindparam("request_id"),
 )
-_FOR_REQUEST_OR_GRAPH = select(admission_tickets).where(
-    admission_tickets.c.run_id == bindparam("run_id"),
-    or_(
-        admission_tickets.c.request_id == bindparam("request_id"),
-        admission_tickets.c.consumed_response_digest == bindparam("consumed_response_digest"),
-    ),
-)
-_TICKETS_AND_PENDING = select(
+_RUN_TICKETS = (
     select(func.count())
     .select_from(admission_tickets)
     .where(admission_tickets.c.run_id == bindparam("run_id"))
-    .scalar_subquery(),
-    request_rows.COUNT_IN_STATES.scalar_subquery(),
+    .correlate(None)  # the ticket joined below is another row of the same table
+    .scalar_subquery()
+)
+_PENDING = request_rows.COUNT_IN_STATES.scalar_subquery()
+_RUN_OUTSTANDING = (
     request_rows.OF_RUN_IN_STATES.with_only_columns(execution_requests.c.execution_request_id)
     .limit(1)
-    .scalar_subquery(),
+    .scalar_subquery()
+)
+# What the admission transaction reads before it judges the journal, in one statement: the run,
+# the tickets stored under the request id or for the consumed response (0, 1 or 2 rows joined),
+# and the queue counts. No row: the run is not registered (a ticket's run always is).
+_ADMISSION_READS = (
+    select(
+        *runs.columns,
+        _RUN_TICKETS.label("q_run_tickets"),
+        _PENDING.label("q_pending"),
+        _RUN_OUTSTANDING.label("q_run_outstanding"),
+        admission_tickets.c.request_id.label("t_request_id"),
+        admission_tickets.c.ticket_json.label("t_ticket_json"),
+        admission_tickets.c.consumed_response_digest.label("t_consumed_response_digest"),
+    )
+    .select_from(
+        runs.outerjoin(
+            admission_tickets,
+            and_(
+                admission_tickets.c.run_id == runs.c.run_id,
+                or_(
+                    admission_tickets.c.request_id == bindparam("request_id"),
+                    admission_tickets.c.consumed_response_digest
+                    == bindparam("consumed_response_digest"),
+                ),
+            ),
+        )
+    )
+    .where(runs.c.run_id == bindparam("run_id"))
 )
 
 
@@ -85,36 +111,66 @@ def get_ticket(connection: Connection, run_id: str, request_id: str) -> TicketRo
     return None if row is None else _row(row)
 
 
-def tickets_for_request_or_graph(
-    connection: Connection, run_id: str, request_id: str, consumed_response_digest: str
-) -> tuple[TicketRow | None, TicketRow | None]:
-    """(the ticket stored under ``request_id``, a ticket of the run for the consumed response),
-    in one statement; the same ticket may be both."""
-    rows = [
-        (row._mapping["request_id"], _row(row))
-        for row in connection.execute(
-            _FOR_REQUEST_OR_GRAPH,
+@dataclass(frozen=True)
+class AdmissionReads:
+    """The rows an admission decides on before the journal (:func:`admission_reads`)."""
+
+    #: None: the run is not registered.
+    run: Run | None
+    #: The ticket stored under the request id.
+    by_request: TicketRow | None
+    #: A ticket of the run for the consumed response (maybe ``by_request`` itself).
+    by_graph: TicketRow | None
+    counts: QueueCounts
+
+
+def admission_reads(
+    connection: Connection,
+    run_id: str,
+    request_id: str,
+    consumed_response_digest: str,
+    pending_states: tuple[RequestState, ...],
+) -> AdmissionReads:
+    """The ticket stored under ``request_id`` and a ticket of the run for the consumed response
+    (the same ticket may be both), the run, and the run's tickets, the execution requests in
+    ``pending_states`` across all runs and the run's own oldest one among them: one statement."""
+    rows = (
+        connection.execute(
+            _ADMISSION_READS,
             {
                 "run_id": run_id,
                 "request_id": request_id,
                 "consumed_response_digest": consumed_response_digest,
+                "states": [state.value for state in pending_states],
             },
         )
-    ]
-    by_request = next((ticket for stored, ticket in rows if stored == request_id), None)
-    by_graph = next(
-        (t for _, t in rows if t.consumed_response_digest == consumed_response_digest), None
+        .mappings()
+        .all()
     )
-    return by_request, by_graph
-
-
-def queue_counts(
-    connection: Connection, run_id: str, pending_states: tuple[RequestState, ...]
-) -> QueueCounts:
-    """The run's tickets, the execution requests in ``pending_states`` across all runs, and the
-    run's own oldest one among them, in one statement."""
-    row = connection.execute(
-        _TICKETS_AND_PENDING,
-        {"run_id": run_id, "states": [state.value for state in pending_states]},
-    ).one()
-    return QueueCounts(int(row[0]), int(row[1]), str(row[2] or ""))
+    if not rows:
+        return AdmissionReads(None, None, None, QueueCounts(0, 0, ""))
+    tickets = [
+        (
+            row["t_request_id"],
+            TicketRow(
+                StoredTicket.from_text(str(row["t_ticket_json"])),
+                str(row["t_consumed_response_digest"]),
+            ),
+        )
+        for row in rows
+        if row["t_request_id"] is not None
+    ]
+    first = rows[0]
+    return AdmissionReads(
+        run=run_from_row(first),
+        by_request=next((t for stored, t in tickets if stored == request_id), None),
+        by_graph=next(
+            (t for _, t in tickets if t.consumed_response_digest == consumed_response_digest),
+            None,
+        ),
+        counts=QueueCounts(
+            int(first["q_run_tickets"]),
+            int(first["q_pending"]),
+            str(first["q_run_outstanding"] or ""),
+        ),
+    )

@@ -28,14 +28,14 @@ from services.ledger.repository.journal import NewestEntries
 from services.ledger.transactions.base import (
     LedgerContext,
     check_capacity,
-    existing_run,
     insert_entries,
-    lock_policy,
     retry_on_unique_conflict,
+    run_not_found,
     seal_after,
     stale_head,
 )
 from services.ledger.transactions.execution import existing_request
+from services.ledger.transactions.execution_stops import Expiry
 from shared.continuity.canonical import GENESIS_HASH, parse_json
 from shared.continuity.idempotency import StoredAction, replay_or_conflict
 from shared.continuity.timeutil import to_text
@@ -62,27 +62,37 @@ class Admission:
     current: ExecutionRequestRecord | None = None
 
 
-def commit(context: LedgerContext, admission: AdmissionInput) -> Admission:
-    """Admit, or replay the identical earlier admission; refusals write nothing."""
+def commit(context: LedgerContext, admission: AdmissionInput, expiry: Expiry) -> Admission:
+    """Admit, or replay the identical earlier admission; refusals write nothing (``expiry``'s
+    sweep is rolled back with them)."""
     admission.validate()
-    return _commit(context, admission)
+    return _commit(context, admission, expiry)
 
 
 @retry_on_unique_conflict
-def _commit(context: LedgerContext, admission: AdmissionInput) -> Admission:
+def _commit(context: LedgerContext, admission: AdmissionInput, expiry: Expiry) -> Admission:
     # If a concurrent transaction commits first (a unique constraint fires), the retry answers
     # as the second caller would: replay or conflict.
     with context.engine.begin() as connection:
-        return _admit(context, connection, admission)
+        return _admit(context, connection, admission, expiry)
 
 
-def _admit(context: LedgerContext, connection: Connection, admission: AdmissionInput) -> Admission:
-    # 9.1 lock the current policy row
-    policy = lock_policy(connection)
-    # 9.2 apply idempotency again: replay an identical repeat, refuse anything else
-    stored, taken = ticket_rows.tickets_for_request_or_graph(
-        connection, admission.run_id, admission.request_id, admission.consumed_response_digest
+def _admit(
+    context: LedgerContext, connection: Connection, admission: AdmissionInput, expiry: Expiry
+) -> Admission:
+    # 9.1 lock the current policy row; queued requests whose lease ran out expire first
+    policy = expiry.lock_policy(connection)
+    # The rows 9.2 to 9.7 decide on before the journal, in one read: the tickets under the
+    # request id or for the consumed graph, the run, and the queue counts.
+    reads = ticket_rows.admission_reads(
+        connection,
+        admission.run_id,
+        admission.request_id,
+        admission.consumed_response_digest,
+        PENDING_STATES,
     )
+    # 9.2 apply idempotency again: replay an identical repeat, refuse anything else
+    stored, taken = reads.by_request, reads.by_graph
     if stored is not None:
         replay_or_conflict(
             id_field="request_id",
@@ -102,7 +112,9 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
             "this consumed response already has a continuity ticket",
             metadata={"run_id": taken.ticket.run_id, "request_id": taken.ticket.request_id},
         )
-    run = existing_run(connection, admission.run_id)
+    if reads.run is None:
+        raise run_not_found(admission.run_id)
+    run = reads.run
     # 9.4 the policy is enabled, still the candidate's revision, and allows the version
     check_policy_for_admission(policy, admission.policy_revision, admission.version)
     # The journal rows steps 9.5 and 9.5b judge, in one read: the last entry (the head) and the
@@ -124,8 +136,8 @@ def _admit(context: LedgerContext, connection: Connection, admission: AdmissionI
         checkpoint_stored=newest.newest(EntryKind.CHECKPOINT_STORED),
         response_consumed=newest.newest(EntryKind.RESPONSE_CONSUMED),
     )
-    # 9.6 and 9.7 read together: the run's outstanding request and the queue counts
-    counts = ticket_rows.queue_counts(connection, run.spec.run_id, PENDING_STATES)
+    # 9.6 and 9.7 on the counts read with the run
+    counts = reads.counts
     # 9.6 no queued or claimed execution request for the run
     if counts.run_outstanding:
         raise FailedPrecondition(

@@ -275,6 +275,16 @@ def lock_policy(
         observe_policy_lock_wait(time.perf_counter() - start)
 
 
+def lock_policy_counting_due(connection: Connection, now: str) -> tuple[PolicyRevision, int]:
+    """:func:`lock_policy`, and how many queued requests' leases ran out by ``now``, in the
+    same statements (execution_stops.Expiry sweeps them)."""
+    start = time.perf_counter()
+    try:
+        return policy_rows.lock_current_policy_counting_due(connection, now)
+    finally:
+        observe_policy_lock_wait(time.perf_counter() - start)
+
+
 def check_capacity(policy: PolicyRevision, *, per_run: int, pending: int) -> None:
     """The queue caps (domain.admission.check_capacity), each refusal counted by its reason."""
     try:

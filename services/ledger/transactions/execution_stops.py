@@ -5,6 +5,7 @@ native admission-refusal record of a claim refused while entering its policy epo
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 
 from sqlalchemy import Connection
 
@@ -16,12 +17,14 @@ from services.ledger.domain.execution import (
     finished,
 )
 from services.ledger.domain.journal import EntryKind
+from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.recovery_authority import Authority
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import tickets as ticket_rows
 from services.ledger.transactions.base import (
     LedgerContext,
     append_entry,
+    lock_policy_counting_due,
     retry_on_unique_conflict,
 )
 from shared.continuity.timeutil import to_text
@@ -86,35 +89,65 @@ def cancel(
 
 @retry_on_unique_conflict
 def expire_due(context: LedgerContext) -> list[ExecutionRequestRecord]:
-    """Move every queued request whose lease ran out to ``expired``, each with one
-    ``request_event`` ``expired`` at its generation: it frees its place in the queue caps and the
-    run's one outstanding claim, and its native history still proves whether it was ever
-    claimed (the never-claimed recovery accepts it). Cheap when nothing is due: one read."""
+    """The sweep on request (``ExpireExecutionRequests``), and after a refusal rolled back an
+    :class:`Expiry`'s: :func:`_expire` in a transaction of its own. Cheap when nothing is due:
+    one read."""
     now = context.clock()
     with context.read() as connection:
         if not request_rows.queued_expiring_by(connection, to_text(now), lock=False):
             return []
-    expired: list[ExecutionRequestRecord] = []
     with context.engine.begin() as connection:
-        for record in request_rows.queued_expiring_by(connection, to_text(now)):
-            if not due_for_expiry(record, now):
-                continue
-            updated = finished(record, RequestState.EXPIRED, context.now())
-            request_rows.update_execution_request(connection, updated)
-            append_entry(
-                context,
-                connection,
-                record.run_id,
-                EntryKind.REQUEST_EVENT,
-                {
-                    "execution_request_id": record.execution_request_id,
-                    "event": "expired",
-                    "lease_generation": record.lease_generation,
-                    "lease_expires_at": record.lease_expires_at,
-                },
-                LEDGER_ACTOR,
-            )
-            expired.append(updated)
+        return _expire(context, connection, now)
+
+
+class Expiry:
+    """The lazy sweep inside every transaction that counts queued requests (admission, recovery,
+    reconciliation): its first step locks the policy row and, in the same statements, counts the
+    queued requests whose lease ran out; when there are any, they expire (:func:`_expire`) in
+    that transaction before anything is judged or counted. ``expired`` holds what the last run
+    of the transaction expired; a transaction that raised rolled it back with everything else,
+    and the ledger then expires it in a transaction of its own (``Ledger``), so a refusal
+    leaves the same state as when the sweep ran first in its own transaction."""
+
+    def __init__(self, context: LedgerContext) -> None:
+        self._context = context
+        self.expired: list[ExecutionRequestRecord] = []
+
+    def lock_policy(self, connection: Connection) -> PolicyRevision:
+        now = self._context.clock()
+        policy, due = lock_policy_counting_due(connection, to_text(now))
+        # A retried transaction runs this again: only its last run's sweep can commit.
+        self.expired = _expire(self._context, connection, now) if due else []
+        return policy
+
+
+def _expire(
+    context: LedgerContext, connection: Connection, now: datetime
+) -> list[ExecutionRequestRecord]:
+    """Move every queued request whose lease ran out by ``now`` to ``expired``, each with one
+    ``request_event`` ``expired`` at its generation, inside the caller's transaction: it frees
+    its place in the queue caps and the run's one outstanding claim, and its native history
+    still proves whether it was ever claimed (the never-claimed recovery accepts it)."""
+    expired: list[ExecutionRequestRecord] = []
+    for record in request_rows.queued_expiring_by(connection, to_text(now)):
+        if not due_for_expiry(record, now):
+            continue
+        updated = finished(record, RequestState.EXPIRED, context.now())
+        request_rows.update_execution_request(connection, updated)
+        append_entry(
+            context,
+            connection,
+            record.run_id,
+            EntryKind.REQUEST_EVENT,
+            {
+                "execution_request_id": record.execution_request_id,
+                "event": "expired",
+                "lease_generation": record.lease_generation,
+                "lease_expires_at": record.lease_expires_at,
+            },
+            LEDGER_ACTOR,
+        )
+        expired.append(updated)
     return expired
 
 

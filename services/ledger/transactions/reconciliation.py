@@ -40,9 +40,9 @@ from services.ledger.transactions.base import (
     append_entry,
     check_capacity,
     existing_run,
-    lock_policy,
     retry_on_unique_conflict,
 )
+from services.ledger.transactions.execution_stops import Expiry
 from services.ledger.transactions.reconciliation_review import (
     RECONCILIATION_ROLE,
     Authority,
@@ -77,18 +77,23 @@ class Reconciled:
 # --- the decision ---------------------------------------------------------------------------------
 
 
-def commit(context: LedgerContext, authority: Authority, request: ReconcileInput) -> Reconciled:
-    """Decide, or replay the identical earlier decision; refusals write nothing."""
+def commit(
+    context: LedgerContext, authority: Authority, request: ReconcileInput, expiry: Expiry
+) -> Reconciled:
+    """Decide, or replay the identical earlier decision; refusals write nothing (``expiry``'s
+    sweep is rolled back with them)."""
     request.validate()
-    return _commit(context, authority, request)
+    return _commit(context, authority, request, expiry)
 
 
 @retry_on_unique_conflict
-def _commit(context: LedgerContext, authority: Authority, request: ReconcileInput) -> Reconciled:
+def _commit(
+    context: LedgerContext, authority: Authority, request: ReconcileInput, expiry: Expiry
+) -> Reconciled:
     # A concurrent decision that commits first fires a unique constraint; the retry answers as
     # the second caller would: replay, conflict or refusal.
     with context.engine.begin() as connection:
-        return _reconcile(context, connection, authority, request)
+        return _reconcile(context, connection, authority, request, expiry)
 
 
 def _replay(
@@ -113,10 +118,15 @@ def _read_back(connection: Connection, saved: StoredReconciliation) -> Reconcile
 
 
 def _reconcile(
-    context: LedgerContext, connection: Connection, authority: Authority, request: ReconcileInput
+    context: LedgerContext,
+    connection: Connection,
+    authority: Authority,
+    request: ReconcileInput,
+    expiry: Expiry,
 ) -> Reconciled:
-    # C.1 lock the current policy row (writers that judge it serialize on it)
-    policy = lock_policy(connection)
+    # C.1 lock the current policy row (writers that judge it serialize on it); queued requests
+    # whose lease ran out expire first
+    policy = expiry.lock_policy(connection)
     # C.2 idempotency by reconciliation_id
     saved = reconciliation_rows.get_by_reconciliation_id(connection, request.reconciliation_id)
     if saved is not None:

@@ -42,9 +42,9 @@ from services.ledger.transactions.base import (
     check_capacity,
     check_head,
     existing_run,
-    lock_policy,
 )
 from services.ledger.transactions.execution import existing_request
+from services.ledger.transactions.execution_stops import Expiry
 from services.ledger.transactions.recovery_facts import evidence, situation, unresolved_refusal
 from services.ledger.transactions.recovery_input import Recovery, RecoveryInput
 from shared.continuity.admissibility import Unresolved, check
@@ -63,19 +63,21 @@ DERIVED_CHECKPOINT_MEDIA_TYPE = "application/vnd.forge.derived-checkpoint+json"
 
 
 def commit_recovery(
-    context: LedgerContext, authority: Authority, recovery: RecoveryInput
+    context: LedgerContext, authority: Authority, recovery: RecoveryInput, expiry: Expiry
 ) -> Recovery:
     """Recover (any workflow of the registry, by ``recovery.workflow``), or replay the identical
-    earlier recovery; refusals write nothing."""
+    earlier recovery; refusals write nothing (``expiry``'s sweep is rolled back with them)."""
     recovery.validate()
-    return _commit(context, authority, recovery)
+    return _commit(context, authority, recovery, expiry)
 
 
-def _commit(context: LedgerContext, authority: Authority, recovery: RecoveryInput) -> Recovery:
+def _commit(
+    context: LedgerContext, authority: Authority, recovery: RecoveryInput, expiry: Expiry
+) -> Recovery:
     # A concurrent recovery that commits first fires a unique constraint; the retry answers as
     # the second caller would: replay or conflict.
     with context.engine.begin() as connection:
-        return _recover(context, connection, authority, recovery)
+        return _recover(context, connection, authority, recovery, expiry)
 
 
 def _replay(connection: Connection, stored: StoredRecovery, recovery: RecoveryInput) -> Recovery:
@@ -97,10 +99,14 @@ def _replay(connection: Connection, stored: StoredRecovery, recovery: RecoveryIn
 
 
 def _recover(
-    context: LedgerContext, connection: Connection, authority: Authority, recovery: RecoveryInput
+    context: LedgerContext,
+    connection: Connection,
+    authority: Authority,
+    recovery: RecoveryInput,
+    expiry: Expiry,
 ) -> Recovery:
-    # R.1 lock the current policy row
-    policy = lock_policy(connection)
+    # R.1 lock the current policy row; queued requests whose lease ran out expire first
+    policy = expiry.lock_policy(connection)
     # R.2 idempotency by recovery_id, then one recovery per request and workflow
     for stored in (
         recovery_rows.get_by_recovery_id(connection, recovery.recovery_id),

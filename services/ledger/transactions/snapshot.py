@@ -21,7 +21,6 @@ from services.ledger.domain.runs import Run, check_identifier
 from services.ledger.repository import blobs as blob_rows
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
-from services.ledger.repository import policy as policy_rows
 from services.ledger.repository import runs as run_rows
 from services.ledger.transactions.base import LedgerContext, run_not_found
 from services.ledger.transactions.journal import INTACT
@@ -63,14 +62,15 @@ def read(
     NOT_FOUND RUN_NOT_FOUND, raised before the header."""
     check_identifier("run_id", run_id)
     with snapshot_connection(context.engine) as connection, connection.begin():
-        found = run_rows.get_run_with_head(connection, run_id)
+        # The run, its head and the current policy in one statement.
+        found = run_rows.get_run_with_head_and_policy(connection, run_id)
         if found is None:
             raise run_not_found(run_id)
-        run, head = found
+        run, head, policy = found
         yield SnapshotHeader(
             run=run,
             head=head,
-            policy=policy_rows.current_policy(connection),
+            policy=policy,
             execution_requests=request_rows.list_execution_requests(connection, run_id),
         )
         verifier = ChainVerifier(INTACT)
