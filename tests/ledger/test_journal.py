@@ -132,6 +132,27 @@ def test_stale_head_is_aborted_with_current_head_and_writes_nothing(
     assert [e.sequence for e in journal(ledger_server, "run-1")] == [1]
 
 
+def test_each_run_appends_at_its_own_head_beside_longer_and_empty_journals(
+    ledger_server: LedgerClients,
+) -> None:
+    """An append reads its run's head in the statement that notes it on the run row: never
+    another run's (a longer journal beside it, an empty one), on either database."""
+    note = K.JOURNAL_ENTRY_KIND_STARTUP_RECOVERY_ANNOTATION
+    heads = {}
+    for run_id, entries in (("run-long", 3), ("run-short", 1), ("run-empty", 0)):
+        ledger_server.ledger().CreateRun(run_request(run_id))
+        head = ""
+        for n in range(entries):
+            head = append(ledger_server, run_id, head, note, {"annotation": f"n{n}"}).hash
+        heads[run_id] = head
+    held = K.JOURNAL_ENTRY_KIND_RUN_HELD
+    second = append(ledger_server, "run-short", heads["run-short"], held, {"reason": "x"})
+    first = append(ledger_server, "run-empty", "", note, {"annotation": "first"})
+    assert (second.sequence, second.prev_hash) == (2, heads["run-short"])
+    assert (first.sequence, first.prev_hash) == (1, GENESIS_HASH)
+    assert [e.sequence for e in journal(ledger_server, "run-long")] == [1, 2, 3]
+
+
 def test_thirty_two_concurrent_writers_on_an_empty_run_never_fork(
     ledger_server: LedgerClients,
 ) -> None:

@@ -30,7 +30,7 @@ from tests.ledger.admission_support import (
     execution,
     reconstructed,
 )
-from tests.ledger.conftest import LedgerClients
+from tests.ledger.conftest import LedgerClients, run_request
 
 # The most statements each write may run (the transaction's own BEGIN/COMMIT are not counted).
 MOST: dict[str, int] = {"admit": 12, "claim": 9, "append": 7, "record": 8, "complete": 9}
@@ -157,3 +157,50 @@ def test_each_worker_write_runs_a_fixed_number_of_statements_whatever_the_run_le
     for write, statements in short.items():
         assert len(long[write]) == len(statements), (write, long[write], statements)
         assert len(statements) <= MOST[write], (write, statements)
+
+
+def _annotate(clients: LedgerClients, run_id: str, head: str, note: str) -> str:
+    return (
+        clients.ledger()
+        .AppendJournalEntry(
+            ledger_pb2.AppendJournalEntryRequest(
+                run_id=run_id,
+                expected_head_hash=head,
+                kind=common_pb2.JOURNAL_ENTRY_KIND_STARTUP_RECOVERY_ANNOTATION,
+                payload_json=json.dumps({"annotation": note}),
+            )
+        )
+        .entry.hash
+    )
+
+
+def test_a_native_append_is_one_statement_for_the_run_row_and_one_insert(
+    clients: LedgerClients, engine: Engine
+) -> None:
+    """The run row noted, locked and read with its head in one UPDATE … RETURNING, then the
+    insert (SQLite's BEGIN IMMEDIATE aside); the same on a run with a long history."""
+    found = {}
+    for run_id, padding in (("run-plain", 0), ("run-padded", PADDING)):
+        clients.ledger().CreateRun(run_request(run_id))
+        head = _annotate(clients, run_id, "", "start")
+        if padding:
+            with engine.begin() as connection:
+                sequence, head = journal_head(connection, run_id)
+                batch = []
+                for n in range(padding):
+                    entry = seal(
+                        run_id,
+                        sequence + 1,
+                        EntryKind.STARTUP_RECOVERY_ANNOTATION,
+                        canonical_text({"annotation": f"history {n}"}),
+                        head,
+                        "platform",
+                        to_text(utc_now()),
+                    )
+                    batch.append(entry)
+                    sequence, head = entry.sequence, entry.hash
+                insert_journal_entries(connection, batch)
+        with counted(engine) as statements:
+            _annotate(clients, run_id, head, "timed")
+        found[run_id] = [s.split()[0] for s in statements if not s.startswith("BEGIN")]
+    assert found == {"run-plain": ["UPDATE", "INSERT"], "run-padded": ["UPDATE", "INSERT"]}

@@ -142,19 +142,22 @@ def insert_journal_entry(
     *,
     request: ExecutionRequestRecord | None = None,
     completed_round: bool = False,
+    noted: bool = False,
 ) -> None:
-    """Insert one entry; ``request`` and ``completed_round``: see runs.note_entry."""
+    """Insert one entry; ``request`` and ``completed_round``: see runs.note_entry; ``noted``: the
+    caller already noted this entry on the run row (runs.note_entry_reading_head)."""
     # The run's listing columns first: every writer then locks the run's row before it inserts
     # an entry (an execution-request change does too), so two writers of one run queue on that
     # row instead of each holding what the other waits for.
-    note_entry(
-        connection,
-        entry.run_id,
-        entry.recorded_at,
-        held=entry.kind == EntryKind.RUN_HELD.value,
-        request=request,
-        completed_round=completed_round,
-    )
+    if not noted:
+        note_entry(
+            connection,
+            entry.run_id,
+            entry.recorded_at,
+            held=entry.kind == EntryKind.RUN_HELD.value,
+            request=request,
+            completed_round=completed_round,
+        )
     connection.execute(_INSERT, _values(entry))
 
 

@@ -180,8 +180,6 @@ _RUN_WITH_HEAD: Select[Any] = select(
     *runs.columns, _newest("sequence").label("head_sequence"), _newest("hash").label("head_hash")
 ).where(runs.c.run_id == bindparam("run_id"))
 
-
-_RUN_WITH_HEAD_FOR_UPDATE = _RUN_WITH_HEAD.with_for_update(of=runs)
 # The same, and the current policy revision's columns (prefixed "policy_"), in one statement:
 # the snapshot's header. Outer-joined, so a run is found even in a database without a policy.
 _RUN_WITH_HEAD_AND_POLICY: Select[Any] = (
@@ -197,7 +195,8 @@ _RUN_WITH_HEAD_AND_POLICY: Select[Any] = (
 def get_run_with_head_and_policy(
     connection: Connection, run_id: str
 ) -> tuple[Run, tuple[int, str], PolicyRevision] | None:
-    """:func:`get_run_with_head` and the current policy revision, in one statement."""
+    """The run, (sequence, hash) of its newest entry ((0, genesis) for an empty journal) and the
+    current policy revision, in one statement."""
     row = connection.execute(_RUN_WITH_HEAD_AND_POLICY, {"run_id": run_id}).mappings().first()
     if row is None:
         return None
@@ -214,13 +213,39 @@ def _head(row: RowMapping) -> tuple[int, str]:
     return (int(row["head_sequence"]), str(row["head_hash"]))
 
 
-def get_run_with_head(
-    connection: Connection, run_id: str, *, lock: bool = False
+# A native append's run row in one statement (docs/performance.md, round 4): the listing columns
+# noted for the entry about to be inserted (note_entry's _TOUCH or _HOLD), which locks the row as
+# FOR UPDATE would, and the run and its head returned. The transaction rolls the update back with
+# everything else when the append is then refused. The head's subqueries name the run by its
+# parameter, not by correlation: SQLite's RETURNING drops the table of every column it names,
+# and a correlated ``run_id = run_id`` would match every run.
+def _newest_of_run(column: str) -> ScalarSelect[Any]:
+    entries = journal_entries.c
+    return (
+        select(entries[column])
+        .where(entries.run_id == bindparam("b_run_id"))
+        .order_by(entries.sequence.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
+_HEAD_COLUMNS = (
+    _newest_of_run("sequence").label("head_sequence"),
+    _newest_of_run("hash").label("head_hash"),
+)
+_TOUCH_RETURNING = _TOUCH.returning(*runs.columns, *_HEAD_COLUMNS)
+_HOLD_RETURNING = _HOLD.returning(*runs.columns, *_HEAD_COLUMNS)
+
+
+def note_entry_reading_head(
+    connection: Connection, run_id: str, recorded_at: str, *, held: bool
 ) -> tuple[Run, tuple[int, str]] | None:
-    """The run and (sequence, hash) of its newest entry ((0, genesis) for an empty journal);
-    with ``lock``, the run row locked for the transaction (the journal writers' lock)."""
-    statement = _RUN_WITH_HEAD_FOR_UPDATE if lock else _RUN_WITH_HEAD
-    row = connection.execute(statement, {"run_id": run_id}).mappings().first()
+    """:func:`note_entry` for an entry about to be inserted, and the run and its head as
+    a locking read would, in one statement; None: no such run."""
+    statement = _HOLD_RETURNING if held else _TOUCH_RETURNING
+    parameters = {"b_run_id": run_id, "b_at": recorded_at}
+    row = connection.execute(statement, parameters).mappings().first()
     if row is None:
         return None
     return run_from_row(row), _head(row)

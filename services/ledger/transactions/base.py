@@ -134,25 +134,26 @@ def run_not_found(run_id: str) -> NotFound:
 
 
 def existing_run(connection: Connection, run_id: str, *, lock: bool = False) -> Run:
-    """The registered run (NOT_FOUND otherwise); ``lock``: see :func:`existing_run_at_head`."""
+    """The registered run (NOT_FOUND otherwise); ``lock``: see :func:`existing_run_noting_entry`."""
     run = run_rows.get_run(connection, run_id, lock=lock)
     if run is None:
         raise run_not_found(run_id)
     return run
 
 
-def existing_run_at_head(
-    connection: Connection, run_id: str, expected: str
+def existing_run_noting_entry(
+    connection: Connection, run_id: str, expected: str, recorded_at: str, *, held: bool
 ) -> tuple[Run, tuple[int, str]]:
-    """:func:`existing_run` and :func:`check_head` in one read: the run and its head, which must
-    still be ``expected``.
+    """The run and its head, which must still be ``expected``, read by the statement that notes
+    the native append's entry (``recorded_at``, ``held``) on the run row; insert the entry with
+    ``noted=True`` (a refusal after this rolls the note back).
 
-    The run row is locked for the transaction: appends and the fenced writes (which lock it when
-    they read the request's custody, after the policy and request rows) take turns per run, so a
-    fenced write that appends at the head it read is not overtaken by a native append committing
-    in between — without the lock a stream of native appends could make it lose every one of its
-    bounded retries (INTERNAL). The lock is always the last a transaction takes."""
-    found = run_rows.get_run_with_head(connection, run_id, lock=True)
+    The update locks the run row for the transaction: appends and the fenced writes (which lock
+    it when they read the request's custody, after the policy and request rows) take turns per
+    run, so a fenced write that appends at the head it read is not overtaken by a native append
+    committing in between — without the lock a stream of native appends could make it lose every
+    one of its bounded retries (INTERNAL). The lock is always the last a transaction takes."""
+    found = run_rows.note_entry_reading_head(connection, run_id, recorded_at, held=held)
     if found is None:
         raise run_not_found(run_id)
     run, (sequence, head) = found
@@ -220,6 +221,7 @@ def insert_entries(
     *,
     request: ExecutionRequestRecord | None = None,
     completed_round: bool = False,
+    noted: bool = False,
 ) -> None:
     """Insert sealed entries (in sequence order, one run), then, with a signing key, sign the
     head they make, inside the caller's transaction: the head commits only with its signature
@@ -227,13 +229,14 @@ def insert_entries(
 
     One entry may carry the run's listing change of the execution request the transaction
     updated (``request``, written with ``note_run=False``) and a completed round: the run row
-    is then updated once (repository.runs.note_entry)."""
+    is then updated once (repository.runs.note_entry). ``noted``: the caller already updated the
+    run row for the one entry (a native append, :func:`existing_run_noting_entry`)."""
     if len(entries) == 1:
         journal_rows.insert_journal_entry(
-            connection, entries[0], request=request, completed_round=completed_round
+            connection, entries[0], request=request, completed_round=completed_round, noted=noted
         )
     else:
-        if request is not None or completed_round:
+        if request is not None or completed_round or noted:
             raise ValueError("a request change is recorded with a single entry")
         journal_rows.insert_journal_entries(connection, entries)
     if context.signer is not None and entries:

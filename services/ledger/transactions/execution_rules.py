@@ -86,7 +86,7 @@ class Custody:
 
 def read_custody(connection: Connection, record: ExecutionRequestRecord) -> Custody:
     """The request's run, ticket and recoveries in one statement, the run row locked: the
-    journal writers' lock, always the last a transaction takes (existing_run_at_head)."""
+    journal writers' lock, always the last a transaction takes (existing_run_noting_entry)."""
     found = custody_rows.read_custody_rows(
         connection, record.run_id, record.request_id, record.execution_request_id
     )

@@ -25,7 +25,7 @@ from services.ledger.transactions.base import (
     LedgerContext,
     check_not_negative,
     existing_run,
-    existing_run_at_head,
+    existing_run_noting_entry,
     insert_entries,
     retry_on_unique_conflict,
     stale_head,
@@ -113,8 +113,13 @@ def _append_at(
     # A concurrent append that committed at the same head first makes the retry report where
     # the head is now (JOURNAL_HEAD_STALE).
     with context.engine.begin() as connection:
+        recorded_at = ""
         if lease_holder is None:
-            run, (sequence, head) = existing_run_at_head(connection, run_id, expected)
+            # a native append: the run row noted, locked and read with its head in one statement
+            recorded_at = context.now()
+            run, (sequence, head) = existing_run_noting_entry(
+                connection, run_id, expected, recorded_at, held=kind is EntryKind.RUN_HELD
+            )
         else:
             # the fenced write's checks already locked the run row and read its head
             run, (sequence, head) = _check_worker_append(
@@ -123,8 +128,10 @@ def _append_at(
             if head != expected:
                 raise stale_head(run_id, expected, sequence, head)
         _check_native_write(connection, run, kind, canonical)
-        entry = seal(run_id, sequence + 1, kind, canonical, head, actor, context.now())
-        insert_entries(context, connection, [entry])
+        entry = seal(
+            run_id, sequence + 1, kind, canonical, head, actor, recorded_at or context.now()
+        )
+        insert_entries(context, connection, [entry], noted=lease_holder is None)
         return entry
 
 
