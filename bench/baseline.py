@@ -5,10 +5,11 @@ Run as ``python -m bench.baseline --port P --database-url URL`` (its own process
 
 With ``--downstream TARGET --hops N`` it is instead the front of the **hop floor**: its handler
 makes N - 2 calls to the downstream's no-op method and then one to its insert, so one call from a
-caller crosses N bare gRPC hops and runs the same one transaction. An admission crosses six
+caller crosses N bare gRPC hops and runs the same one transaction. An admission crossed six
 hops (caller → admission; admission → ledger read-back, → candidate, → ledger commit; candidate →
 ledger snapshot, → reconstruction), so the six-hop floor is what four bare processes in that call
-graph would cost at best on this machine.
+graph would cost at best on this machine; the round-4 targets are stated against it. Since
+ADR 0024 a first admission makes no read-back: five hops, whose floor the bench measures too.
 """
 
 from __future__ import annotations
