@@ -129,6 +129,10 @@ def measure_append(scale: float) -> dict[str, Any]:
         with bench_schema() as url, baseline_server(url) as baseline, services(url) as running:
             clients = figures.Clients(running)
             clients.set_policy()
+            # Warm-up, not counted (as in the full run, where figure 1 precedes this one): the
+            # pools' connections, server-side prepares and first-call paths of both servers.
+            figures.append_throughput(clients, 20, prefix=f"bench-append-warm-{run}")
+            figures.baseline_floor(baseline, 20)
             runs.append(append_figure(clients, baseline, scale, run))
     return {"append_runs": runs}
 
