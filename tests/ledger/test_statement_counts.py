@@ -51,18 +51,9 @@ def counted(engine: Engine) -> Iterator[list[str]]:
         event.remove(engine, "before_cursor_execute", count)
 
 
-def _held_run(clients: LedgerClients, engine: Engine, run_id: str, padding: int) -> SeededRun:
-    """A held run whose history before the hold has ``padding`` more entries (sealed in bulk
-    after ``run_started``, as a long-running attempt's records would be)."""
-    rest: list[tuple[int, dict[str, object]]] = []
-
-    def keep_the_start(
-        rows: list[tuple[int, dict[str, object]]],
-    ) -> list[tuple[int, dict[str, object]]]:
-        rest.extend(rows[1:])
-        return rows[:1]
-
-    seeded = seed_held_run(clients.ledger(), FIXTURE, run_id, edit=keep_the_start)  # type: ignore[arg-type]
+def _pad(engine: Engine, run_id: str, padding: int) -> str:
+    """``padding`` more entries sealed in bulk after the run's head (a long history, as a
+    long-running attempt's records would be); the new head."""
     with engine.begin() as connection:
         sequence, head = journal_head(connection, run_id)
         batch = []
@@ -79,6 +70,22 @@ def _held_run(clients: LedgerClients, engine: Engine, run_id: str, padding: int)
             batch.append(entry)
             sequence, head = entry.sequence, entry.hash
         insert_journal_entries(connection, batch)
+    return head
+
+
+def _held_run(clients: LedgerClients, engine: Engine, run_id: str, padding: int) -> SeededRun:
+    """A held run whose history before the hold has ``padding`` more entries (sealed in bulk
+    after ``run_started``, as a long-running attempt's records would be)."""
+    rest: list[tuple[int, dict[str, object]]] = []
+
+    def keep_the_start(
+        rows: list[tuple[int, dict[str, object]]],
+    ) -> list[tuple[int, dict[str, object]]]:
+        rest.extend(rows[1:])
+        return rows[:1]
+
+    seeded = seed_held_run(clients.ledger(), FIXTURE, run_id, edit=keep_the_start)  # type: ignore[arg-type]
+    head = _pad(engine, run_id, padding)
     for kind, fields in rest:
         head = (
             clients.ledger()
@@ -184,22 +191,7 @@ def test_a_native_append_is_one_statement_for_the_run_row_and_one_insert(
         clients.ledger().CreateRun(run_request(run_id))
         head = _annotate(clients, run_id, "", "start")
         if padding:
-            with engine.begin() as connection:
-                sequence, head = journal_head(connection, run_id)
-                batch = []
-                for n in range(padding):
-                    entry = seal(
-                        run_id,
-                        sequence + 1,
-                        EntryKind.STARTUP_RECOVERY_ANNOTATION,
-                        canonical_text({"annotation": f"history {n}"}),
-                        head,
-                        "platform",
-                        to_text(utc_now()),
-                    )
-                    batch.append(entry)
-                    sequence, head = entry.sequence, entry.hash
-                insert_journal_entries(connection, batch)
+            head = _pad(engine, run_id, padding)
         with counted(engine) as statements:
             _annotate(clients, run_id, head, "timed")
         found[run_id] = [s.split()[0] for s in statements if not s.startswith("BEGIN")]

@@ -68,23 +68,43 @@ def cancel(
         operator = stored.ticket.operator_identity if stored is not None else ""
         if not cancellable(record, actor, operator, authority(actor)):
             return record
-        updated = finished(record, RequestState.CANCELLED, context.now())
-        request_rows.update_execution_request(connection, updated)
-        append_entry(
+        return _finish_with_event(
             context,
             connection,
-            record.run_id,
-            EntryKind.REQUEST_EVENT,
-            {
-                "execution_request_id": execution_request_id,
-                "event": "cancelled",
-                "lease_generation": record.lease_generation,
-                "previous_state": record.state.value,
-                "reason": reason,
-            },
+            record,
+            RequestState.CANCELLED,
             actor,
+            previous_state=record.state.value,
+            reason=reason,
         )
-        return updated
+
+
+def _finish_with_event(
+    context: LedgerContext,
+    connection: Connection,
+    record: ExecutionRequestRecord,
+    state: RequestState,
+    actor: str,
+    **details: object,
+) -> ExecutionRequestRecord:
+    """End ``record`` in ``state`` with its one ``request_event`` (the state's name as the
+    event, at the request's generation, with ``details``), in the caller's transaction."""
+    updated = finished(record, state, context.now())
+    request_rows.update_execution_request(connection, updated)
+    append_entry(
+        context,
+        connection,
+        record.run_id,
+        EntryKind.REQUEST_EVENT,
+        {
+            "execution_request_id": record.execution_request_id,
+            "event": state.value,
+            "lease_generation": record.lease_generation,
+            **details,
+        },
+        actor,
+    )
+    return updated
 
 
 @retry_on_unique_conflict
@@ -132,22 +152,16 @@ def _expire(
     for record in request_rows.queued_expiring_by(connection, to_text(now)):
         if not due_for_expiry(record, now):
             continue
-        updated = finished(record, RequestState.EXPIRED, context.now())
-        request_rows.update_execution_request(connection, updated)
-        append_entry(
-            context,
-            connection,
-            record.run_id,
-            EntryKind.REQUEST_EVENT,
-            {
-                "execution_request_id": record.execution_request_id,
-                "event": "expired",
-                "lease_generation": record.lease_generation,
-                "lease_expires_at": record.lease_expires_at,
-            },
-            LEDGER_ACTOR,
+        expired.append(
+            _finish_with_event(
+                context,
+                connection,
+                record,
+                RequestState.EXPIRED,
+                LEDGER_ACTOR,
+                lease_expires_at=record.lease_expires_at,
+            )
         )
-        expired.append(updated)
     return expired
 
 
