@@ -6,6 +6,7 @@ from typing import Any
 
 from sqlalchemy import (
     BindParameter,
+    ColumnElement,
     Connection,
     RowMapping,
     ScalarSelect,
@@ -164,11 +165,13 @@ def get_run(connection: Connection, run_id: str, *, lock: bool = False) -> Run |
     return None if row is None else run_from_row(row)
 
 
-def _newest(column: str) -> ScalarSelect[Any]:
+def _newest(column: str, run_id: ColumnElement[str] = runs.c.run_id) -> ScalarSelect[Any]:
+    """``column`` of the run's newest journal entry; ``run_id``: the run's column (correlated)
+    or a parameter naming it."""
     entries = journal_entries.c
     return (
         select(entries[column])
-        .where(entries.run_id == runs.c.run_id)
+        .where(entries.run_id == run_id)
         .order_by(entries.sequence.desc())
         .limit(1)
         .scalar_subquery()
@@ -219,20 +222,10 @@ def _head(row: RowMapping) -> tuple[int, str]:
 # everything else when the append is then refused. The head's subqueries name the run by its
 # parameter, not by correlation: SQLite's RETURNING drops the table of every column it names,
 # and a correlated ``run_id = run_id`` would match every run.
-def _newest_of_run(column: str) -> ScalarSelect[Any]:
-    entries = journal_entries.c
-    return (
-        select(entries[column])
-        .where(entries.run_id == bindparam("b_run_id"))
-        .order_by(entries.sequence.desc())
-        .limit(1)
-        .scalar_subquery()
-    )
-
-
+_B_RUN_ID: BindParameter[str] = bindparam("b_run_id")
 _HEAD_COLUMNS = (
-    _newest_of_run("sequence").label("head_sequence"),
-    _newest_of_run("hash").label("head_hash"),
+    _newest("sequence", _B_RUN_ID).label("head_sequence"),
+    _newest("hash", _B_RUN_ID).label("head_hash"),
 )
 _TOUCH_RETURNING = _TOUCH.returning(*runs.columns, *_HEAD_COLUMNS)
 _HOLD_RETURNING = _HOLD.returning(*runs.columns, *_HEAD_COLUMNS)
