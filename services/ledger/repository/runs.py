@@ -155,13 +155,12 @@ def run_from_row(row: RowMapping) -> Run:
 
 # Built once (building and cache-keying a statement per call cost more than running it).
 _GET = select(runs).where(runs.c.run_id == bindparam("run_id"))
-_GET_FOR_UPDATE = _GET.with_for_update()
 
 
-def get_run(connection: Connection, run_id: str, *, lock: bool = False) -> Run | None:
-    """The run; with ``lock``, its row locked for the transaction (the journal writers' lock)."""
-    statement = _GET_FOR_UPDATE if lock else _GET
-    row = connection.execute(statement, {"run_id": run_id}).mappings().first()
+def get_run(connection: Connection, run_id: str) -> Run | None:
+    """The run (unlocked: the writers lock its row in the statements that read it with what
+    they need, runs.note_entry_reading_head and repository/custody.py)."""
+    row = connection.execute(_GET, {"run_id": run_id}).mappings().first()
     return None if row is None else run_from_row(row)
 
 

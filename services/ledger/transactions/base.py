@@ -133,9 +133,10 @@ def run_not_found(run_id: str) -> NotFound:
     return NotFound("RUN_NOT_FOUND", f"run {run_id} is not registered", metadata={"run_id": run_id})
 
 
-def existing_run(connection: Connection, run_id: str, *, lock: bool = False) -> Run:
-    """The registered run (NOT_FOUND otherwise); ``lock``: see :func:`existing_run_noting_entry`."""
-    run = run_rows.get_run(connection, run_id, lock=lock)
+def existing_run(connection: Connection, run_id: str) -> Run:
+    """The registered run (NOT_FOUND otherwise). Writers lock its row as their last lock through
+    :func:`existing_run_noting_entry` or the custody read (repository/custody.py)."""
+    run = run_rows.get_run(connection, run_id)
     if run is None:
         raise run_not_found(run_id)
     return run
