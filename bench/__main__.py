@@ -76,12 +76,17 @@ def _scaled(value: int, scale: float, least: int = 1) -> int:
     return max(least, round(value * scale))
 
 
-def admission_figure(clients: figures.Clients, baseline: Baseline, scale: float) -> dict[str, Any]:
-    """Figure 1 over its rounds, each beside the baseline and the six-hop floor."""
+def admission_figure(
+    clients: figures.Clients, baseline: Baseline, statements: Baseline, scale: float
+) -> dict[str, Any]:
+    """Figure 1 over its rounds, each beside the baseline, the six-hop floor and the six-hop
+    statement floor (``statements``: a bare server whose transaction runs the admission's
+    statements, figures.ADMISSION_STATEMENTS)."""
     floor_calls = _scaled(100, scale, 10)
     with (
         hop_floor(baseline, figures.ADMISSION_HOPS) as chain,
         hop_floor(baseline, figures.ADMISSION_HOPS_NOW) as crossed,
+        hop_floor(statements, figures.ADMISSION_HOPS) as statement_chain,
     ):
 
         def admission_round(index: int) -> dict[str, Any]:
@@ -90,14 +95,19 @@ def admission_figure(clients: figures.Clients, baseline: Baseline, scale: float)
                 clients, _scaled(12, scale, 2), prefix=f"bench-admit-{index}"
             )
             figure = figures.throughput_figure(measured, floor)
-            figure["hop_floor"] = figures.hop_floor_figure(
-                figures.baseline_floor(chain, floor_calls), floor, figure
-            )
+            six_hops = figures.baseline_floor(chain, floor_calls)
+            figure["hop_floor"] = figures.hop_floor_figure(six_hops, floor, figure)
             figure["hops_crossed_floor"] = figures.hop_floor_figure(
                 figures.baseline_floor(crossed, floor_calls),
                 floor,
                 figure,
                 figures.ADMISSION_HOPS_NOW,
+            )
+            figure["statement_floor"] = figures.statement_floor_figure(
+                figures.baseline_floor(statement_chain, floor_calls),
+                six_hops,
+                figure,
+                figures.ADMISSION_STATEMENTS,
             )
             return figure
 
@@ -150,9 +160,11 @@ def append_summary(results: dict[str, Any]) -> dict[str, float]:
 
 
 def worker_path_figure(
-    clients: figures.Clients, baseline: Baseline, scale: float
+    clients: figures.Clients, baseline: Baseline, statements: Baseline, scale: float
 ) -> dict[str, Any]:
-    """The worker path over its rounds, each beside the one-hop baseline."""
+    """The worker path over its rounds, each beside the one-hop baseline and the one-hop
+    statement floor (``statements``: a bare server whose transaction runs a step's statements,
+    figures.WORKER_STEP_STATEMENTS)."""
     floor_calls = _scaled(100, scale, 10)
 
     def worker_round(index: int) -> dict[str, Any]:
@@ -160,7 +172,14 @@ def worker_path_figure(
         measured = worker_path.worker_path_throughput(
             clients, _scaled(6, scale, 1), prefix=f"bench-worker-{index}"
         )
-        return {**figures.throughput_figure(measured, floor), **worker_path.describe(measured)}
+        figure = {**figures.throughput_figure(measured, floor), **worker_path.describe(measured)}
+        figure["statement_floor"] = figures.statement_floor_figure(
+            figures.baseline_floor(statements, floor_calls),
+            floor,
+            figure,
+            figures.WORKER_STEP_STATEMENTS,
+        )
+        return figure
 
     return figures.over_rounds(worker_round)
 
@@ -185,12 +204,17 @@ def measure_replicas(scale: float) -> dict[str, Any]:
 
 def measure_worker_path(scale: float) -> dict[str, Any]:
     """The worker-path figure alone, on freshly started services, then the replicas figure."""
-    with bench_schema() as url, baseline_server(url) as baseline, services(url) as running:
+    with (
+        bench_schema() as url,
+        baseline_server(url) as baseline,
+        baseline_server(url, figures.WORKER_STEP_STATEMENTS) as statements,
+        services(url) as running,
+    ):
         clients = figures.Clients(running)
         clients.set_policy()
         lengths = tuple(n for n in (100, 10_000, 100_000) if n <= 100_000 * scale or n <= 100)
         results = {
-            "worker_path": worker_path_figure(clients, baseline, scale),
+            "worker_path": worker_path_figure(clients, baseline, statements, scale),
             "worker_path_long_runs": worker_path.steps_on_long_runs(clients, url, lengths, 2),
         }
     return {**results, **measure_replicas(scale)}
@@ -212,6 +236,10 @@ def worker_path_summary(results: dict[str, Any]) -> dict[str, float]:
         "worker_path_p99_ratio": figure["p99_ratio"],
         "worker_path_cpu_bound_ceiling": figure["cpu_bound_ceiling"],
         "worker_path_requests_per_second": figure["requests_per_second"],
+        # untargeted: the best worker_path_throughput_ratio a design running a step's
+        # statements could reach here, and the worker path beside that statement floor
+        "worker_statement_floor_throughput_ratio": figure["statement_floor"]["throughput_ratio"],
+        "worker_path_to_statement_floor_ratio": figure["statement_floor"]["measured_ratio"],
         **{
             f"worker_step_p50_ms_at_{row['entries']}": row["step"]["p50_ms"]
             for row in results.get("worker_path_long_runs", [])
@@ -241,10 +269,15 @@ def followers_summary(results: dict[str, Any]) -> dict[str, float]:
 
 def measure_admission(scale: float) -> dict[str, Any]:
     """Figure 1 alone, on freshly started services."""
-    with bench_schema() as url, baseline_server(url) as baseline, services(url) as running:
+    with (
+        bench_schema() as url,
+        baseline_server(url) as baseline,
+        baseline_server(url, figures.ADMISSION_STATEMENTS) as statements,
+        services(url) as running,
+    ):
         clients = figures.Clients(running)
         clients.set_policy()
-        return {"admission": admission_figure(clients, baseline, scale)}
+        return {"admission": admission_figure(clients, baseline, statements, scale)}
 
 
 def measure_candidate(scale: float) -> dict[str, Any]:
@@ -285,14 +318,20 @@ def listing_summary(results: dict[str, Any]) -> dict[str, float]:
 def measure(scale: float, rss_operations: int) -> dict[str, Any]:
     lengths = tuple(n for n in (100, 1_000, 10_000, 100_000) if n <= 100_000 * scale or n <= 1_000)
     results: dict[str, Any] = {}
-    with bench_schema() as url, baseline_server(url) as baseline, services(url) as running:
+    with (
+        bench_schema() as url,
+        baseline_server(url) as baseline,
+        baseline_server(url, figures.ADMISSION_STATEMENTS) as admission_statements,
+        baseline_server(url, figures.WORKER_STEP_STATEMENTS) as step_statements,
+        services(url) as running,
+    ):
         clients = figures.Clients(running)
         clients.set_policy()
         began = time.perf_counter()
         results["reconstruction"] = figures.reconstruction_latency(clients, _scaled(20, scale, 5))
-        results["admission"] = admission_figure(clients, baseline, scale)
+        results["admission"] = admission_figure(clients, baseline, admission_statements, scale)
         results["append"] = append_figure(clients, baseline, scale)
-        results["worker_path"] = worker_path_figure(clients, baseline, scale)
+        results["worker_path"] = worker_path_figure(clients, baseline, step_statements, scale)
         results["candidate"] = figures.candidate_latency(clients, url, lengths, CANDIDATE_REPEATS)
         results["main_phase_seconds"] = round(time.perf_counter() - began, 1)
     # The followers and replicas figures on services of their own (two ledger replicas each).
@@ -319,6 +358,18 @@ def _five_hop_lines(admission: dict[str, Any]) -> dict[str, float]:
     }
 
 
+def _statement_floor_lines(admission: dict[str, Any]) -> dict[str, float]:
+    """The six-hop statement floor (untargeted): how close to the six-hop floor any design that
+    runs an admission's statements could come, and the admission beside it."""
+    floor = admission["statement_floor"]
+    return {
+        "six_hop_statement_floor_to_six_hop_floor_ratio": floor["throughput_ratio"],
+        "six_hop_statement_floor_cpu_to_six_hop_floor_ratio": floor["cpu_ratio"],
+        "admission_to_six_hop_statement_floor_ratio": floor["measured_ratio"],
+        "admission_cpu_to_six_hop_statement_floor_ratio": floor["measured_cpu_ratio"],
+    }
+
+
 def admission_summary(results: dict[str, Any]) -> dict[str, float]:
     admission = results["admission"]
     measured = admission["measured"]
@@ -333,6 +384,7 @@ def admission_summary(results: dict[str, Any]) -> dict[str, float]:
         "admission_p99_to_floor_ratio": admission["hop_floor"]["admission_p99_ratio"],
         "admission_cpu_to_floor_ratio": admission["hop_floor"]["admission_cpu_ratio"],
         **_five_hop_lines(admission),
+        **_statement_floor_lines(admission),
     }
 
 
@@ -347,6 +399,7 @@ def summary(results: dict[str, Any]) -> dict[str, float]:
         "admission_p99_to_floor_ratio": results["admission"]["hop_floor"]["admission_p99_ratio"],
         "admission_cpu_to_floor_ratio": results["admission"]["hop_floor"]["admission_cpu_ratio"],
         **_five_hop_lines(results["admission"]),
+        **_statement_floor_lines(results["admission"]),
         "append_throughput_ratio": results["append"]["throughput_ratio"],
         "append_cpu_bound_ceiling": results["append"]["cpu_bound_ceiling"],
         "reconstruction_cold_ratio": results["reconstruction"]["cold_ratio_p50"],

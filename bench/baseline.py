@@ -45,9 +45,16 @@ def main() -> None:
     parser.add_argument("--database-url", default="")
     parser.add_argument("--downstream", default="", help="front of the hop floor: relay here")
     parser.add_argument("--hops", type=int, default=6, help="hops one relayed call crosses")
+    parser.add_argument(
+        "--statements", type=int, default=1, help="statements of the one transaction (>= 1)"
+    )
     args = parser.parse_args()
     relaying = bool(args.downstream)
-    handle = _relay(args.downstream, args.hops) if relaying else _insert(args.database_url)
+    handle = (
+        _relay(args.downstream, args.hops)
+        if relaying
+        else _insert(args.database_url, args.statements)
+    )
 
     def noop(request: bytes, context: grpc.ServicerContext) -> bytes:
         return b"ok"
@@ -69,7 +76,7 @@ def main() -> None:
     server.stop(1).wait()
 
 
-def _insert(database_url: str) -> Callable[[bytes, grpc.ServicerContext], bytes]:
+def _insert(database_url: str, statements: int) -> Callable[[bytes, grpc.ServicerContext], bytes]:
     engine = create_engine(database_url, pool_size=WORKERS, max_overflow=0)
     _metadata.create_all(engine)
     calls = itertools.count()
@@ -77,9 +84,15 @@ def _insert(database_url: str) -> Callable[[bytes, grpc.ServicerContext], bytes]
     def handle(request: bytes, context: grpc.ServicerContext) -> bytes:
         call = f"call-{next(calls)}"
         with engine.begin() as connection:
-            connection.execute(
-                insert(floor_rows), [{"call": call, "part": part} for part in range(3)]
-            )
+            if statements == 1:
+                connection.execute(
+                    insert(floor_rows), [{"call": call, "part": part} for part in range(3)]
+                )
+            else:
+                # The statement floor: as many single-row inserts (the cheapest statement there
+                # is) as a write of the services runs statements.
+                for part in range(statements):
+                    connection.execute(insert(floor_rows).values(call=call, part=part))
         return b"ok"
 
     return handle

@@ -426,6 +426,36 @@ def hop_floor_figure(
     }
 
 
+# Statements one write runs on PostgreSQL (tests/ledger/test_statement_counts.py pins the
+# writes): an admission reads its snapshot (4) and commits (11); a worker-path step runs 6.75 on
+# average (a claim 8, four own records 6 each, two command charges 7 each, a completion 8, over
+# eight steps), rounded down. A statement floor runs that many single-row inserts, the cheapest
+# statement there is, in one transaction (bench.baseline --statements): a lower bound on what
+# any design that runs those statements costs on this machine.
+ADMISSION_STATEMENTS = 15
+WORKER_STEP_STATEMENTS = 6
+
+
+def statement_floor_figure(
+    statements: Throughput, fewer: Throughput, figure: dict[str, Any], count: int
+) -> dict[str, Any]:
+    """The floor of ``count`` statements beside the floor it extends (``fewer``: the same hops
+    with the one-statement transaction): its throughput ratio is the best ratio to ``fewer`` any
+    design running those statements could reach here, its CPU ratio the least. The measured
+    ``figure`` is set beside it too."""
+    measured = figure["measured"]
+    return {
+        "statements": count,
+        "measured": statements.as_dict(),
+        "throughput_ratio": ratio(statements.per_second, fewer.per_second),
+        "cpu_ratio": ratio(statements.cpu_ms_per_call, fewer.cpu_ms_per_call),
+        "measured_ratio": ratio(measured["per_second"], statements.per_second),
+        "measured_cpu_ratio": ratio(
+            measured.get("cpu_ms_per_call", {}).get("attributed", 0.0), statements.cpu_ms_per_call
+        ),
+    }
+
+
 # Throughput figures are measured in this many rounds, each right beside its own baseline.
 ROUNDS = 3
 # The ratios summarized over the rounds (median and range), at the figure's top level and in
@@ -438,6 +468,15 @@ _FLOOR_RATIOS = (
     "admission_p99_ratio",
     "admission_cpu_ratio",
 )
+
+
+_STATEMENT_FLOOR_RATIOS = ("throughput_ratio", "cpu_ratio", "measured_ratio", "measured_cpu_ratio")
+# The floors a figure carries beside its baseline, with the ratios summarized in each.
+_NESTED_RATIOS = {
+    "hop_floor": _FLOOR_RATIOS,
+    "hops_crossed_floor": _FLOOR_RATIOS,
+    "statement_floor": _STATEMENT_FLOOR_RATIOS,
+}
 
 
 def _summarized(
@@ -462,10 +501,10 @@ def over_rounds(one_round: Callable[[int], dict[str, Any]], rounds: int = ROUNDS
     measured = [one_round(index) for index in range(rounds)]
     ordered = sorted(measured, key=lambda figure: float(figure["throughput_ratio"]))
     figure = _summarized(ordered[len(ordered) // 2], measured, _RATIOS)
-    for key in ("hop_floor", "hops_crossed_floor"):
+    for key, ratios in _NESTED_RATIOS.items():
         if key in figure:
             floors = [round_[key] for round_ in measured]
-            figure[key] = _summarized(figure[key], floors, _FLOOR_RATIOS)
+            figure[key] = _summarized(figure[key], floors, ratios)
     figure["rounds"] = [
         {
             "measured_per_second": round_["measured"]["per_second"],

@@ -175,9 +175,11 @@ def _bare_process(*arguments: str) -> tuple[str, subprocess.Popen[bytes]]:
 
 
 @contextmanager
-def baseline_server(database_url: str) -> Iterator[Baseline]:
-    """The bare baseline server (bench.baseline) in its own process."""
-    target, process = _bare_process("--database-url", database_url)
+def baseline_server(database_url: str, statements: int = 1) -> Iterator[Baseline]:
+    """The bare baseline server (bench.baseline) in its own process; with ``statements`` > 1 its
+    transaction runs that many single-row inserts instead of one 3-row insert (a statement
+    floor)."""
+    target, process = _bare_process("--database-url", database_url, "--statements", str(statements))
     try:
         yield Baseline(target, {"baseline": process.pid})
     finally:

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from sqlalchemy import create_engine, text
 
 from bench import figures, followers, worker_path
-from bench.stack import Services, services
+from bench.stack import Services, baseline_server, services
 from tests.conftest import postgres_schema
 
 pytestmark = pytest.mark.timeout(300)
@@ -63,3 +64,18 @@ def test_followers_figure_delivers_every_entry_once() -> None:
     ):
         figure = followers.followers_figure(figures.Clients(up), 2, rounds=1)
     assert figure["faulty_followers"] == 0
+
+
+def test_a_statement_floor_runs_its_statements_in_each_call() -> None:
+    """The statement floors (bench.baseline --statements) insert one row per statement: a floor
+    that silently ran fewer would flatter the statement-floor lines."""
+    with postgres_schema() as url, baseline_server(url, 4) as floor:
+        measured = figures.baseline_floor(floor, 2)
+        with create_engine(url).connect() as connection:
+            rows = connection.execute(text("SELECT count(*), max(part) FROM bench_floor")).one()
+    # two calls per caller plus one warm-up call each, four single-row statements a call (the
+    # one-statement floor inserts three rows a call)
+    assert measured.calls == 2 * figures.CALLERS
+    assert tuple(rows) == (3 * 4 * figures.CALLERS, 3)
+    figure = figures.statement_floor_figure(measured, measured, {"measured": measured.as_dict()}, 3)
+    assert figure["statements"] == 3 and figure["throughput_ratio"] == 1.0
