@@ -14,6 +14,8 @@ from typing import Any
 
 import rfc8785
 
+from shared.continuity.canonical_fast import alike_bytes
+
 DIGEST_PREFIX = "sha256:"
 DIGEST_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
 # The hash an empty journal's head carries; the first entry links to it.
@@ -25,67 +27,13 @@ class CanonicalJsonError(ValueError):
     an integer beyond IEEE 754 double precision, a non-string key)."""
 
 
-# JSON's exact integers (IEEE 754 doubles): RFC 8785 refuses any integer beyond them.
-_EXACT_INTEGER = 2**53 - 1
-# The standard library's C encoder, sorted keys and no whitespace: for the values
-# :func:`_written_alike` admits it writes RFC 8785's exact text (tests/shared/continuity pins
-# that against the library), an order of magnitude faster than the library's pure-Python writer.
-_SORTED_COMPACT = json.JSONEncoder(
-    ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False
-).encode
-
-
-def _written_alike(value: Any) -> bool:
-    """True when the standard encoder above writes ``value`` exactly as RFC 8785 does: only
-    dicts, lists, tuples, strings, integers within JSON's exact range, booleans and null, with
-    ASCII keys. Floats are left to the library (ECMAScript number text differs from Python's
-    ``repr``), and so are non-ASCII keys (RFC 8785 orders keys by UTF-16 code units, Python by
-    code points; the two orders agree on ASCII). Strings need no check: both escape the
-    quote, the backslash and the control characters alike (short forms for backspace, form
-    feed, newline, carriage return and tab, lowercase "u00xx" escapes for the rest) and write
-    everything else as it is. Subclasses are left to the library too."""
-    try:
-        return _plain(value)
-    except RecursionError:  # nested too deeply (or a cycle): the library gives its answer
-        return False
-
-
-def _plain(value: Any) -> bool:
-    kind = type(value)
-    if kind is dict:
-        return _plain_object(value)
-    if kind is list or kind is tuple:
-        return _plain_array(value)
-    if kind is int:
-        return bool(-_EXACT_INTEGER <= value <= _EXACT_INTEGER)
-    return kind is str or kind is bool or value is None
-
-
-# Loops rather than all(...) over a generator: this walk runs before every digest, and a
-# generator costs more than the check it makes (strings, the common leaf, skip the call).
-def _plain_object(value: dict[Any, Any]) -> bool:
-    for key, item in value.items():
-        if type(key) is not str or not key.isascii():
-            return False
-        if type(item) is not str and not _plain(item):
-            return False
-    return True
-
-
-def _plain_array(value: list[Any] | tuple[Any, ...]) -> bool:
-    for item in value:  # noqa: SIM110 - see above
-        if type(item) is not str and not _plain(item):
-            return False
-    return True
-
-
 def canonical_bytes(value: Any) -> bytes:
-    """Serialize ``value`` as RFC 8785 canonical JSON (UTF-8)."""
-    if _written_alike(value):
-        try:
-            return _SORTED_COMPACT(value).encode("utf-8")
-        except UnicodeEncodeError:
-            pass  # a lone surrogate is no UTF-8: the library words the refusal
+    """Serialize ``value`` as RFC 8785 canonical JSON (UTF-8): through the standard encoder
+    wherever it writes the same bytes (shared.continuity.canonical_fast), otherwise through the
+    ``rfc8785`` library, which also words every refusal."""
+    written = alike_bytes(value)
+    if written is not None:
+        return written
     try:
         return rfc8785.dumps(value)
     except (rfc8785.CanonicalizationError, TypeError, ValueError) as exc:

@@ -6,15 +6,11 @@ import json
 import random
 
 import pytest
-import rfc8785
 from hypothesis import given
 from hypothesis import strategies as st
 
 from shared.continuity.canonical import (
-    _SORTED_COMPACT,
     CanonicalJsonError,
-    _written_alike,
-    canonical_bytes,
     canonical_text,
     digest_of,
     intact_blob,
@@ -124,93 +120,3 @@ def test_bytes_that_are_no_text_are_no_json(raw: bytes) -> None:
     """Hostile stored bytes fail as CanonicalJsonError, never as a UnicodeDecodeError."""
     with pytest.raises(CanonicalJsonError):
         parse_json(raw)
-
-
-# --- the standard encoder's fast path (canonical_bytes) against the library itself ---------------
-
-# Every code point but lone surrogates: controls, quotes, backslashes, U+007F, the BMP's private
-# use area (U+E000..U+FFFF) and astral characters, where UTF-16 and code-point orders differ.
-any_text = st.text(st.characters(exclude_categories=["Cs"]), max_size=8)
-ascii_keys = st.text(st.characters(max_codepoint=0x7F), max_size=6)
-plain_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1) | any_text,
-    lambda children: (
-        st.lists(children, max_size=5)
-        | st.lists(children, max_size=3).map(tuple)
-        | st.dictionaries(ascii_keys, children, max_size=5)
-    ),
-    max_leaves=30,
-)
-wide_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**64), 2**64)
-    | st.floats()
-    | st.text(st.characters(), max_size=8),
-    lambda children: (
-        st.lists(children, max_size=4)
-        | st.dictionaries(st.text(st.characters(), max_size=4), children, max_size=4)
-    ),
-    max_leaves=20,
-)
-
-
-def _library(value: object) -> bytes | type[Exception]:
-    try:
-        return rfc8785.dumps(value)
-    except (rfc8785.CanonicalizationError, TypeError, ValueError):
-        return CanonicalJsonError
-
-
-def _ours(value: object) -> bytes | type[Exception]:
-    try:
-        return canonical_bytes(value)
-    except CanonicalJsonError:
-        return CanonicalJsonError
-
-
-@given(plain_values)
-def test_the_standard_encoder_writes_the_librarys_bytes_for_every_value_it_is_given(
-    value: object,
-) -> None:
-    """The fast path is taken for these values, and its bytes are RFC 8785's."""
-    assert _written_alike(value)
-    assert _SORTED_COMPACT(value).encode("utf-8") == rfc8785.dumps(value)
-
-
-@given(wide_values)
-def test_canonical_bytes_answers_what_the_library_answers_for_any_value(value: object) -> None:
-    """Floats, integers beyond 2**53, non-ASCII keys and lone surrogates included: the same
-    bytes, or a refusal where the library refuses."""
-    assert _ours(value) == _library(value)
-
-
-@pytest.mark.parametrize(
-    "value",
-    [
-        1.5,
-        [1, 2.0],
-        2**53,
-        {"é": 1},
-        {"a": {"\U0001f600": 1, "\ue000": 2}},
-        {1: "non-string key"},
-        "\ud800",  # passes the check; the encoding refuses it and the library words the refusal
-    ],
-)
-def test_values_the_fast_path_leaves_to_the_library_still_get_its_answer(value: object) -> None:
-    assert _ours(value) == _library(value)
-
-
-def test_keys_are_ordered_by_utf16_code_units_as_rfc8785_orders_them() -> None:
-    # U+1F600 is the surrogate pair D83D DE00, below U+E000 in UTF-16 but above it as a code point.
-    value = {"\U0001f600": 1, "\ue000": 2}
-    assert not _written_alike(value)
-    assert canonical_text(value) == '{"\U0001f600":1,"\ue000":2}'
-    assert _SORTED_COMPACT(value) != canonical_text(value)  # why non-ASCII keys are excluded
-
-
-def test_deep_nesting_is_left_to_the_library() -> None:
-    deep: list[object] = []
-    for _ in range(5_000):
-        deep = [deep]
-    assert not _written_alike(deep)
