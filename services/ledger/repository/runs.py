@@ -217,27 +217,29 @@ def _head(row: RowMapping) -> tuple[int, str]:
 
 # A native append's run row in one statement (docs/performance.md, round 4): the listing columns
 # noted for the entry about to be inserted (note_entry's _TOUCH or _HOLD), which locks the row as
-# FOR UPDATE would, and the run and its head returned. The transaction rolls the update back with
-# everything else when the append is then refused. The head's subqueries name the run by its
-# parameter, not by correlation: SQLite's RETURNING drops the table of every column it names,
-# and a correlated ``run_id = run_id`` would match every run.
+# FOR UPDATE would, and what the append's checks read returned: the run's command limit and its
+# head (not the whole row: every returned column costs the driver and the result a column
+# object a call). The transaction rolls the update back with everything else when the append is
+# then refused. The head's subqueries name the run by its parameter, not by correlation:
+# SQLite's RETURNING drops the table of every column it names, and a correlated
+# ``run_id = run_id`` would match every run.
 _B_RUN_ID: BindParameter[str] = bindparam("b_run_id")
 _HEAD_COLUMNS = (
     _newest("sequence", _B_RUN_ID).label("head_sequence"),
     _newest("hash", _B_RUN_ID).label("head_hash"),
 )
-_TOUCH_RETURNING = _TOUCH.returning(*runs.columns, *_HEAD_COLUMNS)
-_HOLD_RETURNING = _HOLD.returning(*runs.columns, *_HEAD_COLUMNS)
+_TOUCH_RETURNING = _TOUCH.returning(runs.c.command_limit, *_HEAD_COLUMNS)
+_HOLD_RETURNING = _HOLD.returning(runs.c.command_limit, *_HEAD_COLUMNS)
 
 
 def note_entry_reading_head(
     connection: Connection, run_id: str, recorded_at: str, *, held: bool
-) -> tuple[Run, tuple[int, str]] | None:
-    """:func:`note_entry` for an entry about to be inserted, and the run and its head as
-    a locking read would, in one statement; None: no such run."""
+) -> tuple[int, tuple[int, str]] | None:
+    """:func:`note_entry` for an entry about to be inserted, and the run's command limit and its
+    head as a locking read would, in one statement; None: no such run."""
     statement = _HOLD_RETURNING if held else _TOUCH_RETURNING
     parameters = {"b_run_id": run_id, "b_at": recorded_at}
     row = connection.execute(statement, parameters).mappings().first()
     if row is None:
         return None
-    return run_from_row(row), _head(row)
+    return int(row["command_limit"]), _head(row)

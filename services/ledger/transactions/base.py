@@ -144,10 +144,10 @@ def existing_run(connection: Connection, run_id: str) -> Run:
 
 def existing_run_noting_entry(
     connection: Connection, run_id: str, expected: str, recorded_at: str, *, held: bool
-) -> tuple[Run, tuple[int, str]]:
-    """The run and its head, which must still be ``expected``, read by the statement that notes
-    the native append's entry (``recorded_at``, ``held``) on the run row; insert the entry with
-    ``noted=True`` (a refusal after this rolls the note back).
+) -> tuple[int, tuple[int, str]]:
+    """The run's command limit and its head, which must still be ``expected``, read by the
+    statement that notes the native append's entry (``recorded_at``, ``held``) on the run row;
+    insert the entry with ``noted=True`` (a refusal after this rolls the note back).
 
     The update locks the run row for the transaction: appends and the fenced writes (which lock
     it when they read the request's custody, after the policy and request rows) take turns per
@@ -157,10 +157,10 @@ def existing_run_noting_entry(
     found = run_rows.note_entry_reading_head(connection, run_id, recorded_at, held=held)
     if found is None:
         raise run_not_found(run_id)
-    run, (sequence, head) = found
+    command_limit, (sequence, head) = found
     if head != expected:
         raise stale_head(run_id, expected, sequence, head)
-    return run, (sequence, head)
+    return command_limit, (sequence, head)
 
 
 def stale_head(run_id: str, expected: str, sequence: int, head: str) -> Aborted:

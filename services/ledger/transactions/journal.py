@@ -117,7 +117,7 @@ def _append_at(
         if lease_holder is None:
             # a native append: the run row noted, locked and read with its head in one statement
             recorded_at = context.now()
-            run, (sequence, head) = existing_run_noting_entry(
+            command_limit, (sequence, head) = existing_run_noting_entry(
                 connection, run_id, expected, recorded_at, held=kind is EntryKind.RUN_HELD
             )
         else:
@@ -125,9 +125,10 @@ def _append_at(
             run, (sequence, head) = _check_worker_append(
                 context, connection, lease_holder, run_id, kind, canonical, actor
             )
+            command_limit = run.spec.command_limit
             if head != expected:
                 raise stale_head(run_id, expected, sequence, head)
-        _check_native_write(connection, run, kind, canonical)
+        _check_native_write(connection, run_id, command_limit, kind, canonical)
         entry = seal(
             run_id, sequence + 1, kind, canonical, head, actor, recorded_at or context.now()
         )
@@ -136,7 +137,7 @@ def _append_at(
 
 
 def _check_native_write(
-    connection: Connection, run: Run, kind: EntryKind, canonical_payload: str
+    connection: Connection, run_id: str, command_limit: int, kind: EntryKind, canonical_payload: str
 ) -> None:
     """Native appends may not route around the continuity rules: a continuity execution
     request is written only through ExecutionService under its lease generation (12), and a
@@ -158,23 +159,19 @@ def _check_native_write(
     if kind is EntryKind.COMMAND_EXECUTED:
         # Automatic verification before native work: while a continuity request of the run is
         # queued or claimed, its commands run only under its lease (ExecutionService).
-        outstanding = request_rows.list_execution_requests(
-            connection, run.spec.run_id, PENDING_STATES
-        )
+        outstanding = request_rows.list_execution_requests(connection, run_id, PENDING_STATES)
         if outstanding:
             raise FailedPrecondition(
                 "CONTINUITY_TICKET_OUTSTANDING",
-                f"run {run.spec.run_id} has continuity execution request "
+                f"run {run_id} has continuity execution request "
                 f"{outstanding[0].execution_request_id} outstanding; a command runs only under "
                 "its lease, through ExecutionService",
                 metadata={
-                    "run_id": run.spec.run_id,
+                    "run_id": run_id,
                     "execution_request_id": outstanding[0].execution_request_id,
                 },
             )
-        usage = CommandLedger.from_entries(
-            journal_rows.command_entries(connection, run.spec.run_id)
-        )
+        usage = CommandLedger.from_entries(journal_rows.command_entries(connection, run_id))
         command_id = str(payload["command_id"])
         if usage.receipt(command_id) is not None:
             raise Conflict(
@@ -182,7 +179,7 @@ def _check_native_write(
                 f"command {command_id} is already charged to this run",
                 metadata={"command_id": command_id},
             )
-        usage.check_room(run.spec.command_limit)
+        usage.check_room(command_limit)
 
 
 def _check_worker_append(
