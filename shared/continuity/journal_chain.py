@@ -116,17 +116,16 @@ def entry_fields(entry: ChainEntry) -> bytes:
     """A digest of every stored field of an entry (each length-prefixed, so no two field lists
     collide): what its hash recomputation is a pure function of. Raw SHA-256 over the stored text,
     far cheaper than the canonical-JSON recomputation, and 32 bytes to remember."""
-    fields = (
-        entry.run_id,
-        str(entry.sequence),
-        entry.kind,
-        entry.payload_json,
-        entry.prev_hash,
-        entry.hash,
-        entry.actor,
-        entry.recorded_at,
+    # One f-string, not a join over a generator: this runs for every entry of every read (a
+    # third of a snapshot's CPU with the generator). Each field is written "<length>:<text>".
+    run_id, kind, payload = entry.run_id, entry.kind, entry.payload_json
+    prev, own, actor, at = entry.prev_hash, entry.hash, entry.actor, entry.recorded_at
+    sequence = str(entry.sequence)
+    text = (
+        f"{len(run_id)}:{run_id}{len(sequence)}:{sequence}{len(kind)}:{kind}"
+        f"{len(payload)}:{payload}{len(prev)}:{prev}{len(own)}:{own}"
+        f"{len(actor)}:{actor}{len(at)}:{at}"
     )
-    text = "".join(f"{len(field)}:{field}" for field in fields)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 

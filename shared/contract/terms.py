@@ -8,6 +8,7 @@ are stated once, here. Nothing in this module performs I/O.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeVar, cast
@@ -61,9 +62,14 @@ class _EnumWrapper(Protocol[_Number]):
 
 def enum_prefix(enum: _EnumWrapper[Any]) -> str:
     """``HOLD_REASON_`` for ``HoldReason``: the buf-style prefix every value carries."""
-    unspecified = enum.DESCRIPTOR.values_by_number[0].name
+    return _prefix_of(enum.DESCRIPTOR)
+
+
+@functools.cache  # asked for every enum name converted (a hold, an entry kind, a state)
+def _prefix_of(descriptor: EnumDescriptor) -> str:
+    unspecified = descriptor.values_by_number[0].name
     if not unspecified.endswith("_UNSPECIFIED"):
-        raise ValueError(f"{enum.DESCRIPTOR.full_name} has no *_UNSPECIFIED zero value")
+        raise ValueError(f"{descriptor.full_name} has no *_UNSPECIFIED zero value")
     return unspecified.removesuffix("UNSPECIFIED")
 
 
