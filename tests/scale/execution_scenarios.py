@@ -186,7 +186,12 @@ def follower_across_replicas(replicas: Replicas) -> None:
             payload = json.loads(response.entry.payload_json)
             delivered.append((response.entry.sequence, payload["call_id"], time.monotonic()))
             if response.entry.sequence >= last:
-                stream.cancel()
+                # A traced channel (OpenTelemetry's client interceptor, when spans are exported)
+                # hands back a generator over the call, which closing ends, not the call itself.
+                if isinstance(stream, grpc.Call):
+                    stream.cancel()
+                else:
+                    stream.close()
                 return
 
     follower = threading.Thread(target=follow)
