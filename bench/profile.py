@@ -2,7 +2,8 @@
 callers admit pre-seeded held runs, and print where each process spends its samples.
 `python -m bench.profile worker` samples them under the worker path instead (bench.worker_path:
 8 workers stepping through admitted requests), `python -m bench.profile append` under figure 3's
-load (8 writers appending to their own runs).
+load (8 writers appending to their own runs), `python -m bench.profile candidate` under repeated
+candidate reads of one held run of CANDIDATE_ENTRIES entries (figure 2's shape).
 
 Writes the collapsed stacks to bench/results/profile/<service>.txt (flame-graph input) and prints,
 per service, its share of the samples and the functions with the most inclusive samples.
@@ -19,12 +20,16 @@ from pathlib import Path
 
 from bench import figures, worker_path
 from bench.load import Throughput, run_concurrently
+from bench.seed import seed_long_held_run
 from bench.stack import bench_schema, services
+from forge.continuity.v1 import candidate_pb2
 
 OUT = Path(__file__).resolve().parent / "results" / "profile"
 ADMISSIONS_EACH = 6
 WORKER_REQUESTS_EACH = 6
 APPENDS_EACH = 400
+CANDIDATE_ENTRIES = 20_000
+CANDIDATE_READS = 5
 TOP = 12
 
 
@@ -39,7 +44,7 @@ def _inclusive(collapsed: Path) -> tuple[int, collections.Counter[str]]:
     return total, counts
 
 
-def _admission_load(clients: figures.Clients) -> Callable[[], Throughput]:
+def _admission_load(clients: figures.Clients, _url: str) -> Callable[[], Throughput]:
     prepared = figures.prepared_admissions(clients, "profile", figures.CALLERS * ADMISSIONS_EACH)
     stubs = [clients.admissions() for _ in range(figures.CALLERS)]
 
@@ -52,16 +57,29 @@ def _admission_load(clients: figures.Clients) -> Callable[[], Throughput]:
     return lambda: run_concurrently([caller(i) for i in range(figures.CALLERS)], ADMISSIONS_EACH)
 
 
-def _worker_load(clients: figures.Clients) -> Callable[[], Throughput]:
+def _worker_load(clients: figures.Clients, _url: str) -> Callable[[], Throughput]:
     workers = worker_path.prepared_workers(clients, WORKER_REQUESTS_EACH, "profile")
     return lambda: worker_path.stepped(clients, workers)
 
 
-def _append_load(clients: figures.Clients) -> Callable[[], Throughput]:
+def _append_load(clients: figures.Clients, _url: str) -> Callable[[], Throughput]:
     return lambda: figures.append_throughput(clients, APPENDS_EACH, "profile-append")
 
 
-LOADS = {"worker": _worker_load, "append": _append_load}
+def _candidate_load(clients: figures.Clients, url: str) -> Callable[[], Throughput]:
+    run_id = "profile-candidate"
+    seed_long_held_run(clients.ledger(), url, figures.FIXTURE, run_id, CANDIDATE_ENTRIES)
+    stub = clients.candidates(timeout=figures.CANDIDATE_TIMEOUT_SECONDS)
+    request = candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=run_id)
+    stub.GetInvalidReadContinuityCandidate(request)  # the first read: verification remembered
+
+    def read(_n: int) -> None:
+        stub.GetInvalidReadContinuityCandidate(request)
+
+    return lambda: run_concurrently([read], CANDIDATE_READS)
+
+
+LOADS = {"worker": _worker_load, "append": _append_load, "candidate": _candidate_load}
 
 
 def main() -> int:
@@ -73,7 +91,7 @@ def main() -> int:
     with bench_schema() as url, services(url) as running:
         clients = figures.Clients(running)
         clients.set_policy()
-        load = LOADS.get(" ".join(sys.argv[1:]), _admission_load)(clients)
+        load = LOADS.get(" ".join(sys.argv[1:]), _admission_load)(clients, url)
         samplers = {
             name: subprocess.Popen(
                 [

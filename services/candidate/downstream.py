@@ -38,7 +38,6 @@ from services.candidate.domain import (
     Snapshot,
 )
 from services.candidate.domain.journal import chain_verifier
-from shared.continuity.journal_closure import payload_object
 from shared.continuity.timeutil import from_timestamp, timestamp_text
 from shared.contract.terms import VERSIONS, enum_short_name
 from shared.runtime.client import call, stream
@@ -73,7 +72,6 @@ def entry_from_proto(entry: common_pb2.JournalEntry) -> Entry:
         sequence=entry.sequence,
         kind=_kind(entry.kind),
         payload_json=entry.payload_json,
-        payload=payload_object(entry.payload_json),
         prev_hash=entry.prev_hash,
         hash=entry.hash,
         actor=entry.actor,

@@ -75,12 +75,40 @@ def _prefix_of(descriptor: EnumDescriptor) -> str:
 
 def enum_short_name(enum: _EnumWrapper[_Number], number: int) -> str:
     """``POLICY_DISABLED`` for ``HOLD_REASON_POLICY_DISABLED`` (ValueError for an unknown one)."""
-    return enum.Name(cast(_Number, number)).removeprefix(enum_prefix(enum))
+    short = _short_names_of(enum.DESCRIPTOR).get(number)
+    if short is None:
+        # protobuf words the refusal (and answers an alias this table has not seen)
+        return enum.Name(cast(_Number, number)).removeprefix(enum_prefix(enum))
+    return short
 
 
 def enum_number(enum: _EnumWrapper[_Number], short_name: str) -> _Number:
     """The inverse of :func:`enum_short_name`; case-insensitive (``queued`` → 1)."""
-    return enum.Value(enum_prefix(enum) + short_name.upper())
+    number = _numbers_of(enum.DESCRIPTOR).get(short_name.upper())
+    if number is None:
+        return enum.Value(enum_prefix(enum) + short_name.upper())
+    return cast(_Number, number)
+
+
+# Both tables are built once per enum: a candidate converts every hold and every entry kind of a
+# long journal, and protobuf's own Name / Value are Python calls with a prefix to add or strip.
+@functools.cache
+def _short_names_of(descriptor: EnumDescriptor) -> dict[int, str]:
+    prefix = _prefix_of(descriptor)
+    names: dict[int, str] = {}
+    for value in descriptor.values:  # the first name of a number wins, as in protobuf's Name
+        names.setdefault(value.number, value.name.removeprefix(prefix))
+    return names
+
+
+@functools.cache
+def _numbers_of(descriptor: EnumDescriptor) -> dict[str, int]:
+    prefix = _prefix_of(descriptor)
+    return {
+        value.name.removeprefix(prefix): value.number
+        for value in descriptor.values
+        if value.name.startswith(prefix)
+    }
 
 
 # --- acknowledgements -----------------------------------------------------------------------

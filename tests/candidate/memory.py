@@ -135,7 +135,6 @@ def chained(journal: Sequence[tuple[str, Payload]]) -> list[Entry]:
                 sequence,
                 kind,
                 canonical_text(payload),
-                payload,
                 prev,
                 digest,
                 "writer",

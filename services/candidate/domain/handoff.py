@@ -94,16 +94,14 @@ def _unresolved(
     found: dict[str, tuple[str, ...]] = {}
     outcomes = {e.text("call_id") for e in entries if e.kind == TOOL_OUTCOME}
     started = {e.text("call_id") for e in entries if e.kind == TOOL_INTENT}
-    for entry in entries:
-        call_id = entry.text("call_id")
-        if entry.kind == TOOL_OUTCOME and entry.text("status") == "unknown":
-            found.setdefault(call_id, UNKNOWN_OUTCOME)
-        elif (
-            entry.kind == TOOL_CALL_GRANTED
-            and call_id not in outcomes
-            and call_id != rejected_evidence_call
-        ):
-            found.setdefault(call_id, UNKNOWN_OUTCOME if call_id in started else NOT_RETAINED)
+    for entry in entries:  # by kind first: most entries of a long journal are never parsed
+        if entry.kind == TOOL_OUTCOME:
+            if entry.text("status") == "unknown":
+                found.setdefault(entry.text("call_id"), UNKNOWN_OUTCOME)
+        elif entry.kind == TOOL_CALL_GRANTED:
+            call_id = entry.text("call_id")
+            if call_id not in outcomes and call_id != rejected_evidence_call:
+                found.setdefault(call_id, UNKNOWN_OUTCOME if call_id in started else NOT_RETAINED)
     return [UnresolvedAlternative(subject, alternatives) for subject, alternatives in found.items()]
 
 

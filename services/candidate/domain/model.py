@@ -4,13 +4,14 @@ and what it returns (holds, proof, digests, handoff). Plain data, no transport t
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from shared.continuity.journal_chain import Verification
-from shared.continuity.journal_closure import payload_text
+from shared.continuity.journal_closure import payload_object, payload_text
 from shared.contract.terms import PENDING_STATE_NAMES
 from shared.runtime.errors import FailedPrecondition, InvalidArgument
 
@@ -46,20 +47,24 @@ class JournalHead:
 class Entry:
     """One native journal entry as read from the ledger.
 
-    ``kind`` is the stored kind name (``run_started``, ``tool_outcome``...); ``payload`` is the
-    parsed payload, or None when ``payload_json`` is not a JSON object; ``recorded_at`` is the
-    stored ISO-8601 text (microseconds, trailing Z) that the entry hash covers.
+    ``kind`` is the stored kind name (``run_started``, ``tool_outcome``...); ``recorded_at`` is
+    the stored ISO-8601 text (microseconds, trailing Z) that the entry hash covers.
     """
 
     run_id: str
     sequence: int
     kind: str
     payload_json: str
-    payload: dict[str, Any] | None
     prev_hash: str
     hash: str
     actor: str
     recorded_at: str
+
+    @functools.cached_property
+    def payload(self) -> dict[str, Any] | None:
+        """The parsed payload, or None when ``payload_json`` is not a JSON object. Parsed on first
+        use: most entries of a long journal are only ever looked at by kind and sequence."""
+        return payload_object(self.payload_json)
 
     def text(self, key: str) -> str:
         """A payload value as text ("" when absent or not a string)."""

@@ -46,8 +46,7 @@ def test_the_held_journal_names_its_checkpoint_then_its_response() -> None:
 def test_a_payload_that_is_not_an_object_names_nothing() -> None:
     entries = chained(held_journal())
     broken = [
-        replace(e, payload_json="[1]", payload=None) if e.kind == "model_request_sent" else e
-        for e in entries
+        replace(e, payload_json="[1]") if e.kind == "model_request_sent" else e for e in entries
     ]
     assert closure_of(broken).blob_digests == ("",)
     assert closure_of([PayloadRow(e) for e in broken]).blob_digests == ("",)

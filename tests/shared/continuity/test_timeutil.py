@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,6 +13,7 @@ from shared.continuity.timeutil import (
     deadline_remaining_seconds,
     from_text,
     from_timestamp,
+    set_timestamp,
     timestamp_text,
     to_text,
     to_timestamp,
@@ -85,3 +87,19 @@ def test_a_timestamp_reads_as_text_exactly_as_through_protobufs_datetime(
     except (ValueError, OverflowError) as refused:
         found = type(refused)
     assert found == expected
+
+
+@given(st.one_of(NEAR, st.text(max_size=40), st.datetimes(timezones=st.just(UTC)).map(to_text)))
+def test_any_text_is_written_into_a_timestamp_or_refused_as_the_aware_path_would(
+    text: str,
+) -> None:
+    moment = _from_text(text)
+    stamp = Timestamp()
+    if moment is None:
+        with pytest.raises(ValueError):
+            set_timestamp(stamp, text)
+        return
+    expected = Timestamp()
+    expected.FromDatetime(moment)
+    set_timestamp(stamp, text)
+    assert stamp == expected

@@ -206,8 +206,10 @@ def _grants_unbound(facts: Facts) -> list[Hold]:
     by_id = {c.call_id: c for c in calls}
     holds: list[Hold] = []
     for entry in facts.entries:
+        if entry.sequence <= consume.sequence or entry.kind != TOOL_CALL_GRANTED:
+            continue  # before the payload: most entries of a long journal are never parsed
         call = by_id.get(entry.text("call_id"))
-        if entry.sequence <= consume.sequence or entry.kind != TOOL_CALL_GRANTED or call is None:
+        if call is None:
             continue
         if not call.grant:
             continue  # not in the contract: held as an unknown call already
