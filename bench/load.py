@@ -121,6 +121,21 @@ def timed(action: Callable[[], object], repeats: int) -> Latencies:
     return Latencies.of(samples)
 
 
+def alternated_samples(
+    action: Callable[[], object], baseline: Callable[[], object], repeats: int
+) -> tuple[list[float], list[float]]:
+    """Sequential durations in seconds of ``repeats`` calls of each, one of each in turn: a ratio
+    of the two then compares calls made under the same machine conditions (on a shared machine
+    the same code's speed drifts by tens of percent within a minute)."""
+    samples: tuple[list[float], list[float]] = ([], [])
+    for _ in range(repeats):
+        for timed_call, kept in ((action, samples[0]), (baseline, samples[1])):
+            began = time.perf_counter()
+            timed_call()
+            kept.append(time.perf_counter() - began)
+    return samples
+
+
 def ratio(value: float, baseline: float) -> float:
     return round(value / baseline, 3) if baseline else 0.0
 

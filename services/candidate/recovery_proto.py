@@ -5,11 +5,24 @@ from __future__ import annotations
 from forge.continuity.v1 import candidate_pb2, common_pb2
 from services.candidate.domain.recovery import RecoveryCandidate
 from services.candidate.domain.recovery.readonly_observation import ObservationProof
-from shared.contract.handoff_proto import admissibility_handoff_to_proto, hold_to_proto
+from services.candidate.hold_proto import add_holds
+from shared.contract.handoff_proto import admissibility_handoff_to_proto
 
 
-def recovery_candidate_to_proto(
-    candidate: RecoveryCandidate, *, include_commit_inputs: bool = False
+def write_recovery_candidate(
+    into: candidate_pb2.RecoveryCandidate,
+    candidate: RecoveryCandidate,
+    *,
+    include_commit_inputs: bool = False,
+) -> None:
+    """The candidate written into the response's own message (holds added in place, as the held
+    run's candidate's are)."""
+    into.MergeFrom(_without_holds(candidate, include_commit_inputs))
+    add_holds(into.holds, candidate.holds)
+
+
+def _without_holds(
+    candidate: RecoveryCandidate, include_commit_inputs: bool
 ) -> candidate_pb2.RecoveryCandidate:
     found = candidate.commit_inputs if include_commit_inputs else None
     return candidate_pb2.RecoveryCandidate(
@@ -17,15 +30,6 @@ def recovery_candidate_to_proto(
         request_id=candidate.request_id,
         eligible=candidate.eligible,
         candidate_digest=candidate.candidate_digest,
-        holds=[
-            hold_to_proto(
-                reason=h.reason.value,
-                requirement=h.requirement.value,
-                detail=h.detail,
-                subject=h.subject,
-            )
-            for h in candidate.holds
-        ],
         handoff=admissibility_handoff_to_proto(candidate.handoff),
         policy_revision=candidate.policy_revision,
         journal_head=common_pb2.JournalHead(

@@ -18,11 +18,11 @@ from services.candidate.domain import (
     Reconstruction,
 )
 from services.candidate.domain.recovery import Caller, recovery_candidate
-from services.candidate.recovery_proto import recovery_candidate_to_proto
+from services.candidate.hold_proto import add_holds
+from services.candidate.recovery_proto import write_recovery_candidate
 from services.candidate.roles import SERVICE, method_roles
 from shared.continuity.recovery import WORKFLOWS, Workflow
 from shared.continuity.timeutil import utc_now
-from shared.contract.handoff_proto import hold_to_proto
 from shared.contract.recovery_proto import declared_inputs, inputs_from_proto, message_classes
 from shared.contract.terms import DEFAULT_VERSION
 from shared.runtime.auth import Role, current_principal
@@ -59,7 +59,16 @@ def handoff_to_proto(handoff: Handoff) -> common_pb2.HandoffPayload:
     )
 
 
-def candidate_to_proto(candidate: Candidate) -> candidate_pb2.InvalidReadContinuityCandidate:
+def write_candidate(
+    into: candidate_pb2.InvalidReadContinuityCandidate, candidate: Candidate
+) -> None:
+    """The candidate written into the response's own message (a long journal's candidate can
+    carry a hold per entry; building it apart and handing it over would copy every one)."""
+    into.MergeFrom(_candidate_without_holds(candidate))
+    add_holds(into.holds, candidate.holds)
+
+
+def _candidate_without_holds(candidate: Candidate) -> candidate_pb2.InvalidReadContinuityCandidate:
     proof, digests = candidate.proof, candidate.digests
     return candidate_pb2.InvalidReadContinuityCandidate(
         run_id=candidate.run_id,
@@ -93,15 +102,6 @@ def candidate_to_proto(candidate: Candidate) -> candidate_pb2.InvalidReadContinu
         policy_revision=candidate.policy_revision,
         source_digest=candidate.source_digest,
         custody_digest=candidate.custody_digest,
-        holds=[
-            hold_to_proto(
-                reason=h.reason.value,
-                requirement=h.requirement.value,
-                detail=h.detail,
-                subject=h.subject,
-            )
-            for h in candidate.holds
-        ],
         handoff=handoff_to_proto(candidate.handoff),
         journal_head=common_pb2.JournalHead(
             sequence=candidate.journal_head.sequence, hash=candidate.journal_head.hash
@@ -148,16 +148,17 @@ class CandidateServicer:
         version = request.version or DEFAULT_VERSION
         if not request.include_admission_inputs:
             candidate = self._evaluator.invalid_read_continuity(request.run_id, version)
-            return candidate_pb2.GetInvalidReadContinuityCandidateResponse(
-                candidate=candidate_to_proto(candidate)
-            )
+            response = candidate_pb2.GetInvalidReadContinuityCandidateResponse()
+            write_candidate(response.candidate, candidate)
+            return response
         candidate, inputs = self._evaluator.invalid_read_continuity_for_admission(
             request.run_id, version
         )
-        return candidate_pb2.GetInvalidReadContinuityCandidateResponse(
-            candidate=candidate_to_proto(candidate),
+        response = candidate_pb2.GetInvalidReadContinuityCandidateResponse(
             admission_inputs=admission_inputs_to_proto(inputs) if inputs is not None else None,
         )
+        write_candidate(response.candidate, candidate)
+        return response
 
     def _require_sources(self) -> CandidateSources:
         if self._sources is None:
@@ -185,10 +186,11 @@ class CandidateServicer:
             clock=self._clock,
         )
         _, response_class = message_classes(SERVICE, workflow.rpcs.candidate)
-        response: Message = response_class(
-            candidate=recovery_candidate_to_proto(
-                candidate, include_commit_inputs=request.include_commit_inputs
-            )
+        response: Message = response_class()
+        write_recovery_candidate(
+            response.candidate,  # type: ignore[attr-defined]
+            candidate,
+            include_commit_inputs=request.include_commit_inputs,
         )
         return response
 

@@ -29,6 +29,7 @@ from services.ledger.execution_servicer import ExecutionServicer
 from services.ledger.inspection_proto import inspection_to_proto
 from services.ledger.policy_servicer import PolicyServicer
 from services.ledger.proto_convert import (
+    add_entries,
     entry_to_proto,
     execution_request_to_proto,
     lease_bounds_to_proto,
@@ -212,11 +213,11 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         self, request: ledger_pb2.ReadJournalRequest, context: grpc.ServicerContext
     ) -> ledger_pb2.ReadJournalResponse:
         page = self._ledger.read_journal(request.run_id, request.from_sequence, request.page_size)
-        return ledger_pb2.ReadJournalResponse(
-            entries=[entry_to_proto(e) for e in page.entries],
-            head=head_to_proto(page.head),
-            next_sequence=page.next_sequence,
+        response = ledger_pb2.ReadJournalResponse(
+            head=head_to_proto(page.head), next_sequence=page.next_sequence
         )
+        add_entries(response.entries, page.entries)
+        return response
 
     def StreamJournal(
         self, request: ledger_pb2.StreamJournalRequest, context: grpc.ServicerContext
@@ -248,9 +249,10 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
                     )
                 )
             elif isinstance(part, list):
-                yield ledger_pb2.ReadRunSnapshotResponse(
-                    entries=ledger_pb2.RunSnapshotEntries(entries=[entry_to_proto(e) for e in part])
-                )
+                response = ledger_pb2.ReadRunSnapshotResponse()
+                response.entries.SetInParent()  # the part is entries even if a batch were empty
+                add_entries(response.entries.entries, part)
+                yield response
             elif isinstance(part, SnapshotBlob):
                 yield ledger_pb2.ReadRunSnapshotResponse(
                     blob=ledger_pb2.RunSnapshotBlob(

@@ -278,6 +278,10 @@ class HoldReason(enum.Enum):
     CALL_NOT_BOUND = "CALL_NOT_BOUND"
     RECONSTRUCTION_REFUSED = "RECONSTRUCTION_REFUSED"
 
+    # Members are singletons compared by identity, so the identity hash agrees with equality;
+    # Enum's own hashes the name in Python, a call per hold in every set and table it meets.
+    __hash__ = object.__hash__
+
 
 class Requirement(enum.Enum):
     """What would clear a hold; names equal the contract's ``HoldRequirement`` values."""
@@ -288,6 +292,8 @@ class Requirement(enum.Enum):
     SOURCE = "SOURCE"
     AUTHORITY = "AUTHORITY"
     NOT_ELIGIBLE = "NOT_ELIGIBLE"
+
+    __hash__ = object.__hash__  # as HoldReason's
 
 
 # The one place each reason's clearing requirement is decided.
