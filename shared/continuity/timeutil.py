@@ -92,13 +92,18 @@ def timestamp_text(stamp: Timestamp) -> str:
     """``to_text(from_timestamp(stamp))`` (microseconds, rounded toward zero), without protobuf's
     pure-Python ``ToDatetime`` for a valid Timestamp; anything else takes that path and fails as
     it does."""
-    if 0 <= stamp.nanos < _NANOS:
+    nanos = stamp.nanos
+    if 0 <= nanos < _NANOS:
+        micros = nanos // 1000
         try:
-            elapsed = timedelta(0, stamp.seconds, stamp.nanos // 1000)  # days, seconds, µs
-            # isoformat pads the year to four digits, as to_text does
-            return (_NAIVE_EPOCH + elapsed).isoformat(timespec="microseconds") + "Z"
+            moment = _NAIVE_EPOCH + timedelta(0, stamp.seconds, micros)  # days, seconds, µs
         except OverflowError:
             pass
+        else:
+            # isoformat pads the year to four digits, as to_text does, and writes the six digits
+            # of a nonzero microsecond; without arguments it costs half as much as with timespec
+            text = moment.isoformat()
+            return text + "Z" if micros else text + ".000000Z"
     return to_text(from_timestamp(stamp))
 
 

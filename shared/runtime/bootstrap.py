@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from shared.continuity.qualification import RegistryError, load_at_startup
 from shared.runtime.auth import PrincipalsFile
 from shared.runtime.client import service_channel
+from shared.runtime.collector import tune_for_service
 from shared.runtime.config import Settings, load_settings, server_threads
 from shared.runtime.events import configure_logging
 from shared.runtime.metrics import serve_metrics
@@ -63,6 +64,7 @@ def run_service(service: str, argv: list[str], build: Build, depends_on: Sequenc
     readiness = Readiness(service, running.health, running.names, checks)
     if checks:
         readiness.start()
+    tune_for_service()
     try:
         serve_until_signalled(running, settings.grace_seconds)
     finally:

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from shared.continuity.timeutil import (
@@ -74,6 +74,9 @@ def test_a_stored_moment_becomes_the_timestamp_protobuf_would_make(moment: datet
 
 
 @given(st.integers(-(2**40), 2**40), st.integers(-(2**31), 2**31 - 1))
+@example(1796357841, 0)  # a whole second
+@example(1796357841, 999)  # less than a microsecond past it
+@example(-62135596800, 0)  # 0001-01-01
 def test_a_timestamp_reads_as_text_exactly_as_through_protobufs_datetime(
     seconds: int, nanos: int
 ) -> None:
