@@ -3,7 +3,9 @@ callers admit pre-seeded held runs, and print where each process spends its samp
 `python -m bench.profile worker` samples them under the worker path instead (bench.worker_path:
 8 workers stepping through admitted requests), `python -m bench.profile append` under figure 3's
 load (8 writers appending to their own runs), `python -m bench.profile candidate` under repeated
-candidate reads of one held run of CANDIDATE_ENTRIES entries (figure 2's shape).
+candidate reads of one held run of CANDIDATE_ENTRIES entries (figure 2's shape),
+`python -m bench.profile candidate-first` under first reads (CANDIDATE_READS held runs of that
+length, each read once: nothing of them remembered by either end).
 
 Writes the collapsed stacks to bench/results/profile/<service>.txt (flame-graph input) and prints,
 per service, its share of the samples and the functions with the most inclusive samples.
@@ -79,7 +81,26 @@ def _candidate_load(clients: figures.Clients, url: str) -> Callable[[], Throughp
     return lambda: run_concurrently([read], CANDIDATE_READS)
 
 
-LOADS = {"worker": _worker_load, "append": _append_load, "candidate": _candidate_load}
+def _candidate_first_load(clients: figures.Clients, url: str) -> Callable[[], Throughput]:
+    ledger = clients.ledger()
+    run_ids = [f"profile-candidate-first-{n}" for n in range(CANDIDATE_READS)]
+    for run_id in run_ids:
+        seed_long_held_run(ledger, url, figures.FIXTURE, run_id, CANDIDATE_ENTRIES)
+    stub = clients.candidates(timeout=figures.CANDIDATE_TIMEOUT_SECONDS)
+
+    def read(n: int) -> None:
+        request = candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=run_ids[n])
+        stub.GetInvalidReadContinuityCandidate(request)
+
+    return lambda: run_concurrently([read], CANDIDATE_READS)
+
+
+LOADS = {
+    "worker": _worker_load,
+    "append": _append_load,
+    "candidate": _candidate_load,
+    "candidate-first": _candidate_first_load,
+}
 
 
 def main() -> int:

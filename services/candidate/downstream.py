@@ -38,6 +38,7 @@ from services.candidate.domain import (
     Snapshot,
 )
 from services.candidate.domain.journal import chain_verifier
+from services.candidate.domain.model import build_entry
 from shared.continuity.timeutil import from_timestamp, timestamp_text
 from shared.contract.terms import VERSIONS, enum_short_name
 from shared.runtime.client import call, stream
@@ -67,15 +68,16 @@ def _state(value: int) -> ExecutionState:
 
 
 def entry_from_proto(entry: common_pb2.JournalEntry) -> Entry:
-    return Entry(
-        run_id=entry.run_id,
-        sequence=entry.sequence,
-        kind=_kind(entry.kind),
-        payload_json=entry.payload_json,
-        prev_hash=entry.prev_hash,
-        hash=entry.hash,
-        actor=entry.actor,
-        recorded_at=timestamp_text(entry.recorded_at),
+    # positionally, in the order Entry declares its fields (a snapshot converts every entry)
+    return build_entry(
+        entry.run_id,
+        entry.sequence,
+        _kind(entry.kind),
+        entry.payload_json,
+        entry.prev_hash,
+        entry.hash,
+        entry.actor,
+        timestamp_text(entry.recorded_at),
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from shared.continuity.journal_chain import Verification
 from shared.continuity.journal_closure import payload_object, payload_text
+from shared.continuity.records import direct_constructor
 from shared.contract.terms import PENDING_STATE_NAMES
 from shared.runtime.errors import FailedPrecondition, InvalidArgument
 
@@ -69,6 +70,10 @@ class Entry:
     def text(self, key: str) -> str:
         """A payload value as text ("" when absent or not a string)."""
         return payload_text(self.payload, key)
+
+
+#: ``Entry(...)`` for every entry of a snapshot.
+build_entry = direct_constructor(Entry)
 
 
 @dataclass(frozen=True)
@@ -340,8 +345,11 @@ class Hold:
     subject: str
 
 
+_build_hold = direct_constructor(Hold)  # a held long journal has a hold per entry
+
+
 def hold(reason: HoldReason, subject: str, detail: str) -> Hold:
-    return Hold(reason, REQUIREMENTS[reason], detail, subject)
+    return _build_hold(reason, REQUIREMENTS[reason], detail, subject)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from shared.continuity.canonical import CanonicalJsonError, canonical_text, parse_json
 from shared.continuity.journal_chain import entry_hash
+from shared.continuity.records import direct_constructor
 from shared.runtime.errors import FieldViolation, InvalidArgument
 
 MAX_PAYLOAD_BYTES = 256 * 1024
@@ -106,6 +107,10 @@ class StoredEntry:
     hash: str
     actor: str
     recorded_at: str
+
+
+#: ``StoredEntry(...)`` for every row of a journal read (a snapshot builds one per entry).
+build_stored_entry = direct_constructor(StoredEntry)
 
 
 def validate_payload(kind: EntryKind, payload_json: str) -> str:

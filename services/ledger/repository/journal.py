@@ -21,7 +21,7 @@ from sqlalchemy import (
 )
 
 from services.ledger.domain.execution import ExecutionRequestRecord
-from services.ledger.domain.journal import EntryKind, StoredEntry
+from services.ledger.domain.journal import EntryKind, StoredEntry, build_stored_entry
 from services.ledger.repository.runs import note_entry
 from services.ledger.schema import journal_entries
 from shared.continuity.canonical import GENESIS_HASH
@@ -66,8 +66,7 @@ _UP_TO = (
 
 
 def _entry(row: object) -> StoredEntry:
-    values = dict(row._mapping)  # type: ignore[attr-defined]
-    return StoredEntry(**values)
+    return build_stored_entry(**row._mapping)  # type: ignore[attr-defined, no-any-return]
 
 
 def journal_head(connection: Connection, run_id: str) -> tuple[int, str]:
@@ -234,12 +233,12 @@ def journal_batches(
         _UP_TO, {"run_id": run_id, "up_to": up_to_sequence}
     )
     if not streamed:
-        entries = [StoredEntry(*row) for row in result]
+        entries = [build_stored_entry(*row) for row in result]
         if entries:
             yield entries
         return
     for rows in result.partitions():
-        yield [StoredEntry(*row) for row in rows]
+        yield [build_stored_entry(*row) for row in rows]
 
 
 def command_entries(connection: Connection, run_id: str) -> list[StoredEntry]:
@@ -281,7 +280,7 @@ def entries_of_kinds_and_head(
     ).all()
     if not rows:  # nothing of those kinds: the head alone
         return [], journal_head(connection, run_id)
-    entries = [StoredEntry(*row[:8]) for row in rows]
+    entries = [build_stored_entry(*row[:8]) for row in rows]
     return entries, (int(rows[0].head_sequence), str(rows[0].head_hash))
 
 

@@ -77,6 +77,10 @@ def test_a_stored_moment_becomes_the_timestamp_protobuf_would_make(moment: datet
 @example(1796357841, 0)  # a whole second
 @example(1796357841, 999)  # less than a microsecond past it
 @example(-62135596800, 0)  # 0001-01-01
+@example(-62135596801, 0)  # a second before it
+@example(-30610224000, 5_000)  # 0999-12-31: a year padded to four digits
+@example(253402300799, 999_999_999)  # the last microsecond of 9999
+@example(253402300800, 0)  # a second after it
 def test_a_timestamp_reads_as_text_exactly_as_through_protobufs_datetime(
     seconds: int, nanos: int
 ) -> None:
@@ -106,3 +110,30 @@ def test_any_text_is_written_into_a_timestamp_or_refused_as_the_aware_path_would
     expected.FromDatetime(moment)
     set_timestamp(stamp, text)
     assert stamp == expected
+
+
+@given(
+    st.datetimes(timezones=st.just(UTC)),
+    st.lists(st.tuples(st.integers(0, 26), st.sampled_from("0 :-.Z٣9")), max_size=3),
+)
+def test_texts_sharing_a_remembered_second_are_each_written_or_refused_as_the_aware_path_would(
+    moment: datetime, changes: list[tuple[int, str]]
+) -> None:
+    """The whole second is parsed once and remembered: a text that shares it but differs
+    anywhere else (its microseconds, its separators, its width) is still judged on its own."""
+    stored = to_text(moment)
+    set_timestamp(Timestamp(), stored)  # its second is now remembered
+    changed = stored
+    for index, replacement in changes:
+        changed = changed[:index] + replacement + changed[index + 1 :]
+    for text in (changed, changed + "0", changed[:-1]):
+        expected_moment = _from_text(text)
+        stamp = Timestamp()
+        if expected_moment is None:
+            with pytest.raises(ValueError):
+                set_timestamp(stamp, text)
+            continue
+        expected = Timestamp()
+        expected.FromDatetime(expected_moment)
+        set_timestamp(stamp, text)
+        assert stamp == expected
