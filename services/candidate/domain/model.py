@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -350,6 +350,17 @@ _build_hold = direct_constructor(Hold)  # a held long journal has a hold per ent
 
 def hold(reason: HoldReason, subject: str, detail: str) -> Hold:
     return _build_hold(reason, REQUIREMENTS[reason], detail, subject)
+
+
+def hold_maker(reason: HoldReason) -> Callable[[str, str], Hold]:
+    """``hold(reason, subject, detail)`` as a function of (subject, detail), for a check that
+    finds the same reason many times (its requirement looked up once)."""
+    requirement = REQUIREMENTS[reason]
+
+    def make(subject: str, detail: str) -> Hold:
+        return _build_hold(reason, requirement, detail, subject)
+
+    return make
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ admissibility check decides the rest (``recovery/``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -101,7 +101,16 @@ class RecoveryWorkflow:
 
 def holds_of(workflow: Workflow, facts: Facts) -> tuple[Hold, ...]:
     """Every hold the workflow's checks find, in check order, each (reason, subject) once."""
-    return tuple(_unique(found for check in workflow.checks for found in check(facts)))
+    # One loop, not a generator into a filter: a held long journal has a hold per entry.
+    seen: set[tuple[HoldReason, str]] = set()
+    kept: list[Hold] = []
+    for check in workflow.checks:
+        for found in check(facts):
+            key = (found.reason, found.subject)
+            if key not in seen:
+                seen.add(key)
+                kept.append(found)
+    return tuple(kept)
 
 
 def evaluate(workflow: Workflow, facts: Facts) -> Candidate:
@@ -135,7 +144,7 @@ def evaluate(workflow: Workflow, facts: Facts) -> Candidate:
                 "source_profile": qualification.source_profile,
                 "qualified": qualification.qualified,
             },
-            "holds": sorted([h.reason.value, h.subject] for h in holds),
+            "holds": sorted([_REASON_VALUES[h.reason], h.subject] for h in holds),
         }
     )
     return Candidate(
@@ -163,6 +172,10 @@ def evaluate(workflow: Workflow, facts: Facts) -> Candidate:
     )
 
 
+# Each reason's contract value, looked up once per hold (``Enum.value`` is a Python property).
+_REASON_VALUES: Final = {reason: reason.value for reason in HoldReason}
+
+
 def source_digest(run: RunRecord) -> str:
     """digest_of({source_revision, configuration_digest, source_profile}) of the run record."""
     return digest_of(
@@ -172,14 +185,3 @@ def source_digest(run: RunRecord) -> str:
             "source_profile": run.source_profile,
         }
     )
-
-
-def _unique(holds: Iterable[Hold]) -> list[Hold]:
-    seen: set[tuple[HoldReason, str]] = set()
-    kept: list[Hold] = []
-    for found in holds:
-        key = (found.reason, found.subject)
-        if key not in seen:
-            seen.add(key)
-            kept.append(found)
-    return kept

@@ -13,7 +13,7 @@ from shared.contract.terms import SUPPORTED_TIME_BUDGET_PROTOCOLS
 
 from ..facts import Facts
 from ..journal import RUN_STARTED, TOOL_CALL_GRANTED, TOOL_OUTCOME, check_chain
-from ..model import OUTSTANDING_STATES, Hold, HoldReason, hold
+from ..model import OUTSTANDING_STATES, Hold, HoldReason, hold, hold_maker
 from . import HeldRun
 
 
@@ -160,13 +160,15 @@ def custody_after_consume(facts: Facts) -> list[Hold]:
     final_held = facts.final_held
     holds: list[Hold] = []
     granted: set[str] = set()
+    # Looked up once: a held long journal has one hold per entry after its consume.
+    requested_at = request.sequence
+    consumed_at = consume.sequence if consume is not None else None
+    unaccounted = hold_maker(HoldReason.UNACCOUNTED_EFFECTS)
     for entry in facts.entries:
-        if entry.sequence <= request.sequence or entry is final_held:
+        sequence = entry.sequence
+        if sequence <= requested_at or entry is final_held or sequence == consumed_at:
             continue
-        if consume is not None and entry.sequence == consume.sequence:
-            continue
-        after = consume is not None and entry.sequence > consume.sequence
-        if after and entry.kind == TOOL_CALL_GRANTED:
+        if consumed_at is not None and sequence > consumed_at and entry.kind == TOOL_CALL_GRANTED:
             call_id = entry.text("call_id")
             if expected is None or (
                 expected.get(call_id) == entry.text("tool_name") and call_id not in granted
@@ -174,10 +176,9 @@ def custody_after_consume(facts: Facts) -> list[Hold]:
                 granted.add(call_id)
                 continue
         holds.append(
-            hold(
-                HoldReason.UNACCOUNTED_EFFECTS,
-                str(entry.sequence),
-                f"{entry.kind} at sequence {entry.sequence} is not accounted for by the "
+            unaccounted(
+                str(sequence),
+                f"{entry.kind} at sequence {sequence} is not accounted for by the "
                 "consumed response",
             )
         )
