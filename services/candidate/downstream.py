@@ -232,8 +232,7 @@ class GrpcCandidateSources:
                 header = part.header
             elif which == "entries":
                 batch = [entry_from_proto(e) for e in part.entries.entries]
-                for entry in batch:
-                    recomputation.add(entry)
+                recomputation.add_all(batch)
                 entries += batch
             elif which == "blob":
                 blobs[part.blob.digest] = part.blob.content

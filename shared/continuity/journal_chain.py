@@ -10,9 +10,10 @@ the genesis hash.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -110,6 +111,8 @@ class Verification:
 
 
 DEFAULT_INTACT_ENTRIES: Final = 200_000
+#: How many entries :func:`verify_chain` takes from its iterable at a time.
+VERIFY_BATCH: Final = 1000
 
 
 def entry_fields(entry: ChainEntry) -> bytes:
@@ -149,10 +152,29 @@ class IntactEntries:
             return True
 
     def add(self, fields: bytes) -> None:
+        self.add_all((fields,))
+
+    def known(self, keys: Iterable[bytes]) -> list[bool]:
+        """For each key, whether it is remembered (those that are count as just used): one
+        visit under the lock for a whole batch of a snapshot."""
         with self._lock:
-            self._entries[fields] = None
-            while len(self._entries) > self._max_entries:
-                self._entries.popitem(last=False)
+            entries = self._entries
+            found = []
+            for key in keys:
+                if key in entries:
+                    entries.move_to_end(key)
+                    found.append(True)
+                else:
+                    found.append(False)
+            return found
+
+    def add_all(self, keys: Iterable[bytes]) -> None:
+        with self._lock:
+            entries = self._entries
+            for key in keys:
+                entries[key] = None
+            for _ in range(len(entries) - self._max_entries):
+                entries.popitem(last=False)
 
     def __len__(self) -> int:
         with self._lock:
@@ -172,30 +194,50 @@ class ChainVerifier:
 
     def add(self, entry: ChainEntry) -> bool:
         """Check the next entry; False once the chain is broken (here or before)."""
+        return self.add_all((entry,))
+
+    def add_all(self, entries: Sequence[ChainEntry]) -> bool:
+        """Check the next entries, in order; False once the chain is broken (here or before).
+        The memory of intact entries is visited twice per batch (what it knows, what it learns),
+        not twice per entry: a snapshot sends its journal in batches."""
         if self._broken is not None:
             return False
         intact = self._intact
-        self._checked += 1
-        fields = entry_fields(entry) if intact is not None else None
-        if (
-            fields is not None
-            and intact is not None
-            and entry.sequence == self._expected_sequence
-            and entry.prev_hash == self._expected_prev
-            and fields in intact
-        ):
-            problem, at = "", 0
-        else:
-            problem, at = entry_problem(entry, self._expected_sequence, self._expected_prev)
-            if not problem and fields is not None and intact is not None:
-                intact.add(fields)
-        if problem:
-            self._broken = Verification(
-                False, self._checked, self._head_sequence, self._head_hash, at, problem
-            )
-            return False
-        self._expected_prev, self._expected_sequence = entry.hash, entry.sequence + 1
-        self._head_sequence, self._head_hash = entry.sequence, entry.hash
+        if intact is None:
+            return self._check(entries, (), itertools.repeat(False), None)
+        keys = [entry_fields(entry) for entry in entries]
+        recomputed: list[bytes] = []
+        try:
+            return self._check(entries, keys, intact.known(keys), recomputed)
+        finally:
+            intact.add_all(recomputed)
+
+    def _check(
+        self,
+        entries: Sequence[ChainEntry],
+        keys: Sequence[bytes],
+        known: Iterable[bool],
+        recomputed: list[bytes] | None,
+    ) -> bool:
+        """Each entry is intact when remembered (its exact fields, ``known``) and linked where
+        expected; otherwise recomputed, and its key added to ``recomputed`` when intact."""
+        # known: one answer per entry, or an endless False without a memory
+        for index, (entry, remembered) in enumerate(zip(entries, known, strict=False)):
+            self._checked += 1
+            sequence, prev = self._expected_sequence, self._expected_prev
+            if remembered and entry.sequence == sequence and entry.prev_hash == prev:
+                problem, at = "", 0
+            else:
+                problem, at = entry_problem(entry, sequence, prev)
+                if problem:
+                    self._broken = Verification(
+                        False, self._checked, self._head_sequence, self._head_hash, at, problem
+                    )
+                    return False
+                if recomputed is not None:
+                    recomputed.append(keys[index])
+            self._expected_prev, self._expected_sequence = entry.hash, entry.sequence + 1
+            self._head_sequence, self._head_hash = entry.sequence, entry.hash
         return True
 
     def result(self) -> Verification:
@@ -211,7 +253,9 @@ def verify_chain(
     ``intact``, an entry whose exact fields were recomputed before is not recomputed again (same
     fields, same answer); the ones recomputed now and found intact are remembered there."""
     verifier = ChainVerifier(intact)
-    for entry in entries:
-        if not verifier.add(entry):
+    # In batches, so an iterator over a cursor stays one batch in memory.
+    remaining = iter(entries)
+    while batch := list(itertools.islice(remaining, VERIFY_BATCH)):
+        if not verifier.add_all(batch):
             break
     return verifier.result()

@@ -77,10 +77,9 @@ def read(
         # Only the kinds the closure looks at, so a long journal is not kept in memory.
         closure_rows: list[PayloadRow] = []
         for batch in journal_rows.journal_batches(connection, run_id, head[0], SNAPSHOT_BATCH):
-            for entry in batch:
-                verifier.add(entry)
-                if closure_blobs and entry.kind in CLOSURE_KINDS:
-                    closure_rows.append(PayloadRow(entry))
+            verifier.add_all(batch)
+            if closure_blobs:
+                closure_rows += [PayloadRow(e) for e in batch if e.kind in CLOSURE_KINDS]
             yield batch
         if closure_blobs:
             digests = [d for d in closure_of(closure_rows).blob_digests if is_digest(d)]
