@@ -182,17 +182,26 @@ def _annotate(clients: LedgerClients, run_id: str, head: str, note: str) -> str:
 
 
 def test_a_native_append_is_one_statement_for_the_run_row_and_one_insert(
-    clients: LedgerClients, engine: Engine
+    clients: LedgerClients, engine: Engine, database_url: str
 ) -> None:
     """The run row noted, locked and read with its head in one UPDATE … RETURNING, then the
-    insert (SQLite's BEGIN IMMEDIATE aside); the same on a run with a long history."""
-    found = {}
-    for run_id, padding in (("run-plain", 0), ("run-padded", PADDING)):
-        clients.ledger().CreateRun(run_request(run_id))
-        head = _annotate(clients, run_id, "", "start")
-        if padding:
-            head = _pad(engine, run_id, padding)
+    insert (SQLite's BEGIN IMMEDIATE aside); the same on a run with a long history. On
+    PostgreSQL, an append at the head this ledger appended last notes and inserts in one
+    statement (transactions.known_heads), on any history."""
+
+    def statements_of(run_id: str, head: str, note: str) -> tuple[str, list[str]]:
         with counted(engine) as statements:
-            _annotate(clients, run_id, head, "timed")
-        found[run_id] = [s.split()[0] for s in statements if not s.startswith("BEGIN")]
-    assert found == {"run-plain": ["UPDATE", "INSERT"], "run-padded": ["UPDATE", "INSERT"]}
+            head = _annotate(clients, run_id, head, note)
+        return head, [s.split()[0] for s in statements if not s.startswith("BEGIN")]
+
+    clients.ledger().CreateRun(run_request("run-plain"))
+    head, first = statements_of("run-plain", "", "start")  # nothing known of the run yet
+    _, known = statements_of("run-plain", head, "next")
+    clients.ledger().CreateRun(run_request("run-padded"))
+    _annotate(clients, "run-padded", "", "start")
+    # a long history this ledger did not append: the head it knows is not the run's head
+    head, after_padding = statements_of("run-padded", _pad(engine, "run-padded", PADDING), "next")
+    _, known_padded = statements_of("run-padded", head, "again")
+    assert first == after_padding == ["UPDATE", "INSERT"]
+    one = ["WITH"] if database_url.startswith("postgresql") else ["UPDATE", "INSERT"]
+    assert known == known_padded == one

@@ -7,13 +7,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     BindParameter,
     ColumnElement,
     CompoundSelect,
     Connection,
+    Insert,
     Select,
+    String,
     and_,
     bindparam,
+    cast,
+    exists,
     insert,
     or_,
     select,
@@ -22,7 +27,7 @@ from sqlalchemy import (
 
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.journal import EntryKind, StoredEntry, build_stored_entry
-from services.ledger.repository.runs import note_entry
+from services.ledger.repository.runs import note_entry, noting_entry
 from services.ledger.schema import journal_entries
 from shared.continuity.canonical import GENESIS_HASH
 
@@ -158,6 +163,58 @@ def insert_journal_entry(
             completed_round=completed_round,
         )
     connection.execute(_INSERT, _values(entry))
+
+
+def _after_known_head(*, held: bool) -> Insert:
+    """PostgreSQL: note the entry on the run row (:func:`runs.noting_entry`, which locks the row
+    as the two-statement append does) and insert it, in one statement, only where the entry it
+    links to (sequence and hash) is stored; the (run_id, sequence) key and the (run_id,
+    prev_hash) link constraint refuse it if anything was appended after that entry. Inserts
+    nothing for an unknown run or a head that is not there."""
+    noted = noting_entry(held=held)
+    linked = exists().where(
+        journal_entries.c.run_id == bindparam("b_run_id"),
+        journal_entries.c.sequence == bindparam("after_sequence"),
+        journal_entries.c.hash == bindparam("prev_hash"),
+    )
+    names = ("run_id", "sequence", "kind", "payload_json", "prev_hash", "hash", "actor")
+    values: list[ColumnElement[Any]] = [
+        cast(bindparam("b_run_id"), String),
+        cast(bindparam("sequence"), BigInteger),
+        cast(bindparam("kind"), String),
+        cast(bindparam("payload_json"), String),
+        cast(bindparam("prev_hash"), String),
+        cast(bindparam("hash"), String),
+        cast(bindparam("actor"), String),
+        cast(bindparam("b_at"), String),
+    ]
+    return (
+        insert(journal_entries)
+        .from_select([*names, "recorded_at"], select(*values).select_from(noted).where(linked))
+        .returning(journal_entries.c.sequence)
+    )
+
+
+_AFTER_KNOWN_HEAD = {held: _after_known_head(held=held) for held in (False, True)}
+
+
+def insert_after_known_head(connection: Connection, entry: StoredEntry) -> bool:
+    """PostgreSQL only: note and insert a native entry in one statement where the entry it
+    links to is stored; False (nothing inserted, the run row perhaps noted: roll back) where
+    not. A concurrent append after that entry fails a unique constraint."""
+    parameters = {
+        "b_run_id": entry.run_id,
+        "b_at": entry.recorded_at,
+        "after_sequence": entry.sequence - 1,
+        "sequence": entry.sequence,
+        "kind": entry.kind,
+        "payload_json": entry.payload_json,
+        "prev_hash": entry.prev_hash,
+        "hash": entry.hash,
+        "actor": entry.actor,
+    }
+    held = entry.kind == EntryKind.RUN_HELD.value
+    return connection.execute(_AFTER_KNOWN_HEAD[held], parameters).first() is not None
 
 
 def insert_journal_entries(connection: Connection, entries: Sequence[StoredEntry]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
+    CTE,
     BindParameter,
     ColumnElement,
     Connection,
@@ -79,6 +80,13 @@ _CHANGE = _OF_RUN.values(
 # the other, in one round trip (docs/performance.md, round 4). By (state changed, rounds).
 _CHANGE_AND_COUNT = _CHANGE.values(completed_rounds=runs.c.completed_rounds + 1)
 _TOUCH_AND_COUNT = _TOUCH.values(completed_rounds=runs.c.completed_rounds + 1)
+
+
+def noting_entry(*, held: bool) -> CTE:
+    """The update :func:`note_entry` makes for a native entry (parameters ``b_run_id``,
+    ``b_at``) as a common table expression returning the run's id: for the statement that notes
+    and inserts in one (repository.journal)."""
+    return (_HOLD if held else _TOUCH).returning(runs.c.run_id).cte("noted")
 
 
 def note_entry(

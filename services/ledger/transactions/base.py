@@ -29,6 +29,7 @@ from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import policy as policy_rows
 from services.ledger.repository import runs as run_rows
 from services.ledger.repository import signed_heads as signed_head_rows
+from services.ledger.transactions.known_heads import KnownHeads
 from shared.continuity.canonical import canonical_text
 from shared.continuity.timeutil import Clock, to_text, utc_now
 from shared.runtime.errors import (
@@ -53,6 +54,8 @@ class LedgerContext:
     engine: Engine
     clock: Clock = field(default=utc_now)
     signer: HeadSigner | None = None
+    #: Each run's head after this process's last append to it (a hint: known_heads).
+    heads: KnownHeads = field(default_factory=KnownHeads, compare=False, repr=False)
 
     def now(self) -> str:
         return to_text(self.clock())
@@ -240,8 +243,14 @@ def insert_entries(
         if request is not None or completed_round or noted:
             raise ValueError("a request change is recorded with a single entry")
         journal_rows.insert_journal_entries(connection, entries)
-    if context.signer is not None and entries:
-        head = entries[-1]
+    if entries:
+        sign_head(context, connection, entries[-1])
+
+
+def sign_head(context: LedgerContext, connection: Connection, head: StoredEntry) -> None:
+    """With a signing key, sign the head ``head`` makes, inside the caller's transaction (ADR
+    0015); without one, nothing."""
+    if context.signer is not None:
         signed = context.signer.sign(head.run_id, head.sequence, head.hash, context.now())
         signed_head_rows.insert_signed_head(connection, signed)
 

@@ -28,6 +28,7 @@ from services.ledger.transactions.base import (
     existing_run_noting_entry,
     insert_entries,
     retry_on_unique_conflict,
+    sign_head,
     stale_head,
 )
 from services.ledger.transactions.execution_rules import check_fenced_write, lock_for_fenced_write
@@ -112,6 +113,62 @@ def _append_at(
 ) -> StoredEntry:
     # A concurrent append that committed at the same head first makes the retry report where
     # the head is now (JOURNAL_HEAD_STALE).
+    if lease_holder is None and kind not in FENCED_NATIVE_KINDS:
+        appended = _append_after_known_head(context, run_id, expected, kind, canonical, actor)
+        if appended is not None:
+            return appended
+    entry = _append_reading_head(context, run_id, expected, kind, canonical, actor, lease_holder)
+    context.heads.note(entry)
+    return entry
+
+
+class _HeadNotThere(Exception):
+    """The known head is not the run's head (or the run is unknown): roll back, read it."""
+
+
+def _append_after_known_head(
+    context: LedgerContext,
+    run_id: str,
+    expected: str,
+    kind: EntryKind,
+    canonical: str,
+    actor: str,
+) -> StoredEntry | None:
+    """A native append at the head this process appended last (context.heads), in one
+    statement on PostgreSQL (repository.journal.insert_after_known_head): the run row noted and
+    locked, the entry inserted where the entry it links to is stored. None where there is no
+    such hint, it is not ``expected``, or the statement found another head (rolled back): the
+    caller then reads the head as every other append does. A kind this path does not check
+    (the fenced kinds, whose checks read other rows) never comes here."""
+    known = context.heads.get(run_id)
+    if known is None or known[1] != expected or context.engine.dialect.name != "postgresql":
+        return None
+    entry = seal(run_id, known[0] + 1, kind, canonical, expected, actor, context.now())
+    try:
+        with context.engine.begin() as connection:
+            if not journal_rows.insert_after_known_head(connection, entry):
+                raise _HeadNotThere
+            sign_head(context, connection, entry)
+    except _HeadNotThere:
+        context.heads.forget(run_id)
+        return None
+    except Exception:
+        # e.g. a concurrent append won the link: the retry reads the head
+        context.heads.forget(run_id)
+        raise
+    context.heads.note(entry)
+    return entry
+
+
+def _append_reading_head(
+    context: LedgerContext,
+    run_id: str,
+    expected: str,
+    kind: EntryKind,
+    canonical: str,
+    actor: str,
+    lease_holder: Authority | None,
+) -> StoredEntry:
     with context.engine.begin() as connection:
         recorded_at = ""
         if lease_holder is None:
