@@ -18,7 +18,7 @@ from services.ledger.service import Ledger
 from services.ledger.transactions.known_heads import KnownHeads
 from shared.continuity.canonical import GENESIS_HASH
 from shared.runtime.errors import Aborted, NotFound
-from tests.ledger.conftest import CONFIGURATION_DIGEST
+from tests.ledger.conftest import CONFIGURATION_DIGEST, Clock
 from tests.support import row_counts, token_roles
 
 NOTE = EntryKind.STARTUP_RECOVERY_ANNOTATION
@@ -180,3 +180,25 @@ def test_racing_appends_on_two_replicas_never_fork(
     entries = _intact_chain(replicas[1])
     notes = sorted(json.loads(e.payload_json)["annotation"] for e in entries[1:])
     assert notes == sorted(f"w{i}-{n}" for i in range(writers) for n in range(appends_each))
+
+
+def test_an_append_at_a_known_head_leaves_the_run_row_as_the_two_statement_append_does(
+    engine: Engine, clock: Clock
+) -> None:
+    """The one-statement append notes exactly what the two-statement one notes on the run row
+    (a parameter named like a runs column would also set that column)."""
+    one, two = (
+        Ledger(engine, clock, authority=token_roles),
+        Ledger(engine, clock, authority=token_roles),
+    )
+    rows, start = {}, clock.now
+    for run_id, second in (("run-known", one), ("run-read", two)):
+        clock.now = start
+        one.create_run(_spec(run_id), "writer")
+        head = _note(one, "", "first", run_id).hash
+        clock.advance(1)
+        _note(second, head, "second", run_id)  # one knows the head of run-known only
+        with engine.connect() as connection:
+            row = connection.execute(select(runs).where(runs.c.run_id == run_id)).mappings().one()
+        rows[run_id] = {k: v for k, v in row.items() if k not in ("run_id", "run_digest")}
+    assert rows["run-known"] == rows["run-read"]

@@ -175,22 +175,19 @@ def _after_known_head(*, held: bool) -> Insert:
     linked = exists().where(
         journal_entries.c.run_id == bindparam("b_run_id"),
         journal_entries.c.sequence == bindparam("after_sequence"),
-        journal_entries.c.hash == bindparam("prev_hash"),
+        journal_entries.c.hash == bindparam("e_prev_hash"),
     )
-    names = ("run_id", "sequence", "kind", "payload_json", "prev_hash", "hash", "actor")
+    # Every column from its own parameter ("e_" and the name in _values), typed: PostgreSQL
+    # cannot infer a bare parameter's type in a select list. Never a runs column's name: an
+    # UPDATE given a parameter named like one of its table's columns also sets that column.
+    names = [column.name for column in journal_entries.columns]
     values: list[ColumnElement[Any]] = [
-        cast(bindparam("b_run_id"), String),
-        cast(bindparam("sequence"), BigInteger),
-        cast(bindparam("kind"), String),
-        cast(bindparam("payload_json"), String),
-        cast(bindparam("prev_hash"), String),
-        cast(bindparam("hash"), String),
-        cast(bindparam("actor"), String),
-        cast(bindparam("b_at"), String),
+        cast(bindparam(f"e_{column.name}"), BigInteger if column.name == "sequence" else String)
+        for column in journal_entries.columns
     ]
     return (
         insert(journal_entries)
-        .from_select([*names, "recorded_at"], select(*values).select_from(noted).where(linked))
+        .from_select(names, select(*values).select_from(noted).where(linked))
         .returning(journal_entries.c.sequence)
     )
 
@@ -202,17 +199,9 @@ def insert_after_known_head(connection: Connection, entry: StoredEntry) -> bool:
     """PostgreSQL only: note and insert a native entry in one statement where the entry it
     links to is stored; False (nothing inserted, the run row perhaps noted: roll back) where
     not. A concurrent append after that entry fails a unique constraint."""
-    parameters = {
-        "b_run_id": entry.run_id,
-        "b_at": entry.recorded_at,
-        "after_sequence": entry.sequence - 1,
-        "sequence": entry.sequence,
-        "kind": entry.kind,
-        "payload_json": entry.payload_json,
-        "prev_hash": entry.prev_hash,
-        "hash": entry.hash,
-        "actor": entry.actor,
-    }
+    parameters = {f"e_{name}": value for name, value in _values(entry).items()}
+    parameters.update(b_run_id=entry.run_id, b_at=entry.recorded_at)  # runs.noting_entry's
+    parameters.update(after_sequence=entry.sequence - 1)
     held = entry.kind == EntryKind.RUN_HELD.value
     return connection.execute(_AFTER_KNOWN_HEAD[held], parameters).first() is not None
 

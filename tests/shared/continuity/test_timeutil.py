@@ -100,6 +100,11 @@ def test_a_timestamp_reads_as_text_exactly_as_through_protobufs_datetime(
 def test_any_text_is_written_into_a_timestamp_or_refused_as_the_aware_path_would(
     text: str,
 ) -> None:
+    _written_as_the_aware_path_would(text)
+
+
+def _written_as_the_aware_path_would(text: str) -> None:
+    """set_timestamp writes what protobuf's FromDatetime of from_text would, or refuses."""
     moment = _from_text(text)
     stamp = Timestamp()
     if moment is None:
@@ -127,13 +132,4 @@ def test_texts_sharing_a_remembered_second_are_each_written_or_refused_as_the_aw
     for index, replacement in changes:
         changed = changed[:index] + replacement + changed[index + 1 :]
     for text in (changed, changed + "0", changed[:-1]):
-        expected_moment = _from_text(text)
-        stamp = Timestamp()
-        if expected_moment is None:
-            with pytest.raises(ValueError):
-                set_timestamp(stamp, text)
-            continue
-        expected = Timestamp()
-        expected.FromDatetime(expected_moment)
-        set_timestamp(stamp, text)
-        assert stamp == expected
+        _written_as_the_aware_path_would(text)
