@@ -195,7 +195,7 @@ def _after_known_head(*, held: bool) -> Insert:
 _AFTER_KNOWN_HEAD = {held: _after_known_head(held=held) for held in (False, True)}
 
 
-def insert_after_known_head(connection: Connection, entry: StoredEntry) -> bool:
+def insert_journal_entry_after_known_head(connection: Connection, entry: StoredEntry) -> bool:
     """PostgreSQL only: note and insert a native entry in one statement where the entry it
     links to is stored; False (nothing inserted, the run row perhaps noted: roll back) where
     not. A concurrent append after that entry fails a unique constraint."""

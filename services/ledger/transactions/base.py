@@ -244,10 +244,22 @@ def insert_entries(
             raise ValueError("a request change is recorded with a single entry")
         journal_rows.insert_journal_entries(connection, entries)
     if entries:
-        sign_head(context, connection, entries[-1])
+        _sign_head(context, connection, entries[-1])
 
 
-def sign_head(context: LedgerContext, connection: Connection, head: StoredEntry) -> None:
+def insert_after_known_head(
+    context: LedgerContext, connection: Connection, entry: StoredEntry
+) -> bool:
+    """:func:`insert_entries` for one native entry sealed after a head known beforehand, noted
+    on the run row in the same statement (PostgreSQL; repository.journal); False: nothing was
+    inserted (that head is not there, or no such run): roll back."""
+    if not journal_rows.insert_journal_entry_after_known_head(connection, entry):
+        return False
+    _sign_head(context, connection, entry)
+    return True
+
+
+def _sign_head(context: LedgerContext, connection: Connection, head: StoredEntry) -> None:
     """With a signing key, sign the head ``head`` makes, inside the caller's transaction (ADR
     0015); without one, nothing."""
     if context.signer is not None:

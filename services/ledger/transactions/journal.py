@@ -26,9 +26,9 @@ from services.ledger.transactions.base import (
     check_not_negative,
     existing_run,
     existing_run_noting_entry,
+    insert_after_known_head,
     insert_entries,
     retry_on_unique_conflict,
-    sign_head,
     stale_head,
 )
 from services.ledger.transactions.execution_rules import check_fenced_write, lock_for_fenced_write
@@ -135,8 +135,8 @@ def _append_after_known_head(
     actor: str,
 ) -> StoredEntry | None:
     """A native append at the head this process appended last (context.heads), in one
-    statement on PostgreSQL (repository.journal.insert_after_known_head): the run row noted and
-    locked, the entry inserted where the entry it links to is stored. None where there is no
+    statement on PostgreSQL (base.insert_after_known_head): the run row noted and locked, the
+    entry inserted where the entry it links to is stored. None where there is no
     such hint, it is not ``expected``, or the statement found another head (rolled back): the
     caller then reads the head as every other append does. A kind this path does not check
     (the fenced kinds, whose checks read other rows) never comes here."""
@@ -146,9 +146,8 @@ def _append_after_known_head(
     entry = seal(run_id, known[0] + 1, kind, canonical, expected, actor, context.now())
     try:
         with context.engine.begin() as connection:
-            if not journal_rows.insert_after_known_head(connection, entry):
+            if not insert_after_known_head(context, connection, entry):
                 raise _HeadNotThere
-            sign_head(context, connection, entry)
     except _HeadNotThere:
         context.heads.forget(run_id)
         return None

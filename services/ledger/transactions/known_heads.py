@@ -1,6 +1,6 @@
 """The head each run had after this process's last append to it: a hint that lets a native
-append at that head note and insert in one statement (repository.journal.insert_after_known_head)
-instead of reading the head first. Only a hint: the statement inserts only where the entry it
+append at that head note and insert in one statement (base.insert_after_known_head) instead
+of reading the head first. Only a hint: the statement inserts only where the entry it
 links to is stored and nothing follows it, so a stale or wrong hint costs a rollback and the
 two-statement append, never a wrong link."""
 
