@@ -117,57 +117,6 @@ def _append_at(
         appended = _append_after_known_head(context, run_id, expected, kind, canonical, actor)
         if appended is not None:
             return appended
-    entry = _append_reading_head(context, run_id, expected, kind, canonical, actor, lease_holder)
-    context.heads.note(entry)
-    return entry
-
-
-class _HeadNotThere(Exception):
-    """The known head is not the run's head (or the run is unknown): roll back, read it."""
-
-
-def _append_after_known_head(
-    context: LedgerContext,
-    run_id: str,
-    expected: str,
-    kind: EntryKind,
-    canonical: str,
-    actor: str,
-) -> StoredEntry | None:
-    """A native append at the head this process appended last (context.heads), in one
-    statement on PostgreSQL (base.insert_after_known_head): the run row noted and locked, the
-    entry inserted where the entry it links to is stored. None where there is no
-    such hint, it is not ``expected``, or the statement found another head (rolled back): the
-    caller then reads the head as every other append does. A kind this path does not check
-    (the fenced kinds, whose checks read other rows) never comes here."""
-    known = context.heads.get(run_id)
-    if known is None or known[1] != expected or context.engine.dialect.name != "postgresql":
-        return None
-    entry = seal(run_id, known[0] + 1, kind, canonical, expected, actor, context.now())
-    try:
-        with context.engine.begin() as connection:
-            if not insert_after_known_head(context, connection, entry):
-                raise _HeadNotThere
-    except _HeadNotThere:
-        context.heads.forget(run_id)
-        return None
-    except Exception:
-        # e.g. a concurrent append won the link: the retry reads the head
-        context.heads.forget(run_id)
-        raise
-    context.heads.note(entry)
-    return entry
-
-
-def _append_reading_head(
-    context: LedgerContext,
-    run_id: str,
-    expected: str,
-    kind: EntryKind,
-    canonical: str,
-    actor: str,
-    lease_holder: Authority | None,
-) -> StoredEntry:
     with context.engine.begin() as connection:
         recorded_at = ""
         if lease_holder is None:
@@ -189,7 +138,45 @@ def _append_reading_head(
             run_id, sequence + 1, kind, canonical, head, actor, recorded_at or context.now()
         )
         insert_entries(context, connection, [entry], noted=lease_holder is None)
-        return entry
+    context.heads.note(entry)
+    return entry
+
+
+class _HeadNotThere(Exception):
+    """The known head is not the run's head (or the run is unknown): roll back, read it."""
+
+
+def _append_after_known_head(
+    context: LedgerContext,
+    run_id: str,
+    expected: str,
+    kind: EntryKind,
+    canonical: str,
+    actor: str,
+) -> StoredEntry | None:
+    """A native append at the head this process appended last (context.heads), in one
+    statement on PostgreSQL (base.insert_after_known_head): the run row noted and locked, the
+    entry inserted where the entry it links to is stored. None where there is no such hint, it
+    is not ``expected``, or the statement found another head (rolled back): the caller then
+    reads the head as every other append does. A kind this path does not check
+    (the fenced kinds, whose checks read other rows) never comes here."""
+    known = context.heads.get(run_id)
+    if known is None or known[1] != expected or context.engine.dialect.name != "postgresql":
+        return None
+    entry = seal(run_id, known[0] + 1, kind, canonical, expected, actor, context.now())
+    try:
+        with context.engine.begin() as connection:
+            if not insert_after_known_head(context, connection, entry):
+                raise _HeadNotThere
+    except _HeadNotThere:
+        context.heads.forget(run_id)
+        return None
+    except Exception:
+        # e.g. a concurrent append won the link: the retry reads the head
+        context.heads.forget(run_id)
+        raise
+    context.heads.note(entry)
+    return entry
 
 
 def _check_native_write(
