@@ -144,16 +144,6 @@ class IntactEntries:
         self._entries: OrderedDict[bytes, None] = OrderedDict()
         self._lock = threading.Lock()
 
-    def __contains__(self, fields: bytes) -> bool:
-        with self._lock:
-            if fields not in self._entries:
-                return False
-            self._entries.move_to_end(fields)
-            return True
-
-    def add(self, fields: bytes) -> None:
-        self.add_all((fields,))
-
     def known(self, keys: Iterable[bytes]) -> list[bool]:
         """For each key, whether it is remembered (those that are count as just used): one
         visit under the lock for a whole batch of a snapshot."""
@@ -182,8 +172,8 @@ class IntactEntries:
 
 
 class ChainVerifier:
-    """:func:`verify_chain` one entry at a time, for a reader that sends or keeps the entries as
-    it goes (one pass over the rows): ``add`` each entry in order, then ``result``. After the
+    """:func:`verify_chain` batch by batch, for a reader that sends or keeps the entries as it
+    goes (one pass over the rows): ``add_all`` each batch in order, then ``result``. After the
     first break nothing more is checked (the result names that break)."""
 
     def __init__(self, intact: IntactEntries | None = None) -> None:
@@ -191,10 +181,6 @@ class ChainVerifier:
         self._expected_prev, self._expected_sequence, self._checked = GENESIS_HASH, 1, 0
         self._head_sequence, self._head_hash = 0, GENESIS_HASH
         self._broken: Verification | None = None
-
-    def add(self, entry: ChainEntry) -> bool:
-        """Check the next entry; False once the chain is broken (here or before)."""
-        return self.add_all((entry,))
 
     def add_all(self, entries: Sequence[ChainEntry]) -> bool:
         """Check the next entries, in order; False once the chain is broken (here or before).

@@ -39,7 +39,3 @@ class KnownHeads:
     def forget(self, run_id: str) -> None:
         with self._lock:
             self._heads.pop(run_id, None)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._heads)
