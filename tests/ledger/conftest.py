@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import Engine
 
 from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc, policy_pb2_grpc
+from services.ledger.domain.runs import RunSpec
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
 from tests.support import Served, serve, token_roles
@@ -72,3 +73,22 @@ def run_request(run_id: str = "run-1", **overrides: object) -> ledger_pb2.Create
     }
     fields.update(overrides)
     return ledger_pb2.CreateRunRequest(**fields)  # type: ignore[arg-type]
+
+
+def run_spec(run_id: str = "run-1", **overrides: object) -> RunSpec:
+    """The run :func:`run_request` registers, as the domain's spec (for tests of the ledger's
+    facade and repository, without gRPC)."""
+    fields: dict[str, object] = {
+        "run_id": run_id,
+        "task_id": "task-1",
+        "attempt_id": "attempt-1",
+        "source_revision": "rev-abc",
+        "configuration_digest": CONFIGURATION_DIGEST,
+        "provider_timeout_seconds": 900,
+        "active_deadline": None,
+        "command_limit": 22,
+        "time_budget_protocol": "provider-timeout-v1",
+        "source_profile": "profile-2026-11",
+    }
+    fields.update(overrides)
+    return RunSpec(**fields)  # type: ignore[arg-type]

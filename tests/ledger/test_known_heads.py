@@ -12,31 +12,15 @@ import pytest
 from sqlalchemy import Engine, select
 
 from services.ledger.domain.journal import EntryKind, StoredEntry
-from services.ledger.domain.runs import RunSpec
 from services.ledger.schema import runs
 from services.ledger.service import Ledger
 from services.ledger.transactions.known_heads import KnownHeads
 from shared.continuity.canonical import GENESIS_HASH
 from shared.runtime.errors import Aborted, NotFound
-from tests.ledger.conftest import CONFIGURATION_DIGEST, Clock
+from tests.ledger.conftest import Clock, run_spec
 from tests.support import row_counts, token_roles
 
 NOTE = EntryKind.STARTUP_RECOVERY_ANNOTATION
-
-
-def _spec(run_id: str) -> RunSpec:
-    return RunSpec(
-        run_id=run_id,
-        task_id="task-1",
-        attempt_id="attempt-1",
-        source_revision="rev-abc",
-        configuration_digest=CONFIGURATION_DIGEST,
-        provider_timeout_seconds=900,
-        active_deadline=None,
-        command_limit=22,
-        time_budget_protocol="provider-timeout-v1",
-        source_profile="profile-2026-11",
-    )
 
 
 def _note(ledger: Ledger, head: str, text: str, run_id: str = "run-1") -> StoredEntry:
@@ -64,7 +48,7 @@ def _updated_at(engine: Engine, run_id: str = "run-1") -> str:
 @pytest.fixture
 def replicas(engine: Engine) -> tuple[Ledger, Ledger]:
     first, second = Ledger(engine, authority=token_roles), Ledger(engine, authority=token_roles)
-    first.create_run(_spec("run-1"), "writer")
+    first.create_run(run_spec("run-1"), "writer")
     return first, second
 
 
@@ -194,7 +178,7 @@ def test_an_append_at_a_known_head_leaves_the_run_row_as_the_two_statement_appen
     rows, start = {}, clock.now
     for run_id, second in (("run-known", one), ("run-read", two)):
         clock.now = start
-        one.create_run(_spec(run_id), "writer")
+        one.create_run(run_spec(run_id), "writer")
         head = _note(one, "", "first", run_id).hash
         clock.advance(1)
         _note(second, head, "second", run_id)  # one knows the head of run-known only

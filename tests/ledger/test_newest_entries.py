@@ -7,28 +7,18 @@ import pytest
 from sqlalchemy import Engine
 
 from services.ledger.domain.journal import EntryKind, seal
-from services.ledger.domain.runs import Run, RunSpec
+from services.ledger.domain.runs import Run
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import runs as run_rows
 from shared.continuity.canonical import GENESIS_HASH
+from tests.ledger.conftest import run_spec
 
 K = EntryKind
 ASKED = (K.RUN_STARTED, K.CHECKPOINT_STORED, K.RESPONSE_CONSUMED)
 
 
 def _run(run_id: str) -> Run:
-    spec = RunSpec(
-        run_id=run_id,
-        task_id="task-1",
-        attempt_id="attempt-1",
-        source_revision="rev-abc",
-        configuration_digest="sha256:" + "c" * 64,
-        provider_timeout_seconds=900,
-        active_deadline="",
-        command_limit=22,
-        time_budget_protocol="provider-timeout-v1",
-        source_profile="profile-2026-11",
-    )
+    spec = run_spec(run_id, active_deadline="")
     return Run(spec, "writer", "2026-12-01T12:00:00.000000Z", "sha256:" + "d" * 64)
 
 
