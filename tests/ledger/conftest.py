@@ -59,36 +59,26 @@ def ledger_server(ledger: Ledger) -> Iterator[LedgerClients]:
         yield LedgerClients(served)
 
 
+# The run every ledger test registers unless it says otherwise (besides its id).
+_RUN_FIELDS: dict[str, object] = {
+    "task_id": "task-1",
+    "attempt_id": "attempt-1",
+    "source_revision": "rev-abc",
+    "configuration_digest": CONFIGURATION_DIGEST,
+    "provider_timeout_seconds": 900,
+    "command_limit": 22,
+    "time_budget_protocol": "provider-timeout-v1",
+    "source_profile": "profile-2026-11",
+}
+
+
 def run_request(run_id: str = "run-1", **overrides: object) -> ledger_pb2.CreateRunRequest:
-    fields: dict[str, object] = {
-        "run_id": run_id,
-        "task_id": "task-1",
-        "attempt_id": "attempt-1",
-        "source_revision": "rev-abc",
-        "configuration_digest": CONFIGURATION_DIGEST,
-        "provider_timeout_seconds": 900,
-        "command_limit": 22,
-        "time_budget_protocol": "provider-timeout-v1",
-        "source_profile": "profile-2026-11",
-    }
-    fields.update(overrides)
+    fields = {"run_id": run_id, **_RUN_FIELDS, **overrides}
     return ledger_pb2.CreateRunRequest(**fields)  # type: ignore[arg-type]
 
 
 def run_spec(run_id: str = "run-1", **overrides: object) -> RunSpec:
     """The run :func:`run_request` registers, as the domain's spec (for tests of the ledger's
     facade and repository, without gRPC)."""
-    fields: dict[str, object] = {
-        "run_id": run_id,
-        "task_id": "task-1",
-        "attempt_id": "attempt-1",
-        "source_revision": "rev-abc",
-        "configuration_digest": CONFIGURATION_DIGEST,
-        "provider_timeout_seconds": 900,
-        "active_deadline": None,
-        "command_limit": 22,
-        "time_budget_protocol": "provider-timeout-v1",
-        "source_profile": "profile-2026-11",
-    }
-    fields.update(overrides)
+    fields = {"run_id": run_id, "active_deadline": None, **_RUN_FIELDS, **overrides}
     return RunSpec(**fields)  # type: ignore[arg-type]
