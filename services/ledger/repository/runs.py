@@ -185,10 +185,14 @@ def _newest(column: str, run_id: ColumnElement[str] = runs.c.run_id) -> ScalarSe
     )
 
 
+#: The run's journal head as two columns of a statement that selects from ``runs``
+#: (:func:`head_from_row` reads them).
+HEAD_COLUMNS = (_newest("sequence").label("head_sequence"), _newest("hash").label("head_hash"))
+
 # The run row and its journal head in one statement (one round trip on the append path).
-_RUN_WITH_HEAD: Select[Any] = select(
-    *runs.columns, _newest("sequence").label("head_sequence"), _newest("hash").label("head_hash")
-).where(runs.c.run_id == bindparam("run_id"))
+_RUN_WITH_HEAD: Select[Any] = select(*runs.columns, *HEAD_COLUMNS).where(
+    runs.c.run_id == bindparam("run_id")
+)
 
 # The same, and the current policy revision's columns (prefixed "policy_"), in one statement:
 # the snapshot's header. Outer-joined, so a run is found even in a database without a policy.
@@ -214,10 +218,11 @@ def get_run_with_head_and_policy(
         raise RuntimeError("policy_revisions is empty: migrations were not applied")
     names = (column.name for column in CURRENT_SUBQUERY.c)
     policy = policy_from_values({name: row[f"policy_{name}"] for name in names})
-    return run_from_row(row), _head(row), policy
+    return run_from_row(row), head_from_row(row), policy
 
 
-def _head(row: RowMapping) -> tuple[int, str]:
+def head_from_row(row: RowMapping) -> tuple[int, str]:
+    """(sequence, hash) of the head read by :data:`HEAD_COLUMNS`; (0, genesis): no entry."""
     if row["head_sequence"] is None:
         return (0, GENESIS_HASH)
     return (int(row["head_sequence"]), str(row["head_hash"]))
@@ -250,4 +255,4 @@ def note_entry_reading_head(
     row = connection.execute(statement, parameters).mappings().first()
     if row is None:
         return None
-    return int(row["command_limit"]), _head(row)
+    return int(row["command_limit"]), head_from_row(row)

@@ -10,8 +10,9 @@ from services.ledger.domain.execution import RequestState
 from services.ledger.domain.runs import Run
 from services.ledger.domain.tickets import StoredTicket
 from services.ledger.repository import execution_requests as request_rows
-from services.ledger.repository.runs import run_from_row
+from services.ledger.repository.runs import HEAD_COLUMNS, head_from_row, run_from_row
 from services.ledger.schema import admission_tickets, execution_requests, runs
+from shared.continuity.canonical import GENESIS_HASH
 
 
 @dataclass(frozen=True)
@@ -41,12 +42,14 @@ _RUN_OUTSTANDING = (
     .limit(1)
     .scalar_subquery()
 )
-# What the admission transaction reads before it judges the journal, in one statement: the run,
-# the tickets stored under the request id or for the consumed response (0, 1 or 2 rows joined),
-# and the queue counts. No row: the run is not registered (a ticket's run always is).
+# What the admission transaction reads under the policy lock, in one statement: the run and
+# its journal head, the tickets stored under the request id or for the consumed response (0, 1
+# or 2 rows joined), and the queue counts. No row: the run is not registered (a ticket's run
+# always is).
 _ADMISSION_READS = (
     select(
         *runs.columns,
+        *HEAD_COLUMNS,
         _RUN_TICKETS.label("q_run_tickets"),
         _PENDING.label("q_pending"),
         _RUN_OUTSTANDING.label("q_run_outstanding"),
@@ -122,6 +125,8 @@ class AdmissionReads:
     #: A ticket of the run for the consumed response (maybe ``by_request`` itself).
     by_graph: TicketRow | None
     counts: QueueCounts
+    #: (sequence, hash) of the run's newest journal entry; (0, genesis) for none or no run.
+    head: tuple[int, str] = (0, GENESIS_HASH)
 
 
 def admission_reads(
@@ -132,8 +137,9 @@ def admission_reads(
     pending_states: tuple[RequestState, ...],
 ) -> AdmissionReads:
     """The ticket stored under ``request_id`` and a ticket of the run for the consumed response
-    (the same ticket may be both), the run, and the run's tickets, the execution requests in
-    ``pending_states`` across all runs and the run's own oldest one among them: one statement."""
+    (the same ticket may be both), the run and its journal head, and the run's tickets, the
+    execution requests in ``pending_states`` across all runs and the run's own oldest one among
+    them: one statement."""
     rows = (
         connection.execute(
             _ADMISSION_READS,
@@ -173,4 +179,5 @@ def admission_reads(
             int(first["q_pending"]),
             str(first["q_run_outstanding"] or ""),
         ),
+        head=head_from_row(first),
     )

@@ -80,10 +80,13 @@ def _commit(context: LedgerContext, admission: AdmissionInput, expiry: Expiry) -
 def _admit(
     context: LedgerContext, connection: Connection, admission: AdmissionInput, expiry: Expiry
 ) -> Admission:
+    # Before the lock: the journal rows and stored bytes the checks judge (they decide nothing
+    # yet; the policy lock serializes every admission, so what it covers is kept short).
+    early = _read_before_lock(connection, admission)
     # 9.1 lock the current policy row; queued requests whose lease ran out expire first
     policy = expiry.lock_policy(connection)
     # The rows 9.2 to 9.7 decide on before the journal, in one read: the tickets under the
-    # request id or for the consumed graph, the run, and the queue counts.
+    # request id or for the consumed graph, the run and its head, and the queue counts.
     reads = ticket_rows.admission_reads(
         connection,
         admission.run_id,
@@ -117,12 +120,15 @@ def _admit(
     run = reads.run
     # 9.4 the policy is enabled, still the candidate's revision, and allows the version
     check_policy_for_admission(policy, admission.policy_revision, admission.version)
-    # The journal rows steps 9.5 and 9.5b judge, in one read: the last entry (the head) and the
-    # newest entry of each kind they name.
-    newest = journal_rows.newest_entries(connection, run.spec.run_id, _JUDGED_KINDS)
+    # The journal rows steps 9.5 and 9.5b judge: the last entry (the head) and the newest entry
+    # of each kind they name, as read before the lock while the head is still the one they end
+    # with (the journal only grows, each entry bound to the one before), else read again.
+    newest = early.newest
+    if _head_of(newest) != reads.head:
+        newest = journal_rows.newest_entries(connection, run.spec.run_id, _JUDGED_KINDS)
     last = newest.last
     # 9.5 re-check the head (the last entry is the head: one read serves both checks)
-    head = (last.sequence, last.hash) if last is not None else (0, GENESIS_HASH)
+    head = _head_of(newest)
     if head[1] != admission.expected_head_hash:
         raise stale_head(run.spec.run_id, admission.expected_head_hash, *head)
     # 9.5 at that head the run is held, and its consumed response is the one named
@@ -149,7 +155,7 @@ def _admit(
     check_capacity(policy, per_run=counts.run_tickets, pending=counts.pending)
     # 9.8 the derived checkpoint's envelope continues the journal's consumed turn (its digest
     # was checked by validate()), then store it
-    _check_envelope(connection, admission, newest)
+    _check_envelope(connection, admission, newest, early.blobs)
     if admission.derived_checkpoint:
         # One statement: stored bytes under a digest never change, so an existing row stays.
         blob_rows.insert_blob_if_absent(
@@ -159,7 +165,9 @@ def _admit(
             DERIVED_CHECKPOINT_MEDIA_TYPE,
             context.now(),
         )
-    elif not blob_rows.blob_exists(connection, admission.derived_checkpoint_digest):
+    elif admission.derived_checkpoint_digest not in early.blobs and not blob_rows.blob_exists(
+        connection, admission.derived_checkpoint_digest
+    ):
         raise FailedPrecondition(
             "DERIVED_CHECKPOINT_MISSING",
             "send the derived checkpoint bytes with the admission",
@@ -237,26 +245,63 @@ def _admit(
     return Admission(ticket, record, created=True)
 
 
+@dataclass(frozen=True)
+class _EarlyReads:
+    """What an admission reads before it takes the policy lock: the journal's newest entries
+    (as :func:`journal_rows.newest_entries`) and the stored bytes they name, by digest."""
+
+    newest: NewestEntries
+    #: The blobs found (a stored blob never changes and is never removed, so one found before
+    #: the lock stands; one not found is looked for again under it).
+    blobs: dict[str, bytes]
+
+
+def _read_before_lock(connection: Connection, admission: AdmissionInput) -> _EarlyReads:
+    """The newest entries, then the source checkpoint their model_request_sent names and the
+    derived checkpoint when its bytes were not sent: two statements."""
+    newest = journal_rows.newest_entries(connection, admission.run_id, _JUDGED_KINDS)
+    wanted = [_checkpoint_digest(newest)]
+    if not admission.derived_checkpoint:
+        wanted.append(admission.derived_checkpoint_digest)
+    found = blob_rows.get_blobs(connection, [digest for digest in wanted if digest])
+    return _EarlyReads(newest, {digest: content for digest, (content, _) in found.items()})
+
+
+def _head_of(newest: NewestEntries) -> tuple[int, str]:
+    last = newest.last
+    return (last.sequence, last.hash) if last is not None else (0, GENESIS_HASH)
+
+
+def _checkpoint_digest(newest: NewestEntries) -> str:
+    """The source checkpoint the newest model_request_sent names ("" for none)."""
+    return str(_payload(newest.newest(EntryKind.MODEL_REQUEST_SENT)).get("checkpoint_digest") or "")
+
+
 def _check_envelope(
-    connection: Connection, admission: AdmissionInput, newest: NewestEntries
+    connection: Connection,
+    admission: AdmissionInput,
+    newest: NewestEntries,
+    found: dict[str, bytes],
 ) -> None:
     """9.8: the derived checkpoint (the bytes sent, or those stored under its digest) names the
     source checkpoint, raw response, consumption time, version, witness and limits of the rows
-    this transaction read (services/ledger/domain/derived_envelope.py)."""
-    content = admission.derived_checkpoint or blob_rows.get_content(
-        connection, admission.derived_checkpoint_digest
-    )
+    this transaction read (services/ledger/domain/derived_envelope.py). ``found``: the blobs
+    read before the lock."""
+
+    def stored(digest: str) -> bytes | None:
+        return found.get(digest) or blob_rows.get_content(connection, digest)
+
+    content = admission.derived_checkpoint or stored(admission.derived_checkpoint_digest)
     if content is None:
         return  # not sent and not stored: refused as DERIVED_CHECKPOINT_MISSING just after
-    sent = _payload(newest.newest(EntryKind.MODEL_REQUEST_SENT))
     consumed = _payload(newest.newest(EntryKind.RESPONSE_CONSUMED))
-    checkpoint_digest = str(sent.get("checkpoint_digest") or "")
+    checkpoint_digest = _checkpoint_digest(newest)
     check_derived_envelope(
         content,
         admission.derived_checkpoint_digest,
         turn=JournalTurn(
             checkpoint_digest=checkpoint_digest,
-            checkpoint=blob_rows.get_content(connection, checkpoint_digest),
+            checkpoint=stored(checkpoint_digest),
             response_digest=str(consumed.get("response_digest") or ""),
             consumed_at=str(consumed.get("consumed_at") or ""),
         ),

@@ -1,0 +1,107 @@
+"""The admission reads the journal rows and stored bytes it judges before it takes the policy
+lock, which serializes every admission, and decides only under the lock
+(services/ledger/transactions/admission.py): the rows read early stand only while the head
+read under the lock is the one they end with. An entry appended in between is judged as a later
+caller would judge it, in the same transaction, and nothing is written."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import grpc
+import pytest
+from sqlalchemy import Engine, event
+
+from forge.continuity.v1 import common_pb2, ledger_pb2
+from services.ledger.transactions.base import TRANSACTION_RETRIES
+from tests.errors import expect_error
+from tests.ledger.admission_support import commit, commit_request, enable_policy, seed
+from tests.ledger.conftest import LedgerClients
+from tests.support import row_counts
+
+
+def _is_policy_lock(statement: str) -> bool:
+    return "FOR UPDATE" in statement and "FROM policy_revisions" in statement
+
+
+@contextmanager
+def before_policy_lock(engine: Engine, action: Callable[[], None]) -> Iterator[list[str]]:
+    """Run ``action`` once, just before the first exclusive policy lock statement (PostgreSQL:
+    every earlier statement of that transaction has run). Yields every statement seen."""
+    seen: list[str] = []
+
+    def hook(*arguments: object) -> None:
+        statement = str(arguments[2])
+        seen.append(statement)
+        if _is_policy_lock(statement) and sum(map(_is_policy_lock, seen)) == 1:
+            action()
+
+    event.listen(engine, "before_cursor_execute", hook)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", hook)
+
+
+def _annotate(clients: LedgerClients, run_id: str, head: str) -> str:
+    return (
+        clients.ledger()
+        .AppendJournalEntry(
+            ledger_pb2.AppendJournalEntryRequest(
+                run_id=run_id,
+                expected_head_hash=head,
+                kind=common_pb2.JOURNAL_ENTRY_KIND_STARTUP_RECOVERY_ANNOTATION,
+                payload_json=json.dumps({"annotation": "appended while the admission read"}),
+            )
+        )
+        .entry.hash
+    )
+
+
+@pytest.fixture
+def postgres_only(database_url: str) -> None:
+    if not database_url.startswith("postgresql"):
+        pytest.skip("SQLite's BEGIN IMMEDIATE takes the write lock before the first read")
+
+
+@pytest.mark.usefixtures("postgres_only")
+def test_an_entry_appended_before_the_lock_is_judged_under_it_without_a_retry(
+    clients: LedgerClients, engine: Engine
+) -> None:
+    seeded = seed(clients)
+    enable_policy(clients)
+    request = commit_request(clients, seeded)
+    moved: list[str] = []
+    retries = TRANSACTION_RETRIES.snapshot()
+    with before_policy_lock(
+        engine, lambda: moved.append(_annotate(clients, seeded.run_id, seeded.head_hash))
+    ):
+        counts = row_counts(engine)  # the annotation is counted after the call
+        refused = expect_error(
+            grpc.StatusCode.ABORTED, "JOURNAL_HEAD_STALE", lambda: commit(clients, request)
+        )
+    assert len(moved) == 1
+    after = row_counts(engine)
+    assert after == {**counts, "journal_entries": counts["journal_entries"] + 1}
+    # Refused by the transaction that read the moved head under the lock, not by a retry after
+    # its insert at the old head collided with the annotation.
+    assert TRANSACTION_RETRIES.snapshot() == retries
+    # The refusal names the head as the lock found it.
+    assert refused.metadata["current_head_hash"] == moved[0]
+
+
+@pytest.mark.usefixtures("postgres_only")
+def test_the_journal_and_blob_reads_run_before_the_lock(
+    clients: LedgerClients, engine: Engine
+) -> None:
+    seeded = seed(clients)
+    enable_policy(clients)
+    with before_policy_lock(engine, lambda: None) as seen:
+        assert commit(clients, commit_request(clients, seeded)).created
+    lock = next(index for index, statement in enumerate(seen) if _is_policy_lock(statement))
+    early, locked = seen[:lock], seen[lock:]
+    assert any("UNION ALL" in statement for statement in early)  # the newest entries
+    assert any("FROM blobs" in statement for statement in early)  # the source checkpoint
+    assert not any("UNION ALL" in s or "FROM blobs" in s for s in locked)
