@@ -2,19 +2,26 @@
 lock, which serializes every admission, and decides only under the lock
 (services/ledger/transactions/admission.py): the rows read early stand only while the head
 read under the lock is the one they end with. An entry appended in between is judged as a later
-caller would judge it, in the same transaction, and nothing is written."""
+caller would judge it, in the same transaction, and nothing is written. The lock is confirmed by
+the statement that reads the rows the admission decides on: a policy revision committed while
+the admission waited for the lock is the one it is judged against."""
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 import grpc
 import pytest
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine, event, text
 
 from forge.continuity.v1 import common_pb2, ledger_pb2
+from services.ledger.domain.policy import PolicyRevision, policy_digest
+from services.ledger.repository import policy as policy_rows
 from services.ledger.transactions.base import TRANSACTION_RETRIES
 from tests.errors import expect_error
 from tests.ledger.admission_support import commit, commit_request, enable_policy, seed
@@ -93,7 +100,7 @@ def test_an_entry_appended_before_the_lock_is_judged_under_it_without_a_retry(
 
 
 @pytest.mark.usefixtures("postgres_only")
-def test_the_journal_and_blob_reads_run_before_the_lock(
+def test_the_journal_and_blob_reads_run_before_the_lock_and_three_statements_under_it(
     clients: LedgerClients, engine: Engine
 ) -> None:
     seeded = seed(clients)
@@ -105,3 +112,62 @@ def test_the_journal_and_blob_reads_run_before_the_lock(
     assert any("UNION ALL" in statement for statement in early)  # the newest entries
     assert any("FROM blobs" in statement for statement in early)  # the source checkpoint
     assert not any("UNION ALL" in s or "FROM blobs" in s for s in locked)
+    # Under the lock: the lock itself, the one read that confirms it and holds every row the
+    # admission decides on, and the one statement that writes its rows.
+    assert len(locked) == 3, locked
+    assert locked[2].startswith("WITH noted")
+
+
+def _lock_waiters(engine: Engine) -> int:
+    with engine.connect() as connection:
+        return int(
+            connection.execute(
+                text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+            ).scalar_one()
+        )
+
+
+@pytest.mark.usefixtures("postgres_only")
+def test_a_policy_revision_committed_while_the_admission_waits_is_the_one_judged(
+    clients: LedgerClients, engine: Engine
+) -> None:
+    seeded = seed(clients)
+    enable_policy(clients)
+    request = commit_request(clients, seeded)  # names the revision current now
+    locked, written = threading.Event(), threading.Event()
+
+    def policy_write() -> None:
+        # as a policy write does (transactions/policy.py), holding the lock until the admission
+        # waits for it
+        with engine.begin() as connection:
+            current = policy_rows.lock_current_policy(connection)
+            locked.set()
+            deadline = time.monotonic() + 10
+            while _lock_waiters(engine) == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            settings = replace(current.settings, window_seconds=60)
+            revision = current.revision + 1
+            policy_rows.insert_policy_revision(
+                connection,
+                PolicyRevision(
+                    revision,
+                    settings,
+                    "admin",
+                    "2026-12-01T12:00:01.000000Z",
+                    policy_digest(revision, settings),
+                ),
+            )
+        written.set()
+
+    writer = threading.Thread(target=policy_write)
+    writer.start()
+    assert locked.wait(10)
+    counts = row_counts(engine)
+    expect_error(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "POLICY_REVISION_CHANGED",
+        lambda: commit(clients, request),
+    )
+    writer.join(10)
+    assert written.is_set()
+    assert row_counts(engine) == {**counts, "policy_revisions": counts["policy_revisions"] + 1}

@@ -33,7 +33,9 @@ from tests.ledger.admission_support import (
 from tests.ledger.conftest import LedgerClients, run_request
 
 # The most statements each write may run (the transaction's own BEGIN/COMMIT are not counted).
-MOST: dict[str, int] = {"admit": 12, "claim": 9, "append": 7, "record": 8, "complete": 9}
+MOST: dict[str, int] = {"admit": 11, "claim": 9, "append": 7, "record": 8, "complete": 9}
+# PostgreSQL writes an admission's rows in one statement (repository/admissions.py).
+MOST_ON_POSTGRESQL: dict[str, int] = {**MOST, "admit": 5}
 PADDING = 2_000
 
 
@@ -163,7 +165,8 @@ def test_each_worker_write_runs_a_fixed_number_of_statements_whatever_the_run_le
     long = _statements_per_write(clients, engine, "run-long", PADDING)
     for write, statements in short.items():
         assert len(long[write]) == len(statements), (write, long[write], statements)
-        assert len(statements) <= MOST[write], (write, statements)
+        most = MOST_ON_POSTGRESQL if engine.dialect.name == "postgresql" else MOST
+        assert len(statements) <= most[write], (write, statements)
 
 
 def _annotate(clients: LedgerClients, run_id: str, head: str, note: str) -> str:

@@ -63,11 +63,16 @@ def insert_blob_if_absent(
     connection: Connection, digest: str, content: bytes, media_type: str, created_at: str
 ) -> None:
     """Insert the blob unless its digest is stored already (one statement either way)."""
-    values = {
+    values = blob_values(digest, content, media_type, created_at)
+    connection.execute(_INSERT_IF_ABSENT[connection.dialect.name], values)
+
+
+def blob_values(digest: str, content: bytes, media_type: str, created_at: str) -> dict[str, object]:
+    """The row a blob is stored as, by column name."""
+    return {
         "digest": digest,
         "content": content,
         "media_type": media_type,
         "size": len(content),
         "created_at": created_at,
     }
-    connection.execute(_INSERT_IF_ABSENT[connection.dialect.name], values)

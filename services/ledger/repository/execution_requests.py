@@ -53,11 +53,16 @@ def execution_request_from_values(values: dict[str, Any]) -> ExecutionRequestRec
     return ExecutionRequestRecord(**values)
 
 
-def insert_execution_request(connection: Connection, record: ExecutionRequestRecord) -> None:
+def request_values(record: ExecutionRequestRecord) -> dict[str, object]:
+    """The row ``record`` is stored as, by column name."""
     values = asdict(record)
     values["state"] = record.state.value
     values["admission_refusal"] = record.admission_refusal or None
-    connection.execute(_INSERT, values)
+    return values
+
+
+def insert_execution_request(connection: Connection, record: ExecutionRequestRecord) -> None:
+    connection.execute(_INSERT, request_values(record))
     note_request(connection, record, queued_new=True)
 
 

@@ -85,7 +85,8 @@ def last_entry_of_kind(connection: Connection, run_id: str, kind: EntryKind) -> 
     return None if row is None else _entry(row)
 
 
-def _values(entry: StoredEntry) -> dict[str, object]:
+def entry_values(entry: StoredEntry) -> dict[str, object]:
+    """The row ``entry`` is stored as, by column name."""
     return {
         "run_id": entry.run_id,
         "sequence": entry.sequence,
@@ -162,7 +163,7 @@ def insert_journal_entry(
             request=request,
             completed_round=completed_round,
         )
-    connection.execute(_INSERT, _values(entry))
+    connection.execute(_INSERT, entry_values(entry))
 
 
 def _after_known_head(*, held: bool) -> Insert:
@@ -199,7 +200,7 @@ def insert_journal_entry_after_known_head(connection: Connection, entry: StoredE
     """PostgreSQL only: note and insert a native entry in one statement where the entry it
     links to is stored; False (nothing inserted, the run row perhaps noted: roll back) where
     not. A concurrent append after that entry fails a unique constraint."""
-    parameters = {f"e_{name}": value for name, value in _values(entry).items()}
+    parameters = {f"e_{name}": value for name, value in entry_values(entry).items()}
     parameters.update(b_run_id=entry.run_id, b_at=entry.recorded_at)  # runs.noting_entry's
     parameters.update(after_sequence=entry.sequence - 1)
     held = entry.kind == EntryKind.RUN_HELD.value
@@ -216,7 +217,7 @@ def insert_journal_entries(connection: Connection, entries: Sequence[StoredEntry
     held = {entry.run_id for entry in entries if entry.kind == EntryKind.RUN_HELD.value}
     for run_id, recorded_at in newest.items():
         note_entry(connection, run_id, recorded_at, held=run_id in held)
-    connection.execute(_INSERT, [_values(e) for e in entries])
+    connection.execute(_INSERT, [entry_values(e) for e in entries])
 
 
 def read_journal(

@@ -77,18 +77,19 @@ _LOCKING = {
 
 #: The current revision as a subquery (runs.get_run_with_head_and_policy joins it).
 CURRENT_SUBQUERY = _CURRENT.subquery("current_policy")
-# The newest revision and how many queued requests' leases ran out by ``now``, in the statement
-# the lock's re-read runs anyway (execution_requests.queued_expiring_by's rows, counted).
-_NEWEST_REVISION_AND_DUE = select(
-    func.max(policy_revisions.c.revision),
+#: How many queued requests' leases ran out by the parameter ``now`` (execution_requests.
+#: queued_expiring_by's rows, counted), as a scalar subquery another statement can carry.
+DUE_FOR_EXPIRY = (
     select(func.count())
     .select_from(execution_requests)
     .where(
         execution_requests.c.state == RequestState.QUEUED.value,
         execution_requests.c.lease_expires_at <= bindparam("now"),
     )
-    .scalar_subquery(),
+    .scalar_subquery()
 )
+# The newest revision and the due count, in the statement the lock's re-read runs anyway.
+_NEWEST_REVISION_AND_DUE = select(func.max(policy_revisions.c.revision), DUE_FOR_EXPIRY)
 
 
 def current_policy(connection: Connection) -> PolicyRevision:

@@ -89,6 +89,13 @@ def noting_entry(*, held: bool) -> CTE:
     return (_HOLD if held else _TOUCH).returning(runs.c.run_id).cte("noted")
 
 
+def queuing_request() -> CTE:
+    """The update :func:`note_request` makes for a newly queued request (parameters
+    ``b_run_id``, ``b_at``, ``b_request``) as a common table expression returning the run's id:
+    for the statement that writes an admission's rows in one (repository.admissions)."""
+    return _QUEUE.returning(runs.c.run_id).cte("noted")
+
+
 def note_entry(
     connection: Connection,
     run_id: str,

@@ -10,6 +10,7 @@ from services.ledger.domain.execution import RequestState
 from services.ledger.domain.runs import Run
 from services.ledger.domain.tickets import StoredTicket
 from services.ledger.repository import execution_requests as request_rows
+from services.ledger.repository.policy import DUE_FOR_EXPIRY, NEWEST_POLICY_REVISION
 from services.ledger.repository.runs import HEAD_COLUMNS, head_from_row, run_from_row
 from services.ledger.schema import admission_tickets, execution_requests, runs
 from shared.continuity.canonical import GENESIS_HASH
@@ -53,6 +54,8 @@ _ADMISSION_READS = (
         _RUN_TICKETS.label("q_run_tickets"),
         _PENDING.label("q_pending"),
         _RUN_OUTSTANDING.label("q_run_outstanding"),
+        NEWEST_POLICY_REVISION.label("p_newest_revision"),
+        DUE_FOR_EXPIRY.label("q_due"),
         admission_tickets.c.request_id.label("t_request_id"),
         admission_tickets.c.ticket_json.label("t_ticket_json"),
         admission_tickets.c.consumed_response_digest.label("t_consumed_response_digest"),
@@ -91,22 +94,24 @@ def _row(row: object) -> TicketRow:
     )
 
 
+def ticket_values(ticket: StoredTicket, consumed_response_digest: str) -> dict[str, object]:
+    """The row ``ticket`` is stored as, by column name."""
+    return {
+        "run_id": ticket.run_id,
+        "request_id": ticket.request_id,
+        "operator_identity": ticket.operator_identity,
+        "request_content_digest": ticket.request_content_digest,
+        "consumed_response_digest": consumed_response_digest,
+        "execution_request_id": ticket.execution_request_id,
+        "ticket_json": ticket.to_text(),
+        "created_at": ticket.created_at,
+    }
+
+
 def insert_ticket(
     connection: Connection, ticket: StoredTicket, consumed_response_digest: str
 ) -> None:
-    connection.execute(
-        _INSERT,
-        {
-            "run_id": ticket.run_id,
-            "request_id": ticket.request_id,
-            "operator_identity": ticket.operator_identity,
-            "request_content_digest": ticket.request_content_digest,
-            "consumed_response_digest": consumed_response_digest,
-            "execution_request_id": ticket.execution_request_id,
-            "ticket_json": ticket.to_text(),
-            "created_at": ticket.created_at,
-        },
-    )
+    connection.execute(_INSERT, ticket_values(ticket, consumed_response_digest))
 
 
 def get_ticket(connection: Connection, run_id: str, request_id: str) -> TicketRow | None:
@@ -127,6 +132,10 @@ class AdmissionReads:
     counts: QueueCounts
     #: (sequence, hash) of the run's newest journal entry; (0, genesis) for none or no run.
     head: tuple[int, str] = (0, GENESIS_HASH)
+    #: The newest policy revision (0: no run was found, so nothing was read).
+    newest_policy_revision: int = 0
+    #: How many queued requests' leases ran out by ``now``.
+    due: int = 0
 
 
 def admission_reads(
@@ -135,11 +144,14 @@ def admission_reads(
     request_id: str,
     consumed_response_digest: str,
     pending_states: tuple[RequestState, ...],
+    now: str,
 ) -> AdmissionReads:
     """The ticket stored under ``request_id`` and a ticket of the run for the consumed response
     (the same ticket may be both), the run and its journal head, and the run's tickets, the
     execution requests in ``pending_states`` across all runs and the run's own oldest one among
-    them: one statement."""
+    them; the newest policy revision and how many queued requests' leases ran out by ``now``
+    (what a policy lock's re-read confirms: policy.lock_current_policy_counting_due): one
+    statement."""
     rows = (
         connection.execute(
             _ADMISSION_READS,
@@ -148,6 +160,7 @@ def admission_reads(
                 "request_id": request_id,
                 "consumed_response_digest": consumed_response_digest,
                 "states": [state.value for state in pending_states],
+                "now": now,
             },
         )
         .mappings()
@@ -180,4 +193,6 @@ def admission_reads(
             str(first["q_run_outstanding"] or ""),
         ),
         head=head_from_row(first),
+        newest_policy_revision=int(first["p_newest_revision"]),
+        due=int(first["q_due"]),
     )

@@ -24,11 +24,12 @@ from services.ledger.repository import blobs as blob_rows
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import tickets as ticket_rows
+from services.ledger.repository.admissions import AdmittedRows, NewBlob
 from services.ledger.repository.journal import NewestEntries
 from services.ledger.transactions.base import (
     LedgerContext,
     check_capacity,
-    insert_entries,
+    insert_admission,
     retry_on_unique_conflict,
     run_not_found,
     seal_after,
@@ -84,16 +85,16 @@ def _admit(
     # yet; the policy lock serializes every admission, so what it covers is kept short).
     early = _read_before_lock(connection, admission)
     # 9.1 lock the current policy row; queued requests whose lease ran out expire first
-    policy = expiry.lock_policy(connection)
+    policy, now_text = expiry.lock_policy_row(connection)
     # The rows 9.2 to 9.7 decide on before the journal, in one read: the tickets under the
-    # request id or for the consumed graph, the run and its head, and the queue counts.
-    reads = ticket_rows.admission_reads(
-        connection,
-        admission.run_id,
-        admission.request_id,
-        admission.consumed_response_digest,
-        PENDING_STATES,
-    )
+    # request id or for the consumed graph, the run and its head, and the queue counts; and
+    # what confirms the lock (the newest revision, the leases due)
+    reads = _admission_reads(connection, admission, now_text)
+    if reads.run is None or reads.newest_policy_revision != policy.revision or reads.due:
+        # A policy write committed while this waited, or leases ran out (or no run, so nothing
+        # was counted): lock the newest revision and sweep first, as 9.1 says, then read again.
+        policy = expiry.lock_policy(connection)
+        reads = _admission_reads(connection, admission, now_text)
     # 9.2 apply idempotency again: replay an identical repeat, refuse anything else
     stored, taken = reads.by_request, reads.by_graph
     if stored is not None:
@@ -154,19 +155,13 @@ def _admit(
     # 9.7 the queue caps
     check_capacity(policy, per_run=counts.run_tickets, pending=counts.pending)
     # 9.8 the derived checkpoint's envelope continues the journal's consumed turn (its digest
-    # was checked by validate()), then store it
+    # was checked by validate()); bytes sent are stored with the rest below, bytes not sent
+    # must be stored already
     _check_envelope(connection, admission, newest, early.blobs)
-    if admission.derived_checkpoint:
-        # One statement: stored bytes under a digest never change, so an existing row stays.
-        blob_rows.insert_blob_if_absent(
-            connection,
-            admission.derived_checkpoint_digest,
-            admission.derived_checkpoint,
-            DERIVED_CHECKPOINT_MEDIA_TYPE,
-            context.now(),
-        )
-    elif admission.derived_checkpoint_digest not in early.blobs and not blob_rows.blob_exists(
-        connection, admission.derived_checkpoint_digest
+    if (
+        not admission.derived_checkpoint
+        and admission.derived_checkpoint_digest not in early.blobs
+        and not blob_rows.blob_exists(connection, admission.derived_checkpoint_digest)
     ):
         raise FailedPrecondition(
             "DERIVED_CHECKPOINT_MISSING",
@@ -211,7 +206,6 @@ def _admit(
         actor,
         (settlement.sequence, settlement.hash),
     )
-    insert_entries(context, connection, [settlement, claim])
     # 9.11 the queued execution request: derived checkpoint, original attempt, generation 0
     created_at = to_text(now)
     record = queued_request(
@@ -224,7 +218,6 @@ def _admit(
         lease_seconds=lease_seconds,
         now=now,
     )
-    request_rows.insert_execution_request(connection, record)
     # 9.12 the ticket
     ticket = StoredTicket(
         run_id=run.spec.run_id,
@@ -241,8 +234,35 @@ def _admit(
         created_at=created_at,
         lease_bounds=bounds,
     )
-    ticket_rows.insert_ticket(connection, ticket, admission.consumed_response_digest)
+    # 9.8 to 9.12 written in one go (repository.admissions): the derived checkpoint's bytes
+    # (stored bytes under a digest never change, so an existing row stays), the entries, the
+    # request and the ticket
+    derived = admission.derived_checkpoint
+    blob = NewBlob(
+        admission.derived_checkpoint_digest, derived, DERIVED_CHECKPOINT_MEDIA_TYPE, created_at
+    )
+    rows = AdmittedRows(
+        entries=(settlement, claim),
+        request=record,
+        ticket=ticket,
+        consumed_response_digest=admission.consumed_response_digest,
+        blob=blob if derived else None,
+    )
+    insert_admission(context, connection, rows)
     return Admission(ticket, record, created=True)
+
+
+def _admission_reads(
+    connection: Connection, admission: AdmissionInput, now: str
+) -> ticket_rows.AdmissionReads:
+    return ticket_rows.admission_reads(
+        connection,
+        admission.run_id,
+        admission.request_id,
+        admission.consumed_response_digest,
+        PENDING_STATES,
+        now,
+    )
 
 
 @dataclass(frozen=True)

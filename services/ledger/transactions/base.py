@@ -25,10 +25,12 @@ from services.ledger.domain.journal import EntryKind, StoredEntry, seal
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run
 from services.ledger.domain.signing import HeadSigner
+from services.ledger.repository import admissions as admission_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import policy as policy_rows
 from services.ledger.repository import runs as run_rows
 from services.ledger.repository import signed_heads as signed_head_rows
+from services.ledger.repository.admissions import AdmittedRows
 from services.ledger.transactions.known_heads import KnownHeads
 from shared.continuity.canonical import canonical_text
 from shared.continuity.timeutil import Clock, to_text, utc_now
@@ -257,6 +259,14 @@ def insert_after_known_head(
         return False
     _sign_head(context, connection, entry)
     return True
+
+
+def insert_admission(context: LedgerContext, connection: Connection, rows: AdmittedRows) -> None:
+    """:func:`insert_entries` for the rows one admission writes (its entries, request, ticket and
+    derived checkpoint; repository.admissions: one statement on PostgreSQL), then the head's
+    signature."""
+    admission_rows.insert_journal_entries_of_admission(connection, rows)
+    _sign_head(context, connection, rows.entries[-1])
 
 
 def _sign_head(context: LedgerContext, connection: Connection, head: StoredEntry) -> None:

@@ -24,6 +24,7 @@ from services.ledger.repository import tickets as ticket_rows
 from services.ledger.transactions.base import (
     LedgerContext,
     append_entry,
+    lock_policy,
     lock_policy_counting_due,
     retry_on_unique_conflict,
 )
@@ -139,6 +140,16 @@ class Expiry:
         # A retried transaction runs this again: only its last run's sweep can commit.
         self.expired = _expire(self._context, connection, now) if due else []
         return policy
+
+    def lock_policy_row(self, connection: Connection) -> tuple[PolicyRevision, str]:
+        """The first step of a transaction that confirms the lock in its own next statement
+        (the admission's reads, tickets.admission_reads): the policy row locked as this
+        statement saw it, without the re-read, and the time the due leases are to be counted
+        at. Nothing is swept: a transaction whose next statement finds the locked revision
+        superseded, or leases due, calls :meth:`lock_policy`, which re-reads and sweeps."""
+        now = to_text(self._context.clock())
+        self.expired = []
+        return lock_policy(connection, confirmed=False), now
 
 
 def _expire(
