@@ -3,6 +3,7 @@ step 9) and reading a saved ticket back."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import Connection
@@ -40,7 +41,13 @@ from services.ledger.transactions.execution_stops import Expiry
 from shared.continuity.canonical import GENESIS_HASH, parse_json
 from shared.continuity.idempotency import StoredAction, replay_or_conflict
 from shared.continuity.timeutil import to_text
-from shared.runtime.errors import Conflict, FailedPrecondition, NotFound, PreconditionViolation
+from shared.runtime.errors import (
+    Conflict,
+    DomainError,
+    FailedPrecondition,
+    NotFound,
+    PreconditionViolation,
+)
 
 DERIVED_CHECKPOINT_MEDIA_TYPE = "application/json"
 # The kinds whose newest entry steps 9.5, 9.5b and 9.8 judge.
@@ -155,9 +162,13 @@ def _admit(
     # 9.7 the queue caps
     check_capacity(policy, per_run=counts.run_tickets, pending=counts.pending)
     # 9.8 the derived checkpoint's envelope continues the journal's consumed turn (its digest
-    # was checked by validate()); bytes sent are stored with the rest below, bytes not sent
-    # must be stored already
-    _check_envelope(connection, admission, newest, early.blobs)
+    # was checked by validate()): judged before the lock on the same rows, or now; bytes sent
+    # are stored with the rest below, bytes not sent must be stored already
+    if newest is early.newest and early.envelope_judged:
+        if early.envelope_refusal is not None:
+            raise early.envelope_refusal
+    else:
+        _check_envelope(admission, newest, lambda digest: _stored(connection, early, digest))
     if (
         not admission.derived_checkpoint
         and admission.derived_checkpoint_digest not in early.blobs
@@ -268,23 +279,44 @@ def _admission_reads(
 @dataclass(frozen=True)
 class _EarlyReads:
     """What an admission reads before it takes the policy lock: the journal's newest entries
-    (as :func:`journal_rows.newest_entries`) and the stored bytes they name, by digest."""
+    (as :func:`journal_rows.newest_entries`) and the stored bytes they name, by digest; and the
+    envelope check of step 9.8 on them, which needs nothing else."""
 
     newest: NewestEntries
     #: The blobs found (a stored blob never changes and is never removed, so one found before
     #: the lock stands; one not found is looked for again under it).
     blobs: dict[str, bytes]
+    #: Whether every byte the envelope check needs was found, so that it was judged here
+    envelope_judged: bool
+    #: Its refusal, raised at 9.8 if these rows stand (None: it passed, or was not judged)
+    envelope_refusal: DomainError | None
 
 
 def _read_before_lock(connection: Connection, admission: AdmissionInput) -> _EarlyReads:
     """The newest entries, then the source checkpoint their model_request_sent names and the
-    derived checkpoint when its bytes were not sent: two statements."""
+    derived checkpoint when its bytes were not sent (two statements), and the envelope check on
+    them when they hold every byte it needs."""
     newest = journal_rows.newest_entries(connection, admission.run_id, _JUDGED_KINDS)
-    wanted = [_checkpoint_digest(newest)]
+    checkpoint = _checkpoint_digest(newest)
+    wanted = [checkpoint]
     if not admission.derived_checkpoint:
         wanted.append(admission.derived_checkpoint_digest)
     found = blob_rows.get_blobs(connection, [digest for digest in wanted if digest])
-    return _EarlyReads(newest, {digest: content for digest, (content, _) in found.items()})
+    blobs = {digest: content for digest, (content, _) in found.items()}
+    judged = checkpoint in blobs and (
+        bool(admission.derived_checkpoint) or admission.derived_checkpoint_digest in blobs
+    )
+    refusal = None
+    if judged:
+        try:
+            _check_envelope(admission, newest, blobs.get)
+        except DomainError as refused:
+            refusal = refused
+    return _EarlyReads(newest, blobs, judged, refusal)
+
+
+def _stored(connection: Connection, early: _EarlyReads, digest: str) -> bytes | None:
+    return early.blobs.get(digest) or blob_rows.get_content(connection, digest)
 
 
 def _head_of(newest: NewestEntries) -> tuple[int, str]:
@@ -298,19 +330,12 @@ def _checkpoint_digest(newest: NewestEntries) -> str:
 
 
 def _check_envelope(
-    connection: Connection,
-    admission: AdmissionInput,
-    newest: NewestEntries,
-    found: dict[str, bytes],
+    admission: AdmissionInput, newest: NewestEntries, stored: Callable[[str], bytes | None]
 ) -> None:
     """9.8: the derived checkpoint (the bytes sent, or those stored under its digest) names the
     source checkpoint, raw response, consumption time, version, witness and limits of the rows
-    this transaction read (services/ledger/domain/derived_envelope.py). ``found``: the blobs
-    read before the lock."""
-
-    def stored(digest: str) -> bytes | None:
-        return found.get(digest) or blob_rows.get_content(connection, digest)
-
+    this transaction read (services/ledger/domain/derived_envelope.py). ``stored``: the bytes
+    stored under a digest (None: none)."""
     content = admission.derived_checkpoint or stored(admission.derived_checkpoint_digest)
     if content is None:
         return  # not sent and not stored: refused as DERIVED_CHECKPOINT_MISSING just after
