@@ -187,8 +187,8 @@ def test_key_files_are_checked(tmp_path: Path) -> None:
 
 def test_every_journal_insert_goes_through_the_signing_insert() -> None:
     """A transaction that inserted journal rows itself would commit a head with no signature
-    (ADR 0015): only ``transactions/base.py`` (``insert_entries``, ``insert_after_known_head``)
-    calls the repository's inserts."""
+    (ADR 0015): only ``transactions/base.py`` (``insert_entries``, ``insert_after_known_head``,
+    ``insert_admission``) calls the repository's inserts."""
     ledger = Path(__file__).resolve().parents[2] / "services" / "ledger"
     callers = sorted(
         str(path.relative_to(ledger))
