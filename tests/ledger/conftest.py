@@ -1,14 +1,16 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 
-from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc, policy_pb2_grpc
+from forge.continuity.v1 import common_pb2, ledger_pb2, ledger_pb2_grpc, policy_pb2_grpc
 from services.ledger.domain.runs import RunSpec
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
@@ -82,3 +84,40 @@ def run_spec(run_id: str = "run-1", **overrides: object) -> RunSpec:
     facade and repository, without gRPC)."""
     fields = {"run_id": run_id, "active_deadline": None, **_RUN_FIELDS, **overrides}
     return RunSpec(**fields)  # type: ignore[arg-type]
+
+
+@contextmanager
+def counted(
+    engine: Engine, on_statement: Callable[[str, list[str]], None] | None = None
+) -> Iterator[list[str]]:
+    """Every statement ``engine`` runs meanwhile, in order (SQLAlchemy's
+    ``before_cursor_execute``); ``on_statement`` is called with each, and those seen so far,
+    before it runs."""
+    statements: list[str] = []
+
+    def count(*arguments: object) -> None:
+        statements.append(str(arguments[2]))
+        if on_statement is not None:
+            on_statement(statements[-1], statements)
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        yield statements
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+
+
+def annotate(clients: LedgerClients, run_id: str, head: str, note: str) -> str:
+    """Append a native annotation after ``head``; the new head."""
+    return (
+        clients.ledger()
+        .AppendJournalEntry(
+            ledger_pb2.AppendJournalEntryRequest(
+                run_id=run_id,
+                expected_head_hash=head,
+                kind=common_pb2.JOURNAL_ENTRY_KIND_STARTUP_RECOVERY_ANNOTATION,
+                payload_json=json.dumps({"annotation": note}),
+            )
+        )
+        .entry.hash
+    )

@@ -8,7 +8,6 @@ the admission waited for the lock is the one it is judged against."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,16 +16,17 @@ from dataclasses import replace
 
 import grpc
 import pytest
-from sqlalchemy import Engine, event, text
+from sqlalchemy import Engine, text
 
-from forge.continuity.v1 import common_pb2, ledger_pb2
 from services.ledger.domain.policy import PolicyRevision, policy_digest
 from services.ledger.repository import policy as policy_rows
 from services.ledger.transactions.base import TRANSACTION_RETRIES
 from tests.errors import expect_error
 from tests.ledger.admission_support import commit, commit_request, enable_policy, seed
-from tests.ledger.conftest import LedgerClients
+from tests.ledger.conftest import LedgerClients, annotate, counted
 from tests.support import row_counts
+
+NOTE = "appended while the admission read"
 
 
 def _is_policy_lock(statement: str) -> bool:
@@ -37,34 +37,13 @@ def _is_policy_lock(statement: str) -> bool:
 def before_policy_lock(engine: Engine, action: Callable[[], None]) -> Iterator[list[str]]:
     """Run ``action`` once, just before the first exclusive policy lock statement (PostgreSQL:
     every earlier statement of that transaction has run). Yields every statement seen."""
-    seen: list[str] = []
 
-    def hook(*arguments: object) -> None:
-        statement = str(arguments[2])
-        seen.append(statement)
+    def hook(statement: str, seen: list[str]) -> None:
         if _is_policy_lock(statement) and sum(map(_is_policy_lock, seen)) == 1:
             action()
 
-    event.listen(engine, "before_cursor_execute", hook)
-    try:
+    with counted(engine, hook) as seen:
         yield seen
-    finally:
-        event.remove(engine, "before_cursor_execute", hook)
-
-
-def _annotate(clients: LedgerClients, run_id: str, head: str) -> str:
-    return (
-        clients.ledger()
-        .AppendJournalEntry(
-            ledger_pb2.AppendJournalEntryRequest(
-                run_id=run_id,
-                expected_head_hash=head,
-                kind=common_pb2.JOURNAL_ENTRY_KIND_STARTUP_RECOVERY_ANNOTATION,
-                payload_json=json.dumps({"annotation": "appended while the admission read"}),
-            )
-        )
-        .entry.hash
-    )
 
 
 @pytest.fixture
@@ -83,7 +62,7 @@ def test_an_entry_appended_before_the_lock_is_judged_under_it_without_a_retry(
     moved: list[str] = []
     retries = TRANSACTION_RETRIES.snapshot()
     with before_policy_lock(
-        engine, lambda: moved.append(_annotate(clients, seeded.run_id, seeded.head_hash))
+        engine, lambda: moved.append(annotate(clients, seeded.run_id, seeded.head_hash, NOTE))
     ):
         counts = row_counts(engine)  # the annotation is counted after the call
         refused = expect_error(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event, select
+from sqlalchemy import Engine, select
 
 from forge.continuity.v1 import ledger_pb2
 from services.demo.seed import seed_held_run
@@ -25,7 +25,7 @@ from tests.ledger.admission_support import (
     enable_policy,
     reconstructed,
 )
-from tests.ledger.conftest import Clock, LedgerClients
+from tests.ledger.conftest import Clock, LedgerClients, counted
 from tests.support import serve, token_roles
 
 Rows = dict[str, list[tuple[Any, ...]]]
@@ -58,11 +58,8 @@ def _admitted(*, one_statement: bool, bytes_sent: bool, monkeypatch: pytest.Monk
                 enable_policy(clients)
                 extra = {"derived_checkpoint": derived} if bytes_sent else {}
                 request = commit_request(clients, seeded, **extra)
-                statements: list[str] = []
-                event.listen(
-                    engine, "before_cursor_execute", lambda *a: statements.append(str(a[2]))
-                )
-                assert commit(clients, request).created
+                with counted(engine) as statements:
+                    assert commit(clients, request).created
             # the path under test was the one taken
             assert any(s.startswith("WITH noted") for s in statements) == one_statement
             return _every_row(engine)

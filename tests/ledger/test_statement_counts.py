@@ -9,10 +9,8 @@ these paths fails here and says which."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine
 
 from forge.continuity.v1 import common_pb2, execution_pb2, ledger_pb2
 from services.demo.seed import SeededRun, seed_held_run
@@ -30,27 +28,13 @@ from tests.ledger.admission_support import (
     execution,
     reconstructed,
 )
-from tests.ledger.conftest import LedgerClients, run_request
+from tests.ledger.conftest import LedgerClients, annotate, counted, run_request
 
 # The most statements each write may run (the transaction's own BEGIN/COMMIT are not counted).
 MOST: dict[str, int] = {"admit": 11, "claim": 9, "append": 7, "record": 8, "complete": 9}
 # PostgreSQL writes an admission's rows in one statement (repository/admissions.py).
 MOST_ON_POSTGRESQL: dict[str, int] = {**MOST, "admit": 5}
 PADDING = 2_000
-
-
-@contextmanager
-def counted(engine: Engine) -> Iterator[list[str]]:
-    statements: list[str] = []
-
-    def count(*arguments: object) -> None:
-        statements.append(str(arguments[2]))
-
-    event.listen(engine, "before_cursor_execute", count)
-    try:
-        yield statements
-    finally:
-        event.remove(engine, "before_cursor_execute", count)
 
 
 def _pad(engine: Engine, run_id: str, padding: int) -> str:
@@ -169,21 +153,6 @@ def test_each_worker_write_runs_a_fixed_number_of_statements_whatever_the_run_le
         assert len(statements) <= most[write], (write, statements)
 
 
-def _annotate(clients: LedgerClients, run_id: str, head: str, note: str) -> str:
-    return (
-        clients.ledger()
-        .AppendJournalEntry(
-            ledger_pb2.AppendJournalEntryRequest(
-                run_id=run_id,
-                expected_head_hash=head,
-                kind=common_pb2.JOURNAL_ENTRY_KIND_STARTUP_RECOVERY_ANNOTATION,
-                payload_json=json.dumps({"annotation": note}),
-            )
-        )
-        .entry.hash
-    )
-
-
 def test_a_native_append_is_one_statement_for_the_run_row_and_one_insert(
     clients: LedgerClients, engine: Engine, database_url: str
 ) -> None:
@@ -194,14 +163,14 @@ def test_a_native_append_is_one_statement_for_the_run_row_and_one_insert(
 
     def statements_of(run_id: str, head: str, note: str) -> tuple[str, list[str]]:
         with counted(engine) as statements:
-            head = _annotate(clients, run_id, head, note)
+            head = annotate(clients, run_id, head, note)
         return head, [s.split()[0] for s in statements if not s.startswith("BEGIN")]
 
     clients.ledger().CreateRun(run_request("run-plain"))
     head, first = statements_of("run-plain", "", "start")  # nothing known of the run yet
     _, known = statements_of("run-plain", head, "next")
     clients.ledger().CreateRun(run_request("run-padded"))
-    _annotate(clients, "run-padded", "", "start")
+    annotate(clients, "run-padded", "", "start")
     # a long history this ledger did not append: the head it knows is not the run's head
     head, after_padding = statements_of("run-padded", _pad(engine, "run-padded", PADDING), "next")
     _, known_padded = statements_of("run-padded", head, "again")
