@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine, event, text
 
 from forge.continuity.v1 import common_pb2, ledger_pb2, ledger_pb2_grpc, policy_pb2_grpc
 from services.ledger.domain.runs import RunSpec
@@ -121,3 +121,12 @@ def annotate(clients: LedgerClients, run_id: str, head: str, note: str) -> str:
         )
         .entry.hash
     )
+
+
+def waiting_for_locks(engine: Engine, application_name: str | None = None) -> int:
+    """PostgreSQL sessions waiting for a lock now (only ``application_name``'s, if named)."""
+    query = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+    if application_name is not None:
+        query += " AND application_name = :name"
+    with engine.connect() as connection:
+        return int(connection.execute(text(query), {"name": application_name}).scalar_one())

@@ -16,14 +16,14 @@ from dataclasses import replace
 
 import grpc
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from services.ledger.domain.policy import PolicyRevision, policy_digest
 from services.ledger.repository import policy as policy_rows
 from services.ledger.transactions.base import TRANSACTION_RETRIES
 from tests.errors import expect_error
 from tests.ledger.admission_support import commit, commit_request, enable_policy, seed
-from tests.ledger.conftest import LedgerClients, annotate, counted
+from tests.ledger.conftest import LedgerClients, annotate, counted, waiting_for_locks
 from tests.support import row_counts
 
 NOTE = "appended while the admission read"
@@ -97,15 +97,6 @@ def test_the_journal_and_blob_reads_run_before_the_lock_and_three_statements_und
     assert locked[2].startswith("WITH noted")
 
 
-def _lock_waiters(engine: Engine) -> int:
-    with engine.connect() as connection:
-        return int(
-            connection.execute(
-                text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
-            ).scalar_one()
-        )
-
-
 @pytest.mark.usefixtures("postgres_only")
 def test_a_policy_revision_committed_while_the_admission_waits_is_the_one_judged(
     clients: LedgerClients, engine: Engine
@@ -122,7 +113,7 @@ def test_a_policy_revision_committed_while_the_admission_waits_is_the_one_judged
             current = policy_rows.lock_current_policy(connection)
             locked.set()
             deadline = time.monotonic() + 10
-            while _lock_waiters(engine) == 0 and time.monotonic() < deadline:
+            while waiting_for_locks(engine) == 0 and time.monotonic() < deadline:
                 time.sleep(0.01)
             settings = replace(current.settings, window_seconds=60)
             revision = current.revision + 1

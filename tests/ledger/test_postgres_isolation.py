@@ -35,7 +35,7 @@ from shared.runtime.errors import FailedPrecondition, from_rpc_error
 from tests.conftest import postgres_schema
 from tests.errors import expect_error
 from tests.ledger.admission_support import commit, commit_request, enable_policy, seed
-from tests.ledger.conftest import Clock, LedgerClients
+from tests.ledger.conftest import Clock, LedgerClients, waiting_for_locks
 from tests.support import row_counts, serve
 
 REPEATABLE_READ_DEFAULT = {"default_transaction_isolation": "repeatable read"}
@@ -71,19 +71,6 @@ def holder(database_url: str) -> Iterator[Engine]:
     engine.dispose()
 
 
-def _waiting_for_locks(holder: Engine, application_name: str) -> int:
-    with holder.connect() as connection:
-        return int(
-            connection.execute(
-                text(
-                    "SELECT count(*) FROM pg_stat_activity "
-                    "WHERE application_name = :name AND wait_event_type = 'Lock'"
-                ),
-                {"name": application_name},
-            ).scalar_one()
-        )
-
-
 def _race_behind_the_policy_lock(
     holder: Engine, application_name: str, calls: list[Callable[[], str]]
 ) -> list[str]:
@@ -103,7 +90,7 @@ def _race_behind_the_policy_lock(
         for thread in threads:
             thread.start()
         deadline = time.monotonic() + QUEUE_DEADLINE_SECONDS
-        while _waiting_for_locks(holder, application_name) < len(calls):
+        while waiting_for_locks(holder, application_name) < len(calls):
             assert time.monotonic() < deadline, "the calls never queued behind the policy lock"
             time.sleep(0.02)
     for thread in threads:
@@ -236,7 +223,7 @@ def test_fenced_writes_share_the_policy_lock_and_a_policy_write_is_not_overtaken
                 _lock_within(second, 200, shared=True)  # does not wait for the first
             writer.start()
             deadline = time.monotonic() + QUEUE_DEADLINE_SECONDS
-            while _waiting_for_locks(holder, application_name) < 1:
+            while waiting_for_locks(holder, application_name) < 1:
                 assert time.monotonic() < deadline, "the policy write never queued"
                 time.sleep(0.02)
             with holder.connect() as late, late.begin(), pytest.raises(DBAPIError) as waited:
