@@ -12,7 +12,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Insert, Table, bindparam, cast, insert, select
+from sqlalchemy import (
+    CTE,
+    ColumnElement,
+    Connection,
+    Insert,
+    Table,
+    bindparam,
+    cast,
+    insert,
+    select,
+)
 from sqlalchemy.dialects import postgresql
 
 from services.ledger.domain.execution import ExecutionRequestRecord
@@ -135,7 +145,7 @@ def _build(entries: int, *, with_blob: bool) -> Insert:
     return _from_noted(admission_tickets, "t_", noted).add_cte(*written)
 
 
-def _from_noted(table: Table, prefix: str, noted: Any) -> Insert:
+def _from_noted(table: Table, prefix: str, noted: CTE) -> Insert:
     return insert(table).from_select(
         _names(table), select(*_typed(table, prefix)).select_from(noted)
     )
