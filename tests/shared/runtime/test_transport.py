@@ -1,9 +1,12 @@
-"""Transport options of the shared bootstrap: mutual TLS identities and message-size limits."""
+"""Transport options of the shared bootstrap: mutual TLS identities, message-size limits, and
+server streams read on the reading thread."""
 
 from __future__ import annotations
 
 import dataclasses
 import socket
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,17 +15,25 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc, policy_pb2, policy_pb2_grpc
+from forge.continuity.v1 import (
+    common_pb2,
+    ledger_pb2,
+    ledger_pb2_grpc,
+    policy_pb2,
+    policy_pb2_grpc,
+)
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
 from shared.runtime.auth import PrincipalDirectory
 from shared.runtime.client import open_channel, service_channel
-from shared.runtime.config import Settings, TlsSettings, load_settings
+from shared.runtime.config import Settings, TlsSettings, TransportSettings, load_settings
 from shared.runtime.readiness import LIVENESS, answers
 from shared.runtime.server import start_server
+from shared.runtime.transport import channel_options
 from tests.certificates import certificate as _certificate
 from tests.certificates import pem as _pem
 from tests.errors import expect_error
+from tests.ledger.conftest import run_request
 from tests.support import principals_document, serve
 
 
@@ -211,3 +222,57 @@ def test_a_tls_server_answers_plaintext_health_checks_on_its_health_port_only(
         assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED  # type: ignore[attr-defined]
     # The service port itself speaks only TLS.
     assert not answers(grpc.insecure_channel(target), timeout=2)
+
+
+def _follow(channel: grpc.Channel, timeout: float) -> Iterator[ledger_pb2.StreamJournalResponse]:
+    stub = ledger_pb2_grpc.LedgerServiceStub(channel)
+    request = ledger_pb2.StreamJournalRequest(run_id="run-1", follow=True)
+    metadata = (("authorization", "Bearer reader-token"),)
+    return stub.StreamJournal(request, timeout=timeout, metadata=metadata)  # type: ignore[no-any-return]
+
+
+def test_a_stream_read_on_its_own_thread_still_ends_on_cancel_and_deadline(ledger: Ledger) -> None:
+    """Project channels read server streams on the iterating thread (no spin thread hands the
+    responses over): a follower cancelled from another thread, or past its deadline, still ends
+    at once with that status, after every entry was delivered."""
+    with serve("ledger", bindings(ledger)) as served:
+        writer = ledger_pb2_grpc.LedgerServiceStub(served.channel("writer-token"))
+        writer.CreateRun(run_request())
+        writer.AppendJournalEntry(
+            ledger_pb2.AppendJournalEntryRequest(
+                run_id="run-1",
+                kind=common_pb2.JOURNAL_ENTRY_KIND_STARTUP_RECOVERY_ANNOTATION,
+                payload_json='{"annotation": "followed"}',
+            )
+        )
+        # The project's channel options on a channel of its own (no tracing interceptor, whose
+        # stream is a plain generator, whatever another test left exporting).
+        channel = grpc.insecure_channel(served.target, options=channel_options(TransportSettings()))
+        follower = _follow(channel, timeout=30)
+        delivered: list[int] = []
+        ended: list[grpc.StatusCode] = []
+
+        def read() -> None:
+            try:
+                for response in follower:
+                    delivered.append(response.entry.sequence)
+            except grpc.RpcError as error:
+                ended.append(error.code())  # type: ignore[attr-defined]
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        deadline = time.monotonic() + 10
+        while not delivered and time.monotonic() < deadline:
+            time.sleep(0.01)
+        follower.cancel()  # type: ignore[attr-defined]
+        reader.join(timeout=5)
+        assert not reader.is_alive()
+        assert ended == [grpc.StatusCode.CANCELLED]
+        assert delivered == [1]
+
+        started = time.monotonic()
+        with pytest.raises(grpc.RpcError) as caught:
+            for _ in _follow(channel, timeout=0.5):
+                pass
+        assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED  # type: ignore[attr-defined]
+        assert time.monotonic() - started < 5
