@@ -10,6 +10,7 @@ from shared.runtime.auth import PrincipalsFile
 from shared.runtime.bootstrap import BuildResult, run_service
 from shared.runtime.client import service_channel
 from shared.runtime.config import Settings
+from shared.runtime.metrics import cache_families, export_at_scrape
 
 
 def build(settings: Settings, _principals: PrincipalsFile) -> BuildResult:
@@ -21,7 +22,15 @@ def build(settings: Settings, _principals: PrincipalsFile) -> BuildResult:
         ledger.close()
         reconstruction.close()
 
-    return BuildResult(bindings(GrpcCandidateSources(ledger, reconstruction)), close)
+    sources = GrpcCandidateSources(ledger, reconstruction)
+    # The hit rate of the remembered reconstruction answers (ADR 0028).
+    export_at_scrape(
+        "candidate_cache",
+        lambda: cache_families(
+            "forge_candidate_cache", {"analysis_and_reconstruction": sources.answers}
+        ),
+    )
+    return BuildResult(bindings(sources), close)
 
 
 def main(argv: list[str] | None = None) -> int:

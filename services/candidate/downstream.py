@@ -1,6 +1,7 @@
 """The candidate's read-only sources over gRPC: the ledger process (LedgerService, PolicyService,
-ExecutionService) and the reconstruction service. Protobuf ↔ domain translation only; downstream
-refusals arrive as the typed domain errors they carried (shared.runtime.client.call)."""
+ExecutionService) and the reconstruction service. Protobuf ↔ domain translation, and
+reconstruction's combined answers remembered by content (ADR 0028); downstream refusals arrive as
+the typed domain errors they carried (shared.runtime.client.call)."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ from services.candidate.domain.model import build_entry
 from shared.continuity.timeutil import from_timestamp, timestamp_text
 from shared.contract.terms import VERSIONS, enum_short_name
 from shared.runtime.client import call, stream
+from shared.runtime.content_cache import ContentCache, content_key
 from shared.runtime.errors import FailedPrecondition, Internal, InvalidArgument, NotFound
 
 PAGE_SIZE: Final = 1000
@@ -170,13 +172,24 @@ def _execution(record: common_pb2.ExecutionRequest) -> ExecutionRecord:
 
 
 class GrpcCandidateSources:
-    """:class:`services.candidate.domain.CandidateSources` over the ledger and reconstruction."""
+    """:class:`services.candidate.domain.CandidateSources` over the ledger and reconstruction.
 
-    def __init__(self, ledger: grpc.Channel, reconstruction: grpc.Channel) -> None:
+    Reconstruction's combined answers are remembered by the content they were computed from
+    (``answers``; ADR 0028): reconstruction is a pure function of those bytes, so the admission's
+    candidate, computed just after the operator's read of the same run, asks it nothing."""
+
+    def __init__(
+        self,
+        ledger: grpc.Channel,
+        reconstruction: grpc.Channel,
+        *,
+        answers: ContentCache[AnalysisAndReconstruction] | None = None,
+    ) -> None:
         self._ledger = ledger_pb2_grpc.LedgerServiceStub(ledger)
         self._policy = policy_pb2_grpc.PolicyServiceStub(ledger)
         self._execution = execution_pb2_grpc.ExecutionServiceStub(ledger)
         self._reconstruction = reconstruction_pb2_grpc.ReconstructionServiceStub(reconstruction)
+        self.answers = answers if answers is not None else ContentCache()
 
     def run(self, run_id: str) -> tuple[RunRecord, JournalHead]:
         found = call(self._ledger.GetRun, ledger_pb2.GetRunRequest(run_id=run_id))
@@ -288,13 +301,29 @@ class GrpcCandidateSources:
     def analyze_and_reconstruct(
         self, checkpoint: bytes, raw_response: bytes, version: int, consumed_at: str
     ) -> AnalysisAndReconstruction:
-        """One ``AnalyzeAndReconstructInvalidRead`` call instead of the two above."""
+        """One ``AnalyzeAndReconstructInvalidRead`` call instead of the two above, or its answer
+        to the same bytes, version and consumption time, remembered (an answer that carries a
+        reconstruction refusal is asked for again, as reconstruction recomputes refusals)."""
+        reconstruction_version = VERSIONS[version].reconstruction_version
+        return self.answers.get_or_compute(
+            content_key(checkpoint, raw_response, reconstruction_version, consumed_at),
+            # About what an answer holds: the derived checkpoint is the source one, continued.
+            len(checkpoint) + len(raw_response),
+            lambda: self._analyze_and_reconstruct(
+                checkpoint, raw_response, reconstruction_version, consumed_at
+            ),
+            remember=lambda answer: answer.reconstruction_refusal is None,
+        )
+
+    def _analyze_and_reconstruct(
+        self, checkpoint: bytes, raw_response: bytes, reconstruction_version: int, consumed_at: str
+    ) -> AnalysisAndReconstruction:
         found = call(
             self._reconstruction.AnalyzeAndReconstructInvalidRead,
             reconstruction_pb2.AnalyzeAndReconstructInvalidReadRequest(
                 checkpoint=checkpoint,
                 raw_response=raw_response,
-                version=VERSIONS[version].reconstruction_version,  # type: ignore[arg-type]
+                version=reconstruction_version,  # type: ignore[arg-type]
                 consumed_at=consumed_at,
             ),
         )

@@ -9,7 +9,7 @@ from functools import partial
 from typing import Any
 
 from forge.continuity.v1 import reconstruction_pb2, reconstruction_pb2_grpc
-from services.reconstruction.cache import ContentCache, content_key
+from shared.runtime.content_cache import ContentCache, content_key
 from services.reconstruction.domain import (
     Hold,
     PendingRequest,
@@ -133,7 +133,7 @@ CALLERS = frozenset(
 
 class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServicer):
     """Stateless: any replica gives the same bytes for the same request. Results are cached by
-    the content of their inputs (services.reconstruction.cache); a cached answer is the answer
+    the content of their inputs (shared.runtime.content_cache); a cached answer is the answer
     the computation gives, so the cache changes latency only."""
 
     def __init__(

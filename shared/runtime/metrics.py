@@ -295,7 +295,7 @@ def gauge_family(
 
 
 class CacheCounts(Protocol):
-    """What a cache reports (services.reconstruction.cache.ContentCache)."""
+    """What a cache reports (shared.runtime.content_cache.ContentCache)."""
 
     hits: int
     misses: int

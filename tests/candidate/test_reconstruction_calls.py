@@ -136,3 +136,25 @@ def test_held_and_eligible_candidates_are_those_of_the_two_calls(
     assert _reconstruction_calls(counting) == separately
     assert one.SerializeToString(deterministic=True) == two.SerializeToString(deterministic=True)
     assert one.candidate.eligible == (fixture == "v2_list_sibling" and version == 2)
+
+
+def test_the_same_bytes_are_asked_once_and_a_refusal_each_time(stack: Stack) -> None:
+    """Reconstruction's answer is remembered by the bytes, version and consumption time it was
+    computed from (ADR 0028): a second read of the run gives the same candidate without a call,
+    another version asks again; an answer carrying a reconstruction refusal is asked again."""
+    stack.set_policy(enabled=True)
+    stack.seed("v1_basic", "run-one")
+    with _candidate(stack, GrpcCandidateSources) as (stub, counting):
+        first = _read(stub, "run-one", 1)
+        second = _read(stub, "run-one", 1)
+        assert _reconstruction_calls(counting) == ["AnalyzeAndReconstructInvalidRead"]
+        assert first.SerializeToString(deterministic=True) == second.SerializeToString(
+            deterministic=True
+        )
+        _read(stub, "run-one", 2)
+        assert _reconstruction_calls(counting) == ["AnalyzeAndReconstructInvalidRead"] * 2
+    stack.seed("refused_contract_description", "run-refused")
+    with _candidate(stack, GrpcCandidateSources) as (stub, counting):
+        for _ in range(2):
+            assert not _read(stub, "run-refused", 1).candidate.eligible
+        assert _reconstruction_calls(counting) == ["AnalyzeAndReconstructInvalidRead"] * 2

@@ -1,11 +1,13 @@
-"""A bounded, content-addressed cache of the reconstruction service's results.
+"""A bounded, content-addressed cache of the results of pure computations.
 
 Reconstruction and analysis are pure functions of their input bytes ("same inputs → same bytes,
 in any process"), so a result may be reused for the same inputs: the key is the SHA-256 of every
-input (checkpoint, raw response, and the version and consumption time where they apply). One
-admission asks for the same analysis and reconstruction several times (the operator's candidate
-read, the admission's recomputation of the candidate, the admission's own rebuild of the derived
-checkpoint); only the first computes. Refusals are not cached: they are recomputed, as before.
+input (checkpoint, raw response, and the version and consumption time where they apply). The
+reconstruction service remembers what it computed (one admission asks for the same analysis and
+reconstruction several times: the operator's candidate read, then the admission's); the
+candidate service remembers reconstruction's answers, so the admission's candidate, which follows
+the operator's read of the same run, crosses no hop to reconstruction (ADR 0028). Refusals are
+not remembered: they are recomputed, as before.
 
 Bounded by entry count and by the bytes the entries hold, least recently used first out.
 """
@@ -48,8 +50,16 @@ class ContentCache(Generic[ResultT]):
         self.hits = 0
         self.misses = 0
 
-    def get_or_compute(self, key: str, size: int, compute: Callable[[], ResultT]) -> ResultT:
-        """The cached result of ``key``, or ``compute()`` (remembered when it returns). ``size``
+    def get_or_compute(
+        self,
+        key: str,
+        size: int,
+        compute: Callable[[], ResultT],
+        *,
+        remember: Callable[[ResultT], bool] | None = None,
+    ) -> ResultT:
+        """The cached result of ``key``, or ``compute()`` (remembered when it returns, and when
+        ``remember`` of it is true: a result that carries a refusal is not). ``size``
         approximates the bytes the result holds; a result above the byte bound is not kept."""
         with self._lock:
             found = self._entries.get(key)
@@ -59,7 +69,7 @@ class ContentCache(Generic[ResultT]):
                 return found[0]
             self.misses += 1
         result = compute()  # outside the lock: concurrent misses compute in parallel
-        if size <= self._max_bytes:
+        if size <= self._max_bytes and (remember is None or remember(result)):
             with self._lock:
                 if key not in self._entries:
                     self._entries[key] = (result, size)
