@@ -9,7 +9,6 @@ from functools import partial
 from typing import Any
 
 from forge.continuity.v1 import reconstruction_pb2, reconstruction_pb2_grpc
-from shared.runtime.content_cache import ContentCache, content_key
 from services.reconstruction.domain import (
     Hold,
     PendingRequest,
@@ -24,6 +23,7 @@ from services.reconstruction.domain.observation import reconstruct_readonly_obse
 from shared.continuity.canonical import CanonicalJsonError, canonical_text, parse_json
 from shared.contract.terms import VERSION_BY_RECONSTRUCTION_ENUM
 from shared.runtime.auth import Role
+from shared.runtime.content_cache import ContentCache, content_key
 from shared.runtime.errors import (
     FailedPrecondition,
     FieldViolation,

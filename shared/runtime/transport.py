@@ -14,9 +14,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import grpc
-import grpc.experimental
-
 from shared.contract.modules import SERVICES
 from shared.runtime.config import TransportSettings
 
@@ -124,13 +121,6 @@ def channel_options(transport: TransportSettings) -> list[tuple[str, Any]]:
         # A replica back from a restart is tried again within this bound.
         ("grpc.max_reconnect_backoff_ms", transport.max_reconnect_backoff_ms),
         ("grpc.initial_reconnect_backoff_ms", min(1_000, transport.max_reconnect_backoff_ms)),
-        # A server stream's responses are read on the thread that iterates them instead of being
-        # handed over from the channel's spin thread one by one: a 5-message ReadRunSnapshot
-        # costs its reader 29 % less CPU (docs/performance.md, round 4, sixth pass). Read only
-        # by grpcio's Python layer; cancel() from another thread and deadlines still end the
-        # stream (tests/shared/test_transport.py); result()/exception() of such a call no longer
-        # block, which nothing here calls on a stream.
-        (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1),
     ]
 
 

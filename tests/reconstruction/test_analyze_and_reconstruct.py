@@ -12,9 +12,9 @@ import grpc
 import pytest
 
 from forge.continuity.v1 import reconstruction_pb2, reconstruction_pb2_grpc
-from shared.runtime.content_cache import ContentCache
 from services.reconstruction.servicer import ReconstructionServicer
 from services.reconstruction.servicer import bindings as reconstruction_bindings
+from shared.runtime.content_cache import ContentCache
 from shared.runtime.errors import InvalidArgument, from_rpc_error
 from tests.support import serve
 

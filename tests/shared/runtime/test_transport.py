@@ -9,8 +9,10 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
+import grpc.experimental
 import pytest
 from cryptography.hazmat.primitives import serialization
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -26,10 +28,9 @@ from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
 from shared.runtime.auth import PrincipalDirectory
 from shared.runtime.client import open_channel, service_channel
-from shared.runtime.config import Settings, TlsSettings, TransportSettings, load_settings
+from shared.runtime.config import Settings, TlsSettings, load_settings
 from shared.runtime.readiness import LIVENESS, answers
 from shared.runtime.server import start_server
-from shared.runtime.transport import channel_options
 from tests.certificates import certificate as _certificate
 from tests.certificates import pem as _pem
 from tests.errors import expect_error
@@ -224,17 +225,22 @@ def test_a_tls_server_answers_plaintext_health_checks_on_its_health_port_only(
     assert not answers(grpc.insecure_channel(target), timeout=2)
 
 
-def _follow(channel: grpc.Channel, timeout: float) -> Iterator[ledger_pb2.StreamJournalResponse]:
+def _follow(channel: grpc.Channel, timeout: float) -> Any:
+    """A follower's call: an iterator of StreamJournalResponse that is also a grpc.Call."""
     stub = ledger_pb2_grpc.LedgerServiceStub(channel)
     request = ledger_pb2.StreamJournalRequest(run_id="run-1", follow=True)
-    metadata = (("authorization", "Bearer reader-token"),)
-    return stub.StreamJournal(request, timeout=timeout, metadata=metadata)  # type: ignore[no-any-return]
+    return stub.StreamJournal(request, timeout=timeout)
 
 
-def test_a_stream_read_on_its_own_thread_still_ends_on_cancel_and_deadline(ledger: Ledger) -> None:
+def test_a_stream_read_on_its_own_thread_still_ends_on_cancel_and_deadline(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Project channels read server streams on the iterating thread (no spin thread hands the
     responses over): a follower cancelled from another thread, or past its deadline, still ends
     at once with that status, after every entry was delivered."""
+    # Without the tracing interceptor another test may have left exporting: its stream is a
+    # plain generator, which has no cancel() to call.
+    monkeypatch.setattr("shared.runtime.client.exporting", lambda: False)
     with serve("ledger", bindings(ledger)) as served:
         writer = ledger_pb2_grpc.LedgerServiceStub(served.channel("writer-token"))
         writer.CreateRun(run_request())
@@ -245,9 +251,7 @@ def test_a_stream_read_on_its_own_thread_still_ends_on_cancel_and_deadline(ledge
                 payload_json='{"annotation": "followed"}',
             )
         )
-        # The project's channel options on a channel of its own (no tracing interceptor, whose
-        # stream is a plain generator, whatever another test left exporting).
-        channel = grpc.insecure_channel(served.target, options=channel_options(TransportSettings()))
+        channel = served.channel("reader-token")
         follower = _follow(channel, timeout=30)
         delivered: list[int] = []
         ended: list[grpc.StatusCode] = []
@@ -264,7 +268,11 @@ def test_a_stream_read_on_its_own_thread_still_ends_on_cancel_and_deadline(ledge
         deadline = time.monotonic() + 10
         while not delivered and time.monotonic() < deadline:
             time.sleep(0.01)
-        follower.cancel()  # type: ignore[attr-defined]
+        # Read on the reading thread: asking for the result while the stream runs refuses at
+        # once instead of waiting (a stream handed over by a spin thread would time out).
+        with pytest.raises(grpc.experimental.UsageError):
+            follower.result(timeout=0.5)
+        follower.cancel()
         reader.join(timeout=5)
         assert not reader.is_alive()
         assert ended == [grpc.StatusCode.CANCELLED]
