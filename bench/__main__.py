@@ -91,9 +91,8 @@ def admission_figure(
 
         def admission_round(index: int) -> dict[str, Any]:
             floor = figures.baseline_floor(baseline, floor_calls)
-            # As many admissions as each floor's calls (800 at scale 1): a p99 of 96 calls
-            # was their second slowest, nearly always one of the eight that start together,
-            # set beside the p99 of 800 floor calls (round 4, sixth pass).
+            # As many admissions as each floor's calls (800 at scale 1, was 96): the p99 is then
+            # of as many samples as the floor p99 it is set beside (round 4, sixth pass).
             measured = figures.admission_throughput(
                 clients, floor_calls, prefix=f"bench-admit-{index}"
             )
