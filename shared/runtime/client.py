@@ -70,10 +70,12 @@ class CredentialsAndDeadlineInterceptor(
 
 # A server stream's responses are read on the thread that iterates them instead of being handed
 # over from the channel's spin thread one by one: a 5-message ReadRunSnapshot costs its reader
-# 29 % less CPU (docs/performance.md, round 4, sixth pass). Read only by grpcio's Python layer of
-# a sync channel (the gateway's asyncio channels have no spin thread). cancel() from another
-# thread and deadlines still end the stream (tests/shared/runtime/test_transport.py);
-# result()/exception() of such a call no longer block, which nothing here calls on a stream.
+# 29 % less CPU (docs/performance.md, round 4, sixth pass). Only on the channels one service keeps
+# open to another for its whole life (service_channel): such a stream does not keep its channel
+# alive, so a stream read from a stub of a channel nobody holds any more would end early or
+# never start, which a caller of open_channel may well do. cancel() from another thread and
+# deadlines still end the stream (tests/shared/runtime/test_transport.py); result()/exception()
+# of such a call do not block, which nothing here calls on a stream.
 READ_STREAMS_ON_THE_READING_THREAD = (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1)
 
 
@@ -87,15 +89,18 @@ def open_channel(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     extra_interceptors: Sequence[grpc.UnaryUnaryClientInterceptor] = (),  # type: ignore[type-arg]
     transport: TransportSettings | None = None,
+    streams_on_reading_thread: bool = False,
 ) -> grpc.Channel:
     """A traced, authenticated channel. TLS when root certificates are given; mTLS when a
     (private key, certificate chain) pair is given too. A ``host:port`` target is resolved as
-    ``dns:///host:port`` and calls are spread over every address (shared.runtime.transport)."""
+    ``dns:///host:port`` and calls are spread over every address (shared.runtime.transport).
+    ``streams_on_reading_thread``: for a channel kept open as long as its streams are read
+    (READ_STREAMS_ON_THE_READING_THREAD)."""
     options = [
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.max_send_message_length", max_message_bytes),
         *channel_options(transport or TransportSettings()),
-        READ_STREAMS_ON_THE_READING_THREAD,
+        *([READ_STREAMS_ON_THE_READING_THREAD] if streams_on_reading_thread else []),
     ]
     target = resolvable(target)
     if root_certificates is not None:
@@ -145,7 +150,12 @@ def service_channel(settings: Settings, service: str) -> grpc.Channel:
     FORGE_TLS_CLIENT_CA (which then verifies peers both ways), else the system's roots."""
     target = settings.targets[service]
     if settings.tls is None:
-        return open_channel(target, settings.service_token, transport=settings.transport)
+        return open_channel(
+            target,
+            settings.service_token,
+            transport=settings.transport,
+            streams_on_reading_thread=True,
+        )
     roots = settings.tls.ca_file or settings.tls.client_ca_file
     identity = (
         Path(settings.tls.key_file).read_bytes(),
@@ -158,4 +168,5 @@ def service_channel(settings: Settings, service: str) -> grpc.Channel:
         root_certificates=Path(roots).read_bytes() if roots else b"",
         client_certificate=identity,
         transport=settings.transport,
+        streams_on_reading_thread=True,
     )

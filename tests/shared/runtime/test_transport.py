@@ -235,9 +235,10 @@ def _follow(channel: grpc.Channel, timeout: float) -> Any:
 def test_a_stream_read_on_its_own_thread_still_ends_on_cancel_and_deadline(
     ledger: Ledger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Project channels read server streams on the iterating thread (no spin thread hands the
-    responses over): a follower cancelled from another thread, or past its deadline, still ends
-    at once with that status, after every entry was delivered."""
+    """The channels services keep to each other (service_channel) read server streams on the
+    iterating thread (no spin thread hands the responses over): a follower cancelled from another
+    thread, or past its deadline, still ends at once with that status, after every entry was
+    delivered."""
     # Without the tracing interceptor another test may have left exporting: its stream is a
     # plain generator, which has no cancel() to call.
     monkeypatch.setattr("shared.runtime.client.exporting", lambda: False)
@@ -251,7 +252,14 @@ def test_a_stream_read_on_its_own_thread_still_ends_on_cancel_and_deadline(
                 payload_json='{"annotation": "followed"}',
             )
         )
-        channel = served.channel("reader-token")
+        settings = Settings(
+            service="candidate",
+            host="127.0.0.1",
+            port=0,
+            service_token="reader-token",
+            targets={"ledger": served.target},
+        )
+        channel = service_channel(settings, "ledger")
         follower = _follow(channel, timeout=30)
         delivered: list[int] = []
         ended: list[grpc.StatusCode] = []
