@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import grpc
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine, func, select
 
 from forge.continuity.v1 import candidate_pb2_grpc, ledger_pb2_grpc, reconstruction_pb2_grpc
@@ -117,3 +119,17 @@ def row_counts(engine: Engine) -> dict[str, int]:
             )
             for table in metadata.sorted_tables
         }
+
+
+def cache_counts(port: int, prefix: str) -> dict[tuple[str, str], float]:
+    """The samples of the ``prefix`` cache families a /metrics endpoint on ``port`` serves now,
+    by (sample name, ``cache`` label)."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        text = reply.read().decode()
+    return {
+        (sample.name, sample.labels.get("cache", "")): sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name.startswith(prefix)
+        for sample in family.samples
+    }

@@ -4,33 +4,17 @@ wired as the service builds itself: two reads of the same held run are one miss 
 
 from __future__ import annotations
 
-import urllib.request
-
-from prometheus_client.parser import text_string_to_metric_families
-
 from forge.continuity.v1 import candidate_pb2, candidate_pb2_grpc
 from services.candidate.__main__ import build
 from shared.runtime.config import Settings
 from shared.runtime.metrics import serve_metrics
 from tests.polyglot.process import _free_port
-from tests.support import serve
+from tests.support import cache_counts, serve
 
 from .conftest import Stack
 
+PREFIX = "forge_candidate_cache"
 CACHE = "analysis_and_reconstruction"
-
-
-def cache_counts(port: int) -> dict[str, float]:
-    url = f"http://127.0.0.1:{port}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as reply:
-        text = reply.read().decode()
-    return {
-        sample.name: sample.value
-        for family in text_string_to_metric_families(text)
-        if family.name.startswith("forge_candidate_cache")
-        for sample in family.samples
-        if sample.labels.get("cache") == CACHE
-    }
 
 
 def test_two_reads_of_one_run_are_a_miss_then_a_hit(stack: Stack) -> None:
@@ -54,15 +38,15 @@ def test_two_reads_of_one_run_are_a_miss_then_a_hit(stack: Stack) -> None:
         with serve("candidate", built.bindings) as served:
             stub = candidate_pb2_grpc.CandidateServiceStub(served.channel("operator-token"))
             request = candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id="run-counted")
-            before = cache_counts(endpoint.port)
+            before = cache_counts(endpoint.port, PREFIX)
             first = stub.GetInvalidReadContinuityCandidate(request).candidate
             second = stub.GetInvalidReadContinuityCandidate(request).candidate
-            after = cache_counts(endpoint.port)
+            after = cache_counts(endpoint.port, PREFIX)
     finally:
         endpoint.stop()
         built.cleanup()
     assert first.eligible and first == second
-    assert before["forge_candidate_cache_misses_total"] == 0
-    assert after["forge_candidate_cache_misses_total"] == 1
-    assert after["forge_candidate_cache_hits_total"] == 1
-    assert after["forge_candidate_cache_bytes"] > 0
+    assert before[("forge_candidate_cache_misses_total", CACHE)] == 0
+    assert after[("forge_candidate_cache_misses_total", CACHE)] == 1
+    assert after[("forge_candidate_cache_hits_total", CACHE)] == 1
+    assert after[("forge_candidate_cache_bytes", CACHE)] > 0

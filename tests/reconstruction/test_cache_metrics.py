@@ -4,31 +4,17 @@ reconstructions through a real server on loopback are one miss and one hit."""
 from __future__ import annotations
 
 import json
-import urllib.request
 from pathlib import Path
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from forge.continuity.v1 import reconstruction_pb2, reconstruction_pb2_grpc
 from services.reconstruction.servicer import bindings
 from shared.runtime.metrics import serve_metrics
 from tests.polyglot.process import _free_port
-from tests.support import serve
+from tests.support import cache_counts, serve
 
 CASE = Path(__file__).resolve().parents[1] / "data" / "fixtures" / "v1_basic"
 MANIFEST = json.loads((CASE.parent / "manifest.json").read_text())
-
-
-def cache_counts(port: int) -> dict[tuple[str, str], float]:
-    url = f"http://127.0.0.1:{port}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as reply:
-        text = reply.read().decode()
-    return {
-        (sample.name, sample.labels.get("cache", "")): sample.value
-        for family in text_string_to_metric_families(text)
-        if family.name.startswith("forge_reconstruction_cache")
-        for sample in family.samples
-    }
+PREFIX = "forge_reconstruction_cache"
 
 
 def test_two_identical_reconstructions_are_a_miss_then_a_hit() -> None:
@@ -45,11 +31,11 @@ def test_two_identical_reconstructions_are_a_miss_then_a_hit() -> None:
                 version=reconstruction_pb2.RECONSTRUCTION_VERSION_V1,
                 consumed_at=MANIFEST["v1_basic"]["consumed_at"],
             )
-            before = cache_counts(endpoint.port)
+            before = cache_counts(endpoint.port, PREFIX)
             assert before[("forge_reconstruction_cache_hits_total", "reconstructions")] == 0
             stub.ReconstructInvalidRead(request)
             stub.ReconstructInvalidRead(request)
-            after = cache_counts(endpoint.port)
+            after = cache_counts(endpoint.port, PREFIX)
     finally:
         endpoint.stop()
     assert after[("forge_reconstruction_cache_misses_total", "reconstructions")] == 1
