@@ -40,11 +40,19 @@ from services.candidate.domain import (
 )
 from services.candidate.domain.journal import chain_verifier
 from services.candidate.domain.model import build_entry
+from shared.continuity.journal_chain import Verification
 from shared.continuity.timeutil import from_timestamp, timestamp_text
 from shared.contract.terms import VERSIONS, enum_short_name
 from shared.runtime.client import call, stream
 from shared.runtime.content_cache import ContentCache, content_key
-from shared.runtime.errors import FailedPrecondition, Internal, InvalidArgument, NotFound
+from shared.runtime.errors import (
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    ResourceExhausted,
+    Unimplemented,
+)
 
 PAGE_SIZE: Final = 1000
 
@@ -162,6 +170,25 @@ def _policy(policy: common_pb2.Policy) -> PolicyRecord:
     )
 
 
+def _snapshot(
+    header: ledger_pb2.RunSnapshotHeader,
+    entries: list[Entry],
+    blobs: dict[str, bytes],
+    verification: ChainVerification,
+    recomputed: Verification,
+) -> Snapshot:
+    return Snapshot(
+        run=run_from_proto(header.run),
+        head=_head(header.head),
+        entries=tuple(entries),
+        verification=verification,
+        policy=_policy(header.policy),
+        executions=tuple(_execution(r) for r in header.execution_requests),
+        blobs=blobs,
+        recomputed=recomputed,
+    )
+
+
 def _execution(record: common_pb2.ExecutionRequest) -> ExecutionRecord:
     return ExecutionRecord(
         execution_request_id=record.execution_request_id,
@@ -226,6 +253,35 @@ class GrpcCandidateSources:
         return [_execution(r) for r in found.execution_requests]
 
     def snapshot(self, run_id: str, *, closure_blobs: bool = False) -> Snapshot:
+        """The run's snapshot in one ``GetRunSnapshot`` message; one the ledger refuses as too
+        large for a message (RUN_SNAPSHOT_TOO_LARGE), or a ledger without that RPC (a rolling
+        upgrade), is streamed with ``ReadRunSnapshot`` instead. Either way one database
+        snapshot, verified by the ledger and recomputed here."""
+        try:
+            whole = call(
+                self._ledger.GetRunSnapshot,
+                ledger_pb2.GetRunSnapshotRequest(
+                    run_id=run_id, include_closure_blobs=closure_blobs
+                ),
+            )
+        except ResourceExhausted as refused:
+            if refused.reason != "RUN_SNAPSHOT_TOO_LARGE":
+                raise
+            return self._streamed_snapshot(run_id, closure_blobs=closure_blobs)
+        except Unimplemented:
+            return self._streamed_snapshot(run_id, closure_blobs=closure_blobs)
+        entries = [entry_from_proto(e) for e in whole.entries]
+        recomputation = chain_verifier()
+        recomputation.add_all(entries)
+        return _snapshot(
+            whole.header,
+            entries,
+            {blob.digest: blob.content for blob in whole.blobs},
+            _verification(whole.verification),
+            recomputation.result(),
+        )
+
+    def _streamed_snapshot(self, run_id: str, *, closure_blobs: bool) -> Snapshot:
         """One ``ReadRunSnapshot`` stream: header, journal batches, the closure's blobs when
         asked for (a ledger that does not send them leaves the reader to GetBlob), the ledger's
         verification."""
@@ -254,16 +310,7 @@ class GrpcCandidateSources:
         if header is None or verification is None:
             # The ledger always sends both; a stream without them broke an invariant.
             raise Internal("INTERNAL_ERROR", f"the ledger's snapshot of {run_id} ended early")
-        return Snapshot(
-            run=run_from_proto(header.run),
-            head=_head(header.head),
-            entries=tuple(entries),
-            verification=verification,
-            policy=_policy(header.policy),
-            executions=tuple(_execution(r) for r in header.execution_requests),
-            blobs=blobs,
-            recomputed=recomputation.result(),
-        )
+        return _snapshot(header, entries, blobs, verification, recomputation.result())
 
     def blob(self, digest: str) -> bytes | None:
         try:

@@ -150,6 +150,11 @@ class Ledger:
     ) -> Iterator[snapshot.SnapshotPart]:
         return snapshot.read(self._context, run_id, closure_blobs=closure_blobs)
 
+    def read_whole_snapshot(
+        self, run_id: str, *, closure_blobs: bool = False
+    ) -> snapshot.WholeSnapshot:
+        return snapshot.read_whole(self._context, run_id, closure_blobs=closure_blobs)
+
     def inspect_journal(self, run_id: str) -> JournalInspection:
         return inspection.inspect(self._context, run_id)
 

@@ -149,6 +149,21 @@ def admission_to_proto(admission: Admission) -> ledger_pb2.AdmissionTicket:
     return ticket_to_proto(admission.ticket, admission.execution_request, admission.current)
 
 
+def _snapshot_header(header: SnapshotHeader) -> ledger_pb2.RunSnapshotHeader:
+    return ledger_pb2.RunSnapshotHeader(
+        run=run_to_proto(header.run),
+        head=head_to_proto(header.head),
+        policy=policy_to_proto(header.policy),
+        execution_requests=[execution_request_to_proto(r) for r in header.execution_requests],
+    )
+
+
+def _snapshot_blob(blob: SnapshotBlob) -> ledger_pb2.RunSnapshotBlob:
+    return ledger_pb2.RunSnapshotBlob(
+        digest=blob.digest, content=blob.content, media_type=blob.media_type
+    )
+
+
 class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
@@ -238,29 +253,30 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             request.run_id, closure_blobs=request.include_closure_blobs
         ):
             if isinstance(part, SnapshotHeader):
-                yield ledger_pb2.ReadRunSnapshotResponse(
-                    header=ledger_pb2.RunSnapshotHeader(
-                        run=run_to_proto(part.run),
-                        head=head_to_proto(part.head),
-                        policy=policy_to_proto(part.policy),
-                        execution_requests=[
-                            execution_request_to_proto(r) for r in part.execution_requests
-                        ],
-                    )
-                )
+                yield ledger_pb2.ReadRunSnapshotResponse(header=_snapshot_header(part))
             elif isinstance(part, list):
                 response = ledger_pb2.ReadRunSnapshotResponse()
                 response.entries.SetInParent()  # the part is entries even if a batch were empty
                 add_entries(response.entries.entries, part)
                 yield response
             elif isinstance(part, SnapshotBlob):
-                yield ledger_pb2.ReadRunSnapshotResponse(
-                    blob=ledger_pb2.RunSnapshotBlob(
-                        digest=part.digest, content=part.content, media_type=part.media_type
-                    )
-                )
+                yield ledger_pb2.ReadRunSnapshotResponse(blob=_snapshot_blob(part))
             else:
                 yield ledger_pb2.ReadRunSnapshotResponse(verification=verification_to_proto(part))
+
+    def GetRunSnapshot(
+        self, request: ledger_pb2.GetRunSnapshotRequest, context: grpc.ServicerContext
+    ) -> ledger_pb2.GetRunSnapshotResponse:
+        whole = self._ledger.read_whole_snapshot(
+            request.run_id, closure_blobs=request.include_closure_blobs
+        )
+        response = ledger_pb2.GetRunSnapshotResponse(
+            header=_snapshot_header(whole.header),
+            blobs=[_snapshot_blob(blob) for blob in whole.blobs],
+            verification=verification_to_proto(whole.verification),
+        )
+        add_entries(response.entries, whole.entries)
+        return response
 
     def VerifyJournal(
         self, request: ledger_pb2.VerifyJournalRequest, context: grpc.ServicerContext
@@ -390,6 +406,7 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
                 "StreamJournal": ANY_ROLE,
                 "VerifyJournal": ANY_ROLE,
                 "ReadRunSnapshot": ANY_ROLE,
+                "GetRunSnapshot": ANY_ROLE,
                 "InspectJournal": ANY_ROLE,
                 "PutBlob": WRITERS | ADMISSION | WORKERS,
                 "GetBlob": ANY_ROLE,

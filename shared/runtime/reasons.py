@@ -333,6 +333,9 @@ _REASONS: tuple[Reason, ...] = (
     Reason("COMMAND_LIMIT_REACHED", _RE, ("limit", "used"),
            "the run's command limit is used up; the command is refused before it runs"),
     Reason("JOURNAL_FOLLOWERS_EXHAUSTED", _RE, ("limit",), "too many concurrent journal followers"),
+    Reason("RUN_SNAPSHOT_TOO_LARGE", _RE, ("byte_limit", "entries", "entry_limit", "run_id"),
+           "the run's snapshot does not fit one message (GetRunSnapshot); nothing was sent: read "
+           "it with ReadRunSnapshot, which streams it"),
     # --- UNAUTHENTICATED / PERMISSION_DENIED -----------------------------------------------------
     Reason("CREDENTIALS_MISSING", _UA, (), "the call carries no credentials"),
     Reason("CREDENTIALS_MALFORMED", _UA, (), "the authorization metadata is not 'Bearer <token>'"),

@@ -28,6 +28,7 @@ IDEMPOTENT_READS: Mapping[str, tuple[str, ...]] = {
         "StreamJournal",
         "VerifyJournal",
         "ReadRunSnapshot",
+        "GetRunSnapshot",
         "InspectJournal",
         "GetBlob",
         "GetAdmission",

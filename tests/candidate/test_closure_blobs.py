@@ -1,8 +1,9 @@
 """The closure blobs travel in the run snapshot: a candidate read of an eligible run makes one
-ledger call (ReadRunSnapshot) and no GetBlob, and gives the candidate it gives when the snapshot
-carries no blobs (an older ledger) and it reads them apart. A blob altered after it was stored,
-or never stored, is held exactly as before. The ledger calls are counted by a real client
-interceptor on the candidate's channel to the real ledger."""
+ledger call (GetRunSnapshot) and no GetBlob, and gives the candidate it gives when the ledger is
+an older one (no GetRunSnapshot, so the stream; no blobs in it, so it reads them apart). A
+snapshot too large for one message is streamed, with the same candidate. A blob altered after it
+was stored, or never stored, is held exactly as before. The ledger calls are counted by a real
+client interceptor on the candidate's channel to the real ledger."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from sqlalchemy import text
 from forge.continuity.v1 import candidate_pb2, common_pb2, ledger_pb2
 from services.candidate.downstream import GrpcCandidateSources
 from services.candidate.servicer import bindings as candidate_bindings
+from services.ledger.transactions import snapshot
 from shared.continuity.canonical import sha256_digest
 from shared.runtime.client import open_channel
 from tests.support import Served, serve
@@ -32,12 +34,13 @@ class LedgerCalls(
     grpc.UnaryUnaryClientInterceptor,  # type: ignore[type-arg]
     grpc.UnaryStreamClientInterceptor,  # type: ignore[type-arg]
 ):
-    """Counts each ledger method the candidate calls. With ``without_blobs`` it asks for the
-    snapshot without blobs, as a ledger that predates ``include_closure_blobs`` answers."""
+    """Counts each ledger method the candidate calls. With ``older_ledger`` the ledger answers as
+    one that predates GetRunSnapshot and ``include_closure_blobs``: the one-message read goes to
+    a method the real ledger does not serve (UNIMPLEMENTED), the stream is asked without blobs."""
 
-    def __init__(self, *, without_blobs: bool = False) -> None:
+    def __init__(self, *, older_ledger: bool = False) -> None:
         self.calls: Counter[str] = Counter()
-        self._without_blobs = without_blobs
+        self._older_ledger = older_ledger
 
     def _count(self, details: Any) -> None:
         self.calls[str(details.method).rsplit("/", 1)[-1]] += 1
@@ -46,23 +49,25 @@ class LedgerCalls(
         self, continuation: Callable[..., Any], details: Any, request: Any
     ) -> Any:
         self._count(details)
+        if self._older_ledger and isinstance(request, ledger_pb2.GetRunSnapshotRequest):
+            details = details._replace(method=f"{details.method}NotServedHere")
         return continuation(details, request)
 
     def intercept_unary_stream(
         self, continuation: Callable[..., Any], details: Any, request: Any
     ) -> Any:
         self._count(details)
-        if self._without_blobs and isinstance(request, ledger_pb2.ReadRunSnapshotRequest):
+        if self._older_ledger and isinstance(request, ledger_pb2.ReadRunSnapshotRequest):
             request = ledger_pb2.ReadRunSnapshotRequest(run_id=request.run_id)
         return continuation(details, request)
 
 
 @contextmanager
 def counted_candidate(
-    stack: Stack, *, without_blobs: bool = False
+    stack: Stack, *, older_ledger: bool = False
 ) -> Iterator[tuple[Served, LedgerCalls]]:
     """A candidate server whose ledger calls go through a counting interceptor."""
-    counter = LedgerCalls(without_blobs=without_blobs)
+    counter = LedgerCalls(older_ledger=older_ledger)
     ledger_channel = open_channel(
         stack.ledger_served.target, "service-token", extra_interceptors=[counter]
     )
@@ -81,10 +86,10 @@ def read(stack: Stack, served: Served, run_id: str) -> Candidate:
 
 
 def both_ways(stack: Stack, run_id: str) -> tuple[Candidate, Counter[str], Candidate, Counter[str]]:
-    """The candidate and ledger calls with the snapshot's blobs, then without them."""
+    """The candidate and ledger calls with the snapshot's blobs, then with an older ledger."""
     with counted_candidate(stack) as (served, counter):
         prefetched = read(stack, served, run_id)
-    with counted_candidate(stack, without_blobs=True) as (served, old_counter):
+    with counted_candidate(stack, older_ledger=True) as (served, old_counter):
         apart = read(stack, served, run_id)
     return prefetched, counter.calls, apart, old_counter.calls
 
@@ -94,9 +99,27 @@ def test_an_eligible_read_makes_no_blob_call(stack: Stack) -> None:
     stack.seed("v1_basic", "run-e")
     prefetched, calls, apart, old_calls = both_ways(stack, "run-e")
     assert prefetched.eligible
-    assert calls == Counter(ReadRunSnapshot=1)
-    assert old_calls == Counter(ReadRunSnapshot=1, GetBlob=2)
+    assert calls == Counter(GetRunSnapshot=1)
+    assert old_calls == Counter(GetRunSnapshot=1, ReadRunSnapshot=1, GetBlob=2)
     assert prefetched == apart
+
+
+def test_a_snapshot_too_large_for_one_message_is_streamed(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ledger refuses the one-message read (RUN_SNAPSHOT_TOO_LARGE: here its byte limit is
+    lowered under the run's closure blobs); the candidate streams the snapshot and gives the same
+    candidate."""
+    stack.set_policy(enabled=True)
+    stack.seed("v1_basic", "run-l")
+    with counted_candidate(stack) as (served, counter):
+        one_message = read(stack, served, "run-l")
+    monkeypatch.setattr(snapshot, "WHOLE_SNAPSHOT_BYTES", 1024)
+    with counted_candidate(stack) as (served, large_counter):
+        streamed = read(stack, served, "run-l")
+    assert counter.calls == Counter(GetRunSnapshot=1)
+    assert large_counter.calls == Counter(GetRunSnapshot=1, ReadRunSnapshot=1)
+    assert streamed == one_message and streamed.eligible
 
 
 def test_admission_inputs_are_the_derived_checkpoint_alone(stack: Stack) -> None:
@@ -110,7 +133,7 @@ def test_admission_inputs_are_the_derived_checkpoint_alone(stack: Stack) -> None
                 run_id="run-a", include_admission_inputs=True
             )
         )
-    assert counter.calls == Counter(ReadRunSnapshot=1)
+    assert counter.calls == Counter(GetRunSnapshot=1)
     inputs, proof = found.admission_inputs, found.candidate.proof
     assert sha256_digest(inputs.derived_checkpoint) == proof.derived_checkpoint_digest
     assert proof.derived_checkpoint_digest not in (proof.checkpoint_digest, "")
@@ -136,8 +159,8 @@ def test_a_blob_altered_after_it_was_stored_is_held_as_before(stack: Stack, whic
     prefetched, calls, apart, old_calls = both_ways(stack, "run-x")
     assert not prefetched.eligible
     assert ("CLOSURE_INCOMPLETE", digest) in hold_pairs(prefetched)
-    assert calls == Counter(ReadRunSnapshot=1, GetBlob=1)
-    assert old_calls == Counter(ReadRunSnapshot=1, GetBlob=2)
+    assert calls == Counter(GetRunSnapshot=1, GetBlob=1)
+    assert old_calls == Counter(GetRunSnapshot=1, ReadRunSnapshot=1, GetBlob=2)
     assert prefetched == apart
 
 
@@ -155,6 +178,6 @@ def test_a_blob_never_stored_is_held_as_before(stack: Stack) -> None:
     stack.seed("v1_basic", "run-m", edit=unstored)
     prefetched, calls, apart, old_calls = both_ways(stack, "run-m")
     assert hold_pairs(prefetched) == {("CLOSURE_INCOMPLETE", NOT_STORED)}
-    assert calls == Counter(ReadRunSnapshot=1, GetBlob=1)
-    assert old_calls == Counter(ReadRunSnapshot=1, GetBlob=2)
+    assert calls == Counter(GetRunSnapshot=1, GetBlob=1)
+    assert old_calls == Counter(GetRunSnapshot=1, ReadRunSnapshot=1, GetBlob=2)
     assert prefetched == apart

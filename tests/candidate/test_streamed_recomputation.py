@@ -1,21 +1,32 @@
-"""The candidate recomputes the chain while the snapshot arrives (batch by batch, overlapping the
-ledger's own work on the stream): the recomputation it carries is exactly the one the chain check
-would make over the entries read, intact or broken, and the check takes it instead of recomputing
-the whole journal again. Read from a real ledger through the candidate's own source."""
+"""The candidate recomputes the chain as the snapshot arrives (in one message, or batch by batch
+on the stream, overlapping the ledger's own work): the recomputation it carries is exactly the
+one the chain check would make over the entries read, intact or broken, and the check takes it
+instead of recomputing the whole journal again. Read from a real ledger through the candidate's
+own source, in one message and, with the one-message limit lowered under the run, streamed."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
+import pytest
 from sqlalchemy import text
 
 from services.candidate.domain import Snapshot
 from services.candidate.domain.journal import check_chain
 from services.candidate.downstream import GrpcCandidateSources
+from services.ledger.transactions import snapshot as ledger_snapshot
 from shared.continuity.journal_chain import verify_chain
 from shared.runtime.client import open_channel
 
 from .conftest import Stack
+
+
+@pytest.fixture(autouse=True, params=["one message", "streamed"])
+def how(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    if request.param == "streamed":
+        monkeypatch.setattr(ledger_snapshot, "WHOLE_SNAPSHOT_BYTES", 0)
+    yield str(request.param)
 
 
 def _snapshot(stack: Stack, run_id: str) -> Snapshot:

@@ -9,7 +9,7 @@ the verification, so the candidate needs no GetBlob calls for them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Final
 
@@ -27,9 +27,14 @@ from services.ledger.transactions.journal import INTACT
 from shared.continuity.canonical import is_digest
 from shared.continuity.journal_chain import ChainVerifier, Verification
 from shared.continuity.journal_closure import CLOSURE_KINDS, PayloadRow, closure_of
+from shared.runtime.errors import ResourceExhausted
 
 # Entries per streamed batch: ~1-2 MiB of protobuf for typical payloads, far below the message cap.
 SNAPSHOT_BATCH: Final = 2000
+# A snapshot sent in one message (``read_whole``, GetRunSnapshot) holds at most one batch of
+# entries and this many bytes of payloads and blobs: with the entries' own fields (~300 bytes
+# each) far below the default 32 MiB message cap, whatever the payloads' characters.
+WHOLE_SNAPSHOT_BYTES: Final = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -54,9 +59,19 @@ class SnapshotBlob:
 SnapshotPart = SnapshotHeader | list[StoredEntry] | SnapshotBlob | Verification
 
 
+@dataclass(frozen=True)
+class WholeSnapshot:
+    """Every part of one snapshot, collected (what ``read`` yields, in one value)."""
+
+    header: SnapshotHeader
+    entries: list[StoredEntry]
+    blobs: list[SnapshotBlob]
+    verification: Verification
+
+
 def read(
     context: LedgerContext, run_id: str, *, closure_blobs: bool = False
-) -> Iterator[SnapshotPart]:
+) -> Generator[SnapshotPart, None, None]:
     """The header, then the journal in batches, then (with ``closure_blobs``) each stored blob
     the journal's closure names, then the verification of the rows yielded. A missing run is
     NOT_FOUND RUN_NOT_FOUND, raised before the header."""
@@ -89,3 +104,56 @@ def read(
                     content, media_type = stored[digest]
                     yield SnapshotBlob(digest, content, media_type)
         yield verifier.result()
+
+
+def read_whole(
+    context: LedgerContext, run_id: str, *, closure_blobs: bool = False
+) -> WholeSnapshot:
+    """``read``'s parts collected into one value, for a snapshot that fits one message: at most
+    ``SNAPSHOT_BATCH`` entries and ``WHOLE_SNAPSHOT_BYTES`` of payloads and blobs. A longer
+    journal is refused RESOURCE_EXHAUSTED RUN_SNAPSHOT_TOO_LARGE right after the header (one
+    statement read), a heavier snapshot once its size is known; either way nothing is sent and
+    the reader streams the snapshot instead."""
+    parts = read(context, run_id, closure_blobs=closure_blobs)
+    try:  # closing the generator ends its read transaction at once, refused or not
+        header = next(parts)
+        assert isinstance(header, SnapshotHeader)  # read yields the header first
+        if header.head[0] > SNAPSHOT_BATCH:  # refused before the journal is read
+            raise _too_large(run_id, header.head[0])
+        entries: list[StoredEntry] = []
+        blobs: list[SnapshotBlob] = []
+        size = 0
+        for part in parts:
+            if isinstance(part, list):
+                entries += part
+                size += sum(_text_bytes(entry.payload_json) for entry in part)
+            elif isinstance(part, SnapshotBlob):
+                blobs.append(part)
+                size += len(part.content)
+            elif isinstance(part, Verification):
+                if size > WHOLE_SNAPSHOT_BYTES:
+                    raise _too_large(run_id, len(entries))
+                return WholeSnapshot(header, entries, blobs, part)
+        raise AssertionError("read ends with the verification")
+    finally:
+        parts.close()
+
+
+def _text_bytes(text: str) -> int:
+    # str.isascii() is a flag check: only a payload with other characters is encoded to count.
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+def _too_large(run_id: str, entries: int) -> ResourceExhausted:
+    return ResourceExhausted(
+        "RUN_SNAPSHOT_TOO_LARGE",
+        f"the snapshot of run {run_id} does not fit one message (at most {SNAPSHOT_BATCH} "
+        f"entries and {WHOLE_SNAPSHOT_BYTES} bytes of payloads and blobs); read it with "
+        "ReadRunSnapshot",
+        metadata={
+            "run_id": run_id,
+            "entries": str(entries),
+            "entry_limit": str(SNAPSHOT_BATCH),
+            "byte_limit": str(WHOLE_SNAPSHOT_BYTES),
+        },
+    )

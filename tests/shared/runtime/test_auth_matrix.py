@@ -56,6 +56,7 @@ EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.LedgerService/StreamJournal": ALL,
     "/forge.continuity.v1.LedgerService/VerifyJournal": ALL,
     "/forge.continuity.v1.LedgerService/ReadRunSnapshot": ALL,
+    "/forge.continuity.v1.LedgerService/GetRunSnapshot": ALL,
     "/forge.continuity.v1.LedgerService/InspectJournal": ALL,
     "/forge.continuity.v1.LedgerService/PutBlob": WRITER | ADMISSION | WORKER,
     "/forge.continuity.v1.LedgerService/GetBlob": ALL,

@@ -735,6 +735,78 @@ class ReadRunSnapshotResponse(_message.Message):
 Global___ReadRunSnapshotResponse: _TypeAlias = ReadRunSnapshotResponse  # noqa: Y015
 
 @_typing.final
+class GetRunSnapshotRequest(_message.Message):
+    """GetRunSnapshotRequest names the run to read in one message."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    INCLUDE_CLOSURE_BLOBS_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    """The run to read; it must exist (NOT_FOUND, RUN_NOT_FOUND)."""
+    include_closure_blobs: _builtins.bool
+    """As ReadRunSnapshotRequest.include_closure_blobs: also send the stored blobs the journal's last
+    model-request closure names; they count towards the 4 MiB.
+    """
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        include_closure_blobs: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_closure_blobs", b"include_closure_blobs", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetRunSnapshotRequest: _TypeAlias = GetRunSnapshotRequest  # noqa: Y015
+
+@_typing.final
+class GetRunSnapshotResponse(_message.Message):
+    """GetRunSnapshotResponse is the whole snapshot: what ReadRunSnapshot streams, in one message."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HEADER_FIELD_NUMBER: _builtins.int
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    BLOBS_FIELD_NUMBER: _builtins.int
+    VERIFICATION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def header(self) -> Global___RunSnapshotHeader:
+        """The run, head, policy and execution requests."""
+
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.JournalEntry]:
+        """Every journal entry up to the header's head, in sequence order."""
+
+    @_builtins.property
+    def blobs(self) -> _containers.RepeatedCompositeFieldContainer[Global___RunSnapshotBlob]:
+        """The stored closure blobs (only with include_closure_blobs), in the order the closure names
+        them; a named blob that is not stored is not sent.
+        """
+
+    @_builtins.property
+    def verification(self) -> Global___VerifyJournalResponse:
+        """The ledger's recomputation of the chain over exactly the entries sent."""
+
+    def __init__(
+        self,
+        *,
+        header: Global___RunSnapshotHeader | None = ...,
+        entries: _abc.Iterable[_common_pb2.JournalEntry] | None = ...,
+        blobs: _abc.Iterable[Global___RunSnapshotBlob] | None = ...,
+        verification: Global___VerifyJournalResponse | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["header", b"header", "verification", b"verification"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blobs", b"blobs", "entries", b"entries", "header", b"header", "verification", b"verification"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetRunSnapshotResponse: _TypeAlias = GetRunSnapshotResponse  # noqa: Y015
+
+@_typing.final
 class RunSnapshotHeader(_message.Message):
     """RunSnapshotHeader is what the snapshot read besides the journal, at the same snapshot."""
 

@@ -80,6 +80,11 @@ class LedgerServiceStub:
                 request_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.ReadRunSnapshotRequest.SerializeToString,
                 response_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.ReadRunSnapshotResponse.FromString,
                 _registered_method=True)
+        self.GetRunSnapshot = channel.unary_unary(
+                '/forge.continuity.v1.LedgerService/GetRunSnapshot',
+                request_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRunSnapshotRequest.SerializeToString,
+                response_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRunSnapshotResponse.FromString,
+                _registered_method=True)
         self.InspectJournal = channel.unary_unary(
                 '/forge.continuity.v1.LedgerService/InspectJournal',
                 request_serializer=forge_dot_continuity_dot_v1_dot_inspection__pb2.InspectJournalRequest.SerializeToString,
@@ -196,6 +201,17 @@ class LedgerServiceServicer:
         every journal entry in sequence order (batches), on request the stored blobs the journal's
         last model-request closure names (one message each), and the ledger's recomputation of the
         chain over exactly the rows it sent (the last message). Role: reader or better.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRunSnapshot(self, request, context):
+        """The same snapshot as ReadRunSnapshot in one message, for a run whose journal and closure
+        blobs fit one: at most 2,000 entries and 4 MiB of payloads and blobs together. A larger one is
+        RESOURCE_EXHAUSTED (RUN_SNAPSHOT_TOO_LARGE), refused after reading the head alone where the
+        entry count is over, and is read with ReadRunSnapshot instead. Saves a reader the stream's
+        messages: a typical held run's snapshot is one call. Role: reader or better.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -321,6 +337,11 @@ def add_LedgerServiceServicer_to_server(servicer, server):
                     servicer.ReadRunSnapshot,
                     request_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.ReadRunSnapshotRequest.FromString,
                     response_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.ReadRunSnapshotResponse.SerializeToString,
+            ),
+            'GetRunSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRunSnapshot,
+                    request_deserializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRunSnapshotRequest.FromString,
+                    response_serializer=forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRunSnapshotResponse.SerializeToString,
             ),
             'InspectJournal': grpc.unary_unary_rpc_method_handler(
                     servicer.InspectJournal,
@@ -588,6 +609,33 @@ class LedgerService:
             '/forge.continuity.v1.LedgerService/ReadRunSnapshot',
             forge_dot_continuity_dot_v1_dot_ledger__pb2.ReadRunSnapshotRequest.SerializeToString,
             forge_dot_continuity_dot_v1_dot_ledger__pb2.ReadRunSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRunSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/forge.continuity.v1.LedgerService/GetRunSnapshot',
+            forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRunSnapshotRequest.SerializeToString,
+            forge_dot_continuity_dot_v1_dot_ledger__pb2.GetRunSnapshotResponse.FromString,
             options,
             channel_credentials,
             insecure,

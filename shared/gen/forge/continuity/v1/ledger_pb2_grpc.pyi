@@ -72,6 +72,13 @@ class LedgerServiceStub:
     last model-request closure names (one message each), and the ledger's recomputation of the
     chain over exactly the rows it sent (the last message). Role: reader or better.
     """
+    GetRunSnapshot: _grpc.UnaryUnaryMultiCallable[_ledger_pb2.GetRunSnapshotRequest, _ledger_pb2.GetRunSnapshotResponse]
+    """The same snapshot as ReadRunSnapshot in one message, for a run whose journal and closure
+    blobs fit one: at most 2,000 entries and 4 MiB of payloads and blobs together. A larger one is
+    RESOURCE_EXHAUSTED (RUN_SNAPSHOT_TOO_LARGE), refused after reading the head alone where the
+    entry count is over, and is read with ReadRunSnapshot instead. Saves a reader the stream's
+    messages: a typical held run's snapshot is one call. Role: reader or better.
+    """
     InspectJournal: _grpc.UnaryUnaryMultiCallable[_inspection_pb2.InspectJournalRequest, _inspection_pb2.InspectJournalResponse]
     """Inspects a run's canonical records from the known SDK epochs under the current reader and
     credential guards: an intact chain and matching native rows are required (refused otherwise);
@@ -153,6 +160,13 @@ class LedgerServiceAsyncStub(LedgerServiceStub):
     every journal entry in sequence order (batches), on request the stored blobs the journal's
     last model-request closure names (one message each), and the ledger's recomputation of the
     chain over exactly the rows it sent (the last message). Role: reader or better.
+    """
+    GetRunSnapshot: _aio.UnaryUnaryMultiCallable[_ledger_pb2.GetRunSnapshotRequest, _ledger_pb2.GetRunSnapshotResponse]  # type: ignore[assignment]
+    """The same snapshot as ReadRunSnapshot in one message, for a run whose journal and closure
+    blobs fit one: at most 2,000 entries and 4 MiB of payloads and blobs together. A larger one is
+    RESOURCE_EXHAUSTED (RUN_SNAPSHOT_TOO_LARGE), refused after reading the head alone where the
+    entry count is over, and is read with ReadRunSnapshot instead. Saves a reader the stream's
+    messages: a typical held run's snapshot is one call. Role: reader or better.
     """
     InspectJournal: _aio.UnaryUnaryMultiCallable[_inspection_pb2.InspectJournalRequest, _inspection_pb2.InspectJournalResponse]  # type: ignore[assignment]
     """Inspects a run's canonical records from the known SDK epochs under the current reader and
@@ -280,6 +294,19 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
         every journal entry in sequence order (batches), on request the stored blobs the journal's
         last model-request closure names (one message each), and the ledger's recomputation of the
         chain over exactly the rows it sent (the last message). Role: reader or better.
+        """
+
+    @_abc_1.abstractmethod
+    def GetRunSnapshot(
+        self,
+        request: _ledger_pb2.GetRunSnapshotRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ledger_pb2.GetRunSnapshotResponse, _abc.Awaitable[_ledger_pb2.GetRunSnapshotResponse]]:
+        """The same snapshot as ReadRunSnapshot in one message, for a run whose journal and closure
+        blobs fit one: at most 2,000 entries and 4 MiB of payloads and blobs together. A larger one is
+        RESOURCE_EXHAUSTED (RUN_SNAPSHOT_TOO_LARGE), refused after reading the head alone where the
+        entry count is over, and is read with ReadRunSnapshot instead. Saves a reader the stream's
+        messages: a typical held run's snapshot is one call. Role: reader or better.
         """
 
     @_abc_1.abstractmethod
