@@ -253,10 +253,12 @@ class GrpcCandidateSources:
         return [_execution(r) for r in found.execution_requests]
 
     def snapshot(self, run_id: str, *, closure_blobs: bool = False) -> Snapshot:
-        """The run's snapshot in one ``GetRunSnapshot`` message; one the ledger refuses as too
-        large for a message (RUN_SNAPSHOT_TOO_LARGE), or a ledger without that RPC (a rolling
-        upgrade), is streamed with ``ReadRunSnapshot`` instead. Either way one database
-        snapshot, verified by the ledger and recomputed here."""
+        """The run's snapshot in one ``GetRunSnapshot`` message. Streamed with
+        ``ReadRunSnapshot`` instead when that is refused RESOURCE_EXHAUSTED (the ledger's
+        RUN_SNAPSHOT_TOO_LARGE, or a message over either end's FORGE_MAX_MESSAGE_BYTES, which
+        the stream's smaller messages may fit) or UNIMPLEMENTED (a ledger from before the RPC,
+        during a rolling upgrade). Either way one database snapshot, verified by the ledger and
+        recomputed here."""
         try:
             whole = call(
                 self._ledger.GetRunSnapshot,
@@ -264,11 +266,7 @@ class GrpcCandidateSources:
                     run_id=run_id, include_closure_blobs=closure_blobs
                 ),
             )
-        except ResourceExhausted as refused:
-            if refused.reason != "RUN_SNAPSHOT_TOO_LARGE":
-                raise
-            return self._streamed_snapshot(run_id, closure_blobs=closure_blobs)
-        except Unimplemented:
+        except (ResourceExhausted, Unimplemented):
             return self._streamed_snapshot(run_id, closure_blobs=closure_blobs)
         entries = [entry_from_proto(e) for e in whole.entries]
         recomputation = chain_verifier()

@@ -64,12 +64,16 @@ class LedgerCalls(
 
 @contextmanager
 def counted_candidate(
-    stack: Stack, *, older_ledger: bool = False
+    stack: Stack, *, older_ledger: bool = False, max_message_bytes: int = 32 * 1024 * 1024
 ) -> Iterator[tuple[Served, LedgerCalls]]:
-    """A candidate server whose ledger calls go through a counting interceptor."""
+    """A candidate server whose ledger calls go through a counting interceptor (and whose
+    channel to the ledger receives messages of at most ``max_message_bytes``)."""
     counter = LedgerCalls(older_ledger=older_ledger)
     ledger_channel = open_channel(
-        stack.ledger_served.target, "service-token", extra_interceptors=[counter]
+        stack.ledger_served.target,
+        "service-token",
+        extra_interceptors=[counter],
+        max_message_bytes=max_message_bytes,
     )
     reconstruction_channel = open_channel(stack.reconstruction_served.target, "service-token")
     sources = GrpcCandidateSources(ledger_channel, reconstruction_channel)
@@ -119,6 +123,28 @@ def test_a_snapshot_too_large_for_one_message_is_streamed(
         streamed = read(stack, served, "run-l")
     assert counter.calls == Counter(GetRunSnapshot=1)
     assert large_counter.calls == Counter(GetRunSnapshot=1, ReadRunSnapshot=1)
+    assert streamed == one_message and streamed.eligible
+
+
+def test_a_snapshot_over_the_receivers_message_limit_is_streamed(stack: Stack) -> None:
+    """The candidate's channel receives smaller messages than the whole snapshot (but each of the
+    stream's): gRPC refuses the one message RESOURCE_EXHAUSTED, and the stream reads the run."""
+    stack.set_policy(enabled=True)
+    stack.seed("v1_basic", "run-r")
+    with counted_candidate(stack) as (served, counter):
+        one_message = read(stack, served, "run-r")
+    whole = stack.ledger().GetRunSnapshot(
+        ledger_pb2.GetRunSnapshotRequest(run_id="run-r", include_closure_blobs=True)
+    )
+    parts = stack.ledger().ReadRunSnapshot(
+        ledger_pb2.ReadRunSnapshotRequest(run_id="run-r", include_closure_blobs=True)
+    )
+    largest_part = max(part.ByteSize() for part in parts)
+    assert largest_part < whole.ByteSize()
+    with counted_candidate(stack, max_message_bytes=largest_part + 64) as (served, small):
+        streamed = read(stack, served, "run-r")
+    assert counter.calls == Counter(GetRunSnapshot=1)
+    assert small.calls == Counter(GetRunSnapshot=1, ReadRunSnapshot=1)
     assert streamed == one_message and streamed.eligible
 
 
