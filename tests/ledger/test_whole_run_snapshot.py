@@ -15,7 +15,14 @@ from services.ledger.transactions import snapshot
 from tests.errors import expect_error
 from tests.ledger.conftest import LedgerClients
 from tests.ledger.test_journal import K, append
-from tests.ledger.test_run_snapshot import consumed, put, requested, seeded, turns
+from tests.ledger.test_run_snapshot import (
+    consumed,
+    put,
+    requested,
+    seeded,
+    snapshot_parts,
+    turns,
+)
 
 
 def whole(
@@ -32,11 +39,7 @@ def streamed_as_whole(
 ) -> ledger_pb2.GetRunSnapshotResponse:
     """The stream's parts gathered into the one-message shape, to compare field by field."""
     gathered = ledger_pb2.GetRunSnapshotResponse()
-    for part in clients.ledger("reader-token").ReadRunSnapshot(
-        ledger_pb2.ReadRunSnapshotRequest(
-            run_id="run-1", include_closure_blobs=include_closure_blobs
-        )
-    ):
+    for part in snapshot_parts(clients, include_closure_blobs=include_closure_blobs):
         which = part.WhichOneof("part")
         if which == "header":
             gathered.header.CopyFrom(part.header)
