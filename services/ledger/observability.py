@@ -16,7 +16,7 @@ from sqlalchemy import Engine
 from services.ledger.database import (
     RETRIED_SQLSTATES,
     current_revision,
-    read_only_connection,
+    read_transaction,
     required_revision,
 )
 from services.ledger.domain.execution import PENDING_STATES, RequestState
@@ -93,7 +93,7 @@ def _pool(engine: Engine) -> Iterator[Metric]:
 
 
 def _database(engine: Engine) -> Iterator[Metric]:
-    with read_only_connection(engine) as connection:
+    with read_transaction(engine) as connection:
         counts = request_rows.count_by_state(connection, REPORTED_STATES)
         policy = policy_rows.current_policy(connection)
     yield gauge_family(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from services.ledger.database import read_only_connection, require_write_isolation
+from services.ledger.database import read_transaction, require_write_isolation
 from services.ledger.repository import schema_version
 from shared.runtime.errors import DomainError, FailedPrecondition
 
@@ -66,7 +66,7 @@ def _unreachable(error: BaseException) -> str:
 def database_revision(engine: Engine) -> str | None:
     """The revision the schema is at (None: never migrated), read as alembic records it but
     without alembic's per-call logging: the readiness check asks every second."""
-    with read_only_connection(engine) as connection:
+    with read_transaction(engine) as connection:
         return schema_version.revision(connection)
 
 

@@ -12,13 +12,14 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from services.ledger.database import RETRIED_SQLSTATES, read_only_connection, sqlstate
+from services.ledger.database import RETRIED_SQLSTATES, read_transaction, sqlstate
 from services.ledger.domain.admission import check_capacity as check_capacity_rules
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.journal import EntryKind, StoredEntry, seal
@@ -62,10 +63,11 @@ class LedgerContext:
     def now(self) -> str:
         return to_text(self.clock())
 
-    def read(self) -> Connection:
-        """A read-only connection (it never takes SQLite's write lock); writes use
-        ``engine.begin()``."""
-        return read_only_connection(self.engine)
+    def read(self) -> AbstractContextManager[Connection]:
+        """A read-only connection (it never takes SQLite's write lock) in a transaction that
+        commits when the read ends (``read_transaction``: a rollback would cost PostgreSQL the
+        pooled connection's prepared statements); writes use ``engine.begin()``."""
+        return read_transaction(self.engine)
 
 
 # Runs of one transaction at most (the first and the retries), and the ceiling of the random

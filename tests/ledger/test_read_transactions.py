@@ -1,0 +1,94 @@
+"""A ledger read ends its transaction with COMMIT, also when it ends in a refusal: on PostgreSQL
+a ROLLBACK makes psycopg forget every statement it prepared on the pooled connection, so the
+statements the next transaction runs there would be parsed and planned again (docs/performance.md,
+round 4, eighth pass). The database's own trouble and any other error still roll back."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import Connection, Engine, event, text
+
+from services.ledger.database import make_engine
+from services.ledger.repository import runs as run_rows
+from services.ledger.schema_revisions import database_revision
+from services.ledger.transactions.base import LedgerContext, run_not_found
+from shared.runtime.errors import NotFound, Unavailable
+
+# psycopg prepares a statement on the server at its sixth run on a connection (prepare_threshold).
+PAST_THRESHOLD = 8
+
+
+@pytest.fixture
+def one_connection(database_url: str) -> Iterator[Engine]:
+    """An engine whose pool holds one connection, so every transaction runs on the same one."""
+    engine = make_engine(database_url, pool_size=1, max_overflow=0)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def endings(one_connection: Engine) -> Counter[str]:
+    """How the engine's transactions ended, by "commit" and "rollback"."""
+    seen: Counter[str] = Counter()
+    event.listen(one_connection, "commit", lambda _connection: seen.update(["commit"]))
+    event.listen(one_connection, "rollback", lambda _connection: seen.update(["rollback"]))
+    return seen
+
+
+def _missing_run(connection: Connection) -> None:
+    if run_rows.get_run(connection, "no-such-run") is None:
+        raise run_not_found("no-such-run")
+
+
+def test_a_read_commits(one_connection: Engine, endings: Counter[str]) -> None:
+    with LedgerContext(one_connection).read() as connection:
+        assert run_rows.get_run(connection, "no-such-run") is None
+    assert endings == Counter(commit=1)
+
+
+def test_a_read_ending_in_a_refusal_commits_and_raises_the_refusal(
+    one_connection: Engine, endings: Counter[str]
+) -> None:
+    with pytest.raises(NotFound) as refused, LedgerContext(one_connection).read() as connection:
+        _missing_run(connection)
+    assert refused.value.reason == "RUN_NOT_FOUND"
+    assert endings == Counter(commit=1)
+
+
+@pytest.mark.parametrize(
+    "error", [RuntimeError("a bug"), Unavailable("DATABASE_TIMEOUT", "the database's own trouble")]
+)
+def test_any_other_error_rolls_the_read_back(
+    one_connection: Engine, endings: Counter[str], error: Exception
+) -> None:
+    with pytest.raises(type(error)), LedgerContext(one_connection).read() as connection:
+        run_rows.get_run(connection, "no-such-run")
+        raise error
+    assert endings == Counter(rollback=1)
+
+
+def _prepared(engine: Engine) -> list[str]:
+    """The statements prepared on the server session of the pool's one connection."""
+    with engine.connect() as connection:
+        rows = connection.execute(text("SELECT statement FROM pg_prepared_statements"))
+        return [str(row.statement) for row in rows]
+
+
+def test_reads_keep_the_connections_prepared_statements(one_connection: Engine) -> None:
+    """Past psycopg's threshold a read's statement is prepared, and stays prepared through more
+    reads, reads ending in a refusal, and the readiness check's reads."""
+    if one_connection.dialect.name != "postgresql":
+        pytest.skip("server-side prepared statements are PostgreSQL's")
+    context = LedgerContext(one_connection)
+    for _ in range(PAST_THRESHOLD):
+        with context.read() as connection:
+            run_rows.get_run(connection, "no-such-run")
+    [statement] = [s for s in _prepared(one_connection) if "FROM runs" in s]
+    for _ in range(PAST_THRESHOLD):
+        with pytest.raises(NotFound), context.read() as connection:
+            _missing_run(connection)
+        assert database_revision(one_connection) is not None
+    assert statement in _prepared(one_connection)
