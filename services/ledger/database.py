@@ -65,8 +65,9 @@ def read_only_connection(engine: Engine) -> Connection:
 
 
 @contextmanager
-def read_transaction(engine: Engine) -> Iterator[Connection]:
-    """A read-only connection (``read_only_connection``) inside a transaction that ends with
+def read_transaction(engine: Engine, *, snapshot: bool = False) -> Iterator[Connection]:
+    """A read-only connection (``read_only_connection``; with ``snapshot``, one whose statements
+    all see one snapshot, ``snapshot_connection``) inside a transaction that ends with
     COMMIT, also when the read ends in a refusal (a ``DomainError``), instead of the ROLLBACK a
     connection closed with its transaction open gets. For a transaction that wrote nothing the
     two are the same, but psycopg forgets every statement it prepared on the server when it sees
@@ -75,7 +76,8 @@ def read_transaction(engine: Engine) -> Iterator[Connection]:
     connection runs next: 205 against 129 µs of PostgreSQL CPU for a two-statement read
     (docs/performance.md, round 4, eighth pass). The database's own trouble (UNAVAILABLE, a
     lost connection or a timeout) and any other error still roll back, as closing does."""
-    with read_only_connection(engine) as connection:
+    opened = snapshot_connection(engine) if snapshot else read_only_connection(engine)
+    with opened as connection:
         transaction = connection.begin()
         try:
             yield connection

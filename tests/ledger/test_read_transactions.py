@@ -14,8 +14,11 @@ from sqlalchemy import Connection, Engine, event, text
 from services.ledger.database import make_engine
 from services.ledger.repository import runs as run_rows
 from services.ledger.schema_revisions import database_revision
+from services.ledger.transactions import runs as run_transactions
+from services.ledger.transactions import snapshot
 from services.ledger.transactions.base import LedgerContext, run_not_found
 from shared.runtime.errors import NotFound, Unavailable
+from tests.ledger.conftest import run_spec
 
 # psycopg prepares a statement on the server at its sixth run on a connection (prepare_threshold).
 PAST_THRESHOLD = 8
@@ -68,6 +71,28 @@ def test_any_other_error_rolls_the_read_back(
         run_rows.get_run(connection, "no-such-run")
         raise error
     assert endings == Counter(rollback=1)
+
+
+def test_a_snapshot_read_ending_in_a_refusal_commits(
+    one_connection: Engine, endings: Counter[str]
+) -> None:
+    with pytest.raises(NotFound):
+        list(snapshot.read(LedgerContext(one_connection), "no-such-run"))
+    assert endings == Counter(commit=1)
+
+
+def test_a_snapshot_stream_closed_midway_rolls_back(one_connection: Engine) -> None:
+    """A reader that goes away mid-stream ends the read with a rollback, as before: the read is
+    not complete."""
+    context = LedgerContext(one_connection)
+    run_transactions.create(context, run_spec(), "writer")
+    seen: Counter[str] = Counter()
+    event.listen(one_connection, "commit", lambda _connection: seen.update(["commit"]))
+    event.listen(one_connection, "rollback", lambda _connection: seen.update(["rollback"]))
+    parts = snapshot.read(context, "run-1")
+    assert isinstance(next(parts), snapshot.SnapshotHeader)
+    parts.close()
+    assert seen == Counter(rollback=1)
 
 
 def _prepared(engine: Engine) -> list[str]:

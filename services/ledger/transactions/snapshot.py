@@ -9,11 +9,11 @@ the verification, so the candidate needs no GetBlob calls for them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Final
 
-from services.ledger.database import snapshot_connection
+from services.ledger.database import read_transaction
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.journal import StoredEntry
 from services.ledger.domain.policy import PolicyRevision
@@ -75,13 +75,13 @@ def read(
     *,
     closure_blobs: bool = False,
     most_entries: int | None = None,
-) -> Iterator[SnapshotPart]:
+) -> Generator[SnapshotPart, None, None]:
     """The header, then the journal in batches, then (with ``closure_blobs``) each stored blob
     the journal's closure names, then the verification of the rows yielded. A missing run is
     NOT_FOUND RUN_NOT_FOUND, raised before the header; a journal longer than ``most_entries``
     RUN_SNAPSHOT_TOO_LARGE, raised before it is read."""
     check_identifier("run_id", run_id)
-    with snapshot_connection(context.engine) as connection, connection.begin():
+    with read_transaction(context.engine, snapshot=True) as connection:
         # The run, its head and the current policy in one statement.
         found = run_rows.get_run_with_head_and_policy(connection, run_id)
         if found is None:
