@@ -120,9 +120,10 @@ def read_whole(
     ``SNAPSHOT_BATCH`` entries and ``WHOLE_SNAPSHOT_BYTES`` of payloads and blobs. A longer
     journal is refused RESOURCE_EXHAUSTED RUN_SNAPSHOT_TOO_LARGE after one statement, a heavier
     snapshot once read; either way nothing is sent and the reader streams the snapshot instead.
-    The parts are read to the end, so the read transaction ends as the stream's does: closing
-    the generator inside it (a rollback on GeneratorExit) cost PostgreSQL 0.25 ms more CPU per
-    read, as measured (docs/performance.md, round 4, seventh pass)."""
+    The parts are read to the end, so the read transaction commits as the stream's does: closing
+    the generator inside it rolls the transaction back, and a rollback makes psycopg forget the
+    connection's prepared statements (0.25 ms more PostgreSQL CPU per read, as measured:
+    docs/performance.md, round 4, seventh and eighth passes)."""
     header: SnapshotHeader | None = None
     entries: list[StoredEntry] = []
     blobs: list[SnapshotBlob] = []
