@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -159,4 +160,35 @@ def test_the_permissions_read_decides_what_is_offered(page: Page, gateway: Runni
     page.route("**/api/v1/caller/permissions", lambda route: route.abort())
     page.get_by_role("button", name="Check current admission").click()
     expect(page.get_by_text("The caller's permissions could not be read")).to_be_visible()
+    expect(page.get_by_role("button", name="Review admission (version 1)")).to_have_count(0)
+
+
+def test_a_late_answer_for_the_version_left_does_not_replace_the_version_chosen(
+    page: Page, gateway: RunningGateway
+) -> None:
+    """The operator picks version 2 while version 1's candidate is still being read: when version
+    1's answer arrives after version 2's, the card keeps version 2's candidate and action."""
+    run_id = "run-console-late"
+    seed(gateway, run_id, "v2_list_sibling")
+    allow_unavailable_observations(gateway)
+    held: list[Route] = []
+
+    def hold_version_1(route: Route) -> None:
+        if route.request.url.endswith("version=1") and not held:
+            held.append(route)  # answered below, once version 2's candidate is shown
+        else:
+            route.continue_()
+
+    page.route(re.compile(r".*/invalid-read-continuity/candidate\?version=\d$"), hold_version_1)
+    open_run(page, gateway, run_id, "operator-token")
+    page.get_by_role("button", name="Check current admission").click()
+    expect(page.get_by_text("Reading the version 1 candidate")).to_be_visible()
+    page.get_by_label("Version 2", exact=False).check()
+    expect(page.get_by_role("button", name="Review admission (version 2)")).to_be_visible()
+    assert len(held) == 1
+    with page.expect_response(lambda response: response.url.endswith("version=1")):
+        held[0].continue_()
+    # A macrotask later every callback of the late answer has run.
+    page.evaluate("() => new Promise(resolve => setTimeout(resolve, 200))")
+    expect(page.get_by_role("button", name="Review admission (version 2)")).to_be_visible()
     expect(page.get_by_role("button", name="Review admission (version 1)")).to_have_count(0)

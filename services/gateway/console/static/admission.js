@@ -79,14 +79,20 @@ async function continuityCandidate(area) {
 }
 
 async function continuityVersion(body, version) {
+  // The operator may pick the other version while this one is still being read: only the
+  // newest choice may fill the card, or a late answer would show the version not chosen.
+  const turn = (body.turn = (body.turn || 0) + 1);
+  const stale = () => body.turn !== turn;
   body.replaceChildren(note(`Reading the version ${version} candidate…`));
   const permissions = await callerPermissions();
+  if (stale()) return;
   if (!permissions.may("CandidateService/GetInvalidReadContinuityCandidate")) {
     body.replaceChildren(withheldNote(permissions,
       "This token has no execution operator or administrator authority: no candidate and no action."));
     return;
   }
   const answer = await call("GET", `${runPath()}/invalid-read-continuity/candidate?version=${version}`);
+  if (stale()) return;
   if (answer.outcome !== "ok") {
     body.replaceChildren(note(`The candidate could not be read: ${describe(answer)}`));
     return;
