@@ -181,11 +181,17 @@ def test_a_late_answer_for_the_version_left_does_not_replace_the_version_chosen(
 
     page.route(re.compile(r".*/invalid-read-continuity/candidate\?version=\d$"), hold_version_1)
     open_run(page, gateway, run_id, "operator-token")
-    page.get_by_role("button", name="Check current admission").click()
-    expect(page.get_by_text("Reading the version 1 candidate")).to_be_visible()
+    with page.expect_request(lambda request: request.url.endswith("version=1")):
+        page.get_by_role("button", name="Check current admission").click()
+    # Version 1's read is on its way before version 2 is picked (the route handler runs while
+    # Playwright is being called: wait for it to hold the request).
+    for _ in range(400):
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert len(held) == 1
     page.get_by_label("Version 2", exact=False).check()
     expect(page.get_by_role("button", name="Review admission (version 2)")).to_be_visible()
-    assert len(held) == 1
     with page.expect_response(lambda response: response.url.endswith("version=1")):
         held[0].continue_()
     # A macrotask later every callback of the late answer has run.
