@@ -23,11 +23,12 @@ def build(settings: Settings, _principals: PrincipalsFile) -> BuildResult:
         reconstruction.close()
 
     sources = GrpcCandidateSources(ledger, reconstruction)
-    # The hit rate of the remembered reconstruction answers (ADR 0028).
+    # The hit rates of the remembered reconstruction answers (ADR 0028) and journals (ADR 0030).
     export_at_scrape(
         "candidate_cache",
         lambda: cache_families(
-            "forge_candidate_cache", {"analysis_and_reconstruction": sources.answers}
+            "forge_candidate_cache",
+            {"analysis_and_reconstruction": sources.answers, "run_snapshot": sources.journals},
         ),
     )
     return BuildResult(bindings(sources), close)

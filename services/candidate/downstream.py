@@ -40,6 +40,7 @@ from services.candidate.domain import (
 )
 from services.candidate.domain.journal import chain_verifier
 from services.candidate.domain.model import build_entry
+from services.candidate.snapshot_memory import SnapshotMemory
 from shared.continuity.journal_chain import Verification
 from shared.continuity.timeutil import from_timestamp, timestamp_text
 from shared.contract.terms import VERSIONS, enum_short_name
@@ -172,8 +173,8 @@ def _policy(policy: common_pb2.Policy) -> PolicyRecord:
 
 def _snapshot(
     header: ledger_pb2.RunSnapshotHeader,
-    entries: list[Entry],
-    blobs: dict[str, bytes],
+    entries: Sequence[Entry],
+    blobs: Mapping[str, bytes],
     verification: ChainVerification,
     recomputed: Verification,
 ) -> Snapshot:
@@ -211,12 +212,14 @@ class GrpcCandidateSources:
         reconstruction: grpc.Channel,
         *,
         answers: ContentCache[AnalysisAndReconstruction] | None = None,
+        journals: SnapshotMemory | None = None,
     ) -> None:
         self._ledger = ledger_pb2_grpc.LedgerServiceStub(ledger)
         self._policy = policy_pb2_grpc.PolicyServiceStub(ledger)
         self._execution = execution_pb2_grpc.ExecutionServiceStub(ledger)
         self._reconstruction = reconstruction_pb2_grpc.ReconstructionServiceStub(reconstruction)
         self.answers = answers if answers is not None else ContentCache()
+        self.journals = journals if journals is not None else SnapshotMemory()
 
     def run(self, run_id: str) -> tuple[RunRecord, JournalHead]:
         found = call(self._ledger.GetRun, ledger_pb2.GetRunRequest(run_id=run_id))
@@ -258,26 +261,46 @@ class GrpcCandidateSources:
         RUN_SNAPSHOT_TOO_LARGE, or a message over either end's FORGE_MAX_MESSAGE_BYTES, which
         the stream's smaller messages may fit) or UNIMPLEMENTED (a ledger from before the RPC,
         during a rolling upgrade). Either way one database snapshot, verified by the ledger and
-        recomputed here."""
+        recomputed here. A journal this service read before and still holds is not sent again
+        while its head is the run's (``SnapshotMemory``, ADR 0030)."""
+        known = self.journals.known(run_id, closure_blobs)
+        request = ledger_pb2.GetRunSnapshotRequest(
+            run_id=run_id, include_closure_blobs=closure_blobs
+        )
+        if known is not None:
+            request.known_head.sequence = known.head.sequence
+            request.known_head.hash = known.head.hash
         try:
-            whole = call(
-                self._ledger.GetRunSnapshot,
-                ledger_pb2.GetRunSnapshotRequest(
-                    run_id=run_id, include_closure_blobs=closure_blobs
-                ),
-            )
+            whole = call(self._ledger.GetRunSnapshot, request)
         except (ResourceExhausted, Unimplemented):
             return self._streamed_snapshot(run_id, closure_blobs=closure_blobs)
+        if whole.journal_unchanged:
+            if known is None or _head(whole.header.head) != known.head:
+                # The ledger leaves the journal out only for the head it was sent.
+                raise Internal(
+                    "INTERNAL_ERROR", f"the ledger's snapshot of {run_id} left out a journal"
+                )
+            self.journals.counted(hit=True)
+            return _snapshot(
+                whole.header,
+                known.entries,
+                known.blobs if closure_blobs else {},
+                known.verification,
+                known.recomputed,
+            )
+        self.journals.counted(hit=False)
         entries = [entry_from_proto(e) for e in whole.entries]
         recomputation = chain_verifier()
         recomputation.add_all(entries)
-        return _snapshot(
+        snapshot = _snapshot(
             whole.header,
             entries,
             {blob.digest: blob.content for blob in whole.blobs},
             _verification(whole.verification),
             recomputation.result(),
         )
+        self.journals.remember(run_id, snapshot, with_blobs=closure_blobs)
+        return snapshot
 
     def _streamed_snapshot(self, run_id: str, *, closure_blobs: bool) -> Snapshot:
         """One ``ReadRunSnapshot`` stream: header, journal batches, the closure's blobs when

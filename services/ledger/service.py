@@ -151,9 +151,15 @@ class Ledger:
         return snapshot.read(self._context, run_id, closure_blobs=closure_blobs)
 
     def read_whole_snapshot(
-        self, run_id: str, *, closure_blobs: bool = False
+        self,
+        run_id: str,
+        *,
+        closure_blobs: bool = False,
+        known_head: tuple[int, str] | None = None,
     ) -> snapshot.WholeSnapshot:
-        return snapshot.read_whole(self._context, run_id, closure_blobs=closure_blobs)
+        return snapshot.read_whole(
+            self._context, run_id, closure_blobs=closure_blobs, known_head=known_head
+        )
 
     def inspect_journal(self, run_id: str) -> JournalInspection:
         return inspection.inspect(self._context, run_id)

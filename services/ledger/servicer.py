@@ -267,11 +267,17 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     def GetRunSnapshot(
         self, request: ledger_pb2.GetRunSnapshotRequest, context: grpc.ServicerContext
     ) -> ledger_pb2.GetRunSnapshotResponse:
+        known = request.known_head if request.HasField("known_head") else None
         whole = self._ledger.read_whole_snapshot(
-            request.run_id, closure_blobs=request.include_closure_blobs
+            request.run_id,
+            closure_blobs=request.include_closure_blobs,
+            known_head=(known.sequence, known.hash) if known is not None else None,
         )
+        header = _snapshot_header(whole.header)
+        if whole.verification is None:
+            return ledger_pb2.GetRunSnapshotResponse(header=header, journal_unchanged=True)
         response = ledger_pb2.GetRunSnapshotResponse(
-            header=_snapshot_header(whole.header),
+            header=header,
             blobs=[_snapshot_blob(blob) for blob in whole.blobs],
             verification=verification_to_proto(whole.verification),
         )

@@ -1,6 +1,6 @@
-"""The candidate's remembered reconstruction answers are counted on a real /metrics endpoint,
-wired as the service builds itself: two reads of the same held run are one miss and one hit
-(ADR 0028)."""
+"""The candidate's remembered reconstruction answers (ADR 0028) and journals (ADR 0030) are
+counted on a real /metrics endpoint, wired as the service builds itself: two reads of the same
+held run are one miss and one hit of each."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from .conftest import Stack
 
 PREFIX = "forge_candidate_cache"
 CACHE = "analysis_and_reconstruction"
+JOURNALS = "run_snapshot"
 
 
 def test_two_reads_of_one_run_are_a_miss_then_a_hit(stack: Stack) -> None:
@@ -50,3 +51,7 @@ def test_two_reads_of_one_run_are_a_miss_then_a_hit(stack: Stack) -> None:
     assert after[("forge_candidate_cache_misses_total", CACHE)] == 1
     assert after[("forge_candidate_cache_hits_total", CACHE)] == 1
     assert after[("forge_candidate_cache_bytes", CACHE)] > 0
+    assert before[("forge_candidate_cache_misses_total", JOURNALS)] == 0
+    assert after[("forge_candidate_cache_misses_total", JOURNALS)] == 1
+    assert after[("forge_candidate_cache_hits_total", JOURNALS)] == 1
+    assert after[("forge_candidate_cache_bytes", JOURNALS)] > 0

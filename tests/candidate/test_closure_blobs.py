@@ -34,21 +34,25 @@ class LedgerCalls(
     grpc.UnaryUnaryClientInterceptor,  # type: ignore[type-arg]
     grpc.UnaryStreamClientInterceptor,  # type: ignore[type-arg]
 ):
-    """Counts each ledger method the candidate calls. With ``older_ledger`` the ledger answers as
-    one that predates GetRunSnapshot and ``include_closure_blobs``: the one-message read goes to
-    a method the real ledger does not serve (UNIMPLEMENTED), the stream is asked without blobs."""
+    """Counts each ledger method the candidate calls and keeps the requests. With
+    ``older_ledger`` the ledger answers as one that predates GetRunSnapshot and
+    ``include_closure_blobs``: the one-message read goes to a method the real ledger does not
+    serve (UNIMPLEMENTED), the stream is asked without blobs."""
 
     def __init__(self, *, older_ledger: bool = False) -> None:
         self.calls: Counter[str] = Counter()
+        #: Every request sent, in order.
+        self.requests: list[Any] = []
         self._older_ledger = older_ledger
 
-    def _count(self, details: Any) -> None:
+    def _count(self, details: Any, request: Any) -> None:
         self.calls[str(details.method).rsplit("/", 1)[-1]] += 1
+        self.requests.append(request)
 
     def intercept_unary_unary(
         self, continuation: Callable[..., Any], details: Any, request: Any
     ) -> Any:
-        self._count(details)
+        self._count(details, request)
         if self._older_ledger and isinstance(request, ledger_pb2.GetRunSnapshotRequest):
             details = details._replace(method=f"{details.method}NotServedHere")
         return continuation(details, request)
@@ -56,7 +60,7 @@ class LedgerCalls(
     def intercept_unary_stream(
         self, continuation: Callable[..., Any], details: Any, request: Any
     ) -> Any:
-        self._count(details)
+        self._count(details, request)
         if self._older_ledger and isinstance(request, ledger_pb2.ReadRunSnapshotRequest):
             request = ledger_pb2.ReadRunSnapshotRequest(run_id=request.run_id)
         return continuation(details, request)

@@ -94,6 +94,19 @@ def test_a_snapshot_stream_closed_midway_rolls_back(
     assert endings == Counter(commit=1, rollback=1)
 
 
+def test_a_snapshot_read_of_the_known_head_commits(
+    one_connection: Engine, endings: Counter[str]
+) -> None:
+    """The read that stops after the header, its known head being the head (ADR 0030), ends
+    with COMMIT as a whole read does."""
+    context = LedgerContext(one_connection)
+    run_transactions.create(context, run_spec(), "writer")  # the first commit counted below
+    head = snapshot.read_whole(context, "run-1").header.head  # the second
+    unchanged = snapshot.read_whole(context, "run-1", known_head=head)
+    assert unchanged.journal_unchanged and unchanged.entries == []
+    assert endings == Counter(commit=3)
+
+
 def _prepared(engine: Engine) -> list[str]:
     """The statements prepared on the server session of the pool's one connection (read in a
     transaction that commits, so the reading forgets nothing)."""

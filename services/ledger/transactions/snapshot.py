@@ -61,12 +61,18 @@ SnapshotPart = SnapshotHeader | list[StoredEntry] | SnapshotBlob | Verification
 
 @dataclass(frozen=True)
 class WholeSnapshot:
-    """Every part of one snapshot, collected (what ``read`` yields, in one value)."""
+    """Every part of one snapshot, collected (what ``read`` yields, in one value). With
+    ``verification`` None the journal was left out: the reader's known head is still the head
+    (ADR 0030), so ``entries`` and ``blobs`` are empty."""
 
     header: SnapshotHeader
     entries: list[StoredEntry]
     blobs: list[SnapshotBlob]
-    verification: Verification
+    verification: Verification | None
+
+    @property
+    def journal_unchanged(self) -> bool:
+        return self.verification is None
 
 
 def read(
@@ -75,11 +81,14 @@ def read(
     *,
     closure_blobs: bool = False,
     most_entries: int | None = None,
+    known_head: tuple[int, str] | None = None,
 ) -> Generator[SnapshotPart, None, None]:
     """The header, then the journal in batches, then (with ``closure_blobs``) each stored blob
     the journal's closure names, then the verification of the rows yielded. A missing run is
     NOT_FOUND RUN_NOT_FOUND, raised before the header; a journal longer than ``most_entries``
-    RUN_SNAPSHOT_TOO_LARGE, raised before it is read."""
+    RUN_SNAPSHOT_TOO_LARGE, raised before it is read. When ``known_head`` (the reader's copy)
+    is still the head, the header is all there is (ADR 0030): the chain fixes every entry up to
+    it and the digests fix the blobs."""
     check_identifier("run_id", run_id)
     with read_transaction(context.engine, snapshot=True) as connection:
         # The run, its head and the current policy in one statement.
@@ -95,6 +104,8 @@ def read(
             policy=policy,
             execution_requests=request_rows.list_execution_requests(connection, run_id),
         )
+        if known_head == head:
+            return  # inside the transaction's block, so the read still ends with COMMIT
         verifier = ChainVerifier(INTACT)
         # Only the kinds the closure looks at, so a long journal is not kept in memory.
         closure_rows: list[PayloadRow] = []
@@ -114,7 +125,11 @@ def read(
 
 
 def read_whole(
-    context: LedgerContext, run_id: str, *, closure_blobs: bool = False
+    context: LedgerContext,
+    run_id: str,
+    *,
+    closure_blobs: bool = False,
+    known_head: tuple[int, str] | None = None,
 ) -> WholeSnapshot:
     """``read``'s parts collected into one value, for a snapshot that fits one message: at most
     ``SNAPSHOT_BATCH`` entries and ``WHOLE_SNAPSHOT_BYTES`` of payloads and blobs. A longer
@@ -123,13 +138,21 @@ def read_whole(
     The parts are read to the end, so the read transaction commits as the stream's does: closing
     the generator inside it rolls the transaction back, and a rollback makes psycopg forget the
     connection's prepared statements (0.25 ms more PostgreSQL CPU per read, as measured:
-    docs/performance.md, round 4, seventh and eighth passes)."""
+    docs/performance.md, round 4, seventh and eighth passes). ``known_head``: as for ``read``;
+    when it is still the head the value has the header alone."""
     header: SnapshotHeader | None = None
     entries: list[StoredEntry] = []
     blobs: list[SnapshotBlob] = []
     verification: Verification | None = None
     size = 0
-    for part in read(context, run_id, closure_blobs=closure_blobs, most_entries=SNAPSHOT_BATCH):
+    parts = read(
+        context,
+        run_id,
+        closure_blobs=closure_blobs,
+        most_entries=SNAPSHOT_BATCH,
+        known_head=known_head,
+    )
+    for part in parts:
         if isinstance(part, SnapshotHeader):
             header = part
         elif isinstance(part, list):
@@ -140,7 +163,9 @@ def read_whole(
             size += len(part.content)
         else:
             verification = part
-    assert header is not None and verification is not None  # read yields both
+    assert header is not None  # read yields it first
+    if verification is None:
+        return WholeSnapshot(header, [], [], None)  # the reader's known head is the head
     if size > WHOLE_SNAPSHOT_BYTES:
         raise _too_large(run_id, len(entries))
     return WholeSnapshot(header, entries, blobs, verification)

@@ -742,21 +742,32 @@ class GetRunSnapshotRequest(_message.Message):
 
     RUN_ID_FIELD_NUMBER: _builtins.int
     INCLUDE_CLOSURE_BLOBS_FIELD_NUMBER: _builtins.int
+    KNOWN_HEAD_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run to read; it must exist (NOT_FOUND, RUN_NOT_FOUND)."""
     include_closure_blobs: _builtins.bool
     """As ReadRunSnapshotRequest.include_closure_blobs: also send the stored blobs the journal's last
     model-request closure names; they count towards the 4 MiB.
     """
+    @_builtins.property
+    def known_head(self) -> _common_pb2.JournalHead:
+        """The head of this run's journal as the caller already holds it, from an earlier snapshot it
+        verified. While that is still the run's head the answer leaves the journal out (no entries,
+        blobs or verification) and sets journal_unchanged; the header is read as always. The hash
+        chain fixes every entry up to a head, and a blob is fixed by its digest, so the caller's copy
+        is that journal (ADR 0030). Unset, or not the head: the whole snapshot, as without it.
+        """
+
     def __init__(
         self,
         *,
         run_id: _builtins.str = ...,
         include_closure_blobs: _builtins.bool = ...,
+        known_head: _common_pb2.JournalHead | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["known_head", b"known_head"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_closure_blobs", b"include_closure_blobs", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_closure_blobs", b"include_closure_blobs", "known_head", b"known_head", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -772,6 +783,11 @@ class GetRunSnapshotResponse(_message.Message):
     ENTRIES_FIELD_NUMBER: _builtins.int
     BLOBS_FIELD_NUMBER: _builtins.int
     VERIFICATION_FIELD_NUMBER: _builtins.int
+    JOURNAL_UNCHANGED_FIELD_NUMBER: _builtins.int
+    journal_unchanged: _builtins.bool
+    """Set when the request's known_head is still the run's head: entries, blobs and verification
+    are left out, and the caller's copy of the journal up to that head stands for them.
+    """
     @_builtins.property
     def header(self) -> Global___RunSnapshotHeader:
         """The run, head, policy and execution requests."""
@@ -788,7 +804,9 @@ class GetRunSnapshotResponse(_message.Message):
 
     @_builtins.property
     def verification(self) -> Global___VerifyJournalResponse:
-        """The ledger's recomputation of the chain over exactly the entries sent."""
+        """The ledger's recomputation of the chain over exactly the entries sent (unset when
+        journal_unchanged).
+        """
 
     def __init__(
         self,
@@ -797,10 +815,11 @@ class GetRunSnapshotResponse(_message.Message):
         entries: _abc.Iterable[_common_pb2.JournalEntry] | None = ...,
         blobs: _abc.Iterable[Global___RunSnapshotBlob] | None = ...,
         verification: Global___VerifyJournalResponse | None = ...,
+        journal_unchanged: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["header", b"header", "verification", b"verification"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["blobs", b"blobs", "entries", b"entries", "header", b"header", "verification", b"verification"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blobs", b"blobs", "entries", b"entries", "header", b"header", "journal_unchanged", b"journal_unchanged", "verification", b"verification"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
