@@ -6,10 +6,11 @@ another hash at the same sequence, gets the whole snapshot, exactly as a read wi
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import Engine
 
 from forge.continuity.v1 import common_pb2, ledger_pb2
 from tests.ledger.admission_support import enable_policy
-from tests.ledger.conftest import LedgerClients
+from tests.ledger.conftest import LedgerClients, counted
 from tests.ledger.test_journal import K, append
 from tests.ledger.test_whole_run_snapshot import two_turns, whole
 
@@ -73,3 +74,16 @@ def test_another_hash_at_the_head_sequence_gets_the_whole_snapshot(
     got = known(ledger_server, other)
     assert not got.journal_unchanged
     assert got == whole(ledger_server, include_closure_blobs=True)
+
+
+def test_the_header_alone_skips_the_journal_and_blob_statements(
+    ledger_server: LedgerClients, engine: Engine
+) -> None:
+    two_turns(ledger_server)
+    with counted(engine) as whole_read:
+        head = whole(ledger_server, include_closure_blobs=True).header.head
+    with counted(engine) as header_read:
+        known(ledger_server, head)
+    # The same statements up to the header's; the journal's batch and the blobs' read left out.
+    assert header_read == whole_read[:-2]
+    assert "FROM journal_entries" in whole_read[-2] and "FROM blobs" in whole_read[-1]
