@@ -19,6 +19,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Final
 
 from services.candidate.domain.model import ChainVerification, Entry, JournalHead, Snapshot
@@ -40,7 +41,7 @@ class RememberedJournal:
 
     head: JournalHead
     entries: tuple[Entry, ...]
-    #: The closure's blobs by digest (empty when read without them).
+    #: The closure's blobs by digest (empty when read without them); read-only.
     blobs: Mapping[str, bytes]
     with_blobs: bool
     verification: ChainVerification
@@ -129,7 +130,7 @@ def _rememberable(snapshot: Snapshot, with_blobs: bool) -> RememberedJournal | N
     return RememberedJournal(
         head=snapshot.head,
         entries=snapshot.entries,
-        blobs=dict(snapshot.blobs),
+        blobs=MappingProxyType(dict(snapshot.blobs)),  # shared by every read it answers
         with_blobs=with_blobs,
         verification=verification,
         recomputed=recomputed,
