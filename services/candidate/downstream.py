@@ -281,11 +281,12 @@ class GrpcCandidateSources:
                     "INTERNAL_ERROR", f"the ledger's snapshot of {run_id} left out a journal"
                 )
             self.journals.counted(hit=True)
+            journal = ledger_pb2.GetRunSnapshotResponse.FromString(known.journal)
             return _snapshot(
-                whole.header,
-                known.entries,
-                known.blobs if closure_blobs else {},
-                known.verification,
+                whole.header,  # read now; the journal's own header is the earlier one's
+                [entry_from_proto(e) for e in journal.entries],
+                {blob.digest: blob.content for blob in journal.blobs} if closure_blobs else {},
+                _verification(journal.verification),
                 known.recomputed,
             )
         self.journals.counted(hit=False)
@@ -299,7 +300,9 @@ class GrpcCandidateSources:
             _verification(whole.verification),
             recomputation.result(),
         )
-        self.journals.remember(run_id, snapshot, with_blobs=closure_blobs)
+        self.journals.remember(
+            run_id, snapshot, whole.SerializeToString(), with_blobs=closure_blobs
+        )
         return snapshot
 
     def _streamed_snapshot(self, run_id: str, *, closure_blobs: bool) -> Snapshot:

@@ -9,30 +9,32 @@ that is still the head.
 
 Only a journal both the ledger's verification and this service's own recomputation found intact
 is remembered, and, when it was read with the closure's blobs, only when every blob the closure
-names came with it (a blob stored later would otherwise never be seen). Bounded by runs and by
-the bytes held, least recently used first out.
+names came with it (a blob stored later would otherwise never be seen). It is kept as the bytes
+the ledger sent, not as the entries built from them: a held run's journal is about 13.5 KB as
+sent and was about 40 KB in memory as entries with their parsed payloads (the memory figure's
+candidate grew by 8.6 MB over 200 admissions, docs/performance.md, round 4, ninth pass), so the
+byte bound is the memory held. Bounded by runs and by those bytes, least recently used first
+out.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Final
 
-from services.candidate.domain.model import ChainVerification, Entry, JournalHead, Snapshot
+from services.candidate.domain.model import JournalHead, Snapshot
 from shared.continuity.canonical import is_digest
 from shared.continuity.journal_chain import Verification
 from shared.continuity.journal_closure import closure_of
 
 # A bench round admits 808 runs read just before (docs/performance.md, round 4, ninth pass); a
-# held run's journal with its two closure blobs holds about 15 KB.
+# held run's journal with its two closure blobs is about 13.5 KB as the ledger sends it.
 DEFAULT_MAX_RUNS: Final = 2048
 DEFAULT_MAX_BYTES: Final = 32 * 1024 * 1024
-# What an entry holds besides its payload text (its other fields and the objects around them).
-_ENTRY_OVERHEAD: Final = 600
+# What one remembered journal holds besides its bytes (the record, its head, the verification).
+_OVERHEAD: Final = 512
 
 
 @dataclass(frozen=True)
@@ -40,11 +42,11 @@ class RememberedJournal:
     """One run's journal up to ``head`` as a snapshot read it, found intact."""
 
     head: JournalHead
-    entries: tuple[Entry, ...]
-    #: The closure's blobs by digest (empty when read without them); read-only.
-    blobs: Mapping[str, bytes]
+    #: The serialized ``GetRunSnapshotResponse`` it came in (its header is not read again).
+    journal: bytes
+    #: Whether it was read with the closure's blobs.
     with_blobs: bool
-    verification: ChainVerification
+    #: This service's recomputation of the chain over its entries.
     recomputed: Verification
     size: int
 
@@ -84,10 +86,11 @@ class SnapshotMemory:
             else:
                 self.misses += 1
 
-    def remember(self, run_id: str, snapshot: Snapshot, *, with_blobs: bool) -> None:
-        """Keep ``snapshot``'s journal for the next read of ``run_id`` when it can stand for one
-        (intact, and with every closure blob when read with them); otherwise forget the run."""
-        journal = _rememberable(snapshot, with_blobs)
+    def remember(self, run_id: str, snapshot: Snapshot, sent: bytes, *, with_blobs: bool) -> None:
+        """Keep ``snapshot``'s journal, as ``sent`` (the serialized answer it was built from),
+        for the next read of ``run_id`` when it can stand for one (intact, and with every
+        closure blob when read with them); otherwise forget the run."""
+        journal = _rememberable(snapshot, sent, with_blobs)
         with self._lock:
             dropped = self._journals.pop(run_id, None)
             if dropped is not None:
@@ -110,7 +113,7 @@ class SnapshotMemory:
             return self._bytes
 
 
-def _rememberable(snapshot: Snapshot, with_blobs: bool) -> RememberedJournal | None:
+def _rememberable(snapshot: Snapshot, sent: bytes, with_blobs: bool) -> RememberedJournal | None:
     verification, recomputed = snapshot.verification, snapshot.recomputed
     if not verification.valid or verification.head != snapshot.head:
         return None
@@ -125,14 +128,10 @@ def _rememberable(snapshot: Snapshot, with_blobs: bool) -> RememberedJournal | N
         named = [d for d in closure_of(snapshot.entries).blob_digests if is_digest(d)]
         if any(digest not in snapshot.blobs for digest in named):
             return None
-    size = sum(len(e.payload_json) + _ENTRY_OVERHEAD for e in snapshot.entries)
-    size += sum(len(content) + len(digest) for digest, content in snapshot.blobs.items())
     return RememberedJournal(
         head=snapshot.head,
-        entries=snapshot.entries,
-        blobs=MappingProxyType(dict(snapshot.blobs)),  # shared by every read it answers
+        journal=sent,
         with_blobs=with_blobs,
-        verification=verification,
         recomputed=recomputed,
-        size=size,
+        size=len(sent) + _OVERHEAD,
     )

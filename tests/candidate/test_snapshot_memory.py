@@ -80,7 +80,7 @@ def test_the_header_of_a_remembered_read_is_read_now(stack: Stack) -> None:
     assert source.journals.hits == 1
     assert second.policy is not None and first.policy is not None
     assert second.policy.revision == policy.revision != first.policy.revision
-    assert second.entries is first.entries
+    assert second.entries == first.entries
 
 
 def test_a_moved_head_is_read_whole(stack: Stack) -> None:
