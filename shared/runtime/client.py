@@ -44,35 +44,26 @@ class _AuthorizedMethod:
             return metadata
         return (*metadata, self._authorization)
 
+    def _sent(self, timeout: float | None, metadata: Any, options: dict[str, Any]) -> Any:
+        """The call's own options with the capped timeout and the token added."""
+        options["timeout"] = downstream_timeout(timeout or self._default_timeout)
+        options["metadata"] = self._metadata(metadata)
+        return options
+
     def __call__(
         self, request: Any, timeout: float | None = None, metadata: Any = None, **options: Any
     ) -> Any:
-        return self._method(
-            request,
-            timeout=downstream_timeout(timeout or self._default_timeout),
-            metadata=self._metadata(metadata),
-            **options,
-        )
+        return self._method(request, **self._sent(timeout, metadata, options))
 
     def with_call(
         self, request: Any, timeout: float | None = None, metadata: Any = None, **options: Any
     ) -> Any:
-        return self._method.with_call(
-            request,
-            timeout=downstream_timeout(timeout or self._default_timeout),
-            metadata=self._metadata(metadata),
-            **options,
-        )
+        return self._method.with_call(request, **self._sent(timeout, metadata, options))
 
     def future(
         self, request: Any, timeout: float | None = None, metadata: Any = None, **options: Any
     ) -> Any:
-        return self._method.future(
-            request,
-            timeout=downstream_timeout(timeout or self._default_timeout),
-            metadata=self._metadata(metadata),
-            **options,
-        )
+        return self._method.future(request, **self._sent(timeout, metadata, options))
 
 
 class AuthorizedChannel(grpc.Channel):

@@ -103,7 +103,7 @@ def test_a_snapshot_read_of_the_known_head_commits(
     run_transactions.create(context, run_spec(), "writer")  # the first commit counted below
     head = snapshot.read_whole(context, "run-1").header.head  # the second
     unchanged = snapshot.read_whole(context, "run-1", known_head=head)
-    assert unchanged.journal_unchanged and unchanged.entries == []
+    assert unchanged.verification is None and unchanged.entries == []
     assert endings == Counter(commit=3)
 
 

@@ -70,10 +70,6 @@ class WholeSnapshot:
     blobs: list[SnapshotBlob]
     verification: Verification | None
 
-    @property
-    def journal_unchanged(self) -> bool:
-        return self.verification is None
-
 
 def read(
     context: LedgerContext,
