@@ -13,6 +13,7 @@ from sqlalchemy import (
     Column,
     ForeignKey,
     Index,
+    Integer,
     LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
@@ -122,6 +123,18 @@ execution_requests = Table(
     # Listing across runs, newest update first, all or in one state (migration 0008).
     Index("ix_execution_requests_updated", "updated_at", "execution_request_id"),
     Index("ix_execution_requests_state_updated", "state", "updated_at", "execution_request_id"),
+    # The queued requests whose lease ran out, an index range (migration 0010, ADR 0031).
+    Index("ix_execution_requests_state_expiry", "state", "lease_expires_at"),
+)
+
+# The number of pending (queued or claimed) execution requests is the sum of ``pending`` over
+# these rows, kept by a trigger on execution_requests that every writer fires (migration 0010,
+# ADR 0031): a count the queue caps read in one index range instead of a scan of the queue.
+queue_depth = Table(
+    "queue_depth",
+    metadata,
+    Column("shard", Integer, primary_key=True, autoincrement=False),
+    Column("pending", BigInteger, nullable=False),
 )
 
 # One row per admitted request. (run_id, request_id) is the idempotency key; the unique

@@ -54,9 +54,9 @@ class SchemaRange:
 
 #: This release's range. ``oldest``: the first revision whose schema holds everything this code
 #: reads and writes (raise it when the code starts to use what a migration adds). ``newest``: the
-#: next release's expand-only migration, head + 1; raise it with every new migration. 0008: the
-#: listing columns this code keeps (ADR 0022); 0009 only adds an index.
-SERVED = SchemaRange(oldest="0008", newest="0010")
+#: next release's expand-only migration, head + 1; raise it with every new migration. 0010: the
+#: pending count the database keeps, which the queue caps read (ADR 0031).
+SERVED = SchemaRange(oldest="0010", newest="0011")
 
 
 def _unreachable(error: BaseException) -> str:

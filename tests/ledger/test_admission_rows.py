@@ -14,7 +14,8 @@ from forge.continuity.v1 import ledger_pb2
 from services.demo.seed import seed_held_run
 from services.ledger.database import make_engine
 from services.ledger.repository import admissions
-from services.ledger.schema import metadata
+from services.ledger.repository import execution_requests as request_rows
+from services.ledger.schema import metadata, queue_depth
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
 from tests.conftest import postgres_schema
@@ -33,12 +34,16 @@ Rows = dict[str, list[tuple[Any, ...]]]
 
 def _every_row(engine: Engine) -> Rows:
     with engine.connect() as connection:
-        return {
+        rows = {
             table.name: [
                 tuple(row) for row in connection.execute(select(table).order_by(*table.columns))
             ]
             for table in metadata.sorted_tables
+            if table is not queue_depth
         }
+        # the pending count's rows are per server session (ADR 0031): their sum is the count
+        rows["queue_depth"] = [(request_rows.pending_count(connection),)]
+        return rows
 
 
 def _admitted(*, one_statement: bool, bytes_sent: bool, monkeypatch: pytest.MonkeyPatch) -> Rows:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, insert, select, update
+from sqlalchemy import Connection, bindparam, func, insert, select, text, update
 
 from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
 from services.ledger.repository.policy import NEWEST_POLICY_REVISION
 from services.ledger.repository.runs import note_request
-from services.ledger.schema import execution_requests
+from services.ledger.schema import execution_requests, queue_depth
 
 # Built once (building and cache-keying a statement per call cost more than running it).
 _INSERT = insert(execution_requests)
@@ -29,10 +29,13 @@ _OF_RUN = (
     .order_by(execution_requests.c.created_at, execution_requests.c.execution_request_id)
 )
 _IN_STATES = execution_requests.c.state.in_(bindparam("states", expanding=True))
-# The run's requests in ``states``, oldest first, and the count of requests in ``states`` across
-# all runs; tickets.admission_reads reads both inside its one statement.
+# The run's requests in ``states``, oldest first; tickets.admission_reads reads it inside its one
+# statement.
 OF_RUN_IN_STATES = _OF_RUN.where(_IN_STATES)
-COUNT_IN_STATES = select(func.count()).select_from(execution_requests).where(_IN_STATES)
+#: How many requests are pending (queued or claimed) across all runs: the sum the database's
+#: trigger keeps (migration 0010, ADR 0031), one index range however long the queue. It counts
+#: what committed and what this transaction's own changes noted so far (apply_queue_depth_notes).
+PENDING_COUNT = select(func.coalesce(func.sum(queue_depth.c.pending), 0))
 _QUEUED_EXPIRING = (
     select(execution_requests)
     .where(
@@ -133,9 +136,25 @@ def queued_expiring_by(
     return [execution_request_from_row(row) for row in rows]
 
 
-def count_execution_requests(connection: Connection, states: tuple[RequestState, ...]) -> int:
-    found = connection.execute(COUNT_IN_STATES, {"states": [s.value for s in states]})
-    return int(found.scalar_one())
+def pending_count(connection: Connection) -> int:
+    """The pending requests across all runs (PENDING_COUNT)."""
+    return int(connection.execute(PENDING_COUNT).scalar_one())
+
+
+# PostgreSQL notes a transaction's request changes in queue_depth when it commits (a deferred
+# trigger: the counter row is locked only while committing). Setting the trigger IMMEDIATE runs
+# the notes queued so far; DEFERRED again leaves the later ones to the commit.
+_NOTES_NOW = text("SET CONSTRAINTS queue_depth_noted IMMEDIATE")
+_NOTES_AT_COMMIT = text("SET CONSTRAINTS queue_depth_noted DEFERRED")
+
+
+def apply_queue_depth_notes(connection: Connection) -> None:
+    """Bring this transaction's request changes into PENDING_COUNT before it counts: a
+    transaction that changes requests and then counts calls this in between (the lazy expiry
+    sweep does). SQLite's trigger is immediate: nothing to do."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(_NOTES_NOW)
+        connection.execute(_NOTES_AT_COMMIT)
 
 
 _COUNT_BY_STATE = (
@@ -149,8 +168,8 @@ def count_by_state(
     connection: Connection, states: tuple[RequestState, ...]
 ) -> dict[RequestState, int]:
     """How many execution requests are in each of ``states`` (0 for a state with none), in one
-    statement: the metrics' queued / claimed gauges, read at scrape time. The same scan as the
-    admission's pending count (COUNT_IN_STATES), so no costlier than one admission's."""
+    statement: the metrics' queued / claimed gauges, read at scrape time, outside any lock (a
+    scan of the requests in those states; the queue caps read PENDING_COUNT instead)."""
     counts = dict.fromkeys(states, 0)
     for state, count in connection.execute(_COUNT_BY_STATE, {"states": [s.value for s in states]}):
         counts[RequestState(state)] = int(count)

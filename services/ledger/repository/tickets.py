@@ -37,7 +37,7 @@ _RUN_TICKETS = (
     .correlate(None)  # the ticket joined below is another row of the same table
     .scalar_subquery()
 )
-_PENDING = request_rows.COUNT_IN_STATES.scalar_subquery()
+_PENDING = request_rows.PENDING_COUNT.scalar_subquery()
 _RUN_OUTSTANDING = (
     request_rows.OF_RUN_IN_STATES.with_only_columns(execution_requests.c.execution_request_id)
     .limit(1)
@@ -148,10 +148,10 @@ def admission_reads(
 ) -> AdmissionReads:
     """The ticket stored under ``request_id`` and a ticket of the run for the consumed response
     (the same ticket may be both), the run and its journal head, and the run's tickets, the
-    execution requests in ``pending_states`` across all runs and the run's own oldest one among
-    them; the newest policy revision and how many queued requests' leases ran out by ``now``
-    (what a policy lock's re-read confirms: policy.lock_current_policy_counting_due): one
-    statement."""
+    pending requests across all runs (request_rows.PENDING_COUNT) and the run's own oldest one
+    in ``pending_states``; the newest policy revision and how many queued requests' leases ran
+    out by ``now`` (what a policy lock's re-read confirms:
+    policy.lock_current_policy_counting_due): one statement."""
     rows = (
         connection.execute(
             _ADMISSION_READS,

@@ -173,6 +173,9 @@ def _expire(
                 lease_expires_at=record.lease_expires_at,
             )
         )
+    if expired:
+        # the places freed count now: this transaction counts the pending requests next
+        request_rows.apply_queue_depth_notes(connection)
     return expired
 
 

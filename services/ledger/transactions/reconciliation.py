@@ -18,7 +18,6 @@ from dataclasses import dataclass, replace
 from sqlalchemy import Connection
 
 from services.ledger.domain.execution import (
-    PENDING_STATES,
     ExecutionRequestRecord,
     LeaseBounds,
     RequestState,
@@ -176,7 +175,7 @@ def _reconcile(
         check_capacity(
             policy,
             per_run=0,
-            pending=request_rows.count_execution_requests(connection, PENDING_STATES) - 1,
+            pending=request_rows.pending_count(connection) - 1,
         )
         # C.7 a lease no longer than the interrupted one, bounded exactly as at admission
         bounds = bound_lease(record.lease_seconds, policy.settings.window_seconds, run, now)

@@ -167,7 +167,7 @@ def _recover(
     check_capacity(
         policy,
         per_run=0,
-        pending=request_rows.count_execution_requests(connection, PENDING_STATES),
+        pending=request_rows.pending_count(connection),
     )
     # R.6 bound the new lease exactly as at admission
     now = context.clock()
