@@ -68,8 +68,9 @@ class ProfileDigest:
     reconstruction_code: str
     sdk_distribution: str
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
+        # computed once per value: every claim, worker write and candidate compares two
         return digest_of({"format": PROFILE_DIGEST_FORMAT, **self.parts()})
 
     def parts(self) -> dict[str, str]:
