@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import select
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -299,10 +299,19 @@ def _alembic_config() -> Config:
 
 def upgrade(engine: Engine) -> None:
     """Apply every pending migration (idempotent)."""
+    _move(engine, command.upgrade, "head")
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Undo the migrations after ``revision`` (the migration tests check a backfill this way)."""
+    _move(engine, command.downgrade, revision)
+
+
+def _move(engine: Engine, step: Callable[[Config, str], None], revision: str) -> None:
     config = _alembic_config()
     with engine.connect() as connection:
         config.attributes["connection"] = connection
-        command.upgrade(config, "head")
+        step(config, revision)
         connection.commit()
 
 

@@ -4,12 +4,10 @@ current requests after a downgrade to 0007 and an upgrade again, on SQLite and P
 
 from __future__ import annotations
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Engine
 
 from forge.continuity.v1 import ledger_pb2
-from services.ledger.database import MIGRATIONS, upgrade
+from services.ledger.database import downgrade, upgrade
 from tests.ledger.admission_support import (
     claim_request,
     commit,
@@ -58,11 +56,6 @@ def test_the_backfill_matches_what_the_ledger_keeps(
         ("run-held", ledger_pb2.RUN_CONTINUITY_STATE_HELD),
         ("run-plain", ledger_pb2.RUN_CONTINUITY_STATE_ACTIVE),
     ]
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    with engine.connect() as connection:
-        config.attributes["connection"] = connection
-        command.downgrade(config, "0007")
-        connection.commit()
+    downgrade(engine, "0007")
     upgrade(engine)
     assert listed(clients) == before

@@ -10,13 +10,11 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from alembic import command
-from alembic.config import Config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 
-from services.ledger.database import MIGRATIONS, upgrade
+from services.ledger.database import downgrade, upgrade
 from services.ledger.domain.execution import PENDING_STATES, RequestState
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.schema import execution_requests, runs
@@ -209,11 +207,6 @@ def test_the_migration_counts_the_requests_already_pending(queue: Engine) -> Non
         for state in RequestState:
             add(connection, state)
             add(connection, state)
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    with queue.connect() as connection:
-        config.attributes["connection"] = connection
-        command.downgrade(config, "0009")
-        connection.commit()
+    downgrade(queue, "0009")
     upgrade(queue)
     assert both(queue) == (2 * len(PENDING_STATES), 2 * len(PENDING_STATES))
