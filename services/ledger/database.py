@@ -89,6 +89,23 @@ def read_transaction(engine: Engine, *, snapshot: bool = False) -> Iterator[Conn
         transaction.commit()
 
 
+@contextmanager
+def single_statement_read(engine: Engine) -> Iterator[Connection]:
+    """A read-only connection for a read of one statement, which sees one snapshot on its own:
+    on PostgreSQL without a transaction around it (autocommit: no BEGIN and no COMMIT, two round
+    trips of the three, and nothing for psycopg to forget); on SQLite as ``read_transaction``.
+    Running a second statement on it is a programming error: the two would see two snapshots."""
+    if engine.dialect.name != "postgresql":
+        with read_transaction(engine) as connection:
+            yield connection
+        return
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        yield connection
+        # Ends SQLAlchemy's own bookkeeping as read_transaction does; in autocommit the driver
+        # sends nothing for it.
+        connection.commit()
+
+
 def snapshot_connection(engine: Engine) -> Connection:
     """A read-only connection whose statements all see one snapshot: REPEATABLE READ on
     PostgreSQL (one snapshot for the whole transaction); on SQLite a DEFERRED transaction under

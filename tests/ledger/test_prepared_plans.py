@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine, text
 
-from services.ledger.repository import runs as run_rows
+from services.ledger.repository.snapshot_header import get_snapshot_header
 
 # psycopg prepares a statement on its fifth execution; PostgreSQL then tries five custom plans
 # before it settles on the generic one when that costs no more.
@@ -20,7 +20,7 @@ def test_the_snapshot_header_settles_on_one_plan(engine: Engine) -> None:
         pytest.skip("prepared statements and their plans are PostgreSQL's")
     with engine.connect() as connection:
         for _ in range(EXECUTIONS):
-            assert run_rows.get_run_with_head_and_policy(connection, "no-such-run") is None
+            assert get_snapshot_header(connection, "no-such-run") is None
         plans = connection.execute(
             text(
                 "SELECT generic_plans, custom_plans FROM pg_prepared_statements "

@@ -98,13 +98,37 @@ def test_a_snapshot_read_of_the_known_head_commits(
     one_connection: Engine, endings: Counter[str]
 ) -> None:
     """The read that stops after the header, its known head being the head (ADR 0030), ends
-    with COMMIT as a whole read does."""
+    with COMMIT as a whole read does (on PostgreSQL it runs in autocommit, so nothing is sent
+    for it: test_a_known_head_read_runs_outside_a_transaction)."""
     context = LedgerContext(one_connection)
     run_transactions.create(context, run_spec(), "writer")  # the first commit counted below
     head = snapshot.read_whole(context, "run-1").header.head  # the second
     unchanged = snapshot.read_whole(context, "run-1", known_head=head)
     assert unchanged.verification is None and unchanged.entries == []
     assert endings == Counter(commit=3)
+
+
+def test_a_known_head_read_runs_outside_a_transaction(one_connection: Engine) -> None:
+    """On PostgreSQL the known head's read is one statement, which sees one snapshot on its own:
+    no BEGIN and no COMMIT are sent around it (two round trips of three); the whole read still
+    runs in its REPEATABLE READ transaction."""
+    if one_connection.dialect.name != "postgresql":
+        pytest.skip("SQLite reads in a local transaction, without round trips")
+    context = LedgerContext(one_connection)
+    run_transactions.create(context, run_spec(), "writer")
+    statuses: list[str] = []
+
+    def note(connection: Connection, *_: object) -> None:
+        info = connection.connection.dbapi_connection.info  # type: ignore[union-attr]
+        statuses.append(info.transaction_status.name)
+
+    event.listen(one_connection, "after_cursor_execute", note)
+    head = snapshot.read_whole(context, "run-1").header.head
+    whole = list(statuses)
+    statuses.clear()
+    snapshot.read_whole(context, "run-1", known_head=head)
+    assert set(whole) == {"INTRANS"}
+    assert statuses == ["IDLE"]
 
 
 def _prepared(engine: Engine) -> list[str]:

@@ -70,7 +70,8 @@ _UP_TO = (
 )
 
 
-def _entry(row: object) -> StoredEntry:
+def entry_from_row(row: object) -> StoredEntry:
+    """The stored entry of a row of the journal's columns, and no others."""
     return build_stored_entry(**row._mapping)  # type: ignore[attr-defined, no-any-return]
 
 
@@ -82,7 +83,7 @@ def journal_head(connection: Connection, run_id: str) -> tuple[int, str]:
 
 def last_entry_of_kind(connection: Connection, run_id: str, kind: EntryKind) -> StoredEntry | None:
     row = connection.execute(_LAST_OF_KIND, {"run_id": run_id, "kind": kind.value}).first()
-    return None if row is None else _entry(row)
+    return None if row is None else entry_from_row(row)
 
 
 def entry_values(entry: StoredEntry) -> dict[str, object]:
@@ -114,7 +115,7 @@ class NewestEntries:
 _NEWEST_BY_COUNT: dict[int, CompoundSelect[Any]] = {}
 
 
-def _newest_statement(count: int) -> CompoundSelect[Any]:
+def newest_statement(count: int) -> CompoundSelect[Any]:
     """The last entry and the newest entry of each of ``count`` kinds, one indexed LIMIT 1 lookup
     each, in one statement (a UNION ALL of the lookups the callers would otherwise make one by
     one)."""
@@ -134,11 +135,21 @@ def newest_entries(
     """The run's last entry and :func:`last_entry_of_kind` of each of ``kinds``: one round
     trip."""
     values = tuple(kind.value for kind in kinds)
+    rows = connection.execute(newest_statement(len(values)), newest_parameters(run_id, kinds))
+    return newest_from_rows([entry_from_row(row) for row in rows], values)
+
+
+def newest_parameters(run_id: str, kinds: Sequence[EntryKind]) -> dict[str, str]:
+    """The parameters of :func:`newest_statement` for ``run_id`` and ``kinds``."""
     parameters: dict[str, str] = {"run_id": run_id}
-    parameters.update({f"kind_{index}": kind for index, kind in enumerate(values)})
-    rows = [_entry(row) for row in connection.execute(_newest_statement(len(values)), parameters)]
+    parameters.update({f"kind_{index}": kind.value for index, kind in enumerate(kinds)})
+    return parameters
+
+
+def newest_from_rows(rows: Sequence[StoredEntry], kinds: Sequence[str]) -> NewestEntries:
+    """:class:`NewestEntries` of the rows :func:`newest_statement` returned for ``kinds``."""
     last = max(rows, key=lambda entry: entry.sequence, default=None)
-    return NewestEntries(last, {entry.kind: entry for entry in rows if entry.kind in values})
+    return NewestEntries(last, {entry.kind: entry for entry in rows if entry.kind in kinds})
 
 
 def insert_journal_entry(
@@ -229,7 +240,7 @@ def read_journal(
         .order_by(journal_entries.c.sequence)
         .limit(limit)
     )
-    return [_entry(row) for row in rows]
+    return [entry_from_row(row) for row in rows]
 
 
 def entries_after(
@@ -250,7 +261,7 @@ def entries_after(
         .order_by(journal_entries.c.run_id, journal_entries.c.sequence)
         .limit(limit)
     )
-    return [_entry(row) for row in rows]
+    return [entry_from_row(row) for row in rows]
 
 
 def iter_journal(
@@ -345,4 +356,4 @@ def entries_of_kinds(
         )
         .order_by(journal_entries.c.sequence)
     )
-    return [_entry(row) for row in rows]
+    return [entry_from_row(row) for row in rows]

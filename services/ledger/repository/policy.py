@@ -80,7 +80,7 @@ _LOCKING = {
     for gated in (False, True)
 }
 
-#: The current revision as a subquery (runs.get_run_with_head_and_policy joins it).
+#: The current revision as a subquery (runs.RUN_WITH_HEAD_AND_POLICY joins it).
 CURRENT_SUBQUERY = _CURRENT.subquery("current_policy")
 #: How many queued requests' leases ran out by the parameter ``now`` (execution_requests.
 #: queued_expiring_by's rows, counted), as a scalar subquery another statement can carry.

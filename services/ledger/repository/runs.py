@@ -203,7 +203,7 @@ _RUN_WITH_HEAD: Select[Any] = select(*runs.columns, *HEAD_COLUMNS).where(
 
 # The same, and the current policy revision's columns (prefixed "policy_"), in one statement:
 # the snapshot's header. Outer-joined, so a run is found even in a database without a policy.
-_RUN_WITH_HEAD_AND_POLICY: Select[Any] = (
+RUN_WITH_HEAD_AND_POLICY: Select[Any] = (
     select(
         *_RUN_WITH_HEAD.selected_columns,
         *(column.label(f"policy_{column.name}") for column in CURRENT_SUBQUERY.c),
@@ -213,14 +213,8 @@ _RUN_WITH_HEAD_AND_POLICY: Select[Any] = (
 )
 
 
-def get_run_with_head_and_policy(
-    connection: Connection, run_id: str
-) -> tuple[Run, tuple[int, str], PolicyRevision] | None:
-    """The run, (sequence, hash) of its newest entry ((0, genesis) for an empty journal) and the
-    current policy revision, in one statement."""
-    row = connection.execute(_RUN_WITH_HEAD_AND_POLICY, {"run_id": run_id}).mappings().first()
-    if row is None:
-        return None
+def run_with_head_and_policy(row: RowMapping) -> tuple[Run, tuple[int, str], PolicyRevision]:
+    """The run, its head and the current policy of a row of :data:`RUN_WITH_HEAD_AND_POLICY`."""
     if row["policy_revision"] is None:
         raise RuntimeError("policy_revisions is empty: migrations were not applied")
     names = (column.name for column in CURRENT_SUBQUERY.c)

@@ -25,6 +25,7 @@ from services.ledger.repository import blobs as blob_rows
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import tickets as ticket_rows
+from services.ledger.repository.admission_journal import newest_entries_and_checkpoint
 from services.ledger.repository.admissions import AdmittedRows, NewBlob
 from services.ledger.repository.journal import NewestEntries
 from services.ledger.transactions.base import (
@@ -293,19 +294,18 @@ class _EarlyReads:
 
 
 def _read_before_lock(connection: Connection, admission: AdmissionInput) -> _EarlyReads:
-    """The newest entries, then the source checkpoint their model_request_sent names and the
-    derived checkpoint when its bytes were not sent (two statements), and the envelope check on
-    them when they hold every byte it needs."""
-    newest = journal_rows.newest_entries(connection, admission.run_id, _JUDGED_KINDS)
+    """The newest entries with the bytes of the source checkpoint their model_request_sent
+    names (one statement), the derived checkpoint's when its bytes were not sent (one more),
+    and the envelope check on them when they hold every byte it needs."""
+    newest, blobs = newest_entries_and_checkpoint(connection, admission.run_id, _JUDGED_KINDS)
     checkpoint = _checkpoint_digest(newest)
-    wanted = [checkpoint]
-    if not admission.derived_checkpoint:
-        wanted.append(admission.derived_checkpoint_digest)
-    found = blob_rows.get_blobs(connection, [digest for digest in wanted if digest])
-    blobs = {digest: content for digest, (content, _) in found.items()}
-    judged = checkpoint in blobs and (
-        bool(admission.derived_checkpoint) or admission.derived_checkpoint_digest in blobs
-    )
+    derived = admission.derived_checkpoint_digest
+    if not admission.derived_checkpoint and derived and derived not in blobs:
+        blobs.update(
+            (digest, content)
+            for digest, (content, _) in blob_rows.get_blobs(connection, [derived]).items()
+        )
+    judged = checkpoint in blobs and (bool(admission.derived_checkpoint) or derived in blobs)
     refusal = None
     if judged:
         try:

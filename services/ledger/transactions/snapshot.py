@@ -1,11 +1,11 @@
 """One consistent read of everything a candidate is computed from: the run, its journal head, the
 current policy, the run's execution requests, every journal entry up to that head, and the
 ledger's recomputation of the chain over exactly those rows, all in one read transaction
-(one snapshot), so a reader needs no re-read loop and the rows are verified once, where they are,
-in the same pass that sends them. On request the same transaction also reads the blobs the
-journal's closure names (``shared.continuity.journal_closure``, the candidate's own definition),
-sent before
-the verification, so the candidate needs no GetBlob calls for them."""
+(one snapshot; a reader whose journal is unchanged gets the header alone, in one statement), so
+a reader needs no re-read loop and the rows are verified once, where they are, in the same pass
+that sends them. On request the same transaction also reads the blobs the journal's closure
+names (``shared.continuity.journal_closure``, the candidate's own definition), sent before the
+verification, so the candidate needs no GetBlob calls for them."""
 
 from __future__ import annotations
 
@@ -13,15 +13,16 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Final
 
-from services.ledger.database import read_transaction
+from sqlalchemy import Connection
+
+from services.ledger.database import read_transaction, single_statement_read
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.journal import StoredEntry
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run, check_identifier
 from services.ledger.repository import blobs as blob_rows
-from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
-from services.ledger.repository import runs as run_rows
+from services.ledger.repository.snapshot_header import get_snapshot_header
 from services.ledger.transactions.base import LedgerContext, run_not_found
 from services.ledger.transactions.journal import INTACT
 from shared.continuity.canonical import is_digest
@@ -86,22 +87,18 @@ def read(
     is still the head, the header is all there is (ADR 0030): the chain fixes every entry up to
     it and the digests fix the blobs."""
     check_identifier("run_id", run_id)
+    if known_head is not None:
+        # The header alone, in one statement and no transaction; if the reader's journal is
+        # still the run's, that is the whole answer, else the read below starts again.
+        with single_statement_read(context.engine) as connection:
+            header = _header(connection, run_id, most_entries)
+        if header.head == known_head:
+            yield header
+            return
     with read_transaction(context.engine, snapshot=True) as connection:
-        # The run, its head and the current policy in one statement.
-        found = run_rows.get_run_with_head_and_policy(connection, run_id)
-        if found is None:
-            raise run_not_found(run_id)
-        run, head, policy = found
-        if most_entries is not None and head[0] > most_entries:
-            raise _too_large(run_id, head[0])
-        yield SnapshotHeader(
-            run=run,
-            head=head,
-            policy=policy,
-            execution_requests=request_rows.list_execution_requests(connection, run_id),
-        )
-        if known_head == head:
-            return  # inside the transaction's block, so the read still ends with COMMIT
+        header = _header(connection, run_id, most_entries)
+        head = header.head
+        yield header
         verifier = ChainVerifier(INTACT)
         # Only the kinds the closure looks at, so a long journal is not kept in memory.
         closure_rows: list[PayloadRow] = []
@@ -118,6 +115,18 @@ def read(
                     content, media_type = stored[digest]
                     yield SnapshotBlob(digest, content, media_type)
         yield verifier.result()
+
+
+def _header(connection: Connection, run_id: str, most_entries: int | None) -> SnapshotHeader:
+    """The header, in one statement; a missing run is NOT_FOUND RUN_NOT_FOUND, a journal longer
+    than ``most_entries`` RESOURCE_EXHAUSTED RUN_SNAPSHOT_TOO_LARGE."""
+    found = get_snapshot_header(connection, run_id)
+    if found is None:
+        raise run_not_found(run_id)
+    run, head, policy, requests = found
+    if most_entries is not None and head[0] > most_entries:
+        raise _too_large(run_id, head[0])
+    return SnapshotHeader(run=run, head=head, policy=policy, execution_requests=requests)
 
 
 def read_whole(

@@ -1,0 +1,86 @@
+"""What an admission reads before the policy lock, in one statement: the journal rows the
+admission's checks judge (the last entry and the newest entry of each judged kind) and the
+stored bytes of the source checkpoint that the newest ``model_request_sent`` names, which the
+derived checkpoint's envelope check reads (transactions/admission.py, step 9.8)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    ColumnElement,
+    Connection,
+    Select,
+    String,
+    bindparam,
+    case,
+    cast,
+    func,
+    null,
+    select,
+)
+
+from services.ledger.domain.journal import EntryKind, StoredEntry, build_stored_entry
+from services.ledger.repository.journal import (
+    NewestEntries,
+    newest_from_rows,
+    newest_parameters,
+    newest_statement,
+)
+from services.ledger.schema import blobs, journal_entries
+
+_CHECKPOINT_KIND = EntryKind.MODEL_REQUEST_SENT.value
+_ENTRY_COLUMNS = tuple(column.name for column in journal_entries.c)
+# By dialect and the number of kinds asked for (as journal.newest_statement).
+_BUILT: dict[tuple[str, int], Select[Any]] = {}
+
+
+def _named_checkpoint(payload_json: ColumnElement[str], dialect: str) -> ColumnElement[str]:
+    """The payload's ``checkpoint_digest`` member as text. PostgreSQL reads the text column as
+    JSON through a cast; SQLite's JSON functions read text as it is (a CAST to "JSON" there
+    would be a numeric conversion)."""
+    if dialect == "postgresql":
+        named: ColumnElement[str] = cast(payload_json, JSON)["checkpoint_digest"].as_string()
+        return named
+    return func.json_extract(payload_json, "$.checkpoint_digest", type_=String)
+
+
+def _statement(count: int, dialect: str) -> Select[Any]:
+    statement = _BUILT.get((dialect, count))
+    if statement is None:
+        newest = newest_statement(count).subquery("newest")
+        # Only a model_request_sent row's payload is looked into (every stored payload is
+        # canonical JSON; CASE keeps the others from being parsed at all).
+        named = case(
+            (
+                newest.c.kind == bindparam("checkpoint_kind"),
+                _named_checkpoint(newest.c.payload_json, dialect),
+            ),
+            else_=null(),
+        )
+        statement = select(
+            newest, blobs.c.digest.label("blob_digest"), blobs.c.content.label("blob_content")
+        ).select_from(newest.outerjoin(blobs, blobs.c.digest == named))
+        _BUILT[(dialect, count)] = statement
+    return statement
+
+
+def newest_entries_and_checkpoint(
+    connection: Connection, run_id: str, kinds: Sequence[EntryKind]
+) -> tuple[NewestEntries, dict[str, bytes]]:
+    """journal.newest_entries of ``kinds``, and the stored bytes of the source checkpoint the
+    newest ``model_request_sent`` among them names, by digest (empty when none is named or its
+    bytes are not stored; the caller asks again under the lock for what it does not find here)."""
+    values = tuple(kind.value for kind in kinds)
+    parameters = {**newest_parameters(run_id, kinds), "checkpoint_kind": _CHECKPOINT_KIND}
+    statement = _statement(len(values), connection.dialect.name)
+    rows = connection.execute(statement, parameters).mappings()
+    entries: list[StoredEntry] = []
+    found: dict[str, bytes] = {}
+    for row in rows:
+        entries.append(build_stored_entry(**{name: row[name] for name in _ENTRY_COLUMNS}))
+        if row["blob_digest"] is not None:
+            found[str(row["blob_digest"])] = bytes(row["blob_content"])
+    return newest_from_rows(entries, values), found
