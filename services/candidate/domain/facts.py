@@ -47,7 +47,7 @@ from .model import (
     ResponseAnalysis,
     Snapshot,
 )
-from .sources import CandidateSources, CombinedReconstructionSources, SnapshotSources
+from .sources import CandidateSources, offers_combined_reconstruction, offers_snapshot
 
 MAX_READ_ATTEMPTS: Final = 3
 
@@ -58,7 +58,7 @@ def read_snapshot(
     """Read run, journal and verification until all three describe the same head (one
     snapshot read when the source offers it, with the closure's blobs when ``closure_blobs``)."""
     for _ in range(MAX_READ_ATTEMPTS):
-        if isinstance(sources, SnapshotSources):
+        if offers_snapshot(sources):
             snapshot = sources.snapshot(run_id, closure_blobs=closure_blobs)
             verification = snapshot.verification
             if not verification.valid or verification.head == snapshot.head:
@@ -212,7 +212,7 @@ def _analyze_and_reconstruct(
     reconstruction at the native consumption time (none without one)."""
     combined = None
     try:
-        if isinstance(sources, CombinedReconstructionSources):
+        if offers_combined_reconstruction(sources):
             combined = sources.analyze_and_reconstruct(checkpoint, response, version, consumed_at)
             analysis = combined.analysis
         else:

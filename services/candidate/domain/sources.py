@@ -12,7 +12,7 @@ reconstruction is ``FailedPrecondition`` / ``InvalidArgument`` with the typed re
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeGuard, runtime_checkable
 
 from .model import (
     AnalysisAndReconstruction,
@@ -108,3 +108,31 @@ class CombinedReconstructionSources(CandidateSources, Protocol):
         ``consumed_at`` is set, :meth:`reconstruct`. A refusal of the analysis raises as from
         :meth:`analyze`; a refusal of the reconstruction is ``reconstruction_refusal``."""
         ...
+
+
+# Whether a sources class offers each optional protocol, by class: isinstance against a
+# runtime-checkable protocol looks up every member of the protocol on each call (about 6 % of
+# the candidate's CPU under admission load; docs/performance.md, round 4). Sources implement
+# their methods on the class, so the answer is the class's.
+_OFFERED: dict[tuple[type, type], bool] = {}
+
+
+def _offers(sources: CandidateSources, protocol: type) -> bool:
+    key = (type(sources), protocol)
+    offered = _OFFERED.get(key)
+    if offered is None:
+        offered = _OFFERED[key] = isinstance(sources, protocol)
+    return offered
+
+
+def offers_snapshot(sources: CandidateSources) -> TypeGuard[SnapshotSources]:
+    """Whether ``sources`` reads the whole snapshot in one read (:class:`SnapshotSources`)."""
+    return _offers(sources, SnapshotSources)
+
+
+def offers_combined_reconstruction(
+    sources: CandidateSources,
+) -> TypeGuard[CombinedReconstructionSources]:
+    """Whether ``sources`` analyzes and reconstructs in one call
+    (:class:`CombinedReconstructionSources`)."""
+    return _offers(sources, CombinedReconstructionSources)
