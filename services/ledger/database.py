@@ -29,6 +29,9 @@ from shared.runtime.errors import DomainError, FailedPrecondition, Unavailable
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SQLITE_BEGIN_OPTION = "forge_sqlite_begin"
+# Set on an engine whose timeouts are set in every transaction (server prepares off: a
+# transaction-mode pooler is between), so that no statement runs outside a transaction there.
+PER_TRANSACTION_SETTINGS_OPTION = "forge_per_transaction_settings"
 
 # Every PostgreSQL write transaction runs at READ COMMITTED, whatever the server's, role's or
 # database's default_transaction_isolation says: lock_current_policy's re-read after waiting for
@@ -93,9 +96,13 @@ def read_transaction(engine: Engine, *, snapshot: bool = False) -> Iterator[Conn
 def single_statement_read(engine: Engine) -> Iterator[Connection]:
     """A read-only connection for a read of one statement, which sees one snapshot on its own:
     on PostgreSQL without a transaction around it (autocommit: no BEGIN and no COMMIT, two round
-    trips of the three, and nothing for psycopg to forget); on SQLite as ``read_transaction``.
+    trips of the three, and nothing for psycopg to forget); on SQLite, and where the timeouts are
+    set per transaction (behind a transaction-mode pooler), as ``read_transaction``.
     Running a second statement on it is a programming error: the two would see two snapshots."""
-    if engine.dialect.name != "postgresql":
+    options = engine.get_execution_options()
+    if engine.dialect.name != "postgresql" or options.get(PER_TRANSACTION_SETTINGS_OPTION):
+        # SQLite; or the timeouts are set per transaction (a transaction-mode pooler is
+        # between), which a statement outside one would run without
         with read_transaction(engine) as connection:
             yield connection
         return
@@ -182,6 +189,7 @@ def make_engine(url: str, settings: DatabaseSettings | None = None, **options: A
     per_transaction = not settings.server_prepares
     timeouts = _timeouts(settings, per_transaction=per_transaction)
     if timeouts and per_transaction:
+        engine.update_execution_options(**{PER_TRANSACTION_SETTINGS_OPTION: True})
 
         @event.listens_for(engine, "begin")
         def _limit(connection: Any) -> None:

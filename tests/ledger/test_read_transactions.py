@@ -17,6 +17,7 @@ from services.ledger.schema_revisions import database_revision
 from services.ledger.transactions import runs as run_transactions
 from services.ledger.transactions import snapshot
 from services.ledger.transactions.base import LedgerContext, run_not_found
+from shared.runtime.config import DatabaseSettings
 from shared.runtime.errors import NotFound, Unavailable
 from tests.ledger.conftest import run_spec
 
@@ -129,6 +130,35 @@ def test_a_known_head_read_runs_outside_a_transaction(one_connection: Engine) ->
     snapshot.read_whole(context, "run-1", known_head=head)
     assert set(whole) == {"INTRANS"}
     assert statuses == ["IDLE"]
+
+
+def test_behind_a_transaction_mode_pooler_the_known_head_read_keeps_its_transaction(
+    database_url: str,
+) -> None:
+    """Where the timeouts are set in every transaction (server prepares off: a transaction-mode
+    pooler is between), a statement outside a transaction would run without them (SET LOCAL
+    there does nothing): there the known head's read runs in a transaction like any other read,
+    its timeouts set first."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("the per-transaction timeouts are PostgreSQL's")
+    engine = make_engine(database_url, DatabaseSettings(server_prepares=False), pool_size=1)
+    seen: list[tuple[str, str]] = []
+
+    def note(connection: Connection, _cursor: object, statement: str, *_: object) -> None:
+        info = connection.connection.dbapi_connection.info  # type: ignore[union-attr]
+        seen.append((statement, info.transaction_status.name))
+
+    try:
+        context = LedgerContext(engine)
+        run_transactions.create(context, run_spec(), "writer")
+        head = snapshot.read_whole(context, "run-1").header.head
+        event.listen(engine, "after_cursor_execute", note)
+        snapshot.read_whole(context, "run-1", known_head=head)
+    finally:
+        engine.dispose()
+    assert len(seen) == 2
+    assert "set_config('statement_timeout'" in seen[0][0]
+    assert [status for _, status in seen] == ["INTRANS", "INTRANS"]
 
 
 def _prepared(engine: Engine) -> list[str]:
