@@ -6,13 +6,11 @@ derived checkpoint's envelope check reads (transactions/admission.py, step 9.8).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from sqlalchemy import (
     JSON,
     ColumnElement,
     Connection,
-    Select,
     String,
     bindparam,
     case,
@@ -23,6 +21,7 @@ from sqlalchemy import (
 )
 
 from services.ledger.domain.journal import EntryKind, StoredEntry, build_stored_entry
+from services.ledger.repository.driver import DriverStatement, fetch
 from services.ledger.repository.journal import (
     NewestEntries,
     newest_from_rows,
@@ -34,7 +33,7 @@ from services.ledger.schema import blobs, journal_entries
 _CHECKPOINT_KIND = EntryKind.MODEL_REQUEST_SENT.value
 _ENTRY_COLUMNS = tuple(column.name for column in journal_entries.c)
 # By dialect and the number of kinds asked for (as journal.newest_statement).
-_BUILT: dict[tuple[str, int], Select[Any]] = {}
+_BUILT: dict[tuple[str, int], DriverStatement] = {}
 
 
 def _named_checkpoint(payload_json: ColumnElement[str], dialect: str) -> ColumnElement[str]:
@@ -42,12 +41,15 @@ def _named_checkpoint(payload_json: ColumnElement[str], dialect: str) -> ColumnE
     JSON through a cast; SQLite's JSON functions read text as it is (a CAST to "JSON" there
     would be a numeric conversion)."""
     if dialect == "postgresql":
-        named: ColumnElement[str] = cast(payload_json, JSON)["checkpoint_digest"].as_string()
-        return named
+        # json_extract_path_text, not ->>: the operator's path is a parameter SQLAlchemy
+        # processes per execution, the function's a plain text one (driver.py runs it as is)
+        return func.json_extract_path_text(
+            cast(payload_json, JSON), "checkpoint_digest", type_=String
+        )
     return func.json_extract(payload_json, "$.checkpoint_digest", type_=String)
 
 
-def _statement(count: int, dialect: str) -> Select[Any]:
+def _statement(count: int, dialect: str) -> DriverStatement:
     statement = _BUILT.get((dialect, count))
     if statement is None:
         newest = newest_statement(count).subquery("newest")
@@ -60,9 +62,11 @@ def _statement(count: int, dialect: str) -> Select[Any]:
             ),
             else_=null(),
         )
-        statement = select(
-            newest, blobs.c.digest.label("blob_digest"), blobs.c.content.label("blob_content")
-        ).select_from(newest.outerjoin(blobs, blobs.c.digest == named))
+        statement = DriverStatement(
+            select(
+                newest, blobs.c.digest.label("blob_digest"), blobs.c.content.label("blob_content")
+            ).select_from(newest.outerjoin(blobs, blobs.c.digest == named))
+        )
         _BUILT[(dialect, count)] = statement
     return statement
 
@@ -76,7 +80,7 @@ def newest_entries_and_checkpoint(
     values = tuple(kind.value for kind in kinds)
     parameters = {**newest_parameters(run_id, kinds), "checkpoint_kind": _CHECKPOINT_KIND}
     statement = _statement(len(values), connection.dialect.name)
-    rows = connection.execute(statement, parameters).mappings()
+    rows = fetch(connection, statement, parameters)
     entries: list[StoredEntry] = []
     found: dict[str, bytes] = {}
     for row in rows:

@@ -32,6 +32,7 @@ from services.ledger.repository import blobs as blob_rows
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import tickets as ticket_rows
+from services.ledger.repository.driver import DriverStatement, execute
 from services.ledger.repository.runs import queuing_request
 from services.ledger.schema import admission_tickets, blobs, execution_requests, journal_entries
 
@@ -70,7 +71,7 @@ def insert_journal_entries_of_admission(connection: Connection, rows: AdmittedRo
         _insert_one_by_one(connection, rows)
         return
     statement = _statement(len(rows.entries), with_blob=rows.blob is not None)
-    connection.execute(statement, _parameters(rows))
+    execute(connection, statement, _parameters(rows))
 
 
 def _insert_one_by_one(connection: Connection, rows: AdmittedRows) -> None:
@@ -112,13 +113,14 @@ def _prefixed(prefix: str, values: dict[str, object]) -> dict[str, object]:
 
 
 # By (entries, with a blob): built once (building a statement costs more than running it).
-_STATEMENTS: dict[tuple[int, bool], Insert] = {}
+_STATEMENTS: dict[tuple[int, bool], DriverStatement] = {}
 
 
-def _statement(entries: int, *, with_blob: bool) -> Insert:
+def _statement(entries: int, *, with_blob: bool) -> DriverStatement:
     statement = _STATEMENTS.get((entries, with_blob))
     if statement is None:
-        statement = _STATEMENTS[entries, with_blob] = _build(entries, with_blob=with_blob)
+        built = DriverStatement(_build(entries, with_blob=with_blob))
+        statement = _STATEMENTS[entries, with_blob] = built
     return statement
 
 

@@ -10,6 +10,7 @@ from sqlalchemy import Connection, Select, bindparam, func, insert, literal_colu
 
 from services.ledger.domain.execution import RequestState
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
+from services.ledger.repository.driver import DriverStatement, fetch
 from services.ledger.schema import execution_requests, policy_revisions
 
 
@@ -75,7 +76,7 @@ def _locking(*, shared: bool, gated: bool) -> Select[Any]:
 
 # Built once (by shared, gated), as the statements above.
 _LOCKING = {
-    (shared, gated): _locking(shared=shared, gated=gated)
+    (shared, gated): DriverStatement(_locking(shared=shared, gated=gated))
     for shared in (False, True)
     for gated in (False, True)
 }
@@ -186,10 +187,10 @@ def lock_policy_row(connection: Connection, *, shared: bool) -> PolicyRevision:
     of :func:`lock_current_policy` (a caller that waited may hold a superseded revision; it must
     compare NEWEST_POLICY_REVISION read in a later statement, as the fenced writes do)."""
     statement = _LOCKING[shared, connection.dialect.name == "postgresql"]
-    row = connection.execute(statement).first()
-    if row is None:
+    rows = fetch(connection, statement)
+    if not rows:
         raise RuntimeError("policy_revisions is empty: migrations were not applied")
-    return _policy(row)
+    return policy_from_values(rows[0])
 
 
 #: The newest revision, as a scalar subquery another statement can carry.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import (
@@ -9,7 +10,6 @@ from sqlalchemy import (
     BindParameter,
     ColumnElement,
     Connection,
-    RowMapping,
     ScalarSelect,
     Select,
     bindparam,
@@ -146,7 +146,7 @@ def note_request(
         connection.execute(_CHANGE, {**parameters, "b_state": state.value})
 
 
-def run_from_row(row: RowMapping) -> Run:
+def run_from_row(row: Mapping[Any, Any]) -> Run:
     spec = RunSpec(
         run_id=row["run_id"],
         task_id=row["task_id"],
@@ -213,7 +213,9 @@ RUN_WITH_HEAD_AND_POLICY: Select[Any] = (
 )
 
 
-def run_with_head_and_policy(row: RowMapping) -> tuple[Run, tuple[int, str], PolicyRevision]:
+def run_with_head_and_policy(
+    row: Mapping[Any, Any],
+) -> tuple[Run, tuple[int, str], PolicyRevision]:
     """The run, its head and the current policy of a row of :data:`RUN_WITH_HEAD_AND_POLICY`."""
     if row["policy_revision"] is None:
         raise RuntimeError("policy_revisions is empty: migrations were not applied")
@@ -222,7 +224,7 @@ def run_with_head_and_policy(row: RowMapping) -> tuple[Run, tuple[int, str], Pol
     return run_from_row(row), head_from_row(row), policy
 
 
-def head_from_row(row: RowMapping) -> tuple[int, str]:
+def head_from_row(row: Mapping[Any, Any]) -> tuple[int, str]:
     """(sequence, hash) of the head read by :data:`HEAD_COLUMNS`; (0, genesis): no entry."""
     if row["head_sequence"] is None:
         return (0, GENESIS_HASH)

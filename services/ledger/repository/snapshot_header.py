@@ -5,13 +5,12 @@ unchanged (ADR 0030) needs no transaction around it (database.single_statement_r
 
 from __future__ import annotations
 
-from typing import Any
-
-from sqlalchemy import Connection, Select
+from sqlalchemy import Connection
 
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run
+from services.ledger.repository.driver import DriverStatement, fetch
 from services.ledger.repository.execution_requests import execution_request_from_values
 from services.ledger.repository.runs import RUN_WITH_HEAD_AND_POLICY, run_with_head_and_policy
 from services.ledger.schema import execution_requests, runs
@@ -22,7 +21,7 @@ _REQUEST_COLUMNS = tuple(execution_requests.c)
 # Built once (building and cache-keying a statement per call cost more than running it). One row
 # per request of the run, oldest first (as repository.execution_requests.list_execution_requests
 # orders them); one row with the request columns null for a run without requests.
-_HEADER: Select[Any] = (
+_HEADER = DriverStatement(
     RUN_WITH_HEAD_AND_POLICY.add_columns(
         *(column.label(f"{_PREFIX}{column.name}") for column in _REQUEST_COLUMNS)
     )
@@ -36,7 +35,7 @@ def get_snapshot_header(
 ) -> tuple[Run, tuple[int, str], PolicyRevision, list[ExecutionRequestRecord]] | None:
     """The run, (sequence, hash) of its newest entry ((0, genesis) for an empty journal), the
     current policy revision and the run's execution requests, oldest first; None: no such run."""
-    rows = connection.execute(_HEADER, {"run_id": run_id}).mappings().all()
+    rows = fetch(connection, _HEADER, {"run_id": run_id})
     if not rows:
         return None
     run, head, policy = run_with_head_and_policy(rows[0])

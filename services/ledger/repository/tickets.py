@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, and_, bindparam, func, insert, or_, select
+from sqlalchemy import Connection, and_, bindparam, func, insert, literal_column, or_, select
 
-from services.ledger.domain.execution import RequestState
+from services.ledger.domain.execution import PENDING_STATES
 from services.ledger.domain.runs import Run
 from services.ledger.domain.tickets import StoredTicket
 from services.ledger.repository import execution_requests as request_rows
+from services.ledger.repository.driver import DriverStatement, fetch
 from services.ledger.repository.policy import DUE_FOR_EXPIRY, NEWEST_POLICY_REVISION
 from services.ledger.repository.runs import HEAD_COLUMNS, head_from_row, run_from_row
 from services.ledger.schema import admission_tickets, execution_requests, runs
@@ -38,8 +39,15 @@ _RUN_TICKETS = (
     .scalar_subquery()
 )
 _PENDING = request_rows.PENDING_COUNT.scalar_subquery()
+# The pending states written into the text (they are constants): a bound list would be an IN
+# that SQLAlchemy expands per execution (repository/driver.py runs statements without that).
+_PENDING_STATES_IN_TEXT = execution_requests.c.state.in_(
+    [literal_column(f"'{state.value}'") for state in PENDING_STATES]
+)
 _RUN_OUTSTANDING = (
-    request_rows.OF_RUN_IN_STATES.with_only_columns(execution_requests.c.execution_request_id)
+    select(execution_requests.c.execution_request_id)
+    .where(execution_requests.c.run_id == bindparam("run_id"), _PENDING_STATES_IN_TEXT)
+    .order_by(execution_requests.c.created_at, execution_requests.c.execution_request_id)
     .limit(1)
     .scalar_subquery()
 )
@@ -47,7 +55,7 @@ _RUN_OUTSTANDING = (
 # its journal head, the tickets stored under the request id or for the consumed response (0, 1
 # or 2 rows joined), and the queue counts. No row: the run is not registered (a ticket's run
 # always is).
-_ADMISSION_READS = (
+_ADMISSION_READS = DriverStatement(
     select(
         *runs.columns,
         *HEAD_COLUMNS,
@@ -143,29 +151,21 @@ def admission_reads(
     run_id: str,
     request_id: str,
     consumed_response_digest: str,
-    pending_states: tuple[RequestState, ...],
     now: str,
 ) -> AdmissionReads:
     """The ticket stored under ``request_id`` and a ticket of the run for the consumed response
     (the same ticket may be both), the run and its journal head, and the run's tickets, the
     pending requests across all runs (request_rows.PENDING_COUNT) and the run's own oldest one
-    in ``pending_states``; the newest policy revision and how many queued requests' leases ran
+    (PENDING_STATES); the newest policy revision and how many queued requests' leases ran
     out by ``now`` (what a policy lock's re-read confirms:
     policy.lock_current_policy_counting_due): one statement."""
-    rows = (
-        connection.execute(
-            _ADMISSION_READS,
-            {
-                "run_id": run_id,
-                "request_id": request_id,
-                "consumed_response_digest": consumed_response_digest,
-                "states": [state.value for state in pending_states],
-                "now": now,
-            },
-        )
-        .mappings()
-        .all()
-    )
+    parameters = {
+        "run_id": run_id,
+        "request_id": request_id,
+        "consumed_response_digest": consumed_response_digest,
+        "now": now,
+    }
+    rows = fetch(connection, _ADMISSION_READS, parameters)
     if not rows:
         return AdmissionReads(None, None, None, QueueCounts(0, 0, ""))
     tickets = [

@@ -11,7 +11,6 @@ from sqlalchemy import Connection
 from services.ledger.domain.admission import AdmissionInput, check_policy_for_admission
 from services.ledger.domain.derived_envelope import JournalTurn, check_derived_envelope
 from services.ledger.domain.execution import (
-    PENDING_STATES,
     ExecutionRequestRecord,
     bound_lease,
     execution_request_id,
@@ -272,7 +271,6 @@ def _admission_reads(
         admission.run_id,
         admission.request_id,
         admission.consumed_response_digest,
-        PENDING_STATES,
         now,
     )
 

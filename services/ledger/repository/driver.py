@@ -1,0 +1,145 @@
+"""The statements every admission runs, on the driver's own cursor (docs/performance.md, round 4,
+eleventh pass).
+
+SQLAlchemy runs a cached Core statement at about twice the client CPU of the driver's cursor
+running the same SQL: its execution context and result object cost more than the statement
+(the snapshot header: 160 against 72 µs a read on PostgreSQL, one thread). A
+:class:`DriverStatement` is compiled once per dialect and run through
+``Connection._cursor_execute``, the layer of SQLAlchemy that its own execution ends in, which
+keeps what the ledger relies on:
+
+- the cursor events (``before_cursor_execute`` and ``after_cursor_execute``: the tests that
+  count statements, or act before one runs, see these statements too);
+- the error handling: the ``handle_error`` events (a lost connection is UNAVAILABLE, a timeout
+  DATABASE_TIMEOUT: database._unavailable_on_disconnect), the connection invalidated on a
+  disconnect, and every driver error raised as SQLAlchemy's own (a unique conflict is the
+  ``IntegrityError`` the transaction retry looks for);
+- the transaction: a connection not yet in one begins it as SQLAlchemy's autobegin does, so the
+  ``begin`` events (SQLite's BEGIN, the per-transaction timeouts) still run first.
+
+It applies the dialect's conversion of each parameter, as SQLAlchemy would; what it leaves out is
+the conversion of result values and ``IN`` expansion, so a statement runs here only where it
+needs neither on the connection's dialect and the driver takes named parameters (psycopg);
+elsewhere (SQLite) it runs through ``Connection.execute`` as any statement, with the same rows.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from sqlalchemy import Connection, Dialect
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.expression import ClauseElement, Executable
+
+Row = dict[str, Any]
+
+
+@dataclass
+class _Compiled:
+    """A statement's SQL text for one dialect and the values of its own bound literals."""
+
+    sql: str
+    defaults: dict[str, Any]
+    returns_rows: bool
+    #: The dialect's conversion of a parameter's value, by parameter name (bytes, for one)
+    processors: dict[str, Callable[[Any], Any]]
+    #: The result's column names, from the first run's cursor (the names the SQL gives them).
+    names: tuple[str, ...] | None = None
+
+
+@dataclass
+class DriverStatement:
+    """A Core statement run on the driver's cursor where its dialect allows (module doc)."""
+
+    statement: Executable
+    _by_dialect: dict[str, _Compiled | None] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def compiled(self, dialect: Dialect) -> _Compiled | None:
+        """The SQL for ``dialect``; None: the statement needs SQLAlchemy's processing there."""
+        name = dialect.name
+        if name not in self._by_dialect:
+            with self._lock:
+                if name not in self._by_dialect:
+                    self._by_dialect[name] = _compile(self.statement, dialect)
+        return self._by_dialect[name]
+
+
+def _compile(statement: Executable, dialect: Dialect) -> _Compiled | None:
+    if dialect.paramstyle not in ("pyformat", "named"):
+        return None  # positional parameters: let SQLAlchemy order them
+    compiled = cast(ClauseElement, statement).compile(dialect=dialect)
+    assert isinstance(compiled, SQLCompiler)
+    if compiled.post_compile_params or compiled.literal_execute_params:
+        return None  # IN expansion happens per execution
+    if compiled.escaped_bind_names:
+        return None
+    columns = getattr(statement, "exported_columns", ())
+    for column in columns:
+        if column.type.dialect_impl(dialect).result_processor(dialect, None) is not None:
+            return None
+    defaults = {
+        name: value
+        for name, value in compiled.construct_params(_check=False).items()
+        if value is not None
+    }
+    processors: dict[str, Callable[[Any], Any]] = {}
+    for name, process in compiled._bind_processors.items():
+        if not callable(process):
+            return None  # a tuple's processors: an IN of tuples
+        processors[name] = process
+    return _Compiled(compiled.string, defaults, bool(columns), processors)
+
+
+def fetch(
+    connection: Connection, statement: DriverStatement, parameters: Mapping[str, Any] | None = None
+) -> list[Row]:
+    """Every row ``statement`` returns with ``parameters``, each a dict by column name."""
+    compiled = statement.compiled(connection.dialect)
+    if compiled is None:
+        result = connection.execute(statement.statement, dict(parameters or {}))
+        return [dict(row) for row in result.mappings()]
+    return _run(connection, compiled, parameters)
+
+
+def execute(
+    connection: Connection, statement: DriverStatement, parameters: Mapping[str, Any]
+) -> None:
+    """Run ``statement`` (a write returning nothing) with ``parameters``."""
+    compiled = statement.compiled(connection.dialect)
+    if compiled is None:
+        connection.execute(statement.statement, dict(parameters))
+        return
+    _run(connection, compiled, parameters)
+
+
+def _run(
+    connection: Connection, compiled: _Compiled, parameters: Mapping[str, Any] | None
+) -> list[Row]:
+    if not connection.in_transaction():
+        connection.begin()  # as SQLAlchemy's autobegin: the begin events run first
+    values = dict(compiled.defaults)
+    if parameters:
+        values.update(parameters)
+    for name, process in compiled.processors.items():
+        if name in values:
+            values[name] = process(values[name])
+    cursor = connection.connection.cursor()
+    try:
+        connection._cursor_execute(cursor, compiled.sql, values)
+        if not compiled.returns_rows:
+            return []
+        try:
+            rows: Sequence[Sequence[Any]] = cursor.fetchall()
+            names = compiled.names
+            if names is None:
+                names = compiled.names = tuple(column[0] for column in cursor.description)
+        except BaseException as error:
+            connection._handle_dbapi_exception(error, compiled.sql, values, cursor, None)
+            raise  # unreachable: the call above raises
+    finally:
+        cursor.close()
+    return [dict(zip(names, row, strict=True)) for row in rows]

@@ -1,0 +1,129 @@
+"""The statements every admission runs go to the driver's cursor on PostgreSQL (repository/
+driver.py) and keep what SQLAlchemy's execution gave the ledger: the same rows, the cursor
+events, a unique conflict raised as the IntegrityError the transaction retry looks for, a
+timeout as UNAVAILABLE DATABASE_TIMEOUT, and the transaction begun with its begin events. On
+SQLite (positional parameters, type processing) they run through SQLAlchemy as before."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import Engine, event, insert, select, text
+from sqlalchemy.exc import IntegrityError
+
+from services.demo.seed import seed_held_run
+from services.ledger.database import make_engine
+from services.ledger.domain.journal import EntryKind
+from services.ledger.repository import admission_journal, admissions, policy, snapshot_header
+from services.ledger.repository import tickets as ticket_rows
+from services.ledger.repository.driver import DriverStatement, execute, fetch
+from services.ledger.schema import blobs
+from shared.runtime.config import DatabaseSettings
+from shared.runtime.errors import Unavailable
+from tests.ledger.admission_support import FIXTURE
+from tests.ledger.conftest import LedgerClients, counted
+
+_JUDGED = (
+    EntryKind.RUN_STARTED,
+    EntryKind.CHECKPOINT_STORED,
+    EntryKind.MODEL_REQUEST_SENT,
+    EntryKind.RESPONSE_CONSUMED,
+)
+
+
+def _hot_statements(dialect: str) -> dict[str, DriverStatement]:
+    return {
+        "snapshot header": snapshot_header._HEADER,
+        "admission's early read": admission_journal._statement(len(_JUDGED), dialect),
+        "policy lock": policy._LOCKING[False, dialect == "postgresql"],
+        "admission's reads": ticket_rows._ADMISSION_READS,
+        "admission's rows": admissions._statement(2, with_blob=True),
+        "admission's rows, no blob": admissions._statement(2, with_blob=False),
+    }
+
+
+def test_each_hot_statement_runs_on_the_driver_on_postgresql(engine: Engine) -> None:
+    """A change that gives one of them an IN list or a processed type would silently send it
+    back through SQLAlchemy's execution: this names it."""
+    dialect = engine.dialect
+    on_driver = {
+        name: statement.compiled(dialect) is not None
+        for name, statement in _hot_statements(dialect.name).items()
+        if dialect.name == "postgresql" or name != "admission's rows"
+    }
+    expected = dialect.name == "postgresql"
+    assert on_driver == dict.fromkeys(on_driver, expected)
+
+
+def test_the_rows_are_sqlalchemys(clients: LedgerClients, engine: Engine) -> None:
+    seeded = seed_held_run(clients.ledger(), FIXTURE, "run-driver")  # type: ignore[arg-type]
+    header = snapshot_header._HEADER
+    early = admission_journal._statement(len(_JUDGED), engine.dialect.name)
+    parameters = {"run_id": seeded.run_id, "checkpoint_kind": EntryKind.MODEL_REQUEST_SENT.value}
+    parameters.update({f"kind_{n}": kind.value for n, kind in enumerate(_JUDGED)})
+    with engine.begin() as connection:
+        for statement in (header, early):
+            through_sqlalchemy = [
+                dict(row) for row in connection.execute(statement.statement, parameters).mappings()
+            ]
+            assert through_sqlalchemy  # the run has rows to compare
+            assert fetch(connection, statement, parameters) == through_sqlalchemy
+
+
+def test_the_cursor_events_see_each_statement(engine: Engine) -> None:
+    with engine.begin() as connection, counted(engine) as statements:
+        # (SQLite's BEGIN IMMEDIATE ran when the transaction began, before counting)
+        assert fetch(connection, snapshot_header._HEADER, {"run_id": "no-such-run"}) == []
+    assert len(statements) == 1 and "current_policy" in statements[0]
+
+
+_PUT = DriverStatement(insert(blobs))
+
+
+def _blob(digest: str) -> dict[str, object]:
+    return {
+        "digest": digest,
+        "content": b"bytes",
+        "media_type": "application/octet-stream",
+        "size": 5,
+        "created_at": "2026-12-05T00:00:00.000000Z",
+    }
+
+
+def test_a_unique_conflict_is_sqlalchemys_integrity_error_and_writes_nothing(
+    engine: Engine,
+) -> None:
+    with engine.begin() as connection:
+        execute(connection, _PUT, _blob("sha256:" + "1" * 64))
+    with pytest.raises(IntegrityError), engine.begin() as connection:
+        execute(connection, _PUT, _blob("sha256:" + "2" * 64))
+        execute(connection, _PUT, _blob("sha256:" + "1" * 64))
+    with engine.connect() as connection:
+        stored = connection.execute(select(blobs.c.digest)).scalars().all()
+    assert stored == ["sha256:" + "1" * 64]
+
+
+@pytest.fixture
+def timing_out(database_url: str) -> Iterator[Engine]:
+    if not database_url.startswith("postgresql"):
+        pytest.skip("the statement timeout is PostgreSQL's")
+    engine = make_engine(database_url, DatabaseSettings(statement_timeout_ms=50))
+    yield engine
+    engine.dispose()
+
+
+def test_a_timeout_is_unavailable_database_timeout(timing_out: Engine) -> None:
+    slow = DriverStatement(select(text("pg_sleep(1)")))
+    with pytest.raises(Unavailable) as refused, timing_out.begin() as connection:
+        fetch(connection, slow)
+    assert refused.value.reason == "DATABASE_TIMEOUT"
+
+
+def test_a_connection_outside_a_transaction_begins_one_first(engine: Engine) -> None:
+    began: list[object] = []
+    event.listen(engine, "begin", began.append)
+    with engine.connect() as connection:
+        fetch(connection, snapshot_header._HEADER, {"run_id": "no-such-run"})
+        assert connection.in_transaction()
+    assert len(began) == 1
