@@ -1,8 +1,9 @@
-"""The statements every admission runs go to the driver's cursor on PostgreSQL (repository/
-driver.py) and keep what SQLAlchemy's execution gave the ledger: the same rows, the cursor
-events, a unique conflict raised as the IntegrityError the transaction retry looks for, a
-timeout as UNAVAILABLE DATABASE_TIMEOUT, and the transaction begun with its begin events. On
-SQLite (positional parameters, type processing) they run through SQLAlchemy as before."""
+"""The statements every admission and every worker write runs go to the driver's cursor on
+PostgreSQL (repository/driver.py) and keep what SQLAlchemy's execution gave the ledger: the same
+rows, the cursor events, a unique conflict raised as the IntegrityError the transaction retry
+looks for, a timeout as UNAVAILABLE DATABASE_TIMEOUT, and the transaction begun with its begin
+events. On SQLite (positional parameters, type processing) they run through SQLAlchemy as
+before."""
 
 from __future__ import annotations
 
@@ -15,7 +16,15 @@ from sqlalchemy.exc import IntegrityError
 from services.demo.seed import seed_held_run
 from services.ledger.database import make_engine
 from services.ledger.domain.journal import EntryKind
-from services.ledger.repository import admission_journal, admissions, policy, snapshot_header
+from services.ledger.repository import (
+    admission_journal,
+    admissions,
+    execution_requests,
+    journal,
+    policy,
+    runs,
+    snapshot_header,
+)
 from services.ledger.repository import tickets as ticket_rows
 from services.ledger.repository.driver import DriverStatement, execute, fetch
 from services.ledger.schema import blobs
@@ -33,13 +42,28 @@ _JUDGED = (
 
 
 def _hot_statements(dialect: str) -> dict[str, DriverStatement]:
+    gated = dialect == "postgresql"
     return {
+        # every admission
         "snapshot header": snapshot_header._HEADER,
         "admission's early read": admission_journal._statement(len(_JUDGED), dialect),
-        "policy lock": policy._LOCKING[False, dialect == "postgresql"],
+        "policy lock": policy._LOCKING[False, gated],
         "admission's reads": ticket_rows._ADMISSION_READS,
         "admission's rows": admissions._statement(2, with_blob=True),
         "admission's rows, no blob": admissions._statement(2, with_blob=False),
+        # every fenced worker write and native append
+        "shared policy lock": policy._LOCKING[True, gated],
+        "request locked": execution_requests._LOCK_WITH_NEWEST_POLICY,
+        "request updated": execution_requests._UPDATE,
+        "run": runs._GET,
+        "run noted, head read": runs._TOUCH_RETURNING,
+        "run held, head read": runs._HOLD_RETURNING,
+        **{f"run noted ({n})": alone for n, alone in enumerate(runs._RUN_ALONE.values())},
+        "entry inserted": journal._INSERT_ONE,
+        "head": journal._HEAD_ALONE,
+        "newest of a kind": journal._LAST_OF_KIND,
+        "kinds and head": journal._of_kinds_with_head(("ownership_claim", "request_event")),
+        "kinds": journal._of_kinds(("command_executed",)),
     }
 
 
@@ -60,10 +84,16 @@ def test_the_rows_are_sqlalchemys(clients: LedgerClients, engine: Engine) -> Non
     seeded = seed_held_run(clients.ledger(), FIXTURE, "run-driver")  # type: ignore[arg-type]
     header = snapshot_header._HEADER
     early = admission_journal._statement(len(_JUDGED), engine.dialect.name)
-    parameters = {"run_id": seeded.run_id, "checkpoint_kind": EntryKind.MODEL_REQUEST_SENT.value}
+    kinds = journal._of_kinds_with_head(("run_started", "response_consumed"))
+    parameters: dict[str, object] = {
+        "run_id": seeded.run_id,
+        "checkpoint_kind": EntryKind.MODEL_REQUEST_SENT.value,
+        "from_sequence": 1,
+        "kind": EntryKind.RUN_HELD.value,
+    }
     parameters.update({f"kind_{n}": kind.value for n, kind in enumerate(_JUDGED)})
     with engine.begin() as connection:
-        for statement in (header, early):
+        for statement in (header, early, kinds, runs._GET, journal._LAST_OF_KIND):
             through_sqlalchemy = [
                 dict(row) for row in connection.execute(statement.statement, parameters).mappings()
             ]

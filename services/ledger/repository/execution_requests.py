@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, insert, select, text, update
 
 from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
+from services.ledger.repository.driver import DriverStatement, execute, fetch
 from services.ledger.repository.policy import NEWEST_POLICY_REVISION
 from services.ledger.repository.runs import note_request
 from services.ledger.schema import execution_requests, queue_depth
@@ -20,9 +21,23 @@ _GET = select(execution_requests).where(
 _GET_FOR_UPDATE = _GET.with_for_update()
 # The request row locked, and the newest policy revision (read after the caller's policy lock,
 # so it tells whether the revision that lock holds is still the newest): one round trip.
-_LOCK_WITH_NEWEST_POLICY = _GET.add_columns(
-    NEWEST_POLICY_REVISION.label("newest_policy_revision")
-).with_for_update(of=execution_requests)
+_LOCK_WITH_NEWEST_POLICY = DriverStatement(
+    _GET.add_columns(NEWEST_POLICY_REVISION.label("newest_policy_revision")).with_for_update(
+        of=execution_requests
+    )
+)
+# The request's state, generation, owner and update time (every fenced write's change).
+_UPDATE = DriverStatement(
+    update(execution_requests)
+    .where(execution_requests.c.execution_request_id == bindparam("b_execution_request_id"))
+    .values(
+        state=bindparam("b_state"),
+        lease_generation=bindparam("b_lease_generation"),
+        owner=bindparam("b_owner"),
+        updated_at=bindparam("b_updated_at"),
+        admission_refusal=bindparam("b_admission_refusal"),
+    )
+)
 _OF_RUN = (
     select(execution_requests)
     .where(execution_requests.c.run_id == bindparam("run_id"))
@@ -75,16 +90,17 @@ def update_execution_request(
     """Write the request's state, generation and owner; ``note_run`` false: the caller appends
     in the same transaction and records the run's listing change with the entry
     (runs.note_entry's ``request``), one UPDATE of the run row instead of two."""
-    connection.execute(
-        update(execution_requests)
-        .where(execution_requests.c.execution_request_id == record.execution_request_id)
-        .values(
-            state=record.state.value,
-            lease_generation=record.lease_generation,
-            owner=record.owner,
-            updated_at=record.updated_at,
-            admission_refusal=record.admission_refusal or None,
-        )
+    execute(
+        connection,
+        _UPDATE,
+        {
+            "b_execution_request_id": record.execution_request_id,
+            "b_state": record.state.value,
+            "b_lease_generation": record.lease_generation,
+            "b_owner": record.owner,
+            "b_updated_at": record.updated_at,
+            "b_admission_refusal": record.admission_refusal or None,
+        },
     )
     if note_run:
         note_request(connection, record, queued_new=False)
@@ -102,12 +118,12 @@ def lock_execution_request_with_newest_policy(
     connection: Connection, execution_request_id: str
 ) -> tuple[ExecutionRequestRecord, int] | None:
     """The request, row-locked, and the newest policy revision (None: no such request)."""
-    row = connection.execute(
-        _LOCK_WITH_NEWEST_POLICY, {"execution_request_id": execution_request_id}
-    ).first()
-    if row is None:
+    rows = fetch(
+        connection, _LOCK_WITH_NEWEST_POLICY, {"execution_request_id": execution_request_id}
+    )
+    if not rows:
         return None
-    values = dict(row._mapping)
+    values = rows[0]
     newest = int(values.pop("newest_policy_revision"))
     return execution_request_from_values(values), newest
 

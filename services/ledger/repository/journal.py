@@ -20,6 +20,7 @@ from sqlalchemy import (
     cast,
     exists,
     insert,
+    literal_column,
     or_,
     select,
     union_all,
@@ -27,6 +28,7 @@ from sqlalchemy import (
 
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.journal import EntryKind, StoredEntry, build_stored_entry
+from services.ledger.repository.driver import DriverStatement, execute, fetch
 from services.ledger.repository.runs import note_entry, noting_entry
 from services.ledger.schema import journal_entries
 from shared.continuity.canonical import GENESIS_HASH
@@ -52,8 +54,12 @@ def _newest(*conditions: ColumnElement[bool]) -> Select[Any]:
     )
 
 
-_LAST_OF_KIND = _newest(journal_entries.c.kind == bindparam("kind"))
+_LAST_OF_KIND = DriverStatement(_newest(journal_entries.c.kind == bindparam("kind")))
 _INSERT = insert(journal_entries)
+# One entry's insert, on the driver's cursor (repository/driver.py; every native append).
+_INSERT_ONE = DriverStatement(_INSERT)
+_HEAD_ALONE = DriverStatement(_HEAD)
+_ENTRY_COLUMNS = tuple(column.name for column in journal_entries.c)
 _UP_TO = (
     select(
         journal_entries.c.run_id,
@@ -70,6 +76,11 @@ _UP_TO = (
 )
 
 
+def _entry_of(row: Mapping[str, Any]) -> StoredEntry:
+    """The stored entry of a row (a mapping by column name) with the journal's columns."""
+    return build_stored_entry(**{name: row[name] for name in _ENTRY_COLUMNS})
+
+
 def entry_from_row(row: object) -> StoredEntry:
     """The stored entry of a row of the journal's columns, and no others."""
     return build_stored_entry(**row._mapping)  # type: ignore[attr-defined, no-any-return]
@@ -77,13 +88,13 @@ def entry_from_row(row: object) -> StoredEntry:
 
 def journal_head(connection: Connection, run_id: str) -> tuple[int, str]:
     """(sequence, hash) of the last entry; (0, genesis) for an empty journal."""
-    row = connection.execute(_HEAD, {"run_id": run_id}).first()
-    return (0, GENESIS_HASH) if row is None else (int(row.sequence), str(row.hash))
+    rows = fetch(connection, _HEAD_ALONE, {"run_id": run_id})
+    return (int(rows[0]["sequence"]), str(rows[0]["hash"])) if rows else (0, GENESIS_HASH)
 
 
 def last_entry_of_kind(connection: Connection, run_id: str, kind: EntryKind) -> StoredEntry | None:
-    row = connection.execute(_LAST_OF_KIND, {"run_id": run_id, "kind": kind.value}).first()
-    return None if row is None else entry_from_row(row)
+    rows = fetch(connection, _LAST_OF_KIND, {"run_id": run_id, "kind": kind.value})
+    return _entry_of(rows[0]) if rows else None
 
 
 def entry_values(entry: StoredEntry) -> dict[str, object]:
@@ -174,7 +185,7 @@ def insert_journal_entry(
             request=request,
             completed_round=completed_round,
         )
-    connection.execute(_INSERT, entry_values(entry))
+    execute(connection, _INSERT_ONE, entry_values(entry))
 
 
 def _after_known_head(*, held: bool) -> Insert:
@@ -312,19 +323,52 @@ _HEAD_OF = (
     .order_by(_AT_HEAD.c.sequence.desc())
     .limit(1)
 )
-_OF_KINDS_WITH_HEAD = (
-    select(
-        *journal_entries.columns,
-        _HEAD_OF.with_only_columns(_AT_HEAD.c.sequence).scalar_subquery().label("head_sequence"),
-        _HEAD_OF.with_only_columns(_AT_HEAD.c.hash).scalar_subquery().label("head_hash"),
-    )
-    .where(
-        journal_entries.c.run_id == _RUN_ID,
-        journal_entries.c.kind.in_(bindparam("kinds", expanding=True)),
-        journal_entries.c.sequence >= bindparam("from_sequence"),
-    )
-    .order_by(journal_entries.c.sequence)
-)
+# By the kinds asked for, written into the text (they are constants: a bound list would be an
+# IN that SQLAlchemy expands per execution, which the driver's cursor does not run).
+_OF_KINDS_WITH_HEAD: dict[tuple[str, ...], DriverStatement] = {}
+_OF_KINDS: dict[tuple[str, ...], DriverStatement] = {}
+
+
+def _kind_in(column: ColumnElement[str], kinds: tuple[str, ...]) -> ColumnElement[bool]:
+    if not all(kind.isidentifier() for kind in kinds):  # the EntryKind values are identifiers
+        raise ValueError(f"not an entry kind: {kinds!r}")
+    return column.in_([literal_column(f"'{kind}'") for kind in kinds])
+
+
+def _of_kinds_with_head(kinds: tuple[str, ...]) -> DriverStatement:
+    statement = _OF_KINDS_WITH_HEAD.get(kinds)
+    if statement is None:
+        statement = _OF_KINDS_WITH_HEAD[kinds] = DriverStatement(
+            select(
+                *journal_entries.columns,
+                _HEAD_OF.with_only_columns(_AT_HEAD.c.sequence)
+                .scalar_subquery()
+                .label("head_sequence"),
+                _HEAD_OF.with_only_columns(_AT_HEAD.c.hash).scalar_subquery().label("head_hash"),
+            )
+            .where(
+                journal_entries.c.run_id == _RUN_ID,
+                _kind_in(journal_entries.c.kind, kinds),
+                journal_entries.c.sequence >= bindparam("from_sequence"),
+            )
+            .order_by(journal_entries.c.sequence)
+        )
+    return statement
+
+
+def _of_kinds(kinds: tuple[str, ...]) -> DriverStatement:
+    statement = _OF_KINDS.get(kinds)
+    if statement is None:
+        statement = _OF_KINDS[kinds] = DriverStatement(
+            select(journal_entries)
+            .where(
+                journal_entries.c.run_id == _RUN_ID,
+                _kind_in(journal_entries.c.kind, kinds),
+                journal_entries.c.sequence >= bindparam("from_sequence"),
+            )
+            .order_by(journal_entries.c.sequence)
+        )
+    return statement
 
 
 def entries_of_kinds_and_head(
@@ -332,14 +376,12 @@ def entries_of_kinds_and_head(
 ) -> tuple[list[StoredEntry], tuple[int, str]]:
     """:func:`entries_of_kinds` and :func:`journal_head` in one statement (the fenced writes,
     which hold the run row's lock, so the head cannot move before they append)."""
-    rows = connection.execute(
-        _OF_KINDS_WITH_HEAD,
-        {"run_id": run_id, "kinds": [k.value for k in kinds], "from_sequence": from_sequence},
-    ).all()
+    statement = _of_kinds_with_head(tuple(kind.value for kind in kinds))
+    rows = fetch(connection, statement, {"run_id": run_id, "from_sequence": from_sequence})
     if not rows:  # nothing of those kinds: the head alone
         return [], journal_head(connection, run_id)
-    entries = [build_stored_entry(*row[:8]) for row in rows]
-    return entries, (int(rows[0].head_sequence), str(rows[0].head_hash))
+    entries = [_entry_of(row) for row in rows]
+    return entries, (int(rows[0]["head_sequence"]), str(rows[0]["head_hash"]))
 
 
 def entries_of_kinds(
@@ -347,13 +389,6 @@ def entries_of_kinds(
 ) -> list[StoredEntry]:
     """The run's retained rows of ``kinds`` from ``from_sequence`` on, in sequence order (an
     index range: ix_journal_entries_run_kind_sequence)."""
-    rows = connection.execute(
-        select(journal_entries)
-        .where(
-            journal_entries.c.run_id == run_id,
-            journal_entries.c.kind.in_([kind.value for kind in kinds]),
-            journal_entries.c.sequence >= from_sequence,
-        )
-        .order_by(journal_entries.c.sequence)
-    )
-    return [entry_from_row(row) for row in rows]
+    statement = _of_kinds(tuple(kind.value for kind in kinds))
+    rows = fetch(connection, statement, {"run_id": run_id, "from_sequence": from_sequence})
+    return [_entry_of(row) for row in rows]

@@ -19,11 +19,13 @@ from sqlalchemy import (
     true,
     update,
 )
+from sqlalchemy.sql.dml import Update
 
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.listing import RUN_STATE_OF_REQUEST, ContinuityState
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run, RunSpec
+from services.ledger.repository.driver import DriverStatement, execute, fetch
 from services.ledger.repository.policy import CURRENT_SUBQUERY, policy_from_values
 from services.ledger.schema import journal_entries, runs
 from shared.continuity.canonical import GENESIS_HASH
@@ -82,6 +84,18 @@ _CHANGE_AND_COUNT = _CHANGE.values(completed_rounds=runs.c.completed_rounds + 1)
 _TOUCH_AND_COUNT = _TOUCH.values(completed_rounds=runs.c.completed_rounds + 1)
 
 
+# The updates above as they are run on their own, on the driver's cursor (repository/driver.py):
+# every journal writer and execution-request change runs one.
+_RUN_ALONE = {
+    id(statement): DriverStatement(statement)
+    for statement in (_TOUCH, _HOLD, _QUEUE, _CHANGE, _CHANGE_AND_COUNT, _TOUCH_AND_COUNT)
+}
+
+
+def _update(connection: Connection, statement: Update, parameters: dict[str, str]) -> None:
+    execute(connection, _RUN_ALONE[id(statement)], parameters)
+
+
 def noting_entry(*, held: bool) -> CTE:
     """The update :func:`note_entry` makes for a native entry (parameters ``b_run_id``,
     ``b_at``) as a common table expression returning the run's id: for the statement that notes
@@ -109,7 +123,7 @@ def note_entry(
     in the transaction that changed that execution request (what :func:`note_request` would
     record, folded in), and with ``completed_round``, one more completed round."""
     if request is None and not completed_round:
-        connection.execute(_HOLD if held else _TOUCH, {"b_run_id": run_id, "b_at": recorded_at})
+        _update(connection, _HOLD if held else _TOUCH, {"b_run_id": run_id, "b_at": recorded_at})
         return
     if held:
         raise ValueError("a run_held entry is never appended with a request change")
@@ -124,7 +138,7 @@ def note_entry(
     else:
         statement = _CHANGE_AND_COUNT if completed_round else _CHANGE
         parameters.update(b_request=request.execution_request_id, b_state=state.value)
-    connection.execute(statement, parameters)
+    _update(connection, statement, parameters)
 
 
 def note_request(
@@ -137,13 +151,13 @@ def note_request(
         "b_request": record.execution_request_id,
     }
     if queued_new:
-        connection.execute(_QUEUE, parameters)
+        _update(connection, _QUEUE, parameters)
         return
     state = RUN_STATE_OF_REQUEST[record.state]
     if state is None:
-        connection.execute(_TOUCH, parameters)
+        _update(connection, _TOUCH, parameters)
     else:
-        connection.execute(_CHANGE, {**parameters, "b_state": state.value})
+        _update(connection, _CHANGE, {**parameters, "b_state": state.value})
 
 
 def run_from_row(row: Mapping[Any, Any]) -> Run:
@@ -169,14 +183,14 @@ def run_from_row(row: Mapping[Any, Any]) -> Run:
 
 
 # Built once (building and cache-keying a statement per call cost more than running it).
-_GET = select(runs).where(runs.c.run_id == bindparam("run_id"))
+_GET = DriverStatement(select(runs).where(runs.c.run_id == bindparam("run_id")))
 
 
 def get_run(connection: Connection, run_id: str) -> Run | None:
     """The run (unlocked: the writers lock its row in the statements that read it with what
     they need, runs.note_entry_reading_head and repository/custody.py)."""
-    row = connection.execute(_GET, {"run_id": run_id}).mappings().first()
-    return None if row is None else run_from_row(row)
+    rows = fetch(connection, _GET, {"run_id": run_id})
+    return run_from_row(rows[0]) if rows else None
 
 
 def _newest(column: str, run_id: ColumnElement[str] = runs.c.run_id) -> ScalarSelect[Any]:
@@ -244,8 +258,8 @@ _HEAD_COLUMNS = (
     _newest("sequence", _B_RUN_ID).label("head_sequence"),
     _newest("hash", _B_RUN_ID).label("head_hash"),
 )
-_TOUCH_RETURNING = _TOUCH.returning(runs.c.command_limit, *_HEAD_COLUMNS)
-_HOLD_RETURNING = _HOLD.returning(runs.c.command_limit, *_HEAD_COLUMNS)
+_TOUCH_RETURNING = DriverStatement(_TOUCH.returning(runs.c.command_limit, *_HEAD_COLUMNS))
+_HOLD_RETURNING = DriverStatement(_HOLD.returning(runs.c.command_limit, *_HEAD_COLUMNS))
 
 
 def note_entry_reading_head(
@@ -255,7 +269,7 @@ def note_entry_reading_head(
     head as a locking read would, in one statement; None: no such run."""
     statement = _HOLD_RETURNING if held else _TOUCH_RETURNING
     parameters = {"b_run_id": run_id, "b_at": recorded_at}
-    row = connection.execute(statement, parameters).mappings().first()
-    if row is None:
+    rows = fetch(connection, statement, parameters)
+    if not rows:
         return None
-    return int(row["command_limit"]), head_from_row(row)
+    return int(rows[0]["command_limit"]), head_from_row(rows[0])
