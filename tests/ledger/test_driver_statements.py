@@ -62,8 +62,8 @@ def _hot_statements(dialect: str) -> dict[str, DriverStatement]:
         "entry inserted": journal._INSERT_ONE,
         "head": journal._HEAD_ALONE,
         "newest of a kind": journal._LAST_OF_KIND,
-        "kinds and head": journal._of_kinds_with_head(("ownership_claim", "request_event")),
-        "kinds": journal._of_kinds(("command_executed",)),
+        "kinds and head": journal._of_kinds(("ownership_claim", "request_event"), with_head=True),
+        "kinds": journal._of_kinds(("command_executed",), with_head=False),
     }
 
 
@@ -84,7 +84,7 @@ def test_the_rows_are_sqlalchemys(clients: LedgerClients, engine: Engine) -> Non
     seeded = seed_held_run(clients.ledger(), FIXTURE, "run-driver")  # type: ignore[arg-type]
     header = snapshot_header._HEADER
     early = admission_journal._statement(len(_JUDGED), engine.dialect.name)
-    kinds = journal._of_kinds_with_head(("run_started", "response_consumed"))
+    kinds = journal._of_kinds(("run_started", "response_consumed"), with_head=True)
     parameters: dict[str, object] = {
         "run_id": seeded.run_id,
         "checkpoint_kind": EntryKind.MODEL_REQUEST_SENT.value,

@@ -323,47 +323,27 @@ _HEAD_OF = (
     .order_by(_AT_HEAD.c.sequence.desc())
     .limit(1)
 )
-# By the kinds asked for, written into the text (they are constants: a bound list would be an
-# IN that SQLAlchemy expands per execution, which the driver's cursor does not run).
-_OF_KINDS_WITH_HEAD: dict[tuple[str, ...], DriverStatement] = {}
-_OF_KINDS: dict[tuple[str, ...], DriverStatement] = {}
+# By the kinds asked for (written into the text: they are constants, and a bound list would be
+# an IN that SQLAlchemy expands per execution, which the driver's cursor does not run) and
+# whether the run's head is read with them.
+_OF_KINDS: dict[tuple[tuple[str, ...], bool], DriverStatement] = {}
+_HEAD_COLUMNS_OF_KINDS = (
+    _HEAD_OF.with_only_columns(_AT_HEAD.c.sequence).scalar_subquery().label("head_sequence"),
+    _HEAD_OF.with_only_columns(_AT_HEAD.c.hash).scalar_subquery().label("head_hash"),
+)
 
 
-def _kind_in(column: ColumnElement[str], kinds: tuple[str, ...]) -> ColumnElement[bool]:
-    if not all(kind.isidentifier() for kind in kinds):  # the EntryKind values are identifiers
-        raise ValueError(f"not an entry kind: {kinds!r}")
-    return column.in_([literal_column(f"'{kind}'") for kind in kinds])
-
-
-def _of_kinds_with_head(kinds: tuple[str, ...]) -> DriverStatement:
-    statement = _OF_KINDS_WITH_HEAD.get(kinds)
+def _of_kinds(kinds: tuple[str, ...], *, with_head: bool) -> DriverStatement:
+    statement = _OF_KINDS.get((kinds, with_head))
     if statement is None:
-        statement = _OF_KINDS_WITH_HEAD[kinds] = DriverStatement(
-            select(
-                *journal_entries.columns,
-                _HEAD_OF.with_only_columns(_AT_HEAD.c.sequence)
-                .scalar_subquery()
-                .label("head_sequence"),
-                _HEAD_OF.with_only_columns(_AT_HEAD.c.hash).scalar_subquery().label("head_hash"),
-            )
+        if not all(kind.isidentifier() for kind in kinds):  # EntryKind values are
+            raise ValueError(f"not entry kinds: {kinds!r}")
+        columns = (*journal_entries.columns, *(_HEAD_COLUMNS_OF_KINDS if with_head else ()))
+        statement = _OF_KINDS[kinds, with_head] = DriverStatement(
+            select(*columns)
             .where(
                 journal_entries.c.run_id == _RUN_ID,
-                _kind_in(journal_entries.c.kind, kinds),
-                journal_entries.c.sequence >= bindparam("from_sequence"),
-            )
-            .order_by(journal_entries.c.sequence)
-        )
-    return statement
-
-
-def _of_kinds(kinds: tuple[str, ...]) -> DriverStatement:
-    statement = _OF_KINDS.get(kinds)
-    if statement is None:
-        statement = _OF_KINDS[kinds] = DriverStatement(
-            select(journal_entries)
-            .where(
-                journal_entries.c.run_id == _RUN_ID,
-                _kind_in(journal_entries.c.kind, kinds),
+                journal_entries.c.kind.in_([literal_column(f"'{kind}'") for kind in kinds]),
                 journal_entries.c.sequence >= bindparam("from_sequence"),
             )
             .order_by(journal_entries.c.sequence)
@@ -376,7 +356,7 @@ def entries_of_kinds_and_head(
 ) -> tuple[list[StoredEntry], tuple[int, str]]:
     """:func:`entries_of_kinds` and :func:`journal_head` in one statement (the fenced writes,
     which hold the run row's lock, so the head cannot move before they append)."""
-    statement = _of_kinds_with_head(tuple(kind.value for kind in kinds))
+    statement = _of_kinds(tuple(kind.value for kind in kinds), with_head=True)
     rows = fetch(connection, statement, {"run_id": run_id, "from_sequence": from_sequence})
     if not rows:  # nothing of those kinds: the head alone
         return [], journal_head(connection, run_id)
@@ -389,6 +369,6 @@ def entries_of_kinds(
 ) -> list[StoredEntry]:
     """The run's retained rows of ``kinds`` from ``from_sequence`` on, in sequence order (an
     index range: ix_journal_entries_run_kind_sequence)."""
-    statement = _of_kinds(tuple(kind.value for kind in kinds))
+    statement = _of_kinds(tuple(kind.value for kind in kinds), with_head=False)
     rows = fetch(connection, statement, {"run_id": run_id, "from_sequence": from_sequence})
     return [_entry_of(row) for row in rows]
