@@ -20,18 +20,18 @@ from sqlalchemy import (
     select,
 )
 
-from services.ledger.domain.journal import EntryKind, StoredEntry, build_stored_entry
+from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.repository.driver import DriverStatement, fetch
 from services.ledger.repository.journal import (
     NewestEntries,
+    entry_from_mapping,
     newest_from_rows,
     newest_parameters,
     newest_statement,
 )
-from services.ledger.schema import blobs, journal_entries
+from services.ledger.schema import blobs
 
 _CHECKPOINT_KIND = EntryKind.MODEL_REQUEST_SENT.value
-_ENTRY_COLUMNS = tuple(column.name for column in journal_entries.c)
 # By dialect and the number of kinds asked for (as journal.newest_statement).
 _BUILT: dict[tuple[str, int], DriverStatement] = {}
 
@@ -84,7 +84,7 @@ def newest_entries_and_checkpoint(
     entries: list[StoredEntry] = []
     found: dict[str, bytes] = {}
     for row in rows:
-        entries.append(build_stored_entry(**{name: row[name] for name in _ENTRY_COLUMNS}))
+        entries.append(entry_from_mapping(row))
         if row["blob_digest"] is not None:
             found[str(row["blob_digest"])] = bytes(row["blob_content"])
     return newest_from_rows(entries, values), found

@@ -1,5 +1,5 @@
-"""The statements every admission runs, on the driver's own cursor (docs/performance.md, round 4,
-eleventh pass).
+"""The statements every admission, fenced worker write and native append runs, on the driver's
+own cursor (docs/performance.md, round 4, eleventh pass).
 
 SQLAlchemy runs a cached Core statement at about twice the client CPU of the driver's cursor
 running the same SQL: its execution context and result object cost more than the statement
@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from sqlalchemy import Connection, Dialect
+from sqlalchemy import ColumnElement, Connection, Dialect, literal_column
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ClauseElement, Executable
 
@@ -81,17 +81,26 @@ def _compile(statement: Executable, dialect: Dialect) -> _Compiled | None:
     for column in columns:
         if column.type.dialect_impl(dialect).result_processor(dialect, None) is not None:
             return None
-    defaults = {
-        name: value
-        for name, value in compiled.construct_params(_check=False).items()
-        if value is not None
-    }
+    # The values the statement binds itself (a LIMIT, a literal), None included; the caller
+    # gives the rest (the parameters declared without a value).
+    values = compiled.construct_params(_check=False)
+    named = {compiled.bind_names[bind] for bind in compiled.binds.values() if not bind.required}
+    defaults = {name: values[name] for name in named}
     processors: dict[str, Callable[[Any], Any]] = {}
     for name, process in compiled._bind_processors.items():
         if not callable(process):
             return None  # a tuple's processors: an IN of tuples
         processors[name] = process
     return _Compiled(compiled.string, defaults, bool(columns), processors)
+
+
+def in_constants(column: ColumnElement[str], values: Sequence[str]) -> ColumnElement[bool]:
+    """``column IN (...)`` with the values written into the text: for constants (entry kinds,
+    request states), where a bound list would be an IN that SQLAlchemy expands per execution,
+    which statements here do not run. Only identifier-like values, so nothing needs quoting."""
+    if not all(value.isidentifier() for value in values):
+        raise ValueError(f"not constants to write into SQL: {values!r}")
+    return column.in_([literal_column(f"'{value}'") for value in values])
 
 
 def fetch(

@@ -44,9 +44,8 @@ _OF_RUN = (
     .order_by(execution_requests.c.created_at, execution_requests.c.execution_request_id)
 )
 _IN_STATES = execution_requests.c.state.in_(bindparam("states", expanding=True))
-# The run's requests in ``states``, oldest first; tickets.admission_reads reads it inside its one
-# statement.
-OF_RUN_IN_STATES = _OF_RUN.where(_IN_STATES)
+# The run's requests in ``states``, oldest first.
+_OF_RUN_IN_STATES = _OF_RUN.where(_IN_STATES)
 #: How many requests are pending (queued or claimed) across all runs: the sum the database's
 #: trigger keeps (migration 0010, ADR 0031), one index range however long the queue. It counts
 #: what committed and what this transaction's own changes noted so far (apply_queue_depth_notes).
@@ -137,7 +136,7 @@ def list_execution_requests(
             for row in connection.execute(_OF_RUN, {"run_id": run_id})
         ]
     rows = connection.execute(
-        OF_RUN_IN_STATES, {"run_id": run_id, "states": [s.value for s in states]}
+        _OF_RUN_IN_STATES, {"run_id": run_id, "states": [s.value for s in states]}
     )
     return [execution_request_from_row(row) for row in rows]
 

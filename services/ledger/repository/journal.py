@@ -20,7 +20,6 @@ from sqlalchemy import (
     cast,
     exists,
     insert,
-    literal_column,
     or_,
     select,
     union_all,
@@ -28,7 +27,7 @@ from sqlalchemy import (
 
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.journal import EntryKind, StoredEntry, build_stored_entry
-from services.ledger.repository.driver import DriverStatement, execute, fetch
+from services.ledger.repository.driver import DriverStatement, execute, fetch, in_constants
 from services.ledger.repository.runs import note_entry, noting_entry
 from services.ledger.schema import journal_entries
 from shared.continuity.canonical import GENESIS_HASH
@@ -76,7 +75,7 @@ _UP_TO = (
 )
 
 
-def _entry_of(row: Mapping[str, Any]) -> StoredEntry:
+def entry_from_mapping(row: Mapping[str, Any]) -> StoredEntry:
     """The stored entry of a row (a mapping by column name) with the journal's columns."""
     return build_stored_entry(**{name: row[name] for name in _ENTRY_COLUMNS})
 
@@ -94,7 +93,7 @@ def journal_head(connection: Connection, run_id: str) -> tuple[int, str]:
 
 def last_entry_of_kind(connection: Connection, run_id: str, kind: EntryKind) -> StoredEntry | None:
     rows = fetch(connection, _LAST_OF_KIND, {"run_id": run_id, "kind": kind.value})
-    return _entry_of(rows[0]) if rows else None
+    return entry_from_mapping(rows[0]) if rows else None
 
 
 def entry_values(entry: StoredEntry) -> dict[str, object]:
@@ -323,9 +322,8 @@ _HEAD_OF = (
     .order_by(_AT_HEAD.c.sequence.desc())
     .limit(1)
 )
-# By the kinds asked for (written into the text: they are constants, and a bound list would be
-# an IN that SQLAlchemy expands per execution, which the driver's cursor does not run) and
-# whether the run's head is read with them.
+# By the kinds asked for (written into the text: driver.in_constants) and whether the run's head
+# is read with them.
 _OF_KINDS: dict[tuple[tuple[str, ...], bool], DriverStatement] = {}
 _HEAD_COLUMNS_OF_KINDS = (
     _HEAD_OF.with_only_columns(_AT_HEAD.c.sequence).scalar_subquery().label("head_sequence"),
@@ -336,14 +334,12 @@ _HEAD_COLUMNS_OF_KINDS = (
 def _of_kinds(kinds: tuple[str, ...], *, with_head: bool) -> DriverStatement:
     statement = _OF_KINDS.get((kinds, with_head))
     if statement is None:
-        if not all(kind.isidentifier() for kind in kinds):  # EntryKind values are
-            raise ValueError(f"not entry kinds: {kinds!r}")
         columns = (*journal_entries.columns, *(_HEAD_COLUMNS_OF_KINDS if with_head else ()))
         statement = _OF_KINDS[kinds, with_head] = DriverStatement(
             select(*columns)
             .where(
                 journal_entries.c.run_id == _RUN_ID,
-                journal_entries.c.kind.in_([literal_column(f"'{kind}'") for kind in kinds]),
+                in_constants(journal_entries.c.kind, kinds),
                 journal_entries.c.sequence >= bindparam("from_sequence"),
             )
             .order_by(journal_entries.c.sequence)
@@ -360,7 +356,7 @@ def entries_of_kinds_and_head(
     rows = fetch(connection, statement, {"run_id": run_id, "from_sequence": from_sequence})
     if not rows:  # nothing of those kinds: the head alone
         return [], journal_head(connection, run_id)
-    entries = [_entry_of(row) for row in rows]
+    entries = [entry_from_mapping(row) for row in rows]
     return entries, (int(rows[0]["head_sequence"]), str(rows[0]["head_hash"]))
 
 
@@ -371,4 +367,4 @@ def entries_of_kinds(
     index range: ix_journal_entries_run_kind_sequence)."""
     statement = _of_kinds(tuple(kind.value for kind in kinds), with_head=False)
     rows = fetch(connection, statement, {"run_id": run_id, "from_sequence": from_sequence})
-    return [_entry_of(row) for row in rows]
+    return [entry_from_mapping(row) for row in rows]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, and_, bindparam, func, insert, literal_column, or_, select
+from sqlalchemy import Connection, and_, bindparam, func, insert, or_, select
 
 from services.ledger.domain.execution import PENDING_STATES
 from services.ledger.domain.runs import Run
 from services.ledger.domain.tickets import StoredTicket
 from services.ledger.repository import execution_requests as request_rows
-from services.ledger.repository.driver import DriverStatement, fetch
+from services.ledger.repository.driver import DriverStatement, fetch, in_constants
 from services.ledger.repository.policy import DUE_FOR_EXPIRY, NEWEST_POLICY_REVISION
 from services.ledger.repository.runs import HEAD_COLUMNS, head_from_row, run_from_row
 from services.ledger.schema import admission_tickets, execution_requests, runs
@@ -39,14 +39,13 @@ _RUN_TICKETS = (
     .scalar_subquery()
 )
 _PENDING = request_rows.PENDING_COUNT.scalar_subquery()
-# The pending states written into the text (they are constants): a bound list would be an IN
-# that SQLAlchemy expands per execution (repository/driver.py runs statements without that).
-_PENDING_STATES_IN_TEXT = execution_requests.c.state.in_(
-    [literal_column(f"'{state.value}'") for state in PENDING_STATES]
-)
 _RUN_OUTSTANDING = (
     select(execution_requests.c.execution_request_id)
-    .where(execution_requests.c.run_id == bindparam("run_id"), _PENDING_STATES_IN_TEXT)
+    .where(
+        execution_requests.c.run_id == bindparam("run_id"),
+        # the pending states written into the text (driver.in_constants)
+        in_constants(execution_requests.c.state, [state.value for state in PENDING_STATES]),
+    )
     .order_by(execution_requests.c.created_at, execution_requests.c.execution_request_id)
     .limit(1)
     .scalar_subquery()
