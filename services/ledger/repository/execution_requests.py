@@ -26,18 +26,22 @@ _LOCK_WITH_NEWEST_POLICY = DriverStatement(
         of=execution_requests
     )
 )
-# The request's state, generation, owner and update time (every fenced write's change).
-_UPDATE = DriverStatement(
+#: The request's state, generation, owner and update time (every fenced write's change;
+#: parameters: :func:`request_change_parameters`). ``r_``-prefixed: the journal's one-statement
+#: write carries it beside the run row's update, whose parameters are ``b_``-prefixed
+#: (repository.journal).
+REQUEST_CHANGE = (
     update(execution_requests)
-    .where(execution_requests.c.execution_request_id == bindparam("b_execution_request_id"))
+    .where(execution_requests.c.execution_request_id == bindparam("r_execution_request_id"))
     .values(
-        state=bindparam("b_state"),
-        lease_generation=bindparam("b_lease_generation"),
-        owner=bindparam("b_owner"),
-        updated_at=bindparam("b_updated_at"),
-        admission_refusal=bindparam("b_admission_refusal"),
+        state=bindparam("r_state"),
+        lease_generation=bindparam("r_lease_generation"),
+        owner=bindparam("r_owner"),
+        updated_at=bindparam("r_updated_at"),
+        admission_refusal=bindparam("r_admission_refusal"),
     )
 )
+_UPDATE = DriverStatement(REQUEST_CHANGE)
 _OF_RUN = (
     select(execution_requests)
     .where(execution_requests.c.run_id == bindparam("run_id"))
@@ -83,24 +87,25 @@ def insert_execution_request(connection: Connection, record: ExecutionRequestRec
     note_request(connection, record, queued_new=True)
 
 
+def request_change_parameters(record: ExecutionRequestRecord) -> dict[str, object]:
+    """The parameters of REQUEST_CHANGE that write ``record``'s changing columns."""
+    return {
+        "r_execution_request_id": record.execution_request_id,
+        "r_state": record.state.value,
+        "r_lease_generation": record.lease_generation,
+        "r_owner": record.owner,
+        "r_updated_at": record.updated_at,
+        "r_admission_refusal": record.admission_refusal or None,
+    }
+
+
 def update_execution_request(
     connection: Connection, record: ExecutionRequestRecord, *, note_run: bool = True
 ) -> None:
-    """Write the request's state, generation and owner; ``note_run`` false: the caller appends
-    in the same transaction and records the run's listing change with the entry
-    (runs.note_entry's ``request``), one UPDATE of the run row instead of two."""
-    execute(
-        connection,
-        _UPDATE,
-        {
-            "b_execution_request_id": record.execution_request_id,
-            "b_state": record.state.value,
-            "b_lease_generation": record.lease_generation,
-            "b_owner": record.owner,
-            "b_updated_at": record.updated_at,
-            "b_admission_refusal": record.admission_refusal or None,
-        },
-    )
+    """Write the request's state, generation and owner; ``note_run`` false: the caller records
+    the run's listing change itself (repository.journal writes the request with the entry that
+    records its change, and the change with the entry's update of the run row)."""
+    execute(connection, _UPDATE, request_change_parameters(record))
     if note_run:
         note_request(connection, record, queued_new=False)
 

@@ -15,6 +15,7 @@ from sqlalchemy import (
     Insert,
     Select,
     String,
+    Update,
     and_,
     bindparam,
     cast,
@@ -28,7 +29,18 @@ from sqlalchemy import (
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.journal import EntryKind, StoredEntry, build_stored_entry
 from services.ledger.repository.driver import DriverStatement, execute, fetch, in_constants
-from services.ledger.repository.runs import note_entry, noting_entry
+from services.ledger.repository.execution_requests import (
+    REQUEST_CHANGE,
+    request_change_parameters,
+    update_execution_request,
+)
+from services.ledger.repository.runs import (
+    ENTRY_NOTES,
+    note_entry,
+    note_of_entry,
+    noting,
+    noting_entry,
+)
 from services.ledger.schema import journal_entries
 from shared.continuity.canonical import GENESIS_HASH
 
@@ -162,6 +174,44 @@ def newest_from_rows(rows: Sequence[StoredEntry], kinds: Sequence[str]) -> Newes
     return NewestEntries(last, {entry.kind: entry for entry in rows if entry.kind in kinds})
 
 
+def _typed_entry_values() -> list[ColumnElement[Any]]:
+    """Every journal column from its own parameter ("e_" and the name in :func:`entry_values`),
+    typed: PostgreSQL cannot infer a bare parameter's type in a select list. Never a runs
+    column's name: an UPDATE given a parameter named like one of its table's columns also sets
+    that column."""
+    return [
+        cast(bindparam(f"e_{column.name}"), BigInteger if column.name == "sequence" else String)
+        for column in journal_entries.columns
+    ]
+
+
+def _entry_parameters(entry: StoredEntry) -> dict[str, object]:
+    return {f"e_{name}": value for name, value in entry_values(entry).items()}
+
+
+def _noting_then_inserting(note: Update, *, changing_request: bool) -> Insert:
+    """PostgreSQL: ``note`` (runs.ENTRY_NOTES) applied to the run row, which locks it as the
+    separate update does, and the entry inserted from the row it returns, in one statement;
+    nothing at all for an unknown run (no row to note, none to insert from).
+    ``changing_request``: the execution request's change (REQUEST_CHANGE) is written by the same
+    statement (its row is locked already: every writer of a request locks it first)."""
+    statement = (
+        insert(journal_entries)
+        .from_select(_ENTRY_COLUMNS, select(*_typed_entry_values()).select_from(noting(note)))
+        .returning(journal_entries.c.sequence)
+    )
+    return statement.add_cte(REQUEST_CHANGE.cte("changed")) if changing_request else statement
+
+
+# By the note's identity (runs.ENTRY_NOTES are built once) and whether the request's change
+# rides along, on the driver's cursor.
+_NOTED_INSERT = {
+    (id(note), changing): DriverStatement(_noting_then_inserting(note, changing_request=changing))
+    for note in ENTRY_NOTES
+    for changing in (False, True)
+}
+
+
 def insert_journal_entry(
     connection: Connection,
     entry: StoredEntry,
@@ -170,17 +220,40 @@ def insert_journal_entry(
     completed_round: bool = False,
     noted: bool = False,
 ) -> None:
-    """Insert one entry; ``request`` and ``completed_round``: see runs.note_entry; ``noted``: the
-    caller already noted this entry on the run row (runs.note_entry_reading_head)."""
+    """Insert one entry. ``request``: the execution request this transaction changed (and
+    locked first): its row is written here too, and the run's listing change rides on the entry's
+    update of the run row; ``completed_round``: see runs.note_of_entry; ``noted``: the caller
+    already noted this entry on the run row (runs.note_entry_reading_head)."""
     # The run's listing columns first: every writer then locks the run's row before it inserts
     # an entry (an execution-request change does too), so two writers of one run queue on that
-    # row instead of each holding what the other waits for.
-    if not noted:
+    # row instead of each holding what the other waits for. On PostgreSQL the request's change,
+    # the run row's update and the insert are one statement (one or two round trips fewer on
+    # every fenced write; docs/performance.md, round 4, twelfth pass).
+    held = entry.kind == EntryKind.RUN_HELD.value
+    if noted and request is not None:
+        raise ValueError("a native append changes no execution request")
+    if not noted and connection.dialect.name == "postgresql":
+        note, noting_parameters = note_of_entry(
+            entry.run_id,
+            entry.recorded_at,
+            held=held,
+            request=request,
+            completed_round=completed_round,
+        )
+        parameters: dict[str, object] = {**noting_parameters, **_entry_parameters(entry)}
+        if request is not None:
+            parameters.update(request_change_parameters(request))
+        if fetch(connection, _NOTED_INSERT[id(note), request is not None], parameters):
+            return
+        # No run row to note: the plain insert below fails on the run's key, as it always has.
+    elif not noted:
+        if request is not None:
+            update_execution_request(connection, request, note_run=False)
         note_entry(
             connection,
             entry.run_id,
             entry.recorded_at,
-            held=entry.kind == EntryKind.RUN_HELD.value,
+            held=held,
             request=request,
             completed_round=completed_round,
         )
@@ -199,17 +272,11 @@ def _after_known_head(*, held: bool) -> Insert:
         journal_entries.c.sequence == bindparam("after_sequence"),
         journal_entries.c.hash == bindparam("e_prev_hash"),
     )
-    # Every column from its own parameter ("e_" and the name in _values), typed: PostgreSQL
-    # cannot infer a bare parameter's type in a select list. Never a runs column's name: an
-    # UPDATE given a parameter named like one of its table's columns also sets that column.
-    names = [column.name for column in journal_entries.columns]
-    values: list[ColumnElement[Any]] = [
-        cast(bindparam(f"e_{column.name}"), BigInteger if column.name == "sequence" else String)
-        for column in journal_entries.columns
-    ]
     return (
         insert(journal_entries)
-        .from_select(names, select(*values).select_from(noted).where(linked))
+        .from_select(
+            _ENTRY_COLUMNS, select(*_typed_entry_values()).select_from(noted).where(linked)
+        )
         .returning(journal_entries.c.sequence)
     )
 
@@ -221,7 +288,7 @@ def insert_journal_entry_after_known_head(connection: Connection, entry: StoredE
     """PostgreSQL only: note and insert a native entry in one statement where the entry it
     links to is stored; False (nothing inserted, the run row perhaps noted: roll back) where
     not. A concurrent append after that entry fails a unique constraint."""
-    parameters = {f"e_{name}": value for name, value in entry_values(entry).items()}
+    parameters: dict[str, object] = _entry_parameters(entry)
     parameters.update(b_run_id=entry.run_id, b_at=entry.recorded_at)  # runs.noting_entry's
     parameters.update(after_sequence=entry.sequence - 1)
     held = entry.kind == EntryKind.RUN_HELD.value

@@ -96,18 +96,56 @@ def _update(connection: Connection, statement: Update, parameters: dict[str, str
     execute(connection, _RUN_ALONE[id(statement)], parameters)
 
 
+#: The updates :func:`note_of_entry` chooses from: one of them notes each journal entry.
+ENTRY_NOTES: tuple[Update, ...] = (_TOUCH, _HOLD, _CHANGE, _CHANGE_AND_COUNT, _TOUCH_AND_COUNT)
+
+
+def noting(note: Update) -> CTE:
+    """``note`` (one of ENTRY_NOTES, or the queuing update) as a common table expression
+    returning the run's id: for the statements that note and insert in one (repository.journal,
+    repository.admissions). Its parameters are ``b_``-prefixed, never a journal column's name."""
+    return note.returning(runs.c.run_id).cte("noted")
+
+
 def noting_entry(*, held: bool) -> CTE:
     """The update :func:`note_entry` makes for a native entry (parameters ``b_run_id``,
-    ``b_at``) as a common table expression returning the run's id: for the statement that notes
-    and inserts in one (repository.journal)."""
-    return (_HOLD if held else _TOUCH).returning(runs.c.run_id).cte("noted")
+    ``b_at``), as :func:`noting`."""
+    return noting(_HOLD if held else _TOUCH)
 
 
 def queuing_request() -> CTE:
     """The update :func:`note_request` makes for a newly queued request (parameters
-    ``b_run_id``, ``b_at``, ``b_request``) as a common table expression returning the run's id:
-    for the statement that writes an admission's rows in one (repository.admissions)."""
-    return _QUEUE.returning(runs.c.run_id).cte("noted")
+    ``b_run_id``, ``b_at``, ``b_request``), as :func:`noting`: for the statement that writes an
+    admission's rows in one (repository.admissions)."""
+    return noting(_QUEUE)
+
+
+def note_of_entry(
+    run_id: str,
+    recorded_at: str,
+    *,
+    held: bool,
+    request: ExecutionRequestRecord | None = None,
+    completed_round: bool = False,
+) -> tuple[Update, dict[str, str]]:
+    """The update (one of ENTRY_NOTES) and its parameters that record a journal entry for the
+    run (``held``: a run_held entry); with ``request``, in the transaction that changed that
+    execution request (what :func:`note_request` would record, folded in), and with
+    ``completed_round``, one more completed round."""
+    if request is None and not completed_round:
+        return (_HOLD if held else _TOUCH), {"b_run_id": run_id, "b_at": recorded_at}
+    if held:
+        raise ValueError("a run_held entry is never appended with a request change")
+    state = None if request is None else RUN_STATE_OF_REQUEST[request.state]
+    parameters = {
+        "b_run_id": run_id,
+        # updated_at only moves forward: the later of the two times the two updates would set
+        "b_at": recorded_at if request is None else max(recorded_at, request.updated_at),
+    }
+    if request is None or state is None:
+        return (_TOUCH_AND_COUNT if completed_round else _TOUCH), parameters
+    parameters.update(b_request=request.execution_request_id, b_state=state.value)
+    return (_CHANGE_AND_COUNT if completed_round else _CHANGE), parameters
 
 
 def note_entry(
@@ -119,26 +157,11 @@ def note_entry(
     request: ExecutionRequestRecord | None = None,
     completed_round: bool = False,
 ) -> None:
-    """A journal entry was recorded for the run (``held``: a run_held entry); with ``request``,
-    in the transaction that changed that execution request (what :func:`note_request` would
-    record, folded in), and with ``completed_round``, one more completed round."""
-    if request is None and not completed_round:
-        _update(connection, _HOLD if held else _TOUCH, {"b_run_id": run_id, "b_at": recorded_at})
-        return
-    if held:
-        raise ValueError("a run_held entry is never appended with a request change")
-    state = None if request is None else RUN_STATE_OF_REQUEST[request.state]
-    parameters = {
-        "b_run_id": run_id,
-        # updated_at only moves forward: the later of the two times the two updates would set
-        "b_at": recorded_at if request is None else max(recorded_at, request.updated_at),
-    }
-    if request is None or state is None:
-        statement = _TOUCH_AND_COUNT if completed_round else _TOUCH
-    else:
-        statement = _CHANGE_AND_COUNT if completed_round else _CHANGE
-        parameters.update(b_request=request.execution_request_id, b_state=state.value)
-    _update(connection, statement, parameters)
+    """Record a journal entry on the run row (:func:`note_of_entry`) in a statement of its own."""
+    note, parameters = note_of_entry(
+        run_id, recorded_at, held=held, request=request, completed_round=completed_round
+    )
+    _update(connection, note, parameters)
 
 
 def note_request(

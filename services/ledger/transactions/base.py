@@ -235,10 +235,11 @@ def insert_entries(
     head they make, inside the caller's transaction: the head commits only with its signature
     and a signature only with its head (ADR 0015). Every journal insert goes through here.
 
-    One entry may carry the run's listing change of the execution request the transaction
-    updated (``request``, written with ``note_run=False``) and a completed round: the run row
-    is then updated once (repository.runs.note_entry). ``noted``: the caller already updated the
-    run row for the one entry (a native append, :func:`existing_run_noting_entry`)."""
+    One entry may carry the change of the execution request the transaction locked and changed
+    (``request``: its row is written with the entry, and the run's listing change with the
+    entry's one update of the run row; on PostgreSQL all in one statement, repository.journal)
+    and a completed round. ``noted``: the caller already updated the run row for the one entry
+    (a native append, :func:`existing_run_noting_entry`)."""
     if len(entries) == 1:
         journal_rows.insert_journal_entry(
             connection, entries[0], request=request, completed_round=completed_round, noted=noted

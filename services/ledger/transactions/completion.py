@@ -19,7 +19,6 @@ from services.ledger.domain.execution import (
 )
 from services.ledger.domain.journal import EntryKind
 from services.ledger.domain.recovery_authority import Authority
-from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.transactions.base import (
     LedgerContext,
@@ -66,7 +65,6 @@ def complete(
         # adds its round with the entry's one update of the run row
         rounds = custody.run.completed_rounds + (1 if certification.certified else 0)
         updated = finished(record, RequestState.COMPLETED, context.now())
-        request_rows.update_execution_request(connection, updated, note_run=False)
         entry = append_entry(
             context,
             connection,

@@ -146,8 +146,7 @@ def _claim(
         head = check_effects(connection, record, custody)
         # 11.6 generation 0 -> 1, the owner is recorded, worker_claimed is appended
         updated = claimed(record, worker, context.now())
-        # the run's listing change rides on the entry's update of the run row (one UPDATE)
-        request_rows.update_execution_request(connection, updated, note_run=False)
+        # the request's change and the run's listing change are written with the entry
         entry = append_entry(
             context,
             connection,
@@ -197,7 +196,6 @@ def finish(
         else:
             stopped = stop_reasons(checks)
         updated = finished(record, outcome, context.now())
-        request_rows.update_execution_request(connection, updated, note_run=False)
         if outcome is RequestState.COMPLETED:
             kind, payload = EntryKind.REQUEST_EVENT, {"event": "completed"}
         else:
@@ -314,7 +312,6 @@ def fail_unclaimed(
                 metadata={"state": record.state.value},
             )
         updated = finished(record, RequestState.FAILED, context.now())
-        request_rows.update_execution_request(connection, updated, note_run=False)
         append_entry(
             context,
             connection,
