@@ -203,6 +203,10 @@ def _noting_then_inserting(note: Update, *, changing_request: bool) -> Insert:
     return statement.add_cte(REQUEST_CHANGE.cte("changed")) if changing_request else statement
 
 
+#: Where the run row's note, the entry and a request's change are one statement (it needs data-
+#: modifying common table expressions); elsewhere, and in tests that compare the two, they are
+#: one statement each.
+ONE_STATEMENT_DIALECTS = frozenset({"postgresql"})
 # By the note's identity (runs.ENTRY_NOTES are built once) and whether the request's change
 # rides along, on the driver's cursor.
 _NOTED_INSERT = {
@@ -232,7 +236,7 @@ def insert_journal_entry(
     held = entry.kind == EntryKind.RUN_HELD.value
     if noted and request is not None:
         raise ValueError("a native append changes no execution request")
-    if not noted and connection.dialect.name == "postgresql":
+    if not noted and connection.dialect.name in ONE_STATEMENT_DIALECTS:
         note, noting_parameters = note_of_entry(
             entry.run_id,
             entry.recorded_at,
