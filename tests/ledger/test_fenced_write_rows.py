@@ -11,12 +11,8 @@ import json
 import pytest
 
 from forge.continuity.v1 import common_pb2, execution_pb2, ledger_pb2
-from services.ledger.database import make_engine
 from services.ledger.repository import journal
-from services.ledger.service import Ledger
-from services.ledger.servicer import bindings
 from shared.continuity.canonical import digest_of
-from tests.conftest import postgres_schema
 from tests.ledger.admission_support import (
     claim_request,
     commit,
@@ -25,9 +21,8 @@ from tests.ledger.admission_support import (
     execution,
     seed,
 )
-from tests.ledger.conftest import Clock, LedgerClients, counted
-from tests.ledger.test_admission_rows import Rows, _every_row
-from tests.support import serve, token_roles
+from tests.ledger.conftest import LedgerClients, counted
+from tests.ledger.one_statement_support import Rows, every_row, served_ledger
 
 
 def _admitted(clients: LedgerClients, run_id: str) -> str:
@@ -82,20 +77,14 @@ def _worked(clients: LedgerClients) -> None:
 
 def _rows(*, one_statement: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[Rows, list[str]]:
     """Every table's rows after :func:`_worked`, and the statements it ran."""
-    dialects = journal.ONE_STATEMENT_DIALECTS if one_statement else frozenset()
-    with monkeypatch.context() as patched, postgres_schema() as url:
-        patched.setattr(journal, "ONE_STATEMENT_DIALECTS", dialects)
-        engine = make_engine(url)
-        try:
-            ledger = Ledger(engine, Clock(), authority=token_roles)
-            with serve("ledger", bindings(ledger)) as served:
-                clients = LedgerClients(served)
-                enable_policy(clients, pending_ticket_limit=10)
-                with counted(engine) as statements:
-                    _worked(clients)
-            return _every_row(engine), statements
-        finally:
-            engine.dispose()
+    with served_ledger(journal, one_statement=one_statement, monkeypatch=monkeypatch) as (
+        clients,
+        engine,
+    ):
+        enable_policy(clients, pending_ticket_limit=10)
+        with counted(engine) as statements:
+            _worked(clients)
+        return every_row(engine), statements
 
 
 def _plain_inserts(statements: list[str]) -> int:
