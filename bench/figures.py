@@ -447,9 +447,9 @@ def hop_floor_figure(
 # Statements one write runs on PostgreSQL (tests/ledger/test_statement_counts.py pins the
 # writes): an admission reads the snapshot of a run whose journal the candidate holds (1 since
 # round 4's eleventh pass, ADR 0032; 4 before) and commits (4; 11 before round 4's fifth pass,
-# ADR 0027); a worker-path step runs 5.5 on average (a claim 6, four own records 5 each, two
-# command charges 6 each, a completion 6, over eight steps; 6.75 before round 4's twelfth pass),
-# rounded down. A statement floor runs that many single-row inserts, the cheapest statement
+# ADR 0027); a worker-path step runs 5.125 on average (a claim 5, four own records 5 each, two
+# command charges 5 each, a completion 6, over eight steps; 6.75 before round 4's twelfth
+# pass), rounded down. A statement floor runs that many single-row inserts, the cheapest statement
 # there is, in one transaction (bench.baseline --statements): a lower bound on what any design
 # that runs those statements costs on this machine.
 ADMISSION_STATEMENTS = 5

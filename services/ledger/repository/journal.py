@@ -21,6 +21,7 @@ from sqlalchemy import (
     cast,
     exists,
     insert,
+    literal_column,
     or_,
     select,
     union_all,
@@ -393,37 +394,59 @@ _HEAD_OF = (
     .order_by(_AT_HEAD.c.sequence.desc())
     .limit(1)
 )
-# By the kinds asked for (written into the text: driver.in_constants) and whether the run's head
-# is read with them.
-_OF_KINDS: dict[tuple[tuple[str, ...], bool], DriverStatement] = {}
+# By the kinds asked for (written into the text: driver.in_constants), whether the run's head
+# is read with them, and the kinds read beside them from the run's first entry on.
+_OF_KINDS: dict[tuple[tuple[str, ...], bool, tuple[str, ...]], DriverStatement] = {}
 _HEAD_COLUMNS_OF_KINDS = (
     _HEAD_OF.with_only_columns(_AT_HEAD.c.sequence).scalar_subquery().label("head_sequence"),
     _HEAD_OF.with_only_columns(_AT_HEAD.c.hash).scalar_subquery().label("head_hash"),
 )
 
 
-def _of_kinds(kinds: tuple[str, ...], *, with_head: bool) -> DriverStatement:
-    statement = _OF_KINDS.get((kinds, with_head))
+def _rows_of_kinds(kinds: tuple[str, ...], from_sequence: ColumnElement[int]) -> Select[Any]:
+    """The run's rows of ``kinds`` from ``from_sequence`` on: one index range
+    (ix_journal_entries_run_kind_sequence)."""
+    return select(journal_entries).where(
+        journal_entries.c.run_id == _RUN_ID,
+        in_constants(journal_entries.c.kind, kinds),
+        journal_entries.c.sequence >= from_sequence,
+    )
+
+
+def _of_kinds(
+    kinds: tuple[str, ...], *, with_head: bool, from_start: tuple[str, ...] = ()
+) -> DriverStatement:
+    key = (kinds, with_head, from_start)
+    statement = _OF_KINDS.get(key)
     if statement is None:
-        columns = (*journal_entries.columns, *(_HEAD_COLUMNS_OF_KINDS if with_head else ()))
-        statement = _OF_KINDS[kinds, with_head] = DriverStatement(
-            select(*columns)
-            .where(
-                journal_entries.c.run_id == _RUN_ID,
-                in_constants(journal_entries.c.kind, kinds),
-                journal_entries.c.sequence >= bindparam("from_sequence"),
-            )
-            .order_by(journal_entries.c.sequence)
-        )
+        head = _HEAD_COLUMNS_OF_KINDS if with_head else ()
+        rows = _rows_of_kinds(kinds, bindparam("from_sequence"))
+        if from_start:
+            # a second index range, not an OR the planner might answer by scanning the run
+            found = union_all(rows, _rows_of_kinds(from_start, literal_column("1"))).subquery()
+            ordered = select(*found.columns, *head).order_by(found.c.sequence)
+        else:
+            ordered = rows.add_columns(*head).order_by(journal_entries.c.sequence)
+        statement = _OF_KINDS[key] = DriverStatement(ordered)
     return statement
 
 
 def entries_of_kinds_and_head(
-    connection: Connection, run_id: str, *kinds: EntryKind, from_sequence: int
+    connection: Connection,
+    run_id: str,
+    *kinds: EntryKind,
+    from_sequence: int,
+    from_start: Sequence[EntryKind] = (),
 ) -> tuple[list[StoredEntry], tuple[int, str]]:
     """:func:`entries_of_kinds` and :func:`journal_head` in one statement (the fenced writes,
-    which hold the run row's lock, so the head cannot move before they append)."""
-    statement = _of_kinds(tuple(kind.value for kind in kinds), with_head=True)
+    which hold the run row's lock, so the head cannot move before they append); with
+    ``from_start``, the rows of those kinds (none of ``kinds``) from the run's first entry on,
+    in the same statement and list (in sequence order: a caller tells them apart by kind)."""
+    statement = _of_kinds(
+        tuple(kind.value for kind in kinds),
+        with_head=True,
+        from_start=tuple(kind.value for kind in from_start),
+    )
     rows = fetch(connection, statement, {"run_id": run_id, "from_sequence": from_sequence})
     if not rows:  # nothing of those kinds: the head alone
         return [], journal_head(connection, run_id)

@@ -48,9 +48,10 @@ def complete(
         policy, record = lock_for_fenced_write(connection, execution_request_id)
         # 12 claimed, current generation, the caller owns it, the lease is in time
         check_worker_write(record, worker, generation, context.clock())
-        custody, head = check_fenced_write(
+        custody, effects = check_fenced_write(
             connection, authority, policy, record, presented, dispatches=False
         )
+        head = effects.head
         # the certification reads the journal inside this transaction, under the request lock,
         # from the ticket's ownership claim: every entry naming the request is at or after it
         certification = certify(

@@ -41,8 +41,10 @@ from services.ledger.transactions.execution_rules import (
     check_fenced_write,
     check_policy,
     check_source,
+    judge_effects,
     lock_for_fenced_write,
     read_custody,
+    read_effects,
     request_not_found,
     stop_reasons,
 )
@@ -129,21 +131,19 @@ def _claim(
         # 11.3 the lease must not have expired
         check_not_expired(record, context.clock())
         custody = read_custody(connection, record)
+        # what 11.5b and 11.5d judge, read in one statement under the run row's lock
+        effects = read_effects(connection, record, custody, beside=(EntryKind.RUN_STARTED,))
         # 11.4 no policy revision since the request was queued revoked it
         check_policy(connection, policy, record, custody)
         # 11.5 the presented attempt, source, configuration and profile are the run's
         run = custody.run
         check_worker_source(run, presented)
         # 11.5b the run's adopted checkpoint-mode epoch, recognized in the execution context
-        recognize_for_execution(
-            run,
-            policy,
-            journal_rows.last_entry_of_kind(connection, record.run_id, EntryKind.RUN_STARTED),
-        )
+        recognize_for_execution(run, policy, effects.newest_beside(EntryKind.RUN_STARTED))
         # 11.5c the ticket's operator and each recovery's actor still hold their authority
         check_actors(authority, record, custody)
         # 11.5d no tool call of the run has an unknown durable outcome
-        head = check_effects(connection, record, custody)
+        head = judge_effects(effects, record)
         # 11.6 generation 0 -> 1, the owner is recorded, worker_claimed is appended
         updated = claimed(record, worker, context.now())
         # the request's change and the run's listing change are written with the entry
@@ -244,14 +244,20 @@ def record_command(
         check_worker_write(record, worker, generation, context.clock())
         # 13 dispatch re-checks the policy, source, the operator's and each recovery actor's
         # authority (as 11.5c) and unknown effects
-        custody, head = check_fenced_write(connection, authority, policy, record, presented)
-        run = custody.run
-        # The head before the command entries (read under the run row's lock, so no append,
-        # a native command_executed neither, commits in between; were one to, the insert at
-        # head+1 would fail and the transaction run again): the count below never misses a
-        # command the new entry follows.
+        # The run's command_executed rows are read with the head, in one statement under the
+        # run row's lock (no append, a native command_executed neither, commits in between):
+        # the count below never misses a command the new entry follows.
+        custody, effects = check_fenced_write(
+            connection,
+            authority,
+            policy,
+            record,
+            presented,
+            beside=(EntryKind.COMMAND_EXECUTED,),
+        )
+        run, head = custody.run, effects.head
         # 13 count distinct command ids in the run's retained command_executed rows
-        usage = CommandLedger.from_entries(journal_rows.command_entries(connection, record.run_id))
+        usage = CommandLedger.from_entries(effects.beside)
         previous = usage.receipt(command_id)
         if previous is not None:
             # 13 a known id: its receipt (same digest) or COMMAND_ID_CONFLICT

@@ -19,7 +19,12 @@ from services.ledger.domain.execution import (
     check_profile_qualified,
     check_worker_source,
 )
-from services.ledger.domain.journal import EntryKind, queued_at, unknown_tool_calls
+from services.ledger.domain.journal import (
+    EntryKind,
+    StoredEntry,
+    queued_at,
+    unknown_tool_calls,
+)
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.recovery_authority import Authority, check_recovery_authority
 from services.ledger.domain.runs import Run
@@ -137,19 +142,23 @@ def check_fenced_write(
     presented: WorkerSource | None,
     *,
     dispatches: bool = True,
-) -> tuple[Custody, tuple[int, str]]:
+    beside: tuple[EntryKind, ...] = (),
+) -> tuple[Custody, EffectsRead]:
     """Every rule a worker write after the claim repeats (command, own journal record,
     completion): the policy since the request was queued, the source and profile, no new unknown
     effect and, for a write that dispatches something new (``dispatches``: a command, a model
     request or tool record; not a completion), the operator's and each recovery actor's
-    authority. The custody, and the run's head (sequence, hash) the write appends after: the
-    run row is locked from the custody read on, so the head cannot move before the write."""
+    authority. The custody, and the effects read with the run's head (sequence, hash) the write
+    appends after and the entries of the kinds ``beside`` (:func:`read_effects`): the run row is
+    locked from the custody read on, so the head cannot move before the write."""
     custody = read_custody(connection, record)
     check_policy(connection, policy, record, custody)
     check_source(custody, presented)
     if dispatches:
         check_actors(authority, record, custody)
-    return custody, check_effects(connection, record, custody)
+    effects = read_effects(connection, record, custody, beside=beside)
+    judge_effects(effects, record)
+    return custody, effects
 
 
 def check_source(custody: Custody, presented: WorkerSource | None) -> None:
@@ -161,26 +170,67 @@ def check_source(custody: Custody, presented: WorkerSource | None) -> None:
         check_worker_source(custody.run, presented, "WORKER_SOURCE_CHANGED")
 
 
-def check_effects(
-    connection: Connection, record: ExecutionRequestRecord, custody: Custody
-) -> tuple[int, str]:
-    """No tool call of the run has a new unknown durable outcome: one recorded after the request
-    was queued (the admission or recovery that queued it judged every earlier one). Everything
-    that queued the request, and so every outcome that counts, is at or after the ticket's
-    ownership claim: the read starts there, not at the run's first entry. Returns the run's
-    head, read in the same statement (the run row is locked since :func:`read_custody`)."""
+@dataclass(frozen=True)
+class EffectsRead:
+    """What the unknown-effects rule reads, in one statement under the run row's lock: the
+    entries it judges (ownership claims, request events and tool outcomes since the ticket's
+    ownership claim), the run's head, and the entries of the kinds a write asked for beside them
+    (``beside``, from the run's first entry on: a command charge's command ledger, a claim's
+    ``run_started``), each list in sequence order."""
+
+    judged: list[StoredEntry]
+    head: tuple[int, str]
+    beside: list[StoredEntry]
+
+    def newest_beside(self, kind: EntryKind) -> StoredEntry | None:
+        found = [entry for entry in self.beside if entry.kind == kind.value]
+        return found[-1] if found else None
+
+
+def read_effects(
+    connection: Connection,
+    record: ExecutionRequestRecord,
+    custody: Custody,
+    *,
+    beside: tuple[EntryKind, ...] = (),
+) -> EffectsRead:
+    """:class:`EffectsRead` of the request's run. Everything that queued the request, and so
+    every outcome that counts, is at or after the ticket's ownership claim: the judged entries
+    start there, not at the run's first entry."""
+    judged_kinds = (EntryKind.OWNERSHIP_CLAIM, EntryKind.REQUEST_EVENT, EntryKind.TOOL_OUTCOME)
     entries, head = journal_rows.entries_of_kinds_and_head(
         connection,
         record.run_id,
-        EntryKind.OWNERSHIP_CLAIM,
-        EntryKind.REQUEST_EVENT,
-        EntryKind.TOOL_OUTCOME,
+        *judged_kinds,
         from_sequence=custody.ticket.claim_sequence,
+        from_start=beside,
     )
-    since = queued_at(entries, record.execution_request_id)
-    outcomes = [e for e in entries if e.kind == EntryKind.TOOL_OUTCOME.value]
+    if not beside:
+        return EffectsRead(entries, head, [])
+    asked = {kind.value for kind in beside}
+    return EffectsRead(
+        [entry for entry in entries if entry.kind not in asked],
+        head,
+        [entry for entry in entries if entry.kind in asked],
+    )
+
+
+def judge_effects(effects: EffectsRead, record: ExecutionRequestRecord) -> tuple[int, str]:
+    """No tool call of the run has a new unknown durable outcome: one recorded after the request
+    was queued (the admission or recovery that queued it judged every earlier one). Returns the
+    run's head read with them."""
+    since = queued_at(effects.judged, record.execution_request_id)
+    outcomes = [e for e in effects.judged if e.kind == EntryKind.TOOL_OUTCOME.value]
     check_no_unknown_effects(unknown_tool_calls(outcomes, since), record.execution_request_id)
-    return head
+    return effects.head
+
+
+def check_effects(
+    connection: Connection, record: ExecutionRequestRecord, custody: Custody
+) -> tuple[int, str]:
+    """:func:`read_effects` and :func:`judge_effects`: the run's head, when no new unknown effect
+    stops the request."""
+    return judge_effects(read_effects(connection, record, custody), record)
 
 
 def stop_reasons(checks: list[Callable[[], object]]) -> list[str]:

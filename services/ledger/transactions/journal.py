@@ -266,8 +266,8 @@ def _check_worker_append(
             metadata={"identity": worker, "kind": kind.value},
         )
     check_worker_write(record, worker, generation, context.clock())
-    custody, head = check_fenced_write(connection, authority, policy, record, None)
-    return custody.run, head
+    custody, effects = check_fenced_write(connection, authority, policy, record, None)
+    return custody.run, effects.head
 
 
 # --- reads ----------------------------------------------------------------------------------
