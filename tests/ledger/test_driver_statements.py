@@ -61,9 +61,15 @@ def _hot_statements(dialect: str) -> dict[str, DriverStatement]:
         **{f"run noted ({n})": alone for n, alone in enumerate(runs._RUN_ALONE.values())},
         "entry inserted": journal._INSERT_ONE,
         "head": journal._HEAD_ALONE,
-        "newest of a kind": journal._LAST_OF_KIND,
         "kinds and head": journal._of_kinds(("ownership_claim", "request_event"), with_head=True),
+        "kinds, head and kinds beside": journal._of_kinds(
+            ("ownership_claim", "request_event"), with_head=True, from_start=("command_executed",)
+        ),
         "kinds": journal._of_kinds(("command_executed",), with_head=False),
+        **{
+            f"run noted, entry inserted ({n})": one
+            for n, one in enumerate(journal._NOTED_INSERT.values())
+        },
     }
 
 
@@ -85,6 +91,9 @@ def test_the_rows_are_sqlalchemys(clients: LedgerClients, engine: Engine) -> Non
     header = snapshot_header._HEADER
     early = admission_journal._statement(len(_JUDGED), engine.dialect.name)
     kinds = journal._of_kinds(("run_started", "response_consumed"), with_head=True)
+    beside = journal._of_kinds(
+        ("response_consumed",), with_head=True, from_start=("run_started", "checkpoint_stored")
+    )
     parameters: dict[str, object] = {
         "run_id": seeded.run_id,
         "checkpoint_kind": EntryKind.MODEL_REQUEST_SENT.value,
@@ -93,7 +102,7 @@ def test_the_rows_are_sqlalchemys(clients: LedgerClients, engine: Engine) -> Non
     }
     parameters.update({f"kind_{n}": kind.value for n, kind in enumerate(_JUDGED)})
     with engine.begin() as connection:
-        for statement in (header, early, kinds, runs._GET, journal._LAST_OF_KIND):
+        for statement in (header, early, kinds, beside, runs._GET):
             through_sqlalchemy = [
                 dict(row) for row in connection.execute(statement.statement, parameters).mappings()
             ]

@@ -66,7 +66,6 @@ def _newest(*conditions: ColumnElement[bool]) -> Select[Any]:
     )
 
 
-_LAST_OF_KIND = DriverStatement(_newest(journal_entries.c.kind == bindparam("kind")))
 _INSERT = insert(journal_entries)
 # One entry's insert, on the driver's cursor (repository/driver.py; every native append).
 _INSERT_ONE = DriverStatement(_INSERT)
@@ -102,11 +101,6 @@ def journal_head(connection: Connection, run_id: str) -> tuple[int, str]:
     """(sequence, hash) of the last entry; (0, genesis) for an empty journal."""
     rows = fetch(connection, _HEAD_ALONE, {"run_id": run_id})
     return (int(rows[0]["sequence"]), str(rows[0]["hash"])) if rows else (0, GENESIS_HASH)
-
-
-def last_entry_of_kind(connection: Connection, run_id: str, kind: EntryKind) -> StoredEntry | None:
-    rows = fetch(connection, _LAST_OF_KIND, {"run_id": run_id, "kind": kind.value})
-    return entry_from_mapping(rows[0]) if rows else None
 
 
 def entry_values(entry: StoredEntry) -> dict[str, object]:
@@ -155,8 +149,7 @@ def newest_statement(count: int) -> CompoundSelect[Any]:
 def newest_entries(
     connection: Connection, run_id: str, kinds: Sequence[EntryKind]
 ) -> NewestEntries:
-    """The run's last entry and :func:`last_entry_of_kind` of each of ``kinds``: one round
-    trip."""
+    """The run's last entry and the newest entry of each of ``kinds``: one round trip."""
     values = tuple(kind.value for kind in kinds)
     rows = connection.execute(newest_statement(len(values)), newest_parameters(run_id, kinds))
     return newest_from_rows([entry_from_row(row) for row in rows], values)
