@@ -84,20 +84,15 @@ _CHANGE_AND_COUNT = _CHANGE.values(completed_rounds=runs.c.completed_rounds + 1)
 _TOUCH_AND_COUNT = _TOUCH.values(completed_rounds=runs.c.completed_rounds + 1)
 
 
+#: The updates :func:`note_of_entry` chooses from: one of them notes each journal entry.
+ENTRY_NOTES: tuple[Update, ...] = (_TOUCH, _HOLD, _CHANGE, _CHANGE_AND_COUNT, _TOUCH_AND_COUNT)
 # The updates above as they are run on their own, on the driver's cursor (repository/driver.py):
 # every journal writer and execution-request change runs one.
-_RUN_ALONE = {
-    id(statement): DriverStatement(statement)
-    for statement in (_TOUCH, _HOLD, _QUEUE, _CHANGE, _CHANGE_AND_COUNT, _TOUCH_AND_COUNT)
-}
+_RUN_ALONE = {id(statement): DriverStatement(statement) for statement in (*ENTRY_NOTES, _QUEUE)}
 
 
 def _update(connection: Connection, statement: Update, parameters: dict[str, str]) -> None:
     execute(connection, _RUN_ALONE[id(statement)], parameters)
-
-
-#: The updates :func:`note_of_entry` chooses from: one of them notes each journal entry.
-ENTRY_NOTES: tuple[Update, ...] = (_TOUCH, _HOLD, _CHANGE, _CHANGE_AND_COUNT, _TOUCH_AND_COUNT)
 
 
 def noting(note: Update) -> CTE:
