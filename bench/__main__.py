@@ -189,11 +189,11 @@ def worker_path_figure(
 def measure_replicas(scale: float) -> dict[str, Any]:
     """The worker path through one ledger and spread over two replicas on one schema, paired in
     each round on the same services (the second replica idle in the first half). The timed
-    rounds follow one round that warms both replicas alike: a freshly started ledger costs more
-    per call for its first few hundred calls (its new server sessions fill their caches, and
-    prepare a statement on its fifth run), which the first round charged to the second replica
-    alone, idle until its half. That round is reported apart, as ``cold_round``
-    (docs/performance.md, round 4, twelfth pass)."""
+    rounds follow one round that warms both replicas alike: a freshly started ledger cost more
+    per call for its first few hundred calls (measured, its causes not separated: its new server
+    sessions fill their caches, psycopg prepares a statement on its fifth run), which the first
+    round charged to the second replica alone, idle until its half. That round is reported
+    apart, as ``cold_round`` (docs/performance.md, round 4, twelfth pass)."""
     with (
         bench_schema() as url,
         services(url, ledger_replicas=2, ledger_metrics=True) as running,

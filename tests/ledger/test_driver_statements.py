@@ -98,7 +98,6 @@ def test_the_rows_are_sqlalchemys(clients: LedgerClients, engine: Engine) -> Non
         "run_id": seeded.run_id,
         "checkpoint_kind": EntryKind.MODEL_REQUEST_SENT.value,
         "from_sequence": 1,
-        "kind": EntryKind.RUN_HELD.value,
     }
     parameters.update({f"kind_{n}": kind.value for n, kind in enumerate(_JUDGED)})
     with engine.begin() as connection:
