@@ -1,4 +1,5 @@
-"""The one rule for caller-chosen identifiers (run, request, recovery, command ids)."""
+"""The one rule for caller-chosen identifiers (run, request, recovery, command ids), and the one
+bound on principal identities (the principals file's, forwarded as actors)."""
 
 from __future__ import annotations
 
@@ -19,3 +20,18 @@ def check_identifier(field: str, value: str) -> None:
             metadata={"field": field},
             field_violations=[FieldViolation(field, "1..128 characters of [A-Za-z0-9._:-]")],
         )
+
+
+#: The longest principal identity: every column that stores one (an actor, an owner, an
+#: operator identity) holds this many characters, and a longer value must be refused, never
+#: stored cut (an entry's hash is sealed over the whole actor).
+MAX_IDENTITY_LENGTH = 256
+
+
+def identity_violations(field: str, value: str) -> list[FieldViolation]:
+    """Why ``value`` cannot be recorded as a principal identity: empty or over-long."""
+    if not value:
+        return [FieldViolation(field, "required")]
+    if len(value) > MAX_IDENTITY_LENGTH:
+        return [FieldViolation(field, f"at most {MAX_IDENTITY_LENGTH} characters")]
+    return []

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from shared.continuity.identifiers import MAX_IDENTITY_LENGTH
 from shared.runtime.errors import PermissionDenied, Unauthenticated
 
 
@@ -109,6 +110,12 @@ class PrincipalDirectory:
             identity = entry.get("identity")
             if not isinstance(identity, str) or not identity:
                 raise ValueError("every principal needs a non-empty identity")
+            if len(identity) > MAX_IDENTITY_LENGTH:
+                # Refused here, at the file, so no call can carry an identity the ledger
+                # would have to refuse when recording it as an actor.
+                raise ValueError(
+                    f"identity {identity[:32]}... is longer than {MAX_IDENTITY_LENGTH} characters"
+                )
             roles = frozenset(Role(name) for name in entry.get("roles", []))
             principal = Principal(identity, roles)
             if digest := entry.get("token_sha256"):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import check_identifier
 from shared.continuity.canonical import is_digest, sha256_digest
+from shared.continuity.identifiers import identity_violations
 from shared.contract.terms import DIGEST_NAMES, MAX_WINDOW_SECONDS, SUPPORTED_VERSIONS
 from shared.runtime.errors import (
     FailedPrecondition,
@@ -39,9 +40,7 @@ class AdmissionInput:
     def validate(self) -> None:
         check_identifier("run_id", self.run_id)
         check_identifier("request_id", self.request_id)
-        violations: list[FieldViolation] = []
-        if not self.operator_identity:
-            violations.append(FieldViolation("operator_identity", "required"))
+        violations = identity_violations("operator_identity", self.operator_identity)
         for name in (
             "request_content_digest",
             "expected_head_hash",

@@ -17,6 +17,7 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Insert,
+    String,
     Table,
     bindparam,
     cast,
@@ -24,6 +25,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.types import TypeEngine
 
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.journal import StoredEntry
@@ -159,8 +161,15 @@ def _names(table: Table) -> list[str]:
 
 def _typed(table: Table, prefix: str) -> list[ColumnElement[Any]]:
     """Each column from its own parameter, cast to its type: PostgreSQL cannot infer a bare
-    parameter's type in a select list."""
+    parameter's type in a select list. Text is cast to unbounded VARCHAR, never to the column's
+    VARCHAR(n): an explicit cast to VARCHAR(n) cuts a longer value silently, where the insert's
+    own assignment to the column refuses it, as the statements one by one do."""
     return [
-        cast(bindparam(f"{prefix}{column.name}", type_=column.type), column.type)
+        cast(bindparam(f"{prefix}{column.name}", type_=column.type), _unbounded(column.type))
         for column in table.columns
     ]
+
+
+def _unbounded(column_type: TypeEngine[Any]) -> TypeEngine[Any]:
+    bounded = isinstance(column_type, String) and column_type.length is not None
+    return String() if bounded else column_type

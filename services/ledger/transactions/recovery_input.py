@@ -9,6 +9,7 @@ from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.recoveries import StoredRecovery
 from services.ledger.domain.runs import check_identifier
 from shared.continuity.canonical import is_digest
+from shared.continuity.identifiers import identity_violations
 from shared.continuity.recovery import WORKFLOWS, Inputs
 from shared.contract.terms import MAX_WINDOW_SECONDS
 from shared.runtime.errors import FieldViolation, InvalidArgument
@@ -44,8 +45,7 @@ class RecoveryInput:
         for name in ("run_id", "request_id", "recovery_id"):
             check_identifier(name, getattr(self, name))
         violations = self._workflow_violations()
-        if not self.actor:
-            violations.append(FieldViolation("actor", "required"))
+        violations += identity_violations("actor", self.actor)
         for name in ("request_content_digest", "candidate_digest", "expected_head_hash"):
             if not is_digest(getattr(self, name)):
                 violations.append(FieldViolation(name, "must be sha256:<64 hex>"))

@@ -1059,7 +1059,9 @@ class CommitAdmissionRequest(_message.Message):
     request_id: _builtins.str
     """Caller-chosen admission identifier."""
     operator_identity: _builtins.str
-    """The operator identity that submitted the request (forwarded by admission; recorded as actor)."""
+    """The operator identity that submitted the request (forwarded by admission; recorded as actor).
+    At most 256 characters (the principals file's bound): longer is ADMISSION_INVALID.
+    """
     request_content_digest: _builtins.str
     """Digest of the canonical request content; the idempotency comparison key."""
     expected_head_hash: _builtins.str
@@ -1305,7 +1307,9 @@ class CommitRecoveryRequest(_message.Message):
     recovery_id: _builtins.str
     """Caller-chosen recovery action identifier."""
     actor: _builtins.str
-    """The administrator that submitted it (forwarded by admission; recorded as actor)."""
+    """The administrator that submitted it (forwarded by admission; recorded as actor).
+    At most 256 characters (the principals file's bound): longer is RECOVERY_INVALID.
+    """
     request_content_digest: _builtins.str
     """Digest of the canonical request content; the idempotency comparison key."""
     candidate_digest: _builtins.str
