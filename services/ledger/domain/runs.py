@@ -14,6 +14,11 @@ from shared.runtime.errors import FieldViolation, InvalidArgument
 __all__ = ["IDENTIFIER", "SUPPORTED_TIME_BUDGET_PROTOCOLS", "Run", "RunSpec", "check_identifier"]
 
 
+#: The longest value of each free-text field, the width of the column that stores it: a longer
+#: value is refused, never stored cut (PostgreSQL refuses it on insert, SQLite would keep it).
+TEXT_WIDTHS = {"source_revision": 256, "time_budget_protocol": 64, "source_profile": 256}
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """What a platform writer registers for a run."""
@@ -34,10 +39,10 @@ class RunSpec:
         for name in ("run_id", "task_id", "attempt_id"):
             if not IDENTIFIER.match(getattr(self, name)):
                 violations.append(FieldViolation(name, "1..128 characters of [A-Za-z0-9._:-]"))
-        for name in ("source_revision", "time_budget_protocol", "source_profile"):
+        for name, longest in TEXT_WIDTHS.items():
             value = getattr(self, name)
-            if not value or len(value) > 256:
-                violations.append(FieldViolation(name, "required, at most 256 characters"))
+            if not value or len(value) > longest:
+                violations.append(FieldViolation(name, f"required, at most {longest} characters"))
         if not is_digest(self.configuration_digest):
             violations.append(FieldViolation("configuration_digest", "must be sha256:<64 hex>"))
         if self.provider_timeout_seconds <= 0:

@@ -9,6 +9,8 @@ from shared.runtime.errors import FieldViolation, InvalidArgument, NotFound
 
 MAX_BLOB_BYTES = 16 * 1024 * 1024
 DEFAULT_MEDIA_TYPE = "application/octet-stream"
+#: The width of the column that stores a blob's media type.
+MAX_MEDIA_TYPE_LENGTH = 128
 
 
 def put(
@@ -21,6 +23,15 @@ def put(
             f"blobs are limited to {MAX_BLOB_BYTES} bytes",
             metadata={"limit_bytes": str(MAX_BLOB_BYTES)},
             field_violations=[FieldViolation("content", "too large")],
+        )
+    if len(media_type) > MAX_MEDIA_TYPE_LENGTH:
+        raise InvalidArgument(
+            "FIELD_INVALID",
+            f"media_type is longer than {MAX_MEDIA_TYPE_LENGTH} characters",
+            metadata={"field": "media_type"},
+            field_violations=[
+                FieldViolation("media_type", f"at most {MAX_MEDIA_TYPE_LENGTH} characters")
+            ],
         )
     digest = sha256_digest(content)
     if expected_digest and expected_digest != digest:

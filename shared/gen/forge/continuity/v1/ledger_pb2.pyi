@@ -103,7 +103,7 @@ class CreateRunRequest(_message.Message):
     attempt_id: _builtins.str
     """The original task attempt identifier; continuity never creates another."""
     source_revision: _builtins.str
-    """Source revision the run executes against."""
+    """Source revision the run executes against (at most 256 characters)."""
     configuration_digest: _builtins.str
     """Digest of the run's frozen configuration (provider, model, settings)."""
     provider_timeout_seconds: _builtins.int
@@ -112,10 +112,12 @@ class CreateRunRequest(_message.Message):
     """The original lifetime command limit (positive)."""
     time_budget_protocol: _builtins.str
     """The time-budget protocol the run was started under; only "provider-timeout-v1" is supported by
-    continuity admission.
+    continuity admission. At most 64 characters (longer is RUN_INVALID).
     """
     source_profile: _builtins.str
-    """Identity of the current qualified source profile the run executes under."""
+    """Identity of the current qualified source profile the run executes under (at most 256
+    characters).
+    """
     @_builtins.property
     def active_deadline(self) -> _timestamp_pb2.Timestamp:
         """The run's active deadline, if it has one; bounds every continuity lease."""
@@ -933,7 +935,7 @@ class PutBlobRequest(_message.Message):
     content: _builtins.bytes
     """The bytes (at most 16 MiB)."""
     media_type: _builtins.str
-    """Media type, e.g. "application/json"."""
+    """Media type, e.g. "application/json"; at most 128 characters (longer is FIELD_INVALID)."""
     expected_digest: _builtins.str
     """If set, the digest the caller expects; a mismatch is INVALID_ARGUMENT (BLOB_DIGEST_MISMATCH)."""
     def __init__(

@@ -1,8 +1,11 @@
-"""A principal identity is recorded whole or refused, never cut: the principals file refuses an
-identity longer than the columns that store one, the ledger refuses a forwarded actor or operator
-identity that long with INVALID_ARGUMENT and writes nothing, and the admission's one statement
-on PostgreSQL refuses an over-long value as its statements one by one do (an entry's hash is
-sealed over the whole actor, so a stored cut would break the chain's proof)."""
+"""A caller's text is stored whole or refused, never cut, on either database: PostgreSQL refuses
+a value longer than its VARCHAR(n) column, SQLite would keep it, so the ledger refuses it first
+with INVALID_ARGUMENT and writes nothing. A principal identity: the principals file refuses one
+longer than the columns that record it, the ledger a forwarded actor or operator identity that
+long, and the admission's one statement on PostgreSQL refuses an over-long value as its
+statements one by one do (an entry's hash is sealed over the whole actor, so a stored cut would
+break the chain's proof). A run's free text and a blob's media type: refused over their
+columns' widths."""
 
 from __future__ import annotations
 
@@ -10,16 +13,19 @@ import grpc
 import pytest
 from sqlalchemy import Engine, String, select
 
+from forge.continuity.v1 import ledger_pb2
 from services.ledger.domain import admission as admission_domain
+from services.ledger.domain.runs import TEXT_WIDTHS
 from services.ledger.repository import admissions
 from services.ledger.schema import metadata
+from services.ledger.transactions.blobs import MAX_MEDIA_TYPE_LENGTH
 from services.ledger.transactions.recovery_input import RecoveryInput
 from shared.continuity.identifiers import MAX_IDENTITY_LENGTH
 from shared.runtime.auth import PrincipalDirectory, token_digest
 from shared.runtime.errors import InvalidArgument
 from tests.errors import expect_error
 from tests.ledger.admission_support import commit, commit_request, enable_policy, seed
-from tests.ledger.conftest import LedgerClients
+from tests.ledger.conftest import LedgerClients, run_request
 from tests.ledger.one_statement_support import every_row, served_ledger
 from tests.support import row_counts
 
@@ -148,3 +154,50 @@ def test_an_over_long_value_reaching_storage_is_refused_never_stored_cut(
         with pytest.raises(grpc.RpcError):
             commit(clients, request)
         assert every_row(engine) == before
+
+
+def test_the_bounds_the_ledger_checks_are_the_widths_of_their_columns() -> None:
+    widths = {
+        column.name: column.type.length
+        for table in metadata.sorted_tables
+        if table.name in ("runs", "blobs")
+        for column in table.columns
+        if isinstance(column.type, String)
+    }
+    assert {name: widths[name] for name in TEXT_WIDTHS} == TEXT_WIDTHS
+    assert widths["media_type"] == MAX_MEDIA_TYPE_LENGTH
+
+
+@pytest.mark.parametrize("field", sorted(TEXT_WIDTHS))
+def test_a_run_field_longer_than_its_column_is_refused_and_writes_nothing(
+    clients: LedgerClients, engine: Engine, field: str
+) -> None:
+    longest = TEXT_WIDTHS[field]
+    counts = row_counts(engine)
+    refused = expect_error(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "RUN_INVALID",
+        lambda: clients.ledger().CreateRun(run_request(**{field: "p" * (longest + 1)})),
+    )
+    assert field in {violation.field for violation in refused.field_violations}
+    assert row_counts(engine) == counts
+    created = clients.ledger().CreateRun(run_request(**{field: "p" * longest}))
+    assert getattr(created.run, field) == "p" * longest
+
+
+def test_a_media_type_longer_than_its_column_is_refused_and_writes_nothing(
+    clients: LedgerClients, engine: Engine
+) -> None:
+    counts = row_counts(engine)
+    too_long = ledger_pb2.PutBlobRequest(content=b"x", media_type="m" * (MAX_MEDIA_TYPE_LENGTH + 1))
+    refused = expect_error(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "FIELD_INVALID",
+        lambda: clients.ledger("service-token").PutBlob(too_long),
+    )
+    assert refused.metadata["field"] == "media_type"
+    assert row_counts(engine) == counts
+    longest = ledger_pb2.PutBlobRequest(content=b"x", media_type="m" * MAX_MEDIA_TYPE_LENGTH)
+    stored = clients.ledger("service-token").PutBlob(longest)
+    read = clients.ledger("reader-token").GetBlob(ledger_pb2.GetBlobRequest(digest=stored.digest))
+    assert read.media_type == "m" * MAX_MEDIA_TYPE_LENGTH
