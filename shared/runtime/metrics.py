@@ -193,82 +193,69 @@ else:
     Handler = grpc.RpcMethodHandler
 
 
-class RpcMetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
-    """Counts and times every RPC of the hosted services, by status code and the reason the
-    shared error module attached; and binds the request's run and request ids to the log lines
-    its handler writes (shared.runtime.log_context). Installed outside the call-policy
-    interceptor, so authentication and authorization refusals are counted too."""
+def counted(method: str, handler: Handler) -> Handler:
+    """``handler`` of ``method`` (``/pkg.Service/Method``), counted and timed by status code and
+    the reason the shared error module attached, with the request's run and request ids bound
+    to the log lines it writes (shared.runtime.log_context). The server wraps each method's
+    handler once, when it registers it (shared.runtime.server.start_server), outside the call
+    policy, so authentication and authorization refusals are counted too."""
+    service, name = _split(method)
+    if handler.unary_unary:
+        return grpc.unary_unary_rpc_method_handler(
+            _counted_unary(handler.unary_unary, service, name),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    if handler.unary_stream:
+        return grpc.unary_stream_rpc_method_handler(
+            _counted_stream(handler.unary_stream, service, name),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    return handler
 
-    def __init__(self, public_prefixes: tuple[str, ...] = ()) -> None:
-        self._public = public_prefixes
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> Handler | None:
-        handler = continuation(handler_call_details)
-        method: str = handler_call_details.method
-        if handler is None or method.startswith(self._public):
-            return handler
-        service, name = _split(method)
-        if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(
-                self._unary(handler.unary_unary, service, name),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(
-                self._stream(handler.unary_stream, service, name),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        return handler
+def _finish(
+    context: grpc.ServicerContext, service: str, name: str, kind: str, start: float, unset: str
+) -> None:
+    code = _code_name(context, unset)
+    reason = "" if code == "OK" else reason_of(context.trailing_metadata())  # type: ignore[attr-defined]
+    RPC_HANDLED.labels(service, name, code, reason).inc()
+    RPC_SECONDS.labels(service, name, kind).observe(time.perf_counter() - start)
 
-    @staticmethod
-    def _finish(
-        context: grpc.ServicerContext, service: str, name: str, kind: str, start: float, unset: str
-    ) -> None:
-        code = _code_name(context, unset)
-        reason = "" if code == "OK" else reason_of(context.trailing_metadata())  # type: ignore[attr-defined]
-        RPC_HANDLED.labels(service, name, code, reason).inc()
-        RPC_SECONDS.labels(service, name, kind).observe(time.perf_counter() - start)
 
-    def _unary(
-        self, behaviour: Callable[[Any, grpc.ServicerContext], Any], service: str, name: str
-    ) -> Callable[[Any, grpc.ServicerContext], Any]:
-        def handle(request: Any, context: grpc.ServicerContext) -> Any:
-            start, unset = time.perf_counter(), "UNKNOWN"
-            with bind_request_ids(request):
-                try:
-                    response = behaviour(request, context)
-                    unset = "OK"
-                    return response
-                finally:
-                    self._finish(context, service, name, "unary", start, unset)
+def _counted_unary(
+    behaviour: Callable[[Any, grpc.ServicerContext], Any], service: str, name: str
+) -> Callable[[Any, grpc.ServicerContext], Any]:
+    def handle(request: Any, context: grpc.ServicerContext) -> Any:
+        start, unset = time.perf_counter(), "UNKNOWN"
+        with bind_request_ids(request):
+            try:
+                response = behaviour(request, context)
+                unset = "OK"
+                return response
+            finally:
+                _finish(context, service, name, "unary", start, unset)
 
-        return handle
+    return handle
 
-    def _stream(
-        self,
-        behaviour: Callable[[Any, grpc.ServicerContext], Iterator[Any]],
-        service: str,
-        name: str,
-    ) -> Callable[[Any, grpc.ServicerContext], Iterator[Any]]:
-        def handle(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-            start, unset = time.perf_counter(), "UNKNOWN"
-            with bind_request_ids(request):
-                try:
-                    yield from behaviour(request, context)
-                    unset = "OK"
-                except GeneratorExit:
-                    unset = "CANCELLED"  # the caller went away mid-stream
-                    raise
-                finally:
-                    self._finish(context, service, name, "server_stream", start, unset)
 
-        return handle
+def _counted_stream(
+    behaviour: Callable[[Any, grpc.ServicerContext], Iterator[Any]], service: str, name: str
+) -> Callable[[Any, grpc.ServicerContext], Iterator[Any]]:
+    def handle(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        start, unset = time.perf_counter(), "UNKNOWN"
+        with bind_request_ids(request):
+            try:
+                yield from behaviour(request, context)
+                unset = "OK"
+            except GeneratorExit:
+                unset = "CANCELLED"  # the caller went away mid-stream
+                raise
+            finally:
+                _finish(context, service, name, "server_stream", start, unset)
+
+    return handle
 
 
 def counter_family(

@@ -31,7 +31,7 @@ from shared.runtime.config import DEFAULT_SERVER_THREADS, Settings
 from shared.runtime.deadline import reset_inbound_deadline, set_inbound_deadline
 from shared.runtime.errors import DomainError, Internal, to_status
 from shared.runtime.log_context import FIELDS_ATTRIBUTE
-from shared.runtime.metrics import RpcMetricsInterceptor
+from shared.runtime.metrics import counted
 from shared.runtime.readiness import LIVENESS
 from shared.runtime.telemetry import configure_tracing, exporting
 from shared.runtime.transport import server_options
@@ -48,12 +48,23 @@ else:
 PUBLIC_METHOD_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
 
 
+#: What the server puts around each method's handler when it registers it: (full method name
+#: ``/pkg.Service/Method``, handler) → handler.
+Around = Callable[[str, "Handler"], "Handler"]
+
+
+def _as_is(_method: str, handler: Handler) -> Handler:
+    return handler
+
+
 @dataclass(frozen=True)
 class ServiceBinding:
-    """A servicer to host, with the roles allowed to call each of its methods."""
+    """A servicer to host: the handler of each of its methods, with the roles allowed to call
+    each."""
 
     descriptor: ServiceDescriptor
-    register: Callable[[grpc.Server], None]
+    #: Each method's handler, by method name.
+    handlers: Mapping[str, Handler]
     method_roles: Mapping[str, frozenset[Role]]
 
     def full_method_roles(self) -> dict[str, frozenset[Role]]:
@@ -65,6 +76,16 @@ class ServiceBinding:
             f"/{self.descriptor.full_name}/{name}": roles
             for name, roles in self.method_roles.items()
         }
+
+    def register(self, server: grpc.Server, around: Around = _as_is) -> None:
+        """Add every handler to ``server``, each wrapped by ``around`` once, here."""
+        service = self.descriptor.full_name
+        handlers = {
+            name: around(f"/{service}/{name}", handler) for name, handler in self.handlers.items()
+        }
+        # As generated add_*_to_server does: generic lookup and the registered-method fast path.
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
+        server.add_registered_method_handlers(service, handlers)  # type: ignore[attr-defined]  # grpcio >= 1.63; the stubs lag
 
 
 #: What answers one RPC: a servicer's method, or a route's answer (request, context → response,
@@ -101,15 +122,7 @@ def service_binding(
             request_deserializer=request_class.FromString,
             response_serializer=response_class.SerializeToString,
         )
-
-    def register(server: grpc.Server) -> None:
-        # As generated add_*_to_server does: generic lookup and the registered-method fast path.
-        server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(descriptor.full_name, handlers),)
-        )
-        server.add_registered_method_handlers(descriptor.full_name, handlers)  # type: ignore[attr-defined]  # grpcio >= 1.63; the stubs lag
-
-    return ServiceBinding(descriptor, register, method_roles)
+    return ServiceBinding(descriptor, handlers, method_roles)
 
 
 def _method_handler(method: MethodDescriptor, behaviour: Behaviour) -> Handler:
@@ -127,54 +140,55 @@ def _method_handler(method: MethodDescriptor, behaviour: Behaviour) -> Handler:
     )
 
 
+def _authorization(context: grpc.ServicerContext) -> str | None:
+    """The call's ``authorization`` metadata (the last, were it sent twice), if text."""
+    found = None
+    for key, value in context.invocation_metadata():
+        if key == "authorization":
+            found = value
+    return found if isinstance(found, str) else None
+
+
 def _peer_subjects(context: grpc.ServicerContext) -> list[str]:
     values: Sequence[bytes] = context.auth_context().get("x509_common_name", [])  # type: ignore[assignment]
     return [value.decode("utf-8", "replace") for value in values]
 
 
-class CallPolicyInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
+class CallPolicy:
     """Authenticates, authorizes, captures the deadline and maps domain errors, around every
-    handler of the hosted services."""
+    handler of the hosted services. Wraps each method's handler once, when the server registers
+    it: a server interceptor would run on the server's one serving thread for every call, and
+    build a new handler each time (docs/performance.md, round 4, thirteenth pass)."""
 
     def __init__(self, directory: Directory, method_roles: Mapping[str, frozenset[Role]]) -> None:
         self._directory = directory
         self._method_roles = dict(method_roles)
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> Handler | None:
-        handler = continuation(handler_call_details)
-        method: str = handler_call_details.method
-        if handler is None or method.startswith(PUBLIC_METHOD_PREFIXES):
-            return handler
+    def wrap(self, method: str, handler: Handler) -> Handler:
+        """``handler`` of ``method`` (``/pkg.Service/Method``) behind the policy. A method
+        without roles is callable by no one (fail closed)."""
         allowed = self._method_roles.get(method, frozenset())
-        metadata = dict(handler_call_details.invocation_metadata)
-        presented = metadata.get("authorization")
-        authorization = presented if isinstance(presented, str) else None
         if handler.unary_unary:
             return grpc.unary_unary_rpc_method_handler(
-                self._wrap_unary(handler.unary_unary, method, allowed, authorization),
+                self._wrap_unary(handler.unary_unary, method, allowed),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream:
             return grpc.unary_stream_rpc_method_handler(
-                self._wrap_stream(handler.unary_stream, method, allowed, authorization),
+                self._wrap_stream(handler.unary_stream, method, allowed),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
         return handler  # client-streaming methods are not part of the contracts
 
     def _enter(
-        self,
-        context: grpc.ServicerContext,
-        method: str,
-        allowed: frozenset[Role],
-        authorization: str | None,
+        self, context: grpc.ServicerContext, method: str, allowed: frozenset[Role]
     ) -> Principal:
-        principal = self._directory.authenticate(authorization, _peer_subjects(context))
+        authorization = _authorization(context)
+        # The client certificate's subjects count only without a bearer token: not read then.
+        subjects = () if authorization else _peer_subjects(context)
+        principal = self._directory.authenticate(authorization, subjects)
         authorize(principal, allowed, method)
         return principal
 
@@ -208,18 +222,14 @@ class CallPolicyInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
 
     @contextmanager
     def _call_scope(
-        self,
-        context: grpc.ServicerContext,
-        method: str,
-        allowed: frozenset[Role],
-        authorization: str | None,
+        self, context: grpc.ServicerContext, method: str, allowed: frozenset[Role]
     ) -> Iterator[None]:
         """Around one handler: authenticate and authorize, expose the principal and deadline to
         the handler's code, and turn any failure into a rich status."""
         deadline_token = set_inbound_deadline(context.time_remaining())
         principal_token = set_current_principal(None)
         try:
-            set_current_principal(self._enter(context, method, allowed, authorization))
+            set_current_principal(self._enter(context, method, allowed))
             yield
         except DomainError as error:
             self._refuse(context, method, error)
@@ -234,10 +244,9 @@ class CallPolicyInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
         behaviour: Callable[[Any, grpc.ServicerContext], Any],
         method: str,
         allowed: frozenset[Role],
-        authorization: str | None,
     ) -> Callable[[Any, grpc.ServicerContext], Any]:
         def handle(request: Any, context: grpc.ServicerContext) -> Any:
-            with self._call_scope(context, method, allowed, authorization):
+            with self._call_scope(context, method, allowed):
                 return behaviour(request, context)
 
         return handle
@@ -247,10 +256,9 @@ class CallPolicyInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
         behaviour: Callable[[Any, grpc.ServicerContext], Iterator[Any]],
         method: str,
         allowed: frozenset[Role],
-        authorization: str | None,
     ) -> Callable[[Any, grpc.ServicerContext], Iterator[Any]]:
         def handle(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-            with self._call_scope(context, method, allowed, authorization):
+            with self._call_scope(context, method, allowed):
                 yield from behaviour(request, context)
 
         return handle
@@ -326,21 +334,21 @@ def start_server(
         ("grpc.so_reuseport", 0),
         *server_options(settings.transport),
     ]
-    interceptors: list[grpc.ServerInterceptor[Any, Any]] = [
-        # Outside the call policy, so refused calls are counted and timed too.
-        RpcMetricsInterceptor(PUBLIC_METHOD_PREFIXES),
-        CallPolicyInterceptor(directory, method_roles),
-    ]
-    if exporting():
-        # Spans only where something exports them (shared.runtime.telemetry).
-        interceptors.insert(0, server_interceptor(tracer_provider=provider))  # type: ignore[no-untyped-call]
+    # Spans only where something exports them (shared.runtime.telemetry).
+    interceptors = [server_interceptor(tracer_provider=provider)] if exporting() else []  # type: ignore[no-untyped-call]
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=settings.service),
         interceptors=interceptors,
         options=options,
     )
+    policy = CallPolicy(directory, method_roles)
+
+    def around(method: str, handler: Handler) -> Handler:
+        # The metrics outside the call policy, so refused calls are counted and timed too.
+        return counted(method, policy.wrap(method, handler))
+
     for binding in bindings:
-        binding.register(server)
+        binding.register(server, around)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [binding.descriptor.full_name for binding in bindings]

@@ -28,7 +28,7 @@ def _role(number: int) -> Role:
 def test_the_report_is_the_table_the_interceptor_is_given(role: Role) -> None:
     table = routes(admission_downstream("127.0.0.1:1", "127.0.0.1:1", "127.0.0.1:1"))
     [candidate] = candidate_bindings()
-    # Exactly what start_server hands to CallPolicyInterceptor for these two services.
+    # Exactly what start_server hands to CallPolicy for these two services.
     enforced = {**binding(table).full_method_roles(), **candidate.full_method_roles()}
     reply = _answer(Principal("someone", frozenset({role})))
     assert reply.identity == "someone"
