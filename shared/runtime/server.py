@@ -44,13 +44,9 @@ if TYPE_CHECKING:
 else:
     Handler = grpc.RpcMethodHandler
 
-# Health and reflection answer without credentials so probes and grpcurl `list` work.
-PUBLIC_METHOD_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
-
-
 #: What the server puts around each method's handler when it registers it: (full method name
 #: ``/pkg.Service/Method``, handler) → handler.
-Around = Callable[[str, "Handler"], "Handler"]
+Around = Callable[[str, Handler], Handler]
 
 
 def _as_is(_method: str, handler: Handler) -> Handler:
@@ -349,6 +345,8 @@ def start_server(
 
     for binding in bindings:
         binding.register(server, around)
+    # Health and reflection are registered outside the bindings, without the call policy: they
+    # answer without credentials, so probes and grpcurl `list` work.
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [binding.descriptor.full_name for binding in bindings]
