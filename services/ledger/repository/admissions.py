@@ -10,22 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import (
     CTE,
-    ColumnElement,
     Connection,
     Insert,
-    String,
     Table,
-    bindparam,
-    cast,
     insert,
     select,
 )
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.types import TypeEngine
 
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.journal import StoredEntry
@@ -35,7 +29,7 @@ from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import tickets as ticket_rows
 from services.ledger.repository.driver import DriverStatement, execute
-from services.ledger.repository.runs import queuing_request
+from services.ledger.repository.runs import queuing_request, typed_parameters
 from services.ledger.schema import admission_tickets, blobs, execution_requests, journal_entries
 
 #: The dialects whose data-modifying WITH writes every row in one statement.
@@ -142,7 +136,7 @@ def _build(entries: int, *, with_blob: bool) -> Insert:
     if with_blob:
         blob = (
             postgresql.insert(blobs)
-            .from_select(_names(blobs), select(*_typed(blobs, "k_")).select_from(noted))
+            .from_select(_names(blobs), select(*typed_parameters(blobs, "k_")).select_from(noted))
             .on_conflict_do_nothing(index_elements=[blobs.c.digest])
         )
         written.append(blob.cte("blob"))
@@ -151,25 +145,9 @@ def _build(entries: int, *, with_blob: bool) -> Insert:
 
 def _from_noted(table: Table, prefix: str, noted: CTE) -> Insert:
     return insert(table).from_select(
-        _names(table), select(*_typed(table, prefix)).select_from(noted)
+        _names(table), select(*typed_parameters(table, prefix)).select_from(noted)
     )
 
 
 def _names(table: Table) -> list[str]:
     return [column.name for column in table.columns]
-
-
-def _typed(table: Table, prefix: str) -> list[ColumnElement[Any]]:
-    """Each column from its own parameter, cast to its type: PostgreSQL cannot infer a bare
-    parameter's type in a select list. Text is cast to unbounded VARCHAR, never to the column's
-    VARCHAR(n): an explicit cast to VARCHAR(n) cuts a longer value silently, where the insert's
-    own assignment to the column refuses it, as the statements one by one do."""
-    return [
-        cast(bindparam(f"{prefix}{column.name}", type_=column.type), _unbounded(column.type))
-        for column in table.columns
-    ]
-
-
-def _unbounded(column_type: TypeEngine[Any]) -> TypeEngine[Any]:
-    bounded = isinstance(column_type, String) and column_type.length is not None
-    return String() if bounded else column_type

@@ -7,18 +7,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
     BindParameter,
     ColumnElement,
     CompoundSelect,
     Connection,
     Insert,
     Select,
-    String,
     Update,
     and_,
     bindparam,
-    cast,
     exists,
     insert,
     literal_column,
@@ -41,6 +38,7 @@ from services.ledger.repository.runs import (
     note_of_entry,
     noting,
     noting_entry,
+    typed_parameters,
 )
 from services.ledger.schema import journal_entries
 from shared.continuity.canonical import GENESIS_HASH
@@ -71,6 +69,9 @@ _INSERT = insert(journal_entries)
 _INSERT_ONE = DriverStatement(_INSERT)
 _HEAD_ALONE = DriverStatement(_HEAD)
 _ENTRY_COLUMNS = tuple(column.name for column in journal_entries.c)
+# Every journal column from its "e_" parameter (the name in entry_values), for the statements
+# that note the run and insert the entry in one.
+_ENTRY_FROM_PARAMETERS = typed_parameters(journal_entries, "e_")
 _UP_TO = (
     select(
         journal_entries.c.run_id,
@@ -168,17 +169,6 @@ def newest_from_rows(rows: Sequence[StoredEntry], kinds: Sequence[str]) -> Newes
     return NewestEntries(last, {entry.kind: entry for entry in rows if entry.kind in kinds})
 
 
-def _typed_entry_values() -> list[ColumnElement[Any]]:
-    """Every journal column from its own parameter ("e_" and the name in :func:`entry_values`),
-    typed: PostgreSQL cannot infer a bare parameter's type in a select list. Never a runs
-    column's name: an UPDATE given a parameter named like one of its table's columns also sets
-    that column."""
-    return [
-        cast(bindparam(f"e_{column.name}"), BigInteger if column.name == "sequence" else String)
-        for column in journal_entries.columns
-    ]
-
-
 def _entry_parameters(entry: StoredEntry) -> dict[str, object]:
     return {f"e_{name}": value for name, value in entry_values(entry).items()}
 
@@ -191,7 +181,7 @@ def _noting_then_inserting(note: Update, *, changing_request: bool) -> Insert:
     statement (its row is locked already: every writer of a request locks it first)."""
     statement = (
         insert(journal_entries)
-        .from_select(_ENTRY_COLUMNS, select(*_typed_entry_values()).select_from(noting(note)))
+        .from_select(_ENTRY_COLUMNS, select(*_ENTRY_FROM_PARAMETERS).select_from(noting(note)))
         .returning(journal_entries.c.sequence)
     )
     return statement.add_cte(REQUEST_CHANGE.cte("changed")) if changing_request else statement
@@ -273,7 +263,7 @@ def _after_known_head(*, held: bool) -> Insert:
     return (
         insert(journal_entries)
         .from_select(
-            _ENTRY_COLUMNS, select(*_typed_entry_values()).select_from(noted).where(linked)
+            _ENTRY_COLUMNS, select(*_ENTRY_FROM_PARAMETERS).select_from(noted).where(linked)
         )
         .returning(journal_entries.c.sequence)
     )

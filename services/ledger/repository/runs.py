@@ -12,14 +12,18 @@ from sqlalchemy import (
     Connection,
     ScalarSelect,
     Select,
+    String,
+    Table,
     bindparam,
     case,
+    cast,
     insert,
     select,
     true,
     update,
 )
 from sqlalchemy.sql.dml import Update
+from sqlalchemy.types import TypeEngine
 
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.listing import RUN_STATE_OF_REQUEST, ContinuityState
@@ -100,6 +104,25 @@ def noting(note: Update) -> CTE:
     returning the run's id: for the statements that note and insert in one (repository.journal,
     repository.admissions). Its parameters are ``b_``-prefixed, never a journal column's name."""
     return note.returning(runs.c.run_id).cte("noted")
+
+
+def typed_parameters(table: Table, prefix: str) -> list[ColumnElement[Any]]:
+    """Each of ``table``'s columns from its own parameter (``prefix`` and the column's name), for
+    the select list of a statement that inserts from :func:`noting`: cast to its type, since
+    PostgreSQL cannot infer a bare parameter's type there. Text is cast to unbounded VARCHAR,
+    never to the column's VARCHAR(n): an explicit cast to VARCHAR(n) cuts a longer value
+    silently, where the insert's own assignment to the column refuses it, as the statements one
+    by one do. ``prefix`` is never a runs column's name: an UPDATE given a parameter named like
+    one of its table's columns also sets that column."""
+    return [
+        cast(bindparam(f"{prefix}{column.name}", type_=column.type), _unbounded(column.type))
+        for column in table.columns
+    ]
+
+
+def _unbounded(column_type: TypeEngine[Any]) -> TypeEngine[Any]:
+    bounded = isinstance(column_type, String) and column_type.length is not None
+    return String() if bounded else column_type
 
 
 def noting_entry(*, held: bool) -> CTE:
