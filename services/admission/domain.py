@@ -17,6 +17,7 @@ from shared.runtime.errors import (
     FieldViolation,
     InvalidArgument,
     PreconditionViolation,
+    field_invalid,
 )
 
 
@@ -67,13 +68,10 @@ def require_acknowledgements(given: Mapping[str, bool], required: Sequence[str])
 def require_window(valid_for_seconds: int) -> None:
     """INVALID_ARGUMENT FIELD_INVALID unless the requested lease window is 1..MAX_WINDOW_SECONDS."""
     if not 1 <= valid_for_seconds <= MAX_WINDOW_SECONDS:
-        raise InvalidArgument(
-            "FIELD_INVALID",
+        raise field_invalid(
+            "valid_for_seconds",
+            f"must be in 1..{MAX_WINDOW_SECONDS}",
             f"valid_for_seconds must be in 1..{MAX_WINDOW_SECONDS}",
-            metadata={"field": "valid_for_seconds"},
-            field_violations=[
-                FieldViolation("valid_for_seconds", f"must be in 1..{MAX_WINDOW_SECONDS}")
-            ],
         )
 
 

@@ -15,7 +15,7 @@ from services.ledger.proto_convert import (
 )
 from services.ledger.service import Ledger
 from shared.runtime.auth import current_principal
-from shared.runtime.errors import FieldViolation, InvalidArgument, field_required
+from shared.runtime.errors import field_invalid, field_required
 
 GOAL_CLAIMS = {
     execution_pb2.GOAL_CLAIM_UNSPECIFIED: GoalClaim.UNSTATED,
@@ -30,11 +30,8 @@ def goal_claim_from_proto(value: int) -> GoalClaim:
     try:
         return GOAL_CLAIMS[value]  # type: ignore[index]
     except KeyError:
-        raise InvalidArgument(
-            "FIELD_INVALID",
-            f"unknown goal_claim {value}",
-            metadata={"field": "goal_claim"},
-            field_violations=[FieldViolation("goal_claim", "must be a known GoalClaim")],
+        raise field_invalid(
+            "goal_claim", "must be a known GoalClaim", f"unknown goal_claim {value}"
         ) from None
 
 

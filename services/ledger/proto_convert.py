@@ -14,7 +14,7 @@ from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.policy import PolicyRevision
 from shared.continuity.timeutil import set_timestamp, to_timestamp
 from shared.contract.terms import enum_number, enum_short_name
-from shared.runtime.errors import FieldViolation, InvalidArgument
+from shared.runtime.errors import field_invalid
 
 
 def policy_to_proto(policy: PolicyRevision) -> common_pb2.Policy:
@@ -32,13 +32,10 @@ def state_from_proto(value: int) -> RequestState:
     try:
         return RequestState(enum_short_name(common_pb2.ExecutionRequestState, value).lower())
     except ValueError:
-        raise InvalidArgument(
-            "FIELD_INVALID",
+        raise field_invalid(
+            "states",
+            "must be known ExecutionRequestState values",
             f"unknown execution request state {value}",
-            metadata={"field": "states"},
-            field_violations=[
-                FieldViolation("states", "must be known ExecutionRequestState values")
-            ],
         ) from None
 
 

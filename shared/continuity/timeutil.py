@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from shared.runtime.errors import FieldViolation, InvalidArgument
+from shared.runtime.errors import field_invalid
 
 Clock = Callable[[], datetime]
 
@@ -143,9 +143,6 @@ def timestamp_field(field: str, stamp: Timestamp) -> datetime:
     try:
         return from_timestamp(stamp)
     except ValueError:
-        raise InvalidArgument(
-            "FIELD_INVALID",
-            f"{field} is not a valid timestamp",
-            metadata={"field": field},
-            field_violations=[FieldViolation(field, "a timestamp between years 0001 and 9999")],
+        raise field_invalid(
+            field, "a timestamp between years 0001 and 9999", f"{field} is not a valid timestamp"
         ) from None

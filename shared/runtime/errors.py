@@ -201,6 +201,17 @@ def field_required(field: str, message: str = "") -> InvalidArgument:
     )
 
 
+def field_invalid(field: str, description: str, message: str) -> InvalidArgument:
+    """INVALID_ARGUMENT FIELD_INVALID naming one field: ``description`` is its field violation
+    (what a valid value is), ``message`` the sentence the caller reads."""
+    return InvalidArgument(
+        "FIELD_INVALID",
+        message,
+        metadata={"field": field},
+        field_violations=[FieldViolation(field, description)],
+    )
+
+
 _BY_KIND: dict[ErrorKind, type[DomainError]] = {
     cls.kind: cls
     for cls in (

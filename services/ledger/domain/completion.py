@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from shared.continuity.canonical import is_digest, parse_json
-from shared.runtime.errors import FieldViolation, InvalidArgument
+from shared.runtime.errors import field_invalid
 
 
 class GoalClaim(enum.Enum):
@@ -67,11 +67,10 @@ class Completion:
 
 def check_final_output_digest(value: str) -> None:
     if value and not is_digest(value):
-        raise InvalidArgument(
-            "FIELD_INVALID",
+        raise field_invalid(
+            "final_output_digest",
+            "must be sha256:<64 hex>",
             "final_output_digest must be sha256:<64 hex> or empty",
-            metadata={"field": "final_output_digest"},
-            field_violations=[FieldViolation("final_output_digest", "must be sha256:<64 hex>")],
         )
 
 

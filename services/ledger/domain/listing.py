@@ -19,7 +19,7 @@ from datetime import datetime
 
 from services.ledger.domain.execution import RequestState
 from shared.continuity.timeutil import to_text
-from shared.runtime.errors import FieldViolation, InvalidArgument
+from shared.runtime.errors import FieldViolation, InvalidArgument, field_invalid
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
@@ -240,11 +240,10 @@ def parse_filter(collection: Collection, text: str) -> Filter:
 def page_size(requested: int) -> int:
     """AIP-158: 0 is the default, above the maximum is the maximum, negative is refused."""
     if requested < 0:
-        raise InvalidArgument(
-            "FIELD_INVALID",
+        raise field_invalid(
+            "page_size",
+            "must be 0 (default) or positive",
             f"page_size must not be negative, got {requested}",
-            metadata={"field": "page_size"},
-            field_violations=[FieldViolation("page_size", "must be 0 (default) or positive")],
         )
     return min(requested or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from services.ledger.repository import blobs as blob_rows
 from services.ledger.transactions.base import LedgerContext, retry_on_unique_conflict
 from shared.continuity.canonical import is_digest, sha256_digest
-from shared.runtime.errors import FieldViolation, InvalidArgument, NotFound
+from shared.runtime.errors import FieldViolation, InvalidArgument, NotFound, field_invalid
 
 MAX_BLOB_BYTES = 16 * 1024 * 1024
 DEFAULT_MEDIA_TYPE = "application/octet-stream"
@@ -25,13 +25,10 @@ def put(
             field_violations=[FieldViolation("content", "too large")],
         )
     if len(media_type) > MAX_MEDIA_TYPE_LENGTH:
-        raise InvalidArgument(
-            "FIELD_INVALID",
+        raise field_invalid(
+            "media_type",
+            f"at most {MAX_MEDIA_TYPE_LENGTH} characters",
             f"media_type is longer than {MAX_MEDIA_TYPE_LENGTH} characters",
-            metadata={"field": "media_type"},
-            field_violations=[
-                FieldViolation("media_type", f"at most {MAX_MEDIA_TYPE_LENGTH} characters")
-            ],
         )
     digest = sha256_digest(content)
     if expected_digest and expected_digest != digest:
@@ -57,12 +54,7 @@ def _store(context: LedgerContext, digest: str, content: bytes, media_type: str)
 def get(context: LedgerContext, digest: str) -> tuple[bytes, str]:
     """(content, media type) of a stored blob."""
     if not is_digest(digest):
-        raise InvalidArgument(
-            "FIELD_INVALID",
-            "digest must be sha256:<64 hex>",
-            metadata={"field": "digest"},
-            field_violations=[FieldViolation("digest", "must be sha256:<64 hex>")],
-        )
+        raise field_invalid("digest", "must be sha256:<64 hex>", "digest must be sha256:<64 hex>")
     with context.read() as connection:
         found = blob_rows.get_blob(connection, digest)
     if found is None:

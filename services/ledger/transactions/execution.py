@@ -53,8 +53,7 @@ from shared.continuity.canonical import is_digest
 from shared.runtime.errors import (
     Conflict,
     FailedPrecondition,
-    FieldViolation,
-    InvalidArgument,
+    field_invalid,
     field_required,
 )
 
@@ -232,11 +231,8 @@ def record_command(
     """Charge one command before it runs."""
     check_identifier("command_id", command_id)
     if not is_digest(command_digest):
-        raise InvalidArgument(
-            "FIELD_INVALID",
-            "command_digest must be sha256:<64 hex>",
-            metadata={"field": "command_digest"},
-            field_violations=[FieldViolation("command_digest", "must be sha256:<64 hex>")],
+        raise field_invalid(
+            "command_digest", "must be sha256:<64 hex>", "command_digest must be sha256:<64 hex>"
         )
     with context.engine.begin() as connection:
         policy, record = lock_for_fenced_write(connection, execution_request_id)

@@ -40,6 +40,7 @@ from shared.runtime.errors import (
     FieldViolation,
     InvalidArgument,
     PermissionDenied,
+    field_invalid,
 )
 
 FENCED_NATIVE_KINDS = frozenset(
@@ -92,11 +93,10 @@ def append(
     canonical = validate_payload(kind, payload_json)
     expected = expected_head_hash or GENESIS_HASH
     if not is_digest(expected):
-        raise InvalidArgument(
-            "FIELD_INVALID",
+        raise field_invalid(
+            "expected_head_hash",
+            "must be sha256:<64 hex>",
             "expected_head_hash must be sha256:<64 hex> (or empty for an empty journal)",
-            metadata={"field": "expected_head_hash"},
-            field_violations=[FieldViolation("expected_head_hash", "must be sha256:<64 hex>")],
         )
     return _append_at(context, run_id, expected, kind, canonical, actor, lease_holder)
 

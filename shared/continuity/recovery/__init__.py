@@ -26,7 +26,7 @@ from shared.continuity.recovery.workflow import (
     Wording,
     Workflow,
 )
-from shared.runtime.errors import FieldViolation, InvalidArgument
+from shared.runtime.errors import InvalidArgument, field_invalid
 
 __all__ = [
     "INPUT_FIELDS",
@@ -54,11 +54,8 @@ WORKFLOWS: dict[str, Workflow] = {
 
 
 def _unknown(field: str, value: object) -> InvalidArgument:
-    return InvalidArgument(
-        "FIELD_INVALID",
-        f"{field} must be one of {', '.join(WORKFLOWS)}",
-        metadata={"field": field},
-        field_violations=[FieldViolation(field, f"unknown workflow {value!r}")],
+    return field_invalid(
+        field, f"unknown workflow {value!r}", f"{field} must be one of {', '.join(WORKFLOWS)}"
     )
 
 
