@@ -277,6 +277,12 @@ def followers_summary(results: dict[str, Any]) -> dict[str, float]:
         "followers_append_ratio": figure["followers_append_ratio"],
         "followers_delivery_p50_ms": figure["followers_delivery_p50_ms"],
         "followers_delivery_p99_ms": figure["followers_delivery_p99_ms"],
+        "followers_one_entry_a_message_append_ratio": figure[
+            "one_entry_a_message_followers_append_ratio"
+        ],
+        "followers_one_entry_a_message_delivery_p99_ms": figure[
+            "one_entry_a_message_followers_delivery_p99_ms"
+        ],
         "followers_faulty": figure["faulty_followers"],
     }
 

@@ -36,6 +36,10 @@ READER_TOKEN = "dev-reader-token"  # noqa: S105 - local-only development credent
 # for the bench processes only (the defaults are 8 followers of 32 threads).
 PROCESS_ENV = {"FORGE_MAX_JOURNAL_FOLLOWERS": "64", "FORGE_SERVER_THREADS": "160"}
 DELIVERY_WAIT_SECONDS = 120.0
+# The followers of the figure ask for batches (StreamJournalRequest.max_entries_per_message): a
+# follower of a busy run then receives what each poll found in one message. Each round also runs
+# followers that take one entry a message (the default shape), reported beside.
+BATCH = 100
 
 
 class _Writers:
@@ -79,6 +83,7 @@ class _Follower:
 
     target: str
     run_id: str
+    batch: int
     sequences: list[int] = field(default_factory=list)
     delays: list[float] = field(default_factory=list)
     error: str = ""
@@ -91,15 +96,17 @@ class _Follower:
 
     def _follow(self) -> None:
         stub = ledger_pb2_grpc.LedgerServiceStub(self.channel)
-        request = ledger_pb2.StreamJournalRequest(run_id=self.run_id, from_sequence=1, follow=True)
+        request = ledger_pb2.StreamJournalRequest(
+            run_id=self.run_id, from_sequence=1, follow=True, max_entries_per_message=self.batch
+        )
         try:
             for response in stub.StreamJournal(request, timeout=3600):
                 received = time.time()
-                entry = response.entry
-                self.sequences.append(entry.sequence)
-                stamp = json.loads(entry.payload_json)["annotation"].split("|")[0]
-                if entry.sequence > 1:  # the first entry was appended before the follower began
-                    self.delays.append(received - float(stamp))
+                for entry in response.entries if self.batch else (response.entry,):
+                    self.sequences.append(entry.sequence)
+                    stamp = json.loads(entry.payload_json)["annotation"].split("|")[0]
+                    if entry.sequence > 1:  # appended before the follower began: not timed
+                        self.delays.append(received - float(stamp))
                 self.arrived.set()
         except grpc.RpcError as error:
             if error.code() != grpc.StatusCode.CANCELLED:
@@ -111,10 +118,12 @@ class _Follower:
         self.thread.join(timeout=30)
 
 
-def _follow_in_process(assignments: list[tuple[str, str]], head: int, pipe: Connection) -> None:
+def _follow_in_process(
+    assignments: list[tuple[str, str]], head: int, batch: int, pipe: Connection
+) -> None:
     """A follower process: follow each (target, run), say "ready" once every follower has its
     run's first entry, then report once every follower has the entries up to ``head``."""
-    followers = [_Follower(target, run_id) for target, run_id in assignments]
+    followers = [_Follower(target, run_id, batch) for target, run_id in assignments]
     try:
         for follower in followers:
             if not follower.arrived.wait(DELIVERY_WAIT_SECONDS) or follower.error:
@@ -137,7 +146,7 @@ def _follow_in_process(assignments: list[tuple[str, str]], head: int, pipe: Conn
     )
 
 
-def _with_followers(clients: Clients, calls_each: int, prefix: str) -> dict[str, Any]:
+def _with_followers(clients: Clients, calls_each: int, prefix: str, batch: int) -> dict[str, Any]:
     """The appends with the followers open, each replica's followers in a process of their own
     (a watcher is elsewhere; in the bench process they would compete with the writers for its
     interpreter lock)."""
@@ -154,7 +163,7 @@ def _with_followers(clients: Clients, calls_each: int, prefix: str) -> dict[str,
         ours = [i for i in range(FOLLOWERS) if i % REPLICAS == replica]
         assignments = [(target, writers.runs[i % CALLERS]) for i in ours]
         receiver, sender = spawn.Pipe(duplex=False)
-        process = spawn.Process(target=_follow_in_process, args=(assignments, head, sender))
+        process = spawn.Process(target=_follow_in_process, args=(assignments, head, batch, sender))
         process.start()
         processes.append(process)
         pipes.append(receiver)
@@ -189,32 +198,52 @@ def _with_followers(clients: Clients, calls_each: int, prefix: str) -> dict[str,
 
 
 def _round(clients: Clients, calls_each: int, index: int) -> dict[str, Any]:
+    """The appends alone, then with followers that batch (the figure), then with followers that
+    take one entry a message (the default shape, as a follower that does not ask receives)."""
     alone: Throughput = run_concurrently(
         _Writers(clients, f"bench-alone-{index}").callers(), calls_each, watch=clients.pids
     )
-    followed = _with_followers(clients, calls_each, f"bench-followed-{index}")
-    measured: Throughput = followed["measured"]
-    return {
-        "without_followers": alone.as_dict(),
-        "with_followers": measured.as_dict(),
-        "followers_append_ratio": ratio(measured.per_second, alone.per_second),
-        "delivery": followed["delivery"].as_dict(),
-        "faulty_followers": followed["faulty_followers"],
-        "faults": followed["faults"],
+    shapes = {
+        "": _with_followers(clients, calls_each, f"bench-followed-{index}", BATCH),
+        "one_entry_a_message_": _with_followers(
+            clients, calls_each, f"bench-followed-single-{index}", 0
+        ),
     }
+    figure: dict[str, Any] = {"without_followers": alone.as_dict()}
+    for shape, followed in shapes.items():
+        measured: Throughput = followed["measured"]
+        figure[f"{shape}with_followers"] = measured.as_dict()
+        figure[f"{shape}followers_append_ratio"] = ratio(measured.per_second, alone.per_second)
+        figure[f"{shape}delivery"] = followed["delivery"].as_dict()
+        figure[f"{shape}faulty_followers"] = followed["faulty_followers"]
+        figure[f"{shape}faults"] = followed["faults"]
+    return figure
 
 
 def followers_figure(clients: Clients, calls_each: int, rounds: int = 3) -> dict[str, Any]:
     """The rounds, each pairing appends without and with followers; ratios are medians."""
     measured = [_round(clients, calls_each, index) for index in range(rounds)]
-    return {
+    figure: dict[str, Any] = {
         "followers": FOLLOWERS,
         "replicas": REPLICAS,
         "writers": CALLERS,
         "appends_per_writer": calls_each,
-        "followers_append_ratio": median([r["followers_append_ratio"] for r in measured]),
-        "followers_delivery_p50_ms": median([r["delivery"]["p50_ms"] for r in measured]),
-        "followers_delivery_p99_ms": median([r["delivery"]["p99_ms"] for r in measured]),
-        "faulty_followers": sum(r["faulty_followers"] for r in measured),
-        "rounds": measured,
+        "max_entries_per_message": BATCH,
     }
+    for shape in ("", "one_entry_a_message_"):
+        figure |= {
+            f"{shape}followers_append_ratio": median(
+                [r[f"{shape}followers_append_ratio"] for r in measured]
+            ),
+            f"{shape}followers_delivery_p50_ms": median(
+                [r[f"{shape}delivery"]["p50_ms"] for r in measured]
+            ),
+            f"{shape}followers_delivery_p99_ms": median(
+                [r[f"{shape}delivery"]["p99_ms"] for r in measured]
+            ),
+        }
+    figure["faulty_followers"] = sum(
+        r["faulty_followers"] + r["one_entry_a_message_faulty_followers"] for r in measured
+    )
+    figure["rounds"] = measured
+    return figure

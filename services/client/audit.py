@@ -62,6 +62,8 @@ _RUN_MEMBERS = (
 )
 _POLICY_RECORD_FIELDS = frozenset({"revision", "updated_by", "updated_at", "digest"})
 _SIGNED_HEAD_PAGE = 500
+# Entries a StreamJournal message carries (the ledger reads its journal 200 rows a page).
+_STREAM_BATCH = 200
 
 
 def _text(stamp: Timestamp) -> str:
@@ -146,15 +148,18 @@ class AuditCalls(ClientBase):
         is resumed after the last entry it delivered."""
         next_sequence = 1
         while next_sequence <= up_to:
-            request = ledger_pb2.StreamJournalRequest(run_id=run_id, from_sequence=next_sequence)
+            request = ledger_pb2.StreamJournalRequest(
+                run_id=run_id, from_sequence=next_sequence, max_entries_per_message=_STREAM_BATCH
+            )
             resumed_from = next_sequence
             try:
                 for response in stream(self._ledger.StreamJournal, request):
-                    entry = response.entry
-                    if entry.sequence > up_to:
-                        return
-                    yield entry
-                    next_sequence = entry.sequence + 1
+                    # A ledger older than batching sends one entry a message, in `entry`.
+                    for entry in response.entries or (response.entry,):
+                        if entry.sequence > up_to:
+                            return
+                        yield entry
+                        next_sequence = entry.sequence + 1
             except (DeadlineExceeded, Unavailable):
                 if next_sequence == resumed_from:
                     raise

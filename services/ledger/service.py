@@ -171,7 +171,8 @@ class Ledger:
         *,
         follow: bool,
         is_active: Callable[[], bool],
-    ) -> Iterator[StoredEntry]:
+        batch_entries: int = 0,
+    ) -> Iterator[list[StoredEntry]]:
         return followers.stream(
             self._context,
             self.journal_followers,
@@ -179,6 +180,7 @@ class Ledger:
             from_sequence,
             follow=follow,
             is_active=is_active,
+            batch_entries=batch_entries,
         )
 
     def wake_followers(self) -> None:

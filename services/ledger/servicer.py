@@ -238,13 +238,21 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         self, request: ledger_pb2.StreamJournalRequest, context: grpc.ServicerContext
     ) -> Iterator[ledger_pb2.StreamJournalResponse]:
         context.add_callback(self._ledger.wake_followers)  # a waiting follower stops at once
-        for entry in self._ledger.stream_journal(
+        batched = request.max_entries_per_message != 0
+        for batch in self._ledger.stream_journal(
             request.run_id,
             request.from_sequence,
             follow=request.follow,
             is_active=context.is_active,
+            batch_entries=request.max_entries_per_message,
         ):
-            yield ledger_pb2.StreamJournalResponse(entry=entry_to_proto(entry))
+            if batched:
+                response = ledger_pb2.StreamJournalResponse()
+                add_entries(response.entries, batch)
+                yield response
+            else:
+                for entry in batch:
+                    yield ledger_pb2.StreamJournalResponse(entry=entry_to_proto(entry))
 
     def ReadRunSnapshot(
         self, request: ledger_pb2.ReadRunSnapshotRequest, context: grpc.ServicerContext

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
+import pytest
 
 from forge.continuity.v1 import common_pb2, ledger_pb2
 from services.client.audit import AuditCalls
@@ -21,16 +22,24 @@ from tests.support import directory
 LEDGER = ledger_pb2.DESCRIPTOR.services_by_name["LedgerService"]
 
 
-def test_a_journal_stream_cut_unavailable_resumes_after_its_last_entry() -> None:
+@pytest.mark.parametrize("batched", [False, True], ids=["one-entry-a-message", "batches"])
+def test_a_journal_stream_cut_unavailable_resumes_after_its_last_entry(batched: bool) -> None:
+    """The client asks for batches; a ledger older than batching answers one entry a message."""
     requested: list[int] = []
 
     def stream_journal(request: Any, _context: grpc.ServicerContext) -> Iterator[Any]:
         requested.append(request.from_sequence)
-        for sequence in range(request.from_sequence, 6):
-            yield ledger_pb2.StreamJournalResponse(
-                entry=common_pb2.JournalEntry(run_id=request.run_id, sequence=sequence)
-            )
-            if len(requested) == 1 and sequence == 2:
+        assert request.max_entries_per_message > 0
+        for first in range(request.from_sequence, 6, 2 if batched else 1):
+            entries = [
+                common_pb2.JournalEntry(run_id=request.run_id, sequence=sequence)
+                for sequence in range(first, min(first + 2, 6) if batched else first + 1)
+            ]
+            if batched:
+                yield ledger_pb2.StreamJournalResponse(entries=entries)
+            else:
+                yield ledger_pb2.StreamJournalResponse(entry=entries[0])
+            if len(requested) == 1 and entries[-1].sequence == 2:
                 raise Unavailable("SERVICE_UNAVAILABLE", "the connection reached its maximum age")
 
     def behaviour_of(name: str) -> Callable[[Any, grpc.ServicerContext], Any]:

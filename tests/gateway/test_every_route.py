@@ -27,7 +27,7 @@ from forge.continuity.v1 import (
 )
 from services.demo.seed import load_fixture, seed_held_run
 from services.gateway.routes import contract_routes
-from tests.gateway.conftest import RunningGateway
+from tests.gateway.conftest import RunningGateway, reason_of
 from tests.gateway.http_stub import HttpRefused, HttpStub, exercised
 
 V1 = "forge.continuity.v1."
@@ -406,6 +406,24 @@ def test_the_journal_stream_is_newline_delimited_json(gateway: RunningGateway) -
     lines = [json.loads(line) for line in reply.text.splitlines()]
     assert [line["entry"] for line in lines] == page["entries"][2:]
     assert lines[0]["entry"]["sequence"] == "3"  # int64 is a string in the proto3 JSON mapping
+
+
+def test_the_journal_stream_batches_entries_when_asked(gateway: RunningGateway) -> None:
+    seed_held_run(stub(gateway, "LedgerService", "writer-token"), load_fixture("v1_basic"), "r")
+    with gateway.client("reader-token") as client:
+        reply = client.get("/api/v1/runs/r/journal:stream", params={"max_entries_per_message": "2"})
+        page = client.get("/api/v1/runs/r/journal", params={"page_size": "1000"}).json()
+        negative = client.get(
+            "/api/v1/runs/r/journal:stream", params={"max_entries_per_message": "-1"}
+        )
+    assert reply.status_code == 200, reply.text
+    lines = [json.loads(line) for line in reply.text.splitlines()]
+    # A page read at once, cut into messages of two: every line but the last holds two entries.
+    assert [len(line["entries"]) for line in lines[:-1]] == [2] * (len(lines) - 1)
+    assert [entry for line in lines for entry in line["entries"]] == page["entries"]
+    assert not any("entry" in line for line in lines)
+    assert negative.status_code == 400, negative.text
+    assert reason_of(negative.json()) == "FIELD_INVALID"
 
 
 def test_a_stream_refused_before_its_first_line_is_an_ordinary_refusal(

@@ -112,7 +112,7 @@ def test_the_openapi_document_describes_every_route() -> None:
     stream = document["paths"]["/api/v1/runs/{run_id}/journal:stream"]["get"]
     assert "application/x-ndjson" in stream["responses"]["200"]["content"]
     queries = {p["name"] for p in stream["parameters"] if p["in"] == "query"}
-    assert queries == {"from_sequence", "follow"}
+    assert queries == {"from_sequence", "follow", "max_entries_per_message"}
 
 
 def test_the_gateway_serves_its_openapi_document_and_health() -> None:

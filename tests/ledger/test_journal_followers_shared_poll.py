@@ -1,5 +1,6 @@
 """Journal followers share one poller per ledger process: N followers of a run cost one poll
-statement per tick, and followers racing appends see every entry exactly once, in order."""
+statement per tick, and followers racing appends see every entry exactly once, in order, one
+entry a message or (``max_entries_per_message``) in batches of what was ready at once."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from services.ledger.database import make_engine
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
 from services.ledger.transactions import followers as followers_module
+from tests.errors import expect_error
 from tests.ledger.conftest import LedgerClients, run_request
 from tests.support import serve, token_roles
 
@@ -53,18 +55,26 @@ class Statements:
 
 class Follower:
     """One following stream on its own channel, collecting sequences on its own thread until it
-    has seen ``until`` (or its channel closes)."""
+    has seen ``until`` (or its channel closes); with ``batch``, in messages of at most that many
+    entries (``messages`` holds each message's sequences)."""
 
     def __init__(
-        self, clients: LedgerClients, run_id: str, from_sequence: int = 1, until: int = 0
+        self,
+        clients: LedgerClients,
+        run_id: str,
+        from_sequence: int = 1,
+        until: int = 0,
+        batch: int = 0,
     ) -> None:
         self.until = until
+        self.batch = batch
         self.sequences: list[int] = []
+        self.messages: list[list[int]] = []
         self.error: grpc.RpcError | None = None
         self.received = threading.Condition()
         self.channel = clients.channel("reader-token")
         request = ledger_pb2.StreamJournalRequest(
-            run_id=run_id, from_sequence=from_sequence, follow=True
+            run_id=run_id, from_sequence=from_sequence, follow=True, max_entries_per_message=batch
         )
         stub = ledger_pb2_grpc.LedgerServiceStub(self.channel)
         context = contextvars.copy_context()  # no span of this stream leaks into the test
@@ -75,10 +85,15 @@ class Follower:
     def _collect(self) -> None:
         try:
             for response in self.stream:
+                # One shape a stream: `entries` when batching, `entry` otherwise.
+                assert response.HasField("entry") != bool(self.batch), response
+                entries = list(response.entries) if self.batch else [response.entry]
+                assert 1 <= len(entries) <= max(self.batch, 1), response
                 with self.received:
-                    self.sequences.append(int(response.entry.sequence))
+                    self.messages.append([int(entry.sequence) for entry in entries])
+                    self.sequences += self.messages[-1]
                     self.received.notify_all()
-                if self.until and response.entry.sequence >= self.until:
+                if self.until and self.sequences[-1] >= self.until:
                     return
         except grpc.RpcError as error:
             if error.code() != grpc.StatusCode.CANCELLED:
@@ -166,9 +181,10 @@ def test_followers_of_one_run_cost_one_poll_statement_per_tick(
     assert len(seen) == len(polls_seen) + len(set_up), seen
 
 
+@pytest.mark.parametrize("batch", [0, 3])
 @pytest.mark.parametrize("buffers", ["default", "tiny"])
 def test_followers_racing_appends_see_every_entry_once_in_order(
-    served: LedgerClients, buffers: str, monkeypatch: pytest.MonkeyPatch
+    served: LedgerClients, buffers: str, batch: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if buffers == "tiny":
         # A page of two rows and a feed of three entries: polls run back to back, followers fall
@@ -183,7 +199,7 @@ def test_followers_racing_appends_see_every_entry_once_in_order(
     final = appends  # sequences 1..appends in every run
     started: list[tuple[Follower, int]] = []
     for run_id in runs:  # two early followers of each run, from the start
-        started += [(Follower(served, run_id, 1, final), 1) for _ in range(2)]
+        started += [(Follower(served, run_id, 1, final, batch), 1) for _ in range(2)]
     appended = dict.fromkeys(runs, 0)
     lock = threading.Lock()
 
@@ -201,7 +217,7 @@ def test_followers_racing_appends_see_every_entry_once_in_order(
     for run_id in runs:
         with lock:
             now = appended[run_id]
-        started.append((Follower(served, run_id, max(now, 1), final), max(now, 1)))
+        started.append((Follower(served, run_id, max(now, 1), final, batch), max(now, 1)))
     for writer in writers:
         writer.join(timeout=WAIT_SECONDS)
     try:
@@ -233,3 +249,44 @@ def test_a_follower_from_beyond_the_head_and_one_from_the_start_share_the_feed(
     finally:
         ahead.close()
         behind.close()
+
+
+def test_a_batching_follower_gets_what_is_ready_in_one_message(
+    ledger: Ledger, served: LedgerClients, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catch-up's page is cut into messages of the asked size; entries appended within one
+    tick arrive together, not one message an entry."""
+    monkeypatch.setattr(followers_module, "FOLLOW_POLL_SECONDS", 1.0)
+    stub = served.ledger()
+    stub.CreateRun(run_request())
+    head = ""
+    for n in range(10):
+        head = _append(stub, "run-1", head, f"early-{n}")
+    follower = Follower(served, "run-1", until=16, batch=4)
+    try:
+        assert follower.wait_for(10) == list(range(1, 11))
+        assert follower.messages == [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10]]
+        for n in range(6):
+            head = _append(stub, "run-1", head, f"late-{n}")
+        assert follower.wait_for(16) == list(range(1, 17))
+    finally:
+        follower.close()
+    # Six entries appended well within a second: at most one tick boundary falls among them, so
+    # at most three messages (4 + 2, or a split one); one an entry would be six.
+    assert len(follower.messages[3:]) <= 3, follower.messages
+
+
+def test_a_negative_batch_size_is_refused(served: LedgerClients) -> None:
+    stub = served.ledger()
+    stub.CreateRun(run_request())
+    _append(stub, "run-1", "", "r0")
+    for follow in (False, True):
+        request = ledger_pb2.StreamJournalRequest(
+            run_id="run-1", follow=follow, max_entries_per_message=-1
+        )
+        refused = expect_error(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "FIELD_INVALID",
+            lambda request=request: list(stub.StreamJournal(request, timeout=WAIT_SECONDS)),
+        )
+        assert refused.metadata["field"] == "max_entries_per_message"

@@ -5,19 +5,23 @@ does), then waits on the poller's feed of its run. The poller reads the new entr
 followed run in one statement per tick (``entries_after``) and fans them out to the waiting
 followers, so a hundred followers of a run cost what one does. No LISTEN/NOTIFY: PgBouncer in
 transaction mode does not carry it.
+
+A stream yields what it has ready at once (a page of the catch-up, what one poll found), cut into
+batches of at most the caller's number of entries and about ``BATCH_PAYLOAD_BYTES`` of payloads:
+a caller that sends a batch a message sends one message a poll to a follower of a busy run.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 from services.ledger.domain.journal import StoredEntry
 from services.ledger.repository import journal as journal_rows
-from services.ledger.transactions.base import LedgerContext
-from services.ledger.transactions.journal import entries_from
+from services.ledger.transactions.base import LedgerContext, check_not_negative
+from services.ledger.transactions.journal import pages_from
 from shared.runtime.errors import ResourceExhausted
 
 FOLLOW_POLL_SECONDS = 0.2
@@ -26,6 +30,11 @@ POLL_PAGE = 1000
 # The newest entries a feed keeps for followers still delivering earlier ones; a follower that
 # falls further behind reads its missing entries itself.
 FEED_BUFFER = 1000
+# A batch holds at most this many entries (a larger request is read as this many), and its
+# payloads at most about this many bytes (one entry always goes, whatever its size: a payload is
+# at most 256 KiB), so a batched message stays well below a channel's 4 MiB default.
+MAX_BATCH_ENTRIES = 1000
+BATCH_PAYLOAD_BYTES = 1 << 20
 
 _LOG = logging.getLogger("forge.ledger")
 
@@ -161,9 +170,10 @@ class JournalFollowers:
 
     def follow(
         self, run_id: str, next_sequence: int, is_active: Callable[[], bool]
-    ) -> Iterator[StoredEntry]:
+    ) -> Iterator[list[StoredEntry]]:
         """Entries of ``run_id`` from ``next_sequence`` on, as the poller reads them, while the
-        caller is active (the caller has read up to the head already)."""
+        caller is active (the caller has read up to the head already): each list what was
+        ready at once, never empty."""
         with self._subscribed(run_id, next_sequence) as feed:
             while is_active():
                 with self._changed:
@@ -173,16 +183,16 @@ class JournalFollowers:
                         self._changed.wait(FOLLOW_POLL_SECONDS)
                         batch = feed.since(next_sequence)
                     failed = self.failures != failures
-                entries: Iterable[StoredEntry] = batch or ()
+                ready: Iterable[list[StoredEntry]] = [batch] if batch else ()
                 if batch is None or failed:
                     # Fell behind the feed, or a poll failed: read directly (raising if the
                     # database still fails), then continue from the feed.
-                    entries = entries_from(self._context, run_id, next_sequence)
-                for entry in entries:
+                    ready = pages_from(self._context, run_id, next_sequence)
+                for entries in ready:
                     if not is_active():
                         return
-                    yield entry
-                    next_sequence = entry.sequence + 1
+                    yield entries
+                    next_sequence = entries[-1].sequence + 1
 
 
 def stream(
@@ -193,16 +203,38 @@ def stream(
     *,
     follow: bool,
     is_active: Callable[[], bool],
-) -> Iterator[StoredEntry]:
+    batch_entries: int = MAX_BATCH_ENTRIES,
+) -> Iterator[list[StoredEntry]]:
     """Entries from ``from_sequence``; with ``follow``, then the new ones as they are appended,
     while the caller is active (a cancelled or expired follower stops within one tick, at once
-    when its call's end wakes the followers)."""
+    when its call's end wakes the followers). They come in batches, consecutive and in order,
+    each of what was ready at once and at most ``batch_entries`` (0: ``MAX_BATCH_ENTRIES``)."""
+    check_not_negative(max_entries_per_message=batch_entries)
+    limit = min(batch_entries or MAX_BATCH_ENTRIES, MAX_BATCH_ENTRIES)
     next_sequence = max(from_sequence, 1)
     if not follow:
-        yield from entries_from(context, run_id, next_sequence)
+        for page in pages_from(context, run_id, next_sequence):
+            yield from batches(page, limit)
         return
     with followers.slot():
-        for entry in entries_from(context, run_id, next_sequence):
-            yield entry
-            next_sequence = entry.sequence + 1
-        yield from followers.follow(run_id, next_sequence, is_active)
+        for page in pages_from(context, run_id, next_sequence):
+            yield from batches(page, limit)
+            next_sequence = page[-1].sequence + 1
+        for ready in followers.follow(run_id, next_sequence, is_active):
+            yield from batches(ready, limit)
+
+
+def batches(entries: Sequence[StoredEntry], limit: int) -> Iterator[list[StoredEntry]]:
+    """``entries`` cut, in order, into runs of at most ``limit`` entries whose payloads stay
+    within ``BATCH_PAYLOAD_BYTES`` (an entry larger than that goes alone)."""
+    batch: list[StoredEntry] = []
+    size = 0
+    for entry in entries:
+        length = len(entry.payload_json.encode("utf-8"))
+        if batch and (len(batch) == limit or size + length > BATCH_PAYLOAD_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(entry)
+        size += length
+    if batch:
+        yield batch

@@ -306,12 +306,15 @@ def verify(context: LedgerContext, run_id: str) -> Verification:
         return verify_chain(journal_rows.iter_journal(connection, run_id), INTACT)
 
 
-def entries_from(context: LedgerContext, run_id: str, from_sequence: int) -> Iterator[StoredEntry]:
-    """Entries from ``from_sequence`` up to the current head, page by page."""
+def pages_from(
+    context: LedgerContext, run_id: str, from_sequence: int
+) -> Iterator[list[StoredEntry]]:
+    """Entries from ``from_sequence`` up to the current head, page by page (no empty page)."""
     next_sequence = max(from_sequence, 1)
     while True:
         entries = read(context, run_id, next_sequence, FOLLOW_PAGE).entries
-        yield from entries
+        if entries:
+            yield entries
         if len(entries) < FOLLOW_PAGE:
             return
         next_sequence = entries[-1].sequence + 1

@@ -550,22 +550,32 @@ class StreamJournalRequest(_message.Message):
     RUN_ID_FIELD_NUMBER: _builtins.int
     FROM_SEQUENCE_FIELD_NUMBER: _builtins.int
     FOLLOW_FIELD_NUMBER: _builtins.int
+    MAX_ENTRIES_PER_MESSAGE_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run whose journal to stream."""
     from_sequence: _builtins.int
     """First sequence to send (default 1)."""
     follow: _builtins.bool
     """Keep the stream open and send new entries as they are appended."""
+    max_entries_per_message: _builtins.int
+    """Batching. 0 (the default): every response carries one entry, in `entry`. Above 0: every
+    response carries its entries in `entries` (and leaves `entry` unset): what the ledger has
+    ready to send at once (a page of the catch-up, or what one poll found while following), up
+    to this many entries and about 1 MiB of payloads a message, at least one. A follower of a
+    busy run then receives one message a poll instead of one an entry. Values above 1000 are
+    read as 1000; a negative value is refused (INVALID_ARGUMENT, FIELD_INVALID).
+    """
     def __init__(
         self,
         *,
         run_id: _builtins.str = ...,
         from_sequence: _builtins.int = ...,
         follow: _builtins.bool = ...,
+        max_entries_per_message: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["follow", b"follow", "from_sequence", b"from_sequence", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["follow", b"follow", "from_sequence", b"from_sequence", "max_entries_per_message", b"max_entries_per_message", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -573,23 +583,31 @@ Global___StreamJournalRequest: _TypeAlias = StreamJournalRequest  # noqa: Y015
 
 @_typing.final
 class StreamJournalResponse(_message.Message):
-    """StreamJournalResponse carries one entry."""
+    """StreamJournalResponse carries the next entry, or the next entries (batching)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     ENTRY_FIELD_NUMBER: _builtins.int
+    ENTRIES_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def entry(self) -> _common_pb2.JournalEntry:
-        """The next entry in sequence order."""
+        """The next entry in sequence order (max_entries_per_message 0)."""
+
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.JournalEntry]:
+        """The next entries, consecutive and in sequence order, 1 to max_entries_per_message of them
+        (max_entries_per_message above 0).
+        """
 
     def __init__(
         self,
         *,
         entry: _common_pb2.JournalEntry | None = ...,
+        entries: _abc.Iterable[_common_pb2.JournalEntry] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["entry", b"entry"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry", b"entry"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "entry", b"entry"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
