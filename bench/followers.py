@@ -3,7 +3,9 @@
 without followers in the same round.
 
 Each follower follows one writer's run (spread evenly) on its own channel from the first entry;
-each replica's 50 followers run in a process of their own, as remote watchers would.
+each replica's 50 followers run in a process of their own, as remote watchers would. The figure's
+followers ask for batches (``BATCH`` entries a message at most, ADR 0033); followers of one entry
+a message, the stream's default shape, run in the same round and are reported beside.
 Every appended payload carries the writer's ``time.time()`` just before the call, and a follower
 notes when each entry reaches it: the delivery latency is therefore commit-to-follower plus the
 append call's own latency, the time a watcher waits to see what a writer did. Every follower
@@ -221,7 +223,8 @@ def _round(clients: Clients, calls_each: int, index: int) -> dict[str, Any]:
 
 
 def followers_figure(clients: Clients, calls_each: int, rounds: int = 3) -> dict[str, Any]:
-    """The rounds, each pairing appends without and with followers; ratios are medians."""
+    """The rounds, each running the appends without followers, with followers that batch and
+    with followers of one entry a message; ratios (with / without) are medians."""
     measured = [_round(clients, calls_each, index) for index in range(rounds)]
     figure: dict[str, Any] = {
         "followers": FOLLOWERS,
