@@ -504,6 +504,35 @@ def test_read_pages_and_stream_follow(ledger_server: LedgerClients) -> None:
     assert seen == [4, 5, 6]
 
 
+def test_pages_and_streams_of_large_payloads_stay_within_a_message_budget(
+    ledger_server: LedgerClients,
+) -> None:
+    """Eight payloads of about 200 KiB: a page of 1000 asked for is cut after five (about 1 MiB,
+    so well below a default client's 4 MiB), next_sequence goes on from there, and a stream (one
+    entry a message, or batches) still delivers all eight."""
+    ledger_server.ledger().CreateRun(run_request())
+    head = ""
+    for index in range(8):
+        payload = {"reason": f"{index}:" + "x" * (200 * 1024)}
+        head = append(ledger_server, "run-1", head, K.JOURNAL_ENTRY_KIND_RUN_HELD, payload).hash
+    reader = ledger_server.ledger("reader-token")
+    pages, sequence = [], 1
+    while sequence:
+        page = reader.ReadJournal(
+            ledger_pb2.ReadJournalRequest(run_id="run-1", from_sequence=sequence, page_size=1000)
+        )
+        pages.append([e.sequence for e in page.entries])
+        sequence = page.next_sequence
+    assert pages == [[1, 2, 3, 4, 5], [6, 7, 8]]
+    for batch in (0, 1000):
+        request = ledger_pb2.StreamJournalRequest(run_id="run-1", max_entries_per_message=batch)
+        messages = [
+            [e.sequence for e in (response.entries if batch else [response.entry])]
+            for response in reader.StreamJournal(request, timeout=30)
+        ]
+        assert messages == (pages if batch else [[n] for n in range(1, 9)])
+
+
 @pytest.mark.parametrize(
     ("request_fields", "fields"),
     [({"from_sequence": -1}, ["from_sequence"]), ({"page_size": -3}, ["page_size"])],

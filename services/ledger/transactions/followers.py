@@ -7,7 +7,7 @@ followers, so a hundred followers of a run cost what one does. No LISTEN/NOTIFY:
 transaction mode does not carry it.
 
 A stream yields what it has ready at once (a page of the catch-up, what one poll found), cut into
-batches of at most the caller's number of entries and about ``BATCH_PAYLOAD_BYTES`` of payloads:
+batches of at most the caller's number of entries and about ``MESSAGE_PAYLOAD_BYTES`` of payloads:
 a caller that sends a batch a message sends one message a poll to a follower of a busy run.
 """
 
@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 from services.ledger.domain.journal import StoredEntry
 from services.ledger.repository import journal as journal_rows
 from services.ledger.transactions.base import LedgerContext, check_not_negative
-from services.ledger.transactions.journal import pages_from
+from services.ledger.transactions.journal import batches, pages_from
 from shared.runtime.errors import ResourceExhausted
 
 FOLLOW_POLL_SECONDS = 0.2
@@ -31,10 +31,8 @@ POLL_PAGE = 1000
 # falls further behind reads its missing entries itself.
 FEED_BUFFER = 1000
 # A batch holds at most this many entries (a larger request is read as this many), and its
-# payloads at most about this many bytes (one entry always goes, whatever its size: a payload is
-# at most 256 KiB), so a batched message stays well below a channel's 4 MiB default.
+# payloads at most about journal.MESSAGE_PAYLOAD_BYTES.
 MAX_BATCH_ENTRIES = 1000
-BATCH_PAYLOAD_BYTES = 1 << 20
 
 _LOG = logging.getLogger("forge.ledger")
 
@@ -222,19 +220,3 @@ def stream(
             next_sequence = page[-1].sequence + 1
         for ready in followers.follow(run_id, next_sequence, is_active):
             yield from batches(ready, limit)
-
-
-def batches(entries: Sequence[StoredEntry], limit: int) -> Iterator[list[StoredEntry]]:
-    """``entries`` cut, in order, into runs of at most ``limit`` entries whose payloads stay
-    within ``BATCH_PAYLOAD_BYTES`` (an entry larger than that goes alone)."""
-    batch: list[StoredEntry] = []
-    size = 0
-    for entry in entries:
-        length = len(entry.payload_json.encode("utf-8"))
-        if batch and (len(batch) == limit or size + length > BATCH_PAYLOAD_BYTES):
-            yield batch
-            batch, size = [], 0
-        batch.append(entry)
-        size += length
-    if batch:
-        yield batch

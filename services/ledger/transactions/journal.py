@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection
@@ -61,6 +61,10 @@ WORKER_NATIVE_KINDS = frozenset(
 MAX_JOURNAL_PAGE = 1000
 DEFAULT_JOURNAL_PAGE = 100
 FOLLOW_PAGE = 200
+# A page's (or a stream message's) payloads stay within about this many bytes: one entry always
+# goes, whatever its size (a payload is at most 256 KiB), so one message of entries stays well
+# below the 4 MiB a gRPC client receives by default, whatever page size was asked for.
+MESSAGE_PAYLOAD_BYTES = 1 << 20
 # Entries this process already recomputed intact, by the digest of their exact stored fields: a
 # verification recomputes only new or altered rows and gives the same answer
 # (shared.continuity.journal_chain).
@@ -296,7 +300,9 @@ def read(context: LedgerContext, run_id: str, from_sequence: int, page_size: int
     with context.read() as connection:
         existing_run(connection, run_id)
         entries = journal_rows.read_journal(connection, run_id, max(from_sequence, 1), limit)
-        return JournalPage(entries, journal_rows.journal_head(connection, run_id))
+        # Cut short when the payloads pass the message budget; next_sequence goes on from there.
+        page = next(batches(entries, limit), [])
+        return JournalPage(page, journal_rows.journal_head(connection, run_id))
 
 
 def verify(context: LedgerContext, run_id: str) -> Verification:
@@ -312,9 +318,25 @@ def pages_from(
     """Entries from ``from_sequence`` up to the current head, page by page (no empty page)."""
     next_sequence = max(from_sequence, 1)
     while True:
-        entries = read(context, run_id, next_sequence, FOLLOW_PAGE).entries
-        if entries:
-            yield entries
-        if len(entries) < FOLLOW_PAGE:
+        page = read(context, run_id, next_sequence, FOLLOW_PAGE)
+        if page.entries:
+            yield page.entries
+        if not page.next_sequence:
             return
-        next_sequence = entries[-1].sequence + 1
+        next_sequence = page.next_sequence
+
+
+def batches(entries: Sequence[StoredEntry], limit: int) -> Iterator[list[StoredEntry]]:
+    """``entries`` cut, in order, into runs of at most ``limit`` entries whose payloads stay
+    within ``MESSAGE_PAYLOAD_BYTES`` (an entry larger than that goes alone)."""
+    batch: list[StoredEntry] = []
+    size = 0
+    for entry in entries:
+        length = len(entry.payload_json.encode("utf-8"))
+        if batch and (len(batch) == limit or size + length > MESSAGE_PAYLOAD_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(entry)
+        size += length
+    if batch:
+        yield batch

@@ -491,7 +491,10 @@ class ReadJournalRequest(_message.Message):
     from_sequence: _builtins.int
     """First sequence to return (default 1)."""
     page_size: _builtins.int
-    """Maximum entries to return (default 100, maximum 1000)."""
+    """Maximum entries to return (default 100, maximum 1000). A page holds fewer when its entries'
+    payloads would pass about 1 MiB (at least one entry), so a page stays well below a client's
+    default 4 MiB message limit; next_sequence then goes on from where it stopped.
+    """
     def __init__(
         self,
         *,

@@ -1,6 +1,6 @@
-"""How a stream cuts what it has ready into batches (``followers.batches``): in order, nothing
-lost or repeated, at most the asked number of entries, and about ``BATCH_PAYLOAD_BYTES`` of
-payloads a batch, as full as those two bounds allow."""
+"""How a journal page and a stream's batches are cut (``journal.batches``): in order, nothing lost
+or repeated, at most the asked number of entries, and about ``MESSAGE_PAYLOAD_BYTES`` of payloads
+a message, as full as those two bounds allow."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from services.ledger.domain.journal import StoredEntry
-from services.ledger.transactions.followers import BATCH_PAYLOAD_BYTES, batches
+from services.ledger.transactions.journal import MESSAGE_PAYLOAD_BYTES, batches
 
 
 def _entry(sequence: int, payload_bytes: int) -> StoredEntry:
@@ -31,9 +31,9 @@ def test_batches_keep_every_entry_in_order_within_both_bounds(sizes: list[int], 
     for batch, following in zip(cut, [*cut[1:], None], strict=False):
         assert 1 <= len(batch) <= limit
         total = sum(map(_size, batch))
-        assert total <= BATCH_PAYLOAD_BYTES or len(batch) == 1
+        assert total <= MESSAGE_PAYLOAD_BYTES or len(batch) == 1
         if following is not None:  # cut only where the next entry would break a bound
-            assert len(batch) == limit or total + _size(following[0]) > BATCH_PAYLOAD_BYTES
+            assert len(batch) == limit or total + _size(following[0]) > MESSAGE_PAYLOAD_BYTES
 
 
 def test_large_payloads_are_cut_by_bytes_before_the_count() -> None:
