@@ -201,7 +201,7 @@ def stream(
     *,
     follow: bool,
     is_active: Callable[[], bool],
-    batch_entries: int = MAX_BATCH_ENTRIES,
+    batch_entries: int = 0,
 ) -> Iterator[list[StoredEntry]]:
     """Entries from ``from_sequence``; with ``follow``, then the new ones as they are appended,
     while the caller is active (a cancelled or expired follower stops within one tick, at once
