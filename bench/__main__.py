@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import figures, followers, worker_path
+from bench import figures, floors, followers, worker_path
 from bench.listing import listing_latency
 from bench.load import median
 from bench.plot import plot_candidate_latency
@@ -81,12 +81,12 @@ def admission_figure(
 ) -> dict[str, Any]:
     """Figure 1 over its rounds, each beside the baseline, the six-hop floor and the six-hop
     statement floor (``statements``: a bare server whose transaction runs the admission's
-    statements, figures.ADMISSION_STATEMENTS)."""
+    statements, floors.ADMISSION_STATEMENTS)."""
     floor_calls = _scaled(100, scale, 10)
     with (
-        hop_floor(baseline, figures.ADMISSION_HOPS) as chain,
-        hop_floor(baseline, figures.ADMISSION_HOPS_NOW) as crossed,
-        hop_floor(statements, figures.ADMISSION_HOPS) as statement_chain,
+        hop_floor(baseline, floors.ADMISSION_HOPS) as chain,
+        hop_floor(baseline, floors.ADMISSION_HOPS_NOW) as crossed,
+        hop_floor(statements, floors.ADMISSION_HOPS) as statement_chain,
     ):
 
         def admission_round(index: int) -> dict[str, Any]:
@@ -96,24 +96,24 @@ def admission_figure(
             measured = figures.admission_throughput(
                 clients, floor_calls, prefix=f"bench-admit-{index}"
             )
-            figure = figures.throughput_figure(measured, floor)
+            figure = floors.throughput_figure(measured, floor)
             six_hops = figures.baseline_floor(chain, floor_calls)
-            figure["hop_floor"] = figures.hop_floor_figure(six_hops, floor, figure)
-            figure["hops_crossed_floor"] = figures.hop_floor_figure(
+            figure["hop_floor"] = floors.hop_floor_figure(six_hops, floor, figure)
+            figure["hops_crossed_floor"] = floors.hop_floor_figure(
                 figures.baseline_floor(crossed, floor_calls),
                 floor,
                 figure,
-                figures.ADMISSION_HOPS_NOW,
+                floors.ADMISSION_HOPS_NOW,
             )
-            figure["statement_floor"] = figures.statement_floor_figure(
+            figure["statement_floor"] = floors.statement_floor_figure(
                 figures.baseline_floor(statement_chain, floor_calls),
                 six_hops,
                 figure,
-                figures.ADMISSION_STATEMENTS,
+                floors.ADMISSION_STATEMENTS,
             )
             return figure
 
-        return figures.over_rounds(admission_round)
+        return floors.over_rounds(admission_round)
 
 
 def append_figure(
@@ -127,9 +127,9 @@ def append_figure(
         measured = figures.append_throughput(
             clients, _scaled(100, scale, 10), prefix=f"bench-append-{run}-{index}"
         )
-        return figures.throughput_figure(measured, floor)
+        return floors.throughput_figure(measured, floor)
 
-    return figures.over_rounds(append_round)
+    return floors.over_rounds(append_round)
 
 
 def measure_append(scale: float) -> dict[str, Any]:
@@ -166,7 +166,7 @@ def worker_path_figure(
 ) -> dict[str, Any]:
     """The worker path over its rounds, each beside the one-hop baseline and the one-hop
     statement floor (``statements``: a bare server whose transaction runs a step's statements,
-    figures.WORKER_STEP_STATEMENTS)."""
+    floors.WORKER_STEP_STATEMENTS)."""
     floor_calls = _scaled(100, scale, 10)
 
     def worker_round(index: int) -> dict[str, Any]:
@@ -174,16 +174,16 @@ def worker_path_figure(
         measured = worker_path.worker_path_throughput(
             clients, _scaled(6, scale, 1), prefix=f"bench-worker-{index}"
         )
-        figure = {**figures.throughput_figure(measured, floor), **worker_path.describe(measured)}
-        figure["statement_floor"] = figures.statement_floor_figure(
+        figure = {**floors.throughput_figure(measured, floor), **worker_path.describe(measured)}
+        figure["statement_floor"] = floors.statement_floor_figure(
             figures.baseline_floor(statements, floor_calls),
             floor,
             figure,
-            figures.WORKER_STEP_STATEMENTS,
+            floors.WORKER_STEP_STATEMENTS,
         )
         return figure
 
-    return figures.over_rounds(worker_round)
+    return floors.over_rounds(worker_round)
 
 
 def measure_replicas(scale: float) -> dict[str, Any]:
@@ -209,7 +209,7 @@ def measure_replicas(scale: float) -> dict[str, Any]:
         cold = worker_path.replicas_round(
             clients, running.metrics, _scaled(6, scale, 1), "bench-replicas-cold"
         )
-        figure = figures.over_rounds(replicas_round)
+        figure = floors.over_rounds(replicas_round)
         figure["cold_round"] = {key: cold[key] for key in ("throughput_ratio", "cpu_bound_ceiling")}
         return {"replicas": figure}
 
@@ -219,7 +219,7 @@ def measure_worker_path(scale: float) -> dict[str, Any]:
     with (
         bench_schema() as url,
         baseline_server(url) as baseline,
-        baseline_server(url, figures.WORKER_STEP_STATEMENTS) as statements,
+        baseline_server(url, floors.WORKER_STEP_STATEMENTS) as statements,
         services(url) as running,
     ):
         clients = figures.Clients(running)
@@ -292,7 +292,7 @@ def measure_admission(scale: float) -> dict[str, Any]:
     with (
         bench_schema() as url,
         baseline_server(url) as baseline,
-        baseline_server(url, figures.ADMISSION_STATEMENTS) as statements,
+        baseline_server(url, floors.ADMISSION_STATEMENTS) as statements,
         services(url) as running,
     ):
         clients = figures.Clients(running)
@@ -341,8 +341,8 @@ def measure(scale: float, rss_operations: int) -> dict[str, Any]:
     with (
         bench_schema() as url,
         baseline_server(url) as baseline,
-        baseline_server(url, figures.ADMISSION_STATEMENTS) as admission_statements,
-        baseline_server(url, figures.WORKER_STEP_STATEMENTS) as step_statements,
+        baseline_server(url, floors.ADMISSION_STATEMENTS) as admission_statements,
+        baseline_server(url, floors.WORKER_STEP_STATEMENTS) as step_statements,
         services(url) as running,
     ):
         clients = figures.Clients(running)

@@ -26,8 +26,8 @@ from bench.figures import (
     Clients,
     prepared_admissions,
     submission,
-    throughput_figure,
 )
+from bench.floors import throughput_figure
 from bench.load import Latencies, Throughput, run_concurrently
 from bench.seed import seed_long_held_run
 from forge.continuity.v1 import candidate_pb2, common_pb2, execution_pb2

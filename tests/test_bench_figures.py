@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import create_engine, text
 
-from bench import figures, followers, worker_path
+from bench import figures, floors, followers, worker_path
 from bench.stack import Services, baseline_server, services
 from tests.conftest import postgres_schema
 
@@ -77,5 +77,5 @@ def test_a_statement_floor_runs_its_statements_in_each_call() -> None:
     # one-statement floor inserts three rows a call)
     assert measured.calls == 2 * figures.CALLERS
     assert tuple(rows) == (3 * 4 * figures.CALLERS, 3)
-    figure = figures.statement_floor_figure(measured, measured, {"measured": measured.as_dict()}, 3)
+    figure = floors.statement_floor_figure(measured, measured, {"measured": measured.as_dict()}, 3)
     assert figure["statements"] == 3 and figure["throughput_ratio"] == 1.0

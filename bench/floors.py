@@ -1,0 +1,151 @@
+"""The floors a throughput figure is set beside, and its rounds.
+
+A figure's ratios are only as good as the baseline measured right beside it: each round pairs
+the figure with its baselines (the one-hop baseline, the floor of the gRPC hops an admission
+crosses, the floor of the statements a write runs), and ``over_rounds`` reports the median
+over the rounds with the ranges. The figures themselves are measured in ``bench.figures``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from bench.load import Throughput, median, ratio
+
+# The gRPC hops one admission crosses: caller → admission; admission → ledger (read-back),
+# → candidate, → ledger (commit); candidate → ledger (snapshot), → reconstruction.
+ADMISSION_HOPS = 6
+# Since ADR 0024 (no read back before the candidate) a first admission crosses five hops: the
+# floor of the hops it really crosses is measured beside the six-hop floor the targets name.
+ADMISSION_HOPS_NOW = 5
+
+
+def hop_floor_figure(
+    chain: Throughput, floor: Throughput, admission: dict[str, Any], hops: int = ADMISSION_HOPS
+) -> dict[str, Any]:
+    """The ``hops``-hop floor beside the one-hop baseline (the best throughput ratio a design
+    with that many hops could reach here) and the admission beside that floor."""
+    measured = admission["measured"]
+    return {
+        "hops": hops,
+        "measured": chain.as_dict(),
+        "throughput_ratio": ratio(chain.per_second, floor.per_second),
+        "p99_ratio": ratio(chain.latencies.p99_ms, floor.latencies.p99_ms),
+        # The admission beside the floor (round 4's restated targets: throughput >= 0.5,
+        # p99 <= 3, CPU per call <= 2).
+        "admission_ratio": ratio(measured["per_second"], chain.per_second),
+        "admission_p99_ratio": ratio(measured["latency"]["p99_ms"], chain.latencies.p99_ms),
+        "admission_cpu_ratio": ratio(
+            measured.get("cpu_ms_per_call", {}).get("attributed", 0.0), chain.cpu_ms_per_call
+        ),
+    }
+
+
+# Statements one write runs on PostgreSQL (tests/ledger/test_statement_counts.py pins the
+# writes): an admission reads the snapshot of a run whose journal the candidate holds (1 since
+# round 4's eleventh pass, ADR 0032; 4 before) and commits (4; 11 before round 4's fifth pass,
+# ADR 0027); a worker-path step runs 5.125 on average (a claim 5, four own records 5 each, two
+# command charges 5 each, a completion 6, over eight steps; 6.75 before round 4's twelfth
+# pass), rounded down. A statement floor runs that many single-row inserts, the cheapest statement
+# there is, in one transaction (bench.baseline --statements): a lower bound on what any design
+# that runs those statements costs on this machine.
+ADMISSION_STATEMENTS = 5
+WORKER_STEP_STATEMENTS = 5
+
+
+def statement_floor_figure(
+    statements: Throughput, fewer: Throughput, figure: dict[str, Any], count: int
+) -> dict[str, Any]:
+    """The floor of ``count`` statements beside the floor it extends (``fewer``: the same hops
+    with the one-statement transaction): its throughput ratio is the best ratio to ``fewer`` any
+    design running those statements could reach here, its CPU ratio the least. The measured
+    ``figure`` is set beside it too."""
+    measured = figure["measured"]
+    return {
+        "statements": count,
+        "measured": statements.as_dict(),
+        "throughput_ratio": ratio(statements.per_second, fewer.per_second),
+        "cpu_ratio": ratio(statements.cpu_ms_per_call, fewer.cpu_ms_per_call),
+        "measured_ratio": ratio(measured["per_second"], statements.per_second),
+        "measured_cpu_ratio": ratio(
+            measured.get("cpu_ms_per_call", {}).get("attributed", 0.0), statements.cpu_ms_per_call
+        ),
+    }
+
+
+# Throughput figures are measured in this many rounds, each right beside its own baseline.
+ROUNDS = 3
+# The ratios summarized over the rounds (median and range), at the figure's top level and in
+# its six-hop floor.
+_RATIOS = ("throughput_ratio", "p99_ratio", "cpu_bound_ceiling")
+_FLOOR_RATIOS = (
+    "throughput_ratio",
+    "p99_ratio",
+    "admission_ratio",
+    "admission_p99_ratio",
+    "admission_cpu_ratio",
+)
+
+
+_STATEMENT_FLOOR_RATIOS = ("throughput_ratio", "cpu_ratio", "measured_ratio", "measured_cpu_ratio")
+# The floors a figure carries beside its baseline, with the ratios summarized in each.
+_NESTED_RATIOS = {
+    "hop_floor": _FLOOR_RATIOS,
+    "hops_crossed_floor": _FLOOR_RATIOS,
+    "statement_floor": _STATEMENT_FLOOR_RATIOS,
+}
+
+
+def _summarized(
+    chosen: dict[str, Any], rounds: list[dict[str, Any]], keys: tuple[str, ...]
+) -> dict[str, Any]:
+    """``chosen`` with each of ``keys`` replaced by its median over ``rounds``, and the ranges."""
+    summary = dict(chosen)
+    summary["ranges"] = {}
+    for key in keys:
+        values = [float(round_[key]) for round_ in rounds]
+        summary[key] = round(median(values), 3)
+        summary["ranges"][key] = [min(values), max(values)]
+    return summary
+
+
+def over_rounds(one_round: Callable[[int], dict[str, Any]], rounds: int = ROUNDS) -> dict[str, Any]:
+    """Run a throughput figure in ``rounds`` rounds, each measuring the figure right beside its
+    baseline: this machine drifts from one minute to the next (the same bare baseline has cost
+    1.4 to 2.0 ms of CPU per call in different runs), so a ratio is only as good as the pair it
+    comes from. Each ratio is the median over the rounds, with its range; the round with the
+    median throughput ratio is reported whole, and every round in ``rounds``."""
+    measured = [one_round(index) for index in range(rounds)]
+    ordered = sorted(measured, key=lambda figure: float(figure["throughput_ratio"]))
+    figure = _summarized(ordered[len(ordered) // 2], measured, _RATIOS)
+    for key, ratios in _NESTED_RATIOS.items():
+        if key in figure:
+            floors = [round_[key] for round_ in measured]
+            figure[key] = _summarized(figure[key], floors, ratios)
+    figure["rounds"] = [
+        {
+            "measured_per_second": round_["measured"]["per_second"],
+            "baseline_per_second": round_["baseline"]["per_second"],
+            **{key: round_[key] for key in _RATIOS},
+            **(
+                {f"hop_floor_{key}": round_["hop_floor"][key] for key in _FLOOR_RATIOS}
+                if "hop_floor" in round_
+                else {}
+            ),
+        }
+        for round_ in measured
+    ]
+    return figure
+
+
+def throughput_figure(measured: Throughput, floor: Throughput) -> dict[str, Any]:
+    return {
+        "measured": measured.as_dict(),
+        "baseline": floor.as_dict(),
+        "throughput_ratio": ratio(measured.per_second, floor.per_second),
+        "p99_ratio": ratio(measured.latencies.p99_ms, floor.latencies.p99_ms),
+        # The throughput ratio a CPU-bound run could reach at best: the CPU one baseline call
+        # costs (server, PostgreSQL, caller) over the CPU one measured call costs.
+        "cpu_bound_ceiling": ratio(floor.cpu_ms_per_call, measured.cpu_ms_per_call),
+    }
