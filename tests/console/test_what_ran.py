@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 from playwright.sync_api import Page, expect
 
@@ -185,11 +186,15 @@ def test_a_hidden_tab_lets_the_stream_go_and_follows_again_from_the_next_entry(
 ) -> None:
     run_id = "run-console-hidden"
     queued = admitted(gateway, run_id)
+    streams: list[str] = []
+    page.on("request", lambda r: streams.append(r.url) if "journal:stream" in r.url else None)
     open_run(page, gateway, run_id, "reader-token")
     live = page.locator("#timeline-live")
     expect(live).to_have_text("live")
-    expect(page.locator('#timeline li[data-kind="ownership_claim"]')).to_have_count(1)
+    claim = page.locator('#timeline li[data-kind="ownership_claim"]')
+    expect(claim).to_have_count(1)
     shown = page.locator("#timeline li.event").count()
+    head = int(claim.get_attribute("data-sequence") or 0)
 
     def visibility(state: str) -> None:
         page.evaluate(
@@ -212,4 +217,9 @@ def test_a_hidden_tab_lets_the_stream_go_and_follows_again_from_the_next_entry(
     failed = page.locator('#timeline li[data-kind="request_failed"]')
     expect(failed).to_have_count(1)
     expect(page.locator("#timeline li.event")).to_have_count(shown + 1)  # nothing shown twice
+    # Both follows ask for batches; the second starts after the newest entry the first showed.
+    assert [parse_qs(urlsplit(url).query) for url in streams] == [
+        {"follow": ["true"], "from_sequence": ["1"], "max_entries_per_message": ["200"]},
+        {"follow": ["true"], "from_sequence": [str(head + 1)], "max_entries_per_message": ["200"]},
+    ], streams
     expect(page.locator("#continuity-state")).to_contain_text("failed")

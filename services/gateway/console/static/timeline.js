@@ -16,8 +16,13 @@ const ADMISSION_KINDS = ["MIGRATION_SETTLEMENT", "REFUSAL_SETTLEMENT", "RECOVERY
 const STATE_KINDS = ["WORKER_CLAIMED", "REQUEST_EVENT", "REQUEST_FAILED", "COMMAND_EXECUTED",
   "OWNERSHIP_CLAIM", "RECONCILIATION_SETTLEMENT", "RECONCILIATION_VERIFICATION", "RUN_HELD"].map((k) => K + k);
 const RETRY_MS = 3000;
+// Entries asked for per stream message: a long history arrives in a few hundred messages, not one
+// message an entry (StreamJournalRequest.max_entries_per_message).
+const BATCH = 200;
 
-const timeline = { entries: [], commands: 0, admittedAt: 0, stream: null, timer: null, refresh: null };
+// `last`: the highest sequence shown (the stream delivers in journal order, so anything at or
+// below it was shown already); `count`: how many entries were read.
+const timeline = { last: 0, count: 0, commands: 0, admittedAt: 0, stream: null, timer: null, refresh: null };
 
 // ---------------------------------------------------------------- one entry, in words
 
@@ -96,18 +101,20 @@ function item(entry) {
 }
 
 function add(entry) {
-  if (timeline.entries.some((e) => e.sequence === entry.sequence)) return;
-  timeline.entries.push(entry);
+  const sequence = Number(entry.sequence);
+  if (sequence <= timeline.last) return;
+  timeline.last = sequence;
+  timeline.count += 1;
   const list = document.getElementById("timeline");
   if (!timeline.admittedAt && ADMISSION_KINDS.includes(entry.kind)) {
-    timeline.admittedAt = Number(entry.sequence);
+    timeline.admittedAt = sequence;
     list.replaceChildren();
   }
   if (!timeline.admittedAt) {
     // Before admission: only counted (the records below list every entry).
     if (entry.kind === K + "COMMAND_EXECUTED") timeline.commands += 1;
     document.getElementById("timeline-before").textContent =
-      `${timeline.entries.length} journal entries before admission (listed under Records).`;
+      `${timeline.count} journal entries before admission (listed under Records).`;
     return;
   }
   document.getElementById("timeline-before").textContent =
@@ -164,12 +171,12 @@ function setLive(text, kind) {
 }
 
 async function follow() {
-  const from = timeline.entries.length ? Math.max(...timeline.entries.map((e) => Number(e.sequence))) + 1 : 1;
+  const from = timeline.last + 1;
   const controller = new AbortController();
   timeline.stream = controller;
   let response;
   try {
-    response = await fetch(`${runPath()}/journal:stream?follow=true&from_sequence=${from}`, {
+    response = await fetch(`${runPath()}/journal:stream?follow=true&from_sequence=${from}&max_entries_per_message=${BATCH}`, {
       headers: { authorization: `Bearer ${token()}` }, cache: "no-store", credentials: "omit", signal: controller.signal,
     });
   } catch {
@@ -200,7 +207,8 @@ async function follow() {
         if (!line) continue;
         const message = JSON.parse(line);
         if (message.error) return again(message.error.message || "the stream ended with an error");
-        if (message.entry) add(message.entry);
+        // A batch in `entries`; one entry in `entry` from a ledger older than batches.
+        for (const entry of message.entries || (message.entry ? [message.entry] : [])) add(entry);
       }
     }
   } catch {
