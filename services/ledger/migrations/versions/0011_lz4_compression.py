@@ -6,10 +6,11 @@ pglz costs about 80 µs of PostgreSQL CPU on a 9 KB checkpoint: a third of that 
 once per blob an admission or a worker's turn stores. LZ4 compresses the same bytes at a
 fraction of that and reads back no slower (docs/performance.md, round 4, fifteenth pass).
 
-``SET COMPRESSION`` is a catalog change (no table rewrite): values stored before keep pglz and
-read as before; values stored after use LZ4. A server built without LZ4, or older than
-PostgreSQL 14, keeps pglz (the migration notes it and goes on). SQLite stores values as they
-are: nothing to do. Purely additive for the code: no release reads or writes differently.
+``SET COMPRESSION`` is a catalog change: no table rewrite, and each table's exclusive lock lasts
+only for that change. Values stored before keep pglz and read as before; values stored after
+use LZ4. A server built without LZ4, or older than PostgreSQL 14, keeps pglz (the migration
+notes it and goes on). SQLite stores values as they are: nothing to do. Purely additive for the
+code: no release reads or writes differently.
 
 Revision ID: 0011
 Revises: 0010
