@@ -31,27 +31,52 @@ _bound: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar(
 )
 
 
+# The id fields each message class declares, found once per class: asking a message for a field
+# it lacks raises and catches an AttributeError, which cost every served call about 6 µs.
+_ID_FIELDS_OF: dict[type, tuple[str, ...]] = {}
+
+
+def _id_fields(message_class: type) -> tuple[str, ...]:
+    fields = _ID_FIELDS_OF.get(message_class)
+    if fields is None:
+        declared = getattr(getattr(message_class, "DESCRIPTOR", None), "fields_by_name", None)
+        # Not a protobuf message (a test's object, say): ask it for every name.
+        fields = ID_FIELDS if declared is None else tuple(n for n in ID_FIELDS if n in declared)
+        _ID_FIELDS_OF[message_class] = fields
+    return fields
+
+
 def request_ids(request: object) -> dict[str, str]:
     """The id fields ``request`` (a protobuf message, usually) carries, non-empty ones only."""
     found: dict[str, str] = {}
-    for name in ID_FIELDS:
+    for name in _id_fields(type(request)):
         value = getattr(request, name, "")
         if isinstance(value, str) and value:
             found[name] = value
     return found
 
 
+def bind_ids_of(request: object) -> contextvars.Token[Mapping[str, str]]:
+    """Bind the ids of ``request`` to the log lines written from here until ``unbind``."""
+    return _bound.set(request_ids(request))
+
+
+def unbind(token: contextvars.Token[Mapping[str, str]]) -> None:
+    """End what ``bind_ids_of`` bound."""
+    try:
+        _bound.reset(token)
+    except ValueError:  # a stream finished in another context than it started in
+        _bound.set(_NONE)
+
+
 @contextmanager
 def bind_request_ids(request: object) -> Iterator[None]:
     """Log lines written inside carry the ids of ``request``."""
-    token = _bound.set(request_ids(request))
+    token = bind_ids_of(request)
     try:
         yield
     finally:
-        try:
-            _bound.reset(token)
-        except ValueError:  # a stream finished in another context than it started in
-            _bound.set(_NONE)
+        unbind(token)
 
 
 def bound_ids() -> Mapping[str, str]:
