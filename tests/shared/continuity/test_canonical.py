@@ -120,3 +120,50 @@ def test_bytes_that_are_no_text_are_no_json(raw: bytes) -> None:
     """Hostile stored bytes fail as CanonicalJsonError, never as a UnicodeDecodeError."""
     with pytest.raises(CanonicalJsonError):
         parse_json(raw)
+
+
+def _compact(value: object, *, sort_keys: bool = False, ensure_ascii: bool = False) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=sort_keys, ensure_ascii=ensure_ascii)
+
+
+@given(json_values, st.booleans(), st.booleans(), st.sampled_from(["str", "utf-8"]))
+def test_compact_documents_read_exactly_as_the_standard_parser_reads_them(
+    value: object, sort_keys: bool, ensure_ascii: bool, form: str
+) -> None:
+    """The documents the services write (compact; sorted or not; escaped or not) take orjson's
+    path when it writes them back unchanged: the same values, types and member order as the
+    standard parser reads (repr tells 1 from 1.0 and -0.0 from 0.0, which == does not)."""
+    text = _compact(value, sort_keys=sort_keys, ensure_ascii=ensure_ascii)
+    given_text: str | bytes = text if form == "str" else text.encode("utf-8")
+    assert repr(parse_json(given_text)) == repr(json.loads(given_text))
+
+
+@given(
+    st.dictionaries(st.text(), json_values, min_size=1, max_size=4),
+    json_values,
+    st.data(),
+)
+def test_a_compact_document_with_a_duplicated_key_is_refused(
+    members: dict[str, object], repeated: object, data: st.DataObject
+) -> None:
+    key = data.draw(st.sampled_from(sorted(members)))
+    written = [f"{_compact(name)}:{_compact(item)}" for name, item in members.items()]
+    written.insert(data.draw(st.integers(0, len(written))), f"{_compact(key)}:{_compact(repeated)}")
+    document = "{" + ",".join(written) + "}"
+    for text in (document, f"[{document}]".encode(), f'{{"outer":{document}}}'):
+        with pytest.raises(CanonicalJsonError, match="duplicate key"):
+            parse_json(text)
+
+
+def test_canonical_documents_take_the_compact_path() -> None:
+    """What makes parse_json cheap for every stored document: a canonical document is answered
+    without the strict parser (the duplicate-key refusal above still holds for it)."""
+    from shared.continuity import canonical
+
+    text = canonical_text({"state": {"limits": {"request_limit": 5}}, "items": [0.5, "é", None]})
+    assert canonical._compact_parse(text) == {
+        "items": [0.5, "é", None],
+        "state": {"limits": {"request_limit": 5}},
+    }
+    assert canonical._compact_parse('{"a": 1}') is canonical._NOT_COMPACT  # whitespace
+    assert canonical._compact_parse('{"a":1,"a":1}') is canonical._NOT_COMPACT
