@@ -11,8 +11,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
@@ -56,27 +55,24 @@ def request_ids(request: object) -> dict[str, str]:
     return found
 
 
-def bind_ids_of(request: object) -> contextvars.Token[Mapping[str, str]]:
-    """Bind the ids of ``request`` to the log lines written from here until ``unbind``."""
-    return _bound.set(request_ids(request))
+class bind_request_ids:  # noqa: N801  # used as a function: ``with bind_request_ids(request):``
+    """Log lines written inside carry the ids of ``request``. A class, not a generator-based
+    context manager: the servers enter one for every call they serve, and a generator cost each
+    call a few microseconds more to enter and leave."""
 
+    __slots__ = ("_ids", "_token")
 
-def unbind(token: contextvars.Token[Mapping[str, str]]) -> None:
-    """End what ``bind_ids_of`` bound."""
-    try:
-        _bound.reset(token)
-    except ValueError:  # a stream finished in another context than it started in
-        _bound.set(_NONE)
+    def __init__(self, request: object) -> None:
+        self._ids = request_ids(request)
 
+    def __enter__(self) -> None:
+        self._token = _bound.set(self._ids)
 
-@contextmanager
-def bind_request_ids(request: object) -> Iterator[None]:
-    """Log lines written inside carry the ids of ``request``."""
-    token = bind_ids_of(request)
-    try:
-        yield
-    finally:
-        unbind(token)
+    def __exit__(self, *_exc: object) -> None:
+        try:
+            _bound.reset(self._token)
+        except ValueError:  # a stream finished in another context than it started in
+            _bound.set(_NONE)
 
 
 def bound_ids() -> Mapping[str, str]:
