@@ -3,9 +3,9 @@
 The ``rfc8785`` library writes canonical JSON in pure Python; digests are taken on every write
 and every proof (journal entries, candidates, snapshots), and its writer was a tenth to a fifth
 of each service's CPU under admission load. orjson with sorted keys writes the same bytes for
-almost every value the services digest, at a fraction of the cost (a 6.8 KB checkpoint: 109 µs
-through the standard library's encoder, which this path used before, 5 µs through orjson's; the
-walk below comes on top of either). :func:`alike_bytes` answers only for those values and
+almost every value the services digest, at a fraction of the cost (a 6.8 KB checkpoint: 117 µs
+with the standard library's encoder, which this path used before, 42 µs with orjson's, most of
+it now the walk below). :func:`alike_bytes` answers only for those values and
 returns None for the rest, which :mod:`shared.continuity.canonical` then hands to the library;
 tests/shared/continuity pins both paths to the library's own answers.
 
