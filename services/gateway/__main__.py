@@ -1,7 +1,7 @@
 """`python -m services.gateway`: serve the annotated HTTP routes on FORGE_GATEWAY_PORT (8080).
 
 uvicorn runs the ASGI app; SIGTERM / SIGINT stop accepting connections and give in-flight
-requests FORGE_GRACE_SECONDS to finish.
+requests FORGE_GRACE_SECONDS to finish. SIGUSR1 writes every thread's stack to the log.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import uvicorn
 
 from services.gateway.app import create_app
 from services.gateway.config import load_gateway_settings
+from shared.runtime.bootstrap import write_stacks_on_signal
 from shared.runtime.events import configure_logging
 from shared.runtime.metrics import serve_metrics
 
@@ -19,6 +20,7 @@ from shared.runtime.metrics import serve_metrics
 def main(argv: list[str] | None = None) -> int:
     settings = load_gateway_settings(argv if argv is not None else sys.argv[1:])
     configure_logging(settings.log_level)
+    write_stacks_on_signal()
     metrics = serve_metrics(settings.host, settings.metrics_port)
     config = uvicorn.Config(
         create_app(settings),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import faulthandler
 import logging
+import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -27,6 +29,17 @@ class BuildResult:
     checks: Mapping[str, Check] = field(default_factory=dict)
 
 
+#: The signal that writes every thread's Python stack to stderr (the service's log) and changes
+#: nothing else: what an operator (or a test) sends a process that does not answer or stop.
+STACKS_SIGNAL = signal.SIGUSR1
+
+
+def write_stacks_on_signal() -> None:
+    """On :data:`STACKS_SIGNAL`, every thread's stack to stderr. Written in C, without the GIL
+    or any lock, so it answers even when the interpreter is stuck."""
+    faulthandler.register(STACKS_SIGNAL, all_threads=True)
+
+
 #: A service's build step: its settings and the principals file the process follows (the one
 #: source of roles for authentication and, in the ledger, for recovery authority).
 Build = Callable[[Settings, PrincipalsFile], BuildResult]
@@ -39,6 +52,7 @@ def run_service(service: str, argv: list[str], build: Build, depends_on: Sequenc
     and again whenever one stops (shared.runtime.readiness)."""
     settings = load_settings(service, argv)
     configure_logging(settings.log_level)
+    write_stacks_on_signal()
     principals = PrincipalsFile(settings.principals_file, settings.principals_reload_seconds)
     # The installed profile digest is computed and the profile registry read before serving
     # (ADR 0023): a malformed registry stops the service here, not at its first admission.

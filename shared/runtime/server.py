@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ from shared.runtime.transport import server_options
 
 log = logging.getLogger("forge.server")
 audit = logging.getLogger("forge.audit")
+#: How long a stop signal can wait for the main thread at most (serve_until_signalled).
+SIGNAL_POLL_SECONDS = 0.2
 
 if TYPE_CHECKING:
     Handler = grpc.RpcMethodHandler[Any, Any]
@@ -406,14 +409,22 @@ def _health_only(
 
 
 def serve_until_signalled(running: RunningServer, grace: float) -> None:
-    """Block until SIGTERM / SIGINT, then drain and stop."""
-    stop = threading.Event()
+    """Block until SIGTERM / SIGINT, then drain and stop.
+
+    The kernel may deliver a process-directed signal to any thread (gRPC's and the pool's
+    included); Python then runs the handler only when the main thread next runs bytecode. A main
+    thread blocked without a timeout (``Event.wait()``) would never do so, and the process would
+    ignore the signal; so the main thread wakes every :data:`SIGNAL_POLL_SECONDS`. The handler
+    only records the signal: it takes no lock (logging's, an Event's) the interrupted main thread
+    could be holding."""
+    received: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:
-        log.info("signal %d: draining for up to %.0fs", signum, grace)
-        stop.set()
+        received.append(signum)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    stop.wait()
+    while not received:
+        time.sleep(SIGNAL_POLL_SECONDS)
+    log.info("signal %d: draining for up to %.0fs", received[0], grace)
     running.stop(grace)

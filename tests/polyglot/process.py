@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +24,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc
+from shared.runtime.bootstrap import STACKS_SIGNAL
 from shared.runtime.client import open_channel
 from shared.runtime.readiness import LIVENESS
 from tests.support import principals_document
@@ -31,6 +32,8 @@ from tests.support import principals_document
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STARTUP_SECONDS = 30.0
 SHUTDOWN_SECONDS = 15.0
+# How long a stuck process gets to write its threads' stacks before it is killed.
+STACKS_SECONDS = 1.0
 # The services the ledger process hosts (besides health and reflection).
 LEDGER_PROCESS_SERVICES = (
     "forge.continuity.v1.LedgerService",
@@ -127,6 +130,11 @@ def _serving(target: str, services: Sequence[str] = ("", *LEDGER_PROCESS_SERVICE
     return True
 
 
+def terminate(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the process, as an operator or Kubernetes stops it."""
+    process.send_signal(signal.SIGTERM)
+
+
 @contextmanager
 def running_ledger(
     database_url: str,
@@ -134,6 +142,7 @@ def running_ledger(
     *,
     serving: bool = True,
     env: Mapping[str, str] | None = None,
+    send_stop: Callable[[subprocess.Popen[bytes]], None] = terminate,
 ) -> Iterator[LedgerProcess]:
     """``python -m services.ledger`` on ``database_url`` (already migrated, unless ``serving``
     is False: then it only waits for the process to answer its liveness health check), with the
@@ -176,7 +185,7 @@ def running_ledger(
     try:
         yield running
     finally:
-        _stop(running)
+        _stop(running, send_stop)
 
 
 def _wait_until_serving(running: LedgerProcess, services: Sequence[str]) -> None:
@@ -191,22 +200,29 @@ def _wait_until_serving(running: LedgerProcess, services: Sequence[str]) -> None
         time.sleep(0.1)
 
 
-def _stop(running: LedgerProcess) -> None:
-    """SIGTERM, then require exit code 0 within SHUTDOWN_SECONDS (kill and fail otherwise)."""
+def _stop(
+    running: LedgerProcess,
+    send_stop: Callable[[subprocess.Popen[bytes]], None],
+) -> None:
+    """Send the stop signal, then require exit code 0 within SHUTDOWN_SECONDS; otherwise ask for
+    every thread's stack (shared.runtime.bootstrap.STACKS_SIGNAL, into the log), kill and fail."""
     process = running.process
     if process.poll() is not None:
         pytest.fail(
             f"ledger died during the test with exit code {process.returncode}:\n{running.log()}"
         )
-    process.send_signal(signal.SIGTERM)
+    send_stop(process)
     started = time.monotonic()
     try:
         code = process.wait(timeout=SHUTDOWN_SECONDS)
     except subprocess.TimeoutExpired:
+        process.send_signal(STACKS_SIGNAL)
+        time.sleep(STACKS_SECONDS)
         process.kill()
         process.wait()
         pytest.fail(
-            f"ledger did not stop within {SHUTDOWN_SECONDS:.0f}s of SIGTERM:\n{running.log()}"
+            f"ledger did not stop within {SHUTDOWN_SECONDS:.0f}s of SIGTERM (its threads' stacks "
+            f"at the end of the log):\n{running.log()}"
         )
     elapsed = time.monotonic() - started
     assert code == 0, f"ledger exited with {code} after SIGTERM ({elapsed:.1f}s):\n{running.log()}"
