@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import signal
-import time
 from collections.abc import Callable
 from concurrent import futures
 from typing import Final
@@ -25,11 +24,11 @@ from typing import Final
 import grpc
 from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, insert
 
+from shared.runtime.stop_signal import wait_for_stop_signal
+
 METHOD: Final = "/bench.Baseline/Insert"
 NOOP: Final = "/bench.Baseline/Noop"
 WORKERS: Final = 16
-# As the services' (shared.runtime.server), without importing them into the bare baseline.
-SIGNAL_POLL_SECONDS: Final = 0.2
 
 _metadata = MetaData()
 floor_rows = Table(
@@ -72,12 +71,7 @@ def main() -> None:
     server.add_generic_rpc_handlers((handler,))
     server.add_insecure_port(f"127.0.0.1:{args.port}")
     server.start()
-    # A flag and a waking main thread, not Event.wait(): the signal may reach another thread
-    # (shared.runtime.server.serve_until_signalled says why).
-    stopped: list[int] = []
-    signal.signal(signal.SIGTERM, lambda signum, _frame: stopped.append(signum))
-    while not stopped:
-        time.sleep(SIGNAL_POLL_SECONDS)
+    wait_for_stop_signal((signal.SIGTERM,))
     server.stop(1).wait()
 
 

@@ -4,9 +4,7 @@ mapping, tracing, deadline capture, health, reflection, message-size limits, gra
 from __future__ import annotations
 
 import logging
-import signal
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass
@@ -33,13 +31,12 @@ from shared.runtime.errors import DomainError, Internal, to_status
 from shared.runtime.log_context import FIELDS_ATTRIBUTE
 from shared.runtime.metrics import counted
 from shared.runtime.readiness import LIVENESS
+from shared.runtime.stop_signal import wait_for_stop_signal
 from shared.runtime.telemetry import configure_tracing, exporting
 from shared.runtime.transport import server_options
 
 log = logging.getLogger("forge.server")
 audit = logging.getLogger("forge.audit")
-#: How long a stop signal can wait for the main thread at most (serve_until_signalled).
-SIGNAL_POLL_SECONDS = 0.2
 
 if TYPE_CHECKING:
     Handler = grpc.RpcMethodHandler[Any, Any]
@@ -409,22 +406,7 @@ def _health_only(
 
 
 def serve_until_signalled(running: RunningServer, grace: float) -> None:
-    """Block until SIGTERM / SIGINT, then drain and stop.
-
-    The kernel may deliver a process-directed signal to any thread (gRPC's and the pool's
-    included); Python then runs the handler only when the main thread next runs bytecode. A main
-    thread blocked without a timeout (``Event.wait()``) would never do so, and the process would
-    ignore the signal; so the main thread wakes every :data:`SIGNAL_POLL_SECONDS`. The handler
-    only records the signal: it takes no lock (logging's, an Event's) the interrupted main thread
-    could be holding."""
-    received: list[int] = []
-
-    def on_signal(signum: int, _frame: object) -> None:
-        received.append(signum)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    while not received:
-        time.sleep(SIGNAL_POLL_SECONDS)
-    log.info("signal %d: draining for up to %.0fs", received[0], grace)
+    """Block until SIGTERM / SIGINT (shared.runtime.stop_signal), then drain and stop."""
+    signum = wait_for_stop_signal()
+    log.info("signal %d: draining for up to %.0fs", signum, grace)
     running.stop(grace)

@@ -1,5 +1,5 @@
 """A service process stops on SIGTERM whichever of its threads the kernel hands the signal to, and
-writes every thread's stack to its log on SIGUSR1 without stopping (shared.runtime.server,
+writes every thread's stack to its log on SIGUSR1 without stopping (shared.runtime.stop_signal,
 shared.runtime.bootstrap).
 
 A process-directed signal may be delivered to any thread that does not block it: gRPC's, the
