@@ -207,5 +207,26 @@ signed_heads = Table(
     Column("key_id", String(80), nullable=False),
     Column("signed_at", String(40), nullable=False),
     Column("signature", LargeBinary, nullable=False),
+    # A forge.continuity.signed-head/2 statement's other members (migration 0012); NULL in a /1
+    # signature, and previous_* NULL in a run's first signature.
+    Column("format", String(64), nullable=True),
+    Column("previous_sequence", BigInteger, nullable=True),
+    Column("previous_head_hash", String(80), nullable=True),
+    Column("previous_signature_digest", String(80), nullable=True),
+    Column("unsigned_through", BigInteger, nullable=True),
     PrimaryKeyConstraint("run_id", "sequence", name="pk_signed_heads"),
+    # The head feed monitors follow reads the heads signed since a time (ListHeads).
+    Index("ix_signed_heads_signed_at", "signed_at", "run_id"),
+)
+
+# A run's declared pre-signing prefix: entries up to through_sequence may lack a signature
+# (written before the ledger signed heads). Written by migration 0012 and by the operator's
+# explicit declaration only; the ledger reads it (ADR 0015).
+unsigned_prefixes = Table(
+    "unsigned_prefixes",
+    metadata,
+    Column("run_id", String(128), ForeignKey("runs.run_id"), primary_key=True),
+    Column("through_sequence", BigInteger, nullable=False),
+    Column("declared_at", String(40), nullable=False),
+    Column("declared_by", String(256), nullable=False),
 )

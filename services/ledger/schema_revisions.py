@@ -56,8 +56,9 @@ class SchemaRange:
 #: reads and writes (raise it when the code starts to use what a migration adds). ``newest``: the
 #: next release's expand-only migration, head + 1; raise it with every new migration. 0010: the
 #: pending count the database keeps, which the queue caps read (ADR 0031); 0011 (LZ4 for stored
-#: bytes) changes nothing the code reads or writes.
-SERVED = SchemaRange(oldest="0010", newest="0012")
+#: bytes) changes nothing the code reads or writes; 0012: chained signed heads and declared
+#: pre-signing prefixes, which every signing append reads and writes (ADR 0015).
+SERVED = SchemaRange(oldest="0012", newest="0013")
 
 
 def _unreachable(error: BaseException) -> str:
