@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import grpc
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Connection, Engine, func, select
 
 from forge.continuity.v1 import candidate_pb2_grpc, ledger_pb2_grpc, reconstruction_pb2_grpc
 from services.admission.downstream import Downstream
@@ -133,3 +133,11 @@ def cache_counts(port: int, prefix: str) -> dict[tuple[str, str], float]:
         if family.name.startswith(prefix)
         for sample in family.samples
     }
+
+
+@contextmanager
+def as_database_owner(engine: Engine) -> Iterator[Connection]:
+    """A write transaction as someone with the database's own write access (an attacker
+    rewriting rows around the ledger): the tests that play that attacker use it."""
+    with engine.begin() as connection:
+        yield connection

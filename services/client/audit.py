@@ -33,6 +33,8 @@ from shared.runtime.client import stream
 from shared.runtime.errors import DeadlineExceeded, NotFound, Unavailable
 
 BUNDLE_FORMAT = "forge.continuity.audit-bundle/1"
+SIGNED_HEAD_FORMAT = "forge.continuity.signed-head/2"
+SIGNED_HEAD_FORMAT_V1 = "forge.continuity.signed-head/1"
 # Payload members that name a stored blob by digest, at any depth (docs/formats.md); every value
 # of a ``retained_results`` object names one too.
 BLOB_MEMBERS = frozenset(
@@ -208,16 +210,7 @@ class AuditCalls(ClientBase):
         )
         writer.write(
             "signing_keys",
-            {
-                "keys": [
-                    {
-                        "key_id": key.key_id,
-                        "algorithm": key.algorithm,
-                        "public_key": base64.b64encode(key.public_key).decode("ascii"),
-                    }
-                    for key in self.signing_keys()
-                ]
-            },
+            {"keys": [signing_key_record(key) for key in self.signing_keys()]},
         )
         blobs, revisions, settlements = self._write_journal(writer, run_id, head.sequence)
         self._write_policies(writer, sorted(revisions))
@@ -252,7 +245,7 @@ class AuditCalls(ClientBase):
             )
             while pending is not None and pending.sequence <= entry.sequence:
                 if pending.sequence == entry.sequence:
-                    writer.write("signed_head", _signed_head(pending), "signed_heads")
+                    writer.write("signed_head", signed_head_record(pending), "signed_heads")
                 pending = next(signed, None)
             payload = parse_json(entry.payload_json)
             blobs.update(dict.fromkeys(blob_references(payload)))
@@ -326,12 +319,38 @@ class AuditCalls(ClientBase):
             )
 
 
-def _signed_head(head: audit_pb2.SignedHead) -> dict[str, Any]:
-    return {
+def signed_head_record(head: audit_pb2.SignedHead) -> dict[str, Any]:
+    """A signed head as a bundle or heads-file record (docs/formats.md, "Signed head")."""
+    record: dict[str, Any] = {
         "run_id": head.run_id,
         "sequence": head.sequence,
         "head_hash": head.head_hash,
         "key_id": head.key_id,
         "signed_at": _text(head.signed_at),
         "signature": base64.b64encode(head.signature).decode("ascii"),
+        "format": head.format or SIGNED_HEAD_FORMAT_V1,
+    }
+    if head.format == SIGNED_HEAD_FORMAT:
+        previous = head.previous
+        record["previous"] = (
+            {
+                "sequence": previous.sequence,
+                "head_hash": previous.head_hash,
+                "signature_digest": previous.signature_digest,
+            }
+            if head.HasField("previous")
+            else None
+        )
+        record["unsigned_through"] = head.unsigned_through
+    return record
+
+
+def signing_key_record(key: audit_pb2.SigningKey) -> dict[str, Any]:
+    """A published key as the bundle's signing_keys record and the signing-keys file list it."""
+    return {
+        "key_id": key.key_id,
+        "algorithm": key.algorithm,
+        "public_key": base64.b64encode(key.public_key).decode("ascii"),
+        "not_before": _text(key.not_before) if key.HasField("not_before") else None,
+        "not_after": _text(key.not_after) if key.HasField("not_after") else None,
     }

@@ -36,6 +36,7 @@ from services.client._base import TOKEN_VARIABLE, default_target
 from services.client._validation import validate_continuity_request
 from services.client.audit import AuditCalls
 from services.client.caller import CallerCalls
+from services.client.heads import HeadCalls
 from services.client.invalid_read import ContinuityResponse, InvalidReadCalls
 from services.client.ledger import LedgerCalls
 from services.client.reconciliation import ReconciliationCalls
@@ -57,6 +58,7 @@ __all__ = [
 class ContinuityClient(
     LedgerCalls,
     AuditCalls,
+    HeadCalls,
     InvalidReadCalls,
     NeverClaimedRecoveryCalls,
     RejectedBoundaryRecoveryCalls,

@@ -51,7 +51,7 @@ from services.ledger.transactions.listing import ExecutionRequestPage, RunPage
 from services.ledger.transactions.reconciliation import Reconciled
 from services.ledger.transactions.reconciliation_review import Inspection
 from services.ledger.transactions.recovery_input import Recovery, RecoveryInput
-from services.ledger.transactions.signed_heads import SignedHeadPage
+from services.ledger.transactions.signed_heads import HeadFeedPage, SignedHeadPage
 from shared.continuity.journal_chain import Verification
 from shared.continuity.timeutil import Clock, utc_now
 from shared.runtime.config import journal_follower_limit
@@ -194,6 +194,9 @@ class Ledger:
 
     def read_signed_heads(self, run_id: str, from_sequence: int, page_size: int) -> SignedHeadPage:
         return signed_heads.read(self._context, run_id, from_sequence, page_size)
+
+    def head_feed(self, cursor: str, page_size: int) -> HeadFeedPage:
+        return signed_heads.feed(self._context, cursor, page_size)
 
     # --- blobs ----------------------------------------------------------------------------------
 

@@ -19,11 +19,15 @@ from forge.continuity.v1 import (
     policy_pb2,
     reconciliation_pb2,
 )
+from services.ledger.audit_proto import (
+    head_feed_to_proto,
+    signed_head_to_proto,
+    signing_keys_to_proto,
+)
 from services.ledger.domain.admission import AdmissionInput
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.journal import EntryKind
 from services.ledger.domain.runs import Run, RunSpec
-from services.ledger.domain.signing import ALGORITHM, SignedHead
 from services.ledger.domain.tickets import StoredTicket
 from services.ledger.execution_servicer import ExecutionServicer
 from services.ledger.inspection_proto import inspection_to_proto
@@ -72,17 +76,6 @@ def verification_to_proto(result: Verification) -> ledger_pb2.VerifyJournalRespo
         entries_checked=result.entries_checked,
         head=head_to_proto((result.head_sequence, result.head_hash)),
         problem=result.problem,
-    )
-
-
-def signed_head_to_proto(head: SignedHead) -> audit_pb2.SignedHead:
-    return audit_pb2.SignedHead(
-        run_id=head.run_id,
-        sequence=head.sequence,
-        head_hash=head.head_hash,
-        key_id=head.key_id,
-        signed_at=to_timestamp(head.signed_at),
-        signature=head.signature,
     )
 
 
@@ -370,17 +363,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     def GetSigningKeys(
         self, request: audit_pb2.GetSigningKeysRequest, context: grpc.ServicerContext
     ) -> audit_pb2.GetSigningKeysResponse:
-        return audit_pb2.GetSigningKeysResponse(
-            keys=[
-                audit_pb2.SigningKey(
-                    key_id=key.key_id,
-                    algorithm=ALGORITHM,
-                    public_key=key.public_key,
-                    current=key.current,
-                )
-                for key in self._ledger.signing_keys()
-            ]
-        )
+        return signing_keys_to_proto(self._ledger.signing_keys())
 
     def ListSignedHeads(
         self, request: audit_pb2.ListSignedHeadsRequest, context: grpc.ServicerContext
@@ -392,6 +375,11 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             signed_heads=[signed_head_to_proto(head) for head in page.signed_heads],
             next_sequence=page.next_sequence,
         )
+
+    def ListHeads(
+        self, request: audit_pb2.ListHeadsRequest, context: grpc.ServicerContext
+    ) -> audit_pb2.ListHeadsResponse:
+        return head_feed_to_proto(self._ledger.head_feed(request.cursor, request.page_size))
 
 
 WRITERS = frozenset({Role.PLATFORM_WRITER})
@@ -430,6 +418,7 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
                 "GetRecovery": ANY_ROLE,
                 "GetSigningKeys": ANY_ROLE,
                 "ListSignedHeads": ANY_ROLE,
+                "ListHeads": ANY_ROLE,
             },
             partial(getattr, ledger_servicer),
         ),

@@ -62,6 +62,12 @@ CAP_REFUSALS = prometheus_client.Counter(
     "Admissions refused by a ticket cap (reason PENDING_TICKET_LIMIT or PER_RUN_TICKET_LIMIT)",
     ["reason"],
 )
+JOURNAL_HEAD_REFUSALS = prometheus_client.Counter(
+    "forge_ledger_journal_head_refusals",
+    "Appends refused because the run's head is not the one this ledger signed last (reason "
+    "JOURNAL_HEAD_UNSIGNED), by finding: an alarm, the database was written around the ledger",
+    ["finding"],
+)
 
 # --- the HTTP gateway -----------------------------------------------------------------------
 HTTP_HANDLED = prometheus_client.Counter(
@@ -83,6 +89,10 @@ def observe_policy_lock_wait(seconds: float) -> None:
 
 def count_cap_refusal(reason: str) -> None:
     CAP_REFUSALS.labels(reason).inc()
+
+
+def count_journal_head_refusal(finding: str) -> None:
+    JOURNAL_HEAD_REFUSALS.labels(finding).inc()
 
 
 # --- values read at scrape time -------------------------------------------------------------

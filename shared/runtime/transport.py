@@ -35,6 +35,7 @@ IDEMPOTENT_READS: Mapping[str, tuple[str, ...]] = {
         "GetRecovery",
         "GetSigningKeys",
         "ListSignedHeads",
+        "ListHeads",
     ),
     "PolicyService": ("GetPolicy", "ListPolicyRevisions"),
     "ExecutionService": (

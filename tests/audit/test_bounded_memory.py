@@ -11,6 +11,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import Engine
 
 from forge_audit.verify import verify_file
@@ -33,8 +34,8 @@ COMMANDS = 50
 
 def seed_long_run(engine: Engine, signer: HeadSigner, run_id: str, entries: int) -> None:
     """A run of ``entries`` entries (the first :data:`COMMANDS` of every ten are commands, the
-    rest tool intents), appended in batches as a ledger transaction appends them (each batch
-    signs the head it ends at)."""
+    rest tool intents), appended in batches of transactions, each entry signed as a ledger
+    transaction signs it."""
     spec = RunSpec(
         run_id=run_id,
         task_id="task-1",
@@ -61,7 +62,8 @@ def seed_long_run(engine: Engine, signer: HeadSigner, run_id: str, entries: int)
             batch.append(entry)
             head = (entry.sequence, entry.hash)
         with engine.begin() as connection:
-            insert_entries(context, connection, batch)
+            for entry in batch:
+                insert_entries(context, connection, [entry])
 
 
 def peak(action: Callable[[], object]) -> int:
@@ -80,6 +82,7 @@ def test_export_and_verification_memory_does_not_grow_with_the_journal(
     signer = HeadSigner.generate()
     seed_long_run(engine, signer, "short", SHORT)
     seed_long_run(engine, signer, "long", LONG)
+    pinned = {signer.key_id: Ed25519PublicKey.from_public_bytes(signer.public_key)}
     peaks: dict[str, tuple[int, int]] = {}
     with (
         serve("ledger", bindings(Ledger(engine, signer=signer))) as served,
@@ -93,11 +96,11 @@ def test_export_and_verification_memory_does_not_grow_with_the_journal(
         for run_id in ("short", "long"):
             bundle = tmp_path / f"{run_id}.jsonl"
             exported = peak(partial(client.export_journal, run_id, bundle))
-            verified = peak(partial(verify_file, bundle))
+            verified = peak(partial(verify_file, bundle, pinned))
             peaks[run_id] = (exported, verified)
     lines = (tmp_path / "long.jsonl").read_bytes().splitlines()
     assert json.loads(lines[-1])["counts"]["entries"] == LONG
-    assert verify_file(tmp_path / "long.jsonl").commands == COMMANDS
+    assert verify_file(tmp_path / "long.jsonl", pinned).commands == COMMANDS
     (short_export, short_verify), (long_export, long_verify) = peaks["short"], peaks["long"]
     # eight times the entries: the peak may wobble, never scale with the journal
     assert long_export < 2 * short_export, peaks

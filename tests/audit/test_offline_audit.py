@@ -22,9 +22,10 @@ from forge_audit.records import Broken
 from forge_audit.verify import load_public_key, verify_file, verify_lines
 from services.client.audit import blob_references
 from services.client.cli import main as cli_main
-from services.ledger.domain.signing import HeadSigner
+from services.ledger.domain.signing import HeadSigner, SignedHead
 from services.ledger.schema import journal_entries, signed_heads
 from tests.audit.conftest import RealRun, export
+from tests.support import as_database_owner
 
 ROOT = Path(__file__).resolve().parents[2]
 SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
@@ -35,6 +36,9 @@ def records(bundle: Path) -> list[dict[str, Any]]:
 
 
 def broken(lines: list[bytes], **options: Any) -> Broken:
+    """The first break; without pinned keys the bundle's own keys are trusted (these tests
+    check internal consistency; the trust tests pin keys)."""
+    options.setdefault("trust_bundle_keys", "trusted" not in options)
     with pytest.raises(Broken) as raised:
         verify_lines(lines, **options)
     return raised.value
@@ -205,18 +209,18 @@ def test_a_consistent_rewrite_from_genesis_is_refused_by_the_signed_head(
     )
     assert verification.valid  # a consistent rewrite: the chain itself verifies
     rewritten = export(real_run.stack, real_run.run_id, tmp_path / "rewritten.jsonl")
+    pinned = dict([load_public_key(real_run.public_key)])
     with pytest.raises(Broken) as raised:
-        verify_file(rewritten)
+        verify_file(rewritten, pinned)
     assert (raised.value.sequence, raised.value.problem) == (2, "signed_head_mismatch")
 
-    # Deleting the signatures too leaves the head unsigned.
-    with engine.begin() as connection:
+    # Deleting the signatures too leaves every head unsigned: the first is named.
+    with as_database_owner(engine) as connection:
         connection.execute(delete(signed_heads).where(signed_heads.c.run_id == real_run.run_id))
     unsigned = export(real_run.stack, real_run.run_id, tmp_path / "unsigned.jsonl")
     with pytest.raises(Broken) as raised:
-        verify_file(unsigned)
-    head = records(unsigned)[0]["head"]["sequence"]
-    assert (raised.value.sequence, raised.value.problem) == (head, "head_unsigned")
+        verify_file(unsigned, pinned)
+    assert (raised.value.sequence, raised.value.problem) == (1, "head_unsigned")
 
 
 @SQLITE_ONLY
@@ -227,11 +231,10 @@ def test_a_bundle_resigned_with_another_key_fails_against_the_trusted_key(
     key in it: only a key obtained out of band (--trusted-key) refuses it."""
     forger = HeadSigner.generate()
     lines = _resign(real_run.bundle.read_bytes().splitlines(keepends=True), forger)
-    assert verify_lines(lines).head_key_id == forger.key_id  # self-consistent
+    assert verify_lines(lines, trust_bundle_keys=True).head_key_id == forger.key_id
     trusted = dict([load_public_key(real_run.public_key)])
     found = broken(lines, trusted=trusted)
-    assert found.problem == "head_unsigned"
-    assert found.sequence == records(real_run.bundle)[0]["head"]["sequence"]
+    assert (found.sequence, found.problem) == (1, "signing_key_untrusted")
 
 
 # --- helpers that play the attacker ------------------------------------------------------------
@@ -240,7 +243,7 @@ def test_a_bundle_resigned_with_another_key_fails_against_the_trusted_key(
 def _rewrite_from(engine: Engine, run_id: str, sequence: int) -> None:
     from services.ledger.domain.journal import EntryKind, seal
 
-    with engine.begin() as connection:
+    with as_database_owner(engine) as connection:
         rows = connection.execute(
             select(journal_entries)
             .where(journal_entries.c.run_id == run_id)
@@ -277,6 +280,7 @@ def _resign(lines: list[bytes], forger: HeadSigner) -> list[bytes]:
     """Every signed head re-signed by ``forger``, its key published instead, the trailer
     recomputed: a bundle consistent with itself."""
     out: list[bytes] = []
+    previous: SignedHead | None = None
     for raw in lines:
         record = json.loads(raw)
         if record["type"] == "signing_keys":
@@ -290,10 +294,20 @@ def _resign(lines: list[bytes], forger: HeadSigner) -> list[bytes]:
             ]
         elif record["type"] == "signed_head":
             signed = forger.sign(
-                record["run_id"], record["sequence"], record["head_hash"], record["signed_at"]
+                record["run_id"],
+                record["sequence"],
+                record["head_hash"],
+                record["signed_at"],
+                None if previous is None else previous.as_previous(),
             )
+            previous = signed
             record["key_id"] = signed.key_id
             record["signature"] = base64.b64encode(signed.signature).decode()
+            record["previous"] = signed.previous and {
+                "sequence": signed.previous.sequence,
+                "head_hash": signed.previous.head_hash,
+                "signature_digest": signed.previous.signature_digest,
+            }
         elif record["type"] == "trailer":
             import hashlib
 

@@ -3,6 +3,7 @@ transaction; the keys are published with GetSigningKeys (several after a rotatio
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterator
@@ -76,17 +77,37 @@ def published(clients: LedgerClients) -> dict[str, Ed25519PublicKey]:
 
 def verifies(head: audit_pb2.SignedHead, keys: dict[str, Ed25519PublicKey]) -> bool:
     """Checked as docs/formats.md says, with a JCS library and Ed25519 only."""
-    message = rfc8785.dumps(
-        {
-            "format": "forge.continuity.signed-head/1",
-            "run_id": head.run_id,
-            "sequence": head.sequence,
-            "head_hash": head.head_hash,
-            "signed_at": to_text(head.signed_at.ToDatetime(tzinfo=UTC)),
-            "key_id": head.key_id,
+    statement: dict[str, object] = {
+        "format": head.format,
+        "run_id": head.run_id,
+        "sequence": head.sequence,
+        "head_hash": head.head_hash,
+        "signed_at": to_text(head.signed_at.ToDatetime(tzinfo=UTC)),
+        "key_id": head.key_id,
+    }
+    if head.format == "forge.continuity.signed-head/2":
+        previous = head.previous if head.HasField("previous") else None
+        statement["previous"] = previous and {
+            "sequence": previous.sequence,
+            "head_hash": previous.head_hash,
+            "signature_digest": previous.signature_digest,
         }
-    )
-    keys[head.key_id].verify(head.signature, message)  # raises InvalidSignature otherwise
+        statement["unsigned_through"] = head.unsigned_through
+    keys[head.key_id].verify(head.signature, rfc8785.dumps(statement))  # raises otherwise
+    return True
+
+
+def chained(heads: list[audit_pb2.SignedHead]) -> bool:
+    """Each signature names the one before it (the first names none)."""
+    for before, after in zip([None, *heads], heads, strict=False):
+        if before is None:
+            if after.HasField("previous"):
+                return False
+            continue
+        digest = "sha256:" + hashlib.sha256(before.signature).hexdigest()
+        named = (after.previous.sequence, after.previous.head_hash, after.previous.signature_digest)
+        if named != (before.sequence, before.head_hash, digest):
+            return False
     return True
 
 
@@ -103,6 +124,7 @@ def test_every_append_signs_the_head_it_makes(signing: LedgerClients, signer: He
     keys = published(signing)
     assert list(keys) == [signer.key_id]
     assert all(verifies(h, keys) for h in heads)
+    assert {h.format for h in heads} == {"forge.continuity.signed-head/2"} and chained(heads)
     # paging
     first = signing.ledger("reader-token").ListSignedHeads(
         audit_pb2.ListSignedHeadsRequest(run_id="run-1", page_size=2)
@@ -119,6 +141,7 @@ def test_an_admission_signs_the_head_after_its_claim(signing: LedgerClients) -> 
     # settlement and claim are inserted together: one head, the claim's
     assert ticket.claim_sequence in heads and ticket.settlement_sequence not in heads
     assert max(heads) == ticket.claim_sequence
+    assert chained(sorted(heads.values(), key=lambda head: head.sequence))
 
 
 def test_a_refused_append_writes_no_signature(signing: LedgerClients, engine: Engine) -> None:

@@ -53,6 +53,7 @@ from collections.abc import Mapping, Sequence
 from services.client._base import TOKEN_VARIABLE
 from services.client.cli import (
     caller,
+    heads,
     invalid_read,
     journal,
     listing,
@@ -92,6 +93,7 @@ _WORKFLOWS = (
     observation,
     reconciliation,
     journal,
+    heads,
     caller,
 )
 

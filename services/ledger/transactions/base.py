@@ -30,8 +30,8 @@ from services.ledger.repository import admissions as admission_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import policy as policy_rows
 from services.ledger.repository import runs as run_rows
-from services.ledger.repository import signed_heads as signed_head_rows
 from services.ledger.repository.admissions import AdmittedRows
+from services.ledger.transactions.head_signing import SignedHeads, sign_head
 from services.ledger.transactions.known_heads import KnownHeads
 from shared.continuity.canonical import canonical_text
 from shared.continuity.timeutil import Clock, to_text, utc_now
@@ -59,6 +59,12 @@ class LedgerContext:
     signer: HeadSigner | None = None
     #: Each run's head after this process's last append to it (a hint: known_heads).
     heads: KnownHeads = field(default_factory=KnownHeads, compare=False, repr=False)
+    #: Each run's newest signature this process committed (head_signing: chained to unread).
+    signed: SignedHeads = field(default_factory=SignedHeads, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.signer is not None:
+            self.signed.watch(self.engine)
 
     def now(self) -> str:
         return to_text(self.clock())
@@ -249,7 +255,7 @@ def insert_entries(
             raise ValueError("a request change is recorded with a single entry")
         journal_rows.insert_journal_entries(connection, entries)
     if entries:
-        _sign_head(context, connection, entries[-1])
+        _sign_head(context, connection, entries[0], entries[-1])
 
 
 def insert_after_known_head(
@@ -260,7 +266,7 @@ def insert_after_known_head(
     inserted (that head is not there, or no such run): roll back."""
     if not journal_rows.insert_journal_entry_after_known_head(connection, entry):
         return False
-    _sign_head(context, connection, entry)
+    _sign_head(context, connection, entry, entry)
     return True
 
 
@@ -269,15 +275,17 @@ def insert_admission(context: LedgerContext, connection: Connection, rows: Admit
     derived checkpoint; repository.admissions: one statement on PostgreSQL), then the head's
     signature."""
     admission_rows.insert_journal_entries_of_admission(connection, rows)
-    _sign_head(context, connection, rows.entries[-1])
+    _sign_head(context, connection, rows.entries[0], rows.entries[-1])
 
 
-def _sign_head(context: LedgerContext, connection: Connection, head: StoredEntry) -> None:
-    """With a signing key, sign the head ``head`` makes, inside the caller's transaction (ADR
-    0015); without one, nothing."""
+def _sign_head(
+    context: LedgerContext, connection: Connection, first: StoredEntry, head: StoredEntry
+) -> None:
+    """With a signing key, sign the head ``head`` makes, chained to the signature of the head
+    ``first`` extends, inside the caller's transaction (ADR 0015; head_signing refuses to sign
+    over a head it did not sign); without one, nothing."""
     if context.signer is not None:
-        signed = context.signer.sign(head.run_id, head.sequence, head.hash, context.now())
-        signed_head_rows.insert_signed_head(connection, signed)
+        sign_head(context.signer, context.signed, connection, first, head, context.now())
 
 
 def seal_after(

@@ -6,4 +6,7 @@ Python standard library, ``rfc8785`` (RFC 8785 canonical JSON) and ``cryptograph
 """
 
 BUNDLE_FORMAT = "forge.continuity.audit-bundle/1"
-SIGNED_HEAD_FORMAT = "forge.continuity.signed-head/1"
+SIGNED_HEAD_FORMAT = "forge.continuity.signed-head/2"
+SIGNED_HEAD_FORMAT_V1 = "forge.continuity.signed-head/1"
+SIGNING_KEYS_FORMAT = "forge.continuity.signing-keys/1"
+HEADS_FORMAT = "forge.continuity.heads/1"

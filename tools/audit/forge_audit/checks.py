@@ -6,12 +6,13 @@ distinct command ids (at most the run's command limit)."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from forge_audit import BUNDLE_FORMAT, SIGNED_HEAD_FORMAT
+from forge_audit import BUNDLE_FORMAT
+from forge_audit.heads import HeadChain, Trust, TrustedKey
 from forge_audit.jcs import GENESIS, JsonRefused, canonical, digest_of, parse, sha256
 from forge_audit.records import (
     RUN_MEMBERS,
@@ -24,7 +25,7 @@ from forge_audit.records import (
     key_id,
 )
 
-__all__ = ["BundleVerifier", "Report", "key_id"]
+__all__ = ["BundleVerifier", "Report", "TrustedKey", "key_id"]
 
 # Sections in bundle order; a record of an earlier section after a later one is out of order.
 _SECTIONS = {
@@ -41,6 +42,7 @@ _SECTIONS = {
     "trailer": 7,
 }
 _KNOWN = frozenset(_SECTIONS)
+_BOUNDS = ("not_before", "not_after")
 # Sections of exactly one record.
 _SINGLE = {0: "manifest", 1: "run", 2: "signing_keys", 7: "trailer"}
 
@@ -51,15 +53,25 @@ class BundleVerifier:
 
     def __init__(
         self,
-        trusted_keys: dict[str, Ed25519PublicKey] | None = None,
+        trusted_keys: Mapping[str, TrustedKey | Ed25519PublicKey] | None = None,
         *,
+        trust_bundle_keys: bool = False,
         require_blobs: bool = False,
         allow_unsigned_head: bool = False,
+        witnessed: dict[int, str] | None = None,
     ) -> None:
-        self._pinned = dict(trusted_keys or {})
+        """``trusted_keys``: the pinned keys every signature must verify under; without them only
+        ``trust_bundle_keys`` lets the keys the bundle carries vouch (internal consistency only).
+        ``witnessed``: sequence -> head hash a monitor saw for this run (--known-heads)."""
+        pinned = {
+            found: key if isinstance(key, TrustedKey) else TrustedKey(key)
+            for found, key in (trusted_keys or {}).items()
+        }
+        self._trust = Trust(pinned, trust_bundle_keys)
+        self._chain = HeadChain(
+            self._trust, dict(witnessed or {}), allow_unsigned=allow_unsigned_head
+        )
         self._require_blobs = require_blobs
-        self._allow_unsigned = allow_unsigned_head
-        self._published: dict[str, Ed25519PublicKey] = {}
         self._section = -1
         self._line = 0
         self._hasher = hashlib.sha256()
@@ -67,7 +79,7 @@ class BundleVerifier:
         self._counts = dict.fromkeys(
             ("entries", "signed_heads", "policies", "admissions", "blobs", "blobs_absent"), 0
         )
-        self.report = Report(trusted_from_bundle=not self._pinned)
+        self.report = Report(trusted_from_bundle=self._trust.from_bundle)
         self._run: dict[str, Any] = {}  # the run record's members
         self._run_digest = ""
         self._prev, self._next_sequence = GENESIS, 1
@@ -208,7 +220,12 @@ class BundleVerifier:
             stated = key.digest("key_id")
             if len(raw) != 32 or key_id(raw) != stated:
                 raise record.broken("signing_key_invalid", f"{stated} is not its key's digest")
-            self._published[stated] = Ed25519PublicKey.from_public_bytes(raw)
+            window = [item.get(bound) if isinstance(item, dict) else None for bound in _BOUNDS]
+            if not all(bound is None or isinstance(bound, str) for bound in window):
+                raise record.broken("signing_key_invalid", f"{stated}: a bound is not text")
+            self._trust.published[stated] = TrustedKey(
+                Ed25519PublicKey.from_public_bytes(raw), *window
+            )
 
     # --- the journal ---------------------------------------------------------------------------
 
@@ -240,6 +257,9 @@ class BundleVerifier:
         hash_ = record.text("hash")
         if digest_of(envelope) != hash_:
             raise record.broken("hash_mismatch", "the envelope does not hash to hash")
+        self._chain.entry(
+            sequence, hash_, settlement=envelope["kind"] == "migration_settlement", line=record.line
+        )
         self._prev, self._next_sequence = hash_, sequence + 1
         self._counts["entries"] += 1
         if isinstance(payload, dict):
@@ -295,34 +315,15 @@ class BundleVerifier:
         sequence = record.integer("sequence")
         if sequence != self._next_sequence - 1 or sequence <= self._last_signed:
             raise record.broken("signature_misplaced", "a signed head follows its own entry")
-        run_id, head_hash, signer = (
-            record.text("run_id"),
-            record.text("head_hash"),
-            record.text("key_id"),
-        )
-        statement = {
-            "format": SIGNED_HEAD_FORMAT,
-            "run_id": run_id,
-            "sequence": sequence,
-            "head_hash": head_hash,
-            "signed_at": record.text("signed_at"),
-            "key_id": signer,
-        }
-        if run_id != self.report.run_id or head_hash != self._prev:
+        if record.text("run_id") != self.report.run_id or record.text("head_hash") != self._prev:
             raise record.broken(
                 "signed_head_mismatch", "the signed head is not this entry's hash: history changed"
             )
-        key = self._pinned.get(signer) or self._published.get(signer)
-        if key is None:
-            raise record.broken("signing_key_unknown", f"{signer} is not published")
-        try:
-            key.verify(record.base64("signature"), canonical(statement))
-        except InvalidSignature:
-            raise record.broken("signature_invalid", "the signature does not verify") from None
+        head = self._chain.signed(record)
         self._last_signed = sequence
         self._counts["signed_heads"] += 1
         if sequence == self.report.head_sequence:
-            self.report.head_key_id = signer
+            self.report.head_key_id = head.key_id
 
     def _end_of_journal(self, line: int) -> None:
         head_sequence, head_hash = self.report.head_sequence, self.report.head_hash
@@ -341,21 +342,12 @@ class BundleVerifier:
                 "the journal ends after a migration settlement",
                 line,
             )
+        self._chain.end(last, line)
         self.report.entries = last
         self.report.commands = len(self._commands)
+        self.report.unsigned_heads_accepted = self._chain.unsigned_accepted
+        self.report.witnessed_heads = self._chain.witnessed
         self._policy_order = sorted(self._policy_first)
-        if head_sequence == 0:
-            return
-        trusted = self._pinned or self._published
-        if self.report.head_key_id not in trusted:
-            if self._allow_unsigned:
-                return
-            why = (
-                f"the head is signed by {self.report.head_key_id}, not a trusted key"
-                if self.report.head_key_id
-                else "no signed head at the head sequence"
-            )
-            raise Broken(head_sequence, "head_unsigned", why, line)
 
     # --- policies, admissions, blobs -----------------------------------------------------------
 
@@ -478,6 +470,11 @@ class BundleVerifier:
         if record.text("bundle_digest") != "sha256:" + self._hasher.hexdigest():
             raise record.broken("trailer_mismatch", "the lines before the trailer do not hash")
         self._done = True
+
+    @property
+    def published_keys(self) -> dict[str, TrustedKey]:
+        """The keys the bundle's signing_keys record published."""
+        return dict(self._trust.published)
 
     def finish(self) -> Report:
         if not self._done:

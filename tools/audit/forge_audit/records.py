@@ -185,3 +185,5 @@ class Report:
     blobs_absent: list[str] = field(default_factory=list)
     commands: int = 0
     trusted_from_bundle: bool = True
+    unsigned_heads_accepted: int = 0
+    witnessed_heads: int = 0

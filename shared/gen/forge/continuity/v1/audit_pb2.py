@@ -26,7 +26,7 @@ from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior_
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x66orge/continuity/v1/audit.proto\x12\x13\x66orge.continuity.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x17\n\x15GetSigningKeysRequest\"G\n\x16GetSigningKeysResponse\x12-\n\x04keys\x18\x01 \x03(\x0b\x32\x1f.forge.continuity.v1.SigningKey\"T\n\nSigningKey\x12\x0e\n\x06key_id\x18\x01 \x01(\t\x12\x11\n\talgorithm\x18\x02 \x01(\t\x12\x12\n\npublic_key\x18\x03 \x01(\x0c\x12\x0f\n\x07\x63urrent\x18\x04 \x01(\x08\"d\n\x16ListSignedHeadsRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1b\n\rfrom_sequence\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x01\x12\x17\n\tpage_size\x18\x03 \x01(\x05\x42\x04\xe2\x41\x01\x01\"g\n\x17ListSignedHeadsResponse\x12\x35\n\x0csigned_heads\x18\x01 \x03(\x0b\x32\x1f.forge.continuity.v1.SignedHead\x12\x15\n\rnext_sequence\x18\x02 \x01(\x03\"\x93\x01\n\nSignedHead\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08sequence\x18\x02 \x01(\x03\x12\x11\n\thead_hash\x18\x03 \x01(\t\x12\x0e\n\x06key_id\x18\x04 \x01(\t\x12-\n\tsigned_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tsignature\x18\x06 \x01(\x0c\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x66orge/continuity/v1/audit.proto\x12\x13\x66orge.continuity.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x17\n\x15GetSigningKeysRequest\"G\n\x16GetSigningKeysResponse\x12-\n\x04keys\x18\x01 \x03(\x0b\x32\x1f.forge.continuity.v1.SigningKey\"\xb3\x01\n\nSigningKey\x12\x0e\n\x06key_id\x18\x01 \x01(\t\x12\x11\n\talgorithm\x18\x02 \x01(\t\x12\x12\n\npublic_key\x18\x03 \x01(\x0c\x12\x0f\n\x07\x63urrent\x18\x04 \x01(\x08\x12.\n\nnot_before\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\tnot_after\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"d\n\x16ListSignedHeadsRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1b\n\rfrom_sequence\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x01\x12\x17\n\tpage_size\x18\x03 \x01(\x05\x42\x04\xe2\x41\x01\x01\"g\n\x17ListSignedHeadsResponse\x12\x35\n\x0csigned_heads\x18\x01 \x03(\x0b\x32\x1f.forge.continuity.v1.SignedHead\x12\x15\n\rnext_sequence\x18\x02 \x01(\x03\"\xf8\x01\n\nSignedHead\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08sequence\x18\x02 \x01(\x03\x12\x11\n\thead_hash\x18\x03 \x01(\t\x12\x0e\n\x06key_id\x18\x04 \x01(\t\x12-\n\tsigned_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tsignature\x18\x06 \x01(\x0c\x12\x0e\n\x06\x66ormat\x18\x07 \x01(\t\x12\x39\n\x08previous\x18\x08 \x01(\x0b\x32\'.forge.continuity.v1.PreviousSignedHead\x12\x18\n\x10unsigned_through\x18\t \x01(\x03\"S\n\x12PreviousSignedHead\x12\x10\n\x08sequence\x18\x01 \x01(\x03\x12\x11\n\thead_hash\x18\x02 \x01(\t\x12\x18\n\x10signature_digest\x18\x03 \x01(\t\"A\n\x10ListHeadsRequest\x12\x14\n\x06\x63ursor\x18\x01 \x01(\tB\x04\xe2\x41\x01\x01\x12\x17\n\tpage_size\x18\x02 \x01(\x05\x42\x04\xe2\x41\x01\x01\"\x83\x01\n\x11ListHeadsResponse\x12.\n\x05heads\x18\x01 \x03(\x0b\x32\x1f.forge.continuity.v1.SignedHead\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\t\x12\x11\n\tcaught_up\x18\x03 \x01(\x08\x12\x16\n\x0esettle_seconds\x18\x04 \x01(\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,16 +39,26 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTSIGNEDHEADSREQUEST'].fields_by_name['from_sequence']._serialized_options = b'\342A\001\001'
   _globals['_LISTSIGNEDHEADSREQUEST'].fields_by_name['page_size']._loaded_options = None
   _globals['_LISTSIGNEDHEADSREQUEST'].fields_by_name['page_size']._serialized_options = b'\342A\001\001'
+  _globals['_LISTHEADSREQUEST'].fields_by_name['cursor']._loaded_options = None
+  _globals['_LISTHEADSREQUEST'].fields_by_name['cursor']._serialized_options = b'\342A\001\001'
+  _globals['_LISTHEADSREQUEST'].fields_by_name['page_size']._loaded_options = None
+  _globals['_LISTHEADSREQUEST'].fields_by_name['page_size']._serialized_options = b'\342A\001\001'
   _globals['_GETSIGNINGKEYSREQUEST']._serialized_start=122
   _globals['_GETSIGNINGKEYSREQUEST']._serialized_end=145
   _globals['_GETSIGNINGKEYSRESPONSE']._serialized_start=147
   _globals['_GETSIGNINGKEYSRESPONSE']._serialized_end=218
-  _globals['_SIGNINGKEY']._serialized_start=220
-  _globals['_SIGNINGKEY']._serialized_end=304
-  _globals['_LISTSIGNEDHEADSREQUEST']._serialized_start=306
-  _globals['_LISTSIGNEDHEADSREQUEST']._serialized_end=406
-  _globals['_LISTSIGNEDHEADSRESPONSE']._serialized_start=408
-  _globals['_LISTSIGNEDHEADSRESPONSE']._serialized_end=511
-  _globals['_SIGNEDHEAD']._serialized_start=514
-  _globals['_SIGNEDHEAD']._serialized_end=661
+  _globals['_SIGNINGKEY']._serialized_start=221
+  _globals['_SIGNINGKEY']._serialized_end=400
+  _globals['_LISTSIGNEDHEADSREQUEST']._serialized_start=402
+  _globals['_LISTSIGNEDHEADSREQUEST']._serialized_end=502
+  _globals['_LISTSIGNEDHEADSRESPONSE']._serialized_start=504
+  _globals['_LISTSIGNEDHEADSRESPONSE']._serialized_end=607
+  _globals['_SIGNEDHEAD']._serialized_start=610
+  _globals['_SIGNEDHEAD']._serialized_end=858
+  _globals['_PREVIOUSSIGNEDHEAD']._serialized_start=860
+  _globals['_PREVIOUSSIGNEDHEAD']._serialized_end=943
+  _globals['_LISTHEADSREQUEST']._serialized_start=945
+  _globals['_LISTHEADSREQUEST']._serialized_end=1010
+  _globals['_LISTHEADSRESPONSE']._serialized_start=1013
+  _globals['_LISTHEADSRESPONSE']._serialized_end=1144
 # @@protoc_insertion_point(module_scope)

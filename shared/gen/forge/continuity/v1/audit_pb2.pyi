@@ -72,6 +72,8 @@ class SigningKey(_message.Message):
     ALGORITHM_FIELD_NUMBER: _builtins.int
     PUBLIC_KEY_FIELD_NUMBER: _builtins.int
     CURRENT_FIELD_NUMBER: _builtins.int
+    NOT_BEFORE_FIELD_NUMBER: _builtins.int
+    NOT_AFTER_FIELD_NUMBER: _builtins.int
     key_id: _builtins.str
     """"sha256:" + 64 hex of public_key: the id every signed head names its key by."""
     algorithm: _builtins.str
@@ -80,6 +82,16 @@ class SigningKey(_message.Message):
     """The 32 raw bytes of the Ed25519 public key (RFC 8032)."""
     current: _builtins.bool
     """True for the key new heads are signed with."""
+    @_builtins.property
+    def not_before(self) -> _timestamp_pb2.Timestamp:
+        """The earliest signed_at this key vouches for; unset: no lower bound."""
+
+    @_builtins.property
+    def not_after(self) -> _timestamp_pb2.Timestamp:
+        """The latest signed_at this key vouches for (its retirement); unset: still in service. A head
+        signed_at after it is not vouched for by this key, even while the key stays published.
+        """
+
     def __init__(
         self,
         *,
@@ -87,10 +99,12 @@ class SigningKey(_message.Message):
         algorithm: _builtins.str = ...,
         public_key: _builtins.bytes = ...,
         current: _builtins.bool = ...,
+        not_before: _timestamp_pb2.Timestamp | None = ...,
+        not_after: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["not_after", b"not_after", "not_before", b"not_before"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["algorithm", b"algorithm", "current", b"current", "key_id", b"key_id", "public_key", b"public_key"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["algorithm", b"algorithm", "current", b"current", "key_id", b"key_id", "not_after", b"not_after", "not_before", b"not_before", "public_key", b"public_key"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -158,8 +172,9 @@ Global___ListSignedHeadsResponse: _TypeAlias = ListSignedHeadsResponse  # noqa: 
 class SignedHead(_message.Message):
     """SignedHead is the ledger's signature over one head of a run's journal, made in the transaction
     that appended the head's entry. The signature covers the RFC 8785 canonical JSON of
-    {"format": "forge.continuity.signed-head/1", run_id, sequence, head_hash, signed_at, key_id},
-    with signed_at as "YYYY-MM-DDTHH:MM:SS.ffffffZ".
+    {"format": "forge.continuity.signed-head/2", run_id, sequence, head_hash, signed_at, key_id,
+    previous, unsigned_through} (a "/1" head, made before chaining, has neither of the last two),
+    with signed_at as "YYYY-MM-DDTHH:MM:SS.ffffffZ" (docs/formats.md, "Signed head").
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -170,6 +185,9 @@ class SignedHead(_message.Message):
     KEY_ID_FIELD_NUMBER: _builtins.int
     SIGNED_AT_FIELD_NUMBER: _builtins.int
     SIGNATURE_FIELD_NUMBER: _builtins.int
+    FORMAT_FIELD_NUMBER: _builtins.int
+    PREVIOUS_FIELD_NUMBER: _builtins.int
+    UNSIGNED_THROUGH_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run."""
     sequence: _builtins.int
@@ -180,9 +198,23 @@ class SignedHead(_message.Message):
     """The id of the signing key (see SigningKey.key_id)."""
     signature: _builtins.bytes
     """The 64-byte Ed25519 signature."""
+    format: _builtins.str
+    """The statement's format: "forge.continuity.signed-head/2", or "forge.continuity.signed-head/1"
+    for a signature made before heads were chained.
+    """
+    unsigned_through: _builtins.int
+    """The run's declared pre-signing prefix: entries up to this sequence may lack a signature (0: every
+    head from the first is signed). Absent (0) in a "/1" head.
+    """
     @_builtins.property
     def signed_at(self) -> _timestamp_pb2.Timestamp:
         """When the ledger signed it (UTC, microsecond precision)."""
+
+    @_builtins.property
+    def previous(self) -> Global___PreviousSignedHead:
+        """The run's signed head before this one, which this signature names; unset for the run's first
+        signed head and for a "/1" head.
+        """
 
     def __init__(
         self,
@@ -193,11 +225,114 @@ class SignedHead(_message.Message):
         key_id: _builtins.str = ...,
         signed_at: _timestamp_pb2.Timestamp | None = ...,
         signature: _builtins.bytes = ...,
+        format: _builtins.str = ...,
+        previous: Global___PreviousSignedHead | None = ...,
+        unsigned_through: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["signed_at", b"signed_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["previous", b"previous", "signed_at", b"signed_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["head_hash", b"head_hash", "key_id", b"key_id", "run_id", b"run_id", "sequence", b"sequence", "signature", b"signature", "signed_at", b"signed_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["format", b"format", "head_hash", b"head_hash", "key_id", b"key_id", "previous", b"previous", "run_id", b"run_id", "sequence", b"sequence", "signature", b"signature", "signed_at", b"signed_at", "unsigned_through", b"unsigned_through"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SignedHead: _TypeAlias = SignedHead  # noqa: Y015
+
+@_typing.final
+class PreviousSignedHead(_message.Message):
+    """PreviousSignedHead names the signed head a "/2" signature chains to."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    HEAD_HASH_FIELD_NUMBER: _builtins.int
+    SIGNATURE_DIGEST_FIELD_NUMBER: _builtins.int
+    sequence: _builtins.int
+    """Its sequence."""
+    head_hash: _builtins.str
+    """Its head hash."""
+    signature_digest: _builtins.str
+    """"sha256:" + 64 hex of its 64 signature bytes."""
+    def __init__(
+        self,
+        *,
+        sequence: _builtins.int = ...,
+        head_hash: _builtins.str = ...,
+        signature_digest: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["head_hash", b"head_hash", "sequence", b"sequence", "signature_digest", b"signature_digest"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreviousSignedHead: _TypeAlias = PreviousSignedHead  # noqa: Y015
+
+@_typing.final
+class ListHeadsRequest(_message.Message):
+    """ListHeadsRequest reads the head feed: the newest signed head of each run whose newest signature
+    was made after a cursor. Monitors follow it and keep what they saw (a witness outside the
+    database: `forge-continuity heads watch`).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CURSOR_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    cursor: _builtins.str
+    """The next_cursor of an earlier response; empty: from the beginning."""
+    page_size: _builtins.int
+    """Maximum heads to return (default 500, maximum 1000)."""
+    def __init__(
+        self,
+        *,
+        cursor: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "page_size", b"page_size"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListHeadsRequest: _TypeAlias = ListHeadsRequest  # noqa: Y015
+
+@_typing.final
+class ListHeadsResponse(_message.Message):
+    """ListHeadsResponse is a page of the head feed, ordered by (signed_at, run_id)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HEADS_FIELD_NUMBER: _builtins.int
+    NEXT_CURSOR_FIELD_NUMBER: _builtins.int
+    CAUGHT_UP_FIELD_NUMBER: _builtins.int
+    SETTLE_SECONDS_FIELD_NUMBER: _builtins.int
+    next_cursor: _builtins.str
+    """Where to continue; always set. After the last page it steps back by settle_seconds, so a head
+    whose transaction committed after a later one is still returned: a follower may see a head
+    again and keeps the newest per run.
+    """
+    caught_up: _builtins.bool
+    """True when this page reached the newest head (poll again later with next_cursor)."""
+    settle_seconds: _builtins.int
+    """How far a caught-up next_cursor steps back: the longest a signing transaction may take to
+    commit.
+    """
+    @_builtins.property
+    def heads(self) -> _containers.RepeatedCompositeFieldContainer[Global___SignedHead]:
+        """The newest signed head of each run signed after the cursor, at most one per run."""
+
+    def __init__(
+        self,
+        *,
+        heads: _abc.Iterable[Global___SignedHead] | None = ...,
+        next_cursor: _builtins.str = ...,
+        caught_up: _builtins.bool = ...,
+        settle_seconds: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caught_up", b"caught_up", "heads", b"heads", "next_cursor", b"next_cursor", "settle_seconds", b"settle_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListHeadsResponse: _TypeAlias = ListHeadsResponse  # noqa: Y015

@@ -130,6 +130,11 @@ class LedgerServiceStub:
                 request_serializer=forge_dot_continuity_dot_v1_dot_audit__pb2.ListSignedHeadsRequest.SerializeToString,
                 response_deserializer=forge_dot_continuity_dot_v1_dot_audit__pb2.ListSignedHeadsResponse.FromString,
                 _registered_method=True)
+        self.ListHeads = channel.unary_unary(
+                '/forge.continuity.v1.LedgerService/ListHeads',
+                request_serializer=forge_dot_continuity_dot_v1_dot_audit__pb2.ListHeadsRequest.SerializeToString,
+                response_deserializer=forge_dot_continuity_dot_v1_dot_audit__pb2.ListHeadsResponse.FromString,
+                _registered_method=True)
 
 
 class LedgerServiceServicer:
@@ -295,6 +300,14 @@ class LedgerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListHeads(self, request, context):
+        """The head feed: the newest signed head of each run signed since a cursor, for monitors that
+        witness heads outside the database (ADR 0015). Role: reader or better.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LedgerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -387,6 +400,11 @@ def add_LedgerServiceServicer_to_server(servicer, server):
                     servicer.ListSignedHeads,
                     request_deserializer=forge_dot_continuity_dot_v1_dot_audit__pb2.ListSignedHeadsRequest.FromString,
                     response_serializer=forge_dot_continuity_dot_v1_dot_audit__pb2.ListSignedHeadsResponse.SerializeToString,
+            ),
+            'ListHeads': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListHeads,
+                    request_deserializer=forge_dot_continuity_dot_v1_dot_audit__pb2.ListHeadsRequest.FromString,
+                    response_serializer=forge_dot_continuity_dot_v1_dot_audit__pb2.ListHeadsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -879,6 +897,33 @@ class LedgerService:
             '/forge.continuity.v1.LedgerService/ListSignedHeads',
             forge_dot_continuity_dot_v1_dot_audit__pb2.ListSignedHeadsRequest.SerializeToString,
             forge_dot_continuity_dot_v1_dot_audit__pb2.ListSignedHeadsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListHeads(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/forge.continuity.v1.LedgerService/ListHeads',
+            forge_dot_continuity_dot_v1_dot_audit__pb2.ListHeadsRequest.SerializeToString,
+            forge_dot_continuity_dot_v1_dot_audit__pb2.ListHeadsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -118,6 +118,10 @@ class LedgerServiceStub:
     """Reads a page of a run's signed heads in sequence order: the ledger's Ed25519 signature over
     the head each committing append made. Role: reader or better.
     """
+    ListHeads: _grpc.UnaryUnaryMultiCallable[_audit_pb2.ListHeadsRequest, _audit_pb2.ListHeadsResponse]
+    """The head feed: the newest signed head of each run signed since a cursor, for monitors that
+    witness heads outside the database (ADR 0015). Role: reader or better.
+    """
 
 @_typing.type_check_only
 class LedgerServiceAsyncStub(LedgerServiceStub):
@@ -206,6 +210,10 @@ class LedgerServiceAsyncStub(LedgerServiceStub):
     ListSignedHeads: _aio.UnaryUnaryMultiCallable[_audit_pb2.ListSignedHeadsRequest, _audit_pb2.ListSignedHeadsResponse]  # type: ignore[assignment]
     """Reads a page of a run's signed heads in sequence order: the ledger's Ed25519 signature over
     the head each committing append made. Role: reader or better.
+    """
+    ListHeads: _aio.UnaryUnaryMultiCallable[_audit_pb2.ListHeadsRequest, _audit_pb2.ListHeadsResponse]  # type: ignore[assignment]
+    """The head feed: the newest signed head of each run signed since a cursor, for monitors that
+    witness heads outside the database (ADR 0015). Role: reader or better.
     """
 
 class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -400,6 +408,16 @@ class LedgerServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_audit_pb2.ListSignedHeadsResponse, _abc.Awaitable[_audit_pb2.ListSignedHeadsResponse]]:
         """Reads a page of a run's signed heads in sequence order: the ledger's Ed25519 signature over
         the head each committing append made. Role: reader or better.
+        """
+
+    @_abc_1.abstractmethod
+    def ListHeads(
+        self,
+        request: _audit_pb2.ListHeadsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_audit_pb2.ListHeadsResponse, _abc.Awaitable[_audit_pb2.ListHeadsResponse]]:
+        """The head feed: the newest signed head of each run signed since a cursor, for monitors that
+        witness heads outside the database (ADR 0015). Role: reader or better.
         """
 
 def add_LedgerServiceServicer_to_server(servicer: LedgerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

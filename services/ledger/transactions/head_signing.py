@@ -1,0 +1,186 @@
+"""Signing the head an append makes, and refusing to sign over a head this ledger did not sign
+(ADR 0015, "A rewrite is refused, not re-signed").
+
+Before it signs head n+1 the ledger checks that head n carries a signature that verifies under
+a key it publishes (inside the key's window) and names head n's hash; the new signature then
+names that one (``previous``). A database writer without the key who rewrites a run's rows,
+deletes its signatures or truncates its journal leaves a head that fails this check: the append
+is refused (``FAILED_PRECONDITION JOURNAL_HEAD_UNSIGNED``), one alarm line is logged and the
+refusal is counted by finding; nothing is signed over it. The exceptions are a run's declared
+pre-signing prefix (``unsigned_prefixes``, migration 0012) and an empty journal.
+
+The signature this process made last for each run is remembered once its transaction commits
+(:class:`SignedHeads`): an append at that head chains to it without reading or verifying it
+again. Equal head hashes mean an unchanged history, so the memory never vouches for a rewrite.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from typing import Final
+
+from sqlalchemy import Connection, event
+from sqlalchemy.engine import Engine
+
+from services.ledger.domain.journal import StoredEntry
+from services.ledger.domain.signing import (
+    SIGNED_HEAD_FORMAT,
+    HeadSigner,
+    PreviousHead,
+    SignedHead,
+)
+from services.ledger.repository import signed_heads as signed_head_rows
+from shared.runtime.errors import FailedPrecondition, PreconditionViolation
+from shared.runtime.metrics import count_journal_head_refusal
+
+_log = logging.getLogger("forge.ledger")
+
+#: Runs remembered (least recently signed out): about 400 bytes each.
+DEFAULT_REMEMBERED_RUNS: Final = 10_000
+_PENDING = "forge_signed_heads_pending"
+
+
+class SignedHeads:
+    """The newest signature this process committed for each run, bounded. A signature joins it
+    when its transaction commits (a connection event), never before: a rolled-back signature is
+    never chained to."""
+
+    def __init__(self, max_runs: int = DEFAULT_REMEMBERED_RUNS) -> None:
+        self._max_runs = max_runs
+        self._heads: OrderedDict[str, SignedHead] = OrderedDict()
+        self._lock = threading.Lock()
+        # several ledgers may share one engine (tests): each keeps its own pending signatures
+        self._pending_key = (_PENDING, id(self))
+
+    def watch(self, engine: Engine) -> None:
+        """Take pending signatures into memory when their connection commits; drop them when it
+        rolls back."""
+        event.listen(engine, "commit", self._committed)
+        event.listen(engine, "rollback", self._dropped)
+
+    def get(self, run_id: str, connection: Connection) -> SignedHead | None:
+        """The newest signature of the run this process made: one ``connection``'s open
+        transaction made (a transaction that appends twice), else one that committed."""
+        pending: list[SignedHead] = connection.info.get(self._pending_key, [])
+        for head in reversed(pending):
+            if head.run_id == run_id:
+                return head
+        with self._lock:
+            return self._heads.get(run_id)
+
+    def pending(self, connection: Connection, head: SignedHead) -> None:
+        connection.info.setdefault(self._pending_key, []).append(head)
+
+    def _committed(self, connection: Connection) -> None:
+        pending: list[SignedHead] = connection.info.pop(self._pending_key, [])
+        if not pending:
+            return
+        with self._lock:
+            for head in pending:
+                self._heads[head.run_id] = head
+                self._heads.move_to_end(head.run_id)
+            while len(self._heads) > self._max_runs:
+                self._heads.popitem(last=False)
+
+    def _dropped(self, connection: Connection) -> None:
+        connection.info.pop(self._pending_key, None)
+
+
+def sign_head(
+    signer: HeadSigner,
+    memory: SignedHeads,
+    connection: Connection,
+    first: StoredEntry,
+    head: StoredEntry,
+    now: str,
+) -> None:
+    """Sign ``head``, the last of the entries this transaction inserted from ``first`` on, after
+    checking the head ``first`` extends (:func:`check_extends`); store the signature in the
+    caller's transaction."""
+    run_id, extended = head.run_id, (first.sequence - 1, first.prev_hash)
+    known = memory.get(run_id, connection)
+    if known is None or known.sequence < extended[0]:
+        previous, unsigned_through, after = check_extends(signer, connection, run_id, *extended)
+    elif (known.sequence, known.head_hash) == extended:
+        # the head this process signed last: chain to it unread
+        previous, unsigned_through, after = (
+            known.as_previous(), known.unsigned_through, known.signed_at
+        )  # fmt: skip
+    else:
+        # this process committed a signature at or beyond that sequence over another history
+        finding = "signed_beyond_head" if known.sequence > extended[0] else "signature_mismatch"
+        raise _refused(run_id, extended[0], extended[1], finding, known)
+    # A replica whose clock is behind never signs before the head it extends.
+    signed = signer.sign(
+        run_id, head.sequence, head.hash, max(now, after), previous, unsigned_through
+    )
+    signed_head_rows.insert_signed_head(connection, signed)
+    memory.pending(connection, signed)
+
+
+def check_extends(
+    signer: HeadSigner, connection: Connection, run_id: str, sequence: int, head_hash: str
+) -> tuple[PreviousHead | None, int, str]:
+    """(the signature to chain to, the run's unsigned prefix, the newest signed_at) for an append
+    after head (``sequence``, ``head_hash``); refuses when that head is not the one this ledger
+    signed last."""
+    newest = signed_head_rows.newest_signed_head(connection, run_id)
+    if newest is not None and newest.format == SIGNED_HEAD_FORMAT:
+        unsigned_through = newest.unsigned_through  # signed: the declaration cannot change
+    else:
+        unsigned_through = signed_head_rows.unsigned_prefix(connection, run_id)
+    finding = _finding(signer, newest, sequence, head_hash, unsigned_through)
+    if finding is not None:
+        raise _refused(run_id, sequence, head_hash, finding, newest)
+    if newest is None:
+        return None, unsigned_through, ""
+    return newest.as_previous(), unsigned_through, newest.signed_at
+
+
+def _finding(
+    signer: HeadSigner,
+    newest: SignedHead | None,
+    sequence: int,
+    head_hash: str,
+    unsigned_through: int,
+) -> str | None:
+    """What is wrong with extending head ``sequence`` given the run's newest signature, or None."""
+    if newest is not None and newest.sequence > sequence:
+        return "signed_beyond_head"  # the journal lost entries the ledger signed: a rollback
+    if newest is None or newest.sequence < sequence:
+        # no signature at the head: only inside a declared prefix (or an empty journal)
+        return None if sequence <= unsigned_through else "head_unsigned"
+    if newest.head_hash != head_hash:
+        return "signature_mismatch"  # the signed head was rewritten
+    return signer.distrusts(newest)
+
+
+def _refused(
+    run_id: str, sequence: int, head_hash: str, finding: str, newest: SignedHead | None
+) -> FailedPrecondition:
+    count_journal_head_refusal(finding)
+    signed = "none" if newest is None else str(newest.sequence)
+    _log.error(
+        "ALARM journal head not signed by this ledger: run_id=%s head_sequence=%d head_hash=%s "
+        "finding=%s newest_signed_sequence=%s; refusing to sign over it (the database was "
+        "written around the ledger: compare with witnessed heads, docs/architecture.md)",
+        run_id, sequence, head_hash, finding, signed,
+    )  # fmt: skip
+    return FailedPrecondition(
+        "JOURNAL_HEAD_UNSIGNED",
+        f"the journal head of {run_id} at sequence {sequence} is not the head this ledger signed "
+        f"last ({finding}); the ledger will not sign over it",
+        metadata={
+            "run_id": run_id,
+            "head_sequence": str(sequence),
+            "finding": finding,
+            "newest_signed_sequence": signed,
+        },
+        precondition_violations=[
+            PreconditionViolation(
+                "JOURNAL_HEAD_SIGNATURE", f"runs/{run_id}/journal", f"{finding} at {sequence}"
+            )
+        ],
+    )
