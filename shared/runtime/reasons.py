@@ -166,6 +166,11 @@ _REASONS: tuple[Reason, ...] = (
     Reason("JOURNAL_CHANGED_DURING_READ", _AB, ("run_id",),
            "the journal changed while the candidate was being evaluated"),
     # --- FAILED_PRECONDITION: admission and execution ----------------------------------------
+    Reason("JOURNAL_HEAD_UNSIGNED", _FP,
+           ("finding", "head_sequence", "newest_signed_sequence", "run_id"),
+           "the run's journal head is not the head this ledger signed last (the database was "
+           "written around the ledger: rewritten, truncated or its signatures removed); the "
+           "ledger refuses to sign over it. An alarm: compare with witnessed heads"),
     Reason("CANDIDATE_DIGEST_STALE", _FP, ("stale",),
            "a continuity digest the operator reviewed no longer matches the current state"),
     Reason("CANDIDATE_HELD", _FP, ("holds", "requirements"),

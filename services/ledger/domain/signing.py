@@ -167,8 +167,8 @@ class HeadSigner:
         }
 
     @classmethod
-    def generate(cls) -> HeadSigner:
-        return cls(Ed25519PrivateKey.generate())
+    def generate(cls, earlier: Sequence[bytes | PublishedKey] = ()) -> HeadSigner:
+        return cls(Ed25519PrivateKey.generate(), earlier)
 
     @classmethod
     def from_files(
