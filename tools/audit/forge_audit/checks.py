@@ -471,11 +471,6 @@ class BundleVerifier:
             raise record.broken("trailer_mismatch", "the lines before the trailer do not hash")
         self._done = True
 
-    @property
-    def published_keys(self) -> dict[str, TrustedKey]:
-        """The keys the bundle's signing_keys record published."""
-        return dict(self._trust.published)
-
     def finish(self) -> Report:
         if not self._done:
             raise Broken(0, "trailer_missing", "the bundle ends before its trailer", self._line)

@@ -109,10 +109,9 @@ def bundle_run_id(path: Path) -> str:
     return run_id if isinstance(run_id, str) else ""
 
 
-def load_witnessed(path: Path, run_id: str, trust: Trust) -> dict[int, str]:
+def load_witnessed(path: Path, run_id: str, trust: Trust | None) -> dict[int, str]:
     """Sequence -> head hash of every head of ``run_id`` in a heads file (docs/formats.md,
-    "Heads file"), each checked against the trusted keys: a monitor's memory is only as good as
-    the signatures in it."""
+    "Heads file"), each checked against the pinned keys when there are some."""
     witnessed: dict[int, str] = {}
     with path.open("rb") as heads:
         for number, raw in enumerate(heads, start=1):
@@ -127,7 +126,8 @@ def load_witnessed(path: Path, run_id: str, trust: Trust) -> dict[int, str]:
             record = Record(members, number, 0)
             try:
                 head = read_signed_head(record)
-                trust.check(head, record)
+                if trust is not None:
+                    trust.check(head, record)
             except Broken as broken:
                 detail = f"{broken.problem}: {broken.detail}"
                 raise KnownHeadsError(f"{path} line {number}: {detail}") from None
@@ -174,17 +174,16 @@ def verify_file(
     """Read the bundle line by line (one line in memory at a time)."""
     witnessed = None
     if known_heads is not None:
-        pins = Trust(
-            {
-                found: key if isinstance(key, TrustedKey) else TrustedKey(key)
-                for found, key in (trusted or {}).items()
-            },
-            trust_bundle_keys,
+        # With pinned keys every witnessed head must verify under them (a heads file that was
+        # tampered with convicts nothing); with only the bundle's keys trusted, the heads file
+        # is the auditor's own memory and is taken as it is.
+        pinned = {
+            found: key if isinstance(key, TrustedKey) else TrustedKey(key)
+            for found, key in (trusted or {}).items()
+        }
+        witnessed = load_witnessed(
+            known_heads, bundle_run_id(path), Trust(pinned) if pinned else None
         )
-        if pins.from_bundle:
-            # the bundle's keys are read from the bundle itself before the heads are checked
-            pins.published = _bundle_keys(path)
-        witnessed = load_witnessed(known_heads, bundle_run_id(path), pins)
     with path.open("rb") as bundle:
         return verify_lines(
             bundle,
@@ -194,15 +193,6 @@ def verify_file(
             allow_unsigned_head=allow_unsigned_head,
             witnessed=witnessed,
         )
-
-
-def _bundle_keys(path: Path) -> dict[str, TrustedKey]:
-    """The keys a bundle publishes (its third line), for --trust-bundle-keys with --known-heads."""
-    verifier = BundleVerifier(trust_bundle_keys=True)
-    with path.open("rb") as bundle:
-        for raw, _ in zip(bundle, range(3), strict=False):
-            verifier.line(raw)
-    return verifier.published_keys
 
 
 def _parser() -> argparse.ArgumentParser:
