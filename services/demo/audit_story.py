@@ -1,9 +1,9 @@
-"""The demo's last step: the v1 run exported as an audit bundle and verified offline by
+"""The demo's last step: a monitor watches the signed heads, the auditor pins the published
+keys, and each run is exported as an audit bundle and verified offline against both by
 ``forge-continuity-verify``, a program that imports nothing of the services (ADR 0015)."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import subprocess
@@ -13,11 +13,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from services.client import ContinuityClient
+from services.client.heads import HeadsFile
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _verify(bundle: Path, trusted_key: Path) -> tuple[int, dict[str, object]]:
+def _verify(bundle: Path, keys: Path, heads: Path) -> tuple[int, dict[str, object]]:
     """The verifier as its own program, with only its own package on the path."""
     done = subprocess.run(
         [
@@ -26,7 +27,9 @@ def _verify(bundle: Path, trusted_key: Path) -> tuple[int, dict[str, object]]:
             "forge_audit.verify",
             "--json",
             "--trusted-key",
-            str(trusted_key),
+            str(keys),
+            "--known-heads",
+            str(heads),
             str(bundle),
         ],
         env={**os.environ, "PYTHONPATH": str(ROOT / "tools" / "audit")},
@@ -45,7 +48,10 @@ def audit_story(
     step: Callable[[str], None],
 ) -> None:
     """Every story's run exported and verified; then one byte of the first flipped."""
-    step("An offline audit: export each run's bundle, verify it with nothing running")
+    step(
+        "An offline audit: watch the signed heads, pin the keys, export each run's bundle and "
+        "verify it with nothing running"
+    )
     with (
         ContinuityClient(
             tokens["reader"],
@@ -55,18 +61,26 @@ def audit_story(
         ) as reader,
         tempfile.TemporaryDirectory(prefix="forge-audit-") as workdir,
     ):
-        keys = reader.signing_keys()
-        check(bool(keys), f"the ledger publishes its head-signing key {keys[0].key_id[:19]}…")
-        trusted = Path(workdir) / "ledger-signing.pub"
-        trusted.write_bytes(base64.b64encode(keys[0].public_key))
+        document = reader.signing_keys_document()
+        keys = document["keys"]
+        check(bool(keys), f"the ledger publishes its head-signing key {keys[0]['key_id'][:19]}…")
+        trusted = Path(workdir) / "signing-keys.json"
+        trusted.write_text(json.dumps(document, indent=2) + "\n")
+        heads = Path(workdir) / "heads.jsonl"
+        watched = reader.watch_heads_once(HeadsFile(heads))
+        check(
+            not watched.alarms and watched.recorded > 0,
+            f"a monitor witnessed {watched.recorded} signed heads (heads watch), no alarm",
+        )
         for run_id in run_ids:
             bundle = Path(workdir) / f"{run_id}.audit.jsonl"
             counts = reader.export_journal(run_id, bundle).counts
-            code, result = _verify(bundle, trusted)
+            code, result = _verify(bundle, trusted, heads)
             check(
                 code == 0 and result.get("valid") is True,
                 f"{run_id}: {counts['entries']} entries, {counts['signed_heads']} signed heads, "
-                f"{counts['blobs']} blobs, {counts['admissions']} admission(s) verify offline"
+                f"{counts['blobs']} blobs, {counts['admissions']} admission(s) verify offline "
+                f"with pinned keys, extending {result.get('witnessed_heads')} witnessed head(s)"
                 + ("" if code == 0 else f" (verifier exit {code}: {result})"),
             )
         bundle = Path(workdir) / f"{run_ids[0]}.audit.jsonl"
@@ -76,7 +90,7 @@ def audit_story(
         tampered[tampered.index(b'"actor":"') + len(b'"actor":"')] ^= 0x01  # one letter
         lines[index] = bytes(tampered)
         bundle.write_bytes(b"".join(lines))
-        code, result = _verify(bundle, trusted)
+        code, result = _verify(bundle, trusted, heads)
         check(
             code == 1 and result.get("first_broken_sequence") == 3,
             f"one flipped byte in entry 3 is named: {result.get('problem')} at sequence 3",

@@ -118,7 +118,13 @@ def _journal_export(client: ContinuityClient, args: argparse.Namespace, out: Out
         *summary.counts.items(),
         ("bundle_digest", summary.bundle_digest),
     ]
-    out.emit(document, [*aligned(rows), f"verify offline: forge-continuity-verify {summary.path}"])
+    out.emit(
+        document,
+        [
+            *aligned(rows),
+            f"verify offline: forge-continuity-verify --trusted-key KEYS {summary.path}",
+        ],
+    )
     return EXIT_OK
 
 
