@@ -79,6 +79,8 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
     [key] = reader.GetSigningKeys(audit_pb2.GetSigningKeysRequest()).keys
     assert key.current and len(key.public_key) == 32 and key.algorithm == "ed25519"
     heads = reader.ListSignedHeads(audit_pb2.ListSignedHeadsRequest(run_id="run-1")).signed_heads
+    feed = reader.ListHeads(audit_pb2.ListHeadsRequest(page_size=10))
+    assert feed.caught_up and "run-1" in [h.run_id for h in feed.heads]
     assert heads[-1].head_hash == seeded.head_hash and len(heads[-1].signature) == 64
     held = reader.ListRuns(ledger_pb2.ListRunsRequest(filter="state = held", page_size=1))
     assert len(held.runs) == 1 and held.next_page_token

@@ -25,14 +25,17 @@ from services.ledger.servicer import bindings
 from shared.continuity.timeutil import to_text
 from tests.attacker import delete_signatures, rewrite_from, sign_head_with, truncate
 from tests.errors import expect_error
-from tests.ledger.conftest import LedgerClients, run_request
+from tests.ledger.conftest import Clock, LedgerClients, run_request
 from tests.support import as_database_owner, row_counts, serve
 
 
 @contextmanager
-def ledger_with(engine: Engine, signer: HeadSigner | None) -> Iterator[LedgerClients]:
+def ledger_with(
+    engine: Engine, signer: HeadSigner | None, clock: Clock | None = None
+) -> Iterator[LedgerClients]:
     """A ledger process of its own: it remembers nothing another one signed."""
-    with serve("ledger", bindings(Ledger(engine, signer=signer))) as served:
+    ledger = Ledger(engine, clock, signer=signer) if clock else Ledger(engine, signer=signer)
+    with serve("ledger", bindings(ledger)) as served:
         yield LedgerClients(served)
 
 
@@ -200,12 +203,14 @@ def test_a_declared_pre_signing_prefix_is_signed_over_once_and_named(
         assert (second.previous.sequence, second.unsigned_through) == (3, 2)
 
 
-def test_the_head_feed_lists_each_runs_newest_signed_head(engine: Engine) -> None:
+def test_the_head_feed_lists_each_runs_newest_signed_head(engine: Engine, clock: Clock) -> None:
     signer = HeadSigner.generate()
-    with ledger_with(engine, signer) as clients:
+    with ledger_with(engine, signer, clock) as clients:
         head = signed_run(clients, entries=2)
+        clock.advance(1)
         clients.ledger().CreateRun(run_request(run_id="run-2"))
         append(clients, "run-2", "", "call-0")
+        clock.advance(1)
         append(clients, "run-1", head, "call-2")
         reader = clients.ledger("reader-token")
         page = reader.ListHeads(audit_pb2.ListHeadsRequest(page_size=1))
@@ -214,9 +219,14 @@ def test_the_head_feed_lists_each_runs_newest_signed_head(engine: Engine) -> Non
         rest = reader.ListHeads(audit_pb2.ListHeadsRequest(cursor=page.next_cursor))
         assert [(h.run_id, h.sequence) for h in rest.heads] == [("run-1", 3)]
         assert rest.caught_up and rest.settle_seconds > 0
-        # a caught-up cursor steps back by the settle time: the heads come again
+        # a caught-up cursor steps back by the settle time: the recent heads come again
         again = reader.ListHeads(audit_pb2.ListHeadsRequest(cursor=rest.next_cursor))
-        assert {h.run_id for h in again.heads} == {"run-1", "run-2"}
+        assert {h.run_id for h in again.heads} == {"run-1", "run-2"} and again.caught_up
+        # once the settle time has passed they do not
+        clock.advance(again.settle_seconds + 1)
+        settled = reader.ListHeads(audit_pb2.ListHeadsRequest(cursor=again.next_cursor))
+        later = reader.ListHeads(audit_pb2.ListHeadsRequest(cursor=settled.next_cursor))
+        assert list(later.heads) == []
         expect_error(
             grpc.StatusCode.INVALID_ARGUMENT,
             "FIELD_INVALID",

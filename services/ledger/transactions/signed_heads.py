@@ -63,8 +63,8 @@ def read(context: LedgerContext, run_id: str, from_sequence: int, page_size: int
 def feed(context: LedgerContext, cursor: str, page_size: int) -> HeadFeedPage:
     """The newest signed head of each run signed after ``cursor``, in (signed_at, run_id) order.
     A full page continues after its last head; a caught-up one continues from
-    FEED_SETTLE_SECONDS before now (or its own position, if earlier), so a follower may see a
-    head again and keeps the newest per run (docs/formats.md, "Heads file")."""
+    FEED_SETTLE_SECONDS before now, so a head that committed late is still returned: a follower
+    may see a head again and keeps the newest per run (docs/formats.md, "Heads file")."""
     check_not_negative(page_size=page_size)
     limit = min(page_size or DEFAULT_PAGE, MAX_PAGE)
     signed_at, run_id = _position(cursor)
@@ -73,7 +73,7 @@ def feed(context: LedgerContext, cursor: str, page_size: int) -> HeadFeedPage:
     if len(heads) == limit:
         return HeadFeedPage(heads, _cursor(heads[-1].signed_at, heads[-1].run_id), False)
     settled = to_text(context.clock() - timedelta(seconds=FEED_SETTLE_SECONDS))
-    return HeadFeedPage(heads, _cursor(*min((settled, ""), (signed_at, run_id))), True)
+    return HeadFeedPage(heads, _cursor(settled, ""), True)
 
 
 def _cursor(signed_at: str, run_id: str) -> str:
