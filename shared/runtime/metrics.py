@@ -95,6 +95,12 @@ def count_journal_head_refusal(finding: str) -> None:
     JOURNAL_HEAD_REFUSALS.labels(finding).inc()
 
 
+def declare_journal_head_findings(findings: tuple[str, ...]) -> None:
+    """Export every finding at 0 before the first refusal, so an alert sees the series."""
+    for finding in findings:
+        JOURNAL_HEAD_REFUSALS.labels(finding)
+
+
 # --- values read at scrape time -------------------------------------------------------------
 
 #: A producer of metric families (prometheus_client.core.GaugeMetricFamily and friends).

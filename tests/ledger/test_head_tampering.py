@@ -15,9 +15,10 @@ from pathlib import Path
 import grpc
 import pytest
 from prometheus_client import REGISTRY
-from sqlalchemy import Engine, insert
+from sqlalchemy import Engine, delete
 
 from forge.continuity.v1 import audit_pb2, common_pb2, ledger_pb2
+from services.ledger import unsigned_prefix
 from services.ledger.domain.signing import HeadSigner, PublishedKey
 from services.ledger.schema import unsigned_prefixes
 from services.ledger.service import Ledger
@@ -178,7 +179,7 @@ def test_a_retired_key_does_not_vouch_for_a_head_signed_after_its_retirement(
 
 
 def test_a_declared_pre_signing_prefix_is_signed_over_once_and_named(
-    engine: Engine, caplog: pytest.LogCaptureFixture
+    engine: Engine, database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Entries a ledger without a key wrote: a ledger with one refuses to extend them until an
     operator declares the prefix (unsigned_prefixes); the first signature then names it."""
@@ -187,20 +188,17 @@ def test_a_declared_pre_signing_prefix_is_signed_over_once_and_named(
     signer = HeadSigner.generate()
     with ledger_with(engine, signer) as keyed:
         refused_append(keyed, engine, head, "head_unsigned", caplog)
-        with as_database_owner(engine) as connection:
-            connection.execute(
-                insert(unsigned_prefixes).values(
-                    run_id="run-1",
-                    through_sequence=2,
-                    declared_at=to_text(datetime.now(UTC)),
-                    declared_by="operator",
-                )
-            )
+        assert unsigned_prefix.main(["run-1", "--by", "olga", "--database-url", database_url]) == 0
+        # declaring twice, or over a signed history, is refused
+        assert unsigned_prefix.main(["run-1", "--by", "olga", "--database-url", database_url]) == 1
         entry = append(keyed, "run-1", head, "first-signed")
         append(keyed, "run-1", entry.hash, "second-signed")
         first, second = newest_heads(keyed, "run-1")
         assert (first.sequence, first.HasField("previous"), first.unsigned_through) == (3, False, 2)
         assert (second.previous.sequence, second.unsigned_through) == (3, 2)
+    with as_database_owner(engine) as connection:
+        connection.execute(delete(unsigned_prefixes))
+    assert unsigned_prefix.main(["run-1", "--by", "olga", "--database-url", database_url]) == 1
 
 
 def test_the_head_feed_lists_each_runs_newest_signed_head(engine: Engine, clock: Clock) -> None:

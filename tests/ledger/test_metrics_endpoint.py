@@ -201,6 +201,8 @@ def test_the_ledger_reports_its_lock_caps_queue_followers_pool_and_schema(
     assert value("forge_ledger_db_pool_waiting") == 0
     for cause in ("unique_conflict", "40001", "40P01"):
         assert value("forge_ledger_transaction_retries_total", cause=cause) >= 0
+    for finding in ("head_unsigned", "signature_mismatch", "signed_beyond_head"):
+        assert value("forge_ledger_journal_head_refusals_total", finding=finding) == 0
     info = [
         dict(labels)
         for (name, labels), _ in ledger_metrics.samples.items()

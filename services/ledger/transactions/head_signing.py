@@ -33,13 +33,23 @@ from services.ledger.domain.signing import (
 )
 from services.ledger.repository import signed_heads as signed_head_rows
 from shared.runtime.errors import FailedPrecondition, PreconditionViolation
-from shared.runtime.metrics import count_journal_head_refusal
+from shared.runtime.metrics import count_journal_head_refusal, declare_journal_head_findings
 
 _log = logging.getLogger("forge.ledger")
 
 #: Runs remembered (least recently signed out): about 400 bytes each.
 DEFAULT_REMEMBERED_RUNS: Final = 10_000
 _PENDING = "forge_signed_heads_pending"
+#: What JOURNAL_HEAD_UNSIGNED's ``finding`` may say (docs/formats.md, "Signed head").
+FINDINGS: Final = (
+    "head_unsigned",
+    "signature_mismatch",
+    "signed_beyond_head",
+    "key_unknown",
+    "key_outside_window",
+    "signature_invalid",
+)
+declare_journal_head_findings(FINDINGS)
 
 
 class SignedHeads:
