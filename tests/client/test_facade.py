@@ -22,6 +22,9 @@ PUBLIC_METHODS = {
     "signing_keys",
     "signed_heads",
     "export_journal",
+    "head_feed",
+    "watch_heads_once",
+    "signing_keys_document",
     "invalid_read_continuity_candidate",
     "request_invalid_read_continuity",
     "invalid_read_continuity",
@@ -83,5 +86,7 @@ def test_the_cli_lists_every_module_command_in_order() -> None:
         "journal",
         "commands",
         "requests",
+        "heads",
+        "signing-keys",
         "whoami",
     ]

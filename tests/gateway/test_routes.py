@@ -52,7 +52,8 @@ def test_every_http_rule_of_the_contracts_is_a_route() -> None:
     # + LedgerService.GetSigningKeys and ListSignedHeads (the signed heads of ADR 0015)
     # + AdmissionService.ListRecoveryWorkflows
     # + LedgerService.ListRuns and ExecutionService.ListAllExecutionRequests (ADR 0022)
-    assert len(routes) == len(annotated) == 45
+    # + LedgerService.ListHeads (the head feed monitors follow, ADR 0015)
+    assert len(routes) == len(annotated) == 46
     assert {(route.http_method, route.template.text) for route in routes} >= SPEC_ROUTES
     assert all(route.server in {"ledger", "candidate", "admission"} for route in routes)
 

@@ -66,6 +66,7 @@ EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.LedgerService/GetRecovery": ALL,
     "/forge.continuity.v1.LedgerService/GetSigningKeys": ALL,
     "/forge.continuity.v1.LedgerService/ListSignedHeads": ALL,
+    "/forge.continuity.v1.LedgerService/ListHeads": ALL,
     "/forge.continuity.v1.PolicyService/GetPolicy": ALL,
     "/forge.continuity.v1.PolicyService/PutPolicy": ADMIN,
     "/forge.continuity.v1.PolicyService/ListPolicyRevisions": ALL,
