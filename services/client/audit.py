@@ -26,29 +26,14 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from forge.continuity.v1 import audit_pb2, common_pb2, ledger_pb2, policy_pb2
 from services.client._base import ClientBase, invoke
 from services.client._validation import check_identifiers
-from shared.continuity.canonical import is_digest, parse_json
+from shared.continuity.blob_references import blob_references
+from shared.continuity.canonical import parse_json
 from shared.continuity.timeutil import to_text, utc_now
 from shared.contract.terms import enum_short_name
 from shared.runtime.client import stream
 from shared.runtime.errors import DeadlineExceeded, NotFound, Unavailable
 
 BUNDLE_FORMAT = "forge.continuity.audit-bundle/1"
-# Payload members that name a stored blob by digest, at any depth (docs/formats.md); every value
-# of a ``retained_results`` object names one too.
-BLOB_MEMBERS = frozenset(
-    {
-        "checkpoint_digest",
-        "response_digest",
-        "result_digest",
-        "derived_checkpoint_digest",
-        "source_checkpoint_digest",
-        "consumed_response_digest",
-        "replaces_checkpoint_digest",
-        "source_validator_report_digest",
-        "executable_probe_report_digest",
-        "configuration_digest",
-    }
-)
 _RUN_MEMBERS = (
     "run_id",
     "task_id",
@@ -68,21 +53,6 @@ _STREAM_BATCH = 200
 
 def _text(stamp: Timestamp) -> str:
     return to_text(stamp.ToDatetime(tzinfo=UTC))
-
-
-def blob_references(payload: Any) -> Iterator[str]:
-    """The digests a payload names as blobs, in the order its canonical text lists them."""
-    if isinstance(payload, dict):
-        for key, value in payload.items():
-            if key == "retained_results" and isinstance(value, dict):
-                yield from (item for item in value.values() if is_digest(item))
-            elif key in BLOB_MEMBERS and is_digest(value):
-                yield value
-            else:
-                yield from blob_references(value)
-    elif isinstance(payload, list):
-        for item in payload:
-            yield from blob_references(item)
 
 
 @dataclass

@@ -18,7 +18,8 @@ import rfc8785
 from shared.continuity.canonical_fast import alike_bytes
 
 DIGEST_PREFIX = "sha256:"
-DIGEST_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
+# \Z, not $: "$" also matches before a final newline, and "sha256:<64 hex>\n" is no digest.
+DIGEST_PATTERN = re.compile(r"\Asha256:[0-9a-f]{64}\Z")
 # The hash an empty journal's head carries; the first entry links to it.
 GENESIS_HASH = DIGEST_PREFIX + "0" * 64
 
@@ -115,9 +116,10 @@ def digest_of(value: Any) -> str:
     return sha256_digest(canonical_bytes(value))
 
 
-def is_digest(value: str) -> bool:
-    """True when ``value`` is a well-formed ``sha256:<64 hex>`` digest."""
-    return bool(DIGEST_PATTERN.match(value))
+def is_digest(value: object) -> bool:
+    """True when ``value`` is a well-formed ``sha256:<64 hex>`` digest (and nothing else: a
+    non-string, whatever a payload holds, is none)."""
+    return isinstance(value, str) and DIGEST_PATTERN.fullmatch(value) is not None
 
 
 def intact_blob(content_of: Callable[[str], bytes | None], digest: str) -> bytes | None:

@@ -91,6 +91,14 @@ def test_digests_are_prefixed_sha256() -> None:
     assert is_digest(digest_of({})) and not is_digest("sha256:ABC")
 
 
+@pytest.mark.parametrize("tail", ["\n", "\r\n", " ", "\x00", "0"])
+def test_a_digest_is_exactly_its_71_characters(tail: str) -> None:
+    """``$`` also matches before a final newline: "sha256:<64 hex>\\n" must not pass."""
+    digest = digest_of({})
+    assert not is_digest(digest + tail)
+    assert not is_digest(tail + digest)
+
+
 def test_a_blob_is_answered_only_when_its_bytes_hash_to_the_digest_that_names_it() -> None:
     stored = {sha256_digest(b"kept"): b"kept", sha256_digest(b"before"): b"after", "bad": b"x"}
     asked: list[str] = []

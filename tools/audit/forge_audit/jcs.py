@@ -60,4 +60,4 @@ def digest_of(value: Any) -> str:
 
 
 def is_digest(value: object) -> bool:
-    return isinstance(value, str) and DIGEST.match(value) is not None
+    return isinstance(value, str) and DIGEST.fullmatch(value) is not None
