@@ -449,6 +449,41 @@ BAD_APPENDS = [
         "JOURNAL_PAYLOAD_INVALID",
         id="execution-request-id-with-newline",
     ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_RUN_HELD,
+        '{"reason": "x", "n": ' + "9" * 5_000 + "}",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_INVALID",
+        id="integer-past-the-conversion-limit",
+    ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_RUN_HELD,
+        '{"reason":"x","n":' + "9" * 5_000 + "}",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_INVALID",
+        id="compact-integer-past-the-conversion-limit",
+    ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_RUN_HELD,
+        '{"reason": "x", "n": ' + "[" * 129 + "]" * 129 + "}",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_INVALID",
+        id="nested-past-the-depth-limit",
+    ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_RUN_HELD,
+        '{"reason": "x", "n": ' + "[" * 900 + "]" * 900 + "}",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_INVALID",
+        id="nested-to-python-recursion-limit",
+    ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_RUN_HELD,
+        '{"reason": "x", "n": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_INVALID",
+        id="nested-100000-deep",
+    ),
 ]
 
 
