@@ -12,6 +12,7 @@ revisions, the settlements' request ids), never the entries.
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import json
 import os
@@ -138,16 +139,19 @@ class AuditCalls(ClientBase):
 
     def export_journal(self, run_id: str, path: str | os.PathLike[str]) -> ExportSummary:
         """Write the run's audit bundle to ``path`` (through a temporary file beside it, renamed
-        only once complete: a failed export leaves no partial bundle)."""
+        only once complete: a failed export leaves no partial bundle). FileExistsError when the
+        temporary file's name is taken: another export is writing it, an interrupted one left it,
+        or someone planted it (a symlink there is never followed)."""
         check_identifiers(run_id=run_id)
         target = Path(path)
         partial = target.with_name(target.name + ".partial")
+        out = _create_new(partial)
         try:
-            with partial.open("wb") as out:
+            with out:
                 summary = self._write_bundle(run_id, out)
             partial.replace(target)
         finally:
-            partial.unlink(missing_ok=True)
+            partial.unlink(missing_ok=True)  # ours: created above, so never someone else's
         summary.path = str(target)
         return summary
 
@@ -294,6 +298,23 @@ class AuditCalls(ClientBase):
                 {"digest": digest, "content": base64.b64encode(blob.content).decode("ascii")},
                 "blobs",
             )
+
+
+def _create_new(path: Path) -> IO[bytes]:
+    """``path`` opened for writing only when this call creates it: O_EXCL refuses any name that
+    exists, a symlink (dangling or not) included, and O_NOFOLLOW says so twice; a planted link
+    would otherwise have the bundle written wherever it points."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        descriptor = os.open(path, flags, 0o666)
+    except FileExistsError:
+        raise FileExistsError(
+            errno.EEXIST,
+            "already exists: another export is writing it or an interrupted one left it "
+            "(remove it to export again)",
+            str(path),
+        ) from None
+    return os.fdopen(descriptor, "wb")
 
 
 def _signed_head(head: audit_pb2.SignedHead) -> dict[str, Any]:
