@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from forge_audit import BUNDLE_FORMAT, SIGNED_HEAD_FORMAT
 from forge_audit.jcs import GENESIS, JsonRefused, canonical, digest_of, parse, sha256
 from forge_audit.records import (
+    MAX_LINE_BYTES,
     RUN_MEMBERS,
     Broken,
     Record,
@@ -22,6 +23,7 @@ from forge_audit.records import (
     blob_references,
     guess_type,
     key_id,
+    overlong,
 )
 
 __all__ = ["BundleVerifier", "Report", "key_id"]
@@ -120,6 +122,9 @@ class BundleVerifier:
 
     def _parse(self, raw: bytes) -> Record:
         sequence = self._context_sequence(raw)
+        if overlong(raw):
+            detail = f"longer than {MAX_LINE_BYTES} bytes"
+            raise Broken(sequence, "line_too_long", detail, self._line)
         try:
             members = parse(raw.decode("utf-8"))
         except (UnicodeDecodeError, JsonRefused) as error:

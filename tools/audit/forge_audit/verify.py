@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from forge_audit.checks import BundleVerifier, Report, key_id
-from forge_audit.records import Broken
+from forge_audit.records import Broken, bounded_lines
 
 EXIT_VERIFIED = 0
 EXIT_BROKEN = 1
@@ -75,10 +75,10 @@ def verify_file(
     require_blobs: bool = False,
     allow_unsigned_head: bool = False,
 ) -> Report:
-    """Read the bundle line by line (one line in memory at a time)."""
+    """Read the bundle line by line (one line, of at most MAX_LINE_BYTES, in memory at a time)."""
     with path.open("rb") as bundle:
         return verify_lines(
-            bundle,
+            bounded_lines(bundle),
             trusted,
             require_blobs=require_blobs,
             allow_unsigned_head=allow_unsigned_head,
