@@ -302,8 +302,8 @@ class AuditCalls(ClientBase):
 
 def _create_new(path: Path) -> IO[bytes]:
     """``path`` opened for writing only when this call creates it: O_EXCL refuses any name that
-    exists, a symlink (dangling or not) included, and O_NOFOLLOW says so twice; a planted link
-    would otherwise have the bundle written wherever it points."""
+    exists, a symlink (dangling or not) included, and O_NOFOLLOW refuses a link by itself too;
+    a planted link would otherwise have the bundle written wherever it points."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         descriptor = os.open(path, flags, 0o666)
