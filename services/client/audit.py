@@ -12,6 +12,7 @@ revisions, the settlements' request ids), never the entries.
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import json
 import os
@@ -26,7 +27,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from forge.continuity.v1 import audit_pb2, common_pb2, ledger_pb2, policy_pb2
 from services.client._base import ClientBase, invoke
 from services.client._validation import check_identifiers
-from shared.continuity.canonical import is_digest, parse_json
+from shared.continuity.blob_references import blob_references
+from shared.continuity.canonical import parse_json
 from shared.continuity.timeutil import to_text, utc_now
 from shared.contract.terms import enum_short_name
 from shared.runtime.client import stream
@@ -35,22 +37,6 @@ from shared.runtime.errors import DeadlineExceeded, NotFound, Unavailable
 BUNDLE_FORMAT = "forge.continuity.audit-bundle/1"
 SIGNED_HEAD_FORMAT = "forge.continuity.signed-head/2"
 SIGNED_HEAD_FORMAT_V1 = "forge.continuity.signed-head/1"
-# Payload members that name a stored blob by digest, at any depth (docs/formats.md); every value
-# of a ``retained_results`` object names one too.
-BLOB_MEMBERS = frozenset(
-    {
-        "checkpoint_digest",
-        "response_digest",
-        "result_digest",
-        "derived_checkpoint_digest",
-        "source_checkpoint_digest",
-        "consumed_response_digest",
-        "replaces_checkpoint_digest",
-        "source_validator_report_digest",
-        "executable_probe_report_digest",
-        "configuration_digest",
-    }
-)
 _RUN_MEMBERS = (
     "run_id",
     "task_id",
@@ -70,21 +56,6 @@ _STREAM_BATCH = 200
 
 def _text(stamp: Timestamp) -> str:
     return to_text(stamp.ToDatetime(tzinfo=UTC))
-
-
-def blob_references(payload: Any) -> Iterator[str]:
-    """The digests a payload names as blobs, in the order its canonical text lists them."""
-    if isinstance(payload, dict):
-        for key, value in payload.items():
-            if key == "retained_results" and isinstance(value, dict):
-                yield from (item for item in value.values() if is_digest(item))
-            elif key in BLOB_MEMBERS and is_digest(value):
-                yield value
-            else:
-                yield from blob_references(value)
-    elif isinstance(payload, list):
-        for item in payload:
-            yield from blob_references(item)
 
 
 @dataclass
@@ -170,16 +141,19 @@ class AuditCalls(ClientBase):
 
     def export_journal(self, run_id: str, path: str | os.PathLike[str]) -> ExportSummary:
         """Write the run's audit bundle to ``path`` (through a temporary file beside it, renamed
-        only once complete: a failed export leaves no partial bundle)."""
+        only once complete: a failed export leaves no partial bundle). FileExistsError when the
+        temporary file's name is taken: another export is writing it, an interrupted one left it,
+        or someone planted it (a symlink there is never followed)."""
         check_identifiers(run_id=run_id)
         target = Path(path)
         partial = target.with_name(target.name + ".partial")
+        out = _create_new(partial)
         try:
-            with partial.open("wb") as out:
+            with out:
                 summary = self._write_bundle(run_id, out)
             partial.replace(target)
         finally:
-            partial.unlink(missing_ok=True)
+            partial.unlink(missing_ok=True)  # ours: created above, so never someone else's
         summary.path = str(target)
         return summary
 
@@ -317,6 +291,23 @@ class AuditCalls(ClientBase):
                 {"digest": digest, "content": base64.b64encode(blob.content).decode("ascii")},
                 "blobs",
             )
+
+
+def _create_new(path: Path) -> IO[bytes]:
+    """``path`` opened for writing only when this call creates it: O_EXCL refuses any name that
+    exists, a symlink (dangling or not) included, and O_NOFOLLOW refuses a link by itself too;
+    a planted link would otherwise have the bundle written wherever it points."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        descriptor = os.open(path, flags, 0o666)
+    except FileExistsError:
+        raise FileExistsError(
+            errno.EEXIST,
+            "already exists: another export is writing it or an interrupted one left it "
+            "(remove it to export again)",
+            str(path),
+        ) from None
+    return os.fdopen(descriptor, "wb")
 
 
 def signed_head_record(head: audit_pb2.SignedHead) -> dict[str, Any]:

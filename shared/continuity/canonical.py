@@ -18,9 +18,19 @@ import rfc8785
 from shared.continuity.canonical_fast import alike_bytes
 
 DIGEST_PREFIX = "sha256:"
-DIGEST_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
+# \Z, not $: "$" also matches before a final newline, and "sha256:<64 hex>\n" is no digest.
+DIGEST_PATTERN = re.compile(r"\Asha256:[0-9a-f]{64}\Z")
 # The hash an empty journal's head carries; the first entry links to it.
 GENESIS_HASH = DIGEST_PREFIX + "0" * 64
+#: The deepest nesting of arrays and objects any JSON read here may have (docs/formats.md, "Audit
+#: bundle", primitives; the offline verifier reads with the same limit). Far beyond any document
+#: the services write (ten levels), and far below Python's recursion limit, so that whether a
+#: document parses or canonicalizes never depends on how deep the caller's stack already is.
+MAX_JSON_DEPTH = 128
+# The integers both parsers read: orjson's (64 bits, signed or unsigned), so the compact path and
+# the strict parser never answer differently. RFC 8785 narrows this to +-(2**53 - 1).
+_LOWEST_INTEGER, _HIGHEST_INTEGER = -(2**63), 2**64 - 1
+_LONGEST_INTEGER = len(str(_LOWEST_INTEGER))
 
 
 class CanonicalJsonError(ValueError):
@@ -59,8 +69,41 @@ def _no_constant(name: str) -> Any:
     raise CanonicalJsonError(f"non-finite number {name} is not JSON")
 
 
+def _integer(literal: str) -> int:
+    # Measured before it is converted: int() of a long literal costs time quadratic in its length
+    # and past 4,300 digits raises a ValueError of its own.
+    if len(literal) <= _LONGEST_INTEGER:
+        value = int(literal)
+        if _LOWEST_INTEGER <= value <= _HIGHEST_INTEGER:
+            return value
+    shown = literal if len(literal) <= 40 else f"{literal[:20]}... ({len(literal)} characters)"
+    raise CanonicalJsonError(f"integer {shown} is beyond 64 bits")
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """True when ``value`` nests arrays and objects more than ``limit`` levels deep; level by
+    level, not recursively, so the walk itself never meets Python's recursion limit."""
+    level = [value] if isinstance(value, dict | list) else []
+    for _ in range(limit):
+        level = [
+            child
+            for node in level
+            for child in (node.values() if isinstance(node, dict) else node)
+            if isinstance(child, dict | list)
+        ]
+        if not level:
+            return False
+    return True
+
+
+def _too_deep() -> CanonicalJsonError:
+    return CanonicalJsonError(f"JSON nests arrays and objects deeper than {MAX_JSON_DEPTH} levels")
+
+
 # One strict decoder for every parse (json.loads with hooks would build a new one per call).
-_STRICT = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+_STRICT = json.JSONDecoder(
+    object_pairs_hook=_no_duplicates, parse_constant=_no_constant, parse_int=_integer
+)
 _NOT_COMPACT: Any = object()
 
 
@@ -87,7 +130,21 @@ def _compact_parse(text: str | bytes) -> Any:
 
 
 def parse_json(text: str | bytes) -> Any:
-    """Parse JSON strictly: duplicate keys and non-finite numbers are refused."""
+    """Parse JSON strictly: duplicate keys, non-finite numbers, integers beyond 64 bits and
+    nesting deeper than :data:`MAX_JSON_DEPTH` are refused."""
+    value = _read(text)
+    # No document holding fewer brackets can be deeper: the common case costs two counts.
+    opened = text.count("[") + text.count("{") if isinstance(text, str) else _brackets(text)
+    if opened > MAX_JSON_DEPTH and _deeper_than(value, MAX_JSON_DEPTH):
+        raise _too_deep()
+    return value
+
+
+def _brackets(data: bytes | bytearray) -> int:
+    return data.count(b"[") + data.count(b"{")
+
+
+def _read(text: str | bytes) -> Any:
     value = _compact_parse(text)
     if value is not _NOT_COMPACT:
         return value
@@ -102,7 +159,7 @@ def parse_json(text: str | bytes) -> Any:
         # Bytes that are no text in the encoding they appear to use are no JSON either.
         raise CanonicalJsonError(f"invalid JSON: not {exc.encoding} text") from exc
     except RecursionError as exc:
-        raise CanonicalJsonError("JSON nested too deeply") from exc
+        raise _too_deep() from exc
 
 
 def sha256_digest(data: bytes) -> str:
@@ -115,9 +172,10 @@ def digest_of(value: Any) -> str:
     return sha256_digest(canonical_bytes(value))
 
 
-def is_digest(value: str) -> bool:
-    """True when ``value`` is a well-formed ``sha256:<64 hex>`` digest."""
-    return bool(DIGEST_PATTERN.match(value))
+def is_digest(value: object) -> bool:
+    """True when ``value`` is a well-formed ``sha256:<64 hex>`` digest (and nothing else: a
+    non-string, whatever a payload holds, is none)."""
+    return isinstance(value, str) and DIGEST_PATTERN.fullmatch(value) is not None
 
 
 def intact_blob(content_of: Callable[[str], bytes | None], digest: str) -> bytes | None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.continuity.canonical import DIGEST_PATTERN, digest_of, parse_json, sha256_digest
+from shared.continuity.canonical import digest_of, is_digest, parse_json, sha256_digest
 
 # The profile qualified with this release: the installed worker adapter on Firefly Agentic
 # 26.10.1 with the pinned target SDK pydantic-ai-slim 2.55.0.
@@ -185,7 +185,7 @@ def _parse_entry(entry: Any) -> tuple[str, ProfileDigest]:
         raise RegistryError(
             f"profile {entry['name']!r}: parts must be exactly {sorted(PART_LABELS)}"
         )
-    if not all(isinstance(v, str) and DIGEST_PATTERN.match(v) for v in parts.values()):
+    if not all(is_digest(v) for v in parts.values()):
         raise RegistryError(f"profile {entry['name']!r}: every part is a sha256: digest")
     profile = ProfileDigest(**parts)
     if entry.get("digest") != profile.digest:

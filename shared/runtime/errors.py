@@ -30,7 +30,7 @@ ERROR_DOMAIN = "continuity.forge"
 # Details of these packages are passed on from a downstream status (a service relaying a
 # refusal keeps them); any other unrecognized detail is dropped.
 _CONTRACT_TYPE_PREFIX = "type.googleapis.com/forge.continuity."
-_REASON_PATTERN = re.compile(r"^[A-Z][A-Z0-9_]*[A-Z0-9]$")
+_REASON_PATTERN = re.compile(r"\A[A-Z][A-Z0-9_]*[A-Z0-9]\Z")  # \Z: "$" allows a final newline
 M = TypeVar("M", bound=Message)
 
 

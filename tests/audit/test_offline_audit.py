@@ -20,10 +20,10 @@ from forge_audit.checks import key_id
 from forge_audit.jcs import canonical, digest_of
 from forge_audit.records import Broken
 from forge_audit.verify import load_public_key, verify_file, verify_lines
-from services.client.audit import blob_references
 from services.client.cli import main as cli_main
 from services.ledger.domain.signing import HeadSigner, SignedHead
 from services.ledger.schema import journal_entries, signed_heads
+from shared.continuity.blob_references import blob_references
 from tests.audit.conftest import RealRun, export
 from tests.support import as_database_owner
 

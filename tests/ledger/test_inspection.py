@@ -179,8 +179,9 @@ def test_a_broken_chain_or_row_refuses_the_inspection_and_writes_nothing(
     def not_a_digest(
         entries: list[tuple[int, dict[str, object]]],
     ) -> list[tuple[int, dict[str, object]]]:
+        # a string that is no digest is refused at the append; another type still gets through
         return [
-            (k, {**p, "checkpoint_digest": "checkpoint-1"})
+            (k, {**p, "checkpoint_digest": 1})
             if k == K.JOURNAL_ENTRY_KIND_CHECKPOINT_STORED
             else (k, p)
             for k, p in entries

@@ -324,6 +324,10 @@ def test_a_deleted_entry_is_reported_where_it_should_have_been(
     )
 
 
+# A well-formed digest, and the same with a trailing newline: "$" in a pattern matches before it.
+DIGEST = "sha256:" + "a" * 64
+NEWLINE_DIGEST = DIGEST + "\n"
+
 BAD_APPENDS = [
     pytest.param(
         K.JOURNAL_ENTRY_KIND_RUN_HELD,
@@ -395,6 +399,91 @@ BAD_APPENDS = [
         "JOURNAL_ENTRY_KIND_RESERVED",
         id="reserved-observation-witness",
     ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_CHECKPOINT_STORED,
+        json.dumps({"checkpoint_digest": NEWLINE_DIGEST}),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_INVALID",
+        id="blob-digest-with-newline",
+    ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_TOOL_OUTCOME,
+        json.dumps(
+            {"call_id": "c1", "status": "succeeded", "result": {"result_digest": NEWLINE_DIGEST}}
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_INVALID",
+        id="nested-blob-digest-with-newline",
+    ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_RESPONSE_CONSUMED,
+        json.dumps(
+            {
+                "request_id": "r1",
+                "response_digest": DIGEST,
+                "retained_results": {"c1": NEWLINE_DIGEST},
+            }
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_INVALID",
+        id="retained-result-with-newline",
+    ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_COMMAND_EXECUTED,
+        json.dumps({"command_id": "cmd-1\n"}),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_INVALID",
+        id="command-id-with-newline",
+    ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_COMMAND_EXECUTED,
+        json.dumps({"command_id": 7}),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_INVALID",
+        id="command-id-not-a-string",
+    ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_TOOL_INTENT,
+        json.dumps({"call_id": "c1", "execution_request_id": "exr-1\n"}),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_INVALID",
+        id="execution-request-id-with-newline",
+    ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_RUN_HELD,
+        '{"reason": "x", "n": ' + "9" * 5_000 + "}",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_INVALID",
+        id="integer-past-the-conversion-limit",
+    ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_RUN_HELD,
+        '{"reason":"x","n":' + "9" * 5_000 + "}",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_INVALID",
+        id="compact-integer-past-the-conversion-limit",
+    ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_RUN_HELD,
+        '{"reason": "x", "n": ' + "[" * 129 + "]" * 129 + "}",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_INVALID",
+        id="nested-past-the-depth-limit",
+    ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_RUN_HELD,
+        '{"reason": "x", "n": ' + "[" * 900 + "]" * 900 + "}",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_INVALID",
+        id="nested-to-python-recursion-limit",
+    ),
+    pytest.param(
+        K.JOURNAL_ENTRY_KIND_RUN_HELD,
+        '{"reason": "x", "n": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "JOURNAL_PAYLOAD_INVALID",
+        id="nested-100000-deep",
+    ),
 ]
 
 
@@ -445,18 +534,25 @@ def test_missing_fields_and_unknown_runs_are_refused(ledger_server: LedgerClient
             )
         ),
     )
-    expect_error(
+    for expected_head_hash in ("abc", NEWLINE_DIGEST):
+        expect_error(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "FIELD_INVALID",
+            lambda head=expected_head_hash: stub.AppendJournalEntry(  # type: ignore[misc]
+                ledger_pb2.AppendJournalEntryRequest(
+                    run_id="run-x",
+                    expected_head_hash=head,
+                    kind=K.JOURNAL_ENTRY_KIND_RUN_HELD,
+                    payload_json='{"reason":"x"}',
+                )
+            ),
+        )
+    error = expect_error(
         grpc.StatusCode.INVALID_ARGUMENT,
-        "FIELD_INVALID",
-        lambda: stub.AppendJournalEntry(
-            ledger_pb2.AppendJournalEntryRequest(
-                run_id="run-x",
-                expected_head_hash="abc",
-                kind=K.JOURNAL_ENTRY_KIND_RUN_HELD,
-                payload_json='{"reason":"x"}',
-            )
-        ),
+        "RUN_INVALID",
+        lambda: stub.CreateRun(run_request(configuration_digest=NEWLINE_DIGEST)),
     )
+    assert [v.field for v in error.field_violations] == ["configuration_digest"]
     error = expect_error(
         grpc.StatusCode.INVALID_ARGUMENT,
         "RUN_INVALID",

@@ -63,6 +63,7 @@ def test_registered_identities() -> None:
         {"run_id": "run-1", "kind": "log", "page": 0},
         {"run_id": "run-1", "kind": "trace"},
         {"run_id": "x", "kind": "log"},
+        {"run_id": "run-1\n", "kind": "log"},  # a JSON Schema "$" is the end of the text
         {"run_id": "run-1", "kind": "log", "since": "1h"},
         {"run_id": "run-1", "kind": "log", "page": "2"},
     ],

@@ -63,6 +63,7 @@ def test_a_malformed_owner_instance_is_refused_and_writes_nothing(
     for owner in (
         execution_pb2.OwnerInstance(host_boot_id="", pid=10, process_start_ticks=5),
         execution_pb2.OwnerInstance(host_boot_id="boot/1", pid=10, process_start_ticks=5),
+        execution_pb2.OwnerInstance(host_boot_id="b-1\n", pid=10, process_start_ticks=5),
         execution_pb2.OwnerInstance(host_boot_id="b-1", pid=0, process_start_ticks=5),
         execution_pb2.OwnerInstance(host_boot_id="b-1", pid=10, process_start_ticks=-1),
     ):

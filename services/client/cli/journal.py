@@ -10,6 +10,7 @@ from services.client.cli._command import (
     EXIT_REFUSED,
     Output,
     Subcommands,
+    UsageError,
     add_command,
     add_group,
 )
@@ -103,7 +104,10 @@ def _cancel(client: ContinuityClient, args: argparse.Namespace, out: Output) -> 
 
 
 def _journal_export(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
-    summary = client.export_journal(args.run_id, args.out)
+    try:
+        summary = client.export_journal(args.run_id, args.out)
+    except OSError as error:  # the file, not the ledger: a usage error, never a traceback
+        raise UsageError(f"cannot write the bundle: {error}") from None
     document = {
         "run_id": summary.run_id,
         "out": summary.path,

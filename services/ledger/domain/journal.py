@@ -9,7 +9,9 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from shared.continuity.canonical import CanonicalJsonError, canonical_text, parse_json
+from shared.continuity.blob_references import named_blobs
+from shared.continuity.canonical import CanonicalJsonError, canonical_text, is_digest, parse_json
+from shared.continuity.identifiers import IDENTIFIER
 from shared.continuity.journal_chain import entry_hash
 from shared.continuity.records import direct_constructor
 from shared.runtime.errors import FieldViolation, InvalidArgument
@@ -93,6 +95,10 @@ REQUIRED_KEYS: Mapping[EntryKind, tuple[str, ...]] = {
 }
 
 TOOL_OUTCOME_STATUSES = frozenset({"succeeded", "failed", "unknown"})
+#: Top-level payload members the ledger itself reads as identifiers: the request a fenced write
+#: names and the command a receipt charges, held to the rule RecordCommand and the request rows
+#: hold them to (a look-alike such as "exr-1\n" would name no request and pass the fence).
+IDENTIFIER_MEMBERS = ("execution_request_id", "command_id")
 
 
 @dataclass(frozen=True)
@@ -147,6 +153,14 @@ def validate_payload(kind: EntryKind, payload_json: str) -> str:
                 FieldViolation(f"payload_json.{key}", "required for this kind") for key in missing
             ],
         )
+    misnamed = misnamed_values(payload)
+    if misnamed:
+        raise InvalidArgument(
+            "JOURNAL_PAYLOAD_INVALID",
+            f"payload names a blob or an id malformed: {', '.join(v.field for v in misnamed)}",
+            metadata={"kind": kind.value},
+            field_violations=misnamed,
+        )
     if kind is EntryKind.TOOL_OUTCOME and payload["status"] not in TOOL_OUTCOME_STATUSES:
         raise InvalidArgument(
             "JOURNAL_PAYLOAD_INVALID",
@@ -154,6 +168,25 @@ def validate_payload(kind: EntryKind, payload_json: str) -> str:
             field_violations=[FieldViolation("payload_json.status", "unsupported status")],
         )
     return canonical
+
+
+def misnamed_values(payload: dict[str, object]) -> list[FieldViolation]:
+    """Where ``payload`` names a blob with a string that is no digest, or an id the ledger reads
+    (:data:`IDENTIFIER_MEMBERS`) with anything but an identifier. A blob named so would be no
+    blob to the export and the verifier alike (docs/formats.md, "Blob references"), yet look
+    like one to a reader; a value of another type names no blob for anyone."""
+    violations = [
+        FieldViolation(f"payload_json.{path}", "a blob is named by sha256:<64 lowercase hex>")
+        for path, value in named_blobs(payload)
+        if isinstance(value, str) and not is_digest(value)
+    ]
+    for name in IDENTIFIER_MEMBERS:
+        value = payload.get(name)
+        if name in payload and not (isinstance(value, str) and IDENTIFIER.fullmatch(value)):
+            violations.append(
+                FieldViolation(f"payload_json.{name}", "1..128 characters of [A-Za-z0-9._:-]")
+            )
+    return violations
 
 
 def seal(

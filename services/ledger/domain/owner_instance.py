@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from shared.runtime.errors import FieldViolation, InvalidArgument
 
-BOOT_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+BOOT_ID = re.compile(r"\A[A-Za-z0-9-]{1,64}\Z")  # \Z: "$" would let a final newline through
 MAX_COUNTER = 2**53 - 1  # every recorded integer stays exact in JSON
 
 
@@ -26,7 +26,7 @@ class OwnerInstance:
 
     def validate(self) -> None:
         violations = []
-        if not BOOT_ID.match(self.host_boot_id):
+        if not BOOT_ID.fullmatch(self.host_boot_id):
             violations.append(
                 FieldViolation("owner_instance.host_boot_id", "1..64 of [A-Za-z0-9-]")
             )

@@ -6,6 +6,7 @@ these arguments? Unknown keywords make the answer "no" rather than a guess.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -46,8 +47,31 @@ def _scalar_ok(schema: Schema, value: Any) -> bool:
         if (low is not None and value < low) or (high is not None and value > high):
             return False
     if isinstance(value, str) and "pattern" in schema:
-        return re.search(str(schema["pattern"]), value) is not None
+        return _pattern(str(schema["pattern"])).search(value) is not None
     return True
+
+
+@functools.lru_cache(maxsize=64)
+def _pattern(source: str) -> re.Pattern[str]:
+    """A JSON Schema pattern (an ECMA-262 regular expression) in Python's syntax: ECMAScript's
+    ``$`` is the end of the text, Python's also matches before a final newline, so a "$" outside
+    a character class becomes ``\\Z``."""
+    out: list[str] = []
+    escaped = in_class = False
+    for char in source:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "$":
+            out.append(r"\Z")
+            continue
+        out.append(char)
+    return re.compile("".join(out))
 
 
 def _object_ok(schema: Schema, value: dict[str, Any], root: Schema) -> bool:

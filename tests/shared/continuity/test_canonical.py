@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared.continuity.canonical import (
+    MAX_JSON_DEPTH,
     CanonicalJsonError,
     canonical_text,
     digest_of,
@@ -78,6 +79,54 @@ def test_strict_parsing_refuses_ambiguous_json(text: str) -> None:
         parse_json(text)
 
 
+LONG_INTEGER = "9" * 5_000  # past the 4,300 digits Python converts to an int
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f'{{"a":{LONG_INTEGER}}}',
+        f'{{"a": -{LONG_INTEGER}}}',
+        f"[1, {LONG_INTEGER}]",
+        str(2**64),
+        f" {2**64}",
+        str(-(2**63) - 1),
+    ],
+)
+def test_an_integer_beyond_64_bits_is_refused_as_it_is_read(text: str) -> None:
+    """The strict parser reads the integers the compact path reads (orjson's 64 bits), and no
+    literal is converted before its length is known."""
+    for document in (text, text.encode()):
+        with pytest.raises(CanonicalJsonError, match="integer"):
+            parse_json(document)
+
+
+@pytest.mark.parametrize("number", [2**64 - 1, -(2**63), 2**53, -(2**53) + 1])
+def test_64_bit_integers_read_alike_on_both_paths(number: int) -> None:
+    assert parse_json(str(number)) == parse_json(f" {number} ") == number
+
+
+def _nested(depth: int, opening: str, closing: str, space: str = "") -> str:
+    return (opening + space) * depth + "1" + closing * depth
+
+
+@pytest.mark.parametrize(("opening", "closing"), [("[", "]"), ('{"a":', "}")])
+@pytest.mark.parametrize("space", ["", " "], ids=["compact", "strict"])
+def test_nesting_is_refused_past_the_documented_depth(
+    opening: str, closing: str, space: str
+) -> None:
+    deepest = _nested(MAX_JSON_DEPTH, opening, closing, space)
+    assert canonical_text(parse_json(deepest)) == _nested(MAX_JSON_DEPTH, opening, closing)
+    for depth in (MAX_JSON_DEPTH + 1, 1_000, 100_000):
+        with pytest.raises(CanonicalJsonError, match=f"deeper than {MAX_JSON_DEPTH}"):
+            parse_json(_nested(depth, opening, closing, space))
+
+
+def test_a_wide_document_is_not_deep() -> None:
+    wide = "[" + ",".join(["[[1]]"] * (10 * MAX_JSON_DEPTH)) + "]"
+    assert len(parse_json(wide)) == 10 * MAX_JSON_DEPTH
+
+
 def test_unrepresentable_numbers_are_refused() -> None:
     with pytest.raises(CanonicalJsonError):
         canonical_text(2**60)
@@ -89,6 +138,14 @@ def test_digests_are_prefixed_sha256() -> None:
         == "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     )
     assert is_digest(digest_of({})) and not is_digest("sha256:ABC")
+
+
+@pytest.mark.parametrize("tail", ["\n", "\r\n", " ", "\x00", "0"])
+def test_a_digest_is_exactly_its_71_characters(tail: str) -> None:
+    """``$`` also matches before a final newline: "sha256:<64 hex>\\n" must not pass."""
+    digest = digest_of({})
+    assert not is_digest(digest + tail)
+    assert not is_digest(tail + digest)
 
 
 def test_a_blob_is_answered_only_when_its_bytes_hash_to_the_digest_that_names_it() -> None:

@@ -58,7 +58,9 @@ def test_precondition_failures_are_packed() -> None:
     assert status.code == grpc.StatusCode.ABORTED
 
 
-@pytest.mark.parametrize("reason", ["lower", "Mixed_Case", "TRAILING_", "1LEADING", ""])
+@pytest.mark.parametrize(
+    "reason", ["lower", "Mixed_Case", "TRAILING_", "1LEADING", "", "FIELD_INVALID\n"]
+)
 def test_reasons_must_be_upper_snake(reason: str) -> None:
     with pytest.raises(ValueError):
         DomainError(reason, "message")

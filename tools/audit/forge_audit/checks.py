@@ -15,6 +15,7 @@ from forge_audit import BUNDLE_FORMAT
 from forge_audit.heads import HeadChain, Trust, TrustedKey
 from forge_audit.jcs import GENESIS, JsonRefused, canonical, digest_of, parse, sha256
 from forge_audit.records import (
+    MAX_LINE_BYTES,
     RUN_MEMBERS,
     Broken,
     Record,
@@ -23,6 +24,7 @@ from forge_audit.records import (
     blob_references,
     guess_type,
     key_id,
+    overlong,
 )
 
 __all__ = ["BundleVerifier", "Report", "TrustedKey", "key_id"]
@@ -132,6 +134,9 @@ class BundleVerifier:
 
     def _parse(self, raw: bytes) -> Record:
         sequence = self._context_sequence(raw)
+        if overlong(raw):
+            detail = f"longer than {MAX_LINE_BYTES} bytes"
+            raise Broken(sequence, "line_too_long", detail, self._line)
         try:
             members = parse(raw.decode("utf-8"))
         except (UnicodeDecodeError, JsonRefused) as error:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 from forge_audit.jcs import GENESIS, is_digest, sha256
 
@@ -40,6 +41,11 @@ BLOB_MEMBERS = frozenset(
     }
 )
 RETAINED_RESULTS = "retained_results"
+#: The longest line, its LF not counted (docs/formats.md, "File layout"). The longest record the
+#: ledger can make is a blob record: the base64 of its largest blob (16 MiB) is 22,369,624
+#: bytes, with about a hundred more around it; an entry line stays under 1 MiB (a 256 KiB
+#: payload, which the ASCII line writes at most three times as long).
+MAX_LINE_BYTES = 24 * 1024 * 1024
 # What a line is, read from its bytes before (or without) parsing it: its type member, else a
 # member only that record type has. One flipped byte leaves at least one of the two intact.
 _TYPE_MEMBER = re.compile(rb'"type":"([a-z_]{1,20})"')
@@ -68,6 +74,21 @@ class Broken(Exception):
         self.problem = problem
         self.detail = detail
         self.line = line
+
+
+def bounded_lines(stream: BinaryIO) -> Iterator[bytes]:
+    """The lines of ``stream``, each with its LF. A line longer than :data:`MAX_LINE_BYTES` is
+    cut to its first ``MAX_LINE_BYTES + 1`` bytes (no LF: :func:`overlong`) and ends the
+    iteration, so the rest of it is never read."""
+    while line := stream.readline(MAX_LINE_BYTES + 1):
+        yield line
+        if overlong(line):
+            return
+
+
+def overlong(raw: bytes) -> bool:
+    """True when the line ``raw`` (with or without its LF) is longer than the bound."""
+    return len(raw) - raw.endswith(b"\n") > MAX_LINE_BYTES
 
 
 def guess_type(raw: bytes, known: frozenset[str]) -> str | None:

@@ -28,7 +28,7 @@ from forge_audit import SIGNING_KEYS_FORMAT
 from forge_audit.checks import BundleVerifier, Report, TrustedKey, key_id
 from forge_audit.heads import Trust, read_signed_head
 from forge_audit.jcs import JsonRefused, parse
-from forge_audit.records import Broken, Record
+from forge_audit.records import Broken, Record, bounded_lines, overlong
 
 EXIT_VERIFIED = 0
 EXIT_BROKEN = 1
@@ -114,7 +114,9 @@ def load_witnessed(path: Path, run_id: str, trust: Trust | None) -> dict[int, st
     "Heads file"), each checked against the pinned keys when there are some."""
     witnessed: dict[int, str] = {}
     with path.open("rb") as heads:
-        for number, raw in enumerate(heads, start=1):
+        for number, raw in enumerate(bounded_lines(heads), start=1):
+            if overlong(raw):
+                raise KnownHeadsError(f"{path} line {number}: longer than a signed head can be")
             try:
                 members = parse(raw.decode("utf-8"))
             except (UnicodeDecodeError, JsonRefused) as error:
@@ -171,7 +173,8 @@ def verify_file(
     allow_unsigned_head: bool = False,
     known_heads: Path | None = None,
 ) -> Report:
-    """Read the bundle line by line (one line in memory at a time)."""
+    """Read the bundle line by line (one line, of at most MAX_LINE_BYTES, in memory at a
+    time)."""
     witnessed = None
     if known_heads is not None:
         # With pinned keys every witnessed head must verify under them (a heads file that was
@@ -186,7 +189,7 @@ def verify_file(
         )
     with path.open("rb") as bundle:
         return verify_lines(
-            bundle,
+            bounded_lines(bundle),
             trusted,
             trust_bundle_keys=trust_bundle_keys,
             require_blobs=require_blobs,
