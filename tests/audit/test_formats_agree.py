@@ -194,7 +194,7 @@ def test_the_verifier_names_the_line_of_a_number_or_nesting_it_refuses(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], line: bytes, problem: str, sequence: int
 ) -> None:
     bundle = _bundle(tmp_path, line)
-    assert verify_main(["--json", str(bundle)]) == 1
+    assert verify_main(["--json", "--trust-bundle-keys", str(bundle)]) == 1
     shown = json.loads(capsys.readouterr().out)
     assert (shown["problem"], shown["first_broken_sequence"], shown["line"]) == (
         problem,
@@ -213,6 +213,6 @@ def test_a_lone_surrogate_is_unreadable_where_the_verifier_would_digest_it(
     assert b'"task_id":"x"' in lines[1]
     lines[1] = lines[1].replace(b'"task_id":"x"', b'"task_id":"\\ud800"')
     bundle.write_bytes(b"".join(lines))
-    assert verify_main(["--json", str(bundle)]) == 1
+    assert verify_main(["--json", "--trust-bundle-keys", str(bundle)]) == 1
     shown = json.loads(capsys.readouterr().out)
     assert (shown["problem"], shown["line"]) == ("line_unreadable", 2)
