@@ -6,6 +6,7 @@ snapshot shows any other record naming the request as foreign."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ import grpc
 import pytest
 from sqlalchemy import Engine
 
-from forge.continuity.v1 import execution_pb2
+from forge.continuity.v1 import common_pb2, execution_pb2, reconciliation_pb2
 from services.ledger.domain.journal import EntryKind, seal
 from services.ledger.local_process_verifier import LocalProcessVerifier
 from services.ledger.repository import journal as journal_rows
@@ -24,6 +25,7 @@ from shared.continuity.timeutil import to_text, utc_now
 from shared.runtime.host_process import boot_id, pid_namespace, process_stat
 from tests.admission.conftest import Stack
 from tests.errors import expect_error
+from tests.recovery.test_reconciliation import decision, inspect, reconciliations, verify
 from tests.support import row_counts, token_roles
 from tests.worker.conftest import RUN, Continuation, admit
 from tests.worker.test_ledger_verdicts import append, claim
@@ -144,3 +146,70 @@ def test_a_record_under_a_stale_or_unclaimed_lease_is_refused(
         for generation in (0, 2):
             refused(admitted, engine, FP, "LEASE_GENERATION_STALE", "tool_outcome",
                     {**CLOSING, **lease_of(admitted, generation)}, token)  # fmt: skip
+
+
+def test_a_foreign_outcome_does_not_close_the_intent_for_reconciliation(
+    stack: Stack, engine: Engine, tmp_path: Path
+) -> None:
+    """(d) the lost owner journaled a command's intent and no outcome; a ``succeeded`` outcome
+    naming the request but written by someone else (a platform writer's record from before the
+    fence, another worker's) is shown as foreign and closes nothing: the effect stays unknown
+    and the stage is not re-run."""
+    admitted = admit(stack, tmp_path)
+    owned = claim(admitted, ceased_owner())
+    lease = lease_of(admitted)
+    append(admitted, "tool_call_granted", {**WORKER_RECORDS["tool_call_granted"], **lease})
+    append(admitted, "tool_intent", {**INTENT, **lease})
+    insert_predating_record(engine, "tool_outcome", {**CLOSING, **lease}, "paul-writer")
+    insert_predating_record(engine, "tool_outcome", {**CLOSING, **lease}, "walt-worker")
+    foreign = [(e.sequence, e.actor) for e in admitted.journal()[-2:]]
+
+    snapshot = inspect(stack, owned)
+    error = expect_error(
+        FP, "RECONCILIATION_NOT_VERIFIED", lambda: verify(stack, snapshot, evidence="ceased")
+    )
+    assert "open intents whose effect is not known: call_cmd" in error.message
+    expect_error(
+        FP,
+        "RECONCILIATION_UNRESOLVED",
+        lambda: reconciliations(stack).ReconcileExecutionRequest(decision(snapshot)),
+    )
+    marked = {d.journal_sequence: d.foreign for d in snapshot.deliveries}
+    assert [s for s, is_foreign in marked.items() if is_foreign] == [s for s, _ in foreign]
+    assert [s for s, is_foreign in marked.items() if not is_foreign][-2:] == [
+        foreign[0][0] - 2,
+        foreign[0][0] - 1,
+    ]
+    # The holder's own outcome closes it: the effect is known, nothing open is left.
+    append(admitted, "tool_outcome", {**CLOSING, **lease})
+    proof = verify(stack, inspect(stack, owned), evidence="ceased")
+    assert proof.effect == reconciliation_pb2.VERIFIED_EFFECT_NO_EFFECT, proof.detail
+
+
+def test_only_the_holders_outcomes_certify_a_completion(
+    stack: Stack, engine: Engine, tmp_path: Path
+) -> None:
+    """(d) certification: an outcome for the holder's intent written by someone else, one from
+    before the fence naming the request and a platform writer's native one naming no request,
+    closes nothing; the completion is recorded but not certified."""
+    admitted = admit(stack, tmp_path)
+    owned = claim(admitted)
+    lease = lease_of(admitted)
+    append(admitted, "tool_intent", {**INTENT, **lease})
+    insert_predating_record(engine, "tool_outcome", {**CLOSING, **lease}, "paul-writer")
+    # A platform writer's native record naming no request is still accepted, and counts for no
+    # request's certification.
+    append(admitted, "tool_outcome", CLOSING, "writer-token")
+    completed = admitted.execution().CompleteExecutionRequest(
+        execution_pb2.CompleteExecutionRequestRequest(
+            execution_request_id=owned.execution_request_id,
+            lease_generation=1,
+            goal_claim=execution_pb2.GOAL_CLAIM_SATISFIED,
+        )
+    )
+    assert not completed.certification.certified
+    assert list(completed.certification.open_intent_call_ids) == ["call_cmd"]
+    assert completed.completed_rounds == 0
+    event = json.loads(admitted.journal()[-1].payload_json)
+    assert event["certification"]["open_intent_call_ids"] == ["call_cmd"]
+    assert admitted.request().state == common_pb2.EXECUTION_REQUEST_STATE_COMPLETED
