@@ -18,7 +18,7 @@ from forge.continuity.v1 import (
 )
 from services.demo.observation_turn import consumed_turn
 from services.demo.provider import RefusingProvider
-from services.demo.recovery_story import refused, story_stubs
+from services.demo.recovery_story import refused, story_stubs, worker_journal
 from services.demo.refusal_story import (
     PRINCIPAL,
     _admitted_with_recovery_enabled,
@@ -37,6 +37,7 @@ def observation_story(
     step: Callable[[str], None],
 ) -> None:
     writer, reader, _policy, candidates, admission, worker = story_stubs(targets, tokens)
+    journal = worker_journal(targets, tokens)
     request_id = f"{run_id}-request-1"
     step(f"Run {run_id}: admitted; its first request is refused and recovered once (part three)")
     queued, run = _admitted_with_recovery_enabled(
@@ -44,7 +45,7 @@ def observation_story(
     )
     provider = RefusingProvider()
     try:
-        sent = _worker_refused((writer, reader, worker), queued, run, request_id, provider)
+        sent = _worker_refused((journal, reader, worker), queued, run, request_id, provider)
     finally:
         provider.close()
     review, corrective = _pinned_evidence(writer, run.source_revision, sent)
@@ -77,18 +78,21 @@ def observation_story(
     turn = consumed_turn(f"{request_id}-2", CONSUMED_AT, source_revision=run.source_revision)
     for content in (turn.raw_response, turn.retained_result):
         writer.PutBlob(ledger_pb2.PutBlobRequest(content=content, media_type="application/json"))
-    payloads = [
-        (
-            "model_request_sent",
-            sent.model_request_sent(f"{request_id}-2", claimed.execution_request_id, PRINCIPAL),
-        ),
-        *turn.entries,
-    ]
-    for kind, payload in payloads:
+    # The request names the claimed request: the worker retains it under its lease; the turn's
+    # records name none and are the platform's native ones.
+    request = sent.model_request_sent(
+        f"{request_id}-2",
+        claimed.execution_request_id,
+        PRINCIPAL,
+        lease_generation=claimed.lease.generation,
+    )
+    payloads = [(journal, "model_request_sent", request)]
+    payloads += [(writer, kind, payload) for kind, payload in turn.entries]
+    for appender, kind, payload in payloads:
         head = reader.ReadJournal(
             ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000)
         ).entries[-1]
-        writer.AppendJournalEntry(
+        appender.AppendJournalEntry(
             ledger_pb2.AppendJournalEntryRequest(
                 run_id=run_id,
                 expected_head_hash=head.hash,

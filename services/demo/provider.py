@@ -53,14 +53,16 @@ class SentRequest:
     request: PendingRequest
 
     def model_request_sent(
-        self, request_id: str, execution_request_id: str, principal: str
+        self, request_id: str, execution_request_id: str, principal: str, *, lease_generation: int
     ) -> dict[str, object]:
-        """The ``model_request_sent`` journal payload a worker retains for this request."""
+        """The ``model_request_sent`` journal payload a worker retains for this request, under
+        the lease generation it holds (only the lease holder may append it)."""
         sent = self.request
         digests = sent.part_digests
         return {
             "request_id": request_id,
             "execution_request_id": execution_request_id,
+            "lease_generation": lease_generation,
             "checkpoint_digest": sent.derived_checkpoint_digest,
             "wire_digest": sent.wire_digest,
             "wire_length": sent.wire_length,

@@ -49,6 +49,13 @@ class StoryStubs(NamedTuple):
     worker: execution_pb2_grpc.ExecutionServiceStub
 
 
+def worker_journal(
+    targets: dict[str, str], tokens: dict[str, str]
+) -> ledger_pb2_grpc.LedgerServiceStub:
+    """The ledger as the worker calls it: the records naming its request are its own."""
+    return ledger_pb2_grpc.LedgerServiceStub(open_channel(targets["ledger"], tokens["worker"]))
+
+
 def story_stubs(targets: dict[str, str], tokens: dict[str, str]) -> StoryStubs:
     """Platform writer, reader, administrator, the administrator-operator and the worker."""
     ledger = targets["ledger"]

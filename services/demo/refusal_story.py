@@ -22,7 +22,7 @@ from forge.continuity.v1 import (
     policy_pb2,
 )
 from services.demo.provider import RefusingProvider, SentRequest, send_refused
-from services.demo.recovery_story import refused, story_stubs
+from services.demo.recovery_story import refused, story_stubs, worker_journal
 from services.demo.seed import load_fixture, seed_held_run
 
 PRINCIPAL = "forge-demo"
@@ -36,7 +36,8 @@ def refusal_story(
     step: Callable[[str], None],
 ) -> None:
     writer, reader, _policy, candidates, admission, worker = story_stubs(targets, tokens)
-    stubs = (writer, reader, worker)
+    # the worker retains its request itself, under its lease: only the lease holder may
+    stubs = (worker_journal(targets, tokens), reader, worker)
 
     step(f"Run {run_id}: the policy enables the provider-refusal recovery; the run is admitted")
     request_id = f"{run_id}-request-1"
@@ -240,7 +241,7 @@ def _worker_refused(
 ) -> SentRequest:
     """The simulated worker: claim, send the pending request through the real SDK to the
     refusing provider, retain what it received, and record the failure."""
-    writer, reader, worker = stubs
+    journal, reader, worker = stubs
     run_id = run.run_id
     claimed = worker.ClaimExecutionRequest(
         execution_pb2.ClaimExecutionRequestRequest(
@@ -256,13 +257,18 @@ def _worker_refused(
     head = reader.ReadJournal(ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000)).entries[
         -1
     ]
-    writer.AppendJournalEntry(
+    journal.AppendJournalEntry(
         ledger_pb2.AppendJournalEntryRequest(
             run_id=run_id,
             expected_head_hash=head.hash,
             kind=common_pb2.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT,
             payload_json=json.dumps(
-                sent.model_request_sent(request_id, claimed.execution_request_id, PRINCIPAL)
+                sent.model_request_sent(
+                    request_id,
+                    claimed.execution_request_id,
+                    PRINCIPAL,
+                    lease_generation=claimed.lease.generation,
+                )
             ),
         )
     )

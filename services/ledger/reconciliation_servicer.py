@@ -49,6 +49,7 @@ def _entry_ref(ref: EntryRef) -> reconciliation_pb2.NativeEntryRef:
         ),
         hash=ref.hash,
         lease_generation=ref.generation,
+        foreign=ref.foreign,
     )
 
 

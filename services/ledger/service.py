@@ -128,7 +128,8 @@ class Ledger:
         *,
         worker: bool = False,
     ) -> StoredEntry:
-        """``worker``: the caller appends as a worker (no platform writer role), a fenced write."""
+        """``worker``: the caller appends as a worker (no platform writer role), a fenced write;
+        a worker record naming a continuity request is fenced whoever appends it."""
         return journal.append(
             self._context,
             run_id,
@@ -136,7 +137,8 @@ class Ledger:
             kind,
             payload_json,
             actor,
-            self._authority if worker else None,
+            self._authority,
+            worker=worker,
         )
 
     def read_journal(self, run_id: str, from_sequence: int, page_size: int) -> JournalPage:

@@ -212,7 +212,8 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             kind_from_proto(request.kind),
             request.payload_json,
             principal.identity,
-            # a worker's own records are fenced by the lease it holds; a platform writer's are not
+            # a worker's appends are fenced by the lease it holds; a platform writer's only when
+            # they are a worker record naming a continuity request (then only the holder may)
             worker=Role.PLATFORM_WRITER not in principal.roles,
         )
         return ledger_pb2.AppendJournalEntryResponse(entry=entry_to_proto(entry))

@@ -349,8 +349,10 @@ _REASONS: tuple[Reason, ...] = (
            "the identity holds none of the roles the method allows"),
     Reason("NOT_LEASE_OWNER", _PD, ("identity",), "the caller does not hold the lease"),
     Reason("WORKER_APPEND_NOT_LEASED", _PD, ("identity", "kind"),
-           "a worker appends only its own model and tool records, each naming an execution "
-           "request of this run and the lease generation it holds"),
+           "a worker appends only its own model and tool records, and a model or tool record "
+           "naming a continuity execution request is appended only under its lease (a platform "
+           "writer's too): each names an execution request of this run and the lease generation "
+           "its holder holds"),
     Reason("CANCEL_NOT_PERMITTED", _PD, ("identity", "operator"),
            "only the operator who admitted the request, with current authority, or a factory "
            "administrator may cancel it"),

@@ -111,7 +111,12 @@ def consumed(
     entries: list[tuple[str, dict[str, object]]] = [
         (
             "model_request_sent",
-            sent.model_request_sent("req-2", claimed.execution_request_id, PRINCIPAL),
+            sent.model_request_sent(
+                "req-2",
+                claimed.execution_request_id,
+                PRINCIPAL,
+                lease_generation=claimed.lease.generation,
+            ),
         ),
         *turn.entries,
     ]
@@ -129,7 +134,9 @@ def consumed(
                 )
             )
         else:
-            append(stack, KIND[kind], payload)
+            # a record naming the request is the lease holder's; the turn's are native
+            token = "worker-token" if "execution_request_id" in payload else "writer-token"
+            append(stack, KIND[kind], payload, token)
     execution(stack).FailExecutionRequest(
         execution_pb2.FailExecutionRequestRequest(
             execution_request_id=claimed.execution_request_id,

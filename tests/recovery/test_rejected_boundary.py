@@ -53,8 +53,10 @@ def head_hash(stack: Stack) -> str:
     return entries[-1].hash
 
 
-def append(stack: Stack, kind: int, payload: dict[str, object]) -> None:
-    stack.ledger_stub().AppendJournalEntry(
+def append(
+    stack: Stack, kind: int, payload: dict[str, object], token: str = "writer-token"
+) -> None:
+    stack.ledger_stub(token).AppendJournalEntry(
         ledger_pb2.AppendJournalEntryRequest(
             run_id="run-1",
             expected_head_hash=head_hash(stack),
@@ -71,7 +73,8 @@ def refused_at_provider(
     alter: Callable[[SentRequest], dict[str, object]] | None = None,
 ) -> SentRequest:
     """A worker claims, sends the first provider request through the real SDK to ``provider``
-    (which refuses it), retains it natively (``alter`` overrides entry fields) and fails."""
+    (which refuses it), retains it under its lease (``alter`` overrides entry fields) and
+    fails."""
     claimed = claim(stack, ticket).execution_request
     derived = (
         stack.ledger_stub("reader-token")
@@ -79,10 +82,12 @@ def refused_at_provider(
         .content
     )
     sent = send_refused(derived, provider)
-    entry = sent.model_request_sent("req-1", claimed.execution_request_id, PRINCIPAL)
+    entry = sent.model_request_sent(
+        "req-1", claimed.execution_request_id, PRINCIPAL, lease_generation=claimed.lease.generation
+    )
     if alter is not None:
         entry.update(alter(sent))
-    append(stack, common_pb2.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT, entry)
+    append(stack, common_pb2.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT, entry, "worker-token")
     execution(stack).FailExecutionRequest(
         execution_pb2.FailExecutionRequestRequest(
             execution_request_id=claimed.execution_request_id,

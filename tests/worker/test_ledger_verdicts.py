@@ -115,7 +115,9 @@ def test_a_worker_appends_only_its_own_records_under_the_lease_it_holds(
     assert row_counts(engine)["journal_entries"] == before["journal_entries"] + 1  # the claim
     entry = append(admitted, "tool_intent", intent)
     assert entry.actor == "wanda-worker"
-    # A platform writer's appends are not lease-fenced (the seeded runs are written that way).
+    # A platform writer's record naming no execution request is native, not lease-fenced (the
+    # seeded runs are written that way); one naming the request is the holder's alone
+    # (tests/worker/test_lease_fenced_records.py).
     append(admitted, "tool_outcome", {"call_id": "other", "status": "succeeded"}, "writer-token")
 
 

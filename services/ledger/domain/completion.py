@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from services.ledger.domain.journal import EntryKind, StoredEntry
+from services.ledger.domain.lease_records import LeaseFence, Standing
 from shared.continuity.canonical import is_digest, parse_json
 from shared.runtime.errors import field_invalid
 
@@ -79,17 +80,20 @@ def certify(
 ) -> Certification:
     """The certification of ``execution_request_id``'s claim at ``generation`` from the run's
     journal (entries in sequence order): the generation is the current one, every effect intent
-    journaled since that claim has a succeeded or failed outcome, and no reconciliation entry
-    names the request."""
+    the claim's worker journaled under its lease has a succeeded or failed outcome it journaled
+    under the same lease, and no reconciliation entry names the request. Any other record, a
+    foreign one naming the request or a native one naming none, closes and opens nothing."""
     claim_sequence = 0
     intents: dict[str, int] = {}
     latest: dict[str, tuple[str, int]] = {}  # call id -> (latest outcome status, sequence)
     markers: list[int] = []
+    fence = LeaseFence(execution_request_id)
     for entry in entries:
         payload = parse_json(entry.payload_json)
         if not isinstance(payload, dict):
             continue
         names_request = payload.get("execution_request_id") == execution_request_id
+        fenced = fence.see(entry, payload) is Standing.FENCED
         if entry.kind in RECONCILIATION_KINDS and names_request:
             markers.append(entry.sequence)
         elif (
@@ -98,7 +102,7 @@ def certify(
             and payload.get("lease_generation") == generation
         ):
             claim_sequence, intents, latest = entry.sequence, {}, {}
-        elif not claim_sequence or not isinstance(payload.get("call_id"), str):
+        elif not claim_sequence or not fenced or not isinstance(payload.get("call_id"), str):
             continue
         elif entry.kind == EntryKind.TOOL_INTENT.value:
             intents.setdefault(str(payload["call_id"]), entry.sequence)

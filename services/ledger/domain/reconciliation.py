@@ -14,6 +14,7 @@ from typing import Any
 from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
 from services.ledger.domain.intents import IntentTracker, OpenIntent
 from services.ledger.domain.journal import EntryKind, StoredEntry
+from services.ledger.domain.lease_records import LeaseFence, Standing, lease_generation
 from services.ledger.domain.owner_instance import OwnerInstance
 from shared.continuity.admissibility import (
     MARK_UNRESOLVED,
@@ -156,6 +157,16 @@ class EntryRef:
     hash: str
     #: The lease generation the entry names; -1 when none.
     generation: int
+    #: A worker record naming the request not written under its fenced lease (lease_records):
+    #: shown, never counted.
+    foreign: bool = False
+
+    def custody(self) -> dict[str, Any]:
+        # ``foreign`` only where it is set: a journal without foreign records keeps its digest
+        record = asdict(self)
+        if not self.foreign:
+            record.pop("foreign")
+        return record
 
 
 @dataclass(frozen=True)
@@ -266,7 +277,11 @@ class Snapshot:
             for c in self.claims
         ]
         effects += [
-            (f"{d.kind} under generation {d.generation}", d.sequence)
+            (
+                f"{d.kind} under generation {d.generation}"
+                + (" (foreign: not written under the lease, not counted)" if d.foreign else ""),
+                d.sequence,
+            )
             for d in self.deliveries
             if d.kind != EntryKind.WORKER_CLAIMED.value
         ]
@@ -281,9 +296,13 @@ def _payload(entry: StoredEntry) -> dict[str, Any]:
     return payload if isinstance(payload, dict) else {}
 
 
-def _generation(payload: Mapping[str, Any]) -> int:
-    value = payload.get("lease_generation")
-    return value if isinstance(value, int) and not isinstance(value, bool) else -1
+def _counts(payload: Mapping[str, Any], standing: Standing, intents: IntentTracker) -> bool:
+    """Whether a tool outcome sets its call's latest status: never a foreign one, and for a call
+    the request's worker journaled an intent for, only the worker's own under the lease."""
+    call_id = payload.get("call_id")
+    if not isinstance(call_id, str) or standing is Standing.FOREIGN:
+        return False
+    return standing is Standing.FENCED or call_id not in intents.intents
 
 
 def _record_custody(record: ExecutionRequestRecord) -> dict[str, Any]:
@@ -308,8 +327,11 @@ def build_snapshot(
     deadline_remaining_seconds: int,
     reconciliation_id: str,
 ) -> Snapshot:
-    """The snapshot of ``record`` from the run's journal (every entry, in sequence order)."""
+    """The snapshot of ``record`` from the run's journal (every entry, in sequence order). Of
+    the worker records naming the request only those written under its fenced lease count
+    (intents, outcomes); the others are deliveries marked foreign."""
     target = record.execution_request_id
+    fence = LeaseFence(target)
     claims: list[Claim] = []
     deliveries: list[EntryRef] = []
     later: list[EntryRef] = []
@@ -321,11 +343,12 @@ def build_snapshot(
     responses = tool_calls = 0
     for entry in sorted(entries, key=lambda e: e.sequence):
         payload = _payload(entry)
+        standing = fence.see(entry, payload)
         if entry.kind == EntryKind.RESPONSE_CONSUMED.value:
             responses += 1
         elif entry.kind == EntryKind.TOOL_CALL_GRANTED.value:
             tool_calls += 1
-        elif entry.kind == EntryKind.TOOL_OUTCOME.value and isinstance(payload.get("call_id"), str):
+        elif entry.kind == EntryKind.TOOL_OUTCOME.value and _counts(payload, standing, intents):
             outcomes[str(payload["call_id"])] = str(payload.get("status", ""))
         elif entry.kind == EntryKind.COMMAND_EXECUTED.value:
             command_id = str(payload.get("command_id", ""))
@@ -337,12 +360,19 @@ def build_snapshot(
             if payload.get("execution_request_id") == target:
                 verifications.append(Verification.from_entry(entry))
             continue
-        ref = EntryRef(entry.sequence, entry.kind, entry.hash, _generation(payload))
+        ref = EntryRef(
+            entry.sequence,
+            entry.kind,
+            entry.hash,
+            lease_generation(payload),
+            standing is Standing.FOREIGN,
+        )
         if payload.get("execution_request_id") == target:
             if entry.kind == EntryKind.WORKER_CLAIMED.value:
                 owner = OwnerInstance.from_payload(payload.get("owner_instance"))
                 claims.append(Claim(entry.sequence, ref.generation, entry.actor, owner))
-            intents.add(entry, payload)
+            if standing is Standing.FENCED:
+                intents.add(entry, payload)
             deliveries.append(ref)
         elif claims:
             later.append(ref)
@@ -359,8 +389,8 @@ def build_snapshot(
         "execution_request": _record_custody(record),
         "chain": [_record_custody(r) for r in chain],
         "claims": [c.custody() for c in claims],
-        "deliveries": [asdict(d) for d in deliveries],
-        "later_entries": [asdict(e) for e in later],
+        "deliveries": [d.custody() for d in deliveries],
+        "later_entries": [e.custody() for e in later],
         "commands": {"used": len(commands), "limit": command_limit, "charged": sorted(charged)},
         "tokens": {"model_responses": responses, "tool_calls": tool_calls},
         "reserved_lease_seconds": reserved,

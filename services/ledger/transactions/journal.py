@@ -17,6 +17,7 @@ from services.ledger.domain.journal import (
     seal,
     validate_payload,
 )
+from services.ledger.domain.lease_records import WORKER_RECORD_KINDS
 from services.ledger.domain.recovery_authority import Authority
 from services.ledger.domain.runs import Run, check_identifier
 from services.ledger.repository import execution_requests as request_rows
@@ -46,18 +47,6 @@ from shared.runtime.errors import (
 FENCED_NATIVE_KINDS = frozenset(
     {EntryKind.WORKER_CLAIMED, EntryKind.REQUEST_FAILED, EntryKind.COMMAND_EXECUTED}
 )
-#: What a worker (a caller without the platform writer role) may append: its own records of the
-#: model turns and tool calls of a request it holds. Claims, failures and commands go through
-#: ExecutionService; everything else is the platform's or the ledger's.
-WORKER_NATIVE_KINDS = frozenset(
-    {
-        EntryKind.MODEL_REQUEST_SENT,
-        EntryKind.RESPONSE_CONSUMED,
-        EntryKind.TOOL_CALL_GRANTED,
-        EntryKind.TOOL_INTENT,
-        EntryKind.TOOL_OUTCOME,
-    }
-)
 MAX_JOURNAL_PAGE = 1000
 DEFAULT_JOURNAL_PAGE = 100
 FOLLOW_PAGE = 200
@@ -81,11 +70,15 @@ def append(
     kind: EntryKind,
     payload_json: str,
     actor: str,
-    lease_holder: Authority | None = None,
+    authority: Authority,
+    *,
+    worker: bool = False,
 ) -> StoredEntry:
-    """Append one native entry at the expected head (empty means the genesis head). With
-    ``lease_holder`` (the caller is a worker, not a platform writer) the entry is a fenced worker
-    write: see :func:`_check_worker_append`."""
+    """Append one native entry at the expected head (empty means the genesis head). The entry
+    is a fenced worker write (:func:`_check_worker_append`, checked against ``authority``) when
+    the caller is a worker (``worker``: no platform writer role), and when it is a worker record
+    naming a continuity execution request, whoever sends it: only the lease holder writes those
+    (a platform writer's record naming none stays a native write)."""
     check_identifier("run_id", run_id)
     if kind in LEDGER_ONLY_KINDS:
         raise InvalidArgument(
@@ -102,7 +95,7 @@ def append(
             "must be sha256:<64 hex>",
             "expected_head_hash must be sha256:<64 hex> (or empty for an empty journal)",
         )
-    return _append_at(context, run_id, expected, kind, canonical, actor, lease_holder)
+    return _append_at(context, run_id, expected, kind, canonical, actor, authority, worker)
 
 
 @retry_on_unique_conflict
@@ -113,17 +106,25 @@ def _append_at(
     kind: EntryKind,
     canonical: str,
     actor: str,
-    lease_holder: Authority | None,
+    authority: Authority,
+    worker: bool,
 ) -> StoredEntry:
     # A concurrent append that committed at the same head first makes the retry report where
     # the head is now (JOURNAL_HEAD_STALE).
-    if lease_holder is None and kind not in FENCED_NATIVE_KINDS:
+    named = _named_request(kind, canonical)
+    if not worker and named is None and kind not in FENCED_NATIVE_KINDS:
         appended = _append_after_known_head(context, run_id, expected, kind, canonical, actor)
         if appended is not None:
             return appended
     with context.engine.begin() as connection:
         recorded_at = ""
-        if lease_holder is None:
+        # A request of this run created after this read came with its admission's entry, so
+        # the head check below refuses the append as stale (another run's request never reads
+        # this journal).
+        fenced = worker or (
+            named is not None and request_rows.get_execution_request(connection, named) is not None
+        )
+        if not fenced:
             # a native append: the run row noted, locked and read with its head in one statement
             recorded_at = context.now()
             command_limit, (sequence, head) = existing_run_noting_entry(
@@ -132,7 +133,7 @@ def _append_at(
         else:
             # the fenced write's checks already locked the run row and read its head
             run, (sequence, head) = _check_worker_append(
-                context, connection, lease_holder, run_id, kind, canonical, actor
+                context, connection, authority, run_id, kind, canonical, actor
             )
             command_limit = run.spec.command_limit
             if head != expected:
@@ -141,7 +142,7 @@ def _append_at(
         entry = seal(
             run_id, sequence + 1, kind, canonical, head, actor, recorded_at or context.now()
         )
-        insert_entries(context, connection, [entry], noted=lease_holder is None)
+        insert_entries(context, connection, [entry], noted=not fenced)
     context.heads.note(entry)
     return entry
 
@@ -181,6 +182,15 @@ def _append_after_known_head(
         raise
     context.heads.note(entry)
     return entry
+
+
+def _named_request(kind: EntryKind, canonical_payload: str) -> str | None:
+    """The execution request a worker record names; None for every other entry."""
+    if kind not in WORKER_RECORD_KINDS:
+        return None
+    payload = parse_json(canonical_payload)
+    named = payload.get("execution_request_id") if isinstance(payload, dict) else None
+    return named if isinstance(named, str) else None
 
 
 def _check_native_write(
@@ -241,8 +251,9 @@ def _check_worker_append(
     """A worker's own record is a fenced write like a command's (12): it names a request of this
     run and the generation it holds, and the lease, policy and recovery-authority checks of
     RecordCommand are repeated, so a worker that lost its lease or authority cannot record (and,
-    recording first, does not make) its next model request or tool call. The run, locked, and
-    its head."""
+    recording first, does not make) its next model request or tool call; and nobody but the
+    lease holder (a platform writer neither) writes a record reconciliation or certification
+    would count as the worker's. The run, locked, and its head."""
     payload = parse_json(canonical_payload)
     assert isinstance(payload, dict)
     execution_request_id, generation = (
@@ -250,14 +261,14 @@ def _check_worker_append(
         payload.get("lease_generation"),
     )
     if (
-        kind not in WORKER_NATIVE_KINDS
+        kind not in WORKER_RECORD_KINDS
         or not isinstance(execution_request_id, str)
         or not isinstance(generation, int)
         or isinstance(generation, bool)
     ):
         raise PermissionDenied(
             "WORKER_APPEND_NOT_LEASED",
-            f"a worker appends only {', '.join(sorted(k.value for k in WORKER_NATIVE_KINDS))} "
+            f"a worker appends only {', '.join(sorted(k.value for k in WORKER_RECORD_KINDS))} "
             "entries naming execution_request_id and lease_generation",
             metadata={"identity": worker, "kind": kind.value},
         )

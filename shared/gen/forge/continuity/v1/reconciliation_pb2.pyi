@@ -167,6 +167,7 @@ class NativeEntryRef(_message.Message):
     KIND_FIELD_NUMBER: _builtins.int
     HASH_FIELD_NUMBER: _builtins.int
     LEASE_GENERATION_FIELD_NUMBER: _builtins.int
+    FOREIGN_FIELD_NUMBER: _builtins.int
     journal_sequence: _builtins.int
     """The entry's sequence."""
     kind: _common_pb2.JournalEntryKind.ValueType
@@ -175,6 +176,12 @@ class NativeEntryRef(_message.Message):
     """The entry's hash."""
     lease_generation: _builtins.int
     """The lease generation the entry was written under; -1 when it names none."""
+    foreign: _builtins.bool
+    """A worker record (model request, response, grant, intent or outcome) that names the
+    execution request but was not written by the worker holding the lease generation it names
+    (stored before the ledger fenced these records, or past it): shown, never counted as the
+    worker's (it closes no intent and certifies nothing).
+    """
     def __init__(
         self,
         *,
@@ -182,10 +189,11 @@ class NativeEntryRef(_message.Message):
         kind: _common_pb2.JournalEntryKind.ValueType = ...,
         hash: _builtins.str = ...,
         lease_generation: _builtins.int = ...,
+        foreign: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["hash", b"hash", "journal_sequence", b"journal_sequence", "kind", b"kind", "lease_generation", b"lease_generation"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["foreign", b"foreign", "hash", b"hash", "journal_sequence", b"journal_sequence", "kind", b"kind", "lease_generation", b"lease_generation"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -374,7 +382,9 @@ class ReconciliationSnapshot(_message.Message):
 
     @_builtins.property
     def deliveries(self) -> _containers.RepeatedCompositeFieldContainer[Global___NativeEntryRef]:
-        """Worker writes (deliveries) naming it: commands, completions, failures, requests."""
+        """Worker writes (deliveries) naming it: commands, completions, failures, requests; a worker
+        record not written under its lease is marked foreign.
+        """
 
     @_builtins.property
     def later_entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___NativeEntryRef]:
