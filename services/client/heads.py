@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from forge.continuity.v1 import audit_pb2
+from forge_audit.heads import Trust, read_signed_head
+from forge_audit.records import Broken, Record
 from services.client._base import ClientBase, invoke
 from services.client.audit import signed_head_record, signing_key_record
 from shared.continuity.timeutil import to_text
@@ -29,19 +31,24 @@ _FEED_PAGE = 500
 
 @dataclass(frozen=True)
 class Alarm:
-    """The ledger showed a head that contradicts a witnessed one."""
+    """The ledger showed a head that contradicts a witnessed one, or that no pinned key vouches
+    for."""
 
     run_id: str
-    problem: str  # "rollback" or "fork"
-    witnessed_sequence: int
-    witnessed_hash: str
+    problem: str  # "rollback", "fork" or "unverified"
     shown_sequence: int
     shown_hash: str
+    witnessed_sequence: int = 0
+    witnessed_hash: str = ""
+    detail: str = ""
 
     def line(self) -> str:
+        shown = f"the ledger now shows {self.shown_sequence} {self.shown_hash}"
+        if self.problem == "unverified":
+            return f"ALARM unverified run {self.run_id}: {shown}: {self.detail}"
         return (
             f"ALARM {self.problem} run {self.run_id}: witnessed head {self.witnessed_sequence} "
-            f"{self.witnessed_hash}, the ledger now shows {self.shown_sequence} {self.shown_hash}"
+            f"{self.witnessed_hash}, {shown}"
         )
 
 
@@ -69,16 +76,26 @@ class HeadsFile:
                     if known is None or head["sequence"] > known[0]:
                         self.newest[head["run_id"]] = (head["sequence"], head["head_hash"])
 
-    def judge(self, head: audit_pb2.SignedHead) -> Alarm | bool:
+    def judge(self, head: audit_pb2.SignedHead, trust: Trust | None = None) -> Alarm | bool:
         """An alarm, True (a head newer than any witnessed for the run: record it) or False
-        (already witnessed)."""
+        (already witnessed). With ``trust`` (pinned keys) a head no pinned key vouches for is
+        an alarm too, checked by the offline verifier's own code."""
+        if trust is not None:
+            record = Record(signed_head_record(head), 0, head.sequence)
+            try:
+                trust.check(read_signed_head(record), record)
+            except Broken as broken:
+                detail = f"{broken.problem}: {broken.detail}"
+                return Alarm(
+                    head.run_id, "unverified", head.sequence, head.head_hash, detail=detail
+                )
         known = self.newest.get(head.run_id)
         if known is None or head.sequence > known[0]:
             return True
         if head.sequence == known[0] and head.head_hash == known[1]:
             return False
         problem = "rollback" if head.sequence < known[0] else "fork"
-        return Alarm(head.run_id, problem, *known, head.sequence, head.head_hash)
+        return Alarm(head.run_id, problem, head.sequence, head.head_hash, *known)
 
     def append(self, heads: list[audit_pb2.SignedHead]) -> None:
         """Append and flush to disk before the heads count as witnessed."""
@@ -118,15 +135,17 @@ class HeadCalls(ClientBase):
             if page.caught_up:
                 return
 
-    def watch_heads_once(self, heads_file: HeadsFile, cursor: str = "") -> WatchRound:
+    def watch_heads_once(
+        self, heads_file: HeadsFile, cursor: str = "", trust: Trust | None = None
+    ) -> WatchRound:
         """One pass over the feed from ``cursor``: new heads appended to the file, contradicting
-        ones reported as alarms (and not recorded)."""
+        (or, with ``trust``, unverified) ones reported as alarms and not recorded."""
         result = WatchRound(cursor=cursor)
         for heads, result.cursor, _ in self.head_feed(cursor):
             fresh: list[audit_pb2.SignedHead] = []
             for head in heads:
                 result.seen += 1
-                verdict = heads_file.judge(head)
+                verdict = heads_file.judge(head, trust)
                 if isinstance(verdict, Alarm):
                     result.alarms.append(verdict)
                 elif verdict:

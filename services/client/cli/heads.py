@@ -11,6 +11,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from forge_audit.heads import Trust, TrustedKey
+from forge_audit.verify import KeyFileError, load_trusted_keys
 from services.client.cli._command import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -38,6 +40,14 @@ def register(commands: Subcommands) -> None:
     watch.add_argument(
         "--interval", type=float, default=5.0, metavar="SECONDS", help="between passes (5)"
     )
+    watch.add_argument(
+        "--trusted-key",
+        action="append",
+        default=[],
+        metavar="KEYS",
+        help="pinned keys (a signing-keys file or PEM): a head none of them vouches for is an "
+        "alarm, not recorded (repeatable)",
+    )
     keys = add_group(commands, "signing-keys", "the keys journal heads are signed with")
     export = add_command(
         keys,
@@ -58,9 +68,10 @@ def _watch(client: ContinuityClient, args: argparse.Namespace, out: Output) -> i
     if args.interval <= 0:
         raise UsageError("--interval must be positive")
     heads_file = HeadsFile(Path(args.out))
+    trust = _pinned(args.trusted_key)
     cursor, alarms, recorded = "", 0, 0
     while True:
-        round_ = client.watch_heads_once(heads_file, cursor)
+        round_ = client.watch_heads_once(heads_file, cursor, trust)
         cursor, recorded = round_.cursor, recorded + round_.recorded
         for alarm in round_.alarms:
             sys.stderr.write(alarm.line() + "\n")
@@ -81,6 +92,18 @@ def _watch(client: ContinuityClient, args: argparse.Namespace, out: Output) -> i
         ),
     )
     return EXIT_REFUSED if alarms else EXIT_OK
+
+
+def _pinned(paths: list[str]) -> Trust | None:
+    if not paths:
+        return None
+    keys: dict[str, TrustedKey] = {}
+    for path in paths:
+        try:
+            keys.update(load_trusted_keys(Path(path)))
+        except (OSError, KeyFileError) as error:
+            raise UsageError(f"--trusted-key: {error}") from None
+    return Trust(keys)
 
 
 def _export_keys(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
