@@ -3,7 +3,7 @@ and the declared pre-signing prefixes it is checked against (unsigned_prefixes).
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, RowMapping, func, insert, select, tuple_
+from sqlalchemy import Connection, RowMapping, bindparam, func, insert, select, tuple_
 
 from services.ledger.domain.signing import (
     SIGNED_HEAD_FORMAT_V1,
@@ -86,22 +86,27 @@ def read_signed_heads(
     return [_signed_head(row._mapping) for row in rows]
 
 
+# Built once: an append that extends a head this process did not sign reads both (head_signing).
+_NEWEST = (
+    select(*_COLUMNS)
+    .where(signed_heads.c.run_id == bindparam("run_id"))
+    .order_by(signed_heads.c.sequence.desc())
+    .limit(1)
+)
+_PREFIX = select(unsigned_prefixes.c.through_sequence).where(
+    unsigned_prefixes.c.run_id == bindparam("run_id")
+)
+
+
 def newest_signed_head(connection: Connection, run_id: str) -> SignedHead | None:
     """The run's signature at its highest sequence (what the next signature chains to)."""
-    row = connection.execute(
-        select(*_COLUMNS)
-        .where(signed_heads.c.run_id == run_id)
-        .order_by(signed_heads.c.sequence.desc())
-        .limit(1)
-    ).first()
+    row = connection.execute(_NEWEST, {"run_id": run_id}).first()
     return None if row is None else _signed_head(row._mapping)
 
 
 def unsigned_prefix(connection: Connection, run_id: str) -> int:
     """The run's declared pre-signing prefix (0: none declared)."""
-    through = connection.execute(
-        select(unsigned_prefixes.c.through_sequence).where(unsigned_prefixes.c.run_id == run_id)
-    ).scalar()
+    through = connection.execute(_PREFIX, {"run_id": run_id}).scalar()
     return int(through or 0)
 
 
