@@ -25,6 +25,7 @@ from services.client.cli import main as cli_main
 from services.ledger.domain.signing import HeadSigner
 from services.ledger.schema import journal_entries, signed_heads
 from tests.audit.conftest import RealRun, export
+from tests.support import as_database_owner
 
 ROOT = Path(__file__).resolve().parents[2]
 SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
@@ -210,7 +211,7 @@ def test_a_consistent_rewrite_from_genesis_is_refused_by_the_signed_head(
     assert (raised.value.sequence, raised.value.problem) == (2, "signed_head_mismatch")
 
     # Deleting the signatures too leaves the head unsigned.
-    with engine.begin() as connection:
+    with as_database_owner(engine) as connection:
         connection.execute(delete(signed_heads).where(signed_heads.c.run_id == real_run.run_id))
     unsigned = export(real_run.stack, real_run.run_id, tmp_path / "unsigned.jsonl")
     with pytest.raises(Broken) as raised:
@@ -240,7 +241,7 @@ def test_a_bundle_resigned_with_another_key_fails_against_the_trusted_key(
 def _rewrite_from(engine: Engine, run_id: str, sequence: int) -> None:
     from services.ledger.domain.journal import EntryKind, seal
 
-    with engine.begin() as connection:
+    with as_database_owner(engine) as connection:
         rows = connection.execute(
             select(journal_entries)
             .where(journal_entries.c.run_id == run_id)
