@@ -143,7 +143,7 @@ def cache_counts(port: int, prefix: str) -> dict[tuple[str, str], float]:
 
 # --- the database's two roles (ADR 0036) ------------------------------------------------------
 
-#: The test server as its superuser, who owns every test schema and runs the migrations. The
+#: The test server as its administrator, who owns every test schema and runs the migrations. The
 #: server trusts local connections (.ci/run), so the ledger's role logs in without a password.
 POSTGRES_URL = os.environ.get(
     "FORGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -188,7 +188,11 @@ def as_database_owner(database: Engine | str) -> Iterator[Connection]:
     attacker holding the schema owner's credentials (PostgreSQL) or the database file (SQLite)
     has, which the ledger's role lacks: what a test that tampers with stored rows writes through.
     The append-only guards are dropped inside the transaction and restored before it commits,
-    so the ledger still meets them afterwards. Commits when the block ends without an error."""
+    so the ledger still meets them afterwards. Commits when the block ends without an error::
+
+        with as_database_owner(engine) as connection:
+            connection.execute(text("UPDATE journal_entries SET actor = 'mallory'"))
+    """
     with owner_engine(database) as owner, owner.begin() as connection:
         drop_append_only_guards(connection)
         yield connection

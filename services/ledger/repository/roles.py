@@ -101,8 +101,9 @@ def grant_ledger_access(connection: Connection, role: str) -> None:
 
 
 def revoke_ledger_access(connection: Connection, role: str) -> None:
-    """Take back what :func:`grant_ledger_access` gave ``role`` in the current schema; the role
-    stays (it is the server's, and other schemas or databases may grant to it)."""
+    """Take back ``role``'s privileges on the tables of the current schema (a downgrade). The
+    role stays, with USAGE on the schema: it is the server's, and other schemas or databases
+    may grant to it."""
     if connection.execute(text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role}).first():
         quoted_role = _quote(connection, role)
         for table in _existing(connection, {**LEDGER_ACCESS, **MIGRATOR_TABLES}):
