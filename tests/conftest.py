@@ -2,7 +2,10 @@
 
 PostgreSQL comes from FORGE_TEST_POSTGRES_URL (default: the local server, database ``test``).
 Each test gets its own schema, dropped afterwards. When CI=true and PostgreSQL is unreachable the
-run fails; it never silently skips.
+run fails; it never silently skips. As in a deployment (ADR 0036), the schema's owner migrates it
+and the ledger connects as its own role, ``forge_ledger``, which may not change a journal row:
+the URLs these fixtures hand out are the ledger's; a test that must write as the owner (a
+migration, a tampered row) goes through ``tests.support.owner_url`` or ``as_database_owner``.
 """
 
 from __future__ import annotations
@@ -17,12 +20,12 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 
 from services.ledger.database import make_engine, migrate
+from services.ledger.repository.roles import take_role_lock
 from services.ledger.service import Ledger
-from tests.support import token_roles
+from tests.support import LEDGER_ROLE, POSTGRES_URL, ledger_url, token_roles
 
-POSTGRES_URL = os.environ.get(
-    "FORGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
+__all__ = ["POSTGRES_URL", "postgres_schema"]
+
 _postgres_problem: str | None = None
 
 
@@ -37,6 +40,25 @@ def _postgres_reachable() -> str | None:
         return f"{type(exc).__name__}: {exc}"
 
 
+def _ledger_login() -> None:
+    """The ledger's role, with a login, as a deployment provides it (deploy/README.md): the
+    migrations create it NOLOGIN only when it is absent. Under the migrations' own lock, since
+    roles are the server's and other test sessions may be migrating."""
+    engine = create_engine(POSTGRES_URL)
+    try:
+        with engine.begin() as connection:
+            take_role_lock(connection)
+            login = connection.execute(
+                text("SELECT rolcanlogin FROM pg_roles WHERE rolname = :r"), {"r": LEDGER_ROLE}
+            ).scalar()
+            if login is None:
+                connection.execute(text(f'CREATE ROLE "{LEDGER_ROLE}" LOGIN'))
+            elif not login:
+                connection.execute(text(f'ALTER ROLE "{LEDGER_ROLE}" LOGIN'))
+    finally:
+        engine.dispose()
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     global _postgres_problem
     _postgres_problem = _postgres_reachable()
@@ -44,6 +66,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         raise pytest.UsageError(
             f"CI=true but PostgreSQL at {POSTGRES_URL} is unreachable: {_postgres_problem}"
         )
+    if not _postgres_problem:
+        _ledger_login()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -69,9 +93,10 @@ def _libpq_option(name: str, value: str) -> str:
 def postgres_schema(
     settings: Mapping[str, str] | None = None, application_name: str = ""
 ) -> Iterator[str]:
-    """The URL of a new, migrated PostgreSQL schema, dropped afterwards; skips the test when
-    PostgreSQL is unreachable. ``settings`` become the connection's server settings (as a role
-    or database default would), ``application_name`` names its sessions in pg_stat_activity."""
+    """The URL of a new PostgreSQL schema, migrated by its owner, for the ledger's role; dropped
+    afterwards; skips the test when PostgreSQL is unreachable. ``settings`` become the
+    connection's server settings (as a role or database default would), ``application_name``
+    names its sessions in pg_stat_activity."""
     if _postgres_problem:
         pytest.skip(f"PostgreSQL unreachable (set CI=true to make this fatal): {_postgres_problem}")
     schema = f"t_{uuid.uuid4().hex[:16]}"
@@ -89,7 +114,7 @@ def postgres_schema(
     url = f"{POSTGRES_URL}{separator}{urlencode(parameters, quote_via=quote)}"
     try:
         migrate(url)
-        yield url
+        yield ledger_url(url)
     finally:
         with admin.begin() as connection:
             connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))

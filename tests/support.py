@@ -1,7 +1,9 @@
-"""Test helpers: principals for every role, real servers on ephemeral loopback ports, channels."""
+"""Test helpers: principals for every role, real servers on ephemeral loopback ports, channels,
+and the database as its owner sees it."""
 
 from __future__ import annotations
 
+import os
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -10,10 +12,14 @@ from dataclasses import dataclass
 import grpc
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy.engine import make_url
 
 from forge.continuity.v1 import candidate_pb2_grpc, ledger_pb2_grpc, reconstruction_pb2_grpc
 from services.admission.downstream import Downstream
+from services.ledger.database import make_engine
+from services.ledger.repository.roles import create_append_only_guards, drop_append_only_guards
 from services.ledger.schema import metadata
+from services.ledger.table_access import ledger_role
 from shared.runtime.auth import PrincipalDirectory, token_digest
 from shared.runtime.client import open_channel
 from shared.runtime.config import Settings
@@ -135,9 +141,59 @@ def cache_counts(port: int, prefix: str) -> dict[tuple[str, str], float]:
     }
 
 
+# --- the database's two roles (ADR 0036) ------------------------------------------------------
+
+#: The test server as its administrator, who owns every test schema and runs the migrations. The
+#: server trusts local connections (.ci/run), so the ledger's role logs in without a password.
+POSTGRES_URL = os.environ.get(
+    "FORGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+#: The role every ledger the tests start on PostgreSQL connects as.
+LEDGER_ROLE = ledger_role()
+
+
+def _as_user(url: str, username: str | None, password: str | None) -> str:
+    if make_url(url).get_backend_name() != "postgresql":
+        return url  # SQLite: one file, no roles
+    changed = make_url(url).set(username=username, password=password)
+    return changed.render_as_string(hide_password=False)
+
+
+def ledger_url(url: str) -> str:
+    """``url`` (a PostgreSQL schema's) connected as the ledger's role instead."""
+    return _as_user(url, LEDGER_ROLE, None)
+
+
+def owner_url(url: str) -> str:
+    """``url`` (a PostgreSQL schema's) connected as the schema's owner, who migrates it."""
+    owner = make_url(POSTGRES_URL)
+    return _as_user(url, owner.username, owner.password)
+
+
 @contextmanager
-def as_database_owner(engine: Engine) -> Iterator[Connection]:
-    """A write transaction as someone with the database's own write access (an attacker
-    rewriting rows around the ledger): the tests that play that attacker use it."""
-    with engine.begin() as connection:
+def owner_engine(database: Engine | str) -> Iterator[Engine]:
+    """An engine on ``database`` (an engine or URL the ledger uses) as the schema's owner, who
+    migrates it; disposed afterwards."""
+    url = database if isinstance(database, str) else database.url.render_as_string(False)
+    owner = make_engine(owner_url(url))
+    try:
+        yield owner
+    finally:
+        owner.dispose()
+
+
+@contextmanager
+def as_database_owner(database: Engine | str) -> Iterator[Connection]:
+    """One transaction on ``database`` (an engine or URL the ledger uses) with the access an
+    attacker holding the schema owner's credentials (PostgreSQL) or the database file (SQLite)
+    has, which the ledger's role lacks: what a test that tampers with stored rows writes through.
+    The append-only guards are dropped inside the transaction and restored before it commits,
+    so the ledger still meets them afterwards. Commits when the block ends without an error::
+
+        with as_database_owner(engine) as connection:
+            connection.execute(text("UPDATE journal_entries SET actor = 'mallory'"))
+    """
+    with owner_engine(database) as owner, owner.begin() as connection:
+        drop_append_only_guards(connection)
         yield connection
+        create_append_only_guards(connection)

@@ -16,6 +16,7 @@ from sqlalchemy import create_engine, text
 from bench import figures, floors, followers, worker_path
 from bench.stack import Services, baseline_server, services
 from tests.conftest import postgres_schema
+from tests.support import owner_url
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -69,9 +70,10 @@ def test_followers_figure_delivers_every_entry_once() -> None:
 def test_a_statement_floor_runs_its_statements_in_each_call() -> None:
     """The statement floors (bench.baseline --statements) insert one row per statement: a floor
     that silently ran fewer would flatter the statement-floor lines."""
-    with postgres_schema() as url, baseline_server(url, 4) as floor:
+    # The baseline is no ledger: it creates its own table, as the schema's owner.
+    with postgres_schema() as ledger_url, baseline_server(owner_url(ledger_url), 4) as floor:
         measured = figures.baseline_floor(floor, 2)
-        with create_engine(url).connect() as connection:
+        with create_engine(owner_url(ledger_url)).connect() as connection:
             rows = connection.execute(text("SELECT count(*), max(part) FROM bench_floor")).one()
     # two calls per caller plus one warm-up call each, four single-row statements a call (the
     # one-statement floor inserts three rows a call)

@@ -43,6 +43,8 @@ WRITE_ISOLATION = "READ COMMITTED"
 SERIALIZATION_FAILURE = "40001"
 DEADLOCK_DETECTED = "40P01"
 RETRIED_SQLSTATES = frozenset({SERIALIZATION_FAILURE, DEADLOCK_DETECTED})
+# The role may not do that (the ledger's own role: ADR 0036); also an append-only guard's refusal.
+INSUFFICIENT_PRIVILEGE = "42501"
 # lock_timeout and statement_timeout: the transaction was rolled back, nothing was written.
 TIMEOUT_SQLSTATES = {"55P03": "lock_timeout", "57014": "statement_timeout"}
 # Keepalive probes after FORGE_DB_KEEPALIVE_IDLE_SECONDS of silence: this many, this far apart,

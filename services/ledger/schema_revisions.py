@@ -19,7 +19,12 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from services.ledger.database import read_transaction, require_write_isolation
+from services.ledger.database import (
+    INSUFFICIENT_PRIVILEGE,
+    read_transaction,
+    require_write_isolation,
+    sqlstate,
+)
 from services.ledger.repository import schema_version
 from shared.runtime.errors import DomainError, FailedPrecondition
 
@@ -57,11 +62,22 @@ class SchemaRange:
 #: next release's expand-only migration, head + 1; raise it with every new migration. 0010: the
 #: pending count the database keeps, which the queue caps read (ADR 0031); 0011 (LZ4 for stored
 #: bytes) changes nothing the code reads or writes; 0012: chained signed heads and declared
-#: pre-signing prefixes, which every signing append reads and writes (ADR 0015).
-SERVED = SchemaRange(oldest="0012", newest="0013")
+#: pre-signing prefixes, which every signing append reads and writes (ADR 0015); 0013 (the
+#: ledger's own role and the append-only guards, ADR 0036) changes no statement the code runs,
+#: so ``oldest`` stays 0012: a ledger run as the new role before 0013 granted it anything sees
+#: permission denied and waits, NOT_SERVING.
+SERVED = SchemaRange(oldest="0012", newest="0014")
 
 
-def _unreachable(error: BaseException) -> str:
+def _database_problem(error: BaseException) -> str:
+    if sqlstate(error) == INSUFFICIENT_PRIVILEGE:
+        # The database answers but refuses this role: the ledger connects as its own role
+        # before migration 0013 granted it the schema (ADR 0036). It serves once granted.
+        return (
+            "access to the schema for this database role (permission denied: the migrations "
+            "grant the ledger's role its tables from revision 0013; run them, or connect as "
+            "the role they granted)"
+        )
     return f"the database (unreachable: {type(error).__name__})"
 
 
@@ -79,7 +95,7 @@ def schema_problem(engine: Engine, served: SchemaRange = SERVED) -> str | None:
         revision = database_revision(engine)
     except (SQLAlchemyError, OSError, DomainError) as error:
         # Unreachable, refusing connections or failing mid-query: not ready, and say why.
-        return _unreachable(error)
+        return _database_problem(error)
     if served.serves(revision):
         return None
     return (
@@ -110,7 +126,7 @@ class DatabaseCheck:
         except FailedPrecondition:
             raise
         except (SQLAlchemyError, OSError, DomainError) as error:
-            log.warning("starting NOT_SERVING: %s", _unreachable(error))
+            log.warning("starting NOT_SERVING: %s", _database_problem(error))
             return
         self._isolation_checked = True
 
@@ -121,6 +137,6 @@ class DatabaseCheck:
             except FailedPrecondition as refused:
                 return f"a database that runs writes at READ COMMITTED: {refused.message}"
             except (SQLAlchemyError, OSError, DomainError) as error:
-                return _unreachable(error)
+                return _database_problem(error)
             self._isolation_checked = True
         return schema_problem(self._engine, self._served)

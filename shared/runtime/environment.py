@@ -93,6 +93,11 @@ ENVIRONMENT: Mapping[str, str] = {
     ),
     "FORGE_WORKER_COMMAND_TIMEOUT_SECONDS": "reference worker: seconds one command may run",
     "FORGE_WORKER_RUN_IDS": "reference worker: comma-separated runs to serve (or arguments)",
+    "FORGE_DB_LEDGER_ROLE": (
+        "ledger migrations on PostgreSQL: the database role the ledger service runs as, granted "
+        "SELECT and INSERT and UPDATE only on the state tables (default forge_ledger; created "
+        "NOLOGIN when absent)"
+    ),
     "FORGE_DB_POOL_SIZE": "ledger: PostgreSQL connections kept open per process (default 10)",
     "FORGE_DB_MAX_OVERFLOW": (
         "ledger: PostgreSQL connections opened beyond the pool under load (default 40)"

@@ -22,7 +22,7 @@ from services.candidate.servicer import bindings as candidate_bindings
 from services.ledger.transactions import snapshot
 from shared.continuity.canonical import sha256_digest
 from shared.runtime.client import open_channel
-from tests.support import Served, serve
+from tests.support import Served, as_database_owner, serve
 
 from .conftest import NOW, Candidate, Stack, hold_pairs
 
@@ -181,7 +181,7 @@ def test_a_blob_altered_after_it_was_stored_is_held_as_before(stack: Stack, whic
     stack.set_policy(enabled=True)
     seeded = stack.seed("v1_basic", "run-x")
     digest = seeded.checkpoint_digest if which == "checkpoint" else seeded.response_digest
-    with stack.engine.begin() as connection:
+    with as_database_owner(stack.engine) as connection:
         connection.execute(
             text("UPDATE blobs SET content = :c WHERE digest = :d"),
             {"c": b'{"altered":true}', "d": digest},

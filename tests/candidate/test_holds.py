@@ -29,7 +29,7 @@ from shared.continuity.qualification import (
 )
 from shared.runtime.client import open_channel
 from tests.errors import expect_error
-from tests.support import serve
+from tests.support import as_database_owner, serve
 
 from .conftest import NOW, Stack, actions, hold_pairs, hold_reasons, requirements
 
@@ -219,7 +219,7 @@ def test_an_unknown_outcome_is_handed_off_with_every_alternative(stack: Stack) -
 def test_a_broken_chain_names_the_first_broken_sequence(stack: Stack) -> None:
     stack.set_policy(enabled=True)
     stack.seed("v1_basic", "run-broken")
-    with stack.engine.begin() as connection:
+    with as_database_owner(stack.engine) as connection:
         connection.execute(
             text(
                 "UPDATE journal_entries SET payload_json = :p "

@@ -17,6 +17,7 @@ from services.candidate.downstream import GrpcCandidateSources
 from services.candidate.snapshot_memory import SnapshotMemory
 from services.demo.seed import load_fixture
 from shared.runtime.client import open_channel
+from tests.support import as_database_owner
 
 from .conftest import Stack
 from .test_closure_blobs import LedgerCalls
@@ -103,7 +104,7 @@ def test_a_moved_head_is_read_whole(stack: Stack) -> None:
 
 def test_a_broken_chain_is_not_remembered(stack: Stack) -> None:
     stack.seed("v1_basic", "run-broken")
-    with stack.engine.begin() as connection:
+    with as_database_owner(stack.engine) as connection:
         connection.execute(
             text(
                 "UPDATE journal_entries SET payload_json = :p "
@@ -124,7 +125,7 @@ def test_a_closure_blob_stored_after_the_read_is_seen(stack: Stack) -> None:
     """Read while the consumed response's blob is not stored, the journal is not remembered: the
     next read is whole and carries the blob once it is stored."""
     seeded = stack.seed("v1_basic", "run-late-blob")
-    with stack.engine.begin() as connection:
+    with as_database_owner(stack.engine) as connection:
         connection.execute(
             text("DELETE FROM blobs WHERE digest = :d"), {"d": seeded.response_digest}
         )

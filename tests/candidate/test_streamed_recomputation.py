@@ -18,6 +18,7 @@ from services.candidate.downstream import GrpcCandidateSources
 from services.ledger.transactions import snapshot as ledger_snapshot
 from shared.continuity.journal_chain import verify_chain
 from shared.runtime.client import open_channel
+from tests.support import as_database_owner
 
 from .conftest import Stack
 
@@ -55,7 +56,7 @@ def test_a_row_altered_in_storage_breaks_the_streamed_recomputation_where_it_is(
     stack: Stack,
 ) -> None:
     stack.seed("v1_basic", "run-altered")
-    with stack.engine.begin() as connection:
+    with as_database_owner(stack.engine) as connection:
         connection.execute(
             text(
                 "UPDATE journal_entries SET payload_json = :p "

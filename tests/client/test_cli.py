@@ -17,7 +17,7 @@ from services.client.cli._command import flag
 from services.client.cli.render import error_lines
 from shared.runtime.errors import bare_status_error
 from tests.client.conftest import CliRunner, lines, seed
-from tests.support import Served
+from tests.support import Served, as_database_owner
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -219,7 +219,7 @@ def test_journal_verify_and_a_broken_chain(
     )
     assert any(line.split() == ["head_hash:", seeded.head_hash] for line in lines(verified.out))
 
-    with engine.begin() as connection:
+    with as_database_owner(engine) as connection:
         connection.execute(
             text(
                 "UPDATE journal_entries SET actor = 'mallory' "

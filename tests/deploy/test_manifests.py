@@ -29,6 +29,7 @@ from packaging.specifiers import SpecifierSet
 
 from services.gateway.config import DEFAULT_GATEWAY_PORT, GATEWAY, GATEWAY_PORT_VARIABLE
 from services.gateway.config import SERVERS as GATEWAY_CALLS
+from services.ledger.table_access import DEFAULT_LEDGER_ROLE
 from shared.runtime.auth import PrincipalDirectory, Role
 from shared.runtime.config import (
     DATABASE_VARIABLES,
@@ -435,21 +436,41 @@ def test_compose_service_binds_all_interfaces_and_targets_its_callees(
             assert callee in compose["services"], f"no compose service {callee}"
 
 
+#: The roles (name -> password) a compose init script creates: ``CREATE ROLE x LOGIN PASSWORD``.
+_LOGIN_ROLE = re.compile(r"CREATE ROLE (\w+) LOGIN PASSWORD '([^']*)'")
+INITDB = PurePosixPath("/docker-entrypoint-initdb.d")
+
+
+def _compose_login_roles(compose: dict[str, Any]) -> dict[str, str]:
+    """The roles the init scripts mounted into the compose PostgreSQL create, with passwords."""
+    roles: dict[str, str] = {}
+    for volume in compose["services"][COMPOSE_POSTGRES].get("volumes", []):
+        source, _, target = str(volume).partition(":")
+        if PurePosixPath(target.split(":")[0]).parent == INITDB:
+            script = (COMPOSE.parent / source).read_text(encoding="utf-8")
+            roles.update(_LOGIN_ROLE.findall(script))
+    return roles
+
+
 def test_compose_database_reaches_only_the_ledger(compose: dict[str, Any]) -> None:
+    """The ledger and the migrations reach one database, each as its own role (ADR 0036): the
+    migrations as the role that owns the database, the ledger as the restricted one."""
     services = compose["services"]
     holders = {
         n for n in (*SERVICE_NAMES, COMPOSE_MIGRATE) if DATABASE_URL in compose_env(services[n])
     }
     assert holders == {"ledger", COMPOSE_MIGRATE}, f"{DATABASE_URL} is given to {sorted(holders)}"
-    urls = {compose_env(services[n])[DATABASE_URL] for n in holders}
-    assert len(urls) == 1, f"ledger and migrate use different databases: {urls}"
-    url = urlsplit(urls.pop())
+    urls = {n: urlsplit(compose_env(services[n])[DATABASE_URL]) for n in holders}
     postgres = compose_env(services[COMPOSE_POSTGRES])
-    assert url.scheme == "postgresql+psycopg", f"{DATABASE_URL} scheme {url.scheme}"
-    assert url.hostname == COMPOSE_POSTGRES and (url.port or 5432) == 5432
-    assert url.username == postgres["POSTGRES_USER"]
-    assert url.password == postgres["POSTGRES_PASSWORD"]
-    assert url.path.lstrip("/") == postgres["POSTGRES_DB"]
+    roles = _compose_login_roles(compose)
+    for name, url in urls.items():
+        assert url.scheme == "postgresql+psycopg", f"{name}: {DATABASE_URL} scheme {url.scheme}"
+        assert url.hostname == COMPOSE_POSTGRES and (url.port or 5432) == 5432
+        assert url.path.lstrip("/") == postgres["POSTGRES_DB"]
+        assert url.username in roles, f"{name} logs in as {url.username}, no init script's role"
+        assert url.password == roles[url.username]
+    assert urls["ledger"].username == DEFAULT_LEDGER_ROLE
+    assert urls[COMPOSE_MIGRATE].username not in {DEFAULT_LEDGER_ROLE, postgres["POSTGRES_USER"]}
 
 
 def test_compose_service_tokens_are_in_the_principals_file(compose: dict[str, Any]) -> None:
@@ -798,10 +819,18 @@ def test_k8s_database_reaches_only_the_ledger_and_migrations(cluster: Cluster) -
     assert set(refs) == {"Deployment ledger", "migration Job"}, (
         f"{DATABASE_URL} given to {sorted(refs)}"
     )
-    assert len(set(refs.values())) == 1, f"ledger and migrations read different Secrets: {refs}"
-    ref = next(iter(refs.values()))
-    url = urlsplit(cluster.secret_value(ref.secret, ref.key))
-    assert url.scheme == "postgresql+psycopg", f"Secret {ref.secret}/{ref.key}: scheme {url.scheme}"
+    # Each its own role (ADR 0036), in a Secret the other does not read.
+    ledger, migrations = refs["Deployment ledger"], refs["migration Job"]
+    assert ledger.secret != migrations.secret, f"ledger and migrations share a Secret: {refs}"
+    urls = {ref: urlsplit(cluster.secret_value(ref.secret, ref.key)) for ref in refs.values()}
+    for ref, url in urls.items():
+        assert url.scheme == "postgresql+psycopg", f"Secret {ref.secret}/{ref.key}: {url.scheme}"
+    assert urls[ledger].username == DEFAULT_LEDGER_ROLE
+    assert urls[migrations].username != DEFAULT_LEDGER_ROLE
+    assert (urls[ledger].hostname, urls[ledger].path) == (
+        urls[migrations].hostname,
+        urls[migrations].path,
+    ), "the ledger and its migrations must reach one database"
 
 
 # PostgreSQL's default max_connections less its superuser_reserved_connections.

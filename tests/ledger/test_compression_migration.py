@@ -5,15 +5,26 @@ read back unchanged. On SQLite it changes nothing, both ways."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
+import pytest
 from sqlalchemy import Engine, text
 
 from forge.continuity.v1 import ledger_pb2
 from services.ledger.database import downgrade, upgrade
 from tests.ledger.conftest import LedgerClients
+from tests.support import owner_engine
 
 # Past PostgreSQL's compression threshold (about 2 KB), and compressible.
 LARGE = 9_000
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    """The schema's owner: the test migrates down and up, and the ledger that stores at 0010 is
+    that release's, which connected as the owner (0013 grants the ledger its own role)."""
+    with owner_engine(database_url) as owner:
+        yield owner
 
 
 def compression(engine: Engine) -> dict[str, str]:

@@ -27,7 +27,7 @@ from shared.continuity.timeutil import to_text
 from tests.attacker import delete_signatures, rewrite_from, sign_head_with, truncate
 from tests.errors import expect_error
 from tests.ledger.conftest import Clock, LedgerClients, run_request
-from tests.support import as_database_owner, row_counts, serve
+from tests.support import as_database_owner, owner_url, row_counts, serve
 
 
 @contextmanager
@@ -188,9 +188,12 @@ def test_a_declared_pre_signing_prefix_is_signed_over_once_and_named(
     signer = HeadSigner.generate()
     with ledger_with(engine, signer) as keyed:
         refused_append(keyed, engine, head, "head_unsigned", caplog)
-        assert unsigned_prefix.main(["run-1", "--by", "olga", "--database-url", database_url]) == 0
+        # the declaration runs with the migration's credentials: the ledger's own role may only
+        # read declarations
+        declare = ["run-1", "--by", "olga", "--database-url", owner_url(database_url)]
+        assert unsigned_prefix.main(declare) == 0
         # declaring twice, or over a signed history, is refused
-        assert unsigned_prefix.main(["run-1", "--by", "olga", "--database-url", database_url]) == 1
+        assert unsigned_prefix.main(declare) == 1
         entry = append(keyed, "run-1", head, "first-signed")
         append(keyed, "run-1", entry.hash, "second-signed")
         first, second = newest_heads(keyed, "run-1")
@@ -198,7 +201,7 @@ def test_a_declared_pre_signing_prefix_is_signed_over_once_and_named(
         assert (second.previous.sequence, second.unsigned_through) == (3, 2)
     with as_database_owner(engine) as connection:
         connection.execute(delete(unsigned_prefixes))
-    assert unsigned_prefix.main(["run-1", "--by", "olga", "--database-url", database_url]) == 1
+    assert unsigned_prefix.main(declare) == 1
 
 
 def test_the_head_feed_lists_each_runs_newest_signed_head(engine: Engine, clock: Clock) -> None:

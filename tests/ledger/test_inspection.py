@@ -16,7 +16,7 @@ from services.ledger.domain.credential_screening import RULES_VERSION, field_cou
 from shared.continuity.canonical import canonical_bytes, digest_of, sha256_digest
 from tests.errors import expect_error
 from tests.ledger.conftest import LedgerClients
-from tests.support import row_counts
+from tests.support import as_database_owner, row_counts
 
 FIXTURE = load_fixture("v1_basic")
 S = inspection_pb2.InspectedRecordStatus
@@ -128,7 +128,7 @@ def test_a_record_failing_a_check_is_reported_unread(
     assert budget.status == S.INSPECTED_RECORD_STATUS_BUDGET_REFUSED
     assert budget.problem.startswith("/state/messages/1/usage/output_reasoning_tokens")
     # A stored blob altered underneath its digest.
-    with engine.begin() as connection:
+    with as_database_owner(engine) as connection:
         connection.execute(
             text("UPDATE blobs SET content = :c WHERE digest = :d"),
             {"c": b"{}", "d": seeded.response_digest},
@@ -160,7 +160,7 @@ def test_a_broken_chain_or_row_refuses_the_inspection_and_writes_nothing(
     clients: LedgerClients, engine: Engine
 ) -> None:
     seed_held_run(clients.ledger(), FIXTURE, "run-1")
-    with engine.begin() as connection:
+    with as_database_owner(engine) as connection:
         connection.execute(
             text(
                 "UPDATE journal_entries SET payload_json = :p "

@@ -15,7 +15,7 @@ from shared.continuity.canonical import GENESIS_HASH, parse_json
 from shared.continuity.journal_chain import entry_hash
 from tests.errors import expect_error
 from tests.ledger.conftest import LedgerClients, run_request
-from tests.support import row_counts
+from tests.support import as_database_owner, row_counts
 
 K = common_pb2.JournalEntryKind
 
@@ -234,7 +234,7 @@ def test_a_changed_byte_is_reported_at_its_exact_sequence(
             K.JOURNAL_ENTRY_KIND_STARTUP_RECOVERY_ANNOTATION,
             {"annotation": f"n{index}"},
         ).hash
-    with engine.begin() as connection:
+    with as_database_owner(engine) as connection:
         value = connection.execute(
             text(f"SELECT {column} FROM journal_entries WHERE run_id = 'run-1' AND sequence = :s"),
             {"s": position},
@@ -276,7 +276,7 @@ def test_a_byte_changed_after_a_verification_is_still_reported(
     reader = ledger_server.ledger("reader-token")
     request = ledger_pb2.VerifyJournalRequest(run_id="run-1")
     assert reader.VerifyJournal(request).valid
-    with engine.begin() as connection:
+    with as_database_owner(engine) as connection:
         value = connection.execute(
             text(f"SELECT {column} FROM journal_entries WHERE run_id = 'run-1' AND sequence = 3")
         ).scalar_one()
@@ -291,7 +291,7 @@ def test_a_byte_changed_after_a_verification_is_still_reported(
     verified = reader.VerifyJournal(request)
     assert not verified.valid
     assert verified.first_broken_sequence == 3
-    with engine.begin() as connection:
+    with as_database_owner(engine) as connection:
         connection.execute(
             text(
                 f"UPDATE journal_entries SET {column} = :v WHERE run_id = 'run-1' AND sequence = 3"
@@ -310,7 +310,7 @@ def test_a_deleted_entry_is_reported_where_it_should_have_been(
         head = append(
             ledger_server, "run-1", head, K.JOURNAL_ENTRY_KIND_RUN_HELD, {"reason": f"r{index}"}
         ).hash
-    with engine.begin() as connection:
+    with as_database_owner(engine) as connection:
         connection.execute(
             text("DELETE FROM journal_entries WHERE run_id = 'run-1' AND sequence = 3")
         )

@@ -17,6 +17,7 @@ from tests.ledger.admission_support import (
     seed,
 )
 from tests.ledger.conftest import Clock, LedgerClients, run_request
+from tests.support import owner_engine
 
 
 def listed(clients: LedgerClients) -> list[tuple[str, int, str, str]]:
@@ -56,6 +57,7 @@ def test_the_backfill_matches_what_the_ledger_keeps(
         ("run-held", ledger_pb2.RUN_CONTINUITY_STATE_HELD),
         ("run-plain", ledger_pb2.RUN_CONTINUITY_STATE_ACTIVE),
     ]
-    downgrade(engine, "0007")
-    upgrade(engine)
+    with owner_engine(engine) as owner:
+        downgrade(owner, "0007")
+        upgrade(owner)
     assert listed(clients) == before

@@ -18,6 +18,7 @@ from services.ledger.database import downgrade, upgrade
 from services.ledger.domain.execution import PENDING_STATES, RequestState
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.schema import execution_requests, runs
+from tests.support import owner_engine
 
 RUN_ID = "run-queue-depth"
 _ids = itertools.count()
@@ -44,6 +45,14 @@ def queue(engine: Engine) -> Iterator[Engine]:
             )
         )
     yield engine
+
+
+@pytest.fixture
+def owner_queue(queue: Engine) -> Iterator[Engine]:
+    """The same database as its owner, who may also delete requests (by hand, as an
+    administrator could): the ledger's own role deletes nothing (ADR 0036)."""
+    with owner_engine(queue) as owner:
+        yield owner
 
 
 def add(connection: Connection, state: RequestState) -> str:
@@ -130,10 +139,11 @@ _operations = st.lists(
 )
 @given(batches=st.lists(st.tuples(_operations, st.booleans()), min_size=1, max_size=4))
 def test_any_writes_keep_the_count(
-    queue: Engine, batches: list[tuple[list[tuple[str, RequestState, int]], bool]]
+    owner_queue: Engine, batches: list[tuple[list[tuple[str, RequestState, int]], bool]]
 ) -> None:
     """Each batch is one transaction, committed or rolled back; whatever ran, the kept count is
     the row count after it."""
+    queue = owner_queue
     with queue.connect() as connection:
         known = [
             str(row[0])
@@ -202,11 +212,13 @@ def test_concurrent_sessions_keep_the_count(queue: Engine) -> None:
     assert both(queue) == (8 * 15, 8 * 15)
 
 
-def test_the_migration_counts_the_requests_already_pending(queue: Engine) -> None:
+def test_the_migration_counts_the_requests_already_pending(
+    queue: Engine, owner_queue: Engine
+) -> None:
     with queue.begin() as connection:
         for state in RequestState:
             add(connection, state)
             add(connection, state)
-    downgrade(queue, "0009")
-    upgrade(queue)
+    downgrade(owner_queue, "0009")
+    upgrade(owner_queue)
     assert both(queue) == (2 * len(PENDING_STATES), 2 * len(PENDING_STATES))

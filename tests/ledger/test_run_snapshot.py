@@ -22,6 +22,7 @@ from shared.continuity.journal_closure import closure_of
 from tests.errors import expect_error
 from tests.ledger.conftest import LedgerClients, run_request
 from tests.ledger.test_journal import K, append, journal
+from tests.support import as_database_owner
 
 
 def read_snapshot(
@@ -87,7 +88,7 @@ def test_a_row_changed_after_a_snapshot_is_reported_in_the_next_one(
     VerifyJournal: an altered row is recomputed and reported, and it is still sent."""
     seeded(ledger_server, 5)
     assert read_snapshot(ledger_server)[2].valid
-    with engine.begin() as connection:
+    with as_database_owner(engine) as connection:
         value = connection.execute(
             text(f"SELECT {column} FROM journal_entries WHERE run_id = 'run-1' AND sequence = 3")
         ).scalar_one()
@@ -282,7 +283,7 @@ def test_a_blob_altered_in_the_database_is_sent_as_stored(
             *requested("req-1", checkpoint),
         ],
     )
-    with engine.begin() as connection:
+    with as_database_owner(engine) as connection:
         connection.execute(
             text("UPDATE blobs SET content = :c WHERE digest = :d"),
             {"c": b'{"checkpoint":2}', "d": checkpoint},

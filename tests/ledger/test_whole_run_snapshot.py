@@ -23,6 +23,7 @@ from tests.ledger.test_run_snapshot import (
     snapshot_parts,
     turns,
 )
+from tests.support import as_database_owner
 
 
 def whole(
@@ -90,7 +91,7 @@ def test_a_tampered_row_is_reported_as_the_stream_reports_it(
     ledger_server: LedgerClients, engine: Engine
 ) -> None:
     seeded(ledger_server, 5)
-    with engine.begin() as connection:
+    with as_database_owner(engine) as connection:
         connection.execute(
             text(
                 "UPDATE journal_entries SET payload_json = :p "

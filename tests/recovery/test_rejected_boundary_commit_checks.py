@@ -31,7 +31,7 @@ from tests.recovery.test_rejected_boundary import (
     store,
     submission,
 )
-from tests.support import row_counts
+from tests.support import as_database_owner, row_counts
 
 
 def reviewed_and_candidate(
@@ -229,7 +229,7 @@ def test_evidence_missing_or_changed_at_commit_refuses_and_writes_nothing(
     reviewed, candidate = reviewed_and_candidate(stack, provider)
     assert candidate.eligible, candidate.holds
     digest = CORRECTIVE.configuration_digest if field == "corrective" else getattr(reviewed, field)
-    with engine.begin() as connection:
+    with as_database_owner(engine) as connection:
         if tamper == "delete":
             connection.execute(text("DELETE FROM blobs WHERE digest = :d"), {"d": digest})
         else:

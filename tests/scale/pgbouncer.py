@@ -8,7 +8,8 @@ machine and fail under CI=true, as the console's Chromium tests do.
 Behind PgBouncer the libpq ``options`` startup parameter (how the other tests select their
 schema) does not pass, so the bouncer's database ``forge`` sets the schema's search path on
 every server connection it opens (``connect_query``); the ledgers connect to ``forge`` and the
-SQL samples keep reading the schema directly.
+SQL samples keep reading the schema directly. The bouncer logs in to the server as the user of
+the schema's URL: the ledger's own role (ADR 0036), as the ledgers do when connected directly.
 """
 
 from __future__ import annotations
@@ -93,12 +94,13 @@ class Bouncer:
         )
 
 
-def _ini(schema: str, port: int, userlist: Path) -> str:
-    server = make_url(POSTGRES_URL)
-    user = server.username or "postgres"
+def _ini(database_url: str, port: int, userlist: Path) -> str:
+    server = make_url(database_url)
+    user = make_url(POSTGRES_URL).username or "postgres"
     return f"""[databases]
 {DATABASE} = host={server.host or "127.0.0.1"} port={server.port or 5432} \
-dbname={server.database} user={user} connect_query='SET search_path TO {schema}'
+dbname={server.database} user={server.username} \
+connect_query='SET search_path TO {schema_of(database_url)}'
 
 [pgbouncer]
 listen_addr = 127.0.0.1
@@ -123,16 +125,21 @@ def _accepting(port: int) -> bool:
 
 
 @contextmanager
-def running_pgbouncer(schema: str, workdir: Path) -> Iterator[Bouncer]:
-    """PgBouncer (transaction pooling) in front of ``schema``; stopped with SIGTERM after."""
+def running_pgbouncer(database_url: str, workdir: Path) -> Iterator[Bouncer]:
+    """PgBouncer (transaction pooling) in front of the schema of ``database_url`` (a
+    ``postgres_schema`` URL), as its user; stopped with SIGTERM after."""
     executable = pgbouncer_path()
     workdir.mkdir(parents=True, exist_ok=True)
     user = make_url(POSTGRES_URL).username or "postgres"
+    server_user = make_url(database_url).username or user
     userlist = workdir / "userlist.txt"
-    userlist.write_text(f'"{user}" ""\n', encoding="utf-8")
+    userlist.write_text(
+        "".join(f'"{name}" ""\n' for name in dict.fromkeys([user, server_user])),
+        encoding="utf-8",
+    )
     port = _free_port()
     ini = workdir / "pgbouncer.ini"
-    ini.write_text(_ini(schema, port, userlist), encoding="utf-8")
+    ini.write_text(_ini(database_url, port, userlist), encoding="utf-8")
     # PgBouncer refuses to run as root; it reads its ini before it drops to the user named.
     command = [executable, *(["-u", "nobody"] if os.geteuid() == 0 else []), str(ini)]
     log_path = workdir / "pgbouncer.log"

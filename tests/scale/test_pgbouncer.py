@@ -13,14 +13,14 @@ from tests.conftest import postgres_schema
 from tests.scale import admission_scenarios as admissions
 from tests.scale import execution_scenarios as execution
 from tests.scale.harness import FULL, Replicas, report, running_replicas
-from tests.scale.pgbouncer import SERVER_POOL, Bouncer, running_pgbouncer, schema_of
+from tests.scale.pgbouncer import SERVER_POOL, Bouncer, running_pgbouncer
 
 
 @pytest.fixture(scope="module")
 def bouncer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Bouncer, str]]:
     with postgres_schema() as database_url:
         workdir = tmp_path_factory.mktemp("pgbouncer")
-        with running_pgbouncer(schema_of(database_url), workdir) as running:
+        with running_pgbouncer(database_url, workdir) as running:
             yield running, database_url
 
 
