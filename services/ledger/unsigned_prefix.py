@@ -21,6 +21,7 @@ from sqlalchemy import Connection
 
 from services.ledger.database import make_engine
 from services.ledger.domain.signing import SIGNED_HEAD_FORMAT
+from services.ledger.repository import declarations
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import signed_heads as signed_head_rows
 from shared.continuity.timeutil import to_text, utc_now
@@ -46,7 +47,7 @@ def declare(connection: Connection, run_id: str, through: int | None, by: str) -
         raise Refused(f"run {run_id} already has chained signatures: its history is signed")
     if signed_head_rows.unsigned_prefix(connection, run_id):
         raise Refused(f"run {run_id} already has a declared prefix")
-    signed_head_rows.declare_unsigned_prefix(connection, run_id, through, to_text(utc_now()), by)
+    declarations.declare_unsigned_prefix(connection, run_id, through, to_text(utc_now()), by)
     return through
 
 

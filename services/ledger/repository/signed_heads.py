@@ -130,17 +130,3 @@ def newest_heads_after(
         .limit(limit)
     )
     return [_signed_head(row._mapping) for row in rows]
-
-
-def declare_unsigned_prefix(
-    connection: Connection, run_id: str, through: int, declared_at: str, declared_by: str
-) -> None:
-    """The operator's declaration (services/ledger/unsigned_prefix.py)."""
-    connection.execute(
-        insert(unsigned_prefixes).values(
-            run_id=run_id,
-            through_sequence=through,
-            declared_at=declared_at,
-            declared_by=declared_by,
-        )
-    )
