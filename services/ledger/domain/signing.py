@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,6 +36,8 @@ SIGNED_HEAD_FORMAT_V1 = "forge.continuity.signed-head/1"
 SIGNING_KEYS_FORMAT = "forge.continuity.signing-keys/1"
 ALGORITHM = "ed25519"
 _PEM_PUBLIC_KEY = b"-----BEGIN PUBLIC KEY-----"
+# Windows are compared as text: time order only in this one form (docs/formats.md, N9).
+_TIMESTAMP = re.compile(r"\A\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z\Z")
 
 
 class SigningKeyError(ValueError):
@@ -277,8 +280,8 @@ def _published_from_json(item: dict[str, object]) -> PublishedKey:
         raise ValueError(f"{item.get('key_id')} is not its key's digest")
     not_before, not_after = item.get("not_before"), item.get("not_after")
     for bound in (not_before, not_after):
-        if bound is not None and not isinstance(bound, str):
-            raise ValueError("not_before and not_after are timestamp text or null")
+        if bound is not None and not (isinstance(bound, str) and _TIMESTAMP.match(bound)):
+            raise ValueError("not_before and not_after are YYYY-MM-DDTHH:MM:SS.ffffffZ or null")
     return PublishedKey(key_id_of(raw), raw, False, not_before, not_after)  # type: ignore[arg-type]
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from forge_audit import BUNDLE_FORMAT
-from forge_audit.heads import HeadChain, Trust, TrustedKey
+from forge_audit.heads import HeadChain, Trust, TrustedKey, is_timestamp
 from forge_audit.jcs import GENESIS, JsonRefused, canonical, digest_of, parse, sha256
 from forge_audit.records import (
     MAX_LINE_BYTES,
@@ -226,8 +226,8 @@ class BundleVerifier:
             if len(raw) != 32 or key_id(raw) != stated:
                 raise record.broken("signing_key_invalid", f"{stated} is not its key's digest")
             window = [item.get(bound) if isinstance(item, dict) else None for bound in _BOUNDS]
-            if not all(bound is None or isinstance(bound, str) for bound in window):
-                raise record.broken("signing_key_invalid", f"{stated}: a bound is not text")
+            if not all(bound is None or is_timestamp(bound) for bound in window):
+                raise record.broken("signing_key_invalid", f"{stated}: a bound is no timestamp")
             self._trust.published[stated] = TrustedKey(
                 Ed25519PublicKey.from_public_bytes(raw), *window
             )

@@ -9,6 +9,7 @@ run; never the entries.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from forge_audit import SIGNED_HEAD_FORMAT, SIGNED_HEAD_FORMAT_V1
 from forge_audit.jcs import canonical, sha256
 from forge_audit.records import Broken, Record
+
+#: The one form of a timestamp compared as text (docs/formats.md, Primitives, N9).
+TIMESTAMP = re.compile(r"\A\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z\Z")
+
+
+def is_timestamp(value: object) -> bool:
+    return isinstance(value, str) and TIMESTAMP.match(value) is not None
 
 
 @dataclass(frozen=True)
@@ -88,12 +96,15 @@ def read_signed_head(record: Record) -> SignedHeadFacts:
                 link.digest("signature_digest"),
             )
         unsigned_through = record.integer("unsigned_through")
+    signed_at = record.text("signed_at")
+    if not is_timestamp(signed_at):
+        raise record.broken("record_invalid", "signed_at must be YYYY-MM-DDTHH:MM:SS.ffffffZ")
     return SignedHeadFacts(
         record.text("run_id"),
         record.integer("sequence"),
         record.text("head_hash"),
         record.text("key_id"),
-        record.text("signed_at"),
+        signed_at,
         record.base64("signature"),
         head_format,
         previous,

@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from forge_audit import SIGNING_KEYS_FORMAT
 from forge_audit.checks import BundleVerifier, Report, TrustedKey, key_id
-from forge_audit.heads import Trust, read_signed_head
+from forge_audit.heads import Trust, is_timestamp, read_signed_head
 from forge_audit.jcs import JsonRefused, parse
 from forge_audit.records import Broken, Record, bounded_lines, overlong
 
@@ -92,8 +92,8 @@ def _trusted_key(path: Path, item: object) -> tuple[str, TrustedKey]:
     if key_id(raw) != item.get("key_id"):
         raise KeyFileError(f"{path}: {item.get('key_id')} is not its key's digest")
     bounds = [item.get("not_before"), item.get("not_after")]
-    if not all(bound is None or isinstance(bound, str) for bound in bounds):
-        raise KeyFileError(f"{path}: not_before and not_after are timestamp text or null")
+    if not all(bound is None or is_timestamp(bound) for bound in bounds):
+        raise KeyFileError(f"{path}: not_before and not_after are timestamps or null")
     return key_id(raw), TrustedKey(key, *bounds)
 
 
