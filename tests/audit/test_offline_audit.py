@@ -13,17 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, delete, select, update
+from sqlalchemy import Engine, delete
 
 from forge.continuity.v1 import ledger_pb2
 from forge_audit.checks import key_id
-from forge_audit.jcs import canonical, digest_of
 from forge_audit.records import Broken
 from forge_audit.verify import load_public_key, verify_file, verify_lines
 from services.client.cli import main as cli_main
 from services.ledger.domain.signing import HeadSigner, SignedHead
-from services.ledger.schema import journal_entries, signed_heads
+from services.ledger.schema import signed_heads
 from shared.continuity.blob_references import blob_references
+from tests.attacker import rewrite_from
 from tests.audit.conftest import RealRun, export
 from tests.support import as_database_owner
 
@@ -200,10 +200,10 @@ def test_a_swapped_blob_is_named(real_run: RealRun) -> None:
 def test_a_consistent_rewrite_from_genesis_is_refused_by_the_signed_head(
     real_run: RealRun, engine: Engine, tmp_path: Path
 ) -> None:
-    """Someone with write access to the database but not the key rewrites a command's digest at
+    """Someone with write access to the database but not the key rewrites the entry at
     sequence 2 and recomputes every later hash and link: the ledger's own verification cannot
     tell, the signed heads can."""
-    _rewrite_from(engine, real_run.run_id, 2)
+    rewrite_from(engine, real_run.run_id, 2)
     verification = real_run.stack.ledger_stub("reader-token").VerifyJournal(
         ledger_pb2.VerifyJournalRequest(run_id=real_run.run_id)
     )
@@ -238,42 +238,6 @@ def test_a_bundle_resigned_with_another_key_fails_against_the_trusted_key(
 
 
 # --- helpers that play the attacker ------------------------------------------------------------
-
-
-def _rewrite_from(engine: Engine, run_id: str, sequence: int) -> None:
-    from services.ledger.domain.journal import EntryKind, seal
-
-    with as_database_owner(engine) as connection:
-        rows = connection.execute(
-            select(journal_entries)
-            .where(journal_entries.c.run_id == run_id)
-            .order_by(journal_entries.c.sequence)
-        ).all()
-        prev = rows[sequence - 2].hash if sequence > 1 else "sha256:" + "0" * 64
-        for row in rows[sequence - 1 :]:
-            payload = row.payload_json
-            if row.sequence == sequence:
-                document = json.loads(payload)
-                document["command_digest"] = digest_of({"command": "rm -rf /"})
-                payload = canonical(document).decode()
-            entry = seal(
-                run_id,
-                row.sequence,
-                EntryKind(row.kind),
-                payload,
-                prev,
-                row.actor,
-                row.recorded_at,
-            )
-            connection.execute(
-                update(journal_entries)
-                .where(
-                    journal_entries.c.run_id == run_id,
-                    journal_entries.c.sequence == row.sequence,
-                )
-                .values(payload_json=entry.payload_json, prev_hash=prev, hash=entry.hash)
-            )
-            prev = entry.hash
 
 
 def _resign(lines: list[bytes], forger: HeadSigner) -> list[bytes]:

@@ -5,7 +5,6 @@ lets an ordinary append happen, on a ledger that remembers what it signed and on
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +16,7 @@ import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy import Engine, delete
 
-from forge.continuity.v1 import audit_pb2, common_pb2, ledger_pb2
+from forge.continuity.v1 import audit_pb2
 from services.ledger import unsigned_prefix
 from services.ledger.domain.signing import HeadSigner, PublishedKey
 from services.ledger.schema import unsigned_prefixes
@@ -27,6 +26,7 @@ from shared.continuity.timeutil import to_text
 from tests.attacker import delete_signatures, rewrite_from, sign_head_with, truncate
 from tests.errors import expect_error
 from tests.ledger.conftest import Clock, LedgerClients, run_request
+from tests.ledger.test_signed_heads import append
 from tests.support import as_database_owner, owner_url, row_counts, serve
 
 
@@ -38,21 +38,6 @@ def ledger_with(
     ledger = Ledger(engine, clock, signer=signer) if clock else Ledger(engine, signer=signer)
     with serve("ledger", bindings(ledger)) as served:
         yield LedgerClients(served)
-
-
-def append(clients: LedgerClients, run_id: str, head: str, call_id: str) -> common_pb2.JournalEntry:
-    return (
-        clients.ledger()
-        .AppendJournalEntry(
-            ledger_pb2.AppendJournalEntryRequest(
-                run_id=run_id,
-                expected_head_hash=head,
-                kind=common_pb2.JOURNAL_ENTRY_KIND_TOOL_INTENT,
-                payload_json=json.dumps({"call_id": call_id}),
-            )
-        )
-        .entry
-    )
 
 
 def signed_run(clients: LedgerClients, entries: int = 3) -> str:
