@@ -95,8 +95,8 @@ def test_a_rewrite_whose_signatures_were_deleted_is_refused_not_resigned(
         signed_run(first)
         forged = rewrite_from(engine, "run-1", 2)
         delete_signatures(engine, "run-1")
-        # the ledger that signed the run remembers a head the database no longer holds
-        refused_append(first, engine, forged, "signature_mismatch", caplog)
+        # the ledger that signed the run, remembering another head, asks the database too
+        refused_append(first, engine, forged, "head_unsigned", caplog)
     caplog.clear()
     with ledger_with(engine, signer) as restarted:
         refused_append(restarted, engine, forged, "head_unsigned", caplog)
@@ -128,6 +128,9 @@ def test_a_head_re_signed_with_the_attackers_key_is_refused(
 
 
 def test_a_truncated_journal_is_refused(engine: Engine, caplog: pytest.LogCaptureFixture) -> None:
+    """Cut back to an earlier, genuinely signed head: refused while the newer signatures remain;
+    with them deleted too, only a witness convicts it (tests/client/test_heads_watch.py), and
+    the ledger that signed them says so in a warning."""
     signer = HeadSigner.generate()
     with ledger_with(engine, signer) as first:
         signed_run(first, entries=3)
@@ -137,9 +140,13 @@ def test_a_truncated_journal_is_refused(engine: Engine, caplog: pytest.LogCaptur
         with ledger_with(engine, signer) as restarted:
             refused_append(restarted, engine, heads[1].head_hash, "signed_beyond_head", caplog)
         caplog.clear()
-        # signatures of the cut entries deleted too: the ledger that signed them still knows
-        delete_signatures(engine, "run-1", from_sequence=3)
         refused_append(first, engine, heads[1].head_hash, "signed_beyond_head", caplog)
+        caplog.clear()
+        delete_signatures(engine, "run-1", from_sequence=3)
+        with caplog.at_level(logging.WARNING, logger="forge.ledger"):
+            append(first, "run-1", heads[1].head_hash, "after-the-rollback")
+        warnings = [r.getMessage() for r in caplog.records if "no longer holds" in r.getMessage()]
+        assert len(warnings) == 1 and "signed head 3 of run-1" in warnings[0]
 
 
 def test_a_retired_key_does_not_vouch_for_a_head_signed_after_its_retirement(

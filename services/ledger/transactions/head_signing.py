@@ -11,7 +11,9 @@ pre-signing prefix (``unsigned_prefixes``, migration 0012) and an empty journal.
 
 The signature this process made last for each run is remembered once its transaction commits
 (:class:`SignedHeads`): an append at that head chains to it without reading or verifying it
-again. Equal head hashes mean an unchanged history, so the memory never vouches for a rewrite.
+again. Equal head hashes mean an unchanged history, so the memory never vouches for a rewrite;
+any other head is judged by the database, never refused on the memory alone (the commit event
+comes before the commit, which may still fail).
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ declare_journal_head_findings(FINDINGS)
 class SignedHeads:
     """The newest signature this process committed for each run, bounded. A signature joins it
     when its transaction commits (a connection event), never before: a rolled-back signature is
-    never chained to."""
+    never chained to. The event precedes the database's commit, so an entry is a hint for the
+    head it names, never evidence against another."""
 
     def __init__(self, max_runs: int = DEFAULT_REMEMBERED_RUNS) -> None:
         self._max_runs = max_runs
@@ -119,9 +122,16 @@ def sign_head(
             known.as_previous(), known.unsigned_through, known.signed_at
         )  # fmt: skip
     else:
-        # this process committed a signature at or beyond that sequence over another history
-        finding = "signed_beyond_head" if known.sequence > extended[0] else "signature_mismatch"
-        raise _refused(run_id, extended[0], extended[1], finding, known)
+        # This process signed a head at or beyond that sequence over another history. The
+        # database decides: it refuses when the signature is still there; when it is not, a
+        # commit that failed after its commit event cannot be told from a truncation that also
+        # removed the signatures, so the append goes on and a witnessed head convicts a rollback.
+        previous, unsigned_through, after = check_extends(signer, connection, run_id, *extended)
+        _log.warning(
+            "this ledger signed head %d of %s (%s), which the database no longer holds: a failed "
+            "commit, or a rollback to compare with witnessed heads",
+            known.sequence, run_id, known.head_hash,
+        )  # fmt: skip
     # A replica whose clock is behind never signs before the head it extends.
     signed = signer.sign(
         run_id, head.sequence, head.hash, max(now, after), previous, unsigned_through
