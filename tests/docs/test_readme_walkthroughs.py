@@ -88,8 +88,12 @@ def test_every_walkthrough_runs_in_order_against_make_run(tmp_path: Path) -> Non
         "[('1', 'JOURNAL_ENTRY_KIND_RUN_STARTED')] next_sequence 2",
         "[('2', 'JOURNAL_ENTRY_KIND_RUN_HELD')] next_sequence 0",
     ]
-    assert (tmp_path / "repository" / "run-cli-1.audit.jsonl").exists()
-    assert not (ROOT / "run-cli-1.audit.jsonl").exists()
+    # The audit walkthrough pins the keys, keeps the witnessed heads and exports under var/.
+    written = tmp_path / "repository" / "var"
+    for name in ("run-cli-1.audit.jsonl", "signing-keys.json", "heads.jsonl"):
+        assert (written / name).exists(), name
+        assert not (ROOT / name).exists(), name
+    assert "witnessed      " in everything
 
 
 def test_the_walkthroughs_run_in_reverse_order_on_a_clean_database(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from google.protobuf.message import Message
@@ -24,6 +25,17 @@ Subcommands = Any
 
 class UsageError(Exception):
     """A command line the parser refuses (exit status 2)."""
+
+
+def output_file(path: str) -> Path:
+    """A file a command writes: its folder is made if missing (``--out var/x`` in a fresh
+    checkout); a folder that cannot be made is a usage error, never a traceback."""
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"cannot write {path}: {error}") from None
+    return target
 
 
 class Parser(argparse.ArgumentParser):

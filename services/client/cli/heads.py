@@ -21,6 +21,7 @@ from services.client.cli._command import (
     UsageError,
     add_command,
     add_group,
+    output_file,
 )
 from services.client.cli.render import aligned
 from services.client.client import ContinuityClient
@@ -67,7 +68,10 @@ def register(commands: Subcommands) -> None:
 def _watch(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
     if args.interval <= 0:
         raise UsageError("--interval must be positive")
-    heads_file = HeadsFile(Path(args.out))
+    try:
+        heads_file = HeadsFile(output_file(args.out))
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UsageError(f"cannot read the heads file {args.out}: {error!r}") from None
     trust = _pinned(args.trusted_key)
     cursor, alarms, recorded = "", 0, 0
     while True:
@@ -118,9 +122,13 @@ def _export_keys(client: ContinuityClient, args: argparse.Namespace, out: Output
         if retire.tzinfo is None:
             raise UsageError("--retire-current-at: give the time zone (e.g. Z)")
     document = client.signing_keys_document(retire)
-    descriptor = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-        file.write(json.dumps(document, indent=2) + "\n")
+    target = output_file(args.out)
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+        with os.fdopen(os.open(target, flags, 0o644), "w", encoding="utf-8") as file:
+            file.write(json.dumps(document, indent=2) + "\n")
+    except OSError as error:
+        raise UsageError(f"cannot write the keys file: {error}") from None
     keys = document["keys"]
     out.emit(
         {"out": args.out, "keys": keys},

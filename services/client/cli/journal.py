@@ -13,6 +13,7 @@ from services.client.cli._command import (
     UsageError,
     add_command,
     add_group,
+    output_file,
 )
 from services.client.cli.listing import add_requests_list
 from services.client.cli.render import (
@@ -105,7 +106,7 @@ def _cancel(client: ContinuityClient, args: argparse.Namespace, out: Output) -> 
 
 def _journal_export(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
     try:
-        summary = client.export_journal(args.run_id, args.out)
+        summary = client.export_journal(args.run_id, output_file(args.out))
     except OSError as error:  # the file, not the ledger: a usage error, never a traceback
         raise UsageError(f"cannot write the bundle: {error}") from None
     document = {
