@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN):$(CURDIR)/tools/audit
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install chromium pgbouncer run test host-controls reliability scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-micro profile demo clean db-upgrade fixtures fixtures-check
+.PHONY: help install chromium pgbouncer run test host-controls reliability scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
@@ -37,6 +37,7 @@ help:
 	@echo "make demo       the whole v1 story against make run (or services it starts itself)"
 	@echo "make db-upgrade apply ledger migrations to FORGE_DATABASE_URL (default var/continuity.db)"
 	@echo "make fixtures   regenerate the historical SDK fixtures (byte-identical; fixtures-check verifies)"
+	@echo "make vectors    regenerate the audit bundle conformance vectors (byte-identical; vectors-check verifies)"
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -179,6 +180,14 @@ fixtures: $(STAMP)
 
 fixtures-check: $(STAMP)
 	$(PYTHON) tools/fixtures/generate.py --check
+
+# The conformance vectors of the audit bundle format (tools/audit/vectors/README.md): real runs
+# through the services in-process (fixed clock, fixed test key) and one-rule edits of them.
+vectors: $(STAMP)
+	$(PY) -m tools.audit.vectors.generate
+
+vectors-check: $(STAMP)
+	$(PY) -m tools.audit.vectors.generate --check
 
 clean:
 	rm -rf $(VENV) tools/node_modules var .pytest_cache .mypy_cache .ruff_cache

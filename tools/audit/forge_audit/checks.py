@@ -45,6 +45,8 @@ _SECTIONS = {
 }
 _KNOWN = frozenset(_SECTIONS)
 _BOUNDS = ("not_before", "not_after")
+# A member a payload does not have (N14: absent equals only absent, never null).
+_ABSENT = object()
 # Sections of exactly one record.
 _SINGLE = {0: "manifest", 1: "run", 2: "signing_keys", 7: "trailer"}
 
@@ -178,7 +180,8 @@ class BundleVerifier:
         every section passed (entered or empty) gets its end-of-section checks."""
         for skipped in range(self._section + 1, section):
             if skipped in _SINGLE:
-                raise record.broken("record_missing", f"no {_SINGLE[skipped]} record")
+                # a break of the manifest, run or keys record: named at 0 whatever line finds it
+                raise Broken(0, "record_missing", f"no {_SINGLE[skipped]} record", record.line)
         for ended in range(max(self._section, 0), section):
             end = self._section_end.get(ended)
             if end is not None:
@@ -267,40 +270,41 @@ class BundleVerifier:
         )
         self._prev, self._next_sequence = hash_, sequence + 1
         self._counts["entries"] += 1
-        if isinstance(payload, dict):
-            self._entry_facts(record, envelope["kind"], payload)
+        self._entry_facts(record, envelope["kind"], payload)
 
-    def _entry_facts(self, record: Record, kind: str, payload: dict[str, Any]) -> None:
-        """What later sections are checked against, and the per-entry rules."""
+    def _entry_facts(self, record: Record, kind: str, payload: Any) -> None:
+        """What later sections are checked against, and the per-entry rules. A payload that is
+        no object names blobs all the same (N18) and has no members (N14, N16, N17)."""
         sequence = record.sequence
         for digest in blob_references(payload):
             if digest not in self._blob_first:
                 self._blob_first[digest] = sequence
                 self._blob_order.append(digest)
-        revision = payload.get("policy_revision")
+        members: dict[str, Any] = payload if isinstance(payload, dict) else {}
+        revision = members.get("policy_revision")
         if isinstance(revision, int) and not isinstance(revision, bool):
             self._policy_first.setdefault(revision, sequence)
         pending, self._pending_settlement = self._pending_settlement, None
         if pending is not None:
-            # the ownership claim is adjacent to its settlement, for the same request
-            if kind != "ownership_claim" or payload.get("request_id") != pending.payload.get(
-                "request_id"
-            ):
+            # the ownership claim is adjacent to its settlement, for the same request (compared
+            # as JSON values: absent equals only absent)
+            same = members.get("request_id", _ABSENT) == pending.payload.get("request_id", _ABSENT)
+            if kind != "ownership_claim" or not same:
                 raise Broken(
                     pending.sequence,
                     "settlement_without_claim",
                     "a migration settlement is not followed by its ownership claim",
                     record.line,
                 )
-            pending.claim = payload
+            pending.claim = members
         if kind == "migration_settlement":
             settlement = Settlement(
-                sequence, record.text("prev_hash"), record.text("actor"), payload
+                sequence, record.text("prev_hash"), record.text("actor"), members
             )
             self._settlements.append(settlement)
             self._pending_settlement = settlement
         if kind == "command_executed":
-            self._receipt(record, payload)
+            self._receipt(record, members)
 
     def _receipt(self, record: Record, payload: dict[str, Any]) -> None:
         """The command ledger at this receipt: each id charged once, never above the limit."""

@@ -159,6 +159,7 @@ class HeadChain:
         self._witnessed = witnessed
         self._allow_unsigned = allow_unsigned
         self._last: SignedHeadFacts | None = None  # the last signed head
+        self._last_chained: SignedHeadFacts | None = None  # the last /2 one (a /1 may follow)
         self._unsigned_through: int | None = None  # stated by the first /2 signature
         self._unsigned: list[list[int]] = []  # stretches before it: [first, last]
         self._open: tuple[int, bool] | None = (
@@ -183,17 +184,20 @@ class HeadChain:
                 raise record.broken(
                     "signature_chain_broken", "previous does not name the signed head before it"
                 )
-            if last is not None and last.format == SIGNED_HEAD_FORMAT:
-                if head.unsigned_through != last.unsigned_through:
+            # compared with the /2 signature before it, whatever /1 signatures lie between
+            chained = self._last_chained
+            if chained is not None:
+                if head.unsigned_through != chained.unsigned_through:
                     raise record.broken(
                         "signature_chain_broken", "unsigned_through changed along the chain"
                     )
-                if head.signed_at < last.signed_at:
+                if head.signed_at < chained.signed_at:
                     raise record.broken(
                         "signature_chain_broken", "signed_at is earlier than the head before it"
                     )
             if self._unsigned_through is None:
                 self._state_prefix(head.unsigned_through, record.line)
+            self._last_chained = head
         self._last, self._open = head, None
         return head
 
