@@ -402,18 +402,18 @@ class BundleVerifier:
     def _admission(self, record: Record) -> None:
         settlement = self._next_settlement(record)
         payload, claim = settlement.payload, settlement.claim or {}
-        digests = record.object("digests")
+        digests = Record(record.object("digests"), record.line, record.sequence)
         revision = record.integer("policy_revision")
         expected = {
             "request_id": (record.text("request_id"), payload.get("request_id")),
             "operator_identity": (record.text("operator_identity"), settlement.actor),
             "settlement_sequence": (record.integer("settlement_sequence"), settlement.sequence),
             "claim_sequence": (record.integer("claim_sequence"), settlement.sequence + 1),
-            "candidate_digest": (digests.get("candidate_digest"), payload.get("candidate_digest")),
-            "run_digest": (digests.get("run_digest"), self._run_digest),
-            "journal_digest": (digests.get("journal_digest"), settlement.prev_hash),
+            "candidate_digest": (digests.text("candidate_digest"), payload.get("candidate_digest")),
+            "run_digest": (digests.text("run_digest"), self._run_digest),
+            "journal_digest": (digests.text("journal_digest"), settlement.prev_hash),
             "policy_revision": (revision, payload.get("policy_revision")),
-            "policy_digest": (digests.get("policy_digest"), self._policy_digests.get(revision)),
+            "policy_digest": (digests.text("policy_digest"), self._policy_digests.get(revision)),
             "version": (record.integer("version"), payload.get("version")),
             "derived_checkpoint_digest": (
                 record.text("derived_checkpoint_digest"),
@@ -425,7 +425,8 @@ class BundleVerifier:
             ),
         }
         for name, (recorded, recomputed) in expected.items():
-            if recorded != recomputed:
+            # JSON values: a member the settlement lacks, or `true` for 1, is no match
+            if type(recorded) is not type(recomputed) or recorded != recomputed:
                 raise Broken(
                     settlement.sequence,
                     "admission_mismatch",
