@@ -1507,6 +1507,37 @@ class Suite:
                 broken("admission_mismatch", at, d.line(d.first("admission"))), ["table"], what,
                 f"{rule}: admission_mismatch at the settlement, {at}",
             )  # fmt: skip
+        d = a.copy()
+        settled = d.entry(at)
+        d.set_payload(settled, {**d.payload(settled), "version": True})
+        d.reforge()
+        self.case(
+            "admission-mismatch-version-true", d,
+            broken("admission_mismatch", at, d.line(d.first("admission"))), ["N19"],
+            "the settlement's version is true (reforged); the ticket's is the integer",
+            f"N19: compared as JSON values, true is not 1: admission_mismatch at {at}",
+        )  # fmt: skip
+        d = a.copy()
+        del d.first("admission")["digests"]["candidate_digest"]
+        self.case(
+            "record-invalid-ticket-digest-absent", d,
+            broken("record_invalid", at, d.line(d.first("admission"))), ["N19", "N5"],
+            "the ticket's digests lack candidate_digest",
+            f"N19: every member of an admission record is required (N5): record_invalid, named "
+            f"at its settlement, {at}",
+        )  # fmt: skip
+        d = a.copy()
+        claim = d.entry(at + 1)
+        claim["kind"] = "startup_recovery_annotation"
+        d.reforge()
+        self.case(
+            "settlement-without-claim-not-a-claim", d,
+            broken("settlement_without_claim", at, d.line(claim)), ["N13", "N14"],
+            "the entry after the settlement (which has no signed head of its own) is no "
+            "ownership claim (reforged)",
+            f"N13: the entry after a settlement covers it, so no head_unsigned; N14: it is not "
+            f"the claim: settlement_without_claim at {at}, on that entry's line",
+        )  # fmt: skip
 
     def blobs(self) -> None:
         s = self.small
