@@ -17,7 +17,8 @@ from services.client.heads import Alarm, HeadsFile
 from services.ledger.domain.signing import HeadSigner
 from shared.continuity.timeutil import to_text
 from tests.attacker import delete_signatures, rewrite_from, sign_head_with, truncate
-from tests.ledger.test_head_tampering import append, ledger_with, signed_run
+from tests.ledger.test_head_tampering import ledger_with, signed_run
+from tests.ledger.test_signed_heads import append
 
 
 def run_cli(target: str, *arguments: str) -> int:
