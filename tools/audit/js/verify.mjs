@@ -442,21 +442,23 @@ class LineReader {
 
 /**
  * The record type a line that cannot be read claims to be, so that its break is named at the
- * sequence such a record is about. Not in docs/formats.md: this reproduces what the reference
- * verifier does (black-box comparison): the first `"type":"<name>"` in the raw bytes, else the
- * first record type (in layout order) one of whose distinctive members appears as `"<member>":`.
+ * sequence such a record is about (N2a): the `<t>` of the first `"type":"<t>"` within the line's
+ * first 64 bytes when `<t>` is a known type, else the type of the first of these byte strings
+ * the line contains, in this order, else none.
  */
-const TYPE_RE = /"type":"([^"]*)"/;
+const TYPE_RE = /"type":"([a-z_]{1,20})"/;
 const DISTINCTIVE = [
-  ['entry', ['payload_json']], ['signed_head', ['signature']], ['policy', ['settings']],
-  ['admission', ['request_id', 'settlement_sequence']], ['blob', ['digest', 'content']],
+  ['"payload_json":', 'entry'], ['"signature":', 'signed_head'], ['"settings":', 'policy'],
+  ['"settlement_sequence":', 'admission'], ['"content":', 'blob'], ['"counts":', 'trailer'],
+  ['"keys":', 'signing_keys'], ['"record":', 'run'], ['"format":', 'manifest'],
+  ['"request_id":', 'admission_absent'], ['"digest":', 'blob_absent'],
 ];
 function sniffType(bytes) {
-  const text = bytes.toString('latin1');
-  const m = TYPE_RE.exec(text);
+  const m = TYPE_RE.exec(bytes.subarray(0, 64).toString('latin1'));
   if (m && has(SECTION, m[1])) return m[1];
-  const hit = DISTINCTIVE.find(([, members]) => members.some((k) => text.includes(`"${k}":`)));
-  return hit ? hit[0] : null;
+  const text = bytes.toString('latin1');
+  const hit = DISTINCTIVE.find(([member]) => text.includes(member));
+  return hit ? hit[1] : null;
 }
 
 // ---------------------------------------------------------------- the verifier
@@ -495,7 +497,7 @@ class Verifier {
     this.unsignedThrough = null; // stated by the first /2 signature
     this.unsignedAccepted = 0;
     this.prevHead = null; // the signed head before: {sequence, head_hash, sigDigest}
-    this.lastV2At = null;
+    this.prevV2 = null; // the /2 signed head before (unsigned_through and signed_at compare with it)
     this.headKeyId = null;
     this.charged = new Set();
     this.cited = new Map(); // policy revision -> first citing sequence (N17)
@@ -571,7 +573,8 @@ class Verifier {
       this.fail('out_of_order', this.about(type), `a ${type} record after a ${Object.keys(SECTION).find((k) => SECTION[k] === this.section)} record`);
     }
     for (let s = this.section + 1; s < sec; s++) {
-      if (ONE_RECORD.has(s)) this.fail('record_missing', this.about(type), `no ${SECTION_NAME[s]} record before this ${type} record`);
+      // N2: a break about the manifest, run or keys record is named at 0, whatever line finds it
+      if (ONE_RECORD.has(s)) this.fail('record_missing', 0, `no ${SECTION_NAME[s]} record before this ${type} record`);
     }
     // Leaving a section: its end checks, found at the first record after it (N2).
     if (this.section <= 4 && sec > 4) this.endJournal();
@@ -658,9 +661,8 @@ class Verifier {
     // N14: a settlement's claim names the same request_id (compared as JSON values; both absent is equal).
     const claimsPrev = prev !== null && prev.kind === 'migration_settlement' && e.kind === 'ownership_claim'
       && jsonEqual(prev.requestId, obj.request_id);
-    // head_unsigned of the entry before (N13). A settlement is never named here: the entry after it
-    // is its claim (which covers it) or settlement_without_claim below (the reference verifier's
-    // reading, found by black-box comparison: N13a would name head_unsigned first).
+    // head_unsigned of the entry before (N13). A settlement is never named here: whatever entry
+    // follows it covers it (N13), and not being its claim is settlement_without_claim below (N14).
     if (prev && !prev.signed && prev.kind !== 'migration_settlement') this.unsigned(prev.seq);
     if (this.witnessed && this.witnessed.has(seq) && this.witnessed.get(seq) !== hash) {
       this.fail('fork', seq, `a monitor witnessed ${this.witnessed.get(seq)} at ${seq}`);
@@ -669,7 +671,7 @@ class Verifier {
       this.fail('settlement_without_claim', prev.seq, 'the settlement is not followed by its ownership_claim');
     }
     if (claimsPrev) this.settlements[this.settlements.length - 1].execution_request_id = obj.execution_request_id;
-    if (e.kind === 'command_executed' && isObj(payload)) this.charge(payload.command_id, seq); // N16
+    if (e.kind === 'command_executed') this.charge(obj.command_id, seq); // N16: no object, no command_id
     // What the entry cites: a policy revision (N17) and blobs (N18).
     if (isInt(obj.policy_revision) && !this.cited.has(obj.policy_revision)) this.cited.set(obj.policy_revision, seq);
     this.collectBlobs(payload, seq);
@@ -753,14 +755,17 @@ class Verifier {
         : named === null || named.sequence !== p.sequence || named.head_hash !== p.head_hash || named.signature_digest !== p.sigDigest) {
         this.fail('signature_chain_broken', at, 'previous does not name the signed head before this one');
       }
-      if (this.unsignedThrough !== null && h.unsigned_through !== this.unsignedThrough) {
-        this.fail('signature_chain_broken', at, `unsigned_through ${h.unsigned_through}, earlier ${this.unsignedThrough}`);
+      // unsigned_through and signed_at are compared with the previous /2 signature, whatever /1
+      // signatures lie between ("Signed head").
+      const q = this.prevV2;
+      if (q && h.unsigned_through !== q.unsignedThrough) {
+        this.fail('signature_chain_broken', at, `unsigned_through ${h.unsigned_through}, before ${q.unsignedThrough}`);
       }
-      if (this.lastV2At !== null && h.signed_at < this.lastV2At) this.fail('signature_chain_broken', at, 'signed_at decreases');
-      this.lastV2At = h.signed_at;
+      if (q && h.signed_at < q.signedAt) this.fail('signature_chain_broken', at, 'signed_at decreases');
       if (this.unsignedThrough === null) this.settleUncovered(h.unsigned_through);
     }
-    this.prevHead = { sequence: h.sequence, head_hash: h.head_hash, sigDigest: sha256(h.sig) };
+    this.prevHead = { sequence: h.sequence, head_hash: h.head_hash, sigDigest: sha256(h.sig), v2: h.v2, signedAt: h.signed_at, unsignedThrough: h.unsigned_through };
+    if (h.v2) this.prevV2 = this.prevHead;
     this.headKeyId = h.key_id;
     last.signed = true;
     this.counts.signed_heads++;
@@ -824,7 +829,7 @@ class Verifier {
     const got = this.members(t.seq, () => {
       const g = {};
       for (const [k, kind] of ADMISSION_MEMBERS) g[k] = need(a, k, kind, 'admission');
-      for (const k of ADMISSION_DIGESTS) g[k] = a.digests[k]; // absent: a mismatch below
+      for (const k of ADMISSION_DIGESTS) g[k] = need(a.digests, k, 'string', 'admission'); // N19: required
       return g;
     });
     const want = { ...t, run_digest: this.runDigest, policy_digest: this.policyDigest.get(t.policy_revision) };
