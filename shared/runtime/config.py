@@ -33,6 +33,13 @@ DEFAULT_PRINCIPALS_FILE = "var/principals.json"
 # `make run` generates a development signing key here when FORGE_SIGNING_KEY_FILE is unset.
 DEFAULT_SIGNING_KEY_FILE = "var/signing-key.pem"
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+#: Requests of a method that uploads no bytes (no blob, checkpoint or raw response) are smaller:
+#: a journal payload is at most 256 KiB (shared.runtime.gate).
+DEFAULT_MAX_REQUEST_BYTES = 1024 * 1024
+#: Calls a server queues beyond its busy threads before it answers SERVER_BUSY.
+DEFAULT_MAX_QUEUED_CALLS = 32
+#: The delay a SERVER_BUSY refusal asks the caller to wait before retrying.
+DEFAULT_RETRY_AFTER_MS = 250
 DEFAULT_GRACE_SECONDS = 10.0
 DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS = 30.0
 
@@ -205,6 +212,11 @@ class Settings:
     targets: Mapping[str, str] = field(default_factory=dict)
     tls: TlsSettings | None = None
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    #: The request limit of a method that uploads no bytes (shared.runtime.gate).
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    #: Calls queued beyond the busy threads before SERVER_BUSY, and the retry delay it asks.
+    max_queued_calls: int = DEFAULT_MAX_QUEUED_CALLS
+    retry_after_ms: int = DEFAULT_RETRY_AFTER_MS
     grace_seconds: float = DEFAULT_GRACE_SECONDS
     log_level: str = "INFO"
     database: DatabaseSettings = field(default_factory=DatabaseSettings)
@@ -289,6 +301,9 @@ def load_settings(
         targets=targets,
         tls=tls,
         max_message_bytes=int(_env(env, "FORGE_MAX_MESSAGE_BYTES", str(DEFAULT_MAX_MESSAGE_BYTES))),
+        max_request_bytes=int(_env(env, "FORGE_MAX_REQUEST_BYTES", str(DEFAULT_MAX_REQUEST_BYTES))),
+        max_queued_calls=int(_env(env, "FORGE_MAX_QUEUED_CALLS", str(DEFAULT_MAX_QUEUED_CALLS))),
+        retry_after_ms=int(_env(env, "FORGE_RETRY_AFTER_MS", str(DEFAULT_RETRY_AFTER_MS))),
         grace_seconds=float(_env(env, "FORGE_GRACE_SECONDS", str(DEFAULT_GRACE_SECONDS))),
         log_level=_env(env, "FORGE_LOG_LEVEL", "INFO"),
         database=database_settings(env),

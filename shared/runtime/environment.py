@@ -41,7 +41,17 @@ ENVIRONMENT: Mapping[str, str] = {
     "FORGE_TLS_CERT": "PEM server certificate; enables TLS together with FORGE_TLS_KEY",
     "FORGE_TLS_KEY": "PEM server private key",
     "FORGE_TLS_CLIENT_CA": "PEM CA bundle; when set, client certificates are required (mTLS)",
-    "FORGE_MAX_MESSAGE_BYTES": "maximum request/response size in bytes (default 33554432)",
+    "FORGE_MAX_MESSAGE_BYTES": (
+        "maximum response size, and request size of a method that uploads bytes (default 33554432)"
+    ),
+    "FORGE_MAX_REQUEST_BYTES": (
+        "maximum request size of a method that uploads no bytes (default 1048576)"
+    ),
+    "FORGE_MAX_QUEUED_CALLS": (
+        "calls a service queues beyond its busy threads before it answers RESOURCE_EXHAUSTED "
+        "SERVER_BUSY (default 32)"
+    ),
+    "FORGE_RETRY_AFTER_MS": "the retry delay a SERVER_BUSY refusal asks for (default 250)",
     "FORGE_GRACE_SECONDS": "seconds in-flight calls get to drain on shutdown (default 10)",
     "FORGE_LOG_LEVEL": "log level (default INFO)",
     "FORGE_LOG_FORMAT": (

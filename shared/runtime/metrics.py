@@ -231,6 +231,12 @@ def counted(method: str, handler: Handler) -> Handler:
     return handler
 
 
+def count_gate_refusal(method: str, code: str, reason: str) -> None:
+    """A call the gate (shared.runtime.gate) refused before its handler ran."""
+    service, name = _split(method)
+    RPC_HANDLED.labels(service, name, code, reason).inc()
+
+
 class _Outcomes:
     """One method's series, each resolved once: ``labels()`` takes a lock and builds a key on
     every call otherwise. Created on first use, so a method never called shows no series."""

@@ -338,6 +338,12 @@ _REASONS: tuple[Reason, ...] = (
     Reason("COMMAND_LIMIT_REACHED", _RE, ("limit", "used"),
            "the run's command limit is used up; the command is refused before it runs"),
     Reason("JOURNAL_FOLLOWERS_EXHAUSTED", _RE, ("limit",), "too many concurrent journal followers"),
+    Reason("SERVER_BUSY", _RE, ("limit", "retry_after_ms"),
+           "the service holds as many calls as it runs and queues; nothing was done: retry after "
+           "the RetryInfo delay (also sent as grpc-retry-pushback-ms)"),
+    Reason("MESSAGE_TOO_LARGE", _RE, ("limit_bytes", "size_bytes"),
+           "the request exceeds the method's size limit (large only where bytes are uploaded); "
+           "it was not parsed"),
     Reason("RUN_SNAPSHOT_TOO_LARGE", _RE, ("byte_limit", "entries", "entry_limit", "run_id"),
            "the run's snapshot does not fit one message (GetRunSnapshot); nothing was sent: read "
            "it with ReadRunSnapshot, which streams it"),

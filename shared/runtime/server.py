@@ -1,5 +1,6 @@
-"""One server bootstrap for all four services: authentication and authorization, rich error
-mapping, tracing, deadline capture, health, reflection, message-size limits, graceful shutdown."""
+"""One server bootstrap for all four services: the gate (authentication from the metadata, a
+bound on held calls, per-method message limits; shared.runtime.gate), authorization, rich error
+mapping, tracing, deadline capture, health, reflection, graceful shutdown."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from shared.runtime.auth import (
 from shared.runtime.config import DEFAULT_SERVER_THREADS, Settings
 from shared.runtime.deadline import reset_inbound_deadline, set_inbound_deadline
 from shared.runtime.errors import DomainError, Internal, to_status
+from shared.runtime.gate import CountingPool, Gate, Oversized, carries_bytes, limited, too_large
 from shared.runtime.log_context import FIELDS_ATTRIBUTE
 from shared.runtime.metrics import counted
 from shared.runtime.readiness import LIVENESS
@@ -155,24 +157,37 @@ class CallPolicy:
     it: a server interceptor would run on the server's one serving thread for every call, and
     build a new handler each time (docs/performance.md, round 4, thirteenth pass)."""
 
-    def __init__(self, directory: Directory, method_roles: Mapping[str, frozenset[Role]]) -> None:
+    def __init__(
+        self,
+        directory: Directory,
+        method_roles: Mapping[str, frozenset[Role]],
+        request_limits: Mapping[str, int] | None = None,
+    ) -> None:
         self._directory = directory
         self._method_roles = dict(method_roles)
+        # Method → the largest request it parses; unlisted methods: unlimited here.
+        self._request_limits = dict(request_limits or {})
 
     def wrap(self, method: str, handler: Handler) -> Handler:
         """``handler`` of ``method`` (``/pkg.Service/Method``) behind the policy. A method
         without roles is callable by no one (fail closed)."""
         allowed = self._method_roles.get(method, frozenset())
+        limit = self._request_limits.get(method)
+        deserializer = (
+            handler.request_deserializer
+            if limit is None
+            else limited(handler.request_deserializer, limit)
+        )
         if handler.unary_unary:
             return grpc.unary_unary_rpc_method_handler(
                 self._wrap_unary(handler.unary_unary, method, allowed),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=deserializer,
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream:
             return grpc.unary_stream_rpc_method_handler(
                 self._wrap_stream(handler.unary_stream, method, allowed),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=deserializer,
                 response_serializer=handler.response_serializer,
             )
         return handler  # client-streaming methods are not part of the contracts
@@ -186,6 +201,11 @@ class CallPolicy:
         principal = self._directory.authenticate(authorization, subjects)
         authorize(principal, allowed, method)
         return principal
+
+    @staticmethod
+    def _admit(request: Any, method: str) -> None:
+        if isinstance(request, Oversized):
+            raise too_large(request, method)
 
     def _refuse(self, context: grpc.ServicerContext, method: str, error: DomainError) -> NoReturn:
         if error.kind.name in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
@@ -224,6 +244,7 @@ class CallPolicy:
         def handle(request: Any, context: grpc.ServicerContext) -> Any:
             with _CallScope(self, context, method):
                 set_current_principal(self._enter(context, method, allowed))
+                self._admit(request, method)
                 return behaviour(request, context)
 
         return handle
@@ -237,6 +258,7 @@ class CallPolicy:
         def handle(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
             with _CallScope(self, context, method):
                 set_current_principal(self._enter(context, method, allowed))
+                self._admit(request, method)
                 yield from behaviour(request, context)
 
         return handle
@@ -302,6 +324,8 @@ class RunningServer:
         #: The plaintext health-only server (FORGE_HEALTH_PORT), when there is one.
         self.health_server = health_server
         self.health_port = health_port
+        #: The gate in front of the hosted methods (closed with the server).
+        self.gate: Gate | None = None
         self._stopped = threading.Event()
 
     def stop(self, grace: float) -> None:
@@ -313,6 +337,8 @@ class RunningServer:
         self.server.stop(grace).wait()
         if self.health_server is not None:
             self.health_server.stop(0).wait()
+        if self.gate is not None:
+            self.gate.close()
 
     def wait(self) -> None:
         self.server.wait_for_termination()
@@ -339,14 +365,30 @@ def start_server(
         ("grpc.so_reuseport", 0),
         *server_options(settings.transport),
     ]
-    # Spans only where something exports them (shared.runtime.telemetry).
-    interceptors = [server_interceptor(tracer_provider=provider)] if exporting() else []  # type: ignore[no-untyped-call]
+    pool = CountingPool(max_workers, settings.service)
+    max_calls = max_workers + settings.max_queued_calls
+    gate = Gate(
+        directory,
+        method_roles,
+        pool,
+        max_calls=max_calls,
+        retry_after_ms=settings.retry_after_ms,
+        certificate_clients=bool(settings.tls and settings.tls.client_ca_file),
+    )
+    # The gate first: a refused call costs no span. Spans only where something exports them
+    # (shared.runtime.telemetry).
+    interceptors: list[Any] = [gate]
+    if exporting():
+        interceptors.append(server_interceptor(tracer_provider=provider))  # type: ignore[no-untyped-call]
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=settings.service),
+        pool,
         interceptors=interceptors,
         options=options,
+        # gRPC's own bound, behind the gate's: also counts health, reflection and the gate's
+        # refusals, each of which ends at once; its refusal carries no retry delay.
+        maximum_concurrent_rpcs=2 * max_calls,
     )
-    policy = CallPolicy(directory, method_roles)
+    policy = CallPolicy(directory, method_roles, request_limits(settings, bindings))
 
     def around(method: str, handler: Handler) -> Handler:
         # The metrics outside the call policy, so refused calls are counted and timed too.
@@ -380,7 +422,25 @@ def start_server(
     server.start()
     log.info("%s serving %s on %s:%d", settings.service, ", ".join(names), settings.host, port)
     health_server, health_port = _health_only(settings, health_servicer)
-    return RunningServer(server, health_servicer, port, names, health_server, health_port)
+    running = RunningServer(server, health_servicer, port, names, health_server, health_port)
+    running.gate = gate
+    return running
+
+
+def request_limits(settings: Settings, bindings: Sequence[ServiceBinding]) -> dict[str, int]:
+    """Each hosted method's request limit: the server-wide one where the request carries bytes
+    (a blob, a checkpoint, a raw response), the small one everywhere else."""
+    small = min(settings.max_request_bytes, settings.max_message_bytes)
+    limits: dict[str, int] = {}
+    for binding in bindings:
+        inputs = {m.name: m.input_type for m in binding.descriptor.methods}
+        for name in binding.handlers:
+            request = inputs.get(name)
+            large = request is not None and carries_bytes(request)
+            limits[f"/{binding.descriptor.full_name}/{name}"] = (
+                settings.max_message_bytes if large else small
+            )
+    return limits
 
 
 def _health_only(
