@@ -134,8 +134,9 @@ class TransportSettings:
     replicas"). Clients ping an idle connection so a dead peer is noticed, and spread calls over
     every address the target resolves to; servers close each connection after a maximum age so
     clients re-resolve and new replicas get traffic, and tolerate client pings no more often than
-    ``min_ping_interval_ms``. Idempotent reads are retried on UNAVAILABLE up to
-    ``read_retry_attempts`` attempts in all (1 disables; gRPC caps it at 5)."""
+    ``min_ping_interval_ms``. Idempotent reads are retried on UNAVAILABLE (and a busy server's
+    SERVER_BUSY) up to ``read_retry_attempts`` attempts in all (1 disables; gRPC caps it at 5),
+    throttled by ``retry_tokens``."""
 
     keepalive_time_ms: int = 30_000
     keepalive_timeout_ms: int = 10_000
@@ -146,6 +147,9 @@ class TransportSettings:
     # gRPC's own ceiling is 120 s: a replica back after a restart would wait that long for a
     # caller whose every address had failed (calls fail fast UNAVAILABLE meanwhile).
     max_reconnect_backoff_ms: int = 5_000
+    #: gRPC retry throttling per channel: a failed attempt costs a token, a success earns 0.1,
+    #: and retries stop while half or fewer remain.
+    retry_tokens: int = 10
 
     def __post_init__(self) -> None:
         for name in TRANSPORT_VARIABLES:
@@ -170,6 +174,7 @@ TRANSPORT_VARIABLES: Mapping[str, str] = {
     "min_ping_interval_ms": "FORGE_GRPC_MIN_PING_INTERVAL_MS",
     "read_retry_attempts": "FORGE_GRPC_READ_RETRY_ATTEMPTS",
     "max_reconnect_backoff_ms": "FORGE_GRPC_MAX_RECONNECT_BACKOFF_MS",
+    "retry_tokens": "FORGE_GRPC_RETRY_TOKENS",
 }
 
 

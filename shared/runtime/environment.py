@@ -169,12 +169,16 @@ ENVIRONMENT: Mapping[str, str] = {
         "the shortest interval between client pings a server accepts, in ms (default 10000)"
     ),
     "FORGE_GRPC_READ_RETRY_ATTEMPTS": (
-        "attempts in all for an idempotent read that fails UNAVAILABLE (default 3, 1..5; "
-        "writes are never retried automatically)"
+        "attempts in all for an idempotent read that fails UNAVAILABLE or SERVER_BUSY (default "
+        "3, 1..5; writes are never retried automatically)"
     ),
     "FORGE_GRPC_MAX_RECONNECT_BACKOFF_MS": (
         "longest wait, in ms, before a channel tries again to connect to an address that failed "
         "(default 5000)"
+    ),
+    "FORGE_GRPC_RETRY_TOKENS": (
+        "a channel's retry throttling tokens: a failure costs one, a success earns 0.1, retries "
+        "stop at half (default 10)"
     ),
     "FORGE_PRINCIPALS_RELOAD_SECONDS": (
         "how often, at most, a process checks the principals file for a change (default 2; a "

@@ -90,6 +90,16 @@ class _Status(grpc.Status):  # type: ignore[misc]  # grpc.Status is an abstract 
     trailing_metadata: tuple[tuple[str, str | bytes], ...]
 
 
+def with_trailing(status: grpc.Status, extra: tuple[tuple[str, str], ...]) -> grpc.Status:
+    """``status`` with ``extra`` trailing metadata."""
+    return _Status(status.code, status.details, (*status.trailing_metadata, *extra))
+
+
+#: On any other RESOURCE_EXHAUSTED (a cap, a message too large): a client's retry policy must not
+#: repeat the call, which gRPC's retry design (gRFC A6) reads from a negative pushback.
+NO_RETRY = ((PUSHBACK_KEY, "-1"),)
+
+
 class Gate(Interceptor):
     """Authenticates and authorizes from the metadata and bounds the calls a pool holds, for the
     hosted methods (``method_roles``); health and reflection pass as they are."""
@@ -159,9 +169,8 @@ class Gate(Interceptor):
     def _refusal(
         self, method: str, error: DomainError, extra: tuple[tuple[str, str], ...]
     ) -> Handler:
-        rich = to_status(error)
-        status = _Status(rich.code, rich.details, (*rich.trailing_metadata, *extra))
-        count_gate_refusal(method, rich.code.name, error.reason)
+        status = with_trailing(to_status(error), extra)
+        count_gate_refusal(method, status.code.name, error.reason)
 
         def refuse(_requests: Iterator[Any], context: grpc.ServicerContext) -> None:
             context.abort_with_status(status)

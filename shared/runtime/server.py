@@ -29,7 +29,16 @@ from shared.runtime.auth import (
 from shared.runtime.config import DEFAULT_SERVER_THREADS, Settings
 from shared.runtime.deadline import reset_inbound_deadline, set_inbound_deadline
 from shared.runtime.errors import DomainError, Internal, to_status
-from shared.runtime.gate import CountingPool, Gate, Oversized, carries_bytes, limited, too_large
+from shared.runtime.gate import (
+    NO_RETRY,
+    CountingPool,
+    Gate,
+    Oversized,
+    carries_bytes,
+    limited,
+    too_large,
+    with_trailing,
+)
 from shared.runtime.log_context import FIELDS_ATTRIBUTE
 from shared.runtime.metrics import counted
 from shared.runtime.readiness import LIVENESS
@@ -154,8 +163,10 @@ def _peer_subjects(context: grpc.ServicerContext) -> list[str]:
 class CallPolicy:
     """Authenticates, authorizes, captures the deadline and maps domain errors, around every
     handler of the hosted services. Wraps each method's handler once, when the server registers
-    it: a server interceptor would run on the server's one serving thread for every call, and
-    build a new handler each time (docs/performance.md, round 4, thirteenth pass)."""
+    it: the per-call work a server interceptor does on the one serving thread is kept to the
+    gate's metadata check (shared.runtime.gate, ADR 0040; docs/performance.md, round 4,
+    thirteenth pass). It authenticates again here because a client certificate's subject is
+    visible only to the handler."""
 
     def __init__(
         self,
@@ -225,7 +236,10 @@ class CallPolicy:
                 error.message,
                 extra={FIELDS_ATTRIBUTE: {"grpc_method": method, "reason": error.reason}},
             )
-        context.abort_with_status(to_status(error))
+        status = to_status(error)
+        if error.kind.name == "RESOURCE_EXHAUSTED":
+            status = with_trailing(status, NO_RETRY)  # only the gate's SERVER_BUSY is transient
+        context.abort_with_status(status)
         raise AssertionError("abort_with_status returns only by raising")  # pragma: no cover
 
     def _fail(self, context: grpc.ServicerContext, method: str) -> NoReturn:

@@ -84,12 +84,24 @@ def _read_names() -> list[dict[str, str]]:
 
 
 _READS = _read_names()
+#: Tokens a success earns back (gRPC's throttling: a failure costs one).
+RETRY_TOKEN_RATIO = 0.1
 
 
 def service_config(transport: TransportSettings) -> dict[str, Any]:
     """The gRPC service config every channel uses: round_robin over every resolved address, and
-    the read retry policy (only when more than one attempt is allowed)."""
-    config: dict[str, Any] = {"loadBalancingConfig": [{"round_robin": {}}]}
+    the read retry policy (only when more than one attempt is allowed). A read is retried on
+    UNAVAILABLE, and on RESOURCE_EXHAUSTED after the delay a busy server asks for (SERVER_BUSY;
+    every other RESOURCE_EXHAUSTED says "do not retry", shared.runtime.gate). Retries are
+    throttled: once failures use up half the tokens, a channel stops retrying until successes
+    earn them back, so clients of a struggling service do not multiply its load."""
+    config: dict[str, Any] = {
+        "loadBalancingConfig": [{"round_robin": {}}],
+        "retryThrottling": {
+            "maxTokens": transport.retry_tokens,
+            "tokenRatio": RETRY_TOKEN_RATIO,
+        },
+    }
     if transport.read_retry_attempts > 1:
         config["methodConfig"] = [
             {
@@ -99,7 +111,7 @@ def service_config(transport: TransportSettings) -> dict[str, Any]:
                     "initialBackoff": "0.1s",
                     "maxBackoff": "1s",
                     "backoffMultiplier": 2,
-                    "retryableStatusCodes": ["UNAVAILABLE"],
+                    "retryableStatusCodes": ["UNAVAILABLE", "RESOURCE_EXHAUSTED"],
                 },
             }
         ]

@@ -73,9 +73,11 @@ def test_silent_strangers_do_not_stall_an_authenticated_call(clients: LedgerClie
 
 
 def test_an_unknown_token_is_refused_before_its_body_is_read(clients: LedgerClients) -> None:
-    with silent_calls(clients.served.target, 1, token="nobody-knows-me") as (call,):
-        with pytest.raises(grpc.RpcError) as refused:
-            call.result(timeout=5)
+    with (
+        silent_calls(clients.served.target, 1, token="nobody-knows-me") as (call,),
+        pytest.raises(grpc.RpcError) as refused,
+    ):
+        call.result(timeout=5)
     assert from_rpc_error(refused.value).reason == "CREDENTIALS_UNKNOWN"
 
 

@@ -20,7 +20,8 @@ from shared.contract.modules import SERVICES
 from shared.runtime.auth import ANY_ROLE
 from shared.runtime.client import open_channel
 from shared.runtime.config import Settings, TransportSettings, transport_settings
-from shared.runtime.errors import Unavailable
+from shared.runtime.errors import ResourceExhausted, Unavailable
+from shared.runtime.metrics import RPC_HANDLED
 from shared.runtime.server import RunningServer, service_binding, start_server
 from shared.runtime.transport import IDEMPOTENT_READS, resolvable
 from tests.support import directory
@@ -220,3 +221,90 @@ def test_host_port_targets_are_resolved_by_dns_and_named_resolvers_are_kept() ->
     assert resolvable("ledger:50051") == "dns:///ledger:50051"
     assert resolvable("dns:///ledger:50051") == "dns:///ledger:50051"
     assert resolvable("ipv4:127.0.0.1:1,127.0.0.1:2") == "ipv4:127.0.0.1:1,127.0.0.1:2"
+
+
+def test_retries_are_throttled_while_a_server_keeps_failing() -> None:
+    attempts = Attempts()
+    calls = 20
+    with scripted_server("one", attempts, lambda _method, _nth: True) as one:
+        channel = open_channel(f"127.0.0.1:{one.port}", "reader-token")
+        stub = policy_pb2_grpc.PolicyServiceStub(channel)
+        try:
+            for _ in range(calls):
+                with pytest.raises(grpc.RpcError):
+                    stub.GetPolicy(policy_pb2.GetPolicyRequest(), timeout=10)
+        finally:
+            channel.close()
+    # Unthrottled, each call would take all 3 attempts; with 10 tokens, retries stop once 5
+    # failures have used half of them, and every later call is tried once.
+    assert calls <= len(attempts.of("GetPolicy")) <= calls + 5
+
+
+def test_a_read_refused_for_a_cap_is_not_retried() -> None:
+    attempts = Attempts()
+
+    def behaviour_of(method: str) -> Callable[[Any, grpc.ServicerContext], Any]:
+        def answer(_request: Any, context: grpc.ServicerContext) -> Any:
+            attempts.record("one", method, context.peer())
+            raise ResourceExhausted("PENDING_TICKET_LIMIT", "full", metadata={"count": "1"})
+
+        return answer
+
+    binding = service_binding(POLICY, dict.fromkeys(RESPONSES, ANY_ROLE), behaviour_of)
+    running = start_server(
+        Settings(service="ledger", host="127.0.0.1", port=0), [binding], directory()
+    )
+    channel = open_channel(f"127.0.0.1:{running.port}", "reader-token")
+    try:
+        with pytest.raises(grpc.RpcError) as refused:
+            policy_pb2_grpc.PolicyServiceStub(channel).GetPolicy(
+                policy_pb2.GetPolicyRequest(), timeout=10
+            )
+    finally:
+        channel.close()
+        running.stop(grace=0)
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+    assert len(attempts.of("GetPolicy")) == 1
+
+
+def test_a_read_refused_server_busy_is_retried_after_the_pushback() -> None:
+    attempts = Attempts()
+    release = threading.Event()
+
+    def behaviour_of(method: str) -> Callable[[Any, grpc.ServicerContext], Any]:
+        def answer(_request: Any, context: grpc.ServicerContext) -> Any:
+            attempts.record("one", method, context.peer())
+            if method == "ListPolicyRevisions":
+                release.wait(10)  # holds the server's one thread
+            return RESPONSES[method]()
+
+        return answer
+
+    binding = service_binding(POLICY, dict.fromkeys(RESPONSES, ANY_ROLE), behaviour_of)
+    settings = Settings(service="ledger", host="127.0.0.1", port=0, max_queued_calls=0)
+    running = start_server(settings, [binding], directory(), max_workers=2)
+    channel = open_channel(f"127.0.0.1:{running.port}", "reader-token")
+    stub = policy_pb2_grpc.PolicyServiceStub(channel)
+    busy = RPC_HANDLED.labels(
+        "forge.continuity.v1.PolicyService", "GetPolicy", "RESOURCE_EXHAUSTED", "SERVER_BUSY"
+    )
+    before = busy._value.get()
+    try:
+        holders = [
+            stub.ListPolicyRevisions.future(policy_pb2.ListPolicyRevisionsRequest(), timeout=20)
+            for _ in range(2)
+        ]
+        assert _until(
+            lambda: len(attempts.of("ListPolicyRevisions")) == 2, lambda: time.sleep(0.01), 500
+        )
+        # Refused SERVER_BUSY with a 250 ms pushback; the holders end before the retry.
+        threading.Timer(0.1, release.set).start()
+        stub.GetPolicy(policy_pb2.GetPolicyRequest(), timeout=10)
+        for holder in holders:
+            holder.result(timeout=10)
+    finally:
+        release.set()
+        channel.close()
+        running.stop(grace=0)
+    assert busy._value.get() == before + 1
+    assert len(attempts.of("GetPolicy")) == 1
