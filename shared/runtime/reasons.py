@@ -341,6 +341,10 @@ _REASONS: tuple[Reason, ...] = (
     Reason("SERVER_BUSY", _RE, ("limit", "retry_after_ms"),
            "the service holds as many calls as it runs and queues; nothing was done: retry after "
            "the RetryInfo delay (also sent as grpc-retry-pushback-ms)"),
+    Reason("CALL_DEADLINE_PASSED", ErrorKind.DEADLINE_EXCEEDED, (),
+           "the call's deadline passed during work that grows with its input; the work stopped"),
+    Reason("CALL_ABANDONED", ErrorKind.CANCELLED, (),
+           "the caller cancelled during work that grows with its input; the work stopped"),
     Reason("MESSAGE_TOO_LARGE", _RE, ("limit_bytes", "size_bytes"),
            "the request exceeds the method's size limit (large only where bytes are uploaded); "
            "it was not parsed"),

@@ -27,7 +27,12 @@ from shared.runtime.auth import (
     set_current_principal,
 )
 from shared.runtime.config import DEFAULT_SERVER_THREADS, Settings
-from shared.runtime.deadline import reset_inbound_deadline, set_inbound_deadline
+from shared.runtime.deadline import (
+    reset_inbound_activity,
+    reset_inbound_deadline,
+    set_inbound_activity,
+    set_inbound_deadline,
+)
 from shared.runtime.errors import DomainError, Internal, to_status
 from shared.runtime.gate import (
     NO_RETRY,
@@ -283,13 +288,14 @@ class _CallScope:
     deadline to the handler's code, and turn any failure into a rich status. A class, not a
     generator-based context manager, which cost every served call a few microseconds more."""
 
-    __slots__ = ("_context", "_deadline", "_method", "_policy", "_principal")
+    __slots__ = ("_active", "_context", "_deadline", "_method", "_policy", "_principal")
 
     def __init__(self, policy: CallPolicy, context: grpc.ServicerContext, method: str) -> None:
         self._policy, self._context, self._method = policy, context, method
 
     def __enter__(self) -> None:
         self._deadline = set_inbound_deadline(self._context.time_remaining())
+        self._active = set_inbound_activity(self._context.is_active)
         self._principal = set_current_principal(None)
 
     def __exit__(
@@ -302,6 +308,7 @@ class _CallScope:
                 self._policy._fail(self._context, self._method)
         finally:
             reset_current_principal(self._principal)
+            reset_inbound_activity(self._active)
             reset_inbound_deadline(self._deadline)
 
 

@@ -4,11 +4,25 @@ are still found, redaction keeps every field, and no finding carries the value."
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
-from services.ledger.domain.credential_screening import RULES, field_count, redact, screen
+from services.ledger.domain.credential_screening import (
+    MAX_SCREENED_CHARS,
+    RULES,
+    field_count,
+    redact,
+    screen,
+)
+from shared.runtime.deadline import (
+    reset_inbound_activity,
+    reset_inbound_deadline,
+    set_inbound_activity,
+    set_inbound_deadline,
+)
+from shared.runtime.errors import Cancelled, DeadlineExceeded
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "fixtures"
 
@@ -89,3 +103,60 @@ def test_redaction_never_merges_two_members() -> None:
     redacted = redact(document)
     assert len(redacted) == 2 and field_count(redacted) == field_count(document)
     assert sorted(redacted.values()) == [1, 2]
+
+
+# 64 KiB on which Python's backtracking engine spent seconds (url_password and json_web_token
+# rescan the rest of the run from every word start): quadratic in the run's length.
+PATHOLOGICAL = ("a-" * 16384, "eyJa-" * 6554)
+
+
+@pytest.mark.parametrize("hostile", PATHOLOGICAL, ids=["word-starts", "jwt-starts"])
+def test_a_pathological_string_costs_time_linear_in_its_length(hostile: str) -> None:
+    document = {"note": hostile}
+    started = time.monotonic()
+    assert screen(document, json.dumps(document)) == []
+    # A liveness bound with a wide margin: the backtracking engine took over 5 s per copy.
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_string_too_long_to_screen_is_a_finding_and_redacted_whole() -> None:
+    long = "x" * MAX_SCREENED_CHARS + " " + SAMPLES["aws_access_key_id"]
+    document = {"note": long, "short": "fine"}
+    text = json.dumps(document)
+    findings = screen(document, text)
+    # The string is not screened but named; the text windows still find the key inside it.
+    assert [(f.location, f.kind) for f in findings] == [
+        ("/note", "too_long_to_screen"),
+        (f"text@{text.index('AKIA')}", "aws_access_key_id"),
+    ]
+    assert redact(document) == {"note": "[REDACTED:too_long_to_screen]", "short": "fine"}
+
+
+def test_a_credential_across_a_window_boundary_of_the_text_is_found() -> None:
+    key = SAMPLES["github_token"]
+    # The key starts a few characters before the first window ends.
+    padding = "y " * ((MAX_SCREENED_CHARS - 10) // 2)
+    text = json.dumps([padding + key + " " + padding])
+    findings = screen(None, text)
+    assert [f.kind for f in findings] == ["github_token"]
+    assert findings[0].location == f"text@{text.index(key)}"
+
+
+def test_screening_stops_when_the_call_deadline_has_passed() -> None:
+    token = set_inbound_deadline(0.0)
+    try:
+        with pytest.raises(DeadlineExceeded) as stopped:
+            screen({"a": "b"}, '{"a": "b"}')
+    finally:
+        reset_inbound_deadline(token)
+    assert stopped.value.reason == "CALL_DEADLINE_PASSED"
+
+
+def test_screening_stops_when_the_caller_is_gone() -> None:
+    token = set_inbound_activity(lambda: False)
+    try:
+        with pytest.raises(Cancelled) as stopped:
+            screen(None, "x" * (3 * MAX_SCREENED_CHARS))
+    finally:
+        reset_inbound_activity(token)
+    assert stopped.value.reason == "CALL_ABANDONED"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 
 import grpc
 from sqlalchemy import Engine, text
@@ -209,3 +210,22 @@ def test_inspection_requires_authentication(clients: LedgerClients) -> None:
         "CREDENTIALS_UNKNOWN",
         lambda: stub.InspectJournal(inspection_pb2.InspectJournalRequest(run_id="run-1")),
     )
+
+
+def test_a_pathological_payload_is_screened_within_a_second(clients: LedgerClients) -> None:
+    # 64 KiB on which the backtracking rules spent seconds of CPU, holding the GIL.
+    hostile = "a-" * 32768
+
+    def hostile_note(
+        entries: list[tuple[int, dict[str, object]]],
+    ) -> list[tuple[int, dict[str, object]]]:
+        kind, payload = entries[-1]
+        return [*entries[:-1], (kind, {**payload, "note": hostile})]
+
+    seed_held_run(clients.ledger(), FIXTURE, "run-1", edit=hostile_note)
+    started = time.monotonic()
+    report = inspect(clients, "run-1")
+    # A liveness bound (the issue's): the old rules took several seconds on this payload.
+    assert time.monotonic() - started < 1.0
+    assert report.credential_finding_count == 0
+    assert json.loads(report.entries[-1].payload_json)["note"] == hostile

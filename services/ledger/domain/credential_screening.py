@@ -11,16 +11,34 @@ Screening runs on the parsed JSON (each string value and member name, located by
 and on the original text itself, so a value hidden behind JSON escapes is still caught (it is
 reported as ``text@<offset>``). ``redact`` returns the same JSON with each matched span replaced by
 ``[REDACTED:<kind>]``: every member and item is kept, only credential characters are removed.
+
+Any reader may ask for an inspection, so its cost is bounded by the input, never by its shape
+(ADR 0041): the rules run on RE2, whose time is linear in the text (Python's backtracking engine
+took seconds on 64 KiB of ``a-a-a-…``); a string longer than ``MAX_SCREENED_CHARS`` is not
+screened but reported and redacted whole (``too_long_to_screen``); the original text is screened
+in overlapping windows of that size; and the loops give up when the call is gone
+(shared.runtime.deadline.abandon_if_gone).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator
+import bisect
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-RULES_VERSION: Final = "forge.credential-rules/1"
+import re2
+
+from shared.runtime.deadline import abandon_if_gone
+
+# /2: RE2 (ASCII \b and \s), and the too_long_to_screen finding.
+RULES_VERSION: Final = "forge.credential-rules/2"
+#: A string longer than this is reported and redacted whole instead of screened.
+MAX_SCREENED_CHARS: Final = 256 * 1024
+#: The original text is screened in windows of MAX_SCREENED_CHARS overlapping by this much, so a
+#: credential shorter than the overlap is never cut in two.
+WINDOW_OVERLAP: Final = 4 * 1024
+TOO_LONG: Final = "too_long_to_screen"
 
 
 @dataclass(frozen=True)
@@ -28,11 +46,11 @@ class Rule:
     """One credential shape."""
 
     kind: str
-    pattern: re.Pattern[str]
+    pattern: re2._Regexp[str]
 
 
-def _rule(kind: str, pattern: str, flags: int = 0) -> Rule:
-    return Rule(kind, re.compile(pattern, flags))
+def _rule(kind: str, pattern: str) -> Rule:
+    return Rule(kind, re2.compile(pattern))
 
 
 # Ordered: the first rule that matches a span names its kind.
@@ -53,7 +71,7 @@ RULES: Final[tuple[Rule, ...]] = (
 
 # A member whose name says it holds a credential, with a string value of this length or more, is
 # reported even when the value has no known shape.
-CREDENTIAL_MEMBER: Final = re.compile(
+CREDENTIAL_MEMBER: Final = re2.compile(
     r"(?i)^(?:.*[_-])?(?:api[_-]?key|secret|secret[_-]?key|password|passwd|access[_-]?token|"
     r"refresh[_-]?token|auth[_-]?token|authorization|private[_-]?key|client[_-]?secret|"
     r"credentials?)$"
@@ -105,15 +123,34 @@ def _strings(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, str,
                 yield from _strings(item, (*path, str(index)))
 
 
-def _spans(text: str) -> list[tuple[int, int, str]]:
-    """Non-overlapping (start, end, kind) spans of every rule match, first rule winning."""
-    spans: list[tuple[int, int, str]] = []
+Span = tuple[int, int, str]
+
+
+def _spans(text: str, offset: int = 0, found: Sequence[Span] = ()) -> list[Span]:
+    """Non-overlapping (start, end, kind) spans of every rule match, sorted, first rule winning
+    (``found`` before any), shifted by ``offset``."""
+    spans: list[Span] = sorted(found)
     for rule in RULES:
         for match in rule.pattern.finditer(text):
             start, end = match.span()
-            if all(end <= s or start >= e for s, e, _ in spans):
-                spans.append((start, end, rule.kind))
-    return sorted(spans)
+            span = (start + offset, end + offset, rule.kind)
+            # Kept sorted, so only the neighbours can overlap (not every span found so far).
+            at = bisect.bisect_left(spans, span)
+            if (at == 0 or spans[at - 1][1] <= span[0]) and (
+                at == len(spans) or spans[at][0] >= span[1]
+            ):
+                spans.insert(at, span)
+    return spans
+
+
+def _text_spans(text: str) -> list[Span]:
+    """The spans of ``text`` of any length, window by window."""
+    spans: list[Span] = []
+    step = MAX_SCREENED_CHARS - WINDOW_OVERLAP
+    for start in range(0, max(len(text) - WINDOW_OVERLAP, 1), step):
+        abandon_if_gone()
+        spans = _spans(text[start : start + MAX_SCREENED_CHARS], start, spans)
+    return spans
 
 
 def screen(document: Any, original_text: str) -> list[Finding]:
@@ -121,6 +158,11 @@ def screen(document: Any, original_text: str) -> list[Finding]:
     findings: list[Finding] = []
     matched: set[str] = set()
     for location, text, member in _strings(document):
+        abandon_if_gone()
+        if len(text) > MAX_SCREENED_CHARS:
+            findings.append(Finding(location, TOO_LONG))
+            matched.add(text)
+            continue
         spans = _spans(text)
         for start, end, kind in spans:
             findings.append(Finding(location, kind))
@@ -133,13 +175,15 @@ def screen(document: Any, original_text: str) -> list[Finding]:
         ):
             findings.append(Finding(location, "credential_member"))
             matched.add(text)
-    for start, end, kind in _spans(original_text):
+    for start, end, kind in _text_spans(original_text):
         if original_text[start:end] not in matched:
             findings.append(Finding(f"text@{start}", kind))
     return findings
 
 
 def _redact_text(text: str, member: str | None) -> str:
+    if len(text) > MAX_SCREENED_CHARS:
+        return f"[REDACTED:{TOO_LONG}]"
     spans = _spans(text)
     if not spans:
         if member is not None and CREDENTIAL_MEMBER.match(member) and len(text) >= MIN_MEMBER_VALUE:
