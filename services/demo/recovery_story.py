@@ -80,7 +80,11 @@ def never_claimed_story(
     check: Callable[[bool, str], None],
     step: Callable[[str], None],
 ) -> None:
-    writer, reader, policy, candidates, admission, dispatcher = story_stubs(targets, tokens)
+    writer, reader, policy, candidates, admission, _worker = story_stubs(targets, tokens)
+    # Failing a request no worker claimed is the factory administrator's (ADR 0041).
+    dispatcher = execution_pb2_grpc.ExecutionServiceStub(
+        open_channel(targets["ledger"], tokens["admin"])
+    )
 
     step(f"Run {run_id}: admitted by an operator who is also a factory administrator")
     seed_held_run(writer, load_fixture("v1_basic"), run_id)

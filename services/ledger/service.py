@@ -15,7 +15,7 @@ from services.ledger.domain.admission import AdmissionInput
 from services.ledger.domain.commands import RecordedCommand
 from services.ledger.domain.completion import Completion, GoalClaim
 from services.ledger.domain.execution import ExecutionRequestRecord, RequestState, WorkerSource
-from services.ledger.domain.journal import EntryKind, StoredEntry
+from services.ledger.domain.journal import EntryKind, StoredEntry, check_reason
 from services.ledger.domain.owner_instance import OwnerInstance
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
 from services.ledger.domain.reconciliation import ReconcileInput, VerifyInput
@@ -354,6 +354,7 @@ class Ledger:
     def cancel_execution_request(
         self, execution_request_id: str, actor: str, reason: str
     ) -> ExecutionRequestRecord:
+        check_reason(reason)
         # a repeat reads the cancelled request back and changes nothing: no second line
         repeat = execution.get(self._context, execution_request_id).state is RequestState.CANCELLED
         cancelled = execution_stops.cancel(
@@ -413,6 +414,7 @@ class Ledger:
         reason: str = "",
         presented: WorkerSource | None = None,
     ) -> ExecutionRequestRecord:
+        check_reason(reason)
         finished = execution.finish(
             self._context, execution_request_id, worker, generation, outcome, reason, presented
         )
@@ -422,6 +424,7 @@ class Ledger:
     def fail_unclaimed(
         self, execution_request_id: str, worker: str, reason: str
     ) -> ExecutionRequestRecord:
+        check_reason(reason)
         failed = execution.fail_unclaimed(self._context, execution_request_id, worker, reason)
         _request_event("failure_unclaimed", worker, failed)
         return failed

@@ -434,7 +434,10 @@ def bindings(ledger: Ledger) -> list[ServiceBinding]:
                 "ClaimExecutionRequest": WORKERS,
                 "CompleteExecutionRequest": WORKERS,
                 "FailExecutionRequest": WORKERS,
-                "FailUnclaimedExecutionRequest": WORKERS,
+                # Not any worker against any run: the ledger records no assignment before a
+                # claim, so failing an unclaimed request is the factory administrator's
+                # (the dispatcher holds that role; ADR 0041).
+                "FailUnclaimedExecutionRequest": ADMINS,
                 "GetExecutionRequest": ANY_ROLE,
                 "ListExecutionRequests": ANY_ROLE,
                 "ListAllExecutionRequests": ANY_ROLE,

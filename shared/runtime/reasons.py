@@ -108,6 +108,8 @@ _REASONS: tuple[Reason, ...] = (
            "a continuity execution request is written only through ExecutionService, with its "
            "lease generation"),
     Reason("BLOB_TOO_LARGE", _IA, ("limit_bytes",), "the blob exceeds the size limit"),
+    Reason("REASON_TOO_LONG", _IA, ("field", "limit_chars"),
+           "a failure or cancellation reason exceeds its limit (512 characters); nothing written"),
     Reason("BLOB_DIGEST_MISMATCH", _IA, ("digest", "expected_digest"),
            "the blob's bytes do not hash to the digest it was sent under"),
     Reason("CHECKPOINT_MALFORMED", _IA, (),

@@ -212,7 +212,7 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
     # The never-claimed recovery: the claimed request is held, nothing is stored yet, and only
     # an unclaimed queued request can fail before a claim.
     with pytest.raises(HttpRefused) as not_queued:
-        worker.FailUnclaimedExecutionRequest(
+        stub(gateway, "ExecutionService", "admin-token").FailUnclaimedExecutionRequest(
             execution_pb2.FailUnclaimedExecutionRequestRequest(
                 execution_request_id=claimed.execution_request_id, reason="dispatch_refused"
             )

@@ -187,7 +187,7 @@ def test_failing_an_unclaimed_request_racing_native_appends_lands(
 
     def fail() -> None:
         try:
-            execution(clients).FailUnclaimedExecutionRequest(
+            execution(clients, "admin-token").FailUnclaimedExecutionRequest(
                 execution_pb2.FailUnclaimedExecutionRequestRequest(
                     execution_request_id=exr, reason="worker pool retired"
                 )

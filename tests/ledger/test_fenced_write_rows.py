@@ -68,7 +68,7 @@ def _worked(clients: LedgerClients) -> None:
         )
     )
     unclaimed = _admitted(clients, "run-unclaimed")
-    worker.FailUnclaimedExecutionRequest(
+    execution(clients, "admin-token").FailUnclaimedExecutionRequest(
         execution_pb2.FailUnclaimedExecutionRequestRequest(
             execution_request_id=unclaimed, reason="no worker can run this profile"
         )

@@ -54,7 +54,7 @@ def admit(stack: Stack) -> ledger_pb2.AdmissionTicket:
 
 
 def fail_unclaimed(stack: Stack, ticket: ledger_pb2.AdmissionTicket) -> None:
-    execution(stack).FailUnclaimedExecutionRequest(
+    execution(stack, "admin-token").FailUnclaimedExecutionRequest(
         execution_pb2.FailUnclaimedExecutionRequestRequest(
             execution_request_id=ticket.execution_request.execution_request_id,
             reason="dispatch_refused",

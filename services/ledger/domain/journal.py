@@ -17,6 +17,10 @@ from shared.continuity.records import direct_constructor
 from shared.runtime.errors import FieldViolation, InvalidArgument
 
 MAX_PAYLOAD_BYTES = 256 * 1024
+#: A reason a caller gives for failing or cancelling a request is a short machine-readable word
+#: or sentence; it is journaled, so a bound keeps a caller from storing (and every reader from
+#: screening) megabytes through it (ADR 0041).
+MAX_REASON_CHARS = 512
 
 
 class EntryKind(enum.Enum):
@@ -119,15 +123,33 @@ class StoredEntry:
 build_stored_entry = direct_constructor(StoredEntry)
 
 
-def validate_payload(kind: EntryKind, payload_json: str) -> str:
-    """The canonical text of a valid payload, or INVALID_ARGUMENT naming what is wrong."""
-    if len(payload_json.encode("utf-8")) > MAX_PAYLOAD_BYTES:
+def _check_payload_size(payload_json: str) -> None:
+    # Four UTF-8 bytes a character at most: short payloads skip the encoding.
+    if len(payload_json) * 4 > MAX_PAYLOAD_BYTES and (
+        len(payload_json.encode("utf-8")) > MAX_PAYLOAD_BYTES
+    ):
         raise InvalidArgument(
             "JOURNAL_PAYLOAD_TOO_LARGE",
             f"payload exceeds {MAX_PAYLOAD_BYTES} bytes",
             metadata={"limit_bytes": str(MAX_PAYLOAD_BYTES)},
             field_violations=[FieldViolation("payload_json", "too large")],
         )
+
+
+def check_reason(reason: str, field: str = "reason") -> None:
+    """INVALID_ARGUMENT ``REASON_TOO_LONG`` for a reason over :data:`MAX_REASON_CHARS`."""
+    if len(reason) > MAX_REASON_CHARS:
+        raise InvalidArgument(
+            "REASON_TOO_LONG",
+            f"{field} is limited to {MAX_REASON_CHARS} characters, not {len(reason)}",
+            metadata={"field": field, "limit_chars": str(MAX_REASON_CHARS)},
+            field_violations=[FieldViolation(field, "too long")],
+        )
+
+
+def validate_payload(kind: EntryKind, payload_json: str) -> str:
+    """The canonical text of a valid payload, or INVALID_ARGUMENT naming what is wrong."""
+    _check_payload_size(payload_json)
     try:
         payload = parse_json(payload_json)
         canonical = canonical_text(payload)
@@ -198,7 +220,9 @@ def seal(
     actor: str,
     recorded_at: str,
 ) -> StoredEntry:
-    """A new entry linked to ``prev_hash`` with its hash computed."""
+    """A new entry linked to ``prev_hash`` with its hash computed. Every entry is sealed here,
+    native or written by a workflow, so the payload bound holds for all of them."""
+    _check_payload_size(canonical_payload)
     digest = entry_hash(
         run_id=run_id,
         sequence=sequence,

@@ -77,7 +77,7 @@ EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.ExecutionService/ClaimExecutionRequest": WORKER,
     "/forge.continuity.v1.ExecutionService/CompleteExecutionRequest": WORKER,
     "/forge.continuity.v1.ExecutionService/FailExecutionRequest": WORKER,
-    "/forge.continuity.v1.ExecutionService/FailUnclaimedExecutionRequest": WORKER,
+    "/forge.continuity.v1.ExecutionService/FailUnclaimedExecutionRequest": ADMIN,
     "/forge.continuity.v1.ExecutionService/GetExecutionRequest": ALL,
     "/forge.continuity.v1.ExecutionService/ListExecutionRequests": ALL,
     "/forge.continuity.v1.ExecutionService/ListAllExecutionRequests": ALL,

@@ -127,7 +127,7 @@ class ExecutionServiceServicer:
 
     def FailUnclaimedExecutionRequest(self, request, context):
         """Fails a queued request that no worker claimed (the dispatcher could not start it): the native
-        failed receipt of a failure before any claim. Role: worker.
+        failed receipt of a failure before any claim. Role: factory administrator (the dispatcher).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

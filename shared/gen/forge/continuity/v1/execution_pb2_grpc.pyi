@@ -49,7 +49,7 @@ class ExecutionServiceStub:
     """
     FailUnclaimedExecutionRequest: _grpc.UnaryUnaryMultiCallable[_execution_pb2.FailUnclaimedExecutionRequestRequest, _execution_pb2.FailUnclaimedExecutionRequestResponse]
     """Fails a queued request that no worker claimed (the dispatcher could not start it): the native
-    failed receipt of a failure before any claim. Role: worker.
+    failed receipt of a failure before any claim. Role: factory administrator (the dispatcher).
     """
     GetExecutionRequest: _grpc.UnaryUnaryMultiCallable[_execution_pb2.GetExecutionRequestRequest, _execution_pb2.GetExecutionRequestResponse]
     """Reads an execution request. Role: reader or better."""
@@ -101,7 +101,7 @@ class ExecutionServiceAsyncStub(ExecutionServiceStub):
     """
     FailUnclaimedExecutionRequest: _aio.UnaryUnaryMultiCallable[_execution_pb2.FailUnclaimedExecutionRequestRequest, _execution_pb2.FailUnclaimedExecutionRequestResponse]  # type: ignore[assignment]
     """Fails a queued request that no worker claimed (the dispatcher could not start it): the native
-    failed receipt of a failure before any claim. Role: worker.
+    failed receipt of a failure before any claim. Role: factory administrator (the dispatcher).
     """
     GetExecutionRequest: _aio.UnaryUnaryMultiCallable[_execution_pb2.GetExecutionRequestRequest, _execution_pb2.GetExecutionRequestResponse]  # type: ignore[assignment]
     """Reads an execution request. Role: reader or better."""
@@ -174,7 +174,7 @@ class ExecutionServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_execution_pb2.FailUnclaimedExecutionRequestResponse, _abc.Awaitable[_execution_pb2.FailUnclaimedExecutionRequestResponse]]:
         """Fails a queued request that no worker claimed (the dispatcher could not start it): the native
-        failed receipt of a failure before any claim. Role: worker.
+        failed receipt of a failure before any claim. Role: factory administrator (the dispatcher).
         """
 
     @_abc_1.abstractmethod
