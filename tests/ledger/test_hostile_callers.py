@@ -11,6 +11,7 @@ from contextlib import contextmanager
 import grpc
 import pytest
 from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 from sqlalchemy import Engine
 
 from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc
@@ -100,9 +101,10 @@ def test_a_full_server_refuses_with_a_retry_delay(engine: Engine) -> None:
             error = from_rpc_error(busy.value)
             assert error.reason == "SERVER_BUSY"
             assert error.metadata == {"limit": "6", "retry_after_ms": "250"}
-            trailing = dict(busy.value.trailing_metadata())  # type: ignore[attr-defined]
+            trailing: dict[str, object] = dict(busy.value.trailing_metadata())  # type: ignore[attr-defined]
             assert trailing["grpc-retry-pushback-ms"] == "250"
-            status = grpc_status(busy.value)
+            status = rpc_status.from_call(busy.value)  # type: ignore[arg-type]
+            assert status is not None
             assert any(d.Is(error_details_pb2.RetryInfo.DESCRIPTOR) for d in status.details)
         # Once they are gone the server takes calls again.
         with pytest.raises(grpc.RpcError) as answered:
@@ -110,14 +112,6 @@ def test_a_full_server_refuses_with_a_retry_delay(engine: Engine) -> None:
         assert answered.value.code() is grpc.StatusCode.NOT_FOUND
     finally:
         running.stop(grace=0)
-
-
-def grpc_status(error: grpc.RpcError) -> object:
-    from grpc_status import rpc_status
-
-    status = rpc_status.from_call(error)  # type: ignore[arg-type]
-    assert status is not None
-    return status
 
 
 def test_a_method_without_bytes_parses_no_large_request(clients: LedgerClients) -> None:
