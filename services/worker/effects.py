@@ -5,6 +5,7 @@ inside the source tree, and a command runs only when granted exactly as listed."
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +59,17 @@ class JournalEvidence:
         ]
 
 
+#: The only variables a granted command inherits: the worker's ledger token, provider key and any
+#: other secret of its environment never reach a command the model asked for.
+COMMAND_ENVIRONMENT: Final = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TERM")
+
+
+def command_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The scrubbed environment of a granted command."""
+    environ = os.environ if environ is None else environ
+    return {name: environ[name] for name in COMMAND_ENVIRONMENT if name in environ}
+
+
 @dataclass
 class SourceEffects:
     """The worker's effects over ``root`` (see the module docstring)."""
@@ -96,6 +108,7 @@ class SourceEffects:
         done = subprocess.run(  # argv is one of the granted commands
             list(argv),
             cwd=self.root,
+            env=command_environment(),
             capture_output=True,
             text=True,
             timeout=self.command_timeout_seconds,
