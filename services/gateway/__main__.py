@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = load_gateway_settings(argv if argv is not None else sys.argv[1:])
     configure_logging(settings.log_level)
     write_stacks_on_signal()
-    metrics = serve_metrics(settings.host, settings.metrics_port)
+    metrics = serve_metrics(settings.metrics_host, settings.metrics_port)
     config = uvicorn.Config(
         create_app(settings),
         host=settings.host,

@@ -14,6 +14,7 @@ from shared.runtime.config import (
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PORTS,
     TransportSettings,
+    metrics_host,
     metrics_port,
     target_variable,
     transport_settings,
@@ -42,6 +43,7 @@ class GatewaySettings:
     log_level: str = "INFO"
     #: The Prometheus /metrics port; 0: no endpoint (FORGE_GATEWAY_METRICS_PORT).
     metrics_port: int = 0
+    metrics_host: str = "127.0.0.1"
     #: PEM CA bundle that verifies the gRPC servers (FORGE_TLS_CA); empty: plaintext to them.
     tls_ca_file: str = ""
     transport: TransportSettings = field(default_factory=TransportSettings)
@@ -80,6 +82,7 @@ def load_gateway_settings(
         grace_seconds=float(_env(env, "FORGE_GRACE_SECONDS", str(DEFAULT_GRACE_SECONDS))),
         log_level=_env(env, "FORGE_LOG_LEVEL", "INFO"),
         metrics_port=metrics_port(GATEWAY, env),
+        metrics_host=metrics_host(env),
         tls_ca_file=env.get("FORGE_TLS_CA", ""),
         transport=transport_settings(env),
     )

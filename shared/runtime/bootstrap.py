@@ -65,7 +65,7 @@ def run_service(service: str, argv: list[str], build: Build, depends_on: Sequenc
         "%s installed profile digest %s", service, profile.digest
     )
     built = build(settings, principals)
-    metrics = serve_metrics(settings.host, settings.metrics_port)
+    metrics = serve_metrics(settings.metrics_host, settings.metrics_port)
     channels = {name: service_channel(settings, name) for name in depends_on}
     checks: dict[str, Check] = {
         name: dependency(name, settings.targets[name], channel)

@@ -225,8 +225,9 @@ class Settings:
     grace_seconds: float = DEFAULT_GRACE_SECONDS
     log_level: str = "INFO"
     database: DatabaseSettings = field(default_factory=DatabaseSettings)
-    #: The Prometheus /metrics port; 0: no endpoint (shared.runtime.metrics).
+    #: The Prometheus /metrics port; 0: no endpoint (shared.runtime.metrics), on this address.
     metrics_port: int = 0
+    metrics_host: str = "127.0.0.1"
     transport: TransportSettings = field(default_factory=TransportSettings)
     #: A plaintext port serving only grpc.health.v1 (0: none), for probes that cannot speak TLS.
     health_port: int = 0
@@ -243,6 +244,13 @@ def port_variable(service: str) -> str:
 
 def metrics_port_variable(service: str) -> str:
     return f"FORGE_{service.upper()}_METRICS_PORT"
+
+
+def metrics_host(env: Mapping[str, str] | None = None) -> str:
+    """FORGE_METRICS_HOST: where /metrics listens; loopback unless a deployment that scrapes from
+    another host says otherwise (the service's own FORGE_HOST does not open it to the network)."""
+    env = os.environ if env is None else env
+    return env.get("FORGE_METRICS_HOST", "").strip() or "127.0.0.1"
 
 
 def metrics_port(service: str, env: Mapping[str, str] | None = None) -> int:
@@ -313,6 +321,7 @@ def load_settings(
         log_level=_env(env, "FORGE_LOG_LEVEL", "INFO"),
         database=database_settings(env),
         metrics_port=metrics_port(service, env),
+        metrics_host=metrics_host(env),
         transport=transport_settings(env),
         health_port=int(_env(env, "FORGE_HEALTH_PORT", "0")),
         principals_reload_seconds=_reload_seconds(env),

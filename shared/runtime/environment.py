@@ -58,6 +58,10 @@ ENVIRONMENT: Mapping[str, str] = {
         "text (default; make run) or json (one object per line with trace, span, run and "
         "request ids; the deploy files)"
     ),
+    "FORGE_METRICS_HOST": (
+        "the address every /metrics endpoint listens on (default 127.0.0.1; compose and "
+        "Kubernetes: 0.0.0.0, for the scraper)"
+    ),
     "FORGE_LEDGER_METRICS_PORT": "ledger: Prometheus /metrics port (unset or 0: no endpoint)",
     "FORGE_RECONSTRUCTION_METRICS_PORT": (
         "reconstruction: Prometheus /metrics port (unset or 0: no endpoint)"

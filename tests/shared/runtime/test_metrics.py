@@ -10,7 +10,8 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import REGISTRY, generate_latest
 
-from shared.runtime.config import metrics_port
+from services.gateway.config import load_gateway_settings
+from shared.runtime.config import load_settings, metrics_port
 from shared.runtime.errors import NotFound, ResourceExhausted, to_status
 from shared.runtime.metrics import (
     export_at_scrape,
@@ -71,3 +72,26 @@ def test_the_metrics_port_setting() -> None:
     for bad in ("x", "70000", "-1"):
         with pytest.raises(ValueError, match="FORGE_LEDGER_METRICS_PORT"):
             metrics_port("ledger", {"FORGE_LEDGER_METRICS_PORT": bad})
+
+
+EVERY_ADDRESS = "0.0.0.0"  # noqa: S104 - settings read back, nothing binds to it here
+
+
+def test_metrics_listen_on_loopback_unless_configured() -> None:
+    # A service bound to every address still keeps its metrics on loopback (issue 45 §3).
+    exposed = {"FORGE_HOST": EVERY_ADDRESS, "FORGE_LEDGER_METRICS_PORT": str(_free_port())}
+    for settings in (
+        load_settings("ledger", [], exposed),
+        load_gateway_settings([], {**exposed, "FORGE_GATEWAY_METRICS_PORT": "9180"}),
+    ):
+        assert settings.host == EVERY_ADDRESS
+        assert settings.metrics_host == "127.0.0.1"
+    service = load_settings("ledger", [], exposed)
+    endpoint = serve_metrics(service.metrics_host, service.metrics_port)
+    assert endpoint is not None
+    try:
+        assert endpoint.server.server_address[0] == "127.0.0.1"
+    finally:
+        endpoint.stop()
+    chosen = load_settings("ledger", [], {**exposed, "FORGE_METRICS_HOST": EVERY_ADDRESS})
+    assert chosen.metrics_host == EVERY_ADDRESS
