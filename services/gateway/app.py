@@ -236,8 +236,9 @@ class Gateway:
 
     async def healthz(self, request: Request) -> Response:
         """SERVING (200) only when every server the routes call answers SERVING on its own
-        health check (which in turn waits for its dependencies); otherwise 503 NOT_SERVING with
-        the servers still awaited and their addresses."""
+        health check (which in turn waits for its dependencies); otherwise 503 NOT_SERVING. Only
+        up or down: anyone may ask, so the servers still awaited and their addresses go to the
+        log, not to the caller (issue 45 §3)."""
         request.scope[ROUTE_KEY] = "/healthz"
         servers = sorted(self._channels)
         answers = await asyncio.gather(*(self._serving(name) for name in servers))
@@ -247,8 +248,8 @@ class Gateway:
             if not ok
         }
         if waiting or not servers:
-            document = {"status": "NOT_SERVING", "waiting_for": waiting}
-            return Response(json.dumps(document).encode(), status_code=503, media_type=JSON)
+            log.warning("/healthz NOT_SERVING: waiting for %s", waiting or "a server to call")
+            return Response(b'{"status":"NOT_SERVING"}', status_code=503, media_type=JSON)
         return Response(b'{"status":"SERVING"}', media_type=JSON)
 
     async def _serving(self, server: str) -> bool:
