@@ -234,6 +234,12 @@ class Gateway:
         request.scope[ROUTE_KEY] = "/openapi.json"
         return Response(self.openapi, media_type=JSON)
 
+    async def livez(self, request: Request) -> Response:
+        """200 while the process answers HTTP at all: Kubernetes' liveness, which must not follow
+        the servers the gateway calls (/healthz, readiness, does)."""
+        request.scope[ROUTE_KEY] = "/livez"
+        return Response(b'{"status":"SERVING"}', media_type=JSON)
+
     async def healthz(self, request: Request) -> Response:
         """SERVING (200) only when every server the routes call answers SERVING on its own
         health check (which in turn waits for its dependencies); otherwise 503 NOT_SERVING. Only
@@ -282,6 +288,7 @@ def create_app(settings: GatewaySettings, routes: Sequence[Route] | None = None)
         routes=[
             StarletteRoute("/openapi.json", gateway.openapi_json, methods=["GET"]),
             StarletteRoute("/healthz", gateway.healthz, methods=["GET"]),
+            StarletteRoute("/livez", gateway.livez, methods=["GET"]),
             *console_routes(),  # the operator console (services/gateway/console)
             StarletteRoute("/{path:path}", handler, methods=_ALL_METHODS),
         ],

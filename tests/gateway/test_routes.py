@@ -125,11 +125,14 @@ def test_the_gateway_serves_its_openapi_document_and_health() -> None:
     with running_gateway(settings) as url, httpx2.Client(base_url=url) as client:
         served = client.get("/openapi.json")
         health = client.get("/healthz")
+        alive = client.get("/livez")
     assert served.status_code == 200
     assert served.json() == json.loads(document_text())
     assert health.status_code == 503
     assert health.json() == {"status": "NOT_SERVING"}
     assert "127.0.0.1:1" not in health.text
+    # Liveness is the process alone: up while every server it calls is down.
+    assert (alive.status_code, alive.json()) == (200, {"status": "SERVING"})
 
 
 def test_the_gateway_is_serving_once_every_server_answers(gateway: RunningGateway) -> None:
