@@ -100,6 +100,10 @@ class PrincipalDirectory:
         self._by_token_digest = dict(by_token_digest)
         self._by_subject = dict(by_subject)
 
+    def token_digests(self) -> frozenset[str]:
+        """The SHA-256 of every token this directory accepts."""
+        return frozenset(self._by_token_digest)
+
     @classmethod
     def from_document(cls, document: object) -> PrincipalDirectory:
         if not isinstance(document, dict) or not isinstance(document.get("principals"), list):

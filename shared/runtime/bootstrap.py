@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import faulthandler
 import logging
+import os
 import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from shared.runtime.auth import PrincipalsFile
 from shared.runtime.client import service_channel
 from shared.runtime.collector import tune_for_service
 from shared.runtime.config import Settings, load_settings, server_threads
+from shared.runtime.development import development_credentials_problem
 from shared.runtime.events import configure_logging
 from shared.runtime.metrics import serve_metrics
 from shared.runtime.readiness import Check, Readiness, dependency
@@ -54,6 +56,14 @@ def run_service(service: str, argv: list[str], build: Build, depends_on: Sequenc
     configure_logging(settings.log_level)
     write_stacks_on_signal()
     principals = PrincipalsFile(settings.principals_file, settings.principals_reload_seconds)
+    problem = development_credentials_problem(
+        settings.host,
+        principals.current().token_digests(),
+        os.environ.get("FORGE_SIGNING_KEY_FILE", ""),
+    )
+    if problem:
+        logging.getLogger("forge.server").error("refusing to serve: %s", problem)
+        return 2
     # The installed profile digest is computed and the profile registry read before serving
     # (ADR 0023): a malformed registry stops the service here, not at its first admission.
     try:

@@ -58,6 +58,10 @@ ENVIRONMENT: Mapping[str, str] = {
         "text (default; make run) or json (one object per line with trace, span, run and "
         "request ids; the deploy files)"
     ),
+    "FORGE_DEVELOPMENT_MACHINE": (
+        "1: this is a development machine, so a service bound beyond loopback may start with the "
+        "well-known development tokens or signing key (compose sets it; refused otherwise)"
+    ),
     "FORGE_METRICS_HOST": (
         "the address every /metrics endpoint listens on (default 127.0.0.1; compose and "
         "Kubernetes: 0.0.0.0, for the scraper)"

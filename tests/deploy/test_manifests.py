@@ -70,6 +70,9 @@ SITE_SPECIFIC = {"OTEL_EXPORTER_OTLP_ENDPOINT", "FORGE_DATABASE_URL", "FORGE_SER
 # Set in Kubernetes only: TLS on every service port, and the plaintext health port its probes need
 # (compose runs plaintext on its private network). Kubernetes gives the token as a file instead.
 K8S_ONLY = {"FORGE_TLS_CERT", "FORGE_TLS_KEY", "FORGE_TLS_CA", "FORGE_HEALTH_PORT"}
+# Set in compose only: its well-known development credentials are accepted beyond loopback there
+# (shared/runtime/development.py); Kubernetes must bring its own.
+COMPOSE_ONLY = {"FORGE_DEVELOPMENT_MACHINE"}
 TOKEN_FILE = "FORGE_SERVICE_TOKEN_FILE"
 # The health name that answers SERVING while a process serves at all (shared.runtime.readiness).
 LIVENESS = "liveness"
@@ -1004,7 +1007,7 @@ def test_compose_and_k8s_run_the_same_commands_with_the_same_settings(
 ) -> None:
     for name, service, container in _agreement_pairs(compose, cluster):
         assert service.get("command") == container.get("command"), f"{name}: commands differ"
-        compose_vars = compose_env(service)
+        compose_vars = {k: v for k, v in compose_env(service).items() if k not in COMPOSE_ONLY}
         k8s_vars = {k: v for k, v in cluster.container_env(container).items() if k not in K8S_ONLY}
         if TOKEN_FILE in k8s_vars:  # the same token, given as a file
             k8s_vars["FORGE_SERVICE_TOKEN"] = k8s_vars.pop(TOKEN_FILE)
