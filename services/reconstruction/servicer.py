@@ -5,8 +5,9 @@ Domain errors propagate unchanged; the server bootstrap maps them to rich status
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from forge.continuity.v1 import reconstruction_pb2, reconstruction_pb2_grpc
 from services.reconstruction.domain import (
@@ -24,6 +25,7 @@ from shared.continuity.canonical import CanonicalJsonError, canonical_text, pars
 from shared.contract.terms import VERSION_BY_RECONSTRUCTION_ENUM
 from shared.runtime.auth import Role
 from shared.runtime.content_cache import ContentCache, content_key
+from shared.runtime.deadline import abandon_if_gone
 from shared.runtime.errors import (
     FailedPrecondition,
     FieldViolation,
@@ -32,6 +34,20 @@ from shared.runtime.errors import (
 )
 from shared.runtime.metrics import cache_families, export_at_scrape
 from shared.runtime.server import ServiceBinding, service_binding
+
+T = TypeVar("T")
+
+
+def _when_wanted(compute: Callable[[], T]) -> Callable[[], T]:
+    """``compute`` that first checks the caller still waits: the pinned SDK's work on the
+    caller's bytes is not started for a call whose deadline passed while it queued (issue 45
+    §2; the SDK's own run is not interrupted)."""
+
+    def run() -> T:
+        abandon_if_gone()
+        return compute()
+
+    return run
 
 
 def _require(request: Any, *fields: str) -> None:
@@ -158,7 +174,7 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
         return self._analyses.get_or_compute(
             content_key("analyze", checkpoint, raw),
             len(raw),
-            lambda: analyze_consumed_response(checkpoint, raw),
+            _when_wanted(lambda: analyze_consumed_response(checkpoint, raw)),
         )
 
     def _reconstruction(
@@ -167,7 +183,7 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
         return self._reconstructions.get_or_compute(
             content_key("reconstruct", checkpoint, raw, version, consumed_at),
             2 * (len(checkpoint) + len(raw)),
-            lambda: reconstruct_invalid_read(checkpoint, raw, version, consumed_at),
+            _when_wanted(lambda: reconstruct_invalid_read(checkpoint, raw, version, consumed_at)),
         )
 
     def ReconstructInvalidRead(
@@ -246,7 +262,7 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
         found = self._reproductions.get_or_compute(
             content_key("reproduce", derived),
             4 * len(derived),
-            lambda: reproduce_pending_request(derived),
+            _when_wanted(lambda: reproduce_pending_request(derived)),
         )
         digests = found.part_digests
         return reconstruction_pb2.ReproducePendingRequestResponse(

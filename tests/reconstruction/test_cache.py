@@ -10,7 +10,8 @@ import pytest
 
 from forge.continuity.v1 import reconstruction_pb2
 from services.reconstruction.servicer import ReconstructionServicer
-from shared.runtime.errors import InvalidArgument
+from shared.runtime.deadline import reset_inbound_deadline, set_inbound_deadline
+from shared.runtime.errors import DeadlineExceeded, InvalidArgument
 
 CASE = Path(__file__).resolve().parents[1] / "data" / "fixtures" / "v1_basic"
 MANIFEST = json.loads((CASE.parent / "manifest.json").read_text())
@@ -41,3 +42,20 @@ def test_servicer_answers_identically_from_the_cache() -> None:
     other.consumed_at = "not a time"
     with pytest.raises(InvalidArgument):
         servicer.ReconstructInvalidRead(other, None)
+
+
+def test_a_call_whose_deadline_passed_does_not_start_the_sdk() -> None:
+    servicer = ReconstructionServicer()
+    request = reconstruction_pb2.AnalyzeConsumedResponseRequest(
+        checkpoint=(CASE / "checkpoint.json").read_bytes(),
+        raw_response=(CASE / "raw_response.json").read_bytes(),
+    )
+    token = set_inbound_deadline(0.0)  # the call waited in the queue past its deadline
+    try:
+        with pytest.raises(DeadlineExceeded) as stopped:
+            servicer.AnalyzeConsumedResponse(request, None)
+    finally:
+        reset_inbound_deadline(token)
+    assert stopped.value.reason == "CALL_DEADLINE_PASSED"
+    assert servicer.caches()["analyses"].misses == 1
+    assert servicer.AnalyzeConsumedResponse(request, None).SerializeToString()  # in time: answered
