@@ -8,11 +8,11 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent import futures
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import grpc
-from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
+from google.protobuf.descriptor import Descriptor, MethodDescriptor, ServiceDescriptor
 from google.protobuf.message_factory import GetMessageClass
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
@@ -77,6 +77,8 @@ class ServiceBinding:
     #: Each method's handler, by method name.
     handlers: Mapping[str, Handler]
     method_roles: Mapping[str, frozenset[Role]]
+    #: The request type of each registered RPC the descriptor does not declare.
+    extra_inputs: Mapping[str, Descriptor] = field(default_factory=dict)
 
     def full_method_roles(self) -> dict[str, frozenset[Role]]:
         missing = [m.name for m in self.descriptor.methods if m.name not in self.method_roles]
@@ -133,7 +135,8 @@ def service_binding(
             request_deserializer=request_class.FromString,
             response_serializer=response_class.SerializeToString,
         )
-    return ServiceBinding(descriptor, handlers, method_roles)
+    inputs = {name: request_class.DESCRIPTOR for name, (request_class, _) in extra.items()}
+    return ServiceBinding(descriptor, handlers, method_roles, inputs)
 
 
 def _method_handler(method: MethodDescriptor, behaviour: Behaviour) -> Handler:
@@ -455,6 +458,7 @@ def request_limits(settings: Settings, bindings: Sequence[ServiceBinding]) -> di
     limits: dict[str, int] = {}
     for binding in bindings:
         inputs = {m.name: m.input_type for m in binding.descriptor.methods}
+        inputs = {**binding.extra_inputs, **inputs}
         for name in binding.handlers:
             request = inputs.get(name)
             large = request is not None and carries_bytes(request)

@@ -14,12 +14,13 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from sqlalchemy import Engine
 
-from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc
+from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc, policy_pb2
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
+from shared.runtime.auth import ANY_ROLE
 from shared.runtime.config import Settings
 from shared.runtime.errors import from_rpc_error
-from shared.runtime.server import start_server
+from shared.runtime.server import request_limits, service_binding, start_server
 from tests.ledger.conftest import LedgerClients, run_request
 from tests.support import directory, token_roles
 
@@ -134,3 +135,22 @@ def test_a_strangers_large_body_is_refused_from_the_metadata(clients: LedgerClie
         ledger.PutBlob(ledger_pb2.PutBlobRequest(content=b"x" * (30 << 20)), timeout=10)
     assert from_rpc_error(refused.value).reason == "CREDENTIALS_MISSING"
     channel.close()
+
+
+def test_each_methods_limit_follows_its_request_type(engine: Engine) -> None:
+    settings = Settings(service="ledger", host="127.0.0.1", port=0)
+    policy = policy_pb2.DESCRIPTOR.services_by_name["PolicyService"]
+    names = ("GetPolicy", "PutPolicy", "ListPolicyRevisions", "Upload")
+    # A registered workflow the contract does not declare, whose request carries bytes.
+    workflow = service_binding(
+        policy,
+        dict.fromkeys(names, ANY_ROLE),
+        lambda _name: lambda _request, _context: None,
+        registered={"Upload": (ledger_pb2.PutBlobRequest, ledger_pb2.PutBlobResponse)},
+    )
+    limits = request_limits(settings, [*bindings(Ledger(engine)), workflow])
+    large, small = settings.max_message_bytes, settings.max_request_bytes
+    assert limits["/forge.continuity.v1.LedgerService/PutBlob"] == large
+    assert limits["/forge.continuity.v1.LedgerService/GetRun"] == small
+    assert limits["/forge.continuity.v1.PolicyService/Upload"] == large
+    assert limits["/forge.continuity.v1.PolicyService/GetPolicy"] == small
