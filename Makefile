@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN):$(CURDIR)/tools/audit
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install chromium pgbouncer promtool run test host-controls reliability scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
+.PHONY: help install chromium pgbouncer promtool guarantees run test host-controls reliability scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
@@ -142,6 +142,11 @@ scale: $(STAMP) pgbouncer
 
 # The five figures beside their in-run baselines, on PostgreSQL (FORGE_BENCH_POSTGRES_URL, default
 # the local server's database `test`): bench/results/latest.json and candidate_latency.png.
+# Each guarantee the docs lean on, removed in a scratch copy of the tree, with the test that must
+# then fail (tools/guarantees.py); exits 1 when a removal goes unnoticed.
+guarantees: $(STAMP)
+	$(PY) tools/guarantees.py
+
 bench: $(STAMP)
 	$(PY) -m bench
 

@@ -49,8 +49,8 @@ def test_a_lock_holder_that_stops_talking_loses_the_lock_within_the_idle_limit(
     settings = DatabaseSettings()
     bound = 2 * settings.lock_timeout_ms / 1000
     holder, other = _engine(database_url), _engine(database_url)
+    silent = holder.connect()
     try:
-        silent = holder.connect()
         silent.begin()
         lock_policy(silent)  # ...and then nothing, as a process stopped by SIGSTOP
         started = time.monotonic()
@@ -69,8 +69,10 @@ def test_a_lock_holder_that_stops_talking_loses_the_lock_within_the_idle_limit(
         with pytest.raises(Unavailable) as ended:  # the server ended the silent session
             silent.exec_driver_sql("SELECT 1")
         assert ended.value.reason == "DATABASE_UNAVAILABLE"
-        silent.invalidate()
     finally:
+        # Closes the session at once (also when an assertion failed with it still holding the
+        # lock): the schema's teardown and every other ledger on the server would wait for it.
+        silent.invalidate()
         holder.dispose()
         other.dispose()
 

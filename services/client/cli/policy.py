@@ -64,9 +64,7 @@ def _set(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int
         allow_pre_admission_recovery=args.allow_pre_admission_recovery,
         allow_readonly_observation_recovery=args.allow_readonly_observation_recovery,
     )
-    # Say first that the write happened: the settings below alone read like `policy show`.
-    written = f"written, revision {policy.revision}"
-    out.emit(policy, [written, *policy_lines(policy)], field="policy")
+    out.emit(policy, policy_lines(policy), field="policy")
     return EXIT_OK
 
 
