@@ -66,7 +66,10 @@ GUARANTEES = (
         "the policy lock's re-read after waiting (ADR 0016)",
         "services/ledger/repository/policy.py",
         ("if newest[0] == locked.revision:", "if True:"),
-        ("tests/ledger/test_postgres_isolation.py", "tests/ledger/test_admission_lock.py"),
+        (
+            "tests/ledger/test_policy_lock_reread.py::"
+            "test_a_lock_that_waited_behind_a_revocation_judges_the_revocation",
+        ),
     ),
     Guarantee(
         "checks read the whole journal, page by page",
