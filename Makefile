@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN):$(CURDIR)/tools/audit
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install chromium pgbouncer run test host-controls reliability scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
+.PHONY: help install chromium pgbouncer promtool guarantees run test host-controls reliability scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
@@ -65,6 +65,16 @@ ifeq ($(PGBOUNCER)$(FORGE_PGBOUNCER),)
 	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null
 endif
 
+# The alert rules are tested with promtool (tests/deploy/test_alert_rules.py), from the Debian
+# package prometheus. FORGE_PROMTOOL names another.
+PROMTOOL := $(shell command -v promtool 2>/dev/null)
+promtool:
+ifeq ($(PROMTOOL)$(FORGE_PROMTOOL),)
+	@echo "installing promtool (Debian package prometheus) for the alert rule tests"
+	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+endif
+
 $(NODE_STAMP): tools/package.json
 	cd tools && npm install --no-audit --no-fund --silent
 	touch $(NODE_STAMP)
@@ -106,7 +116,7 @@ db-upgrade: $(STAMP)
 run: $(STAMP)
 	$(PY) -m services.runner
 
-test: $(STAMP) $(NODE_STAMP) chromium pgbouncer
+test: $(STAMP) $(NODE_STAMP) chromium pgbouncer promtool
 	$(MAKE) --no-print-directory lint typecheck
 	$(PY) -m pytest -q
 
@@ -132,6 +142,11 @@ scale: $(STAMP) pgbouncer
 
 # The five figures beside their in-run baselines, on PostgreSQL (FORGE_BENCH_POSTGRES_URL, default
 # the local server's database `test`): bench/results/latest.json and candidate_latency.png.
+# Each guarantee the docs lean on, removed in a scratch copy of the tree, with the test that must
+# then fail (tools/guarantees.py); exits 1 when a removal goes unnoticed.
+guarantees: $(STAMP)
+	$(PY) tools/guarantees.py
+
 bench: $(STAMP)
 	$(PY) -m bench
 

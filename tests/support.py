@@ -14,7 +14,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.engine import make_url
 
-from forge.continuity.v1 import candidate_pb2_grpc, ledger_pb2_grpc, reconstruction_pb2_grpc
+from forge.continuity.v1 import (
+    candidate_pb2_grpc,
+    common_pb2,
+    ledger_pb2,
+    ledger_pb2_grpc,
+    reconstruction_pb2_grpc,
+)
 from services.admission.downstream import Downstream
 from services.ledger.database import make_engine
 from services.ledger.repository.roles import create_append_only_guards, drop_append_only_guards
@@ -197,3 +203,20 @@ def as_database_owner(database: Engine | str) -> Iterator[Connection]:
         drop_append_only_guards(connection)
         yield connection
         create_append_only_guards(connection)
+
+
+def whole_journal(
+    stub: ledger_pb2_grpc.LedgerServiceStub, run_id: str, timeout: float | None = None
+) -> list[common_pb2.JournalEntry]:
+    """Every entry of a run's journal, page by page. A page holds at most 1000 entries (fewer
+    past about 1 MiB of payloads), so a check that reads one page calls the rest lost."""
+    entries: list[common_pb2.JournalEntry] = []
+    sequence = 1
+    while sequence:
+        request = ledger_pb2.ReadJournalRequest(
+            run_id=run_id, from_sequence=sequence, page_size=1000
+        )
+        page = stub.ReadJournal(request, timeout=timeout)
+        entries.extend(page.entries)
+        sequence = page.next_sequence
+    return entries

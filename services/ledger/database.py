@@ -32,6 +32,8 @@ SQLITE_BEGIN_OPTION = "forge_sqlite_begin"
 # Set on an engine whose timeouts are set in every transaction (server prepares off: a
 # transaction-mode pooler is between), so that no statement runs outside a transaction there.
 PER_TRANSACTION_SETTINGS_OPTION = "forge_per_transaction_settings"
+# The statement a streamed read transaction runs first (ADR 0042): its idle limit, for itself.
+STREAM_IDLE_OPTION = "forge_stream_idle_statement"
 
 # Every PostgreSQL write transaction runs at READ COMMITTED, whatever the server's, role's or
 # database's default_transaction_isolation says: lock_current_policy's re-read after waiting for
@@ -70,7 +72,9 @@ def read_only_connection(engine: Engine) -> Connection:
 
 
 @contextmanager
-def read_transaction(engine: Engine, *, snapshot: bool = False) -> Iterator[Connection]:
+def read_transaction(
+    engine: Engine, *, snapshot: bool = False, streamed: bool = False
+) -> Iterator[Connection]:
     """A read-only connection (``read_only_connection``; with ``snapshot``, one whose statements
     all see one snapshot, ``snapshot_connection``) inside a transaction that ends with
     COMMIT, also when the read ends in a refusal (a ``DomainError``), instead of the ROLLBACK a
@@ -80,11 +84,19 @@ def read_transaction(engine: Engine, *, snapshot: bool = False) -> Iterator[Conn
     again), so a read ending in one cost PostgreSQL the plans of every statement the pooled
     connection runs next: 205 against 129 µs of PostgreSQL CPU for a two-statement read
     (docs/performance.md, round 4, eighth pass). The database's own trouble (UNAVAILABLE, a
-    lost connection or a timeout) and any other error still roll back, as closing does."""
+    lost connection or a timeout) and any other error still roll back, as closing does.
+
+    ``streamed``: the caller sends what it reads while the transaction is open, so it waits for
+    its reader; on PostgreSQL the transaction first raises its own idle limit to
+    ``idle_in_stream_timeout_ms`` (it locks no row, so the short limit that bounds a frozen lock
+    holder need not apply to it; ADR 0042)."""
     opened = snapshot_connection(engine) if snapshot else read_only_connection(engine)
     with opened as connection:
         transaction = connection.begin()
         try:
+            stream_idle = engine.get_execution_options().get(STREAM_IDLE_OPTION)
+            if streamed and stream_idle:
+                connection.exec_driver_sql(stream_idle)
             yield connection
         except Unavailable:
             raise
@@ -190,6 +202,13 @@ def make_engine(url: str, settings: DatabaseSettings | None = None, **options: A
     event.listen(engine, "checkout", _refuse_a_closed_socket)
     per_transaction = not settings.server_prepares
     timeouts = _timeouts(settings, per_transaction=per_transaction)
+    if settings.idle_in_stream_timeout_ms:
+        # Validated integer, never caller text; SET LOCAL: it ends with the transaction.
+        stream_idle = (
+            "SELECT set_config('idle_in_transaction_session_timeout', "
+            f"'{int(settings.idle_in_stream_timeout_ms)}', true)"
+        )
+        engine.update_execution_options(**{STREAM_IDLE_OPTION: stream_idle})
     if timeouts and per_transaction:
         engine.update_execution_options(**{PER_TRANSACTION_SETTINGS_OPTION: True})
 

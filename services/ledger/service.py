@@ -150,7 +150,7 @@ class Ledger:
     def read_snapshot(
         self, run_id: str, *, closure_blobs: bool = False
     ) -> Iterator[snapshot.SnapshotPart]:
-        return snapshot.read(self._context, run_id, closure_blobs=closure_blobs)
+        return snapshot.read(self._context, run_id, closure_blobs=closure_blobs, streamed=True)
 
     def read_whole_snapshot(
         self,

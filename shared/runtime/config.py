@@ -73,7 +73,13 @@ class DatabaseSettings:
     server_prepares: bool = True
     lock_timeout_ms: int = 5_000
     statement_timeout_ms: int = 30_000
-    idle_in_transaction_timeout_ms: int = 60_000
+    # Bounds how long a frozen or partitioned replica can keep a lock: the server ends its
+    # session this long after its last statement (ADR 0042). No ledger transaction that locks
+    # waits for anything but the database.
+    idle_in_transaction_timeout_ms: int = 5_000
+    # A streamed snapshot's read transaction (it locks no row) waits for its reader to take the
+    # next message: it gets this longer limit instead, for itself only.
+    idle_in_stream_timeout_ms: int = 60_000
     keepalive_idle_seconds: int = 30
 
     def __post_init__(self) -> None:
@@ -84,6 +90,7 @@ class DatabaseSettings:
             "lock_timeout_ms",
             "statement_timeout_ms",
             "idle_in_transaction_timeout_ms",
+            "idle_in_stream_timeout_ms",
             "keepalive_idle_seconds",
         ):
             if getattr(self, name) < 0:
@@ -98,6 +105,7 @@ DATABASE_VARIABLES: Mapping[str, str] = {
     "lock_timeout_ms": "FORGE_DB_LOCK_TIMEOUT_MS",
     "statement_timeout_ms": "FORGE_DB_STATEMENT_TIMEOUT_MS",
     "idle_in_transaction_timeout_ms": "FORGE_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS",
+    "idle_in_stream_timeout_ms": "FORGE_DB_IDLE_IN_STREAM_TIMEOUT_MS",
     "keepalive_idle_seconds": "FORGE_DB_KEEPALIVE_IDLE_SECONDS",
 }
 _SWITCH = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}

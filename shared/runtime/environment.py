@@ -135,7 +135,12 @@ ENVIRONMENT: Mapping[str, str] = {
     ),
     "FORGE_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS": (
         "ledger: PostgreSQL idle_in_transaction_session_timeout of every transaction in ms "
-        "(default 60000; 0 leaves the server's setting)"
+        "(default 5000: the longest a frozen replica keeps a lock; 0 leaves the server's setting)"
+    ),
+    "FORGE_DB_IDLE_IN_STREAM_TIMEOUT_MS": (
+        "ledger: idle_in_transaction_session_timeout in ms of a streamed snapshot's read "
+        "transaction, which locks no row and waits for its reader (default 60000; 0 keeps the "
+        "transactions' own)"
     ),
     "FORGE_DB_KEEPALIVE_IDLE_SECONDS": (
         "ledger: idle seconds before TCP keepalive probes on PostgreSQL connections (default 30; "

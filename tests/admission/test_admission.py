@@ -12,22 +12,17 @@ from sqlalchemy import Engine
 from forge.continuity.v1 import (
     admission_pb2,
     common_pb2,
-    ledger_pb2,
 )
 from services.demo.seed import load_fixture, seed_held_run
 from tests.admission.conftest import Stack, rpc_reason, submission
 from tests.errors import expect_error
-from tests.support import row_counts
+from tests.support import row_counts, whole_journal
 
 FIXTURE = load_fixture("v1_basic")
 
 
 def kinds(stack: Stack, run_id: str) -> list[str]:
-    entries = (
-        stack.ledger_stub("reader-token")
-        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000))
-        .entries
-    )
+    entries = whole_journal(stack.ledger_stub("reader-token"), run_id)
     return [
         common_pb2.JournalEntryKind.Name(e.kind).removeprefix("JOURNAL_ENTRY_KIND_").lower()
         for e in entries

@@ -5,11 +5,11 @@ from __future__ import annotations
 import grpc
 from sqlalchemy import Engine
 
-from forge.continuity.v1 import admission_pb2, candidate_pb2, common_pb2, ledger_pb2
+from forge.continuity.v1 import admission_pb2, candidate_pb2, common_pb2
 from services.demo.seed import load_fixture, seed_held_run
 from tests.admission.conftest import Stack
 from tests.errors import expect_error
-from tests.support import row_counts
+from tests.support import row_counts, whole_journal
 
 FIXTURE = load_fixture("v2_list_sibling")
 H = common_pb2.HoldReason
@@ -82,11 +82,7 @@ def test_version_two_needs_its_policy_setting_and_admits_with_four_acknowledgeme
         admission_pb2.GetInvalidReadContinuityRequest(run_id="run-v2", request_id="req-v2")
     )
     assert read_back.ticket == response.ticket
-    entries = (
-        stack.ledger_stub("reader-token")
-        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id="run-v2", page_size=1000))
-        .entries
-    )
+    entries = whole_journal(stack.ledger_stub("reader-token"), "run-v2")
     assert '"version":2' in entries[-2].payload_json  # the settlement records the version
 
 

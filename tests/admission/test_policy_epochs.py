@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
-from forge.continuity.v1 import common_pb2, ledger_pb2
+from forge.continuity.v1 import common_pb2
 from services.demo.seed import HISTORICAL_CHECKPOINT_MODE, load_fixture, seed_held_run
 from tests.admission.conftest import Stack, submission
+from tests.support import whole_journal
 
 FIXTURE = load_fixture("v1_basic")
 
@@ -17,11 +18,7 @@ def test_the_historical_adoption_is_admitted_with_its_receipt(stack: Stack) -> N
     candidate = stack.candidate_of("run-1")
     assert candidate.eligible, candidate.holds
     stack.admissions().RequestInvalidReadContinuity(submission(candidate))
-    entries = (
-        stack.ledger_stub("reader-token")
-        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id="run-1", page_size=1000))
-        .entries
-    )
+    entries = whole_journal(stack.ledger_stub("reader-token"), "run-1")
     settlement = next(
         e for e in entries if e.kind == common_pb2.JOURNAL_ENTRY_KIND_MIGRATION_SETTLEMENT
     )

@@ -14,6 +14,7 @@ from services.demo.seed import load_fixture
 from services.reconstruction.domain import reconstruct_invalid_read
 from shared.continuity.canonical import digest_of, parse_json, sha256_digest
 from tests.errors import expect_error
+from tests.support import whole_journal
 
 from .conftest import NOW, Candidate, Stack, actions, hold_pairs, requirements
 
@@ -21,11 +22,7 @@ K = common_pb2.JournalEntryKind
 
 
 def _custody_digest(stack: Stack, run_id: str) -> str:
-    entries = (
-        stack.ledger()
-        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000))
-        .entries
-    )
+    entries = whole_journal(stack.ledger(), run_id)
     kinds = {"tool_call_granted", "tool_intent", "tool_outcome", "command_executed"}
     rows = []
     for entry in entries:

@@ -29,6 +29,7 @@ from services.demo.seed import load_fixture, seed_held_run
 from services.gateway.routes import contract_routes
 from tests.gateway.conftest import RunningGateway, reason_of
 from tests.gateway.http_stub import HttpRefused, HttpStub, exercised
+from tests.support import whole_journal
 
 V1 = "forge.continuity.v1."
 ACKS = {
@@ -200,13 +201,13 @@ def test_every_annotated_route_answers_through_http(gateway: RunningGateway) -> 
     expire = execution_pb2.ExpireExecutionRequestsRequest()
     assert list(worker.ExpireExecutionRequests(expire).expired) == []
 
-    page = reader.ReadJournal(ledger_pb2.ReadJournalRequest(run_id="run-1", page_size=1000))
+    entries = whole_journal(reader, "run-1")
     streamed = list(reader.StreamJournal(ledger_pb2.StreamJournalRequest(run_id="run-1")))
-    assert [s.entry for s in streamed] == list(page.entries)
+    assert [s.entry for s in streamed] == entries
     verified = reader.VerifyJournal(ledger_pb2.VerifyJournalRequest(run_id="run-1"))
-    assert verified.valid and verified.entries_checked == len(page.entries)
+    assert verified.valid and verified.entries_checked == len(entries)
     inspected = reader.InspectJournal(inspection_pb2.InspectJournalRequest(run_id="run-1"))
-    assert [e.hash for e in inspected.entries] == [e.hash for e in page.entries]
+    assert [e.hash for e in inspected.entries] == [e.hash for e in entries]
     assert inspected.records and inspected.credential_finding_count == 0
 
     # The never-claimed recovery: the claimed request is held, nothing is stored yet, and only
@@ -403,6 +404,7 @@ def test_the_journal_stream_is_newline_delimited_json(gateway: RunningGateway) -
     with gateway.client("reader-token") as client:
         reply = client.get("/api/v1/runs/r/journal:stream", params={"from_sequence": "3"})
         page = client.get("/api/v1/runs/r/journal", params={"page_size": "1000"}).json()
+        assert page.get("nextSequence", "0") == "0"  # the one page reached the head
     assert reply.status_code == 200
     assert reply.headers["content-type"] == "application/x-ndjson"
     lines = [json.loads(line) for line in reply.text.splitlines()]
@@ -415,6 +417,7 @@ def test_the_journal_stream_batches_entries_when_asked(gateway: RunningGateway) 
     with gateway.client("reader-token") as client:
         reply = client.get("/api/v1/runs/r/journal:stream", params={"max_entries_per_message": "2"})
         page = client.get("/api/v1/runs/r/journal", params={"page_size": "1000"}).json()
+        assert page.get("nextSequence", "0") == "0"  # the one page reached the head
         negative = client.get(
             "/api/v1/runs/r/journal:stream", params={"max_entries_per_message": "-1"}
         )

@@ -24,6 +24,7 @@ from shared.continuity.canonical import digest_of
 from shared.continuity.qualification import DEFAULT_QUALIFIED_PROFILE
 from shared.contract.terms import enum_short_name
 from tests.ledger.conftest import LedgerClients
+from tests.support import whole_journal
 
 FIXTURE = load_fixture("v1_basic")
 
@@ -119,11 +120,7 @@ def commit(
 
 
 def journal_kinds(clients: LedgerClients, run_id: str) -> list[str]:
-    entries = (
-        clients.ledger("reader-token")
-        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000))
-        .entries
-    )
+    entries = whole_journal(clients.ledger("reader-token"), run_id)
     return [enum_short_name(common_pb2.JournalEntryKind, e.kind).lower() for e in entries]
 
 

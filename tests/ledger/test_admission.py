@@ -42,7 +42,7 @@ from tests.ledger.admission_support import (
     seed,
 )
 from tests.ledger.conftest import Clock, LedgerClients
-from tests.support import row_counts
+from tests.support import row_counts, whole_journal
 
 # --- the admission transaction ------------------------------------------------------------------
 
@@ -63,11 +63,7 @@ def test_admission_appends_settlement_and_adjacent_claim_and_queues_the_checkpoi
     assert queued.checkpoint_digest == sha256_digest(DERIVED)
     assert queued.attempt_id == seeded.attempt_id
     assert queued.lease.seconds == 900  # bounded by the frozen provider timeout
-    entries = (
-        clients.ledger("reader-token")
-        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id="run-1", page_size=1000))
-        .entries
-    )
+    entries = whole_journal(clients.ledger("reader-token"), "run-1")
     assert {e.actor for e in entries[-2:]} == {"olga-operator"}  # the operator, not the service
     # The old claim and deadline stay recorded unchanged: the prefix is byte-identical.
     assert [e.hash for e in entries[: len(before)]] == [e.hash for e in seeded.entries]

@@ -24,7 +24,7 @@ from tests.ledger.admission_support import (
     journal_kinds,
 )
 from tests.ledger.conftest import Clock, LedgerClients
-from tests.support import row_counts
+from tests.support import row_counts, whole_journal
 
 # --- worker claims and leases ---------------------------------------------------------------------
 
@@ -192,11 +192,7 @@ def test_command_ledger_eleven_of_twenty_two(clients: LedgerClients, engine: Eng
         13,
         second.journal_sequence,
     )
-    entries = (
-        clients.ledger("reader-token")
-        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id="run-1", page_size=1000))
-        .entries
-    )
+    entries = whole_journal(clients.ledger("reader-token"), "run-1")
     assert [e.hash for e in entries if e.kind == common_pb2.JOURNAL_ENTRY_KIND_COMMAND_EXECUTED][
         :11
     ] == old_receipts

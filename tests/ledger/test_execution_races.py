@@ -28,6 +28,7 @@ from tests.ledger.admission_support import (
     seed,
 )
 from tests.ledger.conftest import LedgerClients
+from tests.support import whole_journal
 
 COMMAND = common_pb2.JOURNAL_ENTRY_KIND_COMMAND_EXECUTED
 CHECKPOINT = common_pb2.JOURNAL_ENTRY_KIND_CHECKPOINT_STORED
@@ -111,11 +112,7 @@ def _race(*actions: Callable[[], None]) -> None:
 
 
 def _journal(clients: LedgerClients, run_id: str) -> list[common_pb2.JournalEntry]:
-    return list(
-        clients.ledger("reader-token")
-        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000))
-        .entries
-    )
+    return list(whole_journal(clients.ledger("reader-token"), run_id))
 
 
 def _verified(clients: LedgerClients, run_id: str) -> bool:

@@ -35,7 +35,7 @@ from tests.ledger.admission_support import (
     seed,
 )
 from tests.ledger.conftest import Clock, LedgerClients
-from tests.support import row_counts
+from tests.support import row_counts, whole_journal
 
 FP = grpc.StatusCode.FAILED_PRECONDITION
 
@@ -84,11 +84,7 @@ def fail(
 
 
 def last_payload(clients: LedgerClients, run_id: str = "run-1") -> dict[str, object]:
-    entries = (
-        clients.ledger("reader-token")
-        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000))
-        .entries
-    )
+    entries = whole_journal(clients.ledger("reader-token"), run_id)
     payload = json.loads(entries[-1].payload_json)
     assert isinstance(payload, dict)
     return payload

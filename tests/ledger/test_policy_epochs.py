@@ -11,7 +11,7 @@ import grpc
 import pytest
 from sqlalchemy import Engine
 
-from forge.continuity.v1 import common_pb2, execution_pb2, ledger_pb2
+from forge.continuity.v1 import common_pb2, execution_pb2
 from services.demo.seed import HISTORICAL_CHECKPOINT_MODE
 from shared.continuity import policy_epochs
 from shared.continuity.canonical import digest_of
@@ -28,17 +28,13 @@ from tests.ledger.admission_support import (
     seed,
 )
 from tests.ledger.conftest import Clock, LedgerClients
-from tests.support import row_counts
+from tests.support import row_counts, whole_journal
 
 K = common_pb2.JournalEntryKind
 
 
 def entries(clients: LedgerClients, run_id: str) -> list[common_pb2.JournalEntry]:
-    return list(
-        clients.ledger("reader-token")
-        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000))
-        .entries
-    )
+    return list(whole_journal(clients.ledger("reader-token"), run_id))
 
 
 def first(found: list[common_pb2.JournalEntry], kind: int) -> common_pb2.JournalEntry:

@@ -22,7 +22,7 @@ from shared.runtime.errors import DomainError
 from tests.admission.conftest import Stack, submission
 from tests.errors import expect_error
 from tests.recovery.conftest import Authority, race_two_ids
-from tests.support import row_counts
+from tests.support import row_counts, whole_journal
 
 FIXTURE = load_fixture("v1_basic")
 ADA = "admin-operator-token"  # the ticket's original operator, also a factory administrator
@@ -30,11 +30,7 @@ ADA_IDENTITY = "ada-admin-operator"
 
 
 def kinds(stack: Stack, run_id: str = "run-1") -> list[str]:
-    entries = (
-        stack.ledger_stub("reader-token")
-        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000))
-        .entries
-    )
+    entries = whole_journal(stack.ledger_stub("reader-token"), run_id)
     return [
         common_pb2.JournalEntryKind.Name(e.kind).removeprefix("JOURNAL_ENTRY_KIND_").lower()
         for e in entries

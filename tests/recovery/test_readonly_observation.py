@@ -50,7 +50,7 @@ from tests.recovery.test_rejected_boundary import (
     review,
 )
 from tests.recovery.test_rejected_boundary import submission as refusal_submission
-from tests.support import row_counts
+from tests.support import row_counts, whole_journal
 
 CONSUMED_AT = "2026-12-03T07:00:00.000000Z"
 KIND = {
@@ -175,11 +175,7 @@ def observation(
 
 
 def entries_of(stack: Stack) -> list[common_pb2.JournalEntry]:
-    return list(
-        stack.ledger_stub("reader-token")
-        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id="run-1", page_size=1000))
-        .entries
-    )
+    return list(whole_journal(stack.ledger_stub("reader-token"), "run-1"))
 
 
 def test_recover_read_back_resubmit_and_continue_from_the_separate_checkpoint(

@@ -34,7 +34,7 @@ from shared.continuity.recovery.never_claimed import WORKFLOW as NEVER_CLAIMED
 from shared.runtime.client import open_channel
 from tests.admission.conftest import Stack
 from tests.recovery.test_never_claimed import ADA, ADA_IDENTITY, admit, claim, fail_unclaimed
-from tests.support import admission_downstream, serve
+from tests.support import admission_downstream, serve, whole_journal
 
 PACKAGE = "forge.continuity.v1"
 CANDIDATE_RPC, SUBMIT_RPC, READ_RPC = (
@@ -155,11 +155,7 @@ def test_a_registered_fourth_workflow_is_routed_end_to_end(stack: Stack) -> None
     assert outcome.execution_request.state == common_pb2.EXECUTION_REQUEST_STATE_QUEUED
 
     # the ledger's one transaction wrote the witness under the workflow's own name
-    entries = (
-        stack.ledger_stub("reader-token")
-        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id="run-1", page_size=1000))
-        .entries
-    )
+    entries = whole_journal(stack.ledger_stub("reader-token"), "run-1")
     witness = next(e for e in entries if e.sequence == outcome.witness_sequence)
     assert witness.kind == common_pb2.JOURNAL_ENTRY_KIND_RECOVERY_WITNESS
     assert json.loads(witness.payload_json)["workflow"] == "test_only_unclaimed"

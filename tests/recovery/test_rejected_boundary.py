@@ -38,18 +38,14 @@ from tests.recovery.test_never_claimed import (
     kinds,
     refused_with_nothing_written,
 )
-from tests.support import row_counts
+from tests.support import row_counts, whole_journal
 
 #: The model of the fixture's checkpoint, so of the request the real SDK sends.
 MODEL, PRINCIPAL = "gpt-4o", "svc-forge"
 
 
 def head_hash(stack: Stack) -> str:
-    entries = (
-        stack.ledger_stub("reader-token")
-        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id="run-1", page_size=1000))
-        .entries
-    )
+    entries = whole_journal(stack.ledger_stub("reader-token"), "run-1")
     return entries[-1].hash
 
 
@@ -394,9 +390,7 @@ def test_a_retained_request_that_is_not_the_reproduced_one_holds(
     sent = refused_at_provider(stack, ticket, provider, retained)
     entry = [
         json.loads(e.payload_json)
-        for e in stack.ledger_stub("reader-token")
-        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id="run-1", page_size=1000))
-        .entries
+        for e in whole_journal(stack.ledger_stub("reader-token"), "run-1")
         if e.kind == common_pb2.JOURNAL_ENTRY_KIND_MODEL_REQUEST_SENT
     ][-1]
     reviewed = review(

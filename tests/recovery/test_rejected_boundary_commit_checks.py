@@ -31,7 +31,7 @@ from tests.recovery.test_rejected_boundary import (
     store,
     submission,
 )
-from tests.support import as_database_owner, row_counts
+from tests.support import as_database_owner, row_counts, whole_journal
 
 
 def reviewed_and_candidate(
@@ -59,11 +59,9 @@ def test_the_witness_records_the_corrective_configuration(
     reviewed, candidate = reviewed_and_candidate(stack, provider)
     assert candidate.eligible, candidate.holds
     outcome = submit(stack, candidate, reviewed).outcome
-    witness = (
-        stack.ledger_stub("reader-token")
-        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id="run-1", page_size=1000))
-        .entries[outcome.witness_sequence - 1]
-    )
+    witness = whole_journal(stack.ledger_stub("reader-token"), "run-1")[
+        outcome.witness_sequence - 1
+    ]
     payload = json.loads(witness.payload_json)
     assert payload["workflow"] == "rejected_boundary"
     assert payload["corrective_provider"] == {

@@ -102,8 +102,20 @@ class ServiceProcess:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(timeout=30)
 
+    def freeze(self) -> None:
+        """SIGSTOP: the process keeps its connections and sessions but runs nothing, as a
+        replica paused by its host, a debugger or a long GC would."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT after :meth:`freeze`."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)  # a frozen process cannot act on SIGTERM
             self.process.terminate()
             try:
                 self.process.wait(timeout=15)

@@ -15,11 +15,11 @@ import grpc
 import pytest
 from sqlalchemy import Engine
 
-from forge.continuity.v1 import admission_pb2, common_pb2, ledger_pb2
+from forge.continuity.v1 import admission_pb2, common_pb2
 from services.demo.seed import load_fixture, seed_held_run
 from tests.admission.conftest import Stack, submission
 from tests.reliability.scale import FULL, report, scale
-from tests.support import row_counts
+from tests.support import row_counts, whole_journal
 
 FIXTURE = load_fixture("v1_basic")
 CALLERS = 64
@@ -29,11 +29,7 @@ SETTLEMENT = common_pb2.JOURNAL_ENTRY_KIND_MIGRATION_SETTLEMENT
 
 
 def _settlements(stack: Stack, run_id: str) -> int:
-    entries = (
-        stack.ledger_stub("reader-token")
-        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000))
-        .entries
-    )
+    entries = whole_journal(stack.ledger_stub("reader-token"), run_id)
     return sum(entry.kind == SETTLEMENT for entry in entries)
 
 

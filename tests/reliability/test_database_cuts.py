@@ -25,7 +25,7 @@ from tests.ledger.admission_support import commit_request, enable_policy, seed
 from tests.ledger.conftest import LedgerClients, run_request
 from tests.reliability.proxy import CuttingProxy, Mode
 from tests.reliability.scale import report, scale
-from tests.support import serve, token_roles
+from tests.support import serve, token_roles, whole_journal
 
 TRIALS = scale(fast=6, full=200)
 MODES: tuple[Mode, ...] = ("before_commit", "after_commit")
@@ -95,9 +95,7 @@ def test_appends_survive_a_cut_before_and_after_commit(
             assert _failure(error) == "ABORTED:JOURNAL_HEAD_STALE", _failure(error)
             _tally(settled, f"{mode}:retry_found_committed")
         acknowledged.append(f"call-{trial}")
-    entries = writer.ReadJournal(
-        ledger_pb2.ReadJournalRequest(run_id="run-cut", page_size=1000)
-    ).entries
+    entries = whole_journal(writer, "run-cut")
     calls = [json.loads(e.payload_json)["call_id"] for e in entries if e.kind == INTENT]
     verified = writer.VerifyJournal(ledger_pb2.VerifyJournalRequest(run_id="run-cut"))
     report(
@@ -149,9 +147,7 @@ def test_admission_commits_survive_a_cut_before_and_after_commit(
             ledger_pb2.GetAdmissionRequest(run_id=run_id, request_id=request_id)
         ).ticket
         lost += read_back.SerializeToString() != ticket
-        entries = reader.ReadJournal(
-            ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000)
-        ).entries
+        entries = whole_journal(reader, run_id)
         settlements = sum(e.kind == SETTLEMENT for e in entries)
         duplicates += settlements != 1
         assert reader.VerifyJournal(ledger_pb2.VerifyJournalRequest(run_id=run_id)).valid

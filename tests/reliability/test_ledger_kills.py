@@ -25,7 +25,7 @@ from tests.ledger.admission_support import commit_request, enable_policy, seed
 from tests.ledger.conftest import LedgerClients, run_request
 from tests.reliability.processes import KillableLedger
 from tests.reliability.scale import report, scale
-from tests.support import row_counts
+from tests.support import row_counts, whole_journal
 
 KILLS = scale(fast=1, full=20)
 APPENDERS = 3
@@ -123,9 +123,7 @@ def _verify(clients: LedgerClients, engine: Engine, load: Load, runs: list[str])
     reader = clients.ledger("reader-token")
     for run_id in runs:
         assert reader.VerifyJournal(ledger_pb2.VerifyJournalRequest(run_id=run_id)).valid, run_id
-        entries = reader.ReadJournal(
-            ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000)
-        ).entries
+        entries = whole_journal(reader, run_id)
         calls = [json.loads(e.payload_json)["call_id"] for e in entries if e.kind == INTENT]
         if run_id in load.appended:
             assert calls == load.appended[run_id], run_id  # none lost, none duplicated

@@ -16,11 +16,12 @@ from functools import partial
 import grpc
 from sqlalchemy import bindparam, text
 
-from forge.continuity.v1 import admission_pb2, admission_pb2_grpc, common_pb2, ledger_pb2
+from forge.continuity.v1 import admission_pb2, admission_pb2_grpc, common_pb2
 from shared.contract.terms import PENDING_STATE_NAMES
 from tests.admission.conftest import submission
 from tests.ledger.admission_support import commit_request, seed
 from tests.scale.harness import UNKNOWN_OUTCOMES, Replicas, outcome, report, scale, tally
+from tests.support import whole_journal
 
 Response = admission_pb2.RequestInvalidReadContinuityResponse
 Request = admission_pb2.RequestInvalidReadContinuityRequest
@@ -54,11 +55,7 @@ def _tickets(replicas: Replicas, runs: list[str]) -> int:
 
 
 def _settlements(replicas: Replicas, run_id: str, replica: int) -> int:
-    entries = (
-        replicas.ledger(replica, "reader-token")
-        .ReadJournal(ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000), timeout=30)
-        .entries
-    )
+    entries = whole_journal(replicas.ledger(replica, "reader-token"), run_id, timeout=30)
     return sum(entry.kind == SETTLEMENT for entry in entries)
 
 

@@ -28,6 +28,7 @@ from tests.admission.conftest import submission
 from tests.ledger.admission_support import claim_request
 from tests.ledger.conftest import run_request
 from tests.scale.harness import UNKNOWN_OUTCOMES, Replicas, outcome, report, scale, tally
+from tests.support import whole_journal
 
 INTENT = common_pb2.JOURNAL_ENTRY_KIND_TOOL_INTENT
 SETTLEMENT = common_pb2.JOURNAL_ENTRY_KIND_MIGRATION_SETTLEMENT
@@ -327,9 +328,7 @@ def _verify(replicas: Replicas, flood: Flood, runs: list[str]) -> None:
                 ledger_pb2.VerifyJournalRequest(run_id=run_id), timeout=CALL_SECONDS
             )
             assert verified.valid, (replica, run_id)
-            entries = reader.ReadJournal(
-                ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000), timeout=CALL_SECONDS
-            ).entries
+            entries = whole_journal(reader, run_id, timeout=CALL_SECONDS)
             calls = [json.loads(e.payload_json)["call_id"] for e in entries if e.kind == INTENT]
             if run_id in flood.appended:
                 assert calls == flood.appended[run_id], run_id  # none lost, none duplicated

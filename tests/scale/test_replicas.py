@@ -10,6 +10,7 @@ import pytest
 
 from tests.scale import admission_scenarios as admissions
 from tests.scale import execution_scenarios as execution
+from tests.scale import freeze_scenarios as freeze
 from tests.scale.conftest import VARIANTS
 from tests.scale.harness import Replicas
 
@@ -45,6 +46,12 @@ def test_a_follower_on_one_replica_sees_every_append_made_through_the_other(
 
 def test_sigkill_of_one_replica_mid_flood_loses_and_duplicates_nothing(replicas: Replicas) -> None:
     execution.sigkill_during_flood(replicas)
+
+
+def test_a_frozen_lock_holder_stalls_the_other_replica_only_within_the_bound(
+    replicas: Replicas,
+) -> None:
+    freeze.frozen_lock_holder(replicas)
 
 
 def test_the_replicas_sessions_carry_the_variants_isolation_default(replicas: Replicas) -> None:

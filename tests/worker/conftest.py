@@ -23,6 +23,7 @@ from tests.admission.conftest import (
     stack,  # noqa: F401 - the four services, over `ledger`
     submission,
 )
+from tests.support import whole_journal
 
 FIXTURE = load_fixture("v1_basic")
 RUN = "run-1"
@@ -56,9 +57,7 @@ class Continuation:
 
     def journal(self) -> list[common_pb2.JournalEntry]:
         stub = self.stack.ledger_stub("reader-token")
-        return list(
-            stub.ReadJournal(ledger_pb2.ReadJournalRequest(run_id=RUN, page_size=1000)).entries
-        )
+        return list(whole_journal(stub, RUN))
 
     def after_claim(self) -> list[tuple[str, dict[str, Any]]]:
         """(kind, payload) of every entry from the worker's claim on."""

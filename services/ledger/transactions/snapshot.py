@@ -79,13 +79,15 @@ def read(
     closure_blobs: bool = False,
     most_entries: int | None = None,
     known_head: tuple[int, str] | None = None,
+    streamed: bool = False,
 ) -> Generator[SnapshotPart, None, None]:
     """The header, then the journal in batches, then (with ``closure_blobs``) each stored blob
     the journal's closure names, then the verification of the rows yielded. A missing run is
     NOT_FOUND RUN_NOT_FOUND, raised before the header; a journal longer than ``most_entries``
     RUN_SNAPSHOT_TOO_LARGE, raised before it is read. When ``known_head`` (the reader's copy)
     is still the head, the header is all there is (ADR 0030): the chain fixes every entry up to
-    it and the digests fix the blobs."""
+    it and the digests fix the blobs. ``streamed``: the caller sends each part before it reads
+    the next, so the transaction waits for the reader (``read_transaction``)."""
     check_identifier("run_id", run_id)
     if known_head is not None:
         # The header alone, in one statement and no transaction; if the reader's journal is
@@ -95,7 +97,7 @@ def read(
         if header.head == known_head:
             yield header
             return
-    with read_transaction(context.engine, snapshot=True) as connection:
+    with read_transaction(context.engine, snapshot=True, streamed=streamed) as connection:
         header = _header(connection, run_id, most_entries)
         head = header.head
         yield header

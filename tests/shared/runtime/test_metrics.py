@@ -7,6 +7,7 @@ from __future__ import annotations
 import urllib.request
 from collections.abc import Iterator
 
+import grpc
 import pytest
 from prometheus_client import REGISTRY, generate_latest
 
@@ -14,6 +15,8 @@ from services.gateway.config import load_gateway_settings
 from shared.runtime.config import load_settings, metrics_port
 from shared.runtime.errors import NotFound, ResourceExhausted, to_status
 from shared.runtime.metrics import (
+    ZERO_OUTCOMES,
+    counted,
     export_at_scrape,
     gauge_family,
     reason_of,
@@ -95,3 +98,21 @@ def test_metrics_listen_on_loopback_unless_configured() -> None:
         endpoint.stop()
     chosen = load_settings("ledger", [], {**exposed, "FORGE_METRICS_HOST": EVERY_ADDRESS})
     assert chosen.metrics_host == EVERY_ADDRESS
+
+
+def test_every_served_method_counts_the_outcomes_alerts_read_from_zero() -> None:
+    """A process's first INTERNAL or database timeout is a change from 0 that rate() sees, not
+    a new series with no earlier sample (issue 46 §3)."""
+    handler = grpc.unary_unary_rpc_method_handler(lambda request, _context: request)
+    counted("/forge.test.v1.ZeroService/Ping", handler)
+    text = generate_latest(REGISTRY).decode()
+    for code, reason in ZERO_OUTCOMES:
+        labels = (
+            f'grpc_code="{code}",grpc_method="Ping",'
+            f'grpc_service="forge.test.v1.ZeroService",reason="{reason}"'
+        )
+        series = "forge_grpc_server_handled_total{" + labels + "} 0.0"
+        assert series in text
+    assert {("INTERNAL", "INTERNAL_ERROR"), ("UNAVAILABLE", "DATABASE_TIMEOUT")} <= set(
+        ZERO_OUTCOMES
+    )
