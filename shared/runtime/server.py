@@ -27,7 +27,7 @@ from shared.runtime.auth import (
 )
 from shared.runtime.config import DEFAULT_SERVER_THREADS, Settings
 from shared.runtime.deadline import reset_inbound_deadline, set_inbound_deadline
-from shared.runtime.errors import DomainError, Internal, to_status
+from shared.runtime.errors import DomainError, ErrorKind, Internal, to_status
 from shared.runtime.log_context import FIELDS_ATTRIBUTE
 from shared.runtime.metrics import counted
 from shared.runtime.readiness import LIVENESS
@@ -198,7 +198,10 @@ class CallPolicy:
                 extra={FIELDS_ATTRIBUTE: {"grpc_method": method, "reason": error.reason}},
             )
         else:
-            log.info(
+            # "Absent" answers a read (an export probing for blobs, the console asking for a
+            # recovery read-back): nothing happened, so it stays out of the INFO log.
+            log.log(
+                logging.DEBUG if error.kind is ErrorKind.NOT_FOUND else logging.INFO,
                 "refused method=%s reason=%s: %s",
                 method,
                 error.reason,
