@@ -23,6 +23,12 @@ def test_runs_list_pages_held_runs(cli: CliRunner, ledger_served: Served) -> Non
     token = shown[3].split()[-1]
     rest = cli("runs", "list", "--state", "held", "--page-token", token, ledger=target)
     assert [row.split()[0] for row in lines(rest.out)[1:]] == ["run-1"]
+    # A state no run can be in is the flag's usage error, not the server's filter refusal.
+    for listing in (("runs", "list"), ("requests", "list")):
+        bogus = cli(*listing, "--state", "bogus", ledger=target)
+        assert bogus.code == 2, bogus.err
+        assert "--state: unknown state 'bogus'" in bogus.err and "filter" not in bogus.err
+    assert "held" in cli("runs", "list", "--state", "bogus", ledger=target).err
     as_json = cli("--json", "runs", "list", "--filter", "run_id = run-2", ledger=target)
     document = json.loads(as_json.out)
     assert [row["run"]["run_id"] for row in document["runs"]] == ["run-2"]

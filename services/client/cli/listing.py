@@ -5,6 +5,7 @@ update first; ``--state`` is a short state name in any case (``held``, ``QUEUED`
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from forge.continuity.v1 import common_pb2, ledger_pb2
 from services.client.cli._command import EXIT_OK, Output, Subcommands, UsageError, add_command
@@ -15,7 +16,10 @@ from services.client.cli.render import (
     to_json_object,
 )
 from services.client.client import ContinuityClient
-from shared.contract.terms import enum_short_name
+from shared.contract.terms import enum_prefix, enum_short_name
+
+# A generated enum's wrapper (keys(), Value()), whichever enum it is.
+EnumWrapper = Any
 
 
 def _paging(command: argparse.ArgumentParser, state_example: str) -> None:
@@ -58,8 +62,9 @@ def add_requests_list(requests: Subcommands) -> None:
     _paging(listing, "queued")
 
 
-def _filter(args: argparse.Namespace) -> str:
-    parts = [f"state = {args.state}"] if args.state else []
+def _filter(args: argparse.Namespace, states: EnumWrapper) -> str:
+    # --state is checked here, in the flag's own words: the server would answer "filter:".
+    parts = [f"state = {_short_state(states, args.state)}"] if args.state else []
     if args.filter_text:
         parts.append(args.filter_text)
     return " AND ".join(parts)
@@ -71,7 +76,9 @@ def _next(token: str) -> list[str]:
 
 def _runs(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
     page = client.list_runs(
-        filter_text=_filter(args), page_size=args.page_size, page_token=args.page_token
+        filter_text=_filter(args, ledger_pb2.RunContinuityState),
+        page_size=args.page_size,
+        page_token=args.page_token,
     )
     rows = [
         (
@@ -87,15 +94,22 @@ def _runs(client: ContinuityClient, args: argparse.Namespace, out: Output) -> in
     return EXIT_OK
 
 
-def _state_number(text: str) -> common_pb2.ExecutionRequestState.ValueType:
-    prefix = "EXECUTION_REQUEST_STATE_"
+def _short_state(states: EnumWrapper, text: str) -> str:
+    """``text`` as a short state name of ``states`` (lower case), or a usage error naming the
+    states there are."""
+    prefix = enum_prefix(states)
     name = text.upper().removeprefix(prefix)
-    if name == "UNSPECIFIED" or prefix + name not in common_pb2.ExecutionRequestState.keys():  # noqa: SIM118
-        known = ", ".join(
-            k.removeprefix(prefix).lower() for k in common_pb2.ExecutionRequestState.keys()[1:]
-        )
+    if name == "UNSPECIFIED" or prefix + name not in states.keys():  # noqa: SIM118
+        known = ", ".join(k.removeprefix(prefix).lower() for k in states.keys()[1:])
         raise UsageError(f"--state: unknown state {text!r} (states: {known})")
-    return common_pb2.ExecutionRequestState.Value(prefix + name)
+    return name.lower()
+
+
+def _state_number(text: str) -> common_pb2.ExecutionRequestState.ValueType:
+    name = _short_state(common_pb2.ExecutionRequestState, text)
+    return common_pb2.ExecutionRequestState.Value(
+        enum_prefix(common_pb2.ExecutionRequestState) + name.upper()
+    )
 
 
 def _requests(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
@@ -110,7 +124,9 @@ def _requests(client: ContinuityClient, args: argparse.Namespace, out: Output) -
         )
         return EXIT_OK
     page = client.list_all_execution_requests(
-        filter_text=_filter(args), page_size=args.page_size, page_token=args.page_token
+        filter_text=_filter(args, common_pb2.ExecutionRequestState),
+        page_size=args.page_size,
+        page_token=args.page_token,
     )
     rows = [
         (r.execution_request_id, r.run_id, execution_state(r), r.updated_at.ToJsonString())
