@@ -1,21 +1,27 @@
-"""``runs list`` and ``requests list``: find the work (ADR 0022). A page at a time, newest
-update first; ``--state`` is a short state name in any case (``held``, ``QUEUED``) and joins
-``--filter`` with AND; the last line names the ``--page-token`` of the next page."""
+"""``runs list``, ``runs show`` and ``requests list``: find the work (ADR 0022). A page at a
+time, newest update first; ``--state`` is a short state name in any case (``held``,
+``QUEUED``) and joins ``--filter`` with AND; the last line names the ``--page-token`` of the
+next page. ``runs show RUN`` is one run at a glance, with its console link."""
 
 from __future__ import annotations
 
 import argparse
+import os
+from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
 from forge.continuity.v1 import common_pb2, ledger_pb2
 from services.client.cli._command import EXIT_OK, Output, Subcommands, UsageError, add_command
 from services.client.cli.render import (
+    aligned,
     execution_request_lines,
     execution_state,
     table,
     to_json_object,
 )
 from services.client.client import ContinuityClient
+from services.gateway.config import DEFAULT_GATEWAY_PORT, GATEWAY_PORT_VARIABLE
 from shared.contract.terms import enum_prefix, enum_short_name
 
 # A generated enum's wrapper (keys(), Value()), whichever enum it is.
@@ -48,6 +54,13 @@ def register(commands: Subcommands) -> None:
         actions, "list", "runs with their continuity state, newest update first", _runs
     )
     _paging(listing, "held")
+    show = add_command(
+        actions,
+        "show",
+        "one run: its facts, continuity state, command ledger, newest request and console link",
+        _show_run,
+    )
+    show.add_argument("run_id", metavar="RUN_ID")
 
 
 def add_requests_list(requests: Subcommands) -> None:
@@ -103,6 +116,54 @@ def _short_state(states: EnumWrapper, text: str) -> str:
         known = ", ".join(k.removeprefix(prefix).lower() for k in states.keys()[1:])
         raise UsageError(f"--state: unknown state {text!r} (states: {known})")
     return name.lower()
+
+
+def console_link(run_id: str, env: Mapping[str, str]) -> str:
+    """The run's page on the gateway `make run` starts (FORGE_GATEWAY_PORT moves it)."""
+    port = env.get(GATEWAY_PORT_VARIABLE) or DEFAULT_GATEWAY_PORT
+    return f"http://127.0.0.1:{port}/console/runs/{quote(run_id, safe='')}"
+
+
+def _show_run(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int:
+    answer = client.get_run(args.run_id)
+    listed = client.list_runs(filter_text=f"run_id = {args.run_id}", page_size=1).runs
+    state = (
+        enum_short_name(ledger_pb2.RunContinuityState, listed[0].continuity_state).lower()
+        if listed and listed[0].run.run_id == args.run_id
+        else "-"
+    )
+    usage = client.command_usage(args.run_id)
+    requests = client.execution_requests(args.run_id)
+    newest = requests[-1] if requests else None
+    run = answer.run
+    link = console_link(args.run_id, os.environ)
+    lines = aligned(
+        [
+            ("run", run.run_id),
+            ("attempt", run.attempt_id),
+            ("task", run.task_id),
+            ("source", f"{run.source_revision} · {run.source_profile}"),
+            ("continuity state", state),
+            ("command ledger", f"{usage.used} of {usage.limit} commands used"),
+            (
+                "newest request",
+                f"{newest.request_id} ({newest.execution_request_id}): {execution_state(newest)}"
+                if newest
+                else "none",
+            ),
+            ("journal head", f"#{answer.head.sequence}"),
+            ("console", link),
+        ]
+    )
+    document = {
+        "run": to_json_object(run),
+        "continuity_state": state,
+        "usage": to_json_object(usage),
+        "newest_execution_request": to_json_object(newest) if newest else None,
+        "console": link,
+    }
+    out.emit(document, lines)
+    return EXIT_OK
 
 
 def _state_number(text: str) -> common_pb2.ExecutionRequestState.ValueType:
