@@ -22,10 +22,10 @@ class _QuietServer(ThreadingHTTPServer):
 
 
 class LoopbackProvider(ABC):
-    """Serves POST requests on an ephemeral loopback port until closed; ``answer(path, body)``
-    gives each one's status and JSON body."""
+    """Serves POST requests on a loopback port (0: an ephemeral one) until closed;
+    ``answer(path, body)`` gives each one's status and JSON body."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         answer = self.answer
 
         class Handler(BaseHTTPRequestHandler):
@@ -41,7 +41,7 @@ class LoopbackProvider(ABC):
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._server = _QuietServer(("127.0.0.1", 0), Handler)
+        self._server = _QuietServer(("127.0.0.1", port), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
