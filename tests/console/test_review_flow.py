@@ -100,6 +100,8 @@ def test_review_failed_admission_requeues_the_same_request(
     assert requeued["state"] == "EXECUTION_REQUEST_STATE_QUEUED"
     expect(page.locator("#command-usage")).to_have_text("11 of 22 commands used")
     expect(page.get_by_role("button", name="Requeue existing task")).to_have_count(0)
+    # The ticket card above the receipt follows the records: queued now, not failed.
+    expect(ticket.locator("dt:text-is('Current state') + dd")).to_have_text("queued")
 
     # Checking again shows the saved recovery, and offers nothing.
     page.get_by_role("button", name="Check current admission").click()

@@ -18,6 +18,20 @@ export async function ticketView(area, ticket) {
   const current = page.requests.filter((r) => r.request_id === ticket.request_id).pop() || ticket.execution_request;
   const recoveries = el("div", {});
   const reconciliation = el("div", {});
+  const requestCell = el("span", {}, erLink(current.execution_request_id));
+  const stateCell = el("span", { "data-current-state": "" }, stateName(current.state));
+  const leaseCell = el("span", {}, `${current.lease.seconds} s at generation ${current.lease.generation}`);
+  // The card follows the records: after a recovery or a cancel it must not go on reading the
+  // state it was opened with (the records reload after every receipt).
+  const follow = () => {
+    if (!stateCell.isConnected) return document.removeEventListener("forge:records-loaded", follow);
+    const now = page.requests.filter((r) => r.request_id === ticket.request_id).pop();
+    if (!now) return;
+    requestCell.replaceChildren(erLink(now.execution_request_id));
+    stateCell.textContent = stateName(now.state);
+    leaseCell.textContent = `${now.lease.seconds} s at generation ${now.lease.generation}`;
+  };
+  document.addEventListener("forge:records-loaded", follow);
   area.append(el("div", { class: "card", "data-ticket": ticket.request_id },
     el("h3", {}, `Admission ${ticket.request_id}`),
     note("A ticket records admission only; worker claim and execution are separate, later records."),
@@ -26,9 +40,9 @@ export async function ticketView(area, ticket) {
       ["Operator", ticket.operator_identity],
       ["Policy revision", ticket.policy_revision],
       ["Attempt", ticket.execution_request.attempt_id],
-      ["Execution request", erLink(current.execution_request_id)],
-      ["Current state", stateName(current.state)],
-      ["Lease", `${current.lease.seconds} s at generation ${current.lease.generation}`],
+      ["Execution request", requestCell],
+      ["Current state", stateCell],
+      ["Lease", leaseCell],
       ...leaseBoundsRows(ticket.lease_bounds),
       ["Settlement · claim", el("span", {}, seqLink(ticket.settlement_sequence), " · ", seqLink(ticket.claim_sequence))],
     ]),
