@@ -209,17 +209,6 @@ else:
     Handler = grpc.RpcMethodHandler
 
 
-#: The (code, reason) series every served method has from its registration on, at 0: a counter
-#: created on first use has no earlier sample, so rate() and increase() miss a process's first
-#: INTERNAL or database timeout, and the alerts reading them stay silent (issue 46 §3).
-ZERO_OUTCOMES: tuple[tuple[str, str], ...] = (
-    ("OK", ""),
-    ("INTERNAL", "INTERNAL_ERROR"),
-    ("UNAVAILABLE", "DATABASE_TIMEOUT"),
-    ("UNAVAILABLE", "DATABASE_UNAVAILABLE"),
-)
-
-
 def counted(method: str, handler: Handler) -> Handler:
     """``handler`` of ``method`` (``/pkg.Service/Method``), counted and timed by status code and
     the reason the shared error module attached, with the request's run and request ids bound
@@ -227,9 +216,6 @@ def counted(method: str, handler: Handler) -> Handler:
     handler once, when it registers it (shared.runtime.server.start_server), outside the call
     policy, so authentication and authorization refusals are counted too."""
     service, name = _split(method)
-    if handler.unary_unary or handler.unary_stream:
-        for code, reason in ZERO_OUTCOMES:
-            RPC_HANDLED.labels(service, name, code, reason)
     if handler.unary_unary:
         return grpc.unary_unary_rpc_method_handler(
             _counted_unary(handler.unary_unary, service, name),
@@ -247,7 +233,7 @@ def counted(method: str, handler: Handler) -> Handler:
 
 class _Outcomes:
     """One method's series, each resolved once: ``labels()`` takes a lock and builds a key on
-    every call otherwise. Created on first use (ZERO_OUTCOMES exist from registration, at 0)."""
+    every call otherwise. Created on first use, so a method never called shows no series."""
 
     __slots__ = ("_handled", "_name", "_seconds", "_service")
 
