@@ -298,3 +298,5 @@ def test_state_changes_are_logged_to_stdout_and_the_log_file(
     assert [row for row in logged.splitlines() if line in row]
     # The HTTP requests made (the fixture polled /healthz) left no access line by default.
     assert "/healthz" not in logged and "uvicorn.access" not in logged, logged
+    # Nor alembic's per-connection boilerplate (the readiness check asks for the revision often).
+    assert "alembic" not in logged, logged
