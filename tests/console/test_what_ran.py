@@ -139,8 +139,13 @@ def test_the_summary_says_what_the_run_is_in_each_state(
     expect(state).to_contain_text("failed")
     expect(state).not_to_contain_text(re.compile(r"(?<!was )held at"))
     expect(page.locator("#timeline")).to_contain_text("Execution request failed")
+    absent: list[str] = []
+    page.on("response", lambda r: absent.append(r.url) if r.status == 404 else None)
     page.get_by_role("button", name="Check current admission").click()
     expect(page.locator('[data-ticket="run-console-failed-request-1"]')).to_be_visible()
+    expect(page.get_by_role("button", name="Review failed admission")).to_be_visible()
+    # No recovery was saved: none is probed for (each absent read-back answered a 404).
+    assert absent == [], absent
     assert_no_sideways_scroll(page)
     screenshot(page, gateway, "run-failed-phone")
 

@@ -8,7 +8,7 @@ import {
   handoffView, holdsView, inFlight, leaseBoundsRows, loadAction, newIdentity, note, permits, queuedReceipt, readBack,
   saveAction, seqLink, shortName, stateName, submitOnce, withheldNote,
 } from "./common.js";
-import { page, usageText } from "./run.js";
+import { page, runPath, usageText } from "./run.js";
 import { reconciliationView } from "./reconciliation.js";
 
 // ---------------------------------------------------------------- a ticket and its recoveries
@@ -98,10 +98,12 @@ async function recoveryView(area, ticket, current) {
       return;
     }
   }
-  // Each workflow's saved recovery of this ticket.
+  // Each workflow's saved recovery of this ticket, read back only where the journal shows one.
   const receipts = el("div", {});
   const saved = new Set();
+  const witnessed = await witnessedWorkflows(ticket);
   for (const flow of flows) {
+    if (witnessed && !witnessed.has(flow.name)) continue;
     const answer = await call("GET", routePath(flow, flow.read, ticket));
     if (answer.outcome === "ok") {
       saved.add(flow.name);
@@ -134,6 +136,28 @@ async function recoveryView(area, ticket, current) {
     area.append(section);
     await workflowView(section, flow, ticket, current, permissions);
   }
+}
+
+// The workflows whose recovery of this ticket the journal records, from one read of it after
+// the ticket's settlement: every recovery writes a witness naming its workflow, request and
+// recovery id. Probing each workflow's read-back instead answered "absent" as a 404 per workflow.
+// null when the journal cannot be read: then every read-back is asked, as before.
+async function witnessedWorkflows(ticket) {
+  const names = new Set();
+  let from = Math.max(Number(ticket.settlement_sequence) || 1, 1);
+  for (let pages = 0; pages < 100; pages += 1) {
+    const answer = await call("GET", `${runPath()}/journal?from_sequence=${from}&page_size=1000`);
+    if (answer.outcome !== "ok") return null;
+    for (const entry of answer.json.entries || []) {
+      let payload = {};
+      try { payload = JSON.parse(entry.payload_json || "{}"); } catch { continue; }
+      if (payload.recovery_id && payload.workflow && payload.request_id === ticket.request_id) names.add(payload.workflow);
+    }
+    const next = Number(answer.json.next_sequence || 0);
+    if (!next || next <= from) return names;
+    from = next;
+  }
+  return null;
 }
 
 function recoveryReceipt(outcome, action) {
