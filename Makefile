@@ -187,8 +187,9 @@ bench-micro: $(STAMP)
 profile: $(STAMP)
 	$(PY) -m bench.profile
 
+# DEMO_ARGS=--keep: the demo's own services keep serving its console links until Ctrl-C.
 demo: $(STAMP)
-	$(PY) -m services.demo
+	$(PY) -m services.demo $(DEMO_ARGS)
 
 fixtures: $(STAMP)
 	$(PYTHON) tools/fixtures/generate.py

@@ -97,8 +97,14 @@ def write_dev_principals(path: Path) -> None:
 
 def print_dev_tokens() -> None:
     print("local development tokens (use as 'authorization: Bearer <token>'):", flush=True)
+    # Columns as wide as their longest entry: the longest tokens overran a fixed width.
+    token_width = max(map(len, DEV_PRINCIPALS))
+    identity_width = max(len(identity) for identity, _roles in DEV_PRINCIPALS.values())
     for token, (identity, roles) in DEV_PRINCIPALS.items():
-        print(f"  {token:<20} {identity:<20} {', '.join(roles)}", flush=True)
+        print(
+            f"  {token:<{token_width}}  {identity:<{identity_width}}  {', '.join(roles)}",
+            flush=True,
+        )
 
 
 def local_credentials(principals_file: str, signing_key_file: str) -> tuple[Path, Path]:
@@ -185,6 +191,25 @@ def ready_line(
     return f"{line} (database {database_url}); Ctrl-C to stop"
 
 
+def port_in_use_message(name: str, port: int) -> str:
+    """What to do about a taken port, in the words `make run` accepts (it passes no flags): the
+    environment variable that moves it and, for a service, the target other terminals need."""
+    if name == GATEWAY:
+        variable, after = GATEWAY_PORT_VARIABLE, "then open the console and HTTP routes there"
+    elif name.endswith("-metrics"):
+        variable, after = metrics_port_variable(name.removesuffix("-metrics")), "or 0 for none"
+    else:
+        variable = port_variable(name)
+        after = (
+            f"then give the other terminals (CLI, worker, demo) "
+            f"{target_variable(name)}=127.0.0.1:<that port>"
+        )
+    return (
+        f"forge continuity: port {port} is in use ({name}); is another `make run` running? "
+        f"Stop it, or move this one: `{variable}=<free port> make run` ({after})"
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="forge-continuity-run", description=__doc__)
     for name in SERVICE_NAMES:
@@ -245,13 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         None,
     )
     if taken is not None:
-        name, port = taken
-        print(
-            f"forge continuity: port {port} is in use ({name}); is another `make run` "
-            f"running? Stop it, or choose another port (--{name}-port)",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(port_in_use_message(*taken), file=sys.stderr, flush=True)
         return EXIT_PORT_IN_USE
     principals, signing_key = local_credentials(args.principals_file, args.signing_key_file)
     # The ledger only checks the schema revision; for local development the runner migrates.

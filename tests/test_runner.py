@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -242,6 +243,16 @@ def test_one_ready_line_with_every_url_after_everything_serves(
     assert banner < output.lines.index(ready[0])
     serving = [i for i, line in enumerate(output.lines) if "admission SERVING" in line]
     assert serving and serving[0] < banner
+    # The token table's columns line up: every role list starts at the same column.
+    table = output.lines[banner + 1 : output.lines.index(ready[0])]
+    assert table and all(line.startswith("  dev-") for line in table), table
+    columns = {re.match(r"  \S+\s+\S+\s+", line).end() for line in table}  # type: ignore[union-attr]
+    assert len(columns) == 1, table
+    # The URL the ready line prints answers (an index), and `/` leads to the console.
+    with urllib.request.urlopen(f"{gateway}/api/v1", timeout=10) as reply:  # noqa: S310 - loopback
+        assert json.loads(reply.read())["links"]["console"] == "/console/"
+    with urllib.request.urlopen(f"{gateway}/", timeout=10) as reply:  # noqa: S310 - loopback
+        assert reply.url == f"{gateway}/console/"
 
 
 def test_a_second_runner_says_the_port_is_in_use_and_exits(
@@ -260,6 +271,10 @@ def test_a_second_runner_says_the_port_is_in_use_and_exits(
     )
     assert second.returncode != 0
     assert f"port {ports['ledger']} is in use" in second.stderr
+    # `make run` passes no flags: the advice is the variable, and the target others then need.
+    assert "`FORGE_LEDGER_PORT=<free port> make run`" in second.stderr, second.stderr
+    assert "FORGE_LEDGER_TARGET=127.0.0.1:<that port>" in second.stderr
+    assert "--ledger-port" not in second.stderr
     assert "Traceback" not in second.stderr + second.stdout
     assert not (tmp_path / "second" / "principals.json").exists()  # nothing was started
 
@@ -281,3 +296,7 @@ def test_state_changes_are_logged_to_stdout_and_the_log_file(
     assert "policy_revision=2" in line and line.endswith("outcome=enabled")
     logged = (tmp_path / "var" / "continuity.log").read_text(encoding="utf-8")
     assert [row for row in logged.splitlines() if line in row]
+    # The HTTP requests made (the fixture polled /healthz) left no access line by default.
+    assert "/healthz" not in logged and "uvicorn.access" not in logged, logged
+    # Nor alembic's per-connection boilerplate (the readiness check asks for the revision often).
+    assert "alembic" not in logged, logged

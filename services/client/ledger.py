@@ -68,6 +68,11 @@ class LedgerCalls(ClientBase):
 
     # --- journal and commands ----------------------------------------------------------------
 
+    def get_run(self, run_id: str) -> ledger_pb2.GetRunResponse:
+        """The run's frozen facts, its journal head and the lease window a grant now may carry."""
+        check_identifiers(run_id=run_id)
+        return invoke(self._ledger.GetRun, ledger_pb2.GetRunRequest(run_id=run_id))
+
     def journal(self, run_id: str, from_sequence: int = 1) -> list[common_pb2.JournalEntry]:
         """Every journal entry from ``from_sequence`` on, in sequence order (all pages)."""
         check_identifiers(run_id=run_id)

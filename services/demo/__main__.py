@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -392,22 +393,50 @@ def restore_policy(targets: dict[str, str], original: common_pb2.Policy) -> None
     )
 
 
-def print_console_links(running: Running, run_ids: list[str]) -> None:
+def print_console_links(running: Running, run_ids: list[str], keep: bool) -> None:
     """One console link per run the demo created (the console asks for a token once: any of
-    the development tokens, e.g. dev-operator-token)."""
+    the development tokens, e.g. dev-operator-token), printed only when it will work: against
+    `make run`'s services, or while ``--keep`` keeps the demo's own serving."""
+    if not (running.stays or keep):
+        print(
+            "\nThe demo's own services and their throw-away database stop as it ends, so it "
+            "prints no console links. To open its runs in the console, run `make demo "
+            "DEMO_ARGS=--keep` (it serves until Ctrl-C), or start `make run` first."
+        )
+        return
     print("\nIn the console (enter a development token, e.g. dev-operator-token):")
     for run_id in run_ids:
         print(f"    {running.console}/runs/{quote(run_id, safe='')}")
-    if not running.stays:
-        print(
-            "    These links work only while the demo runs: its own services and their database "
-            "stop when it ends. Start `make run`, then `make demo`, to keep the runs and open them."
-        )
+
+
+def keep_serving() -> None:
+    """Until Ctrl-C (or SIGTERM): the demo's own services stay up for its console links."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    print("\nThe demo's services keep serving these links: press Ctrl-C to stop them.", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print("Stopping the demo's services.", flush=True)
+
+
+def print_summary() -> None:
+    print("\nThe v1 story behaved as the spec says.")
+    print("The never-claimed recovery story behaved as the spec says.")
+    print("The rejected-boundary recovery story behaved as the spec says.")
+    print("The reconciliation story behaved as the spec says.")
+    print("The read-only observation recovery story behaved as the spec says.")
+    print("The offline audit behaved as the spec says.")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m services.demo", description=__doc__)
     parser.add_argument("--run-id", default=f"demo-{int(time.time())}")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="when the demo started its own services, keep them serving until Ctrl-C",
+    )
     args = parser.parse_args(argv)
     stories = ("", "-recovery", "-refusal", "-reconcile", "-observation")
     run_ids = [args.run_id + suffix for suffix in stories]
@@ -427,19 +456,16 @@ def main(argv: list[str] | None = None) -> int:
                 audit_story(targets, run_ids, TOKENS, check, step)
             finally:
                 restore_policy(targets, original)
-                print_console_links(running, run_ids)
+                print_console_links(running, run_ids, args.keep)
+            print_summary()
+            if args.keep and not running.stays:
+                keep_serving()
     except StepFailed as failure:
         print(f"\nDEMO FAILED: {failure}", file=sys.stderr)
         return 1
     except grpc.RpcError as error:
         print(f"\nDEMO FAILED: {error.code()}: {error.details()}", file=sys.stderr)  # type: ignore[attr-defined]
         return 1
-    print("\nThe v1 story behaved as the spec says.")
-    print("The never-claimed recovery story behaved as the spec says.")
-    print("The rejected-boundary recovery story behaved as the spec says.")
-    print("The reconciliation story behaved as the spec says.")
-    print("The read-only observation recovery story behaved as the spec says.")
-    print("The offline audit behaved as the spec says.")
     return 0
 
 

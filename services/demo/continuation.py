@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -51,6 +52,26 @@ def _source_tree(root: Path) -> None:
     )
 
 
+def prepare_workspace(workdir: Path, provider_url: str) -> dict[str, str]:
+    """A source tree and evidence store under ``workdir``; the worker settings that use them
+    with the scripted provider at ``provider_url`` and the commands its script runs."""
+    source, evidence = workdir / "source", workdir / "evidence"
+    shutil.rmtree(source, ignore_errors=True)
+    shutil.rmtree(evidence, ignore_errors=True)
+    source.mkdir(parents=True)
+    _source_tree(source)
+    (evidence / EVIDENCE_RUN).mkdir(parents=True)
+    log = [{"line": n, "text": f"step-{n} finished"} for n in range(1, 12)]
+    (evidence / EVIDENCE_RUN / "log.json").write_text(json.dumps(log))
+    return {
+        "FORGE_WORKER_PROVIDER_URL": provider_url,
+        "FORGE_WORKER_PROVIDER_KEY": "demo-scripted-key",
+        "FORGE_WORKER_SOURCE_DIR": str(source.resolve()),
+        "FORGE_WORKER_EVIDENCE_DIR": str(evidence.resolve()),
+        "FORGE_WORKER_GRANTED_COMMANDS": json.dumps([list(c) for c in COMMANDS]),
+    }
+
+
 @contextmanager
 def worker_environment(
     ledger_target: str, worker_token: str, provider: ScriptedProvider
@@ -58,21 +79,11 @@ def worker_environment(
     """The environment of a reference worker process: a fresh source tree and evidence store
     (removed afterwards), the scripted provider, the granted commands."""
     with tempfile.TemporaryDirectory(prefix="forge-demo-worker-") as workdir:
-        source, evidence = Path(workdir) / "source", Path(workdir) / "evidence"
-        source.mkdir()
-        _source_tree(source)
-        (evidence / EVIDENCE_RUN).mkdir(parents=True)
-        log = [{"line": n, "text": f"step-{n} finished"} for n in range(1, 12)]
-        (evidence / EVIDENCE_RUN / "log.json").write_text(json.dumps(log))
         yield {
             **os.environ,
             "FORGE_LEDGER_TARGET": ledger_target,
             "FORGE_WORKER_TOKEN": worker_token,
-            "FORGE_WORKER_PROVIDER_URL": provider.base_url,
-            "FORGE_WORKER_PROVIDER_KEY": "demo-scripted-key",
-            "FORGE_WORKER_SOURCE_DIR": str(source),
-            "FORGE_WORKER_EVIDENCE_DIR": str(evidence),
-            "FORGE_WORKER_GRANTED_COMMANDS": json.dumps([list(c) for c in COMMANDS]),
+            **prepare_workspace(Path(workdir), provider.base_url),
         }
 
 

@@ -3,6 +3,7 @@ server's lifecycle once; each provider says how it answers a request (``answer``
 
 from __future__ import annotations
 
+import sys
 import threading
 from abc import ABC, abstractmethod
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -10,11 +11,21 @@ from types import TracebackType
 from typing import Any, Self
 
 
-class LoopbackProvider(ABC):
-    """Serves POST requests on an ephemeral loopback port until closed; ``answer(path, body)``
-    gives each one's status and JSON body."""
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hangs up before its answer is written (an SDK retry after its own timeout,
+    a worker stopping) is ordinary for a provider: no traceback on the demo's console for it."""
 
-    def __init__(self) -> None:
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):  # BrokenPipeError, ConnectionResetError
+            return
+        super().handle_error(request, client_address)
+
+
+class LoopbackProvider(ABC):
+    """Serves POST requests on a loopback port (0: an ephemeral one) until closed;
+    ``answer(path, body)`` gives each one's status and JSON body."""
+
+    def __init__(self, port: int = 0) -> None:
         answer = self.answer
 
         class Handler(BaseHTTPRequestHandler):
@@ -30,7 +41,7 @@ class LoopbackProvider(ABC):
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _QuietServer(("127.0.0.1", port), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 

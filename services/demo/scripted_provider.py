@@ -138,11 +138,11 @@ def completion(index: int, message: Message, request_bytes: int) -> bytes:
 class ScriptedProvider(LoopbackProvider):
     """A loopback chat-completions endpoint answering from a script; keeps every request."""
 
-    def __init__(self, script: Script | None = None) -> None:
+    def __init__(self, script: Script | None = None, port: int = 0) -> None:
         self.received: list[tuple[str, bytes]] = []  # (path, body) of each request, in order
         self._script = script or reference_script()
         self._lock = threading.Lock()
-        super().__init__()
+        super().__init__(port)
 
     def answer(self, path: str, body: bytes) -> tuple[int, bytes]:
         with self._lock:

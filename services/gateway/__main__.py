@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=max(1, int(settings.grace_seconds)),
         server_header=False,
+        access_log=settings.access_log,
         # uvicorn's lines go through the root handlers configure_logging set (text or JSON).
         log_config=None,
     )

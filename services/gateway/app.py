@@ -28,6 +28,7 @@ from starlette.routing import Route as StarletteRoute
 
 from services.gateway.config import GatewaySettings
 from services.gateway.console import console_routes
+from services.gateway.index import index_routes
 from services.gateway.observed import ROUTE_KEY, ObservedApp
 from services.gateway.openapi import openapi_document
 from services.gateway.routes import Match, Route, RouteTable, contract_routes
@@ -290,6 +291,7 @@ def create_app(settings: GatewaySettings, routes: Sequence[Route] | None = None)
             StarletteRoute("/healthz", gateway.healthz, methods=["GET"]),
             StarletteRoute("/livez", gateway.livez, methods=["GET"]),
             *console_routes(),  # the operator console (services/gateway/console)
+            *index_routes(gateway.table.routes),  # `/` and the API root (services.gateway.index)
             StarletteRoute("/{path:path}", handler, methods=_ALL_METHODS),
         ],
         lifespan=lifespan,

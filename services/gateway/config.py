@@ -25,6 +25,9 @@ DEFAULT_GATEWAY_PORT = 8080
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 GATEWAY_PORT_VARIABLE = "FORGE_GATEWAY_PORT"
 MAX_BODY_VARIABLE = "FORGE_GATEWAY_MAX_BODY_BYTES"
+# One line per HTTP request drowns the one line per state change the services log: off unless
+# this is set to 1/true/yes (the request metrics and spans count every request anyway).
+ACCESS_LOG_VARIABLE = "FORGE_GATEWAY_ACCESS_LOG"
 # The gRPC servers the gateway calls: those hosting a method with an http rule.
 SERVERS: tuple[str, ...] = tuple(sorted({route.server for route in contract_routes()}))
 
@@ -47,6 +50,8 @@ class GatewaySettings:
     #: PEM CA bundle that verifies the gRPC servers (FORGE_TLS_CA); empty: plaintext to them.
     tls_ca_file: str = ""
     transport: TransportSettings = field(default_factory=TransportSettings)
+    #: uvicorn's access line per request (FORGE_GATEWAY_ACCESS_LOG); off by default.
+    access_log: bool = False
 
 
 def _env(env: Mapping[str, str], name: str, default: str) -> str:
@@ -85,4 +90,5 @@ def load_gateway_settings(
         metrics_host=metrics_host(env),
         tls_ca_file=env.get("FORGE_TLS_CA", ""),
         transport=transport_settings(env),
+        access_log=_env(env, ACCESS_LOG_VARIABLE, "").lower() in {"1", "true", "yes"},
     )

@@ -63,6 +63,14 @@ def status_bytes(status: status_pb2.Status) -> bytes:
     return json.dumps(status_json(status), ensure_ascii=False).encode("utf-8")
 
 
+# On HTTP the token travels in a header, not in gRPC metadata: the same refusal (code, reason,
+# details unchanged) in the words of the protocol the caller used.
+HTTP_WORDS: Mapping[str, str] = {
+    "CREDENTIALS_MISSING": "the request needs an 'Authorization: Bearer <token>' header",
+    "CREDENTIALS_MALFORMED": "the Authorization header must be 'Bearer <token>'",
+}
+
+
 def status_of_rpc_error(error: grpc.aio.AioRpcError) -> status_pb2.Status:
     """The rich Status the server attached, or a plain one built from the code and message."""
     code = error.code().value[0]
@@ -71,8 +79,16 @@ def status_of_rpc_error(error: grpc.aio.AioRpcError) -> status_pb2.Status:
         if key == _STATUS_DETAILS_KEY and isinstance(value, bytes):
             status = status_pb2.Status.FromString(value)
             if status.code == code:
-                return status
+                return _in_http_words(status)
     return status_pb2.Status(code=code, message=error.details() or "")
+
+
+def _in_http_words(status: status_pb2.Status) -> status_pb2.Status:
+    for detail in status.details:
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info) and info.reason in HTTP_WORDS:
+            status.message = HTTP_WORDS[info.reason]
+    return status
 
 
 def _pack(detail: Any) -> any_pb2.Any:

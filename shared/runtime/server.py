@@ -33,7 +33,7 @@ from shared.runtime.deadline import (
     set_inbound_activity,
     set_inbound_deadline,
 )
-from shared.runtime.errors import DomainError, Internal, to_status
+from shared.runtime.errors import DomainError, ErrorKind, Internal, to_status
 from shared.runtime.gate import (
     NO_RETRY,
     CountingPool,
@@ -237,7 +237,10 @@ class CallPolicy:
                 extra={FIELDS_ATTRIBUTE: {"grpc_method": method, "reason": error.reason}},
             )
         else:
-            log.info(
+            # "Absent" answers a read (an export probing for blobs, the console asking for a
+            # recovery read-back): nothing happened, so it stays out of the INFO log.
+            log.log(
+                logging.DEBUG if error.kind is ErrorKind.NOT_FOUND else logging.INFO,
                 "refused method=%s reason=%s: %s",
                 method,
                 error.reason,

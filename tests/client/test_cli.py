@@ -111,7 +111,9 @@ def test_a_refusal_prints_code_reason_message_and_details(
     assert denied.out == ""
     assert denied.err.startswith("error: PERMISSION_DENIED ROLE_REQUIRED: ")
 
-    assert cli(*args, token="admin-token", ledger=ledger_served.target).code == 0
+    written = cli(*args, token="admin-token", ledger=ledger_served.target)
+    assert written.code == 0
+    assert lines(written.out)[0] == "written, revision 2"
     stale = cli(*args, token="admin-token", ledger=ledger_served.target)
     assert stale.code == 1
     assert stale.err.startswith("error: ABORTED POLICY_REVISION_STALE: ")

@@ -5,6 +5,7 @@ filter refused with the allowed fields."""
 from __future__ import annotations
 
 import json
+import re
 
 from tests.client.conftest import ClientFactory, CliRunner, lines, seed
 from tests.support import Served
@@ -23,6 +24,12 @@ def test_runs_list_pages_held_runs(cli: CliRunner, ledger_served: Served) -> Non
     token = shown[3].split()[-1]
     rest = cli("runs", "list", "--state", "held", "--page-token", token, ledger=target)
     assert [row.split()[0] for row in lines(rest.out)[1:]] == ["run-1"]
+    # A state no run can be in is the flag's usage error, not the server's filter refusal.
+    for listing in (("runs", "list"), ("requests", "list")):
+        bogus = cli(*listing, "--state", "bogus", ledger=target)
+        assert bogus.code == 2, bogus.err
+        assert "--state: unknown state 'bogus'" in bogus.err and "filter" not in bogus.err
+    assert "held" in cli("runs", "list", "--state", "bogus", ledger=target).err
     as_json = cli("--json", "runs", "list", "--filter", "run_id = run-2", ledger=target)
     document = json.loads(as_json.out)
     assert [row["run"]["run_id"] for row in document["runs"]] == ["run-2"]
@@ -67,3 +74,22 @@ def test_the_client_lists_runs_page_by_page(
     assert rest.next_page_token == ""
     queued = client.list_all_execution_requests(filter_text="state = queued")
     assert list(queued.execution_requests) == []
+
+
+def test_runs_show_names_the_facts_state_ledger_newest_request_and_console_link(
+    cli: CliRunner, ledger_served: Served
+) -> None:
+    seed(ledger_served, "run-1")
+    seed(ledger_served, "run-10")  # a run whose id extends the one asked for is not it
+    shown = cli("runs", "show", "run-1", ledger=ledger_served.target)
+    assert shown.code == 0, shown.err
+    facts = {k.strip(): v.strip() for k, v in (row.split(":", 1) for row in lines(shown.out))}
+    assert facts["run"] == "run-1"
+    assert facts["continuity state"] == "held"
+    assert re.fullmatch(r"\d+ of \d+ commands used", facts["command ledger"])
+    assert facts["newest request"] == "none"
+    assert facts["console"] == "http://127.0.0.1:8080/console/runs/run-1"
+    document = json.loads(cli("--json", "runs", "show", "run-1", ledger=ledger_served.target).out)
+    assert document["continuity_state"] == "held" and document["run"]["run_id"] == "run-1"
+    absent = cli("runs", "show", "run-nobody", ledger=ledger_served.target)
+    assert absent.code == 1 and "NOT_FOUND" in absent.err

@@ -47,6 +47,8 @@ CHROMIUM_FLAGS = [
 ]
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
+# Where a page may not scroll sideways: a phone, a small desktop and a usual one.
+WIDTHS = (PHONE["width"], 1024, DESKTOP["width"])
 # The original operator of every ticket below also holds factory administrator authority.
 ADMIN_OPERATOR = "admin-operator-token"
 
@@ -114,13 +116,28 @@ def page(browser: Browser) -> Iterator[Page]:
     assert not errors, errors  # a script error in the page fails the test
 
 
+def assert_fits_every_width(page: Page, name: str) -> None:
+    """The page, in the state it is in now, scrolls sideways at none of WIDTHS (a phone, a small
+    and a usual desktop); the viewport it had is restored afterwards."""
+    viewport = page.viewport_size or DESKTOP
+    too_wide: dict[int, int] = {}
+    try:
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": viewport["height"]})
+            scroll = page.evaluate("document.documentElement.scrollWidth")
+            if scroll > width:
+                too_wide[width] = scroll
+    finally:
+        page.set_viewport_size(viewport)
+    assert not too_wide, f"{name} at {page.url}: " + ", ".join(
+        f"{scroll} px wide at {width} px" for width, scroll in too_wide.items()
+    )
+
+
 def screenshot(page: Page, gateway: RunningGateway, name: str) -> Path:
-    """Saved as ``<name>-<database>.png``: the SQLite and PostgreSQL runs keep their own. At a
-    phone's width the page photographed must not scroll sideways."""
-    viewport = page.viewport_size
-    if viewport and viewport["width"] <= PHONE["width"]:
-        width = page.evaluate("document.documentElement.scrollWidth")
-        assert width <= viewport["width"], f"{name}: {width} px wide at {viewport['width']} px"
+    """Saved as ``<name>-<database>.png``: the SQLite and PostgreSQL runs keep their own. Every
+    page state photographed is first checked at every one of WIDTHS."""
+    assert_fits_every_width(page, name)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}-{gateway.engine.dialect.name}.png"
     page.screenshot(path=str(path), full_page=True)

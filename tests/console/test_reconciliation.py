@@ -165,6 +165,18 @@ def test_a_lost_worker_is_verified_and_its_stage_retried_once(
     expect(page.get_by_role("button", name="Inspect for reconciliation")).to_have_count(0)
     assert len(posts) == 1
 
+    # Once the retry is no longer queued, the receipt read back does not call it queued.
+    with gateway.client("worker-token") as client:
+        reply = client.post(
+            f"/api/v1/execution-requests/{retry}:fail-unclaimed",
+            json={"reason": "dispatch_refused"},
+        )
+    assert reply.status_code == 200, reply.text
+    page.get_by_role("button", name="Check current admission").click()
+    expect(page.locator('[data-receipt="reconciliation"]')).to_contain_text(
+        "The retry was queued and is now failed"
+    )
+
 
 def claimed(gateway: RunningGateway, run_id: str) -> dict[str, Any]:
     """An admitted request claimed through the real claim route, as a worker claims it."""

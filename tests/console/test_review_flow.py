@@ -100,11 +100,25 @@ def test_review_failed_admission_requeues_the_same_request(
     assert requeued["state"] == "EXECUTION_REQUEST_STATE_QUEUED"
     expect(page.locator("#command-usage")).to_have_text("11 of 22 commands used")
     expect(page.get_by_role("button", name="Requeue existing task")).to_have_count(0)
+    # The ticket card above the receipt follows the records: queued now, not failed.
+    expect(ticket.locator("dt:text-is('Current state') + dd")).to_have_text("queued")
 
     # Checking again shows the saved recovery, and offers nothing.
     page.get_by_role("button", name="Check current admission").click()
     expect(page.locator('[data-receipt="queued"]')).to_contain_text(action["id"])
     expect(page.get_by_role("button", name="Review failed admission")).to_have_count(0)
+
+    # The requeued request fails again: its receipt, read back, no longer says only "queued".
+    with gateway.client("worker-token") as client:
+        reply = client.post(
+            f"/api/v1/execution-requests/{requeued['execution_request_id']}:fail-unclaimed",
+            json={"reason": "dispatch_refused"},
+        )
+    assert reply.status_code == 200, reply.text
+    page.get_by_role("button", name="Check current admission").click()
+    expect(page.locator('[data-receipt="queued"] h4')).to_contain_text(
+        "Continuation queued · now failed"
+    )
 
 
 def test_a_lost_response_is_read_back_and_never_resubmitted(

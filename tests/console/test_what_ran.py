@@ -14,6 +14,7 @@ from playwright.sync_api import Page, expect
 
 from services.demo.continuation import COMMANDS, start_reference_worker, worker_environment
 from services.demo.scripted_provider import ScriptedProvider, reference_script
+from services.runner import DEV_PRINCIPALS
 from tests.admission.conftest import Stack
 from tests.console.conftest import (
     ADMIN_OPERATOR,
@@ -138,8 +139,13 @@ def test_the_summary_says_what_the_run_is_in_each_state(
     expect(state).to_contain_text("failed")
     expect(state).not_to_contain_text(re.compile(r"(?<!was )held at"))
     expect(page.locator("#timeline")).to_contain_text("Execution request failed")
+    absent: list[str] = []
+    page.on("response", lambda r: absent.append(r.url) if r.status == 404 else None)
     page.get_by_role("button", name="Check current admission").click()
     expect(page.locator('[data-ticket="run-console-failed-request-1"]')).to_be_visible()
+    expect(page.get_by_role("button", name="Review failed admission")).to_be_visible()
+    # No recovery was saved: none is probed for (each absent read-back answered a 404).
+    assert absent == [], absent
     assert_no_sideways_scroll(page)
     screenshot(page, gateway, "run-failed-phone")
 
@@ -150,6 +156,16 @@ def test_without_a_token_the_run_page_offers_no_action(page: Page, gateway: Runn
     expect(page.get_by_label("Bearer token")).to_be_visible()
     visible = page.locator("main button:visible").evaluate_all("b => b.map(x => x.textContent)")
     assert visible == ["Use token"]
+    # The token box says which role each action needs and which development token holds it
+    # (checked against the principals `make run` writes), and the page links back to the runs.
+    hints = page.locator("#role-hints li").evaluate_all(
+        "items => items.map(i => [i.dataset.role, i.dataset.token, i.textContent])"
+    )
+    assert len(hints) == 4
+    for roles, dev_token, text in hints:
+        assert dev_token in text
+        assert set(roles.split()) <= set(DEV_PRINCIPALS[dev_token][1]), (roles, dev_token)
+    expect(page.get_by_role("link", name="All runs")).to_have_attribute("href", "/console/")
     expect(page.get_by_role("button", name="Forget token")).to_be_hidden()
     assert_no_sideways_scroll(page)
     page.goto(f"{gateway.url}/console/")

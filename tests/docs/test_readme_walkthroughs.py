@@ -28,9 +28,15 @@ from tests.docs.walkthroughs import (
 
 README = ROOT / "README.md"
 #: The walkthroughs the README promises, in its order (its "Walkthroughs against make run").
-WALKTHROUGHS = ["grpcurl", "http", "console", "cli"]
+WALKTHROUGHS = ["grpcurl", "http", "console", "cli", "worker"]
 #: The prefix of every run, request and reconciliation id a walkthrough names.
-ID_PREFIXES = {"grpcurl": "grpc", "http": "http", "console": "console", "cli": "cli"}
+ID_PREFIXES = {
+    "grpcurl": "grpc",
+    "http": "http",
+    "console": "console",
+    "cli": "cli",
+    "worker": "worker",
+}
 IDS = re.compile(r"\b(run|req|rcn)-([a-z]+)-[a-z0-9]+")
 #: What a walkthrough must read from an earlier answer instead of writing it down: an execution
 #: request id, a lease generation, the policy revision a write expects, a run's attempt.
@@ -94,6 +100,9 @@ def test_every_walkthrough_runs_in_order_against_make_run(tmp_path: Path) -> Non
         assert (written / name).exists(), name
         assert not (ROOT / name).exists(), name
     assert "witnessed      " in everything
+    # The worker block ran the reference worker to completion against the scripted provider.
+    assert "continuity state: completed" in everything, everything[-3000:]
+    assert "13 of 22 commands used" in everything
 
 
 def test_the_walkthroughs_run_in_reverse_order_on_a_clean_database(tmp_path: Path) -> None:

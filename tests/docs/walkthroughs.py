@@ -21,7 +21,8 @@ from pathlib import Path
 
 MARKER = re.compile(r"^<!--\s*walkthrough:\s*([a-z0-9-]+)\s*(,\s*refused\s*)?-->\s*$")
 SHELL_FENCES = ("```sh", "```bash", "```shell")
-BLOCK_SECONDS = 60.0
+# A liveness bound, generous: the worker walkthrough runs a whole continuation in one block.
+BLOCK_SECONDS = 180.0
 
 
 class WalkthroughError(AssertionError):

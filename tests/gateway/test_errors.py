@@ -46,11 +46,15 @@ def test_the_mapping_is_the_google_rpc_one() -> None:
 
 def test_authentication_and_authorization_refusals(gateway: RunningGateway) -> None:
     with gateway.client() as anonymous:
-        refused(anonymous.get(POLICY), 401, 16, "CREDENTIALS_MISSING")
+        missing = refused(anonymous.get(POLICY), 401, 16, "CREDENTIALS_MISSING")
     with gateway.client("no-such-token") as unknown:
         refused(unknown.get(POLICY), 401, 16, "CREDENTIALS_UNKNOWN")
     with httpx2.Client(base_url=gateway.url, headers={"authorization": "Basic eDp5"}) as basic:
-        refused(basic.get(POLICY), 401, 16, "CREDENTIALS_MALFORMED")
+        malformed = refused(basic.get(POLICY), 401, 16, "CREDENTIALS_MALFORMED")
+    # On HTTP the refusal speaks of the Authorization header, never of gRPC metadata.
+    for body in (missing, malformed):
+        assert "Authorization" in body["message"] and "header" in body["message"], body
+        assert "metadata" not in body["message"], body
     with gateway.client("reader-token") as reader:
         assert reader.get(POLICY).status_code == 200  # the token passes through as metadata
         body = refused(
@@ -190,6 +194,25 @@ def test_unknown_routes_and_methods(gateway: RunningGateway) -> None:
         reply = client.delete("/api/v1/runs/run-1")
         refused(reply, 405, 12, "METHOD_NOT_ALLOWED")
         assert reply.headers["allow"] == "GET, PUT"
+
+
+def test_the_first_urls_answer(gateway: RunningGateway) -> None:
+    """`/` leads to the console; the API root the ready line prints answers an index whose
+    links all work, instead of ROUTE_NOT_FOUND."""
+    with gateway.client() as client:
+        root = client.get("/", follow_redirects=False)
+        assert root.status_code == 307 and root.headers["location"] == "/console/"
+        assert client.get("/", follow_redirects=True).status_code == 200
+        for path in ("/api/v1", "/api/v1/"):
+            reply = client.get(path)
+            assert reply.status_code == 200, (path, reply.text)
+            index = reply.json()
+            assert index["name"] == "forge-continuity" and index["version"]
+            assert index["api_root"] == "/api/v1"
+            assert set(index["links"]) == {"openapi", "console", "health"}
+            for link in index["links"].values():
+                assert client.get(link).status_code == 200, link
+        refused(client.get("/api/v2"), 404, 5, "ROUTE_NOT_FOUND")
 
 
 def test_bad_requests_are_refused_before_any_call(gateway: RunningGateway) -> None:

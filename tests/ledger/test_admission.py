@@ -524,3 +524,18 @@ def test_each_committed_state_change_leaves_one_event_line(
     assert f"actor={ticket.operator_identity}" in admitted
     assert admitted.endswith("outcome=queued")
     assert f"lease_seconds={ticket.execution_request.lease.seconds}" in admitted
+
+
+def test_an_absent_answer_is_not_logged_as_a_refusal_at_info(
+    clients: LedgerClients, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A read answered NOT_FOUND changed nothing: its line is DEBUG, so the INFO log keeps one
+    line per state change."""
+    with (
+        caplog.at_level("DEBUG", logger="forge.server"),
+        pytest.raises(grpc.RpcError) as absent,
+    ):
+        clients.ledger().GetRun(ledger_pb2.GetRunRequest(run_id="run-nobody-wrote"))
+    assert absent.value.code() == grpc.StatusCode.NOT_FOUND
+    refusals = [r for r in caplog.records if r.getMessage().startswith("refused method=")]
+    assert [r.levelname for r in refusals] == ["DEBUG"], refusals

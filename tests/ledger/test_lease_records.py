@@ -137,6 +137,17 @@ def test_reconciliation_counts_only_the_fenced_records_and_marks_the_others_fore
     assert "foreign" in effects[42] and "foreign" not in effects[41]
 
 
+def test_a_record_naming_no_generation_is_not_described_under_generation_minus_one() -> None:
+    rows = journal(
+        claimed(),
+        ("ownership_claim", {"execution_request_id": EXR}, "ledger"),
+        intent("c1"),
+    )
+    effects = [text for text, _sequence in snapshot_of(rows).known_effects()]
+    assert not [text for text in effects if "generation -1" in text], effects
+    assert any(text.startswith("tool_intent under generation 2") for text in effects), effects
+
+
 def test_a_journal_without_foreign_records_keeps_its_reconciliation_digest() -> None:
     """The marker enters the custody only where it is set, so snapshots inspected and verified
     before the fence keep their digests."""

@@ -98,6 +98,10 @@ def test_the_cli_inspects_submits_and_shows(
     ]
     assert handoff["bound_requests"][0]["execution_request_id"] == exr
     code, out = cli(*submit, "--reconciliation-digest", digest)
-    assert code == 0 and "MARK_UNRESOLVED" in out and "yes" in out
+    assert code == 0 and "yes" in out
+    # Short names where a person reads: no enum prefixes.
+    assert any(line.split() == ["decision:", "mark_unresolved"] for line in out.splitlines()), out
     code, out = cli("reconcile", "show", "run-1", exr, token="reader-token")
-    assert code == 0 and "rcn-1" in out and "EXECUTION_REQUEST_STATE_UNRESOLVED" in out
+    assert code == 0 and "rcn-1" in out
+    assert any(line.split() == ["state:", "unresolved"] for line in out.splitlines()), out
+    assert "RECONCILIATION_DECISION_" not in out and "EXECUTION_REQUEST_STATE_" not in out

@@ -6,6 +6,7 @@ Examples (against `make run`, which prints the local development tokens)::
     export FORGE_TOKEN=dev-admin-token
     forge-continuity policy show
     forge-continuity runs list --state held
+    forge-continuity runs show run-1
     forge-continuity requests list --state queued --page-size 20
     forge-continuity policy set --expected-revision 1 --enable --window-seconds 3600
     forge-continuity --token dev-operator-token candidate show run-1

@@ -64,7 +64,9 @@ def _set(client: ContinuityClient, args: argparse.Namespace, out: Output) -> int
         allow_pre_admission_recovery=args.allow_pre_admission_recovery,
         allow_readonly_observation_recovery=args.allow_readonly_observation_recovery,
     )
-    out.emit(policy, policy_lines(policy), field="policy")
+    # Say first that the write happened: the settings below alone read like `policy show`.
+    written = f"written, revision {policy.revision}"
+    out.emit(policy, [written, *policy_lines(policy)], field="policy")
     return EXIT_OK
 
 

@@ -9,12 +9,25 @@ since the review is refused by the ledger (RECONCILIATION_DIGEST_STALE) and need
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from forge.continuity.v1 import common_pb2, reconciliation_pb2
+from forge.continuity.v1 import reconciliation_pb2
 from services.client.cli._command import EXIT_OK, Output, Subcommands, add_command, add_group
-from services.client.cli.render import aligned, handoff_lines, hold_lines, lease_bounds_text
+from services.client.cli.render import (
+    aligned,
+    execution_state,
+    handoff_lines,
+    hold_lines,
+    lease_bounds_text,
+)
 from services.client.client import ContinuityClient
 from services.client.reconciliation import DECISIONS
+from shared.contract.terms import enum_short_name
+
+
+def _short(enum: Any, number: int) -> str:
+    """The value's short name as a person reads it (``mark_unresolved``, ``ceased``)."""
+    return enum_short_name(enum, number).lower()
 
 
 def register(commands: Subcommands) -> None:
@@ -60,7 +73,7 @@ def snapshot_lines(snapshot: reconciliation_pb2.ReconciliationSnapshot) -> list[
             ("request", snapshot.request_id),
             ("attempt", snapshot.attempt_id),
             ("execution request", request.execution_request_id),
-            ("state", common_pb2.ExecutionRequestState.Name(request.state)),
+            ("state", execution_state(request)),
             ("lease generation", request.lease.generation),
             ("owner", request.owner or "-"),
             ("claims", ", ".join(f"g{c.lease_generation} {c.worker}" for c in snapshot.claims)),
@@ -79,7 +92,7 @@ def verification_lines(verification: reconciliation_pb2.ReconciliationVerificati
     return aligned(
         [
             ("verifier", verification.verifier),
-            ("effect", reconciliation_pb2.VerifiedEffect.Name(verification.effect)),
+            ("effect", _short(reconciliation_pb2.VerifiedEffect, verification.effect)),
             ("journal sequence", verification.journal_sequence),
             ("expires at", verification.expires_at.ToJsonString()),
             ("detail", verification.detail),
@@ -93,10 +106,10 @@ def reconciliation_lines(
     pairs: list[tuple[str, object]] = [
         ("run", saved.run_id),
         ("reconciliation", saved.reconciliation_id),
-        ("decision", reconciliation_pb2.ReconciliationDecision.Name(saved.decision)),
+        ("decision", _short(reconciliation_pb2.ReconciliationDecision, saved.decision)),
         ("actor", saved.actor),
         ("reconciled request", saved.reconciled_request.execution_request_id),
-        ("state", common_pb2.ExecutionRequestState.Name(saved.reconciled_request.state)),
+        ("state", execution_state(saved.reconciled_request)),
         ("fenced generation", saved.fenced_lease_generation),
         ("settlement sequence", saved.settlement_sequence),
     ]

@@ -23,7 +23,13 @@ from services.client.cli._command import (
     add_group,
     flag,
 )
-from services.client.cli.render import aligned, handoff_lines, hold_lines, lease_bounds_text
+from services.client.cli.render import (
+    aligned,
+    execution_state,
+    handoff_lines,
+    hold_lines,
+    lease_bounds_text,
+)
 from services.client.client import ContinuityClient
 from shared.continuity.recovery import workflow as recovery_workflow
 from shared.contract.terms import MAX_WINDOW_SECONDS, enum_short_name
@@ -182,7 +188,7 @@ def outcome_lines(outcome: common_pb2.RecoveryOutcome, created: bool | None = No
         ("recovery", outcome.recovery_id),
         ("actor", outcome.actor),
         ("execution request", request.execution_request_id),
-        ("state", common_pb2.ExecutionRequestState.Name(request.state)),
+        ("state", execution_state(request)),
         ("lease", f"generation {request.lease.generation}, {request.lease.seconds} s"),
         *(
             [("lease bounds", lease_bounds_text(outcome.lease_bounds))]

@@ -278,7 +278,12 @@ class Snapshot:
         ]
         effects += [
             (
-                f"{d.kind} under generation {d.generation}"
+                # -1 is the absence of a generation, not one: "under generation -1" misled.
+                (
+                    f"{d.kind} under generation {d.generation}"
+                    if d.generation >= 0
+                    else f"{d.kind} (names no lease generation)"
+                )
                 + (" (foreign: not written under the lease, not counted)" if d.foreign else ""),
                 d.sequence,
             )

@@ -208,7 +208,9 @@ class BundleVerifier:
             raise record.broken("record_invalid", f"run record members must be {RUN_MEMBERS}")
         stated = record.digest("run_digest")
         if digest_of(run) != stated:
-            raise record.broken("run_digest_mismatch", "the run record does not hash to run_digest")
+            raise record.broken(
+                "run_digest_mismatch", "the run record does not hash to its recorded run_digest"
+            )
         if run["run_id"] != self.report.run_id:
             raise record.broken("run_mismatch", "the run record is not the manifest's run")
         limit = run["command_limit"]
@@ -264,7 +266,7 @@ class BundleVerifier:
         }
         hash_ = record.text("hash")
         if digest_of(envelope) != hash_:
-            raise record.broken("hash_mismatch", "the envelope does not hash to hash")
+            raise record.broken("hash_mismatch", "the envelope does not hash to its recorded hash")
         self._chain.entry(
             sequence, hash_, settlement=envelope["kind"] == "migration_settlement", line=record.line
         )

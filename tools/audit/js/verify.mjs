@@ -611,7 +611,7 @@ class Verifier {
       return [rec, needDigest(r, 'run_digest', 'run')];
     });
     this.runDigest = digestOf(rec);
-    if (this.runDigest !== runDigest) this.fail('run_digest_mismatch', 0, 'the run record does not hash to run_digest');
+    if (this.runDigest !== runDigest) this.fail('run_digest_mismatch', 0, 'the run record does not hash to its recorded run_digest');
     if (rec.run_id !== this.runId) this.fail('run_mismatch', 0, 'the run record is not the manifest\'s run');
     if (!isInt(rec.command_limit)) this.fail('record_invalid', 0, 'command_limit must be an integer');
     this.commandLimit = rec.command_limit;
@@ -654,7 +654,7 @@ class Verifier {
       actor: field('actor'), recorded_at: field('recorded_at'),
     };
     const hash = field('hash');
-    if (digestOf(envelope) !== hash) this.fail('hash_mismatch', seq, 'the envelope does not hash to hash');
+    if (digestOf(envelope) !== hash) this.fail('hash_mismatch', seq, 'the envelope does not hash to its recorded hash');
 
     const obj = isObj(payload) ? payload : Object.create(null);
     const prev = this.last;

@@ -226,8 +226,11 @@ export function leaseBoundsRows(bounds) {
 }
 
 export function queuedReceipt(title, request, extra, ledgerLinks) {
+  // A receipt read back later shows the request as it is now: the title says when that is no
+  // longer "queued" (a recovered request that failed again reads "… · now failed").
+  const now = request.state && request.state !== "EXECUTION_REQUEST_STATE_QUEUED" ? ` · now ${stateName(request.state)}` : "";
   return el("div", { class: "card receipt", "data-receipt": "queued" },
-    el("h4", {}, title, " ", badge("admission only", "warn")),
+    el("h4", {}, title, now, " ", badge("admission only", "warn")),
     el("p", {}, "This receipt confirms admission only. A worker must still claim the ticket and pass the current ",
       "execution checks before any model request, tool or command runs; a queued continuation is not ",
       "acceptance of the requested product work."),

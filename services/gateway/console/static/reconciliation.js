@@ -256,7 +256,10 @@ function receipt(decided, action) {
       mine ? "" : " (by another reconciliation action)", " ", badge(unresolved ? "terminal" : "admission only", "warn")),
     note(unresolved
       ? "The request is terminal unresolved: nothing is retried and its lease generations are fenced for ever."
-      : "The retry is queued: a worker must still claim it and pass the execution checks before anything runs."),
+      // The read-back answers the retry's state now: say "queued" only while it is.
+      : retry?.state && retry.state !== "EXECUTION_REQUEST_STATE_QUEUED"
+        ? `The retry was queued and is now ${stateName(retry.state)} (see the worker records below).`
+        : "The retry is queued: a worker must still claim it and pass the execution checks before anything runs."),
     facts([
       ["Reconciliation ID", code(decided.reconciliation_id)],
       ["Decision", shortName(decided.decision, "RECONCILIATION_DECISION_")],

@@ -8,7 +8,7 @@ import {
   handoffView, holdsView, inFlight, leaseBoundsRows, loadAction, newIdentity, note, permits, queuedReceipt, readBack,
   saveAction, seqLink, shortName, stateName, submitOnce, withheldNote,
 } from "./common.js";
-import { page, usageText } from "./run.js";
+import { page, runPath, usageText } from "./run.js";
 import { reconciliationView } from "./reconciliation.js";
 
 // ---------------------------------------------------------------- a ticket and its recoveries
@@ -18,6 +18,20 @@ export async function ticketView(area, ticket) {
   const current = page.requests.filter((r) => r.request_id === ticket.request_id).pop() || ticket.execution_request;
   const recoveries = el("div", {});
   const reconciliation = el("div", {});
+  const requestCell = el("span", {}, erLink(current.execution_request_id));
+  const stateCell = el("span", { "data-current-state": "" }, stateName(current.state));
+  const leaseCell = el("span", {}, `${current.lease.seconds} s at generation ${current.lease.generation}`);
+  // The card follows the records: after a recovery or a cancel it must not go on reading the
+  // state it was opened with (the records reload after every receipt).
+  const follow = () => {
+    if (!stateCell.isConnected) return document.removeEventListener("forge:records-loaded", follow);
+    const now = page.requests.filter((r) => r.request_id === ticket.request_id).pop();
+    if (!now) return;
+    requestCell.replaceChildren(erLink(now.execution_request_id));
+    stateCell.textContent = stateName(now.state);
+    leaseCell.textContent = `${now.lease.seconds} s at generation ${now.lease.generation}`;
+  };
+  document.addEventListener("forge:records-loaded", follow);
   area.append(el("div", { class: "card", "data-ticket": ticket.request_id },
     el("h3", {}, `Admission ${ticket.request_id}`),
     note("A ticket records admission only; worker claim and execution are separate, later records."),
@@ -26,9 +40,9 @@ export async function ticketView(area, ticket) {
       ["Operator", ticket.operator_identity],
       ["Policy revision", ticket.policy_revision],
       ["Attempt", ticket.execution_request.attempt_id],
-      ["Execution request", erLink(current.execution_request_id)],
-      ["Current state", stateName(current.state)],
-      ["Lease", `${current.lease.seconds} s at generation ${current.lease.generation}`],
+      ["Execution request", requestCell],
+      ["Current state", stateCell],
+      ["Lease", leaseCell],
       ...leaseBoundsRows(ticket.lease_bounds),
       ["Settlement · claim", el("span", {}, seqLink(ticket.settlement_sequence), " · ", seqLink(ticket.claim_sequence))],
     ]),
@@ -84,10 +98,12 @@ async function recoveryView(area, ticket, current) {
       return;
     }
   }
-  // Each workflow's saved recovery of this ticket.
+  // Each workflow's saved recovery of this ticket, read back only where the journal shows one.
   const receipts = el("div", {});
   const saved = new Set();
+  const witnessed = await witnessedWorkflows(ticket);
   for (const flow of flows) {
+    if (witnessed && !witnessed.has(flow.name)) continue;
     const answer = await call("GET", routePath(flow, flow.read, ticket));
     if (answer.outcome === "ok") {
       saved.add(flow.name);
@@ -120,6 +136,28 @@ async function recoveryView(area, ticket, current) {
     area.append(section);
     await workflowView(section, flow, ticket, current, permissions);
   }
+}
+
+// The workflows whose recovery of this ticket the journal records, from one read of it after
+// the ticket's settlement: every recovery writes a witness naming its workflow, request and
+// recovery id. Probing each workflow's read-back instead answered "absent" as a 404 per workflow.
+// null when the journal cannot be read: then every read-back is asked, as before.
+async function witnessedWorkflows(ticket) {
+  const names = new Set();
+  let from = Math.max(Number(ticket.settlement_sequence) || 1, 1);
+  for (let pages = 0; pages < 100; pages += 1) {
+    const answer = await call("GET", `${runPath()}/journal?from_sequence=${from}&page_size=1000`);
+    if (answer.outcome !== "ok") return null;
+    for (const entry of answer.json.entries || []) {
+      let payload = {};
+      try { payload = JSON.parse(entry.payload_json || "{}"); } catch { continue; }
+      if (payload.recovery_id && payload.workflow && payload.request_id === ticket.request_id) names.add(payload.workflow);
+    }
+    const next = Number(answer.json.next_sequence || 0);
+    if (!next || next <= from) return names;
+    from = next;
+  }
+  return null;
 }
 
 function recoveryReceipt(outcome, action) {
