@@ -105,6 +105,9 @@ class Gateway:
         self.table = RouteTable(contract_routes() if routes is None else routes)
         self.openapi = json.dumps(openapi_document(self.table.routes), indent=2).encode()
         self._channels: dict[str, grpc.aio.Channel] = {}
+        #: What /healthz last found missing (None: not asked yet), so that probes every half
+        #: second log a change of state, not one line each.
+        self._last_waiting: dict[str, str] | None = None
         self._invokers: dict[tuple[str, str], Invoke] = {}
 
     async def open(self) -> None:
@@ -254,8 +257,13 @@ class Gateway:
             for name, ok in zip(servers, answers, strict=True)
             if not ok
         }
+        if waiting != self._last_waiting:
+            self._last_waiting = waiting
+            if waiting or not servers:
+                log.warning("/healthz NOT_SERVING: waiting for %s", waiting or "a server to call")
+            else:
+                log.info("/healthz SERVING: every server it calls answers")
         if waiting or not servers:
-            log.warning("/healthz NOT_SERVING: waiting for %s", waiting or "a server to call")
             return Response(b'{"status":"NOT_SERVING"}', status_code=503, media_type=JSON)
         return Response(b'{"status":"SERVING"}', media_type=JSON)
 
