@@ -5,6 +5,8 @@
 
 It claims the first queued execution request of the named runs, continues it and completes or
 fails it, printing one line that says how it ended (exit codes in :mod:`services.worker.run`).
+SIGTERM or SIGINT stops it within FORGE_WORKER_STOP_GRACE_SECONDS plus one write
+(:mod:`services.worker.stopping`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from forge.continuity.v1 import common_pb2
 from services.worker import config as settings
 from services.worker.ledger_port import LedgerPort
 from services.worker.run import run_once
+from services.worker.stopping import Shutdown
 
 
 def _claimed(p: dict[str, Any]) -> str:
@@ -77,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                 settings.SOURCE_REVISION,
                 settings.CONFIGURATION_DIGEST,
                 settings.SOURCE_PROFILE,
+                settings.STOP_GRACE,
                 "FORGE_LEDGER_TARGET",
             )
         ),
@@ -96,9 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     except settings.ConfigurationError as problem:
         print(f"forge-continuity-worker: {problem}", file=sys.stderr)
         return 4
+    # SIGTERM/SIGINT: no new effect, the current one finished or abandoned (stopping.py).
+    shutdown = Shutdown(config.stop_grace_seconds)
+    shutdown.install()
     port = LedgerPort(config.ledger_target, config.token)
     try:
-        outcome = run_once(config, port, echo if config.verbose else None)
+        outcome = run_once(config, port, echo if config.verbose else None, shutdown)
     finally:
         port.close()
     print(outcome.message, file=sys.stdout if outcome.exit_code == 0 else sys.stderr, flush=True)

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.worker.stopping import DEFAULT_STOP_GRACE_SECONDS
 from shared.continuity.qualification import DEFAULT_QUALIFIED_PROFILE
 from shared.runtime.config import DEFAULT_PORTS, target_variable
 
@@ -23,6 +24,7 @@ RUN_IDS = "FORGE_WORKER_RUN_IDS"
 SOURCE_REVISION = "FORGE_WORKER_SOURCE_REVISION"
 CONFIGURATION_DIGEST = "FORGE_WORKER_CONFIGURATION_DIGEST"
 SOURCE_PROFILE = "FORGE_WORKER_SOURCE_PROFILE"
+STOP_GRACE = "FORGE_WORKER_STOP_GRACE_SECONDS"
 DEFAULT_COMMAND_TIMEOUT = 300.0
 
 
@@ -55,6 +57,9 @@ class WorkerConfig:
     source_revision: str | None = None
     configuration_digest: str | None = None
     source_profile: str = DEFAULT_QUALIFIED_PROFILE
+    #: Seconds the effect under way may take to finish after SIGTERM/SIGINT before it is
+    #: abandoned (services.worker.stopping).
+    stop_grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS
 
 
 def granted_commands(text: str) -> frozenset[tuple[str, ...]]:
@@ -98,6 +103,12 @@ def load(
         timeout = float(env.get(COMMAND_TIMEOUT) or DEFAULT_COMMAND_TIMEOUT)
     except ValueError as exc:
         raise ConfigurationError(f"{COMMAND_TIMEOUT} must be a number of seconds") from exc
+    try:
+        grace = float(env.get(STOP_GRACE) or DEFAULT_STOP_GRACE_SECONDS)
+    except ValueError as exc:
+        raise ConfigurationError(f"{STOP_GRACE} must be a number of seconds") from exc
+    if grace < 0:
+        raise ConfigurationError(f"{STOP_GRACE} must not be negative")
     return WorkerConfig(
         ledger_target=ledger_target
         or env.get(target_variable("ledger"))
@@ -116,4 +127,5 @@ def load(
         source_revision=env.get(SOURCE_REVISION) or None,
         configuration_digest=env.get(CONFIGURATION_DIGEST) or None,
         source_profile=env.get(SOURCE_PROFILE) or DEFAULT_QUALIFIED_PROFILE,
+        stop_grace_seconds=grace,
     )

@@ -1,8 +1,14 @@
 """One worker pass: claim a queued continuation, resume its derived checkpoint, run the next
 model turns through the installed adapter, and complete or fail the request.
 
-Exit codes: 0 completed, 1 failed (the worker recorded the failure), 2 stopped by a ledger
-refusal (nothing more was written; the request stays as the ledger has it), 3 nothing to run.
+Exit codes: 0 completed, 1 failed (the worker recorded the failure; ``lease_exhausted`` when
+too little of the lease was left for the next effect), 2 stopped by a ledger refusal (nothing
+more was written; the request stays as the ledger has it), 3 nothing to run, 5 interrupted by
+SIGTERM or SIGINT (nothing new started after the signal; the failure report names the signal;
+an effect abandoned past the stop's grace keeps its open intent; :mod:`services.worker.stopping`).
+
+Every effect is bounded by the lease: none starts with less than a second of it left before a
+two-second margin, and a command's or a model request's timeout is cut to what is left.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import asyncio
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Final
 
 import httpx2
@@ -37,10 +44,19 @@ from services.worker.journaling import (
 )
 from services.worker.ledger_port import LedgerPort, LedgerRefused, Presented
 from services.worker.owner import owner_instance
+from services.worker.stopping import (
+    EffectBounds,
+    LeaseBound,
+    LeaseExhausted,
+    Shutdown,
+    WorkerInterrupted,
+)
 from shared.continuity.canonical import sha256_digest
+from shared.continuity.timeutil import utc_now
 from shared.runtime.errors import DomainError
 
 EXIT_COMPLETED, EXIT_FAILED, EXIT_STOPPED, EXIT_NOTHING_TO_RUN = 0, 1, 2, 3
+EXIT_INTERRUPTED = 5
 #: Seconds one provider request may take (the lease bounds the whole run anyway).
 PROVIDER_TIMEOUT: Final = 600.0
 
@@ -74,10 +90,11 @@ def _candidates(config: WorkerConfig, port: LedgerPort, run_id: str) -> list[str
 
 
 def claim_one(
-    config: WorkerConfig, port: LedgerPort
+    config: WorkerConfig, port: LedgerPort, shutdown: Shutdown | None = None
 ) -> tuple[execution_pb2.ClaimExecutionRequestResponse, ledger_pb2.Run] | LedgerRefused | None:
     """The first request of the configured runs this worker may claim (the claim repeats every
-    current check); else the last refusal, or None when nothing was queued."""
+    current check); else the last refusal, or None when nothing was queued (or a stop was
+    requested before a claim)."""
     last: LedgerRefused | None = None
     presented = Presented(
         config.source_revision or "", config.configuration_digest or "", config.source_profile
@@ -91,6 +108,8 @@ def claim_one(
             last = refused
             continue
         for execution_request_id in candidates:
+            if shutdown is not None and shutdown.requested:
+                return last
             try:
                 return port.claim(execution_request_id, run, presented, owner), run
             except LedgerRefused as refused:  # claimed by another worker, expired, revoked...
@@ -156,7 +175,10 @@ async def continue_run(
 ) -> str:
     """Resume ``record`` (its history, usage and original limits, no new prompt) and run the
     next model turns against the configured provider; returns the final output."""
-    transport = JournalingTransport(effects.journal, calls, record.digest)
+    transport = JournalingTransport(
+        effects.journal, calls, record.digest, provider_timeout=PROVIDER_TIMEOUT
+    )
+    # The transport bounds each answer by the lease; the client's own timeout stays as a floor.
     async with httpx2.AsyncClient(transport=transport, timeout=PROVIDER_TIMEOUT) as http:
         # max_retries=0: the client never sends a request again by itself.
         client = AsyncOpenAI(
@@ -178,24 +200,39 @@ def evidence_store(config: WorkerConfig, port: LedgerPort) -> EvidenceStore:
     return JournalEvidence(port)
 
 
+def lease_of(claimed: common_pb2.ExecutionRequest) -> LeaseBound:
+    expires = (
+        claimed.lease.expires_at.ToDatetime(UTC) if claimed.lease.HasField("expires_at") else None
+    )
+    return LeaseBound(expires, utc_now)
+
+
 def run_once(
     config: WorkerConfig,
     port: LedgerPort,
     echo: Callable[[common_pb2.JournalEntry], None] | None = None,
+    shutdown: Shutdown | None = None,
 ) -> Outcome:
-    """One pass (see the module docstring)."""
-    found = claim_one(config, port)
+    """One pass (see the module docstring); ``shutdown``: the stop request the process's
+    signals set (none: nobody can ask this pass to stop)."""
+    shutdown = shutdown if shutdown is not None else Shutdown()
+    found = claim_one(config, port, shutdown)
     if not isinstance(found, tuple):
+        if shutdown.requested:
+            return Outcome(EXIT_INTERRUPTED, f"stopped by {shutdown.signal_name}: nothing claimed")
         why = f": last refusal {found.rpc}: {found.reason}" if found is not None else ""
         return Outcome(EXIT_NOTHING_TO_RUN, f"nothing to run in {', '.join(config.run_ids)}{why}")
     answer, run = found
     claimed = answer.execution_request
     exr = claimed.execution_request_id
+    bounds = EffectBounds(shutdown, lease_of(claimed))
     try:
         claim = claim_entry(port, answer)
         if echo is not None:
             echo(claim)
-        journal = Journal(port, claimed, claim.hash, echo, source_revision=run.source_revision)
+        journal = Journal(
+            port, claimed, claim.hash, echo, source_revision=run.source_revision, bounds=bounds
+        )
         try:
             record = read_derived_checkpoint(port.blob(claimed.checkpoint_digest))
         except (DomainError, ValueError) as unusable:  # not a checkpoint this worker resumes
@@ -204,6 +241,30 @@ def run_once(
         return execute(config, port, claimed, journal, record)
     except LedgerRefused as refused:
         return stopped(refused, exr)
+
+
+def bounded_end(
+    error: BaseException, port: LedgerPort, claimed: common_pb2.ExecutionRequest
+) -> Outcome | None:
+    """The end of a run a stop request or the lease cut short, after reporting the failure;
+    None for any other end."""
+    causes = list(_causes(error))
+    exr = claimed.execution_request_id
+    interrupted = next((e for e in causes if isinstance(e, WorkerInterrupted)), None)
+    if interrupted is not None:
+        reason = f"worker_stopped_by_{interrupted.signal_name.lower()}"
+        port.fail(claimed, reason)
+        return Outcome(
+            EXIT_INTERRUPTED,
+            f"stopped by {interrupted.signal_name}: failed {exr}: {reason} (no effect started "
+            "after the signal; an effect abandoned past the grace keeps its open intent)",
+            exr,
+        )
+    exhausted = next((e for e in causes if isinstance(e, LeaseExhausted)), None)
+    if exhausted is not None:
+        port.fail(claimed, "lease_exhausted")
+        return Outcome(EXIT_FAILED, f"failed {exr}: lease_exhausted: {exhausted}", exr)
+    return None
 
 
 def execute(
@@ -222,13 +283,18 @@ def execute(
         evidence_store(config, port),
         config.granted_commands,
         config.command_timeout_seconds,
+        journal.bounds,
     )
     effects = JournalingEffects(base, journal, calls)
     try:
+        journal.bounds.shutdown.check()  # a signal during the claim: nothing starts
         output = asyncio.run(continue_run(config, record, effects, calls))
     except Exception as error:  # noqa: BLE001 - every end of the run is reported below
         if journal.stopped is not None:
             raise journal.stopped from None
+        ended = bounded_end(error, port, claimed)
+        if ended is not None:
+            return ended
         reason = failure_reason(error)
         port.fail(claimed, reason)
         return Outcome(EXIT_FAILED, f"failed {exr}: {reason}: {error}", exr)

@@ -114,9 +114,10 @@ def admit(
     *,
     commands_before: int = 11,
     granted: Sequence[Sequence[str]] = COMMANDS,
+    window_seconds: int = 3600,
 ) -> Continuation:
     seed_held_run(services.ledger_stub(), FIXTURE, RUN, commands_before=commands_before)
-    services.set_policy()
+    services.set_policy(window_seconds=window_seconds)
     candidate = services.candidate_of(RUN)
     assert candidate.eligible, candidate.holds
     ticket = services.admissions().RequestInvalidReadContinuity(submission(candidate)).ticket
