@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from services.demo.scripted_provider import Script, ScriptedProvider, reference_script
+from services.demo.seed import SEEDED_SOURCE_REVISION
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The evidence run the held query names (the v1_basic fixture's rejected query).
@@ -71,6 +72,9 @@ def worker_environment(
             "FORGE_WORKER_PROVIDER_URL": provider.base_url,
             "FORGE_WORKER_PROVIDER_KEY": "demo-scripted-key",
             "FORGE_WORKER_SOURCE_DIR": str(source),
+            # The demo's tree stands in for the seeded run's checkout, so the worker declares
+            # that revision instead of deriving its tree's (services.worker.source).
+            "FORGE_WORKER_SOURCE_REVISION": SEEDED_SOURCE_REVISION,
             "FORGE_WORKER_EVIDENCE_DIR": str(evidence),
             "FORGE_WORKER_GRANTED_COMMANDS": json.dumps([list(c) for c in COMMANDS]),
         }

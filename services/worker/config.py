@@ -52,8 +52,9 @@ class WorkerConfig:
     execution_request_id: str = ""
     verbose: bool = False
     #: What this worker presents at claim; the ledger refuses a claim when any differs from the
-    #: run's. Revision and configuration: the deployment's (None: the run's, for a worker that
-    #: checks out whatever the run names); profile: the installed adapter and SDK it runs.
+    #: run's. Revision: None derives it from ``source_dir`` (services.worker.source), a value is
+    #: the deployment's declaration; configuration: the deployment's (None: the run's); profile:
+    #: the installed adapter and SDK it runs, checked against the registered digest first.
     source_revision: str | None = None
     configuration_digest: str | None = None
     source_profile: str = DEFAULT_QUALIFIED_PROFILE

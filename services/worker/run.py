@@ -3,9 +3,11 @@ model turns through the installed adapter, and complete or fail the request.
 
 Exit codes: 0 completed, 1 failed (the worker recorded the failure; ``lease_exhausted`` when
 too little of the lease was left for the next effect), 2 stopped by a ledger refusal (nothing
-more was written; the request stays as the ledger has it), 3 nothing to run, 5 interrupted by
-SIGTERM or SIGINT (nothing new started after the signal; the failure report names the signal;
-an effect abandoned past the stop's grace keeps its open intent; :mod:`services.worker.stopping`).
+more was written; the request stays as the ledger has it), 3 nothing to run, 4 not qualified
+(its installed adapter is not the code its profile registers: nothing claimed; the command line
+also exits 4 on a configuration error), 5 interrupted by SIGTERM or SIGINT (nothing new started
+after the signal; the failure report names the signal; an effect abandoned past the stop's grace
+keeps its open intent; :mod:`services.worker.stopping`).
 
 Every effect is bounded by the lease: none starts with less than a second of it left before a
 two-second margin, and a command's or a model request's timeout is cut to what is left.
@@ -44,6 +46,7 @@ from services.worker.journaling import (
 )
 from services.worker.ledger_port import LedgerPort, LedgerRefused, Presented
 from services.worker.owner import owner_instance
+from services.worker.source import profile_problem, source_revision
 from services.worker.stopping import (
     EffectBounds,
     LeaseBound,
@@ -56,7 +59,7 @@ from shared.continuity.timeutil import utc_now
 from shared.runtime.errors import DomainError
 
 EXIT_COMPLETED, EXIT_FAILED, EXIT_STOPPED, EXIT_NOTHING_TO_RUN = 0, 1, 2, 3
-EXIT_INTERRUPTED = 5
+EXIT_NOT_QUALIFIED, EXIT_INTERRUPTED = 4, 5
 #: Seconds one provider request may take (the lease bounds the whole run anyway).
 PROVIDER_TIMEOUT: Final = 600.0
 
@@ -96,8 +99,12 @@ def claim_one(
     current check); else the last refusal, or None when nothing was queued (or a stop was
     requested before a claim)."""
     last: LedgerRefused | None = None
+    # The revision is derived from the source tree (services.worker.source), never the run's
+    # own read back: a worker deployed with other code than the run's is refused at the claim.
     presented = Presented(
-        config.source_revision or "", config.configuration_digest or "", config.source_profile
+        config.source_revision or source_revision(config.source_dir),
+        config.configuration_digest or "",
+        config.source_profile,
     )
     owner = owner_instance()
     for run_id in config.run_ids:
@@ -216,6 +223,9 @@ def run_once(
     """One pass (see the module docstring); ``shutdown``: the stop request the process's
     signals set (none: nobody can ask this pass to stop)."""
     shutdown = shutdown if shutdown is not None else Shutdown()
+    problem = profile_problem(config.source_profile)
+    if problem is not None:  # its installed adapter is not the code its profile registers
+        return Outcome(EXIT_NOT_QUALIFIED, f"not claiming: PROFILE_NOT_QUALIFIED: {problem}")
     found = claim_one(config, port, shutdown)
     if not isinstance(found, tuple):
         if shutdown.requested:
