@@ -85,6 +85,8 @@ class Journal:
         self.bounds = bounds if bounds is not None else unbounded()
         self.claimed = claimed
         self.head = head
+        # The sequence of ``head`` (0: unknown): where a read-back after a lost answer starts.
+        self.head_sequence = 0
         # The run's source revision: the source cut every granted call observes.
         self.source_revision = source_revision
         self.echo = echo
@@ -113,9 +115,11 @@ class Journal:
         }
         with self._lock:
             entry = self._guarded(
-                lambda: self.port.append(self.claimed.run_id, self.head, number, body)
+                lambda: self.port.append(
+                    self.claimed.run_id, self.head, number, body, self.head_sequence
+                )
             )
-            self.head = entry.hash
+            self.head, self.head_sequence = entry.hash, entry.sequence
         if self.echo is not None:
             self.echo(entry)
         return entry
@@ -130,15 +134,18 @@ class Journal:
             receipt = self._guarded(
                 lambda: self.port.record_command(self.claimed, command_id, command_digest)
             )
-            if receipt.charged and receipt.journal_hash and self.echo is None:
-                self.head = receipt.journal_hash
-            elif receipt.charged:
+            # Charged now, or by this very call whose answer was lost and read back (the
+            # receipt's entry is past the head this worker last wrote): the new head.
+            ours = receipt.charged or 0 < self.head_sequence < receipt.journal_sequence
+            if ours and receipt.journal_hash and self.echo is None:
+                self.head, self.head_sequence = receipt.journal_hash, receipt.journal_sequence
+            elif ours:
                 # the entry itself, to echo it (or from a ledger of an earlier release, which
                 # does not answer with the receipt's hash)
                 entry = self._guarded(
                     lambda: self.port.journal(self.claimed.run_id, receipt.journal_sequence)
                 )[0]
-                self.head = entry.hash
+                self.head, self.head_sequence = entry.hash, entry.sequence
                 if self.echo is not None:
                     self.echo(entry)
         return receipt

@@ -243,6 +243,7 @@ def run_once(
         journal = Journal(
             port, claimed, claim.hash, echo, source_revision=run.source_revision, bounds=bounds
         )
+        journal.head_sequence = claim.sequence
         try:
             record = read_derived_checkpoint(port.blob(claimed.checkpoint_digest))
         except (DomainError, ValueError) as unusable:  # not a checkpoint this worker resumes

@@ -130,18 +130,19 @@ def test_a_signal_while_the_model_answers_abandons_the_request_after_the_grace(
 def test_the_lease_cuts_a_commands_timeout_and_no_effect_starts_at_its_end(
     stack: Stack, tmp_path: Path
 ) -> None:
-    # A lease of 20 s (the policy window) and a command of 120 s, whose own timeout is 300 s:
-    # the command is killed when the lease, less its margin, runs out; then too little is left
-    # for the next model request, which is never sent, and the worker reports the failure.
-    commands = slow_commands(120)
-    continuation = admit(stack, tmp_path, granted=commands, window_seconds=20)
+    # A lease of 60 s (the policy window, counted from the admission: room for a slow start on
+    # a loaded host) and a command of 240 s, whose own timeout is 300 s: the command is killed
+    # when the lease, less its margin, runs out; then too little is left for the next model
+    # request, which is never sent, and the worker reports the failure.
+    commands = slow_commands(240)
+    continuation = admit(stack, tmp_path, granted=commands, window_seconds=60)
     workers = Workers(continuation)
     try:
         with ScriptedProvider(reference_script(commands)) as model:
             worker = workers.start(
                 model, env={settings.GRANTED_COMMANDS: json.dumps([list(c) for c in commands])}
             )
-            finished = worker.finish(timeout=90)
+            finished = worker.finish(timeout=150)
     finally:
         workers.stop_all()
     assert finished.returncode == EXIT_FAILED, finished.stdout + finished.stderr
