@@ -88,6 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_ids", nargs="*", help=f"runs to serve (default {settings.RUN_IDS})")
     parser.add_argument("--ledger", default="", help="ledger host:port (FORGE_LEDGER_TARGET)")
     parser.add_argument("--execution-request-id", default="", help="claim only this request")
+    parser.add_argument(
+        "--all-runs",
+        action="store_true",
+        help="fleet mode: claim the oldest eligible queued request of any run",
+    )
     parser.add_argument("--verbose", action="store_true", help="print every journal record")
     args = parser.parse_args(argv)
     try:
@@ -96,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             ledger_target=args.ledger,
             execution_request_id=args.execution_request_id,
             verbose=args.verbose,
+            all_runs=args.all_runs,
         )
     except settings.ConfigurationError as problem:
         print(f"forge-continuity-worker: {problem}", file=sys.stderr)

@@ -50,6 +50,8 @@ class WorkerConfig:
     command_timeout_seconds: float = DEFAULT_COMMAND_TIMEOUT
     #: Only this execution request (else the first queued one of the runs).
     execution_request_id: str = ""
+    #: The oldest eligible queued request of any run (``--all-runs``, fleet mode), not of run_ids.
+    all_runs: bool = False
     verbose: bool = False
     #: What this worker presents at claim; the ledger refuses a claim when any differs from the
     #: run's. Revision: None derives it from ``source_dir`` (services.worker.source), a value is
@@ -85,6 +87,7 @@ def load(
     ledger_target: str = "",
     execution_request_id: str = "",
     verbose: bool = False,
+    all_runs: bool = False,
 ) -> WorkerConfig:
     """The configuration from ``env`` (default: the process environment) and the arguments."""
     env = os.environ if env is None else env
@@ -92,8 +95,8 @@ def load(
     missing = [name for name in (TOKEN, PROVIDER_URL, PROVIDER_KEY) if not env.get(name)]
     if missing:
         raise ConfigurationError(f"set {', '.join(missing)}")
-    if not runs:
-        raise ConfigurationError(f"name the runs to serve (arguments or {RUN_IDS})")
+    if not runs and not all_runs:
+        raise ConfigurationError(f"name the runs to serve (arguments or {RUN_IDS}, or --all-runs)")
     source = Path(env.get(SOURCE_DIR) or ".").resolve()
     if not source.is_dir():
         raise ConfigurationError(f"{SOURCE_DIR}={source} is not a directory")
@@ -125,6 +128,7 @@ def load(
         command_timeout_seconds=timeout,
         execution_request_id=execution_request_id,
         verbose=verbose,
+        all_runs=all_runs,
         source_revision=env.get(SOURCE_REVISION) or None,
         configuration_digest=env.get(CONFIGURATION_DIGEST) or None,
         source_profile=env.get(SOURCE_PROFILE) or DEFAULT_QUALIFIED_PROFILE,

@@ -137,6 +137,28 @@ class LedgerPort:
         )
         return list(response.execution_requests)
 
+    def queued_everywhere(self) -> list[common_pb2.ExecutionRequest]:
+        """Every queued execution request of any run that automatic scheduling may pick (none
+        with an admission-refusal record), oldest first."""
+        found: list[common_pb2.ExecutionRequest] = []
+        token = ""
+        while True:
+            request = execution_pb2.ListAllExecutionRequestsRequest(
+                page_size=500, page_token=token, filter="state = queued"
+            )
+            page = _call(
+                "ListAllExecutionRequests",
+                lambda: self._execution.ListAllExecutionRequests(request),  # noqa: B023
+            )
+            found += [r for r in page.execution_requests if not r.admission_refusal]
+            token = page.next_page_token
+            if not token:
+                break
+        return sorted(
+            found,
+            key=lambda r: (r.created_at.seconds, r.created_at.nanos, r.execution_request_id),
+        )
+
     def get_execution_request(self, execution_request_id: str) -> common_pb2.ExecutionRequest:
         request = execution_pb2.GetExecutionRequestRequest(
             execution_request_id=execution_request_id

@@ -107,10 +107,16 @@ def claim_one(
         config.source_profile,
     )
     owner = owner_instance()
-    for run_id in config.run_ids:
+    try:
+        queue = _queue(config, port)
+    except LedgerRefused as refused:
+        return refused
+    runs: dict[str, ledger_pb2.Run] = {}
+    for run_id, listed in queue:
         try:
-            run = port.get_run(run_id).run
-            candidates = _candidates(config, port, run_id)
+            if run_id not in runs:
+                runs[run_id] = port.get_run(run_id).run
+            candidates = listed if listed is not None else _candidates(config, port, run_id)
         except LedgerRefused as refused:
             last = refused
             continue
@@ -118,10 +124,22 @@ def claim_one(
             if shutdown is not None and shutdown.requested:
                 return last
             try:
-                return port.claim(execution_request_id, run, presented, owner), run
+                return port.claim(execution_request_id, runs[run_id], presented, owner), runs[
+                    run_id
+                ]
             except LedgerRefused as refused:  # claimed by another worker, expired, revoked...
                 last = refused
     return last
+
+
+def _queue(config: WorkerConfig, port: LedgerPort) -> list[tuple[str, list[str] | None]]:
+    """(run, the requests to try in it; None: read them per run) in the order to try them.
+    ``--all-runs``: every queued request eligible for automatic scheduling across runs, oldest
+    first, so a fleet drains the queue in admission order; the claim is exclusive, so workers
+    that race for one request lose it to exactly one and move on to the next."""
+    if config.all_runs and not config.execution_request_id:
+        return [(r.run_id, [r.execution_request_id]) for r in port.queued_everywhere()]
+    return [(run_id, None) for run_id in config.run_ids]
 
 
 def claim_entry(
@@ -231,7 +249,8 @@ def run_once(
         if shutdown.requested:
             return Outcome(EXIT_INTERRUPTED, f"stopped by {shutdown.signal_name}: nothing claimed")
         why = f": last refusal {found.rpc}: {found.reason}" if found is not None else ""
-        return Outcome(EXIT_NOTHING_TO_RUN, f"nothing to run in {', '.join(config.run_ids)}{why}")
+        where = "any run" if config.all_runs else ", ".join(config.run_ids)
+        return Outcome(EXIT_NOTHING_TO_RUN, f"nothing to run in {where}{why}")
     answer, run = found
     claimed = answer.execution_request
     exr = claimed.execution_request_id
