@@ -16,10 +16,11 @@ from services.demo.seed import seed_held_run
 from services.worker.run import EXIT_COMPLETED, EXIT_NOTHING_TO_RUN
 from services.worker.source import source_revision
 from tests.admission.conftest import submission
-from tests.host_controls.conftest import Finished, Workers
+from tests.host_controls.conftest import FULL, Finished, Workers
 from tests.worker.conftest import COMMANDS, FIXTURE, RUN, Continuation, kind_name
 
-WORKERS, RUNS = 3, 20
+#: ``make host-controls``: three workers over twenty runs; ``make test``'s slice: two over four.
+WORKERS, RUNS = (3, 20) if FULL else (2, 4)
 
 
 def per_conversation(script: Callable[[int, dict[str, Any]], Message]) -> Callable[..., Message]:
@@ -38,7 +39,7 @@ def per_conversation(script: Callable[[int, dict[str, Any]], Message]) -> Callab
     return turn
 
 
-def test_three_workers_drain_twenty_runs_each_request_once(
+def test_a_fleet_drains_the_runs_each_request_once(
     admitted: Continuation, workers: Workers
 ) -> None:
     stack = admitted.stack
