@@ -114,5 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         outcome = run_once(config, port, echo if config.verbose else None, shutdown)
     finally:
         port.close()
+    if outcome.claims_lost:
+        print(f"claims lost to other workers first: {outcome.claims_lost}", flush=True)
     print(outcome.message, file=sys.stdout if outcome.exit_code == 0 else sys.stderr, flush=True)
     return outcome.exit_code

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC
 from typing import Final
 
@@ -60,6 +60,8 @@ from shared.runtime.errors import DomainError
 
 EXIT_COMPLETED, EXIT_FAILED, EXIT_STOPPED, EXIT_NOTHING_TO_RUN = 0, 1, 2, 3
 EXIT_NOT_QUALIFIED, EXIT_INTERRUPTED = 4, 5
+#: The refusal of a claim another worker made first.
+LOST_RACE: Final = "EXECUTION_REQUEST_NOT_QUEUED"
 #: Seconds one provider request may take (the lease bounds the whole run anyway).
 PROVIDER_TIMEOUT: Final = 600.0
 
@@ -72,6 +74,8 @@ class Outcome:
     message: str
     execution_request_id: str = ""
     completion: execution_pb2.CompleteExecutionRequestResponse | None = None
+    #: Requests another worker claimed first while this one looked (fleet contention).
+    claims_lost: int = 0
 
 
 def stopped(refused: LedgerRefused, execution_request_id: str) -> Outcome:
@@ -93,11 +97,15 @@ def _candidates(config: WorkerConfig, port: LedgerPort, run_id: str) -> list[str
 
 
 def claim_one(
-    config: WorkerConfig, port: LedgerPort, shutdown: Shutdown | None = None
+    config: WorkerConfig,
+    port: LedgerPort,
+    shutdown: Shutdown | None = None,
+    contention: list[str] | None = None,
 ) -> tuple[execution_pb2.ClaimExecutionRequestResponse, ledger_pb2.Run] | LedgerRefused | None:
     """The first request of the configured runs this worker may claim (the claim repeats every
     current check); else the last refusal, or None when nothing was queued (or a stop was
-    requested before a claim)."""
+    requested before a claim). ``contention`` collects the requests another worker claimed
+    first (the race a fleet measures)."""
     last: LedgerRefused | None = None
     # The revision is derived from the source tree (services.worker.source), never the run's
     # own read back: a worker deployed with other code than the run's is refused at the claim.
@@ -129,6 +137,8 @@ def claim_one(
                 ]
             except LedgerRefused as refused:  # claimed by another worker, expired, revoked...
                 last = refused
+                if refused.reason == LOST_RACE and contention is not None:
+                    contention.append(execution_request_id)
     return last
 
 
@@ -244,14 +254,28 @@ def run_once(
     problem = profile_problem(config.source_profile)
     if problem is not None:  # its installed adapter is not the code its profile registers
         return Outcome(EXIT_NOT_QUALIFIED, f"not claiming: PROFILE_NOT_QUALIFIED: {problem}")
-    found = claim_one(config, port, shutdown)
+    lost: list[str] = []
+    found = claim_one(config, port, shutdown, lost)
     if not isinstance(found, tuple):
         if shutdown.requested:
             return Outcome(EXIT_INTERRUPTED, f"stopped by {shutdown.signal_name}: nothing claimed")
         why = f": last refusal {found.rpc}: {found.reason}" if found is not None else ""
         where = "any run" if config.all_runs else ", ".join(config.run_ids)
-        return Outcome(EXIT_NOTHING_TO_RUN, f"nothing to run in {where}{why}")
+        return Outcome(
+            EXIT_NOTHING_TO_RUN, f"nothing to run in {where}{why}", claims_lost=len(lost)
+        )
     answer, run = found
+    return replace(_run_claimed(config, port, answer, run, echo, shutdown), claims_lost=len(lost))
+
+
+def _run_claimed(
+    config: WorkerConfig,
+    port: LedgerPort,
+    answer: execution_pb2.ClaimExecutionRequestResponse,
+    run: ledger_pb2.Run,
+    echo: Callable[[common_pb2.JournalEntry], None] | None,
+    shutdown: Shutdown,
+) -> Outcome:
     claimed = answer.execution_request
     exr = claimed.execution_request_id
     bounds = EffectBounds(shutdown, lease_of(claimed))
