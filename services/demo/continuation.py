@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from services.demo.scripted_provider import Script, ScriptedProvider, reference_script
+from services.demo.seed import SEEDED_SOURCE_REVISION
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The evidence run the held query names (the v1_basic fixture's rejected query).
@@ -67,6 +68,9 @@ def prepare_workspace(workdir: Path, provider_url: str) -> dict[str, str]:
         "FORGE_WORKER_PROVIDER_URL": provider_url,
         "FORGE_WORKER_PROVIDER_KEY": "demo-scripted-key",
         "FORGE_WORKER_SOURCE_DIR": str(source.resolve()),
+        # The demo's tree stands in for the seeded run's checkout, so the worker declares that
+        # revision instead of deriving its tree's (services.worker.source).
+        "FORGE_WORKER_SOURCE_REVISION": SEEDED_SOURCE_REVISION,
         "FORGE_WORKER_EVIDENCE_DIR": str(evidence.resolve()),
         "FORGE_WORKER_GRANTED_COMMANDS": json.dumps([list(c) for c in COMMANDS]),
     }

@@ -202,6 +202,11 @@ def held_run_entries(
     return entries
 
 
+#: The source revision a seeded run records unless told another (a worker serving it declares
+#: it with FORGE_WORKER_SOURCE_REVISION, or seeds the revision its own tree derives).
+SEEDED_SOURCE_REVISION = "git:4f1c2a9"
+
+
 def seed_held_run(
     ledger: ledger_pb2_grpc.LedgerServiceStub,
     fixture: HeldRunFixture,
@@ -217,10 +222,10 @@ def seed_held_run(
     consume: bool = True,
     edit: Callable[[list[Entry]], list[Entry]] | None = None,
     checkpoint_mode: Mapping[str, Any] | None = HISTORICAL_CHECKPOINT_MODE,
+    source_revision: str = SEEDED_SOURCE_REVISION,
 ) -> SeededRun:
     """Register the run, store its blobs and append its native journal (as a platform writer)."""
     attempt_id = f"{run_id}-attempt-1"
-    source_revision = "git:4f1c2a9"
     ledger.CreateRun(
         ledger_pb2.CreateRunRequest(
             run_id=run_id,

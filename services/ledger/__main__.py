@@ -17,13 +17,14 @@ import sys
 from services.ledger.database import make_engine
 from services.ledger.domain.signing import HeadSigner
 from services.ledger.domain.verifier import load_verifier
+from services.ledger.expiry_sweep import ExpirySweeper
 from services.ledger.observability import export_ledger_metrics
 from services.ledger.schema_revisions import DatabaseCheck
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
 from shared.runtime.auth import PrincipalsFile
 from shared.runtime.bootstrap import BuildResult, run_service
-from shared.runtime.config import Settings
+from shared.runtime.config import Settings, expiry_sweep_seconds
 from shared.runtime.errors import FailedPrecondition
 
 # The deployment's reconciliation verifier, "package.module:attribute"; unset: the refusing default.
@@ -66,7 +67,13 @@ def main(argv: list[str] | None = None) -> int:
             signer=load_signer(),
         )
         export_ledger_metrics(engine, ledger)
-        return BuildResult(bindings(ledger), engine.dispose, checks={"database": database})
+        sweeper = ExpirySweeper(ledger.sweep_expired, expiry_sweep_seconds()).start()
+
+        def cleanup() -> None:
+            sweeper.stop()
+            engine.dispose()
+
+        return BuildResult(bindings(ledger), cleanup, checks={"database": database})
 
     try:
         return run_service("ledger", argv if argv is not None else sys.argv[1:], build)

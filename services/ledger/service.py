@@ -346,6 +346,16 @@ class Ledger:
         self._expired(expired)
         return expired
 
+    def sweep_expired(self) -> list[ExecutionRequestRecord]:
+        """The scheduled sweep (``services.ledger.expiry_sweep``): as :meth:`expire_due`, by one
+        replica at a time."""
+        try:
+            expired = execution_stops.sweep_on_schedule(self._context)
+        except IntegrityError:
+            return []
+        self._expired(expired)
+        return expired
+
     @staticmethod
     def _expired(expired: list[ExecutionRequestRecord]) -> None:
         for record in expired:

@@ -5,6 +5,8 @@
 
 It claims the first queued execution request of the named runs, continues it and completes or
 fails it, printing one line that says how it ended (exit codes in :mod:`services.worker.run`).
+SIGTERM or SIGINT stops it within FORGE_WORKER_STOP_GRACE_SECONDS plus one write
+(:mod:`services.worker.stopping`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from forge.continuity.v1 import common_pb2
 from services.worker import config as settings
 from services.worker.ledger_port import LedgerPort
 from services.worker.run import run_once
+from services.worker.stopping import Shutdown
 
 
 def _claimed(p: dict[str, Any]) -> str:
@@ -77,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                 settings.SOURCE_REVISION,
                 settings.CONFIGURATION_DIGEST,
                 settings.SOURCE_PROFILE,
+                settings.STOP_GRACE,
                 "FORGE_LEDGER_TARGET",
             )
         ),
@@ -84,6 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_ids", nargs="*", help=f"runs to serve (default {settings.RUN_IDS})")
     parser.add_argument("--ledger", default="", help="ledger host:port (FORGE_LEDGER_TARGET)")
     parser.add_argument("--execution-request-id", default="", help="claim only this request")
+    parser.add_argument(
+        "--all-runs",
+        action="store_true",
+        help="fleet mode: claim the oldest eligible queued request of any run",
+    )
     parser.add_argument("--verbose", action="store_true", help="print every journal record")
     args = parser.parse_args(argv)
     try:
@@ -92,14 +101,20 @@ def main(argv: list[str] | None = None) -> int:
             ledger_target=args.ledger,
             execution_request_id=args.execution_request_id,
             verbose=args.verbose,
+            all_runs=args.all_runs,
         )
     except settings.ConfigurationError as problem:
         print(f"forge-continuity-worker: {problem}", file=sys.stderr)
         return 4
+    # SIGTERM/SIGINT: no new effect, the current one finished or abandoned (stopping.py).
+    shutdown = Shutdown(config.stop_grace_seconds)
+    shutdown.install()
     port = LedgerPort(config.ledger_target, config.token)
     try:
-        outcome = run_once(config, port, echo if config.verbose else None)
+        outcome = run_once(config, port, echo if config.verbose else None, shutdown)
     finally:
         port.close()
+    if outcome.claims_lost:
+        print(f"claims lost to other workers first: {outcome.claims_lost}", flush=True)
     print(outcome.message, file=sys.stdout if outcome.exit_code == 0 else sys.stderr, flush=True)
     return outcome.exit_code

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.worker.stopping import DEFAULT_STOP_GRACE_SECONDS
 from shared.continuity.qualification import DEFAULT_QUALIFIED_PROFILE
 from shared.runtime.config import DEFAULT_PORTS, target_variable
 
@@ -23,6 +24,7 @@ RUN_IDS = "FORGE_WORKER_RUN_IDS"
 SOURCE_REVISION = "FORGE_WORKER_SOURCE_REVISION"
 CONFIGURATION_DIGEST = "FORGE_WORKER_CONFIGURATION_DIGEST"
 SOURCE_PROFILE = "FORGE_WORKER_SOURCE_PROFILE"
+STOP_GRACE = "FORGE_WORKER_STOP_GRACE_SECONDS"
 DEFAULT_COMMAND_TIMEOUT = 300.0
 
 
@@ -48,13 +50,19 @@ class WorkerConfig:
     command_timeout_seconds: float = DEFAULT_COMMAND_TIMEOUT
     #: Only this execution request (else the first queued one of the runs).
     execution_request_id: str = ""
+    #: The oldest eligible queued request of any run (``--all-runs``, fleet mode), not of run_ids.
+    all_runs: bool = False
     verbose: bool = False
     #: What this worker presents at claim; the ledger refuses a claim when any differs from the
-    #: run's. Revision and configuration: the deployment's (None: the run's, for a worker that
-    #: checks out whatever the run names); profile: the installed adapter and SDK it runs.
+    #: run's. Revision: None derives it from ``source_dir`` (services.worker.source), a value is
+    #: the deployment's declaration; configuration: the deployment's (None: the run's); profile:
+    #: the installed adapter and SDK it runs, checked against the registered digest first.
     source_revision: str | None = None
     configuration_digest: str | None = None
     source_profile: str = DEFAULT_QUALIFIED_PROFILE
+    #: Seconds the effect under way may take to finish after SIGTERM/SIGINT before it is
+    #: abandoned (services.worker.stopping).
+    stop_grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS
 
 
 def granted_commands(text: str) -> frozenset[tuple[str, ...]]:
@@ -79,6 +87,7 @@ def load(
     ledger_target: str = "",
     execution_request_id: str = "",
     verbose: bool = False,
+    all_runs: bool = False,
 ) -> WorkerConfig:
     """The configuration from ``env`` (default: the process environment) and the arguments."""
     env = os.environ if env is None else env
@@ -86,8 +95,8 @@ def load(
     missing = [name for name in (TOKEN, PROVIDER_URL, PROVIDER_KEY) if not env.get(name)]
     if missing:
         raise ConfigurationError(f"set {', '.join(missing)}")
-    if not runs:
-        raise ConfigurationError(f"name the runs to serve (arguments or {RUN_IDS})")
+    if not runs and not all_runs:
+        raise ConfigurationError(f"name the runs to serve (arguments or {RUN_IDS}, or --all-runs)")
     source = Path(env.get(SOURCE_DIR) or ".").resolve()
     if not source.is_dir():
         raise ConfigurationError(f"{SOURCE_DIR}={source} is not a directory")
@@ -98,6 +107,12 @@ def load(
         timeout = float(env.get(COMMAND_TIMEOUT) or DEFAULT_COMMAND_TIMEOUT)
     except ValueError as exc:
         raise ConfigurationError(f"{COMMAND_TIMEOUT} must be a number of seconds") from exc
+    try:
+        grace = float(env.get(STOP_GRACE) or DEFAULT_STOP_GRACE_SECONDS)
+    except ValueError as exc:
+        raise ConfigurationError(f"{STOP_GRACE} must be a number of seconds") from exc
+    if grace < 0:
+        raise ConfigurationError(f"{STOP_GRACE} must not be negative")
     return WorkerConfig(
         ledger_target=ledger_target
         or env.get(target_variable("ledger"))
@@ -113,7 +128,9 @@ def load(
         command_timeout_seconds=timeout,
         execution_request_id=execution_request_id,
         verbose=verbose,
+        all_runs=all_runs,
         source_revision=env.get(SOURCE_REVISION) or None,
         configuration_digest=env.get(CONFIGURATION_DIGEST) or None,
         source_profile=env.get(SOURCE_PROFILE) or DEFAULT_QUALIFIED_PROFILE,
+        stop_grace_seconds=grace,
     )

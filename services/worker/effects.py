@@ -7,17 +7,21 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
 
 from services.worker.ledger_port import LedgerPort
+from services.worker.stopping import EffectBounds, unbounded
 
 #: Items per evidence page, as in the adapter's LocalEffects.
 PAGE_ITEMS: Final = 20
 #: Bytes of a command's stdout and stderr returned to the model (the tail is kept).
 OUTPUT_TAIL: Final = 4000
+#: Seconds between looks at a stop request while a command runs.
+WAIT_SLICE: Final = 0.2
 
 
 class EvidenceStore(Protocol):
@@ -78,6 +82,8 @@ class SourceEffects:
     evidence: EvidenceStore
     granted_commands: frozenset[tuple[str, ...]] = frozenset()
     command_timeout_seconds: float = 300.0
+    #: The stop request and the lease every command is started under.
+    bounds: EffectBounds = field(default_factory=unbounded)
     ran: list[dict[str, Any]] = field(default_factory=list)
 
     def _inside(self, path: str) -> Path:
@@ -102,22 +108,43 @@ class SourceEffects:
         return tuple(argv) in self.granted_commands
 
     def run_command(self, argv: Sequence[str]) -> dict[str, Any]:
-        """Run a granted command in the source tree (the caller charged it first)."""
+        """Run a granted command in the source tree (the caller charged it first), with its
+        timeout cut to what is left of the lease; a stop request past its grace kills it and
+        raises :class:`WorkerInterrupted` (no outcome: the intent stays open)."""
         if not self.granted(argv):
             raise PermissionError(f"command not granted: {list(argv)!r}")
-        done = subprocess.run(  # argv is one of the granted commands
+        timeout = self.bounds.start(self.command_timeout_seconds)
+        process = subprocess.Popen(
             list(argv),
             cwd=self.root,
             env=command_environment(),
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=self.command_timeout_seconds,
-            check=False,
         )
+        stdout, stderr = self._wait(process, list(argv), timeout)
         result = {
-            "exit_code": done.returncode,
-            "stdout": done.stdout[-OUTPUT_TAIL:],
-            "stderr": done.stderr[-OUTPUT_TAIL:],
+            "exit_code": process.returncode,
+            "stdout": stdout[-OUTPUT_TAIL:],
+            "stderr": stderr[-OUTPUT_TAIL:],
         }
-        self.ran.append({"argv": list(argv), "exit_code": done.returncode})
+        self.ran.append({"argv": list(argv), "exit_code": process.returncode})
         return result
+
+    def _wait(
+        self, process: subprocess.Popen[str], argv: list[str], timeout: float
+    ) -> tuple[str, str]:
+        """The command's output once it ends; killed at ``timeout`` (TimeoutExpired, a failed
+        outcome) or when a stop's grace is over (WorkerInterrupted, no outcome)."""
+        deadline = time.monotonic() + timeout
+        shutdown = self.bounds.shutdown
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return process.communicate(timeout=max(0.0, min(WAIT_SLICE, left)))
+            except subprocess.TimeoutExpired:
+                if shutdown.abandon_now() or time.monotonic() >= deadline:
+                    process.kill()
+                    process.communicate()
+                    shutdown.check()
+                    raise subprocess.TimeoutExpired(argv, timeout) from None

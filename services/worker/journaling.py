@@ -21,6 +21,7 @@ import json
 import re
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
@@ -38,6 +39,12 @@ from services.reconstruction.worker_adapter import GRANTS
 from services.reconstruction.worker_adapter.evidence import EvidenceEnvelope
 from services.worker.effects import SourceEffects
 from services.worker.ledger_port import LedgerPort, LedgerRefused
+from services.worker.stopping import (
+    MINIMUM_EFFECT_SECONDS,
+    EffectBounds,
+    LeaseExhausted,
+    unbounded,
+)
 from shared.continuity.canonical import digest_of, sha256_digest
 from shared.continuity.timeutil import to_text, utc_now
 
@@ -45,6 +52,10 @@ T = TypeVar("T")
 IDENTIFIER_UNSAFE: Final = re.compile(r"[^A-Za-z0-9._:-]")
 #: Headers that describe the transfer of the provider's body, not the body handed to the SDK.
 TRANSFER_HEADERS: Final = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+#: The records written before an effect: none is written once the worker may start no effect.
+EFFECT_RECORDS: Final = frozenset({"model_request_sent", "tool_intent"})
+#: Seconds between looks at a stop request while a provider answer is awaited.
+ANSWER_SLICE: Final = 0.2
 
 
 class WorkerStopped(Exception):
@@ -66,10 +77,16 @@ class Journal:
         echo: Callable[[common_pb2.JournalEntry], None] | None = None,
         *,
         source_revision: str = "",
+        bounds: EffectBounds | None = None,
     ) -> None:
         self.port = port
+        # Checked before each record that precedes an effect: no effect starts after a stop
+        # request or too near the lease's end (services.worker.stopping).
+        self.bounds = bounds if bounds is not None else unbounded()
         self.claimed = claimed
         self.head = head
+        # The sequence of ``head`` (0: unknown): where a read-back after a lost answer starts.
+        self.head_sequence = 0
         # The run's source revision: the source cut every granted call observes.
         self.source_revision = source_revision
         self.echo = echo
@@ -88,6 +105,8 @@ class Journal:
 
     def write(self, kind: str, payload: Mapping[str, object]) -> common_pb2.JournalEntry:
         """Append one of the worker's own entries at the head it last wrote."""
+        if kind in EFFECT_RECORDS:
+            self.bounds.start(MINIMUM_EFFECT_SECONDS)
         number = common_pb2.JournalEntryKind.Value(f"JOURNAL_ENTRY_KIND_{kind.upper()}")
         body = {
             **payload,
@@ -96,9 +115,11 @@ class Journal:
         }
         with self._lock:
             entry = self._guarded(
-                lambda: self.port.append(self.claimed.run_id, self.head, number, body)
+                lambda: self.port.append(
+                    self.claimed.run_id, self.head, number, body, self.head_sequence
+                )
             )
-            self.head = entry.hash
+            self.head, self.head_sequence = entry.hash, entry.sequence
         if self.echo is not None:
             self.echo(entry)
         return entry
@@ -108,19 +129,23 @@ class Journal:
 
     def record_command(self, command_id: str, command_digest: str) -> Any:
         """Charge a command before it runs; the ledger's receipt row becomes the new head."""
+        self.bounds.start(MINIMUM_EFFECT_SECONDS)
         with self._lock:
             receipt = self._guarded(
                 lambda: self.port.record_command(self.claimed, command_id, command_digest)
             )
-            if receipt.charged and receipt.journal_hash and self.echo is None:
-                self.head = receipt.journal_hash
-            elif receipt.charged:
+            # Charged now, or by this very call whose answer was lost and read back (the
+            # receipt's entry is past the head this worker last wrote): the new head.
+            ours = receipt.charged or 0 < self.head_sequence < receipt.journal_sequence
+            if ours and receipt.journal_hash and self.echo is None:
+                self.head, self.head_sequence = receipt.journal_hash, receipt.journal_sequence
+            elif ours:
                 # the entry itself, to echo it (or from a ledger of an earlier release, which
                 # does not answer with the receipt's hash)
                 entry = self._guarded(
                     lambda: self.port.journal(self.claimed.run_id, receipt.journal_sequence)
                 )[0]
-                self.head = entry.hash
+                self.head, self.head_sequence = entry.hash, entry.sequence
                 if self.echo is not None:
                     self.echo(entry)
         return receipt
@@ -181,8 +206,11 @@ class JournalingTransport(httpx2.AsyncBaseTransport):
         calls: Calls,
         checkpoint_digest: str,
         inner: httpx2.AsyncBaseTransport | None = None,
+        provider_timeout: float = 600.0,
     ) -> None:
         self.journal = journal
+        # Seconds one provider request may take, cut to what is left of the lease.
+        self.provider_timeout = provider_timeout
         self.calls = calls
         self.checkpoint_digest = checkpoint_digest
         self.inner = inner or httpx2.AsyncHTTPTransport()
@@ -196,6 +224,8 @@ class JournalingTransport(httpx2.AsyncBaseTransport):
             "-", f"{claimed.execution_request_id}.g{claimed.lease.generation}.m{self.sent}"
         )
         wire = json.loads(body) if body else {}
+        bounds = self.journal.bounds
+        timeout = bounds.start(self.provider_timeout)
         await asyncio.to_thread(
             self.journal.write,
             "model_request_sent",
@@ -209,13 +239,35 @@ class JournalingTransport(httpx2.AsyncBaseTransport):
                 "endpoint": str(request.url),
             },
         )
-        response = await self.inner.handle_async_request(request)
-        raw = await response.aread()
-        await response.aclose()
+        response, raw = await self._answer(request, timeout)
         if response.status_code == 200:
             await asyncio.to_thread(self._consumed, request_id, raw)
         headers = [(k, v) for k, v in response.headers.items() if k.lower() not in TRANSFER_HEADERS]
         return httpx2.Response(response.status_code, headers=headers, content=raw, request=request)
+
+    async def _answer(
+        self, request: httpx2.Request, timeout: float
+    ) -> tuple[httpx2.Response, bytes]:
+        """The provider's answer, waited for at most ``timeout`` (the lease) and abandoned when
+        a stop's grace is over: the request stays sent with nothing consumed."""
+
+        async def receive() -> tuple[httpx2.Response, bytes]:
+            response = await self.inner.handle_async_request(request)
+            raw = await response.aread()
+            await response.aclose()
+            return response, raw
+
+        task = asyncio.ensure_future(receive())
+        deadline = time.monotonic() + timeout
+        shutdown = self.journal.bounds.shutdown
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=ANSWER_SLICE)
+            if done:
+                return task.result()
+            if shutdown.abandon_now() or time.monotonic() >= deadline:
+                task.cancel()
+                shutdown.check()
+                raise LeaseExhausted(self.journal.bounds.lease.remaining())
 
     def _consumed(self, request_id: str, raw: bytes) -> None:
         digest = self.journal.put_blob(raw)

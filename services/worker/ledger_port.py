@@ -5,9 +5,10 @@ carrying the ledger's typed error, so the run loop can name the reason when it s
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Final, TypeVar
 
 import grpc
 
@@ -54,6 +55,57 @@ def _call(rpc: str, call: Callable[[], T]) -> T:
         raise LedgerRefused(rpc, from_rpc_error(error)) from None
 
 
+#: The goal claims a completion entry records, by their contract names.
+GOAL_CLAIMS: Final = {
+    "satisfied": "GOAL_CLAIM_SATISFIED",
+    "not_satisfied": "GOAL_CLAIM_NOT_SATISFIED",
+    "unknown": "GOAL_CLAIM_UNKNOWN",
+}
+#: The answers that may have been lost after the ledger applied the write.
+LOST_ANSWERS: Final = frozenset({grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE})
+#: Read-backs (each followed, when the write is not there, by one more send) before the worker
+#: stops naming the lost answer.
+READ_BACKS: Final = 5
+READ_BACK_PAUSE_SECONDS: Final = 0.5
+
+
+def _lost(refused: LedgerRefused) -> bool:
+    return refused.error.kind.value in LOST_ANSWERS
+
+
+def write_resolving_lost_answers(
+    rpc: str, send: Callable[[], T], read_back: Callable[[], T | None]
+) -> T:
+    """Send a write; when its answer is lost (DEADLINE_EXCEEDED, UNAVAILABLE) it may or may not
+    have been applied, so it is resolved by ``read_back`` before anything is sent again: the
+    write's result when it was applied (never a duplicate), else None and it is sent once more.
+    A read-back whose own answer is lost is asked again, never guessed. Still unresolved after
+    READ_BACKS rounds: LedgerRefused naming the lost answer (the worker stops, loudly)."""
+    try:
+        return _call(rpc, send)
+    except LedgerRefused as refused:
+        if not _lost(refused):
+            raise
+        last = refused
+    for _ in range(READ_BACKS):
+        time.sleep(READ_BACK_PAUSE_SECONDS)
+        try:
+            found = read_back()
+        except LedgerRefused as refused:
+            if not _lost(refused):
+                raise
+            continue  # unresolved: still the write's lost answer that stops the worker
+        if found is not None:
+            return found
+        try:
+            return _call(rpc, send)
+        except LedgerRefused as refused:
+            if not _lost(refused):
+                raise
+            last = refused
+    raise last
+
+
 class LedgerPort:
     """The ledger's LedgerService and ExecutionService, as one worker identity."""
 
@@ -84,6 +136,28 @@ class LedgerPort:
             "ListExecutionRequests", lambda: self._execution.ListExecutionRequests(request)
         )
         return list(response.execution_requests)
+
+    def queued_everywhere(self) -> list[common_pb2.ExecutionRequest]:
+        """Every queued execution request of any run that automatic scheduling may pick (none
+        with an admission-refusal record), oldest first."""
+        found: list[common_pb2.ExecutionRequest] = []
+        token = ""
+        while True:
+            request = execution_pb2.ListAllExecutionRequestsRequest(
+                page_size=500, page_token=token, filter="state = queued"
+            )
+            page = _call(
+                "ListAllExecutionRequests",
+                lambda: self._execution.ListAllExecutionRequests(request),  # noqa: B023
+            )
+            found += [r for r in page.execution_requests if not r.admission_refusal]
+            token = page.next_page_token
+            if not token:
+                break
+        return sorted(
+            found,
+            key=lambda r: (r.created_at.seconds, r.created_at.nanos, r.execution_request_id),
+        )
 
     def get_execution_request(self, execution_request_id: str) -> common_pb2.ExecutionRequest:
         request = execution_pb2.GetExecutionRequestRequest(
@@ -141,17 +215,58 @@ class LedgerPort:
             source_profile=source.source_profile,
             owner_instance=owner,
         )
-        response: execution_pb2.ClaimExecutionRequestResponse = _call(
-            "ClaimExecutionRequest", lambda: self._execution.ClaimExecutionRequest(request)
+        response = write_resolving_lost_answers(
+            "ClaimExecutionRequest",
+            lambda: self._execution.ClaimExecutionRequest(request),
+            lambda: self._claimed_by(execution_request_id, owner),
         )
         self._source = source
         return response
+
+    def _claimed_by(
+        self, execution_request_id: str, owner: execution_pb2.OwnerInstance | None
+    ) -> execution_pb2.ClaimExecutionRequestResponse | None:
+        """The claim whose answer was lost, when the ledger holds it for this process: claimed,
+        and its newest ``worker_claimed`` names this owner instance. None: not claimed (sent
+        again; a claim by anyone else is then refused as usual)."""
+        record = self.get_execution_request(execution_request_id)
+        if owner is None or record.state != common_pb2.EXECUTION_REQUEST_STATE_CLAIMED:
+            return None
+        for entry in reversed(self.journal(record.run_id)):
+            payload = json.loads(entry.payload_json)
+            if (
+                entry.kind == common_pb2.JOURNAL_ENTRY_KIND_WORKER_CLAIMED
+                and payload.get("execution_request_id") == execution_request_id
+                and payload.get("lease_generation") == record.lease.generation
+            ):
+                mine = payload.get("owner_instance") or {}
+                if mine.get("pid") == owner.pid and mine.get("host_boot_id") == owner.host_boot_id:
+                    return execution_pb2.ClaimExecutionRequestResponse(
+                        execution_request=record, worker_claimed_entry=entry
+                    )
+                return None
+        return None
 
     def put_blob(self, content: bytes) -> str:
         request = ledger_pb2.PutBlobRequest(
             content=content, media_type="application/json", expected_digest=sha256_digest(content)
         )
-        return str(_call("PutBlob", lambda: self._ledger.PutBlob(request)).digest)
+        digest = request.expected_digest
+
+        def stored() -> ledger_pb2.PutBlobResponse | None:
+            try:
+                self.blob(digest)
+            except LedgerRefused as refused:
+                if refused.reason == "BLOB_NOT_FOUND":
+                    return None
+                raise
+            return ledger_pb2.PutBlobResponse(digest=digest)
+
+        return str(
+            write_resolving_lost_answers(
+                "PutBlob", lambda: self._ledger.PutBlob(request), stored
+            ).digest
+        )
 
     def append(
         self,
@@ -159,11 +274,26 @@ class LedgerPort:
         head: str,
         kind: common_pb2.JournalEntryKind.ValueType,
         payload: Mapping[str, object],
+        head_sequence: int = 0,
     ) -> common_pb2.JournalEntry:
+        """Append at ``head`` (the entry at ``head_sequence``; 0: unknown, the read-back after a
+        lost answer reads the whole journal)."""
         request = ledger_pb2.AppendJournalEntryRequest(
             run_id=run_id, expected_head_hash=head, kind=kind, payload_json=json.dumps(payload)
         )
-        return _call("AppendJournalEntry", lambda: self._ledger.AppendJournalEntry(request)).entry
+
+        def appended() -> ledger_pb2.AppendJournalEntryResponse | None:
+            # The entry after the expected head: this one when it was applied; anything else
+            # (or nothing) and it is sent again, at the same head, which the ledger refuses
+            # as stale if someone else wrote meanwhile.
+            after = [e for e in self.journal(run_id, head_sequence + 1) if e.prev_hash == head]
+            if after and after[0].kind == kind and json.loads(after[0].payload_json) == payload:
+                return ledger_pb2.AppendJournalEntryResponse(entry=after[0])
+            return None
+
+        return write_resolving_lost_answers(
+            "AppendJournalEntry", lambda: self._ledger.AppendJournalEntry(request), appended
+        ).entry
 
     def record_command(
         self, claimed: common_pb2.ExecutionRequest, command_id: str, command_digest: str
@@ -175,10 +305,13 @@ class LedgerPort:
             command_digest=command_digest,
             source=self._source,
         )
-        response: execution_pb2.RecordCommandResponse = _call(
-            "RecordCommand", lambda: self._execution.RecordCommand(request)
+        # The command id is the idempotency key: recording it again reads back the stored
+        # receipt (charged once) or, when the first never arrived, records it now.
+        return write_resolving_lost_answers(
+            "RecordCommand",
+            lambda: self._execution.RecordCommand(request),
+            lambda: _call("RecordCommand", lambda: self._execution.RecordCommand(request)),
         )
-        return response
 
     def complete(
         self,
@@ -193,10 +326,49 @@ class LedgerPort:
             final_output_digest=final_output_digest,
             source=self._source,
         )
-        response: execution_pb2.CompleteExecutionRequestResponse = _call(
-            "CompleteExecutionRequest", lambda: self._execution.CompleteExecutionRequest(request)
+        return write_resolving_lost_answers(
+            "CompleteExecutionRequest",
+            lambda: self._execution.CompleteExecutionRequest(request),
+            lambda: self._completed(claimed),
         )
-        return response
+
+    def _ended(
+        self, claimed: common_pb2.ExecutionRequest, event: str
+    ) -> tuple[common_pb2.ExecutionRequest, common_pb2.JournalEntry] | None:
+        """The request and its ``request_event`` ``event`` under the claimed generation, when
+        the ledger recorded it; None while the request is still claimed."""
+        record = self.get_execution_request(claimed.execution_request_id)
+        if record.state == common_pb2.EXECUTION_REQUEST_STATE_CLAIMED:
+            return None
+        for entry in reversed(self.journal(claimed.run_id)):
+            payload = json.loads(entry.payload_json)
+            if (
+                entry.kind == common_pb2.JOURNAL_ENTRY_KIND_REQUEST_EVENT
+                and payload.get("execution_request_id") == claimed.execution_request_id
+                and payload.get("lease_generation") == claimed.lease.generation
+                and payload.get("event") == event
+            ):
+                return record, entry
+        return None  # ended otherwise (cancelled, fenced): sent again, the ledger says why
+
+    def _completed(
+        self, claimed: common_pb2.ExecutionRequest
+    ) -> execution_pb2.CompleteExecutionRequestResponse | None:
+        ended = self._ended(claimed, "completed")
+        if ended is None:
+            return None
+        record, entry = ended
+        payload = json.loads(entry.payload_json)
+        certification = payload.get("certification") or {}
+        return execution_pb2.CompleteExecutionRequestResponse(
+            execution_request=record,
+            goal_claim=execution_pb2.GoalClaim.Value(
+                GOAL_CLAIMS.get(str(payload.get("goal_claim")), "GOAL_CLAIM_UNSPECIFIED")
+            ),
+            certification=execution_pb2.CompletionCertification(**certification),
+            completed_rounds=int(payload.get("completed_rounds", 0)),
+            journal_sequence=entry.sequence,
+        )
 
     def fail(self, claimed: common_pb2.ExecutionRequest, reason: str) -> None:
         request = execution_pb2.FailExecutionRequestRequest(
@@ -205,4 +377,8 @@ class LedgerPort:
             reason=reason,
             source=self._source,
         )
-        _call("FailExecutionRequest", lambda: self._execution.FailExecutionRequest(request))
+        write_resolving_lost_answers(
+            "FailExecutionRequest",
+            lambda: self._execution.FailExecutionRequest(request),
+            lambda: None if self._ended(claimed, "failed") is None else True,
+        )

@@ -1,8 +1,16 @@
 """One worker pass: claim a queued continuation, resume its derived checkpoint, run the next
 model turns through the installed adapter, and complete or fail the request.
 
-Exit codes: 0 completed, 1 failed (the worker recorded the failure), 2 stopped by a ledger
-refusal (nothing more was written; the request stays as the ledger has it), 3 nothing to run.
+Exit codes: 0 completed, 1 failed (the worker recorded the failure; ``lease_exhausted`` when
+too little of the lease was left for the next effect), 2 stopped by a ledger refusal (nothing
+more was written; the request stays as the ledger has it), 3 nothing to run, 4 not qualified
+(its installed adapter is not the code its profile registers: nothing claimed; the command line
+also exits 4 on a configuration error), 5 interrupted by SIGTERM or SIGINT (nothing new started
+after the signal; the failure report names the signal; an effect abandoned past the stop's grace
+keeps its open intent; :mod:`services.worker.stopping`).
+
+Every effect is bounded by the lease: none starts with less than a second of it left before a
+two-second margin, and a command's or a model request's timeout is cut to what is left.
 """
 
 from __future__ import annotations
@@ -10,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC
 from typing import Final
 
 import httpx2
@@ -37,10 +46,22 @@ from services.worker.journaling import (
 )
 from services.worker.ledger_port import LedgerPort, LedgerRefused, Presented
 from services.worker.owner import owner_instance
+from services.worker.source import profile_problem, source_revision
+from services.worker.stopping import (
+    EffectBounds,
+    LeaseBound,
+    LeaseExhausted,
+    Shutdown,
+    WorkerInterrupted,
+)
 from shared.continuity.canonical import sha256_digest
+from shared.continuity.timeutil import utc_now
 from shared.runtime.errors import DomainError
 
 EXIT_COMPLETED, EXIT_FAILED, EXIT_STOPPED, EXIT_NOTHING_TO_RUN = 0, 1, 2, 3
+EXIT_NOT_QUALIFIED, EXIT_INTERRUPTED = 4, 5
+#: The refusal of a claim another worker made first.
+LOST_RACE: Final = "EXECUTION_REQUEST_NOT_QUEUED"
 #: Seconds one provider request may take (the lease bounds the whole run anyway).
 PROVIDER_TIMEOUT: Final = 600.0
 
@@ -53,6 +74,8 @@ class Outcome:
     message: str
     execution_request_id: str = ""
     completion: execution_pb2.CompleteExecutionRequestResponse | None = None
+    #: Requests another worker claimed first while this one looked (fleet contention).
+    claims_lost: int = 0
 
 
 def stopped(refused: LedgerRefused, execution_request_id: str) -> Outcome:
@@ -74,28 +97,59 @@ def _candidates(config: WorkerConfig, port: LedgerPort, run_id: str) -> list[str
 
 
 def claim_one(
-    config: WorkerConfig, port: LedgerPort
+    config: WorkerConfig,
+    port: LedgerPort,
+    shutdown: Shutdown | None = None,
+    contention: list[str] | None = None,
 ) -> tuple[execution_pb2.ClaimExecutionRequestResponse, ledger_pb2.Run] | LedgerRefused | None:
     """The first request of the configured runs this worker may claim (the claim repeats every
-    current check); else the last refusal, or None when nothing was queued."""
+    current check); else the last refusal, or None when nothing was queued (or a stop was
+    requested before a claim). ``contention`` collects the requests another worker claimed
+    first (the race a fleet measures)."""
     last: LedgerRefused | None = None
+    # The revision is derived from the source tree (services.worker.source), never the run's
+    # own read back: a worker deployed with other code than the run's is refused at the claim.
     presented = Presented(
-        config.source_revision or "", config.configuration_digest or "", config.source_profile
+        config.source_revision or source_revision(config.source_dir),
+        config.configuration_digest or "",
+        config.source_profile,
     )
     owner = owner_instance()
-    for run_id in config.run_ids:
+    try:
+        queue = _queue(config, port)
+    except LedgerRefused as refused:
+        return refused
+    runs: dict[str, ledger_pb2.Run] = {}
+    for run_id, listed in queue:
         try:
-            run = port.get_run(run_id).run
-            candidates = _candidates(config, port, run_id)
+            if run_id not in runs:
+                runs[run_id] = port.get_run(run_id).run
+            candidates = listed if listed is not None else _candidates(config, port, run_id)
         except LedgerRefused as refused:
             last = refused
             continue
         for execution_request_id in candidates:
+            if shutdown is not None and shutdown.requested:
+                return last
             try:
-                return port.claim(execution_request_id, run, presented, owner), run
+                return port.claim(execution_request_id, runs[run_id], presented, owner), runs[
+                    run_id
+                ]
             except LedgerRefused as refused:  # claimed by another worker, expired, revoked...
                 last = refused
+                if refused.reason == LOST_RACE and contention is not None:
+                    contention.append(execution_request_id)
     return last
+
+
+def _queue(config: WorkerConfig, port: LedgerPort) -> list[tuple[str, list[str] | None]]:
+    """(run, the requests to try in it; None: read them per run) in the order to try them.
+    ``--all-runs``: every queued request eligible for automatic scheduling across runs, oldest
+    first, so a fleet drains the queue in admission order; the claim is exclusive, so workers
+    that race for one request lose it to exactly one and move on to the next."""
+    if config.all_runs and not config.execution_request_id:
+        return [(r.run_id, [r.execution_request_id]) for r in port.queued_everywhere()]
+    return [(run_id, None) for run_id in config.run_ids]
 
 
 def claim_entry(
@@ -156,7 +210,10 @@ async def continue_run(
 ) -> str:
     """Resume ``record`` (its history, usage and original limits, no new prompt) and run the
     next model turns against the configured provider; returns the final output."""
-    transport = JournalingTransport(effects.journal, calls, record.digest)
+    transport = JournalingTransport(
+        effects.journal, calls, record.digest, provider_timeout=PROVIDER_TIMEOUT
+    )
+    # The transport bounds each answer by the lease; the client's own timeout stays as a floor.
     async with httpx2.AsyncClient(transport=transport, timeout=PROVIDER_TIMEOUT) as http:
         # max_retries=0: the client never sends a request again by itself.
         client = AsyncOpenAI(
@@ -178,24 +235,58 @@ def evidence_store(config: WorkerConfig, port: LedgerPort) -> EvidenceStore:
     return JournalEvidence(port)
 
 
+def lease_of(claimed: common_pb2.ExecutionRequest) -> LeaseBound:
+    expires = (
+        claimed.lease.expires_at.ToDatetime(UTC) if claimed.lease.HasField("expires_at") else None
+    )
+    return LeaseBound(expires, utc_now)
+
+
 def run_once(
     config: WorkerConfig,
     port: LedgerPort,
     echo: Callable[[common_pb2.JournalEntry], None] | None = None,
+    shutdown: Shutdown | None = None,
 ) -> Outcome:
-    """One pass (see the module docstring)."""
-    found = claim_one(config, port)
+    """One pass (see the module docstring); ``shutdown``: the stop request the process's
+    signals set (none: nobody can ask this pass to stop)."""
+    shutdown = shutdown if shutdown is not None else Shutdown()
+    problem = profile_problem(config.source_profile)
+    if problem is not None:  # its installed adapter is not the code its profile registers
+        return Outcome(EXIT_NOT_QUALIFIED, f"not claiming: PROFILE_NOT_QUALIFIED: {problem}")
+    lost: list[str] = []
+    found = claim_one(config, port, shutdown, lost)
     if not isinstance(found, tuple):
+        if shutdown.requested:
+            return Outcome(EXIT_INTERRUPTED, f"stopped by {shutdown.signal_name}: nothing claimed")
         why = f": last refusal {found.rpc}: {found.reason}" if found is not None else ""
-        return Outcome(EXIT_NOTHING_TO_RUN, f"nothing to run in {', '.join(config.run_ids)}{why}")
+        where = "any run" if config.all_runs else ", ".join(config.run_ids)
+        return Outcome(
+            EXIT_NOTHING_TO_RUN, f"nothing to run in {where}{why}", claims_lost=len(lost)
+        )
     answer, run = found
+    return replace(_run_claimed(config, port, answer, run, echo, shutdown), claims_lost=len(lost))
+
+
+def _run_claimed(
+    config: WorkerConfig,
+    port: LedgerPort,
+    answer: execution_pb2.ClaimExecutionRequestResponse,
+    run: ledger_pb2.Run,
+    echo: Callable[[common_pb2.JournalEntry], None] | None,
+    shutdown: Shutdown,
+) -> Outcome:
     claimed = answer.execution_request
     exr = claimed.execution_request_id
+    bounds = EffectBounds(shutdown, lease_of(claimed))
     try:
         claim = claim_entry(port, answer)
         if echo is not None:
             echo(claim)
-        journal = Journal(port, claimed, claim.hash, echo, source_revision=run.source_revision)
+        journal = Journal(
+            port, claimed, claim.hash, echo, source_revision=run.source_revision, bounds=bounds
+        )
+        journal.head_sequence = claim.sequence
         try:
             record = read_derived_checkpoint(port.blob(claimed.checkpoint_digest))
         except (DomainError, ValueError) as unusable:  # not a checkpoint this worker resumes
@@ -204,6 +295,30 @@ def run_once(
         return execute(config, port, claimed, journal, record)
     except LedgerRefused as refused:
         return stopped(refused, exr)
+
+
+def bounded_end(
+    error: BaseException, port: LedgerPort, claimed: common_pb2.ExecutionRequest
+) -> Outcome | None:
+    """The end of a run a stop request or the lease cut short, after reporting the failure;
+    None for any other end."""
+    causes = list(_causes(error))
+    exr = claimed.execution_request_id
+    interrupted = next((e for e in causes if isinstance(e, WorkerInterrupted)), None)
+    if interrupted is not None:
+        reason = f"worker_stopped_by_{interrupted.signal_name.lower()}"
+        port.fail(claimed, reason)
+        return Outcome(
+            EXIT_INTERRUPTED,
+            f"stopped by {interrupted.signal_name}: failed {exr}: {reason} (no effect started "
+            "after the signal; an effect abandoned past the grace keeps its open intent)",
+            exr,
+        )
+    exhausted = next((e for e in causes if isinstance(e, LeaseExhausted)), None)
+    if exhausted is not None:
+        port.fail(claimed, "lease_exhausted")
+        return Outcome(EXIT_FAILED, f"failed {exr}: lease_exhausted: {exhausted}", exr)
+    return None
 
 
 def execute(
@@ -222,13 +337,18 @@ def execute(
         evidence_store(config, port),
         config.granted_commands,
         config.command_timeout_seconds,
+        journal.bounds,
     )
     effects = JournalingEffects(base, journal, calls)
     try:
+        journal.bounds.shutdown.check()  # a signal during the claim: nothing starts
         output = asyncio.run(continue_run(config, record, effects, calls))
     except Exception as error:  # noqa: BLE001 - every end of the run is reported below
         if journal.stopped is not None:
             raise journal.stopped from None
+        ended = bounded_end(error, port, claimed)
+        if ended is not None:
+            return ended
         reason = failure_reason(error)
         port.fail(claimed, reason)
         return Outcome(EXIT_FAILED, f"failed {exr}: {reason}: {error}", exr)

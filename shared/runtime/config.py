@@ -358,6 +358,27 @@ def _reload_seconds(env: Mapping[str, str]) -> float:
     return seconds
 
 
+# --- the ledger's scheduled expiry sweep -------------------------------------------------------
+
+#: Seconds between the ledger's sweeps of queued requests past their lease (ADR 0039): how long an
+#: expired request may still hold its place in the caps and its never-claimed recovery. Reads
+#: show it expired at once whatever the interval.
+DEFAULT_EXPIRY_SWEEP_SECONDS = 5.0
+
+
+def expiry_sweep_seconds(env: Mapping[str, str] | None = None) -> float:
+    """FORGE_EXPIRY_SWEEP_SECONDS, in (0, 3600]."""
+    env = os.environ if env is None else env
+    text = _env(env, "FORGE_EXPIRY_SWEEP_SECONDS", str(DEFAULT_EXPIRY_SWEEP_SECONDS))
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise ValueError(f"FORGE_EXPIRY_SWEEP_SECONDS must be a number, not {text!r}") from None
+    if not 0 < seconds <= 3600:
+        raise ValueError(f"FORGE_EXPIRY_SWEEP_SECONDS must be in (0, 3600], not {seconds}")
+    return seconds
+
+
 # --- server threads and journal followers ---------------------------------------------------
 
 #: Threads of each service's gRPC server pool (shared.runtime.server.start_server).

@@ -127,7 +127,9 @@ class Workers:
         token: str = "worker-token",
         env: dict[str, str] | None = None,
         args: Sequence[str] = (),
+        cwd: Path = ROOT,
     ) -> WorkerProcess:
+        """``cwd``: where ``python -m services.worker`` finds the code (another installation)."""
         config = self.continuation.config
         assert config.evidence_dir is not None
         environment = {
@@ -144,7 +146,7 @@ class Workers:
         }
         popen = subprocess.Popen(
             [sys.executable, "-m", "services.worker", *config.run_ids, "--verbose", *args],
-            cwd=ROOT,
+            cwd=cwd,
             env=environment,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

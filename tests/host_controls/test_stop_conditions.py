@@ -14,6 +14,7 @@ from forge.continuity.v1 import common_pb2, execution_pb2
 from services.demo.scripted_provider import ScriptedProvider, reference_script
 from services.worker import config as settings
 from services.worker.run import EXIT_COMPLETED, EXIT_NOTHING_TO_RUN, EXIT_STOPPED
+from shared.continuity.qualification import EXTRA_PROFILES_VARIABLE
 from tests.host_controls.conftest import Gate, MovableClock, Workers, before_answering, variants
 from tests.recovery.conftest import Authority
 from tests.worker.conftest import COMMANDS, Continuation
@@ -124,7 +125,11 @@ def test_a_worker_of_another_source_configuration_or_profile_cannot_claim(
     admitted: Continuation, workers: Workers, provider: ScriptedProvider, variable: str, value: str
 ) -> None:
     journal = admitted.journal()
-    finished = workers.run(provider, env={variable: value})
+    # The other profile is registered with this worker's code, so the worker itself claims (a
+    # profile its code does not qualify for claims nothing: test_tool_contract.py) and the
+    # ledger's claim check refuses the profile that is not the run's.
+    registered = {EXTRA_PROFILES_VARIABLE: value} if variable == settings.SOURCE_PROFILE else {}
+    finished = workers.run(provider, env={variable: value, **registered})
     assert finished.returncode == EXIT_NOTHING_TO_RUN
     assert "ClaimExecutionRequest: CLAIM_CHECK_FAILED" in finished.message
     assert provider.received == []

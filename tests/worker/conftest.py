@@ -4,6 +4,7 @@ the scripted provider over real HTTP."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -18,6 +19,7 @@ from services.demo.seed import load_fixture, seed_held_run
 from services.worker.config import WorkerConfig
 from services.worker.ledger_port import LedgerPort
 from services.worker.run import Outcome, run_once
+from services.worker.source import source_revision
 from tests.admission.conftest import (
     Stack,
     stack,  # noqa: F401 - the four services, over `ledger`
@@ -104,7 +106,16 @@ def source_tree(root: Path) -> Path:
     (root / "src" / "app.py").write_text("def answer() -> int:\n    return 42\n")
     (root / "src" / "util.py").write_text("NAME = 'forge'\n")
     (root / "tests" / "test_app.py").write_text("def test_answer() -> None:\n    pass\n")
+    commit_tree(root)
     return root
+
+
+def commit_tree(root: Path) -> None:
+    """Make ``root`` a git checkout of what it holds: the worker presents its HEAD, which the
+    files its commands leave behind do not change."""
+    identity = ["-c", "user.name=forge-tests", "-c", "user.email=tests@forge.invalid"]
+    for argv in (["init", "-q"], ["add", "-A"], [*identity, "commit", "-q", "-m", "source"]):
+        subprocess.run(["git", "-C", str(root), *argv], check=True, capture_output=True)
 
 
 def admit(
@@ -113,16 +124,24 @@ def admit(
     *,
     commands_before: int = 11,
     granted: Sequence[Sequence[str]] = COMMANDS,
+    window_seconds: int = 3600,
 ) -> Continuation:
-    seed_held_run(services.ledger_stub(), FIXTURE, RUN, commands_before=commands_before)
-    services.set_policy()
+    # the run records the revision its worker derives from the source tree it runs in
+    source = source_tree(tmp_path / "source")
+    seed_held_run(
+        services.ledger_stub(),
+        FIXTURE,
+        RUN,
+        commands_before=commands_before,
+        source_revision=source_revision(source),
+    )
+    services.set_policy(window_seconds=window_seconds)
     candidate = services.candidate_of(RUN)
     assert candidate.eligible, candidate.holds
     ticket = services.admissions().RequestInvalidReadContinuity(submission(candidate)).ticket
     evidence = tmp_path / "evidence" / EVIDENCE_RUN
     evidence.mkdir(parents=True)
     (evidence / "log.json").write_text(json.dumps(LOG))
-    source = source_tree(tmp_path / "source")
     config = WorkerConfig(
         ledger_target=services.ledger.target,
         token="worker-token",

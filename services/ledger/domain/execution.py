@@ -446,3 +446,18 @@ def due_for_expiry(record: ExecutionRequestRecord, now: datetime) -> bool:
         and record.lease_expires_at is not None
         and now >= from_text(record.lease_expires_at)
     )
+
+
+def as_read(record: ExecutionRequestRecord, now: datetime) -> ExecutionRequestRecord:
+    """The request as a reader sees it at ``now``: a queued request past its lease reads
+    ``expired`` even before the sweep writes it (ADR 0039), since nothing can claim it any
+    more. Only the state is derived; the stored row and its journal wait for the sweep."""
+    return replace(record, state=RequestState.EXPIRED) if due_for_expiry(record, now) else record
+
+
+def states_to_read(states: tuple[RequestState, ...]) -> tuple[RequestState, ...]:
+    """The stored states to fetch so that :func:`as_read` can answer a filter on ``states``:
+    an ``expired`` reader must also see the queued rows that are past their lease."""
+    if RequestState.EXPIRED in states and RequestState.QUEUED not in states:
+        return (*states, RequestState.QUEUED)
+    return states

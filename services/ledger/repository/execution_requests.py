@@ -156,6 +156,21 @@ def queued_expiring_by(
     return [execution_request_from_row(row) for row in rows]
 
 
+#: The key of the transaction-scoped advisory lock the scheduled expiry sweep takes on
+#: PostgreSQL, so that one ledger replica at a time sweeps (ADR 0039).
+EXPIRY_SWEEP_KEY = 0x466F7278
+_TRY_SWEEP_LOCK = select(func.pg_try_advisory_xact_lock(EXPIRY_SWEEP_KEY))
+
+
+def take_sweep_turn(connection: Connection) -> bool:
+    """Whether this transaction may run the scheduled sweep: on PostgreSQL, whether it took the
+    sweep's advisory lock without waiting (held until it ends; a replica that finds it taken
+    skips this round); SQLite serves one process, whose one sweeper always may."""
+    if connection.dialect.name != "postgresql":
+        return True
+    return bool(connection.execute(_TRY_SWEEP_LOCK).scalar_one())
+
+
 def pending_count(connection: Connection) -> int:
     """The pending requests across all runs (PENDING_COUNT)."""
     return int(connection.execute(PENDING_COUNT).scalar_one())

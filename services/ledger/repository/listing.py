@@ -16,8 +16,10 @@ from sqlalchemy import (
     Connection,
     Select,
     and_,
+    case,
     exists,
     not_,
+    or_,
     select,
     true,
     tuple_,
@@ -133,28 +135,47 @@ def list_runs(
     ]
 
 
-def _request_condition(condition: Condition) -> ColumnElement[bool]:
+def _past_lease(now: str) -> ColumnElement[bool]:
+    c = execution_requests.c
+    return and_(c.state == RequestState.QUEUED.value, c.lease_expires_at <= now)
+
+
+def _state_condition(condition: Condition, now: str) -> ColumnElement[bool]:
+    """A condition on the state as a reader sees it at ``now`` (``domain.execution.as_read``):
+    a queued request past its lease is ``expired``. Equality, the common filter, keeps to the
+    (state, updated_at) index."""
+    c = execution_requests.c
+    if condition.op is Op.EQ and condition.value == RequestState.QUEUED.value:
+        return and_(c.state == condition.value, not_(_past_lease(now)))
+    if condition.op is Op.EQ and condition.value == RequestState.EXPIRED.value:
+        return or_(c.state == condition.value, _past_lease(now))
+    read_state = case((_past_lease(now), RequestState.EXPIRED.value), else_=c.state)
+    return _compare(read_state, condition.op, condition.value)
+
+
+def _request_condition(condition: Condition, now: str) -> ColumnElement[bool]:
     c = execution_requests.c
     if condition.field == "unresolved":
         unresolved = c.state == RequestState.UNRESOLVED.value
         return unresolved if condition.value else not_(unresolved)
     if condition.field == "run_id":
         return _identifier(c.run_id, condition)
-    column = {"state": c.state, "updated_at": c.updated_at}[condition.field]
-    return _compare(column, condition.op, condition.value)
+    if condition.field == "state":
+        return _state_condition(condition, now)
+    return _compare(c.updated_at, condition.op, condition.value)
 
 
 def list_execution_requests_page(
-    connection: Connection, listing: Filter, cursor: Cursor | None, limit: int
+    connection: Connection, listing: Filter, cursor: Cursor | None, limit: int, now: str
 ) -> list[ExecutionRequestRecord]:
-    """Up to ``limit`` execution requests of any run matching ``listing`` after ``cursor``,
-    newest update first."""
+    """Up to ``limit`` execution requests of any run matching ``listing`` (states as read at
+    ``now``) after ``cursor``, newest update first."""
     c = execution_requests.c
     statement: Select[Any] = (
         select(execution_requests)
         .where(
             _after(c.updated_at, c.execution_request_id, cursor),
-            *(_request_condition(condition) for condition in listing.conditions),
+            *(_request_condition(condition, now) for condition in listing.conditions),
         )
         .order_by(c.updated_at.desc(), c.execution_request_id.desc())
         .limit(limit)

@@ -12,6 +12,7 @@ from services.ledger.domain.admission import AdmissionInput, check_policy_for_ad
 from services.ledger.domain.derived_envelope import JournalTurn, check_derived_envelope
 from services.ledger.domain.execution import (
     ExecutionRequestRecord,
+    as_read,
     bound_lease,
     execution_request_id,
     queued_request,
@@ -417,4 +418,7 @@ def get(context: LedgerContext, run_id: str, request_id: str) -> Admission:
         ]
         # Oldest first: a reconciliation retry is created after the request it replaces.
         current = chain[-1] if chain else record
-        return Admission(stored.ticket, record, created=False, current=current)
+    now = context.clock()
+    return Admission(
+        stored.ticket, as_read(record, now), created=False, current=as_read(current, now)
+    )

@@ -13,11 +13,13 @@ from services.ledger.domain.execution import (
     ExecutionRequestRecord,
     RequestState,
     WorkerSource,
+    as_read,
     check_not_expired,
     check_worker_source,
     check_worker_write,
     claimed,
     finished,
+    states_to_read,
 )
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.owner_instance import OwnerInstance
@@ -71,16 +73,19 @@ def existing_request(
 
 def get(context: LedgerContext, execution_request_id: str) -> ExecutionRequestRecord:
     with context.read() as connection:
-        return existing_request(connection, execution_request_id)
+        return as_read(existing_request(connection, execution_request_id), context.clock())
 
 
 def list_for_run(
     context: LedgerContext, run_id: str, states: tuple[RequestState, ...]
 ) -> list[ExecutionRequestRecord]:
     check_identifier("run_id", run_id)
+    now = context.clock()
     with context.read() as connection:
         existing_run(connection, run_id)
-        return request_rows.list_execution_requests(connection, run_id, states)
+        stored = request_rows.list_execution_requests(connection, run_id, states_to_read(states))
+    read = [as_read(record, now) for record in stored]
+    return [record for record in read if not states or record.state in states]
 
 
 @retry_on_unique_conflict

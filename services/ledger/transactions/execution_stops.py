@@ -121,6 +121,21 @@ def expire_due(context: LedgerContext) -> list[ExecutionRequestRecord]:
         return _expire(context, connection, now)
 
 
+@retry_on_unique_conflict
+def sweep_on_schedule(context: LedgerContext) -> list[ExecutionRequestRecord]:
+    """The ledger's own periodic sweep (``services.ledger.expiry_sweep``): :func:`expire_due`,
+    run by one replica at a time (a replica that finds another sweeping skips the round; the
+    other expires what is due). Cheap when nothing is due: one read, no lock."""
+    now = context.clock()
+    with context.read() as connection:
+        if not request_rows.queued_expiring_by(connection, to_text(now), lock=False):
+            return []
+    with context.engine.begin() as connection:
+        if not request_rows.take_sweep_turn(connection):
+            return []
+        return _expire(context, connection, now)
+
+
 class Expiry:
     """The lazy sweep inside every transaction that counts queued requests (admission, recovery,
     reconciliation): its first step locks the policy row and, in the same statements, counts the

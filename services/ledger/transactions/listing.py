@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.ledger.domain.execution import ExecutionRequestRecord
+from services.ledger.domain.execution import ExecutionRequestRecord, as_read
 from services.ledger.domain.listing import (
     Collection,
     Cursor,
@@ -17,6 +17,7 @@ from services.ledger.domain.listing import (
 from services.ledger.repository import listing as listing_rows
 from services.ledger.repository.listing import RunRow
 from services.ledger.transactions.base import LedgerContext
+from shared.continuity.timeutil import to_text
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,12 @@ def list_execution_requests(
     listing = parse_filter(Collection.EXECUTION_REQUESTS, text)
     cursor = decode_page_token(Collection.EXECUTION_REQUESTS, listing, token)
     size = page_size(requested_size)
+    now = context.clock()
     with context.read() as connection:
-        rows = listing_rows.list_execution_requests_page(connection, listing, cursor, size + 1)
+        stored = listing_rows.list_execution_requests_page(
+            connection, listing, cursor, size + 1, to_text(now)
+        )
+    rows = [as_read(record, now) for record in stored]
     if len(rows) <= size:
         return ExecutionRequestPage(rows, "")
     last = rows[size - 1]
