@@ -41,6 +41,9 @@ from shared.continuity.canonical import sha256_digest
 from shared.runtime.errors import DomainError
 
 EXIT_COMPLETED, EXIT_FAILED, EXIT_STOPPED, EXIT_NOTHING_TO_RUN = 0, 1, 2, 3
+#: How the worker names a request its automatic selection skips, and how to schedule it again.
+ADMISSION_REFUSAL: Final = "admission refusal"
+RESCHEDULE_HINT: Final = "run the worker with --execution-request-id to schedule it again"
 #: Seconds one provider request may take (the lease bounds the whole run anyway).
 PROVIDER_TIMEOUT: Final = 600.0
 
@@ -64,21 +67,36 @@ def stopped(refused: LedgerRefused, execution_request_id: str) -> Outcome:
     )
 
 
-def _candidates(config: WorkerConfig, port: LedgerPort, run_id: str) -> list[str]:
+def _candidates(
+    config: WorkerConfig, port: LedgerPort, run_id: str, skipped: list[str]
+) -> list[str]:
     """The requests of ``run_id`` to try: the one named (whatever its state: the ledger says
-    why it cannot be claimed), else every queued one, oldest first."""
+    why it cannot be claimed; naming it is the operator's act of scheduling it again), else
+    every queued one, oldest first, except those a typed refusal made ineligible for automatic
+    scheduling (ADR 0014, rule 3a), which are noted in ``skipped`` with their reason."""
     if config.execution_request_id:
         named = port.get_execution_request(config.execution_request_id)
         return [named.execution_request_id] if named.run_id == run_id else []
-    return [request.execution_request_id for request in port.queued(run_id)]
+    eligible = []
+    for request in port.queued(run_id):
+        if request.admission_refusal:
+            skipped.append(
+                f"{request.execution_request_id} ({ADMISSION_REFUSAL} "
+                f"{request.admission_refusal}: {RESCHEDULE_HINT})"
+            )
+        else:
+            eligible.append(request.execution_request_id)
+    return eligible
 
 
 def claim_one(
-    config: WorkerConfig, port: LedgerPort
+    config: WorkerConfig, port: LedgerPort, skipped: list[str] | None = None
 ) -> tuple[execution_pb2.ClaimExecutionRequestResponse, ledger_pb2.Run] | LedgerRefused | None:
     """The first request of the configured runs this worker may claim (the claim repeats every
-    current check); else the last refusal, or None when nothing was queued."""
+    current check); else the last refusal, or None when nothing was queued. Requests the
+    automatic selection passed over are noted in ``skipped``."""
     last: LedgerRefused | None = None
+    passed_over = skipped if skipped is not None else []
     presented = Presented(
         config.source_revision or "", config.configuration_digest or "", config.source_profile
     )
@@ -86,7 +104,7 @@ def claim_one(
     for run_id in config.run_ids:
         try:
             run = port.get_run(run_id).run
-            candidates = _candidates(config, port, run_id)
+            candidates = _candidates(config, port, run_id, passed_over)
         except LedgerRefused as refused:
             last = refused
             continue
@@ -184,9 +202,11 @@ def run_once(
     echo: Callable[[common_pb2.JournalEntry], None] | None = None,
 ) -> Outcome:
     """One pass (see the module docstring)."""
-    found = claim_one(config, port)
+    skipped: list[str] = []
+    found = claim_one(config, port, skipped)
     if not isinstance(found, tuple):
         why = f": last refusal {found.rpc}: {found.reason}" if found is not None else ""
+        why += f"; not scheduled automatically: {', '.join(skipped)}" if skipped else ""
         return Outcome(EXIT_NOTHING_TO_RUN, f"nothing to run in {', '.join(config.run_ids)}{why}")
     answer, run = found
     claimed = answer.execution_request
