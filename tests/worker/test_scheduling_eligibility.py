@@ -69,4 +69,10 @@ def test_a_refused_request_is_not_picked_again_when_the_condition_clears(
     # An operator naming the request schedules it: the claim repeats every check and runs it.
     named = admitted.run(provider, execution_request_id=exr)
     assert named.exit_code == EXIT_COMPLETED, named.message
+    # ... and the journal records that this claim scheduled the refused request again
+    claimed = admitted.after_claim()[0]
+    assert claimed == (
+        "worker_claimed",
+        {**claimed[1], "admission_refusal": "PROFILE_NOT_QUALIFIED"},
+    )
     assert admitted.request().state == common_pb2.EXECUTION_REQUEST_STATE_COMPLETED

@@ -156,6 +156,13 @@ def _claim(
                 "lease_generation": updated.lease_generation,
                 "attempt_id": record.attempt_id,
                 **({"owner_instance": owner_instance.as_payload()} if owner_instance else {}),
+                # a request a typed refusal made ineligible is claimed only by an operator
+                # naming it: the entry records that this claim scheduled it again (rule 3a)
+                **(
+                    {"admission_refusal": record.admission_refusal}
+                    if record.admission_refusal
+                    else {}
+                ),
             },
             worker,
             request=updated,
