@@ -11,6 +11,10 @@ import grpc
 from sqlalchemy import Engine
 
 from forge.continuity.v1 import common_pb2, execution_pb2, ledger_pb2
+from services.ledger.domain.journal import EntryKind, seal
+from services.ledger.repository import journal as journal_rows
+from shared.continuity.canonical import canonical_text
+from shared.continuity.timeutil import to_text, utc_now
 from tests.errors import expect_error
 from tests.ledger.admission_support import admitted, claim_request, execution
 from tests.ledger.conftest import LedgerClients
@@ -87,3 +91,38 @@ def test_a_native_resume_is_refused_while_a_continuity_ticket_is_queued_or_claim
     )
     for kind, payload in RESUMES:
         append(clients, kind, payload)
+
+
+def test_a_native_entry_written_around_the_ledger_after_admission_stops_the_claim(
+    clients: LedgerClients, engine: Engine
+) -> None:
+    """A changed native ticket stops execution: a native resume that reached the journal after
+    the request was queued without the ledger's check (a replica of an earlier release, or a
+    write into the database; simulated by inserting the sealed row) makes the claim refuse,
+    writing nothing."""
+    _seeded, ticket = admitted(clients)
+    exr = ticket.execution_request.execution_request_id
+    with engine.begin() as connection:
+        sequence, head = journal_rows.journal_head(connection, "run-1")
+        payload = canonical_text({"task_id": "task-1", "attempt_id": "att-2"})
+        entry = seal(
+            "run-1",
+            sequence + 1,
+            EntryKind.RUN_STARTED,
+            payload,
+            head,
+            "writer",
+            to_text(utc_now()),
+        )
+        journal_rows.insert_journal_entry(connection, entry)
+    counts = row_counts(engine)
+    error = expect_error(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "NATIVE_JOURNAL_CHANGED",
+        lambda: execution(clients).ClaimExecutionRequest(claim_request(clients, exr)),
+    )
+    assert (error.metadata["sequence"], error.metadata["kind"]) == (
+        str(sequence + 1),
+        "run_started",
+    )
+    assert row_counts(engine) == counts
