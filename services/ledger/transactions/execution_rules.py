@@ -201,7 +201,11 @@ def read_effects(
     every outcome that counts, is at or after the ticket's ownership claim: the judged entries
     start there, not at the run's first entry. ``native`` (the claim): every native resume
     kind is judged too (:func:`judge_native_journal`), in the same statement."""
-    judged_kinds = (EntryKind.OWNERSHIP_CLAIM, EntryKind.REQUEST_EVENT, EntryKind.TOOL_OUTCOME)
+    judged_kinds: tuple[EntryKind, ...] = (
+        EntryKind.OWNERSHIP_CLAIM,
+        EntryKind.REQUEST_EVENT,
+        EntryKind.TOOL_OUTCOME,
+    )
     if native:
         judged_kinds += _NATIVE_JUDGED
     entries, head = journal_rows.entries_of_kinds_and_head(
