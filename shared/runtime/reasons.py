@@ -229,6 +229,9 @@ _REASONS: tuple[Reason, ...] = (
            "a native resume (run_started, checkpoint, model request, tool row, command, "
            "claim, hold) outside ExecutionService while a continuity execution request of the "
            "run is queued or claimed; nothing was written"),
+    Reason("ACTION_IDENTITY_EXPIRED", _FP, ("expired_at", "reconciliation_id", "recovery_id"),
+           "an identical repeat of a recovery or reconciliation after its identity's validity "
+           "(7200 s from when it was stored) is no retry; read the saved action back"),
     Reason("NATIVE_JOURNAL_CHANGED", _FP, ("execution_request_id", "kind", "sequence"),
            "a native entry was appended to the run after the execution request was queued (a "
            "changed native ticket): its claim is refused; cancel it and judge the run again"),
