@@ -85,6 +85,9 @@ def test_a_native_resume_is_refused_while_a_continuity_ticket_is_queued_or_claim
         common_pb2.JOURNAL_ENTRY_KIND_STARTUP_RECOVERY_ANNOTATION,
         {"annotation": "the platform restarted"},
     )
+    # ... and a native resume right after it, at the head that append left (on PostgreSQL the
+    # one-statement append at a known head, which must refuse it too), is still refused.
+    refused_everything(clients, engine, exr)
     # Once the request ended, the run is the platform's again.
     execution(clients, "admin-token").CancelExecutionRequest(
         execution_pb2.CancelExecutionRequestRequest(execution_request_id=exr, reason="test")
