@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN):$(CURDIR)/tools/audit
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install chromium pgbouncer promtool guarantees run test host-controls reliability scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
+.PHONY: help install chromium pgbouncer promtool guarantees run test test-database host-controls reliability scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
@@ -116,13 +116,19 @@ db-upgrade: $(STAMP)
 run: $(STAMP)
 	$(PY) -m services.runner
 
-test: $(STAMP) $(NODE_STAMP) chromium pgbouncer promtool
+test: $(STAMP) $(NODE_STAMP) chromium pgbouncer promtool test-database
 	$(MAKE) --no-print-directory lint typecheck
 	$(PY) -m pytest -q
 
+# The dedicated PostgreSQL test database (FORGE_TEST_POSTGRES_URL, default forge_continuity_test;
+# a name not ending in _test is refused), created if missing. Fails loudly, naming why, when
+# PostgreSQL is unreachable: the PostgreSQL variants never skip silently.
+test-database: $(STAMP)
+	PYTHONPATH=.:shared/gen $(PY) -m tests.support
+
 # The host controls at full size: the reference worker as its own process against the real
 # services, every variant, on SQLite and PostgreSQL (make test runs the first variant of each).
-host-controls: $(STAMP)
+host-controls: $(STAMP) test-database
 	FORGE_HOST_CONTROLS=full CI=true $(PY) -m pytest -q -o timeout=1800 tests/host_controls
 
 # The reliability scenarios at full counts (make test runs a fast slice of each). Figures are

@@ -1,11 +1,13 @@
 """Shared fixtures. Every storage test runs on SQLite and on PostgreSQL.
 
-PostgreSQL comes from FORGE_TEST_POSTGRES_URL (default: the local server, database ``test``).
-Each test gets its own schema, dropped afterwards. When CI=true and PostgreSQL is unreachable the
-run fails; it never silently skips. As in a deployment (ADR 0036), the schema's owner migrates it
-and the ledger connects as its own role, ``forge_ledger``, which may not change a journal row:
-the URLs these fixtures hand out are the ledger's; a test that must write as the owner (a
-migration, a tampered row) goes through ``tests.support.owner_url`` or ``as_database_owner``.
+PostgreSQL comes from FORGE_TEST_POSTGRES_URL (default: the local server, database
+``forge_continuity_test``; a database whose name does not end in ``_test`` is refused). Each test
+gets its own schema, dropped afterwards. When PostgreSQL is unreachable the run fails; only
+FORGE_TEST_POSTGRES=optional (outside CI) skips its variants, saying so. As in a deployment
+(ADR 0036), the schema's owner migrates it and the ledger connects as its own role,
+``forge_ledger``, which may not change a journal row: the URLs these fixtures hand out are the
+ledger's; a test that must write as the owner (a migration, a tampered row) goes through
+``tests.support.owner_url`` or ``as_database_owner``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ from sqlalchemy import Engine, create_engine, text
 from services.ledger.database import make_engine, migrate
 from services.ledger.repository.roles import take_role_lock
 from services.ledger.service import Ledger
-from tests.support import LEDGER_ROLE, POSTGRES_URL, ledger_url, token_roles
+from tests.support import (
+    LEDGER_ROLE,
+    POSTGRES_REQUIREMENT,
+    POSTGRES_URL,
+    dedicated_database_problem,
+    ledger_url,
+    token_roles,
+)
 
 __all__ = ["POSTGRES_URL", "postgres_schema"]
 
@@ -60,11 +69,20 @@ def _ledger_login() -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    """Refuse a database not named as a test one; fail when PostgreSQL is unreachable unless
+    the machine says it has none (``FORGE_TEST_POSTGRES=optional``, never under CI): its
+    variants never skip silently."""
     global _postgres_problem
+    refused = dedicated_database_problem(POSTGRES_URL)
+    if refused:
+        raise pytest.UsageError(refused)
     _postgres_problem = _postgres_reachable()
-    if _postgres_problem and os.environ.get("CI") == "true":
+    optional = os.environ.get(POSTGRES_REQUIREMENT) == "optional" and os.environ.get("CI") != "true"
+    if _postgres_problem and not optional:
         raise pytest.UsageError(
-            f"CI=true but PostgreSQL at {POSTGRES_URL} is unreachable: {_postgres_problem}"
+            f"PostgreSQL at {POSTGRES_URL} is unreachable: {_postgres_problem}. Start it and "
+            f"run `make test-database`, or set {POSTGRES_REQUIREMENT}=optional to skip the "
+            "PostgreSQL variants"
         )
     if not _postgres_problem:
         _ledger_login()
@@ -98,7 +116,9 @@ def postgres_schema(
     connection's server settings (as a role or database default would), ``application_name``
     names its sessions in pg_stat_activity."""
     if _postgres_problem:
-        pytest.skip(f"PostgreSQL unreachable (set CI=true to make this fatal): {_postgres_problem}")
+        pytest.skip(
+            f"PostgreSQL unreachable ({POSTGRES_REQUIREMENT}=optional): {_postgres_problem}"
+        )
     schema = f"t_{uuid.uuid4().hex[:16]}"
     admin = create_engine(POSTGRES_URL)
     with admin.begin() as connection:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import grpc
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Connection, Engine, func, select, text
 from sqlalchemy.engine import make_url
 
 from forge.continuity.v1 import (
@@ -152,8 +152,51 @@ def cache_counts(port: int, prefix: str) -> dict[tuple[str, str], float]:
 #: The test server as its administrator, who owns every test schema and runs the migrations. The
 #: server trusts local connections (.ci/run), so the ledger's role logs in without a password.
 POSTGRES_URL = os.environ.get(
-    "FORGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+    "FORGE_TEST_POSTGRES_URL",
+    "postgresql+psycopg://postgres@127.0.0.1:5432/forge_continuity_test",
 )
+#: A test database's name ends in this: the suite creates and drops schemas in it as the server's
+#: administrator, so it refuses any database not named as a dedicated test one.
+DEDICATED_SUFFIX = "_test"
+#: Set to ``optional`` on a machine without PostgreSQL: its variants are then skipped, saying so.
+POSTGRES_REQUIREMENT = "FORGE_TEST_POSTGRES"
+
+
+def dedicated_database_problem(url: str) -> str | None:
+    """Why the suite must not run against ``url``'s database (None: a dedicated test one)."""
+    name = make_url(url).database or ""
+    if name.endswith(DEDICATED_SUFFIX) and name != DEDICATED_SUFFIX:
+        return None
+    return (
+        f"the test database {name!r} is not a dedicated one: its name must end in "
+        f"{DEDICATED_SUFFIX!r} (default forge_continuity_test; FORGE_TEST_POSTGRES_URL names "
+        "another), since the suite creates and drops schemas in it"
+    )
+
+
+def ensure_test_database(url: str = POSTGRES_URL) -> str:
+    """Create ``url``'s dedicated test database when the server has none of that name; what was
+    done. Raises when the name is not a dedicated one or the server cannot be reached."""
+    problem = dedicated_database_problem(url)
+    if problem:
+        raise ValueError(problem)
+    target = make_url(url)
+    maintenance = make_engine(target.set(database="postgres").render_as_string(False))
+    try:
+        # CREATE DATABASE runs outside a transaction; the name was checked above
+        with maintenance.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            found = connection.execute(
+                text("SELECT 1 FROM pg_database WHERE datname = :name"),
+                {"name": target.database},
+            ).scalar()
+            if found:
+                return f"test database {target.database} is there"
+            connection.execute(text(f'CREATE DATABASE "{target.database}"'))
+            return f"created test database {target.database}"
+    finally:
+        maintenance.dispose()
+
+
 #: The role every ledger the tests start on PostgreSQL connects as.
 LEDGER_ROLE = ledger_role()
 
@@ -220,3 +263,12 @@ def whole_journal(
         entries.extend(page.entries)
         sequence = page.next_sequence
     return entries
+
+
+if __name__ == "__main__":  # `make test-database`: the dedicated test database, created if missing
+    import sys
+
+    try:
+        print(ensure_test_database())
+    except Exception as error:  # noqa: BLE001 - any failure stops make with its reason
+        sys.exit(f"PostgreSQL test database unusable at {POSTGRES_URL}: {error}")

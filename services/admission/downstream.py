@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Any
 
 from forge.continuity.v1 import (
@@ -116,6 +117,9 @@ def _stored_recovery(saved: common_pb2.RecoveryOutcome) -> Stored[common_pb2.Rec
             saved.request_content_digest,
             action_id=saved.recovery_id,
             spends=f"request {saved.request_id}'s one recovery of this workflow",
+            stored_at=saved.created_at.ToDatetime(tzinfo=UTC)
+            if saved.HasField("created_at")
+            else None,
         ),
     )
 

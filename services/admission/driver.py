@@ -27,6 +27,7 @@ from google.protobuf.message import Message
 
 from services.admission.domain import HoldView, compare_digests, refuse_held
 from shared.continuity.idempotency import StoredAction, replay_or_conflict
+from shared.continuity.timeutil import utc_now
 from shared.runtime.errors import DomainError
 
 
@@ -132,6 +133,7 @@ def _replay(
         stored=stored.action,
         identity=identity,
         content_digest=request.content_digest,
+        now=utc_now(),
     )
     return Submitted(stored.result, created=False)
 

@@ -78,16 +78,20 @@ def observation_story(
     turn = consumed_turn(f"{request_id}-2", CONSUMED_AT, source_revision=run.source_revision)
     for content in (turn.raw_response, turn.retained_result):
         writer.PutBlob(ledger_pb2.PutBlobRequest(content=content, media_type="application/json"))
-    # The request names the claimed request: the worker retains it under its lease; the turn's
-    # records name none and are the platform's native ones.
+    # The worker retains the request and the turn under its lease: while the request is claimed
+    # no native resume is accepted (ADR 0014, rule 3b).
     request = sent.model_request_sent(
         f"{request_id}-2",
         claimed.execution_request_id,
         PRINCIPAL,
         lease_generation=claimed.lease.generation,
     )
+    lease = {
+        "execution_request_id": claimed.execution_request_id,
+        "lease_generation": claimed.lease.generation,
+    }
     payloads = [(journal, "model_request_sent", request)]
-    payloads += [(writer, kind, payload) for kind, payload in turn.entries]
+    payloads += [(journal, kind, {**payload, **lease}) for kind, payload in turn.entries]
     for appender, kind, payload in payloads:
         head = reader.ReadJournal(
             ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000)

@@ -62,6 +62,9 @@ EXIT_COMPLETED, EXIT_FAILED, EXIT_STOPPED, EXIT_NOTHING_TO_RUN = 0, 1, 2, 3
 EXIT_NOT_QUALIFIED, EXIT_INTERRUPTED = 4, 5
 #: The refusal of a claim another worker made first.
 LOST_RACE: Final = "EXECUTION_REQUEST_NOT_QUEUED"
+#: How the worker names a request its automatic selection skips, and how to schedule it again.
+ADMISSION_REFUSAL: Final = "admission refusal"
+RESCHEDULE_HINT: Final = "run the worker with --execution-request-id to schedule it again"
 #: Seconds one provider request may take (the lease bounds the whole run anyway).
 PROVIDER_TIMEOUT: Final = 600.0
 
@@ -87,13 +90,26 @@ def stopped(refused: LedgerRefused, execution_request_id: str) -> Outcome:
     )
 
 
-def _candidates(config: WorkerConfig, port: LedgerPort, run_id: str) -> list[str]:
+def _candidates(
+    config: WorkerConfig, port: LedgerPort, run_id: str, skipped: list[str]
+) -> list[str]:
     """The requests of ``run_id`` to try: the one named (whatever its state: the ledger says
-    why it cannot be claimed), else every queued one, oldest first."""
+    why it cannot be claimed; naming it is the operator's act of scheduling it again), else
+    every queued one, oldest first, except those a typed refusal made ineligible for automatic
+    scheduling (ADR 0014, rule 3a), which are noted in ``skipped`` with their reason."""
     if config.execution_request_id:
         named = port.get_execution_request(config.execution_request_id)
         return [named.execution_request_id] if named.run_id == run_id else []
-    return [request.execution_request_id for request in port.queued(run_id)]
+    eligible = []
+    for request in port.queued(run_id):
+        if request.admission_refusal:
+            skipped.append(
+                f"{request.execution_request_id} ({ADMISSION_REFUSAL} "
+                f"{request.admission_refusal}: {RESCHEDULE_HINT})"
+            )
+        else:
+            eligible.append(request.execution_request_id)
+    return eligible
 
 
 def claim_one(
@@ -101,12 +117,15 @@ def claim_one(
     port: LedgerPort,
     shutdown: Shutdown | None = None,
     contention: list[str] | None = None,
+    skipped: list[str] | None = None,
 ) -> tuple[execution_pb2.ClaimExecutionRequestResponse, ledger_pb2.Run] | LedgerRefused | None:
     """The first request of the configured runs this worker may claim (the claim repeats every
     current check); else the last refusal, or None when nothing was queued (or a stop was
     requested before a claim). ``contention`` collects the requests another worker claimed
-    first (the race a fleet measures)."""
+    first (the race a fleet measures); ``skipped`` the requests the automatic selection passed
+    over (a typed refusal made them ineligible)."""
     last: LedgerRefused | None = None
+    passed_over = skipped if skipped is not None else []
     # The revision is derived from the source tree (services.worker.source), never the run's
     # own read back: a worker deployed with other code than the run's is refused at the claim.
     presented = Presented(
@@ -124,7 +143,9 @@ def claim_one(
         try:
             if run_id not in runs:
                 runs[run_id] = port.get_run(run_id).run
-            candidates = listed if listed is not None else _candidates(config, port, run_id)
+            candidates = (
+                listed if listed is not None else _candidates(config, port, run_id, passed_over)
+            )
         except LedgerRefused as refused:
             last = refused
             continue
@@ -255,11 +276,13 @@ def run_once(
     if problem is not None:  # its installed adapter is not the code its profile registers
         return Outcome(EXIT_NOT_QUALIFIED, f"not claiming: PROFILE_NOT_QUALIFIED: {problem}")
     lost: list[str] = []
-    found = claim_one(config, port, shutdown, lost)
+    skipped: list[str] = []
+    found = claim_one(config, port, shutdown, lost, skipped)
     if not isinstance(found, tuple):
         if shutdown.requested:
             return Outcome(EXIT_INTERRUPTED, f"stopped by {shutdown.signal_name}: nothing claimed")
         why = f": last refusal {found.rpc}: {found.reason}" if found is not None else ""
+        why += f"; not scheduled automatically: {', '.join(skipped)}" if skipped else ""
         where = "any run" if config.all_runs else ", ".join(config.run_ids)
         return Outcome(
             EXIT_NOTHING_TO_RUN, f"nothing to run in {where}{why}", claims_lost=len(lost)

@@ -13,8 +13,10 @@ submissions cannot produce two results.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from shared.runtime.errors import Conflict
+from shared.contract.terms import MAX_WINDOW_SECONDS
+from shared.runtime.errors import Conflict, FailedPrecondition
 
 #: How far each key is unique, said in every conflict so the caller knows what to choose.
 SCOPES = {
@@ -22,6 +24,12 @@ SCOPES = {
     "recovery_id": "recovery ids are global: unique across every run and request",
     "reconciliation_id": "reconciliation ids are global: unique across every run and request",
 }
+#: How long a recovery's or reconciliation's action identity stays valid after the action was
+#: stored (ADR 0038): the longest policy window, so every lease the action granted has ended by
+#: then. An identical repeat after it is refused: an expired key does not justify a retry.
+ACTION_IDENTITY_VALIDITY = timedelta(seconds=MAX_WINDOW_SECONDS)
+#: The keys that expire; an admission's request_id is bound to its run and ticket instead.
+EXPIRING_KEYS = frozenset({"recovery_id", "reconciliation_id"})
 #: A recovery is also found by its request and workflow (one recovery each): an action stored
 #: there under another id means the request's one action is spent, not that this id was used.
 SPENT_REASON = "RECOVERY_ALREADY_SPENT"
@@ -38,6 +46,8 @@ class StoredAction:
     action_id: str = ""
     #: What the stored action used up, in words ("request req-1's one never_claimed recovery").
     spends: str = ""
+    #: When the action was stored; its identity expires ACTION_IDENTITY_VALIDITY later.
+    stored_at: datetime | None = None
 
 
 def replay_or_conflict(
@@ -47,6 +57,7 @@ def replay_or_conflict(
     stored: StoredAction,
     identity: str,
     content_digest: str,
+    now: datetime | None = None,
 ) -> None:
     """Return normally when the submission is an identical repeat of ``stored``.
 
@@ -81,4 +92,23 @@ def replay_or_conflict(
                 id_field: action_id,
                 "stored_request_content_digest": stored.content_digest,
             },
+        )
+    _check_not_expired(id_field, action_id, stored, now)
+
+
+def _check_not_expired(
+    id_field: str, action_id: str, stored: StoredAction, now: datetime | None
+) -> None:
+    """An identical repeat of a recovery or reconciliation past its identity's validity is
+    refused: it is no retry of a lost answer any more (read the action back instead)."""
+    if id_field not in EXPIRING_KEYS or stored.stored_at is None or now is None:
+        return
+    expires_at = stored.stored_at + ACTION_IDENTITY_VALIDITY
+    if now >= expires_at:
+        raise FailedPrecondition(
+            "ACTION_IDENTITY_EXPIRED",
+            f"{id_field} {action_id} expired at {expires_at.isoformat()}: an expired action "
+            "identity does not justify a retry; read the saved action back, or review anew "
+            "under a new identity",
+            metadata={id_field: action_id, "expired_at": expires_at.isoformat()},
         )

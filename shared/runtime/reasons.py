@@ -228,8 +228,15 @@ _REASONS: tuple[Reason, ...] = (
            "the command id was charged under another execution request or a fenced lease "
            "generation; its receipt never satisfies this lease: use a new command id"),
     Reason("CONTINUITY_TICKET_OUTSTANDING", _FP, ("execution_request_id", "run_id"),
-           "a native command_executed outside ExecutionService while a continuity execution "
-           "request of the run is queued or claimed"),
+           "a native resume (run_started, checkpoint, model request, tool row, command, "
+           "claim, hold) outside ExecutionService while a continuity execution request of the "
+           "run is queued or claimed; nothing was written"),
+    Reason("ACTION_IDENTITY_EXPIRED", _FP, ("expired_at", "reconciliation_id", "recovery_id"),
+           "an identical repeat of a recovery or reconciliation after its identity's validity "
+           "(7200 s from when it was stored) is no retry; read the saved action back"),
+    Reason("NATIVE_JOURNAL_CHANGED", _FP, ("execution_request_id", "kind", "sequence"),
+           "a native entry was appended to the run after the execution request was queued (a "
+           "changed native ticket): its claim is refused; cancel it and judge the run again"),
     Reason("PROFILE_NOT_QUALIFIED", _FP, ("source_profile",),
            "the run's source profile is not qualified by this release"),
     Reason("CLAIM_OUTSTANDING", _FP, ("execution_request_id",),

@@ -103,6 +103,20 @@ VARIANTS: dict[str, tuple[dict[str, Any], set[tuple[str, str]]]] = {
         },
         {("UNRESOLVED_CUSTODY", "call_old_1")},
     ),
+    "granted call with an intent and no outcome earlier in the journal": (
+        {
+            "edit": lambda entries: [
+                entries[0],
+                (
+                    K.JOURNAL_ENTRY_KIND_TOOL_CALL_GRANTED,
+                    {"call_id": "call_old_2", "tool_name": "list_files"},
+                ),
+                (K.JOURNAL_ENTRY_KIND_TOOL_INTENT, {"call_id": "call_old_2"}),
+                *entries[1:],
+            ]
+        },
+        {("UNRESOLVED_CUSTODY", "call_old_2")},
+    ),
     "grant missing": (
         {"edit": drop(K.JOURNAL_ENTRY_KIND_TOOL_CALL_GRANTED)},
         {("CLOSURE_INCOMPLETE", "call_ev_1")},
@@ -214,6 +228,27 @@ def test_an_unknown_outcome_is_handed_off_with_every_alternative(stack: Stack) -
         o.description == "settle the outcome of tool call call_ev_1"
         for o in candidate.handoff.remaining_obligations
     )
+
+
+def test_an_earlier_intent_is_held_as_the_handoff_lists_it_and_an_outcome_settles_it(
+    stack: Stack,
+) -> None:
+    """An earlier granted call with a durable intent and no outcome may have taken effect: the
+    candidate holds it (as its handoff lists it unresolved); with its outcome it holds nothing."""
+    stack.set_policy(enabled=True)
+    options = VARIANTS["granted call with an intent and no outcome earlier in the journal"][0]
+    stack.seed("v1_basic", "run-open", **options)
+    candidate = stack.read("run-open")
+    unresolved = {u.subject for u in candidate.handoff.unresolved_alternatives}
+    assert {subject for _, subject in hold_pairs(candidate)} == unresolved == {"call_old_2"}
+
+    def settled(entries: list[Entry]) -> list[Entry]:
+        outcome = {"call_id": "call_old_2", "status": "succeeded"}
+        opened = options["edit"](entries)[:3]
+        return [*opened, (K.JOURNAL_ENTRY_KIND_TOOL_OUTCOME, outcome), *entries[1:]]
+
+    stack.seed("v1_basic", "run-settled", edit=settled)
+    assert stack.read("run-settled").eligible
 
 
 def test_a_broken_chain_names_the_first_broken_sequence(stack: Stack) -> None:

@@ -31,7 +31,9 @@ from tests.ledger.conftest import LedgerClients
 from tests.support import whole_journal
 
 COMMAND = common_pb2.JOURNAL_ENTRY_KIND_COMMAND_EXECUTED
-CHECKPOINT = common_pb2.JOURNAL_ENTRY_KIND_CHECKPOINT_STORED
+# The one native kind a platform writer may still append while a continuity request of the run
+# is outstanding (ADR 0014, rule 3b): what races the fenced writes here.
+ANNOTATION = common_pb2.JOURNAL_ENTRY_KIND_STARTUP_RECOVERY_ANNOTATION
 # How often a native appender re-reads the head after losing the race before it gives up.
 APPEND_ATTEMPTS = 200
 
@@ -75,7 +77,7 @@ def _native_appender(
                             payload_json=json.dumps(
                                 {"command_id": f"{prefix}-{index}"}
                                 if kind == COMMAND
-                                else {"checkpoint_digest": digest_of(f"{prefix}-{index}")}
+                                else {"annotation": f"{prefix}-{index}"}
                             ),
                         )
                     )
@@ -158,10 +160,10 @@ def test_claim_commands_and_completion_racing_native_appends_all_land(
         except grpc.RpcError as error:
             outcomes.add("worker", error)
 
-    # While the request is outstanding native commands are refused (ADR 0014, rule 3b); the
-    # platform's other native records still land beside the worker's writes.
+    # While the request is outstanding a native resume is refused (ADR 0014, rule 3b); the
+    # platform's startup-recovery annotations still land beside the worker's writes.
     appenders = [
-        _native_appender(clients, "run-1", f"native-{n}", 12, outcomes, CHECKPOINT)
+        _native_appender(clients, "run-1", f"native-{n}", 12, outcomes, ANNOTATION)
         for n in range(3)
     ]
     _race(work, *appenders)
@@ -172,7 +174,7 @@ def test_claim_commands_and_completion_racing_native_appends_all_land(
     assert kinds.count(common_pb2.JOURNAL_ENTRY_KIND_REQUEST_EVENT) == 1
     usage = worker.GetCommandUsage(execution_pb2.GetCommandUsageRequest(run_id="run-1")).usage
     assert usage.used == 11 + len(commands)  # seeded and the worker's
-    assert kinds.count(CHECKPOINT) >= 3 * 12  # every native record landed too
+    assert kinds.count(ANNOTATION) >= 3 * 12  # every native record landed too
     assert _verified(clients, "run-1")
 
 
@@ -193,7 +195,7 @@ def test_failing_an_unclaimed_request_racing_native_appends_lands(
             outcomes.add("worker", error)
 
     appenders = [
-        _native_appender(clients, "run-1", f"native-{n}", 6, outcomes, CHECKPOINT) for n in range(3)
+        _native_appender(clients, "run-1", f"native-{n}", 6, outcomes, ANNOTATION) for n in range(3)
     ]
     _race(fail, *appenders)
 
@@ -259,7 +261,7 @@ def _race_for_the_last_slots(clients: LedgerClients, run_id: str) -> None:
 
     recorders = [record_until_refused(thread) for thread in range(WORKER_THREADS)]
     appenders = [
-        _native_appender(clients, run_id, f"native-{n}", 8, outcomes, CHECKPOINT)
+        _native_appender(clients, run_id, f"native-{n}", 8, outcomes, ANNOTATION)
         for n in range(NATIVE_WRITERS)
     ]
     _race(*recorders, *appenders)

@@ -219,14 +219,20 @@ def test_a_registry_for_other_migration_code_stops_the_claim(
 def test_a_new_unknown_tool_outcome_stops_execution(clients: LedgerClients) -> None:
     _seeded, ticket = admitted(clients)
     claimed = claimed_request(clients, ticket.execution_request.execution_request_id)
-    writer = clients.ledger()
+    # The worker records, under its lease, an outcome it cannot know (a platform writer's native
+    # tool row is refused while the ticket is outstanding: tests/ledger/test_outstanding_ticket.py)
+    writer = clients.ledger("worker-token")
     head = writer.GetRun(ledger_pb2.GetRunRequest(run_id="run-1")).head.hash
+    lease = {
+        "execution_request_id": claimed.execution_request_id,
+        "lease_generation": claimed.lease.generation,
+    }
     writer.AppendJournalEntry(
         ledger_pb2.AppendJournalEntryRequest(
             run_id="run-1",
             expected_head_hash=head,
             kind=common_pb2.JOURNAL_ENTRY_KIND_TOOL_OUTCOME,
-            payload_json=json.dumps({"call_id": "call-9", "status": "unknown"}),
+            payload_json=json.dumps({"call_id": "call-9", "status": "unknown", **lease}),
         )
     )
     error = expect_error(

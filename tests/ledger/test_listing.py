@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine
 
-from forge.continuity.v1 import execution_pb2, ledger_pb2
+from forge.continuity.v1 import common_pb2, execution_pb2, ledger_pb2
 from services.ledger.domain.listing import Collection, parse_filter
 from shared.runtime.errors import InvalidArgument, from_rpc_error
 from tests.errors import expect_error
@@ -191,7 +191,9 @@ def test_a_bad_filter_names_the_allowed_fields_and_writes_nothing(
     error = expect_error(
         INVALID, "FILTER_INVALID", lambda: list_requests(clients, filter="held = true")
     )
-    assert error.metadata["allowed_fields"] == "state, unresolved, run_id, updated_at"
+    assert error.metadata["allowed_fields"] == (
+        "state, unresolved, run_id, updated_at, admission_refused"
+    )
     for bad in (
         "state = sleeping",
         "state",
@@ -283,3 +285,35 @@ def test_any_listing_request_answers_a_page_or_invalid_argument_and_writes_nothi
             assert refused.code() == INVALID
             assert from_rpc_error(refused).reason in {"FILTER_INVALID", "FIELD_INVALID"}
     assert row_counts(engine) == before
+
+
+def test_a_dispatcher_lists_what_it_may_schedule_and_sees_the_refused_with_their_reason(
+    clients: LedgerClients,
+) -> None:
+    """A typed claim refusal makes the request ineligible for automatic scheduling (ADR 0014,
+    rule 3a): ``admission_refused = false`` leaves it out of a dispatcher's listing, ``= true``
+    lists it with its reason."""
+    seeded = seed(clients)
+    enable_policy(clients)
+    queued = commit(clients, commit_request(clients, seeded)).ticket.execution_request
+    schedulable = "state = queued AND admission_refused = false"
+    ids = [
+        r.execution_request_id
+        for r in list_requests(clients, filter=schedulable).execution_requests
+    ]
+    assert ids == [queued.execution_request_id]
+    enable_policy(clients, enabled=False)
+    expect_error(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "POLICY_REVOKED",
+        lambda: execution(clients).ClaimExecutionRequest(
+            claim_request(clients, queued.execution_request_id)
+        ),
+    )
+    assert list_requests(clients, filter=schedulable).execution_requests == []
+    (refused,) = list_requests(clients, filter="admission_refused = true").execution_requests
+    assert (refused.execution_request_id, refused.admission_refusal) == (
+        queued.execution_request_id,
+        "POLICY_REVOKED",
+    )
+    assert refused.state == common_pb2.EXECUTION_REQUEST_STATE_QUEUED

@@ -122,8 +122,29 @@ def consumed(
     ]
     if alter is not None:
         alter(entries)
+    lease = {
+        "execution_request_id": claimed.execution_request_id,
+        "lease_generation": claimed.lease.generation,
+    }
+
+    def fail() -> None:
+        execution(stack).FailExecutionRequest(
+            execution_pb2.FailExecutionRequestRequest(
+                execution_request_id=claimed.execution_request_id,
+                lease_generation=claimed.lease.generation,
+                reason="agentic_tool_unknown",
+            )
+        )
+
+    # The turn is the lease holder's records (a native resume is refused while the request is
+    # claimed, ADR 0014 rule 3b). A record after an unknown outcome is refused to the holder
+    # (rule 2c): the worker stops and fails the request, and the platform records the rest of
+    # the shape under test natively after it.
+    stopped = False
     for kind, payload in entries:
-        if kind == "command_executed":
+        if stopped:
+            append(stack, KIND[kind], payload, "writer-token")
+        elif kind == "command_executed":
             # While the request is claimed a command is charged only under its lease.
             execution(stack).RecordCommand(
                 execution_pb2.RecordCommandRequest(
@@ -134,16 +155,16 @@ def consumed(
                 )
             )
         else:
-            # a record naming the request is the lease holder's; the turn's are native
-            token = "worker-token" if "execution_request_id" in payload else "writer-token"
-            append(stack, KIND[kind], payload, token)
-    execution(stack).FailExecutionRequest(
-        execution_pb2.FailExecutionRequestRequest(
-            execution_request_id=claimed.execution_request_id,
-            lease_generation=claimed.lease.generation,
-            reason="agentic_tool_unknown",
-        )
-    )
+            try:
+                append(stack, KIND[kind], {**payload, **lease}, "worker-token")
+            except grpc.RpcError as refused:
+                if rpc_reason(refused) != "UNKNOWN_EFFECT_OUTSTANDING":
+                    raise
+                fail()
+                stopped = True
+                append(stack, KIND[kind], payload, "writer-token")
+    if not stopped:
+        fail()
 
 
 def observation_candidate(stack: Stack, token: str = ADA) -> candidate_pb2.RecoveryCandidate:

@@ -416,10 +416,17 @@ def test_a_retained_request_that_is_not_the_reproduced_one_holds(
 def test_an_intervening_tool_outcome_holds(stack: Stack) -> None:
     ticket = admit_enabled(stack)
     claimed = claim(stack, ticket).execution_request
+    # the lease holder's record (a native one is refused while the request is claimed)
     append(
         stack,
         common_pb2.JOURNAL_ENTRY_KIND_TOOL_OUTCOME,
-        {"call_id": "call-9", "status": "succeeded"},
+        {
+            "call_id": "call-9",
+            "status": "succeeded",
+            "execution_request_id": claimed.execution_request_id,
+            "lease_generation": claimed.lease.generation,
+        },
+        "worker-token",
     )
     execution(stack).FailExecutionRequest(
         execution_pb2.FailExecutionRequestRequest(

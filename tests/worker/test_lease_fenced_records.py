@@ -190,16 +190,20 @@ def test_only_the_holders_outcomes_certify_a_completion(
     stack: Stack, engine: Engine, tmp_path: Path
 ) -> None:
     """(d) certification: an outcome for the holder's intent written by someone else, one from
-    before the fence naming the request and a platform writer's native one naming no request,
-    closes nothing; the completion is recorded but not certified."""
+    before the fence naming the request, closes nothing (a platform writer's native one is
+    refused meanwhile); the completion is recorded but not certified."""
     admitted = admit(stack, tmp_path)
     owned = claim(admitted)
     lease = lease_of(admitted)
     append(admitted, "tool_intent", {**INTENT, **lease})
     insert_predating_record(engine, "tool_outcome", {**CLOSING, **lease}, "paul-writer")
-    # A platform writer's native record naming no request is still accepted, and counts for no
-    # request's certification.
-    append(admitted, "tool_outcome", CLOSING, "writer-token")
+    # A platform writer's native record naming no request is refused while the request is
+    # claimed (a native resume cannot bypass the outstanding ticket, ADR 0014 rule 3b).
+    expect_error(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "CONTINUITY_TICKET_OUTSTANDING",
+        lambda: append(admitted, "tool_outcome", CLOSING, "writer-token"),
+    )
     completed = admitted.execution().CompleteExecutionRequest(
         execution_pb2.CompleteExecutionRequestRequest(
             execution_request_id=owned.execution_request_id,

@@ -116,9 +116,13 @@ def test_a_worker_appends_only_its_own_records_under_the_lease_it_holds(
     entry = append(admitted, "tool_intent", intent)
     assert entry.actor == "wanda-worker"
     # A platform writer's record naming no execution request is native, not lease-fenced (the
-    # seeded runs are written that way); one naming the request is the holder's alone
+    # seeded runs are written that way), and refused while the request is outstanding (ADR 0014,
+    # rule 3b); one naming the request is the holder's alone
     # (tests/worker/test_lease_fenced_records.py).
-    append(admitted, "tool_outcome", {"call_id": "other", "status": "succeeded"}, "writer-token")
+    native = {"call_id": "other", "status": "succeeded"}
+    with pytest.raises(grpc.RpcError) as outstanding:
+        append(admitted, "tool_outcome", native, "writer-token")
+    assert rpc_reason(outstanding.value) == "CONTINUITY_TICKET_OUTSTANDING"
 
 
 def test_a_completion_with_an_open_intent_is_recorded_but_not_certified(

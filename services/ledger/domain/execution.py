@@ -401,6 +401,26 @@ def check_no_unknown_effects(unknown_calls: Sequence[str], execution_request_id:
         )
 
 
+def check_native_journal_unchanged(
+    changed: Sequence[tuple[int, str]], execution_request_id: str
+) -> None:
+    """Native entries (sequence, kind) appended after the request was queued stop its claim: the
+    admission judged the run as it was, and a native resume since then is a changed ticket."""
+    if changed:
+        sequence, kind = changed[0]
+        raise FailedPrecondition(
+            "NATIVE_JOURNAL_CHANGED",
+            f"the run's native journal changed after execution request {execution_request_id} "
+            f"was queued (a native {kind} at sequence {sequence}); a changed native ticket "
+            "stops execution: cancel it and judge the run again",
+            metadata={
+                "execution_request_id": execution_request_id,
+                "sequence": str(sequence),
+                "kind": kind,
+            },
+        )
+
+
 def check_operator_authority(roles: frozenset[str], operator: str, request_id: str) -> None:
     """The ticket's original operator still holds the role the admission required (actor loss
     stops the claim and every command dispatch of the request it admitted)."""

@@ -64,6 +64,13 @@ LEDGER_ONLY_KINDS = frozenset(
     }
 )
 
+# Native kinds that resume, retry or hand off a run: while a continuity execution request of the
+# run is queued or claimed, only the ledger and the lease holder write them (ADR 0014, rule 3b).
+# An annotation of the platform's own startup recovery resumes nothing.
+NATIVE_RESUME_KINDS = (
+    frozenset(EntryKind) - LEDGER_ONLY_KINDS - {EntryKind.STARTUP_RECOVERY_ANNOTATION}
+)
+
 REQUIRED_KEYS: Mapping[EntryKind, tuple[str, ...]] = {
     EntryKind.RUN_STARTED: ("task_id", "attempt_id"),
     EntryKind.CHECKPOINT_STORED: ("checkpoint_digest",),

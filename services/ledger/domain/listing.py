@@ -100,10 +100,18 @@ _STATE_ENUMS: Mapping[Collection, tuple[str, frozenset[str]]] = {
 }
 _FIELDS: Mapping[Collection, tuple[str, ...]] = {
     Collection.RUNS: ("state", "held", "admitted", "unresolved", "updated_at", "run_id"),
-    Collection.EXECUTION_REQUESTS: ("state", "unresolved", "run_id", "updated_at"),
+    Collection.EXECUTION_REQUESTS: (
+        "state",
+        "unresolved",
+        "run_id",
+        "updated_at",
+        "admission_refused",
+    ),
 }
 _ALIASES = {"update_time": "updated_at"}
-_BOOLEAN_FIELDS = frozenset({"held", "admitted", "unresolved"})
+# admission_refused: a typed claim refusal made the request ineligible for automatic
+# scheduling (ADR 0014, rule 3a); a dispatcher lists `state = queued AND admission_refused = false`.
+_BOOLEAN_FIELDS = frozenset({"held", "admitted", "unresolved", "admission_refused"})
 _ORDERED_FIELDS = frozenset({"updated_at"})
 _IDENTIFIER = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _TOKEN = re.compile(

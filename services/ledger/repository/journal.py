@@ -25,7 +25,12 @@ from sqlalchemy import (
 )
 
 from services.ledger.domain.execution import ExecutionRequestRecord
-from services.ledger.domain.journal import EntryKind, StoredEntry, build_stored_entry
+from services.ledger.domain.journal import (
+    NATIVE_RESUME_KINDS,
+    EntryKind,
+    StoredEntry,
+    build_stored_entry,
+)
 from services.ledger.repository.driver import DriverStatement, execute, fetch, in_constants
 from services.ledger.repository.execution_requests import (
     REQUEST_CHANGE,
@@ -40,8 +45,9 @@ from services.ledger.repository.runs import (
     noting_entry,
     typed_parameters,
 )
-from services.ledger.schema import journal_entries
+from services.ledger.schema import execution_requests, journal_entries
 from shared.continuity.canonical import GENESIS_HASH
+from shared.contract.terms import PENDING_STATE_NAMES
 
 # Hot statements are built once: building and cache-keying a statement on every call cost more
 # CPU than executing it (docs/performance.md, round 3).
@@ -248,39 +254,57 @@ def insert_journal_entry(
     execute(connection, _INSERT_ONE, entry_values(entry))
 
 
-def _after_known_head(*, held: bool) -> Insert:
+def _after_known_head(*, held: bool, guarded: bool) -> Insert:
     """PostgreSQL: note the entry on the run row (:func:`runs.noting_entry`, which locks the row
     as the two-statement append does) and insert it, in one statement, only where the entry it
     links to (sequence and hash) is stored; the (run_id, sequence) key and the (run_id,
     prev_hash) link constraint refuse it if anything was appended after that entry. Inserts
-    nothing for an unknown run or a head that is not there."""
+    nothing for an unknown run or a head that is not there, nor, ``guarded``, while a
+    continuity execution request of the run is queued or claimed (the caller's two-statement
+    append then says why: a native resume waits for it, ADR 0014 rule 3b; a request queued
+    after this read came with an entry, so the link constraint refuses the insert)."""
     noted = noting_entry(held=held)
     linked = exists().where(
         journal_entries.c.run_id == bindparam("b_run_id"),
         journal_entries.c.sequence == bindparam("after_sequence"),
         journal_entries.c.hash == bindparam("e_prev_hash"),
     )
+    conditions: list[ColumnElement[bool]] = [linked]
+    if guarded:
+        pending = exists().where(
+            execution_requests.c.run_id == bindparam("b_run_id"),
+            execution_requests.c.state.in_(PENDING_STATE_NAMES),
+        )
+        conditions.append(~pending)
     return (
         insert(journal_entries)
         .from_select(
-            _ENTRY_COLUMNS, select(*_ENTRY_FROM_PARAMETERS).select_from(noted).where(linked)
+            _ENTRY_COLUMNS,
+            select(*_ENTRY_FROM_PARAMETERS).select_from(noted).where(*conditions),
         )
         .returning(journal_entries.c.sequence)
     )
 
 
-_AFTER_KNOWN_HEAD = {held: _after_known_head(held=held) for held in (False, True)}
+_AFTER_KNOWN_HEAD = {
+    (held, guarded): _after_known_head(held=held, guarded=guarded)
+    for held in (False, True)
+    for guarded in (False, True)
+}
+_RESUME_KIND_NAMES = frozenset(kind.value for kind in NATIVE_RESUME_KINDS)
 
 
 def insert_journal_entry_after_known_head(connection: Connection, entry: StoredEntry) -> bool:
     """PostgreSQL only: note and insert a native entry in one statement where the entry it
-    links to is stored; False (nothing inserted, the run row perhaps noted: roll back) where
-    not. A concurrent append after that entry fails a unique constraint."""
+    links to is stored and, for a native resume, no continuity request of the run is
+    outstanding; False (nothing inserted, the run row perhaps noted: roll back) where not. A
+    concurrent append after that entry fails a unique constraint."""
     parameters: dict[str, object] = _entry_parameters(entry)
     parameters.update(b_run_id=entry.run_id, b_at=entry.recorded_at)  # runs.noting_entry's
     parameters.update(after_sequence=entry.sequence - 1)
     held = entry.kind == EntryKind.RUN_HELD.value
-    return connection.execute(_AFTER_KNOWN_HEAD[held], parameters).first() is not None
+    statement = _AFTER_KNOWN_HEAD[held, entry.kind in _RESUME_KIND_NAMES]
+    return connection.execute(statement, parameters).first() is not None
 
 
 def insert_journal_entries(connection: Connection, entries: Sequence[StoredEntry]) -> None:

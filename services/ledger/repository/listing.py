@@ -158,6 +158,9 @@ def _request_condition(condition: Condition, now: str) -> ColumnElement[bool]:
     if condition.field == "unresolved":
         unresolved = c.state == RequestState.UNRESOLVED.value
         return unresolved if condition.value else not_(unresolved)
+    if condition.field == "admission_refused":
+        refused = c.admission_refusal.is_not(None)
+        return refused if condition.value else not_(refused)
     if condition.field == "run_id":
         return _identifier(c.run_id, condition)
     if condition.field == "state":

@@ -44,6 +44,7 @@ from services.ledger.transactions.execution_rules import (
     check_policy,
     check_source,
     judge_effects,
+    judge_native_journal,
     lock_for_fenced_write,
     read_custody,
     read_effects,
@@ -136,7 +137,9 @@ def _claim(
         check_not_expired(record, context.clock())
         custody = read_custody(connection, record)
         # what 11.5b and 11.5d judge, read in one statement under the run row's lock
-        effects = read_effects(connection, record, custody, beside=(EntryKind.RUN_STARTED,))
+        effects = read_effects(
+            connection, record, custody, beside=(EntryKind.RUN_STARTED,), native=True
+        )
         # 11.4 no policy revision since the request was queued revoked it
         check_policy(connection, policy, record, custody)
         # 11.5 the presented attempt, source, configuration and profile are the run's
@@ -148,6 +151,8 @@ def _claim(
         check_actors(authority, record, custody)
         # 11.5d no tool call of the run has an unknown durable outcome
         head = judge_effects(effects, record)
+        # 11.5e the run's native journal did not change after the request was queued
+        judge_native_journal(effects, record)
         # 11.6 generation 0 -> 1, the owner is recorded, worker_claimed is appended
         updated = claimed(record, worker, context.now())
         # the request's change and the run's listing change are written with the entry
@@ -161,6 +166,13 @@ def _claim(
                 "lease_generation": updated.lease_generation,
                 "attempt_id": record.attempt_id,
                 **({"owner_instance": owner_instance.as_payload()} if owner_instance else {}),
+                # a request a typed refusal made ineligible is claimed only by an operator
+                # naming it: the entry records that this claim scheduled it again (rule 3a)
+                **(
+                    {"admission_refusal": record.admission_refusal}
+                    if record.admission_refusal
+                    else {}
+                ),
             },
             worker,
             request=updated,

@@ -13,6 +13,7 @@ from sqlalchemy import Connection
 from services.ledger.domain.execution import (
     ExecutionRequestRecord,
     WorkerSource,
+    check_native_journal_unchanged,
     check_no_unknown_effects,
     check_operator_authority,
     check_policy_for_execution,
@@ -20,6 +21,7 @@ from services.ledger.domain.execution import (
     check_worker_source,
 )
 from services.ledger.domain.journal import (
+    NATIVE_RESUME_KINDS,
     EntryKind,
     StoredEntry,
     queued_at,
@@ -193,11 +195,19 @@ def read_effects(
     custody: Custody,
     *,
     beside: tuple[EntryKind, ...] = (),
+    native: bool = False,
 ) -> EffectsRead:
     """:class:`EffectsRead` of the request's run. Everything that queued the request, and so
     every outcome that counts, is at or after the ticket's ownership claim: the judged entries
-    start there, not at the run's first entry."""
-    judged_kinds = (EntryKind.OWNERSHIP_CLAIM, EntryKind.REQUEST_EVENT, EntryKind.TOOL_OUTCOME)
+    start there, not at the run's first entry. ``native`` (the claim): every native resume
+    kind is judged too (:func:`judge_native_journal`), in the same statement."""
+    judged_kinds: tuple[EntryKind, ...] = (
+        EntryKind.OWNERSHIP_CLAIM,
+        EntryKind.REQUEST_EVENT,
+        EntryKind.TOOL_OUTCOME,
+    )
+    if native:
+        judged_kinds += _NATIVE_JUDGED
     entries, head = journal_rows.entries_of_kinds_and_head(
         connection,
         record.run_id,
@@ -223,6 +233,32 @@ def judge_effects(effects: EffectsRead, record: ExecutionRequestRecord) -> tuple
     outcomes = [e for e in effects.judged if e.kind == EntryKind.TOOL_OUTCOME.value]
     check_no_unknown_effects(unknown_tool_calls(outcomes, since), record.execution_request_id)
     return effects.head
+
+
+#: The native resume kinds a claim reads besides the judged ones (run_started it reads beside).
+_NATIVE_JUDGED = tuple(
+    sorted(
+        NATIVE_RESUME_KINDS - {EntryKind.TOOL_OUTCOME, EntryKind.RUN_STARTED},
+        key=lambda kind: kind.value,
+    )
+)
+
+
+def judge_native_journal(effects: EffectsRead, record: ExecutionRequestRecord) -> None:
+    """The run's native journal did not change after the request was queued: since the append
+    that queued it, nothing but the ledger and the request's own lease holder may write (a
+    native resume is refused meanwhile, ADR 0014 rule 3b), so a native entry there (written by
+    a replica of an earlier release, or into the database directly) is a changed native ticket
+    and stops the claim. ``effects`` must have been read with ``native`` and ``run_started``
+    beside."""
+    since = queued_at(effects.judged, record.execution_request_id)
+    resumes = {kind.value for kind in NATIVE_RESUME_KINDS}
+    changed = sorted(
+        (entry.sequence, entry.kind)
+        for entry in (*effects.judged, *effects.beside)
+        if entry.sequence > since and entry.kind in resumes
+    )
+    check_native_journal_unchanged(changed, record.execution_request_id)
 
 
 def check_effects(

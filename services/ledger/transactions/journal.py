@@ -12,6 +12,7 @@ from services.ledger.domain.commands import CommandLedger
 from services.ledger.domain.execution import PENDING_STATES, check_worker_write
 from services.ledger.domain.journal import (
     LEDGER_ONLY_KINDS,
+    NATIVE_RESUME_KINDS,
     EntryKind,
     StoredEntry,
     seal,
@@ -138,7 +139,7 @@ def _append_at(
             command_limit = run.spec.command_limit
             if head != expected:
                 raise stale_head(run_id, expected, sequence, head)
-        _check_native_write(connection, run_id, command_limit, kind, canonical)
+        _check_native_write(connection, run_id, command_limit, kind, canonical, fenced=fenced)
         entry = seal(
             run_id, sequence + 1, kind, canonical, head, actor, recorded_at or context.now()
         )
@@ -194,40 +195,50 @@ def _named_request(kind: EntryKind, canonical_payload: str) -> str | None:
 
 
 def _check_native_write(
-    connection: Connection, run_id: str, command_limit: int, kind: EntryKind, canonical_payload: str
+    connection: Connection,
+    run_id: str,
+    command_limit: int,
+    kind: EntryKind,
+    canonical_payload: str,
+    *,
+    fenced: bool,
 ) -> None:
     """Native appends may not route around the continuity rules: a continuity execution
-    request is written only through ExecutionService under its lease generation (12), and a
-    native command is charged against the same command limit (13)."""
+    request is written only through ExecutionService under its lease generation (12), a native
+    resume (any kind of :data:`NATIVE_RESUME_KINDS`) waits until no continuity request of the
+    run is outstanding, and a native command is charged against the same command limit (13)."""
     payload = parse_json(canonical_payload)
     assert isinstance(payload, dict)
-    fenced = payload.get("execution_request_id")
+    named = payload.get("execution_request_id")
     if (
         kind in FENCED_NATIVE_KINDS
-        and isinstance(fenced, str)
-        and request_rows.get_execution_request(connection, fenced) is not None
+        and isinstance(named, str)
+        and request_rows.get_execution_request(connection, named) is not None
     ):
         raise InvalidArgument(
             "EXECUTION_REQUEST_FENCED",
-            f"{fenced} is a continuity execution request: write through ExecutionService "
+            f"{named} is a continuity execution request: write through ExecutionService "
             "with its lease generation",
-            metadata={"execution_request_id": fenced, "kind": kind.value},
+            metadata={"execution_request_id": named, "kind": kind.value},
         )
-    if kind is EntryKind.COMMAND_EXECUTED:
+    if not fenced and kind in NATIVE_RESUME_KINDS:
         # Automatic verification before native work: while a continuity request of the run is
-        # queued or claimed, its commands run only under its lease (ExecutionService).
+        # queued or claimed, the run resumes only under its lease (ExecutionService): generic
+        # retry, resume or handoff cannot bypass the outstanding ticket.
         outstanding = request_rows.list_execution_requests(connection, run_id, PENDING_STATES)
         if outstanding:
             raise FailedPrecondition(
                 "CONTINUITY_TICKET_OUTSTANDING",
                 f"run {run_id} has continuity execution request "
-                f"{outstanding[0].execution_request_id} outstanding; a command runs only under "
-                "its lease, through ExecutionService",
+                f"{outstanding[0].execution_request_id} outstanding; a native {kind.value} is "
+                "refused until it ends: the run resumes only under its lease, through "
+                "ExecutionService",
                 metadata={
                     "run_id": run_id,
                     "execution_request_id": outstanding[0].execution_request_id,
                 },
             )
+    if kind is EntryKind.COMMAND_EXECUTED:
         usage = CommandLedger.from_entries(journal_rows.command_entries(connection, run_id))
         command_id = str(payload["command_id"])
         if usage.receipt(command_id) is not None:

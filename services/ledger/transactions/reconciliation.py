@@ -14,6 +14,7 @@ nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 from sqlalchemy import Connection
 
@@ -58,7 +59,7 @@ from shared.continuity.admissibility import (
     check,
 )
 from shared.continuity.idempotency import StoredAction, replay_or_conflict
-from shared.continuity.timeutil import to_text
+from shared.continuity.timeutil import from_text, to_text
 from shared.contract.handoff_proto import admissibility_handoff_to_proto
 from shared.runtime.errors import FailedPrecondition, NotFound, PreconditionViolation
 
@@ -96,14 +97,17 @@ def _commit(
 
 
 def _replay(
-    connection: Connection, saved: StoredReconciliation, request: ReconcileInput
+    connection: Connection, saved: StoredReconciliation, request: ReconcileInput, now: datetime
 ) -> Reconciled:
     replay_or_conflict(
         id_field="reconciliation_id",
         action_id=request.reconciliation_id,
-        stored=StoredAction(saved.actor, saved.request_content_digest),
+        stored=StoredAction(
+            saved.actor, saved.request_content_digest, stored_at=from_text(saved.created_at)
+        ),
         identity=request.actor,
         content_digest=request.content_digest,
+        now=now,
     )
     return _read_back(connection, saved)
 
@@ -129,7 +133,7 @@ def _reconcile(
     # C.2 idempotency by reconciliation_id
     saved = reconciliation_rows.get_by_reconciliation_id(connection, request.reconciliation_id)
     if saved is not None:
-        return _replay(connection, saved, request)
+        return _replay(connection, saved, request, context.clock())
     # C.3 lock the request row: a late worker write and this decision serialize here
     run = existing_run(connection, request.run_id)
     record = request_of_run(

@@ -17,6 +17,7 @@ registry and the admissibility check read are built in ``recovery_facts``.
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 
 from sqlalchemy import Connection
 
@@ -52,7 +53,7 @@ from shared.continuity.canonical import digest_of
 from shared.continuity.idempotency import StoredAction, replay_or_conflict
 from shared.continuity.recovery import DerivedCheckpoint
 from shared.continuity.recovery import workflow as recovery_workflow
-from shared.continuity.timeutil import to_text
+from shared.continuity.timeutil import from_text, to_text
 from shared.runtime.errors import (
     FailedPrecondition,
     NotFound,
@@ -80,7 +81,9 @@ def _commit(
         return _recover(context, connection, authority, recovery, expiry)
 
 
-def _replay(connection: Connection, stored: StoredRecovery, recovery: RecoveryInput) -> Recovery:
+def _replay(
+    connection: Connection, stored: StoredRecovery, recovery: RecoveryInput, now: datetime
+) -> Recovery:
     replay_or_conflict(
         id_field="recovery_id",
         action_id=recovery.recovery_id,
@@ -90,9 +93,11 @@ def _replay(connection: Connection, stored: StoredRecovery, recovery: RecoveryIn
             # found by its request and workflow under another id: the one action is spent
             action_id=stored.recovery_id,
             spends=f"request {stored.request_id}'s one {stored.workflow} recovery",
+            stored_at=from_text(stored.created_at),
         ),
         identity=recovery.actor,
         content_digest=recovery.request_content_digest,
+        now=now,
     )
     record = existing_request(connection, stored.execution_request_id)
     return Recovery(stored, record, created=False)
@@ -115,7 +120,7 @@ def _recover(
         ),
     ):
         if stored is not None:
-            return _replay(connection, stored, recovery)
+            return _replay(connection, stored, recovery, context.clock())
     # R.3 the ticket exists; the policy is still the candidate's revision; the head is unmoved
     ticket = ticket_rows.get_ticket(connection, recovery.run_id, recovery.request_id)
     if ticket is None:

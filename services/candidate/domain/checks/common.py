@@ -12,7 +12,7 @@ from shared.continuity.qualification import qualification_problem
 from shared.contract.terms import SUPPORTED_TIME_BUDGET_PROTOCOLS
 
 from ..facts import Facts
-from ..journal import RUN_STARTED, TOOL_CALL_GRANTED, TOOL_OUTCOME, check_chain
+from ..journal import RUN_STARTED, TOOL_CALL_GRANTED, TOOL_INTENT, TOOL_OUTCOME, check_chain
 from ..model import OUTSTANDING_STATES, Hold, HoldReason, hold, hold_maker
 from . import HeldRun
 
@@ -228,8 +228,10 @@ def _grants_unbound(facts: Facts) -> list[Hold]:
 
 
 def unknown_outcomes(facts: Facts) -> list[Hold]:
-    """No tool call has a durable unknown outcome (native reconciliation settles those)."""
-    return [
+    """No tool call has a durable unknown outcome, and no granted call has a durable intent
+    without an outcome (the effect may have happened): native reconciliation settles both,
+    which keep their original rules; the handoff lists the same calls as unresolved."""
+    holds = [
         hold(
             HoldReason.UNRESOLVED_CUSTODY,
             entry.text("call_id") or str(entry.sequence),
@@ -239,6 +241,31 @@ def unknown_outcomes(facts: Facts) -> list[Hold]:
         for entry in facts.entries
         if entry.kind == TOOL_OUTCOME and entry.text("status") == "unknown"
     ]
+    # An intent after the consumed turn's request is an unaccounted effect already
+    # (custody_after_consume): the calls judged here are the earlier ones.
+    request = facts.closure.request
+    before = request.sequence if request is not None else None
+    granted: set[str] = set()
+    outcomes: set[str] = set()
+    intents: dict[str, int] = {}
+    for entry in facts.entries:  # by kind first: most entries of a long journal are never parsed
+        if entry.kind == TOOL_CALL_GRANTED:
+            granted.add(entry.text("call_id"))
+        elif entry.kind == TOOL_OUTCOME:
+            outcomes.add(entry.text("call_id"))
+        elif entry.kind == TOOL_INTENT and (before is None or entry.sequence < before):
+            intents.setdefault(entry.text("call_id"), entry.sequence)
+    holds += [
+        hold(
+            HoldReason.UNRESOLVED_CUSTODY,
+            call_id,
+            f"tool call {call_id!r} has a durable intent at sequence {sequence} and no outcome; "
+            "its effect may have happened: it needs its original native reconciliation",
+        )
+        for call_id, sequence in intents.items()
+        if call_id in granted and call_id not in outcomes
+    ]
+    return holds
 
 
 def policy_enabled(facts: Facts) -> list[Hold]:

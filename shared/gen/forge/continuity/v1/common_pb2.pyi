@@ -1232,7 +1232,9 @@ class ExecutionRequest(_message.Message):
     admission_refusal: _builtins.str
     """The reason of the one native admission-refusal record (a claim refused while entering the
     request's policy epoch); non-empty means the request is ineligible for automatic
-    scheduling. Empty while eligible.
+    scheduling: a worker's automatic selection and a dispatcher's listing
+    (`admission_refused = false`) skip it, and only a claim naming it (an operator's act,
+    recorded on its worker_claimed entry) schedules it again. Empty while eligible.
     """
     @_builtins.property
     def lease(self) -> Global___Lease:

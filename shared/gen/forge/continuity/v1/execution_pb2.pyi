@@ -800,9 +800,11 @@ class ListAllExecutionRequestsRequest(_message.Message):
     """An AIP-160 subset: comparisons joined by AND. Fields: state (= or != an
     ExecutionRequestState, short names accepted: queued, QUEUED or
     EXECUTION_REQUEST_STATE_QUEUED), unresolved (= true or false), run_id (= an id, or a prefix
-    ending in *) and updated_at (alias update_time; =, !=, <, <=, >, >= an RFC 3339 time in
-    quotes). Example: `state = queued`. Anything else is INVALID_ARGUMENT (FILTER_INVALID,
-    metadata allowed_fields).
+    ending in *), updated_at (alias update_time; =, !=, <, <=, >, >= an RFC 3339 time in
+    quotes) and admission_refused (= true or false: a typed claim refusal made the request
+    ineligible for automatic scheduling; see ExecutionRequest.admission_refusal). Example:
+    `state = queued`; a dispatcher picks from `state = queued AND admission_refused = false`.
+    Anything else is INVALID_ARGUMENT (FILTER_INVALID, metadata allowed_fields).
     """
     def __init__(
         self,
