@@ -73,6 +73,7 @@ ENVIRONMENT: Mapping[str, str] = {
     "FORGE_CANDIDATE_METRICS_PORT": "candidate: Prometheus /metrics port (unset or 0: no endpoint)",
     "FORGE_ADMISSION_METRICS_PORT": "admission: Prometheus /metrics port (unset or 0: no endpoint)",
     "FORGE_GATEWAY_METRICS_PORT": "gateway: Prometheus /metrics port (unset or 0: no endpoint)",
+    "FORGE_GATEWAY_ACCESS_LOG": "gateway: 1 logs one access line per HTTP request (default off)",
     "FORGE_LOG_FILE": (
         "a file every log line is also appended to (stdout always); make run sets "
         "var/continuity.log"
@@ -110,11 +111,17 @@ ENVIRONMENT: Mapping[str, str] = {
         "reference worker: JSON list of the argv lists it may run (default: none)"
     ),
     "FORGE_WORKER_COMMAND_TIMEOUT_SECONDS": "reference worker: seconds one command may run",
+    "FORGE_WORKER_STOP_GRACE_SECONDS": (
+        "reference worker: seconds the effect under way may finish after SIGTERM/SIGINT"
+    ),
     "FORGE_WORKER_RUN_IDS": "reference worker: comma-separated runs to serve (or arguments)",
     "FORGE_DB_LEDGER_ROLE": (
         "ledger migrations on PostgreSQL: the database role the ledger service runs as, granted "
         "SELECT and INSERT and UPDATE only on the state tables (default forge_ledger; created "
         "NOLOGIN when absent)"
+    ),
+    "FORGE_EXPIRY_SWEEP_SECONDS": (
+        "ledger: seconds between scheduled expiry sweeps, one replica at a time (default 5)"
     ),
     "FORGE_DB_POOL_SIZE": "ledger: PostgreSQL connections kept open per process (default 10)",
     "FORGE_DB_MAX_OVERFLOW": (

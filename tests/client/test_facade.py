@@ -13,6 +13,7 @@ PUBLIC_METHODS = {
     "close",
     "from_environment",
     "get_policy",
+    "get_run",
     "put_policy",
     "policy_revisions",
     "journal",

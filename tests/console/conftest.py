@@ -181,7 +181,7 @@ def admitted(gateway: RunningGateway, run_id: str) -> dict[str, Any]:
 def failed_unclaimed(gateway: RunningGateway, run_id: str) -> dict[str, Any]:
     """An admitted continuation that the dispatcher failed before any worker claimed it."""
     queued = admitted(gateway, run_id)
-    with gateway.client("worker-token") as client:
+    with gateway.client("admin-token") as client:  # the dispatcher: an administrator (ADR 0041)
         reply = client.post(
             f"/api/v1/execution-requests/{queued['execution_request_id']}:fail-unclaimed",
             json={"reason": "dispatch_refused"},

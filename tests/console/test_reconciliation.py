@@ -166,7 +166,7 @@ def test_a_lost_worker_is_verified_and_its_stage_retried_once(
     assert len(posts) == 1
 
     # Once the retry is no longer queued, the receipt read back does not call it queued.
-    with gateway.client("worker-token") as client:
+    with gateway.client("admin-token") as client:
         reply = client.post(
             f"/api/v1/execution-requests/{retry}:fail-unclaimed",
             json={"reason": "dispatch_refused"},

@@ -109,7 +109,7 @@ def test_review_failed_admission_requeues_the_same_request(
     expect(page.get_by_role("button", name="Review failed admission")).to_have_count(0)
 
     # The requeued request fails again: its receipt, read back, no longer says only "queued".
-    with gateway.client("worker-token") as client:
+    with gateway.client("admin-token") as client:
         reply = client.post(
             f"/api/v1/execution-requests/{requeued['execution_request_id']}:fail-unclaimed",
             json={"reason": "dispatch_refused"},

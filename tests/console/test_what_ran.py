@@ -222,7 +222,7 @@ def test_a_hidden_tab_lets_the_stream_go_and_follows_again_from_the_next_entry(
 
     visibility("hidden")
     expect(live).to_have_text("paused while the tab is hidden")
-    with gateway.client("worker-token") as client:
+    with gateway.client("admin-token") as client:
         reply = client.post(
             f"/api/v1/execution-requests/{queued['execution_request_id']}:fail-unclaimed",
             json={"reason": "dispatch_refused"},
