@@ -10,13 +10,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from forge.continuity.v1 import common_pb2, execution_pb2, ledger_pb2
+from forge.continuity.v1 import common_pb2, execution_pb2
 from services.demo.scripted_provider import Message, ScriptedProvider, reference_script
 from services.demo.seed import seed_held_run
 from services.worker.run import EXIT_COMPLETED, EXIT_NOTHING_TO_RUN
 from services.worker.source import source_revision
 from tests.admission.conftest import submission
 from tests.host_controls.conftest import FULL, Finished, Workers
+from tests.support import whole_journal
 from tests.worker.conftest import COMMANDS, FIXTURE, RUN, Continuation, kind_name
 
 #: ``make host-controls``: three workers over twenty runs; ``make test``'s slice: two over four.
@@ -99,7 +100,4 @@ def test_a_fleet_drains_the_runs_each_request_once(
 
 
 def journal_of(admitted: Continuation, run_id: str) -> list[common_pb2.JournalEntry]:
-    stub = admitted.stack.ledger_stub("reader-token")
-    return list(
-        stub.ReadJournal(ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000)).entries
-    )
+    return whole_journal(admitted.stack.ledger_stub("reader-token"), run_id)

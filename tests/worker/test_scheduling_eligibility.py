@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import grpc
 import pytest
 
 from forge.continuity.v1 import common_pb2
 from services.demo.scripted_provider import ScriptedProvider
-from services.worker.run import EXIT_COMPLETED, EXIT_NOTHING_TO_RUN
+from services.worker.run import EXIT_COMPLETED, EXIT_NOT_QUALIFIED, EXIT_NOTHING_TO_RUN
 from shared.continuity.qualification import (
     DEFAULT_QUALIFIED_PROFILE,
     PROFILES_FILE_VARIABLE,
@@ -21,7 +22,9 @@ from shared.continuity.qualification import (
     installed_profile,
     registration,
 )
+from tests.admission.conftest import rpc_reason
 from tests.worker.conftest import Continuation
+from tests.worker.test_ledger_verdicts import claim
 
 
 def unqualify(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -50,9 +53,12 @@ def test_a_refused_request_is_not_picked_again_when_the_condition_clears(
 ) -> None:
     exr = admitted.ticket.execution_request.execution_request_id
     unqualify(tmp_path, monkeypatch)
-    refused = admitted.run(provider)
-    assert refused.exit_code == EXIT_NOTHING_TO_RUN, refused.message
-    assert "ClaimExecutionRequest: PROFILE_NOT_QUALIFIED" in refused.message
+    # The reference worker checks its own qualification first and claims nothing (exit 4); a
+    # controller of another make, speaking only the contract, claims and the ledger refuses.
+    assert admitted.run(provider).exit_code == EXIT_NOT_QUALIFIED
+    with pytest.raises(grpc.RpcError) as refused:
+        claim(admitted)
+    assert rpc_reason(refused.value) == "PROFILE_NOT_QUALIFIED"
     assert admitted.request().admission_refusal == "PROFILE_NOT_QUALIFIED"
 
     # Qualification restored: the automatic selection still skips the flagged request, and says
