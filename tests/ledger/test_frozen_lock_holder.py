@@ -14,6 +14,7 @@ from sqlalchemy import Engine
 
 from services.demo.seed import load_fixture, seed_held_run
 from services.ledger.database import make_engine
+from services.ledger.repository.execution_requests import take_sweep_turn
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
 from services.ledger.transactions.base import lock_policy
@@ -101,3 +102,27 @@ def test_a_streamed_snapshot_waits_for_its_reader_past_the_short_idle_limit(
             assert shown.scalar_one() == "300ms"
     finally:
         engine.dispose()
+
+
+def test_a_lock_held_in_one_schema_does_not_stall_another_schemas_ledger(
+    database_url: str,
+) -> None:
+    """The policy gate and the expiry sweep's lock are keyed by the schema: a ledger whose lock
+    holder froze stalls its own schema only, never the other ledgers (tenants, test schemas)
+    sharing the PostgreSQL server. With one server-wide key the other schema's policy lock waited
+    for the holder until its lock timeout (UNAVAILABLE DATABASE_TIMEOUT)."""
+    fast = DatabaseSettings(lock_timeout_ms=1000)
+    with postgres_schema() as elsewhere:
+        holder, other = _engine(database_url), _engine(elsewhere, fast)
+        silent = holder.connect()
+        try:
+            silent.begin()
+            lock_policy(silent)
+            assert take_sweep_turn(silent)
+            with other.begin() as connection:
+                lock_policy(connection)
+                assert take_sweep_turn(connection)
+        finally:
+            silent.invalidate()
+            holder.dispose()
+            other.dispose()

@@ -21,7 +21,7 @@ import grpc
 from sqlalchemy import text
 
 from forge.continuity.v1 import common_pb2, policy_pb2, policy_pb2_grpc
-from services.ledger.repository.policy import POLICY_GATE_KEY
+from services.ledger.repository.policy import POLICY_GATE_CLASS
 from shared.runtime.config import DatabaseSettings
 from tests.admission.conftest import submission
 from tests.scale.harness import UNKNOWN_OUTCOMES, Replicas, outcome, report, scale, tally
@@ -39,7 +39,8 @@ CALL_SECONDS = 60.0
 #: The sessions idle inside a transaction that holds the policy lock's gate, exclusively.
 _FROZEN_HOLDER = text(
     "SELECT a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-    "WHERE l.locktype = 'advisory' AND l.objid::bigint = :key AND l.mode = 'ExclusiveLock' "
+    "WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.classid::bigint = :key "
+    "AND l.mode = 'ExclusiveLock' "
     "AND l.granted AND a.state = 'idle in transaction'"
 )
 _ALIVE = text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid")
@@ -109,7 +110,9 @@ def _freeze_holding_the_lock(replicas: Replicas, rng: random.Random) -> tuple[fl
         deadline = frozen_at + 0.3
         while time.monotonic() < deadline:
             with replicas.engine.connect() as connection:
-                pids = list(connection.execute(_FROZEN_HOLDER, {"key": POLICY_GATE_KEY}).scalars())
+                pids = list(
+                    connection.execute(_FROZEN_HOLDER, {"key": POLICY_GATE_CLASS}).scalars()
+                )
             if pids:
                 return frozen_at, int(pids[0]), attempt
             time.sleep(0.02)

@@ -9,7 +9,7 @@ from sqlalchemy import Connection, bindparam, func, insert, select, text, update
 
 from services.ledger.domain.execution import ExecutionRequestRecord, RequestState
 from services.ledger.repository.driver import DriverStatement, execute, fetch
-from services.ledger.repository.policy import NEWEST_POLICY_REVISION
+from services.ledger.repository.policy import NEWEST_POLICY_REVISION, SCHEMA_KEY
 from services.ledger.repository.runs import note_request
 from services.ledger.schema import execution_requests, queue_depth
 
@@ -156,10 +156,11 @@ def queued_expiring_by(
     return [execution_request_from_row(row) for row in rows]
 
 
-#: The key of the transaction-scoped advisory lock the scheduled expiry sweep takes on
-#: PostgreSQL, so that one ledger replica at a time sweeps (ADR 0039).
-EXPIRY_SWEEP_KEY = 0x466F7278
-_TRY_SWEEP_LOCK = select(func.pg_try_advisory_xact_lock(EXPIRY_SWEEP_KEY))
+#: The class of the transaction-scoped advisory lock the scheduled expiry sweep takes on
+#: PostgreSQL, with the schema's key, so that one ledger replica of a schema at a time sweeps
+#: (ADR 0039) and the ledgers of other schemas on the server sweep their own.
+EXPIRY_SWEEP_CLASS = 0x45787069  # "Expi"
+_TRY_SWEEP_LOCK = select(func.pg_try_advisory_xact_lock(EXPIRY_SWEEP_CLASS, SCHEMA_KEY))
 
 
 def take_sweep_turn(connection: Connection) -> bool:

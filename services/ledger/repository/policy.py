@@ -46,8 +46,14 @@ _CURRENT = (
     select(policy_revisions).order_by(policy_revisions.c.revision.desc()).limit(literal_column("1"))
 )
 _NEWEST_REVISION = select(func.max(policy_revisions.c.revision))
-# The key of the transaction-scoped advisory lock every policy lock takes first on PostgreSQL.
-POLICY_GATE_KEY = 0x466F7267
+#: The transaction-scoped advisory lock every policy lock takes first on PostgreSQL is keyed by
+#: this class and :data:`SCHEMA_KEY`: ledgers of different schemas on one server (tenants, test
+#: schemas) each have their own gate. With one server-wide key, a lock held in one schema made
+#: every other schema's admissions wait for it.
+POLICY_GATE_CLASS = 0x506F6C69  # "Poli"
+#: The second half of a schema's advisory lock keys: a 32-bit hash of the schema the session
+#: resolves its tables in (the first of its search_path), the same for every replica.
+SCHEMA_KEY = func.hashtext(func.current_schema())
 
 
 def _locking(*, shared: bool, gated: bool) -> Select[Any]:
@@ -55,7 +61,7 @@ def _locking(*, shared: bool, gated: bool) -> Select[Any]:
     writes, which a policy write must wait for but which need not wait for each other; ADR 0014,
     "The policy lock of the fenced writes").
 
-    ``gated`` (PostgreSQL): the statement first takes an advisory lock on POLICY_GATE_KEY in the
+    ``gated`` (PostgreSQL): the statement first takes the schema's advisory gate lock in the
     same mode (a joined one-row subquery, so it is held before the row is locked). A row share
     lock joins the holders of a share lock even while an exclusive waiter queues, so a steady
     stream of fenced writes could keep a policy write or an admission waiting for a gap; the
@@ -64,7 +70,7 @@ def _locking(*, shared: bool, gated: bool) -> Select[Any]:
     if not gated:
         return _CURRENT.with_for_update(read=shared)
     take = func.pg_advisory_xact_lock_shared if shared else func.pg_advisory_xact_lock
-    gate = select(take(POLICY_GATE_KEY).label("taken")).subquery("policy_gate")
+    gate = select(take(POLICY_GATE_CLASS, SCHEMA_KEY).label("taken")).subquery("policy_gate")
     return (
         select(policy_revisions)
         .select_from(policy_revisions.join(gate, true()))

@@ -21,8 +21,8 @@ from services.ledger.table_access import APPEND_ONLY, LEDGER_ACCESS, MIGRATOR_TA
 
 # Every migration that may create the role takes this transaction-scoped advisory lock first:
 # roles are cluster-wide, so migrations of several schemas (or databases) on one server would
-# otherwise race on CREATE ROLE. A key space of two integers, apart from the ledger's own
-# one-integer policy gate (repository/policy.py, POLICY_GATE_KEY).
+# otherwise race on CREATE ROLE. Two integers, a class of its own: the ledger's per-schema locks
+# (repository/policy.py POLICY_GATE_CLASS, execution_requests.py EXPIRY_SWEEP_CLASS) use others.
 ROLE_LOCK = (0x466F7267, 0x526F6C65)
 _DUPLICATE_OBJECT, _UNIQUE_VIOLATION = "42710", "23505"
 
