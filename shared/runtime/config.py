@@ -345,17 +345,22 @@ def _service_token(env: Mapping[str, str]) -> str:
     return env.get("FORGE_SERVICE_TOKEN", "")
 
 
-def _reload_seconds(env: Mapping[str, str]) -> float:
-    text = _env(env, "FORGE_PRINCIPALS_RELOAD_SECONDS", str(DEFAULT_PRINCIPALS_RELOAD_SECONDS))
+def _seconds_setting(env: Mapping[str, str], name: str, default: float, ceiling: float) -> float:
+    """The variable ``name`` as a number of seconds in (0, ``ceiling``], else ``default``."""
+    text = _env(env, name, str(default))
     try:
         seconds = float(text)
     except ValueError:
-        raise ValueError(
-            f"FORGE_PRINCIPALS_RELOAD_SECONDS must be a number, not {text!r}"
-        ) from None
-    if not 0 < seconds <= 300:
-        raise ValueError(f"FORGE_PRINCIPALS_RELOAD_SECONDS must be in (0, 300], not {seconds}")
+        raise ValueError(f"{name} must be a number, not {text!r}") from None
+    if not 0 < seconds <= ceiling:
+        raise ValueError(f"{name} must be in (0, {ceiling:g}], not {seconds}")
     return seconds
+
+
+def _reload_seconds(env: Mapping[str, str]) -> float:
+    return _seconds_setting(
+        env, "FORGE_PRINCIPALS_RELOAD_SECONDS", DEFAULT_PRINCIPALS_RELOAD_SECONDS, 300
+    )
 
 
 # --- the ledger's scheduled expiry sweep -------------------------------------------------------
@@ -369,14 +374,7 @@ DEFAULT_EXPIRY_SWEEP_SECONDS = 5.0
 def expiry_sweep_seconds(env: Mapping[str, str] | None = None) -> float:
     """FORGE_EXPIRY_SWEEP_SECONDS, in (0, 3600]."""
     env = os.environ if env is None else env
-    text = _env(env, "FORGE_EXPIRY_SWEEP_SECONDS", str(DEFAULT_EXPIRY_SWEEP_SECONDS))
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise ValueError(f"FORGE_EXPIRY_SWEEP_SECONDS must be a number, not {text!r}") from None
-    if not 0 < seconds <= 3600:
-        raise ValueError(f"FORGE_EXPIRY_SWEEP_SECONDS must be in (0, 3600], not {seconds}")
-    return seconds
+    return _seconds_setting(env, "FORGE_EXPIRY_SWEEP_SECONDS", DEFAULT_EXPIRY_SWEEP_SECONDS, 3600)
 
 
 # --- server threads and journal followers ---------------------------------------------------
