@@ -178,15 +178,21 @@ def admitted(gateway: RunningGateway, run_id: str) -> dict[str, Any]:
     return request
 
 
-def failed_unclaimed(gateway: RunningGateway, run_id: str) -> dict[str, Any]:
-    """An admitted continuation that the dispatcher failed before any worker claimed it."""
-    queued = admitted(gateway, run_id)
-    with gateway.client("admin-token") as client:  # the dispatcher: an administrator (ADR 0041)
+def fail_unclaimed(gateway: RunningGateway, execution_request_id: str) -> dict[str, Any]:
+    """The dispatcher (an administrator, ADR 0041) fails a queued request before any claim; the
+    failed request."""
+    with gateway.client("admin-token") as client:
         reply = client.post(
-            f"/api/v1/execution-requests/{queued['execution_request_id']}:fail-unclaimed",
+            f"/api/v1/execution-requests/{execution_request_id}:fail-unclaimed",
             json={"reason": "dispatch_refused"},
         )
     assert reply.status_code == 200, reply.text
     failed: dict[str, Any] = reply.json()["execution_request"]
+    return failed
+
+
+def failed_unclaimed(gateway: RunningGateway, run_id: str) -> dict[str, Any]:
+    """An admitted continuation that the dispatcher failed before any worker claimed it."""
+    failed = fail_unclaimed(gateway, admitted(gateway, run_id)["execution_request_id"])
     assert failed["state"] == "EXECUTION_REQUEST_STATE_FAILED"
     return failed

@@ -21,7 +21,7 @@ from services.demo.scripted_provider import HeldTurn, ScriptedProvider, referenc
 from services.ledger.local_process_verifier import LocalProcessVerifier
 from services.ledger.service import Ledger
 from tests.admission.conftest import Stack
-from tests.console.conftest import ADMIN_OPERATOR, admitted, open_run, screenshot
+from tests.console.conftest import ADMIN_OPERATOR, admitted, fail_unclaimed, open_run, screenshot
 from tests.console.test_what_ran import WORKER_SECONDS, assert_no_sideways_scroll, worker_env
 from tests.gateway.conftest import RunningGateway
 from tests.recovery.conftest import Authority
@@ -166,12 +166,7 @@ def test_a_lost_worker_is_verified_and_its_stage_retried_once(
     assert len(posts) == 1
 
     # Once the retry is no longer queued, the receipt read back does not call it queued.
-    with gateway.client("admin-token") as client:
-        reply = client.post(
-            f"/api/v1/execution-requests/{retry}:fail-unclaimed",
-            json={"reason": "dispatch_refused"},
-        )
-    assert reply.status_code == 200, reply.text
+    fail_unclaimed(gateway, retry)
     page.get_by_role("button", name="Check current admission").click()
     expect(page.locator('[data-receipt="reconciliation"]')).to_contain_text(
         "The retry was queued and is now failed"

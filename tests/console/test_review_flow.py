@@ -11,6 +11,7 @@ from tests.console.conftest import (
     ADMIN_OPERATOR,
     PHONE,
     assert_every_control_labelled,
+    fail_unclaimed,
     failed_unclaimed,
     open_run,
     screenshot,
@@ -109,12 +110,7 @@ def test_review_failed_admission_requeues_the_same_request(
     expect(page.get_by_role("button", name="Review failed admission")).to_have_count(0)
 
     # The requeued request fails again: its receipt, read back, no longer says only "queued".
-    with gateway.client("admin-token") as client:
-        reply = client.post(
-            f"/api/v1/execution-requests/{requeued['execution_request_id']}:fail-unclaimed",
-            json={"reason": "dispatch_refused"},
-        )
-    assert reply.status_code == 200, reply.text
+    fail_unclaimed(gateway, requeued["execution_request_id"])
     page.get_by_role("button", name="Check current admission").click()
     expect(page.locator('[data-receipt="queued"] h4')).to_contain_text(
         "Continuation queued · now failed"

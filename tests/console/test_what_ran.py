@@ -21,6 +21,7 @@ from tests.console.conftest import (
     PHONE,
     admitted,
     assert_every_control_labelled,
+    fail_unclaimed,
     failed_unclaimed,
     open_run,
     screenshot,
@@ -222,12 +223,7 @@ def test_a_hidden_tab_lets_the_stream_go_and_follows_again_from_the_next_entry(
 
     visibility("hidden")
     expect(live).to_have_text("paused while the tab is hidden")
-    with gateway.client("admin-token") as client:
-        reply = client.post(
-            f"/api/v1/execution-requests/{queued['execution_request_id']}:fail-unclaimed",
-            json={"reason": "dispatch_refused"},
-        )
-    assert reply.status_code == 200, reply.text
+    fail_unclaimed(gateway, queued["execution_request_id"])
     visibility("visible")
     expect(live).to_have_text("live")
     failed = page.locator('#timeline li[data-kind="request_failed"]')
