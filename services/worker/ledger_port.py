@@ -81,29 +81,30 @@ def write_resolving_lost_answers(
     write's result when it was applied (never a duplicate), else None and it is sent once more.
     A read-back whose own answer is lost is asked again, never guessed. Still unresolved after
     READ_BACKS rounds: LedgerRefused naming the lost answer (the worker stops, loudly)."""
-    try:
-        return _call(rpc, send)
-    except LedgerRefused as refused:
-        if not _lost(refused):
-            raise
-        last = refused
+    answer = _unless_lost(lambda: _call(rpc, send))
     for _ in range(READ_BACKS):
+        if not isinstance(answer, LedgerRefused):
+            return answer
         time.sleep(READ_BACK_PAUSE_SECONDS)
-        try:
-            found = read_back()
-        except LedgerRefused as refused:
-            if not _lost(refused):
-                raise
+        found = _unless_lost(read_back)
+        if isinstance(found, LedgerRefused):
             continue  # unresolved: still the write's lost answer that stops the worker
         if found is not None:
             return found
-        try:
-            return _call(rpc, send)
-        except LedgerRefused as refused:
-            if not _lost(refused):
-                raise
-            last = refused
-    raise last
+        answer = _unless_lost(lambda: _call(rpc, send))
+    if isinstance(answer, LedgerRefused):
+        raise answer
+    return answer
+
+
+def _unless_lost(call: Callable[[], T]) -> T | LedgerRefused:
+    """``call``'s result, or the refusal when its answer was lost; any other refusal raises."""
+    try:
+        return call()
+    except LedgerRefused as refused:
+        if not _lost(refused):
+            raise
+        return refused
 
 
 class LedgerPort:
