@@ -3,11 +3,13 @@ and the database as its owner sees it."""
 
 from __future__ import annotations
 
+import json
 import os
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 from prometheus_client.parser import text_string_to_metric_families
@@ -26,6 +28,13 @@ from services.ledger.database import make_engine
 from services.ledger.repository.roles import create_append_only_guards, drop_append_only_guards
 from services.ledger.schema import metadata
 from services.ledger.table_access import ledger_role
+from shared.continuity.qualification import (
+    DEFAULT_QUALIFIED_PROFILE,
+    REGISTRY_FORMAT,
+    ProfileDigest,
+    installed_profile,
+    registration,
+)
 from shared.runtime.auth import PrincipalDirectory, token_digest
 from shared.runtime.client import open_channel
 from shared.runtime.config import Settings
@@ -145,6 +154,24 @@ def cache_counts(port: int, prefix: str) -> dict[tuple[str, str], float]:
         if family.name.startswith(prefix)
         for sample in family.samples
     }
+
+
+def registry_of_other_migration_code(directory: Path, migration_code: str) -> Path:
+    """A qualified-profiles file (to name in FORGE_QUALIFIED_PROFILES_FILE) registering the
+    default profile with ``migration_code`` instead of the installed one's: the installed
+    profile is then not qualified."""
+    registered = ProfileDigest(**{**installed_profile().parts(), "migration_code": migration_code})
+    registry = directory / "profiles.json"
+    registry.write_text(
+        json.dumps(
+            {
+                "format": REGISTRY_FORMAT,
+                "profiles": [registration(DEFAULT_QUALIFIED_PROFILE, registered)],
+            }
+        ),
+        encoding="utf-8",
+    )
+    return registry
 
 
 # --- the database's two roles (ADR 0036) ------------------------------------------------------

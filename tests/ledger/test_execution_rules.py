@@ -17,10 +17,6 @@ from shared.continuity.canonical import digest_of
 from shared.continuity.qualification import (
     DEFAULT_QUALIFIED_PROFILE,
     PROFILES_FILE_VARIABLE,
-    REGISTRY_FORMAT,
-    ProfileDigest,
-    installed_profile,
-    registration,
 )
 from tests.errors import expect_error
 from tests.ledger.admission_support import (
@@ -35,7 +31,7 @@ from tests.ledger.admission_support import (
     seed,
 )
 from tests.ledger.conftest import Clock, LedgerClients
-from tests.support import row_counts, whole_journal
+from tests.support import registry_of_other_migration_code, row_counts, whole_journal
 
 FP = grpc.StatusCode.FAILED_PRECONDITION
 
@@ -192,19 +188,8 @@ def test_a_registry_for_other_migration_code_stops_the_claim(
     """Qualification is re-checked at the claim against the installed profile digest (ADR 0023):
     the registered profile naming other migration code refuses it, saying which part differs."""
     _seeded, ticket = admitted(clients)
-    installed = installed_profile()
     other = "sha256:" + "cd" * 32
-    registry = tmp_path / "profiles.json"
-    registered = ProfileDigest(**{**installed.parts(), "migration_code": other})
-    registry.write_text(
-        json.dumps(
-            {
-                "format": REGISTRY_FORMAT,
-                "profiles": [registration(DEFAULT_QUALIFIED_PROFILE, registered)],
-            }
-        ),
-        encoding="utf-8",
-    )
+    registry = registry_of_other_migration_code(tmp_path, other)
     monkeypatch.setenv(PROFILES_FILE_VARIABLE, str(registry))
     error = expect_error(
         FP,

@@ -5,7 +5,6 @@ it once the condition clears, and only an operator naming it schedules it again.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import grpc
@@ -14,34 +13,16 @@ import pytest
 from forge.continuity.v1 import common_pb2
 from services.demo.scripted_provider import ScriptedProvider
 from services.worker.run import EXIT_COMPLETED, EXIT_NOT_QUALIFIED, EXIT_NOTHING_TO_RUN
-from shared.continuity.qualification import (
-    DEFAULT_QUALIFIED_PROFILE,
-    PROFILES_FILE_VARIABLE,
-    REGISTRY_FORMAT,
-    ProfileDigest,
-    installed_profile,
-    registration,
-)
+from shared.continuity.qualification import PROFILES_FILE_VARIABLE
 from tests.admission.conftest import rpc_reason
+from tests.support import registry_of_other_migration_code
 from tests.worker.conftest import Continuation
 from tests.worker.test_ledger_verdicts import claim
 
 
 def unqualify(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A registry naming other migration code: the installed profile is not qualified."""
-    registered = ProfileDigest(
-        **{**installed_profile().parts(), "migration_code": "sha256:" + "cd" * 32}
-    )
-    registry = tmp_path / "profiles.json"
-    registry.write_text(
-        json.dumps(
-            {
-                "format": REGISTRY_FORMAT,
-                "profiles": [registration(DEFAULT_QUALIFIED_PROFILE, registered)],
-            }
-        ),
-        encoding="utf-8",
-    )
+    registry = registry_of_other_migration_code(tmp_path, "sha256:" + "cd" * 32)
     monkeypatch.setenv(PROFILES_FILE_VARIABLE, str(registry))
 
 
