@@ -158,5 +158,8 @@ def test_strangers_and_hostile_payloads_do_not_slow_legitimate_callers(
     assert stranger_codes == Counter({"UNAUTHENTICATED": SILENT})
     assert body_codes == Counter({"UNAUTHENTICATED": BODIES})
     assert not FORBIDDEN & {grpc.StatusCode[c] for c in attacked_codes | body_codes if c != "OK"}
-    assert inspection_seconds and max(inspection_seconds) < 1.0
+    # A liveness bound, not the speed target (reported above, and measured by the bench): the
+    # backtracking screen took 12.6 s on one such note; a clean run's first inspection, cold,
+    # took 1.57 s once on this two-core machine while the others took 0.03-0.13 s.
+    assert inspection_seconds and max(inspection_seconds) < 5.0
     assert rss_growth < RSS_BOUND_MIB
