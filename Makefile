@@ -14,13 +14,14 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN):$(CURDIR)/tools/audit
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install chromium pgbouncer promtool guarantees run test test-database host-controls reliability scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
+.PHONY: help install lock chromium pgbouncer promtool guarantees run test test-database host-controls reliability scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
 	@echo "make test       install everything and run the test suite (SQLite + PostgreSQL)"
 	@echo "make lint       ruff, buf lint, proto drift check, Kubernetes manifest schemas"
 	@echo "make typecheck  mypy"
+	@echo "make lock       resolve the hash-pinned lock files again after a dependency change"
 	@echo "make protos     regenerate Python code from protos/"
 	@echo "make openapi    regenerate docs/openapi.json (the gateway's OpenAPI document) from protos/"
 	@echo "make bench      the five performance figures beside in-run baselines (PostgreSQL)"
@@ -39,11 +40,19 @@ help:
 	@echo "make fixtures   regenerate the historical SDK fixtures (byte-identical; fixtures-check verifies)"
 	@echo "make vectors    regenerate the audit bundle conformance vectors (byte-identical; vectors-check verifies)"
 
-$(STAMP): pyproject.toml
+# Every package from the hash-pinned lock (ADR 0050), then the project alone: nothing is resolved
+# or fetched unpinned, the build system included. `make lock` regenerates the lock on purpose.
+PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check
+$(STAMP): pyproject.toml requirements-dev.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(PIP_INSTALL) --require-hashes -r requirements-dev.lock
+	$(PIP_INSTALL) --no-deps --no-build-isolation -e .
 	touch $(STAMP)
+
+# After a change to pyproject.toml's dependencies: resolve requirements.lock (the image) and
+# requirements-dev.lock (make, CI) again with uv, hashes included (tools/lock.py).
+lock: $(STAMP)
+	$(PY) tools/lock.py
 
 # The console's browser tests need Chromium from the distribution's packages (tests/console);
 # FORGE_CHROMIUM names another Chromium executable instead.
@@ -106,6 +115,7 @@ lint: $(STAMP) $(NODE_STAMP) protos-check openapi-check
 	$(VENV)/bin/ruff format --check .
 	tools/node_modules/.bin/buf lint
 	$(PY) tools/validate_k8s.py deploy/k8s
+	$(PY) tools/lock.py --check
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

@@ -252,13 +252,18 @@ def test_dockerfile_puts_the_code_and_generated_protos_on_pythonpath() -> None:
         assert not name.startswith("FORGE_") or name in ENVIRONMENT, f"image sets unknown {name}"
 
 
-def test_dockerfile_installs_the_pyproject_dependencies() -> None:
-    runs = " ".join(i.value for i in dockerfile_instructions() if i.keyword == "RUN")
-    assert "pyproject.toml" in runs and "pip install" in runs, (
-        "the image must install the dependencies declared in pyproject.toml"
+def test_dockerfile_installs_the_hash_pinned_lock_then_the_project_alone() -> None:
+    runs = [i.value for i in dockerfile_instructions() if i.keyword == "RUN"]
+    installs = [part.strip() for run in runs for part in run.split("&&") if "pip install" in part]
+    assert installs and all(
+        "--require-hashes -r requirements.lock" in part or "--no-deps" in part
+        for part in installs
+    ), f"every pip install in the image takes the hash-pinned lock or no dependencies: {installs}"
+    assert any("--require-hashes -r requirements.lock" in part for part in installs), (
+        "the image must install its dependencies from requirements.lock with hashes (ADR 0050)"
     )
-    assert re.search(r"pip install[^&]*\s\.(\s|$)", runs), (
-        "the image must `pip install` the project"
+    assert any(re.search(r"--no-deps --no-build-isolation \.(\s|$)", p) for p in installs), (
+        "the image must `pip install` the project without resolving anything more"
     )
 
 
