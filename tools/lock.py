@@ -135,7 +135,7 @@ def _extra_packages(requirement: Requirement) -> list[str]:
         requires = metadata.requires(requirement.name) or []
     except metadata.PackageNotFoundError:
         return []
-    added = []
+    added: list[str] = []
     for line in requires:
         needed = Requirement(line)
         if needed.marker is None:
@@ -169,6 +169,7 @@ def lock(root: Path = ROOT) -> None:
         [*common, "--extra", "dev", "-c", RUNTIME_LOCK, "-o", DEV_LOCK],
     ):
         subprocess.run(command, input=build, text=True, cwd=root, check=True)
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -89,6 +89,8 @@ class _WireInput:
     field: str
     read: Callable[[Any], Any]
     write: Callable[[Any], Message]
+    #: Its contract message (what a review document holds it as).
+    message: type[Message]
     #: What an operator supplies it as (``RecoveryInputKind``, for ListRecoveryWorkflows).
     kind: int
 
@@ -100,6 +102,7 @@ WIRE_INPUTS = (
         "reviewed_rejection",
         reviewed_rejection,
         reviewed_rejection_to_proto,
+        common_pb2.ReviewedProviderRejectionV1,
         admission_pb2.RECOVERY_INPUT_KIND_REVIEWED_PROVIDER_REJECTION,
     ),
     _WireInput(
@@ -107,6 +110,7 @@ WIRE_INPUTS = (
         "corrective_provider",
         corrective_provider,
         corrective_provider_to_proto,
+        common_pb2.CorrectiveProviderConfigurationV1,
         admission_pb2.RECOVERY_INPUT_KIND_CORRECTIVE_PROVIDER_CONFIGURATION,
     ),
 )

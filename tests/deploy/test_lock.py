@@ -38,7 +38,11 @@ def test_the_lock_files_cover_every_requirement_with_hashes() -> None:
 
 
 def test_a_dependency_added_without_relocking_is_named(copy: Path) -> None:
-    edit(copy / "pyproject.toml", '  "rfc8785==0.1.4",\n', '  "rfc8785==0.1.4",\n  "tomli-w==1.2.0",\n')
+    edit(
+        copy / "pyproject.toml",
+        '  "rfc8785==0.1.4",\n',
+        '  "rfc8785==0.1.4",\n  "tomli-w==1.2.0",\n',
+    )
     found = problems(copy)
     assert f"{RUNTIME_LOCK} does not pin tomli-w==1.2.0: run 'make lock'" in found
     assert f"{DEV_LOCK} does not pin tomli-w==1.2.0: run 'make lock'" in found

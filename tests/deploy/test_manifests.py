@@ -256,8 +256,7 @@ def test_dockerfile_installs_the_hash_pinned_lock_then_the_project_alone() -> No
     runs = [i.value for i in dockerfile_instructions() if i.keyword == "RUN"]
     installs = [part.strip() for run in runs for part in run.split("&&") if "pip install" in part]
     assert installs and all(
-        "--require-hashes -r requirements.lock" in part or "--no-deps" in part
-        for part in installs
+        "--require-hashes -r requirements.lock" in part or "--no-deps" in part for part in installs
     ), f"every pip install in the image takes the hash-pinned lock or no dependencies: {installs}"
     assert any("--require-hashes -r requirements.lock" in part for part in installs), (
         "the image must install its dependencies from requirements.lock with hashes (ADR 0050)"

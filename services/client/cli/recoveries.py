@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 from forge.continuity.v1 import admission_pb2, candidate_pb2, common_pb2
 from services.client.cli._command import (
     EXIT_OK,
     Output,
     Subcommands,
+    UsageError,
     acknowledgement_help,
     add_command,
     add_group,
     flag,
+    output_file,
 )
 from services.client.cli.render import (
     aligned,
@@ -31,16 +32,11 @@ from services.client.cli.render import (
     lease_bounds_text,
 )
 from services.client.client import ContinuityClient
+from services.client.recoveries import CANDIDATE
 from shared.continuity.recovery import workflow as recovery_workflow
+from shared.contract import review_document
+from shared.contract.recovery_proto import message_classes
 from shared.contract.terms import MAX_WINDOW_SECONDS, enum_short_name
-
-#: The inputs a workflow reads from its own options, for the candidate (False) or the
-#: submission (True), by contract field name.
-InputsOf = Callable[[argparse.Namespace, bool], dict[str, Any]]
-
-
-def _no_inputs(args: argparse.Namespace, submitting: bool) -> dict[str, Any]:
-    return {}
 
 
 @dataclass(frozen=True)
@@ -58,13 +54,17 @@ def register_recovery_group(
     help_text: str,
     texts: tuple[str, str, str],
     workflow: str,
-    inputs: InputsOf = _no_inputs,
 ) -> RecoveryCommands:
     """``GROUP candidate | submit | show`` of ``workflow`` with the arguments every recovery
     workflow takes: run and request, and for the submission the recovery ID, the reviewed
     candidate digest, the lease window and one flag per acknowledgement of ``workflow``.
+    A workflow with typed inputs reads them from ``--review FILE``, the administrator's review
+    document (``forge.continuity.review/1``, the console's shape too), which may also carry
+    the reviewed candidate digest and acknowledgements.
     ``texts`` are for candidate, submit and show, in that order."""
-    handlers = _handlers(workflow, inputs)
+    described = recovery_workflow(workflow)
+    reviewed = bool(review_document.input_fields(described))
+    handlers = _handlers(workflow, reviewed)
     parent = add_group(commands, group, help_text)
     candidate, submit, show = (
         add_command(parent, name, text, handler)
@@ -77,7 +77,10 @@ def register_recovery_group(
         command.add_argument("request_id", metavar="REQUEST_ID")
     submit.add_argument("recovery_id", metavar="RECOVERY_ID")
     submit.add_argument(
-        "--candidate-digest", required=True, help=f"the candidate_digest '{group} candidate' shows"
+        "--candidate-digest",
+        required=not reviewed,
+        help=f"the candidate_digest '{group} candidate' shows"
+        + (" (default: the review document's candidate_digest)" if reviewed else ""),
     )
     submit.add_argument(
         "--valid-for-seconds",
@@ -87,8 +90,29 @@ def register_recovery_group(
         "least of this, the policy window, the run's provider timeout and its remaining "
         "deadline (the answer's lease bounds say which won)",
     )
-    for name in recovery_workflow(workflow).acknowledgements:
-        submit.add_argument(flag(name), action="store_true", help=acknowledgement_help(name))
+    for name in described.acknowledgements:
+        submit.add_argument(
+            flag(name),
+            action="store_true",
+            help=acknowledgement_help(name, " unless the review document gives it")
+            if reviewed
+            else acknowledgement_help(name),
+        )
+    if reviewed:
+        inputs = ", ".join(review_document.input_fields(described))
+        for command in (candidate, submit):
+            command.add_argument(
+                "--review",
+                required=True,
+                metavar="FILE",
+                help=f"the review document ({review_document.FORMAT}: {inputs}; docs/formats.md)",
+            )
+        candidate.add_argument(
+            "--write-review",
+            metavar="OUT",
+            help="write the review document again with the candidate_digest shown, for "
+            "'submit --review' or the console",
+        )
     return RecoveryCommands(candidate, submit, show)
 
 
@@ -207,33 +231,84 @@ def outcome_lines(outcome: common_pb2.RecoveryOutcome, created: bool | None = No
     return aligned(pairs)
 
 
+def _review(
+    args: argparse.Namespace, workflow: str, reviewed: bool
+) -> review_document.ReviewDocument | None:
+    """The ``--review`` document of a workflow with typed inputs, checked against the command."""
+    if not reviewed:
+        return None
+    try:
+        return review_document.load(args.review, workflow, args.run_id, args.request_id)
+    except review_document.ReviewDocumentError as error:
+        raise UsageError(f"--review {args.review}: {error}") from error
+
+
+def _candidate_digest(
+    args: argparse.Namespace, review: review_document.ReviewDocument | None
+) -> str:
+    """The digest given, or the review document's; both given must agree."""
+    given, reviewed = args.candidate_digest or "", review.candidate_digest if review else ""
+    if given and reviewed and given != reviewed:
+        raise UsageError(
+            f"--candidate-digest {given} is not the review document's candidate_digest {reviewed}"
+        )
+    if not (given or reviewed):
+        raise UsageError(
+            "--candidate-digest is required: the review document has no candidate_digest "
+            "(write one with 'candidate --write-review')"
+        )
+    return given or reviewed
+
+
 def _handlers(
-    workflow: str, inputs: InputsOf
+    workflow: str, reviewed: bool
 ) -> tuple[
     Callable[[ContinuityClient, argparse.Namespace, Output], int],
     Callable[[ContinuityClient, argparse.Namespace, Output], int],
     Callable[[ContinuityClient, argparse.Namespace, Output], int],
 ]:
     """Candidate, submit and show of ``workflow``."""
-    acknowledgements = recovery_workflow(workflow).acknowledgements
+    described = recovery_workflow(workflow)
+    input_fields = review_document.input_fields(described)
+    candidate_fields = message_classes(CANDIDATE, described.rpcs.candidate)[0].DESCRIPTOR
 
     def candidate(client: ContinuityClient, args: argparse.Namespace, output: Output) -> int:
-        found = client._recovery_candidate(
-            workflow, args.run_id, args.request_id, **inputs(args, False)
-        )
+        review = _review(args, workflow, reviewed)
+        inputs = {
+            name: message
+            for name, message in (review.inputs if review else {}).items()
+            if name in candidate_fields.fields_by_name
+        }
+        found = client._recovery_candidate(workflow, args.run_id, args.request_id, **inputs)
+        if review is not None and args.write_review:
+            written = replace(review, candidate_digest=found.candidate_digest)
+            output_file(args.write_review).write_text(
+                review_document.write(written), encoding="utf-8"
+            )
         output.emit(found, candidate_lines(found), field="candidate")
         return EXIT_OK
 
     def submit(client: ContinuityClient, args: argparse.Namespace, output: Output) -> int:
+        review = _review(args, workflow, reviewed)
+        missing = [name for name in input_fields if review and name not in review.inputs]
+        if missing:
+            raise UsageError(
+                f"--review {args.review}: the review document has no inputs."
+                f"{', inputs.'.join(missing)}; the submission needs it"
+            )
+        given = review.acknowledgements if review else frozenset()
         submitted = client._request_recovery(
             workflow,
             args.run_id,
             args.request_id,
             args.recovery_id,
-            candidate_digest=args.candidate_digest,
+            candidate_digest=_candidate_digest(args, review),
             valid_for_seconds=args.valid_for_seconds,
-            acknowledgements={name: bool(getattr(args, name)) for name in acknowledgements},
-            **inputs(args, True),
+            acknowledgements={
+                name: bool(getattr(args, name)) or name in given
+                for name in described.acknowledgements
+            },
+            **(review.inputs if review else {}),
         )
         output.emit(submitted, outcome_lines(submitted.outcome, submitted.created))
         return EXIT_OK

@@ -195,7 +195,7 @@ async function workflowView(area, flow, ticket, current, permissions) {
     body.replaceChildren(note(`This console cannot supply ${unknown.map((i) => i.field).join(", ")}; use the CLI. No action is offered here.`));
     return;
   }
-  documentForm(body, `document-${ticket.request_id}-${flow.name}`, inputs,
+  documentForm(body, `document-${ticket.request_id}-${flow.name}`, flow, ticket,
     (values, shown) => candidateView(shown, flow, ticket, current, values));
 }
 
@@ -247,6 +247,10 @@ function reviewCard(area, flow, candidate, ticket, current, values) {
   const acks = acknowledgements(`${ticket.request_id}-${flow.name}`,
     (flow.acknowledgements || []).map((a) => [a.field, a.text || a.field]), submit);
   const result = el("div", {});
+  // The review as a file (the one review-document shape): what was reviewed and accepted so far,
+  // for the CLI ('refusal submit --review') or another operator's console.
+  const download = el("button", { type: "button", class: "secondary" }, "Download review document");
+  download.addEventListener("click", () => saveReviewDocument(flow, ticket, action, acks.values()));
   submit.addEventListener("click", () => {
     action.acks = acks.values();
     submit.remove();
@@ -265,7 +269,7 @@ function reviewCard(area, flow, candidate, ticket, current, values) {
       ["Action ID", code(action.id)],
       ["Candidate digest", code(action.digest)],
     ]),
-    acks.fieldset, el("div", { class: "actions" }, submit), result));
+    acks.fieldset, el("div", { class: "actions" }, submit, ...(flow.inputs?.length ? [download] : [])), result));
 }
 
 function submitSpec(flow, ticket, action) {
@@ -303,10 +307,57 @@ const INPUT_KINDS = {
   },
 };
 
-// The administrator's review document: one JSON file holding each typed input under its field
-// name, chosen with a file control (never typed) and sent as written.
-function documentForm(area, id, inputs, then) {
-  const names = inputs.map((i) => i.field);
+// ---------------------------------------------------------------- the review document
+
+// The administrator's review document, forge.continuity.review/1 (docs/formats.md, the schema in
+// docs/review-document.schema.json): the CLI reads and writes the same shape. Each typed input
+// sits under "inputs" by the submission's field name; the document names its workflow, run and
+// request, and once reviewed the candidate digest and the acknowledgements accepted.
+const REVIEW_FORMAT = "forge.continuity.review/1";
+const REVIEW_KEYS = ["format", "workflow", "run_id", "request_id", "inputs", "candidate_digest", "acknowledgements"];
+
+// What is wrong with a review document for this workflow and request ("" when nothing is).
+function reviewProblem(held, flow, ticket) {
+  if (!isObject(held)) return `a review document is a JSON object (${REVIEW_FORMAT})`;
+  if (held.format === undefined) {
+    return `this is an unversioned review document: this console reads ${REVIEW_FORMAT} only. Put the reviewed messages under "inputs" by field name and add "format", "workflow", "run_id" and "request_id" (docs/formats.md)`;
+  }
+  if (held.format !== REVIEW_FORMAT) return `review document format ${JSON.stringify(held.format)}: this console reads ${REVIEW_FORMAT}`;
+  const unknown = Object.keys(held).filter((key) => !REVIEW_KEYS.includes(key));
+  if (unknown.length) return `unknown field ${unknown.join(", ")}`;
+  if (held.workflow !== flow.name || held.run_id !== page.runId || held.request_id !== ticket.request_id) {
+    return `it reviews ${held.workflow} of run ${held.run_id} request ${held.request_id}, not ${flow.name} of run ${page.runId} request ${ticket.request_id}`;
+  }
+  if (!isObject(held.inputs)) return "inputs must be an object";
+  const fields = (flow.inputs || []).map((i) => i.field);
+  const extra = Object.keys(held.inputs).filter((key) => !fields.includes(key));
+  if (extra.length) return `inputs: ${flow.name} takes ${fields.join(", ")}, not ${extra.join(", ")}`;
+  return (flow.inputs || [])
+    .map((i) => [i.field, INPUT_KINDS[i.kind].check(held.inputs[i.field])])
+    .filter(([, problem]) => problem)
+    .map(([field, problem]) => `inputs.${field} must be ${problem}`).join("; ");
+}
+
+// The document of this review as a downloaded file, with the acknowledgements ticked so far.
+function saveReviewDocument(flow, ticket, action, ticked) {
+  const accepted = Object.fromEntries((flow.acknowledgements || [])
+    .filter((a) => ticked[a.field]).map((a) => [a.field, true]));
+  const review = {
+    format: REVIEW_FORMAT, workflow: flow.name, run_id: page.runId, request_id: ticket.request_id,
+    inputs: action.inputs, candidate_digest: action.digest,
+    ...(Object.keys(accepted).length ? { acknowledgements: accepted } : {}),
+  };
+  const url = URL.createObjectURL(new Blob([`${JSON.stringify(review, null, 2)}\n`], { type: "application/json" }));
+  const link = el("a", { href: url, download: `review-${page.runId}-${ticket.request_id}-${flow.name}.json` });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 0);
+}
+
+// The review document, chosen with a file control (never typed); its inputs are sent as written.
+function documentForm(area, id, flow, ticket, then) {
+  const inputs = flow.inputs || [];
   const control = el("input", { type: "file", id, accept: "application/json,.json" });
   const shown = el("div", {});
   control.addEventListener("change", async () => {
@@ -315,19 +366,17 @@ function documentForm(area, id, inputs, then) {
     try {
       held = JSON.parse(await control.files[0].text());
     } catch {
-      shown.replaceChildren(note("The review document is not JSON."));
+      shown.replaceChildren(el("p", { class: "note", role: "alert" }, `The review document is not JSON (${REVIEW_FORMAT}).`));
       return;
     }
-    const problems = inputs
-      .map((i) => [i.field, isObject(held) ? INPUT_KINDS[i.kind].check(held[i.field]) : "missing"])
-      .filter(([, problem]) => problem);
-    if (problems.length) {
-      shown.replaceChildren(note(`The review document must hold ${names.join(" and ")}: ${problems.map(([field, problem]) => `${field} must be ${problem}`).join("; ")}.`));
+    const problem = reviewProblem(held, flow, ticket);
+    if (problem) {
+      shown.replaceChildren(el("p", { class: "note", role: "alert" }, `The review document was not read: ${problem}.`));
       return;
     }
-    await then(Object.fromEntries(names.map((name) => [name, held[name]])), shown);
+    await then(Object.fromEntries(inputs.map((i) => [i.field, held.inputs[i.field]])), shown);
   });
   area.replaceChildren(
-    note(`The administrator's review document (JSON with ${names.join(" and ")}: ${inputs.map((i) => i.message_type.split(".").pop()).join(", ")}) is sent as written; the console shows the candidate the server computes from it.`),
+    note(`The administrator's review document (${REVIEW_FORMAT}: ${inputs.map((i) => `inputs.${i.field}, a ${i.message_type.split(".").pop()}`).join("; ")}; the CLI's --review file) is sent as written; the console shows the candidate the server computes from it.`),
     el("div", { class: "field" }, el("label", { for: control.id }, "Review document (JSON file)"), control), shown);
 }
