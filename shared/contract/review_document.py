@@ -1,6 +1,6 @@
 """The administrator's review document, ``forge.continuity.review/1``: the one file shape that the
 CLI (``refusal candidate | submit --review FILE``) and the operator console read and write for a
-recovery workflow that takes typed inputs (docs/formats.md, docs/review-document.schema.json).
+recovery workflow that takes typed inputs (docs/formats.md).
 
     {"format": "forge.continuity.review/1",
      "workflow": "rejected_boundary", "run_id": "run-1", "request_id": "req-1",

@@ -309,8 +309,8 @@ const INPUT_KINDS = {
 
 // ---------------------------------------------------------------- the review document
 
-// The administrator's review document, forge.continuity.review/1 (docs/formats.md, the schema in
-// docs/review-document.schema.json): the CLI reads and writes the same shape. Each typed input
+// The administrator's review document, forge.continuity.review/1 (docs/formats.md): the CLI
+// reads and writes the same shape (shared/contract/review_document.py). Each typed input
 // sits under "inputs" by the submission's field name; the document names its workflow, run and
 // request, and once reviewed the candidate digest and the acknowledgements accepted.
 const REVIEW_FORMAT = "forge.continuity.review/1";
