@@ -50,9 +50,10 @@ $(STAMP): pyproject.toml requirements-dev.lock
 	touch $(STAMP)
 
 # After a change to pyproject.toml's dependencies: resolve requirements.lock (the image) and
-# requirements-dev.lock (make, CI) again with uv, hashes included (tools/lock.py).
+# requirements-dev.lock (make, CI) again with uv, hashes included (tools/lock.py). Pins stay
+# unless pyproject.toml moves them; LOCK_UPGRADE="NAME ..." moves those packages on purpose.
 lock: $(STAMP)
-	$(PY) tools/lock.py
+	$(PY) tools/lock.py $(foreach name,$(LOCK_UPGRADE),--upgrade-package $(name))
 
 # The console's browser tests need Chromium from the distribution's packages (tests/console);
 # FORGE_CHROMIUM names another Chromium executable instead.

@@ -1,6 +1,8 @@
 """The dependency lock files (ADR 0050): every package the project installs, pinned with hashes.
 
-    python tools/lock.py            regenerate both files with uv (`make lock`)
+    python tools/lock.py            regenerate both files with uv (`make lock`); existing pins
+                                    are kept unless pyproject.toml no longer allows them
+    python tools/lock.py --upgrade-package NAME ...   and move NAME to its newest allowed release
     python tools/lock.py --check    every requirement of pyproject.toml is locked (`make lint`)
 
 ``requirements.lock`` holds the services' dependencies (the image installs it);
@@ -153,7 +155,7 @@ def _uv() -> str:
     return str(beside) if beside.is_file() else "uv"
 
 
-def lock(root: Path = ROOT) -> None:
+def lock(root: Path = ROOT, upgrade: Iterable[str] = ()) -> None:
     """Resolve both files again with uv: the runtime set first, then the dev set constrained to
     it, so the image and the developers run the same versions of what they share."""
     wanted = Requirements.of(root / "pyproject.toml")
@@ -163,6 +165,7 @@ def lock(root: Path = ROOT) -> None:
         *("pip", "compile", "pyproject.toml", "-", "--generate-hashes", "--quiet"),
         *_TARGET,
         *("--custom-compile-command", "make lock"),
+        *(option for name in upgrade for option in ("--upgrade-package", name)),
     ]
     for command in (
         [*common, "-o", RUNTIME_LOCK],
@@ -174,9 +177,16 @@ def lock(root: Path = ROOT) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="check the lock files, write nothing")
+    parser.add_argument(
+        "--upgrade-package",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="resolve NAME to its newest allowed release (repeatable)",
+    )
     args = parser.parse_args(argv)
     if not args.check:
-        lock()
+        lock(upgrade=args.upgrade_package)
     found = problems()
     for problem in found:
         print(problem, file=sys.stderr)
