@@ -106,9 +106,16 @@ def test_the_cli_reviews_writes_the_review_submits_and_shows(
     stack: Stack, cli: Cli, tmp_path: Path, provider: RefusingProvider
 ) -> None:
     sent = refused_at_provider(stack, admit_enabled(stack), provider)
-    # The administrator's document before the review: the inputs, in the console's shape.
+    # A document in the console's shape, reviewed against another candidate: its digest and its
+    # acknowledgements are not this candidate's.
     review_file = tmp_path / "review.json"
-    review_file.write_text(console_document(console_inputs(stack, sent)))
+    review_file.write_text(
+        console_document(
+            console_inputs(stack, sent),
+            candidate_digest="sha256:" + "0" * 64,
+            acknowledgements=dict.fromkeys(ACKNOWLEDGED, True),
+        )
+    )
     reviewed_file = tmp_path / "reviewed.json"
     code, out = cli(
         *("--json", "refusal", "candidate", "run-1", "req-1", "--review", str(review_file)),
@@ -117,7 +124,8 @@ def test_the_cli_reviews_writes_the_review_submits_and_shows(
     assert code == 0, out
     candidate = json.loads(out)["candidate"]
     assert candidate["eligible"] is True
-    # The CLI writes the one shape back, now with the digest the operator saw.
+    # The CLI writes the one shape back with the digest the operator saw now, and without the
+    # acknowledgements given for the other candidate.
     written = review_document.read(reviewed_file.read_text())
     assert written.candidate_digest == candidate["candidate_digest"]
     assert written.inputs == review_document.read(review_file.read_text()).inputs

@@ -281,7 +281,13 @@ def _handlers(
         }
         found = client._recovery_candidate(workflow, args.run_id, args.request_id, **inputs)
         if review is not None and args.write_review:
-            written = replace(review, candidate_digest=found.candidate_digest)
+            # Acknowledgements given for another candidate are not carried to this one.
+            kept = review.candidate_digest == found.candidate_digest
+            written = replace(
+                review,
+                candidate_digest=found.candidate_digest,
+                acknowledgements=review.acknowledgements if kept else frozenset(),
+            )
             output_file(args.write_review).write_text(
                 review_document.write(written), encoding="utf-8"
             )
