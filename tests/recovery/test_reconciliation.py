@@ -361,7 +361,9 @@ def test_mark_unresolved_is_terminal_with_the_handoff(stack: Stack, engine: Engi
     owned = claimed_request(stack, commands=1)
     snapshot = inspect(stack, owned)
     done = (
-        reconciliations(stack).ReconcileExecutionRequest(decision(snapshot, MARK, **ACK)).reconciliation
+        reconciliations(stack)
+        .ReconcileExecutionRequest(decision(snapshot, MARK, **ACK))
+        .reconciliation
     )
     assert done.reconciled_request.state == common_pb2.EXECUTION_REQUEST_STATE_UNRESOLVED
     assert not done.HasField("retry_request") and done.verification_sequence == 0

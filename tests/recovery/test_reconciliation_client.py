@@ -101,9 +101,7 @@ def test_the_cli_inspects_submits_and_shows(
     # refused until the administrator acknowledges the cessation as unproven (ADR 0045).
     refusal = refused(*submit, "--reconciliation-digest", digest)
     assert "RECONCILIATION_UNRESOLVED" in refusal and "RECONCILIATION_NOT_VERIFIED" in refusal
-    code, out = cli(
-        *submit, "--reconciliation-digest", digest, "--cessation-unproven-acknowledged"
-    )
+    code, out = cli(*submit, "--reconciliation-digest", digest, "--cessation-unproven-acknowledged")
     assert code == 0 and "yes" in out
     assert any(line.split()[:2] == ["cessation:", "unproven"] for line in out.splitlines()), out
     # Short names where a person reads: no enum prefixes.

@@ -90,10 +90,7 @@ def test_mark_unresolved_needs_identity_authority_a_claim_and_cessation_verified
         and facts.actor_has_authority
         # 002: the claim is released only after verified cessation, or on the record that it
         # is unproven (ADR 0045)
-        and (
-            facts.bound.cessation_verified
-            or facts.reconciliation.cessation_unproven_acknowledged
-        )
+        and (facts.bound.cessation_verified or facts.reconciliation.cessation_unproven_acknowledged)
     )
     assert isinstance(outcome, Admissible) == cleared
     if not facts.bound.cessation_verified and not (
