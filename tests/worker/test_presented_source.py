@@ -1,7 +1,7 @@
 """What the worker presents is derived, not read back (ADR 0039): the revision of its source
 tree (a git checkout's HEAD, else the tree digest) and a profile whose registered digest is its
-installed code's, with that digest (ADR 0045). A worker whose tree is not the run's revision cannot claim. Four real services,
-SQLite and PostgreSQL."""
+installed code's, with that digest (ADR 0045). A worker whose tree is not the run's revision
+cannot claim. Four real services, SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
