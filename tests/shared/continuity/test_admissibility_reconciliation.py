@@ -78,11 +78,9 @@ def test_mark_unresolved_needs_identity_authority_a_claim_and_cessation_verified
     facts: ActionFacts,
 ) -> None:
     assert facts.reconciliation is not None
-    facts = replace(
-        facts,
-        workflow_enabled=True,
-        reconciliation=replace(facts.reconciliation, decision=MARK_UNRESOLVED),
-    )
+    marking = replace(facts.reconciliation, decision=MARK_UNRESOLVED)
+    acknowledged = marking.cessation_unproven_acknowledged
+    facts = replace(facts, workflow_enabled=True, reconciliation=marking)
     outcome = check(facts)
     cleared = (
         facts.bound.state == "claimed"
@@ -90,12 +88,10 @@ def test_mark_unresolved_needs_identity_authority_a_claim_and_cessation_verified
         and facts.actor_has_authority
         # 002: the claim is released only after verified cessation, or on the record that it
         # is unproven (ADR 0045)
-        and (facts.bound.cessation_verified or facts.reconciliation.cessation_unproven_acknowledged)
+        and (facts.bound.cessation_verified or acknowledged)
     )
     assert isinstance(outcome, Admissible) == cleared
-    if not facts.bound.cessation_verified and not (
-        facts.reconciliation.cessation_unproven_acknowledged
-    ):
+    if not facts.bound.cessation_verified and not acknowledged:
         refused = {r.hold for r in outcome.refusals} if isinstance(outcome, Unresolved) else set()
         assert facts.bound.state != "claimed" or "RECONCILIATION_NOT_VERIFIED" in refused
     if cleared and not facts.bound.cessation_verified:
