@@ -66,10 +66,13 @@ class ReconciliationCalls(ClientBase):
         *,
         decision: str,
         evidence_reference: str,
+        cessation_unproven_acknowledged: bool = False,
     ) -> reconciliation_pb2.ReconcileExecutionRequestResponse:
         """The reviewed decision (``retry_stage`` or ``mark_unresolved``) on the inspected
         snapshot (factory administrator). Keep the snapshot's reconciliation_id and read the
-        decision back with :meth:`reconciliation` after a lost response."""
+        decision back with :meth:`reconciliation` after a lost response.
+        ``cessation_unproven_acknowledged`` (``mark_unresolved`` only) releases the claim
+        although no recorded verification proves its owner ceased (ADR 0045)."""
         if decision not in DECISIONS:
             refuse_field("decision", "retry_stage or mark_unresolved")
         _check_evidence(evidence_reference)
@@ -83,6 +86,7 @@ class ReconciliationCalls(ClientBase):
             evidence_reference=evidence_reference,
             decision=DECISIONS[decision],
             reconciliation_digest=snapshot.reconciliation_digest,
+            cessation_unproven_acknowledged=cessation_unproven_acknowledged,
         )
         return invoke(self._reconciliation.ReconcileExecutionRequest, request)
 

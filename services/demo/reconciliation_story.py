@@ -191,6 +191,8 @@ def _reconcile(
                     evidence_reference=f"incident: worker pid {process.pid} killed",
                     decision=kind,  # type: ignore[arg-type]
                     reconciliation_digest=snapshot.reconciliation_digest,
+                    # nothing proven: the administrator releases the claim on record (ADR 0045)
+                    cessation_unproven_acknowledged=kind == MARK,
                 )
             )
         )
@@ -201,7 +203,10 @@ def _reconcile(
     reason = verify()
     if reason:
         check(reason == "RECONCILIATION_NOT_VERIFIED", "this ledger's verifier proves nothing")
-        step("Nothing is proven, so the request is recorded as terminal unresolved")
+        step(
+            "Nothing is proven, so the request is recorded as terminal unresolved, the "
+            "administrator acknowledging the cessation as unproven"
+        )
         done = decide(MARK).reconciliation
         check(
             done.reconciled_request.state == common_pb2.EXECUTION_REQUEST_STATE_UNRESOLVED,

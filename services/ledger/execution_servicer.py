@@ -77,6 +77,7 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
                 configuration_digest=request.configuration_digest,
                 source_profile=request.source_profile,
                 attempt_id=request.attempt_id,
+                profile_digest=request.profile_digest,
             ),
             (
                 OwnerInstance(

@@ -138,6 +138,7 @@ def reconciliation_to_proto(
         handoff=admissibility_handoff_to_proto(saved.handoff),
         created_at=to_timestamp(saved.created_at),
         lease_bounds=lease_bounds_to_proto(saved.lease_bounds),
+        cessation_unproven_acknowledged=saved.cessation_unproven_acknowledged,
     )
 
 
@@ -194,6 +195,7 @@ class ReconciliationServicer(reconciliation_pb2_grpc.ReconciliationServiceServic
                 decision=_short(reconciliation_pb2.ReconciliationDecision, request.decision),
                 reconciliation_digest=request.reconciliation_digest,
                 actor=current_principal().identity,
+                cessation_unproven_acknowledged=request.cessation_unproven_acknowledged,
             )
         )
         return reconciliation_pb2.ReconcileExecutionRequestResponse(

@@ -46,6 +46,8 @@ class Presented:
     source_revision: str
     configuration_digest: str
     source_profile: str
+    #: The profile digest of the worker's installed code ("": none presented).
+    profile_digest: str = ""
 
 
 def _call(rpc: str, call: Callable[[], T]) -> T:
@@ -215,6 +217,7 @@ class LedgerPort:
             configuration_digest=source.configuration_digest,
             source_profile=source.source_profile,
             owner_instance=owner,
+            profile_digest=presented.profile_digest,
         )
         response = write_resolving_lost_answers(
             "ClaimExecutionRequest",

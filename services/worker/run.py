@@ -46,7 +46,7 @@ from services.worker.journaling import (
 )
 from services.worker.ledger_port import LedgerPort, LedgerRefused, Presented
 from services.worker.owner import owner_instance
-from services.worker.source import profile_problem, source_revision
+from services.worker.source import profile_digest, profile_problem, source_revision
 from services.worker.stopping import (
     EffectBounds,
     LeaseBound,
@@ -132,6 +132,7 @@ def claim_one(
         config.source_revision or source_revision(config.source_dir),
         config.configuration_digest or "",
         config.source_profile,
+        profile_digest(),
     )
     owner = owner_instance()
     try:

@@ -8,7 +8,10 @@ than the run's is refused at the claim instead of vouched for by its configurati
   (``shared.continuity.qualification.tree_digest``; bytecode caches left out).
 - Profile: the profile name is presented only when its registered digest is the installed code's
   digest, computed by ``shared.continuity.qualification`` exactly as the services compute it;
-  else the worker does not claim (PROFILE_NOT_QUALIFIED, nothing written).
+  else the worker does not claim (PROFILE_NOT_QUALIFIED, nothing written). The claim also
+  carries that installed digest (``profile_digest``), which the ledger compares with the digest
+  its registry qualifies for the profile (PROFILE_DIGEST_MISMATCH; ADR 0045): a worker and a
+  ledger that disagree about the profile's code do not run it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from shared.continuity.qualification import qualification_problem, tree_digest
+from shared.continuity.qualification import installed_profile, qualification_problem, tree_digest
 
 GIT_PREFIX = "git:"
 TREE_PREFIX = "tree:"
@@ -40,3 +43,9 @@ def profile_problem(profile: str) -> str | None:
     """Why this worker's installed code is not the registered code of ``profile`` (None: it
     is), by the services' own qualification digest."""
     return qualification_problem(profile)
+
+
+def profile_digest() -> str:
+    """The qualified profile digest of this worker's installed code, as the services compute it
+    (presented at the claim)."""
+    return installed_profile().digest

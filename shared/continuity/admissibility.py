@@ -12,8 +12,9 @@ evidence changes the facts. Probability is no input either.
 A reconciliation of a claimed request whose owner was lost (ADR 0010) passes the same check with
 ``ReconciliationFacts``: a recorded, unexpired verification (computed by the caller into
 ``verification_problems``; the check itself stays time-free) resolves the claim's residual effect
-for ``retry_stage``; ``mark_unresolved`` records what stays unknown and needs only identity and
-authority.
+for ``retry_stage``; ``mark_unresolved`` records what stays unknown and needs identity, authority
+and either verified cessation or the administrator's acknowledgement that it is unproven (spec
+002: the active claim is released only after verified cessation; ADR 0045).
 """
 
 from __future__ import annotations
@@ -108,6 +109,9 @@ class ReconciliationFacts:
     verification_problems: tuple[str, ...]
     #: Every limit that leaves a retry nothing to run under (command budget, active deadline).
     budget_problems: tuple[str, ...] = ()
+    #: ``mark_unresolved`` only: an administrator releases the claim although no recorded
+    #: verification proves the prior owner ceased (ADR 0045); the decision records it.
+    cessation_unproven_acknowledged: bool = False
 
 
 #: States that end a request nobody claimed: failed before any claim, or its lease expired
@@ -115,6 +119,8 @@ class ReconciliationFacts:
 UNCLAIMED_END_STATES = ("failed", "expired")
 RETRY_STAGE = "retry_stage"
 MARK_UNRESOLVED = "mark_unresolved"
+#: The states only a reconciliation decision leaves a request in.
+DECIDED_STATES = ("reconciled", "unresolved")
 
 
 @dataclass(frozen=True)
@@ -336,8 +342,9 @@ def _residual_effects(facts: ActionFacts) -> list[Refusal]:
 
 def _reconciliation_refusals(facts: ActionFacts, reconciling: ReconciliationFacts) -> list[Refusal]:
     """A claimed request whose owner was lost: MARK_UNRESOLVED records what stays unknown, so
-    only identity, authority and the claim refuse it; RETRY_STAGE must also clear the policy,
-    every dependency, residual effect and budget concern."""
+    only identity, authority, the claim and unproven cessation (unless acknowledged) refuse it;
+    RETRY_STAGE must also clear the policy, every dependency, residual effect and budget
+    concern."""
     bound, found = facts.bound, []
     # spent action identity: one decision per execution request
     for reconciliation_id in facts.spent_by:
@@ -371,7 +378,10 @@ def _reconciliation_refusals(facts: ActionFacts, reconciling: ReconciliationFact
                 "the policy is disabled: a retry could not be claimed",
             )
         )
-    if bound.state != "claimed":
+    # A request a decision already reconciled was claimed: its block is the spent decision
+    # above, and "not claimed" would misstate its history (issue 47).
+    decided = bool(facts.spent_by) and bound.state in DECIDED_STATES
+    if bound.state != "claimed" and not decided:
         found.append(
             Refusal(
                 Concern.RESIDUAL_EFFECT,
@@ -383,6 +393,24 @@ def _reconciliation_refusals(facts: ActionFacts, reconciling: ReconciliationFact
             )
         )
     if reconciling.decision != RETRY_STAGE:
+        # 002: the active claim (and its pending slot) is released only after verified
+        # cessation, or by an administrator who records the cessation as unproven
+        if (
+            bound.state == "claimed"
+            and not bound.cessation_verified
+            and not reconciling.cessation_unproven_acknowledged
+        ):
+            found.append(
+                Refusal(
+                    Concern.RESIDUAL_EFFECT,
+                    "RECONCILIATION_NOT_VERIFIED",
+                    "CUSTODY",
+                    bound.execution_request_id,
+                    "cessation of the prior owner is not verified: marking the request "
+                    "unresolved would release its claim while the owner may still run; record "
+                    "a verification, or acknowledge the cessation as unproven",
+                )
+            )
         return found
     for other in facts.outstanding:
         found.append(
@@ -475,7 +503,13 @@ def _permitted(facts: ActionFacts, refusals: list[Refusal]) -> tuple[PermittedAc
             for r in refusals
         )
     ):
-        actions[MARK_UNRESOLVED] = "record the request as terminal unresolved; nothing is retried"
+        actions[MARK_UNRESOLVED] = (
+            "record the request as terminal unresolved; nothing is retried"
+            if facts.bound.cessation_verified
+            else "record the request as terminal unresolved, nothing retried; without verified "
+            "cessation only by acknowledging it unproven (cessation_unproven_acknowledged): the "
+            "claim is then released while its owner may still run"
+        )
     return tuple(PermittedAction(name, why) for name, why in sorted(actions.items()))
 
 

@@ -231,6 +231,13 @@ def qualification_problem(profile: str, env: Mapping[str, str] | None = None) ->
     )
 
 
+def qualified_digest(profile: str, env: Mapping[str, str] | None = None) -> str | None:
+    """The profile digest the registry qualifies for ``profile`` (None: not registered): what a
+    worker's installed code must digest to (ADR 0045)."""
+    registered = registry(env).get(profile)
+    return registered.digest if registered is not None else None
+
+
 def is_qualified(profile: str, env: Mapping[str, str] | None = None) -> bool:
     return qualification_problem(profile, env) is None
 

@@ -239,6 +239,18 @@ _REASONS: tuple[Reason, ...] = (
            "changed native ticket): its claim is refused; cancel it and judge the run again"),
     Reason("PROFILE_NOT_QUALIFIED", _FP, ("source_profile",),
            "the run's source profile is not qualified by this release"),
+    Reason("PROFILE_DIGEST_MISMATCH", _FP,
+           ("presented_digest", "qualified_digest", "source_profile"),
+           "the claiming worker's installed code digests to another profile digest than the "
+           "one qualified for the run's profile: it is refused, writing nothing (another worker "
+           "may claim)"),
+    Reason("TICKET_CHANGED", _FP, ("changed", "execution_request_id", "request_id"),
+           "the ticket or its settlement rows (migration settlement, ownership claim, the "
+           "request it queued) no longer are what the request was admitted against: its claim "
+           "is refused; cancel it and judge the run again"),
+    Reason("RUN_STARTED_SOURCE_CHANGED", _FP, ("changed", "execution_request_id", "sequence"),
+           "a run_started of the run records another task, attempt, source revision or "
+           "configuration than the run's: the claim is refused"),
     Reason("CLAIM_OUTSTANDING", _FP, ("execution_request_id",),
            "an admitted continuity execution request is still unclaimed"),
     Reason("CLAIM_CHECK_FAILED", _FP, ("mismatched",),

@@ -222,16 +222,22 @@ def test_mark_unresolved_shows_the_handoff_and_an_honest_summary(
     expect(section.get_by_role("alert")).to_contain_text("Enter the evidence reference")
     page.get_by_label("Evidence reference").fill("incident: worker host lost")
     page.get_by_role("button", name="Review mark unresolved").click()
+    # Nothing proves the worker stopped: the claim is released only on the administrator's
+    # acknowledgement that its cessation is unproven (ADR 0045), which the decision records.
+    expect(page.get_by_role("button", name="Mark unresolved")).to_be_disabled()
+    page.get_by_label(re.compile("No verification proves that the prior owner stopped")).check()
     page.get_by_role("button", name="Mark unresolved").click()
 
     receipt = page.locator('[data-receipt="reconciliation"]')
     expect(receipt).to_contain_text("Marked unresolved")
+    expect(receipt).to_contain_text("unproven: the administrator released the claim")
     expect(receipt).to_contain_text("Handoff after the decision")
     (action,) = saved_actions(page)
     assert action["state"] == "done"
     decided = saved_decision(gateway, run_id, exr)
     assert decided["reconciliation_id"] == action["id"]
     assert decided["reconciled_request"]["state"] == "EXECUTION_REQUEST_STATE_UNRESOLVED"
+    assert decided["cessation_unproven_acknowledged"] is True
 
     # The summary says what the run is, and the recovery section what applies.
     state = page.locator("#continuity-state")

@@ -83,3 +83,16 @@ def test_a_retry_keeps_its_lease_bounds_and_old_rows_read_without_them() -> None
     assert StoredReconciliation.from_text(retried.to_text()) == retried
     assert "lease_bounds" not in json.loads(SAVED.to_text())
     assert StoredReconciliation.from_text(SAVED.to_text()).lease_bounds is None
+
+
+def test_an_acknowledged_unproven_cessation_is_kept_and_older_rows_read_without_it() -> None:
+    acknowledged = replace(SAVED, cessation_unproven_acknowledged=True)
+    record = json.loads(acknowledged.to_text())
+    assert record["cessation_unproven_acknowledged"] is True
+    assert StoredReconciliation.from_text(acknowledged.to_text()) == acknowledged
+    # a row saved before the acknowledgement existed has no such key: the bytes are unchanged
+    assert "cessation_unproven_acknowledged" not in json.loads(SAVED.to_text())
+    assert not StoredReconciliation.from_text(SAVED.to_text()).cessation_unproven_acknowledged
+    record["cessation_unproven_acknowledged"] = "yes"
+    with pytest.raises(ReconciliationRecordError):
+        StoredReconciliation.from_text(json.dumps(record))

@@ -23,6 +23,7 @@ from shared.runtime.errors import FailedPrecondition
 from tests.admission.conftest import Stack
 from tests.recovery.conftest import Authority
 from tests.recovery.test_reconciliation import (
+    ACK,
     MARK,
     EvidenceVerifier,
     claimed_request,
@@ -59,16 +60,16 @@ def test_a_reconciliation_repeated_after_its_identity_expired_is_refused(
     owned = claimed_request(stack, commands=1)
     snapshot = inspect(stack, owned)
     admin = reconciliations(stack)
-    assert admin.ReconcileExecutionRequest(decision(snapshot, MARK)).created
+    assert admin.ReconcileExecutionRequest(decision(snapshot, MARK, **ACK)).created
     clock.offset = ACTION_IDENTITY_VALIDITY - timedelta(seconds=5)
-    assert not admin.ReconcileExecutionRequest(decision(snapshot, MARK)).created  # a retry
+    assert not admin.ReconcileExecutionRequest(decision(snapshot, MARK, **ACK)).created  # a retry
     clock.offset = ACTION_IDENTITY_VALIDITY + timedelta(seconds=1)
     error = nothing_written(
         stack,
         engine,
         grpc.StatusCode.FAILED_PRECONDITION,
         "ACTION_IDENTITY_EXPIRED",
-        lambda: admin.ReconcileExecutionRequest(decision(snapshot, MARK)),
+        lambda: admin.ReconcileExecutionRequest(decision(snapshot, MARK, **ACK)),
     )
     assert error.metadata["reconciliation_id"] == snapshot.reconciliation_id
     saved = admin.GetReconciliation(

@@ -3,6 +3,7 @@ SQLite and PostgreSQL (ADR 0010)."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 
@@ -25,7 +26,7 @@ from tests.admission.conftest import Stack, submission
 from tests.errors import expect_error
 from tests.recovery.conftest import Authority
 from tests.recovery.test_never_claimed import ADA, claim, execution, kinds
-from tests.support import row_counts
+from tests.support import row_counts, whole_journal
 
 FIXTURE = load_fixture("v1_basic")
 ADMIN = "admin-token"
@@ -39,6 +40,8 @@ FP, IA, AE, PD = (
 RETRY = reconciliation_pb2.RECONCILIATION_DECISION_RETRY_STAGE
 MARK = reconciliation_pb2.RECONCILIATION_DECISION_MARK_UNRESOLVED
 CLAIMED = common_pb2.EXECUTION_REQUEST_STATE_CLAIMED
+#: MARK_UNRESOLVED without a recorded proof of cessation releases the claim only on this (ADR 0045).
+ACK: dict[str, object] = {"cessation_unproven_acknowledged": True}
 
 
 class EvidenceVerifier:
@@ -357,13 +360,22 @@ def test_retry_stage_fences_the_old_owner_and_queues_a_new_request(
 def test_mark_unresolved_is_terminal_with_the_handoff(stack: Stack, engine: Engine) -> None:
     owned = claimed_request(stack, commands=1)
     snapshot = inspect(stack, owned)
-    done = reconciliations(stack).ReconcileExecutionRequest(decision(snapshot, MARK)).reconciliation
+    done = (
+        reconciliations(stack)
+        .ReconcileExecutionRequest(decision(snapshot, MARK, **ACK))
+        .reconciliation
+    )
     assert done.reconciled_request.state == common_pb2.EXECUTION_REQUEST_STATE_UNRESOLVED
     assert not done.HasField("retry_request") and done.verification_sequence == 0
     assert not done.HasField("lease_bounds")  # no lease was granted
     # The handoff is the post-decision state's: the request is unresolved, the only permitted
     # action reads the decision back, and nothing speaks of a candidate or acknowledgements.
     assert [b.state for b in done.handoff.bound_requests] == ["unresolved"]
+    # nothing proved the owner stopped: the decision says the claim went on the acknowledgement
+    assert done.cessation_unproven_acknowledged and done.verification_sequence == 0
+    assert settlement_payload(stack, done)["cessation"] == "unproven_acknowledged"
+    # what blocks it now is the spent decision, not a claim it never had (issue 47)
+    assert [o.blocked_by for o in done.handoff.remaining_obligations] == ["RECOVERY_SPENT"]
     permitted = done.handoff.permitted_next_actions
     assert [a.action for a in permitted] == ["read_reconciliation"]
     assert not any(
@@ -387,6 +399,53 @@ def test_mark_unresolved_is_terminal_with_the_handoff(stack: Stack, engine: Engi
     )
 
 
+def settlement_payload(
+    stack: Stack, decided: reconciliation_pb2.Reconciliation
+) -> dict[str, object]:
+    (entry,) = [
+        e
+        for e in whole_journal(stack.ledger_stub("reader-token"), decided.run_id)
+        if e.sequence == decided.settlement_sequence
+    ]
+    payload: dict[str, object] = json.loads(entry.payload_json)
+    return payload
+
+
+def test_mark_unresolved_releases_the_claim_only_after_verified_cessation(
+    stack: Stack, engine: Engine
+) -> None:
+    """Spec 002: the active claim is released only after verified cessation. Marking a claimed
+    request unresolved without a recorded proof, and without the administrator's acknowledgement
+    that cessation is unproven, is refused and writes nothing: the claim and its pending slot
+    stay, and its owner still writes under its lease (ADR 0045)."""
+    owned = claimed_request(stack, commands=0)
+    snapshot = inspect(stack, owned)
+    submit = reconciliations(stack).ReconcileExecutionRequest
+    error = nothing_written(
+        stack, engine, FP, "RECONCILIATION_UNRESOLVED", lambda: submit(decision(snapshot, MARK))
+    )
+    assert error.metadata["holds"] == "RECONCILIATION_NOT_VERIFIED"
+    (violation,) = error.precondition_violations
+    assert "cessation of the prior owner is not verified" in violation.description
+    # the handoff offers the two ways on: verify, or mark unresolved on the acknowledgement
+    permitted = {a.action: a.description for a in snapshot.handoff.permitted_next_actions}
+    assert "cessation_unproven_acknowledged" in permitted["mark_unresolved"]
+    assert "verify_reconciliation" in permitted
+    still = execution(stack, "reader-token").GetExecutionRequest(
+        execution_pb2.GetExecutionRequestRequest(execution_request_id=owned.execution_request_id)
+    )
+    assert still.execution_request.state == CLAIMED
+    record(stack, owned, "cmd-owner-still-runs")  # the claim holds: its owner may still write
+    # once a verifier proves cessation, marking it unresolved needs no acknowledgement
+    snapshot = inspect(stack, owned)
+    proof = verify(stack, snapshot, "stopped")
+    done = submit(decision(snapshot, MARK)).reconciliation
+    assert done.reconciled_request.state == common_pb2.EXECUTION_REQUEST_STATE_UNRESOLVED
+    assert done.verification_sequence == proof.journal_sequence
+    assert not done.cessation_unproven_acknowledged
+    assert settlement_payload(stack, done)["cessation"] == "verified"
+
+
 def test_refusals_write_nothing(stack: Stack, engine: Engine, authority: Authority) -> None:
     owned = claimed_request(stack, commands=0)
     snapshot = inspect(stack, owned)
@@ -398,6 +457,7 @@ def test_refusals_write_nothing(stack: Stack, engine: Engine, authority: Authori
         decision(snapshot, MARK, evidence_reference=""),
         decision(snapshot, MARK, reconciliation_digest="not-a-digest"),
         decision(snapshot, MARK, expected_state=common_pb2.EXECUTION_REQUEST_STATE_UNSPECIFIED),
+        decision(snapshot, RETRY, **ACK),  # a retry needs the proof, never an acknowledgement
     ):
         nothing_written(stack, engine, IA, "RECONCILIATION_INVALID", lambda bad=bad: submit(bad))
     nothing_written(
@@ -442,7 +502,11 @@ def test_refusals_write_nothing(stack: Stack, engine: Engine, authority: Authori
     # authority is asked again inside the transaction
     authority.revoke("alice-admin", "factory_administrator")
     error = nothing_written(
-        stack, engine, FP, "RECONCILIATION_UNRESOLVED", lambda: submit(decision(snapshot, MARK))
+        stack,
+        engine,
+        FP,
+        "RECONCILIATION_UNRESOLVED",
+        lambda: submit(decision(snapshot, MARK, **ACK)),
     )
     assert error.metadata["holds"] == "AUTHORITY_MISSING"
 

@@ -97,11 +97,19 @@ def test_the_cli_inspects_submits_and_shows(
         "verify_reconciliation",
     ]
     assert handoff["bound_requests"][0]["execution_request_id"] == exr
-    code, out = cli(*submit, "--reconciliation-digest", digest)
+    # Nothing proves the worker stopped: marking it unresolved, which releases its claim, is
+    # refused until the administrator acknowledges the cessation as unproven (ADR 0045).
+    refusal = refused(*submit, "--reconciliation-digest", digest)
+    assert "RECONCILIATION_UNRESOLVED" in refusal and "RECONCILIATION_NOT_VERIFIED" in refusal
+    code, out = cli(*submit, "--reconciliation-digest", digest, "--cessation-unproven-acknowledged")
     assert code == 0 and "yes" in out
+    assert any(line.split()[:2] == ["cessation:", "unproven"] for line in out.splitlines()), out
     # Short names where a person reads: no enum prefixes.
     assert any(line.split() == ["decision:", "mark_unresolved"] for line in out.splitlines()), out
     code, out = cli("reconcile", "show", "run-1", exr, token="reader-token")
     assert code == 0 and "rcn-1" in out
     assert any(line.split() == ["state:", "unresolved"] for line in out.splitlines()), out
+    # The handoff after the decision names what blocks the request, and it was claimed: the
+    # spent decision, never "not claimed" (issue 47).
+    assert "(blocked by RECOVERY_SPENT)" in out and "REQUEST_NOT_CLAIMED" not in out, out
     assert "RECONCILIATION_DECISION_" not in out and "EXECUTION_REQUEST_STATE_" not in out

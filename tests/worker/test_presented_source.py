@@ -1,10 +1,11 @@
 """What the worker presents is derived, not read back (ADR 0039): the revision of its source
 tree (a git checkout's HEAD, else the tree digest) and a profile whose registered digest is its
-installed code's. A worker whose tree is not the run's revision cannot claim. Four real services,
-SQLite and PostgreSQL."""
+installed code's, with that digest (ADR 0045). A worker whose tree is not the run's revision
+cannot claim. Four real services, SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from forge.continuity.v1 import common_pb2
 from services.demo.scripted_provider import ScriptedProvider
 from services.worker.run import EXIT_COMPLETED, EXIT_NOTHING_TO_RUN
 from services.worker.source import source_revision
-from shared.continuity.qualification import tree_digest
+from shared.continuity.qualification import installed_profile, tree_digest
 from tests.worker.conftest import Continuation, commit_tree
 
 
@@ -59,3 +60,7 @@ def test_a_worker_in_another_tree_than_the_runs_cannot_claim(
         e for e in admitted.journal() if e.kind == common_pb2.JOURNAL_ENTRY_KIND_WORKER_CLAIMED
     ]
     assert len(claimed) == 1
+    # the claim carries the digest of the worker's installed code, computed as the services
+    # compute it; the ledger compared it with the qualified digest and recorded it (ADR 0045)
+    (entry,) = claimed
+    assert json.loads(entry.payload_json)["profile_digest"] == installed_profile().digest

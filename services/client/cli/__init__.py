@@ -24,7 +24,7 @@ Examples (against `make run`, which prints the local development tokens)::
     forge-continuity --token dev-admin-token reconcile inspect run-1 exr_... rcn-1
     forge-continuity --token dev-admin-token reconcile submit run-1 exr_... rcn-1 \\
         --reconciliation-digest sha256:... --evidence-reference incident-42 \\
-        --decision mark_unresolved
+        --decision mark_unresolved --cessation-unproven-acknowledged
     forge-continuity reconcile show run-1 exr_...
     forge-continuity journal show run-1
     forge-continuity --json journal verify run-1

@@ -63,6 +63,12 @@ def register(commands: Subcommands) -> None:
         )
         command.add_argument("--evidence-reference", required=True, help="at most 1024 characters")
     submit.add_argument("--decision", required=True, choices=sorted(DECISIONS))
+    submit.add_argument(
+        "--cessation-unproven-acknowledged",
+        action="store_true",
+        help="mark_unresolved only: release the claim although no recorded verification proves "
+        "that its owner ceased (it may still run); the decision records it",
+    )
 
 
 def snapshot_lines(snapshot: reconciliation_pb2.ReconciliationSnapshot) -> list[str]:
@@ -117,6 +123,10 @@ def reconciliation_lines(
         pairs.append(("retry request", saved.retry_request.execution_request_id))
     if saved.HasField("lease_bounds"):
         pairs.append(("retry lease", lease_bounds_text(saved.lease_bounds)))
+    if saved.cessation_unproven_acknowledged:
+        pairs.append(("cessation", "unproven (acknowledged by the administrator)"))
+    elif saved.verification_sequence:
+        pairs.append(("cessation", f"verified (sequence {saved.verification_sequence})"))
     if created is not None:
         pairs.append(("created", "yes" if created else "no (identical repeat)"))
     return aligned(pairs) + handoff_lines(saved.handoff)
@@ -149,7 +159,10 @@ def _verify(client: ContinuityClient, args: argparse.Namespace, output: Output) 
 
 def _submit(client: ContinuityClient, args: argparse.Namespace, output: Output) -> int:
     submitted = client.reconcile_execution_request(
-        _reviewed(client, args), decision=args.decision, evidence_reference=args.evidence_reference
+        _reviewed(client, args),
+        decision=args.decision,
+        evidence_reference=args.evidence_reference,
+        cessation_unproven_acknowledged=args.cessation_unproven_acknowledged,
     )
     output.emit(submitted, reconciliation_lines(submitted.reconciliation, submitted.created))
     return EXIT_OK

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run
 from shared.continuity.canonical import digest_of
-from shared.continuity.qualification import qualification_problem
+from shared.continuity.qualification import qualification_problem, qualified_digest
 from shared.continuity.timeutil import from_text, to_text
 from shared.contract.terms import (
     MAX_WINDOW_SECONDS,
@@ -80,6 +80,9 @@ class WorkerSource:
     configuration_digest: str
     source_profile: str
     attempt_id: str
+    #: The qualified profile digest of the worker's installed code, as the worker computed it;
+    #: "" when not presented (a worker of an earlier release; fenced writes never carry it).
+    profile_digest: str = ""
 
 
 def execution_request_id(run_id: str, request_id: str) -> str:
@@ -373,6 +376,26 @@ def check_worker_source(
             precondition_violations=violations,
         )
     check_profile_qualified(run)
+
+
+def check_profile_digest(run: Run, presented: WorkerSource) -> None:
+    """A worker that presents the digest of its installed code presents the digest the registry
+    qualifies for the run's profile: a worker deployed with other code than its profile names
+    is refused at the claim (ADR 0045). Not an epoch refusal: another worker can cure it."""
+    if not presented.profile_digest:
+        return
+    qualified = qualified_digest(run.spec.source_profile)
+    if presented.profile_digest != qualified:
+        raise FailedPrecondition(
+            "PROFILE_DIGEST_MISMATCH",
+            f"the worker's installed code digests to {presented.profile_digest}, not "
+            f"{qualified}, the digest qualified for {run.spec.source_profile!r}",
+            metadata={
+                "source_profile": run.spec.source_profile,
+                "presented_digest": presented.profile_digest,
+                "qualified_digest": qualified or "",
+            },
+        )
 
 
 def check_profile_qualified(run: Run) -> None:

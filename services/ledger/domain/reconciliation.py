@@ -108,11 +108,21 @@ class ReconcileInput:
     decision: str
     reconciliation_digest: str
     actor: str
+    #: MARK_UNRESOLVED only: release the claim although no recorded verification proves the
+    #: prior owner's cessation (ADR 0045).
+    cessation_unproven_acknowledged: bool = False
 
     def validate(self) -> None:
         violations = _check_common(self.run_id, self.execution_request_id, self.reconciliation_id)
         if self.decision not in DECISIONS:
             violations.append(FieldViolation("decision", "RETRY_STAGE or MARK_UNRESOLVED"))
+        if self.cessation_unproven_acknowledged and self.decision == RETRY_STAGE:
+            violations.append(
+                FieldViolation(
+                    "cessation_unproven_acknowledged",
+                    "only with MARK_UNRESOLVED: a retry needs a recorded proof of cessation",
+                )
+            )
         if self.expected_state not in {state.value for state in RequestState}:
             violations.append(FieldViolation("expected_state", "a known execution request state"))
         if not 0 <= self.expected_lease_generation < 2**62:
@@ -136,6 +146,12 @@ class ReconcileInput:
                 "evidence_reference": self.evidence_reference,
                 "decision": self.decision,
                 "reconciliation_digest": self.reconciliation_digest,
+                # only when set: decisions saved before it existed keep their digest
+                **(
+                    {"cessation_unproven_acknowledged": True}
+                    if self.cessation_unproven_acknowledged
+                    else {}
+                ),
             }
         )
 

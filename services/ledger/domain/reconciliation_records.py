@@ -62,6 +62,9 @@ class StoredReconciliation:
     #: RETRY_STAGE: every bound the lease rule applied to the retry and which won; None for
     #: MARK_UNRESOLVED (no lease) and in rows saved before it was kept (an optional key).
     lease_bounds: LeaseBounds | None = None
+    #: MARK_UNRESOLVED released the claim without a recorded proof of cessation, on the
+    #: administrator's acknowledgement (ADR 0045); an optional key, absent when False.
+    cessation_unproven_acknowledged: bool = False
 
     def to_text(self) -> str:
         record = asdict(self)
@@ -70,6 +73,8 @@ class StoredReconciliation:
             record.pop("lease_bounds")
         else:
             record["lease_bounds"] = self.lease_bounds.to_record()
+        if not self.cessation_unproven_acknowledged:
+            record.pop("cessation_unproven_acknowledged")
         record["record_version"] = RECORD_VERSION
         return canonical_text(record)
 
@@ -81,6 +86,9 @@ class StoredReconciliation:
                 raise ReconciliationRecordError("unknown reconciliation record version")
             record["handoff"] = handoff_from_record(record["handoff"])
             record["lease_bounds"] = LeaseBounds.from_record(record.get("lease_bounds"))
+            acknowledged = record.setdefault("cessation_unproven_acknowledged", False)
+            if type(acknowledged) is not bool:
+                raise ReconciliationRecordError("cessation_unproven_acknowledged is not bool")
             for field in fields(cls):
                 expected = {"str": str, "int": int}.get(str(field.type))
                 if expected is not None and type(record[field.name]) is not expected:

@@ -15,6 +15,7 @@ from services.ledger.domain.execution import (
     WorkerSource,
     as_read,
     check_not_expired,
+    check_profile_digest,
     check_worker_source,
     check_worker_write,
     claimed,
@@ -43,6 +44,7 @@ from services.ledger.transactions.execution_rules import (
     check_fenced_write,
     check_policy,
     check_source,
+    judge_custody,
     judge_effects,
     judge_native_journal,
     lock_for_fenced_write,
@@ -104,6 +106,10 @@ def claim(
     The claiming process (``owner_instance``), when given, is recorded on ``worker_claimed``."""
     if owner_instance is not None:
         owner_instance.validate()
+    if presented.profile_digest and not is_digest(presented.profile_digest):
+        raise field_invalid(
+            "profile_digest", "must be sha256:<64 hex>", "profile_digest must be sha256:<64 hex>"
+        )
     try:
         return _claim(context, authority, execution_request_id, worker, presented, owner_instance)
     except FailedPrecondition as refused:
@@ -145,6 +151,8 @@ def _claim(
         # 11.5 the presented attempt, source, configuration and profile are the run's
         run = custody.run
         check_worker_source(run, presented)
+        # 11.5a the worker's installed code is the code the profile qualifies, when it says
+        check_profile_digest(run, presented)
         # 11.5b the run's adopted checkpoint-mode epoch, recognized in the execution context
         recognize_for_execution(run, policy, effects.newest_beside(EntryKind.RUN_STARTED))
         # 11.5c the ticket's operator and each recovery's actor still hold their authority
@@ -153,6 +161,9 @@ def _claim(
         head = judge_effects(effects, record)
         # 11.5e the run's native journal did not change after the request was queued
         judge_native_journal(effects, record)
+        # 11.5f the ticket and its settlement rows are the ones admitted, and every run_started
+        # still records the run's source
+        judge_custody(effects, record, custody)
         # 11.6 generation 0 -> 1, the owner is recorded, worker_claimed is appended
         updated = claimed(record, worker, context.now())
         # the request's change and the run's listing change are written with the entry
@@ -166,6 +177,9 @@ def _claim(
                 "lease_generation": updated.lease_generation,
                 "attempt_id": record.attempt_id,
                 **({"owner_instance": owner_instance.as_payload()} if owner_instance else {}),
+                **(
+                    {"profile_digest": presented.profile_digest} if presented.profile_digest else {}
+                ),
                 # a request a typed refusal made ineligible is claimed only by an operator
                 # naming it: the entry records that this claim scheduled it again (rule 3a)
                 **(

@@ -1,6 +1,7 @@
 """The execution-time rules a claim and every later worker write repeat (ADR 0014): policy
 revocation, actor loss, a changed source or unqualified profile, and unknown effects stop a
-continuation; nothing else does. Each check runs on the caller's connection, inside its
+continuation; the claim also re-reads the ticket's rows and the run's recorded source (ADR
+0045); nothing else does. Each check runs on the caller's connection, inside its
 transaction."""
 
 from __future__ import annotations
@@ -10,6 +11,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
+from services.ledger.domain.claim_custody import (
+    check_run_started_source,
+    check_ticket_unchanged,
+)
 from services.ledger.domain.execution import (
     ExecutionRequestRecord,
     WorkerSource,
@@ -206,13 +211,17 @@ def read_effects(
         EntryKind.REQUEST_EVENT,
         EntryKind.TOOL_OUTCOME,
     )
+    ticket = custody.ticket
+    from_sequence = ticket.claim_sequence
     if native:
-        judged_kinds += _NATIVE_JUDGED
+        # and the ticket's settlement, adjacent before its ownership claim (judge_custody)
+        judged_kinds += (*_NATIVE_JUDGED, EntryKind.MIGRATION_SETTLEMENT)
+        from_sequence = min(ticket.settlement_sequence, ticket.claim_sequence)
     entries, head = journal_rows.entries_of_kinds_and_head(
         connection,
         record.run_id,
         *judged_kinds,
-        from_sequence=custody.ticket.claim_sequence,
+        from_sequence=from_sequence,
         from_start=beside,
     )
     if not beside:
@@ -259,6 +268,16 @@ def judge_native_journal(effects: EffectsRead, record: ExecutionRequestRecord) -
         if entry.sequence > since and entry.kind in resumes
     )
     check_native_journal_unchanged(changed, record.execution_request_id)
+
+
+def judge_custody(effects: EffectsRead, record: ExecutionRequestRecord, custody: Custody) -> None:
+    """The ticket and its settlement rows are still what the request was admitted against, and
+    every ``run_started`` still records the run's source (``domain/claim_custody.py``).
+    ``effects`` must have been read with ``native`` and ``run_started`` beside."""
+    since = queued_at(effects.judged, record.execution_request_id)
+    check_ticket_unchanged(custody.ticket, record, custody.run, effects.judged, since)
+    starts = [e for e in effects.beside if e.kind == EntryKind.RUN_STARTED.value]
+    check_run_started_source(custody.run, starts, record.execution_request_id)
 
 
 def check_effects(

@@ -7,8 +7,10 @@ reconciliation_id, re-check the expected state, generation and inspection digest
 admissibility check (shared.continuity.admissibility) on facts read now, then fence the old
 generation for
 ever and either queue the same stage under a new execution request (RETRY_STAGE) or make the
-request terminal unresolved (MARK_UNRESOLVED). Nothing charged is refunded. Every refusal writes
-nothing.
+request terminal unresolved (MARK_UNRESOLVED). Either releases the claim and its pending slot,
+so either needs a recorded proof of the prior owner's cessation; MARK_UNRESOLVED may instead
+rest on the administrator's acknowledgement that it is unproven, which the settlement records
+(ADR 0045). Nothing charged is refunded. Every refusal writes nothing.
 """
 
 from __future__ import annotations
@@ -167,6 +169,7 @@ def _reconcile(
         actor_has_authority=RECONCILIATION_ROLE in authority(request.actor),
         workflow_enabled=policy.settings.enabled,
         now_problems=problems,
+        cessation_unproven_acknowledged=request.cessation_unproven_acknowledged,
     )
     outcome = check(facts)
     if isinstance(outcome, Unresolved):
@@ -197,6 +200,8 @@ def _reconcile(
             now=now,
         )
     verification = problems[1]
+    # MARK_UNRESOLVED without a recorded proof passed the check only on the acknowledgement
+    unproven = verification is None and request.decision != RETRY_STAGE
     # C.8 the settlement (fencing the generation) and, for a retry, its request event
     settlement = append_entry(
         context,
@@ -215,6 +220,8 @@ def _reconcile(
             # prior results stay readable but never complete or satisfy the retry
             "excluded_execution_request_id": record.execution_request_id,
             "retry_execution_request_id": retry.execution_request_id if retry else "",
+            # spec 002: how the claim's release rests on the prior owner's cessation (ADR 0045)
+            "cessation": "unproven_acknowledged" if unproven else "verified",
         },
         request.actor,
     )
@@ -259,6 +266,7 @@ def _reconcile(
         handoff=decided_handoff(facts, reconciled, retry, request.reconciliation_id),
         created_at=created_at,
         lease_bounds=bounds,
+        cessation_unproven_acknowledged=unproven,
     )
     reconciliation_rows.insert_reconciliation(connection, saved)
     return Reconciled(saved, reconciled, retry, created=True)

@@ -115,6 +115,7 @@ def facts_of(
     actor_has_authority: bool,
     workflow_enabled: bool,
     now_problems: tuple[tuple[str, ...], Verification | None],
+    cessation_unproven_acknowledged: bool = False,
 ) -> ActionFacts:
     """The admissibility facts of a decision on ``snapshot``, read now."""
     problems, verification = now_problems
@@ -139,7 +140,9 @@ def facts_of(
         uncertain=snapshot.uncertain,
         known_effects=snapshot.known_effects(),
         consumed=snapshot.consumed,
-        reconciliation=ReconciliationFacts(decision, problems, budget_problems(snapshot)),
+        reconciliation=ReconciliationFacts(
+            decision, problems, budget_problems(snapshot), cessation_unproven_acknowledged
+        ),
     )
 
 

@@ -24,8 +24,8 @@ const DECISIONS = {
   },
   mark_unresolved: {
     value: "RECONCILIATION_DECISION_MARK_UNRESOLVED", review: "Review mark unresolved", submit: "Mark unresolved",
-    effect: "Fences the lease generation below for ever and makes the request terminal unresolved with the handoff "
-      + "payload. Nothing is retried.",
+    effect: "Fences the lease generation below for ever, releases the claim and makes the request terminal unresolved "
+      + "with the handoff payload. Nothing is retried.",
   },
 };
 
@@ -87,7 +87,7 @@ async function inspect(area, ticket, request, key, preface) {
   // What the review saw: the decision must carry it unchanged.
   Object.assign(action, {
     digest: snapshot.reconciliation_digest, expectedState: current.state,
-    expectedGeneration: current.lease.generation,
+    expectedGeneration: current.lease.generation, cessationProven: cessationProven(snapshot),
   });
   saveAction(key, action);
   const actions = el("div", {});
@@ -169,6 +169,13 @@ function snapshotView(snapshot) {
     el("h4", {}, "Holds on a retry"), holdsView(snapshot.holds), handoffView(snapshot.handoff));
 }
 
+// A recorded, unexpired proof for this review's digest: only then does the ledger release the
+// claim without the administrator's acknowledgement that cessation is unproven (ADR 0045).
+function cessationProven(snapshot) {
+  return (snapshot.verifications || []).some((v) => v.reconciliation_digest === snapshot.reconciliation_digest
+    && v.cessation_verified && Date.parse(v.expires_at) > Date.now());
+}
+
 function verificationsView(items) {
   if (!items || items.length === 0) return note("No verification recorded for this reconciliation.");
   return el("ul", { class: "plain" }, items.map((v) => el("li", { class: "verification" },
@@ -215,8 +222,21 @@ function reviewCard(area, request, action, key, name, reference) {
   saveAction(key, action);
   const submit = el("button", { type: "button", id: `decide-${action.exr}` }, decision.submit);
   const result = el("div", {});
+  // Marking unresolved releases the claim: without a recorded proof of cessation the
+  // administrator must say, and the decision records, that the owner may still run.
+  action.acknowledged = false;
+  let acknowledgement = "";
+  if (name === "mark_unresolved" && !action.cessationProven) {
+    const box = el("input", { type: "checkbox", id: `acknowledge-${action.exr}` });
+    submit.disabled = true;
+    box.addEventListener("change", () => { action.acknowledged = box.checked; submit.disabled = !box.checked; });
+    acknowledgement = el("div", { class: "field" }, box, el("label", { for: `acknowledge-${action.exr}` },
+      " No verification proves that the prior owner stopped; I release its claim anyway and the decision records "
+      + "the cessation as unproven"));
+  }
   submit.addEventListener("click", () => {
     submit.remove();
+    saveAction(key, action);
     submitOnce(decisionSpec(request, action, key), result);
   });
   area.replaceChildren(el("div", { class: "card reconciliation-review", "data-decision": name },
@@ -230,7 +250,7 @@ function reviewCard(area, request, action, key, name, reference) {
       ["Evidence reference", action.evidence],
       ["Reconciliation digest", code(action.digest)],
     ]),
-    el("div", { class: "actions" }, submit), result));
+    acknowledgement, el("div", { class: "actions" }, submit), result));
 }
 
 function decisionSpec(request, action, key) {
@@ -241,6 +261,7 @@ function decisionSpec(request, action, key) {
     body: {
       expected_state: action.expectedState, expected_lease_generation: action.expectedGeneration,
       evidence_reference: action.evidence, decision: action.decision, reconciliation_digest: action.digest,
+      ...(action.acknowledged ? { cessation_unproven_acknowledged: true } : {}),
     },
     matches: (json) => json.reconciliation.reconciliation_id === action.id,
     receipt: (json) => receipt(json.reconciliation, action),
@@ -267,6 +288,7 @@ function receipt(decided, action) {
       ["Reconciled request", el("span", {}, erLink(decided.reconciled_request.execution_request_id), ` ${stateName(decided.reconciled_request.state)}`)],
       ["Fenced lease generation", decided.fenced_lease_generation],
       ["Verification · settlement", el("span", {}, seqLink(decided.verification_sequence), " · ", seqLink(decided.settlement_sequence))],
+      decided.cessation_unproven_acknowledged ? ["Cessation", "unproven: the administrator released the claim without a proof"] : null,
       retry && retry.execution_request_id ? ["Retry request", el("span", {}, erLink(retry.execution_request_id),
         ` ${stateName(retry.state)} · ${retry.lease.seconds} s at generation ${retry.lease.generation}`)] : null,
       ["Evidence reference", decided.evidence_reference],

@@ -60,6 +60,7 @@ class ClaimExecutionRequestRequest(_message.Message):
     SOURCE_PROFILE_FIELD_NUMBER: _builtins.int
     ATTEMPT_ID_FIELD_NUMBER: _builtins.int
     OWNER_INSTANCE_FIELD_NUMBER: _builtins.int
+    PROFILE_DIGEST_FIELD_NUMBER: _builtins.int
     execution_request_id: _builtins.str
     """The queued execution request."""
     source_revision: _builtins.str
@@ -71,6 +72,13 @@ class ClaimExecutionRequestRequest(_message.Message):
     attempt_id: _builtins.str
     """The task attempt the worker will execute in; must equal the run's original attempt (a
     continuity never starts a new attempt).
+    """
+    profile_digest: _builtins.str
+    """The qualified profile digest of the worker's installed code (docs/formats.md, "Qualified
+    profile digest"), computed as the services compute it. When set it must be the digest the
+    registry qualifies for source_profile (PROFILE_DIGEST_MISMATCH otherwise, nothing written)
+    and is recorded on the worker_claimed entry. Empty: a worker of an earlier release; only the
+    profile name is compared.
     """
     @_builtins.property
     def owner_instance(self) -> Global___OwnerInstance:
@@ -87,10 +95,11 @@ class ClaimExecutionRequestRequest(_message.Message):
         source_profile: _builtins.str = ...,
         attempt_id: _builtins.str = ...,
         owner_instance: Global___OwnerInstance | None = ...,
+        profile_digest: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["owner_instance", b"owner_instance"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_id", b"attempt_id", "configuration_digest", b"configuration_digest", "execution_request_id", b"execution_request_id", "owner_instance", b"owner_instance", "source_profile", b"source_profile", "source_revision", b"source_revision"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_id", b"attempt_id", "configuration_digest", b"configuration_digest", "execution_request_id", b"execution_request_id", "owner_instance", b"owner_instance", "profile_digest", b"profile_digest", "source_profile", b"source_profile", "source_revision", b"source_revision"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

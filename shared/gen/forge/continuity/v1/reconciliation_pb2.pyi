@@ -523,6 +523,7 @@ class ReconcileExecutionRequestRequest(_message.Message):
     EVIDENCE_REFERENCE_FIELD_NUMBER: _builtins.int
     DECISION_FIELD_NUMBER: _builtins.int
     RECONCILIATION_DIGEST_FIELD_NUMBER: _builtins.int
+    CESSATION_UNPROVEN_ACKNOWLEDGED_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run."""
     execution_request_id: _builtins.str
@@ -539,6 +540,14 @@ class ReconcileExecutionRequestRequest(_message.Message):
     """The decision."""
     reconciliation_digest: _builtins.str
     """The inspection's reconciliation_digest; a moved snapshot needs fresh review."""
+    cessation_unproven_acknowledged: _builtins.bool
+    """MARK_UNRESOLVED only: the administrator releases the claim and its pending slot although
+    no recorded verification proves that the prior owner ceased (it may still run). Without a
+    recorded proof of cessation and without this acknowledgement MARK_UNRESOLVED is refused
+    (RECONCILIATION_UNRESOLVED, hold RECONCILIATION_NOT_VERIFIED) and writes nothing; with it,
+    the settlement entry records the cessation as unproven. Refused with RETRY_STAGE
+    (RECONCILIATION_INVALID): a retry needs the proof.
+    """
     def __init__(
         self,
         *,
@@ -550,10 +559,11 @@ class ReconcileExecutionRequestRequest(_message.Message):
         evidence_reference: _builtins.str = ...,
         decision: Global___ReconciliationDecision.ValueType = ...,
         reconciliation_digest: _builtins.str = ...,
+        cessation_unproven_acknowledged: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["decision", b"decision", "evidence_reference", b"evidence_reference", "execution_request_id", b"execution_request_id", "expected_lease_generation", b"expected_lease_generation", "expected_state", b"expected_state", "reconciliation_digest", b"reconciliation_digest", "reconciliation_id", b"reconciliation_id", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cessation_unproven_acknowledged", b"cessation_unproven_acknowledged", "decision", b"decision", "evidence_reference", b"evidence_reference", "execution_request_id", b"execution_request_id", "expected_lease_generation", b"expected_lease_generation", "expected_state", b"expected_state", "reconciliation_digest", b"reconciliation_digest", "reconciliation_id", b"reconciliation_id", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -658,6 +668,7 @@ class Reconciliation(_message.Message):
     HANDOFF_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
     LEASE_BOUNDS_FIELD_NUMBER: _builtins.int
+    CESSATION_UNPROVEN_ACKNOWLEDGED_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run."""
     request_id: _builtins.str
@@ -678,6 +689,11 @@ class Reconciliation(_message.Message):
     """The verification the retry rested on (0 for MARK_UNRESOLVED)."""
     settlement_sequence: _builtins.int
     """The RECONCILIATION_SETTLEMENT journal entry."""
+    cessation_unproven_acknowledged: _builtins.bool
+    """True when the administrator released the claim acknowledging that the prior owner's
+    cessation was not proven (MARK_UNRESOLVED without a recorded verification); false when a
+    recorded verification proved it, and on decisions saved before the acknowledgement existed.
+    """
     @_builtins.property
     def reconciled_request(self) -> _common_pb2.ExecutionRequest:
         """The reconciled execution request as it is now (RECONCILED or UNRESOLVED)."""
@@ -722,10 +738,11 @@ class Reconciliation(_message.Message):
         handoff: _common_pb2.HandoffPayload | None = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
         lease_bounds: _common_pb2.LeaseBounds | None = ...,
+        cessation_unproven_acknowledged: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "handoff", b"handoff", "lease_bounds", b"lease_bounds", "reconciled_request", b"reconciled_request", "retry_request", b"retry_request"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "created_at", b"created_at", "decision", b"decision", "evidence_reference", b"evidence_reference", "fenced_lease_generation", b"fenced_lease_generation", "handoff", b"handoff", "lease_bounds", b"lease_bounds", "reconciled_request", b"reconciled_request", "reconciliation_digest", b"reconciliation_digest", "reconciliation_id", b"reconciliation_id", "request_id", b"request_id", "retry_request", b"retry_request", "run_id", b"run_id", "settlement_sequence", b"settlement_sequence", "verification_sequence", b"verification_sequence"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "cessation_unproven_acknowledged", b"cessation_unproven_acknowledged", "created_at", b"created_at", "decision", b"decision", "evidence_reference", b"evidence_reference", "fenced_lease_generation", b"fenced_lease_generation", "handoff", b"handoff", "lease_bounds", b"lease_bounds", "reconciled_request", b"reconciled_request", "reconciliation_digest", b"reconciliation_digest", "reconciliation_id", b"reconciliation_id", "request_id", b"request_id", "retry_request", b"retry_request", "run_id", b"run_id", "settlement_sequence", b"settlement_sequence", "verification_sequence", b"verification_sequence"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
