@@ -368,7 +368,7 @@ _REASONS: tuple[Reason, ...] = (
         "the call carries no token, and no client certificate that names a principal",
     ),
     Reason("CREDENTIALS_MALFORMED", _UA, (), "the authorization metadata is not 'Bearer <token>'"),
-    Reason("CREDENTIALS_UNKNOWN", _UA, (), "the token or client certificate is not recognised"),
+    Reason("CREDENTIALS_UNKNOWN", _UA, (), "the bearer token is not recognised"),
     Reason("ROLE_REQUIRED", _PD, ("identity", "method", "required_roles"),
            "the identity holds none of the roles the method allows"),
     Reason("NOT_LEASE_OWNER", _PD, ("identity",), "the caller does not hold the lease"),
