@@ -70,10 +70,6 @@ class GatewaySettings:
             return None
         return ClientTls(self.tls_ca_file, self.tls_cert_file, self.tls_key_file)
 
-    @property
-    def scheme(self) -> str:
-        return "https" if self.tls_cert_file else "http"
-
     def uvicorn_tls(self) -> dict[str, object]:
         """uvicorn's TLS arguments: none (plain HTTP), a certificate, and client certificates
         required when a client CA is set."""
