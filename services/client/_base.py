@@ -66,7 +66,8 @@ class Unreachable(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc,type-a
             raise Unavailable(
                 "SERVICE_UNREACHABLE",
                 f"cannot reach the {self.service} service at {self.target}: is it running? "
-                f"(--{self.service} or ${TARGET_VARIABLES[self.service]})",
+                f"(--{self.service} or ${TARGET_VARIABLES[self.service]}) Does it require TLS "
+                "or a client certificate? (--tls-ca, --tls-cert, --tls-key or $FORGE_TLS_*)",
                 metadata={"service": self.service, "target": self.target},
             )
         return outcome
