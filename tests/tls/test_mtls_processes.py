@@ -132,12 +132,14 @@ def test_grpcurl_with_its_certificate_is_served_and_without_one_is_refused(
         assert "Failed to dial target host" in refused.stderr, refused.stderr
 
 
-def run_cli(mtls_run: MtlsRun, *arguments: str) -> tuple[int, str, str]:
+def run_cli(
+    mtls_run: MtlsRun, *arguments: str, env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
     out, err = StringIO(), StringIO()
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = out, err
     try:
-        env = {**mtls_run.targets_env(), "FORGE_TOKEN": "dev-reader-token"}
+        env = {**mtls_run.targets_env(), "FORGE_TOKEN": "dev-reader-token", **(env or {})}
         code = cli(["--json", *arguments], env)
     finally:
         sys.stdout, sys.stderr = saved
@@ -150,6 +152,10 @@ def test_the_cli_with_tls_flags_is_served_and_without_them_cannot_connect(
     cert, key = mtls_run.files("operator")
     tls = ["--tls-ca", mtls_run.ca, "--tls-cert", cert, "--tls-key", key]
     code, out, err = run_cli(mtls_run, *tls, "policy", "show")
+    assert code == 0, err
+    assert json.loads(out)["policy"]["revision"] == "1"
+    # The same from the environment.
+    code, out, err = run_cli(mtls_run, "policy", "show", env=mtls_run.tls_env("operator"))
     assert code == 0, err
     assert json.loads(out)["policy"]["revision"] == "1"
     code, _out, err = run_cli(mtls_run, "--tls-ca", mtls_run.ca, "policy", "show")

@@ -165,6 +165,17 @@ def test_a_caller_with_a_certificate_of_the_ca_is_served_through_two_services(
         candidate = client.invalid_read_continuity_candidate("run-tls")
     assert candidate.run_id == "run-tls"
     assert not candidate.eligible
+    # The same client from the environment (FORGE_TLS_CA / FORGE_TLS_CERT / FORGE_TLS_KEY).
+    operator = stack.tls("operator")
+    environment = {
+        "FORGE_TOKEN": "reader-token",
+        "FORGE_LEDGER_TARGET": stack.ledger,
+        "FORGE_TLS_CA": operator.ca_file,
+        "FORGE_TLS_CERT": operator.cert_file,
+        "FORGE_TLS_KEY": operator.key_file,
+    }
+    with ContinuityClient.from_environment(environment) as client:
+        assert client.get_run("run-tls").run.attempt_id == "attempt-tls"
     # The candidate's own call reached the ledger's gate with its token.
     assert "Bearer candidate-service-token" in stack.ledger_witness.presented
 
