@@ -9,6 +9,10 @@ metrics URL too (fixed ports 9151-9154 and 9180 by default; --<name>-metrics-por
 off). Every service logs to stdout and appends to var/continuity.log (one line per state
 change among them).
 
+``--certs DIR`` (`make run-mtls`) runs the same with mutual TLS: each process its certificate from
+the `make certs` files in DIR, client certificates required, the gateway on HTTPS, readiness
+probed as the operator (ADR 0047).
+
 Ctrl-C or SIGTERM stops all five: each drains its in-flight calls, and children are tied to this
 process (they receive SIGTERM if it dies), so no orphan is left behind.
 """
