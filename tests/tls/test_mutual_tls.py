@@ -31,7 +31,7 @@ from services.client import ContinuityClient
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
 from services.reconstruction.servicer import bindings as reconstruction_bindings
-from shared.runtime.auth import Principal, PrincipalDirectory
+from shared.runtime.auth import Directory, Principal, PrincipalDirectory
 from shared.runtime.client import open_channel
 from shared.runtime.config import ClientTls, Settings, TlsSettings
 from shared.runtime.dev_certificates import Issued, write_certificates
@@ -41,20 +41,19 @@ from tests.support import principals_document
 HANDSHAKE_SECONDS = 10
 
 
-class WitnessDirectory(PrincipalDirectory):
+class WitnessDirectory:
     """The test principals, remembering every bearer token presented to them: the gate reads
     the token first, so a token missing here never reached any part of the server's code."""
 
     def __init__(self) -> None:
-        loaded = PrincipalDirectory.from_document(principals_document())
-        super().__init__(loaded._by_token_digest, loaded._by_subject)
+        self._principals = PrincipalDirectory.from_document(principals_document())
         self.presented: list[str | None] = []
 
     def authenticate(
         self, authorization: str | None, mtls_subjects: Iterable[str] = ()
     ) -> Principal:
         self.presented.append(authorization)
-        return super().authenticate(authorization, mtls_subjects)
+        return self._principals.authenticate(authorization, mtls_subjects)
 
 
 @dataclass
@@ -80,7 +79,7 @@ def mtls_server(
     service: str,
     bindings: list[ServiceBinding],
     issued: Issued,
-    directory: PrincipalDirectory,
+    directory: Directory,
 ) -> Iterator[str]:
     settings = Settings(service=service, host="127.0.0.1", port=0, tls=server_tls(issued))
     running = start_server(settings, bindings, directory)
