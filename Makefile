@@ -14,10 +14,12 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN):$(CURDIR)/tools/audit
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install lock chromium pgbouncer promtool guarantees run test test-database host-controls reliability scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
+.PHONY: help install lock chromium pgbouncer promtool guarantees run run-mtls certs test test-database host-controls reliability scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
+	@echo "make run-mtls   make run with mutual TLS (certificates from make certs; gateway on HTTPS)"
+	@echo "make certs      a development CA and certificates per service and role under var/certs"
 	@echo "make test       install everything and run the test suite (SQLite + PostgreSQL)"
 	@echo "make lint       ruff, buf lint, proto drift check, Kubernetes manifest schemas"
 	@echo "make typecheck  mypy"
@@ -126,6 +128,17 @@ db-upgrade: $(STAMP)
 
 run: $(STAMP)
 	$(PY) -m services.runner
+
+# `make run` with mutual TLS: each service its certificate from `make certs`, client certificates
+# required, the gateway on HTTPS (docs/adr/0047-mutual-tls-everywhere.md).
+run-mtls: certs
+	$(PY) -m services.runner --certs $(CERTS_DIR)
+
+# A development CA and one certificate per service and calling role, under var/certs (ignored by
+# git); existing files are kept (FORCE=1 issues everything anew). compose mounts them.
+CERTS_DIR ?= var/certs
+certs: $(STAMP)
+	$(PY) -m shared.runtime.dev_certificates $(CERTS_DIR) $(if $(FORCE),--force)
 
 test: $(STAMP) $(NODE_STAMP) chromium pgbouncer promtool test-database
 	$(MAKE) --no-print-directory lint typecheck

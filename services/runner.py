@@ -9,6 +9,10 @@ metrics URL too (fixed ports 9151-9154 and 9180 by default; --<name>-metrics-por
 off). Every service logs to stdout and appends to var/continuity.log (one line per state
 change among them).
 
+``--certs DIR`` (`make run-mtls`) runs the same with mutual TLS: each process its certificate from
+the `make certs` files in DIR, client certificates required, the gateway on HTTPS, readiness
+probed as the operator (ADR 0047).
+
 Ctrl-C or SIGTERM stops all five: each drains its in-flight calls, and children are tied to this
 process (they receive SIGTERM if it dies), so no orphan is left behind.
 """
@@ -22,6 +26,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -29,12 +34,11 @@ import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
-import grpc
-
 from services.gateway.config import DEFAULT_GATEWAY_PORT, GATEWAY, GATEWAY_PORT_VARIABLE
 from services.ledger.database import migrate
 from services.ledger.domain.signing import write_new_key
 from shared.runtime.auth import token_digest
+from shared.runtime.client import open_channel
 from shared.runtime.config import (
     DEFAULT_DATABASE_URL,
     DEFAULT_METRICS_PORTS,
@@ -42,10 +46,12 @@ from shared.runtime.config import (
     DEFAULT_PRINCIPALS_FILE,
     DEFAULT_SIGNING_KEY_FILE,
     SERVICE_NAMES,
+    client_tls,
     metrics_port_variable,
     port_variable,
     target_variable,
 )
+from shared.runtime.dev_certificates import CA, CA_DIRECTORY, CERT, KEY, write_certificates
 from shared.runtime.events import LOG_FILE_VARIABLE
 from shared.runtime.readiness import answers
 
@@ -107,6 +113,16 @@ def print_dev_tokens() -> None:
         )
 
 
+def print_client_tls(certs: Path) -> None:
+    files = _operator_files(certs)
+    print(
+        "mutual TLS: callers need a certificate; as the operator, in other terminals:\n"
+        f"  export FORGE_TLS_CA={files['ca_file']} FORGE_TLS_CERT={files['cert_file']} "
+        f"FORGE_TLS_KEY={files['key_file']}",
+        flush=True,
+    )
+
+
 def local_credentials(principals_file: str, signing_key_file: str) -> tuple[Path, Path]:
     """The principals file and the head-signing key, each generated for local development when
     it does not exist yet (an existing one is never replaced)."""
@@ -148,28 +164,63 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     return False
 
 
-def _http_serving(url: str) -> bool:
+def tls_env(certs: Path, name: str) -> dict[str, str]:
+    """The TLS settings of process ``name`` with the `make certs` files under ``certs``: its own
+    certificate, the CA that verifies the others, and, for a gRPC service, client certificates
+    required (mutual TLS). The gateway's HTTPS listener asks browsers for none."""
+    own = certs / name
+    env = {
+        "FORGE_TLS_CERT": str(own / CERT),
+        "FORGE_TLS_KEY": str(own / KEY),
+        "FORGE_TLS_CA": str(certs / CA_DIRECTORY / CA),
+    }
+    if name != GATEWAY:
+        env["FORGE_TLS_CLIENT_CA"] = str(certs / CA_DIRECTORY / CA)
+    return env
+
+
+def _http_serving(url: str, context: ssl.SSLContext | None = None) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=2) as reply:  # noqa: S310 - a loopback URL
+        # A loopback URL.
+        with urllib.request.urlopen(url, timeout=2, context=context) as reply:  # noqa: S310
             return bool(reply.status == 200)
     except OSError:
         return False
 
 
-def waiting_for(ports: Mapping[str, int], gateway_port: int) -> list[str]:
+def waiting_for(
+    ports: Mapping[str, int], gateway_port: int, certs: Path | None = None
+) -> list[str]:
     """The processes that do not answer SERVING yet (each service's own health, which waits for
-    its dependencies, and the gateway's /healthz, which waits for every server it calls)."""
+    its dependencies, and the gateway's /healthz, which waits for every server it calls). With
+    ``certs``, over mutual TLS as the operator."""
     waiting = []
+    operator = client_tls({}, **_operator_files(certs)) if certs else None
     for name, port in ports.items():
-        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        channel = open_channel(f"127.0.0.1:{port}", tls=operator)
         try:
             if not answers(channel, timeout=1):
                 waiting.append(name)
         finally:
             channel.close()
-    if not _http_serving(f"http://127.0.0.1:{gateway_port}/healthz"):
+    context = ssl.create_default_context(cafile=str(certs / CA_DIRECTORY / CA)) if certs else None
+    if not _http_serving(f"{_http_scheme(certs)}://127.0.0.1:{gateway_port}/healthz", context):
         waiting.append(GATEWAY)
     return waiting
+
+
+def _operator_files(certs: Path | None) -> dict[str, str]:
+    if certs is None:
+        return {}
+    return {
+        "ca_file": str(certs / CA_DIRECTORY / CA),
+        "cert_file": str(certs / "operator" / CERT),
+        "key_file": str(certs / "operator" / KEY),
+    }
+
+
+def _http_scheme(certs: Path | None) -> str:
+    return "https" if certs else "http"
 
 
 def ready_line(
@@ -177,9 +228,13 @@ def ready_line(
     gateway_port: int,
     database_url: str,
     metrics_ports: Mapping[str, int] | None = None,
+    certs: Path | None = None,
 ) -> str:
-    grpc_urls = ", ".join(f"{name} grpc://127.0.0.1:{port}" for name, port in ports.items())
-    http = f"http://127.0.0.1:{gateway_port}"
+    grpc_scheme = "grpcs" if certs else "grpc"
+    grpc_urls = ", ".join(
+        f"{name} {grpc_scheme}://127.0.0.1:{port}" for name, port in ports.items()
+    )
+    http = f"{_http_scheme(certs)}://127.0.0.1:{gateway_port}"
     metrics = ", ".join(
         f"{name} http://127.0.0.1:{port}/metrics"
         for name, port in (metrics_ports or {}).items()
@@ -242,6 +297,14 @@ def _parser() -> argparse.ArgumentParser:
         default=os.environ.get("FORGE_SIGNING_KEY_FILE") or DEFAULT_SIGNING_KEY_FILE,
     )
     parser.add_argument(
+        "--certs",
+        metavar="DIR",
+        type=Path,
+        help="mutual TLS with the `make certs` files in DIR (e.g. var/certs): each service its "
+        "own certificate, client certificates required, the gateway on HTTPS (default: "
+        "plaintext on loopback)",
+    )
+    parser.add_argument(
         "--log-file",
         default=os.environ.get(LOG_FILE_VARIABLE) or DEFAULT_LOG_FILE,
         help="where every service's log lines are appended (default: %(default)s)",
@@ -299,11 +362,17 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    certs: Path | None = args.certs
+    if certs is not None:
+        write_certificates(certs)  # only what is missing
     for name in (*SERVICE_NAMES, GATEWAY):
+        own = service_env(env, name)
+        if certs is not None:
+            own.update(tls_env(certs, name))
         children.append(
             subprocess.Popen(
                 [sys.executable, "-m", f"services.{name}"],
-                env=service_env(env, name),
+                env=own,
                 preexec_fn=_die_with_parent,  # noqa: PLW1509 - runs before any thread starts
                 start_new_session=True,  # Ctrl-C reaches the runner only; it stops children itself
             )
@@ -316,12 +385,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"a service exited with status {child.returncode}; stopping", flush=True)
                 exit_code = 1
                 stopping = True
-        if not stopping and not ready and not waiting_for(ports, args.gateway_port):
+        if not stopping and not ready and not waiting_for(ports, args.gateway_port, certs):
             # The banner, only now that everything answers.
             if principals.read_text(encoding="utf-8") == dev_principals_text():
                 print_dev_tokens()
+            if certs is not None:
+                print_client_tls(certs)
             print(
-                ready_line(ports, args.gateway_port, args.database_url, metrics_ports),
+                ready_line(ports, args.gateway_port, args.database_url, metrics_ports, certs),
                 flush=True,
             )
             ready = True

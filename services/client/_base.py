@@ -19,7 +19,7 @@ from forge.continuity.v1 import (
     reconciliation_pb2_grpc,
 )
 from shared.runtime.client import call, open_channel
-from shared.runtime.config import DEFAULT_PORTS
+from shared.runtime.config import DEFAULT_PORTS, ClientTls
 from shared.runtime.errors import Unavailable
 
 TOKEN_VARIABLE: Final = "FORGE_TOKEN"  # noqa: S105 - the variable name, not a token
@@ -66,7 +66,8 @@ class Unreachable(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc,type-a
             raise Unavailable(
                 "SERVICE_UNREACHABLE",
                 f"cannot reach the {self.service} service at {self.target}: is it running? "
-                f"(--{self.service} or ${TARGET_VARIABLES[self.service]})",
+                f"(--{self.service} or ${TARGET_VARIABLES[self.service]}) Does it require TLS "
+                "or a client certificate? (--tls-ca, --tls-cert, --tls-key or $FORGE_TLS_*)",
                 metadata={"service": self.service, "target": self.target},
             )
         return outcome
@@ -84,7 +85,11 @@ class ClientBase:
         admission_target: str,
         timeout: float = 30.0,
         root_certificates: bytes | None = None,
+        tls: ClientTls | None = None,
     ) -> None:
+        """``tls`` (FORGE_TLS_CA / FORGE_TLS_CERT / FORGE_TLS_KEY): TLS to all three services,
+        with the client certificate when one is given (mutual TLS); None: plaintext, unless
+        ``root_certificates`` asks for TLS with those roots."""
         self.targets = {
             "ledger": ledger_target,
             "candidate": candidate_target,
@@ -97,6 +102,7 @@ class ClientBase:
                 target,
                 token,
                 root_certificates=root_certificates,
+                tls=tls,
                 default_timeout=timeout,
                 extra_interceptors=(Unreachable(service, target),),
             )

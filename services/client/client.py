@@ -45,6 +45,7 @@ from services.client.recoveries import (
     ReadonlyObservationRecoveryCalls,
     RejectedBoundaryRecoveryCalls,
 )
+from shared.runtime.config import client_tls
 
 __all__ = [
     "TOKEN_VARIABLE",
@@ -77,7 +78,8 @@ class ContinuityClient(
     ) -> ContinuityClient:
         """A client for ``FORGE_TOKEN`` and the ``FORGE_LEDGER_TARGET`` /
         ``FORGE_CANDIDATE_TARGET`` / ``FORGE_ADMISSION_TARGET`` targets (default: the services'
-        default ports on 127.0.0.1)."""
+        default ports on 127.0.0.1), over TLS when ``FORGE_TLS_CA`` / ``FORGE_TLS_CERT`` /
+        ``FORGE_TLS_KEY`` say so."""
         env = os.environ if env is None else env
         return cls(
             env.get(TOKEN_VARIABLE, ""),
@@ -85,6 +87,7 @@ class ContinuityClient(
             candidate_target=default_target("candidate", env),
             admission_target=default_target("admission", env),
             timeout=timeout,
+            tls=client_tls(env),
         )
 
     def __enter__(self) -> Self:

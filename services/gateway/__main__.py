@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
         access_log=settings.access_log,
         # uvicorn's lines go through the root handlers configure_logging set (text or JSON).
         log_config=None,
+        # HTTPS when the gateway has a certificate (FORGE_TLS_CERT / FORGE_TLS_KEY).
+        **settings.uvicorn_tls(),  # type: ignore[arg-type]
     )
     server = uvicorn.Server(config)
     try:

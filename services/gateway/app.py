@@ -13,7 +13,6 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -43,6 +42,7 @@ from services.gateway.status import (
     status_of_rpc_error,
 )
 from services.gateway.transcode import decode_body, message_bytes, request_message
+from shared.runtime.client import tls_material
 from shared.runtime.telemetry import configure_tracing, trace_metadata
 from shared.runtime.transport import channel_options, resolvable
 
@@ -117,11 +117,13 @@ class Gateway:
             # Spread over every replica, keepalives, read retries (shared.runtime.transport).
             *channel_options(self.settings.transport),
         ]
-        credentials = (
-            grpc.ssl_channel_credentials(Path(self.settings.tls_ca_file).read_bytes())
-            if self.settings.tls_ca_file
-            else None
-        )
+        tls = self.settings.upstream_tls
+        credentials = None
+        if tls is not None:
+            roots, identity = tls_material(tls)
+            key, chain = identity if identity else (None, None)
+            # With its certificate, the gateway passes servers that require client certificates.
+            credentials = grpc.ssl_channel_credentials(roots or None, key, chain)
         for server in sorted({route.server for route in self.table.routes}):
             target = resolvable(self.settings.targets[server])
             self._channels[server] = (

@@ -6,6 +6,7 @@ import argparse
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from ssl import CERT_REQUIRED
 
 from services.gateway.routes import contract_routes
 from shared.runtime.config import (
@@ -13,6 +14,7 @@ from shared.runtime.config import (
     DEFAULT_GRACE_SECONDS,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PORTS,
+    ClientTls,
     TransportSettings,
     metrics_host,
     metrics_port,
@@ -47,11 +49,39 @@ class GatewaySettings:
     #: The Prometheus /metrics port; 0: no endpoint (FORGE_GATEWAY_METRICS_PORT).
     metrics_port: int = 0
     metrics_host: str = "127.0.0.1"
-    #: PEM CA bundle that verifies the gRPC servers (FORGE_TLS_CA); empty: plaintext to them.
+    #: PEM CA bundle that verifies the gRPC servers (FORGE_TLS_CA); empty: plaintext to them,
+    #: unless the gateway has a certificate (then the system's roots verify them).
     tls_ca_file: str = ""
+    #: The gateway's certificate and key (FORGE_TLS_CERT / FORGE_TLS_KEY): its HTTPS listener's,
+    #: and the client certificate it presents to servers that require one (mutual TLS).
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    #: PEM CA bundle; when set, HTTPS callers must present a certificate it signed
+    #: (FORGE_TLS_CLIENT_CA). Unset in the deployments: browsers reach the console.
+    tls_client_ca_file: str = ""
     transport: TransportSettings = field(default_factory=TransportSettings)
     #: uvicorn's access line per request (FORGE_GATEWAY_ACCESS_LOG); off by default.
     access_log: bool = False
+
+    @property
+    def upstream_tls(self) -> ClientTls | None:
+        """TLS to the gRPC servers: with the CA, or the gateway's own certificate, set."""
+        if not (self.tls_ca_file or self.tls_cert_file):
+            return None
+        return ClientTls(self.tls_ca_file, self.tls_cert_file, self.tls_key_file)
+
+    def uvicorn_tls(self) -> dict[str, object]:
+        """uvicorn's TLS arguments: none (plain HTTP), a certificate, and client certificates
+        required when a client CA is set."""
+        if not self.tls_cert_file:
+            return {}
+        arguments: dict[str, object] = {
+            "ssl_certfile": self.tls_cert_file,
+            "ssl_keyfile": self.tls_key_file,
+        }
+        if self.tls_client_ca_file:
+            arguments |= {"ssl_ca_certs": self.tls_client_ca_file, "ssl_cert_reqs": CERT_REQUIRED}
+        return arguments
 
 
 def _env(env: Mapping[str, str], name: str, default: str) -> str:
@@ -89,6 +119,9 @@ def load_gateway_settings(
         metrics_port=metrics_port(GATEWAY, env),
         metrics_host=metrics_host(env),
         tls_ca_file=env.get("FORGE_TLS_CA", ""),
+        tls_cert_file=env.get("FORGE_TLS_CERT", ""),
+        tls_key_file=env.get("FORGE_TLS_KEY", ""),
+        tls_client_ca_file=env.get("FORGE_TLS_CLIENT_CA", ""),
         transport=transport_settings(env),
         access_log=_env(env, ACCESS_LOG_VARIABLE, "").lower() in {"1", "true", "yes"},
     )

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM/SIGINT: no new effect, the current one finished or abandoned (stopping.py).
     shutdown = Shutdown(config.stop_grace_seconds)
     shutdown.install()
-    port = LedgerPort(config.ledger_target, config.token)
+    port = LedgerPort(config.ledger_target, config.token, config.tls)
     try:
         outcome = run_once(config, port, echo if config.verbose else None, shutdown)
     finally:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from services.worker.stopping import DEFAULT_STOP_GRACE_SECONDS
 from shared.continuity.qualification import DEFAULT_QUALIFIED_PROFILE
-from shared.runtime.config import DEFAULT_PORTS, target_variable
+from shared.runtime.config import DEFAULT_PORTS, ClientTls, client_tls, target_variable
 
 TOKEN = "FORGE_WORKER_TOKEN"  # noqa: S105 - the variable's name, not a credential
 PROVIDER_URL = "FORGE_WORKER_PROVIDER_URL"
@@ -63,6 +63,9 @@ class WorkerConfig:
     #: Seconds the effect under way may take to finish after SIGTERM/SIGINT before it is
     #: abandoned (services.worker.stopping).
     stop_grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS
+    #: TLS to the ledger (FORGE_TLS_CA, and FORGE_TLS_CERT / FORGE_TLS_KEY: its client
+    #: certificate, which a ledger requiring mutual TLS asks for); None: plaintext.
+    tls: ClientTls | None = None
 
 
 def granted_commands(text: str) -> frozenset[tuple[str, ...]]:
@@ -113,6 +116,13 @@ def load(
         raise ConfigurationError(f"{STOP_GRACE} must be a number of seconds") from exc
     if grace < 0:
         raise ConfigurationError(f"{STOP_GRACE} must not be negative")
+    try:
+        tls = client_tls(env)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from exc
+    unreadable = tls.unreadable() if tls else []
+    if unreadable:
+        raise ConfigurationError(f"cannot read {', '.join(unreadable)} (FORGE_TLS_*)")
     return WorkerConfig(
         ledger_target=ledger_target
         or env.get(target_variable("ledger"))
@@ -133,4 +143,5 @@ def load(
         configuration_digest=env.get(CONFIGURATION_DIGEST) or None,
         source_profile=env.get(SOURCE_PROFILE) or DEFAULT_QUALIFIED_PROFILE,
         stop_grace_seconds=grace,
+        tls=tls,
     )

@@ -21,6 +21,7 @@ from forge.continuity.v1 import (
 )
 from shared.continuity.canonical import sha256_digest
 from shared.runtime.client import open_channel
+from shared.runtime.config import ClientTls
 from shared.runtime.errors import DomainError, from_rpc_error
 
 T = TypeVar("T")
@@ -112,8 +113,8 @@ def _unless_lost(call: Callable[[], T]) -> T | LedgerRefused:
 class LedgerPort:
     """The ledger's LedgerService and ExecutionService, as one worker identity."""
 
-    def __init__(self, target: str, token: str) -> None:
-        self._channel = open_channel(target, token)
+    def __init__(self, target: str, token: str, tls: ClientTls | None = None) -> None:
+        self._channel = open_channel(target, token, tls=tls)
         self._ledger = ledger_pb2_grpc.LedgerServiceStub(self._channel)
         self._execution = execution_pb2_grpc.ExecutionServiceStub(self._channel)
         # What this worker presented at its claim; every later write presents it again, so the

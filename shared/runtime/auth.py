@@ -169,10 +169,12 @@ class PrincipalDirectory:
         for subject in mtls_subjects:
             if subject in self._by_subject:
                 return self._by_subject[subject]
-        if mtls_subjects:
-            raise Unauthenticated("CREDENTIALS_UNKNOWN", "the client certificate is not recognised")
+        # Under mutual TLS every caller has a certificate; one that names no principal (the
+        # gateway's, a worker's) proves only the transport: the call still needs its token.
         raise Unauthenticated(
-            "CREDENTIALS_MISSING", "call needs 'authorization: Bearer <token>' metadata"
+            "CREDENTIALS_MISSING",
+            "call needs 'authorization: Bearer <token>' metadata"
+            + (" (its client certificate names no principal)" if mtls_subjects else ""),
         )
 
 

@@ -14,6 +14,7 @@ from opentelemetry.instrumentation.grpc import client_interceptor, grpcext
 from shared.runtime.config import (
     DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS,
     DEFAULT_MAX_MESSAGE_BYTES,
+    ClientTls,
     Settings,
     TransportSettings,
 )
@@ -136,12 +137,16 @@ def open_channel(
     extra_interceptors: Sequence[grpc.UnaryUnaryClientInterceptor] = (),  # type: ignore[type-arg]
     transport: TransportSettings | None = None,
     streams_on_reading_thread: bool = False,
+    tls: ClientTls | None = None,
 ) -> grpc.Channel:
     """A traced, authenticated channel. TLS when root certificates are given; mTLS when a
-    (private key, certificate chain) pair is given too. A ``host:port`` target is resolved as
+    (private key, certificate chain) pair is given too. ``tls`` gives the same as files
+    (FORGE_TLS_CA / FORGE_TLS_CERT / FORGE_TLS_KEY). A ``host:port`` target is resolved as
     ``dns:///host:port`` and calls are spread over every address (shared.runtime.transport).
     ``streams_on_reading_thread``: for a channel kept open as long as its streams are read
     (READ_STREAMS_ON_THE_READING_THREAD)."""
+    if tls is not None:
+        root_certificates, client_certificate = tls_material(tls)
     options = [
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.max_send_message_length", max_message_bytes),
@@ -164,6 +169,15 @@ def open_channel(
         # Inside the token and timeout, so they see the calls as sent.
         channel = grpc.intercept_channel(channel, *extra_interceptors)
     return AuthorizedChannel(channel, token, default_timeout)
+
+
+def tls_material(tls: ClientTls) -> tuple[bytes, tuple[bytes, bytes] | None]:
+    """The PEM bytes ``tls`` names: the root bundle (empty: the system's roots) and the
+    (private key, certificate chain) pair, if any. Read once, when a channel opens."""
+    roots = Path(tls.ca_file).read_bytes() if tls.ca_file else b""
+    if not tls.cert_file:
+        return roots, None
+    return roots, (Path(tls.key_file).read_bytes(), Path(tls.cert_file).read_bytes())
 
 
 def call(method: Callable[..., Any], request: Any, **kwargs: Any) -> Any:
@@ -203,17 +217,14 @@ def service_channel(settings: Settings, service: str) -> grpc.Channel:
             transport=settings.transport,
             streams_on_reading_thread=True,
         )
-    roots = settings.tls.ca_file or settings.tls.client_ca_file
-    identity = (
-        Path(settings.tls.key_file).read_bytes(),
-        Path(settings.tls.cert_file).read_bytes(),
-    )
     return open_channel(
         target,
         settings.service_token,
-        # An empty bundle means "the system's trusted roots".
-        root_certificates=Path(roots).read_bytes() if roots else b"",
-        client_certificate=identity,
+        tls=ClientTls(
+            settings.tls.ca_file or settings.tls.client_ca_file,
+            settings.tls.cert_file,
+            settings.tls.key_file,
+        ),
         transport=settings.transport,
         streams_on_reading_thread=True,
     )

@@ -61,6 +61,40 @@ class TlsSettings:
 
 
 @dataclass(frozen=True)
+class ClientTls:
+    """TLS as a caller speaks it (the Python client, the CLI, the worker, the gateway's
+    channels): ``ca_file`` verifies the servers (empty: the system's roots); ``cert_file`` and
+    ``key_file``, both or neither, are the caller's own certificate for mutual TLS."""
+
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+
+    def __post_init__(self) -> None:
+        if bool(self.cert_file) != bool(self.key_file):
+            raise ValueError("a client certificate needs its key: set both (FORGE_TLS_CERT/KEY)")
+
+    def unreadable(self) -> list[str]:
+        """The files named here that this process cannot read (a start-up check: each is read
+        only when a channel opens)."""
+        named = (self.ca_file, self.cert_file, self.key_file)
+        return [path for path in named if path and not os.access(path, os.R_OK)]
+
+
+def client_tls(
+    env: Mapping[str, str], *, ca_file: str = "", cert_file: str = "", key_file: str = ""
+) -> ClientTls | None:
+    """The caller's TLS from the arguments (flags), else FORGE_TLS_CA / FORGE_TLS_CERT /
+    FORGE_TLS_KEY; None (plaintext) when none of them is set."""
+    tls = ClientTls(
+        ca_file or env.get("FORGE_TLS_CA", ""),
+        cert_file or env.get("FORGE_TLS_CERT", ""),
+        key_file or env.get("FORGE_TLS_KEY", ""),
+    )
+    return tls if (tls.ca_file or tls.cert_file or tls.key_file) else None
+
+
+@dataclass(frozen=True)
 class DatabaseSettings:
     """How the ledger connects to PostgreSQL (SQLite ignores these). The timeouts are set on each
     server session when it opens; with ``server_prepares`` off (a transaction-mode pooler such as

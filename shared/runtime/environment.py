@@ -31,16 +31,24 @@ ENVIRONMENT: Mapping[str, str] = {
         "FORGE_SERVICE_TOKEN"
     ),
     "FORGE_TLS_CA": (
-        "PEM CA bundle that verifies the services this one calls (default: FORGE_TLS_CLIENT_CA, "
-        "else the system's roots)"
+        "PEM CA bundle that verifies the servers this process calls (a service's default: "
+        "FORGE_TLS_CLIENT_CA, else the system's roots); for the CLI, the Python client, the "
+        "reference worker and the Node.js client it turns TLS on"
     ),
     "FORGE_HEALTH_PORT": (
         "a plaintext port serving only the gRPC health check, for Kubernetes probes when the "
         "service port speaks TLS (default 0: none)"
     ),
-    "FORGE_TLS_CERT": "PEM server certificate; enables TLS together with FORGE_TLS_KEY",
-    "FORGE_TLS_KEY": "PEM server private key",
-    "FORGE_TLS_CLIENT_CA": "PEM CA bundle; when set, client certificates are required (mTLS)",
+    "FORGE_TLS_CERT": (
+        "PEM certificate of this process: a service's (and the gateway's HTTPS) server "
+        "certificate, with FORGE_TLS_KEY, also presented when it calls a service; the client "
+        "certificate of the CLI, the Python client and the reference worker (mutual TLS)"
+    ),
+    "FORGE_TLS_KEY": "PEM private key of FORGE_TLS_CERT",
+    "FORGE_TLS_CLIENT_CA": (
+        "PEM CA bundle; when set, a service (or the gateway's HTTPS listener) requires client "
+        "certificates it signed and refuses any other caller at the handshake (mutual TLS)"
+    ),
     "FORGE_MAX_MESSAGE_BYTES": (
         "maximum response size, and request size of a method that uploads bytes (default 33554432)"
     ),

@@ -373,9 +373,14 @@ _REASONS: tuple[Reason, ...] = (
            "the run's snapshot does not fit one message (GetRunSnapshot); nothing was sent: read "
            "it with ReadRunSnapshot, which streams it"),
     # --- UNAUTHENTICATED / PERMISSION_DENIED -----------------------------------------------------
-    Reason("CREDENTIALS_MISSING", _UA, (), "the call carries no credentials"),
+    Reason(
+        "CREDENTIALS_MISSING",
+        _UA,
+        (),
+        "the call carries no token, and no client certificate that names a principal",
+    ),
     Reason("CREDENTIALS_MALFORMED", _UA, (), "the authorization metadata is not 'Bearer <token>'"),
-    Reason("CREDENTIALS_UNKNOWN", _UA, (), "the token or client certificate is not recognised"),
+    Reason("CREDENTIALS_UNKNOWN", _UA, (), "the bearer token is not recognised"),
     Reason("ROLE_REQUIRED", _PD, ("identity", "method", "required_roles"),
            "the identity holds none of the roles the method allows"),
     Reason("NOT_LEASE_OWNER", _PD, ("identity",), "the caller does not hold the lease"),

@@ -1,4 +1,5 @@
-"""Kubernetes as several replicas need it: TLS on every service port, two replicas or more with
+"""Kubernetes as several replicas need it: mutual TLS on every service port, NetworkPolicies that
+admit only each service's callers, two replicas or more with
 a disruption budget each, a preStop sleep that drains endpoints before the server stops, and
 headless Services so callers spread their calls over every replica."""
 
@@ -18,9 +19,13 @@ def test_k8s_services_speak_tls_with_their_own_certificate(cluster: Cluster, nam
     assert all(isinstance(p, str) and p for p in files.values()), f"Deployment {name}: {files}"
     secrets = {secret_file(cluster, name, str(path))[0] for path in files.values()}
     assert secrets == {f"forge-tls-{name}"}, f"Deployment {name}: TLS files from {secrets}"
-    assert "FORGE_TLS_CLIENT_CA" not in env, "callers authenticate with tokens, not certificates"
+    # Mutual TLS: client certificates of the same CA required (ADR 0047).
+    assert env.get("FORGE_TLS_CLIENT_CA") == env["FORGE_TLS_CA"], f"Deployment {name}: {env}"
     gateway = cluster.container_env(deployment_container(cluster, GATEWAY))
-    assert isinstance(gateway.get("FORGE_TLS_CA"), str), "the gateway must verify the services"
+    files = {v: gateway.get(v) for v in ("FORGE_TLS_CERT", "FORGE_TLS_KEY", "FORGE_TLS_CA")}
+    secrets = {secret_file(cluster, GATEWAY, str(path))[0] for path in files.values()}
+    # Its certificate serves HTTPS and opens the services' handshakes.
+    assert secrets == {"forge-tls-gateway"}, f"the gateway's TLS files from {secrets}"
 
 
 @pytest.mark.parametrize("name", [*SERVICE_NAMES, GATEWAY])

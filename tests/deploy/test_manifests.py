@@ -67,9 +67,9 @@ SERVICE_ROLES: Mapping[str, Role] = {
 DATABASE_URL = "FORGE_DATABASE_URL"
 # Values that legitimately differ between compose (development) and Kubernetes (a real site).
 SITE_SPECIFIC = {"OTEL_EXPORTER_OTLP_ENDPOINT", "FORGE_DATABASE_URL", "FORGE_SERVICE_TOKEN"}
-# Set in Kubernetes only: TLS on every service port, and the plaintext health port its probes need
-# (compose runs plaintext on its private network). Kubernetes gives the token as a file instead.
-K8S_ONLY = {"FORGE_TLS_CERT", "FORGE_TLS_KEY", "FORGE_TLS_CA", "FORGE_HEALTH_PORT"}
+# Set in Kubernetes only: nothing now; both run mutual TLS on every service port with the
+# plaintext health port their probes need (ADR 0047). Kubernetes gives the token as a file instead.
+K8S_ONLY: set[str] = set()
 # Set in compose only: its well-known development credentials are accepted beyond loopback there
 # (shared/runtime/development.py); Kubernetes must bring its own.
 COMPOSE_ONLY = {"FORGE_DEVELOPMENT_MACHINE"}
@@ -381,7 +381,9 @@ def test_compose_service_port_and_healthcheck(compose: dict[str, Any], name: str
     assert isinstance(test, list) and test[:3] == ["CMD", "python", "-c"], (
         f"compose {name}: healthcheck must be [CMD, python, -c, <grpc health script>, address]"
     )
-    assert test[-1] == f"127.0.0.1:{port}", f"compose {name}: healthcheck probes {test[-1]}"
+    # The service port asks for a client certificate: the check asks the plaintext health port.
+    health_port = env.get("FORGE_HEALTH_PORT")
+    assert test[-1] == f"127.0.0.1:{health_port}", f"compose {name}: healthcheck probes {test[-1]}"
     assert "grpc_health.v1" in test[3], f"compose {name}: healthcheck is not a grpc.health.v1 check"
 
 
@@ -1075,7 +1077,7 @@ def test_compose_gateway(compose: dict[str, Any]) -> None:
     assert conditions == dict.fromkeys(GATEWAY_CALLS, "service_healthy"), conditions
     test = service.get("healthcheck", {}).get("test")
     assert test[:3] == ["CMD", "python", "-c"], test
-    assert test[-1] == f"http://127.0.0.1:{DEFAULT_GATEWAY_PORT}/healthz", test
+    assert test[-1] == f"https://127.0.0.1:{DEFAULT_GATEWAY_PORT}/healthz", test
 
 
 def test_compose_gateway_healthcheck_really_checks_http(compose: dict[str, Any]) -> None:
@@ -1125,6 +1127,7 @@ def test_k8s_gateway(cluster: Cluster) -> None:
     ):
         check = container[probe].get("httpGet", {})
         assert check.get("path") == path, f"gateway {probe}: {container[probe]}"
+        assert check.get("scheme") == "HTTPS", f"gateway {probe}: the listener speaks HTTPS"
         assert check.get("port") in (port["name"], DEFAULT_GATEWAY_PORT), f"gateway {probe}"
     assert not container.get("volumeMounts") or all(
         "principals" not in m["mountPath"] for m in container["volumeMounts"]

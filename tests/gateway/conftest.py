@@ -73,7 +73,11 @@ def running_gateway(settings: GatewaySettings) -> Iterator[str]:
         # Open streams (a console page following the journal) are cut after a second, as the
         # gateway's own main bounds its drain; without it each such test waited out the join.
         uvicorn.Config(
-            create_app(settings), log_level="warning", lifespan="on", timeout_graceful_shutdown=1
+            create_app(settings),
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=1,
+            **settings.uvicorn_tls(),  # type: ignore[arg-type]
         )
     )
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])))
@@ -84,7 +88,8 @@ def running_gateway(settings: GatewaySettings) -> Iterator[str]:
             raise RuntimeError("the gateway did not start")
         time.sleep(0.05)
     try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+        scheme = "https" if settings.tls_cert_file else "http"
+        yield f"{scheme}://127.0.0.1:{sock.getsockname()[1]}"
     finally:
         server.should_exit = True
         thread.join(timeout=15)

@@ -49,6 +49,26 @@ def test_granted_commands_and_runs_come_from_the_environment(tmp_path: Path) -> 
     assert config.evidence_dir is None and config.model is None
 
 
+def test_tls_comes_from_the_environment_and_a_half_or_unreadable_setting_is_refused(
+    tmp_path: Path,
+) -> None:
+    assert load(["run-1"], env=env(tmp_path)).tls is None  # plaintext
+    cert, key, ca = (tmp_path / name for name in ("tls.crt", "tls.key", "ca.crt"))
+    for path in (cert, key, ca):
+        path.write_text("pem")
+    files = {"FORGE_TLS_CA": str(ca), "FORGE_TLS_CERT": str(cert), "FORGE_TLS_KEY": str(key)}
+    tls = load(["run-1"], env=env(tmp_path, **files)).tls
+    assert tls is not None and (tls.ca_file, tls.cert_file, tls.key_file) == (
+        str(ca),
+        str(cert),
+        str(key),
+    )
+    with pytest.raises(ConfigurationError, match="needs its key"):
+        load(["run-1"], env=env(tmp_path, FORGE_TLS_CERT=str(cert)))
+    with pytest.raises(ConfigurationError, match="cannot read"):
+        load(["run-1"], env=env(tmp_path, FORGE_TLS_CA=str(tmp_path / "missing.crt")))
+
+
 def test_the_start_time_is_read_after_a_command_name_with_spaces_and_parentheses(
     tmp_path: Path,
 ) -> None:

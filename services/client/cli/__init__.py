@@ -77,6 +77,7 @@ from services.client.cli._command import (
 )
 from services.client.cli.render import error_lines, error_object
 from services.client.client import ContinuityClient
+from shared.runtime.config import client_tls
 from shared.runtime.errors import DomainError
 
 __all__ = ["EXIT_OK", "EXIT_REFUSED", "EXIT_USAGE", "UsageError", "build_parser", "main"]
@@ -129,12 +130,22 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         names = flag_names(args.command_parser) if hasattr(args, "command_parser") else {}
         if not args.token:
             raise UsageError(f"no token: pass --token or set {TOKEN_VARIABLE}")
+        try:
+            tls = client_tls(
+                {}, ca_file=args.tls_ca, cert_file=args.tls_cert, key_file=args.tls_key
+            )
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+        unreadable = tls.unreadable() if tls else []
+        if unreadable:
+            raise UsageError(f"cannot read {', '.join(unreadable)} (--tls-ca/--tls-cert/--tls-key)")
         with ContinuityClient(
             args.token,
             ledger_target=args.ledger,
             candidate_target=args.candidate,
             admission_target=args.admission,
             timeout=args.timeout,
+            tls=tls,
         ) as client:
             handler: Handler = args.handler
             return handler(client, args, Output(as_json, stdout))

@@ -70,6 +70,14 @@ class Output:
 Handler = Callable[[ContinuityClient, argparse.Namespace, Output], int]
 
 
+#: The TLS flags: (flag, environment variable, meaning). Any of them set: TLS to every service.
+TLS_OPTIONS = (
+    ("tls-ca", "FORGE_TLS_CA", "CA bundle that verifies the services (TLS)"),
+    ("tls-cert", "FORGE_TLS_CERT", "client certificate, for services that require one (mTLS)"),
+    ("tls-key", "FORGE_TLS_KEY", "the client certificate's private key"),
+)
+
+
 def connection_options(parser: argparse.ArgumentParser, env: Mapping[str, str] | None) -> None:
     """The connection options. On the top-level parser they carry the defaults; on each
     subcommand they are accepted too (defaults suppressed) so they may follow the command."""
@@ -99,6 +107,16 @@ def connection_options(parser: argparse.ArgumentParser, env: Mapping[str, str] |
             f"from ${TARGET_VARIABLES[service]} or the local default)"
             if env is not None
             else f"{service} service address",
+        )
+    for flag, variable, meaning in TLS_OPTIONS:
+        value = (env or {}).get(variable, "")
+        group.add_argument(
+            f"--{flag}",
+            metavar="PEM",
+            default=default(value),
+            help=f"{meaning} (default: ${variable}" + (f", {value})" if value else ", not set)")
+            if env is not None
+            else meaning,
         )
     group.add_argument(
         "--timeout",

@@ -12,9 +12,14 @@
 // `grpc-status-details-bin` trailer (google.rpc.Status carrying a google.rpc.ErrorInfo).
 // Prints one JSON document to stdout; the pytest test asserts its values.
 //
+// TLS as every Forge caller takes it: FORGE_TLS_CA (the CA bundle that verifies the server) turns
+// it on; FORGE_TLS_CERT and FORGE_TLS_KEY add this client's certificate, which a server requiring
+// client certificates (mutual TLS) asks for at the handshake. None set: plaintext.
+//
 // The npm packages come from tools/node_modules (`cd tools && npm install`).
 'use strict';
 
+const fs = require('fs');
 const path = require('path');
 const { createRequire } = require('module');
 
@@ -97,6 +102,19 @@ function bearer(token) {
 }
 
 // Resolves to {response} or {error}; never rejects, so every outcome lands in the report.
+// The channel credentials FORGE_TLS_CA / FORGE_TLS_CERT / FORGE_TLS_KEY ask for.
+function channelCredentials(env) {
+  const { FORGE_TLS_CA: ca, FORGE_TLS_CERT: cert, FORGE_TLS_KEY: key } = env;
+  if (!ca && !cert && !key) {
+    return grpc.credentials.createInsecure();
+  }
+  if (Boolean(cert) !== Boolean(key)) {
+    throw new Error('a client certificate needs its key: set both FORGE_TLS_CERT and FORGE_TLS_KEY');
+  }
+  const read = (file) => (file ? fs.readFileSync(file) : null);
+  return grpc.credentials.createSsl(read(ca), read(key), read(cert));
+}
+
 function unary(client, method, request, token) {
   return new Promise((resolve) => {
     const deadline = new Date(Date.now() + CALL_SECONDS * 1000);
@@ -113,7 +131,7 @@ async function main() {
   }
   const services = loadServices();
   const v1 = services.forge.continuity.v1;
-  const credentials = grpc.credentials.createInsecure();
+  const credentials = channelCredentials(process.env);
   const health = new services.grpc.health.v1.Health(target, credentials);
   const ledger = new v1.LedgerService(target, credentials);
   const policy = new v1.PolicyService(target, credentials);

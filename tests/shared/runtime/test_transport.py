@@ -90,9 +90,10 @@ def test_mutual_tls_subject_authenticates_and_unknown_subjects_do_not(
     unknown = policy_pb2_grpc.PolicyServiceStub(
         open_channel(target, root_certificates=ca_pem, client_certificate=stranger)
     )
+    # A certificate that names no principal only opens the connection: a token is still needed.
     expect_error(
         grpc.StatusCode.UNAUTHENTICATED,
-        "CREDENTIALS_UNKNOWN",
+        "CREDENTIALS_MISSING",
         lambda: unknown.GetPolicy(policy_pb2.GetPolicyRequest()),
     )
     # A bearer token still works over the mutually authenticated channel.
