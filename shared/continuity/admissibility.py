@@ -19,8 +19,11 @@ authority.
 from __future__ import annotations
 
 from shared.continuity.admissibility_facts import (
+    LEASE,
     MARK_UNRESOLVED,
     RETRY_STAGE,
+    REVIEW,
+    TICKET,
     UNCLAIMED_END_STATES,
     ActionFacts,
     Admissible,
@@ -37,12 +40,48 @@ from shared.continuity.admissibility_facts import (
 CLAIM_ALTERNATIVES = ("failed", "committed", "in_flight")
 
 
+#: The next step each requirement only a refused action names (and the two a claim's own checks
+#: add) leaves to its caller.
+_REFUSED_ACTION_STEPS: dict[str, tuple[str, str]] = {
+    LEASE: (
+        "read_execution_request",
+        "read the request back: its lease is not the caller's; start no effect under it",
+    ),
+    REVIEW: (
+        "read_candidate",
+        "the state moved after the review: read the current candidate and review it again",
+    ),
+    TICKET: (
+        "read_existing_ticket",
+        "read the outstanding ticket and its execution request instead of submitting another",
+    ),
+    "QUALIFICATION": (
+        "qualify_source_profile",
+        "qualify and register a current source profile covering the installed migration code",
+    ),
+    "SOURCE": (
+        "present_run_source",
+        "a worker presents the run's attempt, source revision, configuration and profile",
+    ),
+}
+
+
+def _claim_unresolved(bound: BoundRequest) -> bool:
+    """A worker claim whose outcome the evidence leaves open (failed, committed or in flight)."""
+    return (bound.state == "claimed" or (bound.claimed and not _claim_resolved(bound))) and not (
+        bound.cessation_verified
+    )
+
+
 def _claim_resolved(bound: BoundRequest) -> bool:
     """A worker claim whose outcome native evidence settles for the workflow asking."""
     return bound.refusal_reviewed or bound.observation_proven
 
 
 def _refusals(facts: ActionFacts) -> list[Refusal]:
+    if facts.refused is not None:
+        # the ledger's own rules already decided (ADR 0046); the check adds the handoff
+        return list(facts.refused.refusals)
     if facts.reconciliation is not None:
         return _reconciliation_refusals(facts, facts.reconciliation)
     bound, found = facts.bound, []
@@ -301,7 +340,7 @@ def _permitted(facts: ActionFacts, refusals: list[Refusal]) -> tuple[PermittedAc
             actions["read_reconciliation"] = "read the saved decision back; it cannot be replaced"
         elif refusal.concern is Concern.ACTION_IDENTITY:
             actions["read_recovery"] = "read the saved recovery back; it cannot be replaced"
-        elif refusal.hold == "POLICY_DISABLED":
+        elif refusal.requirement == "POLICY":
             actions["update_policy"] = "a factory administrator may enable the workflow"
         elif refusal.concern is Concern.AUTHORIZATION:
             actions["obtain_authority"] = "the original operator needs current authority"
@@ -311,6 +350,14 @@ def _permitted(facts: ActionFacts, refusals: list[Refusal]) -> tuple[PermittedAc
             )
         elif refusal.requirement == "CUSTODY":
             actions["reconcile_custody"] = "reconcile the request under its native rules"
+        elif refusal.requirement in _REFUSED_ACTION_STEPS:
+            actions.update((_REFUSED_ACTION_STEPS[refusal.requirement],))
+    if facts.refused is not None and facts.bound.state == "claimed":
+        # only a claimed request's lost owner is reconciled (a failed one keeps its native rules)
+        actions["inspect_reconciliation"] = (
+            "a factory administrator inspects the claim; once its owner is lost, reconciliation "
+            "decides (ADR 0010)"
+        )
     if (
         reconciling
         # what refuses MARK_UNRESOLVED too: a spent identity, missing authority, no claim
@@ -326,9 +373,7 @@ def _permitted(facts: ActionFacts, refusals: list[Refusal]) -> tuple[PermittedAc
 def _handoff(facts: ActionFacts, refusals: list[Refusal]) -> Handoff:
     bound = facts.bound
     unresolved: list[tuple[str, tuple[str, ...]]] = []
-    if (bound.state == "claimed" or (bound.claimed and not _claim_resolved(bound))) and not (
-        bound.cessation_verified
-    ):
+    if _claim_unresolved(bound):
         unresolved.append((bound.execution_request_id, CLAIM_ALTERNATIVES))
     unresolved += [(subject, CLAIM_ALTERNATIVES) for subject in facts.uncertain]
     obligations = (

@@ -105,6 +105,21 @@ RETRY_STAGE = "retry_stage"
 MARK_UNRESOLVED = "mark_unresolved"
 
 
+#: Requirements only a refused continuation action names, beside the contract's
+#: ``HoldRequirement`` names (POLICY, CUSTODY, QUALIFICATION, SOURCE, AUTHORITY, NOT_ELIGIBLE):
+#: the lease is not the caller's (LEASE), the reviewed state moved (REVIEW), another ticket
+#: holds the run or the consumed response (TICKET).
+LEASE, REVIEW, TICKET = "LEASE", "REVIEW", "TICKET"
+
+
+@dataclass(frozen=True)
+class RefusedAction:
+    """A continuation action the ledger refused by its own rules, as read when it was refused:
+    each refusal's ``hold`` is the refusal's reason, its requirement what would clear it."""
+
+    refusals: tuple[Refusal, ...]
+
+
 @dataclass(frozen=True)
 class ActionFacts:
     """Everything the check decides on; gathered by the caller, never by the check."""
@@ -141,6 +156,10 @@ class ActionFacts:
     #: None unless the action rests on read-only observation custody; then every reason the
     #: native history does not prove the supported case (empty: proven).
     observation_problems: tuple[str, ...] | None = None
+    #: None unless the ledger's own rules refused a continuation action (a worker claim, a
+    #: fenced write, a cancel, an admission or recovery commit; ADR 0046); then those refusals
+    #: are the check's, and the handoff says what they leave permitted.
+    refused: RefusedAction | None = None
 
 
 @dataclass(frozen=True)
