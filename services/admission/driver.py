@@ -146,7 +146,12 @@ def submit(
     workflow.validate(request)
     try:
         candidate = workflow.candidate(request)
-        compare_digests(request.digests, candidate.digests)
+        try:
+            compare_digests(request.digests, candidate.digests)
+        except DomainError as stale:
+            # the candidate just read says what the moved state permits (ADR 0046)
+            stale.details += (candidate.handoff,) if candidate.handoff is not None else ()
+            raise
         if not candidate.eligible:
             raise refuse_held(candidate.holds, candidate.handoff)
         return workflow.commit(request, identity, candidate)
