@@ -342,6 +342,8 @@ def _permitted(facts: ActionFacts, refusals: list[Refusal]) -> tuple[PermittedAc
             actions["read_recovery"] = "read the saved recovery back; it cannot be replaced"
         elif refusal.requirement == "POLICY":
             actions["update_policy"] = "a factory administrator may enable the workflow"
+        elif refusal.requirement in _REFUSED_ACTION_STEPS:
+            actions.update((_REFUSED_ACTION_STEPS[refusal.requirement],))
         elif refusal.concern is Concern.AUTHORIZATION:
             actions["obtain_authority"] = "the original operator needs current authority"
         elif refusal.requirement == "CUSTODY" and reconciling:
@@ -350,8 +352,6 @@ def _permitted(facts: ActionFacts, refusals: list[Refusal]) -> tuple[PermittedAc
             )
         elif refusal.requirement == "CUSTODY":
             actions["reconcile_custody"] = "reconcile the request under its native rules"
-        elif refusal.requirement in _REFUSED_ACTION_STEPS:
-            actions.update((_REFUSED_ACTION_STEPS[refusal.requirement],))
     if facts.refused is not None and facts.bound.state == "claimed":
         # only a claimed request's lost owner is reconciled (a failed one keeps its native rules)
         actions["inspect_reconciliation"] = (

@@ -3,7 +3,8 @@
 A worker claim, a fenced write (a command, a completion or failure, a worker record naming a
 continuity request), a cancel, and an admission or recovery commit that the ledger's own rules
 refuse carry what the one admissibility check (``shared.continuity.admissibility``) says of the
-request the action was bound to: its refusals are the ledger's (``RefusedAction``), the rest of
+request the action was bound to: its refusals are the ledger's (``RefusedAction``, classified by
+``shared.continuity.refused_actions``), the rest of
 the handoff (the bound request as its native history shows it, known effects, unresolved
 alternatives, obligations, resources) is the check's. It is read in one read transaction after
 the refusal (``shared.runtime.errors.RefusalDetail``), never on the success path.
@@ -11,7 +12,6 @@ the refusal (``shared.runtime.errors.RefusalDetail``), never on the success path
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sqlalchemy import Connection
@@ -28,81 +28,16 @@ from services.ledger.transactions.reconciliation_review import snapshot_of
 from shared.continuity.admissibility import check
 from shared.continuity.admissibility_facts import (
     LEASE,
-    REVIEW,
-    TICKET,
     ActionFacts,
     BoundRequest,
-    Concern,
-    Refusal,
     RefusedAction,
 )
 from shared.continuity.canonical import parse_json
+from shared.continuity.refused_actions import refusal_of
 from shared.continuity.request_history import consumed_from
 from shared.continuity.timeutil import deadline_remaining_seconds
 from shared.contract.handoff_proto import admissibility_handoff_to_proto
 from shared.runtime.errors import DomainError
-
-_DEPENDENCY, _AUTHORIZATION = Concern.DEPENDENCY, Concern.AUTHORIZATION
-
-#: What each refusal of a continuation action is, as the check names it: its concern and what
-#: would clear it. A reason not listed takes the action's own default (``BoundAction``).
-REFUSAL_CLASSES: Mapping[str, tuple[Concern, str]] = {
-    **dict.fromkeys(
-        (
-            "NOT_LEASE_OWNER",
-            "LEASE_GENERATION_STALE",
-            "LEASE_EXPIRED",
-            "LEASE_FENCED_BY_RECONCILIATION",
-            "EXECUTION_REQUEST_CANCELLED",
-            "EXECUTION_REQUEST_NOT_CLAIMED",
-            "EXECUTION_REQUEST_NOT_QUEUED",
-            "EXECUTION_REQUEST_NOT_CANCELLABLE",
-            "WORKER_APPEND_NOT_LEASED",
-            "COMMAND_RECEIPT_FENCED",
-        ),
-        (_DEPENDENCY, LEASE),
-    ),
-    **dict.fromkeys(
-        ("OPERATOR_AUTHORITY_REVOKED", "RECOVERY_AUTHORITY_REVOKED", "CANCEL_NOT_PERMITTED"),
-        (_AUTHORIZATION, "AUTHORITY"),
-    ),
-    **dict.fromkeys(("POLICY_REVOKED", "POLICY_DISABLED"), (_AUTHORIZATION, "POLICY")),
-    **dict.fromkeys(
-        ("PROFILE_NOT_QUALIFIED", "POLICY_EPOCH_UNRECOGNIZED"), (_DEPENDENCY, "QUALIFICATION")
-    ),
-    **dict.fromkeys(("CLAIM_CHECK_FAILED", "WORKER_SOURCE_CHANGED"), (_DEPENDENCY, "SOURCE")),
-    "UNKNOWN_EFFECT_OUTSTANDING": (Concern.RESIDUAL_EFFECT, "CUSTODY"),
-    **dict.fromkeys(
-        (
-            "JOURNAL_HEAD_STALE",
-            "POLICY_REVISION_STALE",
-            "POLICY_REVISION_CHANGED",
-            "NATIVE_JOURNAL_CHANGED",
-            "RUN_NOT_HELD",
-            "CONSUMED_RESPONSE_MISMATCH",
-        ),
-        (_DEPENDENCY, REVIEW),
-    ),
-    **dict.fromkeys(
-        (
-            "CLAIM_OUTSTANDING",
-            "CONSUMED_GRAPH_ALREADY_ADMITTED",
-            "CONTINUITY_TICKET_OUTSTANDING",
-            "PER_RUN_TICKET_LIMIT",
-            "PENDING_TICKET_LIMIT",
-        ),
-        (_DEPENDENCY, TICKET),
-    ),
-    **dict.fromkeys(
-        (
-            "RECOVERY_ALREADY_SPENT",
-            "RECOVERY_ID_CONFLICT",
-            "RECOVERY_ID_OWNED_BY_ANOTHER_IDENTITY",
-            "ACTION_IDENTITY_EXPIRED",
-        ),
-        (Concern.ACTION_IDENTITY, "NOT_ELIGIBLE"),
-    ),
-}
 
 
 @dataclass(frozen=True)
@@ -139,13 +74,6 @@ def _parsed(payload_json: str) -> object:
         return parse_json(payload_json)
     except ValueError:
         return None
-
-
-def refusal_of(refused: DomainError, bound: BoundAction, subject: str) -> Refusal:
-    concern, requirement = REFUSAL_CLASSES.get(
-        refused.reason, (_DEPENDENCY, bound.default_requirement)
-    )
-    return Refusal(concern, refused.reason, requirement, subject, refused.message)
 
 
 def handoff_of(
@@ -191,7 +119,14 @@ def handoff_of(
         known_effects=effects,
         consumed=consumed,
         refused=RefusedAction(
-            (refusal_of(refused, bound, request.execution_request_id or request.request_id),)
+            (
+                refusal_of(
+                    refused.reason,
+                    refused.message,
+                    request.execution_request_id or request.request_id,
+                    bound.default_requirement,
+                ),
+            )
         ),
     )
     return admissibility_handoff_to_proto(check(facts).handoff)
