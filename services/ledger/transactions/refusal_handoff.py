@@ -12,7 +12,7 @@ the refusal (``shared.runtime.errors.RefusalDetail``), never on the success path
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from sqlalchemy import Connection
 
@@ -40,10 +40,10 @@ from shared.contract.handoff_proto import admissibility_handoff_to_proto
 from shared.runtime.errors import DomainError
 
 
-@dataclass(frozen=True)
-class BoundAction:
+class BoundAction(NamedTuple):
     """A continuation action as its caller named it: what it does, who asked, and the request
-    it is bound to (an execution request, or a run's logical request)."""
+    it is bound to (an execution request, or a run's logical request). A named tuple: it is
+    built on every call, the success path included, where a frozen dataclass cost 2 µs."""
 
     action: str
     actor: str
