@@ -215,9 +215,9 @@ def test_a_commit_at_a_moved_head_hands_off_the_logical_request(clients: LedgerC
 def test_the_handoff_is_read_on_the_refusal_only(
     clients: LedgerClients, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The success path never reads a handoff: a claim, a command, a completion and a cancel
-    that succeed run no statement for it; a refused claim reads it once, in one read
-    transaction after its own rolled back (the figures: ADR 0046)."""
+    """The success path never reads a handoff: a claim, a command and a completion that succeed
+    never call its reader; a refused claim reads it once, in one read transaction after its own
+    rolled back (the figures: ADR 0046)."""
     reads: list[list[str]] = []
 
     def spied(*arguments: Any) -> common_pb2.HandoffPayload | None:
