@@ -14,6 +14,11 @@ A reconciliation of a claimed request whose owner was lost (ADR 0010) passes the
 ``verification_problems``; the check itself stays time-free) resolves the claim's residual effect
 for ``retry_stage``; ``mark_unresolved`` records what stays unknown and needs only identity and
 authority.
+
+A continuation action the ledger's own rules refused (a worker claim, a fenced write, a cancel, a
+commit; ADR 0046) comes with ``RefusedAction`` facts: those refusals are the check's, and it adds
+the handoff (what the refusal leaves permitted next), so every refusal's handoff is made here.
+The facts and answers are the dataclasses of ``shared.continuity.admissibility_facts``.
 """
 
 from __future__ import annotations
