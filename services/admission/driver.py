@@ -146,11 +146,16 @@ def submit(
     workflow.validate(request)
     try:
         candidate = workflow.candidate(request)
-        compare_digests(request.digests, candidate.digests)
+        try:
+            compare_digests(request.digests, candidate.digests)
+        except DomainError as stale:
+            # the candidate just read says what the moved state permits (ADR 0046)
+            stale.details += (candidate.handoff,) if candidate.handoff is not None else ()
+            raise
         if not candidate.eligible:
             raise refuse_held(candidate.holds, candidate.handoff)
         return workflow.commit(request, identity, candidate)
-    except DomainError:
+    except DomainError as refused:
         # A result may be stored under the key: this is a repeat of a submission that committed
         # before it, or while it was in flight. Its candidate then moved (stale, held, head or
         # claim refused), but the right answer is the stored result for an identical request and
@@ -158,4 +163,9 @@ def submit(
         stored = workflow.read_back(request)
         if stored is None:
             raise
-        return _replay(workflow, request, stored, identity)
+        try:
+            return _replay(workflow, request, stored, identity)
+        except DomainError as conflict:
+            # the conflict answers the same state: it keeps the handoff the refusal carried
+            conflict.details += refused.details
+            raise

@@ -24,7 +24,7 @@ from services.ledger.proto_convert import lease_bounds_to_proto
 from services.ledger.service import Ledger
 from services.ledger.transactions.reconciliation import Reconciled
 from services.ledger.transactions.reconciliation_review import Inspection
-from shared.continuity.admissibility import Unresolved
+from shared.continuity.admissibility_facts import Unresolved
 from shared.continuity.timeutil import to_timestamp
 from shared.contract.handoff_proto import admissibility_handoff_to_proto, refusal_to_hold
 from shared.contract.terms import enum_number, enum_short_name

@@ -11,6 +11,7 @@ from typing import TypeVar
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
+from forge.continuity.v1 import common_pb2
 from services.ledger.domain.admission import AdmissionInput
 from services.ledger.domain.commands import RecordedCommand
 from services.ledger.domain.completion import Completion, GoalClaim
@@ -51,11 +52,13 @@ from services.ledger.transactions.listing import ExecutionRequestPage, RunPage
 from services.ledger.transactions.reconciliation import Reconciled
 from services.ledger.transactions.reconciliation_review import Inspection
 from services.ledger.transactions.recovery_input import Recovery, RecoveryInput
+from services.ledger.transactions.refusal_handoff import BoundAction, handoff_of
 from services.ledger.transactions.signed_heads import HeadFeedPage, SignedHeadPage
+from shared.continuity.admissibility_facts import REVIEW
 from shared.continuity.journal_chain import Verification
 from shared.continuity.timeutil import Clock, utc_now
 from shared.runtime.config import journal_follower_limit
-from shared.runtime.errors import DomainError
+from shared.runtime.errors import DomainError, RefusalDetail
 from shared.runtime.events import record_event
 
 T = TypeVar("T")
@@ -97,6 +100,13 @@ class Ledger:
         limit = journal_follower_limit() if max_journal_followers is None else max_journal_followers
         self.journal_followers = JournalFollowers(limit, self._context)
 
+    def _handing_off(self, bound: BoundAction) -> RefusalDetail[common_pb2.HandoffPayload]:
+        """Around a continuation action: each refusal by the state carries the handoff of the
+        request it was bound to (ADR 0046), read only then."""
+        return RefusalDetail(
+            common_pb2.HandoffPayload, lambda refused: handoff_of(self._context, refused, bound)
+        )
+
     # --- runs -----------------------------------------------------------------------------------
 
     def create_run(self, spec: RunSpec, actor: str) -> tuple[Run, bool]:
@@ -130,16 +140,19 @@ class Ledger:
     ) -> StoredEntry:
         """``worker``: the caller appends as a worker (no platform writer role), a fenced write;
         a worker record naming a continuity request is fenced whoever appends it."""
-        return journal.append(
-            self._context,
-            run_id,
-            expected_head_hash,
-            kind,
-            payload_json,
-            actor,
-            self._authority,
-            worker=worker,
-        )
+        with self._handing_off(
+            BoundAction(f"append_{kind.value}", actor, payload_json=payload_json)
+        ):
+            return journal.append(
+                self._context,
+                run_id,
+                expected_head_hash,
+                kind,
+                payload_json,
+                actor,
+                self._authority,
+                worker=worker,
+            )
 
     def read_journal(self, run_id: str, from_sequence: int, page_size: int) -> JournalPage:
         return journal.read(self._context, run_id, from_sequence, page_size)
@@ -247,7 +260,17 @@ class Ledger:
         return result
 
     def commit_admission(self, request: AdmissionInput) -> Admission:
-        admitted = self._expiring(lambda expiry: admission.commit(self._context, request, expiry))
+        bound = BoundAction(
+            "request_invalid_read_continuity",
+            request.operator_identity,
+            run_id=request.run_id,
+            request_id=request.request_id,
+            default_requirement=REVIEW,
+        )
+        with self._handing_off(bound):
+            admitted = self._expiring(
+                lambda expiry: admission.commit(self._context, request, expiry)
+            )
         if admitted.created:
             record = admitted.execution_request
             _request_event(
@@ -267,9 +290,19 @@ class Ledger:
     def commit_recovery(self, request: RecoveryInput) -> Recovery:
         """Any registered recovery workflow (``request.workflow``); one transaction, whose
         first step expires the queued requests whose lease ran out."""
-        recovered = self._expiring(
-            lambda expiry: recovery.commit_recovery(self._context, self._authority, request, expiry)
+        bound = BoundAction(
+            request.workflow,
+            request.actor,
+            run_id=request.run_id,
+            request_id=request.request_id,
+            default_requirement=REVIEW,
         )
+        with self._handing_off(bound):
+            recovered = self._expiring(
+                lambda expiry: recovery.commit_recovery(
+                    self._context, self._authority, request, expiry
+                )
+            )
         if recovered.created:
             _request_event(
                 f"recovery.{request.workflow}",
@@ -367,9 +400,11 @@ class Ledger:
         check_reason(reason)
         # a repeat reads the cancelled request back and changes nothing: no second line
         repeat = execution.get(self._context, execution_request_id).state is RequestState.CANCELLED
-        cancelled = execution_stops.cancel(
-            self._context, self._authority, execution_request_id, actor, reason
-        )
+        bound = BoundAction("cancel_execution_request", actor, execution_request_id)
+        with self._handing_off(bound):
+            cancelled = execution_stops.cancel(
+                self._context, self._authority, execution_request_id, actor, reason
+            )
         if not repeat:
             _request_event("cancellation", actor, cancelled)
         return cancelled
@@ -382,14 +417,16 @@ class Ledger:
         owner_instance: OwnerInstance | None = None,
     ) -> tuple[ExecutionRequestRecord, StoredEntry]:
         """The claimed request and its ``worker_claimed`` entry."""
-        claimed, entry = execution.claim(
-            self._context,
-            self._authority,
-            execution_request_id,
-            worker,
-            presented,
-            owner_instance,
-        )
+        bound = BoundAction("claim_execution_request", worker, execution_request_id)
+        with self._handing_off(bound):
+            claimed, entry = execution.claim(
+                self._context,
+                self._authority,
+                execution_request_id,
+                worker,
+                presented,
+                owner_instance,
+            )
         _request_event("claim", worker, claimed)
         return claimed, entry
 
@@ -402,16 +439,19 @@ class Ledger:
         final_output_digest: str = "",
         presented: WorkerSource | None = None,
     ) -> tuple[ExecutionRequestRecord, Completion]:
-        record, done = completion.complete(
-            self._context,
-            self._authority,
-            execution_request_id,
-            worker,
-            generation,
-            goal_claim,
-            final_output_digest,
-            presented,
-        )
+        with self._handing_off(
+            BoundAction("complete_execution_request", worker, execution_request_id)
+        ):
+            record, done = completion.complete(
+                self._context,
+                self._authority,
+                execution_request_id,
+                worker,
+                generation,
+                goal_claim,
+                final_output_digest,
+                presented,
+            )
         _request_event("completion", worker, record, journal_sequence=done.journal_sequence)
         return record, done
 
@@ -425,9 +465,11 @@ class Ledger:
         presented: WorkerSource | None = None,
     ) -> ExecutionRequestRecord:
         check_reason(reason)
-        finished = execution.finish(
-            self._context, execution_request_id, worker, generation, outcome, reason, presented
-        )
+        bound = BoundAction("finish_execution_request", worker, execution_request_id)
+        with self._handing_off(bound):
+            finished = execution.finish(
+                self._context, execution_request_id, worker, generation, outcome, reason, presented
+            )
         _request_event("finish", worker, finished)
         return finished
 
@@ -435,7 +477,10 @@ class Ledger:
         self, execution_request_id: str, worker: str, reason: str
     ) -> ExecutionRequestRecord:
         check_reason(reason)
-        failed = execution.fail_unclaimed(self._context, execution_request_id, worker, reason)
+        with self._handing_off(
+            BoundAction("fail_unclaimed_execution_request", worker, execution_request_id)
+        ):
+            failed = execution.fail_unclaimed(self._context, execution_request_id, worker, reason)
         _request_event("failure_unclaimed", worker, failed)
         return failed
 
@@ -448,16 +493,17 @@ class Ledger:
         command_digest: str,
         presented: WorkerSource | None = None,
     ) -> RecordedCommand:
-        recorded = execution.record_command(
-            self._context,
-            self._authority,
-            execution_request_id,
-            worker,
-            generation,
-            command_id,
-            command_digest,
-            presented,
-        )
+        with self._handing_off(BoundAction("record_command", worker, execution_request_id)):
+            recorded = execution.record_command(
+                self._context,
+                self._authority,
+                execution_request_id,
+                worker,
+                generation,
+                command_id,
+                command_digest,
+                presented,
+            )
         if recorded.charged:
             record_event(
                 "command",

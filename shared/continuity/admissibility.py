@@ -15,188 +15,69 @@ A reconciliation of a claimed request whose owner was lost (ADR 0010) passes the
 for ``retry_stage``; ``mark_unresolved`` records what stays unknown and needs identity, authority
 and either verified cessation or the administrator's acknowledgement that it is unproven (spec
 002: the active claim is released only after verified cessation; ADR 0045).
+
+A continuation action the ledger's own rules refused (a worker claim, a fenced write, a cancel, a
+commit; ADR 0046) comes with ``RefusedAction`` facts: those refusals are the check's, and it adds
+the handoff (what the refusal leaves permitted next), so every refusal's handoff is made here.
+The facts and answers are the dataclasses of ``shared.continuity.admissibility_facts``.
 """
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
-
-
-class Concern(enum.Enum):
-    """The four concerns of the check."""
-
-    ACTION_IDENTITY = "action_identity"
-    AUTHORIZATION = "authorization"
-    DEPENDENCY = "dependency"
-    RESIDUAL_EFFECT = "residual_effect"
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """One reason the action is not admissible, as a typed hold (contract ``HoldReason`` and
-    ``HoldRequirement`` names without prefix)."""
-
-    concern: Concern
-    hold: str
-    requirement: str
-    subject: str
-    detail: str
-
-
-@dataclass(frozen=True)
-class BoundRequest:
-    """The execution request the action is bound to, as its native history shows it."""
-
-    request_id: str
-    execution_request_id: str
-    #: The stored state (queued, claimed, completed, failed, expired, cancelled, ...).
-    state: str
-    #: The native history records a worker claim (any generation).
-    claimed: bool
-    #: The native history records the failure at generation 0, after the ownership claim.
-    failed_unclaimed: bool
-    #: Reported only: expiry alone is no evidence of failure.
-    lease_expired: bool = False
-    #: The native history proves one worker claim whose provider request was refused before
-    #: admission (the failure under that claim's generation, nothing else in between), and an
-    #: administrator-reviewed rejection pins the same request. Only the rejected-boundary
-    #: workflow sets it; it resolves the claim's residual effect.
-    refusal_reviewed: bool = False
-    #: A recorded, unexpired verification proves the claim's owner stopped, its exposure stayed
-    #: within its reservation and it left no effect or a retry-safe one. Only the reconciliation
-    #: workflow sets it; it resolves the claim's residual effect.
-    cessation_verified: bool = False
-    #: The native history after the refusal recovery proves one consumed turn with exact
-    #: pure-read custody (one unavailable evidence observation, at most one retained list
-    #: result). Only the read-only observation workflow sets it; it resolves that claim.
-    observation_proven: bool = False
-
-
-@dataclass(frozen=True)
-class Consumed:
-    """Resources already charged to the run; a recovery never resets them."""
-
-    model_responses: int = 0
-    tool_calls: int = 0
-    commands_used: int = 0
-    command_limit: int = 0
-    #: Reported only; -1 when the run has no deadline.
-    deadline_remaining_seconds: int = -1
-
-
-@dataclass(frozen=True)
-class Situation:
-    """The facts of the one admissibility check every recovery workflow shares, read by the
-    caller (the candidate, or the ledger inside its transaction)."""
-
-    state: str
-    outstanding: tuple[str, ...]
-    workflow_enabled: bool
-    actor: str
-    actor_has_authority: bool
-    consumed: Consumed
-
-
-@dataclass(frozen=True)
-class ReconciliationFacts:
-    """The facts only a reconciliation of a claimed request adds (ADR 0010)."""
-
-    #: ``retry_stage`` or ``mark_unresolved``.
-    decision: str
-    #: Every reason no recorded, unexpired verification proves cessation, bounded exposure and
-    #: no effect or retry-safe (empty: proven). A timeout or a missing result is such a reason.
-    verification_problems: tuple[str, ...]
-    #: Every limit that leaves a retry nothing to run under (command budget, active deadline).
-    budget_problems: tuple[str, ...] = ()
-    #: ``mark_unresolved`` only: an administrator releases the claim although no recorded
-    #: verification proves the prior owner ceased (ADR 0045); the decision records it.
-    cessation_unproven_acknowledged: bool = False
-
-
-#: States that end a request nobody claimed: failed before any claim, or its lease expired
-#: unclaimed. With a native history proving no claim, the never-claimed recovery may follow.
-UNCLAIMED_END_STATES = ("failed", "expired")
-RETRY_STAGE = "retry_stage"
-MARK_UNRESOLVED = "mark_unresolved"
-#: The states only a reconciliation decision leaves a request in.
-DECIDED_STATES = ("reconciled", "unresolved")
-
-
-@dataclass(frozen=True)
-class ActionFacts:
-    """Everything the check decides on; gathered by the caller, never by the check."""
-
-    workflow: str
-    #: The action's permitted name when admissible (e.g. ``request_invalid_read_recovery``).
-    action: str
-    bound: BoundRequest
-    #: Recovery identifiers already stored for this request and workflow.
-    spent_by: tuple[str, ...]
-    #: The policy and the workflow's setting allow the action.
-    workflow_enabled: bool
-    actor: str
-    original_actor: str
-    #: The actor currently holds the authority the workflow needs.
-    actor_has_authority: bool
-    #: That authority in words, for the refusal's detail.
-    required_authority: str = "factory administrator"
-    #: Other queued or claimed execution requests of the run.
-    outstanding: tuple[str, ...] = ()
-    #: Journal sequences after the bound request's failure that nothing accounts for.
-    unaccounted_sequences: tuple[int, ...] = ()
-    #: Operations with a durable unknown outcome (e.g. tool call ids).
-    uncertain: tuple[str, ...] = ()
-    #: (description, journal sequence) of effects known to have happened.
-    known_effects: tuple[tuple[str, int], ...] = ()
-    consumed: Consumed = Consumed()
-    #: None unless the action rests on a reviewed provider refusal; then every reason the native
-    #: history and the review do not prove the supported case (empty: proven).
-    refusal_problems: tuple[str, ...] | None = None
-    #: None unless the action reconciles a claimed request whose owner was lost; then any
-    #: current factory administrator may act (``original_actor`` is not read).
-    reconciliation: ReconciliationFacts | None = None
-    #: None unless the action rests on read-only observation custody; then every reason the
-    #: native history does not prove the supported case (empty: proven).
-    observation_problems: tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True)
-class PermittedAction:
-    action: str
-    description: str
-
-
-@dataclass(frozen=True)
-class Handoff:
-    """Spec 001's handoff: what an operator gets instead of a bare "held"."""
-
-    bound_requests: tuple[BoundRequest, ...]
-    known_effects: tuple[tuple[str, int], ...]
-    #: (subject, alternatives the evidence still permits)
-    unresolved_alternatives: tuple[tuple[str, tuple[str, ...]], ...]
-    #: (obligation, what blocks it)
-    remaining_obligations: tuple[tuple[str, str], ...]
-    permitted_next_actions: tuple[PermittedAction, ...]
-    consumed: Consumed
-
-
-@dataclass(frozen=True)
-class Admissible:
-    handoff: Handoff
-
-
-@dataclass(frozen=True)
-class Unresolved:
-    """A terminal outcome, distinct from failed and from done."""
-
-    refusals: tuple[Refusal, ...]
-    handoff: Handoff
-
-
-Outcome = Admissible | Unresolved
+from shared.continuity.admissibility_facts import (
+    DECIDED_STATES,
+    LEASE,
+    MARK_UNRESOLVED,
+    RETRY_STAGE,
+    REVIEW,
+    TICKET,
+    UNCLAIMED_END_STATES,
+    ActionFacts,
+    Admissible,
+    BoundRequest,
+    Concern,
+    Handoff,
+    Outcome,
+    PermittedAction,
+    ReconciliationFacts,
+    Refusal,
+    Unresolved,
+)
 
 CLAIM_ALTERNATIVES = ("failed", "committed", "in_flight")
+
+
+#: The next step each requirement only a refused action names (and the two a claim's own checks
+#: add) leaves to its caller.
+_REFUSED_ACTION_STEPS: dict[str, tuple[str, str]] = {
+    LEASE: (
+        "read_execution_request",
+        "read the request back: its lease is not the caller's; start no effect under it",
+    ),
+    REVIEW: (
+        "read_candidate",
+        "the state moved after the review: read the current candidate and review it again",
+    ),
+    TICKET: (
+        "read_existing_ticket",
+        "read the outstanding ticket and its execution request instead of submitting another",
+    ),
+    "QUALIFICATION": (
+        "qualify_source_profile",
+        "qualify and register a current source profile covering the installed migration code",
+    ),
+    "SOURCE": (
+        "present_run_source",
+        "a worker presents the run's attempt, source revision, configuration and profile",
+    ),
+}
+
+
+def _claim_unresolved(bound: BoundRequest) -> bool:
+    """A worker claim whose outcome the evidence leaves open (failed, committed or in flight)."""
+    return (bound.state == "claimed" or (bound.claimed and not _claim_resolved(bound))) and not (
+        bound.cessation_verified
+    )
 
 
 def _claim_resolved(bound: BoundRequest) -> bool:
@@ -205,6 +86,9 @@ def _claim_resolved(bound: BoundRequest) -> bool:
 
 
 def _refusals(facts: ActionFacts) -> list[Refusal]:
+    if facts.refused is not None:
+        # the ledger's own rules already decided (ADR 0046); the check adds the handoff
+        return list(facts.refused.refusals)
     if facts.reconciliation is not None:
         return _reconciliation_refusals(facts, facts.reconciliation)
     bound, found = facts.bound, []
@@ -485,8 +369,10 @@ def _permitted(facts: ActionFacts, refusals: list[Refusal]) -> tuple[PermittedAc
             actions["read_reconciliation"] = "read the saved decision back; it cannot be replaced"
         elif refusal.concern is Concern.ACTION_IDENTITY:
             actions["read_recovery"] = "read the saved recovery back; it cannot be replaced"
-        elif refusal.hold == "POLICY_DISABLED":
+        elif refusal.requirement == "POLICY":
             actions["update_policy"] = "a factory administrator may enable the workflow"
+        elif refusal.requirement in _REFUSED_ACTION_STEPS:
+            actions.update((_REFUSED_ACTION_STEPS[refusal.requirement],))
         elif refusal.concern is Concern.AUTHORIZATION:
             actions["obtain_authority"] = "the original operator needs current authority"
         elif refusal.requirement == "CUSTODY" and reconciling:
@@ -495,6 +381,12 @@ def _permitted(facts: ActionFacts, refusals: list[Refusal]) -> tuple[PermittedAc
             )
         elif refusal.requirement == "CUSTODY":
             actions["reconcile_custody"] = "reconcile the request under its native rules"
+    if facts.refused is not None and facts.bound.state == "claimed":
+        # only a claimed request's lost owner is reconciled (a failed one keeps its native rules)
+        actions["inspect_reconciliation"] = (
+            "a factory administrator inspects the claim; once its owner is lost, reconciliation "
+            "decides (ADR 0010)"
+        )
     if (
         reconciling
         # what refuses MARK_UNRESOLVED too: a spent identity, missing authority, no claim
@@ -516,9 +408,7 @@ def _permitted(facts: ActionFacts, refusals: list[Refusal]) -> tuple[PermittedAc
 def _handoff(facts: ActionFacts, refusals: list[Refusal]) -> Handoff:
     bound = facts.bound
     unresolved: list[tuple[str, tuple[str, ...]]] = []
-    if (bound.state == "claimed" or (bound.claimed and not _claim_resolved(bound))) and not (
-        bound.cessation_verified
-    ):
+    if _claim_unresolved(bound):
         unresolved.append((bound.execution_request_id, CLAIM_ALTERNATIVES))
     unresolved += [(subject, CLAIM_ALTERNATIVES) for subject in facts.uncertain]
     obligations = (

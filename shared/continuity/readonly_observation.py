@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from shared.continuity.admissibility import ActionFacts, Situation
+from shared.continuity.admissibility_facts import ActionFacts, Situation
 from shared.continuity.call_binding import READ_GRANT, grant_problems
 from shared.continuity.canonical import is_digest
 from shared.continuity.journal_closure import row_payload

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from shared.continuity.admissibility import ActionFacts, Situation
+from shared.continuity.admissibility_facts import ActionFacts, Situation
 from shared.continuity.canonical import digest_of, is_digest
 from shared.continuity.request_history import RequestHistory, recovery_facts
 from shared.runtime.errors import FieldViolation, InvalidArgument

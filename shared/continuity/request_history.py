@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from shared.continuity.admissibility import ActionFacts, BoundRequest, Consumed, Situation
+from shared.continuity.admissibility_facts import ActionFacts, BoundRequest, Consumed, Situation
 from shared.continuity.journal_closure import StoredRow, row_payload
 
 #: The never-claimed workflow's stored name.

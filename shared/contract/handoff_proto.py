@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from forge.continuity.v1 import common_pb2
-from shared.continuity.admissibility import Handoff, Refusal
+from shared.continuity.admissibility_facts import Handoff, Refusal
 from shared.contract.terms import enum_number
 
 

@@ -4,8 +4,9 @@ Domain code raises :class:`DomainError` subclasses (no grpc imports needed there
 bootstrap's interceptor turns each into a ``google.rpc.Status`` carrying exactly one ``ErrorInfo``
 (stable UPPER_SNAKE ``reason``, domain ``continuity.forge``), plus ``BadRequest`` or
 ``PreconditionFailure`` details where they fit, and any contract messages the refusal carries
-(``forge.continuity.v1.HandoffPayload`` for a refusal of the admissibility check). Clients turn
-a rich status back into the same exception type with :func:`from_rpc_error`. Every reason is
+(``forge.continuity.v1.HandoffPayload`` for a refusal of the admissibility check, and for every
+refusal by the state of a continuation action: :class:`RefusalDetail`, ADR 0046). Clients turn a
+rich status back into the same exception type with :func:`from_rpc_error`. Every reason is
 listed, with its code, metadata keys and meaning, in :mod:`shared.runtime.reasons`.
 """
 
@@ -14,9 +15,10 @@ from __future__ import annotations
 import enum
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, TypeVar
+from types import TracebackType
+from typing import ClassVar, Generic, TypeVar
 
 import grpc
 from google.protobuf import any_pb2
@@ -188,6 +190,58 @@ class Internal(DomainError):
     """An invariant broke inside the service."""
 
     kind = ErrorKind.INTERNAL
+
+
+#: Refusals by the state an action met (not malformed input, an unknown name, missing credentials
+#: or an unreachable dependency): the ones whose status says what the state permits next.
+STATE_REFUSALS = frozenset(
+    {
+        ErrorKind.FAILED_PRECONDITION,
+        ErrorKind.ABORTED,
+        ErrorKind.ALREADY_EXISTS,
+        ErrorKind.PERMISSION_DENIED,
+        ErrorKind.RESOURCE_EXHAUSTED,
+    }
+)
+
+
+class RefusalDetail(Generic[M]):
+    """Around one action whose every refusal by the state carries one more status detail of
+    ``message_type`` (the handoff of spec 001, ADR 0046), read by ``read`` only when the action
+    is refused: the success path never calls it. A refusal already carrying such a detail (the
+    admissibility check's own) keeps it; ``read`` answering None adds nothing. A class, not a
+    generator-based context manager, which costs the success path a few microseconds more::
+
+        with RefusalDetail(HandoffPayload, lambda refused: handoff_of(refused, bound)):
+            return transaction()
+    """
+
+    __slots__ = ("_message_type", "_read")
+
+    def __init__(self, message_type: type[M], read: Callable[[DomainError], M | None]) -> None:
+        self._message_type, self._read = message_type, read
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        _trace: TracebackType | None,
+    ) -> None:
+        if (
+            isinstance(error, DomainError)
+            and error.kind in STATE_REFUSALS
+            and error.detail(self._message_type) is None
+        ):
+            try:
+                found = self._read(error)
+            except Exception:  # noqa: BLE001 - the refusal travels on; only its detail is lost
+                log.warning("the %s detail of %s could not be read", self._message_type, error)
+                return
+            if found is not None:
+                error.details += (found,)
 
 
 def field_required(field: str, message: str = "") -> InvalidArgument:

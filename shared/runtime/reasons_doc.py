@@ -8,7 +8,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from shared.runtime.errors import ErrorKind
+from shared.continuity.admissibility import check
+from shared.continuity.admissibility_facts import (
+    LEASE,
+    REVIEW,
+    ActionFacts,
+    BoundRequest,
+    RefusedAction,
+)
+from shared.continuity.refused_actions import REFUSAL_CLASSES, refusal_of
+from shared.runtime.errors import STATE_REFUSALS, ErrorKind
 from shared.runtime.reasons import CATALOGUE, CODE_USES, Reason
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +78,63 @@ def errors_markdown() -> str:
     ]
     for code, listed in _by_code(bare_status=True):
         lines += [f"| `{r.name}` | `{code.name}` | {r.meaning} |" for r in listed]
+    lines += handoff_markdown()
     return "\n".join(lines) + "\n"
+
+
+def _permitted(reason: str, default_requirement: str) -> str:
+    """The next actions the one admissibility check permits after ``reason`` refused an action
+    bound to a queued request (asked of the check, not listed here)."""
+    refusal = refusal_of(reason, "", "exr", default_requirement)
+    facts = ActionFacts(
+        workflow="",
+        action="",
+        bound=BoundRequest("req", "exr", "queued", False, False),
+        spent_by=(),
+        workflow_enabled=True,
+        actor="",
+        original_actor="",
+        actor_has_authority=True,
+        refused=RefusedAction((refusal,)),
+    )
+    actions = check(facts).handoff.permitted_next_actions
+    return ", ".join(f"`{a.action}`" for a in actions) or "–"
+
+
+def handoff_markdown() -> list[str]:
+    """The section on the handoff detail (spec 001, ADR 0046)."""
+    codes = ", ".join(f"`{kind.name}`" for kind in CODE_USES if kind in STATE_REFUSALS)
+    lines = [
+        "",
+        "## The handoff detail",
+        "",
+        "Besides `ErrorInfo` (and `BadRequest`, `PreconditionFailure` or `RetryInfo` where they",
+        "fit), a refusal may carry a `forge.continuity.v1.HandoffPayload` detail: the requests it",
+        "is bound to, the known effects, the unresolved alternatives, the remaining obligations,",
+        "the permitted next actions and the consumed resources (spec 001). The admissibility",
+        "check's own refusals carry it (`CANDIDATE_HELD`, `RECOVERY_UNRESOLVED`,",
+        "`RECONCILIATION_UNRESOLVED`), and so does every refusal by the state",
+        f"({codes})",
+        "of a continuation action: a worker claim, a fenced write (a command, a completion or",
+        "failure, a worker record naming a continuity request), a cancel, and an",
+        "admission or recovery commit the ledger refuses; the admission service relays the",
+        "ledger's, and its stale-digest refusal carries the handoff of the candidate it just",
+        "recomputed (ADR 0046). The ledger reads it once, after the refusal; a success never does.",
+        "",
+        "What each refusal of a continuation action leaves permitted next, asked of the",
+        "admissibility check for a queued request (a claimed one adds `inspect_reconciliation`);",
+        "any other reason of a worker's action or a cancel counts as `LEASE`, of a commit as",
+        "`REVIEW`:",
+        "",
+        "| reason | cleared by | permitted next actions |",
+        "|---|---|---|",
+    ]
+    for reason in sorted(REFUSAL_CLASSES):
+        requirement = REFUSAL_CLASSES[reason][1]
+        lines.append(f"| `{reason}` | {requirement} | {_permitted(reason, LEASE)} |")
+    lines.append(f"| any other, worker's action or cancel | LEASE | {_permitted('', LEASE)} |")
+    lines.append(f"| any other, commit | REVIEW | {_permitted('', REVIEW)} |")
+    return lines
 
 
 def summary_table() -> str:

@@ -337,3 +337,35 @@ def test_a_stream_that_fails_after_its_first_line_ends_with_an_error_line(
     assert "error" in rest[-1], rest[-1]
     assert rest[-1]["error"]["code"] in (1, 14)  # CANCELLED or UNAVAILABLE
     assert all("entry" in line for line in rest[:-1])
+
+
+def test_a_refused_claim_carries_its_handoff_in_the_json_body(gateway: RunningGateway) -> None:
+    """The handoff the ledger reads for a refused continuation action (ADR 0046) is one more
+    detail of the Status body, in the proto3 JSON mapping with its ``@type``."""
+    seed(gateway, "run-1")
+    enable_policy(gateway)
+    candidate = read_candidate(gateway, "run-1")
+    with gateway.client("operator-token") as operator:
+        ticket = operator.post(
+            REQUESTS.format(run="run-1", request="req-1"), json=v1_submission(candidate)
+        ).json()["ticket"]
+    execution_request_id = ticket["execution_request"]["execution_request_id"]
+    with gateway.client("reader-token") as reader:
+        run = reader.get("/api/v1/runs/run-1").json()["run"]
+    source = {key: run[key] for key in ("configuration_digest", "source_profile", "attempt_id")}
+    with gateway.client("worker-token") as worker:
+        body = refused(
+            worker.post(
+                f"/api/v1/execution-requests/{execution_request_id}:claim",
+                json={**source, "source_revision": "git:0000000"},
+            ),
+            400,
+            9,
+            "CLAIM_CHECK_FAILED",
+        )
+    (handoff,) = [
+        d for d in body["details"] if d["@type"].endswith("/forge.continuity.v1.HandoffPayload")
+    ]
+    assert handoff["@type"] == "type.googleapis.com/forge.continuity.v1.HandoffPayload"
+    assert [b["execution_request_id"] for b in handoff["bound_requests"]] == [execution_request_id]
+    assert [a["action"] for a in handoff["permitted_next_actions"]] == ["present_run_source"]

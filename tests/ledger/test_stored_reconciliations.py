@@ -13,7 +13,7 @@ from services.ledger.domain.reconciliation_records import (
     ReconciliationRecordError,
     StoredReconciliation,
 )
-from shared.continuity.admissibility import (
+from shared.continuity.admissibility_facts import (
     MARK_UNRESOLVED,
     BoundRequest,
     Consumed,

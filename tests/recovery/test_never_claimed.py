@@ -201,6 +201,11 @@ def test_recover_read_back_resubmit_and_a_different_action_refused(
     )
     assert spent.metadata == {"recovery_id": "rec-2", "spent_by_recovery_id": "rec-1"}
     assert "already submitted" not in spent.message and "never submitted" in spent.message
+    # the refusal carries the handoff of the state it met: the one action is spent (ADR 0046)
+    handoff = spent.detail(common_pb2.HandoffPayload)
+    assert handoff is not None
+    assert "read_recovery" in {a.action for a in handoff.permitted_next_actions}
+    assert [b.request_id for b in handoff.bound_requests] == ["req-1"]
     refused_with_nothing_written(
         stack,
         engine,

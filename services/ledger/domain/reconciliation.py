@@ -16,7 +16,7 @@ from services.ledger.domain.intents import IntentTracker, OpenIntent
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.lease_records import LeaseFence, Standing, lease_generation
 from services.ledger.domain.owner_instance import OwnerInstance
-from shared.continuity.admissibility import (
+from shared.continuity.admissibility_facts import (
     MARK_UNRESOLVED,
     RETRY_STAGE,
     BoundRequest,

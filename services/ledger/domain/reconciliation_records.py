@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from services.ledger.domain.execution import LeaseBounds
-from shared.continuity.admissibility import BoundRequest, Consumed, Handoff, PermittedAction
+from shared.continuity.admissibility_facts import BoundRequest, Consumed, Handoff, PermittedAction
 from shared.continuity.canonical import canonical_text, parse_json
 
 RECORD_VERSION = 1

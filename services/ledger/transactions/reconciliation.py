@@ -53,13 +53,8 @@ from services.ledger.transactions.reconciliation_review import (
     snapshot_of,
     stale_digest,
 )
-from shared.continuity.admissibility import (
-    RETRY_STAGE,
-    ActionFacts,
-    Handoff,
-    Unresolved,
-    check,
-)
+from shared.continuity.admissibility import check
+from shared.continuity.admissibility_facts import RETRY_STAGE, ActionFacts, Handoff, Unresolved
 from shared.continuity.idempotency import StoredAction, replay_or_conflict
 from shared.continuity.timeutil import from_text, to_text
 from shared.contract.handoff_proto import admissibility_handoff_to_proto

@@ -43,12 +43,12 @@ from services.ledger.transactions.base import (
     existing_run,
     retry_on_unique_conflict,
 )
-from shared.continuity.admissibility import (
+from shared.continuity.admissibility import check
+from shared.continuity.admissibility_facts import (
     RETRY_STAGE,
     ActionFacts,
     Outcome,
     ReconciliationFacts,
-    check,
 )
 from shared.continuity.timeutil import deadline_remaining_seconds, to_text
 from shared.runtime.errors import FailedPrecondition, NotFound, PreconditionViolation

@@ -48,7 +48,8 @@ from services.ledger.transactions.execution import existing_request
 from services.ledger.transactions.execution_stops import Expiry
 from services.ledger.transactions.recovery_facts import evidence, situation, unresolved_refusal
 from services.ledger.transactions.recovery_input import Recovery, RecoveryInput
-from shared.continuity.admissibility import Unresolved, check
+from shared.continuity.admissibility import check
+from shared.continuity.admissibility_facts import Unresolved
 from shared.continuity.canonical import digest_of
 from shared.continuity.idempotency import StoredAction, replay_or_conflict
 from shared.continuity.recovery import DerivedCheckpoint

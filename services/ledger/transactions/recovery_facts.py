@@ -11,7 +11,7 @@ from services.ledger.domain.policy import PolicySettings
 from services.ledger.domain.runs import Run
 from services.ledger.transactions.base import LedgerContext
 from services.ledger.transactions.recovery_input import RecoveryInput
-from shared.continuity.admissibility import Unresolved
+from shared.continuity.admissibility_facts import Unresolved
 from shared.continuity.recovery import Evidence, Situation, Workflow
 from shared.continuity.request_history import JournalRow, consumed_from, request_history
 from shared.continuity.timeutil import deadline_remaining_seconds

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from shared.continuity.admissibility import Situation
+from shared.continuity.admissibility_facts import Situation
 from shared.continuity.derived_checkpoint import DerivedCheckpoint
 from shared.continuity.recovery import never_claimed, readonly_observation, rejected_boundary
 from shared.continuity.recovery.workflow import (

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from shared.continuity.admissibility import ActionFacts, Situation
+from shared.continuity.admissibility_facts import ActionFacts, Situation
 from shared.continuity.canonical import (
     CanonicalJsonError,
     digest_of,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
-from shared.continuity.admissibility import ActionFacts, Situation
+from shared.continuity.admissibility_facts import ActionFacts, Situation
 from shared.continuity.recovery.workflow import (
     Applies,
     ContentOf,

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from shared.continuity.admissibility import ActionFacts, Situation
+from shared.continuity.admissibility_facts import ActionFacts, Situation
 from shared.continuity.derived_checkpoint import DerivedCheckpoint
 from shared.continuity.rejected_boundary import ReviewedRejection
 from shared.continuity.rejected_boundary_evidence import CorrectiveProvider

@@ -7,14 +7,14 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.continuity.admissibility import (
+from shared.continuity.admissibility import check
+from shared.continuity.admissibility_facts import (
     ActionFacts,
     Admissible,
     BoundRequest,
     Concern,
     Consumed,
     Unresolved,
-    check,
 )
 
 STATES = ("queued", "claimed", "completed", "failed")

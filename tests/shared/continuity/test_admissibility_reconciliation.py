@@ -7,7 +7,8 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.continuity.admissibility import (
+from shared.continuity.admissibility import check
+from shared.continuity.admissibility_facts import (
     MARK_UNRESOLVED,
     RETRY_STAGE,
     ActionFacts,
@@ -16,7 +17,6 @@ from shared.continuity.admissibility import (
     Consumed,
     ReconciliationFacts,
     Unresolved,
-    check,
 )
 
 PROBLEMS = ("no verification is recorded for this reconciliation",)

@@ -8,7 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from shared.continuity.admissibility import Consumed, Situation, Unresolved, check
+from shared.continuity.admissibility import check
+from shared.continuity.admissibility_facts import Consumed, Situation, Unresolved
 from shared.continuity.canonical import sha256_digest
 from shared.continuity.rejected_boundary import (
     REQUIRED_ROLES,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.continuity.admissibility import Admissible, Consumed, Situation, Unresolved, check
+from shared.continuity.admissibility import check
+from shared.continuity.admissibility_facts import Admissible, Consumed, Situation, Unresolved
 from shared.continuity.canonical import canonical_text
 from shared.continuity.request_history import never_claimed_facts, request_history
 

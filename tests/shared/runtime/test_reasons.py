@@ -7,7 +7,14 @@ import grpc
 import pytest
 
 from shared.continuity.idempotency import StoredAction, replay_or_conflict
-from shared.runtime.errors import Conflict, DomainError, ErrorKind, bare_status_error
+from shared.continuity.refused_actions import REFUSAL_CLASSES
+from shared.runtime.errors import (
+    STATE_REFUSALS,
+    Conflict,
+    DomainError,
+    ErrorKind,
+    bare_status_error,
+)
 from shared.runtime.reasons import CATALOGUE, CODE_USES
 from shared.runtime.reasons_doc import (
     ARCHITECTURE_DOC,
@@ -162,3 +169,11 @@ def test_the_documentation_is_generated_from_the_catalogue() -> None:
     assert ERRORS_DOC.read_text(encoding="utf-8") == errors_markdown(), hint
     architecture = ARCHITECTURE_DOC.read_text(encoding="utf-8")
     assert architecture == architecture_with_table(architecture), hint
+
+
+def test_every_classified_refusal_of_a_continuation_action_is_catalogued() -> None:
+    """The reasons the handoff of a refused action classifies (ADR 0046) are reasons a caller
+    can receive, each of a code whose refusals carry the handoff."""
+    for reason in REFUSAL_CLASSES:
+        assert reason in CATALOGUE, reason
+        assert CATALOGUE[reason].code in STATE_REFUSALS, reason

@@ -21,7 +21,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Final
 
-from shared.continuity.admissibility import Admissible, Handoff, check
+from shared.continuity.admissibility import check
+from shared.continuity.admissibility_facts import Admissible, Handoff
 from shared.continuity.canonical import digest_of
 from shared.continuity.qualification import is_qualified
 from shared.continuity.recovery import DerivedCheckpoint, Inputs

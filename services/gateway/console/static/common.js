@@ -100,7 +100,12 @@ export function handoffView(handoff) {
   if (!handoff) return null;
   const list = (items, render) => (items && items.length ? el("ul", { class: "plain" }, items.map((i) => el("li", {}, render(i)))) : note("None."));
   const used = handoff.consumed_resources || {};
-  return el("details", { open: true }, el("summary", {}, "Handoff payload"),
+  // A candidate's handoff binds no request yet; a refused action's names the one it was bound to.
+  const bound = handoff.bound_requests && handoff.bound_requests.length ? [el("h4", {}, "Bound requests"),
+    list(handoff.bound_requests, (b) => [b.request_id, b.execution_request_id ? " · " : "",
+      b.execution_request_id ? erLink(b.execution_request_id) : null,
+      ` · ${b.state}${b.claimed ? " · claimed by a worker" : ""}`])] : [];
+  return el("details", { open: true }, el("summary", {}, "Handoff payload"), ...bound,
     el("h4", {}, "Known effects"), list(handoff.known_effects, (e) => [e.description, " ", seqLink(e.journal_sequence)]),
     el("h4", {}, "Unresolved alternatives"), list(handoff.unresolved_alternatives, (a) => `${a.subject}: ${a.alternatives.join(", ")}`),
     el("h4", {}, "Remaining obligations"), list(handoff.remaining_obligations, (o) => `${o.description}${o.blocked_by ? ` (blocked by ${o.blocked_by})` : ""}`),
@@ -177,8 +182,9 @@ export async function submitOnce(spec, area) {
     note("Check current admission again to review the current candidate.")));
 }
 
-// A refusal of the admissibility check carries its handoff payload as a google.rpc.Status detail
-// (the HTTP error body's details): show it as a candidate's is shown. Other refusals carry none.
+// A refusal by the state (the admissibility check's, and a refused claim, write, cancel or commit:
+// ADR 0046) carries its handoff payload as a google.rpc.Status detail (the HTTP error body's
+// details): show it as a candidate's is shown. Malformed input and unknown names carry none.
 export function refusalHandoffView(answer) {
   const handoff = (answer.json && answer.json.details || [])
     .find((d) => String(d["@type"]).endsWith("/forge.continuity.v1.HandoffPayload"));

@@ -1,7 +1,10 @@
 // The run page's state, its facts (held state, command ledger, policy, grantable lease window)
 // and records (execution requests, commands, journal).
 
-import { API, call, callerPermissions, describe, el, erLink, facts, note, seqLink, setStatus, shortName, stateName } from "./common.js";
+import {
+  API, call, callerPermissions, describe, el, erLink, facts, note, refusalHandoffView, seqLink, setStatus, shortName,
+  stateName,
+} from "./common.js";
 
 // ---------------------------------------------------------------- run page: facts and records
 
@@ -142,6 +145,11 @@ function cancelButton(request) {
     // Cancelling is idempotent: after an uncertain answer the records are read back, not resent.
     setStatus(answer.outcome === "ok" ? `Cancelled ${request.execution_request_id}.`
       : `Cancel ${answer.outcome}: ${describe(answer)}`);
+    // A refusal carries the handoff of the request (what is bound, known and permitted next).
+    document.getElementById("request-refusal").replaceChildren(answer.outcome !== "refused" ? ""
+      : el("div", { class: "card refused", role: "alert" },
+        el("h4", {}, `Cancel of ${request.execution_request_id} refused; nothing was recorded`),
+        el("p", {}, describe(answer)), refusalHandoffView(answer)));
     await loadRecords();
   });
   return button;
