@@ -38,9 +38,13 @@ REFUSAL_CLASSES: Mapping[str, tuple[Concern, str]] = {
     # re-enabling the policy revives nothing: the run is judged again
     "POLICY_REVOKED": (_AUTHORIZATION, REVIEW),
     **dict.fromkeys(
-        ("PROFILE_NOT_QUALIFIED", "POLICY_EPOCH_UNRECOGNIZED"), (_DEPENDENCY, "QUALIFICATION")
+        ("PROFILE_NOT_QUALIFIED", "PROFILE_DIGEST_MISMATCH", "POLICY_EPOCH_UNRECOGNIZED"),
+        (_DEPENDENCY, "QUALIFICATION"),
     ),
-    **dict.fromkeys(("CLAIM_CHECK_FAILED", "WORKER_SOURCE_CHANGED"), (_DEPENDENCY, "SOURCE")),
+    **dict.fromkeys(
+        ("CLAIM_CHECK_FAILED", "WORKER_SOURCE_CHANGED", "RUN_STARTED_SOURCE_CHANGED"),
+        (_DEPENDENCY, "SOURCE"),
+    ),
     "UNKNOWN_EFFECT_OUTSTANDING": (Concern.RESIDUAL_EFFECT, "CUSTODY"),
     **dict.fromkeys(
         (
@@ -48,6 +52,7 @@ REFUSAL_CLASSES: Mapping[str, tuple[Concern, str]] = {
             "POLICY_REVISION_STALE",
             "POLICY_REVISION_CHANGED",
             "NATIVE_JOURNAL_CHANGED",
+            "TICKET_CHANGED",
             "RUN_NOT_HELD",
             "CONSUMED_RESPONSE_MISMATCH",
         ),
