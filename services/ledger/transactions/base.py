@@ -31,6 +31,7 @@ from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import policy as policy_rows
 from services.ledger.repository import runs as run_rows
 from services.ledger.repository.admissions import AdmittedRows
+from services.ledger.transactions import policy_lock_hold
 from services.ledger.transactions.head_signing import SignedHeads, sign_head
 from services.ledger.transactions.known_heads import KnownHeads
 from shared.continuity.canonical import canonical_text
@@ -63,6 +64,7 @@ class LedgerContext:
     signed: SignedHeads = field(default_factory=SignedHeads, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        policy_lock_hold.watch(self.engine)
         if self.signer is not None:
             self.signed.watch(self.engine)
 
@@ -315,10 +317,13 @@ def lock_policy(
     start = time.perf_counter()
     try:
         if not confirmed:
-            return policy_rows.lock_policy_row(connection, shared=shared)
-        return policy_rows.lock_current_policy(connection, shared=shared)
+            locked = policy_rows.lock_policy_row(connection, shared=shared)
+        else:
+            locked = policy_rows.lock_current_policy(connection, shared=shared)
     finally:
         observe_policy_lock_wait(time.perf_counter() - start)
+    policy_lock_hold.note_locked(connection, shared=shared)
+    return locked
 
 
 def lock_policy_counting_due(connection: Connection, now: str) -> tuple[PolicyRevision, int]:
@@ -326,9 +331,11 @@ def lock_policy_counting_due(connection: Connection, now: str) -> tuple[PolicyRe
     same statements (execution_stops.Expiry sweeps them)."""
     start = time.perf_counter()
     try:
-        return policy_rows.lock_current_policy_counting_due(connection, now)
+        locked = policy_rows.lock_current_policy_counting_due(connection, now)
     finally:
         observe_policy_lock_wait(time.perf_counter() - start)
+    policy_lock_hold.note_locked(connection, shared=False)
+    return locked
 
 
 def check_capacity(policy: PolicyRevision, *, per_run: int, pending: int) -> None:
