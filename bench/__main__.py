@@ -314,8 +314,10 @@ def policy_lock_summary(results: dict[str, Any]) -> dict[str, float]:
         for name, value in figure.items():
             if "per_second" in value:
                 lines[f"{load}_{name}_per_second"] = value["per_second"]
+                for process, ms in value["cpu_ms_per_call"].get("by", {}).items():
+                    lines[f"{load}_{name}_cpu_ms_{process}"] = ms
                 continue
-            for measure in ("wait", "hold"):
+            for measure in policy_lock.MEASURES:
                 for mode, row in value[measure].items():
                     tag = mode.replace('mode="', "").replace('"', "")
                     lines[f"{load}_{name}_{measure}_{tag}_mean_ms"] = row["mean_ms"]

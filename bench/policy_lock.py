@@ -2,8 +2,9 @@
 they hold it, by mode, while (1) eight callers admit on runs of their own, (2) eight workers take
 the worker path spread over two ledger replicas, and (3) both at once. Read from each ledger's
 ``forge_ledger_policy_lock_wait_seconds`` and ``forge_ledger_policy_lock_hold_seconds``
-histograms over each timed window. Admissions all reach the first replica (the admission service
-calls it); the workers call both."""
+histograms over each timed window, and the admissions' hold of the pending cap's counter row
+(``forge_ledger_pending_slot_hold_seconds``, absent before ADR 0049). Admissions all reach the
+first replica (the admission service calls it); the workers call both."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from bench.load import Throughput
 
 WAIT = "forge_ledger_policy_lock_wait_seconds"
 HOLD = "forge_ledger_policy_lock_hold_seconds"
+SLOT = "forge_ledger_pending_slot_hold_seconds"
 LEDGERS = ("ledger", "ledger-2")
+MEASURES = {"wait": WAIT, "hold": HOLD, "slot": SLOT}
 # One histogram's (sum, count, {upper bound: cumulative count}) by its labels ("" for none).
 Histograms = dict[str, tuple[float, int, dict[float, int]]]
 
@@ -71,9 +74,11 @@ def _measured(
 ) -> dict[str, Any]:
     """Run ``loads`` at once; each ledger's wait and hold over the window, and each load's
     throughput."""
-    before = {
-        ledger: (scrape(metrics[ledger], WAIT), scrape(metrics[ledger], HOLD)) for ledger in LEDGERS
-    }
+
+    def read(ledger: str) -> dict[str, Histograms]:
+        return {key: scrape(metrics[ledger], name) for key, name in MEASURES.items()}
+
+    before = {ledger: read(ledger) for ledger in LEDGERS}
     results: dict[str, Throughput] = {}
     errors: list[BaseException] = []
 
@@ -91,15 +96,18 @@ def _measured(
     if errors:
         raise errors[0]
     figure: dict[str, Any] = {
-        name: {"per_second": round(t.per_second, 1), "p99_ms": t.latencies.as_dict()["p99_ms"]}
+        name: {
+            "per_second": round(t.per_second, 1),
+            "p99_ms": t.latencies.as_dict()["p99_ms"],
+            # CPU per call of the watched processes (ledgers, PostgreSQL, ...) over the window,
+            # which the other load, when one runs at once, also spends
+            "cpu_ms_per_call": t.cpu.per_call_ms(t.calls) if t.cpu else {},
+        }
         for name, t in results.items()
     }
     for ledger in LEDGERS:
-        wait, hold = scrape(metrics[ledger], WAIT), scrape(metrics[ledger], HOLD)
-        figure[ledger] = {
-            "wait": _difference(wait, before[ledger][0]),
-            "hold": _difference(hold, before[ledger][1]),
-        }
+        after = read(ledger)
+        figure[ledger] = {key: _difference(after[key], before[ledger][key]) for key in MEASURES}
     return figure
 
 

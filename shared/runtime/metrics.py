@@ -65,6 +65,12 @@ POLICY_LOCK_HOLD = prometheus_client.Histogram(
     ["mode"],
     buckets=LATENCY_BUCKETS,
 )
+PENDING_SLOT_HOLD = prometheus_client.Histogram(
+    "forge_ledger_pending_slot_hold_seconds",
+    "Time an admission held the pending cap's counter row, from the statement that took its "
+    "place to its commit: the one row admissions still take one at a time (ADR 0049)",
+    buckets=LATENCY_BUCKETS,
+)
 CAP_REFUSALS = prometheus_client.Counter(
     "forge_ledger_cap_refusals",
     "Admissions refused by a ticket cap (reason PENDING_TICKET_LIMIT or PER_RUN_TICKET_LIMIT)",
@@ -97,6 +103,10 @@ def observe_policy_lock_wait(seconds: float) -> None:
 
 def observe_policy_lock_hold(mode: str, seconds: float) -> None:
     POLICY_LOCK_HOLD.labels(mode).observe(seconds)
+
+
+def observe_pending_slot_hold(seconds: float) -> None:
+    PENDING_SLOT_HOLD.observe(seconds)
 
 
 def count_cap_refusal(reason: str) -> None:

@@ -284,6 +284,7 @@ def insert_admission(context: LedgerContext, connection: Connection, rows: Admit
         refusal = pending_limit_reached(rows.pending_limit, request_rows.pending_count(connection))
         count_cap_refusal(refusal.reason)
         raise refusal
+    policy_lock_hold.note_pending_slot(connection)
     _sign_head(context, connection, rows.entries[0], rows.entries[-1])
 
 
