@@ -134,8 +134,10 @@ def _build(entries: int, *, with_blob: bool) -> Insert:
     run_id), entry_0 AS (INSERT … SELECT … FROM noted), …, request AS (…), blob AS (INSERT … ON
     CONFLICT DO NOTHING) INSERT INTO admission_tickets SELECT … FROM noted RETURNING run_id``.
     Every insert selects from ``noted``, so nothing is inserted when the cap is full (no row
-    returned) or the run is not there; the counter row is locked before the run's row, and no
-    transaction that holds a run's row waits for the counter (a release lands on the shards).
+    returned) or the run is not there; the counter row is locked before the run's row, and the
+    only other writers of the counter (a recovery's or a reconciliation's commit) hold the
+    policy lock exclusively, so no admission holds it meanwhile (a release lands on the
+    shards): no deadlock through the counter.
     The run's row is locked as every other journal writer locks it (no deadlock with a
     concurrent append). PostgreSQL runs each data-modifying WITH exactly once, whether or not
     the statement reads it."""
