@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN):$(CURDIR)/tools/audit
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install lock chromium pgbouncer promtool guarantees run run-mtls certs test test-database host-controls reliability scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
+.PHONY: help install lock chromium pgbouncer promtool guarantees run run-mtls certs test test-database host-controls reliability scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-policy-lock bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
@@ -32,6 +32,7 @@ help:
 	@echo "make bench-candidate  figure 2 (candidate reads up to 100,000 entries) alone: bench/results/candidate.json"
 	@echo "make bench-worker     the worker-path figure alone: bench/results/worker.json"
 	@echo "make bench-followers  100 journal followers over two ledgers while 8 writers append: bench/results/followers.json"
+	@echo "make bench-policy-lock  the policy lock's wait and hold by mode under admissions and the worker path: bench/results/policy-lock.json"
 	@echo "make bench-listing    figure 6 (listing 10,000 runs) alone, ~1 min: bench/results/listing.json"
 	@echo "make profile    py-spy samples of every service under admission load"
 	@echo "make host-controls the reference worker as a process against real services, every variant"
@@ -179,6 +180,10 @@ guarantees: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+# The policy lock's wait and hold times by mode (ADR 0049): bench/results/policy-lock.json.
+bench-policy-lock: $(STAMP)
+	$(PY) -m bench policy-lock
 
 # Figure 1 alone (admission beside its baselines, three rounds): bench/results/admission.json.
 bench-admission: $(STAMP)

@@ -24,6 +24,10 @@ replicas figure (the same steps through one ledger and spread over two replicas 
 paired in each round, with each replica's policy-lock waits) and writes
 bench/results/worker.json.
 
+``python -m bench policy-lock`` measures the policy lock's wait and hold times by mode under
+admissions, the worker path over two replicas, and both at once (bench/policy_lock.py), and
+writes bench/results/policy-lock.json.
+
 ``python -m bench admission`` measures figure 1 alone (its three rounds, each beside its
 baselines, exactly as the full run does) and writes bench/results/admission.json: a before/after
 comparison of the admission path in about a minute.
@@ -39,7 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import figures, floors, followers, worker_path
+from bench import figures, floors, followers, policy_lock, worker_path
 from bench.listing import listing_latency
 from bench.load import median
 from bench.plot import plot_candidate_latency
@@ -287,6 +291,41 @@ def followers_summary(results: dict[str, Any]) -> dict[str, float]:
     }
 
 
+def measure_policy_lock(scale: float) -> dict[str, Any]:
+    """The policy lock's wait and hold by mode under admissions, the worker path over two
+    replicas, and both at once (bench/policy_lock.py), on freshly started services."""
+    with (
+        bench_schema() as url,
+        services(url, ledger_replicas=2, ledger_metrics=True) as running,
+    ):
+        clients = figures.Clients(running)
+        clients.set_policy()
+        return {
+            "policy_lock": policy_lock.policy_lock_figure(
+                clients, running.metrics, _scaled(100, scale, 10), _scaled(12, scale, 2)
+            )
+        }
+
+
+def policy_lock_summary(results: dict[str, Any]) -> dict[str, float]:
+    """One line per load and measure: throughputs, and each ledger's wait and hold by mode."""
+    lines: dict[str, float] = {}
+    for load, figure in results["policy_lock"].items():
+        for name, value in figure.items():
+            if "per_second" in value:
+                lines[f"{load}_{name}_per_second"] = value["per_second"]
+                for process, ms in value["cpu_ms_per_call"].get("by", {}).items():
+                    lines[f"{load}_{name}_cpu_ms_{process}"] = ms
+                continue
+            for measure in policy_lock.MEASURES:
+                for mode, row in value[measure].items():
+                    tag = mode.replace('mode="', "").replace('"', "")
+                    lines[f"{load}_{name}_{measure}_{tag}_mean_ms"] = row["mean_ms"]
+                    lines[f"{load}_{name}_{measure}_{tag}_p99_bound_ms"] = row["p99_bound_ms"]
+                    lines[f"{load}_{name}_{measure}_{tag}_locks"] = row["locks"]
+    return lines
+
+
 def measure_admission(scale: float) -> dict[str, Any]:
     """Figure 1 alone, on freshly started services."""
     with (
@@ -435,7 +474,15 @@ def main() -> int:
     scale = float(os.environ.get("FORGE_BENCH_SCALE", "1"))
     default_operations = max(10_000, round(RSS_OPERATIONS * scale))
     rss_operations = int(os.environ.get("FORGE_BENCH_RSS_OPERATIONS", str(default_operations)))
-    alone = (["admission"], ["append"], ["candidate"], ["worker"], ["listing"], ["followers"])
+    alone = (
+        ["admission"],
+        ["append"],
+        ["candidate"],
+        ["worker"],
+        ["listing"],
+        ["followers"],
+        ["policy-lock"],
+    )
     only = sys.argv[1] if sys.argv[1:] in alone else ""
     began = time.perf_counter()
     if only == "admission":
@@ -450,6 +497,9 @@ def main() -> int:
     elif only == "worker":
         results = measure_worker_path(scale)
         lines = worker_path_summary(results)
+    elif only == "policy-lock":
+        results = measure_policy_lock(scale)
+        lines = policy_lock_summary(results)
     elif only == "followers":
         results = measure_followers(scale)
         lines = followers_summary(results)

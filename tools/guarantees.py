@@ -83,6 +83,32 @@ GUARANTEES = (
         ),
     ),
     Guarantee(
+        "the pending cap's conditional statement keeps concurrent admissions under it (ADR 0049)",
+        "services/ledger/repository/execution_requests.py",
+        (
+            'pending_slots.c.entered - _RELEASED < bindparam("s_limit")',
+            'bindparam("s_limit") > -1',
+        ),
+        (
+            "tests/ledger/test_shared_admissions.py::"
+            "test_an_admission_waiting_for_the_last_place_is_refused_once_it_is_taken",
+            "tests/ledger/test_shared_admissions.py::"
+            "test_concurrent_admissions_on_different_runs_fill_the_cap_exactly",
+        ),
+    ),
+    Guarantee(
+        "admissions share the policy lock (ADR 0049)",
+        "services/ledger/transactions/admission.py",
+        (
+            "expiry.lock_policy_row(connection, shared=True)",
+            "expiry.lock_policy_row(connection, shared=False)",
+        ),
+        (
+            "tests/ledger/test_shared_admissions.py::"
+            "test_admissions_on_different_runs_pass_a_shared_holder_and_a_policy_write_does_not",
+        ),
+    ),
+    Guarantee(
         "RPC outcome counters start at 0 (rate() sees a first fault)",
         "shared/runtime/metrics.py",
         ("            RPC_HANDLED.labels(service, name, code, reason)\n", "            pass\n"),

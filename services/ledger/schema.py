@@ -135,6 +135,19 @@ queue_depth = Table(
     metadata,
     Column("shard", Integer, primary_key=True, autoincrement=False),
     Column("pending", BigInteger, nullable=False),
+    # The requests that left a pending state through this shard (migration 0014, ADR 0049).
+    Column("released", BigInteger, nullable=False, server_default="0"),
+)
+
+# One row (slot 0): how many execution requests ever entered a pending state, kept by the same
+# trigger. Pending = entered - sum(queue_depth.released); an admission consumes a place with one
+# conditional statement on this row (repository/execution_requests.py, TAKE_PENDING_SLOT;
+# migration 0014, ADR 0049).
+pending_slots = Table(
+    "pending_slots",
+    metadata,
+    Column("slot", Integer, primary_key=True, autoincrement=False),
+    Column("entered", BigInteger, nullable=False),
 )
 
 # One row per admitted request. (run_id, request_id) is the idempotency key; the unique

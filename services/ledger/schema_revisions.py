@@ -65,8 +65,9 @@ class SchemaRange:
 #: pre-signing prefixes, which every signing append reads and writes (ADR 0015); 0013 (the
 #: ledger's own role and the append-only guards, ADR 0036) changes no statement the code runs,
 #: so ``oldest`` stays 0012: a ledger run as the new role before 0013 granted it anything sees
-#: permission denied and waits, NOT_SERVING.
-SERVED = SchemaRange(oldest="0012", newest="0014")
+#: permission denied and waits, NOT_SERVING. 0014: the pending cap's counter row, which every
+#: admission's conditional statement updates (ADR 0049), so ``oldest`` is 0014.
+SERVED = SchemaRange(oldest="0014", newest="0015")
 
 
 def _database_problem(error: BaseException) -> str:

@@ -69,6 +69,9 @@ LEDGER_ACCESS: Mapping[str, TableAccess] = {
     "execution_requests": TableAccess(insert=True, update=True),
     # the pending count, kept by the trigger on execution_requests (ADR 0031): an upsert
     "queue_depth": TableAccess(insert=True, update=True, written_by_trigger=True),
+    # the pending cap's one counter row: the trigger adds to it, an admission's conditional
+    # statement locks it when there is room (ADR 0049)
+    "pending_slots": TableAccess(update=True),
     "journal_entries": _RECORD,
     "signed_heads": _RECORD,
     "blobs": _RECORD,

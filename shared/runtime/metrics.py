@@ -57,6 +57,20 @@ POLICY_LOCK_WAIT = prometheus_client.Histogram(
     "BEGIN IMMEDIATE already serialized the writer, so this is the read alone)",
     buckets=LATENCY_BUCKETS,
 )
+POLICY_LOCK_HOLD = prometheus_client.Histogram(
+    "forge_ledger_policy_lock_hold_seconds",
+    "Time a write transaction held the policy lock, from the lock to its commit or rollback, by "
+    "mode (shared: the fenced worker writes and admissions; exclusive: policy writes, "
+    "recoveries, reconciliations; ADR 0049)",
+    ["mode"],
+    buckets=LATENCY_BUCKETS,
+)
+PENDING_SLOT_HOLD = prometheus_client.Histogram(
+    "forge_ledger_pending_slot_hold_seconds",
+    "Time an admission held the pending cap's counter row, from the statement that took its "
+    "place to its commit: the one row admissions still take one at a time (ADR 0049)",
+    buckets=LATENCY_BUCKETS,
+)
 CAP_REFUSALS = prometheus_client.Counter(
     "forge_ledger_cap_refusals",
     "Admissions refused by a ticket cap (reason PENDING_TICKET_LIMIT or PER_RUN_TICKET_LIMIT)",
@@ -85,6 +99,14 @@ HTTP_SECONDS = prometheus_client.Histogram(
 
 def observe_policy_lock_wait(seconds: float) -> None:
     POLICY_LOCK_WAIT.observe(seconds)
+
+
+def observe_policy_lock_hold(mode: str, seconds: float) -> None:
+    POLICY_LOCK_HOLD.labels(mode).observe(seconds)
+
+
+def observe_pending_slot_hold(seconds: float) -> None:
+    PENDING_SLOT_HOLD.observe(seconds)
 
 
 def count_cap_refusal(reason: str) -> None:

@@ -1,5 +1,5 @@
 """The admission reads the journal rows and stored bytes it judges before it takes the policy
-lock, which serializes every admission, and decides only under the lock
+lock (shared since ADR 0049; a policy write waits for it), and decides only under the lock
 (services/ledger/transactions/admission.py): the rows read early stand only while the head
 read under the lock is the one they end with. An entry appended in between is judged as a later
 caller would judge it, in the same transaction, and nothing is written. The lock is confirmed by
@@ -30,12 +30,13 @@ NOTE = "appended while the admission read"
 
 
 def _is_policy_lock(statement: str) -> bool:
-    return "FOR UPDATE" in statement and "FROM policy_revisions" in statement
+    locking = "FOR UPDATE" in statement or "FOR SHARE" in statement
+    return locking and "FROM policy_revisions" in statement
 
 
 @contextmanager
 def before_policy_lock(engine: Engine, action: Callable[[], None]) -> Iterator[list[str]]:
-    """Run ``action`` once, just before the first exclusive policy lock statement (PostgreSQL:
+    """Run ``action`` once, just before the first policy lock statement (PostgreSQL:
     every earlier statement of that transaction has run). Yields every statement seen."""
 
     def hook(statement: str, seen: list[str]) -> None:
@@ -92,9 +93,10 @@ def test_the_journal_and_blob_reads_run_before_the_lock_and_three_statements_und
     assert any("FROM blobs" in statement for statement in early)  # the source checkpoint
     assert not any("UNION ALL" in s or "FROM blobs" in s for s in locked)
     # Under the lock: the lock itself, the one read that confirms it and holds every row the
-    # admission decides on, and the one statement that writes its rows.
+    # admission decides on, and the one statement that takes its place under the pending cap
+    # and writes its rows (ADR 0049).
     assert len(locked) == 3, locked
-    assert locked[2].startswith("WITH noted")
+    assert locked[2].startswith("WITH pending_slot")
 
 
 @pytest.mark.usefixtures("postgres_only")

@@ -37,7 +37,7 @@ def _admitted(*, one_statement: bool, bytes_sent: bool, monkeypatch: pytest.Monk
         with counted(engine) as statements:
             assert commit(clients, request).created
         # the path under test was the one taken
-        assert any(s.startswith("WITH noted") for s in statements) == one_statement
+        assert any(s.startswith("WITH pending_slot") for s in statements) == one_statement
         return every_row(engine)
 
 

@@ -187,6 +187,10 @@ def test_the_ledger_reports_its_lock_caps_queue_followers_pool_and_schema(
     value = ledger_metrics.value
     # Two admissions and one claim judged the policy under its row lock.
     assert value("forge_ledger_policy_lock_wait_seconds_count") >= 3
+    # ... each holding it shared until its connection went back to the pool (ADR 0049), and the
+    # admission that was admitted held the pending cap's counter row.
+    assert value("forge_ledger_policy_lock_hold_seconds_count", mode="shared") >= 3
+    assert value("forge_ledger_pending_slot_hold_seconds_count") >= 1
     assert value("forge_ledger_cap_refusals_total", reason="PENDING_TICKET_LIMIT") == 1
     assert value("forge_ledger_cap_refusals_total", reason="PER_RUN_TICKET_LIMIT") == 0
     assert value("forge_ledger_execution_requests", state="claimed") == 1

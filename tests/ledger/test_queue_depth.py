@@ -1,7 +1,9 @@
 """The pending count the database keeps (migration 0010, ADR 0031) is the number of requests in
 the pending states after any sequence of writes, by any statement, on SQLite and PostgreSQL:
 committed one by one, several in one transaction, rolled back, and from concurrent sessions.
-The queue caps read it, so a count that drifted would admit past a cap or refuse below it."""
+The queue caps read it, so a count that drifted would admit past a cap or refuse below it. The
+pending cap's counter (migration 0014, ADR 0049: entered - released, which an admission's
+conditional statement compares with the cap) is checked beside it at every step."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 from services.ledger.database import downgrade, upgrade
 from services.ledger.domain.execution import PENDING_STATES, RequestState
 from services.ledger.repository import execution_requests as request_rows
-from services.ledger.schema import execution_requests, runs
+from services.ledger.schema import execution_requests, pending_slots, queue_depth, runs
 from tests.support import owner_engine
 
 RUN_ID = "run-queue-depth"
@@ -102,9 +104,19 @@ def counted(connection: Connection) -> int:
     )
 
 
+def by_slots(connection: Connection) -> int:
+    """The pending requests as the pending cap's counter has them: entered - released."""
+    entered = connection.execute(select(pending_slots.c.entered)).scalar_one()
+    released = connection.execute(select(func.sum(queue_depth.c.released))).scalar_one()
+    return int(entered) - int(released or 0)
+
+
 def both(engine: Engine) -> tuple[int, int]:
+    """The kept count and the row count (the cap's counter asserted equal to the kept count)."""
     with engine.connect() as connection:
-        return request_rows.pending_count(connection), counted(connection)
+        pending = request_rows.pending_count(connection)
+        assert by_slots(connection) == pending
+        return pending, counted(connection)
 
 
 def test_every_state_is_counted_as_the_domain_names_it(queue: Engine) -> None:
@@ -222,3 +234,22 @@ def test_the_migration_counts_the_requests_already_pending(
     downgrade(owner_queue, "0009")
     upgrade(owner_queue)
     assert both(queue) == (2 * len(PENDING_STATES), 2 * len(PENDING_STATES))
+
+
+def test_the_counter_migration_counts_the_requests_already_pending(
+    queue: Engine, owner_queue: Engine
+) -> None:
+    """Migration 0014 starts the cap's counter at the pending requests; moving them afterwards
+    keeps it, and downgrading restores 0010's trigger, which keeps the count alone again."""
+    with queue.begin() as connection:
+        ids = {state: add(connection, state) for state in RequestState}
+    downgrade(owner_queue, "0013")
+    with queue.begin() as connection:
+        move(connection, ids[RequestState.QUEUED], RequestState.CLAIMED)
+        add(connection, RequestState.QUEUED)
+    upgrade(owner_queue)
+    assert both(queue) == (len(PENDING_STATES) + 1, len(PENDING_STATES) + 1)
+    with queue.begin() as connection:
+        move(connection, ids[RequestState.CLAIMED], RequestState.COMPLETED)
+        add(connection, RequestState.QUEUED)
+    assert both(queue) == (len(PENDING_STATES) + 1, len(PENDING_STATES) + 1)

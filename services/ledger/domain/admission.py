@@ -114,8 +114,14 @@ def check_capacity(policy: PolicyRevision, *, per_run: int, pending: int) -> Non
             metadata={"limit": str(policy.settings.per_run_ticket_limit), "count": str(per_run)},
         )
     if pending >= policy.settings.pending_ticket_limit:
-        raise ResourceExhausted(
-            "PENDING_TICKET_LIMIT",
-            f"{pending} tickets are pending (limit {policy.settings.pending_ticket_limit})",
-            metadata={"limit": str(policy.settings.pending_ticket_limit), "count": str(pending)},
-        )
+        raise pending_limit_reached(policy.settings.pending_ticket_limit, pending)
+
+
+def pending_limit_reached(limit: int, pending: int) -> ResourceExhausted:
+    """The pending cap's refusal: ``pending`` requests counted against ``limit`` (the count a
+    refused conditional consumption reads afterwards may already be lower again)."""
+    return ResourceExhausted(
+        "PENDING_TICKET_LIMIT",
+        f"{pending} tickets are pending (limit {limit})",
+        metadata={"limit": str(limit), "count": str(pending)},
+    )

@@ -2,9 +2,11 @@
 9.12): the derived checkpoint's bytes when sent, the migration settlement and the ownership
 claim, the queued execution request and the ticket, with the run's listing columns noted once.
 
-The admission writes them while it holds the exclusive policy lock, which every admission
-waits for: on PostgreSQL they are one statement (one round trip), on SQLite one statement each
-(SQLite has no data-modifying WITH; its BEGIN IMMEDIATE serializes writers anyway)."""
+The same statement takes the admission's place under the pending cap
+(execution_requests.TAKE_PENDING_SLOT, ADR 0049): admissions share the policy lock, so the cap
+is the one thing they exclude each other on, and only from this statement to their commit. On
+PostgreSQL they are one statement (one round trip), on SQLite one statement each (SQLite has no
+data-modifying WITH; its BEGIN IMMEDIATE serializes writers anyway)."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from services.ledger.repository import blobs as blob_rows
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import tickets as ticket_rows
-from services.ledger.repository.driver import DriverStatement, execute
+from services.ledger.repository.driver import DriverStatement, fetch
 from services.ledger.repository.runs import queuing_request, typed_parameters
 from services.ledger.schema import admission_tickets, blobs, execution_requests, journal_entries
 
@@ -57,20 +59,24 @@ class AdmittedRows:
     consumed_response_digest: str
     #: The derived checkpoint's bytes, when the admission sent them.
     blob: NewBlob | None
+    #: The policy's pending_ticket_limit the queued request must fit under.
+    pending_limit: int
 
 
-def insert_journal_entries_of_admission(connection: Connection, rows: AdmittedRows) -> None:
-    """Insert ``rows`` (journal entries included: only transactions/base.py calls this, so that
-    the head they make is signed in the same transaction, ADR 0015). A concurrent append at the
-    same head fails the journal's unique constraints, as one insert would."""
+def insert_journal_entries_of_admission(connection: Connection, rows: AdmittedRows) -> bool:
+    """Take a place under the pending cap and insert ``rows`` (journal entries included: only
+    transactions/base.py calls this, so that the head they make is signed in the same
+    transaction, ADR 0015); False, and nothing written, when the cap is full. A concurrent
+    append at the same head fails the journal's unique constraints, as one insert would."""
     if connection.dialect.name not in ONE_STATEMENT_DIALECTS:
-        _insert_one_by_one(connection, rows)
-        return
+        return _insert_one_by_one(connection, rows)
     statement = _statement(len(rows.entries), with_blob=rows.blob is not None)
-    execute(connection, statement, _parameters(rows))
+    return bool(fetch(connection, statement, _parameters(rows)))
 
 
-def _insert_one_by_one(connection: Connection, rows: AdmittedRows) -> None:
+def _insert_one_by_one(connection: Connection, rows: AdmittedRows) -> bool:
+    if not request_rows.take_pending_slot(connection, rows.pending_limit):
+        return False
     if rows.blob is not None:
         blob = rows.blob
         blob_rows.insert_blob_if_absent(
@@ -79,6 +85,7 @@ def _insert_one_by_one(connection: Connection, rows: AdmittedRows) -> None:
     journal_rows.insert_journal_entries(connection, rows.entries)
     request_rows.insert_execution_request(connection, rows.request)
     ticket_rows.insert_ticket(connection, rows.ticket, rows.consumed_response_digest)
+    return True
 
 
 def _parameters(rows: AdmittedRows) -> dict[str, object]:
@@ -91,6 +98,7 @@ def _parameters(rows: AdmittedRows) -> dict[str, object]:
         "b_run_id": request.run_id,
         "b_at": max(request.updated_at, *(entry.recorded_at for entry in rows.entries)),
         "b_request": request.execution_request_id,
+        "s_limit": rows.pending_limit,
     }
     for index, entry in enumerate(rows.entries):
         parameters.update(_prefixed(f"e{index}_", journal_rows.entry_values(entry)))
@@ -121,13 +129,19 @@ def _statement(entries: int, *, with_blob: bool) -> DriverStatement:
 
 
 def _build(entries: int, *, with_blob: bool) -> Insert:
-    """PostgreSQL: ``WITH noted AS (UPDATE runs … RETURNING run_id), entry_0 AS (INSERT …
-    SELECT … FROM noted), …, request AS (…), blob AS (INSERT … ON CONFLICT DO NOTHING) INSERT
-    INTO admission_tickets SELECT … FROM noted``. Every insert selects from ``noted``, so the
-    run's row is locked first, as every other journal writer locks it (no deadlock with a
-    concurrent append), and nothing is inserted for a run that is not there. PostgreSQL runs
-    each data-modifying WITH exactly once, whether or not the statement reads it."""
-    noted = queuing_request()
+    """PostgreSQL: ``WITH pending_slot AS (UPDATE pending_slots … WHERE there is room
+    RETURNING slot), noted AS (UPDATE runs … WHERE EXISTS (SELECT FROM pending_slot) RETURNING
+    run_id), entry_0 AS (INSERT … SELECT … FROM noted), …, request AS (…), blob AS (INSERT … ON
+    CONFLICT DO NOTHING) INSERT INTO admission_tickets SELECT … FROM noted RETURNING run_id``.
+    Every insert selects from ``noted``, so nothing is inserted when the cap is full (no row
+    returned) or the run is not there; the counter row is locked before the run's row, and the
+    only other writers of the counter (a recovery's or a reconciliation's commit) hold the
+    policy lock exclusively, so no admission holds it meanwhile (a release lands on the
+    shards): no deadlock through the counter.
+    The run's row is locked as every other journal writer locks it (no deadlock with a
+    concurrent append). PostgreSQL runs each data-modifying WITH exactly once, whether or not
+    the statement reads it."""
+    noted = queuing_request(request_rows.TAKE_PENDING_SLOT.cte("pending_slot"))
     written = [
         _from_noted(journal_entries, f"e{index}_", noted).cte(f"entry_{index}")
         for index in range(entries)
@@ -140,7 +154,8 @@ def _build(entries: int, *, with_blob: bool) -> Insert:
             .on_conflict_do_nothing(index_elements=[blobs.c.digest])
         )
         written.append(blob.cte("blob"))
-    return _from_noted(admission_tickets, "t_", noted).add_cte(*written)
+    tickets = _from_noted(admission_tickets, "t_", noted).add_cte(*written)
+    return tickets.returning(admission_tickets.c.run_id)
 
 
 def _from_noted(table: Table, prefix: str, noted: CTE) -> Insert:

@@ -11,7 +11,7 @@ from services.ledger.domain.execution import ExecutionRequestRecord, RequestStat
 from services.ledger.repository.driver import DriverStatement, execute, fetch
 from services.ledger.repository.policy import NEWEST_POLICY_REVISION, SCHEMA_KEY
 from services.ledger.repository.runs import note_request
-from services.ledger.schema import execution_requests, queue_depth
+from services.ledger.schema import execution_requests, pending_slots, queue_depth
 
 # Built once (building and cache-keying a statement per call cost more than running it).
 _INSERT = insert(execution_requests)
@@ -54,6 +54,22 @@ _OF_RUN_IN_STATES = _OF_RUN.where(_IN_STATES)
 #: trigger keeps (migration 0010, ADR 0031), one index range however long the queue. It counts
 #: what committed and what this transaction's own changes noted so far (apply_queue_depth_notes).
 PENDING_COUNT = select(func.coalesce(func.sum(queue_depth.c.pending), 0))
+_RELEASED = select(func.coalesce(func.sum(queue_depth.c.released), 0)).scalar_subquery()
+#: The pending cap consumed by one conditional statement (parameter ``s_limit``, the policy's
+#: pending_ticket_limit; ADR 0049): the counter row is updated, and so locked until the commit,
+#: only while fewer than the limit are pending (entered - released, migration 0014). The
+#: commit's trigger adds the request it queued to ``entered`` under that lock, so a concurrent
+#: admission's statement waits for the commit and re-checks the new ``entered`` (READ
+#: COMMITTED re-evaluates the condition on the row version it waited for). ``released`` is read
+#: once, at the statement's start: a release committed meanwhile is missed, which can only
+#: refuse, never admit one too many. No row: the cap is full.
+TAKE_PENDING_SLOT = (
+    update(pending_slots)
+    .where(pending_slots.c.slot == 0, pending_slots.c.entered - _RELEASED < bindparam("s_limit"))
+    .values(entered=pending_slots.c.entered)
+    .returning(pending_slots.c.slot)
+)
+_TAKE_PENDING_SLOT = DriverStatement(TAKE_PENDING_SLOT)
 _QUEUED_EXPIRING = (
     select(execution_requests)
     .where(
@@ -170,6 +186,13 @@ def take_sweep_turn(connection: Connection) -> bool:
     if connection.dialect.name != "postgresql":
         return True
     return bool(connection.execute(_TRY_SWEEP_LOCK).scalar_one())
+
+
+def take_pending_slot(connection: Connection, limit: int) -> bool:
+    """Whether a place under the pending cap ``limit`` was free, and is now this transaction's
+    until it commits (TAKE_PENDING_SLOT). PostgreSQL writes an admission's rows and takes the
+    place in one statement instead (repository.admissions)."""
+    return bool(fetch(connection, _TAKE_PENDING_SLOT, {"s_limit": limit}))
 
 
 def pending_count(connection: Connection) -> int:

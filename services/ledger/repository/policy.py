@@ -179,12 +179,13 @@ def lock_current_policy(connection: Connection, *, shared: bool = False) -> Poli
 
 
 def lock_current_policy_counting_due(
-    connection: Connection, now: str
+    connection: Connection, now: str, *, shared: bool = False
 ) -> tuple[PolicyRevision, int]:
-    """:func:`lock_current_policy` (exclusive), and the number of queued requests whose lease
-    expires at or before ``now`` (fixed-width UTC text), counted by the re-read after the lock:
-    the transactions that sweep those first pay no statement for it when none is due."""
-    locked, reread = _lock(connection, _NEWEST_REVISION_AND_DUE, {"now": now}, shared=False)
+    """:func:`lock_current_policy` (exclusive unless ``shared``: an admission's), and the number
+    of queued requests whose lease expires at or before ``now`` (fixed-width UTC text), counted
+    by the re-read after the lock: the transactions that sweep those first pay no statement for
+    it when none is due."""
+    locked, reread = _lock(connection, _NEWEST_REVISION_AND_DUE, {"now": now}, shared=shared)
     return locked, int(reread[1])
 
 

@@ -131,11 +131,12 @@ def noting_entry(*, held: bool) -> CTE:
     return noting(_HOLD if held else _TOUCH)
 
 
-def queuing_request() -> CTE:
+def queuing_request(only_after: CTE) -> CTE:
     """The update :func:`note_request` makes for a newly queued request (parameters
-    ``b_run_id``, ``b_at``, ``b_request``), as :func:`noting`: for the statement that writes an
-    admission's rows in one (repository.admissions)."""
-    return noting(_QUEUE)
+    ``b_run_id``, ``b_at``, ``b_request``), as :func:`noting`, made only when ``only_after``
+    returned a row: for the statement that writes an admission's rows in one
+    (repository.admissions), after taking its place under the pending cap."""
+    return noting(_QUEUE.where(select(only_after).exists()))
 
 
 def note_of_entry(

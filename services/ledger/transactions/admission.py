@@ -90,10 +90,15 @@ def _admit(
     context: LedgerContext, connection: Connection, admission: AdmissionInput, expiry: Expiry
 ) -> Admission:
     # Before the lock: the journal rows and stored bytes the checks judge (they decide nothing
-    # yet; the policy lock serializes every admission, so what it covers is kept short).
+    # yet; what the policy lock covers is kept short, since a policy write waits for it).
     early = _read_before_lock(connection, admission)
-    # 9.1 lock the current policy row; queued requests whose lease ran out expire first
-    policy, now_text = expiry.lock_policy_row(connection)
+    # 9.1 lock the current policy row, shared (ADR 0049): a policy write cannot commit until
+    # this one does, but admissions do not wait for each other or for the fenced worker writes.
+    # What else an exclusive lock kept steady, they get elsewhere: the run's own rows from the
+    # journal chain (9.10 inserts after the head 9.2's read returned with them, so a concurrent
+    # writer of the same run makes one of the two fail and run again), the pending cap from
+    # its conditional statement (9.12). Queued requests whose lease ran out expire first.
+    policy, now_text = expiry.lock_policy_row(connection, shared=True)
     # The rows 9.2 to 9.7 decide on before the journal, in one read: the tickets under the
     # request id or for the consumed graph, the run and its head, and the queue counts; and
     # what confirms the lock (the newest revision, the leases due)
@@ -101,7 +106,7 @@ def _admit(
     if reads.run is None or reads.newest_policy_revision != policy.revision or reads.due:
         # A policy write committed while this waited, or leases ran out (or no run, so nothing
         # was counted): lock the newest revision and sweep first, as 9.1 says, then read again.
-        policy = expiry.lock_policy(connection)
+        policy = expiry.lock_policy(connection, shared=True)
         reads = _admission_reads(connection, admission, now_text)
     # 9.2 apply idempotency again: replay an identical repeat, refuse anything else
     stored, taken = reads.by_request, reads.by_graph
@@ -160,7 +165,8 @@ def _admit(
             "the run already has a queued or executing claim",
             metadata={"execution_request_id": counts.run_outstanding},
         )
-    # 9.7 the queue caps
+    # 9.7 the queue caps, as counted by 9.2's read; the pending cap again, atomically, by the
+    # statement that writes the rows (repository.admissions, ADR 0049)
     check_capacity(policy, per_run=counts.run_tickets, pending=counts.pending)
     # 9.8 the derived checkpoint's envelope continues the journal's consumed turn (its digest
     # was checked by validate()): judged before the lock on the same rows, or now; bytes sent
@@ -259,6 +265,7 @@ def _admit(
         ticket=ticket,
         consumed_response_digest=admission.consumed_response_digest,
         blob=blob if derived else None,
+        pending_limit=policy.settings.pending_ticket_limit,
     )
     insert_admission(context, connection, rows)
     return Admission(ticket, record, created=True)

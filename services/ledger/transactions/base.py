@@ -21,16 +21,19 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from services.ledger.database import RETRIED_SQLSTATES, read_transaction, sqlstate
 from services.ledger.domain.admission import check_capacity as check_capacity_rules
+from services.ledger.domain.admission import pending_limit_reached
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.journal import EntryKind, StoredEntry, seal
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run
 from services.ledger.domain.signing import HeadSigner
 from services.ledger.repository import admissions as admission_rows
+from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import policy as policy_rows
 from services.ledger.repository import runs as run_rows
 from services.ledger.repository.admissions import AdmittedRows
+from services.ledger.transactions import policy_lock_hold
 from services.ledger.transactions.head_signing import SignedHeads, sign_head
 from services.ledger.transactions.known_heads import KnownHeads
 from shared.continuity.canonical import canonical_text
@@ -63,6 +66,7 @@ class LedgerContext:
     signed: SignedHeads = field(default_factory=SignedHeads, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        policy_lock_hold.watch(self.engine)
         if self.signer is not None:
             self.signed.watch(self.engine)
 
@@ -272,9 +276,15 @@ def insert_after_known_head(
 
 def insert_admission(context: LedgerContext, connection: Connection, rows: AdmittedRows) -> None:
     """:func:`insert_entries` for the rows one admission writes (its entries, request, ticket and
-    derived checkpoint; repository.admissions: one statement on PostgreSQL), then the head's
-    signature."""
-    admission_rows.insert_journal_entries_of_admission(connection, rows)
+    derived checkpoint; repository.admissions: one statement on PostgreSQL) with its place under
+    the pending cap, then the head's signature. ``RESOURCE_EXHAUSTED PENDING_TICKET_LIMIT`` when
+    the cap is full (counted by the admission transaction before could not know: a concurrent
+    admission took the last place); nothing is written."""
+    if not admission_rows.insert_journal_entries_of_admission(connection, rows):
+        refusal = pending_limit_reached(rows.pending_limit, request_rows.pending_count(connection))
+        count_cap_refusal(refusal.reason)
+        raise refusal
+    policy_lock_hold.note_pending_slot(connection)
     _sign_head(context, connection, rows.entries[0], rows.entries[-1])
 
 
@@ -315,20 +325,27 @@ def lock_policy(
     start = time.perf_counter()
     try:
         if not confirmed:
-            return policy_rows.lock_policy_row(connection, shared=shared)
-        return policy_rows.lock_current_policy(connection, shared=shared)
+            locked = policy_rows.lock_policy_row(connection, shared=shared)
+        else:
+            locked = policy_rows.lock_current_policy(connection, shared=shared)
     finally:
         observe_policy_lock_wait(time.perf_counter() - start)
+    policy_lock_hold.note_locked(connection, shared=shared)
+    return locked
 
 
-def lock_policy_counting_due(connection: Connection, now: str) -> tuple[PolicyRevision, int]:
+def lock_policy_counting_due(
+    connection: Connection, now: str, *, shared: bool = False
+) -> tuple[PolicyRevision, int]:
     """:func:`lock_policy`, and how many queued requests' leases ran out by ``now``, in the
     same statements (execution_stops.Expiry sweeps them)."""
     start = time.perf_counter()
     try:
-        return policy_rows.lock_current_policy_counting_due(connection, now)
+        locked = policy_rows.lock_current_policy_counting_due(connection, now, shared=shared)
     finally:
         observe_policy_lock_wait(time.perf_counter() - start)
+    policy_lock_hold.note_locked(connection, shared=shared)
+    return locked
 
 
 def check_capacity(policy: PolicyRevision, *, per_run: int, pending: int) -> None:

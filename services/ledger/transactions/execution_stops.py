@@ -149,14 +149,17 @@ class Expiry:
         self._context = context
         self.expired: list[ExecutionRequestRecord] = []
 
-    def lock_policy(self, connection: Connection) -> PolicyRevision:
+    def lock_policy(self, connection: Connection, *, shared: bool = False) -> PolicyRevision:
+        """The policy lock (``shared``: an admission's, ADR 0049), and the sweep when due."""
         now = self._context.clock()
-        policy, due = lock_policy_counting_due(connection, to_text(now))
+        policy, due = lock_policy_counting_due(connection, to_text(now), shared=shared)
         # A retried transaction runs this again: only its last run's sweep can commit.
         self.expired = _expire(self._context, connection, now) if due else []
         return policy
 
-    def lock_policy_row(self, connection: Connection) -> tuple[PolicyRevision, str]:
+    def lock_policy_row(
+        self, connection: Connection, *, shared: bool = False
+    ) -> tuple[PolicyRevision, str]:
         """The first step of a transaction that confirms the lock in its own next statement
         (the admission's reads, tickets.admission_reads): the policy row locked as this
         statement saw it, without the re-read, and the time the due leases are to be counted
@@ -164,7 +167,7 @@ class Expiry:
         superseded, or leases due, calls :meth:`lock_policy`, which re-reads and sweeps."""
         now = to_text(self._context.clock())
         self.expired = []
-        return lock_policy(connection, confirmed=False), now
+        return lock_policy(connection, shared=shared, confirmed=False), now
 
 
 def _expire(
