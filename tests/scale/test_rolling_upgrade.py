@@ -46,7 +46,11 @@ def previous_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The services and shared trees of the commit before the newest migration was added."""
     newest = sorted(p for p in VERSIONS.glob("[0-9]*.py"))[-1]
     try:
-        added = _git("log", "-1", "--format=%H", "--diff-filter=A", "--", str(newest)).strip()
+        # main's own history: a migration merged from a branch (or renamed while merging) is
+        # added by the merge, whose first parent is the release before it
+        added = _git(
+            "log", "-1", "--format=%H", "--diff-filter=A", "--first-parent", "-m", "--", str(newest)
+        ).strip()
         if not added:
             raise subprocess.CalledProcessError(
                 1, "git log", b"", b"the migration is not committed"
