@@ -91,6 +91,19 @@ ENVIRONMENT: Mapping[str, str] = {
         "ledger: concurrent StreamJournal followers (default 8, at most half the server's thread "
         "pool)"
     ),
+    "FORGE_MAX_FOLLOWERS_PER_CALLER": (
+        "ledger: StreamJournal followers one caller (principal) may hold at once (default 4, at "
+        "most FORGE_MAX_JOURNAL_FOLLOWERS)"
+    ),
+    "FORGE_MAX_JOURNAL_STREAMS": (
+        "ledger: concurrent StreamJournal streams that do not follow and streamed "
+        "ReadRunSnapshot calls (default 8, one caller at most half; at most half the server's "
+        "thread pool)"
+    ),
+    "FORGE_MAX_STREAM_SECONDS": (
+        "ledger: a StreamJournal ends UNAVAILABLE STREAM_TIME_LIMIT after this many seconds, "
+        "naming the sequence to resume from (default 900)"
+    ),
     "FORGE_SERVER_THREADS": "threads of each service's gRPC server pool (default 32)",
     "FORGE_RECONCILIATION_VERIFIER": (
         "ledger: the deployment's reconciliation verifier: local-process (workers on the "

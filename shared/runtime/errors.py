@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, duration_pb2
 from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
@@ -198,6 +198,21 @@ def field_required(field: str, message: str = "") -> InvalidArgument:
         message or f"{field} is required",
         metadata={"field": field},
         field_violations=[FieldViolation(field, "required")],
+    )
+
+
+def exhausted_for_now(
+    reason: str, message: str, *, limit: int, retry_after_ms: int
+) -> ResourceExhausted:
+    """RESOURCE_EXHAUSTED ``reason`` for a bound that frees as other work ends: metadata
+    ``limit`` and ``retry_after_ms``, and a RetryInfo detail asking for that delay."""
+    delay = duration_pb2.Duration()
+    delay.FromMilliseconds(retry_after_ms)
+    return ResourceExhausted(
+        reason,
+        message,
+        metadata={"limit": str(limit), "retry_after_ms": str(retry_after_ms)},
+        details=(error_details_pb2.RetryInfo(retry_delay=delay),),
     )
 
 
