@@ -5,7 +5,7 @@ Domain errors propagate unchanged; the server bootstrap maps them to rich status
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
 from functools import partial
 from typing import Any, TypeVar
 
@@ -21,11 +21,12 @@ from services.reconstruction.domain import (
     reproduce_pending_request,
 )
 from services.reconstruction.domain.observation import reconstruct_readonly_observation
+from services.reconstruction.isolation import IsolatedRunner
 from shared.continuity.canonical import CanonicalJsonError, canonical_text, parse_json
 from shared.contract.terms import VERSION_BY_RECONSTRUCTION_ENUM
 from shared.runtime.auth import Role
+from shared.runtime.config import reconstruction_bounds
 from shared.runtime.content_cache import ContentCache, content_key
-from shared.runtime.deadline import abandon_if_gone
 from shared.runtime.errors import (
     FailedPrecondition,
     FieldViolation,
@@ -38,16 +39,18 @@ from shared.runtime.server import ServiceBinding, service_binding
 T = TypeVar("T")
 
 
-def _when_wanted(compute: Callable[[], T]) -> Callable[[], T]:
-    """``compute`` that first checks the caller still waits: the pinned SDK's work on the
-    caller's bytes is not started for a call whose deadline passed while it queued (issue 45
-    §2; the SDK's own run is not interrupted)."""
+_SHARED: list[IsolatedRunner] = []
+_SHARED_LOCK = threading.Lock()
 
-    def run() -> T:
-        abandon_if_gone()
-        return compute()
 
-    return run
+def shared_runner() -> IsolatedRunner:
+    """The process's worker processes (FORGE_RECONSTRUCTION_WORKERS and _SECONDS), started at
+    first use; every servicer of the process that is given no runner shares them."""
+    with _SHARED_LOCK:
+        if not _SHARED:
+            bounds = reconstruction_bounds()
+            _SHARED.append(IsolatedRunner(bounds.workers, bounds.max_seconds))
+        return _SHARED[0]
 
 
 def _require(request: Any, *fields: str) -> None:
@@ -157,7 +160,12 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
         reconstructions: ContentCache[ReconstructionResult] | None = None,
         analyses: ContentCache[ResponseAnalysis] | None = None,
         reproductions: ContentCache[PendingRequest] | None = None,
+        *,
+        runner: IsolatedRunner | None = None,
     ) -> None:
+        # The pinned SDK's work on callers' bytes runs in worker processes, bounded in time and
+        # stopped at the caller's deadline (ADR 0048).
+        self._runner = runner if runner is not None else shared_runner()
         self._reconstructions = reconstructions if reconstructions is not None else ContentCache()
         self._analyses = analyses if analyses is not None else ContentCache()
         self._reproductions = reproductions if reproductions is not None else ContentCache()
@@ -174,7 +182,7 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
         return self._analyses.get_or_compute(
             content_key("analyze", checkpoint, raw),
             len(raw),
-            _when_wanted(lambda: analyze_consumed_response(checkpoint, raw)),
+            lambda: self._runner.run(analyze_consumed_response, checkpoint, raw),
         )
 
     def _reconstruction(
@@ -183,7 +191,9 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
         return self._reconstructions.get_or_compute(
             content_key("reconstruct", checkpoint, raw, version, consumed_at),
             2 * (len(checkpoint) + len(raw)),
-            _when_wanted(lambda: reconstruct_invalid_read(checkpoint, raw, version, consumed_at)),
+            lambda: self._runner.run(
+                reconstruct_invalid_read, checkpoint, raw, version, consumed_at
+            ),
         )
 
     def ReconstructInvalidRead(
@@ -243,8 +253,12 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
                     metadata={"field": name},
                     field_violations=[FieldViolation(name, "not JSON")],
                 ) from exc
-        result = reconstruct_readonly_observation(
-            request.derived_checkpoint, request.raw_response, request.consumed_at, retained
+        result = self._runner.run(
+            reconstruct_readonly_observation,
+            request.derived_checkpoint,
+            request.raw_response,
+            request.consumed_at,
+            retained,
         )
         return reconstruction_pb2.ReconstructReadonlyObservationResponse(
             derived_checkpoint=result.derived_checkpoint,
@@ -262,7 +276,7 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
         found = self._reproductions.get_or_compute(
             content_key("reproduce", derived),
             4 * len(derived),
-            _when_wanted(lambda: reproduce_pending_request(derived)),
+            lambda: self._runner.run(reproduce_pending_request, derived),
         )
         digests = found.part_digests
         return reconstruction_pb2.ReproducePendingRequestResponse(
@@ -284,8 +298,11 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
         )
 
 
-def bindings() -> list[ServiceBinding]:
-    servicer = ReconstructionServicer()
+def bindings(servicer: ReconstructionServicer | None = None) -> list[ServiceBinding]:
+    """The service, served by ``servicer`` (default: one with worker processes of its own)."""
+    if servicer is None:
+        bounds = reconstruction_bounds()
+        servicer = ReconstructionServicer(runner=IsolatedRunner(bounds.workers, bounds.max_seconds))
     # The hit rate operators watch: hits / (hits + misses), per cache.
     export_at_scrape(
         "reconstruction_cache",

@@ -477,3 +477,30 @@ def stream_bounds(env: Mapping[str, str] | None = None) -> StreamBounds:
             env, "FORGE_MAX_STREAM_SECONDS", DEFAULT_MAX_STREAM_SECONDS, 86400
         ),
     )
+
+
+# --- reconstruction's worker processes (ADR 0048) ----------------------------------------------
+
+#: Worker processes that run the pinned SDK on callers' bytes, one computation each at a time.
+DEFAULT_RECONSTRUCTION_WORKERS = 2
+#: A computation stopped after this many seconds (wall time, and CPU time in the worker).
+DEFAULT_RECONSTRUCTION_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class ReconstructionBounds:
+    workers: int = DEFAULT_RECONSTRUCTION_WORKERS
+    max_seconds: float = DEFAULT_RECONSTRUCTION_SECONDS
+
+
+def reconstruction_bounds(env: Mapping[str, str] | None = None) -> ReconstructionBounds:
+    """FORGE_RECONSTRUCTION_WORKERS (1..64) and FORGE_RECONSTRUCTION_SECONDS (in (0, 600])."""
+    env = os.environ if env is None else env
+    return ReconstructionBounds(
+        workers=_bounded_integer(
+            env, "FORGE_RECONSTRUCTION_WORKERS", DEFAULT_RECONSTRUCTION_WORKERS, 64
+        ),
+        max_seconds=_seconds_setting(
+            env, "FORGE_RECONSTRUCTION_SECONDS", DEFAULT_RECONSTRUCTION_SECONDS, 600
+        ),
+    )

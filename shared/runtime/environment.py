@@ -105,6 +105,14 @@ ENVIRONMENT: Mapping[str, str] = {
         "naming the sequence to resume from (default 900)"
     ),
     "FORGE_SERVER_THREADS": "threads of each service's gRPC server pool (default 32)",
+    "FORGE_RECONSTRUCTION_WORKERS": (
+        "reconstruction: worker processes that run the pinned SDK on callers' bytes, one "
+        "computation each at a time (default 2, at most 64)"
+    ),
+    "FORGE_RECONSTRUCTION_SECONDS": (
+        "reconstruction: a computation is stopped after this many seconds of wall or CPU time, "
+        "RESOURCE_EXHAUSTED RECONSTRUCTION_TIME_LIMIT (default 10)"
+    ),
     "FORGE_RECONCILIATION_VERIFIER": (
         "ledger: the deployment's reconciliation verifier: local-process (workers on the "
         "ledger's host, in its pid namespace; make run's default), refusing, or "

@@ -111,6 +111,40 @@ class DomainError(Exception):
     def __str__(self) -> str:
         return f"{self.kind.name} {self.reason}: {self.message}"
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled as what it carries (a refusal crosses from a worker process whole)."""
+        return (
+            _rebuild,
+            (
+                type(self),
+                self.reason,
+                self.message,
+                self.metadata,
+                self.field_violations,
+                self.precondition_violations,
+                self.details,
+            ),
+        )
+
+
+def _rebuild(
+    kind: type[DomainError],
+    reason: str,
+    message: str,
+    metadata: Mapping[str, str],
+    field_violations: Sequence[FieldViolation],
+    precondition_violations: Sequence[PreconditionViolation],
+    details: Sequence[Message],
+) -> DomainError:
+    return kind(
+        reason,
+        message,
+        metadata=metadata,
+        field_violations=field_violations,
+        precondition_violations=precondition_violations,
+        details=details,
+    )
+
 
 class InvalidArgument(DomainError):
     """Malformed input; nothing was written."""
