@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from types import MappingProxyType
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from shared.runtime.deadline import abandon_if_gone
 from shared.runtime.errors import DomainError, ResourceExhausted
@@ -60,9 +60,13 @@ def _dumps(value: object) -> bytes:
     buffer = io.BytesIO()
     pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
     pickler.dispatch_table = copyreg.dispatch_table.copy()
-    pickler.dispatch_table[MappingProxyType] = lambda proxy: (MappingProxyType, (dict(proxy),))
+    pickler.dispatch_table[MappingProxyType] = lambda proxy: (_read_only, (dict(proxy),))
     pickler.dump(value)
     return buffer.getvalue()
+
+
+def _read_only(members: dict[str, Any]) -> MappingProxyType[str, Any]:
+    return MappingProxyType(members)
 
 
 def _serve(connection: Connection) -> None:
@@ -88,7 +92,27 @@ def _serve(connection: Connection) -> None:
             outcome = ("refusal", refusal)
         except Exception as failure:  # noqa: BLE001 - reported to the service, which logs it
             outcome = ("failure", f"{type(failure).__name__}: {failure}")
-        connection.send_bytes(_dumps(outcome))
+        try:
+            answer = _dumps(outcome)
+        except Exception as failure:  # noqa: BLE001 - a result that cannot cross is a bug
+            answer = _dumps(("failure", f"the answer cannot be sent: {failure}"))
+        connection.send_bytes(answer)
+
+
+class Runner(Protocol):
+    """Where the library's computations run."""
+
+    def run(self, function: Callable[..., T], *args: Any) -> T: ...
+
+
+class InProcessRunner:
+    """The computation in the calling thread, the deadline checked only before it starts (no
+    bound during it): for tests that patch the library in their own process, which a worker
+    process would not see."""
+
+    def run(self, function: Callable[..., T], *args: Any) -> T:
+        abandon_if_gone()
+        return function(*args)
 
 
 @dataclass
@@ -164,6 +188,11 @@ class IsolatedRunner:
             self._idle.put(worker)
 
         threading.Thread(target=start, name="reconstruction-worker-start", daemon=True).start()
+
+    @property
+    def idle(self) -> int:
+        """Workers started and free now."""
+        return self._idle.qsize()
 
     def run(self, function: Callable[..., T], *args: Any) -> T:
         """``function(*args)`` in a worker (``function`` a module-level function, ``args``

@@ -21,7 +21,7 @@ from services.reconstruction.domain import (
     reproduce_pending_request,
 )
 from services.reconstruction.domain.observation import reconstruct_readonly_observation
-from services.reconstruction.isolation import IsolatedRunner
+from services.reconstruction.isolation import IsolatedRunner, Runner
 from shared.continuity.canonical import CanonicalJsonError, canonical_text, parse_json
 from shared.contract.terms import VERSION_BY_RECONSTRUCTION_ENUM
 from shared.runtime.auth import Role
@@ -161,7 +161,7 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
         analyses: ContentCache[ResponseAnalysis] | None = None,
         reproductions: ContentCache[PendingRequest] | None = None,
         *,
-        runner: IsolatedRunner | None = None,
+        runner: Runner | None = None,
     ) -> None:
         # The pinned SDK's work on callers' bytes runs in worker processes, bounded in time and
         # stopped at the caller's deadline (ADR 0048).
@@ -181,7 +181,6 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
     def _analysis(self, checkpoint: bytes, raw: bytes) -> ResponseAnalysis:
         return self._analyses.get_or_compute(
             content_key("analyze", checkpoint, raw),
-            len(raw),
             lambda: self._runner.run(analyze_consumed_response, checkpoint, raw),
         )
 
@@ -190,7 +189,6 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
     ) -> ReconstructionResult:
         return self._reconstructions.get_or_compute(
             content_key("reconstruct", checkpoint, raw, version, consumed_at),
-            2 * (len(checkpoint) + len(raw)),
             lambda: self._runner.run(
                 reconstruct_invalid_read, checkpoint, raw, version, consumed_at
             ),
@@ -275,7 +273,6 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
         derived = request.derived_checkpoint
         found = self._reproductions.get_or_compute(
             content_key("reproduce", derived),
-            4 * len(derived),
             lambda: self._runner.run(reproduce_pending_request, derived),
         )
         digests = found.part_digests

@@ -362,6 +362,10 @@ _REASONS: tuple[Reason, ...] = (
     Reason("SERVER_BUSY", _RE, ("limit", "retry_after_ms"),
            "the service holds as many calls as it runs and queues; nothing was done: retry after "
            "the RetryInfo delay (also sent as grpc-retry-pushback-ms)"),
+    Reason("RECONSTRUCTION_TIME_LIMIT", _RE, ("bound", "max_seconds"),
+           "the pinned SDK's work on these bytes reached the reconstruction service's wall-time "
+           "or CPU-time limit (FORGE_RECONSTRUCTION_SECONDS) and was stopped; the same bytes "
+           "are stopped again: do not retry them"),
     Reason("CALL_DEADLINE_PASSED", ErrorKind.DEADLINE_EXCEEDED, (),
            "the call's deadline passed during work that grows with its input; the work stopped"),
     Reason("CALL_ABANDONED", ErrorKind.CANCELLED, (),
