@@ -15,6 +15,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +39,7 @@ def _median_ms(compute: Callable[[], Any], calls: int = CALLS) -> float:
 def main() -> int:
     checkpoint = (CASE / "checkpoint.json").read_bytes()
     raw = (CASE / "raw_response.json").read_bytes()
-    consumed_at = json.loads((CASE.parent / "manifest.json").read_text())["v1_basic"][
-        "consumed_at"
-    ]
+    consumed_at = json.loads((CASE.parent / "manifest.json").read_text())["v1_basic"]["consumed_at"]
     work: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
         "reconstruct": (reconstruct_invalid_read, (checkpoint, raw, 1, consumed_at)),
         "analyze": (analyze_consumed_response, (checkpoint, raw)),
@@ -55,8 +54,8 @@ def main() -> int:
         runner.run(function, *args)
         result = function(*args)
         figure[name] = {
-            "in_process_ms": _median_ms(lambda f=function, a=args: f(*a)),
-            "worker_process_ms": _median_ms(lambda f=function, a=args: runner.run(f, *a)),
+            "in_process_ms": _median_ms(partial(function, *args)),
+            "worker_process_ms": _median_ms(partial(runner.run, function, *args)),
             "result_held_bytes": held_bytes(result),
         }
     figure["reconstruct"]["cache_counted_before_bytes"] = 2 * (len(checkpoint) + len(raw))

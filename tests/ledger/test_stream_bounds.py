@@ -88,7 +88,7 @@ def test_one_caller_cannot_take_every_follower_slot(served: LedgerClients) -> No
     )
     assert error.metadata["limit"] == str(BOUNDS.followers_per_caller)
     assert _retry_info(caught[0]).retry_delay.ToMilliseconds() > 0
-    trailing = dict(caught[0].trailing_metadata() or ())  # type: ignore[attr-defined]
+    trailing: dict[str, str] = dict(caught[0].trailing_metadata() or ())  # type: ignore[attr-defined]
     assert trailing[PUSHBACK_KEY] == "-1"  # no automatic retry: a follower must end first
     # Other principals still follow, up to the bound of all followers.
     others = [Follower(served, token) for token in ("operator-token", "admin-token")]
