@@ -165,29 +165,42 @@ class IsolatedRunner:
         at once, and the spawn's import takes a second or two)."""
 
         def start() -> None:
-            receiver, sender = self._context.Pipe(duplex=True)
-            process = self._context.Process(
-                target=_serve, args=(sender,), name="reconstruction-worker", daemon=True
-            )
-            process.start()
-            sender.close()
-            worker = _Worker(process, receiver)
             try:
-                ready = receiver.poll(_READY_SECONDS) and pickle.loads(receiver.recv_bytes())  # noqa: S301
-            except EOFError:
-                ready = False
+                worker = self._spawn()
+            except Exception:  # noqa: BLE001 - logged; a worker is started again
+                _LOG.exception("a reconstruction worker could not be spawned")
+                worker = None
             with self._lock:
                 closed = self._closed
-            if ready != "ready" or closed:
-                if not closed:
-                    _LOG.error("a reconstruction worker did not start; starting another")
-                worker.stop()
-                if not closed:
-                    self._start_worker()
+            if worker is not None and not closed:
+                self._idle.put(worker)
                 return
-            self._idle.put(worker)
+            if worker is not None:
+                worker.stop()
+            if not closed:
+                _LOG.error("a reconstruction worker did not start; starting another")
+                time.sleep(1.0)  # a broken install does not spin
+                self._start_worker()
 
         threading.Thread(target=start, name="reconstruction-worker-start", daemon=True).start()
+
+    def _spawn(self) -> _Worker | None:
+        """A new worker once it reports ready, or None (stopped) if it does not."""
+        receiver, sender = self._context.Pipe(duplex=True)
+        process = self._context.Process(
+            target=_serve, args=(sender,), name="reconstruction-worker", daemon=True
+        )
+        process.start()
+        sender.close()
+        worker = _Worker(process, receiver)
+        try:
+            ready = receiver.poll(_READY_SECONDS) and pickle.loads(receiver.recv_bytes())  # noqa: S301
+        except EOFError:
+            ready = False
+        if ready == "ready":
+            return worker
+        worker.stop()
+        return None
 
     @property
     def idle(self) -> int:
