@@ -143,11 +143,13 @@ def time_limit_reached(max_seconds: float, bound: str) -> ResourceExhausted:
 class IsolatedRunner:
     """``workers`` processes, each running one computation at a time within ``max_seconds``."""
 
-    def __init__(self, workers: int, max_seconds: float) -> None:
-        if workers < 1 or max_seconds <= 0:
-            raise ValueError("at least one worker and a positive time limit")
+    def __init__(self, workers: int, max_seconds: float, cpu_seconds: float | None = None) -> None:
+        """``cpu_seconds``: the CPU limit of one computation (default ``max_seconds``)."""
+        if workers < 1 or max_seconds <= 0 or (cpu_seconds is not None and cpu_seconds <= 0):
+            raise ValueError("at least one worker and positive limits")
         self.workers = workers
         self.max_seconds = max_seconds
+        self.cpu_seconds = max_seconds if cpu_seconds is None else cpu_seconds
         self._context = multiprocessing.get_context("spawn")
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._lock = threading.Lock()
@@ -215,7 +217,7 @@ class IsolatedRunner:
         with self._lock:
             self.running += 1
         try:
-            worker.connection.send_bytes(_dumps((function, args, self.max_seconds)))
+            worker.connection.send_bytes(_dumps((function, args, self.cpu_seconds)))
             kind, value = self._wait(worker)
         except BaseException:
             self._replace(worker)
@@ -250,7 +252,7 @@ class IsolatedRunner:
         except EOFError:
             worker.process.join(timeout=5)
             if worker.process.exitcode == -signal.SIGXCPU:
-                raise time_limit_reached(self.max_seconds, "CPU") from None
+                raise time_limit_reached(self.cpu_seconds, "CPU") from None
             raise WorkerFailed(
                 f"the reconstruction worker exited ({worker.process.exitcode})"
             ) from None

@@ -19,7 +19,7 @@ from services.reconstruction.servicer import ReconstructionServicer, bindings
 from shared.runtime.client import open_channel
 from shared.runtime.config import ReconstructionBounds, reconstruction_bounds
 from shared.runtime.deadline import reset_inbound_deadline, set_inbound_deadline
-from shared.runtime.errors import DeadlineExceeded, FailedPrecondition
+from shared.runtime.errors import DeadlineExceeded, FailedPrecondition, ResourceExhausted
 from tests.errors import expect_error
 from tests.support import serve
 
@@ -132,6 +132,25 @@ def test_the_callers_deadline_stops_the_work_it_no_longer_waits_for(
         reset_inbound_deadline(token)
     assert stopped.value.reason == "CALL_DEADLINE_PASSED"
     assert runner.stopped == stopped_before + 1
+
+
+def spin_for_ever() -> None:
+    """A computation that never ends (run in a worker process)."""
+    while True:
+        pass
+
+
+def test_a_computation_that_spins_is_ended_by_its_cpu_limit_whoever_waits() -> None:
+    # The wall limit (a liveness bound here) is far away: the kernel ends the worker at 1 s of CPU.
+    runner = IsolatedRunner(1, WAIT_SECONDS, cpu_seconds=1.0)
+    try:
+        with pytest.raises(ResourceExhausted) as stopped:
+            runner.run(spin_for_ever)
+        assert stopped.value.reason == "RECONSTRUCTION_TIME_LIMIT"
+        assert stopped.value.metadata == {"max_seconds": "1", "bound": "CPU"}
+        assert runner.replaced == 1
+    finally:
+        runner.close()
 
 
 def test_a_refusal_crosses_from_the_worker_whole(basic: Case, runner: IsolatedRunner) -> None:
