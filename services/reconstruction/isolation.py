@@ -35,6 +35,7 @@ import resource
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -154,9 +155,9 @@ class IsolatedRunner:
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._lock = threading.Lock()
         self._closed = False
-        # Computations stopped at a bound (the caller's or the service's); workers replaced.
-        self.stopped = 0
-        self.replaced = 0
+        # Computations stopped (their workers replaced), by the reason the caller was given
+        # (WORKER_FAILED for a worker that died or a fault on the pipe).
+        self.stopped_by: Counter[str] = Counter()
         # Computations running now.
         self.running = 0
         for _ in range(workers):
@@ -219,8 +220,8 @@ class IsolatedRunner:
         try:
             worker.connection.send_bytes(_dumps((function, args, self.cpu_seconds)))
             kind, value = self._wait(worker)
-        except BaseException:
-            self._replace(worker)
+        except BaseException as stopped:
+            self._replace(worker, stopped)
             raise
         finally:
             with self._lock:
@@ -257,10 +258,16 @@ class IsolatedRunner:
                 f"the reconstruction worker exited ({worker.process.exitcode})"
             ) from None
 
-    def _replace(self, worker: _Worker) -> None:
+    @property
+    def stopped(self) -> int:
+        """Computations stopped, whatever the reason (each worker replaced)."""
         with self._lock:
-            self.stopped += 1
-            self.replaced += 1
+            return sum(self.stopped_by.values())
+
+    def _replace(self, worker: _Worker, stopped: BaseException) -> None:
+        reason = stopped.reason if isinstance(stopped, DomainError) else "WORKER_FAILED"
+        with self._lock:
+            self.stopped_by[reason] += 1
         worker.stop()
         self._start_worker()
 

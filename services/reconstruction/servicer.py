@@ -6,8 +6,11 @@ Domain errors propagate unchanged; the server bootstrap maps them to rich status
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from functools import partial
 from typing import Any, TypeVar
+
+from prometheus_client.core import Metric
 
 from forge.continuity.v1 import reconstruction_pb2, reconstruction_pb2_grpc
 from services.reconstruction.domain import (
@@ -33,7 +36,7 @@ from shared.runtime.errors import (
     InvalidArgument,
     field_required,
 )
-from shared.runtime.metrics import cache_families, export_at_scrape
+from shared.runtime.metrics import cache_families, counter_family, export_at_scrape, gauge_family
 from shared.runtime.server import ServiceBinding, service_binding
 
 T = TypeVar("T")
@@ -165,7 +168,7 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
     ) -> None:
         # The pinned SDK's work on callers' bytes runs in worker processes, bounded in time and
         # stopped at the caller's deadline (ADR 0048).
-        self._runner = runner if runner is not None else shared_runner()
+        self.runner = runner if runner is not None else shared_runner()
         self._reconstructions = reconstructions if reconstructions is not None else ContentCache()
         self._analyses = analyses if analyses is not None else ContentCache()
         self._reproductions = reproductions if reproductions is not None else ContentCache()
@@ -181,7 +184,7 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
     def _analysis(self, checkpoint: bytes, raw: bytes) -> ResponseAnalysis:
         return self._analyses.get_or_compute(
             content_key("analyze", checkpoint, raw),
-            lambda: self._runner.run(analyze_consumed_response, checkpoint, raw),
+            lambda: self.runner.run(analyze_consumed_response, checkpoint, raw),
         )
 
     def _reconstruction(
@@ -189,7 +192,7 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
     ) -> ReconstructionResult:
         return self._reconstructions.get_or_compute(
             content_key("reconstruct", checkpoint, raw, version, consumed_at),
-            lambda: self._runner.run(
+            lambda: self.runner.run(
                 reconstruct_invalid_read, checkpoint, raw, version, consumed_at
             ),
         )
@@ -251,7 +254,7 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
                     metadata={"field": name},
                     field_violations=[FieldViolation(name, "not JSON")],
                 ) from exc
-        result = self._runner.run(
+        result = self.runner.run(
             reconstruct_readonly_observation,
             request.derived_checkpoint,
             request.raw_response,
@@ -273,7 +276,7 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
         derived = request.derived_checkpoint
         found = self._reproductions.get_or_compute(
             content_key("reproduce", derived),
-            lambda: self._runner.run(reproduce_pending_request, derived),
+            lambda: self.runner.run(reproduce_pending_request, derived),
         )
         digests = found.part_digests
         return reconstruction_pb2.ReproducePendingRequestResponse(
@@ -295,11 +298,29 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
         )
 
 
+def _worker_families(runner: IsolatedRunner) -> Iterator[Metric]:
+    """The worker processes free now, and the computations stopped (by reason)."""
+    yield gauge_family(
+        "forge_reconstruction_workers_idle",
+        "Reconstruction worker processes started and free now (FORGE_RECONSTRUCTION_WORKERS)",
+        runner.idle,
+    )
+    yield counter_family(
+        "forge_reconstruction_stopped",
+        "Computations stopped and their worker replaced, by the reason the caller was given "
+        "(the caller's deadline or cancellation, RECONSTRUCTION_TIME_LIMIT, WORKER_FAILED)",
+        "reason",
+        dict(runner.stopped_by),
+    )
+
+
 def bindings(servicer: ReconstructionServicer | None = None) -> list[ServiceBinding]:
-    """The service, served by ``servicer`` (default: one with worker processes of its own)."""
+    """The service, served by ``servicer`` (default: one on the process's worker processes)."""
     if servicer is None:
-        bounds = reconstruction_bounds()
-        servicer = ReconstructionServicer(runner=IsolatedRunner(bounds.workers, bounds.max_seconds))
+        servicer = ReconstructionServicer()
+    runner = servicer.runner
+    if isinstance(runner, IsolatedRunner):
+        export_at_scrape("reconstruction_workers", partial(_worker_families, runner))
     # The hit rate operators watch: hits / (hits + misses), per cache.
     export_at_scrape(
         "reconstruction_cache",

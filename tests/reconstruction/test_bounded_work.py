@@ -132,6 +132,7 @@ def test_the_callers_deadline_stops_the_work_it_no_longer_waits_for(
         reset_inbound_deadline(token)
     assert stopped.value.reason == "CALL_DEADLINE_PASSED"
     assert runner.stopped == stopped_before + 1
+    assert runner.stopped_by["CALL_DEADLINE_PASSED"] == 1
 
 
 def spin_for_ever() -> None:
@@ -148,7 +149,7 @@ def test_a_computation_that_spins_is_ended_by_its_cpu_limit_whoever_waits() -> N
             runner.run(spin_for_ever)
         assert stopped.value.reason == "RECONSTRUCTION_TIME_LIMIT"
         assert stopped.value.metadata == {"max_seconds": "1", "bound": "CPU"}
-        assert runner.replaced == 1
+        assert runner.stopped_by == {"RECONSTRUCTION_TIME_LIMIT": 1}
     finally:
         runner.close()
 

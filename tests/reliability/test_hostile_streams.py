@@ -245,7 +245,7 @@ def test_a_costly_reconstruction_input_is_stopped_while_others_are_answered(
         unloaded_p99_ms=round(unloaded_p99 * 1000, 1),
         attacked_p99_ms=round(attacked_p99 * 1000, 1),
         attacked_p99_ratio=round(attacked_p99 / unloaded_p99, 2),
-        workers_replaced=runner.replaced,
+        workers_replaced=runner.stopped,
     )
     assert codes == Counter({"OK": 3 * LEGITIMATE_CALLERS * LEGITIMATE_CALLS})
     assert hostile_codes and set(hostile_codes) == {"RESOURCE_EXHAUSTED RECONSTRUCTION_TIME_LIMIT"}
