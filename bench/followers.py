@@ -34,9 +34,16 @@ from shared.runtime.client import open_channel
 FOLLOWERS = 100
 REPLICAS = 2
 READER_TOKEN = "dev-reader-token"  # noqa: S105 - local-only development credential
-# Each ledger process holds half the followers on its pool threads; both settings are raised
-# for the bench processes only (the defaults are 8 followers of 32 threads).
-PROCESS_ENV = {"FORGE_MAX_JOURNAL_FOLLOWERS": "64", "FORGE_SERVER_THREADS": "160"}
+# Each ledger process holds half the followers on its pool threads, all under the one reader
+# token (the figure is the fan-out of one process, whoever follows): the settings are raised for
+# the bench processes only (the defaults are 8 followers of 32 threads, 4 per caller, and a
+# stream ends after 900 s; the followers here live as long as their 3600 s deadline).
+PROCESS_ENV = {
+    "FORGE_MAX_JOURNAL_FOLLOWERS": "64",
+    "FORGE_MAX_FOLLOWERS_PER_CALLER": "64",
+    "FORGE_MAX_STREAM_SECONDS": "3600",
+    "FORGE_SERVER_THREADS": "160",
+}
 DELIVERY_WAIT_SECONDS = 120.0
 # The followers of the figure ask for batches (StreamJournalRequest.max_entries_per_message): a
 # follower of a busy run then receives what each poll found in one message. Each round also runs

@@ -378,8 +378,6 @@ class GrpcCandidateSources:
         reconstruction_version = VERSIONS[version].reconstruction_version
         return self.answers.get_or_compute(
             content_key(checkpoint, raw_response, reconstruction_version, consumed_at),
-            # About what an answer holds: the derived checkpoint is the source one, continued.
-            len(checkpoint) + len(raw_response),
             lambda: self._analyze_and_reconstruct(
                 checkpoint, raw_response, reconstruction_version, consumed_at
             ),

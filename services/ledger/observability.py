@@ -67,6 +67,17 @@ def _families(engine: Engine, ledger: Ledger) -> Iterator[Metric]:
         "StreamJournal followers allowed at once (FORGE_MAX_JOURNAL_FOLLOWERS)",
         followers.limit,
     )
+    yield gauge_family(
+        "forge_ledger_journal_streams_in_use",
+        "StreamJournal streams that do not follow and streamed snapshots open now",
+        followers.streams.in_use,
+    )
+    yield gauge_family(
+        "forge_ledger_journal_streams_limit",
+        "Streams that do not follow and streamed snapshots allowed at once "
+        "(FORGE_MAX_JOURNAL_STREAMS)",
+        followers.streams.limit,
+    )
 
 
 def _pool(engine: Engine) -> Iterator[Metric]:

@@ -57,7 +57,7 @@ from services.ledger.transactions.signed_heads import HeadFeedPage, SignedHeadPa
 from shared.continuity.admissibility_facts import REVIEW
 from shared.continuity.journal_chain import Verification
 from shared.continuity.timeutil import Clock, utc_now
-from shared.runtime.config import journal_follower_limit
+from shared.runtime.config import StreamBounds, stream_bounds
 from shared.runtime.errors import DomainError, RefusalDetail
 from shared.runtime.events import record_event
 
@@ -86,7 +86,7 @@ class Ledger:
         engine: Engine,
         clock: Clock = utc_now,
         *,
-        max_journal_followers: int | None = None,
+        stream_limits: StreamBounds | None = None,
         authority: Authority = no_authority,
         verifier: ReconciliationVerifier | None = None,
         signer: HeadSigner | None = None,
@@ -97,8 +97,9 @@ class Ledger:
         self._authority = authority
         # The deployment's reconciliation verifier; the default proves nothing.
         self._verifier = verifier if verifier is not None else RefusingVerifier()
-        limit = journal_follower_limit() if max_journal_followers is None else max_journal_followers
-        self.journal_followers = JournalFollowers(limit, self._context)
+        self.journal_followers = JournalFollowers(
+            stream_bounds() if stream_limits is None else stream_limits, self._context
+        )
 
     def _handing_off(self, bound: BoundAction) -> RefusalDetail[common_pb2.HandoffPayload]:
         """Around a continuation action: each refusal by the state carries the handoff of the
@@ -161,9 +162,13 @@ class Ledger:
         return journal.verify(self._context, run_id)
 
     def read_snapshot(
-        self, run_id: str, *, closure_blobs: bool = False
+        self, run_id: str, *, caller: str, closure_blobs: bool = False
     ) -> Iterator[snapshot.SnapshotPart]:
-        return snapshot.read(self._context, run_id, closure_blobs=closure_blobs, streamed=True)
+        """The streamed snapshot, holding one of ``caller``'s stream slots while it is read."""
+        with self.journal_followers.streams.hold(caller):
+            yield from snapshot.read(
+                self._context, run_id, closure_blobs=closure_blobs, streamed=True
+            )
 
     def read_whole_snapshot(
         self,
@@ -184,6 +189,7 @@ class Ledger:
         run_id: str,
         from_sequence: int,
         *,
+        caller: str,
         follow: bool,
         is_active: Callable[[], bool],
         batch_entries: int = 0,
@@ -193,6 +199,7 @@ class Ledger:
             self.journal_followers,
             run_id,
             from_sequence,
+            caller=caller,
             follow=follow,
             is_active=is_active,
             batch_entries=batch_entries,

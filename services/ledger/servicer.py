@@ -236,6 +236,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         for batch in self._ledger.stream_journal(
             request.run_id,
             request.from_sequence,
+            caller=current_principal().identity,
             follow=request.follow,
             is_active=context.is_active,
             batch_entries=request.max_entries_per_message,
@@ -252,7 +253,9 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         self, request: ledger_pb2.ReadRunSnapshotRequest, context: grpc.ServicerContext
     ) -> Iterator[ledger_pb2.ReadRunSnapshotResponse]:
         for part in self._ledger.read_snapshot(
-            request.run_id, closure_blobs=request.include_closure_blobs
+            request.run_id,
+            caller=current_principal().identity,
+            closure_blobs=request.include_closure_blobs,
         ):
             if isinstance(part, SnapshotHeader):
                 yield ledger_pb2.ReadRunSnapshotResponse(header=_snapshot_header(part))

@@ -5,9 +5,12 @@ Domain errors propagate unchanged; the server bootstrap maps them to rich status
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Iterator
 from functools import partial
 from typing import Any, TypeVar
+
+from prometheus_client.core import Metric
 
 from forge.continuity.v1 import reconstruction_pb2, reconstruction_pb2_grpc
 from services.reconstruction.domain import (
@@ -21,33 +24,36 @@ from services.reconstruction.domain import (
     reproduce_pending_request,
 )
 from services.reconstruction.domain.observation import reconstruct_readonly_observation
+from services.reconstruction.isolation import IsolatedRunner, Runner
 from shared.continuity.canonical import CanonicalJsonError, canonical_text, parse_json
 from shared.contract.terms import VERSION_BY_RECONSTRUCTION_ENUM
 from shared.runtime.auth import Role
+from shared.runtime.config import reconstruction_bounds
 from shared.runtime.content_cache import ContentCache, content_key
-from shared.runtime.deadline import abandon_if_gone
 from shared.runtime.errors import (
     FailedPrecondition,
     FieldViolation,
     InvalidArgument,
     field_required,
 )
-from shared.runtime.metrics import cache_families, export_at_scrape
+from shared.runtime.metrics import cache_families, counter_family, export_at_scrape, gauge_family
 from shared.runtime.server import ServiceBinding, service_binding
 
 T = TypeVar("T")
 
 
-def _when_wanted(compute: Callable[[], T]) -> Callable[[], T]:
-    """``compute`` that first checks the caller still waits: the pinned SDK's work on the
-    caller's bytes is not started for a call whose deadline passed while it queued (issue 45
-    §2; the SDK's own run is not interrupted)."""
+_SHARED: list[IsolatedRunner] = []
+_SHARED_LOCK = threading.Lock()
 
-    def run() -> T:
-        abandon_if_gone()
-        return compute()
 
-    return run
+def shared_runner() -> IsolatedRunner:
+    """The process's worker processes (FORGE_RECONSTRUCTION_WORKERS and _SECONDS), started at
+    first use; every servicer of the process that is given no runner shares them."""
+    with _SHARED_LOCK:
+        if not _SHARED:
+            bounds = reconstruction_bounds()
+            _SHARED.append(IsolatedRunner(bounds.workers, bounds.max_seconds))
+        return _SHARED[0]
 
 
 def _require(request: Any, *fields: str) -> None:
@@ -157,7 +163,12 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
         reconstructions: ContentCache[ReconstructionResult] | None = None,
         analyses: ContentCache[ResponseAnalysis] | None = None,
         reproductions: ContentCache[PendingRequest] | None = None,
+        *,
+        runner: Runner | None = None,
     ) -> None:
+        # The pinned SDK's work on callers' bytes runs in worker processes, bounded in time and
+        # stopped at the caller's deadline (ADR 0048).
+        self.runner = runner if runner is not None else shared_runner()
         self._reconstructions = reconstructions if reconstructions is not None else ContentCache()
         self._analyses = analyses if analyses is not None else ContentCache()
         self._reproductions = reproductions if reproductions is not None else ContentCache()
@@ -173,8 +184,7 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
     def _analysis(self, checkpoint: bytes, raw: bytes) -> ResponseAnalysis:
         return self._analyses.get_or_compute(
             content_key("analyze", checkpoint, raw),
-            len(raw),
-            _when_wanted(lambda: analyze_consumed_response(checkpoint, raw)),
+            lambda: self.runner.run(analyze_consumed_response, checkpoint, raw),
         )
 
     def _reconstruction(
@@ -182,8 +192,9 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
     ) -> ReconstructionResult:
         return self._reconstructions.get_or_compute(
             content_key("reconstruct", checkpoint, raw, version, consumed_at),
-            2 * (len(checkpoint) + len(raw)),
-            _when_wanted(lambda: reconstruct_invalid_read(checkpoint, raw, version, consumed_at)),
+            lambda: self.runner.run(
+                reconstruct_invalid_read, checkpoint, raw, version, consumed_at
+            ),
         )
 
     def ReconstructInvalidRead(
@@ -243,8 +254,12 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
                     metadata={"field": name},
                     field_violations=[FieldViolation(name, "not JSON")],
                 ) from exc
-        result = reconstruct_readonly_observation(
-            request.derived_checkpoint, request.raw_response, request.consumed_at, retained
+        result = self.runner.run(
+            reconstruct_readonly_observation,
+            request.derived_checkpoint,
+            request.raw_response,
+            request.consumed_at,
+            retained,
         )
         return reconstruction_pb2.ReconstructReadonlyObservationResponse(
             derived_checkpoint=result.derived_checkpoint,
@@ -261,8 +276,7 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
         derived = request.derived_checkpoint
         found = self._reproductions.get_or_compute(
             content_key("reproduce", derived),
-            4 * len(derived),
-            _when_wanted(lambda: reproduce_pending_request(derived)),
+            lambda: self.runner.run(reproduce_pending_request, derived),
         )
         digests = found.part_digests
         return reconstruction_pb2.ReproducePendingRequestResponse(
@@ -284,8 +298,29 @@ class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServic
         )
 
 
-def bindings() -> list[ServiceBinding]:
-    servicer = ReconstructionServicer()
+def _worker_families(runner: IsolatedRunner) -> Iterator[Metric]:
+    """The worker processes free now, and the computations stopped (by reason)."""
+    yield gauge_family(
+        "forge_reconstruction_workers_idle",
+        "Reconstruction worker processes started and free now (FORGE_RECONSTRUCTION_WORKERS)",
+        runner.idle,
+    )
+    yield counter_family(
+        "forge_reconstruction_stopped",
+        "Computations stopped and their worker replaced, by the reason the caller was given "
+        "(the caller's deadline or cancellation, RECONSTRUCTION_TIME_LIMIT, WORKER_FAILED)",
+        "reason",
+        dict(runner.stopped_by),
+    )
+
+
+def bindings(servicer: ReconstructionServicer | None = None) -> list[ServiceBinding]:
+    """The service, served by ``servicer`` (default: one on the process's worker processes)."""
+    if servicer is None:
+        servicer = ReconstructionServicer()
+    runner = servicer.runner
+    if isinstance(runner, IsolatedRunner):
+        export_at_scrape("reconstruction_workers", partial(_worker_families, runner))
     # The hit rate operators watch: hits / (hits + misses), per cache.
     export_at_scrape(
         "reconstruction_cache",

@@ -451,3 +451,90 @@ def journal_follower_limit(env: Mapping[str, str] | None = None) -> int:
             f"(half of the {threads} server threads), not {limit}"
         )
     return limit
+
+
+#: One caller (a principal) holds at most this many followers, so no single token takes every
+#: slot (issue 45 §2); at most the follower limit.
+DEFAULT_MAX_FOLLOWERS_PER_CALLER = 4
+#: Concurrent streams that do not follow (a whole-journal StreamJournal, a streamed
+#: ReadRunSnapshot): each holds a pool thread while its reader reads.
+DEFAULT_MAX_JOURNAL_STREAMS = 8
+#: A StreamJournal ends UNAVAILABLE STREAM_TIME_LIMIT after this long (the caller resumes from
+#: the next_sequence it names), so no stream holds a pool thread for ever.
+DEFAULT_MAX_STREAM_SECONDS = 900.0
+
+
+def _bounded_integer(env: Mapping[str, str], name: str, default: int, ceiling: int) -> int:
+    """The variable ``name`` as an integer in 1..``ceiling``, else ``default``."""
+    text = _env(env, name, str(default))
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, not {text!r}") from None
+    if not 1 <= value <= ceiling:
+        raise ValueError(f"{name} must be in 1..{ceiling}, not {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class StreamBounds:
+    """What the ledger's streams may hold at once, and for how long (ADR 0033, issue 45 §2)."""
+
+    followers: int = DEFAULT_MAX_JOURNAL_FOLLOWERS
+    followers_per_caller: int = DEFAULT_MAX_FOLLOWERS_PER_CALLER
+    streams: int = DEFAULT_MAX_JOURNAL_STREAMS
+    max_stream_seconds: float = DEFAULT_MAX_STREAM_SECONDS
+
+    def __post_init__(self) -> None:
+        if min(self.followers, self.followers_per_caller, self.streams) < 1:
+            raise ValueError("stream bounds must be at least 1")
+        if self.max_stream_seconds <= 0:
+            raise ValueError("the stream time limit must be positive")
+
+
+def stream_bounds(env: Mapping[str, str] | None = None) -> StreamBounds:
+    """FORGE_MAX_JOURNAL_FOLLOWERS, FORGE_MAX_FOLLOWERS_PER_CALLER (at most the first),
+    FORGE_MAX_JOURNAL_STREAMS (at most half the server's threads) and FORGE_MAX_STREAM_SECONDS
+    (in (0, 86400])."""
+    env = os.environ if env is None else env
+    followers = journal_follower_limit(env)
+    per_caller_default = min(DEFAULT_MAX_FOLLOWERS_PER_CALLER, followers)
+    return StreamBounds(
+        followers=followers,
+        followers_per_caller=_bounded_integer(
+            env, "FORGE_MAX_FOLLOWERS_PER_CALLER", per_caller_default, followers
+        ),
+        streams=_bounded_integer(
+            env, "FORGE_MAX_JOURNAL_STREAMS", DEFAULT_MAX_JOURNAL_STREAMS, server_threads(env) // 2
+        ),
+        max_stream_seconds=_seconds_setting(
+            env, "FORGE_MAX_STREAM_SECONDS", DEFAULT_MAX_STREAM_SECONDS, 86400
+        ),
+    )
+
+
+# --- reconstruction's worker processes (ADR 0048) ----------------------------------------------
+
+#: Worker processes that run the pinned SDK on callers' bytes, one computation each at a time.
+DEFAULT_RECONSTRUCTION_WORKERS = 2
+#: A computation stopped after this many seconds (wall time, and CPU time in the worker).
+DEFAULT_RECONSTRUCTION_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class ReconstructionBounds:
+    workers: int = DEFAULT_RECONSTRUCTION_WORKERS
+    max_seconds: float = DEFAULT_RECONSTRUCTION_SECONDS
+
+
+def reconstruction_bounds(env: Mapping[str, str] | None = None) -> ReconstructionBounds:
+    """FORGE_RECONSTRUCTION_WORKERS (1..64) and FORGE_RECONSTRUCTION_SECONDS (in (0, 600])."""
+    env = os.environ if env is None else env
+    return ReconstructionBounds(
+        workers=_bounded_integer(
+            env, "FORGE_RECONSTRUCTION_WORKERS", DEFAULT_RECONSTRUCTION_WORKERS, 64
+        ),
+        max_seconds=_seconds_setting(
+            env, "FORGE_RECONSTRUCTION_SECONDS", DEFAULT_RECONSTRUCTION_SECONDS, 600
+        ),
+    )

@@ -9,7 +9,9 @@ candidate service remembers reconstruction's answers, so the admission's candida
 the operator's read of the same run, crosses no hop to reconstruction (ADR 0028). Refusals are
 not remembered: they are recomputed, as before.
 
-Bounded by entry count and by the bytes the entries hold, least recently used first out.
+Bounded by entry count and by the memory the entries hold, least recently used first out. Each
+result is measured once, when it is kept (``shared.runtime.memory_size.held_bytes``: the objects it
+holds, not the size of its inputs or of its serialized form; ADR 0048).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Final, Generic, TypeVar
+
+from shared.runtime.memory_size import held_bytes
 
 ResultT = TypeVar("ResultT")
 
@@ -53,14 +57,13 @@ class ContentCache(Generic[ResultT]):
     def get_or_compute(
         self,
         key: str,
-        size: int,
         compute: Callable[[], ResultT],
         *,
         remember: Callable[[ResultT], bool] | None = None,
     ) -> ResultT:
         """The cached result of ``key``, or ``compute()`` (remembered when it returns, and when
-        ``remember`` of it is true: a result that carries a refusal is not). ``size``
-        approximates the bytes the result holds; a result above the byte bound is not kept."""
+        ``remember`` of it is true: a result that carries a refusal is not). A result is counted
+        by the memory it holds, measured; one above the byte bound is not kept."""
         with self._lock:
             found = self._entries.get(key)
             if found is not None:
@@ -69,7 +72,10 @@ class ContentCache(Generic[ResultT]):
                 return found[0]
             self.misses += 1
         result = compute()  # outside the lock: concurrent misses compute in parallel
-        if size <= self._max_bytes and (remember is None or remember(result)):
+        if remember is not None and not remember(result):
+            return result
+        size = held_bytes(result)
+        if size <= self._max_bytes:
             with self._lock:
                 if key not in self._entries:
                     self._entries[key] = (result, size)

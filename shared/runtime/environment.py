@@ -99,7 +99,28 @@ ENVIRONMENT: Mapping[str, str] = {
         "ledger: concurrent StreamJournal followers (default 8, at most half the server's thread "
         "pool)"
     ),
+    "FORGE_MAX_FOLLOWERS_PER_CALLER": (
+        "ledger: StreamJournal followers one caller (principal) may hold at once (default 4, at "
+        "most FORGE_MAX_JOURNAL_FOLLOWERS)"
+    ),
+    "FORGE_MAX_JOURNAL_STREAMS": (
+        "ledger: concurrent StreamJournal streams that do not follow and streamed "
+        "ReadRunSnapshot calls (default 8, one caller at most half; at most half the server's "
+        "thread pool)"
+    ),
+    "FORGE_MAX_STREAM_SECONDS": (
+        "ledger: a StreamJournal ends UNAVAILABLE STREAM_TIME_LIMIT after this many seconds, "
+        "naming the sequence to resume from (default 900)"
+    ),
     "FORGE_SERVER_THREADS": "threads of each service's gRPC server pool (default 32)",
+    "FORGE_RECONSTRUCTION_WORKERS": (
+        "reconstruction: worker processes that run the pinned SDK on callers' bytes, one "
+        "computation each at a time (default 2, at most 64)"
+    ),
+    "FORGE_RECONSTRUCTION_SECONDS": (
+        "reconstruction: a computation is stopped after this many seconds of wall or CPU time, "
+        "RESOURCE_EXHAUSTED RECONSTRUCTION_TIME_LIMIT (default 10)"
+    ),
     "FORGE_RECONCILIATION_VERIFIER": (
         "ledger: the deployment's reconciliation verifier: local-process (workers on the "
         "ledger's host, in its pid namespace; make run's default), refusing, or "

@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import ClassVar, Generic, TypeVar
 
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, duration_pb2
 from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
@@ -112,6 +112,40 @@ class DomainError(Exception):
 
     def __str__(self) -> str:
         return f"{self.kind.name} {self.reason}: {self.message}"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled as what it carries (a refusal crosses from a worker process whole)."""
+        return (
+            _rebuild,
+            (
+                type(self),
+                self.reason,
+                self.message,
+                self.metadata,
+                self.field_violations,
+                self.precondition_violations,
+                self.details,
+            ),
+        )
+
+
+def _rebuild(
+    kind: type[DomainError],
+    reason: str,
+    message: str,
+    metadata: Mapping[str, str],
+    field_violations: Sequence[FieldViolation],
+    precondition_violations: Sequence[PreconditionViolation],
+    details: Sequence[Message],
+) -> DomainError:
+    return kind(
+        reason,
+        message,
+        metadata=metadata,
+        field_violations=field_violations,
+        precondition_violations=precondition_violations,
+        details=details,
+    )
 
 
 class InvalidArgument(DomainError):
@@ -252,6 +286,21 @@ def field_required(field: str, message: str = "") -> InvalidArgument:
         message or f"{field} is required",
         metadata={"field": field},
         field_violations=[FieldViolation(field, "required")],
+    )
+
+
+def exhausted_for_now(
+    reason: str, message: str, *, limit: int, retry_after_ms: int
+) -> ResourceExhausted:
+    """RESOURCE_EXHAUSTED ``reason`` for a bound that frees as other work ends: metadata
+    ``limit`` and ``retry_after_ms``, and a RetryInfo detail asking for that delay."""
+    delay = duration_pb2.Duration()
+    delay.FromMilliseconds(retry_after_ms)
+    return ResourceExhausted(
+        reason,
+        message,
+        metadata={"limit": str(limit), "retry_after_ms": str(retry_after_ms)},
+        details=(error_details_pb2.RetryInfo(retry_delay=delay),),
     )
 
 

@@ -30,11 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf import descriptor as _descriptor
-from google.protobuf import duration_pb2
-from google.rpc import error_details_pb2
 
 from shared.runtime.auth import Directory, Role, authorize
-from shared.runtime.errors import DomainError, ResourceExhausted, to_status
+from shared.runtime.errors import DomainError, ResourceExhausted, exhausted_for_now, to_status
 from shared.runtime.log_context import FIELDS_ATTRIBUTE
 from shared.runtime.metrics import count_gate_refusal
 
@@ -157,13 +155,11 @@ class Gate(Interceptor):
         return continuation(details)
 
     def _busy(self) -> DomainError:
-        delay = duration_pb2.Duration()
-        delay.FromMilliseconds(self._retry_after_ms)
-        return ResourceExhausted(
+        return exhausted_for_now(
             "SERVER_BUSY",
             f"the service holds {self._max_calls} calls; retry after {self._retry_after_ms} ms",
-            metadata={"limit": str(self._max_calls), "retry_after_ms": str(self._retry_after_ms)},
-            details=(error_details_pb2.RetryInfo(retry_delay=delay),),
+            limit=self._max_calls,
+            retry_after_ms=self._retry_after_ms,
         )
 
     def _refusal(

@@ -358,10 +358,26 @@ _REASONS: tuple[Reason, ...] = (
            "the factory has as many pending tickets as the policy allows"),
     Reason("COMMAND_LIMIT_REACHED", _RE, ("limit", "used"),
            "the run's command limit is used up; the command is refused before it runs"),
-    Reason("JOURNAL_FOLLOWERS_EXHAUSTED", _RE, ("limit",), "too many concurrent journal followers"),
+    Reason("JOURNAL_FOLLOWERS_EXHAUSTED", _RE, ("limit", "retry_after_ms"),
+           "as many journal followers as the ledger allows are open; nothing was read: retry "
+           "after the RetryInfo delay, or read pages"),
+    Reason("JOURNAL_FOLLOWERS_PER_CALLER_EXHAUSTED", _RE, ("limit", "retry_after_ms"),
+           "the caller already holds as many journal followers as one caller may "
+           "(FORGE_MAX_FOLLOWERS_PER_CALLER); nothing was read: end one, or retry after the "
+           "RetryInfo delay"),
+    Reason("JOURNAL_STREAMS_EXHAUSTED", _RE, ("limit", "retry_after_ms"),
+           "as many journal streams and streamed snapshots (that do not follow) as the ledger "
+           "allows are open; nothing was read: retry after the RetryInfo delay"),
+    Reason("JOURNAL_STREAMS_PER_CALLER_EXHAUSTED", _RE, ("limit", "retry_after_ms"),
+           "the caller already holds half the ledger's journal streams and streamed snapshots; "
+           "nothing was read: retry after the RetryInfo delay"),
     Reason("SERVER_BUSY", _RE, ("limit", "retry_after_ms"),
            "the service holds as many calls as it runs and queues; nothing was done: retry after "
            "the RetryInfo delay (also sent as grpc-retry-pushback-ms)"),
+    Reason("RECONSTRUCTION_TIME_LIMIT", _RE, ("bound", "max_seconds"),
+           "the pinned SDK's work on these bytes reached the reconstruction service's wall-time "
+           "or CPU-time limit (FORGE_RECONSTRUCTION_SECONDS) and was stopped; the same bytes "
+           "are stopped again: do not retry them"),
     Reason("CALL_DEADLINE_PASSED", ErrorKind.DEADLINE_EXCEEDED, (),
            "the call's deadline passed during work that grows with its input; the work stopped"),
     Reason("CALL_ABANDONED", ErrorKind.CANCELLED, (),
@@ -399,6 +415,9 @@ _REASONS: tuple[Reason, ...] = (
     Reason("SERVICE_UNREACHABLE", _UV, ("service", "target"),
            "the client could not reach the named service at the named address (nothing "
            "listens there, or the network refused); safe to retry once it runs"),
+    Reason("STREAM_TIME_LIMIT", _UV, ("max_seconds", "next_sequence"),
+           "the journal stream reached the ledger's time limit (FORGE_MAX_STREAM_SECONDS) and "
+           "ended; every entry before next_sequence was delivered: resume from it"),
     Reason("DATABASE_UNAVAILABLE", _UV, (),
            "the ledger lost its database connection; a write's outcome is unknown until a "
            "same-ID retry or read-back settles it"),

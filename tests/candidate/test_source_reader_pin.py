@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from forge.continuity.v1 import candidate_pb2, common_pb2, policy_pb2
+from services.reconstruction.isolation import InProcessRunner
+from services.reconstruction.servicer import ReconstructionServicer
 from services.reconstruction.servicer import bindings as reconstruction_bindings
 from services.reconstruction.worker_adapter import historical
 from tests.support import Served, serve
@@ -20,8 +22,10 @@ from .conftest import Candidate, Stack, actions, hold_pairs
 @pytest.fixture
 def reconstruction_server() -> Iterator[Served]:
     """A reconstruction service of this test's own: its result cache starts empty, so the
-    reconstruction runs under the source reader as installed now."""
-    with serve("reconstruction", reconstruction_bindings()) as served:
+    reconstruction runs under the source reader as installed now, in this process (where the
+    test changes it)."""
+    servicer = ReconstructionServicer(runner=InProcessRunner())
+    with serve("reconstruction", reconstruction_bindings(servicer)) as served:
         yield served
 
 

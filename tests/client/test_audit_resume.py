@@ -1,7 +1,8 @@
 """The audit export's journal stream resumes after the last entry it received when the stream
 ends UNAVAILABLE, as it does when a server recycles the connection at its maximum age
-(FORGE_GRPC_MAX_CONNECTION_AGE_MS) during a long export. A real server answers for the ledger's
-contract with a scripted StreamJournal."""
+(FORGE_GRPC_MAX_CONNECTION_AGE_MS) or the ledger's stream time limit ends it
+(STREAM_TIME_LIMIT, FORGE_MAX_STREAM_SECONDS) during a long export. A real server answers for
+the ledger's contract with a scripted StreamJournal."""
 
 from __future__ import annotations
 
@@ -23,8 +24,13 @@ LEDGER = ledger_pb2.DESCRIPTOR.services_by_name["LedgerService"]
 
 
 @pytest.mark.parametrize("batched", [False, True], ids=["one-entry-a-message", "batches"])
-def test_a_journal_stream_cut_unavailable_resumes_after_its_last_entry(batched: bool) -> None:
-    """The client asks for batches; a ledger older than batching answers one entry a message."""
+@pytest.mark.parametrize("cut", ["SERVICE_UNAVAILABLE", "STREAM_TIME_LIMIT"])
+def test_a_journal_stream_cut_unavailable_resumes_after_its_last_entry(
+    batched: bool, cut: str
+) -> None:
+    """The client asks for batches; a ledger older than batching answers one entry a message.
+    The stream is cut as a connection at its maximum age is, or as the ledger's stream time limit
+    ends it (ADR 0048)."""
     requested: list[int] = []
 
     def stream_journal(request: Any, _context: grpc.ServicerContext) -> Iterator[Any]:
@@ -40,7 +46,7 @@ def test_a_journal_stream_cut_unavailable_resumes_after_its_last_entry(batched: 
             else:
                 yield ledger_pb2.StreamJournalResponse(entry=entries[0])
             if len(requested) == 1 and entries[-1].sequence == 2:
-                raise Unavailable("SERVICE_UNAVAILABLE", "the connection reached its maximum age")
+                raise Unavailable(cut, "the stream was cut", metadata={"next_sequence": "3"})
 
     def behaviour_of(name: str) -> Callable[[Any, grpc.ServicerContext], Any]:
         return stream_journal if name == "StreamJournal" else lambda _r, _c: None

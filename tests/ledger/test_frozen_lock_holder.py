@@ -92,7 +92,7 @@ def test_a_streamed_snapshot_waits_for_its_reader_past_the_short_idle_limit(
     try:
         with serve("ledger", bindings(ledger)) as served:
             seed_held_run(LedgerClients(served).ledger(), load_fixture("v1_basic"), "run-1")
-        parts = ledger.read_snapshot("run-1")
+        parts = ledger.read_snapshot("run-1", caller="reader")
         assert isinstance(next(parts), SnapshotHeader)
         time.sleep(1.0)  # the reader is slow to take the next message
         rest = list(parts)

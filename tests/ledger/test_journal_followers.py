@@ -22,6 +22,7 @@ from services.ledger.transactions.base import LedgerContext
 from shared.runtime.config import (
     DEFAULT_MAX_JOURNAL_FOLLOWERS,
     DEFAULT_SERVER_THREADS,
+    StreamBounds,
     journal_follower_limit,
     server_threads,
 )
@@ -31,12 +32,15 @@ from tests.ledger.conftest import LedgerClients, run_request
 from tests.support import serve, token_roles
 
 LIMIT = 3
+# These tests follow under one token; the bound per caller has its own tests (test_stream_bounds).
+ONE_CALLER_MAY_TAKE_ALL = StreamBounds(followers=LIMIT, followers_per_caller=LIMIT)
 
 
 @pytest.fixture
 def bounded(engine: Engine) -> Iterator[LedgerClients]:
     with serve(
-        "ledger", bindings(Ledger(engine, max_journal_followers=LIMIT, authority=token_roles))
+        "ledger",
+        bindings(Ledger(engine, stream_limits=ONE_CALLER_MAY_TAKE_ALL, authority=token_roles)),
     ) as served:
         yield LedgerClients(served)
 
@@ -63,8 +67,8 @@ class Follower:
     The client's tracing interceptor makes the stream's span current while the stream is open;
     each stream runs in its own context so open streams never leak a span into the test."""
 
-    def __init__(self, clients: LedgerClients) -> None:
-        self.channel = clients.channel("reader-token")
+    def __init__(self, clients: LedgerClients, token: str = "reader-token") -> None:
+        self.channel = clients.channel(token)
         self._context = contextvars.copy_context()
         self.stream = self._context.run(
             ledger_pb2_grpc.LedgerServiceStub(self.channel).StreamJournal,

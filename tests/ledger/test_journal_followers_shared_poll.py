@@ -20,6 +20,7 @@ from services.ledger.database import make_engine
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
 from services.ledger.transactions import followers as followers_module
+from shared.runtime.config import StreamBounds
 from tests.errors import expect_error
 from tests.ledger.conftest import LedgerClients, run_request
 from tests.support import serve, token_roles
@@ -127,7 +128,11 @@ def _append(stub: ledger_pb2_grpc.LedgerServiceStub, run_id: str, head: str, not
 
 @pytest.fixture
 def ledger(engine: Engine) -> Ledger:
-    return Ledger(engine, max_journal_followers=FOLLOWERS + 3, authority=token_roles)
+    return Ledger(
+        engine,
+        stream_limits=StreamBounds(followers=FOLLOWERS + 3, followers_per_caller=FOLLOWERS + 3),
+        authority=token_roles,
+    )
 
 
 @pytest.fixture

@@ -199,6 +199,8 @@ def test_the_ledger_reports_its_lock_caps_queue_followers_pool_and_schema(
     assert value("forge_ledger_pending_ticket_limit") == 1
     assert value("forge_ledger_journal_followers_in_use") == 1
     assert value("forge_ledger_journal_followers_limit") >= 1
+    assert value("forge_ledger_journal_streams_in_use") == 0
+    assert value("forge_ledger_journal_streams_limit") >= 1
     assert value("forge_ledger_db_pool_capacity") == 10 + 40
     # Present (a follower holds a connection only while it reads, so 0 between its polls).
     assert value("forge_ledger_db_pool_in_use") >= 0

@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 
 from forge.continuity.v1 import reconstruction_pb2
+from services.reconstruction.domain import reconstruct_invalid_read
 from services.reconstruction.servicer import ReconstructionServicer
+from shared.runtime.content_cache import ContentCache
 from shared.runtime.deadline import reset_inbound_deadline, set_inbound_deadline
 from shared.runtime.errors import DeadlineExceeded, InvalidArgument
+from shared.runtime.memory_size import held_bytes
 
 CASE = Path(__file__).resolve().parents[1] / "data" / "fixtures" / "v1_basic"
 MANIFEST = json.loads((CASE.parent / "manifest.json").read_text())
@@ -59,3 +62,25 @@ def test_a_call_whose_deadline_passed_does_not_start_the_sdk() -> None:
     assert stopped.value.reason == "CALL_DEADLINE_PASSED"
     assert servicer.caches()["analyses"].misses == 1
     assert servicer.AnalyzeConsumedResponse(request, None).SerializeToString()  # in time: answered
+
+
+def test_the_caches_count_the_memory_their_results_hold() -> None:
+    """A result holds far more than its inputs' size (the derived checkpoint, the witness, the
+    contract, each as bytes and as parsed values): the caches measure it."""
+    servicer = ReconstructionServicer(reconstructions=ContentCache(), analyses=ContentCache())
+    checkpoint = (CASE / "checkpoint.json").read_bytes()
+    raw = (CASE / "raw_response.json").read_bytes()
+    consumed_at = MANIFEST["v1_basic"]["consumed_at"]
+    request = reconstruction_pb2.ReconstructInvalidReadRequest(
+        checkpoint=checkpoint,
+        raw_response=raw,
+        version=reconstruction_pb2.RECONSTRUCTION_VERSION_V1,
+        consumed_at=consumed_at,
+    )
+    servicer.ReconstructInvalidRead(request, None)
+    counted = servicer.caches()["reconstructions"].held_bytes
+    # The cache counted 2 × the inputs' length before; the result holds several times more.
+    assert counted > 4 * (len(checkpoint) + len(raw))
+    # The same result computed here (strings may be shared differently after the worker's pickle).
+    held = held_bytes(reconstruct_invalid_read(checkpoint, raw, 1, consumed_at))
+    assert held / 2 < counted < 2 * held

@@ -32,6 +32,7 @@ def test_two_identical_reconstructions_are_a_miss_then_a_hit() -> None:
                 consumed_at=MANIFEST["v1_basic"]["consumed_at"],
             )
             before = cache_counts(endpoint.port, PREFIX)
+            workers = cache_counts(endpoint.port, "forge_reconstruction_workers")
             assert before[("forge_reconstruction_cache_hits_total", "reconstructions")] == 0
             stub.ReconstructInvalidRead(request)
             stub.ReconstructInvalidRead(request)
@@ -41,3 +42,5 @@ def test_two_identical_reconstructions_are_a_miss_then_a_hit() -> None:
     assert after[("forge_reconstruction_cache_misses_total", "reconstructions")] == 1
     assert after[("forge_reconstruction_cache_hits_total", "reconstructions")] == 1
     assert after[("forge_reconstruction_cache_bytes", "reconstructions")] > 0
+    # The worker processes are reported beside the caches (ADR 0048).
+    assert ("forge_reconstruction_workers_idle", "") in workers

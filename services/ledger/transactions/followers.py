@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
@@ -22,7 +23,9 @@ from services.ledger.domain.journal import StoredEntry
 from services.ledger.repository import journal as journal_rows
 from services.ledger.transactions.base import LedgerContext, check_not_negative
 from services.ledger.transactions.journal import batches, pages_from
-from shared.runtime.errors import ResourceExhausted
+from services.ledger.transactions.stream_slots import CallerSlots, Refusals
+from shared.runtime.config import StreamBounds
+from shared.runtime.errors import Unavailable
 
 FOLLOW_POLL_SECONDS = 0.2
 # Rows one poll reads at most; a full page is followed by the next poll at once.
@@ -62,20 +65,27 @@ class _Feed:
             del self.entries[: len(self.entries) - FEED_BUFFER]
 
 
-class JournalFollowers:
-    """A fixed number of follower slots, and the poller that feeds them. A follower holds a
-    server thread while it waits, and the server's thread pool is bounded; beyond the limit a
-    follower is refused at once, so followers can never occupy the threads that admissions,
-    claims and commands need."""
+_FOLLOWER_REFUSALS = Refusals(
+    "journal followers", "JOURNAL_FOLLOWERS_EXHAUSTED", "JOURNAL_FOLLOWERS_PER_CALLER_EXHAUSTED"
+)
+_STREAM_REFUSALS = Refusals(
+    "journal streams", "JOURNAL_STREAMS_EXHAUSTED", "JOURNAL_STREAMS_PER_CALLER_EXHAUSTED"
+)
 
-    def __init__(self, limit: int, context: LedgerContext) -> None:
-        if limit < 1:
-            raise ValueError("the journal follower limit must be at least 1")
-        self.limit = limit
+
+class JournalFollowers:
+    """The follower slots and the poller that feeds them, and the slots of the streams that do
+    not follow (a whole-journal stream, a streamed snapshot). Each such call holds a server
+    thread while it runs, and the server's thread pool is bounded; beyond a bound, in all or for
+    one caller, a call is refused at once, so these calls can never occupy the threads that
+    admissions, claims and commands need. No stream runs longer than ``max_stream_seconds``."""
+
+    def __init__(self, bounds: StreamBounds, context: LedgerContext) -> None:
         self._context = context
-        self._slots = threading.BoundedSemaphore(limit)
-        self._count_lock = threading.Lock()
-        self._in_use = 0
+        self.slots = CallerSlots(bounds.followers, bounds.followers_per_caller, _FOLLOWER_REFUSALS)
+        # A caller holds at most half the streams (at least one).
+        self.streams = CallerSlots(bounds.streams, max(1, bounds.streams // 2), _STREAM_REFUSALS)
+        self.max_stream_seconds = bounds.max_stream_seconds
         # Guards the feeds and the poller; followers wait on it for the poller's next tick.
         self._changed = threading.Condition()
         self._feeds: dict[str, _Feed] = {}
@@ -85,27 +95,13 @@ class JournalFollowers:
         self.failures = 0
 
     @property
+    def limit(self) -> int:
+        return self.slots.limit
+
+    @property
     def in_use(self) -> int:
         """Followers open now (the metrics gauge beside the limit)."""
-        with self._count_lock:
-            return self._in_use
-
-    @contextmanager
-    def slot(self) -> Iterator[None]:
-        if not self._slots.acquire(blocking=False):
-            raise ResourceExhausted(
-                "JOURNAL_FOLLOWERS_EXHAUSTED",
-                f"{self.limit} journal followers are already open; retry later or read pages",
-                metadata={"limit": str(self.limit)},
-            )
-        with self._count_lock:
-            self._in_use += 1
-        try:
-            yield
-        finally:
-            with self._count_lock:
-                self._in_use -= 1
-            self._slots.release()
+        return self.slots.in_use
 
     def wake(self) -> None:
         """Wake every waiting follower (a call ended: its follower stops without waiting out
@@ -199,6 +195,7 @@ def stream(
     run_id: str,
     from_sequence: int,
     *,
+    caller: str,
     follow: bool,
     is_active: Callable[[], bool],
     batch_entries: int = 0,
@@ -206,17 +203,51 @@ def stream(
     """Entries from ``from_sequence``; with ``follow``, then the new ones as they are appended,
     while the caller is active (a cancelled or expired follower stops within one tick, at once
     when its call's end wakes the followers). They come in batches, consecutive and in order,
-    each of what was ready at once and at most ``batch_entries`` (0: ``MAX_BATCH_ENTRIES``)."""
+    each of what was ready at once and at most ``batch_entries`` (0: ``MAX_BATCH_ENTRIES``).
+    The call holds a follower slot or a stream slot of ``caller``'s; past the stream time limit
+    it ends UNAVAILABLE ``STREAM_TIME_LIMIT`` naming the sequence to resume from."""
     check_not_negative(max_entries_per_message=batch_entries)
     limit = min(batch_entries or MAX_BATCH_ENTRIES, MAX_BATCH_ENTRIES)
-    next_sequence = max(from_sequence, 1)
-    if not follow:
+    clock = _StreamClock(followers.max_stream_seconds, is_active)
+    slots = followers.slots if follow else followers.streams
+    with slots.hold(caller):
+        next_sequence = max(from_sequence, 1)
         for page in pages_from(context, run_id, next_sequence):
-            yield from batches(page, limit)
-        return
-    with followers.slot():
-        for page in pages_from(context, run_id, next_sequence):
-            yield from batches(page, limit)
+            for batch in batches(page, limit):
+                clock.check(batch[0].sequence)
+                yield batch
             next_sequence = page[-1].sequence + 1
-        for ready in followers.follow(run_id, next_sequence, is_active):
-            yield from batches(ready, limit)
+        if not follow:
+            return
+        for ready in followers.follow(run_id, next_sequence, clock.active):
+            for batch in batches(ready, limit):
+                yield batch
+            next_sequence = ready[-1].sequence + 1
+        clock.check(next_sequence)
+
+
+class _StreamClock:
+    """When a stream started, and whether its time is up: the follower's wait stops at the time
+    limit as it does when the caller goes away, and the stream then ends with the cursor."""
+
+    def __init__(self, max_seconds: float, is_active: Callable[[], bool]) -> None:
+        self._max_seconds = max_seconds
+        self._ends = time.monotonic() + max_seconds
+        self._is_active = is_active
+
+    def active(self) -> bool:
+        return self._is_active() and time.monotonic() < self._ends
+
+    def check(self, next_sequence: int) -> None:
+        """UNAVAILABLE STREAM_TIME_LIMIT once the limit has passed (``next_sequence``: the first
+        entry the stream did not deliver)."""
+        if time.monotonic() >= self._ends:
+            raise Unavailable(
+                "STREAM_TIME_LIMIT",
+                f"the stream reached the ledger's {self._max_seconds:g} s limit; resume it from "
+                f"sequence {next_sequence}",
+                metadata={
+                    "max_seconds": f"{self._max_seconds:g}",
+                    "next_sequence": str(next_sequence),
+                },
+            )
