@@ -1,6 +1,6 @@
-"""`make run` for the README test: ``services/runner.py`` on a clean SQLite database in a temporary
+"""`make run` for the guides' walkthrough test: ``services/runner.py`` on a clean SQLite database in a temporary
 directory, on free ports, with the development principals it writes itself; and the environment
-and working directory a reader following the README would have, pointed at those ports."""
+and working directory a reader following the guides would have, pointed at those ports."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def running_services(workdir: Path) -> Iterator[Services]:
 
 
 def reader_directory(workdir: Path) -> Path:
-    """A stand-in for the repository root the README's commands run in: every top-level entry
+    """A stand-in for the repository root the guides' commands run in: every top-level entry
     of the repository linked, ``.venv`` linked to the virtual environment running the tests, so
     what a walkthrough writes (an audit bundle, say) lands here and not in the repository."""
     root = workdir / "repository"
@@ -121,7 +121,7 @@ def reader_directory(workdir: Path) -> Path:
 
 def reader_environment(services: Services, workdir: Path) -> dict[str, str]:
     """A terminal's environment beside ``make run``, told its ports through the variables the
-    README names. The virtual environment is not on PATH (the walkthroughs put it there), and
+    guides name. The virtual environment is not on PATH (the walkthroughs put it there), and
     curl fails on an HTTP error status (``--fail-with-body``), so a refusal fails its block.
     PYTHONPATH names this checkout, which an editable install of it resolves to anyway."""
     env = _without_forge_settings()

