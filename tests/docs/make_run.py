@@ -1,6 +1,7 @@
-"""`make run` for the guides' walkthrough test: ``services/runner.py`` on a clean SQLite database in a temporary
-directory, on free ports, with the development principals it writes itself; and the environment
-and working directory a reader following the guides would have, pointed at those ports."""
+"""`make run` for the guides' walkthrough test: ``services/runner.py`` on a clean SQLite database
+in a temporary directory, on free ports, with the development principals it writes itself; and
+the environment and working directory a reader following the guides would have, pointed at those
+ports."""
 
 from __future__ import annotations
 

@@ -76,7 +76,9 @@ def repository_path(span: str) -> str | None:
     and starts at a top-level directory of the repository (`services/...`, `docs/adr/`); a
     ``:name`` or ``::test`` after it names something inside the file."""
     path = span.split(":", 1)[0]
-    if path in NOT_PATHS or "/" not in path or not PATH_TEXT.match(path) or "..." in path or path.startswith("/"):
+    if path in NOT_PATHS or "/" not in path or "..." in path or path.startswith("/"):
+        return None
+    if not PATH_TEXT.match(path):
         return None
     top = path.split("/", 1)[0]
     if not (ROOT / top).is_dir() or is_ignored(path):
@@ -212,4 +214,3 @@ def test_a_missing_path_a_dead_link_and_a_missing_heading_are_named(tmp_path: Pa
         (4, "no-such-guide.md"),
         (4, "console.md#no-such-heading"),
     ]
-

@@ -1,7 +1,7 @@
 """The guides work when followed literally: their walkthrough blocks (docs/guide/) run, in order,
-against `make run` on a clean database, with the real grpcurl, curl and CLI. The walkthroughs also run in the
-reverse order on another clean database, and name only ids of their own, so none leans on ids or
-state another one made: each of any two runs once before the other."""
+against `make run` on a clean database, with the real grpcurl, curl and CLI. The walkthroughs
+also run in the reverse order on another clean database, and name only ids of their own, so none
+leans on ids or state another one made: each of any two runs once before the other."""
 
 from __future__ import annotations
 
@@ -224,8 +224,6 @@ def test_a_refused_block_must_fail_and_leaves_its_shell_running(tmp_path: Path) 
 
 def test_a_marker_without_a_shell_block_is_an_error() -> None:
     with pytest.raises(WalkthroughError, match="must be followed by a shell block"):
-        walkthrough_blocks(
-            _document("<!-- walkthrough: demo -->", "```text", "x", "```"), "DOC.md"
-        )
+        walkthrough_blocks(_document("<!-- walkthrough: demo -->", "```text", "x", "```"), "DOC.md")
     with pytest.raises(WalkthroughError, match="never closed"):
         walkthrough_blocks(_document("<!-- walkthrough: demo -->", "```sh", "echo"), "DOC.md")

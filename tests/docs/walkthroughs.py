@@ -1,4 +1,4 @@
-"""The guides' runnable walkthroughs (docs/guide/): which shell blocks they are, and how they are run.
+"""The guides' runnable walkthroughs (docs/guide/): which shell blocks they are, how they run.
 
 A shell block runs when the line before its fence (blank lines aside) is the HTML comment
 ``<!-- walkthrough: NAME -->`` or ``<!-- walkthrough: NAME, refused -->``. Blocks run in file
