@@ -1,7 +1,7 @@
 """The documents name only paths that exist: every repository path the README and the documents
-under docs/ write in backticks (`services/runner.py`, `tests/x.py::test_y`), and every target of
-a Markdown link between them, heading anchors included. A file moved or renamed without its
-documents fails here instead of leaving a newcomer a dead end."""
+under docs/, deploy/ and tools/ write in backticks (`services/runner.py`, `tests/x.py::test_y`),
+and every target of a Markdown link between them, heading anchors included. A file moved or
+renamed without its documents fails here instead of leaving a newcomer a dead end."""
 
 from __future__ import annotations
 
@@ -32,11 +32,6 @@ HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 EXPLICIT_ANCHOR = re.compile(r"""<a\s+(?:id|name)=["']([^"']+)["']""")
 
 
-def documents() -> list[Path]:
-    """The README and every Markdown document under docs/."""
-    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-
-
 def _ignored_patterns() -> list[str]:
     lines = (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
     return [line.strip().strip("/") for line in lines if line.strip() and not line.startswith("#")]
@@ -56,6 +51,22 @@ def is_ignored(relative: str) -> bool:
         elif any(fnmatch.fnmatch(part, pattern) for part in parts):
             return True
     return False
+
+
+#: Where the documents are besides the README. The changelog is left out: it records what each
+#: release named, files since moved included.
+DOCUMENT_FOLDERS = ("docs", "deploy", "tools")
+
+
+def documents() -> list[Path]:
+    """The README and every Markdown document under docs/, deploy/ and tools/."""
+    found = [
+        path
+        for folder in DOCUMENT_FOLDERS
+        for path in (ROOT / folder).rglob("*.md")
+        if not is_ignored(path.relative_to(ROOT).as_posix())
+    ]
+    return [ROOT / "README.md", *sorted(found)]
 
 
 def prose_lines(text: str) -> list[tuple[int, str]]:
