@@ -6,6 +6,7 @@ renamed without its documents fails here instead of leaving a newcomer a dead en
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,7 +106,8 @@ def slug(heading: str) -> str:
     return text.replace(" ", "-")
 
 
-def anchors(path: Path) -> set[str]:
+@functools.cache
+def anchors(path: Path) -> frozenset[str]:
     """Every anchor a link may name in ``path``: its headings' slugs (a repeated one numbered as
     GitHub numbers it) and explicit ``<a id>``s."""
     found: set[str] = set()
@@ -119,7 +121,7 @@ def anchors(path: Path) -> set[str]:
         count = seen.get(base, 0)
         seen[base] = count + 1
         found.add(base if count == 0 else f"{base}-{count}")
-    return found
+    return frozenset(found)
 
 
 @dataclass(frozen=True)
