@@ -64,7 +64,11 @@ def running_services(workdir: Path) -> Iterator[Services]:
     """``python -m services.runner`` as ``make run`` starts it, its state under ``workdir``;
     SIGTERM on exit, which must stop it (and its five children) cleanly."""
     names = (*SERVICE_NAMES, "gateway")
-    ports = dict(zip(names, free_ports(len(names)), strict=True))
+    free = free_ports(2 * len(names))
+    ports = dict(zip(names, free[: len(names)], strict=True))
+    # The metrics endpoints on free ports too: their fixed defaults would collide with any other
+    # `make run`, or another run of this test, on the same machine.
+    metrics_ports = dict(zip(names, free[len(names) :], strict=True))
     state = workdir / "var"
     state.mkdir(parents=True)
     env = _without_forge_settings()
@@ -77,6 +81,7 @@ def running_services(workdir: Path) -> Iterator[Services]:
                 "-m",
                 "services.runner",
                 *(f"--{name}-port={port}" for name, port in ports.items()),
+                *(f"--{name}-metrics-port={port}" for name, port in metrics_ports.items()),
                 f"--database-url=sqlite:///{state / 'continuity.db'}",
                 f"--principals-file={state / 'principals.json'}",
                 f"--signing-key-file={state / 'signing-key.pem'}",
