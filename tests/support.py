@@ -35,8 +35,8 @@ from shared.continuity.qualification import (
     installed_profile,
     registration,
 )
+from shared.contract.channels import open_channel
 from shared.runtime.auth import PrincipalDirectory, token_digest
-from shared.runtime.client import open_channel
 from shared.runtime.config import Settings
 from shared.runtime.server import RunningServer, ServiceBinding, start_server
 

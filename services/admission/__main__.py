@@ -7,9 +7,10 @@ import sys
 from forge.continuity.v1 import candidate_pb2_grpc, ledger_pb2_grpc, reconstruction_pb2_grpc
 from services.admission.downstream import Downstream
 from services.admission.servicer import bindings
+from shared.continuity.serving import profile_preflight
+from shared.contract.channels import service_channel
 from shared.runtime.auth import PrincipalsFile
 from shared.runtime.bootstrap import BuildResult, run_service
-from shared.runtime.client import service_channel
 from shared.runtime.config import Settings
 
 
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         argv if argv is not None else sys.argv[1:],
         build,
         depends_on=("ledger", "candidate", "reconstruction"),
+        preflight=profile_preflight,
     )
 
 

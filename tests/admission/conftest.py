@@ -24,7 +24,7 @@ from services.candidate.servicer import bindings as candidate_bindings
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
 from services.reconstruction.servicer import bindings as reconstruction_bindings
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from tests.support import Served, admission_downstream, serve
 
 

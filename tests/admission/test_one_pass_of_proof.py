@@ -28,8 +28,8 @@ from services.admission.servicer import bindings as admission_bindings
 from services.admission.workflows.invalid_read import ContinuityRequest, InvalidReadContinuity
 from services.demo.seed import load_fixture, seed_held_run
 from shared.continuity.canonical import sha256_digest
+from shared.contract.channels import open_channel
 from shared.contract.terms import DIGEST_NAMES, VERSIONS
-from shared.runtime.client import open_channel
 from shared.runtime.errors import FailedPrecondition, NotFound
 from tests.support import serve
 

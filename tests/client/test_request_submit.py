@@ -18,7 +18,7 @@ from services.client import ContinuityClient
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
 from services.reconstruction.servicer import bindings as reconstruction_bindings
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from shared.runtime.errors import (
     Conflict,
     DomainError,

@@ -29,7 +29,8 @@ from forge.continuity.v1 import (
 )
 from services.admission.downstream import Downstream
 from services.admission.servicer import bindings as admission_bindings
-from shared.runtime.client import call, open_channel
+from shared.contract.channels import open_channel
+from shared.runtime.client import call
 from shared.runtime.errors import (
     Cancelled,
     DeadlineExceeded,

@@ -50,7 +50,7 @@ from services.reconstruction.servicer import bindings as reconstruction_bindings
 from shared.continuity.canonical import digest_of
 from shared.continuity.qualification import DEFAULT_QUALIFIED_PROFILE
 from shared.continuity.timeutil import to_text
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from tests.admission.conftest import Stack, submission
 from tests.support import Served, admission_downstream, serve, token_roles
 
