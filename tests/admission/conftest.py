@@ -97,9 +97,7 @@ def stack(ledger: Ledger) -> Iterator[Stack]:
             open_channel(reconstruction.target, "service-token"),
         )
         with serve("candidate", candidate_bindings(sources)) as candidate:
-            downstream = admission_downstream(
-                ledger_served.target, candidate.target, reconstruction.target
-            )
+            downstream = admission_downstream(ledger_served.target, candidate.target)
             with serve("admission", admission_bindings(downstream)) as admission:
                 yield Stack(ledger_served, candidate, admission)
 

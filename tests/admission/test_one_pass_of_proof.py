@@ -20,7 +20,6 @@ from forge.continuity.v1 import (
     candidate_pb2_grpc,
     ledger_pb2,
     ledger_pb2_grpc,
-    reconstruction_pb2_grpc,
 )
 from services.admission.downstream import Downstream
 from services.admission.driver import submit
@@ -106,9 +105,6 @@ def test_an_admission_commits_the_candidates_derived_checkpoint_without_another_
     downstream = Downstream(
         ledger=stub(stack.ledger.target, ledger_pb2_grpc.LedgerServiceStub),
         candidate=stub(stack.candidate.target, candidate_pb2_grpc.CandidateServiceStub),
-        # Nothing listens there: admission has no reason left to call reconstruction, and a
-        # call would be counted (and fail the admission).
-        reconstruction=stub("127.0.0.1:1", reconstruction_pb2_grpc.ReconstructionServiceStub),
     )
     with serve("admission", admission_bindings(downstream)) as admission:
         ticket = (
@@ -164,7 +160,7 @@ class Candidate:
 
 
 def admit(stand_in: Candidate) -> None:
-    port = Downstream(stand_in, stand_in, stand_in)  # type: ignore[arg-type]
+    port = Downstream(stand_in, stand_in)  # type: ignore[arg-type]
     request = ContinuityRequest(
         run_id="run-1",
         request_id="req-1",

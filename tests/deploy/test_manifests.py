@@ -58,7 +58,7 @@ CALLS: Mapping[str, tuple[str, ...]] = {
     "ledger": (),
     "reconstruction": (),
     "candidate": ("ledger", "reconstruction"),
-    "admission": ("ledger", "candidate", "reconstruction"),
+    "admission": ("ledger", "candidate"),
 }
 # The one role of each calling service's own identity.
 SERVICE_ROLES: Mapping[str, Role] = {

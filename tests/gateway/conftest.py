@@ -115,9 +115,7 @@ def gateway(tmp_path: Path) -> Iterator[RunningGateway]:
             open_channel(reconstruction.target, "service-token"),
         )
         with serve("candidate", candidate_bindings(sources)) as candidate:
-            downstream = admission_downstream(
-                ledger.target, candidate.target, reconstruction.target
-            )
+            downstream = admission_downstream(ledger.target, candidate.target)
             with serve("admission", admission_bindings(downstream)) as admission:
                 settings = GatewaySettings(
                     targets={

@@ -95,9 +95,7 @@ def stack(ledger: Ledger) -> Iterator[Stack]:
             open_channel(reconstruction.target, "service-token"),
         )
         with serve("candidate", candidate_bindings(sources)) as candidate:
-            downstream = admission_downstream(
-                ledger_served.target, candidate.target, reconstruction.target
-            )
+            downstream = admission_downstream(ledger_served.target, candidate.target)
             # admission's stub reaches the workflow's candidate RPC like a declared one
             downstream.candidate.GetTestOnlyRecoveryCandidate = _method(  # type: ignore[attr-defined]
                 open_channel(candidate.target, "service-token"),

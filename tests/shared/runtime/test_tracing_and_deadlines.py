@@ -32,7 +32,7 @@ add_span_processor(SimpleSpanProcessor(EXPORTER))
 def two_services(ledger: Ledger) -> Iterator[tuple[Served, Served]]:
     with serve("ledger", ledger_bindings(ledger)) as ledger_served:
         # Only the ledger is reached by a read-back; the other targets are never dialled.
-        downstream = admission_downstream(ledger_served.target, "127.0.0.1:1", "127.0.0.1:1")
+        downstream = admission_downstream(ledger_served.target, "127.0.0.1:1")
         with serve("admission", admission_bindings(downstream)) as admission_served:
             yield ledger_served, admission_served
 

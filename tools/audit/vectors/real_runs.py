@@ -102,9 +102,7 @@ def _stack(ledger: Ledger) -> Iterator[Stack]:
             open_channel(reconstruction.target, "service-token"),
         )
         with serve("candidate", candidate_bindings(sources, clock=fixed_clock)) as candidate:
-            downstream = admission_downstream(
-                served.target, candidate.target, reconstruction.target
-            )
+            downstream = admission_downstream(served.target, candidate.target)
             with serve("admission", admission_bindings(downstream)) as admission:
                 yield Stack(served, candidate, admission)
 
