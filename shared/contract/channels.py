@@ -5,14 +5,19 @@ service opens its channels here; the runtime's own channels (a readiness probe's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 import grpc
 
 from shared.contract.modules import SERVICES
 from shared.runtime import client
-from shared.runtime.config import Settings
+from shared.runtime.config import (
+    DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    ClientTls,
+    Settings,
+    TransportSettings,
+)
 from shared.runtime.transport import RetriedRead
 
 # Service name → the RPCs that change nothing, so that a second attempt is safe whatever happened
@@ -85,9 +90,33 @@ def _retried_reads() -> tuple[RetriedRead, ...]:
 RETRIED_READS = _retried_reads()
 
 
-def open_channel(target: str, token: str = "", **options: Any) -> grpc.Channel:
+def open_channel(
+    target: str,
+    token: str = "",
+    *,
+    root_certificates: bytes | None = None,
+    client_certificate: tuple[bytes, bytes] | None = None,
+    default_timeout: float = DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    extra_interceptors: Sequence[grpc.UnaryUnaryClientInterceptor] = (),  # type: ignore[type-arg]
+    transport: TransportSettings | None = None,
+    streams_on_reading_thread: bool = False,
+    tls: ClientTls | None = None,
+) -> grpc.Channel:
     """:func:`shared.runtime.client.open_channel` retrying the contract's idempotent reads."""
-    return client.open_channel(target, token, retried_reads=RETRIED_READS, **options)
+    return client.open_channel(
+        target,
+        token,
+        root_certificates=root_certificates,
+        client_certificate=client_certificate,
+        default_timeout=default_timeout,
+        max_message_bytes=max_message_bytes,
+        extra_interceptors=extra_interceptors,
+        transport=transport,
+        streams_on_reading_thread=streams_on_reading_thread,
+        tls=tls,
+        retried_reads=RETRIED_READS,
+    )
 
 
 def service_channel(settings: Settings, service: str) -> grpc.Channel:
