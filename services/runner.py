@@ -34,17 +34,19 @@ import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
-from services.gateway.config import DEFAULT_GATEWAY_PORT, GATEWAY, GATEWAY_PORT_VARIABLE
+from services.gateway.config import GATEWAY
 from services.ledger.database import migrate
 from services.ledger.domain.signing import write_new_key
+from shared.contract.channels import open_channel
 from shared.runtime.auth import token_digest
-from shared.runtime.client import open_channel
 from shared.runtime.config import (
     DEFAULT_DATABASE_URL,
+    DEFAULT_GATEWAY_PORT,
     DEFAULT_METRICS_PORTS,
     DEFAULT_PORTS,
     DEFAULT_PRINCIPALS_FILE,
     DEFAULT_SIGNING_KEY_FILE,
+    GATEWAY_PORT_VARIABLE,
     SERVICE_NAMES,
     client_tls,
     metrics_port_variable,

@@ -21,7 +21,6 @@ from forge.continuity.v1 import (
     common_pb2,
     ledger_pb2,
     ledger_pb2_grpc,
-    reconstruction_pb2_grpc,
 )
 from services.admission.downstream import Downstream
 from services.ledger.database import make_engine
@@ -35,8 +34,8 @@ from shared.continuity.qualification import (
     installed_profile,
     registration,
 )
+from shared.contract.channels import open_channel
 from shared.runtime.auth import PrincipalDirectory, token_digest
-from shared.runtime.client import open_channel
 from shared.runtime.config import Settings
 from shared.runtime.server import RunningServer, ServiceBinding, start_server
 
@@ -116,17 +115,12 @@ def serve(service: str, bindings: Sequence[ServiceBinding], **settings: object) 
         running.stop(grace=1.0)
 
 
-def admission_downstream(
-    ledger_target: str, candidate_target: str, reconstruction_target: str
-) -> Downstream:
+def admission_downstream(ledger_target: str, candidate_target: str) -> Downstream:
     """The stubs an admission server calls, each with the continuity service identity."""
     return Downstream(
         ledger=ledger_pb2_grpc.LedgerServiceStub(open_channel(ledger_target, "service-token")),
         candidate=candidate_pb2_grpc.CandidateServiceStub(
             open_channel(candidate_target, "service-token")
-        ),
-        reconstruction=reconstruction_pb2_grpc.ReconstructionServiceStub(
-            open_channel(reconstruction_target, "service-token")
         ),
     )
 

@@ -25,7 +25,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from forge.continuity.v1 import common_pb2, policy_pb2, policy_pb2_grpc
 from services.ledger.database import current_revision, make_engine, required_revision
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVICES = ("ledger", "reconstruction", "candidate", "admission")

@@ -4,27 +4,22 @@ from __future__ import annotations
 
 import sys
 
-from forge.continuity.v1 import candidate_pb2_grpc, ledger_pb2_grpc, reconstruction_pb2_grpc
+from forge.continuity.v1 import candidate_pb2_grpc, ledger_pb2_grpc
 from services.admission.downstream import Downstream
 from services.admission.servicer import bindings
+from shared.continuity.serving import profile_preflight
+from shared.contract.channels import service_channel
 from shared.runtime.auth import PrincipalsFile
 from shared.runtime.bootstrap import BuildResult, run_service
-from shared.runtime.client import service_channel
 from shared.runtime.config import Settings
 
 
 def main(argv: list[str] | None = None) -> int:
     def build(settings: Settings, _principals: PrincipalsFile) -> BuildResult:
-        channels = {
-            name: service_channel(settings, name)
-            for name in ("ledger", "candidate", "reconstruction")
-        }
+        channels = {name: service_channel(settings, name) for name in ("ledger", "candidate")}
         downstream = Downstream(
             ledger=ledger_pb2_grpc.LedgerServiceStub(channels["ledger"]),
             candidate=candidate_pb2_grpc.CandidateServiceStub(channels["candidate"]),
-            reconstruction=reconstruction_pb2_grpc.ReconstructionServiceStub(
-                channels["reconstruction"]
-            ),
         )
 
         def close() -> None:
@@ -37,7 +32,10 @@ def main(argv: list[str] | None = None) -> int:
         "admission",
         argv if argv is not None else sys.argv[1:],
         build,
-        depends_on=("ledger", "candidate", "reconstruction"),
+        # Not reconstruction: admission never calls it (the candidate brings the derived
+        # checkpoint its reconstruction produced), so it does not wait for it either.
+        depends_on=("ledger", "candidate"),
+        preflight=profile_preflight,
     )
 
 

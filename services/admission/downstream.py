@@ -1,4 +1,4 @@
-"""Admission's ports over gRPC: the ledger, candidate and reconstruction services. Protobuf ↔
+"""Admission's ports over gRPC: the ledger and candidate services. Protobuf ↔
 domain translation only; downstream refusals arrive as the typed domain errors they carried
 (``shared.runtime.client.call``), so a refusal keeps its reason on its way back to the operator."""
 
@@ -15,7 +15,6 @@ from forge.continuity.v1 import (
     common_pb2,
     ledger_pb2,
     ledger_pb2_grpc,
-    reconstruction_pb2_grpc,
 )
 from services.admission.domain import HoldView
 from services.admission.driver import Stored, Submitted
@@ -145,7 +144,6 @@ class Downstream:
 
     ledger: ledger_pb2_grpc.LedgerServiceStub
     candidate: candidate_pb2_grpc.CandidateServiceStub
-    reconstruction: reconstruction_pb2_grpc.ReconstructionServiceStub
 
     def stored_ticket(self, key: AdmissionKey) -> Stored[ledger_pb2.AdmissionTicket]:
         response: ledger_pb2.GetAdmissionResponse = call(

@@ -31,10 +31,10 @@ from services.admission.workflows.recovery import (
     RecoveryRequest,
     RecoverySubmission,
 )
-from services.candidate.roles import SERVICE as CANDIDATE_SERVICE
-from services.candidate.roles import method_roles as candidate_roles
 from shared.continuity.recovery import WORKFLOWS
 from shared.continuity.recovery import Workflow as RecoveryWorkflow
+from shared.contract.candidate_roles import SERVICE as CANDIDATE_SERVICE
+from shared.contract.candidate_roles import method_roles as candidate_roles
 from shared.contract.recovery_proto import inputs_from_proto, message_classes
 from shared.contract.terms import DIGEST_NAMES, VERSIONS
 from shared.runtime.auth import ANY_ROLE, Principal, Role, current_principal, decisions

@@ -6,9 +6,10 @@ import sys
 
 from services.candidate.downstream import GrpcCandidateSources
 from services.candidate.servicer import bindings
+from shared.continuity.serving import profile_preflight
+from shared.contract.channels import service_channel
 from shared.runtime.auth import PrincipalsFile
 from shared.runtime.bootstrap import BuildResult, run_service
-from shared.runtime.client import service_channel
 from shared.runtime.config import Settings
 from shared.runtime.metrics import cache_families, export_at_scrape
 
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         argv if argv is not None else sys.argv[1:],
         build,
         depends_on=("ledger", "reconstruction"),
+        preflight=profile_preflight,
     )
 
 

@@ -20,9 +20,9 @@ from services.candidate.domain import (
 from services.candidate.domain.recovery import Caller, recovery_candidate
 from services.candidate.hold_proto import add_holds
 from services.candidate.recovery_proto import write_recovery_candidate
-from services.candidate.roles import SERVICE, method_roles
 from shared.continuity.recovery import WORKFLOWS, Workflow
 from shared.continuity.timeutil import utc_now
+from shared.contract.candidate_roles import SERVICE, method_roles
 from shared.contract.recovery_proto import declared_inputs, inputs_from_proto, message_classes
 from shared.contract.terms import DEFAULT_VERSION
 from shared.runtime.auth import Role, current_principal

@@ -18,7 +18,8 @@ from forge.continuity.v1 import (
     policy_pb2_grpc,
     reconciliation_pb2_grpc,
 )
-from shared.runtime.client import call, open_channel
+from shared.contract.channels import open_channel
+from shared.runtime.client import call
 from shared.runtime.config import DEFAULT_PORTS, ClientTls
 from shared.runtime.errors import Unavailable
 

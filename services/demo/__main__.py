@@ -46,11 +46,16 @@ from services.demo.reconciliation_story import DEMO_VERIFIER, reconciliation_sto
 from services.demo.recovery_story import never_claimed_story
 from services.demo.refusal_story import refusal_story
 from services.demo.seed import load_fixture, seed_held_run
-from services.gateway.config import DEFAULT_GATEWAY_PORT, GATEWAY_PORT_VARIABLE
 from shared.continuity.canonical import digest_of
+from shared.contract.channels import open_channel
 from shared.contract.terms import enum_short_name
-from shared.runtime.client import open_channel
-from shared.runtime.config import DEFAULT_PORTS, SERVICE_NAMES, target_variable
+from shared.runtime.config import (
+    DEFAULT_GATEWAY_PORT,
+    DEFAULT_PORTS,
+    GATEWAY_PORT_VARIABLE,
+    SERVICE_NAMES,
+    target_variable,
+)
 from shared.runtime.errors import from_rpc_error
 
 TOKENS = {

@@ -12,8 +12,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from services.client import ContinuityClient
-from services.client.heads import HeadsFile
+from services.client import ContinuityClient, HeadsFile
 
 ROOT = Path(__file__).resolve().parents[2]
 

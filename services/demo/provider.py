@@ -20,7 +20,7 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from services.demo.loopback import LoopbackProvider
-from services.reconstruction.domain.pending import (
+from shared.agent.pending import (
     PendingRequest,
     pending_request,
     read_derived_checkpoint,

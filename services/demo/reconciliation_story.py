@@ -33,7 +33,7 @@ from services.demo.continuation import (
 from services.demo.recovery_story import StoryStubs, refused, story_stubs
 from services.demo.scripted_provider import HeldTurn, ScriptedProvider, reference_script
 from services.demo.seed import load_fixture, seed_held_run
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 
 #: The verifier the demo's own ledger is started with (as `make run`'s).
 DEMO_VERIFIER = "local-process"

@@ -22,7 +22,7 @@ from forge.continuity.v1 import (
     policy_pb2_grpc,
 )
 from services.demo.seed import load_fixture, seed_held_run
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from shared.runtime.errors import from_rpc_error
 
 #: The original operator of the ticket, who also holds factory administrator authority.

@@ -35,8 +35,8 @@ from forge.continuity.v1 import common_pb2, ledger_pb2, ledger_pb2_grpc
 from shared.continuity.canonical import digest_of, sha256_digest
 from shared.continuity.policy_epochs import HISTORICAL_EPOCHS
 from shared.continuity.qualification import DEFAULT_QUALIFIED_PROFILE
+from shared.contract.channels import open_channel
 from shared.contract.terms import PROVIDER_TIMEOUT_V1
-from shared.runtime.client import open_channel
 from shared.runtime.config import DEFAULT_PORTS, target_variable
 from shared.runtime.errors import from_rpc_error
 

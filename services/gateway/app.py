@@ -42,6 +42,7 @@ from services.gateway.status import (
     status_of_rpc_error,
 )
 from services.gateway.transcode import decode_body, message_bytes, request_message
+from shared.contract.channels import RETRIED_READS
 from shared.runtime.client import tls_material
 from shared.runtime.telemetry import configure_tracing, trace_metadata
 from shared.runtime.transport import channel_options, resolvable
@@ -115,7 +116,7 @@ class Gateway:
             ("grpc.max_receive_message_length", self.settings.max_message_bytes),
             ("grpc.max_send_message_length", self.settings.max_message_bytes),
             # Spread over every replica, keepalives, read retries (shared.runtime.transport).
-            *channel_options(self.settings.transport),
+            *channel_options(self.settings.transport, RETRIED_READS),
         ]
         tls = self.settings.upstream_tls
         credentials = None

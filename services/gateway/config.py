@@ -11,9 +11,11 @@ from ssl import CERT_REQUIRED
 from services.gateway.routes import contract_routes
 from shared.runtime.config import (
     DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS,
+    DEFAULT_GATEWAY_PORT,
     DEFAULT_GRACE_SECONDS,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PORTS,
+    GATEWAY_PORT_VARIABLE,
     ClientTls,
     TransportSettings,
     metrics_host,
@@ -23,9 +25,7 @@ from shared.runtime.config import (
 )
 
 GATEWAY = "gateway"
-DEFAULT_GATEWAY_PORT = 8080
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
-GATEWAY_PORT_VARIABLE = "FORGE_GATEWAY_PORT"
 MAX_BODY_VARIABLE = "FORGE_GATEWAY_MAX_BODY_BYTES"
 # One line per HTTP request drowns the one line per state change the services log: off unless
 # this is set to 1/true/yes (the request metrics and spans count every request anyway).

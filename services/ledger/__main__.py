@@ -22,6 +22,7 @@ from services.ledger.observability import export_ledger_metrics
 from services.ledger.schema_revisions import DatabaseCheck
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
+from shared.continuity.serving import profile_preflight
 from shared.runtime.auth import PrincipalsFile
 from shared.runtime.bootstrap import BuildResult, run_service
 from shared.runtime.config import Settings, expiry_sweep_seconds
@@ -76,7 +77,12 @@ def main(argv: list[str] | None = None) -> int:
         return BuildResult(bindings(ledger), cleanup, checks={"database": database})
 
     try:
-        return run_service("ledger", argv if argv is not None else sys.argv[1:], build)
+        return run_service(
+            "ledger",
+            argv if argv is not None else sys.argv[1:],
+            build,
+            preflight=profile_preflight,
+        )
     except FailedPrecondition as refused:
         if refused.reason not in REFUSALS:
             raise

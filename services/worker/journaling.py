@@ -35,8 +35,6 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
 from forge.continuity.v1 import common_pb2
-from services.reconstruction.worker_adapter import GRANTS
-from services.reconstruction.worker_adapter.evidence import EvidenceEnvelope
 from services.worker.effects import SourceEffects
 from services.worker.ledger_port import LedgerPort, LedgerRefused
 from services.worker.stopping import (
@@ -45,6 +43,8 @@ from services.worker.stopping import (
     LeaseExhausted,
     unbounded,
 )
+from shared.agent import GRANTS
+from shared.agent.evidence import EvidenceEnvelope
 from shared.continuity.canonical import digest_of, sha256_digest
 from shared.continuity.timeutil import to_text, utc_now
 

@@ -20,7 +20,7 @@ from forge.continuity.v1 import (
     ledger_pb2_grpc,
 )
 from shared.continuity.canonical import sha256_digest
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from shared.runtime.config import ClientTls
 from shared.runtime.errors import DomainError, from_rpc_error
 

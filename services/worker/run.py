@@ -29,12 +29,6 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from forge.continuity.v1 import common_pb2, execution_pb2, ledger_pb2
-from services.reconstruction.domain.pending import (
-    DerivedRecord,
-    continuation_task,
-    read_derived_checkpoint,
-)
-from services.reconstruction.worker_adapter import execute_agentic
 from services.worker.config import WorkerConfig
 from services.worker.effects import DirectoryEvidence, EvidenceStore, JournalEvidence, SourceEffects
 from services.worker.journaling import (
@@ -53,6 +47,12 @@ from services.worker.stopping import (
     LeaseExhausted,
     Shutdown,
     WorkerInterrupted,
+)
+from shared.agent import execute_agentic
+from shared.agent.pending import (
+    DerivedRecord,
+    continuation_task,
+    read_derived_checkpoint,
 )
 from shared.continuity.canonical import sha256_digest
 from shared.continuity.timeutil import utc_now

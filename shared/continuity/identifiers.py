@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import re
 
+from shared.runtime.auth import MAX_IDENTITY_LENGTH
 from shared.runtime.errors import FieldViolation, InvalidArgument
+
+__all__ = ["IDENTIFIER", "MAX_IDENTITY_LENGTH", "check_identifier", "identity_violations"]
 
 # \Z, not $: "$" also matches before a trailing newline, which would let "id\n" through.
 IDENTIFIER = re.compile(r"\A[A-Za-z0-9._:-]{1,128}\Z")
@@ -20,12 +23,6 @@ def check_identifier(field: str, value: str) -> None:
             metadata={"field": field},
             field_violations=[FieldViolation(field, "1..128 characters of [A-Za-z0-9._:-]")],
         )
-
-
-#: The longest principal identity: every column that stores one (an actor, an owner, an
-#: operator identity) holds this many characters, and a longer value must be refused, never
-#: stored cut (an entry's hash is sealed over the whole actor).
-MAX_IDENTITY_LENGTH = 256
 
 
 def identity_violations(field: str, value: str) -> list[FieldViolation]:

@@ -43,9 +43,12 @@ PROFILE_DIGEST_FORMAT = "forge.qualified-profile.v1"
 REGISTRY_FORMAT = "forge.qualified-profiles.v1"
 PROFILES_FILE_VARIABLE = "FORGE_QUALIFIED_PROFILES_FILE"
 EXTRA_PROFILES_VARIABLE = "FORGE_QUALIFIED_SOURCE_PROFILES"
-# The packages whose files the first two parts digest.
+# The packages whose files the first two parts digest: the reconstruction code is the service and
+# the agent it replays and resumes (the installed worker adapter, the sealed replay).
 MIGRATION_PACKAGE = "services.ledger.migrations"
 RECONSTRUCTION_PACKAGE = "services.reconstruction"
+AGENT_PACKAGE = "shared.agent"
+RECONSTRUCTION_PACKAGES = (RECONSTRUCTION_PACKAGE, AGENT_PACKAGE)
 # RECORD entries an installer writes (not the wheel's content): left out so the same wheel gives
 # the same digest whichever installer put it there.
 _INSTALLER_FILES = frozenset({"INSTALLER", "REQUESTED", "direct_url.json", "RECORD"})
@@ -90,19 +93,32 @@ class ProfileDigest:
         ]
 
 
-def tree_digest(root: Path) -> str:
-    """The canonical digest of every file under ``root``: the RFC 8785 array of
-    ``{"path", "sha256"}`` sorted by relative POSIX path (bytecode caches left out)."""
+def _files(root: Path, prefix: str = "") -> list[dict[str, str]]:
     files = []
     for path in sorted(root.rglob("*")):
         relative = path.relative_to(root)
         if not path.is_file() or "__pycache__" in relative.parts or path.suffix == ".pyc":
             continue
         files.append(
-            {"path": relative.as_posix(), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+            {
+                "path": prefix + relative.as_posix(),
+                "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            }
         )
-    files.sort(key=lambda f: f["path"])
-    return digest_of(files)
+    return files
+
+
+def tree_digest(root: Path) -> str:
+    """The canonical digest of every file under ``root``: the RFC 8785 array of
+    ``{"path", "sha256"}`` sorted by relative POSIX path (bytecode caches left out)."""
+    return digest_of(sorted(_files(root), key=lambda f: f["path"]))
+
+
+def trees_digest(roots: Mapping[str, Path]) -> str:
+    """:func:`tree_digest` over several trees at once, each file's path prefixed with its tree's
+    name (``services/reconstruction/servicer.py``, ``shared/agent/agent.py``)."""
+    files = [file for name, root in roots.items() for file in _files(root, f"{name}/")]
+    return digest_of(sorted(files, key=lambda f: f["path"]))
 
 
 def distribution_digest(name: str = PINNED_SDK_DISTRIBUTION) -> str:
@@ -142,7 +158,9 @@ def installed_profile() -> ProfileDigest:
     """The installed code's profile digest (computed once per process)."""
     return ProfileDigest(
         migration_code=tree_digest(_package_dir(MIGRATION_PACKAGE)),
-        reconstruction_code=tree_digest(_package_dir(RECONSTRUCTION_PACKAGE)),
+        reconstruction_code=trees_digest(
+            {name.replace(".", "/"): _package_dir(name) for name in RECONSTRUCTION_PACKAGES}
+        ),
         sdk_distribution=distribution_digest(),
     )
 

@@ -2,7 +2,7 @@
 0046): its concern and what would clear it. The ledger turns a refused worker claim, fenced
 write, cancel, admission or recovery commit into ``RefusedAction`` facts with these, so the
 check's handoff says what the refusal leaves permitted; ``docs/errors.md`` lists them (generated
-by ``shared.runtime.reasons_doc`` through the check itself)."""
+by ``shared.continuity.reasons_doc`` through the check itself)."""
 
 from __future__ import annotations
 

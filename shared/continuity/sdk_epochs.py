@@ -72,7 +72,7 @@ class ValidatorSource:
     name: str
     source_hash: str
     original_source_hash: str
-    module: str  # module of services.reconstruction.worker_adapter.historical holding the class
+    module: str  # module of shared.agent.historical holding the class
 
     @property
     def standing(self) -> str:
@@ -110,7 +110,7 @@ class SourceReaderIdentity:
     name: str
     version: str
     source_hash: str
-    module: str  # module of services.reconstruction.worker_adapter.historical holding it
+    module: str  # module of shared.agent.historical holding it
 
     def pin(self) -> dict[str, str]:
         """What a proof names: ``{"name", "version", "source_hash"}``."""

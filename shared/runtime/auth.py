@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from shared.continuity.identifiers import MAX_IDENTITY_LENGTH
 from shared.runtime.errors import PermissionDenied, Unauthenticated
 
 
@@ -50,6 +49,13 @@ class Role(enum.Enum):
     # One role per calling service: the candidate only reads; admission also commits.
     CANDIDATE_SERVICE = "candidate_service"
     ADMISSION_SERVICE = "admission_service"
+
+
+#: The longest principal identity: every column that stores one (an actor, an owner, an
+#: operator identity) holds this many characters, and a longer value must be refused, never
+#: stored cut (an entry's hash is sealed over the whole actor). Declared here, with the
+#: principals it bounds; the rules (shared.continuity.identifiers) read it from here.
+MAX_IDENTITY_LENGTH = 256
 
 
 # Any authenticated principal may read.

@@ -9,7 +9,6 @@ import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from shared.continuity.qualification import RegistryError, load_at_startup
 from shared.runtime.auth import PrincipalsFile
 from shared.runtime.client import service_channel
 from shared.runtime.collector import tune_for_service
@@ -42,16 +41,33 @@ def write_stacks_on_signal() -> None:
     faulthandler.register(STACKS_SIGNAL, all_threads=True)
 
 
+class RefusedToServe(Exception):
+    """Raised by a :data:`Preflight`: the service must not serve, for the reason given."""
+
+
+#: A check run once, before the service builds or serves, by what composes the service (the
+#: qualified profile registry, ADR 0023): the line to log, or :class:`RefusedToServe`.
+Preflight = Callable[[], str]
+
+
 #: A service's build step: its settings and the principals file the process follows (the one
 #: source of roles for authentication and, in the ledger, for recovery authority).
 Build = Callable[[Settings, PrincipalsFile], BuildResult]
 
 
-def run_service(service: str, argv: list[str], build: Build, depends_on: Sequence[str] = ()) -> int:
+def run_service(
+    service: str,
+    argv: list[str],
+    build: Build,
+    depends_on: Sequence[str] = (),
+    *,
+    preflight: Preflight,
+) -> int:
     """Start ``service`` with the bindings ``build`` returns; block until SIGTERM/SIGINT; then
     drain in-flight calls and run the cleanup ``build`` returned. Health is NOT_SERVING until
     every service in ``depends_on`` answers SERVING and every check ``build`` returned passes,
-    and again whenever one stops (shared.runtime.readiness)."""
+    and again whenever one stops (shared.runtime.readiness). ``preflight`` runs before the build:
+    its refusal stops the process (exit 2) before it serves."""
     settings = load_settings(service, argv)
     configure_logging(settings.log_level)
     write_stacks_on_signal()
@@ -64,16 +80,12 @@ def run_service(service: str, argv: list[str], build: Build, depends_on: Sequenc
     if problem:
         logging.getLogger("forge.server").error("refusing to serve: %s", problem)
         return 2
-    # The installed profile digest is computed and the profile registry read before serving
-    # (ADR 0023): a malformed registry stops the service here, not at its first admission.
     try:
-        profile = load_at_startup()
-    except RegistryError as refused:
+        prepared = preflight()
+    except RefusedToServe as refused:
         logging.getLogger("forge.server").error("refusing to serve: %s", refused)
         return 2
-    logging.getLogger("forge.server").info(
-        "%s installed profile digest %s", service, profile.digest
-    )
+    logging.getLogger("forge.server").info("%s %s", service, prepared)
     built = build(settings, principals)
     metrics = serve_metrics(settings.metrics_host, settings.metrics_port)
     channels = {name: service_channel(settings, name) for name in depends_on}

@@ -20,7 +20,7 @@ from shared.runtime.config import (
 )
 from shared.runtime.deadline import downstream_timeout
 from shared.runtime.telemetry import exporting
-from shared.runtime.transport import channel_options, resolvable
+from shared.runtime.transport import RetriedRead, channel_options, resolvable
 
 
 class _AuthorizedMethod:
@@ -138,19 +138,21 @@ def open_channel(
     transport: TransportSettings | None = None,
     streams_on_reading_thread: bool = False,
     tls: ClientTls | None = None,
+    retried_reads: Sequence[RetriedRead] = (),
 ) -> grpc.Channel:
     """A traced, authenticated channel. TLS when root certificates are given; mTLS when a
     (private key, certificate chain) pair is given too. ``tls`` gives the same as files
     (FORGE_TLS_CA / FORGE_TLS_CERT / FORGE_TLS_KEY). A ``host:port`` target is resolved as
     ``dns:///host:port`` and calls are spread over every address (shared.runtime.transport).
     ``streams_on_reading_thread``: for a channel kept open as long as its streams are read
-    (READ_STREAMS_ON_THE_READING_THREAD)."""
+    (READ_STREAMS_ON_THE_READING_THREAD). ``retried_reads``: the RPCs retried when they fail
+    UNAVAILABLE (shared.contract.channels passes the contract's idempotent reads)."""
     if tls is not None:
         root_certificates, client_certificate = tls_material(tls)
     options = [
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.max_send_message_length", max_message_bytes),
-        *channel_options(transport or TransportSettings()),
+        *channel_options(transport or TransportSettings(), retried_reads),
         *([READ_STREAMS_ON_THE_READING_THREAD] if streams_on_reading_thread else []),
     ]
     target = resolvable(target)
@@ -204,7 +206,9 @@ def stream(method: Callable[..., Any], request: Any, **kwargs: Any) -> Iterator[
         raise from_rpc_error(error) from None
 
 
-def service_channel(settings: Settings, service: str) -> grpc.Channel:
+def service_channel(
+    settings: Settings, service: str, retried_reads: Sequence[RetriedRead] = ()
+) -> grpc.Channel:
     """The channel one service uses to call another, under its own identity: its bearer token,
     and, when it serves TLS itself, TLS to the callee with its own certificate as the client
     certificate. The callee's certificate is verified against FORGE_TLS_CA, else the CA bundle in
@@ -216,6 +220,7 @@ def service_channel(settings: Settings, service: str) -> grpc.Channel:
             settings.service_token,
             transport=settings.transport,
             streams_on_reading_thread=True,
+            retried_reads=retried_reads,
         )
     return open_channel(
         target,
@@ -227,4 +232,5 @@ def service_channel(settings: Settings, service: str) -> grpc.Channel:
         ),
         transport=settings.transport,
         streams_on_reading_thread=True,
+        retried_reads=retried_reads,
     )

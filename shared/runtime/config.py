@@ -28,6 +28,10 @@ DEFAULT_METRICS_PORTS: Mapping[str, int] = {
     "admission": 9154,
     "gateway": 9180,
 }
+#: Where the HTTP/JSON gateway listens by default, and the variable that moves it: declared beside
+#: the services' ports so the client and the demo name the gateway's address without importing it.
+DEFAULT_GATEWAY_PORT = 8080
+GATEWAY_PORT_VARIABLE = "FORGE_GATEWAY_PORT"
 DEFAULT_DATABASE_URL = "sqlite:///var/continuity.db"
 DEFAULT_PRINCIPALS_FILE = "var/principals.json"
 # `make run` generates a development signing key here when FORGE_SIGNING_KEY_FILE is unset.

@@ -3,7 +3,8 @@ target resolves to (round_robin), keeps its connections alive, and retries idemp
 fail UNAVAILABLE; every server recycles its connections after a maximum age so clients re-resolve
 and new replicas get traffic. Settings: shared.runtime.config.TransportSettings.
 
-Only the reads listed in :data:`IDEMPOTENT_READS` are retried automatically. A write is never
+Only the reads a channel is given are retried automatically (which RPCs they are is a fact of
+the contract: shared.contract.channels passes them). A write is never
 retried by the channel: a write whose outcome is unknown is repeated by its caller with the same
 request id, which the ledger answers with the saved outcome (ADR 0003).
 """
@@ -11,86 +12,29 @@ request id, which the ledger answers with the saved outcome (ADR 0003).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable
 from typing import Any
 
-from shared.contract.modules import SERVICES
 from shared.runtime.config import TransportSettings
 
-# Service name → the RPCs that change nothing, so that a second attempt is safe whatever happened
-# to the first. Listed by hand on purpose: a new RPC is not retried until someone decides it may
-# be. (VerifyReconciliation, despite its name, records a journal entry: it is a write.)
-IDEMPOTENT_READS: Mapping[str, tuple[str, ...]] = {
-    "LedgerService": (
-        "GetRun",
-        "ListRuns",
-        "ReadJournal",
-        "StreamJournal",
-        "VerifyJournal",
-        "ReadRunSnapshot",
-        "GetRunSnapshot",
-        "InspectJournal",
-        "GetBlob",
-        "GetAdmission",
-        "GetRecovery",
-        "GetSigningKeys",
-        "ListSignedHeads",
-        "ListHeads",
-    ),
-    "PolicyService": ("GetPolicy", "ListPolicyRevisions"),
-    "ExecutionService": (
-        "GetExecutionRequest",
-        "ListExecutionRequests",
-        "ListAllExecutionRequests",
-        "GetCommandUsage",
-    ),
-    "ReconciliationService": ("InspectReconciliation", "GetReconciliation"),
-    # Pure computation over the bytes in the request.
-    "ReconstructionService": (
-        "ReconstructInvalidRead",
-        "AnalyzeConsumedResponse",
-        "AnalyzeAndReconstructInvalidRead",
-        "ReproducePendingRequest",
-        "ReconstructReadonlyObservation",
-    ),
-    # The candidate only reads the ledger and computes.
-    "CandidateService": (
-        "GetInvalidReadContinuityCandidate",
-        "GetInvalidReadRecoveryCandidate",
-        "GetRejectedBoundaryCandidate",
-        "GetReadonlyObservationCandidate",
-    ),
-    "AdmissionService": (
-        "GetInvalidReadContinuity",
-        "GetInvalidReadRecovery",
-        "GetRejectedBoundaryRecovery",
-        "GetReadonlyObservationRecovery",
-        "GetCallerPermissions",
-        "ListRecoveryWorkflows",
-    ),
-}
+#: One RPC whose calls a channel may retry: (full service name, method name).
+RetriedRead = tuple[str, str]
 
 
-def _read_names() -> list[dict[str, str]]:
-    names = []
-    for service_name, methods in IDEMPOTENT_READS.items():
-        service = SERVICES[service_name]
-        for method in methods:
-            if method not in service.methods_by_name:
-                # Fail at import: a renamed RPC must not silently lose (or gain) its retries.
-                raise ValueError(f"{service.full_name} has no RPC {method}")
-            names.append({"service": service.full_name, "method": method})
-    return names
+def _names(retried_reads: Iterable[RetriedRead]) -> list[dict[str, str]]:
+    return [{"service": service, "method": method} for service, method in retried_reads]
 
 
-_READS = _read_names()
 #: Tokens a success earns back (gRPC's throttling: a failure costs one).
 RETRY_TOKEN_RATIO = 0.1
 
 
-def service_config(transport: TransportSettings) -> dict[str, Any]:
+def service_config(
+    transport: TransportSettings, retried_reads: Iterable[RetriedRead] = ()
+) -> dict[str, Any]:
     """The gRPC service config every channel uses: round_robin over every resolved address, and
-    the read retry policy (only when more than one attempt is allowed). A read is retried on
+    the retry policy of ``retried_reads`` (only when more than one attempt is allowed and there
+    are reads to retry). A read is retried on
     UNAVAILABLE, and on RESOURCE_EXHAUSTED after the delay a busy server asks for (SERVER_BUSY;
     every other RESOURCE_EXHAUSTED says "do not retry", shared.runtime.gate). Retries are
     throttled: once failures use up half the tokens, a channel stops retrying until successes
@@ -102,10 +46,11 @@ def service_config(transport: TransportSettings) -> dict[str, Any]:
             "tokenRatio": RETRY_TOKEN_RATIO,
         },
     }
-    if transport.read_retry_attempts > 1:
+    reads = _names(retried_reads)
+    if transport.read_retry_attempts > 1 and reads:
         config["methodConfig"] = [
             {
-                "name": _READS,
+                "name": reads,
                 "retryPolicy": {
                     "maxAttempts": transport.read_retry_attempts,
                     "initialBackoff": "0.1s",
@@ -118,9 +63,11 @@ def service_config(transport: TransportSettings) -> dict[str, Any]:
     return config
 
 
-def channel_options(transport: TransportSettings) -> list[tuple[str, Any]]:
+def channel_options(
+    transport: TransportSettings, retried_reads: Iterable[RetriedRead] = ()
+) -> list[tuple[str, Any]]:
     return [
-        ("grpc.service_config", json.dumps(service_config(transport))),
+        ("grpc.service_config", json.dumps(service_config(transport, retried_reads))),
         ("grpc.enable_retries", 1),
         ("grpc.keepalive_time_ms", transport.keepalive_time_ms),
         ("grpc.keepalive_timeout_ms", transport.keepalive_timeout_ms),

@@ -24,7 +24,7 @@ from services.candidate.servicer import bindings as candidate_bindings
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
 from services.reconstruction.servicer import bindings as reconstruction_bindings
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from tests.support import Served, admission_downstream, serve
 
 
@@ -97,9 +97,7 @@ def stack(ledger: Ledger) -> Iterator[Stack]:
             open_channel(reconstruction.target, "service-token"),
         )
         with serve("candidate", candidate_bindings(sources)) as candidate:
-            downstream = admission_downstream(
-                ledger_served.target, candidate.target, reconstruction.target
-            )
+            downstream = admission_downstream(ledger_served.target, candidate.target)
             with serve("admission", admission_bindings(downstream)) as admission:
                 yield Stack(ledger_served, candidate, admission)
 

@@ -12,7 +12,7 @@ from tests.support import admission_downstream
 
 
 def _answer(principal: Principal) -> admission_pb2.GetCallerPermissionsResponse:
-    table = routes(admission_downstream("127.0.0.1:1", "127.0.0.1:1", "127.0.0.1:1"))
+    table = routes(admission_downstream("127.0.0.1:1", "127.0.0.1:1"))
     reply = table["GetCallerPermissions"].answer(
         admission_pb2.GetCallerPermissionsRequest(), Call("GetCallerPermissions", principal)
     )
@@ -26,7 +26,7 @@ def _role(number: int) -> Role:
 
 @pytest.mark.parametrize("role", list(Role))
 def test_the_report_is_the_table_the_interceptor_is_given(role: Role) -> None:
-    table = routes(admission_downstream("127.0.0.1:1", "127.0.0.1:1", "127.0.0.1:1"))
+    table = routes(admission_downstream("127.0.0.1:1", "127.0.0.1:1"))
     [candidate] = candidate_bindings()
     # Exactly what start_server hands to CallPolicy for these two services.
     enforced = {**binding(table).full_method_roles(), **candidate.full_method_roles()}

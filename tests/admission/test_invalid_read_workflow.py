@@ -186,7 +186,7 @@ def test_only_admission_not_found_means_nothing_is_stored() -> None:
 
 
 def test_the_route_table_serves_exactly_the_services_rpcs() -> None:
-    table = routes(admission_downstream("127.0.0.1:1", "127.0.0.1:1", "127.0.0.1:1"))
+    table = routes(admission_downstream("127.0.0.1:1", "127.0.0.1:1"))
     served = binding(table)
     assert set(served.method_roles) == set(table)
     without: Mapping[str, object] = {

@@ -20,7 +20,6 @@ from forge.continuity.v1 import (
     candidate_pb2_grpc,
     ledger_pb2,
     ledger_pb2_grpc,
-    reconstruction_pb2_grpc,
 )
 from services.admission.downstream import Downstream
 from services.admission.driver import submit
@@ -28,8 +27,8 @@ from services.admission.servicer import bindings as admission_bindings
 from services.admission.workflows.invalid_read import ContinuityRequest, InvalidReadContinuity
 from services.demo.seed import load_fixture, seed_held_run
 from shared.continuity.canonical import sha256_digest
+from shared.contract.channels import open_channel
 from shared.contract.terms import DIGEST_NAMES, VERSIONS
-from shared.runtime.client import open_channel
 from shared.runtime.errors import FailedPrecondition, NotFound
 from tests.support import serve
 
@@ -106,9 +105,6 @@ def test_an_admission_commits_the_candidates_derived_checkpoint_without_another_
     downstream = Downstream(
         ledger=stub(stack.ledger.target, ledger_pb2_grpc.LedgerServiceStub),
         candidate=stub(stack.candidate.target, candidate_pb2_grpc.CandidateServiceStub),
-        # Nothing listens there: admission has no reason left to call reconstruction, and a
-        # call would be counted (and fail the admission).
-        reconstruction=stub("127.0.0.1:1", reconstruction_pb2_grpc.ReconstructionServiceStub),
     )
     with serve("admission", admission_bindings(downstream)) as admission:
         ticket = (
@@ -164,7 +160,7 @@ class Candidate:
 
 
 def admit(stand_in: Candidate) -> None:
-    port = Downstream(stand_in, stand_in, stand_in)  # type: ignore[arg-type]
+    port = Downstream(stand_in, stand_in)  # type: ignore[arg-type]
     request = ContinuityRequest(
         run_id="run-1",
         request_id="req-1",

@@ -15,7 +15,7 @@ READER = Principal("rita", frozenset({Role.READER}))
 
 
 def _table() -> dict[str, object]:
-    return dict(routes(admission_downstream("127.0.0.1:1", "127.0.0.1:1", "127.0.0.1:1")))
+    return dict(routes(admission_downstream("127.0.0.1:1", "127.0.0.1:1")))
 
 
 def _answer(table: dict[str, object], name: str, request: object) -> object:

@@ -27,7 +27,7 @@ from services.demo.seed import SeededRun, load_fixture, seed_held_run
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
 from services.reconstruction.servicer import bindings as reconstruction_bindings
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from tests.support import Served, row_counts, serve
 
 # The candidate servers' clock: handoff deadlines are computed against it.

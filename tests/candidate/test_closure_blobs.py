@@ -21,7 +21,7 @@ from services.candidate.downstream import GrpcCandidateSources
 from services.candidate.servicer import bindings as candidate_bindings
 from services.ledger.transactions import snapshot
 from shared.continuity.canonical import sha256_digest
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from tests.support import Served, as_database_owner, serve
 
 from .conftest import NOW, Candidate, Stack, hold_pairs

@@ -27,7 +27,7 @@ from shared.continuity.qualification import (
     installed_profile,
     registration,
 )
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from tests.errors import expect_error
 from tests.support import as_database_owner, serve
 

@@ -15,7 +15,7 @@ import pytest
 from forge.continuity.v1 import candidate_pb2, candidate_pb2_grpc, common_pb2, policy_pb2
 from services.candidate.downstream import GrpcCandidateSources
 from services.candidate.servicer import bindings as candidate_bindings
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from tests.support import serve
 
 from .conftest import NOW, Stack

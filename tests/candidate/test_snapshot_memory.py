@@ -16,7 +16,7 @@ from forge.continuity.v1 import common_pb2, ledger_pb2
 from services.candidate.downstream import GrpcCandidateSources
 from services.candidate.snapshot_memory import SnapshotMemory
 from services.demo.seed import load_fixture
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from tests.support import as_database_owner
 
 from .conftest import Stack

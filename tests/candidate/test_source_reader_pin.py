@@ -13,7 +13,7 @@ from forge.continuity.v1 import candidate_pb2, common_pb2, policy_pb2
 from services.reconstruction.isolation import InProcessRunner
 from services.reconstruction.servicer import ReconstructionServicer
 from services.reconstruction.servicer import bindings as reconstruction_bindings
-from services.reconstruction.worker_adapter import historical
+from shared.agent import historical
 from tests.support import Served, serve
 
 from .conftest import Candidate, Stack, actions, hold_pairs

@@ -17,7 +17,7 @@ from services.candidate.domain.journal import check_chain
 from services.candidate.downstream import GrpcCandidateSources
 from services.ledger.transactions import snapshot as ledger_snapshot
 from shared.continuity.journal_chain import verify_chain
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from tests.support import as_database_owner
 
 from .conftest import Stack

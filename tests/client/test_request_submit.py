@@ -18,7 +18,7 @@ from services.client import ContinuityClient
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
 from services.reconstruction.servicer import bindings as reconstruction_bindings
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from shared.runtime.errors import (
     Conflict,
     DomainError,
@@ -72,9 +72,7 @@ def stack(ledger: Ledger) -> Iterator[Stack]:
         reconstruction_channel = open_channel(reconstruction.target, "service-token")
         sources = GrpcCandidateSources(ledger_channel, reconstruction_channel)
         with serve("candidate", candidate_bindings(sources)) as candidate:
-            downstream = admission_downstream(
-                ledger_served.target, candidate.target, reconstruction.target
-            )
+            downstream = admission_downstream(ledger_served.target, candidate.target)
             with serve("admission", admission_bindings(downstream)) as admission:
                 yield Stack(ledger_served, candidate, admission)
         ledger_channel.close()

@@ -27,14 +27,16 @@ import yaml
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from packaging.specifiers import SpecifierSet
 
-from services.gateway.config import DEFAULT_GATEWAY_PORT, GATEWAY, GATEWAY_PORT_VARIABLE
+from services.gateway.config import GATEWAY
 from services.gateway.config import SERVERS as GATEWAY_CALLS
 from services.ledger.table_access import DEFAULT_LEDGER_ROLE
 from shared.runtime.auth import PrincipalDirectory, Role
 from shared.runtime.config import (
     DATABASE_VARIABLES,
+    DEFAULT_GATEWAY_PORT,
     DEFAULT_GRACE_SECONDS,
     DEFAULT_PORTS,
+    GATEWAY_PORT_VARIABLE,
     SERVICE_NAMES,
     database_settings,
     port_variable,
@@ -56,7 +58,7 @@ CALLS: Mapping[str, tuple[str, ...]] = {
     "ledger": (),
     "reconstruction": (),
     "candidate": ("ledger", "reconstruction"),
-    "admission": ("ledger", "candidate", "reconstruction"),
+    "admission": ("ledger", "candidate"),
 }
 # The one role of each calling service's own identity.
 SERVICE_ROLES: Mapping[str, Role] = {

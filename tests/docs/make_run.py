@@ -17,8 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.gateway.config import GATEWAY_PORT_VARIABLE
-from shared.runtime.config import SERVICE_NAMES, target_variable
+from shared.runtime.config import GATEWAY_PORT_VARIABLE, SERVICE_NAMES, target_variable
 
 ROOT = Path(__file__).resolve().parents[2]
 READY = "forge continuity ready:"

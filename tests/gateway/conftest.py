@@ -33,7 +33,7 @@ from services.ledger.domain.signing import HeadSigner
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
 from services.reconstruction.servicer import bindings as reconstruction_bindings
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from tests.support import Served, admission_downstream, row_counts, serve, token_roles
 
 STARTUP_SECONDS = 15.0
@@ -115,9 +115,7 @@ def gateway(tmp_path: Path) -> Iterator[RunningGateway]:
             open_channel(reconstruction.target, "service-token"),
         )
         with serve("candidate", candidate_bindings(sources)) as candidate:
-            downstream = admission_downstream(
-                ledger.target, candidate.target, reconstruction.target
-            )
+            downstream = admission_downstream(ledger.target, candidate.target)
             with serve("admission", admission_bindings(downstream)) as admission:
                 settings = GatewaySettings(
                     targets={

@@ -26,7 +26,7 @@ def changed_installation(target: Path) -> Path:
         shutil.copytree(
             ROOT / package, target / package, ignore=shutil.ignore_patterns("__pycache__")
         )
-    agent = target / "services" / "reconstruction" / "worker_adapter" / "agent.py"
+    agent = target / "shared" / "agent" / "agent.py"
     text = agent.read_text(encoding="utf-8")
     assert GRANT_LINE in text
     agent.write_text(text.replace(GRANT_LINE, '    "read_file": "command",\n'), encoding="utf-8")

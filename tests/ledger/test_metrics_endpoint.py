@@ -24,7 +24,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from shared.runtime.server import RunningServer
 from tests.conftest import postgres_schema
 from tests.ledger.admission_support import (

@@ -24,8 +24,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc
+from shared.contract.channels import open_channel
 from shared.runtime.bootstrap import STACKS_SIGNAL
-from shared.runtime.client import open_channel
 from shared.runtime.readiness import LIVENESS
 from tests.support import principals_document
 

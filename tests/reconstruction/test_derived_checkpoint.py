@@ -14,7 +14,7 @@ from services.reconstruction.domain import (
     analyze_consumed_response,
     reconstruct_invalid_read,
 )
-from services.reconstruction.domain.projection import project
+from shared.agent.projection import project
 from shared.continuity.canonical import canonical_bytes, sha256_digest
 
 from .conftest import FIXTURES, Case, load_case

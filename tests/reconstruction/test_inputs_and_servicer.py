@@ -9,8 +9,8 @@ import pytest
 from forge.continuity.v1 import reconstruction_pb2
 from services.reconstruction.domain import reconstruct_invalid_read
 from services.reconstruction.servicer import ReconstructionServicer
-from services.reconstruction.worker_adapter.evidence import CURRENT_ENVELOPE_SCHEMA
-from services.reconstruction.worker_adapter.historical import EVIDENCE_QUERY_26_10_1
+from shared.agent.evidence import CURRENT_ENVELOPE_SCHEMA
+from shared.agent.historical import EVIDENCE_QUERY_26_10_1
 from shared.runtime.errors import FailedPrecondition, InvalidArgument
 
 from .conftest import Case
@@ -72,7 +72,7 @@ def test_envelope_schema_agrees_with_the_validator(query: dict[str, object]) -> 
     from pydantic import ValidationError
 
     from services.reconstruction.domain.schema_subset import accepts
-    from services.reconstruction.worker_adapter.evidence import EvidenceEnvelope
+    from shared.agent.evidence import EvidenceEnvelope
 
     try:
         EvidenceEnvelope.model_validate_json(json.dumps({"query": query}))

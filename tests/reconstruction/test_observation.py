@@ -153,7 +153,7 @@ def test_a_reused_source_reader_result_pins_the_published_reader(
     """The read-only observation proof pins the published historical source reader whose
     retained result it reuses; without one, it names none; with the implementation absent, it
     is refused."""
-    from services.reconstruction.worker_adapter import historical
+    from shared.agent import historical
     from shared.continuity.sdk_epochs import PUBLISHED_SOURCE_READER
 
     result = reconstruct_readonly_observation(pending, raw(), AT, {LIST_CALL: LISTED})

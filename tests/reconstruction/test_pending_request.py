@@ -13,13 +13,10 @@ import pytest
 
 from forge.continuity.v1 import reconstruction_pb2, reconstruction_pb2_grpc
 from services.demo.provider import RefusingProvider, send_refused
-from services.reconstruction.domain import pending as pending_module
-from services.reconstruction.domain import (
-    reconstruct_invalid_read,
-    reproduce_pending_request,
-    sealed,
-)
+from services.reconstruction.domain import reconstruct_invalid_read, reproduce_pending_request
 from services.reconstruction.servicer import bindings
+from shared.agent import pending as pending_module
+from shared.agent import sealed
 from shared.continuity.canonical import canonical_bytes, digest_of, sha256_digest
 from shared.runtime.errors import FailedPrecondition, InvalidArgument
 from tests.errors import expect_error

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.reconstruction.domain.projection import MAX_COUNTER, project
+from shared.agent.projection import MAX_COUNTER, project
 from shared.runtime.errors import FailedPrecondition
 
 from .conftest import load_case

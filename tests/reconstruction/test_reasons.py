@@ -9,6 +9,8 @@ from pathlib import Path
 from services.reconstruction.domain import ANALYSIS_REASONS, REFUSAL_REASONS
 
 SERVICE = Path(__file__).resolve().parents[2] / "services" / "reconstruction"
+# The agent the service replays and resumes (moved out of the service, still its code).
+AGENT = Path(__file__).resolve().parents[2] / "shared" / "agent"
 REASON = re.compile(r"^[A-Z][A-Z0-9_]+$")
 # Calls whose first argument is a reason: an analysis finding, or a refusal (the domain's own
 # helpers build FailedPrecondition with the reason they are given).
@@ -20,7 +22,7 @@ BUILDERS = {"field_required": "FIELD_REQUIRED"}
 
 def _literal_reasons(names: frozenset[str], builders: dict[str, str] | None = None) -> set[str]:
     found: set[str] = set()
-    for path in SERVICE.rglob("*.py"):
+    for path in [*SERVICE.rglob("*.py"), *AGENT.rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.Call) or not node.args:
                 continue

@@ -10,8 +10,9 @@ import httpx2
 import pytest
 from openai import APIConnectionError, AsyncOpenAI
 
-from services.reconstruction.domain import reconstruct_invalid_read, sealed
-from services.reconstruction.domain.sealed import SealedRequestRefused, SealedTransport
+from services.reconstruction.domain import reconstruct_invalid_read
+from shared.agent import sealed
+from shared.agent.sealed import SealedRequestRefused, SealedTransport
 
 from .conftest import Case
 

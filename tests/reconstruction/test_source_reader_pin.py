@@ -11,8 +11,8 @@ import pytest
 
 from services.reconstruction.domain import reconstruct_invalid_read
 from services.reconstruction.domain.registry import source_reader_pin
-from services.reconstruction.worker_adapter import historical
-from services.reconstruction.worker_adapter.historical import source_hash
+from shared.agent import historical
+from shared.agent.historical import source_hash
 from shared.continuity.sdk_epochs import PUBLISHED_SOURCE_READER
 from shared.runtime.errors import FailedPrecondition
 

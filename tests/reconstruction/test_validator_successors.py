@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from services.reconstruction.domain.checkpoint import resolve_validator
-from services.reconstruction.worker_adapter.historical import (
+from shared.agent.historical import (
     EVIDENCE_QUERY_26_10_1,
     REGISTERED_VALIDATORS,
     HistoricalValidator,

@@ -23,7 +23,7 @@ from services.demo.provider import RefusingProvider
 from services.reconstruction.servicer import bindings as reconstruction_bindings
 from shared.continuity.canonical import sha256_digest
 from shared.continuity.recovery import WORKFLOWS, DerivedCheckpoint, Inputs, Workflow
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from shared.runtime.errors import FailedPrecondition, NotFound
 from tests.admission.conftest import Stack
 from tests.recovery.test_rejected_boundary import admit_enabled, refused_at_provider, review

@@ -31,7 +31,7 @@ from services.ledger.servicer import bindings as ledger_bindings
 from services.reconstruction.servicer import bindings as reconstruction_bindings
 from shared.continuity.recovery import WORKFLOWS, Rpc, Rpcs, Workflow, registered
 from shared.continuity.recovery.never_claimed import WORKFLOW as NEVER_CLAIMED
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from tests.admission.conftest import Stack
 from tests.recovery.test_never_claimed import ADA, ADA_IDENTITY, admit, claim, fail_unclaimed
 from tests.support import admission_downstream, serve, whole_journal
@@ -95,9 +95,7 @@ def stack(ledger: Ledger) -> Iterator[Stack]:
             open_channel(reconstruction.target, "service-token"),
         )
         with serve("candidate", candidate_bindings(sources)) as candidate:
-            downstream = admission_downstream(
-                ledger_served.target, candidate.target, reconstruction.target
-            )
+            downstream = admission_downstream(ledger_served.target, candidate.target)
             # admission's stub reaches the workflow's candidate RPC like a declared one
             downstream.candidate.GetTestOnlyRecoveryCandidate = _method(  # type: ignore[attr-defined]
                 open_channel(candidate.target, "service-token"),

@@ -39,7 +39,7 @@ from services.ledger.servicer import bindings as ledger_bindings
 from services.reconstruction.isolation import IsolatedRunner
 from services.reconstruction.servicer import ReconstructionServicer
 from services.reconstruction.servicer import bindings as reconstruction_bindings
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from shared.runtime.config import StreamBounds
 from shared.runtime.errors import from_rpc_error
 from tests.ledger.conftest import LedgerClients, run_request

@@ -24,7 +24,7 @@ import pytest
 
 from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc
 from services.client.cli import main as cli
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from shared.runtime.config import ClientTls
 from tests.polyglot import test_node_client
 from tests.polyglot.test_grpcurl import grpcurl_executable

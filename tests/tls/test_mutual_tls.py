@@ -31,8 +31,8 @@ from services.client import ContinuityClient
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
 from services.reconstruction.servicer import bindings as reconstruction_bindings
+from shared.contract.channels import open_channel
 from shared.runtime.auth import Directory, Principal, PrincipalDirectory
-from shared.runtime.client import open_channel
 from shared.runtime.config import ClientTls, Settings, TlsSettings
 from shared.runtime.dev_certificates import Issued, write_certificates
 from shared.runtime.server import ServiceBinding, start_server

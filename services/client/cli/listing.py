@@ -21,8 +21,8 @@ from services.client.cli.render import (
     to_json_object,
 )
 from services.client.client import ContinuityClient
-from services.gateway.config import DEFAULT_GATEWAY_PORT, GATEWAY_PORT_VARIABLE
 from shared.contract.terms import enum_prefix, enum_short_name
+from shared.runtime.config import DEFAULT_GATEWAY_PORT, GATEWAY_PORT_VARIABLE
 
 # A generated enum's wrapper (keys(), Value()), whichever enum it is.
 EnumWrapper = Any

@@ -43,6 +43,7 @@ from services.ledger.transactions.base import (
     check_capacity,
     check_head,
     existing_run,
+    retry_on_unique_conflict,
 )
 from services.ledger.transactions.execution import existing_request
 from services.ledger.transactions.execution_stops import Expiry
@@ -73,11 +74,13 @@ def commit_recovery(
     return _commit(context, authority, recovery, expiry)
 
 
+@retry_on_unique_conflict
 def _commit(
     context: LedgerContext, authority: Authority, recovery: RecoveryInput, expiry: Expiry
 ) -> Recovery:
-    # A concurrent recovery that commits first fires a unique constraint; the retry answers as
-    # the second caller would: replay or conflict.
+    # A concurrent transaction that commits first fires a unique constraint (a recovery of the
+    # same request, an upload of the same derived checkpoint, an entry at the same head); the
+    # retry answers as the second caller would: replay, conflict, stale head or success.
     with context.engine.begin() as connection:
         return _recover(context, connection, authority, recovery, expiry)
 

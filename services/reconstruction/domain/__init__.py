@@ -61,9 +61,14 @@ The formats are documented in docs/formats.md.
 
 from __future__ import annotations
 
+from shared.agent.pending import (
+    PendingRequest,
+    areproduce_pending_request,
+    reproduce_pending_request,
+)
+
 from .analysis import Hold, ResponseAnalysis, ToolCallView
 from .combined import AnalysisAndReconstruction, analyze_and_reconstruct_invalid_read
-from .pending import PendingRequest, areproduce_pending_request, reproduce_pending_request
 from .reasons import ANALYSIS_REASONS, REFUSAL_REASONS
 from .reconstruct import (
     OBSERVATION_UNAVAILABLE,

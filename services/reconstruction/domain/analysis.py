@@ -10,7 +10,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 
-from services.reconstruction.worker_adapter.historical import HistoricalValidator
+from shared.agent.historical import HistoricalValidator
 from shared.continuity.canonical import CanonicalJsonError, canonical_text, digest_of, parse_json
 
 from .schema_subset import accepts

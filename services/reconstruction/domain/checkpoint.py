@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
-from services.reconstruction.worker_adapter.historical import (
+from shared.agent.envelope import HISTORICAL, check_shape
+from shared.agent.historical import (
     OLD_ADVERTISED_SCHEMA,
     REGISTERED_VALIDATORS,
     HistoricalValidator,
@@ -21,7 +22,6 @@ from shared.continuity.canonical import (
 )
 from shared.runtime.errors import FailedPrecondition, InvalidArgument
 
-from .envelope import HISTORICAL, check_shape
 from .registry import HISTORICAL_FORMAT, SOURCE_RUNTIME
 
 ENVELOPE_KEYS: Final = frozenset({"format", "runtime", "run", "provider", "state", "state_digest"})

@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from services.reconstruction.worker_adapter import prompts
-from services.reconstruction.worker_adapter.evidence import CURRENT_ENVELOPE_SCHEMA
-from services.reconstruction.worker_adapter.historical import OLD_ADVERTISED_SCHEMA
+from shared.agent import prompts
+from shared.agent.evidence import CURRENT_ENVELOPE_SCHEMA
+from shared.agent.historical import OLD_ADVERTISED_SCHEMA
+from shared.agent.sealed import CapturedContract
 from shared.continuity.canonical import canonical_bytes, digest_of
 from shared.runtime.errors import FailedPrecondition
-
-from .sealed import CapturedContract
 
 EVIDENCE_TOOL: Final = "read_run_evidence"
 # (tool, field) → (registered historical value, approved successor, rule name)

@@ -22,14 +22,15 @@ from typing import Any, Final
 from pydantic import ValidationError
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 
+from shared.agent.jsonpath import first_difference
+from shared.agent.pending import continuation_run_id, read_derived_checkpoint
+from shared.agent.projection import LIMITS, MESSAGES, USAGE
+from shared.agent.sealed import replay_consumed_response
 from shared.continuity.canonical import canonical_bytes, digest_of, sha256_digest
 from shared.continuity.sdk_epochs import SOURCE_READER_TOOLS
 from shared.runtime.errors import FailedPrecondition
 
 from .analysis import EVIDENCE_TOOL, READ_GRANT
-from .jsonpath import first_difference
-from .pending import continuation_run_id, read_derived_checkpoint
-from .projection import LIMITS, MESSAGES, USAGE
 from .reconstruct import OBSERVATION_UNAVAILABLE, _parse_consumed_at
 from .registry import (
     DERIVED_FORMAT,
@@ -39,7 +40,6 @@ from .registry import (
     verify_target_runtime,
 )
 from .schema_subset import accepts
-from .sealed import replay_consumed_response
 
 OBSERVATION_WITNESS_FORMAT: Final = "forge.continuity.readonly-observation-witness/1"
 #: The one sibling whose exact retained successful result may be reused.

@@ -12,7 +12,10 @@ from pydantic import TypeAdapter
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolReturnPart
 from pydantic_ai.usage import RequestUsage
 
-from services.reconstruction.worker_adapter.evidence import INVALID_QUERY_RESULT
+from shared.agent.evidence import INVALID_QUERY_RESULT
+from shared.agent.jsonpath import first_difference
+from shared.agent.projection import MESSAGES, USAGE, Projection, project
+from shared.agent.sealed import Replay, capture_current_contract, replay_consumed_response
 from shared.continuity.canonical import canonical_bytes, digest_of, sha256_digest
 from shared.continuity.sdk_epochs import SOURCE_READER_TOOLS
 from shared.contract.terms import SUPPORTED_VERSIONS
@@ -21,8 +24,6 @@ from shared.runtime.errors import FailedPrecondition, InvalidArgument
 from .analysis import ResponseAnalysis, analyze
 from .checkpoint import CheckpointRecord, read_checkpoint
 from .contract import captured_contract_json, contract_of, migrate_contract
-from .jsonpath import first_difference
-from .projection import MESSAGES, USAGE, Projection, project
 from .registry import (
     DERIVED_FORMAT,
     TARGET_RUNTIME,
@@ -31,7 +32,6 @@ from .registry import (
     transition,
     verify_target_runtime,
 )
-from .sealed import Replay, capture_current_contract, replay_consumed_response
 
 OBSERVATION_UNAVAILABLE: Final = {
     "status": "observation_unavailable",

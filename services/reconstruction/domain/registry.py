@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Final
 
-from services.reconstruction.worker_adapter import historical
+from shared.agent import historical
+from shared.agent.target import verify_target_runtime
 from shared.continuity.sdk_epochs import (
     DERIVED_FORMAT,
     HISTORICAL_FORMAT,
@@ -15,7 +15,7 @@ from shared.continuity.sdk_epochs import (
     TARGET_RUNTIME,
     TRANSITION_ID,
 )
-from shared.runtime.errors import FailedPrecondition, Internal
+from shared.runtime.errors import FailedPrecondition
 
 __all__ = [
     "DERIVED_FORMAT",
@@ -31,29 +31,10 @@ __all__ = [
 
 WITNESS_FORMAT: Final = "forge.continuity.migration-witness/1"
 
-_DISTRIBUTIONS: Final = {
-    "pydantic_ai": "pydantic-ai-slim",
-    "openai": "openai",
-    "genai_prices": "genai-prices",
-}
-
 
 def transition() -> dict[str, Any]:
     """The exact registered SDK transition, as recorded on derived checkpoints and witnesses."""
     return {"id": TRANSITION_ID, "from": dict(SOURCE_RUNTIME), "to": dict(TARGET_RUNTIME)}
-
-
-def verify_target_runtime() -> None:
-    """The installed SDK must be the pinned target: its serialized form is what we promise."""
-    for key, dist in _DISTRIBUTIONS.items():
-        installed = version(dist)
-        if installed != TARGET_RUNTIME[key]:
-            raise Internal(
-                "TARGET_SDK_MISMATCH",
-                f"{dist} {installed} is installed, reconstruction is pinned to "
-                f"{TARGET_RUNTIME[key]}",
-                metadata={"field": dist},
-            )
 
 
 def source_reader_pin(source_file: Path | None = None) -> dict[str, str]:

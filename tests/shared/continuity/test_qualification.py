@@ -59,7 +59,12 @@ def test_the_tree_digest_is_canonical_and_covers_every_byte(tmp_path: Path) -> N
 def test_the_installed_profile_covers_the_three_parts() -> None:
     profile = installed_profile()
     assert profile.migration_code == tree_digest(ROOT / "services" / "ledger" / "migrations")
-    assert profile.reconstruction_code == tree_digest(ROOT / "services" / "reconstruction")
+    assert profile.reconstruction_code == qualification.trees_digest(
+        {
+            "services/reconstruction": ROOT / "services" / "reconstruction",
+            "shared/agent": ROOT / "shared" / "agent",
+        }
+    )
     assert profile.sdk_distribution == qualification.distribution_digest("pydantic-ai-slim")
     assert len({profile.digest, *profile.parts().values()}) == 4
 

@@ -180,9 +180,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
         serve("candidate", candidate_bindings()) as candidate,
         serve(
             "admission",
-            admission_bindings(
-                admission_downstream(ledger.target, candidate.target, "127.0.0.1:1")
-            ),
+            admission_bindings(admission_downstream(ledger.target, candidate.target)),
         ) as admission,
     ):
         yield {

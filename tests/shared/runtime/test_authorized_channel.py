@@ -11,7 +11,7 @@ from concurrent import futures
 import grpc
 import pytest
 
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from shared.runtime.deadline import reset_inbound_deadline, set_inbound_deadline
 
 SERVICE = "test.Echo"

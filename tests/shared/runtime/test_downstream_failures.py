@@ -25,11 +25,11 @@ from forge.continuity.v1 import (
     common_pb2,
     ledger_pb2,
     ledger_pb2_grpc,
-    reconstruction_pb2_grpc,
 )
 from services.admission.downstream import Downstream
 from services.admission.servicer import bindings as admission_bindings
-from shared.runtime.client import call, open_channel
+from shared.contract.channels import open_channel
+from shared.runtime.client import call
 from shared.runtime.errors import (
     Cancelled,
     DeadlineExceeded,
@@ -101,9 +101,6 @@ def admission_over(ledger_target: str, ledger_timeout: float) -> Iterator[str]:
     downstream = Downstream(
         ledger=_ledger_stub(ledger_target, ledger_timeout),
         candidate=candidate_pb2_grpc.CandidateServiceStub(open_channel("127.0.0.1:1")),
-        reconstruction=reconstruction_pb2_grpc.ReconstructionServiceStub(
-            open_channel("127.0.0.1:1")
-        ),
     )
     with serve("admission", admission_bindings(downstream)) as served:
         yield served.target

@@ -7,6 +7,12 @@ import grpc
 import pytest
 
 from shared.continuity.idempotency import StoredAction, replay_or_conflict
+from shared.continuity.reasons_doc import (
+    ARCHITECTURE_DOC,
+    ERRORS_DOC,
+    architecture_with_table,
+    errors_markdown,
+)
 from shared.continuity.refused_actions import REFUSAL_CLASSES
 from shared.runtime.errors import (
     STATE_REFUSALS,
@@ -16,12 +22,6 @@ from shared.runtime.errors import (
     bare_status_error,
 )
 from shared.runtime.reasons import CATALOGUE, CODE_USES
-from shared.runtime.reasons_doc import (
-    ARCHITECTURE_DOC,
-    ERRORS_DOC,
-    architecture_with_table,
-    errors_markdown,
-)
 from tests.shared.runtime.raised_reasons import raise_sites, sites_in
 
 SITES = list(raise_sites())
@@ -165,7 +165,7 @@ def test_the_catalogue_is_well_formed() -> None:
 
 
 def test_the_documentation_is_generated_from_the_catalogue() -> None:
-    hint = "run `python -m shared.runtime.reasons --write` and commit the result"
+    hint = "run `python -m shared.continuity.reasons_doc --write` and commit the result"
     assert ERRORS_DOC.read_text(encoding="utf-8") == errors_markdown(), hint
     architecture = ARCHITECTURE_DOC.read_text(encoding="utf-8")
     assert architecture == architecture_with_table(architecture), hint

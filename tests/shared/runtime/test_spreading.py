@@ -16,14 +16,14 @@ import pytest
 from google.api import annotations_pb2
 
 from forge.continuity.v1 import policy_pb2, policy_pb2_grpc
+from shared.contract.channels import IDEMPOTENT_READS, open_channel
 from shared.contract.modules import SERVICES
 from shared.runtime.auth import ANY_ROLE
-from shared.runtime.client import open_channel
 from shared.runtime.config import Settings, TransportSettings, transport_settings
 from shared.runtime.errors import ResourceExhausted, Unavailable
 from shared.runtime.metrics import RPC_HANDLED
 from shared.runtime.server import RunningServer, service_binding, start_server
-from shared.runtime.transport import IDEMPOTENT_READS, resolvable
+from shared.runtime.transport import resolvable
 from tests.support import directory
 
 POLICY = policy_pb2.DESCRIPTOR.services_by_name["PolicyService"]

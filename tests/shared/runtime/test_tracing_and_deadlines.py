@@ -17,7 +17,7 @@ from forge.continuity.v1 import admission_pb2, admission_pb2_grpc, ledger_pb2, l
 from services.admission.servicer import bindings as admission_bindings
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from shared.runtime.deadline import reset_inbound_deadline, set_inbound_deadline
 from shared.runtime.telemetry import RecordWhileExported, add_span_processor
 from tests.errors import expect_error
@@ -32,7 +32,7 @@ add_span_processor(SimpleSpanProcessor(EXPORTER))
 def two_services(ledger: Ledger) -> Iterator[tuple[Served, Served]]:
     with serve("ledger", ledger_bindings(ledger)) as ledger_served:
         # Only the ledger is reached by a read-back; the other targets are never dialled.
-        downstream = admission_downstream(ledger_served.target, "127.0.0.1:1", "127.0.0.1:1")
+        downstream = admission_downstream(ledger_served.target, "127.0.0.1:1")
         with serve("admission", admission_bindings(downstream)) as admission_served:
             yield ledger_served, admission_served
 

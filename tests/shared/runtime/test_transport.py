@@ -26,8 +26,8 @@ from forge.continuity.v1 import (
 )
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
+from shared.contract.channels import open_channel, service_channel
 from shared.runtime.auth import PrincipalDirectory
-from shared.runtime.client import open_channel, service_channel
 from shared.runtime.config import Settings, TlsSettings, load_settings
 from shared.runtime.readiness import LIVENESS, answers
 from shared.runtime.server import start_server

@@ -50,7 +50,7 @@ from services.reconstruction.servicer import bindings as reconstruction_bindings
 from shared.continuity.canonical import digest_of
 from shared.continuity.qualification import DEFAULT_QUALIFIED_PROFILE
 from shared.continuity.timeutil import to_text
-from shared.runtime.client import open_channel
+from shared.contract.channels import open_channel
 from tests.admission.conftest import Stack, submission
 from tests.support import Served, admission_downstream, serve, token_roles
 
@@ -102,9 +102,7 @@ def _stack(ledger: Ledger) -> Iterator[Stack]:
             open_channel(reconstruction.target, "service-token"),
         )
         with serve("candidate", candidate_bindings(sources, clock=fixed_clock)) as candidate:
-            downstream = admission_downstream(
-                served.target, candidate.target, reconstruction.target
-            )
+            downstream = admission_downstream(served.target, candidate.target)
             with serve("admission", admission_bindings(downstream)) as admission:
                 yield Stack(served, candidate, admission)
 

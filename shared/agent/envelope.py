@@ -15,9 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
+from shared.agent.jsonpath import pointer
 from shared.runtime.errors import FailedPrecondition
-
-from .jsonpath import pointer
 
 
 @dataclass(frozen=True)

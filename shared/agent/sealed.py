@@ -24,10 +24,9 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage, UsageLimits
 
-from services.reconstruction.worker_adapter import AgenticTask, build_agent, execute_agentic
+from shared.agent import AgenticTask, build_agent, execute_agentic
+from shared.agent.projection import PARAMETERS
 from shared.runtime.errors import FailedPrecondition, Internal
-
-from .projection import PARAMETERS
 
 
 class SealedRequestRefused(Exception):

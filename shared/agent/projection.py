@@ -16,10 +16,9 @@ from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RunUsage, UsageLimits
 
+from shared.agent.jsonpath import first_difference, pointer
 from shared.continuity.canonical import digest_of
 from shared.runtime.errors import FailedPrecondition
-
-from .jsonpath import first_difference, pointer
 
 MAX_COUNTER: Final = 2**53 - 1  # largest integer canonical JSON represents exactly
 TELEMETRY_NULLABLE: Final = ("telemetry_mcp_url_ids", "telemetry_mcp_url_tool_names")

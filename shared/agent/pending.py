@@ -23,7 +23,12 @@ from typing import Any, Final
 from pydantic import ValidationError
 from pydantic_ai.models import Model
 
-from services.reconstruction.worker_adapter import AgenticTask, execute_agentic
+from shared.agent import AgenticTask, execute_agentic
+from shared.agent.envelope import DERIVED, check_reconstruction_kind, check_shape
+from shared.agent.jsonpath import first_difference
+from shared.agent.projection import LIMITS, MESSAGES, USAGE
+from shared.agent.sealed import CapturingModel, RefusingEffects, SealedTransport, sealed_model
+from shared.agent.target import verify_target_runtime
 from shared.continuity.canonical import (
     CanonicalJsonError,
     canonical_bytes,
@@ -31,14 +36,8 @@ from shared.continuity.canonical import (
     parse_json,
     sha256_digest,
 )
-from shared.continuity.sdk_epochs import DERIVED_KEYS
+from shared.continuity.sdk_epochs import DERIVED_FORMAT, DERIVED_KEYS, TARGET_RUNTIME
 from shared.runtime.errors import FailedPrecondition, Internal, InvalidArgument
-
-from .envelope import DERIVED, check_reconstruction_kind, check_shape
-from .jsonpath import first_difference
-from .projection import LIMITS, MESSAGES, USAGE
-from .registry import DERIVED_FORMAT, TARGET_RUNTIME, verify_target_runtime
-from .sealed import CapturingModel, RefusingEffects, SealedTransport, sealed_model
 
 PENDING_FORMAT: Final = "forge.continuity.pending-request/1"
 STATE_KEYS: Final = frozenset(

@@ -1,7 +1,8 @@
 """Who may call each CandidateService RPC: the table the server's authorization enforces.
 
-A module of its own so the admission service can report these decisions to a caller
-(GetCallerPermissions) from the very same table, without loading the candidate evaluator.
+A fact of the contract, kept here and not in the candidate service, so the admission service
+can report these decisions to a caller (GetCallerPermissions) from the very same table without
+reaching into another service.
 """
 
 from __future__ import annotations

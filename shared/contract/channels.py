@@ -1,0 +1,124 @@
+"""The runtime's channels with the contract's facts: the reads a channel retries are the
+contract's idempotent reads (shared.runtime.transport knows no RPC of its own). Every program and
+service opens its channels here; the runtime's own channels (a readiness probe's) retry nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import grpc
+
+from shared.contract.modules import SERVICES
+from shared.runtime import client
+from shared.runtime.config import (
+    DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    ClientTls,
+    Settings,
+    TransportSettings,
+)
+from shared.runtime.transport import RetriedRead
+
+# Service name → the RPCs that change nothing, so that a second attempt is safe whatever happened
+# to the first. Listed by hand on purpose: a new RPC is not retried until someone decides it may
+# be. (VerifyReconciliation, despite its name, records a journal entry: it is a write.)
+IDEMPOTENT_READS: Mapping[str, tuple[str, ...]] = {
+    "LedgerService": (
+        "GetRun",
+        "ListRuns",
+        "ReadJournal",
+        "StreamJournal",
+        "VerifyJournal",
+        "ReadRunSnapshot",
+        "GetRunSnapshot",
+        "InspectJournal",
+        "GetBlob",
+        "GetAdmission",
+        "GetRecovery",
+        "GetSigningKeys",
+        "ListSignedHeads",
+        "ListHeads",
+    ),
+    "PolicyService": ("GetPolicy", "ListPolicyRevisions"),
+    "ExecutionService": (
+        "GetExecutionRequest",
+        "ListExecutionRequests",
+        "ListAllExecutionRequests",
+        "GetCommandUsage",
+    ),
+    "ReconciliationService": ("InspectReconciliation", "GetReconciliation"),
+    # Pure computation over the bytes in the request.
+    "ReconstructionService": (
+        "ReconstructInvalidRead",
+        "AnalyzeConsumedResponse",
+        "AnalyzeAndReconstructInvalidRead",
+        "ReproducePendingRequest",
+        "ReconstructReadonlyObservation",
+    ),
+    # The candidate only reads the ledger and computes.
+    "CandidateService": (
+        "GetInvalidReadContinuityCandidate",
+        "GetInvalidReadRecoveryCandidate",
+        "GetRejectedBoundaryCandidate",
+        "GetReadonlyObservationCandidate",
+    ),
+    "AdmissionService": (
+        "GetInvalidReadContinuity",
+        "GetInvalidReadRecovery",
+        "GetRejectedBoundaryRecovery",
+        "GetReadonlyObservationRecovery",
+        "GetCallerPermissions",
+        "ListRecoveryWorkflows",
+    ),
+}
+
+
+def _retried_reads() -> tuple[RetriedRead, ...]:
+    reads = []
+    for service_name, methods in IDEMPOTENT_READS.items():
+        service = SERVICES[service_name]
+        for method in methods:
+            if method not in service.methods_by_name:
+                # Fail at import: a renamed RPC must not silently lose (or gain) its retries.
+                raise ValueError(f"{service.full_name} has no RPC {method}")
+            reads.append((service.full_name, method))
+    return tuple(reads)
+
+
+#: :data:`IDEMPOTENT_READS` by full service name, as the runtime's channels take them.
+RETRIED_READS = _retried_reads()
+
+
+def open_channel(
+    target: str,
+    token: str = "",
+    *,
+    root_certificates: bytes | None = None,
+    client_certificate: tuple[bytes, bytes] | None = None,
+    default_timeout: float = DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    extra_interceptors: Sequence[grpc.UnaryUnaryClientInterceptor] = (),  # type: ignore[type-arg]
+    transport: TransportSettings | None = None,
+    streams_on_reading_thread: bool = False,
+    tls: ClientTls | None = None,
+) -> grpc.Channel:
+    """:func:`shared.runtime.client.open_channel` retrying the contract's idempotent reads."""
+    return client.open_channel(
+        target,
+        token,
+        root_certificates=root_certificates,
+        client_certificate=client_certificate,
+        default_timeout=default_timeout,
+        max_message_bytes=max_message_bytes,
+        extra_interceptors=extra_interceptors,
+        transport=transport,
+        streams_on_reading_thread=streams_on_reading_thread,
+        tls=tls,
+        retried_reads=RETRIED_READS,
+    )
+
+
+def service_channel(settings: Settings, service: str) -> grpc.Channel:
+    """:func:`shared.runtime.client.service_channel` retrying the contract's idempotent reads."""
+    return client.service_channel(settings, service, retried_reads=RETRIED_READS)
