@@ -5,19 +5,14 @@ service opens its channels here; the runtime's own channels (a readiness probe's
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Mapping
 
 import grpc
 
 from shared.contract.modules import SERVICES
 from shared.runtime import client
-from shared.runtime.config import (
-    DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS,
-    DEFAULT_MAX_MESSAGE_BYTES,
-    ClientTls,
-    Settings,
-    TransportSettings,
-)
+from shared.runtime.config import Settings
 from shared.runtime.transport import RetriedRead
 
 # Service name → the RPCs that change nothing, so that a second attempt is safe whatever happened
@@ -90,33 +85,9 @@ def _retried_reads() -> tuple[RetriedRead, ...]:
 RETRIED_READS = _retried_reads()
 
 
-def open_channel(
-    target: str,
-    token: str = "",
-    *,
-    root_certificates: bytes | None = None,
-    client_certificate: tuple[bytes, bytes] | None = None,
-    default_timeout: float = DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS,
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-    extra_interceptors: Sequence[grpc.UnaryUnaryClientInterceptor] = (),  # type: ignore[type-arg]
-    transport: TransportSettings | None = None,
-    streams_on_reading_thread: bool = False,
-    tls: ClientTls | None = None,
-) -> grpc.Channel:
-    """:func:`shared.runtime.client.open_channel` retrying the contract's idempotent reads."""
-    return client.open_channel(
-        target,
-        token,
-        root_certificates=root_certificates,
-        client_certificate=client_certificate,
-        default_timeout=default_timeout,
-        max_message_bytes=max_message_bytes,
-        extra_interceptors=extra_interceptors,
-        transport=transport,
-        streams_on_reading_thread=streams_on_reading_thread,
-        tls=tls,
-        retried_reads=RETRIED_READS,
-    )
+#: :func:`shared.runtime.client.open_channel` retrying the contract's idempotent reads: the same
+#: parameters, so a setting the runtime's channel gains is one that every caller here gets.
+open_channel = functools.partial(client.open_channel, retried_reads=RETRIED_READS)
 
 
 def service_channel(settings: Settings, service: str) -> grpc.Channel:
