@@ -15,13 +15,12 @@ from services.ledger.domain.execution import (
     WorkerSource,
     as_read,
     check_not_expired,
-    check_profile_digest,
-    check_worker_source,
     check_worker_write,
     claimed,
     finished,
     states_to_read,
 )
+from services.ledger.domain.execution_time_rules import check_profile_digest, check_worker_source
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.owner_instance import OwnerInstance
 from services.ledger.domain.policy_epochs import recognize_for_execution

@@ -15,9 +15,8 @@ from services.ledger.domain.claim_custody import (
     check_run_started_source,
     check_ticket_unchanged,
 )
-from services.ledger.domain.execution import (
-    ExecutionRequestRecord,
-    WorkerSource,
+from services.ledger.domain.execution import ExecutionRequestRecord, WorkerSource
+from services.ledger.domain.execution_time_rules import (
     check_native_journal_unchanged,
     check_no_unknown_effects,
     check_operator_authority,
