@@ -14,12 +14,12 @@ server's process (its cost is the server's).
 from __future__ import annotations
 
 import json
-import statistics
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -28,6 +28,7 @@ from forge.continuity.v1 import inspection_pb2, ledger_pb2
 from services.demo.seed import load_fixture, seed_held_run
 from tests.ledger.conftest import LedgerClients
 from tests.reliability.scale import report, scale
+from tests.reliability.timed_calls import p99, timed_calls
 
 CALLERS = 8
 CALLS = scale(fast=25, full=200)
@@ -46,33 +47,12 @@ def _rss_mib() -> float:
     return 0.0
 
 
-def _p99(latencies: list[float]) -> float:
-    return statistics.quantiles(latencies, n=100)[98] if len(latencies) > 1 else latencies[0]
-
-
 def _legitimate_round(clients: LedgerClients, codes: Counter[str]) -> list[float]:
-    latencies: list[float] = []
-    lock = threading.Lock()
-
-    def caller(n: int) -> None:
+    def connect(_n: int) -> Callable[[int], object]:
         ledger = clients.ledger("reader-token")
-        for _ in range(CALLS):
-            started = time.perf_counter()
-            try:
-                ledger.GetRun(ledger_pb2.GetRunRequest(run_id="run-1"), timeout=10)
-                code = "OK"
-            except grpc.RpcError as error:
-                code = error.code().name  # type: ignore[attr-defined]
-            with lock:
-                latencies.append(time.perf_counter() - started)
-                codes[code] += 1
+        return lambda _call: ledger.GetRun(ledger_pb2.GetRunRequest(run_id="run-1"), timeout=10)
 
-    threads = [threading.Thread(target=caller, args=(n,)) for n in range(CALLERS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return latencies
+    return timed_calls(CALLERS, connect, CALLS, codes)
 
 
 def _inspections(clients: LedgerClients, seconds: list[float], stop: threading.Event) -> None:
@@ -133,8 +113,8 @@ def test_strangers_and_hostile_payloads_do_not_slow_legitimate_callers(
     inspector.join(60)
     rss_growth = _rss_mib() - rss_before
 
-    unloaded_p99 = _p99(unloaded)
-    strangers_p99, inspected_p99 = _p99(strangers_round), _p99(inspected_round)
+    unloaded_p99 = p99(unloaded)
+    strangers_p99, inspected_p99 = p99(strangers_round), p99(inspected_round)
     report(
         "hostile_callers",
         legitimate_calls=len(strangers_round) + len(inspected_round),

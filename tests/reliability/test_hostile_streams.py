@@ -17,11 +17,10 @@ ADR 0048).
 from __future__ import annotations
 
 import json
-import statistics
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import grpc
 import pytest
@@ -46,6 +45,7 @@ from tests.ledger.conftest import LedgerClients, run_request
 from tests.reconstruction.conftest import load_case
 from tests.reconstruction.test_bounded_work import hostile_response
 from tests.reliability.scale import report, scale
+from tests.reliability.timed_calls import p99, timed_calls
 from tests.support import serve, token_roles
 
 GREEDY_ATTEMPTS = scale(fast=6, full=40)
@@ -147,10 +147,6 @@ def test_a_greedy_follower_holds_its_share_and_every_stream_ends_resumable(
     assert resumed_sequences == [second.sequence]
 
 
-def _p99(latencies: list[float]) -> float:
-    return statistics.quantiles(latencies, n=100)[98] if len(latencies) > 1 else latencies[0]
-
-
 @pytest.fixture(scope="module")
 def reconstruction() -> Iterator[tuple[str, IsolatedRunner]]:
     # A worker for each legitimate caller and one for the attacker.
@@ -164,35 +160,24 @@ def reconstruction() -> Iterator[tuple[str, IsolatedRunner]]:
 
 def _legitimate_round(target: str, label: str, codes: Counter[str]) -> list[float]:
     case = load_case("v1_basic")
-    latencies: list[float] = []
-    lock = threading.Lock()
 
-    def caller(n: int) -> None:
+    def connect(n: int) -> Callable[[int], object]:
         stub = reconstruction_pb2_grpc.ReconstructionServiceStub(
             open_channel(target, "candidate-service-token")
         )
-        for call in range(LEGITIMATE_CALLS):
-            # A call id of its own: each call is computed, not served from the cache.
-            raw = case.raw_response.replace(b"call_ev_1", f"call_{label}_{n}_{call}".encode())
-            request = reconstruction_pb2.AnalyzeConsumedResponseRequest(
-                checkpoint=case.checkpoint, raw_response=raw
+        # A call id of its own: each call is computed, not served from the cache.
+        requests = [
+            reconstruction_pb2.AnalyzeConsumedResponseRequest(
+                checkpoint=case.checkpoint,
+                raw_response=case.raw_response.replace(
+                    b"call_ev_1", f"call_{label}_{n}_{call}".encode()
+                ),
             )
-            started = time.perf_counter()
-            try:
-                stub.AnalyzeConsumedResponse(request, timeout=WAIT_SECONDS)
-                code = "OK"
-            except grpc.RpcError as error:
-                code = error.code().name  # type: ignore[attr-defined]
-            with lock:
-                latencies.append(time.perf_counter() - started)
-                codes[code] += 1
+            for call in range(LEGITIMATE_CALLS)
+        ]
+        return lambda call: stub.AnalyzeConsumedResponse(requests[call], timeout=WAIT_SECONDS)
 
-    threads = [threading.Thread(target=caller, args=(n,)) for n in range(LEGITIMATE_CALLERS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return latencies
+    return timed_calls(LEGITIMATE_CALLERS, connect, LEGITIMATE_CALLS, codes)
 
 
 def test_a_costly_reconstruction_input_is_stopped_while_others_are_answered(
@@ -233,7 +218,7 @@ def test_a_costly_reconstruction_input_is_stopped_while_others_are_answered(
     stop.set()
     attacking.join(WAIT_SECONDS)
 
-    unloaded_p99, attacked_p99 = _p99(unloaded), _p99(attacked)
+    unloaded_p99, attacked_p99 = p99(unloaded), p99(attacked)
     report(
         "hostile_reconstruction",
         legitimate_calls=len(unloaded) + len(attacked),
