@@ -24,6 +24,8 @@ from services.demo.refusal_story import (
     _admitted_with_recovery_enabled,
     _pinned_evidence,
     _worker_refused,
+    refusal_candidate,
+    submit_refusal,
 )
 
 CONSUMED_AT = "2026-12-03T07:00:00.000000Z"
@@ -49,21 +51,16 @@ def observation_story(
     finally:
         provider.close()
     review, corrective = _pinned_evidence(writer, run.source_revision, sent)
-    refusal = candidates.GetRejectedBoundaryCandidate(
-        candidate_pb2.GetRejectedBoundaryCandidateRequest(
-            run_id=run_id, request_id=request_id, reviewed_rejection=review
-        )
-    ).candidate
-    admission.RequestRejectedBoundaryRecovery(
-        admission_pb2.RequestRejectedBoundaryRecoveryRequest(
-            run_id=run_id, request_id=request_id, recovery_id=f"{run_id}-refusal",
-            candidate_digest=refusal.candidate_digest, reviewed_rejection=review,
-            valid_for_seconds=900, acknowledge_reviewed_provider_epoch=True,
-            acknowledge_no_response_or_tool_replay=True,
-            acknowledge_same_request_and_budgets=True, acknowledge_finite_ownership_lease=True,
-            corrective_provider=corrective,
-        )
-    )  # fmt: skip
+    refusal = refusal_candidate(candidates, run_id, request_id, review)
+    submit_refusal(
+        admission,
+        run_id,
+        request_id,
+        f"{run_id}-refusal",
+        refusal.candidate_digest,
+        review,
+        corrective,
+    )
 
     step("The worker claims again; the same request is answered, consumed and its reads granted")
     claimed = worker.ClaimExecutionRequest(

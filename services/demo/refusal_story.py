@@ -14,7 +14,9 @@ from typing import Any
 
 from forge.continuity.v1 import (
     admission_pb2,
+    admission_pb2_grpc,
     candidate_pb2,
+    candidate_pb2_grpc,
     common_pb2,
     execution_pb2,
     ledger_pb2,
@@ -55,11 +57,7 @@ def refusal_story(
     review, corrective = _pinned_evidence(writer, run.source_revision, sent)
 
     def read_candidate() -> candidate_pb2.RecoveryCandidate:
-        return candidates.GetRejectedBoundaryCandidate(
-            candidate_pb2.GetRejectedBoundaryCandidateRequest(
-                run_id=run_id, request_id=request_id, reviewed_rejection=review
-            )
-        ).candidate
+        return refusal_candidate(candidates, run_id, request_id, review)
 
     recovery = read_candidate()
     for hold in recovery.holds:
@@ -74,24 +72,9 @@ def refusal_story(
         digest: str = recovery.candidate_digest,
         corrective: common_pb2.CorrectiveProviderConfigurationV1 = corrective,
     ) -> admission_pb2.RequestRejectedBoundaryRecoveryResponse:
-        response: admission_pb2.RequestRejectedBoundaryRecoveryResponse = (
-            admission.RequestRejectedBoundaryRecovery(
-                admission_pb2.RequestRejectedBoundaryRecoveryRequest(
-                    run_id=run_id,
-                    request_id=request_id,
-                    recovery_id=recovery_id,
-                    candidate_digest=digest,
-                    reviewed_rejection=review,
-                    valid_for_seconds=900,
-                    acknowledge_reviewed_provider_epoch=True,
-                    acknowledge_no_response_or_tool_replay=True,
-                    acknowledge_same_request_and_budgets=True,
-                    acknowledge_finite_ownership_lease=True,
-                    corrective_provider=corrective,
-                )
-            )
+        return submit_refusal(
+            admission, run_id, request_id, recovery_id, digest, review, corrective
         )
-        return response
 
     step("Submitting under the rejected provider epoch again is refused: it names no correction")
     unchanged = common_pb2.CorrectiveProviderConfigurationV1(
@@ -136,6 +119,51 @@ def refusal_story(
     check(not second.eligible and "RECOVERY_SPENT" in names, "a second refusal stays held")
     reason = refused(lambda: submit(f"{run_id}-recovery-3", second.candidate_digest))
     check(reason == "RECOVERY_ALREADY_SPENT", "no retry loop: the one action is spent")
+
+
+def refusal_candidate(
+    candidates: candidate_pb2_grpc.CandidateServiceStub,
+    run_id: str,
+    request_id: str,
+    review: common_pb2.ReviewedProviderRejectionV1,
+) -> candidate_pb2.RecoveryCandidate:
+    """The rejected-boundary candidate of the request under ``review``."""
+    return candidates.GetRejectedBoundaryCandidate(
+        candidate_pb2.GetRejectedBoundaryCandidateRequest(
+            run_id=run_id, request_id=request_id, reviewed_rejection=review
+        )
+    ).candidate
+
+
+def submit_refusal(
+    admission: admission_pb2_grpc.AdmissionServiceStub,
+    run_id: str,
+    request_id: str,
+    recovery_id: str,
+    digest: str,
+    review: common_pb2.ReviewedProviderRejectionV1,
+    corrective: common_pb2.CorrectiveProviderConfigurationV1,
+) -> admission_pb2.RequestRejectedBoundaryRecoveryResponse:
+    """Submit the rejected-boundary recovery with every acknowledgement given (parts three and
+    four both recover the refusal this way)."""
+    response: admission_pb2.RequestRejectedBoundaryRecoveryResponse = (
+        admission.RequestRejectedBoundaryRecovery(
+            admission_pb2.RequestRejectedBoundaryRecoveryRequest(
+                run_id=run_id,
+                request_id=request_id,
+                recovery_id=recovery_id,
+                candidate_digest=digest,
+                reviewed_rejection=review,
+                valid_for_seconds=900,
+                acknowledge_reviewed_provider_epoch=True,
+                acknowledge_no_response_or_tool_replay=True,
+                acknowledge_same_request_and_budgets=True,
+                acknowledge_finite_ownership_lease=True,
+                corrective_provider=corrective,
+            )
+        )
+    )
+    return response
 
 
 def _admitted_with_recovery_enabled(

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 import grpc
 
+from shared.continuity.recovery import WORKFLOWS
 from shared.contract.modules import SERVICES
 from shared.runtime import client
 from shared.runtime.config import Settings
@@ -54,15 +55,13 @@ IDEMPOTENT_READS: Mapping[str, tuple[str, ...]] = {
     # The candidate only reads the ledger and computes.
     "CandidateService": (
         "GetInvalidReadContinuityCandidate",
-        "GetInvalidReadRecoveryCandidate",
-        "GetRejectedBoundaryCandidate",
-        "GetReadonlyObservationCandidate",
+        # each recovery workflow's candidate: its descriptor declares it a read
+        *(found.rpcs.candidate.name for found in WORKFLOWS.values()),
     ),
     "AdmissionService": (
         "GetInvalidReadContinuity",
-        "GetInvalidReadRecovery",
-        "GetRejectedBoundaryRecovery",
-        "GetReadonlyObservationRecovery",
+        # each recovery workflow's read-back
+        *(found.rpcs.read.name for found in WORKFLOWS.values()),
         "GetCallerPermissions",
         "ListRecoveryWorkflows",
     ),

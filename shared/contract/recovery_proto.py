@@ -18,8 +18,8 @@ from google.protobuf.message_factory import GetMessageClass
 from forge.continuity.v1 import admission_pb2, common_pb2
 from shared.continuity.recovery import DerivedCheckpoint, Inputs, Rpc, Workflow
 from shared.continuity.recovery import workflow as recovery_workflow
-from shared.continuity.rejected_boundary import ReviewedRejection
-from shared.continuity.rejected_boundary_evidence import CorrectiveProvider
+from shared.continuity.recovery.rejected_boundary.custody import ReviewedRejection
+from shared.continuity.recovery.rejected_boundary.evidence import CorrectiveProvider
 
 
 def reviewed_rejection(message: common_pb2.ReviewedProviderRejectionV1) -> ReviewedRejection:

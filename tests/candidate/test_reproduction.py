@@ -12,7 +12,7 @@ import pytest
 from services.candidate.domain import HoldReason, PendingReproduction
 from services.candidate.domain.recovery.rejected_boundary import reproduction_check
 from shared.continuity.canonical import sha256_digest
-from shared.continuity.rejected_boundary import ReviewedRejection
+from shared.continuity.recovery.rejected_boundary.custody import ReviewedRejection
 from shared.continuity.request_history import RequestHistory, request_history
 from shared.runtime.errors import FailedPrecondition
 

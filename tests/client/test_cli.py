@@ -15,6 +15,7 @@ from sqlalchemy import Engine, text
 
 from services.client.cli._command import flag
 from services.client.cli.render import error_lines
+from shared.continuity.recovery import workflow
 from shared.runtime.errors import bare_status_error
 from tests.client.conftest import CliRunner, lines, seed
 from tests.support import Served, as_database_owner
@@ -478,6 +479,30 @@ def test_every_acknowledgement_flag_says_what_it_acknowledges(
         # the option's own line: "--acknowledge-x required: acknowledge that ..."
         assert f"{name.strip('[]')} required" in text, f"{name} has no help text"
     assert "the lease bounds say which won" in text or "lease bounds" in text
+
+
+@pytest.mark.parametrize(
+    ("group", "name"),
+    [
+        ("recovery", "never_claimed"),
+        ("refusal", "rejected_boundary"),
+        ("observation", "readonly_observation"),
+    ],
+)
+def test_a_recovery_flag_says_what_the_descriptor_words(
+    cli: CliRunner, group: str, name: str
+) -> None:
+    """The CLI keeps no copy of a workflow's acknowledgements: each flag's help is the sentence
+    the registry's wording gives (the console's words too)."""
+    shown = cli(group, "submit", "--help")
+    assert shown.code == 0
+    text = " ".join(shown.out.split())
+    worded = workflow(name).wording.acknowledgements
+    assert [field for field, _ in worded] == list(workflow(name).acknowledgements)
+    for field, sentence in worded:
+        # "required...: acknowledge that <the sentence, its first letter lower-cased>"
+        assert f"{flag(field)} required" in text
+        assert sentence.rstrip(".")[1:] in text, (field, sentence)
 
 
 def test_an_unreachable_service_is_named_with_its_address_in_the_error_line(

@@ -30,7 +30,7 @@ from services.ledger.service import Ledger
 from services.ledger.servicer import bindings as ledger_bindings
 from services.reconstruction.servicer import bindings as reconstruction_bindings
 from shared.continuity.recovery import WORKFLOWS, Rpc, Rpcs, Workflow, registered
-from shared.continuity.recovery.never_claimed import WORKFLOW as NEVER_CLAIMED
+from shared.continuity.recovery.never_claimed.descriptor import WORKFLOW as NEVER_CLAIMED
 from shared.contract.channels import open_channel
 from tests.admission.conftest import Stack
 from tests.recovery.test_never_claimed import ADA, ADA_IDENTITY, admit, claim, fail_unclaimed

@@ -20,7 +20,7 @@ from forge.continuity.v1 import admission_pb2, candidate_pb2, common_pb2, execut
 from services.demo.provider import RefusingProvider, SentRequest, send_refused
 from services.demo.seed import seed_held_run
 from shared.continuity.canonical import sha256_digest
-from shared.continuity.rejected_boundary import ReviewedRejection
+from shared.continuity.recovery.rejected_boundary.custody import ReviewedRejection
 from shared.contract.recovery_proto import reviewed_rejection_to_proto
 from tests.admission.conftest import Stack
 from tests.admission.conftest import submission as continuity

@@ -13,7 +13,7 @@ from sqlalchemy import Engine, text
 from forge.continuity.v1 import admission_pb2, candidate_pb2, common_pb2, ledger_pb2
 from services.demo.provider import RefusingProvider
 from shared.continuity.canonical import sha256_digest
-from shared.continuity.rejected_boundary import ReviewedRejection
+from shared.continuity.recovery.rejected_boundary.custody import ReviewedRejection
 from shared.contract.recovery_proto import reviewed_rejection_to_proto
 from tests.admission.conftest import Stack
 from tests.errors import expect_error

@@ -151,37 +151,17 @@ def add_command(
     return command
 
 
-#: What each acknowledgement asserts (the contract's field comments, in the operator's words);
-#: every ``--acknowledge-*`` flag shows it.
-ACKNOWLEDGEMENT_HELP = {
-    "acknowledge_no_new_grant": "the continuation gets no new tool grant",
-    "acknowledge_original_consumption": "the original model and tool consumption stays charged",
-    "acknowledge_renewed_same_attempt_lease": "only the same attempt's lease is renewed",
-    "acknowledge_unavailable_source_observations": "the unavailable source observations stay "
-    "unknown",
-    "acknowledge_never_claimed": "no worker ever claimed the request",
-    "acknowledge_same_request_and_attempt": "the original request and attempt stay the same",
-    "acknowledge_budgets_charged": "original consumption and budgets stay charged",
-    "acknowledge_same_attempt_lease": "only the same attempt's lease is renewed",
-    "acknowledge_reviewed_provider_epoch": "the reviewed provider epoch is the executed one",
-    "acknowledge_no_response_or_tool_replay": "no original response or tool call is replayed",
-    "acknowledge_same_request_and_budgets": "the same request, its budgets still charged",
-    "acknowledge_finite_ownership_lease": "only a finite ownership lease is granted",
-    "acknowledge_unavailable_observation": "the evidence observation stays unavailable",
-    "acknowledge_no_original_callback_replay": "no original tool callback is replayed",
-    "acknowledge_same_request_attempt_and_budgets": "the same request and attempt, its budgets "
-    "still charged",
-}
-
-
 def flag(name: str) -> str:
     """The flag of a contract field (``valid_for_seconds`` → ``--valid-for-seconds``)."""
     return "--" + name.replace("_", "-")
 
 
-def acknowledgement_help(name: str, note: str = "") -> str:
-    """Required; what giving the flag acknowledges."""
-    meaning = ACKNOWLEDGEMENT_HELP.get(name, name.removeprefix("acknowledge_").replace("_", " "))
+def acknowledgement_help(sentence: str, note: str = "") -> str:
+    """Required; what giving the flag acknowledges: ``sentence``, the words an operator accepts
+    (a recovery workflow's from its descriptor's wording), as the rest of a help line."""
+    meaning = sentence.strip().rstrip(".")
+    if meaning[1:2].islower():  # "The request ..." reads "... that the request ..."
+        meaning = meaning[0].lower() + meaning[1:]
     return f"required{note}: acknowledge that {meaning}"
 
 

@@ -34,6 +34,15 @@ _ACKNOWLEDGEMENTS = {
     for number in SUPPORTED_VERSIONS
     for name in VERSIONS[number].acknowledgements
 }
+#: What each acknowledgement of the continuity request asserts (the contract's field comments, in
+#: the operator's words); a recovery workflow's come from its descriptor's wording instead.
+_ACKNOWLEDGEMENT_TEXT = {
+    "acknowledge_no_new_grant": "the continuation gets no new tool grant",
+    "acknowledge_original_consumption": "the original model and tool consumption stays charged",
+    "acknowledge_renewed_same_attempt_lease": "only the same attempt's lease is renewed",
+    "acknowledge_unavailable_source_observations": "the unavailable source observations stay "
+    "unknown",
+}
 _VERSIONS_HELP = (
     " or ".join(str(number) for number in SUPPORTED_VERSIONS) + f" (default {DEFAULT_VERSION})"
 )
@@ -80,7 +89,11 @@ def register(commands: Subcommands) -> None:
     submit.add_argument("--version", type=int, default=DEFAULT_VERSION, help=_VERSIONS_HELP)
     for name, versions in _ACKNOWLEDGEMENTS.items():
         if versions == SUPPORTED_VERSIONS:
-            submit.add_argument(_flag(name), action="store_true", help=acknowledgement_help(name))
+            submit.add_argument(
+                _flag(name),
+                action="store_true",
+                help=acknowledgement_help(_ACKNOWLEDGEMENT_TEXT[name]),
+            )
         else:
             # Unset (None) unless given, so a version that does not take it can tell.
             only = " and ".join(str(number) for number in versions)
@@ -88,7 +101,9 @@ def register(commands: Subcommands) -> None:
                 _flag(name),
                 action="store_true",
                 default=None,
-                help=acknowledgement_help(name, f" with --version {only}, refused otherwise"),
+                help=acknowledgement_help(
+                    _ACKNOWLEDGEMENT_TEXT[name], f" with --version {only}, refused otherwise"
+                ),
             )
     submit.add_argument(
         "--from-candidate",

@@ -90,13 +90,16 @@ def register_recovery_group(
         "least of this, the policy window, the run's provider timeout and its remaining "
         "deadline (the answer's lease bounds say which won)",
     )
+    # what each flag acknowledges is the descriptor's wording, the console's words too
+    worded = dict(described.wording.acknowledgements)
     for name in described.acknowledgements:
+        sentence = worded.get(name, name.removeprefix("acknowledge_").replace("_", " "))
         submit.add_argument(
             flag(name),
             action="store_true",
-            help=acknowledgement_help(name, " unless the review document gives it")
+            help=acknowledgement_help(sentence, " unless the review document gives it")
             if reviewed
-            else acknowledgement_help(name),
+            else acknowledgement_help(sentence),
         )
     if reviewed:
         inputs = ", ".join(review_document.input_fields(described))

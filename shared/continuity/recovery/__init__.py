@@ -4,7 +4,8 @@
 The candidate, admission and ledger services, the client and the CLI route by workflow through
 :data:`WORKFLOWS`: the candidate and admission build their recovery RPCs from each descriptor's
 :class:`Rpcs`, the ledger's one commit transaction asks the descriptor what the evidence proves
-and what to record. Adding a workflow adds a module here (and its contract), not a branch.
+and what to record. Adding a workflow adds its package here (and its contract), not a branch:
+docs/workflows/adding-a-workflow.md lists the files.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from contextlib import contextmanager
 
 from shared.continuity.admissibility_facts import Situation
 from shared.continuity.derived_checkpoint import DerivedCheckpoint
-from shared.continuity.recovery import never_claimed, readonly_observation, rejected_boundary
+from shared.continuity.recovery.never_claimed import descriptor as never_claimed
+from shared.continuity.recovery.readonly_observation import descriptor as readonly_observation
+from shared.continuity.recovery.rejected_boundary import descriptor as rejected_boundary
 from shared.continuity.recovery.workflow import (
     INPUT_FIELDS,
     Applies,

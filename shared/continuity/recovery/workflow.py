@@ -18,8 +18,8 @@ from typing import Any, Protocol
 
 from shared.continuity.admissibility_facts import ActionFacts, Situation
 from shared.continuity.derived_checkpoint import DerivedCheckpoint
-from shared.continuity.rejected_boundary import ReviewedRejection
-from shared.continuity.rejected_boundary_evidence import CorrectiveProvider
+from shared.continuity.recovery.rejected_boundary.custody import ReviewedRejection
+from shared.continuity.recovery.rejected_boundary.evidence import CorrectiveProvider
 from shared.continuity.request_history import JournalRow, RequestHistory, never_claimed_facts
 from shared.runtime.errors import FieldViolation
 

@@ -1,5 +1,5 @@
 """The rejected-boundary evidence rules, pure: the reviewed rejection's field checks and what the
-native history must show (``shared.continuity.rejected_boundary``)."""
+native history must show (``shared.continuity.recovery.rejected_boundary.custody``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from shared.continuity.admissibility import check
 from shared.continuity.admissibility_facts import Admissible, Consumed, Situation, Unresolved
 from shared.continuity.canonical import sha256_digest
-from shared.continuity.rejected_boundary import (
+from shared.continuity.recovery.rejected_boundary.custody import (
     ReviewedRejection,
     refusal_problems,
     rejected_boundary_facts,

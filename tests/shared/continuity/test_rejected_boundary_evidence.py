@@ -1,5 +1,5 @@
 """The rejected-boundary recovery's pinned documents and corrective provider configuration, pure
-(``shared.continuity.rejected_boundary_evidence``), and the authority the workflow needs."""
+(``shared.continuity.recovery.rejected_boundary.evidence``), and the authority the workflow needs."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import pytest
 from shared.continuity.admissibility import check
 from shared.continuity.admissibility_facts import Consumed, Situation, Unresolved
 from shared.continuity.canonical import sha256_digest
-from shared.continuity.rejected_boundary import (
+from shared.continuity.recovery.rejected_boundary.custody import (
     REQUIRED_ROLES,
     ReviewedRejection,
     rejected_boundary_facts,
 )
-from shared.continuity.rejected_boundary_evidence import (
+from shared.continuity.recovery.rejected_boundary.evidence import (
     CorrectiveProvider,
     corrective_problems,
     report_problems,

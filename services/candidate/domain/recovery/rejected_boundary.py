@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from shared.continuity.rejected_boundary import ReviewedRejection
-from shared.continuity.rejected_boundary_evidence import report_problems
+from shared.continuity.recovery.rejected_boundary.custody import ReviewedRejection
+from shared.continuity.recovery.rejected_boundary.evidence import report_problems
 from shared.continuity.request_history import RequestHistory
 from shared.runtime.errors import DomainError
 

@@ -1,10 +1,9 @@
 """The provider request refused before admission (the rejected-boundary recovery): what its
 evidence adds to the one admissibility check, and the pinned documents its commit reads again.
 
-The native history and the administrator's review are judged by
-``shared.continuity.rejected_boundary``; the pinned reports and the corrective provider
-configuration by ``shared.continuity.rejected_boundary_evidence``. The commit appends the refusal
-settlement before the witness.
+The native history and the administrator's review are judged by ``custody.py`` beside this file;
+the pinned reports and the corrective provider configuration by ``evidence.py``. The commit
+appends the refusal settlement before the witness.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from shared.continuity.recovery.workflow import (
     Wording,
     Workflow,
 )
-from shared.continuity.rejected_boundary import (
+from shared.continuity.recovery.rejected_boundary.custody import (
     ASSERTION_KIND,
     REJECTED_BOUNDARY,
     REQUIRED_ROLES,
@@ -31,7 +30,7 @@ from shared.continuity.rejected_boundary import (
     refusal_problems,
     rejected_boundary_facts,
 )
-from shared.continuity.rejected_boundary_evidence import (
+from shared.continuity.recovery.rejected_boundary.evidence import (
     CorrectiveProvider,
     EvidenceProblem,
     corrective_problems,

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from shared.continuity.canonical import intact_blob, is_digest
-from shared.continuity.rejected_boundary import ReviewedRejection
+from shared.continuity.recovery.rejected_boundary.custody import ReviewedRejection
 from shared.runtime.errors import FieldViolation, InvalidArgument
 
 #: The review's report fields and the ``kind`` each stored report declares.

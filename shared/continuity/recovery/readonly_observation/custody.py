@@ -26,7 +26,7 @@ from shared.continuity.admissibility_facts import ActionFacts, Situation
 from shared.continuity.call_binding import READ_GRANT, grant_problems
 from shared.continuity.canonical import is_digest
 from shared.continuity.journal_closure import row_payload
-from shared.continuity.rejected_boundary import REJECTED_BOUNDARY
+from shared.continuity.recovery.rejected_boundary.custody import REJECTED_BOUNDARY
 from shared.continuity.request_history import JournalRow, RequestHistory, recovery_facts
 
 #: The read-only observation workflow's stored name.
