@@ -1,5 +1,6 @@
 """The rejected-boundary recovery's pinned documents and corrective provider configuration, pure
-(``shared.continuity.recovery.rejected_boundary.evidence``), and the authority the workflow needs."""
+(``shared.continuity.recovery.rejected_boundary.evidence``), and the authority the workflow
+needs."""
 
 from __future__ import annotations
 

@@ -2,10 +2,11 @@
 with an unavailable evidence observation").
 
 The journal's read custody is judged by the workflow's package
-(``shared.continuity.recovery.readonly_observation``; the ledger judges it again at commit). Here the stored bytes it names are read — the derived checkpoint the consumed request
-was sent from, the consumed raw response and each exact retained list result — and handed to
-reconstruction's sealed ``ReconstructReadonlyObservation``. A missing or damaged blob, or a
-refused reconstruction, is the hold ``OBSERVATION_NOT_PROVEN``; the reconstructed derived
+(``shared.continuity.recovery.readonly_observation``; the ledger judges it again at commit). Here
+the stored bytes it names are read — the derived checkpoint the consumed request was sent from,
+the consumed raw response and each exact retained list result — and handed to reconstruction's
+sealed ``ReconstructReadonlyObservation``. A missing or damaged blob, or a refused
+reconstruction, is the hold ``OBSERVATION_NOT_PROVEN``; the reconstructed derived
 checkpoint's digest joins the candidate digest, so admission's recomputation sees the same.
 
 One pass of proof: the candidate answers admission with the derived checkpoint bytes and the
@@ -20,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from shared.continuity.canonical import intact_blob
-from shared.continuity.recovery.readonly_observation.custody import ObservationCustody
 from shared.continuity.recovery import DerivedCheckpoint
 from shared.continuity.recovery.readonly_observation.binding import check_binding
+from shared.continuity.recovery.readonly_observation.custody import ObservationCustody
 from shared.runtime.errors import DomainError
 
 from ..facts import is_refusal

@@ -12,16 +12,6 @@ from dataclasses import asdict, dataclass
 from typing import Any, Final
 
 from shared.continuity.admissibility_facts import ActionFacts, Situation
-from shared.continuity.recovery.workflow import (
-    Applies,
-    ContentOf,
-    Evidence,
-    Inputs,
-    Rpc,
-    Rpcs,
-    Wording,
-    Workflow,
-)
 from shared.continuity.recovery.rejected_boundary.custody import (
     ASSERTION_KIND,
     REJECTED_BOUNDARY,
@@ -35,6 +25,16 @@ from shared.continuity.recovery.rejected_boundary.evidence import (
     EvidenceProblem,
     corrective_problems,
     report_problems,
+)
+from shared.continuity.recovery.workflow import (
+    Applies,
+    ContentOf,
+    Evidence,
+    Inputs,
+    Rpc,
+    Rpcs,
+    Wording,
+    Workflow,
 )
 from shared.runtime.errors import FailedPrecondition, PreconditionViolation
 
