@@ -5,7 +5,7 @@ The candidate, admission and ledger services, the client and the CLI route by wo
 :data:`WORKFLOWS`: the candidate and admission build their recovery RPCs from each descriptor's
 :class:`Rpcs`, the ledger's one commit transaction asks the descriptor what the evidence proves
 and what to record. Adding a workflow adds its package here (and its contract), not a branch:
-docs/workflows/adding-a-workflow.md lists the files.
+docs/workflows/README.md ("Add a recovery workflow") lists the files.
 """
 
 from __future__ import annotations
