@@ -11,14 +11,9 @@ import grpc
 import grpc.experimental
 from opentelemetry.instrumentation.grpc import client_interceptor, grpcext
 
-from shared.runtime.config import (
-    DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS,
-    DEFAULT_MAX_MESSAGE_BYTES,
-    ClientTls,
-    Settings,
-    TransportSettings,
-)
+from shared.runtime.config import ClientTls, Settings, TransportSettings
 from shared.runtime.deadline import downstream_timeout
+from shared.runtime.limits import DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS, DEFAULT_MAX_MESSAGE_BYTES
 from shared.runtime.telemetry import exporting
 from shared.runtime.transport import RetriedRead, channel_options, resolvable
 

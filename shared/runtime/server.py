@@ -26,7 +26,7 @@ from shared.runtime.auth import (
     reset_current_principal,
     set_current_principal,
 )
-from shared.runtime.config import DEFAULT_SERVER_THREADS, Settings
+from shared.runtime.config import Settings
 from shared.runtime.deadline import (
     reset_inbound_activity,
     reset_inbound_deadline,
@@ -44,6 +44,7 @@ from shared.runtime.gate import (
     too_large,
     with_trailing,
 )
+from shared.runtime.limits import DEFAULT_SERVER_THREADS
 from shared.runtime.log_context import FIELDS_ATTRIBUTE
 from shared.runtime.metrics import counted
 from shared.runtime.readiness import LIVENESS

@@ -34,7 +34,6 @@ from shared.runtime.auth import PrincipalDirectory, Role
 from shared.runtime.config import (
     DATABASE_VARIABLES,
     DEFAULT_GATEWAY_PORT,
-    DEFAULT_GRACE_SECONDS,
     DEFAULT_PORTS,
     GATEWAY_PORT_VARIABLE,
     SERVICE_NAMES,
@@ -44,6 +43,7 @@ from shared.runtime.config import (
 )
 from shared.runtime.environment import ENVIRONMENT
 from shared.runtime.errors import DomainError
+from shared.runtime.limits import DEFAULT_GRACE_SECONDS
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
