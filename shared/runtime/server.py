@@ -173,7 +173,7 @@ class CallPolicy:
     """Authenticates, authorizes, captures the deadline and maps domain errors, around every
     handler of the hosted services. Wraps each method's handler once, when the server registers
     it: the per-call work a server interceptor does on the one serving thread is kept to the
-    gate's metadata check (shared.runtime.gate, ADR 0040; docs/performance.md, round 4,
+    gate's metadata check (shared.runtime.gate, ADR 0040; docs/performance-history.md, round 4,
     thirteenth pass). It authenticates again here because a client certificate's subject is
     visible only to the handler."""
 
