@@ -93,18 +93,19 @@ class LedgerBase:
         queued requests (``_expiring``): expired queued requests free their place (a sweep that
         loses a race runs again next time). A claim of an expired request is refused
         (LEASE_EXPIRED) and writes nothing."""
-        try:
-            expired = execution_stops.expire_due(self._context)
-        except IntegrityError:
-            return []
-        self._expired(expired)
-        return expired
+        return self._sweeping(execution_stops.expire_due)
 
     def sweep_expired(self) -> list[ExecutionRequestRecord]:
         """The scheduled sweep (``services.ledger.expiry_sweep``): as :meth:`expire_due`, by one
         replica at a time."""
+        return self._sweeping(execution_stops.sweep_on_schedule)
+
+    def _sweeping(
+        self, sweep: Callable[[LedgerContext], list[ExecutionRequestRecord]]
+    ) -> list[ExecutionRequestRecord]:
+        """One expiry sweep in its own transaction; one that lost a race expired nothing."""
         try:
-            expired = execution_stops.sweep_on_schedule(self._context)
+            expired = sweep(self._context)
         except IntegrityError:
             return []
         self._expired(expired)

@@ -109,20 +109,24 @@ def counted(
         event.remove(engine, "before_cursor_execute", count)
 
 
+def append_entry(
+    clients: LedgerClients,
+    run_id: str,
+    head: str,
+    kind: common_pb2.JournalEntryKind.ValueType,
+    payload: dict[str, object],
+) -> common_pb2.JournalEntry:
+    """Append ``payload`` as an entry of ``kind`` after ``head`` (the writer's token); the entry."""
+    request = ledger_pb2.AppendJournalEntryRequest(
+        run_id=run_id, expected_head_hash=head, kind=kind, payload_json=json.dumps(payload)
+    )
+    return clients.ledger().AppendJournalEntry(request).entry
+
+
 def annotate(clients: LedgerClients, run_id: str, head: str, note: str) -> str:
     """Append a native annotation after ``head``; the new head."""
-    return (
-        clients.ledger()
-        .AppendJournalEntry(
-            ledger_pb2.AppendJournalEntryRequest(
-                run_id=run_id,
-                expected_head_hash=head,
-                kind=common_pb2.JOURNAL_ENTRY_KIND_STARTUP_RECOVERY_ANNOTATION,
-                payload_json=json.dumps({"annotation": note}),
-            )
-        )
-        .entry.hash
-    )
+    kind = common_pb2.JOURNAL_ENTRY_KIND_STARTUP_RECOVERY_ANNOTATION
+    return append_entry(clients, run_id, head, kind, {"annotation": note}).hash
 
 
 def waiting_for_locks(engine: Engine, application_name: str | None = None) -> int:
