@@ -51,7 +51,7 @@ from bench.stack import Baseline, baseline_server, bench_schema, hop_floor, serv
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # Round 4 restated the admission targets against the six-hop floor measured in the same run (the
-# physical limit of four services in their own processes; docs/performance.md, round 4): the
+# physical limit of four services in their own processes; docs/performance-history.md, round 4): the
 # one-hop ratios (admission_throughput_ratio, admission_p99_ratio) are still printed, untargeted.
 TARGETS = {
     "admission_to_six_hop_floor_ratio": ">= 0.5",
@@ -197,7 +197,7 @@ def measure_replicas(scale: float) -> dict[str, Any]:
     per call for its first few hundred calls (measured, its causes not separated: its new server
     sessions fill their caches, psycopg prepares a statement on its fifth run), which the first
     round charged to the second replica alone, idle until its half. That round is reported
-    apart, as ``cold_round`` (docs/performance.md, round 4, twelfth pass)."""
+    apart, as ``cold_round`` (docs/performance-history.md, round 4, twelfth pass)."""
     with (
         bench_schema() as url,
         services(url, ledger_replicas=2, ledger_metrics=True) as running,

@@ -6,17 +6,13 @@ killed."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -26,19 +22,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from forge.continuity.v1 import common_pb2, policy_pb2, policy_pb2_grpc
 from services.ledger.database import current_revision, make_engine, required_revision
 from shared.contract.channels import open_channel
+from tests.runner_process import ROOT, Output, free_ports, runner_env, running_runner
 
-ROOT = Path(__file__).resolve().parents[1]
 SERVICES = ("ledger", "reconstruction", "candidate", "admission")
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
 
 
 def children_of(pid: int) -> list[int]:
@@ -85,45 +71,6 @@ def wait_http(port: int, deadline: float) -> None:
         time.sleep(0.3)
 
 
-@dataclass
-class Output:
-    """Every line the runner (and the services, which share its stdout) printed so far."""
-
-    lines: list[str] = field(default_factory=list)
-
-    def collect(self, stream: Iterator[str]) -> None:
-        for line in stream:
-            self.lines.append(line.rstrip("\n"))
-
-    def wait_for_event(self, text: str, deadline: float) -> str:
-        """The event line containing ``text`` (the part after the log prefix)."""
-        while time.monotonic() < deadline:
-            for line in self.lines:
-                if text in line:
-                    return line[line.index("event=") :]
-            time.sleep(0.2)
-        raise AssertionError(f"no event {text!r}:\n" + "\n".join(self.lines[-40:]))
-
-    def wait_for(self, prefix: str, deadline: float) -> str:
-        while time.monotonic() < deadline:
-            found = [line for line in self.lines if line.startswith(prefix)]
-            if found:
-                return found[0]
-            time.sleep(0.2)
-        raise AssertionError(f"no line starting {prefix!r}:\n" + "\n".join(self.lines[-40:]))
-
-
-def runner_env(tmp_path: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        "PYTHONPATH": f"{ROOT}:{ROOT / 'shared' / 'gen'}",
-        "FORGE_DATABASE_URL": f"sqlite:///{tmp_path}/continuity.db",
-        "FORGE_PRINCIPALS_FILE": str(tmp_path / "principals.json"),
-        "FORGE_SIGNING_KEY_FILE": str(tmp_path / "signing-key.pem"),
-        "FORGE_LOG_FILE": str(tmp_path / "var" / "continuity.log"),
-    }
-
-
 @pytest.fixture
 def runner(
     tmp_path: Path,
@@ -133,31 +80,16 @@ def runner(
     # Free metrics ports too: the defaults are fixed and another runner may hold them.
     metrics = dict(zip((f"{name}-metrics" for name in names), free_ports(5), strict=True))
     arguments = [f"--{name}-port={port}" for name, port in {**ports, **metrics}.items()]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "services.runner", *arguments],
-        cwd=ROOT,
-        env=runner_env(tmp_path),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    output = Output()
-    assert process.stdout is not None
-    reader = threading.Thread(target=output.collect, args=(process.stdout,), daemon=True)
-    reader.start()
-    try:
-        deadline = time.monotonic() + 90
-        output.wait_for("forge continuity ready:", deadline)
+    deadline = time.monotonic() + 90
+    # Killed at the end, not stopped: the tests that stop it check that stop themselves.
+    with running_runner(
+        arguments, runner_env(tmp_path), startup_seconds=90, graceful_stop=False
+    ) as (process, output):
         for name, port in ports.items():
             if name != "gateway":
                 wait_serving(port, deadline)
         wait_http(ports["gateway"], deadline)
         yield process, {**ports, **metrics}, output
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        reader.join(timeout=10)
 
 
 def test_four_services_serve_and_stop_cleanly_on_sigterm(

@@ -12,8 +12,8 @@ is remembered, and, when it was read with the closure's blobs, only when every b
 names came with it (a blob stored later would otherwise never be seen). It is kept as the bytes
 the ledger sent, not as the entries built from them: a held run's journal is about 13.5 KB as
 sent and was about 40 KB in memory as entries with their parsed payloads (the memory figure's
-candidate grew by 8.6 MB over 200 admissions, docs/performance.md, round 4, ninth pass), so the
-byte bound is the memory held. Bounded by runs and by those bytes, least recently used first
+candidate grew by 8.6 MB over 200 admissions, docs/performance-history.md, round 4, ninth pass), so
+the byte bound is the memory held. Bounded by runs and by those bytes, least recently used first
 out.
 """
 
@@ -29,8 +29,8 @@ from shared.continuity.canonical import is_digest
 from shared.continuity.journal_chain import Verification
 from shared.continuity.journal_closure import closure_of
 
-# A bench round admits 808 runs read just before (docs/performance.md, round 4, ninth pass); a
-# held run's journal with its two closure blobs is about 13.5 KB as the ledger sends it.
+# A bench round admits 808 runs read just before (docs/performance-history.md, round 4, ninth pass);
+# a held run's journal with its two closure blobs is about 13.5 KB as the ledger sends it.
 DEFAULT_MAX_RUNS: Final = 2048
 DEFAULT_MAX_BYTES: Final = 32 * 1024 * 1024
 # What one remembered journal holds besides its bytes (the record, its head, the verification).

@@ -10,10 +10,7 @@ from ssl import CERT_REQUIRED
 
 from services.gateway.routes import contract_routes
 from shared.runtime.config import (
-    DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS,
     DEFAULT_GATEWAY_PORT,
-    DEFAULT_GRACE_SECONDS,
-    DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PORTS,
     GATEWAY_PORT_VARIABLE,
     ClientTls,
@@ -22,6 +19,12 @@ from shared.runtime.config import (
     metrics_port,
     target_variable,
     transport_settings,
+)
+from shared.runtime.limits import (
+    DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS,
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    seconds,
 )
 
 GATEWAY = "gateway"
@@ -114,7 +117,7 @@ def load_gateway_settings(
         },
         max_body_bytes=args.max_body_bytes,
         max_message_bytes=int(_env(env, "FORGE_MAX_MESSAGE_BYTES", str(DEFAULT_MAX_MESSAGE_BYTES))),
-        grace_seconds=float(_env(env, "FORGE_GRACE_SECONDS", str(DEFAULT_GRACE_SECONDS))),
+        grace_seconds=seconds(env, "FORGE_GRACE_SECONDS", DEFAULT_GRACE_SECONDS),
         log_level=_env(env, "FORGE_LOG_LEVEL", "INFO"),
         metrics_port=metrics_port(GATEWAY, env),
         metrics_host=metrics_host(env),

@@ -25,8 +25,9 @@ from services.ledger.servicer import bindings
 from shared.continuity.serving import profile_preflight
 from shared.runtime.auth import PrincipalsFile
 from shared.runtime.bootstrap import BuildResult, run_service
-from shared.runtime.config import Settings, expiry_sweep_seconds
+from shared.runtime.config import Settings
 from shared.runtime.errors import FailedPrecondition
+from shared.runtime.limits import expiry_sweep_seconds
 
 # The deployment's reconciliation verifier, "package.module:attribute"; unset: the refusing default.
 VERIFIER_VARIABLE = "FORGE_RECONCILIATION_VERIFIER"

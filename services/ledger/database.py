@@ -83,7 +83,7 @@ def read_transaction(
     a ROLLBACK (DEALLOCATE ALL, then five unprepared runs of each statement before it prepares it
     again), so a read ending in one cost PostgreSQL the plans of every statement the pooled
     connection runs next: 205 against 129 µs of PostgreSQL CPU for a two-statement read
-    (docs/performance.md, round 4, eighth pass). The database's own trouble (UNAVAILABLE, a
+    (docs/performance-history.md, round 4, eighth pass). The database's own trouble (UNAVAILABLE, a
     lost connection or a timeout) and any other error still roll back, as closing does.
 
     ``streamed``: the caller sends what it reads while the transaction is open, so it waits for
@@ -224,7 +224,7 @@ def make_engine(url: str, settings: DatabaseSettings | None = None, **options: A
         def _limit_session(dbapi_connection: Any, _record: Any) -> None:
             # Connected directly, the server session is this connection's alone: the timeouts
             # are set once when it opens, not by one more round trip in every transaction
-            # (docs/performance.md, round 4).
+            # (docs/performance-history.md, round 4).
             autocommit = dbapi_connection.autocommit
             dbapi_connection.autocommit = True
             with dbapi_connection.cursor() as cursor:
@@ -275,7 +275,7 @@ def _refuse_a_closed_socket(dbapi_connection: Any, _record: Any, _proxy: Any) ->
     anything between) closed it or sent its termination notice. The pool discards a connection
     refused here and checks out (or opens) another, so the caller never sees the dead one. This
     is the pre-ping's guarantee for connections cut while idle, at the cost of one local ``poll``
-    instead of a ``SELECT 1`` round trip on every checkout (docs/performance.md, round 3); a
+    instead of a ``SELECT 1`` round trip on every checkout (docs/performance-history.md, round 3); a
     connection cut while a statement runs still fails that statement with ``UNAVAILABLE``."""
     if dbapi_connection.closed or dbapi_connection.broken:
         raise DisconnectionError("the pooled connection is closed")

@@ -1,36 +1,25 @@
 """The ledger facade the servicers and tests use: one method per transaction, each delegating to
-its module under ``services.ledger.transactions``. No rules and no SQL live here. Each committed
-state change leaves one event line (``shared.runtime.events``); a replay that wrote nothing
-leaves none."""
+its module under ``services.ledger.transactions``. The execution requests' methods are in
+``service_execution``, the state and steps every method shares in ``service_base``. No rules
+and no SQL live here. Each committed state change leaves one event line
+(``shared.runtime.events``); a replay that wrote nothing leaves none."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TypeVar
 
-from sqlalchemy import Engine
-from sqlalchemy.exc import IntegrityError
-
-from forge.continuity.v1 import common_pb2
 from services.ledger.domain.admission import AdmissionInput
-from services.ledger.domain.commands import RecordedCommand
-from services.ledger.domain.completion import Completion, GoalClaim
-from services.ledger.domain.execution import ExecutionRequestRecord, RequestState, WorkerSource
-from services.ledger.domain.journal import EntryKind, StoredEntry, check_reason
-from services.ledger.domain.owner_instance import OwnerInstance
+from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
 from services.ledger.domain.reconciliation import ReconcileInput, VerifyInput
 from services.ledger.domain.reconciliation import Verification as RecordedVerification
-from services.ledger.domain.recovery_authority import Authority, no_authority
 from services.ledger.domain.runs import Run, RunReading, RunSpec
-from services.ledger.domain.signing import HeadSigner, PublishedKey
-from services.ledger.domain.verifier import ReconciliationVerifier, RefusingVerifier
+from services.ledger.domain.signing import PublishedKey
+from services.ledger.service_base import request_event
+from services.ledger.service_execution import ExecutionRequests
 from services.ledger.transactions import (
     admission,
     blobs,
-    completion,
-    execution,
-    execution_stops,
     followers,
     inspection,
     journal,
@@ -44,69 +33,22 @@ from services.ledger.transactions import (
     snapshot,
 )
 from services.ledger.transactions.admission import Admission
-from services.ledger.transactions.base import LedgerContext
-from services.ledger.transactions.followers import JournalFollowers
 from services.ledger.transactions.inspection import JournalInspection
 from services.ledger.transactions.journal import JournalPage
 from services.ledger.transactions.listing import ExecutionRequestPage, RunPage
 from services.ledger.transactions.reconciliation import Reconciled
 from services.ledger.transactions.reconciliation_review import Inspection
 from services.ledger.transactions.recovery_input import Recovery, RecoveryInput
-from services.ledger.transactions.refusal_handoff import BoundAction, handoff_of
+from services.ledger.transactions.refusal_handoff import BoundAction
 from services.ledger.transactions.signed_heads import HeadFeedPage, SignedHeadPage
 from shared.continuity.admissibility_facts import REVIEW
 from shared.continuity.journal_chain import Verification
-from shared.continuity.timeutil import Clock, utc_now
-from shared.runtime.config import StreamBounds, stream_bounds
-from shared.runtime.errors import DomainError, RefusalDetail
 from shared.runtime.events import record_event
 
-T = TypeVar("T")
 
-
-def _request_event(what: str, actor: str, record: ExecutionRequestRecord, **extra: object) -> None:
-    record_event(
-        what,
-        actor=actor,
-        outcome=record.state.value,
-        run_id=record.run_id,
-        request_id=record.request_id,
-        execution_request_id=record.execution_request_id,
-        lease_generation=record.lease_generation,
-        **extra,
-    )
-
-
-class Ledger:
+class Ledger(ExecutionRequests):
     """Runs, the hash-chained journal, blobs, policy, admissions and execution requests over one
     SQLAlchemy engine."""
-
-    def __init__(
-        self,
-        engine: Engine,
-        clock: Clock = utc_now,
-        *,
-        stream_limits: StreamBounds | None = None,
-        authority: Authority = no_authority,
-        verifier: ReconciliationVerifier | None = None,
-        signer: HeadSigner | None = None,
-    ) -> None:
-        # With a signer, every append signs the head it makes (ADR 0015).
-        self._context = LedgerContext(engine, clock, signer)
-        # Current roles of an identity, asked inside every recovery transaction.
-        self._authority = authority
-        # The deployment's reconciliation verifier; the default proves nothing.
-        self._verifier = verifier if verifier is not None else RefusingVerifier()
-        self.journal_followers = JournalFollowers(
-            stream_bounds() if stream_limits is None else stream_limits, self._context
-        )
-
-    def _handing_off(self, bound: BoundAction) -> RefusalDetail[common_pb2.HandoffPayload]:
-        """Around a continuation action: each refusal by the state carries the handoff of the
-        request it was bound to (ADR 0046), read only then."""
-        return RefusalDetail(
-            common_pb2.HandoffPayload, lambda refused: handoff_of(self._context, refused, bound)
-        )
 
     # --- runs -----------------------------------------------------------------------------------
 
@@ -250,22 +192,6 @@ class Ledger:
 
     # --- admissions -----------------------------------------------------------------------------
 
-    def _expiring(self, transaction: Callable[[execution_stops.Expiry], T]) -> T:
-        """Run one of the transactions that count queued requests (admission, recovery,
-        reconciliation) with the expiry sweep as its first step (execution_stops.Expiry): what
-        it expired leaves its event lines once committed. A refusal rolled the sweep back with
-        the rest; what was due then expires in its own transaction before the refusal travels
-        on, so the state a refusal leaves is the one a sweep run first would have left."""
-        expiry = execution_stops.Expiry(self._context)
-        try:
-            result = transaction(expiry)
-        except DomainError:
-            if expiry.expired:
-                self.expire_due()
-            raise
-        self._expired(expiry.expired)
-        return result
-
     def commit_admission(self, request: AdmissionInput) -> Admission:
         bound = BoundAction(
             "request_invalid_read_continuity",
@@ -280,7 +206,7 @@ class Ledger:
             )
         if admitted.created:
             record = admitted.execution_request
-            _request_event(
+            request_event(
                 "admission",
                 request.operator_identity,
                 record,
@@ -311,7 +237,7 @@ class Ledger:
                 )
             )
         if recovered.created:
-            _request_event(
+            request_event(
                 f"recovery.{request.workflow}",
                 request.actor,
                 recovered.execution_request,
@@ -352,7 +278,7 @@ class Ledger:
             lambda expiry: reconciliation.commit(self._context, self._authority, request, expiry)
         )
         if decided.created:
-            _request_event(
+            request_event(
                 f"reconciliation.{request.decision}",
                 request.actor,
                 decided.reconciled,
@@ -363,164 +289,3 @@ class Ledger:
 
     def get_reconciliation(self, run_id: str, execution_request_id: str) -> Reconciled:
         return reconciliation.get(self._context, run_id, execution_request_id)
-
-    # --- execution requests and commands --------------------------------------------------------
-
-    def list_execution_requests(
-        self, run_id: str, states: tuple[RequestState, ...]
-    ) -> list[ExecutionRequestRecord]:
-        return execution.list_for_run(self._context, run_id, states)
-
-    def get_execution_request(self, execution_request_id: str) -> ExecutionRequestRecord:
-        return execution.get(self._context, execution_request_id)
-
-    def expire_due(self) -> list[ExecutionRequestRecord]:
-        """On request, and after a refusal rolled back the sweep inside a transaction that counts
-        queued requests (``_expiring``): expired queued requests free their place (a sweep that
-        loses a race runs again next time). A claim of an expired request is refused
-        (LEASE_EXPIRED) and writes nothing."""
-        try:
-            expired = execution_stops.expire_due(self._context)
-        except IntegrityError:
-            return []
-        self._expired(expired)
-        return expired
-
-    def sweep_expired(self) -> list[ExecutionRequestRecord]:
-        """The scheduled sweep (``services.ledger.expiry_sweep``): as :meth:`expire_due`, by one
-        replica at a time."""
-        try:
-            expired = execution_stops.sweep_on_schedule(self._context)
-        except IntegrityError:
-            return []
-        self._expired(expired)
-        return expired
-
-    @staticmethod
-    def _expired(expired: list[ExecutionRequestRecord]) -> None:
-        for record in expired:
-            _request_event("expiry", "ledger", record)
-
-    def cancel_execution_request(
-        self, execution_request_id: str, actor: str, reason: str
-    ) -> ExecutionRequestRecord:
-        check_reason(reason)
-        # a repeat reads the cancelled request back and changes nothing: no second line
-        repeat = execution.get(self._context, execution_request_id).state is RequestState.CANCELLED
-        bound = BoundAction("cancel_execution_request", actor, execution_request_id)
-        with self._handing_off(bound):
-            cancelled = execution_stops.cancel(
-                self._context, self._authority, execution_request_id, actor, reason
-            )
-        if not repeat:
-            _request_event("cancellation", actor, cancelled)
-        return cancelled
-
-    def claim(
-        self,
-        execution_request_id: str,
-        worker: str,
-        presented: WorkerSource,
-        owner_instance: OwnerInstance | None = None,
-    ) -> tuple[ExecutionRequestRecord, StoredEntry]:
-        """The claimed request and its ``worker_claimed`` entry."""
-        bound = BoundAction("claim_execution_request", worker, execution_request_id)
-        with self._handing_off(bound):
-            claimed, entry = execution.claim(
-                self._context,
-                self._authority,
-                execution_request_id,
-                worker,
-                presented,
-                owner_instance,
-            )
-        _request_event("claim", worker, claimed)
-        return claimed, entry
-
-    def complete(
-        self,
-        execution_request_id: str,
-        worker: str,
-        generation: int,
-        goal_claim: GoalClaim,
-        final_output_digest: str = "",
-        presented: WorkerSource | None = None,
-    ) -> tuple[ExecutionRequestRecord, Completion]:
-        with self._handing_off(
-            BoundAction("complete_execution_request", worker, execution_request_id)
-        ):
-            record, done = completion.complete(
-                self._context,
-                self._authority,
-                execution_request_id,
-                worker,
-                generation,
-                goal_claim,
-                final_output_digest,
-                presented,
-            )
-        _request_event("completion", worker, record, journal_sequence=done.journal_sequence)
-        return record, done
-
-    def finish(
-        self,
-        execution_request_id: str,
-        worker: str,
-        generation: int,
-        outcome: RequestState,
-        reason: str = "",
-        presented: WorkerSource | None = None,
-    ) -> ExecutionRequestRecord:
-        check_reason(reason)
-        bound = BoundAction("finish_execution_request", worker, execution_request_id)
-        with self._handing_off(bound):
-            finished = execution.finish(
-                self._context, execution_request_id, worker, generation, outcome, reason, presented
-            )
-        _request_event("finish", worker, finished)
-        return finished
-
-    def fail_unclaimed(
-        self, execution_request_id: str, worker: str, reason: str
-    ) -> ExecutionRequestRecord:
-        check_reason(reason)
-        with self._handing_off(
-            BoundAction("fail_unclaimed_execution_request", worker, execution_request_id)
-        ):
-            failed = execution.fail_unclaimed(self._context, execution_request_id, worker, reason)
-        _request_event("failure_unclaimed", worker, failed)
-        return failed
-
-    def record_command(
-        self,
-        execution_request_id: str,
-        worker: str,
-        generation: int,
-        command_id: str,
-        command_digest: str,
-        presented: WorkerSource | None = None,
-    ) -> RecordedCommand:
-        with self._handing_off(BoundAction("record_command", worker, execution_request_id)):
-            recorded = execution.record_command(
-                self._context,
-                self._authority,
-                execution_request_id,
-                worker,
-                generation,
-                command_id,
-                command_digest,
-                presented,
-            )
-        if recorded.charged:
-            record_event(
-                "command",
-                actor=worker,
-                outcome=f"charged {recorded.used} of {recorded.limit}",
-                execution_request_id=execution_request_id,
-                lease_generation=generation,
-                command_id=command_id,
-            )
-        return recorded
-
-    def command_usage(self, run_id: str) -> tuple[int, int]:
-        return execution.command_usage(self._context, run_id)

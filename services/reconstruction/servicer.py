@@ -28,7 +28,6 @@ from services.reconstruction.isolation import IsolatedRunner, Runner
 from shared.continuity.canonical import CanonicalJsonError, canonical_text, parse_json
 from shared.contract.terms import VERSION_BY_RECONSTRUCTION_ENUM
 from shared.runtime.auth import Role
-from shared.runtime.config import reconstruction_bounds
 from shared.runtime.content_cache import ContentCache, content_key
 from shared.runtime.errors import (
     FailedPrecondition,
@@ -36,6 +35,7 @@ from shared.runtime.errors import (
     InvalidArgument,
     field_required,
 )
+from shared.runtime.limits import reconstruction_bounds
 from shared.runtime.metrics import cache_families, counter_family, export_at_scrape, gauge_family
 from shared.runtime.server import ServiceBinding, service_binding
 

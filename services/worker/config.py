@@ -11,6 +11,7 @@ from pathlib import Path
 from services.worker.stopping import DEFAULT_STOP_GRACE_SECONDS
 from shared.continuity.qualification import DEFAULT_QUALIFIED_PROFILE
 from shared.runtime.config import DEFAULT_PORTS, ClientTls, client_tls, target_variable
+from shared.runtime.limits import seconds
 
 TOKEN = "FORGE_WORKER_TOKEN"  # noqa: S105 - the variable's name, not a credential
 PROVIDER_URL = "FORGE_WORKER_PROVIDER_URL"
@@ -107,13 +108,12 @@ def load(
     if evidence is not None and not evidence.is_dir():
         raise ConfigurationError(f"{EVIDENCE_DIR}={evidence} is not a directory")
     try:
-        timeout = float(env.get(COMMAND_TIMEOUT) or DEFAULT_COMMAND_TIMEOUT)
+        # Read as the services read seconds; unlike theirs these are not bounded above, and the
+        # grace may be 0 (abandon at once).
+        timeout = seconds(env, COMMAND_TIMEOUT, DEFAULT_COMMAND_TIMEOUT)
+        grace = seconds(env, STOP_GRACE, DEFAULT_STOP_GRACE_SECONDS)
     except ValueError as exc:
-        raise ConfigurationError(f"{COMMAND_TIMEOUT} must be a number of seconds") from exc
-    try:
-        grace = float(env.get(STOP_GRACE) or DEFAULT_STOP_GRACE_SECONDS)
-    except ValueError as exc:
-        raise ConfigurationError(f"{STOP_GRACE} must be a number of seconds") from exc
+        raise ConfigurationError(str(exc)) from exc
     if grace < 0:
         raise ConfigurationError(f"{STOP_GRACE} must not be negative")
     try:

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from shared.runtime.auth import PrincipalsFile
 from shared.runtime.client import service_channel
 from shared.runtime.collector import tune_for_service
-from shared.runtime.config import Settings, load_settings, server_threads
+from shared.runtime.config import Settings, load_settings
 from shared.runtime.development import development_credentials_problem
 from shared.runtime.events import configure_logging
+from shared.runtime.limits import server_threads
 from shared.runtime.metrics import serve_metrics
 from shared.runtime.readiness import Check, Readiness, dependency
 from shared.runtime.server import ServiceBinding, serve_until_signalled, start_server

@@ -11,14 +11,9 @@ import grpc
 import grpc.experimental
 from opentelemetry.instrumentation.grpc import client_interceptor, grpcext
 
-from shared.runtime.config import (
-    DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS,
-    DEFAULT_MAX_MESSAGE_BYTES,
-    ClientTls,
-    Settings,
-    TransportSettings,
-)
+from shared.runtime.config import ClientTls, Settings, TransportSettings
 from shared.runtime.deadline import downstream_timeout
+from shared.runtime.limits import DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS, DEFAULT_MAX_MESSAGE_BYTES
 from shared.runtime.telemetry import exporting
 from shared.runtime.transport import RetriedRead, channel_options, resolvable
 
@@ -71,7 +66,7 @@ class AuthorizedChannel(grpc.Channel):
     """A channel whose unary and server-streaming calls carry ``authorization`` metadata and a
     timeout that never outlives the inbound call's deadline. Added to each call's own arguments
     rather than by ``grpc.intercept_channel``, whose interceptor machinery cost 45–70 µs of CPU
-    per call (docs/performance.md, round 4, ninth pass); client-streaming calls, which no
+    per call (docs/performance-history.md, round 4, ninth pass); client-streaming calls, which no
     contract has, pass through unchanged."""
 
     def __init__(self, channel: grpc.Channel, token: str, default_timeout: float) -> None:
@@ -117,12 +112,12 @@ class AuthorizedChannel(grpc.Channel):
 
 # A server stream's responses are read on the thread that iterates them instead of being handed
 # over from the channel's spin thread one by one: a 5-message ReadRunSnapshot costs its reader
-# 29 % less CPU (docs/performance.md, round 4, sixth pass). Only on the channels one service keeps
-# open to another for its whole life (service_channel): such a stream does not keep its channel
-# alive, so a stream read from a stub of a channel nobody holds any more would end early or
+# 29 % less CPU (docs/performance-history.md, round 4, sixth pass). Only on the channels one service
+# keeps open to another for its whole life (service_channel): such a stream does not keep its
+# channel alive, so a stream read from a stub of a channel nobody holds any more would end early or
 # never start, which a caller of open_channel may well do. cancel() from another thread and
-# deadlines still end the stream (tests/shared/runtime/test_transport.py); result()/exception()
-# of such a call do not block, which nothing here calls on a stream.
+# deadlines still end the stream (tests/shared/runtime/test_transport.py); result()/exception() of
+# such a call do not block, which nothing here calls on a stream.
 READ_STREAMS_ON_THE_READING_THREAD = (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1)
 
 

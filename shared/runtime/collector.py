@@ -4,8 +4,8 @@ Python's defaults (a young collection every 700 net allocations) suit short scri
 that turns a 100,000-entry journal into domain objects allocates hundreds of thousands of
 container objects per call, and every young collection that many allocations trigger scans
 them again: a seventh of the candidate's conversion of a long snapshot, and a fifth of the
-ledger's CPU per append, measured (docs/performance.md, round 4, third pass). So, once startup
-is done:
+ledger's CPU per append, measured (docs/performance-history.md, round 4, third pass). So, once
+startup is done:
 
 - everything allocated until then (modules, descriptors, servicers, channels) is frozen, never
   scanned again: it lives as long as the process;

@@ -1,6 +1,7 @@
 """Runtime configuration read from the environment (and overridable by command-line flags).
 
-Every variable the services read is declared once, with its meaning, in
+The limits (sizes, bounds, timeouts of the streams, threads and workers) are in
+shared.runtime.limits. Every variable the services read is declared once, with its meaning, in
 shared.runtime.environment, so the deploy manifests can be checked against that list
 (tests/deploy). Names are stable: operators set them in Kubernetes ConfigMaps.
 """
@@ -11,6 +12,17 @@ import argparse
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from shared.runtime.limits import (
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_QUEUED_CALLS,
+    DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_RETRY_AFTER_MS,
+    seconds,
+    seconds_setting,
+)
+from shared.runtime.limits import env_text as _env
 
 SERVICE_NAMES = ("ledger", "reconstruction", "candidate", "admission")
 DEFAULT_PORTS: Mapping[str, int] = {
@@ -36,21 +48,6 @@ DEFAULT_DATABASE_URL = "sqlite:///var/continuity.db"
 DEFAULT_PRINCIPALS_FILE = "var/principals.json"
 # `make run` generates a development signing key here when FORGE_SIGNING_KEY_FILE is unset.
 DEFAULT_SIGNING_KEY_FILE = "var/signing-key.pem"
-DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
-#: Requests of a method that uploads no bytes (no blob, checkpoint or raw response) are smaller:
-#: a journal payload is at most 256 KiB (shared.runtime.gate).
-DEFAULT_MAX_REQUEST_BYTES = 1024 * 1024
-#: Calls a server queues beyond its busy threads before it answers SERVER_BUSY.
-DEFAULT_MAX_QUEUED_CALLS = 32
-#: The delay a SERVER_BUSY refusal asks the caller to wait before retrying.
-DEFAULT_RETRY_AFTER_MS = 250
-DEFAULT_GRACE_SECONDS = 10.0
-DEFAULT_DOWNSTREAM_TIMEOUT_SECONDS = 30.0
-
-
-def _env(env: Mapping[str, str], name: str, default: str) -> str:
-    value = env.get(name, "")
-    return value if value != "" else default
 
 
 @dataclass(frozen=True)
@@ -363,7 +360,7 @@ def load_settings(
         max_request_bytes=int(_env(env, "FORGE_MAX_REQUEST_BYTES", str(DEFAULT_MAX_REQUEST_BYTES))),
         max_queued_calls=int(_env(env, "FORGE_MAX_QUEUED_CALLS", str(DEFAULT_MAX_QUEUED_CALLS))),
         retry_after_ms=int(_env(env, "FORGE_RETRY_AFTER_MS", str(DEFAULT_RETRY_AFTER_MS))),
-        grace_seconds=float(_env(env, "FORGE_GRACE_SECONDS", str(DEFAULT_GRACE_SECONDS))),
+        grace_seconds=seconds(env, "FORGE_GRACE_SECONDS", DEFAULT_GRACE_SECONDS),
         log_level=_env(env, "FORGE_LOG_LEVEL", "INFO"),
         database=database_settings(env),
         metrics_port=metrics_port(service, env),
@@ -383,162 +380,7 @@ def _service_token(env: Mapping[str, str]) -> str:
     return env.get("FORGE_SERVICE_TOKEN", "")
 
 
-def _seconds_setting(env: Mapping[str, str], name: str, default: float, ceiling: float) -> float:
-    """The variable ``name`` as a number of seconds in (0, ``ceiling``], else ``default``."""
-    text = _env(env, name, str(default))
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise ValueError(f"{name} must be a number, not {text!r}") from None
-    if not 0 < seconds <= ceiling:
-        raise ValueError(f"{name} must be in (0, {ceiling:g}], not {seconds}")
-    return seconds
-
-
 def _reload_seconds(env: Mapping[str, str]) -> float:
-    return _seconds_setting(
+    return seconds_setting(
         env, "FORGE_PRINCIPALS_RELOAD_SECONDS", DEFAULT_PRINCIPALS_RELOAD_SECONDS, 300
-    )
-
-
-# --- the ledger's scheduled expiry sweep -------------------------------------------------------
-
-#: Seconds between the ledger's sweeps of queued requests past their lease (ADR 0039): how long an
-#: expired request may still hold its place in the caps and its never-claimed recovery. Reads
-#: show it expired at once whatever the interval.
-DEFAULT_EXPIRY_SWEEP_SECONDS = 5.0
-
-
-def expiry_sweep_seconds(env: Mapping[str, str] | None = None) -> float:
-    """FORGE_EXPIRY_SWEEP_SECONDS, in (0, 3600]."""
-    env = os.environ if env is None else env
-    return _seconds_setting(env, "FORGE_EXPIRY_SWEEP_SECONDS", DEFAULT_EXPIRY_SWEEP_SECONDS, 3600)
-
-
-# --- server threads and journal followers ---------------------------------------------------
-
-#: Threads of each service's gRPC server pool (shared.runtime.server.start_server).
-DEFAULT_SERVER_THREADS = 32
-#: Journal followers poll while they wait, each on a pool thread; at most this many at a time,
-#: so the rest of the pool stays free for admissions, claims and commands.
-DEFAULT_MAX_JOURNAL_FOLLOWERS = 8
-#: The bound may be raised to at most half the pool (FORGE_SERVER_THREADS sets the pool).
-MAX_JOURNAL_FOLLOWERS_CEILING = DEFAULT_SERVER_THREADS // 2
-
-
-def server_threads(env: Mapping[str, str] | None = None) -> int:
-    """FORGE_SERVER_THREADS: the gRPC server pool of a service (a ledger serving many followers
-    needs more, each follower holds a pool thread)."""
-    env = os.environ if env is None else env
-    text = _env(env, "FORGE_SERVER_THREADS", str(DEFAULT_SERVER_THREADS))
-    try:
-        threads = int(text)
-    except ValueError:
-        raise ValueError(f"FORGE_SERVER_THREADS must be an integer, not {text!r}") from None
-    if threads < 2:
-        raise ValueError(f"FORGE_SERVER_THREADS must be at least 2, not {threads}")
-    return threads
-
-
-def journal_follower_limit(env: Mapping[str, str] | None = None) -> int:
-    """FORGE_MAX_JOURNAL_FOLLOWERS, checked to be in 1..half the server's thread pool."""
-    env = os.environ if env is None else env
-    text = _env(env, "FORGE_MAX_JOURNAL_FOLLOWERS", str(DEFAULT_MAX_JOURNAL_FOLLOWERS))
-    try:
-        limit = int(text)
-    except ValueError:
-        raise ValueError(f"FORGE_MAX_JOURNAL_FOLLOWERS must be an integer, not {text!r}") from None
-    threads = server_threads(env)
-    if not 1 <= limit <= threads // 2:
-        raise ValueError(
-            f"FORGE_MAX_JOURNAL_FOLLOWERS must be in 1..{threads // 2} "
-            f"(half of the {threads} server threads), not {limit}"
-        )
-    return limit
-
-
-#: One caller (a principal) holds at most this many followers, so no single token takes every
-#: slot (issue 45 §2); at most the follower limit.
-DEFAULT_MAX_FOLLOWERS_PER_CALLER = 4
-#: Concurrent streams that do not follow (a whole-journal StreamJournal, a streamed
-#: ReadRunSnapshot): each holds a pool thread while its reader reads.
-DEFAULT_MAX_JOURNAL_STREAMS = 8
-#: A StreamJournal ends UNAVAILABLE STREAM_TIME_LIMIT after this long (the caller resumes from
-#: the next_sequence it names), so no stream holds a pool thread for ever.
-DEFAULT_MAX_STREAM_SECONDS = 900.0
-
-
-def _bounded_integer(env: Mapping[str, str], name: str, default: int, ceiling: int) -> int:
-    """The variable ``name`` as an integer in 1..``ceiling``, else ``default``."""
-    text = _env(env, name, str(default))
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{name} must be an integer, not {text!r}") from None
-    if not 1 <= value <= ceiling:
-        raise ValueError(f"{name} must be in 1..{ceiling}, not {value}")
-    return value
-
-
-@dataclass(frozen=True)
-class StreamBounds:
-    """What the ledger's streams may hold at once, and for how long (ADR 0033, issue 45 §2)."""
-
-    followers: int = DEFAULT_MAX_JOURNAL_FOLLOWERS
-    followers_per_caller: int = DEFAULT_MAX_FOLLOWERS_PER_CALLER
-    streams: int = DEFAULT_MAX_JOURNAL_STREAMS
-    max_stream_seconds: float = DEFAULT_MAX_STREAM_SECONDS
-
-    def __post_init__(self) -> None:
-        if min(self.followers, self.followers_per_caller, self.streams) < 1:
-            raise ValueError("stream bounds must be at least 1")
-        if self.max_stream_seconds <= 0:
-            raise ValueError("the stream time limit must be positive")
-
-
-def stream_bounds(env: Mapping[str, str] | None = None) -> StreamBounds:
-    """FORGE_MAX_JOURNAL_FOLLOWERS, FORGE_MAX_FOLLOWERS_PER_CALLER (at most the first),
-    FORGE_MAX_JOURNAL_STREAMS (at most half the server's threads) and FORGE_MAX_STREAM_SECONDS
-    (in (0, 86400])."""
-    env = os.environ if env is None else env
-    followers = journal_follower_limit(env)
-    per_caller_default = min(DEFAULT_MAX_FOLLOWERS_PER_CALLER, followers)
-    return StreamBounds(
-        followers=followers,
-        followers_per_caller=_bounded_integer(
-            env, "FORGE_MAX_FOLLOWERS_PER_CALLER", per_caller_default, followers
-        ),
-        streams=_bounded_integer(
-            env, "FORGE_MAX_JOURNAL_STREAMS", DEFAULT_MAX_JOURNAL_STREAMS, server_threads(env) // 2
-        ),
-        max_stream_seconds=_seconds_setting(
-            env, "FORGE_MAX_STREAM_SECONDS", DEFAULT_MAX_STREAM_SECONDS, 86400
-        ),
-    )
-
-
-# --- reconstruction's worker processes (ADR 0048) ----------------------------------------------
-
-#: Worker processes that run the pinned SDK on callers' bytes, one computation each at a time.
-DEFAULT_RECONSTRUCTION_WORKERS = 2
-#: A computation stopped after this many seconds (wall time, and CPU time in the worker).
-DEFAULT_RECONSTRUCTION_SECONDS = 10.0
-
-
-@dataclass(frozen=True)
-class ReconstructionBounds:
-    workers: int = DEFAULT_RECONSTRUCTION_WORKERS
-    max_seconds: float = DEFAULT_RECONSTRUCTION_SECONDS
-
-
-def reconstruction_bounds(env: Mapping[str, str] | None = None) -> ReconstructionBounds:
-    """FORGE_RECONSTRUCTION_WORKERS (1..64) and FORGE_RECONSTRUCTION_SECONDS (in (0, 600])."""
-    env = os.environ if env is None else env
-    return ReconstructionBounds(
-        workers=_bounded_integer(
-            env, "FORGE_RECONSTRUCTION_WORKERS", DEFAULT_RECONSTRUCTION_WORKERS, 64
-        ),
-        max_seconds=_seconds_setting(
-            env, "FORGE_RECONSTRUCTION_SECONDS", DEFAULT_RECONSTRUCTION_SECONDS, 600
-        ),
     )

@@ -26,7 +26,7 @@ from shared.runtime.auth import (
     reset_current_principal,
     set_current_principal,
 )
-from shared.runtime.config import DEFAULT_SERVER_THREADS, Settings
+from shared.runtime.config import Settings
 from shared.runtime.deadline import (
     reset_inbound_activity,
     reset_inbound_deadline,
@@ -44,6 +44,7 @@ from shared.runtime.gate import (
     too_large,
     with_trailing,
 )
+from shared.runtime.limits import DEFAULT_SERVER_THREADS
 from shared.runtime.log_context import FIELDS_ATTRIBUTE
 from shared.runtime.metrics import counted
 from shared.runtime.readiness import LIVENESS
@@ -172,7 +173,7 @@ class CallPolicy:
     """Authenticates, authorizes, captures the deadline and maps domain errors, around every
     handler of the hosted services. Wraps each method's handler once, when the server registers
     it: the per-call work a server interceptor does on the one serving thread is kept to the
-    gate's metadata check (shared.runtime.gate, ADR 0040; docs/performance.md, round 4,
+    gate's metadata check (shared.runtime.gate, ADR 0040; docs/performance-history.md, round 4,
     thirteenth pass). It authenticates again here because a client certificate's subject is
     visible only to the handler."""
 

@@ -6,7 +6,7 @@ nothing is printed or sent. Tests attach an in-memory exporter with :func:`add_s
 A process that exports nothing records nothing either (:class:`RecordWhileExported`), and its
 servers and channels skip the tracing interceptors (:func:`exporting`): building, timing and
 closing a span on every hop, and formatting a traceback for every refusal, cost about a tenth of
-an admission's CPU for spans nobody could ever read (docs/performance.md, round 3). Set the
+an admission's CPU for spans nobody could ever read (docs/performance-history.md, round 3). Set the
 exporter in every service (the deployment files set one endpoint for all): a service that
 exports nothing passes no trace context on to its callees.
 """

@@ -1,6 +1,6 @@
 """The deploy files name exactly the services, ports, environment variables and commands the code
 reads. Docker and Kubernetes cannot run where the tests run, so these checks are what keeps
-deploy/Dockerfile, deploy/compose.yaml and deploy/k8s/ honest against shared/runtime/config.py.
+deploy/Dockerfile, deploy/compose.yaml and deploy/k8s/ honest against shared/runtime/environment.py.
 
 A service whose ``python -m services.<name>`` module does not exist yet fails here on purpose.
 """
@@ -34,7 +34,6 @@ from shared.runtime.auth import PrincipalDirectory, Role
 from shared.runtime.config import (
     DATABASE_VARIABLES,
     DEFAULT_GATEWAY_PORT,
-    DEFAULT_GRACE_SECONDS,
     DEFAULT_PORTS,
     GATEWAY_PORT_VARIABLE,
     SERVICE_NAMES,
@@ -44,6 +43,7 @@ from shared.runtime.config import (
 )
 from shared.runtime.environment import ENVIRONMENT
 from shared.runtime.errors import DomainError
+from shared.runtime.limits import DEFAULT_GRACE_SECONDS
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -423,7 +423,7 @@ def test_compose_sets_only_variables_the_code_reads(compose: dict[str, Any]) -> 
     for name in (*SERVICE_NAMES, COMPOSE_MIGRATE):
         unknown = set(compose_env(compose["services"][name])) - set(ENVIRONMENT)
         assert not unknown, (
-            f"compose {name} sets variables shared/runtime/config.py does not read: {unknown}"
+            f"compose {name} sets variables shared/runtime/environment.py does not list: {unknown}"
         )
 
 
@@ -773,12 +773,12 @@ def test_k8s_sets_only_variables_the_code_reads(cluster: Cluster) -> None:
     for where, container in k8s_containers(cluster):
         unknown = set(cluster.container_env(container)) - set(ENVIRONMENT)
         assert not unknown, (
-            f"{where} sets variables shared/runtime/config.py does not read: {unknown}"
+            f"{where} sets variables shared/runtime/environment.py does not list: {unknown}"
         )
     unknown = set().union(*(cluster.config_map(n) for n in cluster.of_kind("ConfigMap"))) - set(
         ENVIRONMENT
     )
-    assert not unknown, f"ConfigMap keys shared/runtime/config.py does not read: {unknown}"
+    assert not unknown, f"ConfigMap keys shared/runtime/environment.py does not list: {unknown}"
 
 
 def service_host(target: str, namespace: str) -> tuple[str, int]:
@@ -1064,7 +1064,9 @@ def _check_gateway_env(where: str, env: Mapping[str, object], host_of: dict[str,
     for variable in GATEWAY_OWN_NOTHING:
         assert variable not in env, f"{where}: the gateway must not be given {variable}"
     unknown = set(env) - set(ENVIRONMENT)
-    assert not unknown, f"{where} sets variables shared/runtime/config.py does not read: {unknown}"
+    assert not unknown, (
+        f"{where} sets variables shared/runtime/environment.py does not list: {unknown}"
+    )
 
 
 def test_compose_gateway(compose: dict[str, Any]) -> None:

@@ -7,20 +7,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from shared.runtime.config import GATEWAY_PORT_VARIABLE, SERVICE_NAMES, target_variable
+from tests.runner_process import ROOT, Output, free_ports, running_runner
 
-ROOT = Path(__file__).resolve().parents[2]
-READY = "forge continuity ready:"
 STARTUP_SECONDS = 60.0
 #: Entries of the repository a walkthrough's working directory does not mirror: its own state.
 NOT_MIRRORED = {".git", ".venv", "var", "test-artifacts"}
@@ -30,23 +26,12 @@ NOT_MIRRORED = {".git", ".venv", "var", "test-artifacts"}
 class Services:
     """A running runner and where its services answer."""
 
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[str]
     ports: dict[str, int]
-    output: Path
+    output: Output
 
     def log(self) -> str:
-        return self.output.read_text(encoding="utf-8", errors="replace")
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+        return self.output.text()
 
 
 def _without_forge_settings() -> dict[str, str]:
@@ -72,43 +57,16 @@ def running_services(workdir: Path) -> Iterator[Services]:
     state.mkdir(parents=True)
     env = _without_forge_settings()
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "shared" / "gen")])
-    output = workdir / "runner.log"
-    with output.open("wb") as sink:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "services.runner",
-                *(f"--{name}-port={port}" for name, port in ports.items()),
-                *(f"--{name}-metrics-port={port}" for name, port in metrics_ports.items()),
-                f"--database-url=sqlite:///{state / 'continuity.db'}",
-                f"--principals-file={state / 'principals.json'}",
-                f"--signing-key-file={state / 'signing-key.pem'}",
-                f"--log-file={state / 'continuity.log'}",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    services = Services(process, ports, output)
-    try:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while READY not in services.log():
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(
-                    f"make run's runner never got ready:\n{services.log()[-4000:]}"
-                )
-            time.sleep(0.2)
-        yield services
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    arguments = [
+        *(f"--{name}-port={port}" for name, port in ports.items()),
+        *(f"--{name}-metrics-port={port}" for name, port in metrics_ports.items()),
+        f"--database-url=sqlite:///{state / 'continuity.db'}",
+        f"--principals-file={state / 'principals.json'}",
+        f"--signing-key-file={state / 'signing-key.pem'}",
+        f"--log-file={state / 'continuity.log'}",
+    ]
+    with running_runner(arguments, env, startup_seconds=STARTUP_SECONDS) as (process, output):
+        yield Services(process, ports, output)
 
 
 def reader_directory(workdir: Path) -> Path:

@@ -13,7 +13,6 @@ import pytest
 
 from tests.docs.make_run import (
     NOT_MIRRORED,
-    ROOT,
     missing_tools,
     reader_directory,
     reader_environment,
@@ -27,6 +26,7 @@ from tests.docs.walkthroughs import (
     run_blocks,
     walkthrough_blocks,
 )
+from tests.runner_process import ROOT
 
 GUIDE = ROOT / "docs" / "guide"
 #: The guides with walkthrough blocks, in the order they run (docs/guide/walkthroughs.md lists

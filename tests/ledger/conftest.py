@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -8,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
-from sqlalchemy import Engine, event, text
+from sqlalchemy import Engine, create_engine, event, text
 
 from forge.continuity.v1 import common_pb2, ledger_pb2, ledger_pb2_grpc, policy_pb2_grpc
 from services.ledger.domain.runs import RunSpec
@@ -107,20 +109,24 @@ def counted(
         event.remove(engine, "before_cursor_execute", count)
 
 
+def append_entry(
+    clients: LedgerClients,
+    run_id: str,
+    head: str,
+    kind: common_pb2.JournalEntryKind.ValueType,
+    payload: dict[str, object],
+) -> common_pb2.JournalEntry:
+    """Append ``payload`` as an entry of ``kind`` after ``head`` (the writer's token); the entry."""
+    request = ledger_pb2.AppendJournalEntryRequest(
+        run_id=run_id, expected_head_hash=head, kind=kind, payload_json=json.dumps(payload)
+    )
+    return clients.ledger().AppendJournalEntry(request).entry
+
+
 def annotate(clients: LedgerClients, run_id: str, head: str, note: str) -> str:
     """Append a native annotation after ``head``; the new head."""
-    return (
-        clients.ledger()
-        .AppendJournalEntry(
-            ledger_pb2.AppendJournalEntryRequest(
-                run_id=run_id,
-                expected_head_hash=head,
-                kind=common_pb2.JOURNAL_ENTRY_KIND_STARTUP_RECOVERY_ANNOTATION,
-                payload_json=json.dumps({"annotation": note}),
-            )
-        )
-        .entry.hash
-    )
+    kind = common_pb2.JOURNAL_ENTRY_KIND_STARTUP_RECOVERY_ANNOTATION
+    return append_entry(clients, run_id, head, kind, {"annotation": note}).hash
 
 
 def waiting_for_locks(engine: Engine, application_name: str | None = None) -> int:
@@ -130,3 +136,35 @@ def waiting_for_locks(engine: Engine, application_name: str | None = None) -> in
         query += " AND application_name = :name"
     with engine.connect() as connection:
         return int(connection.execute(text(query), {"name": application_name}).scalar_one())
+
+
+@pytest.fixture
+def application_name() -> str:
+    """The name the served ledger's PostgreSQL sessions carry (a module's ``database_url`` fixture
+    gives it to its schema), so that a test counts only its ledger's sessions waiting for a lock."""
+    return f"ledger-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def holder(database_url: str) -> Iterator[Engine]:
+    """Another client of the same schema (its own sessions, never counted as the ledger's), on the
+    ``database_url`` of the module that asks for it."""
+    engine = create_engine(database_url, connect_args={"application_name": "lock-holder"})
+    yield engine
+    engine.dispose()
+
+
+def in_threads(calls: list[Callable[[], str]]) -> tuple[list[threading.Thread], list[str]]:
+    """Start each call in a thread of its own; its outcome is appended when it ends."""
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def run(call: Callable[[], str]) -> None:
+        outcome = call()
+        with lock:
+            outcomes.append(outcome)
+
+    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
+    for thread in threads:
+        thread.start()
+    return threads, outcomes

@@ -19,7 +19,7 @@ from services.ledger.repository import journal as journal_rows
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
 from services.ledger.transactions.base import LedgerContext
-from shared.runtime.config import (
+from shared.runtime.limits import (
     DEFAULT_MAX_JOURNAL_FOLLOWERS,
     DEFAULT_SERVER_THREADS,
     StreamBounds,

@@ -20,7 +20,7 @@ from services.ledger.database import make_engine
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
 from services.ledger.transactions import followers as followers_module
-from shared.runtime.config import StreamBounds
+from shared.runtime.limits import StreamBounds
 from tests.errors import expect_error
 from tests.ledger.conftest import LedgerClients, run_request
 from tests.support import serve, token_roles

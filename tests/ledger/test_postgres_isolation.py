@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 
 import grpc
@@ -35,7 +34,7 @@ from shared.runtime.errors import FailedPrecondition, from_rpc_error
 from tests.conftest import postgres_schema
 from tests.errors import expect_error
 from tests.ledger.admission_support import commit, commit_request, enable_policy, seed
-from tests.ledger.conftest import Clock, LedgerClients, waiting_for_locks
+from tests.ledger.conftest import Clock, LedgerClients, in_threads, waiting_for_locks
 from tests.support import row_counts, serve
 
 REPEATABLE_READ_DEFAULT = {"default_transaction_isolation": "repeatable read"}
@@ -43,11 +42,6 @@ REPEATABLE_READ_DEFAULT = {"default_transaction_isolation": "repeatable read"}
 QUEUE_DEADLINE_SECONDS = 60.0
 # The served ledger waits for locks as long as it takes, so the tests decide when they end.
 NO_TIMEOUTS = DatabaseSettings(lock_timeout_ms=0, statement_timeout_ms=0)
-
-
-@pytest.fixture
-def application_name() -> str:
-    return f"ledger-{uuid.uuid4().hex[:12]}"
 
 
 @pytest.fixture
@@ -63,32 +57,14 @@ def engine(database_url: str) -> Iterator[Engine]:
     engine.dispose()
 
 
-@pytest.fixture
-def holder(database_url: str) -> Iterator[Engine]:
-    """Another client of the same schema (its own sessions, never counted as the ledger's)."""
-    engine = create_engine(database_url, connect_args={"application_name": "lock-holder"})
-    yield engine
-    engine.dispose()
-
-
 def _race_behind_the_policy_lock(
     holder: Engine, application_name: str, calls: list[Callable[[], str]]
 ) -> list[str]:
     """Hold the policy row lock, start ``calls`` in threads, wait until every one of them is
     queued behind the lock, release it and return their outcomes."""
-    outcomes: list[str] = []
-    lock = threading.Lock()
-
-    def run(call: Callable[[], str]) -> None:
-        outcome = call()
-        with lock:
-            outcomes.append(outcome)
-
-    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
     with holder.connect() as connection, connection.begin():
         policy_rows.lock_current_policy(connection)
-        for thread in threads:
-            thread.start()
+        threads, outcomes = in_threads(calls)
         deadline = time.monotonic() + QUEUE_DEADLINE_SECONDS
         while waiting_for_locks(holder, application_name) < len(calls):
             assert time.monotonic() < deadline, "the calls never queued behind the policy lock"

@@ -1,7 +1,7 @@
 """The snapshot header (read by every candidate and so by every admission) is prepared once per
 connection and then runs on PostgreSQL's generic plan: a statement whose plan the server cannot
 cost without its parameter values is planned again on every execution (the header's bound
-``LIMIT`` was, 0.2 ms of server CPU a read; docs/performance.md, tenth pass)."""
+``LIMIT`` was, 0.2 ms of server CPU a read; docs/performance-history.md, tenth pass)."""
 
 from __future__ import annotations
 

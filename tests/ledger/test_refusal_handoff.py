@@ -17,7 +17,7 @@ from grpc_status import rpc_status
 from sqlalchemy import Engine
 
 from forge.continuity.v1 import common_pb2, execution_pb2, ledger_pb2
-from services.ledger import service
+from services.ledger import service_base
 from services.ledger.transactions.refusal_handoff import handoff_of
 from shared.continuity.canonical import digest_of
 from tests.ledger.admission_support import (
@@ -226,7 +226,7 @@ def test_the_handoff_is_read_on_the_refusal_only(
         reads.append(statements)
         return found
 
-    monkeypatch.setattr(service, "handoff_of", spied)
+    monkeypatch.setattr(service_base, "handoff_of", spied)
     _seeded, ticket = admitted(clients)
     exr = ticket.execution_request.execution_request_id
     claimed = claim(clients, exr)

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
 import pytest
-from sqlalchemy import Engine, create_engine, event, func, select
+from sqlalchemy import Engine, event, func, select
 
 from forge.continuity.v1 import common_pb2, ledger_pb2, policy_pb2
 from services.ledger.database import make_engine
@@ -34,7 +33,7 @@ from shared.runtime.errors import from_rpc_error
 from tests.conftest import postgres_schema
 from tests.errors import expect_error
 from tests.ledger.admission_support import commit, commit_request, enable_policy, seed
-from tests.ledger.conftest import Clock, LedgerClients, waiting_for_locks
+from tests.ledger.conftest import Clock, LedgerClients, in_threads, waiting_for_locks
 from tests.ledger.test_queue_depth import by_slots
 from tests.support import row_counts, serve
 
@@ -47,11 +46,6 @@ LOCK_TIMEOUT = DatabaseSettings(lock_timeout_ms=2000, statement_timeout_ms=0)
 
 
 @pytest.fixture
-def application_name() -> str:
-    return f"ledger-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
 def database_url(application_name: str) -> Iterator[str]:
     with postgres_schema(application_name=application_name) as url:
         yield url
@@ -60,14 +54,6 @@ def database_url(application_name: str) -> Iterator[str]:
 @pytest.fixture
 def engine(database_url: str) -> Iterator[Engine]:
     engine = make_engine(database_url, LOCK_TIMEOUT)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture
-def holder(database_url: str) -> Iterator[Engine]:
-    """Another client of the same schema (its own sessions, never counted as the ledger's)."""
-    engine = create_engine(database_url, connect_args={"application_name": "lock-holder"})
     yield engine
     engine.dispose()
 
@@ -95,22 +81,6 @@ def _outcome(clients: LedgerClients, request: ledger_pb2.CommitAdmissionRequest)
         return f"{error.code().name} {from_rpc_error(error).reason}"
 
 
-def _in_threads(calls: list[Callable[[], str]]) -> tuple[list[threading.Thread], list[str]]:
-    """Start each call in a thread of its own; its outcome is appended when it ends."""
-    outcomes: list[str] = []
-    lock = threading.Lock()
-
-    def run(call: Callable[[], str]) -> None:
-        outcome = call()
-        with lock:
-            outcomes.append(outcome)
-
-    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
-    for thread in threads:
-        thread.start()
-    return threads, outcomes
-
-
 def _pending(engine: Engine) -> tuple[int, int, int]:
     """(tickets, pending requests as kept, pending requests as the cap's counter has them)."""
     with engine.connect() as connection:
@@ -132,7 +102,7 @@ def test_admissions_on_different_runs_pass_a_shared_holder_and_a_policy_write_do
     requests = _requests(clients, runs=2, cap=5)
     with holder.connect() as connection, connection.begin():
         policy_rows.lock_current_policy(connection, shared=True)
-        threads, outcomes = _in_threads(
+        threads, outcomes = in_threads(
             [lambda request=request: _outcome(clients, request) for request in requests]
         )
         for thread in threads:
@@ -181,9 +151,9 @@ def test_an_admission_waiting_for_the_last_place_is_refused_once_it_is_taken(
     first, second = _requests(clients, runs=2, cap=1)
     paused, release, listener = _pause_after_first_write(engine)
     try:
-        threads, outcomes = _in_threads([lambda: _outcome(clients, first)])
+        threads, outcomes = in_threads([lambda: _outcome(clients, first)])
         assert paused.wait(QUEUE_DEADLINE_SECONDS), "the first admission never wrote"
-        more, later = _in_threads([lambda: _outcome(clients, second)])
+        more, later = in_threads([lambda: _outcome(clients, second)])
         deadline = time.monotonic() + QUEUE_DEADLINE_SECONDS
         while waiting_for_locks(holder, application_name) < 1:
             assert time.monotonic() < deadline, "the second admission never queued"
@@ -211,9 +181,7 @@ def test_concurrent_admissions_on_different_runs_fill_the_cap_exactly(
         start.wait(QUEUE_DEADLINE_SECONDS)
         return _outcome(clients, request)
 
-    threads, outcomes = _in_threads(
-        [lambda request=request: admit(request) for request in requests]
-    )
+    threads, outcomes = in_threads([lambda request=request: admit(request) for request in requests])
     for thread in threads:
         thread.join(QUEUE_DEADLINE_SECONDS)
     assert sorted(outcomes) == ["RESOURCE_EXHAUSTED PENDING_TICKET_LIMIT"] * 5 + ["ok"] * 3

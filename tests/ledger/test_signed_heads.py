@@ -4,7 +4,6 @@ transaction; the keys are published with GetSigningKeys (several after a rotatio
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterator
 from datetime import UTC
@@ -16,7 +15,7 @@ import rfc8785
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import Engine
 
-from forge.continuity.v1 import audit_pb2, common_pb2, ledger_pb2
+from forge.continuity.v1 import audit_pb2, common_pb2
 from services.ledger.domain.signing import (
     HeadSigner,
     SigningKeyError,
@@ -28,7 +27,7 @@ from services.ledger.servicer import bindings
 from shared.continuity.timeutil import to_text
 from tests.errors import expect_error
 from tests.ledger.admission_support import commit, commit_request, enable_policy, seed
-from tests.ledger.conftest import LedgerClients, run_request
+from tests.ledger.conftest import LedgerClients, append_entry, run_request
 from tests.support import row_counts, serve
 
 
@@ -48,18 +47,8 @@ def signing(engine: Engine, signer: HeadSigner) -> Iterator[LedgerClients]:
 
 
 def append(clients: LedgerClients, run_id: str, head: str, call_id: str) -> common_pb2.JournalEntry:
-    return (
-        clients.ledger()
-        .AppendJournalEntry(
-            ledger_pb2.AppendJournalEntryRequest(
-                run_id=run_id,
-                expected_head_hash=head,
-                kind=common_pb2.JOURNAL_ENTRY_KIND_TOOL_INTENT,
-                payload_json=json.dumps({"call_id": call_id}),
-            )
-        )
-        .entry
-    )
+    kind = common_pb2.JOURNAL_ENTRY_KIND_TOOL_INTENT
+    return append_entry(clients, run_id, head, kind, {"call_id": call_id})
 
 
 def signed_heads(clients: LedgerClients, run_id: str, **paging: int) -> list[audit_pb2.SignedHead]:

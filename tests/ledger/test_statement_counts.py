@@ -1,5 +1,5 @@
 """The admission commit and the worker path cost a fixed number of statements per write,
-whatever the length of the run they continue (docs/performance.md, round 4): the admission's
+whatever the length of the run they continue (docs/performance-history.md, round 4): the admission's
 commit (its expiry sweep included), a claim, a worker's own record, a command charge and the
 completion each run the same statements on a run with a long history before its hold as on a
 short one, and no more than the counts below. Counted with SQLAlchemy's

@@ -16,9 +16,9 @@ from sqlalchemy import Engine
 from forge.continuity.v1 import common_pb2, ledger_pb2, ledger_pb2_grpc
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
-from shared.runtime.config import StreamBounds, stream_bounds
 from shared.runtime.errors import ResourceExhausted
 from shared.runtime.gate import PUSHBACK_KEY
+from shared.runtime.limits import StreamBounds, stream_bounds
 from tests.errors import expect_error
 from tests.ledger.conftest import LedgerClients, run_request
 from tests.ledger.test_journal_followers import Follower

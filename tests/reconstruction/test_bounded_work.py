@@ -17,9 +17,9 @@ from forge.continuity.v1 import reconstruction_pb2, reconstruction_pb2_grpc
 from services.reconstruction.isolation import IsolatedRunner
 from services.reconstruction.servicer import ReconstructionServicer, bindings
 from shared.contract.channels import open_channel
-from shared.runtime.config import ReconstructionBounds, reconstruction_bounds
 from shared.runtime.deadline import reset_inbound_deadline, set_inbound_deadline
 from shared.runtime.errors import DeadlineExceeded, FailedPrecondition, ResourceExhausted
+from shared.runtime.limits import ReconstructionBounds, reconstruction_bounds
 from tests.errors import expect_error
 from tests.support import serve
 

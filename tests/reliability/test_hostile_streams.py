@@ -39,8 +39,8 @@ from services.reconstruction.isolation import IsolatedRunner
 from services.reconstruction.servicer import ReconstructionServicer
 from services.reconstruction.servicer import bindings as reconstruction_bindings
 from shared.contract.channels import open_channel
-from shared.runtime.config import StreamBounds
 from shared.runtime.errors import from_rpc_error
+from shared.runtime.limits import StreamBounds
 from tests.ledger.conftest import LedgerClients, run_request
 from tests.reconstruction.conftest import load_case
 from tests.reconstruction.test_bounded_work import hostile_response

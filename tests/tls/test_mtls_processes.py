@@ -11,7 +11,6 @@ import os
 import ssl
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -28,7 +27,7 @@ from shared.contract.channels import open_channel
 from shared.runtime.config import ClientTls
 from tests.polyglot import test_node_client
 from tests.polyglot.test_grpcurl import grpcurl_executable
-from tests.test_runner import ROOT, Output, free_ports, runner_env
+from tests.runner_process import ROOT, Output, free_ports, runner_env, running_runner
 
 SERVICES = ("ledger", "reconstruction", "candidate", "admission")
 STARTUP_SECONDS = 120
@@ -72,29 +71,10 @@ def mtls_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MtlsRun]:
     ports = dict(zip(names, free_ports(5), strict=True))
     arguments = [f"--{name}-port={port}" for name, port in ports.items()]
     arguments += [f"--{name}-metrics-port=0" for name in names]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "services.runner", "--certs", str(certs), *arguments],
-        cwd=ROOT,
-        env=runner_env(workdir),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    output = Output()
-    assert process.stdout is not None
-    reader = threading.Thread(target=output.collect, args=(process.stdout,), daemon=True)
-    reader.start()
-    try:
-        output.wait_for("forge continuity ready:", time.monotonic() + STARTUP_SECONDS)
+    with running_runner(
+        ["--certs", str(certs), *arguments], runner_env(workdir), startup_seconds=STARTUP_SECONDS
+    ) as (_process, output):
         yield MtlsRun(ports, certs, output)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=40)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        reader.join(timeout=10)
 
 
 def test_the_runner_says_every_address_speaks_tls(mtls_run: MtlsRun) -> None:

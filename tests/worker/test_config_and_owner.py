@@ -33,6 +33,28 @@ def test_the_worker_refuses_to_start_without_its_settings(tmp_path: Path) -> Non
             load(["run-1"], env=env(tmp_path, FORGE_WORKER_GRANTED_COMMANDS=granted))
 
 
+def test_seconds_settings_are_read_as_the_services_read_them(tmp_path: Path) -> None:
+    """The command timeout and the stop grace go through the runtime's seconds parser: unset or
+    empty keep the default, a grace of 0 is allowed, a word or a negative grace is refused
+    naming its variable."""
+    config = load(["run-1"], env=env(tmp_path, FORGE_WORKER_COMMAND_TIMEOUT_SECONDS=""))
+    assert config.command_timeout_seconds == 300.0
+    config = load(
+        ["run-1"],
+        env=env(
+            tmp_path,
+            FORGE_WORKER_COMMAND_TIMEOUT_SECONDS="12.5",
+            FORGE_WORKER_STOP_GRACE_SECONDS="0",
+        ),
+    )
+    assert (config.command_timeout_seconds, config.stop_grace_seconds) == (12.5, 0.0)
+    for variable in ("FORGE_WORKER_COMMAND_TIMEOUT_SECONDS", "FORGE_WORKER_STOP_GRACE_SECONDS"):
+        with pytest.raises(ConfigurationError, match=f"{variable} must be a number, not 'soon'"):
+            load(["run-1"], env=env(tmp_path, **{variable: "soon"}))
+    with pytest.raises(ConfigurationError, match="FORGE_WORKER_STOP_GRACE_SECONDS must not be"):
+        load(["run-1"], env=env(tmp_path, FORGE_WORKER_STOP_GRACE_SECONDS="-1"))
+
+
 def test_granted_commands_and_runs_come_from_the_environment(tmp_path: Path) -> None:
     config = load(
         [],

@@ -112,7 +112,7 @@ class CombinedReconstructionSources(CandidateSources, Protocol):
 
 # Whether a sources class offers each optional protocol, by class: isinstance against a
 # runtime-checkable protocol looks up every member of the protocol on each call (about 6 % of
-# the candidate's CPU under admission load; docs/performance.md, round 4). Sources implement
+# the candidate's CPU under admission load; docs/performance-history.md, round 4). Sources implement
 # their methods on the class, so the answer is the class's.
 _OFFERED: dict[tuple[type, type], bool] = {}
 

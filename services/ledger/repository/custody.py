@@ -1,6 +1,6 @@
 """A request's custody in one statement: its run (row locked), the ticket of its admission and
 the recoveries that queued it. Every fenced write reads all three (ADR 0014); read one by one
-they were three round trips on every worker write (docs/performance.md, round 4)."""
+they were three round trips on every worker write (docs/performance-history.md, round 4)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The statements every admission, fenced worker write and native append runs, on the driver's
-own cursor (docs/performance.md, round 4, eleventh pass).
+own cursor (docs/performance-history.md, round 4, eleventh pass).
 
 SQLAlchemy runs a cached Core statement at about twice the client CPU of the driver's cursor
 running the same SQL: its execution context and result object cost more than the statement

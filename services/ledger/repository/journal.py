@@ -50,7 +50,7 @@ from shared.continuity.canonical import GENESIS_HASH
 from shared.contract.terms import PENDING_STATE_NAMES
 
 # Hot statements are built once: building and cache-keying a statement on every call cost more
-# CPU than executing it (docs/performance.md, round 3).
+# CPU than executing it (docs/performance-history.md, round 3).
 _RUN_ID: BindParameter[str] = bindparam("run_id")
 _HEAD = (
     select(journal_entries.c.sequence, journal_entries.c.hash)
@@ -222,7 +222,7 @@ def insert_journal_entry(
     # an entry (an execution-request change does too), so two writers of one run queue on that
     # row instead of each holding what the other waits for. On PostgreSQL the request's change,
     # the run row's update and the insert are one statement (one or two round trips fewer on
-    # every fenced write; docs/performance.md, round 4, twelfth pass).
+    # every fenced write; docs/performance-history.md, round 4, twelfth pass).
     held = entry.kind == EntryKind.RUN_HELD.value
     if noted and request is not None:
         raise ValueError("a native append changes no execution request")

@@ -41,7 +41,7 @@ def policy_from_values(values: Mapping[str, Any]) -> PolicyRevision:
 # Built once (building and cache-keying a statement per call cost more than running it). LIMIT 1
 # is written into the text, not bound: as a parameter PostgreSQL cannot cost the joined
 # subquery's plan (CURRENT_SUBQUERY) without its value, so the prepared snapshot header was
-# planned again on every execution (0.2 ms each; docs/performance.md, tenth pass).
+# planned again on every execution (0.2 ms each; docs/performance-history.md, tenth pass).
 _CURRENT = (
     select(policy_revisions).order_by(policy_revisions.c.revision.desc()).limit(literal_column("1"))
 )

@@ -83,7 +83,7 @@ _CHANGE = _OF_RUN.values(
 
 # One UPDATE for a transaction that changes an execution request, appends and may count a
 # completed round (a claim, a completion): the same row as the statements above applied one after
-# the other, in one round trip (docs/performance.md, round 4). By (state changed, rounds).
+# the other, in one round trip (docs/performance-history.md, round 4). By (state changed, rounds).
 _CHANGE_AND_COUNT = _CHANGE.values(completed_rounds=runs.c.completed_rounds + 1)
 _TOUCH_AND_COUNT = _TOUCH.values(completed_rounds=runs.c.completed_rounds + 1)
 
@@ -287,14 +287,14 @@ def head_from_row(row: Mapping[Any, Any]) -> tuple[int, str]:
     return (int(row["head_sequence"]), str(row["head_hash"]))
 
 
-# A native append's run row in one statement (docs/performance.md, round 4): the listing columns
-# noted for the entry about to be inserted (note_entry's _TOUCH or _HOLD), which locks the row as
-# FOR UPDATE would, and what the append's checks read returned: the run's command limit and its
-# head (not the whole row: every returned column costs the driver and the result a column
-# object a call). The transaction rolls the update back with everything else when the append is
-# then refused. The head's subqueries name the run by its parameter, not by correlation:
-# SQLite's RETURNING drops the table of every column it names, and a correlated
-# ``run_id = run_id`` would match every run.
+# A native append's run row in one statement (docs/performance-history.md, round 4): the listing
+# columns noted for the entry about to be inserted (note_entry's _TOUCH or _HOLD), which locks the
+# row as FOR UPDATE would, and what the append's checks read returned: the run's command limit and
+# its head (not the whole row: every returned column costs the driver and the result a column object
+# a call). The transaction rolls the update back with everything else when the append is then
+# refused. The head's subqueries name the run by its parameter, not by correlation: SQLite's
+# RETURNING drops the table of every column it names, and a correlated ``run_id = run_id`` would
+# match every run.
 _B_RUN_ID: BindParameter[str] = bindparam("b_run_id")
 _HEAD_COLUMNS = (
     _newest("sequence", _B_RUN_ID).label("head_sequence"),

@@ -24,8 +24,8 @@ from services.ledger.repository import journal as journal_rows
 from services.ledger.transactions.base import LedgerContext, check_not_negative
 from services.ledger.transactions.journal import batches, pages_from
 from services.ledger.transactions.stream_slots import CallerSlots, Refusals
-from shared.runtime.config import StreamBounds
 from shared.runtime.errors import Unavailable
+from shared.runtime.limits import StreamBounds
 
 FOLLOW_POLL_SECONDS = 0.2
 # Rows one poll reads at most; a full page is followed by the next poll at once.

@@ -145,8 +145,8 @@ def read_whole(
     The parts are read to the end, so the read transaction commits as the stream's does: closing
     the generator inside it rolls the transaction back, and a rollback makes psycopg forget the
     connection's prepared statements (0.25 ms more PostgreSQL CPU per read, as measured:
-    docs/performance.md, round 4, seventh and eighth passes). ``known_head``: as for ``read``;
-    when it is still the head the value has the header alone."""
+    docs/performance-history.md, round 4, seventh and eighth passes). ``known_head``: as for
+    ``read``; when it is still the head the value has the header alone."""
     header: SnapshotHeader | None = None
     entries: list[StoredEntry] = []
     blobs: list[SnapshotBlob] = []

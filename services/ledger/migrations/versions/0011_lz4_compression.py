@@ -4,7 +4,7 @@ PostgreSQL compresses a value of more than about 2 KB before it stores it, with 
 default. Checkpoints, raw model responses and large journal payloads all pass that size, and
 pglz costs about 80 µs of PostgreSQL CPU on a 9 KB checkpoint: a third of that insert's cost,
 once per blob an admission or a worker's turn stores. LZ4 compresses the same bytes at a
-fraction of that and reads back no slower (docs/performance.md, round 4, fifteenth pass).
+fraction of that and reads back no slower (docs/performance-history.md, round 4, fifteenth pass).
 
 ``SET COMPRESSION`` is a catalog change: no table rewrite, and each table's exclusive lock lasts
 only for that change. Values stored before keep pglz and read as before; values stored after
