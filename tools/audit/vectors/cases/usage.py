@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..vector import Vector, usage
+from tools.audit.vectors.vector import Vector, usage
 
 if TYPE_CHECKING:
-    from ..generate import Suite
+    from tools.audit.vectors.generate import Suite
 
 
 def usage_errors(suite: Suite) -> None:
