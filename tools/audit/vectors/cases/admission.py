@@ -8,11 +8,11 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tools.audit.vectors.drafts import Draft, Record
-from tools.audit.vectors.vector import broken, valid
+from vectors.drafts import Draft, Record
+from vectors.vector import broken, valid
 
 if TYPE_CHECKING:
-    from tools.audit.vectors.generate import Suite
+    from vectors.generate import Suite
 
 
 def citing_sequence(draft: Draft) -> int:

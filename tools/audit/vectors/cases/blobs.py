@@ -7,10 +7,10 @@ import base64
 from typing import TYPE_CHECKING
 
 from shared.continuity.canonical import sha256_digest
-from tools.audit.vectors.vector import Vector, broken, valid
+from vectors.vector import Vector, broken, valid
 
 if TYPE_CHECKING:
-    from tools.audit.vectors.generate import Suite
+    from vectors.generate import Suite
 
 
 def blobs(suite: Suite) -> None:

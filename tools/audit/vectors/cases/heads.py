@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tools.audit.vectors.cases.signatures import to_v1
-from tools.audit.vectors.drafts import Draft, key_id, key_record
-from tools.audit.vectors.material import OTHER_DIGEST
-from tools.audit.vectors.vector import Vector, broken, valid
+from vectors.cases.signatures import to_v1
+from vectors.drafts import Draft, key_id, key_record
+from vectors.material import OTHER_DIGEST
+from vectors.vector import Vector, broken, valid
 
 if TYPE_CHECKING:
-    from tools.audit.vectors.generate import Suite
+    from vectors.generate import Suite
 
 
 def unsigned_heads(suite: Suite) -> None:

@@ -8,12 +8,12 @@ import json
 from typing import TYPE_CHECKING
 
 from shared.continuity.canonical import canonical_text, digest_of
-from tools.audit.vectors.cases.edits import nested_arrays, replace_in
-from tools.audit.vectors.drafts import envelope_hash
-from tools.audit.vectors.vector import broken, valid
+from vectors.cases.edits import nested_arrays, replace_in
+from vectors.drafts import envelope_hash
+from vectors.vector import broken, valid
 
 if TYPE_CHECKING:
-    from tools.audit.vectors.generate import Suite
+    from vectors.generate import Suite
 
 
 def journal(suite: Suite) -> None:

@@ -9,12 +9,12 @@ import hashlib
 from typing import TYPE_CHECKING
 
 from shared.continuity.canonical import sha256_digest
-from tools.audit.vectors.cases.edits import nested_arrays, reencoded, replace_in
-from tools.audit.vectors.drafts import Record, encode
-from tools.audit.vectors.vector import Vector, broken, valid
+from vectors.cases.edits import nested_arrays, reencoded, replace_in
+from vectors.drafts import Record, encode
+from vectors.vector import Vector, broken, valid
 
 if TYPE_CHECKING:
-    from tools.audit.vectors.generate import Suite
+    from vectors.generate import Suite
 
 #: docs/formats.md, "File layout": the longest line, its LF not counted.
 MAX_LINE_BYTES = 24 * 1024 * 1024

@@ -10,11 +10,11 @@ import json
 from typing import TYPE_CHECKING
 
 from shared.continuity.canonical import sha256_digest
-from tools.audit.vectors.cases.edits import replace_in
-from tools.audit.vectors.vector import broken, valid
+from vectors.cases.edits import replace_in
+from vectors.vector import broken, valid
 
 if TYPE_CHECKING:
-    from tools.audit.vectors.generate import Suite
+    from vectors.generate import Suite
 
 
 def records_and_order(suite: Suite) -> None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tools.audit.vectors.vector import Vector, usage
+from vectors.vector import Vector, usage
 
 if TYPE_CHECKING:
-    from tools.audit.vectors.generate import Suite
+    from vectors.generate import Suite
 
 
 def usage_errors(suite: Suite) -> None:
