@@ -1,11 +1,11 @@
 """The admission service as a dispatch table: RPC name → route.
 
-A route holds the roles allowed to call the RPC and its answer: translate the protobuf request to
-the domain, run it (a submit through the driver, or a read), and
-build the protobuf response. Nothing else happens here; the table is also what is registered with
-the server, so an RPC without a route cannot be served. GetCallerPermissions reports the roles of
-this very table (and of the candidate service's table) to the caller; ListRecoveryWorkflows
-describes the recovery workflows it routes.
+A route holds an RPC's answer: translate the protobuf request to the domain, run it (a submit
+through the driver, or a read), and build the protobuf response. Nothing else happens here; the
+table is also what is registered with the server, so an RPC without a route cannot be served.
+Who may call each RPC is the contract's (shared.contract.method_facts), as for every service;
+GetCallerPermissions reports those very roles for this service's and the candidate service's
+RPCs to the caller; ListRecoveryWorkflows describes the recovery workflows it routes.
 """
 
 from __future__ import annotations
@@ -33,16 +33,15 @@ from services.admission.workflows.recovery import (
 )
 from shared.continuity.recovery import WORKFLOWS
 from shared.continuity.recovery import Workflow as RecoveryWorkflow
-from shared.contract.candidate_roles import SERVICE as CANDIDATE_SERVICE
-from shared.contract.candidate_roles import method_roles as candidate_roles
+from shared.contract import method_facts
+from shared.contract.modules import SERVICES
 from shared.contract.recovery_proto import inputs_from_proto, message_classes
 from shared.contract.terms import DIGEST_NAMES, VERSIONS
-from shared.runtime.auth import ANY_ROLE, Principal, Role, current_principal, decisions
-from shared.runtime.server import ServiceBinding, service_binding
+from shared.runtime.auth import Principal, Role, current_principal, decisions
+from shared.runtime.server import ServiceBinding
 
-SERVICE = admission_pb2.DESCRIPTOR.services_by_name["AdmissionService"]
-OPERATORS = frozenset({Role.EXECUTION_OPERATOR})
-ADMINS = frozenset({Role.FACTORY_ADMINISTRATOR})
+SERVICE = SERVICES["AdmissionService"]
+CANDIDATE_SERVICE = SERVICES["CandidateService"]
 
 ProtoT = TypeVar("ProtoT", bound=Message)
 RequestT = TypeVar("RequestT", bound=Submission)
@@ -64,9 +63,8 @@ class Call:
 
 @dataclass(frozen=True)
 class Route:
-    """Who may call an RPC and how it is answered (protobuf request → protobuf response)."""
+    """How an RPC is answered (protobuf request → protobuf response)."""
 
-    roles: frozenset[Role]
     answer: Callable[[Any, Call], Message]
     #: The message classes of an RPC the service does not declare (a registered recovery
     #: workflow outside the contract, such as a test's own); None: the declaration's.
@@ -74,7 +72,6 @@ class Route:
 
 
 def submit_route(
-    roles: frozenset[Role],
     workflow: Workflow[RequestT, Any, ResultT],
     translate: Callable[[ProtoT], RequestT],
     respond: Callable[[Submitted[ResultT]], Message],
@@ -84,11 +81,10 @@ def submit_route(
     def answer(request: ProtoT, call: Call) -> Message:
         return respond(submit(workflow, translate(request), call.identity))
 
-    return Route(roles, answer)
+    return Route(answer)
 
 
 def read_route(
-    roles: frozenset[Role],
     read: Callable[[KeyT], ResultT],
     translate: Callable[[ProtoT], KeyT],
     respond: Callable[[ResultT], Message],
@@ -98,22 +94,23 @@ def read_route(
     def answer(request: ProtoT, call: Call) -> Message:
         return respond(read(translate(request)))
 
-    return Route(roles, answer)
+    return Route(answer)
 
 
 def caller_permissions_route(table: Mapping[str, Route]) -> Route:
     """The caller's identity, roles and the decision for every admission and candidate RPC.
 
     ``table`` is the route table being served (this route included once it is added): the roles
-    reported are the ones :func:`binding` hands to the server's authorization, not a copy.
+    reported are the ones :func:`binding` and the candidate's binding hand to the servers'
+    authorization, read from the contract the same way.
     """
 
     def answer(request: admission_pb2.GetCallerPermissionsRequest, call: Call) -> Message:
+        candidate_rpcs = [workflow.rpcs.candidate.name for workflow in WORKFLOWS.values()]
         method_roles = {
-            **{f"/{SERVICE.full_name}/{name}": route.roles for name, route in table.items()},
-            **{
-                f"/{CANDIDATE_SERVICE.full_name}/{name}": r for name, r in candidate_roles().items()
-            },
+            f"/{service.full_name}/{name}": roles
+            for service, rpcs in ((SERVICE, list(table)), (CANDIDATE_SERVICE, candidate_rpcs))
+            for name, roles in method_facts.method_roles(service, rpcs).items()
         }
         return admission_pb2.GetCallerPermissionsResponse(
             identity=call.principal.identity,
@@ -128,7 +125,7 @@ def caller_permissions_route(table: Mapping[str, Route]) -> Route:
             ],
         )
 
-    return Route(ANY_ROLE, answer)
+    return Route(answer)
 
 
 def recovery_workflows_route() -> Route:
@@ -139,7 +136,7 @@ def recovery_workflows_route() -> Route:
     def answer(request: admission_pb2.ListRecoveryWorkflowsRequest, call: Call) -> Message:
         return described
 
-    return Route(ANY_ROLE, answer)
+    return Route(answer)
 
 
 def _role_numbers(roles: frozenset[Role]) -> list[common_pb2.Role.ValueType]:
@@ -231,8 +228,8 @@ def recovery_routes(workflow: RecoveryWorkflow, downstream: Downstream) -> dict[
         response: Message = read_messages[1](outcome=outcome)
         return response
 
-    submitted = submit_route(ADMINS, RecoverySubmission(workflow, downstream), translate, respond)
-    saved = read_route(ANY_ROLE, read, key, answer_read)
+    submitted = submit_route(RecoverySubmission(workflow, downstream), translate, respond)
+    saved = read_route(read, key, answer_read)
     return {
         workflow.rpcs.submit.name: replace(submitted, messages=submit_messages),
         workflow.rpcs.read.name: replace(saved, messages=read_messages),
@@ -251,20 +248,16 @@ def routes(downstream: Downstream) -> dict[str, Route]:
 
     table: dict[str, Route] = {
         "RequestInvalidReadContinuity": submit_route(
-            OPERATORS,
             InvalidReadContinuity(VERSIONS[1], downstream),
             _continuity_request(1),
             _v1_response,
         ),
         "RequestInvalidReadContinuityV2": submit_route(
-            OPERATORS,
             InvalidReadContinuity(VERSIONS[2], downstream),
             _continuity_request(2),
             _v2_response,
         ),
-        "GetInvalidReadContinuity": read_route(
-            ANY_ROLE, saved_ticket, _admission_key, _ticket_response
-        ),
+        "GetInvalidReadContinuity": read_route(saved_ticket, _admission_key, _ticket_response),
     }
     for workflow in WORKFLOWS.values():
         table.update(recovery_routes(workflow, downstream))
@@ -282,15 +275,16 @@ def _behaviour(name: str, route: Route) -> Callable[[Message, grpc.ServicerConte
 
 
 def binding(table: Mapping[str, Route]) -> ServiceBinding:
-    """Serve ``table``; it must route every RPC of the service (fail closed), and nothing else
-    but the RPCs of registered recovery workflows."""
-    return service_binding(
-        SERVICE,
-        {name: route.roles for name, route in table.items()},
-        lambda name: _behaviour(name, table[name]),
-        registered={
-            name: route.messages for name, route in table.items() if route.messages is not None
-        },
+    """Serve ``table`` with the roles the contract declares; it must route every RPC of the
+    service (fail closed), and nothing else but the RPCs of registered recovery workflows."""
+    registered = {name: route.messages for name, route in table.items() if route.messages}
+    declared = set(SERVICE.methods_by_name)
+    missing = sorted(declared - set(table))
+    unknown = sorted(set(table) - declared - set(registered))
+    if missing or unknown:
+        raise ValueError(f"{SERVICE.full_name}: no route for {missing}, no RPC for {unknown}")
+    return method_facts.service_binding(
+        SERVICE, lambda name: _behaviour(name, table[name]), registered
     )
 
 

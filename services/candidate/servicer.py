@@ -22,12 +22,14 @@ from services.candidate.hold_proto import add_holds
 from services.candidate.recovery_proto import write_recovery_candidate
 from shared.continuity.recovery import WORKFLOWS, Workflow
 from shared.continuity.timeutil import utc_now
-from shared.contract.candidate_roles import SERVICE, method_roles
+from shared.contract.method_facts import service_binding
 from shared.contract.recovery_proto import declared_inputs, inputs_from_proto, message_classes
 from shared.contract.terms import DEFAULT_VERSION
 from shared.runtime.auth import Role, current_principal
 from shared.runtime.errors import Unavailable, field_required
-from shared.runtime.server import ServiceBinding, service_binding
+from shared.runtime.server import ServiceBinding
+
+SERVICE = candidate_pb2.DESCRIPTOR.services_by_name["CandidateService"]
 
 
 def handoff_to_proto(handoff: Handoff) -> common_pb2.HandoffPayload:
@@ -231,4 +233,4 @@ def bindings(
         workflow.rpcs.candidate.name: message_classes(SERVICE, workflow.rpcs.candidate)
         for workflow in WORKFLOWS.values()
     }
-    return [service_binding(SERVICE, method_roles(), _behaviour_of(servicer), registered)]
+    return [service_binding(SERVICE, _behaviour_of(servicer), registered)]

@@ -3,32 +3,23 @@
 No route is written by hand: every RPC of the ``forge.continuity.v1`` services that carries an
 http rule becomes a :class:`Route`, with its path template compiled per the ``google.api.http``
 grammar (``{field}``, ``{field.sub}``, ``{field=segments/*}``, ``*``, ``**`` and a ``:verb``
-suffix). Which gRPC server hosts each service is the one fact the annotations do not carry; it is
-:data:`SERVICE_SERVERS`.
+suffix). Each route goes to the gRPC server that hosts its service, as the service's
+``hosted_by`` option declares it (shared.contract.method_facts).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote
 
 from google.api import annotations_pb2, http_pb2
 from google.protobuf import descriptor, message, message_factory
 
+from shared.contract.method_facts import hosted_by
 from shared.contract.modules import CONTRACT_MODULES
 
-# The gRPC server (shared.runtime.config service name) that hosts each service.
-SERVICE_SERVERS: Mapping[str, str] = {
-    "forge.continuity.v1.LedgerService": "ledger",
-    "forge.continuity.v1.PolicyService": "ledger",
-    "forge.continuity.v1.ExecutionService": "ledger",
-    "forge.continuity.v1.ReconciliationService": "ledger",
-    "forge.continuity.v1.ReconstructionService": "reconstruction",
-    "forge.continuity.v1.CandidateService": "candidate",
-    "forge.continuity.v1.AdmissionService": "admission",
-}
 _HTTP_METHODS = ("get", "put", "post", "delete", "patch")
 _VARIABLE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.]*)(?:=([^}]*))?\}")
 
@@ -160,13 +151,11 @@ def routes_of(services: Iterable[descriptor.ServiceDescriptor]) -> list[Route]:
     """Every http binding of every method of ``services``, most literal template first."""
     table: list[Route] = []
     for service in services:
-        server = SERVICE_SERVERS.get(service.full_name)
         for method in service.methods:
             options = method.GetOptions()
             if not options.HasExtension(annotations_pb2.http):
                 continue
-            if server is None:
-                raise TemplateError(f"{service.full_name}: no server is known to host it")
+            server = hosted_by(service)
             for rule in _rules(options.Extensions[annotations_pb2.http]):
                 http_method, path = _method_and_path(rule)
                 template = compile_template(path)

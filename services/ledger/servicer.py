@@ -12,12 +12,9 @@ import grpc
 from forge.continuity.v1 import (
     audit_pb2,
     common_pb2,
-    execution_pb2,
     inspection_pb2,
     ledger_pb2,
     ledger_pb2_grpc,
-    policy_pb2,
-    reconciliation_pb2,
 )
 from services.ledger.audit_proto import (
     head_feed_to_proto,
@@ -47,10 +44,12 @@ from services.ledger.transactions.admission import Admission
 from services.ledger.transactions.snapshot import SnapshotBlob, SnapshotHeader
 from shared.continuity.journal_chain import Verification
 from shared.continuity.timeutil import timestamp_field, to_text, to_timestamp
+from shared.contract.method_facts import service_binding
+from shared.contract.modules import SERVICES
 from shared.contract.terms import DIGEST_NAMES, enum_number, enum_short_name
-from shared.runtime.auth import ANY_ROLE, Role, current_principal
+from shared.runtime.auth import Role, current_principal
 from shared.runtime.errors import FieldViolation, InvalidArgument
-from shared.runtime.server import ServiceBinding, service_binding
+from shared.runtime.server import ServiceBinding
 
 
 def kind_from_proto(value: int) -> EntryKind:
@@ -386,79 +385,18 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         return head_feed_to_proto(self._ledger.head_feed(request.cursor, request.page_size))
 
 
-WRITERS = frozenset({Role.PLATFORM_WRITER})
-ADMINS = frozenset({Role.FACTORY_ADMINISTRATOR})
-# Only admission commits; the candidate service reads (ANY_ROLE) and writes nothing.
-ADMISSION = frozenset({Role.ADMISSION_SERVICE})
-WORKERS = frozenset({Role.WORKER})
-OPERATORS = frozenset({Role.EXECUTION_OPERATOR})
-
-
 def bindings(ledger: Ledger) -> list[ServiceBinding]:
-    """The four services the ledger process hosts, with the roles allowed on each method."""
+    """The four services the ledger process hosts, each RPC with the roles its declaration in
+    the contract allows."""
     ledger_servicer = LedgerServicer(ledger)
     policy_servicer = PolicyServicer(ledger)
     execution_servicer = ExecutionServicer(ledger)
     reconciliation_servicer = ReconciliationServicer(ledger, execution_request_to_proto)
     return [
+        service_binding(SERVICES["LedgerService"], partial(getattr, ledger_servicer)),
+        service_binding(SERVICES["PolicyService"], partial(getattr, policy_servicer)),
+        service_binding(SERVICES["ExecutionService"], partial(getattr, execution_servicer)),
         service_binding(
-            ledger_pb2.DESCRIPTOR.services_by_name["LedgerService"],
-            {
-                "CreateRun": WRITERS,
-                "GetRun": ANY_ROLE,
-                "ListRuns": ANY_ROLE,
-                "AppendJournalEntry": WRITERS | WORKERS,
-                "ReadJournal": ANY_ROLE,
-                "StreamJournal": ANY_ROLE,
-                "VerifyJournal": ANY_ROLE,
-                "ReadRunSnapshot": ANY_ROLE,
-                "GetRunSnapshot": ANY_ROLE,
-                "InspectJournal": ANY_ROLE,
-                "PutBlob": WRITERS | ADMISSION | WORKERS,
-                "GetBlob": ANY_ROLE,
-                "CommitAdmission": ADMISSION,
-                "GetAdmission": ANY_ROLE,
-                "CommitRecovery": ADMISSION,
-                "GetRecovery": ANY_ROLE,
-                "GetSigningKeys": ANY_ROLE,
-                "ListSignedHeads": ANY_ROLE,
-                "ListHeads": ANY_ROLE,
-            },
-            partial(getattr, ledger_servicer),
-        ),
-        service_binding(
-            policy_pb2.DESCRIPTOR.services_by_name["PolicyService"],
-            {"GetPolicy": ANY_ROLE, "PutPolicy": ADMINS, "ListPolicyRevisions": ANY_ROLE},
-            partial(getattr, policy_servicer),
-        ),
-        service_binding(
-            execution_pb2.DESCRIPTOR.services_by_name["ExecutionService"],
-            {
-                "ClaimExecutionRequest": WORKERS,
-                "CompleteExecutionRequest": WORKERS,
-                "FailExecutionRequest": WORKERS,
-                # Not any worker against any run: the ledger records no assignment before a
-                # claim, so failing an unclaimed request is the factory administrator's
-                # (the dispatcher holds that role; ADR 0041).
-                "FailUnclaimedExecutionRequest": ADMINS,
-                "GetExecutionRequest": ANY_ROLE,
-                "ListExecutionRequests": ANY_ROLE,
-                "ListAllExecutionRequests": ANY_ROLE,
-                "RecordCommand": WORKERS,
-                "CancelExecutionRequest": OPERATORS | ADMINS,
-                "ExpireExecutionRequests": WORKERS | ADMINS,
-                "GetCommandUsage": ANY_ROLE,
-            },
-            partial(getattr, execution_servicer),
-        ),
-        service_binding(
-            reconciliation_pb2.DESCRIPTOR.services_by_name["ReconciliationService"],
-            {
-                "InspectReconciliation": ANY_ROLE,
-                "VerifyReconciliation": ADMINS,
-                "ReconcileExecutionRequest": ADMINS,
-                "GetReconciliation": ANY_ROLE,
-            },
-            partial(getattr, reconciliation_servicer),
+            SERVICES["ReconciliationService"], partial(getattr, reconciliation_servicer)
         ),
     ]

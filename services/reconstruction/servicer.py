@@ -26,8 +26,8 @@ from services.reconstruction.domain import (
 from services.reconstruction.domain.observation import reconstruct_readonly_observation
 from services.reconstruction.isolation import IsolatedRunner, Runner
 from shared.continuity.canonical import CanonicalJsonError, canonical_text, parse_json
+from shared.contract.method_facts import service_binding
 from shared.contract.terms import VERSION_BY_RECONSTRUCTION_ENUM
-from shared.runtime.auth import Role
 from shared.runtime.content_cache import ContentCache, content_key
 from shared.runtime.errors import (
     FailedPrecondition,
@@ -37,7 +37,7 @@ from shared.runtime.errors import (
 )
 from shared.runtime.limits import reconstruction_bounds
 from shared.runtime.metrics import cache_families, counter_family, export_at_scrape, gauge_family
-from shared.runtime.server import ServiceBinding, service_binding
+from shared.runtime.server import ServiceBinding
 
 T = TypeVar("T")
 
@@ -138,19 +138,6 @@ def _refusal_to_proto(
         message=refusal.message,
         metadata=refusal.metadata,
     )
-
-
-#: Who may ask for a reconstruction: the services that prove candidates, and the operators and
-#: administrators who review them. Sealed, but not free: each call runs the pinned SDK over
-#: caller-supplied bytes, so readers, workers and writers have no use for it and get no access.
-CALLERS = frozenset(
-    {
-        Role.CANDIDATE_SERVICE,
-        Role.ADMISSION_SERVICE,
-        Role.EXECUTION_OPERATOR,
-        Role.FACTORY_ADMINISTRATOR,
-    }
-)
 
 
 class ReconstructionServicer(reconstruction_pb2_grpc.ReconstructionServiceServicer):
@@ -329,14 +316,6 @@ def bindings(servicer: ReconstructionServicer | None = None) -> list[ServiceBind
     return [
         service_binding(
             reconstruction_pb2.DESCRIPTOR.services_by_name["ReconstructionService"],
-            # The services that prove candidates, operators and administrators (CALLERS).
-            {
-                "ReconstructInvalidRead": CALLERS,
-                "AnalyzeConsumedResponse": CALLERS,
-                "AnalyzeAndReconstructInvalidRead": CALLERS,
-                "ReproducePendingRequest": CALLERS,
-                "ReconstructReadonlyObservation": CALLERS,
-            },
             partial(getattr, servicer),
         )
     ]

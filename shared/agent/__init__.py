@@ -10,7 +10,7 @@ sealed reconstruction. ``historical`` holds the registered historical identities
 
 from __future__ import annotations
 
-from .agent import (
+from shared.agent.agent import (
     AGENTIC_VERSION,
     GRANTS,
     MODEL_SETTINGS,

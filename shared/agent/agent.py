@@ -17,8 +17,8 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.usage import RunUsage, UsageLimits
 
-from . import prompts
-from .evidence import CURRENT_ENVELOPE_SCHEMA, INVALID_QUERY_RESULT, EvidenceEnvelope
+from shared.agent import prompts
+from shared.agent.evidence import CURRENT_ENVELOPE_SCHEMA, INVALID_QUERY_RESULT, EvidenceEnvelope
 
 AGENTIC_VERSION: Final = "26.10.1"
 MODEL_SETTINGS: Final[ModelSettings] = {"temperature": 0.2, "max_tokens": 2048}

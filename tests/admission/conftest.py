@@ -94,7 +94,7 @@ def stack(ledger: Ledger) -> Iterator[Stack]:
     ):
         sources = GrpcCandidateSources(
             open_channel(ledger_served.target, "service-token"),
-            open_channel(reconstruction.target, "service-token"),
+            open_channel(reconstruction.target, "candidate-service-token"),
         )
         with serve("candidate", candidate_bindings(sources)) as candidate:
             downstream = admission_downstream(ledger_served.target, candidate.target)

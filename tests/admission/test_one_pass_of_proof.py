@@ -30,9 +30,8 @@ from shared.continuity.canonical import sha256_digest
 from shared.contract.channels import open_channel
 from shared.contract.terms import DIGEST_NAMES, VERSIONS
 from shared.runtime.errors import FailedPrecondition, NotFound
+from tests.admission.conftest import Stack, submission
 from tests.support import serve
-
-from .conftest import Stack, submission
 
 FIXTURE = load_fixture("v1_basic")
 

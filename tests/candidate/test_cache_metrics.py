@@ -8,10 +8,9 @@ from forge.continuity.v1 import candidate_pb2, candidate_pb2_grpc
 from services.candidate.__main__ import build
 from shared.runtime.config import Settings
 from shared.runtime.metrics import serve_metrics
+from tests.candidate.conftest import Stack
 from tests.polyglot.process import _free_port
 from tests.support import cache_counts, serve
-
-from .conftest import Stack
 
 PREFIX = "forge_candidate_cache"
 CACHE = "analysis_and_reconstruction"

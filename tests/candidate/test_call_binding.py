@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from services.candidate.domain import ConsumedCall, HoldReason
-
-from .memory import (
+from tests.candidate.memory import (
     ANALYSIS,
     EVIDENCE_CALL,
     RUN,

@@ -19,8 +19,7 @@ from services.candidate.domain import (
 from services.candidate.domain.workflows import holds_of
 from shared.continuity.canonical import sha256_digest
 from shared.runtime.errors import FailedPrecondition
-
-from .memory import (
+from tests.candidate.memory import (
     CHECKPOINT_DIGEST,
     EVIDENCE_CALL,
     MemorySources,

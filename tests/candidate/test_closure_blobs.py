@@ -22,9 +22,8 @@ from services.candidate.servicer import bindings as candidate_bindings
 from services.ledger.transactions import snapshot
 from shared.continuity.canonical import sha256_digest
 from shared.contract.channels import open_channel
+from tests.candidate.conftest import NOW, Candidate, Stack, hold_pairs
 from tests.support import Served, as_database_owner, serve
-
-from .conftest import NOW, Candidate, Stack, hold_pairs
 
 K = common_pb2.JournalEntryKind
 NOT_STORED = "sha256:" + "ab" * 32
@@ -79,7 +78,9 @@ def counted_candidate(
         extra_interceptors=[counter],
         max_message_bytes=max_message_bytes,
     )
-    reconstruction_channel = open_channel(stack.reconstruction_served.target, "service-token")
+    reconstruction_channel = open_channel(
+        stack.reconstruction_served.target, "candidate-service-token"
+    )
     sources = GrpcCandidateSources(ledger_channel, reconstruction_channel)
     try:
         with serve("candidate", candidate_bindings(sources, clock=lambda: NOW)) as served:

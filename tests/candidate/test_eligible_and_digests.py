@@ -13,10 +13,9 @@ from forge.continuity.v1 import candidate_pb2, common_pb2, ledger_pb2, policy_pb
 from services.demo.seed import load_fixture
 from services.reconstruction.domain import reconstruct_invalid_read
 from shared.continuity.canonical import digest_of, parse_json, sha256_digest
+from tests.candidate.conftest import NOW, Candidate, Stack, actions, hold_pairs, requirements
 from tests.errors import expect_error
 from tests.support import whole_journal
-
-from .conftest import NOW, Candidate, Stack, actions, hold_pairs, requirements
 
 K = common_pb2.JournalEntryKind
 

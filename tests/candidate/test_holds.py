@@ -28,10 +28,9 @@ from shared.continuity.qualification import (
     registration,
 )
 from shared.contract.channels import open_channel
+from tests.candidate.conftest import NOW, Stack, actions, hold_pairs, hold_reasons, requirements
 from tests.errors import expect_error
 from tests.support import as_database_owner, serve
-
-from .conftest import NOW, Stack, actions, hold_pairs, hold_reasons, requirements
 
 K = common_pb2.JournalEntryKind
 MANIFEST: dict[str, Any] = json.loads((FIXTURES / "manifest.json").read_text(encoding="utf-8"))

@@ -16,9 +16,8 @@ from forge.continuity.v1 import candidate_pb2, candidate_pb2_grpc, common_pb2, p
 from services.candidate.downstream import GrpcCandidateSources
 from services.candidate.servicer import bindings as candidate_bindings
 from shared.contract.channels import open_channel
+from tests.candidate.conftest import NOW, Stack
 from tests.support import serve
-
-from .conftest import NOW, Stack
 
 RECONSTRUCTION = "/forge.continuity.v1.ReconstructionService/"
 
@@ -49,7 +48,7 @@ def _candidate(
 ) -> Iterator[tuple[candidate_pb2_grpc.CandidateServiceStub, Counting]]:
     counting = Counting()
     ledger = open_channel(stack.ledger_served.target, "service-token")
-    reconstruction = open_channel(stack.reconstruction_served.target, "service-token")
+    reconstruction = open_channel(stack.reconstruction_served.target, "candidate-service-token")
     sources = sources_class(ledger, grpc.intercept_channel(reconstruction, counting))
     try:
         with serve("candidate", candidate_bindings(sources, clock=lambda: NOW)) as served:

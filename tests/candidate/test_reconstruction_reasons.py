@@ -18,8 +18,7 @@ from shared.runtime.errors import (
     Unavailable,
     Unimplemented,
 )
-
-from .memory import RESPONSE_DIGEST, MemorySources, evaluator, with_finding
+from tests.candidate.memory import RESPONSE_DIGEST, MemorySources, evaluator, with_finding
 
 
 def test_the_finding_map_covers_exactly_reconstructions_findings() -> None:

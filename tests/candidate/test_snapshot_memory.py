@@ -17,10 +17,9 @@ from services.candidate.downstream import GrpcCandidateSources
 from services.candidate.snapshot_memory import SnapshotMemory
 from services.demo.seed import load_fixture
 from shared.contract.channels import open_channel
+from tests.candidate.conftest import Stack
+from tests.candidate.test_closure_blobs import LedgerCalls
 from tests.support import as_database_owner
-
-from .conftest import Stack
-from .test_closure_blobs import LedgerCalls
 
 K = common_pb2.JournalEntryKind
 
@@ -31,7 +30,7 @@ def sources(
 ) -> Iterator[tuple[GrpcCandidateSources, LedgerCalls]]:
     counter = LedgerCalls()
     ledger = open_channel(stack.ledger_served.target, "service-token", extra_interceptors=[counter])
-    reconstruction = open_channel(stack.reconstruction_served.target, "service-token")
+    reconstruction = open_channel(stack.reconstruction_served.target, "candidate-service-token")
     try:
         yield GrpcCandidateSources(ledger, reconstruction, journals=memory), counter
     finally:

@@ -14,9 +14,8 @@ from services.reconstruction.isolation import InProcessRunner
 from services.reconstruction.servicer import ReconstructionServicer
 from services.reconstruction.servicer import bindings as reconstruction_bindings
 from shared.agent import historical
+from tests.candidate.conftest import Candidate, Stack, actions, hold_pairs
 from tests.support import Served, serve
-
-from .conftest import Candidate, Stack, actions, hold_pairs
 
 
 @pytest.fixture

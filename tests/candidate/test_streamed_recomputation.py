@@ -18,9 +18,8 @@ from services.candidate.downstream import GrpcCandidateSources
 from services.ledger.transactions import snapshot as ledger_snapshot
 from shared.continuity.journal_chain import verify_chain
 from shared.contract.channels import open_channel
+from tests.candidate.conftest import Stack
 from tests.support import as_database_owner
-
-from .conftest import Stack
 
 
 @pytest.fixture(autouse=True, params=["one message", "streamed"])
@@ -32,7 +31,7 @@ def how(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iter
 
 def _snapshot(stack: Stack, run_id: str) -> Snapshot:
     ledger = open_channel(stack.ledger_served.target, "service-token")
-    reconstruction = open_channel(stack.reconstruction_served.target, "service-token")
+    reconstruction = open_channel(stack.reconstruction_served.target, "candidate-service-token")
     try:
         return GrpcCandidateSources(ledger, reconstruction).snapshot(run_id)
     finally:

@@ -69,7 +69,7 @@ def stack(ledger: Ledger) -> Iterator[Stack]:
         serve("reconstruction", reconstruction_bindings()) as reconstruction,
     ):
         ledger_channel = open_channel(ledger_served.target, "service-token")
-        reconstruction_channel = open_channel(reconstruction.target, "service-token")
+        reconstruction_channel = open_channel(reconstruction.target, "candidate-service-token")
         sources = GrpcCandidateSources(ledger_channel, reconstruction_channel)
         with serve("candidate", candidate_bindings(sources)) as candidate:
             downstream = admission_downstream(ledger_served.target, candidate.target)

@@ -112,7 +112,7 @@ def gateway(tmp_path: Path) -> Iterator[RunningGateway]:
     ):
         sources = GrpcCandidateSources(
             open_channel(ledger.target, "service-token"),
-            open_channel(reconstruction.target, "service-token"),
+            open_channel(reconstruction.target, "candidate-service-token"),
         )
         with serve("candidate", candidate_bindings(sources)) as candidate:
             downstream = admission_downstream(ledger.target, candidate.target)

@@ -16,9 +16,8 @@ from services.reconstruction.servicer import ReconstructionServicer
 from services.reconstruction.servicer import bindings as reconstruction_bindings
 from shared.runtime.content_cache import ContentCache
 from shared.runtime.errors import InvalidArgument, from_rpc_error
+from tests.reconstruction.conftest import MANIFEST, Case, load_case
 from tests.support import serve
-
-from .conftest import MANIFEST, Case, load_case
 
 Stub = reconstruction_pb2_grpc.ReconstructionServiceStub
 ENUM = {

@@ -21,9 +21,8 @@ from shared.runtime.deadline import reset_inbound_deadline, set_inbound_deadline
 from shared.runtime.errors import DeadlineExceeded, FailedPrecondition, ResourceExhausted
 from shared.runtime.limits import ReconstructionBounds, reconstruction_bounds
 from tests.errors import expect_error
+from tests.reconstruction.conftest import Case
 from tests.support import serve
-
-from .conftest import Case
 
 HOSTILE_CALLS = 20_000
 # Far above a legitimate analysis on a loaded machine (0.1 s idle, the first in a worker more),

@@ -23,7 +23,7 @@ def test_two_identical_reconstructions_are_a_miss_then_a_hit() -> None:
     try:
         with serve("reconstruction", bindings()) as served:
             stub = reconstruction_pb2_grpc.ReconstructionServiceStub(
-                served.channel("service-token")
+                served.channel("candidate-service-token")
             )
             request = reconstruction_pb2.ReconstructInvalidReadRequest(
                 checkpoint=(CASE / "checkpoint.json").read_bytes(),

@@ -16,8 +16,7 @@ from services.reconstruction.domain import (
 )
 from shared.agent.projection import project
 from shared.continuity.canonical import canonical_bytes, sha256_digest
-
-from .conftest import FIXTURES, Case, load_case
+from tests.reconstruction.conftest import FIXTURES, Case, load_case
 
 ROOT = Path(__file__).resolve().parents[2]
 

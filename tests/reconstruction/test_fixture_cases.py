@@ -9,8 +9,7 @@ import pytest
 
 from services.reconstruction.domain import reconstruct_invalid_read
 from shared.runtime.errors import DomainError, FailedPrecondition
-
-from .conftest import MANIFEST, load_case
+from tests.reconstruction.conftest import MANIFEST, load_case
 
 ELIGIBLE = sorted(n for n, e in MANIFEST.items() if e["expect"]["outcome"] == "eligible")
 REFUSED = sorted(n for n, e in MANIFEST.items() if e["expect"]["outcome"] == "refused")

@@ -12,8 +12,7 @@ from services.reconstruction.servicer import ReconstructionServicer
 from shared.agent.evidence import CURRENT_ENVELOPE_SCHEMA
 from shared.agent.historical import EVIDENCE_QUERY_26_10_1
 from shared.runtime.errors import FailedPrecondition, InvalidArgument
-
-from .conftest import Case
+from tests.reconstruction.conftest import Case
 
 
 @pytest.mark.parametrize("version", [0, 3, -1])

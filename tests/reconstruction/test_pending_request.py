@@ -20,9 +20,8 @@ from shared.agent import sealed
 from shared.continuity.canonical import canonical_bytes, digest_of, sha256_digest
 from shared.runtime.errors import FailedPrecondition, InvalidArgument
 from tests.errors import expect_error
+from tests.reconstruction.conftest import Case, load_case
 from tests.support import serve
-
-from .conftest import Case, load_case
 
 
 @pytest.fixture(scope="module")

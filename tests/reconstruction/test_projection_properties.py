@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 
 from shared.agent.projection import MAX_COUNTER, project
 from shared.runtime.errors import FailedPrecondition
-
-from .conftest import load_case
+from tests.reconstruction.conftest import load_case
 
 STATE: dict[str, Any] = json.loads(load_case("v1_basic").checkpoint)["state"]
 JSON_VALUES = st.recursive(

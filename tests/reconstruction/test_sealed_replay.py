@@ -13,8 +13,7 @@ from openai import APIConnectionError, AsyncOpenAI
 from services.reconstruction.domain import reconstruct_invalid_read
 from shared.agent import sealed
 from shared.agent.sealed import SealedRequestRefused, SealedTransport
-
-from .conftest import Case
+from tests.reconstruction.conftest import Case
 
 
 def test_no_socket_or_dns_during_reconstruction(

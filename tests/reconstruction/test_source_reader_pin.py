@@ -15,8 +15,7 @@ from shared.agent import historical
 from shared.agent.historical import source_hash
 from shared.continuity.sdk_epochs import PUBLISHED_SOURCE_READER
 from shared.runtime.errors import FailedPrecondition
-
-from .conftest import Case, load_case
+from tests.reconstruction.conftest import Case, load_case
 
 PIN = PUBLISHED_SOURCE_READER.pin()
 

@@ -62,7 +62,7 @@ def test_the_rejected_boundary_candidate_reads_each_input_once_from_one_snapshot
         sources = Counting(
             GrpcCandidateSources(
                 open_channel(stack.ledger.target, "service-token"),
-                open_channel(reconstruction.target, "service-token"),
+                open_channel(reconstruction.target, "candidate-service-token"),
             )
         )
         candidate = recovery_candidate(

@@ -36,9 +36,9 @@ API::
 
 from __future__ import annotations
 
-from .evaluate import CandidateEvaluator
-from .facts import Facts, Refusal, gather_facts, read_snapshot
-from .model import (
+from services.candidate.domain.evaluate import CandidateEvaluator
+from services.candidate.domain.facts import Facts, Refusal, gather_facts, read_snapshot
+from services.candidate.domain.model import (
     REQUIREMENTS,
     AnalysisAndReconstruction,
     AnalysisFinding,
@@ -68,8 +68,13 @@ from .model import (
     Snapshot,
     UnresolvedAlternative,
 )
-from .sources import CandidateSources, CombinedReconstructionSources
-from .workflows import INVALID_READ_CONTINUITY, Workflow, evaluate, source_digest
+from services.candidate.domain.sources import CandidateSources, CombinedReconstructionSources
+from services.candidate.domain.workflows import (
+    INVALID_READ_CONTINUITY,
+    Workflow,
+    evaluate,
+    source_digest,
+)
 
 __all__ = [
     "INVALID_READ_CONTINUITY",

@@ -12,15 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
+from services.candidate.domain.facts import Facts, gather_facts
+from services.candidate.domain.model import Candidate, Reconstruction
+from services.candidate.domain.sources import CandidateSources
+from services.candidate.domain.workflows import INVALID_READ_CONTINUITY, evaluate
 from shared.continuity.qualification import is_qualified
 from shared.continuity.timeutil import utc_now
 from shared.contract.terms import DEFAULT_VERSION, SUPPORTED_VERSIONS
 from shared.runtime.errors import InvalidArgument
-
-from .facts import Facts, gather_facts
-from .model import Candidate, Reconstruction
-from .sources import CandidateSources
-from .workflows import INVALID_READ_CONTINUITY, evaluate
 
 
 class CandidateEvaluator:

@@ -20,6 +20,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
+from services.candidate.domain.journal import RUN_HELD, Closure
+from services.candidate.domain.model import (
+    ConsumedCall,
+    Entry,
+    ExecutionRecord,
+    PolicyRecord,
+    ReadFromSnapshot,
+    Reconstruction,
+    ResponseAnalysis,
+    Snapshot,
+)
+from services.candidate.domain.sources import (
+    CandidateSources,
+    offers_combined_reconstruction,
+    offers_snapshot,
+)
 from shared.continuity.canonical import intact_blob
 from shared.continuity.journal_closure import closure_of
 from shared.continuity.qualification import is_qualified
@@ -35,19 +51,6 @@ from shared.runtime.errors import (
     Unauthenticated,
     Unavailable,
 )
-
-from .journal import RUN_HELD, Closure
-from .model import (
-    ConsumedCall,
-    Entry,
-    ExecutionRecord,
-    PolicyRecord,
-    ReadFromSnapshot,
-    Reconstruction,
-    ResponseAnalysis,
-    Snapshot,
-)
-from .sources import CandidateSources, offers_combined_reconstruction, offers_snapshot
 
 MAX_READ_ATTEMPTS: Final = 3
 

@@ -11,17 +11,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Final
 
-from shared.continuity.journal_closure import RESPONSE_CONSUMED
-from shared.continuity.timeutil import deadline_remaining_seconds
-
-from .journal import (
+from services.candidate.domain.journal import (
     COMMAND_EXECUTED,
     TOOL_CALL_GRANTED,
     TOOL_INTENT,
     TOOL_OUTCOME,
     Closure,
 )
-from .model import (
+from services.candidate.domain.model import (
     ConsumedResources,
     Entry,
     Handoff,
@@ -34,6 +31,8 @@ from .model import (
     RunRecord,
     UnresolvedAlternative,
 )
+from shared.continuity.journal_closure import RESPONSE_CONSUMED
+from shared.continuity.timeutil import deadline_remaining_seconds
 
 # A started or durable-unknown effect: the evidence permits every one of these.
 UNKNOWN_OUTCOME: Final = ("failed", "committed", "in_flight")

@@ -8,10 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, TypeAlias
 
+from services.candidate.domain.model import Entry, JournalHead
 from shared.continuity import journal_closure
 from shared.continuity.journal_chain import ChainVerifier, IntactEntries, Verification, verify_chain
-
-from .model import Entry, JournalHead
 
 RUN_STARTED: Final = "run_started"
 TOOL_CALL_GRANTED: Final = "tool_call_granted"

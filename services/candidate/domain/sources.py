@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, TypeGuard, runtime_checkable
 
-from .model import (
+from services.candidate.domain.model import (
     AnalysisAndReconstruction,
     ChainVerification,
     Entry,

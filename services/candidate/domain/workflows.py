@@ -16,20 +16,26 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from services.candidate.domain.checks import Check, common, invalid_read, policy_epoch
+from services.candidate.domain.facts import Facts
+from services.candidate.domain.handoff import build_handoff
+from services.candidate.domain.journal import custody_rows
+from services.candidate.domain.model import (
+    Candidate,
+    Digests,
+    Hold,
+    HoldReason,
+    Proof,
+    Qualification,
+    RunRecord,
+)
+from services.candidate.domain.sources import CandidateSources
 from shared.continuity.canonical import digest_of
 from shared.runtime.errors import Internal
 
-from .checks import Check, common, invalid_read, policy_epoch
-from .facts import Facts
-from .handoff import build_handoff
-from .journal import custody_rows
-from .model import Candidate, Digests, Hold, HoldReason, Proof, Qualification, RunRecord
-from .sources import CandidateSources
-
 if TYPE_CHECKING:
+    from services.candidate.domain.recovery.facts import RecoveryFacts
     from shared.continuity.recovery import DerivedCheckpoint
-
-    from .recovery.facts import RecoveryFacts
 
 
 @dataclass(frozen=True)

@@ -61,22 +61,24 @@ The formats are documented in docs/formats.md.
 
 from __future__ import annotations
 
-from shared.agent.pending import (
-    PendingRequest,
-    areproduce_pending_request,
-    reproduce_pending_request,
+from services.reconstruction.domain.analysis import Hold, ResponseAnalysis, ToolCallView
+from services.reconstruction.domain.combined import (
+    AnalysisAndReconstruction,
+    analyze_and_reconstruct_invalid_read,
 )
-
-from .analysis import Hold, ResponseAnalysis, ToolCallView
-from .combined import AnalysisAndReconstruction, analyze_and_reconstruct_invalid_read
-from .reasons import ANALYSIS_REASONS, REFUSAL_REASONS
-from .reconstruct import (
+from services.reconstruction.domain.reasons import ANALYSIS_REASONS, REFUSAL_REASONS
+from services.reconstruction.domain.reconstruct import (
     OBSERVATION_UNAVAILABLE,
     ReconstructionResult,
     aanalyze_consumed_response,
     analyze_consumed_response,
     areconstruct_invalid_read,
     reconstruct_invalid_read,
+)
+from shared.agent.pending import (
+    PendingRequest,
+    areproduce_pending_request,
+    reproduce_pending_request,
 )
 
 __all__ = [

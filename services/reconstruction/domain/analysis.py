@@ -10,10 +10,9 @@ from typing import Any, Final
 from pydantic import ValidationError
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 
+from services.reconstruction.domain.schema_subset import accepts
 from shared.agent.historical import HistoricalValidator
 from shared.continuity.canonical import CanonicalJsonError, canonical_text, digest_of, parse_json
-
-from .schema_subset import accepts
 
 EVIDENCE_TOOL: Final = "read_run_evidence"
 V2_ALLOWLIST: Final = frozenset({"list_files"})

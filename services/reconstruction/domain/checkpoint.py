@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
+from services.reconstruction.domain.registry import HISTORICAL_FORMAT, SOURCE_RUNTIME
 from shared.agent.envelope import HISTORICAL, check_shape
 from shared.agent.historical import (
     OLD_ADVERTISED_SCHEMA,
@@ -21,8 +22,6 @@ from shared.continuity.canonical import (
     sha256_digest,
 )
 from shared.runtime.errors import FailedPrecondition, InvalidArgument
-
-from .registry import HISTORICAL_FORMAT, SOURCE_RUNTIME
 
 ENVELOPE_KEYS: Final = frozenset({"format", "runtime", "run", "provider", "state", "state_digest"})
 STATE_KEYS: Final = frozenset(

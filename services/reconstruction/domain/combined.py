@@ -13,10 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from services.reconstruction.domain.analysis import ResponseAnalysis
+from services.reconstruction.domain.reconstruct import (
+    ReconstructionResult,
+    analyze_consumed_response,
+    reconstruct_invalid_read,
+)
 from shared.runtime.errors import FailedPrecondition, InvalidArgument
-
-from .analysis import ResponseAnalysis
-from .reconstruct import ReconstructionResult, analyze_consumed_response, reconstruct_invalid_read
 
 Analyze = Callable[[bytes, bytes], ResponseAnalysis]
 Reconstruct = Callable[[bytes, bytes, int, str], ReconstructionResult]

@@ -22,6 +22,16 @@ from typing import Any, Final
 from pydantic import ValidationError
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 
+from services.reconstruction.domain.analysis import EVIDENCE_TOOL, READ_GRANT
+from services.reconstruction.domain.reconstruct import OBSERVATION_UNAVAILABLE, _parse_consumed_at
+from services.reconstruction.domain.registry import (
+    DERIVED_FORMAT,
+    TARGET_RUNTIME,
+    source_reader_pin,
+    transition,
+    verify_target_runtime,
+)
+from services.reconstruction.domain.schema_subset import accepts
 from shared.agent.jsonpath import first_difference
 from shared.agent.pending import continuation_run_id, read_derived_checkpoint
 from shared.agent.projection import LIMITS, MESSAGES, USAGE
@@ -29,17 +39,6 @@ from shared.agent.sealed import replay_consumed_response
 from shared.continuity.canonical import canonical_bytes, digest_of, sha256_digest
 from shared.continuity.sdk_epochs import SOURCE_READER_TOOLS
 from shared.runtime.errors import FailedPrecondition
-
-from .analysis import EVIDENCE_TOOL, READ_GRANT
-from .reconstruct import OBSERVATION_UNAVAILABLE, _parse_consumed_at
-from .registry import (
-    DERIVED_FORMAT,
-    TARGET_RUNTIME,
-    source_reader_pin,
-    transition,
-    verify_target_runtime,
-)
-from .schema_subset import accepts
 
 OBSERVATION_WITNESS_FORMAT: Final = "forge.continuity.readonly-observation-witness/1"
 #: The one sibling whose exact retained successful result may be reused.

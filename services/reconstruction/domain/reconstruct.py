@@ -12,6 +12,21 @@ from pydantic import TypeAdapter
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolReturnPart
 from pydantic_ai.usage import RequestUsage
 
+from services.reconstruction.domain.analysis import ResponseAnalysis, analyze
+from services.reconstruction.domain.checkpoint import CheckpointRecord, read_checkpoint
+from services.reconstruction.domain.contract import (
+    captured_contract_json,
+    contract_of,
+    migrate_contract,
+)
+from services.reconstruction.domain.registry import (
+    DERIVED_FORMAT,
+    TARGET_RUNTIME,
+    WITNESS_FORMAT,
+    source_reader_pin,
+    transition,
+    verify_target_runtime,
+)
 from shared.agent.evidence import INVALID_QUERY_RESULT
 from shared.agent.jsonpath import first_difference
 from shared.agent.projection import MESSAGES, USAGE, Projection, project
@@ -20,18 +35,6 @@ from shared.continuity.canonical import canonical_bytes, digest_of, sha256_diges
 from shared.continuity.sdk_epochs import SOURCE_READER_TOOLS
 from shared.contract.terms import SUPPORTED_VERSIONS
 from shared.runtime.errors import FailedPrecondition, InvalidArgument
-
-from .analysis import ResponseAnalysis, analyze
-from .checkpoint import CheckpointRecord, read_checkpoint
-from .contract import captured_contract_json, contract_of, migrate_contract
-from .registry import (
-    DERIVED_FORMAT,
-    TARGET_RUNTIME,
-    WITNESS_FORMAT,
-    source_reader_pin,
-    transition,
-    verify_target_runtime,
-)
 
 OBSERVATION_UNAVAILABLE: Final = {
     "status": "observation_unavailable",

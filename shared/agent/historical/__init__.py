@@ -18,14 +18,13 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
+from shared.agent.historical.evidence_query_26_10_1 import EvidenceQuery as EvidenceQuery26101
 from shared.continuity.sdk_epochs import (
     ORIGINAL_EVIDENCE_VALIDATOR,
     PUBLISHED_SOURCE_READER,
     REVIEWED_VALIDATOR_SOURCES,
     ValidatorSource,
 )
-
-from .evidence_query_26_10_1 import EvidenceQuery as EvidenceQuery26101
 
 _HERE = Path(__file__).resolve().parent
 

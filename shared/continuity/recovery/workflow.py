@@ -21,6 +21,7 @@ from shared.continuity.derived_checkpoint import DerivedCheckpoint
 from shared.continuity.recovery.rejected_boundary.custody import ReviewedRejection
 from shared.continuity.recovery.rejected_boundary.evidence import CorrectiveProvider
 from shared.continuity.request_history import JournalRow, RequestHistory, never_claimed_facts
+from shared.runtime.auth import ANY_ROLE, Role
 from shared.runtime.errors import FieldViolation
 
 #: A blob's bytes by digest, or None when nothing is stored under it.
@@ -57,6 +58,17 @@ class Rpcs:
     candidate: Rpc
     submit: Rpc
     read: Rpc
+
+    def roles(self) -> dict[str, frozenset[Role]]:
+        """Who may call each RPC, by name. The contract declares these for a declared workflow
+        (``allowed_roles``; a test keeps the two equal); a workflow outside the contract is
+        served with these."""
+        return {
+            # Admission recomputes the candidate under its own service identity.
+            self.candidate.name: frozenset({Role.FACTORY_ADMINISTRATOR, Role.ADMISSION_SERVICE}),
+            self.submit.name: frozenset({Role.FACTORY_ADMINISTRATOR}),
+            self.read.name: ANY_ROLE,
+        }
 
 
 @dataclass(frozen=True)

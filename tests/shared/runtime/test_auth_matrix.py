@@ -44,8 +44,9 @@ ADMISSION = frozenset({"admission_service"})
 CANDIDATE = frozenset({"candidate_service"})
 # Admission recomputes the candidate under its own service identity.
 CANDIDATE_READERS = OPERATOR | ADMIN | ADMISSION
-# Reconstruction: the services that prove candidates, operators and administrators.
-RECONSTRUCTION_CALLERS = CANDIDATE | ADMISSION | OPERATOR | ADMIN
+# Reconstruction: the service that proves candidates, operators and administrators (not
+# admission, which never calls it).
+RECONSTRUCTION_CALLERS = CANDIDATE | OPERATOR | ADMIN
 
 EXPECTED: dict[str, frozenset[str]] = {
     "/forge.continuity.v1.LedgerService/CreateRun": WRITER,

@@ -16,7 +16,8 @@ import pytest
 from google.api import annotations_pb2
 
 from forge.continuity.v1 import policy_pb2, policy_pb2_grpc
-from shared.contract.channels import IDEMPOTENT_READS, open_channel
+from shared.contract.channels import open_channel
+from shared.contract.method_facts import IDEMPOTENT_READS
 from shared.contract.modules import SERVICES
 from shared.runtime.auth import ANY_ROLE
 from shared.runtime.config import Settings, TransportSettings, transport_settings

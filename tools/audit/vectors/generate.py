@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .cases import (
+from vectors.cases import (
     admission,
     blobs,
     heads,
@@ -40,10 +40,10 @@ from .cases import (
     trailer,
     usage,
 )
-from .drafts import Draft, key_id
-from .material import compact, heads_files, key_files
-from .real_runs import generate_real_runs, test_key
-from .vector import Vector, describe
+from vectors.drafts import Draft, key_id
+from vectors.material import compact, heads_files, key_files
+from vectors.real_runs import generate_real_runs, test_key
+from vectors.vector import Vector, describe
 
 ROOT = Path(__file__).resolve().parents[3]
 VECTORS = ROOT / "tools" / "audit" / "vectors" / "v1"

@@ -14,10 +14,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from shared.continuity.canonical import sha256_digest
 from shared.continuity.timeutil import to_text
-
-from .drafts import Draft, Record, encode, key_id, sign
-from .real_runs import NOW, NOW_TEXT, RealRuns
-from .vector import PINNED
+from vectors.drafts import Draft, Record, encode, key_id, sign
+from vectors.real_runs import NOW, NOW_TEXT, RealRuns
+from vectors.vector import PINNED
 
 A_SECOND_EARLIER = to_text(NOW - timedelta(seconds=1))
 OTHER_DIGEST = sha256_digest(b"a history the ledger never wrote")

@@ -99,7 +99,7 @@ def _stack(ledger: Ledger) -> Iterator[Stack]:
     ):
         sources = GrpcCandidateSources(
             open_channel(served.target, "service-token"),
-            open_channel(reconstruction.target, "service-token"),
+            open_channel(reconstruction.target, "candidate-service-token"),
         )
         with serve("candidate", candidate_bindings(sources, clock=fixed_clock)) as candidate:
             downstream = admission_downstream(served.target, candidate.target)

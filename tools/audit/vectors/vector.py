@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .drafts import Draft
+from vectors.drafts import Draft
 
 #: the signing-keys file the ledger exported: the trusted key unless a vector says otherwise
 PINNED = "keys/ledger.signing-keys.json"

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, TypeAlias
 
-from ..facts import Facts
-from ..model import Entry, Hold, JournalHead, RunRecord, Snapshot
+from services.candidate.domain.facts import Facts
+from services.candidate.domain.model import Entry, Hold, JournalHead, RunRecord, Snapshot
 
 Check: TypeAlias = Callable[[Facts], list[Hold]]
 

@@ -7,14 +7,19 @@ order it finds them); none depends on another having run.
 
 from __future__ import annotations
 
+from services.candidate.domain.checks import HeldRun
+from services.candidate.domain.facts import Facts
+from services.candidate.domain.journal import (
+    RUN_STARTED,
+    TOOL_CALL_GRANTED,
+    TOOL_INTENT,
+    TOOL_OUTCOME,
+    check_chain,
+)
+from services.candidate.domain.model import OUTSTANDING_STATES, Hold, HoldReason, hold, hold_maker
 from shared.continuity.call_binding import grant_problems
 from shared.continuity.qualification import qualification_problem
 from shared.contract.terms import SUPPORTED_TIME_BUDGET_PROTOCOLS
-
-from ..facts import Facts
-from ..journal import RUN_STARTED, TOOL_CALL_GRANTED, TOOL_INTENT, TOOL_OUTCOME, check_chain
-from ..model import OUTSTANDING_STATES, Hold, HoldReason, hold, hold_maker
-from . import HeldRun
 
 
 def chain(facts: HeldRun) -> list[Hold]:

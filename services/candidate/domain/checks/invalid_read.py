@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from typing import Final
 
+from services.candidate.domain.checks.reconstruction_reasons import finding_hold, refusal_hold
+from services.candidate.domain.facts import Facts, Refusal
+from services.candidate.domain.model import Hold, HoldReason, Proof, ResponseAnalysis, hold
 from shared.continuity.canonical import CanonicalJsonError, digest_of, parse_json
-
-from ..facts import Facts, Refusal
-from ..model import Hold, HoldReason, Proof, ResponseAnalysis, hold
-from .reconstruction_reasons import finding_hold, refusal_hold
 
 EVIDENCE_TOOL: Final = "read_run_evidence"
 # The version that admits unavailable list_files observations under their policy setting.

@@ -7,12 +7,11 @@ reports an adoption the catalog does not know, or a malformed one, before anythi
 
 from __future__ import annotations
 
+from services.candidate.domain.facts import Facts
+from services.candidate.domain.journal import RUN_STARTED
+from services.candidate.domain.model import Hold, HoldReason, hold
 from shared.continuity.policy_epochs import MODE_FIELD, catalogued, mode_tuple_of
 from shared.runtime.errors import DomainError
-
-from ..facts import Facts
-from ..journal import RUN_STARTED
-from ..model import Hold, HoldReason, hold
 
 
 def adopted_epoch(facts: Facts) -> list[Hold]:

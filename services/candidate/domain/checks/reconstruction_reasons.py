@@ -21,9 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from services.candidate.domain.model import ConsumedCall, Hold, HoldReason, hold
 from shared.runtime.errors import Internal
-
-from ..model import ConsumedCall, Hold, HoldReason, hold
 
 READ_GRANT: Final = "read"
 

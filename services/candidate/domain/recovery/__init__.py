@@ -21,6 +21,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Final
 
+from services.candidate.domain.model import Hold, HoldReason, JournalHead, Requirement
+from services.candidate.domain.recovery import readonly_observation, rejected_boundary
+from services.candidate.domain.recovery.facts import RECOVERY_CHECKS, Caller, gather_recovery_facts
+from services.candidate.domain.sources import CandidateSources
+from services.candidate.domain.workflows import RecoveryWorkflow
 from shared.continuity.admissibility import check
 from shared.continuity.admissibility_facts import Admissible, Handoff
 from shared.continuity.canonical import digest_of
@@ -28,12 +33,6 @@ from shared.continuity.qualification import is_qualified
 from shared.continuity.recovery import DerivedCheckpoint, Inputs
 from shared.continuity.recovery import workflow as recovery_workflow
 from shared.continuity.timeutil import utc_now
-
-from ..model import Hold, HoldReason, JournalHead, Requirement
-from ..sources import CandidateSources
-from ..workflows import RecoveryWorkflow
-from . import readonly_observation, rejected_boundary
-from .facts import RECOVERY_CHECKS, Caller, gather_recovery_facts
 
 __all__ = ["CANDIDATE_KINDS", "Caller", "RecoveryCandidate", "recovery_candidate"]
 

@@ -12,15 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from shared.continuity.canonical import intact_blob
-from shared.continuity.recovery import Evidence, Inputs, Situation, Workflow
-from shared.continuity.request_history import RequestHistory, consumed_from, request_history
-from shared.continuity.timeutil import deadline_remaining_seconds
-from shared.runtime.errors import NotFound
-
-from ..checks import common
-from ..facts import read_snapshot
-from ..model import (
+from services.candidate.domain.checks import common
+from services.candidate.domain.facts import read_snapshot
+from services.candidate.domain.model import (
     OUTSTANDING_STATES,
     ExecutionRecord,
     Hold,
@@ -30,7 +24,12 @@ from ..model import (
     Snapshot,
     hold,
 )
-from ..sources import CandidateSources
+from services.candidate.domain.sources import CandidateSources
+from shared.continuity.canonical import intact_blob
+from shared.continuity.recovery import Evidence, Inputs, Situation, Workflow
+from shared.continuity.request_history import RequestHistory, consumed_from, request_history
+from shared.continuity.timeutil import deadline_remaining_seconds
+from shared.runtime.errors import NotFound
 
 
 @dataclass(frozen=True)

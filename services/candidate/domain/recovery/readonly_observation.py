@@ -20,17 +20,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from services.candidate.domain.facts import is_refusal
+from services.candidate.domain.model import Hold, HoldReason, hold
+from services.candidate.domain.recovery.facts import RECOVERY_CHECKS, RecoveryFacts
+from services.candidate.domain.sources import CandidateSources
+from services.candidate.domain.workflows import RecoveryEvidence, RecoveryWorkflow
 from shared.continuity.canonical import intact_blob
 from shared.continuity.recovery import DerivedCheckpoint
 from shared.continuity.recovery.readonly_observation.binding import check_binding
 from shared.continuity.recovery.readonly_observation.custody import ObservationCustody
 from shared.runtime.errors import DomainError
-
-from ..facts import is_refusal
-from ..model import Hold, HoldReason, hold
-from ..sources import CandidateSources
-from ..workflows import RecoveryEvidence, RecoveryWorkflow
-from .facts import RECOVERY_CHECKS, RecoveryFacts
 
 
 @dataclass(frozen=True)

@@ -21,16 +21,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from services.candidate.domain.facts import is_refusal
+from services.candidate.domain.model import Hold, HoldReason, PendingReproduction, hold
+from services.candidate.domain.recovery.facts import RECOVERY_CHECKS, RecoveryFacts
+from services.candidate.domain.sources import CandidateSources
+from services.candidate.domain.workflows import RecoveryEvidence, RecoveryWorkflow
 from shared.continuity.recovery.rejected_boundary.custody import ReviewedRejection
 from shared.continuity.recovery.rejected_boundary.evidence import report_problems
 from shared.continuity.request_history import RequestHistory
 from shared.runtime.errors import DomainError
-
-from ..facts import is_refusal
-from ..model import Hold, HoldReason, PendingReproduction, hold
-from ..sources import CandidateSources
-from ..workflows import RecoveryEvidence, RecoveryWorkflow
-from .facts import RECOVERY_CHECKS, RecoveryFacts
 
 #: Part digests a retained ``model_request_sent`` may carry → the reproduction's part names.
 RETAINED_PARTS: Final[Mapping[str, str]] = {

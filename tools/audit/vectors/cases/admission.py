@@ -8,11 +8,11 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..drafts import Draft, Record
-from ..vector import broken, valid
+from vectors.drafts import Draft, Record
+from vectors.vector import broken, valid
 
 if TYPE_CHECKING:
-    from ..generate import Suite
+    from vectors.generate import Suite
 
 
 def citing_sequence(draft: Draft) -> int:

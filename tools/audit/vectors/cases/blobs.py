@@ -7,11 +7,10 @@ import base64
 from typing import TYPE_CHECKING
 
 from shared.continuity.canonical import sha256_digest
-
-from ..vector import Vector, broken, valid
+from vectors.vector import Vector, broken, valid
 
 if TYPE_CHECKING:
-    from ..generate import Suite
+    from vectors.generate import Suite
 
 
 def blobs(suite: Suite) -> None:

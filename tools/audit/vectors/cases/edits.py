@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..drafts import Record
+from vectors.drafts import Record
 
 
 def nested_arrays(depth: int) -> Any:

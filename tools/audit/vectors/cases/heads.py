@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..drafts import Draft, key_id, key_record
-from ..material import OTHER_DIGEST
-from ..vector import Vector, broken, valid
-from .signatures import to_v1
+from vectors.cases.signatures import to_v1
+from vectors.drafts import Draft, key_id, key_record
+from vectors.material import OTHER_DIGEST
+from vectors.vector import Vector, broken, valid
 
 if TYPE_CHECKING:
-    from ..generate import Suite
+    from vectors.generate import Suite
 
 
 def unsigned_heads(suite: Suite) -> None:

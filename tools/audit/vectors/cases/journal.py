@@ -8,13 +8,12 @@ import json
 from typing import TYPE_CHECKING
 
 from shared.continuity.canonical import canonical_text, digest_of
-
-from ..drafts import envelope_hash
-from ..vector import broken, valid
-from .edits import nested_arrays, replace_in
+from vectors.cases.edits import nested_arrays, replace_in
+from vectors.drafts import envelope_hash
+from vectors.vector import broken, valid
 
 if TYPE_CHECKING:
-    from ..generate import Suite
+    from vectors.generate import Suite
 
 
 def journal(suite: Suite) -> None:

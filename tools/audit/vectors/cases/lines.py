@@ -9,13 +9,12 @@ import hashlib
 from typing import TYPE_CHECKING
 
 from shared.continuity.canonical import sha256_digest
-
-from ..drafts import Record, encode
-from ..vector import Vector, broken, valid
-from .edits import nested_arrays, reencoded, replace_in
+from vectors.cases.edits import nested_arrays, reencoded, replace_in
+from vectors.drafts import Record, encode
+from vectors.vector import Vector, broken, valid
 
 if TYPE_CHECKING:
-    from ..generate import Suite
+    from vectors.generate import Suite
 
 #: docs/formats.md, "File layout": the longest line, its LF not counted.
 MAX_LINE_BYTES = 24 * 1024 * 1024

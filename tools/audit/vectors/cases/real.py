@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..vector import Vector, valid
+from vectors.vector import Vector, valid
 
 if TYPE_CHECKING:
-    from ..generate import Suite
+    from vectors.generate import Suite
 
 
 def real_bundles(suite: Suite) -> None:

@@ -10,12 +10,11 @@ import json
 from typing import TYPE_CHECKING
 
 from shared.continuity.canonical import sha256_digest
-
-from ..vector import broken, valid
-from .edits import replace_in
+from vectors.cases.edits import replace_in
+from vectors.vector import broken, valid
 
 if TYPE_CHECKING:
-    from ..generate import Suite
+    from vectors.generate import Suite
 
 
 def records_and_order(suite: Suite) -> None:

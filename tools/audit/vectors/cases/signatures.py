@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from ..drafts import GENESIS, Draft, Record, as_previous, key_id, key_record, sign
-from ..material import A_SECOND_EARLIER, OTHER_DIGEST
-from ..vector import Vector, broken, valid
+from vectors.drafts import GENESIS, Draft, Record, as_previous, key_id, key_record, sign
+from vectors.material import A_SECOND_EARLIER, OTHER_DIGEST
+from vectors.vector import Vector, broken, valid
 
 if TYPE_CHECKING:
-    from ..generate import Suite
+    from vectors.generate import Suite
 
 V1 = "forge.continuity.signed-head/1"
 

@@ -7,12 +7,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from shared.continuity.canonical import sha256_digest
-
-from ..drafts import Record, encode
-from ..vector import broken
+from vectors.drafts import Record, encode
+from vectors.vector import broken
 
 if TYPE_CHECKING:
-    from ..generate import Suite
+    from vectors.generate import Suite
 
 
 def trailer(suite: Suite) -> None:

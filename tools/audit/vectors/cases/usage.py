@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..vector import Vector, usage
+from vectors.vector import Vector, usage
 
 if TYPE_CHECKING:
-    from ..generate import Suite
+    from vectors.generate import Suite
 
 
 def usage_errors(suite: Suite) -> None:

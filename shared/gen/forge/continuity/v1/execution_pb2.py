@@ -23,11 +23,12 @@ _sym_db = _symbol_database.Default()
 
 
 from forge.continuity.v1 import common_pb2 as forge_dot_continuity_dot_v1_dot_common__pb2
+from forge.continuity.v1 import options_pb2 as forge_dot_continuity_dot_v1_dot_options__pb2
 from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#forge/continuity/v1/execution.proto\x12\x13\x66orge.continuity.v1\x1a forge/continuity/v1/common.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\"\x9d\x02\n\x1c\x43laimExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1d\n\x0fsource_revision\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\"\n\x14\x63onfiguration_digest\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1c\n\x0esource_profile\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\x12\x18\n\nattempt_id\x18\x05 \x01(\tB\x04\xe2\x41\x01\x02\x12@\n\x0eowner_instance\x18\x06 \x01(\x0b\x32\".forge.continuity.v1.OwnerInstanceB\x04\xe2\x41\x01\x01\x12\x1c\n\x0eprofile_digest\x18\x07 \x01(\tB\x04\xe2\x41\x01\x01\"~\n\rOwnerInstance\x12\x1a\n\x0chost_boot_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x11\n\x03pid\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12!\n\x13process_start_ticks\x18\x03 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12\x1b\n\rpid_namespace\x18\x04 \x01(\x03\x42\x04\xe2\x41\x01\x01\"\xa2\x01\n\x1d\x43laimExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\x12?\n\x14worker_claimed_entry\x18\x02 \x01(\x0b\x32!.forge.continuity.v1.JournalEntry\"\x89\x01\n\x0cWorkerSource\x12\x1d\n\x0fsource_revision\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\"\n\x14\x63onfiguration_digest\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1c\n\x0esource_profile\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x18\n\nattempt_id\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\"\xfb\x01\n\x1f\x43ompleteExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1e\n\x10lease_generation\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12\x38\n\ngoal_claim\x18\x03 \x01(\x0e\x32\x1e.forge.continuity.v1.GoalClaimB\x04\xe2\x41\x01\x01\x12!\n\x13\x66inal_output_digest\x18\x04 \x01(\tB\x04\xe2\x41\x01\x01\x12\x37\n\x06source\x18\x05 \x01(\x0b\x32!.forge.continuity.v1.WorkerSourceB\x04\xe2\x41\x01\x01\"\x8f\x01\n\x17\x43ompletionCertification\x12\x11\n\tcertified\x18\x01 \x01(\x08\x12\x1a\n\x12generation_current\x18\x02 \x01(\x08\x12\x1c\n\x14open_intent_call_ids\x18\x03 \x03(\t\x12\'\n\x1freconciliation_marker_sequences\x18\x04 \x03(\x03\"\x91\x02\n CompleteExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\x12\x32\n\ngoal_claim\x18\x02 \x01(\x0e\x32\x1e.forge.continuity.v1.GoalClaim\x12\x43\n\rcertification\x18\x03 \x01(\x0b\x32,.forge.continuity.v1.CompletionCertification\x12\x18\n\x10\x63ompleted_rounds\x18\x04 \x01(\x03\x12\x18\n\x10journal_sequence\x18\x05 \x01(\x03\"\xb0\x01\n\x1b\x46\x61ilExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1e\n\x10lease_generation\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12\x14\n\x06reason\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x37\n\x06source\x18\x04 \x01(\x0b\x32!.forge.continuity.v1.WorkerSourceB\x04\xe2\x41\x01\x01\"`\n\x1c\x46\x61ilExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"`\n$FailUnclaimedExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x14\n\x06reason\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"i\n%FailUnclaimedExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"@\n\x1aGetExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"_\n\x1bGetExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"\xcb\x01\n\x14RecordCommandRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1e\n\x10lease_generation\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12\x18\n\ncommand_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1c\n\x0e\x63ommand_digest\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\x12\x37\n\x06source\x18\x05 \x01(\x0b\x32!.forge.continuity.v1.WorkerSourceB\x04\xe2\x41\x01\x01\"\x8a\x01\n\x15RecordCommandResponse\x12\x18\n\x10journal_sequence\x18\x01 \x01(\x03\x12\x0f\n\x07\x63harged\x18\x02 \x01(\x08\x12\x30\n\x05usage\x18\x03 \x01(\x0b\x32!.forge.continuity.v1.CommandUsage\x12\x14\n\x0cjournal_hash\x18\x04 \x01(\t\"Y\n\x1d\x43\x61ncelExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x14\n\x06reason\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"b\n\x1e\x43\x61ncelExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\" \n\x1e\x45xpireExecutionRequestsRequest\"Y\n\x1f\x45xpireExecutionRequestsResponse\x12\x36\n\x07\x65xpired\x18\x01 \x03(\x0b\x32%.forge.continuity.v1.ExecutionRequest\".\n\x16GetCommandUsageRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"K\n\x17GetCommandUsageResponse\x12\x30\n\x05usage\x18\x01 \x01(\x0b\x32!.forge.continuity.v1.CommandUsage\"+\n\x0c\x43ommandUsage\x12\x0c\n\x04used\x18\x01 \x01(\x03\x12\r\n\x05limit\x18\x02 \x01(\x03\"v\n\x1cListExecutionRequestsRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12@\n\x06states\x18\x02 \x03(\x0e\x32*.forge.continuity.v1.ExecutionRequestStateB\x04\xe2\x41\x01\x01\"b\n\x1dListExecutionRequestsResponse\x12\x41\n\x12\x65xecution_requests\x18\x01 \x03(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"j\n\x1fListAllExecutionRequestsRequest\x12\x17\n\tpage_size\x18\x01 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x18\n\npage_token\x18\x02 \x01(\tB\x04\xe2\x41\x01\x01\x12\x14\n\x06\x66ilter\x18\x03 \x01(\tB\x04\xe2\x41\x01\x01\"~\n ListAllExecutionRequestsResponse\x12\x41\n\x12\x65xecution_requests\x18\x01 \x03(\x0b\x32%.forge.continuity.v1.ExecutionRequest\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*w\n\tGoalClaim\x12\x1a\n\x16GOAL_CLAIM_UNSPECIFIED\x10\x00\x12\x18\n\x14GOAL_CLAIM_SATISFIED\x10\x01\x12\x1c\n\x18GOAL_CLAIM_NOT_SATISFIED\x10\x02\x12\x16\n\x12GOAL_CLAIM_UNKNOWN\x10\x03\x32\xbd\x10\n\x10\x45xecutionService\x12\xc2\x01\n\x15\x43laimExecutionRequest\x12\x31.forge.continuity.v1.ClaimExecutionRequestRequest\x1a\x32.forge.continuity.v1.ClaimExecutionRequestResponse\"B\x82\xd3\xe4\x93\x02<\"7/api/v1/execution-requests/{execution_request_id}:claim:\x01*\x12\xce\x01\n\x18\x43ompleteExecutionRequest\x12\x34.forge.continuity.v1.CompleteExecutionRequestRequest\x1a\x35.forge.continuity.v1.CompleteExecutionRequestResponse\"E\x82\xd3\xe4\x93\x02?\":/api/v1/execution-requests/{execution_request_id}:complete:\x01*\x12\xbe\x01\n\x14\x46\x61ilExecutionRequest\x12\x30.forge.continuity.v1.FailExecutionRequestRequest\x1a\x31.forge.continuity.v1.FailExecutionRequestResponse\"A\x82\xd3\xe4\x93\x02;\"6/api/v1/execution-requests/{execution_request_id}:fail:\x01*\x12\xe3\x01\n\x1d\x46\x61ilUnclaimedExecutionRequest\x12\x39.forge.continuity.v1.FailUnclaimedExecutionRequestRequest\x1a:.forge.continuity.v1.FailUnclaimedExecutionRequestResponse\"K\x82\xd3\xe4\x93\x02\x45\"@/api/v1/execution-requests/{execution_request_id}:fail-unclaimed:\x01*\x12\xb3\x01\n\x13GetExecutionRequest\x12/.forge.continuity.v1.GetExecutionRequestRequest\x1a\x30.forge.continuity.v1.GetExecutionRequestResponse\"9\x82\xd3\xe4\x93\x02\x33\x12\x31/api/v1/execution-requests/{execution_request_id}\x12\xb0\x01\n\x15ListExecutionRequests\x12\x31.forge.continuity.v1.ListExecutionRequestsRequest\x1a\x32.forge.continuity.v1.ListExecutionRequestsResponse\"0\x82\xd3\xe4\x93\x02*\x12(/api/v1/runs/{run_id}/execution-requests\x12\xab\x01\n\x18ListAllExecutionRequests\x12\x34.forge.continuity.v1.ListAllExecutionRequestsRequest\x1a\x35.forge.continuity.v1.ListAllExecutionRequestsResponse\"\"\x82\xd3\xe4\x93\x02\x1c\x12\x1a/api/v1/execution-requests\x12\xba\x01\n\rRecordCommand\x12).forge.continuity.v1.RecordCommandRequest\x1a*.forge.continuity.v1.RecordCommandResponse\"R\x82\xd3\xe4\x93\x02L\"G/api/v1/execution-requests/{execution_request_id}/commands/{command_id}:\x01*\x12\xc6\x01\n\x16\x43\x61ncelExecutionRequest\x12\x32.forge.continuity.v1.CancelExecutionRequestRequest\x1a\x33.forge.continuity.v1.CancelExecutionRequestResponse\"C\x82\xd3\xe4\x93\x02=\"8/api/v1/execution-requests/{execution_request_id}:cancel:\x01*\x12\xb2\x01\n\x17\x45xpireExecutionRequests\x12\x33.forge.continuity.v1.ExpireExecutionRequestsRequest\x1a\x34.forge.continuity.v1.ExpireExecutionRequestsResponse\",\x82\xd3\xe4\x93\x02&\"!/api/v1/execution-requests:expire:\x01*\x12\x99\x01\n\x0fGetCommandUsage\x12+.forge.continuity.v1.GetCommandUsageRequest\x1a,.forge.continuity.v1.GetCommandUsageResponse\"+\x82\xd3\xe4\x93\x02%\x12#/api/v1/runs/{run_id}/command-usageb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#forge/continuity/v1/execution.proto\x12\x13\x66orge.continuity.v1\x1a forge/continuity/v1/common.proto\x1a!forge/continuity/v1/options.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\"\x9d\x02\n\x1c\x43laimExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1d\n\x0fsource_revision\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\"\n\x14\x63onfiguration_digest\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1c\n\x0esource_profile\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\x12\x18\n\nattempt_id\x18\x05 \x01(\tB\x04\xe2\x41\x01\x02\x12@\n\x0eowner_instance\x18\x06 \x01(\x0b\x32\".forge.continuity.v1.OwnerInstanceB\x04\xe2\x41\x01\x01\x12\x1c\n\x0eprofile_digest\x18\x07 \x01(\tB\x04\xe2\x41\x01\x01\"~\n\rOwnerInstance\x12\x1a\n\x0chost_boot_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x11\n\x03pid\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12!\n\x13process_start_ticks\x18\x03 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12\x1b\n\rpid_namespace\x18\x04 \x01(\x03\x42\x04\xe2\x41\x01\x01\"\xa2\x01\n\x1d\x43laimExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\x12?\n\x14worker_claimed_entry\x18\x02 \x01(\x0b\x32!.forge.continuity.v1.JournalEntry\"\x89\x01\n\x0cWorkerSource\x12\x1d\n\x0fsource_revision\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\"\n\x14\x63onfiguration_digest\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1c\n\x0esource_profile\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x18\n\nattempt_id\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\"\xfb\x01\n\x1f\x43ompleteExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1e\n\x10lease_generation\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12\x38\n\ngoal_claim\x18\x03 \x01(\x0e\x32\x1e.forge.continuity.v1.GoalClaimB\x04\xe2\x41\x01\x01\x12!\n\x13\x66inal_output_digest\x18\x04 \x01(\tB\x04\xe2\x41\x01\x01\x12\x37\n\x06source\x18\x05 \x01(\x0b\x32!.forge.continuity.v1.WorkerSourceB\x04\xe2\x41\x01\x01\"\x8f\x01\n\x17\x43ompletionCertification\x12\x11\n\tcertified\x18\x01 \x01(\x08\x12\x1a\n\x12generation_current\x18\x02 \x01(\x08\x12\x1c\n\x14open_intent_call_ids\x18\x03 \x03(\t\x12\'\n\x1freconciliation_marker_sequences\x18\x04 \x03(\x03\"\x91\x02\n CompleteExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\x12\x32\n\ngoal_claim\x18\x02 \x01(\x0e\x32\x1e.forge.continuity.v1.GoalClaim\x12\x43\n\rcertification\x18\x03 \x01(\x0b\x32,.forge.continuity.v1.CompletionCertification\x12\x18\n\x10\x63ompleted_rounds\x18\x04 \x01(\x03\x12\x18\n\x10journal_sequence\x18\x05 \x01(\x03\"\xb0\x01\n\x1b\x46\x61ilExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1e\n\x10lease_generation\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12\x14\n\x06reason\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x37\n\x06source\x18\x04 \x01(\x0b\x32!.forge.continuity.v1.WorkerSourceB\x04\xe2\x41\x01\x01\"`\n\x1c\x46\x61ilExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"`\n$FailUnclaimedExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x14\n\x06reason\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"i\n%FailUnclaimedExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"@\n\x1aGetExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"_\n\x1bGetExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"\xcb\x01\n\x14RecordCommandRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1e\n\x10lease_generation\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12\x18\n\ncommand_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1c\n\x0e\x63ommand_digest\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\x12\x37\n\x06source\x18\x05 \x01(\x0b\x32!.forge.continuity.v1.WorkerSourceB\x04\xe2\x41\x01\x01\"\x8a\x01\n\x15RecordCommandResponse\x12\x18\n\x10journal_sequence\x18\x01 \x01(\x03\x12\x0f\n\x07\x63harged\x18\x02 \x01(\x08\x12\x30\n\x05usage\x18\x03 \x01(\x0b\x32!.forge.continuity.v1.CommandUsage\x12\x14\n\x0cjournal_hash\x18\x04 \x01(\t\"Y\n\x1d\x43\x61ncelExecutionRequestRequest\x12\"\n\x14\x65xecution_request_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x14\n\x06reason\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"b\n\x1e\x43\x61ncelExecutionRequestResponse\x12@\n\x11\x65xecution_request\x18\x01 \x01(\x0b\x32%.forge.continuity.v1.ExecutionRequest\" \n\x1e\x45xpireExecutionRequestsRequest\"Y\n\x1f\x45xpireExecutionRequestsResponse\x12\x36\n\x07\x65xpired\x18\x01 \x03(\x0b\x32%.forge.continuity.v1.ExecutionRequest\".\n\x16GetCommandUsageRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"K\n\x17GetCommandUsageResponse\x12\x30\n\x05usage\x18\x01 \x01(\x0b\x32!.forge.continuity.v1.CommandUsage\"+\n\x0c\x43ommandUsage\x12\x0c\n\x04used\x18\x01 \x01(\x03\x12\r\n\x05limit\x18\x02 \x01(\x03\"v\n\x1cListExecutionRequestsRequest\x12\x14\n\x06run_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12@\n\x06states\x18\x02 \x03(\x0e\x32*.forge.continuity.v1.ExecutionRequestStateB\x04\xe2\x41\x01\x01\"b\n\x1dListExecutionRequestsResponse\x12\x41\n\x12\x65xecution_requests\x18\x01 \x03(\x0b\x32%.forge.continuity.v1.ExecutionRequest\"j\n\x1fListAllExecutionRequestsRequest\x12\x17\n\tpage_size\x18\x01 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x18\n\npage_token\x18\x02 \x01(\tB\x04\xe2\x41\x01\x01\x12\x14\n\x06\x66ilter\x18\x03 \x01(\tB\x04\xe2\x41\x01\x01\"~\n ListAllExecutionRequestsResponse\x12\x41\n\x12\x65xecution_requests\x18\x01 \x03(\x0b\x32%.forge.continuity.v1.ExecutionRequest\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*w\n\tGoalClaim\x12\x1a\n\x16GOAL_CLAIM_UNSPECIFIED\x10\x00\x12\x18\n\x14GOAL_CLAIM_SATISFIED\x10\x01\x12\x1c\n\x18GOAL_CLAIM_NOT_SATISFIED\x10\x02\x12\x16\n\x12GOAL_CLAIM_UNKNOWN\x10\x03\x32\x8a\x11\n\x10\x45xecutionService\x12\xc7\x01\n\x15\x43laimExecutionRequest\x12\x31.forge.continuity.v1.ClaimExecutionRequestRequest\x1a\x32.forge.continuity.v1.ClaimExecutionRequestResponse\"G\xaa\xbb\x18\x01\x03\x82\xd3\xe4\x93\x02<\"7/api/v1/execution-requests/{execution_request_id}:claim:\x01*\x12\xd3\x01\n\x18\x43ompleteExecutionRequest\x12\x34.forge.continuity.v1.CompleteExecutionRequestRequest\x1a\x35.forge.continuity.v1.CompleteExecutionRequestResponse\"J\xaa\xbb\x18\x01\x03\x82\xd3\xe4\x93\x02?\":/api/v1/execution-requests/{execution_request_id}:complete:\x01*\x12\xc3\x01\n\x14\x46\x61ilExecutionRequest\x12\x30.forge.continuity.v1.FailExecutionRequestRequest\x1a\x31.forge.continuity.v1.FailExecutionRequestResponse\"F\xaa\xbb\x18\x01\x03\x82\xd3\xe4\x93\x02;\"6/api/v1/execution-requests/{execution_request_id}:fail:\x01*\x12\xe8\x01\n\x1d\x46\x61ilUnclaimedExecutionRequest\x12\x39.forge.continuity.v1.FailUnclaimedExecutionRequestRequest\x1a:.forge.continuity.v1.FailUnclaimedExecutionRequestResponse\"P\xaa\xbb\x18\x01\x01\x82\xd3\xe4\x93\x02\x45\"@/api/v1/execution-requests/{execution_request_id}:fail-unclaimed:\x01*\x12\xba\x01\n\x13GetExecutionRequest\x12/.forge.continuity.v1.GetExecutionRequestRequest\x1a\x30.forge.continuity.v1.GetExecutionRequestResponse\"@\x90\x02\x01\xb0\xbb\x18\x01\x82\xd3\xe4\x93\x02\x33\x12\x31/api/v1/execution-requests/{execution_request_id}\x12\xb7\x01\n\x15ListExecutionRequests\x12\x31.forge.continuity.v1.ListExecutionRequestsRequest\x1a\x32.forge.continuity.v1.ListExecutionRequestsResponse\"7\x90\x02\x01\xb0\xbb\x18\x01\x82\xd3\xe4\x93\x02*\x12(/api/v1/runs/{run_id}/execution-requests\x12\xb2\x01\n\x18ListAllExecutionRequests\x12\x34.forge.continuity.v1.ListAllExecutionRequestsRequest\x1a\x35.forge.continuity.v1.ListAllExecutionRequestsResponse\")\x90\x02\x01\xb0\xbb\x18\x01\x82\xd3\xe4\x93\x02\x1c\x12\x1a/api/v1/execution-requests\x12\xbf\x01\n\rRecordCommand\x12).forge.continuity.v1.RecordCommandRequest\x1a*.forge.continuity.v1.RecordCommandResponse\"W\xaa\xbb\x18\x01\x03\x82\xd3\xe4\x93\x02L\"G/api/v1/execution-requests/{execution_request_id}/commands/{command_id}:\x01*\x12\xcc\x01\n\x16\x43\x61ncelExecutionRequest\x12\x32.forge.continuity.v1.CancelExecutionRequestRequest\x1a\x33.forge.continuity.v1.CancelExecutionRequestResponse\"I\xaa\xbb\x18\x02\x02\x01\x82\xd3\xe4\x93\x02=\"8/api/v1/execution-requests/{execution_request_id}:cancel:\x01*\x12\xb8\x01\n\x17\x45xpireExecutionRequests\x12\x33.forge.continuity.v1.ExpireExecutionRequestsRequest\x1a\x34.forge.continuity.v1.ExpireExecutionRequestsResponse\"2\xaa\xbb\x18\x02\x01\x03\x82\xd3\xe4\x93\x02&\"!/api/v1/execution-requests:expire:\x01*\x12\xa0\x01\n\x0fGetCommandUsage\x12+.forge.continuity.v1.GetCommandUsageRequest\x1a,.forge.continuity.v1.GetCommandUsageResponse\"2\x90\x02\x01\xb0\xbb\x18\x01\x82\xd3\xe4\x93\x02%\x12#/api/v1/runs/{run_id}/command-usage\x1a\n\xfa\xbb\x18\x06ledgerb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -114,82 +115,84 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTALLEXECUTIONREQUESTSREQUEST'].fields_by_name['page_token']._serialized_options = b'\342A\001\001'
   _globals['_LISTALLEXECUTIONREQUESTSREQUEST'].fields_by_name['filter']._loaded_options = None
   _globals['_LISTALLEXECUTIONREQUESTSREQUEST'].fields_by_name['filter']._serialized_options = b'\342A\001\001'
+  _globals['_EXECUTIONSERVICE']._loaded_options = None
+  _globals['_EXECUTIONSERVICE']._serialized_options = b'\372\273\030\006ledger'
   _globals['_EXECUTIONSERVICE'].methods_by_name['ClaimExecutionRequest']._loaded_options = None
-  _globals['_EXECUTIONSERVICE'].methods_by_name['ClaimExecutionRequest']._serialized_options = b'\202\323\344\223\002<\"7/api/v1/execution-requests/{execution_request_id}:claim:\001*'
+  _globals['_EXECUTIONSERVICE'].methods_by_name['ClaimExecutionRequest']._serialized_options = b'\252\273\030\001\003\202\323\344\223\002<\"7/api/v1/execution-requests/{execution_request_id}:claim:\001*'
   _globals['_EXECUTIONSERVICE'].methods_by_name['CompleteExecutionRequest']._loaded_options = None
-  _globals['_EXECUTIONSERVICE'].methods_by_name['CompleteExecutionRequest']._serialized_options = b'\202\323\344\223\002?\":/api/v1/execution-requests/{execution_request_id}:complete:\001*'
+  _globals['_EXECUTIONSERVICE'].methods_by_name['CompleteExecutionRequest']._serialized_options = b'\252\273\030\001\003\202\323\344\223\002?\":/api/v1/execution-requests/{execution_request_id}:complete:\001*'
   _globals['_EXECUTIONSERVICE'].methods_by_name['FailExecutionRequest']._loaded_options = None
-  _globals['_EXECUTIONSERVICE'].methods_by_name['FailExecutionRequest']._serialized_options = b'\202\323\344\223\002;\"6/api/v1/execution-requests/{execution_request_id}:fail:\001*'
+  _globals['_EXECUTIONSERVICE'].methods_by_name['FailExecutionRequest']._serialized_options = b'\252\273\030\001\003\202\323\344\223\002;\"6/api/v1/execution-requests/{execution_request_id}:fail:\001*'
   _globals['_EXECUTIONSERVICE'].methods_by_name['FailUnclaimedExecutionRequest']._loaded_options = None
-  _globals['_EXECUTIONSERVICE'].methods_by_name['FailUnclaimedExecutionRequest']._serialized_options = b'\202\323\344\223\002E\"@/api/v1/execution-requests/{execution_request_id}:fail-unclaimed:\001*'
+  _globals['_EXECUTIONSERVICE'].methods_by_name['FailUnclaimedExecutionRequest']._serialized_options = b'\252\273\030\001\001\202\323\344\223\002E\"@/api/v1/execution-requests/{execution_request_id}:fail-unclaimed:\001*'
   _globals['_EXECUTIONSERVICE'].methods_by_name['GetExecutionRequest']._loaded_options = None
-  _globals['_EXECUTIONSERVICE'].methods_by_name['GetExecutionRequest']._serialized_options = b'\202\323\344\223\0023\0221/api/v1/execution-requests/{execution_request_id}'
+  _globals['_EXECUTIONSERVICE'].methods_by_name['GetExecutionRequest']._serialized_options = b'\220\002\001\260\273\030\001\202\323\344\223\0023\0221/api/v1/execution-requests/{execution_request_id}'
   _globals['_EXECUTIONSERVICE'].methods_by_name['ListExecutionRequests']._loaded_options = None
-  _globals['_EXECUTIONSERVICE'].methods_by_name['ListExecutionRequests']._serialized_options = b'\202\323\344\223\002*\022(/api/v1/runs/{run_id}/execution-requests'
+  _globals['_EXECUTIONSERVICE'].methods_by_name['ListExecutionRequests']._serialized_options = b'\220\002\001\260\273\030\001\202\323\344\223\002*\022(/api/v1/runs/{run_id}/execution-requests'
   _globals['_EXECUTIONSERVICE'].methods_by_name['ListAllExecutionRequests']._loaded_options = None
-  _globals['_EXECUTIONSERVICE'].methods_by_name['ListAllExecutionRequests']._serialized_options = b'\202\323\344\223\002\034\022\032/api/v1/execution-requests'
+  _globals['_EXECUTIONSERVICE'].methods_by_name['ListAllExecutionRequests']._serialized_options = b'\220\002\001\260\273\030\001\202\323\344\223\002\034\022\032/api/v1/execution-requests'
   _globals['_EXECUTIONSERVICE'].methods_by_name['RecordCommand']._loaded_options = None
-  _globals['_EXECUTIONSERVICE'].methods_by_name['RecordCommand']._serialized_options = b'\202\323\344\223\002L\"G/api/v1/execution-requests/{execution_request_id}/commands/{command_id}:\001*'
+  _globals['_EXECUTIONSERVICE'].methods_by_name['RecordCommand']._serialized_options = b'\252\273\030\001\003\202\323\344\223\002L\"G/api/v1/execution-requests/{execution_request_id}/commands/{command_id}:\001*'
   _globals['_EXECUTIONSERVICE'].methods_by_name['CancelExecutionRequest']._loaded_options = None
-  _globals['_EXECUTIONSERVICE'].methods_by_name['CancelExecutionRequest']._serialized_options = b'\202\323\344\223\002=\"8/api/v1/execution-requests/{execution_request_id}:cancel:\001*'
+  _globals['_EXECUTIONSERVICE'].methods_by_name['CancelExecutionRequest']._serialized_options = b'\252\273\030\002\002\001\202\323\344\223\002=\"8/api/v1/execution-requests/{execution_request_id}:cancel:\001*'
   _globals['_EXECUTIONSERVICE'].methods_by_name['ExpireExecutionRequests']._loaded_options = None
-  _globals['_EXECUTIONSERVICE'].methods_by_name['ExpireExecutionRequests']._serialized_options = b'\202\323\344\223\002&\"!/api/v1/execution-requests:expire:\001*'
+  _globals['_EXECUTIONSERVICE'].methods_by_name['ExpireExecutionRequests']._serialized_options = b'\252\273\030\002\001\003\202\323\344\223\002&\"!/api/v1/execution-requests:expire:\001*'
   _globals['_EXECUTIONSERVICE'].methods_by_name['GetCommandUsage']._loaded_options = None
-  _globals['_EXECUTIONSERVICE'].methods_by_name['GetCommandUsage']._serialized_options = b'\202\323\344\223\002%\022#/api/v1/runs/{run_id}/command-usage'
-  _globals['_GOALCLAIM']._serialized_start=3488
-  _globals['_GOALCLAIM']._serialized_end=3607
-  _globals['_CLAIMEXECUTIONREQUESTREQUEST']._serialized_start=158
-  _globals['_CLAIMEXECUTIONREQUESTREQUEST']._serialized_end=443
-  _globals['_OWNERINSTANCE']._serialized_start=445
-  _globals['_OWNERINSTANCE']._serialized_end=571
-  _globals['_CLAIMEXECUTIONREQUESTRESPONSE']._serialized_start=574
-  _globals['_CLAIMEXECUTIONREQUESTRESPONSE']._serialized_end=736
-  _globals['_WORKERSOURCE']._serialized_start=739
-  _globals['_WORKERSOURCE']._serialized_end=876
-  _globals['_COMPLETEEXECUTIONREQUESTREQUEST']._serialized_start=879
-  _globals['_COMPLETEEXECUTIONREQUESTREQUEST']._serialized_end=1130
-  _globals['_COMPLETIONCERTIFICATION']._serialized_start=1133
-  _globals['_COMPLETIONCERTIFICATION']._serialized_end=1276
-  _globals['_COMPLETEEXECUTIONREQUESTRESPONSE']._serialized_start=1279
-  _globals['_COMPLETEEXECUTIONREQUESTRESPONSE']._serialized_end=1552
-  _globals['_FAILEXECUTIONREQUESTREQUEST']._serialized_start=1555
-  _globals['_FAILEXECUTIONREQUESTREQUEST']._serialized_end=1731
-  _globals['_FAILEXECUTIONREQUESTRESPONSE']._serialized_start=1733
-  _globals['_FAILEXECUTIONREQUESTRESPONSE']._serialized_end=1829
-  _globals['_FAILUNCLAIMEDEXECUTIONREQUESTREQUEST']._serialized_start=1831
-  _globals['_FAILUNCLAIMEDEXECUTIONREQUESTREQUEST']._serialized_end=1927
-  _globals['_FAILUNCLAIMEDEXECUTIONREQUESTRESPONSE']._serialized_start=1929
-  _globals['_FAILUNCLAIMEDEXECUTIONREQUESTRESPONSE']._serialized_end=2034
-  _globals['_GETEXECUTIONREQUESTREQUEST']._serialized_start=2036
-  _globals['_GETEXECUTIONREQUESTREQUEST']._serialized_end=2100
-  _globals['_GETEXECUTIONREQUESTRESPONSE']._serialized_start=2102
-  _globals['_GETEXECUTIONREQUESTRESPONSE']._serialized_end=2197
-  _globals['_RECORDCOMMANDREQUEST']._serialized_start=2200
-  _globals['_RECORDCOMMANDREQUEST']._serialized_end=2403
-  _globals['_RECORDCOMMANDRESPONSE']._serialized_start=2406
-  _globals['_RECORDCOMMANDRESPONSE']._serialized_end=2544
-  _globals['_CANCELEXECUTIONREQUESTREQUEST']._serialized_start=2546
-  _globals['_CANCELEXECUTIONREQUESTREQUEST']._serialized_end=2635
-  _globals['_CANCELEXECUTIONREQUESTRESPONSE']._serialized_start=2637
-  _globals['_CANCELEXECUTIONREQUESTRESPONSE']._serialized_end=2735
-  _globals['_EXPIREEXECUTIONREQUESTSREQUEST']._serialized_start=2737
-  _globals['_EXPIREEXECUTIONREQUESTSREQUEST']._serialized_end=2769
-  _globals['_EXPIREEXECUTIONREQUESTSRESPONSE']._serialized_start=2771
-  _globals['_EXPIREEXECUTIONREQUESTSRESPONSE']._serialized_end=2860
-  _globals['_GETCOMMANDUSAGEREQUEST']._serialized_start=2862
-  _globals['_GETCOMMANDUSAGEREQUEST']._serialized_end=2908
-  _globals['_GETCOMMANDUSAGERESPONSE']._serialized_start=2910
-  _globals['_GETCOMMANDUSAGERESPONSE']._serialized_end=2985
-  _globals['_COMMANDUSAGE']._serialized_start=2987
-  _globals['_COMMANDUSAGE']._serialized_end=3030
-  _globals['_LISTEXECUTIONREQUESTSREQUEST']._serialized_start=3032
-  _globals['_LISTEXECUTIONREQUESTSREQUEST']._serialized_end=3150
-  _globals['_LISTEXECUTIONREQUESTSRESPONSE']._serialized_start=3152
-  _globals['_LISTEXECUTIONREQUESTSRESPONSE']._serialized_end=3250
-  _globals['_LISTALLEXECUTIONREQUESTSREQUEST']._serialized_start=3252
-  _globals['_LISTALLEXECUTIONREQUESTSREQUEST']._serialized_end=3358
-  _globals['_LISTALLEXECUTIONREQUESTSRESPONSE']._serialized_start=3360
-  _globals['_LISTALLEXECUTIONREQUESTSRESPONSE']._serialized_end=3486
-  _globals['_EXECUTIONSERVICE']._serialized_start=3610
-  _globals['_EXECUTIONSERVICE']._serialized_end=5719
+  _globals['_EXECUTIONSERVICE'].methods_by_name['GetCommandUsage']._serialized_options = b'\220\002\001\260\273\030\001\202\323\344\223\002%\022#/api/v1/runs/{run_id}/command-usage'
+  _globals['_GOALCLAIM']._serialized_start=3523
+  _globals['_GOALCLAIM']._serialized_end=3642
+  _globals['_CLAIMEXECUTIONREQUESTREQUEST']._serialized_start=193
+  _globals['_CLAIMEXECUTIONREQUESTREQUEST']._serialized_end=478
+  _globals['_OWNERINSTANCE']._serialized_start=480
+  _globals['_OWNERINSTANCE']._serialized_end=606
+  _globals['_CLAIMEXECUTIONREQUESTRESPONSE']._serialized_start=609
+  _globals['_CLAIMEXECUTIONREQUESTRESPONSE']._serialized_end=771
+  _globals['_WORKERSOURCE']._serialized_start=774
+  _globals['_WORKERSOURCE']._serialized_end=911
+  _globals['_COMPLETEEXECUTIONREQUESTREQUEST']._serialized_start=914
+  _globals['_COMPLETEEXECUTIONREQUESTREQUEST']._serialized_end=1165
+  _globals['_COMPLETIONCERTIFICATION']._serialized_start=1168
+  _globals['_COMPLETIONCERTIFICATION']._serialized_end=1311
+  _globals['_COMPLETEEXECUTIONREQUESTRESPONSE']._serialized_start=1314
+  _globals['_COMPLETEEXECUTIONREQUESTRESPONSE']._serialized_end=1587
+  _globals['_FAILEXECUTIONREQUESTREQUEST']._serialized_start=1590
+  _globals['_FAILEXECUTIONREQUESTREQUEST']._serialized_end=1766
+  _globals['_FAILEXECUTIONREQUESTRESPONSE']._serialized_start=1768
+  _globals['_FAILEXECUTIONREQUESTRESPONSE']._serialized_end=1864
+  _globals['_FAILUNCLAIMEDEXECUTIONREQUESTREQUEST']._serialized_start=1866
+  _globals['_FAILUNCLAIMEDEXECUTIONREQUESTREQUEST']._serialized_end=1962
+  _globals['_FAILUNCLAIMEDEXECUTIONREQUESTRESPONSE']._serialized_start=1964
+  _globals['_FAILUNCLAIMEDEXECUTIONREQUESTRESPONSE']._serialized_end=2069
+  _globals['_GETEXECUTIONREQUESTREQUEST']._serialized_start=2071
+  _globals['_GETEXECUTIONREQUESTREQUEST']._serialized_end=2135
+  _globals['_GETEXECUTIONREQUESTRESPONSE']._serialized_start=2137
+  _globals['_GETEXECUTIONREQUESTRESPONSE']._serialized_end=2232
+  _globals['_RECORDCOMMANDREQUEST']._serialized_start=2235
+  _globals['_RECORDCOMMANDREQUEST']._serialized_end=2438
+  _globals['_RECORDCOMMANDRESPONSE']._serialized_start=2441
+  _globals['_RECORDCOMMANDRESPONSE']._serialized_end=2579
+  _globals['_CANCELEXECUTIONREQUESTREQUEST']._serialized_start=2581
+  _globals['_CANCELEXECUTIONREQUESTREQUEST']._serialized_end=2670
+  _globals['_CANCELEXECUTIONREQUESTRESPONSE']._serialized_start=2672
+  _globals['_CANCELEXECUTIONREQUESTRESPONSE']._serialized_end=2770
+  _globals['_EXPIREEXECUTIONREQUESTSREQUEST']._serialized_start=2772
+  _globals['_EXPIREEXECUTIONREQUESTSREQUEST']._serialized_end=2804
+  _globals['_EXPIREEXECUTIONREQUESTSRESPONSE']._serialized_start=2806
+  _globals['_EXPIREEXECUTIONREQUESTSRESPONSE']._serialized_end=2895
+  _globals['_GETCOMMANDUSAGEREQUEST']._serialized_start=2897
+  _globals['_GETCOMMANDUSAGEREQUEST']._serialized_end=2943
+  _globals['_GETCOMMANDUSAGERESPONSE']._serialized_start=2945
+  _globals['_GETCOMMANDUSAGERESPONSE']._serialized_end=3020
+  _globals['_COMMANDUSAGE']._serialized_start=3022
+  _globals['_COMMANDUSAGE']._serialized_end=3065
+  _globals['_LISTEXECUTIONREQUESTSREQUEST']._serialized_start=3067
+  _globals['_LISTEXECUTIONREQUESTSREQUEST']._serialized_end=3185
+  _globals['_LISTEXECUTIONREQUESTSRESPONSE']._serialized_start=3187
+  _globals['_LISTEXECUTIONREQUESTSRESPONSE']._serialized_end=3285
+  _globals['_LISTALLEXECUTIONREQUESTSREQUEST']._serialized_start=3287
+  _globals['_LISTALLEXECUTIONREQUESTSREQUEST']._serialized_end=3393
+  _globals['_LISTALLEXECUTIONREQUESTSRESPONSE']._serialized_start=3395
+  _globals['_LISTALLEXECUTIONREQUESTSRESPONSE']._serialized_end=3521
+  _globals['_EXECUTIONSERVICE']._serialized_start=3645
+  _globals['_EXECUTIONSERVICE']._serialized_end=5831
 # @@protoc_insertion_point(module_scope)

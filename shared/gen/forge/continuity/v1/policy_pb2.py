@@ -23,11 +23,12 @@ _sym_db = _symbol_database.Default()
 
 
 from forge.continuity.v1 import common_pb2 as forge_dot_continuity_dot_v1_dot_common__pb2
+from forge.continuity.v1 import options_pb2 as forge_dot_continuity_dot_v1_dot_options__pb2
 from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n forge/continuity/v1/policy.proto\x12\x13\x66orge.continuity.v1\x1a forge/continuity/v1/common.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\"*\n\x10GetPolicyRequest\x12\x16\n\x08revision\x18\x01 \x01(\x03\x42\x04\xe2\x41\x01\x01\"@\n\x11GetPolicyResponse\x12+\n\x06policy\x18\x01 \x01(\x0b\x32\x1b.forge.continuity.v1.Policy\"p\n\x10PutPolicyRequest\x12\x1f\n\x11\x65xpected_revision\x18\x01 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12;\n\x08settings\x18\x02 \x01(\x0b\x32#.forge.continuity.v1.PolicySettingsB\x04\xe2\x41\x01\x02\"@\n\x11PutPolicyResponse\x12+\n\x06policy\x18\x01 \x01(\x0b\x32\x1b.forge.continuity.v1.Policy\"T\n\x1aListPolicyRevisionsRequest\x12\x17\n\tpage_size\x18\x01 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x1d\n\x0f\x62\x65\x66ore_revision\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x01\"L\n\x1bListPolicyRevisionsResponse\x12-\n\x08policies\x18\x01 \x03(\x0b\x32\x1b.forge.continuity.v1.Policy2\xe1\x03\n\rPolicyService\x12\x8a\x01\n\tGetPolicy\x12%.forge.continuity.v1.GetPolicyRequest\x1a&.forge.continuity.v1.GetPolicyResponse\".\x82\xd3\xe4\x93\x02(\x12&/api/v1/invalid-read-continuity/policy\x12\x8d\x01\n\tPutPolicy\x12%.forge.continuity.v1.PutPolicyRequest\x1a&.forge.continuity.v1.PutPolicyResponse\"1\x82\xd3\xe4\x93\x02+\x1a&/api/v1/invalid-read-continuity/policy:\x01*\x12\xb2\x01\n\x13ListPolicyRevisions\x12/.forge.continuity.v1.ListPolicyRevisionsRequest\x1a\x30.forge.continuity.v1.ListPolicyRevisionsResponse\"8\x82\xd3\xe4\x93\x02\x32\x12\x30/api/v1/invalid-read-continuity/policy/revisionsb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n forge/continuity/v1/policy.proto\x12\x13\x66orge.continuity.v1\x1a forge/continuity/v1/common.proto\x1a!forge/continuity/v1/options.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\"*\n\x10GetPolicyRequest\x12\x16\n\x08revision\x18\x01 \x01(\x03\x42\x04\xe2\x41\x01\x01\"@\n\x11GetPolicyResponse\x12+\n\x06policy\x18\x01 \x01(\x0b\x32\x1b.forge.continuity.v1.Policy\"p\n\x10PutPolicyRequest\x12\x1f\n\x11\x65xpected_revision\x18\x01 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12;\n\x08settings\x18\x02 \x01(\x0b\x32#.forge.continuity.v1.PolicySettingsB\x04\xe2\x41\x01\x02\"@\n\x11PutPolicyResponse\x12+\n\x06policy\x18\x01 \x01(\x0b\x32\x1b.forge.continuity.v1.Policy\"T\n\x1aListPolicyRevisionsRequest\x12\x17\n\tpage_size\x18\x01 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x1d\n\x0f\x62\x65\x66ore_revision\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x01\"L\n\x1bListPolicyRevisionsResponse\x12-\n\x08policies\x18\x01 \x03(\x0b\x32\x1b.forge.continuity.v1.Policy2\x80\x04\n\rPolicyService\x12\x91\x01\n\tGetPolicy\x12%.forge.continuity.v1.GetPolicyRequest\x1a&.forge.continuity.v1.GetPolicyResponse\"5\x90\x02\x01\xb0\xbb\x18\x01\x82\xd3\xe4\x93\x02(\x12&/api/v1/invalid-read-continuity/policy\x12\x92\x01\n\tPutPolicy\x12%.forge.continuity.v1.PutPolicyRequest\x1a&.forge.continuity.v1.PutPolicyResponse\"6\xaa\xbb\x18\x01\x01\x82\xd3\xe4\x93\x02+\x1a&/api/v1/invalid-read-continuity/policy:\x01*\x12\xb9\x01\n\x13ListPolicyRevisions\x12/.forge.continuity.v1.ListPolicyRevisionsRequest\x1a\x30.forge.continuity.v1.ListPolicyRevisionsResponse\"?\x90\x02\x01\xb0\xbb\x18\x01\x82\xd3\xe4\x93\x02\x32\x12\x30/api/v1/invalid-read-continuity/policy/revisions\x1a\n\xfa\xbb\x18\x06ledgerb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,24 +45,26 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTPOLICYREVISIONSREQUEST'].fields_by_name['page_size']._serialized_options = b'\342A\001\001'
   _globals['_LISTPOLICYREVISIONSREQUEST'].fields_by_name['before_revision']._loaded_options = None
   _globals['_LISTPOLICYREVISIONSREQUEST'].fields_by_name['before_revision']._serialized_options = b'\342A\001\001'
+  _globals['_POLICYSERVICE']._loaded_options = None
+  _globals['_POLICYSERVICE']._serialized_options = b'\372\273\030\006ledger'
   _globals['_POLICYSERVICE'].methods_by_name['GetPolicy']._loaded_options = None
-  _globals['_POLICYSERVICE'].methods_by_name['GetPolicy']._serialized_options = b'\202\323\344\223\002(\022&/api/v1/invalid-read-continuity/policy'
+  _globals['_POLICYSERVICE'].methods_by_name['GetPolicy']._serialized_options = b'\220\002\001\260\273\030\001\202\323\344\223\002(\022&/api/v1/invalid-read-continuity/policy'
   _globals['_POLICYSERVICE'].methods_by_name['PutPolicy']._loaded_options = None
-  _globals['_POLICYSERVICE'].methods_by_name['PutPolicy']._serialized_options = b'\202\323\344\223\002+\032&/api/v1/invalid-read-continuity/policy:\001*'
+  _globals['_POLICYSERVICE'].methods_by_name['PutPolicy']._serialized_options = b'\252\273\030\001\001\202\323\344\223\002+\032&/api/v1/invalid-read-continuity/policy:\001*'
   _globals['_POLICYSERVICE'].methods_by_name['ListPolicyRevisions']._loaded_options = None
-  _globals['_POLICYSERVICE'].methods_by_name['ListPolicyRevisions']._serialized_options = b'\202\323\344\223\0022\0220/api/v1/invalid-read-continuity/policy/revisions'
-  _globals['_GETPOLICYREQUEST']._serialized_start=154
-  _globals['_GETPOLICYREQUEST']._serialized_end=196
-  _globals['_GETPOLICYRESPONSE']._serialized_start=198
-  _globals['_GETPOLICYRESPONSE']._serialized_end=262
-  _globals['_PUTPOLICYREQUEST']._serialized_start=264
-  _globals['_PUTPOLICYREQUEST']._serialized_end=376
-  _globals['_PUTPOLICYRESPONSE']._serialized_start=378
-  _globals['_PUTPOLICYRESPONSE']._serialized_end=442
-  _globals['_LISTPOLICYREVISIONSREQUEST']._serialized_start=444
-  _globals['_LISTPOLICYREVISIONSREQUEST']._serialized_end=528
-  _globals['_LISTPOLICYREVISIONSRESPONSE']._serialized_start=530
-  _globals['_LISTPOLICYREVISIONSRESPONSE']._serialized_end=606
-  _globals['_POLICYSERVICE']._serialized_start=609
-  _globals['_POLICYSERVICE']._serialized_end=1090
+  _globals['_POLICYSERVICE'].methods_by_name['ListPolicyRevisions']._serialized_options = b'\220\002\001\260\273\030\001\202\323\344\223\0022\0220/api/v1/invalid-read-continuity/policy/revisions'
+  _globals['_GETPOLICYREQUEST']._serialized_start=189
+  _globals['_GETPOLICYREQUEST']._serialized_end=231
+  _globals['_GETPOLICYRESPONSE']._serialized_start=233
+  _globals['_GETPOLICYRESPONSE']._serialized_end=297
+  _globals['_PUTPOLICYREQUEST']._serialized_start=299
+  _globals['_PUTPOLICYREQUEST']._serialized_end=411
+  _globals['_PUTPOLICYRESPONSE']._serialized_start=413
+  _globals['_PUTPOLICYRESPONSE']._serialized_end=477
+  _globals['_LISTPOLICYREVISIONSREQUEST']._serialized_start=479
+  _globals['_LISTPOLICYREVISIONSREQUEST']._serialized_end=563
+  _globals['_LISTPOLICYREVISIONSRESPONSE']._serialized_start=565
+  _globals['_LISTPOLICYREVISIONSRESPONSE']._serialized_end=641
+  _globals['_POLICYSERVICE']._serialized_start=644
+  _globals['_POLICYSERVICE']._serialized_end=1156
 # @@protoc_insertion_point(module_scope)

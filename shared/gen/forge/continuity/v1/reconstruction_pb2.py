@@ -22,10 +22,11 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from forge.continuity.v1 import options_pb2 as forge_dot_continuity_dot_v1_dot_options__pb2
 from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(forge/continuity/v1/reconstruction.proto\x12\x13\x66orge.continuity.v1\x1a\x1fgoogle/api/field_behavior.proto\"\xb3\x01\n\x1dReconstructInvalidReadRequest\x12\x18\n\ncheckpoint\x18\x01 \x01(\x0c\x42\x04\xe2\x41\x01\x02\x12\x1a\n\x0craw_response\x18\x02 \x01(\x0c\x42\x04\xe2\x41\x01\x02\x12\x41\n\x07version\x18\x03 \x01(\x0e\x32*.forge.continuity.v1.ReconstructionVersionB\x04\xe2\x41\x01\x02\x12\x19\n\x0b\x63onsumed_at\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\"\xc6\x01\n\x1eReconstructInvalidReadResponse\x12\x1a\n\x12\x64\x65rived_checkpoint\x18\x01 \x01(\x0c\x12!\n\x19\x64\x65rived_checkpoint_digest\x18\x02 \x01(\t\x12\x14\n\x0cwitness_json\x18\x03 \x01(\t\x12\x16\n\x0ewitness_digest\x18\x04 \x01(\t\x12\x1e\n\x16\x63\x61ptured_contract_json\x18\x05 \x01(\t\x12\x17\n\x0f\x61\x63\x63ounting_json\x18\x06 \x01(\t\"V\n\x1e\x41nalyzeConsumedResponseRequest\x12\x18\n\ncheckpoint\x18\x01 \x01(\x0c\x42\x04\xe2\x41\x01\x02\x12\x1a\n\x0craw_response\x18\x02 \x01(\x0c\x42\x04\xe2\x41\x01\x02\"Z\n\x10\x43onsumedToolCall\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x11\n\ttool_name\x18\x02 \x01(\t\x12\x13\n\x0b\x61rgs_digest\x18\x03 \x01(\t\x12\r\n\x05grant\x18\x04 \x01(\t\"@\n\x0c\x41nalysisHold\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x0f\n\x07\x65lement\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"\xd7\x03\n\x1f\x41nalyzeConsumedResponseResponse\x12\x39\n\ntool_calls\x18\x01 \x03(\x0b\x32%.forge.continuity.v1.ConsumedToolCall\x12\x18\n\x10\x65vidence_call_id\x18\x02 \x01(\t\x12\x1b\n\x13\x65vidence_query_json\x18\x03 \x01(\t\x12%\n\x1d\x61\x63\x63\x65pted_by_advertised_schema\x18\x04 \x01(\x08\x12$\n\x1crejected_by_pinned_validator\x18\x05 \x01(\x08\x12\x17\n\x0fvalidator_error\x18\x06 \x01(\t\x12\x1d\n\x15runtime_identity_json\x18\x07 \x01(\t\x12\x1a\n\x12validator_identity\x18\x08 \x01(\t\x12\x37\n\x0c\x63ommon_holds\x18\t \x03(\x0b\x32!.forge.continuity.v1.AnalysisHold\x12\x33\n\x08v1_holds\x18\n \x03(\x0b\x32!.forge.continuity.v1.AnalysisHold\x12\x33\n\x08v2_holds\x18\x0b \x03(\x0b\x32!.forge.continuity.v1.AnalysisHold\"\xbd\x01\n\'AnalyzeAndReconstructInvalidReadRequest\x12\x18\n\ncheckpoint\x18\x01 \x01(\x0c\x42\x04\xe2\x41\x01\x02\x12\x1a\n\x0craw_response\x18\x02 \x01(\x0c\x42\x04\xe2\x41\x01\x02\x12\x41\n\x07version\x18\x03 \x01(\x0e\x32*.forge.continuity.v1.ReconstructionVersionB\x04\xe2\x41\x01\x02\x12\x19\n\x0b\x63onsumed_at\x18\x04 \x01(\tB\x04\xe2\x41\x01\x01\"\xf3\x01\n\x15ReconstructionRefusal\x12<\n\x04\x63ode\x18\x01 \x01(\x0e\x32..forge.continuity.v1.ReconstructionRefusalCode\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12J\n\x08metadata\x18\x04 \x03(\x0b\x32\x38.forge.continuity.v1.ReconstructionRefusal.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa9\x02\n(AnalyzeAndReconstructInvalidReadResponse\x12\x46\n\x08\x61nalysis\x18\x01 \x01(\x0b\x32\x34.forge.continuity.v1.AnalyzeConsumedResponseResponse\x12M\n\x0ereconstruction\x18\x02 \x01(\x0b\x32\x33.forge.continuity.v1.ReconstructInvalidReadResponseH\x00\x12L\n\x16reconstruction_refusal\x18\x03 \x01(\x0b\x32*.forge.continuity.v1.ReconstructionRefusalH\x00\x42\x18\n\x16reconstruction_outcome\"B\n\x1eReproducePendingRequestRequest\x12 \n\x12\x64\x65rived_checkpoint\x18\x01 \x01(\x0c\x42\x04\xe2\x41\x01\x02\"\x89\x03\n\x1fReproducePendingRequestResponse\x12!\n\x19\x64\x65rived_checkpoint_digest\x18\x01 \x01(\t\x12\x0e\n\x06method\x18\x02 \x01(\t\x12\x0b\n\x03url\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x14\n\x0cwire_request\x18\x05 \x01(\x0c\x12\x13\n\x0bwire_digest\x18\x06 \x01(\t\x12\x13\n\x0bwire_length\x18\x07 \x01(\x03\x12\x12\n\nparts_json\x18\x08 \x01(\t\x12\x16\n\x0ehistory_digest\x18\t \x01(\t\x12\x1d\n\x15model_settings_digest\x18\n \x01(\t\x12\x1f\n\x17tool_definitions_digest\x18\x0b \x01(\t\x12!\n\x19request_parameters_digest\x18\x0c \x01(\t\x12\x14\n\x0cusage_digest\x18\r \x01(\t\x12\x15\n\rlimits_digest\x18\x0e \x01(\t\x12\x1b\n\x13reproduction_digest\x18\x0f \x01(\t\":\n\x12RetainedToolResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x13\n\x0bresult_json\x18\x02 \x01(\t\"\xc3\x01\n%ReconstructReadonlyObservationRequest\x12 \n\x12\x64\x65rived_checkpoint\x18\x01 \x01(\x0c\x42\x04\xe2\x41\x01\x02\x12\x1a\n\x0craw_response\x18\x02 \x01(\x0c\x42\x04\xe2\x41\x01\x02\x12\x19\n\x0b\x63onsumed_at\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x41\n\x10retained_results\x18\x04 \x03(\x0b\x32\'.forge.continuity.v1.RetainedToolResult\"\xae\x01\n&ReconstructReadonlyObservationResponse\x12\x1a\n\x12\x64\x65rived_checkpoint\x18\x01 \x01(\x0c\x12!\n\x19\x64\x65rived_checkpoint_digest\x18\x02 \x01(\t\x12\x14\n\x0cwitness_json\x18\x03 \x01(\t\x12\x16\n\x0ewitness_digest\x18\x04 \x01(\t\x12\x17\n\x0f\x61\x63\x63ounting_json\x18\x05 \x01(\t*}\n\x15ReconstructionVersion\x12&\n\"RECONSTRUCTION_VERSION_UNSPECIFIED\x10\x00\x12\x1d\n\x19RECONSTRUCTION_VERSION_V1\x10\x01\x12\x1d\n\x19RECONSTRUCTION_VERSION_V2\x10\x02*\xaf\x01\n\x19ReconstructionRefusalCode\x12+\n\'RECONSTRUCTION_REFUSAL_CODE_UNSPECIFIED\x10\x00\x12\x33\n/RECONSTRUCTION_REFUSAL_CODE_FAILED_PRECONDITION\x10\x01\x12\x30\n,RECONSTRUCTION_REFUSAL_CODE_INVALID_ARGUMENT\x10\x02\x32\xe7\x05\n\x15ReconstructionService\x12\x81\x01\n\x16ReconstructInvalidRead\x12\x32.forge.continuity.v1.ReconstructInvalidReadRequest\x1a\x33.forge.continuity.v1.ReconstructInvalidReadResponse\x12\x84\x01\n\x17\x41nalyzeConsumedResponse\x12\x33.forge.continuity.v1.AnalyzeConsumedResponseRequest\x1a\x34.forge.continuity.v1.AnalyzeConsumedResponseResponse\x12\x9f\x01\n AnalyzeAndReconstructInvalidRead\x12<.forge.continuity.v1.AnalyzeAndReconstructInvalidReadRequest\x1a=.forge.continuity.v1.AnalyzeAndReconstructInvalidReadResponse\x12\x84\x01\n\x17ReproducePendingRequest\x12\x33.forge.continuity.v1.ReproducePendingRequestRequest\x1a\x34.forge.continuity.v1.ReproducePendingRequestResponse\x12\x99\x01\n\x1eReconstructReadonlyObservation\x12:.forge.continuity.v1.ReconstructReadonlyObservationRequest\x1a;.forge.continuity.v1.ReconstructReadonlyObservationResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(forge/continuity/v1/reconstruction.proto\x12\x13\x66orge.continuity.v1\x1a!forge/continuity/v1/options.proto\x1a\x1fgoogle/api/field_behavior.proto\"\xb3\x01\n\x1dReconstructInvalidReadRequest\x12\x18\n\ncheckpoint\x18\x01 \x01(\x0c\x42\x04\xe2\x41\x01\x02\x12\x1a\n\x0craw_response\x18\x02 \x01(\x0c\x42\x04\xe2\x41\x01\x02\x12\x41\n\x07version\x18\x03 \x01(\x0e\x32*.forge.continuity.v1.ReconstructionVersionB\x04\xe2\x41\x01\x02\x12\x19\n\x0b\x63onsumed_at\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\"\xc6\x01\n\x1eReconstructInvalidReadResponse\x12\x1a\n\x12\x64\x65rived_checkpoint\x18\x01 \x01(\x0c\x12!\n\x19\x64\x65rived_checkpoint_digest\x18\x02 \x01(\t\x12\x14\n\x0cwitness_json\x18\x03 \x01(\t\x12\x16\n\x0ewitness_digest\x18\x04 \x01(\t\x12\x1e\n\x16\x63\x61ptured_contract_json\x18\x05 \x01(\t\x12\x17\n\x0f\x61\x63\x63ounting_json\x18\x06 \x01(\t\"V\n\x1e\x41nalyzeConsumedResponseRequest\x12\x18\n\ncheckpoint\x18\x01 \x01(\x0c\x42\x04\xe2\x41\x01\x02\x12\x1a\n\x0craw_response\x18\x02 \x01(\x0c\x42\x04\xe2\x41\x01\x02\"Z\n\x10\x43onsumedToolCall\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x11\n\ttool_name\x18\x02 \x01(\t\x12\x13\n\x0b\x61rgs_digest\x18\x03 \x01(\t\x12\r\n\x05grant\x18\x04 \x01(\t\"@\n\x0c\x41nalysisHold\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x0f\n\x07\x65lement\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"\xd7\x03\n\x1f\x41nalyzeConsumedResponseResponse\x12\x39\n\ntool_calls\x18\x01 \x03(\x0b\x32%.forge.continuity.v1.ConsumedToolCall\x12\x18\n\x10\x65vidence_call_id\x18\x02 \x01(\t\x12\x1b\n\x13\x65vidence_query_json\x18\x03 \x01(\t\x12%\n\x1d\x61\x63\x63\x65pted_by_advertised_schema\x18\x04 \x01(\x08\x12$\n\x1crejected_by_pinned_validator\x18\x05 \x01(\x08\x12\x17\n\x0fvalidator_error\x18\x06 \x01(\t\x12\x1d\n\x15runtime_identity_json\x18\x07 \x01(\t\x12\x1a\n\x12validator_identity\x18\x08 \x01(\t\x12\x37\n\x0c\x63ommon_holds\x18\t \x03(\x0b\x32!.forge.continuity.v1.AnalysisHold\x12\x33\n\x08v1_holds\x18\n \x03(\x0b\x32!.forge.continuity.v1.AnalysisHold\x12\x33\n\x08v2_holds\x18\x0b \x03(\x0b\x32!.forge.continuity.v1.AnalysisHold\"\xbd\x01\n\'AnalyzeAndReconstructInvalidReadRequest\x12\x18\n\ncheckpoint\x18\x01 \x01(\x0c\x42\x04\xe2\x41\x01\x02\x12\x1a\n\x0craw_response\x18\x02 \x01(\x0c\x42\x04\xe2\x41\x01\x02\x12\x41\n\x07version\x18\x03 \x01(\x0e\x32*.forge.continuity.v1.ReconstructionVersionB\x04\xe2\x41\x01\x02\x12\x19\n\x0b\x63onsumed_at\x18\x04 \x01(\tB\x04\xe2\x41\x01\x01\"\xf3\x01\n\x15ReconstructionRefusal\x12<\n\x04\x63ode\x18\x01 \x01(\x0e\x32..forge.continuity.v1.ReconstructionRefusalCode\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12J\n\x08metadata\x18\x04 \x03(\x0b\x32\x38.forge.continuity.v1.ReconstructionRefusal.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa9\x02\n(AnalyzeAndReconstructInvalidReadResponse\x12\x46\n\x08\x61nalysis\x18\x01 \x01(\x0b\x32\x34.forge.continuity.v1.AnalyzeConsumedResponseResponse\x12M\n\x0ereconstruction\x18\x02 \x01(\x0b\x32\x33.forge.continuity.v1.ReconstructInvalidReadResponseH\x00\x12L\n\x16reconstruction_refusal\x18\x03 \x01(\x0b\x32*.forge.continuity.v1.ReconstructionRefusalH\x00\x42\x18\n\x16reconstruction_outcome\"B\n\x1eReproducePendingRequestRequest\x12 \n\x12\x64\x65rived_checkpoint\x18\x01 \x01(\x0c\x42\x04\xe2\x41\x01\x02\"\x89\x03\n\x1fReproducePendingRequestResponse\x12!\n\x19\x64\x65rived_checkpoint_digest\x18\x01 \x01(\t\x12\x0e\n\x06method\x18\x02 \x01(\t\x12\x0b\n\x03url\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x14\n\x0cwire_request\x18\x05 \x01(\x0c\x12\x13\n\x0bwire_digest\x18\x06 \x01(\t\x12\x13\n\x0bwire_length\x18\x07 \x01(\x03\x12\x12\n\nparts_json\x18\x08 \x01(\t\x12\x16\n\x0ehistory_digest\x18\t \x01(\t\x12\x1d\n\x15model_settings_digest\x18\n \x01(\t\x12\x1f\n\x17tool_definitions_digest\x18\x0b \x01(\t\x12!\n\x19request_parameters_digest\x18\x0c \x01(\t\x12\x14\n\x0cusage_digest\x18\r \x01(\t\x12\x15\n\rlimits_digest\x18\x0e \x01(\t\x12\x1b\n\x13reproduction_digest\x18\x0f \x01(\t\":\n\x12RetainedToolResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x13\n\x0bresult_json\x18\x02 \x01(\t\"\xc3\x01\n%ReconstructReadonlyObservationRequest\x12 \n\x12\x64\x65rived_checkpoint\x18\x01 \x01(\x0c\x42\x04\xe2\x41\x01\x02\x12\x1a\n\x0craw_response\x18\x02 \x01(\x0c\x42\x04\xe2\x41\x01\x02\x12\x19\n\x0b\x63onsumed_at\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x41\n\x10retained_results\x18\x04 \x03(\x0b\x32\'.forge.continuity.v1.RetainedToolResult\"\xae\x01\n&ReconstructReadonlyObservationResponse\x12\x1a\n\x12\x64\x65rived_checkpoint\x18\x01 \x01(\x0c\x12!\n\x19\x64\x65rived_checkpoint_digest\x18\x02 \x01(\t\x12\x14\n\x0cwitness_json\x18\x03 \x01(\t\x12\x16\n\x0ewitness_digest\x18\x04 \x01(\t\x12\x17\n\x0f\x61\x63\x63ounting_json\x18\x05 \x01(\t*}\n\x15ReconstructionVersion\x12&\n\"RECONSTRUCTION_VERSION_UNSPECIFIED\x10\x00\x12\x1d\n\x19RECONSTRUCTION_VERSION_V1\x10\x01\x12\x1d\n\x19RECONSTRUCTION_VERSION_V2\x10\x02*\xaf\x01\n\x19ReconstructionRefusalCode\x12+\n\'RECONSTRUCTION_REFUSAL_CODE_UNSPECIFIED\x10\x00\x12\x33\n/RECONSTRUCTION_REFUSAL_CODE_FAILED_PRECONDITION\x10\x01\x12\x30\n,RECONSTRUCTION_REFUSAL_CODE_INVALID_ARGUMENT\x10\x02\x32\xb7\x06\n\x15ReconstructionService\x12\x8d\x01\n\x16ReconstructInvalidRead\x12\x32.forge.continuity.v1.ReconstructInvalidReadRequest\x1a\x33.forge.continuity.v1.ReconstructInvalidReadResponse\"\n\x90\x02\x01\xaa\xbb\x18\x03\x07\x02\x01\x12\x90\x01\n\x17\x41nalyzeConsumedResponse\x12\x33.forge.continuity.v1.AnalyzeConsumedResponseRequest\x1a\x34.forge.continuity.v1.AnalyzeConsumedResponseResponse\"\n\x90\x02\x01\xaa\xbb\x18\x03\x07\x02\x01\x12\xab\x01\n AnalyzeAndReconstructInvalidRead\x12<.forge.continuity.v1.AnalyzeAndReconstructInvalidReadRequest\x1a=.forge.continuity.v1.AnalyzeAndReconstructInvalidReadResponse\"\n\x90\x02\x01\xaa\xbb\x18\x03\x07\x02\x01\x12\x90\x01\n\x17ReproducePendingRequest\x12\x33.forge.continuity.v1.ReproducePendingRequestRequest\x1a\x34.forge.continuity.v1.ReproducePendingRequestResponse\"\n\x90\x02\x01\xaa\xbb\x18\x03\x07\x02\x01\x12\xa5\x01\n\x1eReconstructReadonlyObservation\x12:.forge.continuity.v1.ReconstructReadonlyObservationRequest\x1a;.forge.continuity.v1.ReconstructReadonlyObservationResponse\"\n\x90\x02\x01\xaa\xbb\x18\x03\x07\x02\x01\x1a\x12\xfa\xbb\x18\x0ereconstructionb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -62,40 +63,52 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RECONSTRUCTREADONLYOBSERVATIONREQUEST'].fields_by_name['raw_response']._serialized_options = b'\342A\001\002'
   _globals['_RECONSTRUCTREADONLYOBSERVATIONREQUEST'].fields_by_name['consumed_at']._loaded_options = None
   _globals['_RECONSTRUCTREADONLYOBSERVATIONREQUEST'].fields_by_name['consumed_at']._serialized_options = b'\342A\001\002'
-  _globals['_RECONSTRUCTIONVERSION']._serialized_start=2838
-  _globals['_RECONSTRUCTIONVERSION']._serialized_end=2963
-  _globals['_RECONSTRUCTIONREFUSALCODE']._serialized_start=2966
-  _globals['_RECONSTRUCTIONREFUSALCODE']._serialized_end=3141
-  _globals['_RECONSTRUCTINVALIDREADREQUEST']._serialized_start=99
-  _globals['_RECONSTRUCTINVALIDREADREQUEST']._serialized_end=278
-  _globals['_RECONSTRUCTINVALIDREADRESPONSE']._serialized_start=281
-  _globals['_RECONSTRUCTINVALIDREADRESPONSE']._serialized_end=479
-  _globals['_ANALYZECONSUMEDRESPONSEREQUEST']._serialized_start=481
-  _globals['_ANALYZECONSUMEDRESPONSEREQUEST']._serialized_end=567
-  _globals['_CONSUMEDTOOLCALL']._serialized_start=569
-  _globals['_CONSUMEDTOOLCALL']._serialized_end=659
-  _globals['_ANALYSISHOLD']._serialized_start=661
-  _globals['_ANALYSISHOLD']._serialized_end=725
-  _globals['_ANALYZECONSUMEDRESPONSERESPONSE']._serialized_start=728
-  _globals['_ANALYZECONSUMEDRESPONSERESPONSE']._serialized_end=1199
-  _globals['_ANALYZEANDRECONSTRUCTINVALIDREADREQUEST']._serialized_start=1202
-  _globals['_ANALYZEANDRECONSTRUCTINVALIDREADREQUEST']._serialized_end=1391
-  _globals['_RECONSTRUCTIONREFUSAL']._serialized_start=1394
-  _globals['_RECONSTRUCTIONREFUSAL']._serialized_end=1637
-  _globals['_RECONSTRUCTIONREFUSAL_METADATAENTRY']._serialized_start=1590
-  _globals['_RECONSTRUCTIONREFUSAL_METADATAENTRY']._serialized_end=1637
-  _globals['_ANALYZEANDRECONSTRUCTINVALIDREADRESPONSE']._serialized_start=1640
-  _globals['_ANALYZEANDRECONSTRUCTINVALIDREADRESPONSE']._serialized_end=1937
-  _globals['_REPRODUCEPENDINGREQUESTREQUEST']._serialized_start=1939
-  _globals['_REPRODUCEPENDINGREQUESTREQUEST']._serialized_end=2005
-  _globals['_REPRODUCEPENDINGREQUESTRESPONSE']._serialized_start=2008
-  _globals['_REPRODUCEPENDINGREQUESTRESPONSE']._serialized_end=2401
-  _globals['_RETAINEDTOOLRESULT']._serialized_start=2403
-  _globals['_RETAINEDTOOLRESULT']._serialized_end=2461
-  _globals['_RECONSTRUCTREADONLYOBSERVATIONREQUEST']._serialized_start=2464
-  _globals['_RECONSTRUCTREADONLYOBSERVATIONREQUEST']._serialized_end=2659
-  _globals['_RECONSTRUCTREADONLYOBSERVATIONRESPONSE']._serialized_start=2662
-  _globals['_RECONSTRUCTREADONLYOBSERVATIONRESPONSE']._serialized_end=2836
-  _globals['_RECONSTRUCTIONSERVICE']._serialized_start=3144
-  _globals['_RECONSTRUCTIONSERVICE']._serialized_end=3887
+  _globals['_RECONSTRUCTIONSERVICE']._loaded_options = None
+  _globals['_RECONSTRUCTIONSERVICE']._serialized_options = b'\372\273\030\016reconstruction'
+  _globals['_RECONSTRUCTIONSERVICE'].methods_by_name['ReconstructInvalidRead']._loaded_options = None
+  _globals['_RECONSTRUCTIONSERVICE'].methods_by_name['ReconstructInvalidRead']._serialized_options = b'\220\002\001\252\273\030\003\007\002\001'
+  _globals['_RECONSTRUCTIONSERVICE'].methods_by_name['AnalyzeConsumedResponse']._loaded_options = None
+  _globals['_RECONSTRUCTIONSERVICE'].methods_by_name['AnalyzeConsumedResponse']._serialized_options = b'\220\002\001\252\273\030\003\007\002\001'
+  _globals['_RECONSTRUCTIONSERVICE'].methods_by_name['AnalyzeAndReconstructInvalidRead']._loaded_options = None
+  _globals['_RECONSTRUCTIONSERVICE'].methods_by_name['AnalyzeAndReconstructInvalidRead']._serialized_options = b'\220\002\001\252\273\030\003\007\002\001'
+  _globals['_RECONSTRUCTIONSERVICE'].methods_by_name['ReproducePendingRequest']._loaded_options = None
+  _globals['_RECONSTRUCTIONSERVICE'].methods_by_name['ReproducePendingRequest']._serialized_options = b'\220\002\001\252\273\030\003\007\002\001'
+  _globals['_RECONSTRUCTIONSERVICE'].methods_by_name['ReconstructReadonlyObservation']._loaded_options = None
+  _globals['_RECONSTRUCTIONSERVICE'].methods_by_name['ReconstructReadonlyObservation']._serialized_options = b'\220\002\001\252\273\030\003\007\002\001'
+  _globals['_RECONSTRUCTIONVERSION']._serialized_start=2873
+  _globals['_RECONSTRUCTIONVERSION']._serialized_end=2998
+  _globals['_RECONSTRUCTIONREFUSALCODE']._serialized_start=3001
+  _globals['_RECONSTRUCTIONREFUSALCODE']._serialized_end=3176
+  _globals['_RECONSTRUCTINVALIDREADREQUEST']._serialized_start=134
+  _globals['_RECONSTRUCTINVALIDREADREQUEST']._serialized_end=313
+  _globals['_RECONSTRUCTINVALIDREADRESPONSE']._serialized_start=316
+  _globals['_RECONSTRUCTINVALIDREADRESPONSE']._serialized_end=514
+  _globals['_ANALYZECONSUMEDRESPONSEREQUEST']._serialized_start=516
+  _globals['_ANALYZECONSUMEDRESPONSEREQUEST']._serialized_end=602
+  _globals['_CONSUMEDTOOLCALL']._serialized_start=604
+  _globals['_CONSUMEDTOOLCALL']._serialized_end=694
+  _globals['_ANALYSISHOLD']._serialized_start=696
+  _globals['_ANALYSISHOLD']._serialized_end=760
+  _globals['_ANALYZECONSUMEDRESPONSERESPONSE']._serialized_start=763
+  _globals['_ANALYZECONSUMEDRESPONSERESPONSE']._serialized_end=1234
+  _globals['_ANALYZEANDRECONSTRUCTINVALIDREADREQUEST']._serialized_start=1237
+  _globals['_ANALYZEANDRECONSTRUCTINVALIDREADREQUEST']._serialized_end=1426
+  _globals['_RECONSTRUCTIONREFUSAL']._serialized_start=1429
+  _globals['_RECONSTRUCTIONREFUSAL']._serialized_end=1672
+  _globals['_RECONSTRUCTIONREFUSAL_METADATAENTRY']._serialized_start=1625
+  _globals['_RECONSTRUCTIONREFUSAL_METADATAENTRY']._serialized_end=1672
+  _globals['_ANALYZEANDRECONSTRUCTINVALIDREADRESPONSE']._serialized_start=1675
+  _globals['_ANALYZEANDRECONSTRUCTINVALIDREADRESPONSE']._serialized_end=1972
+  _globals['_REPRODUCEPENDINGREQUESTREQUEST']._serialized_start=1974
+  _globals['_REPRODUCEPENDINGREQUESTREQUEST']._serialized_end=2040
+  _globals['_REPRODUCEPENDINGREQUESTRESPONSE']._serialized_start=2043
+  _globals['_REPRODUCEPENDINGREQUESTRESPONSE']._serialized_end=2436
+  _globals['_RETAINEDTOOLRESULT']._serialized_start=2438
+  _globals['_RETAINEDTOOLRESULT']._serialized_end=2496
+  _globals['_RECONSTRUCTREADONLYOBSERVATIONREQUEST']._serialized_start=2499
+  _globals['_RECONSTRUCTREADONLYOBSERVATIONREQUEST']._serialized_end=2694
+  _globals['_RECONSTRUCTREADONLYOBSERVATIONRESPONSE']._serialized_start=2697
+  _globals['_RECONSTRUCTREADONLYOBSERVATIONRESPONSE']._serialized_end=2871
+  _globals['_RECONSTRUCTIONSERVICE']._serialized_start=3179
+  _globals['_RECONSTRUCTIONSERVICE']._serialized_end=4002
 # @@protoc_insertion_point(module_scope)

@@ -30,6 +30,9 @@ class ReconstructionServiceStub:
     consumed raw response once to the pinned public SDK behind a sealed in-process transport, applies
     the registered SDK and tool-contract migrations, and returns the derived checkpoint. It is
     stateless (no database, no network): any replica gives the same bytes for the same inputs.
+    Who may call it (allowed_roles): the candidate service, which proves candidates, and the
+    operators and administrators who review them. Sealed, but not free: each call runs the pinned
+    SDK over caller-supplied bytes, so readers, workers and writers get no access.
     """
 
     def __init__(self, channel):
@@ -70,12 +73,14 @@ class ReconstructionServiceServicer:
     consumed raw response once to the pinned public SDK behind a sealed in-process transport, applies
     the registered SDK and tool-contract migrations, and returns the derived checkpoint. It is
     stateless (no database, no network): any replica gives the same bytes for the same inputs.
+    Who may call it (allowed_roles): the candidate service, which proves candidates, and the
+    operators and administrators who review them. Sealed, but not free: each call runs the pinned
+    SDK over caller-supplied bytes, so readers, workers and writers get no access.
     """
 
     def ReconstructInvalidRead(self, request, context):
         """Reconstructs the continuation of a held invalid-read run. Refusals are FAILED_PRECONDITION
         with a typed reason (e.g. MIGRATION_FIELD_REFUSED) naming the field or contract element.
-        Role: any authenticated caller (pure computation over bytes the caller already holds).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -86,7 +91,6 @@ class ReconstructionServiceServicer:
         validator: the calls, the single read_run_evidence query, whether the old advertised schema
         accepts it and the pinned validator rejects it, and the typed holds per version. A checkpoint
         that cannot be migrated is FAILED_PRECONDITION with the migration's reason.
-        Role: any authenticated caller.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -100,7 +104,7 @@ class ReconstructionServiceServicer:
         hold for the version and consumed_at is set; its result is exactly ReconstructInvalidRead's
         response, and its refusal (FAILED_PRECONDITION or INVALID_ARGUMENT there) is returned as a
         typed ReconstructionRefusal in the response, not as a failed call. Any other error fails the
-        call as it fails ReconstructInvalidRead. Role: any authenticated caller.
+        call as it fails ReconstructInvalidRead.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -113,7 +117,6 @@ class ReconstructionServiceServicer:
         supplied, no tool callback runs and nothing leaves the process. Refusals are
         FAILED_PRECONDITION (PENDING_REQUEST_NOT_SENT, PENDING_STATE_DIVERGED naming the element, or a
         checkpoint reason) or INVALID_ARGUMENT (CHECKPOINT_MALFORMED).
-        Role: any authenticated caller.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -125,7 +128,7 @@ class ReconstructionServiceServicer:
         sealed transport, and the derived history appends the exact retained list_files result and
         the fixed unavailable observation for the evidence call. No callback, no provider request.
         Refusals are FAILED_PRECONDITION naming the element (OBSERVATION_RECONSTRUCTION_DIVERGED or a
-        finding reason) or a checkpoint reason. Role: any authenticated caller.
+        finding reason) or a checkpoint reason.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -172,6 +175,9 @@ class ReconstructionService:
     consumed raw response once to the pinned public SDK behind a sealed in-process transport, applies
     the registered SDK and tool-contract migrations, and returns the derived checkpoint. It is
     stateless (no database, no network): any replica gives the same bytes for the same inputs.
+    Who may call it (allowed_roles): the candidate service, which proves candidates, and the
+    operators and administrators who review them. Sealed, but not free: each call runs the pinned
+    SDK over caller-supplied bytes, so readers, workers and writers get no access.
     """
 
     @staticmethod

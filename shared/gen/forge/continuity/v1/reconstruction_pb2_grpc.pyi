@@ -31,6 +31,9 @@ class ReconstructionServiceStub:
     consumed raw response once to the pinned public SDK behind a sealed in-process transport, applies
     the registered SDK and tool-contract migrations, and returns the derived checkpoint. It is
     stateless (no database, no network): any replica gives the same bytes for the same inputs.
+    Who may call it (allowed_roles): the candidate service, which proves candidates, and the
+    operators and administrators who review them. Sealed, but not free: each call runs the pinned
+    SDK over caller-supplied bytes, so readers, workers and writers get no access.
     """
 
     @_typing.overload
@@ -40,14 +43,12 @@ class ReconstructionServiceStub:
     ReconstructInvalidRead: _grpc.UnaryUnaryMultiCallable[_reconstruction_pb2.ReconstructInvalidReadRequest, _reconstruction_pb2.ReconstructInvalidReadResponse]
     """Reconstructs the continuation of a held invalid-read run. Refusals are FAILED_PRECONDITION
     with a typed reason (e.g. MIGRATION_FIELD_REFUSED) naming the field or contract element.
-    Role: any authenticated caller (pure computation over bytes the caller already holds).
     """
     AnalyzeConsumedResponse: _grpc.UnaryUnaryMultiCallable[_reconstruction_pb2.AnalyzeConsumedResponseRequest, _reconstruction_pb2.AnalyzeConsumedResponseResponse]
     """Analyzes, read-only, the consumed response against the historical contract and the pinned
     validator: the calls, the single read_run_evidence query, whether the old advertised schema
     accepts it and the pinned validator rejects it, and the typed holds per version. A checkpoint
     that cannot be migrated is FAILED_PRECONDITION with the migration's reason.
-    Role: any authenticated caller.
     """
     AnalyzeAndReconstructInvalidRead: _grpc.UnaryUnaryMultiCallable[_reconstruction_pb2.AnalyzeAndReconstructInvalidReadRequest, _reconstruction_pb2.AnalyzeAndReconstructInvalidReadResponse]
     """AnalyzeConsumedResponse and, only when its analysis allows it, ReconstructInvalidRead in one
@@ -57,7 +58,7 @@ class ReconstructionServiceStub:
     hold for the version and consumed_at is set; its result is exactly ReconstructInvalidRead's
     response, and its refusal (FAILED_PRECONDITION or INVALID_ARGUMENT there) is returned as a
     typed ReconstructionRefusal in the response, not as a failed call. Any other error fails the
-    call as it fails ReconstructInvalidRead. Role: any authenticated caller.
+    call as it fails ReconstructInvalidRead.
     """
     ReproducePendingRequest: _grpc.UnaryUnaryMultiCallable[_reconstruction_pb2.ReproducePendingRequestRequest, _reconstruction_pb2.ReproducePendingRequestResponse]
     """Reproduces the first provider request of the continuation a derived checkpoint starts: the
@@ -66,7 +67,6 @@ class ReconstructionServiceStub:
     supplied, no tool callback runs and nothing leaves the process. Refusals are
     FAILED_PRECONDITION (PENDING_REQUEST_NOT_SENT, PENDING_STATE_DIVERGED naming the element, or a
     checkpoint reason) or INVALID_ARGUMENT (CHECKPOINT_MALFORMED).
-    Role: any authenticated caller.
     """
     ReconstructReadonlyObservation: _grpc.UnaryUnaryMultiCallable[_reconstruction_pb2.ReconstructReadonlyObservationRequest, _reconstruction_pb2.ReconstructReadonlyObservationResponse]
     """Reconstructs a consumed continuation turn whose read_run_evidence observation was not
@@ -74,7 +74,7 @@ class ReconstructionServiceStub:
     sealed transport, and the derived history appends the exact retained list_files result and
     the fixed unavailable observation for the evidence call. No callback, no provider request.
     Refusals are FAILED_PRECONDITION naming the element (OBSERVATION_RECONSTRUCTION_DIVERGED or a
-    finding reason) or a checkpoint reason. Role: any authenticated caller.
+    finding reason) or a checkpoint reason.
     """
 
 @_typing.type_check_only
@@ -83,20 +83,21 @@ class ReconstructionServiceAsyncStub(ReconstructionServiceStub):
     consumed raw response once to the pinned public SDK behind a sealed in-process transport, applies
     the registered SDK and tool-contract migrations, and returns the derived checkpoint. It is
     stateless (no database, no network): any replica gives the same bytes for the same inputs.
+    Who may call it (allowed_roles): the candidate service, which proves candidates, and the
+    operators and administrators who review them. Sealed, but not free: each call runs the pinned
+    SDK over caller-supplied bytes, so readers, workers and writers get no access.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     ReconstructInvalidRead: _aio.UnaryUnaryMultiCallable[_reconstruction_pb2.ReconstructInvalidReadRequest, _reconstruction_pb2.ReconstructInvalidReadResponse]  # type: ignore[assignment]
     """Reconstructs the continuation of a held invalid-read run. Refusals are FAILED_PRECONDITION
     with a typed reason (e.g. MIGRATION_FIELD_REFUSED) naming the field or contract element.
-    Role: any authenticated caller (pure computation over bytes the caller already holds).
     """
     AnalyzeConsumedResponse: _aio.UnaryUnaryMultiCallable[_reconstruction_pb2.AnalyzeConsumedResponseRequest, _reconstruction_pb2.AnalyzeConsumedResponseResponse]  # type: ignore[assignment]
     """Analyzes, read-only, the consumed response against the historical contract and the pinned
     validator: the calls, the single read_run_evidence query, whether the old advertised schema
     accepts it and the pinned validator rejects it, and the typed holds per version. A checkpoint
     that cannot be migrated is FAILED_PRECONDITION with the migration's reason.
-    Role: any authenticated caller.
     """
     AnalyzeAndReconstructInvalidRead: _aio.UnaryUnaryMultiCallable[_reconstruction_pb2.AnalyzeAndReconstructInvalidReadRequest, _reconstruction_pb2.AnalyzeAndReconstructInvalidReadResponse]  # type: ignore[assignment]
     """AnalyzeConsumedResponse and, only when its analysis allows it, ReconstructInvalidRead in one
@@ -106,7 +107,7 @@ class ReconstructionServiceAsyncStub(ReconstructionServiceStub):
     hold for the version and consumed_at is set; its result is exactly ReconstructInvalidRead's
     response, and its refusal (FAILED_PRECONDITION or INVALID_ARGUMENT there) is returned as a
     typed ReconstructionRefusal in the response, not as a failed call. Any other error fails the
-    call as it fails ReconstructInvalidRead. Role: any authenticated caller.
+    call as it fails ReconstructInvalidRead.
     """
     ReproducePendingRequest: _aio.UnaryUnaryMultiCallable[_reconstruction_pb2.ReproducePendingRequestRequest, _reconstruction_pb2.ReproducePendingRequestResponse]  # type: ignore[assignment]
     """Reproduces the first provider request of the continuation a derived checkpoint starts: the
@@ -115,7 +116,6 @@ class ReconstructionServiceAsyncStub(ReconstructionServiceStub):
     supplied, no tool callback runs and nothing leaves the process. Refusals are
     FAILED_PRECONDITION (PENDING_REQUEST_NOT_SENT, PENDING_STATE_DIVERGED naming the element, or a
     checkpoint reason) or INVALID_ARGUMENT (CHECKPOINT_MALFORMED).
-    Role: any authenticated caller.
     """
     ReconstructReadonlyObservation: _aio.UnaryUnaryMultiCallable[_reconstruction_pb2.ReconstructReadonlyObservationRequest, _reconstruction_pb2.ReconstructReadonlyObservationResponse]  # type: ignore[assignment]
     """Reconstructs a consumed continuation turn whose read_run_evidence observation was not
@@ -123,7 +123,7 @@ class ReconstructionServiceAsyncStub(ReconstructionServiceStub):
     sealed transport, and the derived history appends the exact retained list_files result and
     the fixed unavailable observation for the evidence call. No callback, no provider request.
     Refusals are FAILED_PRECONDITION naming the element (OBSERVATION_RECONSTRUCTION_DIVERGED or a
-    finding reason) or a checkpoint reason. Role: any authenticated caller.
+    finding reason) or a checkpoint reason.
     """
 
 class ReconstructionServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -131,6 +131,9 @@ class ReconstructionServiceServicer(metaclass=_abc_1.ABCMeta):
     consumed raw response once to the pinned public SDK behind a sealed in-process transport, applies
     the registered SDK and tool-contract migrations, and returns the derived checkpoint. It is
     stateless (no database, no network): any replica gives the same bytes for the same inputs.
+    Who may call it (allowed_roles): the candidate service, which proves candidates, and the
+    operators and administrators who review them. Sealed, but not free: each call runs the pinned
+    SDK over caller-supplied bytes, so readers, workers and writers get no access.
     """
 
     @_abc_1.abstractmethod
@@ -141,7 +144,6 @@ class ReconstructionServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_reconstruction_pb2.ReconstructInvalidReadResponse, _abc.Awaitable[_reconstruction_pb2.ReconstructInvalidReadResponse]]:
         """Reconstructs the continuation of a held invalid-read run. Refusals are FAILED_PRECONDITION
         with a typed reason (e.g. MIGRATION_FIELD_REFUSED) naming the field or contract element.
-        Role: any authenticated caller (pure computation over bytes the caller already holds).
         """
 
     @_abc_1.abstractmethod
@@ -154,7 +156,6 @@ class ReconstructionServiceServicer(metaclass=_abc_1.ABCMeta):
         validator: the calls, the single read_run_evidence query, whether the old advertised schema
         accepts it and the pinned validator rejects it, and the typed holds per version. A checkpoint
         that cannot be migrated is FAILED_PRECONDITION with the migration's reason.
-        Role: any authenticated caller.
         """
 
     @_abc_1.abstractmethod
@@ -170,7 +171,7 @@ class ReconstructionServiceServicer(metaclass=_abc_1.ABCMeta):
         hold for the version and consumed_at is set; its result is exactly ReconstructInvalidRead's
         response, and its refusal (FAILED_PRECONDITION or INVALID_ARGUMENT there) is returned as a
         typed ReconstructionRefusal in the response, not as a failed call. Any other error fails the
-        call as it fails ReconstructInvalidRead. Role: any authenticated caller.
+        call as it fails ReconstructInvalidRead.
         """
 
     @_abc_1.abstractmethod
@@ -185,7 +186,6 @@ class ReconstructionServiceServicer(metaclass=_abc_1.ABCMeta):
         supplied, no tool callback runs and nothing leaves the process. Refusals are
         FAILED_PRECONDITION (PENDING_REQUEST_NOT_SENT, PENDING_STATE_DIVERGED naming the element, or a
         checkpoint reason) or INVALID_ARGUMENT (CHECKPOINT_MALFORMED).
-        Role: any authenticated caller.
         """
 
     @_abc_1.abstractmethod
@@ -199,7 +199,7 @@ class ReconstructionServiceServicer(metaclass=_abc_1.ABCMeta):
         sealed transport, and the derived history appends the exact retained list_files result and
         the fixed unavailable observation for the evidence call. No callback, no provider request.
         Refusals are FAILED_PRECONDITION naming the element (OBSERVATION_RECONSTRUCTION_DIVERGED or a
-        finding reason) or a checkpoint reason. Role: any authenticated caller.
+        finding reason) or a checkpoint reason.
         """
 
 def add_ReconstructionServiceServicer_to_server(servicer: ReconstructionServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
