@@ -85,6 +85,21 @@ def _claim_resolved(bound: BoundRequest) -> bool:
     return bound.refusal_reviewed or bound.observation_proven
 
 
+def _claim_outstanding(execution_request_id: str, detail: str) -> Refusal:
+    """The dependency refusal: a queued or claimed request the action would bypass."""
+    return Refusal(
+        Concern.DEPENDENCY, "CLAIM_OUTSTANDING", "NOT_ELIGIBLE", execution_request_id, detail
+    )
+
+
+def _outstanding(facts: ActionFacts) -> list[Refusal]:
+    """One refusal for each other execution request of the run still queued or claimed."""
+    return [
+        _claim_outstanding(other, f"execution request {other} is queued or claimed")
+        for other in facts.outstanding
+    ]
+
+
 def _refusals(facts: ActionFacts) -> list[Refusal]:
     if facts.refused is not None:
         # the ledger's own rules already decided (ADR 0046); the check adds the handoff
@@ -128,24 +143,11 @@ def _refusals(facts: ActionFacts) -> list[Refusal]:
     # dependencies: an outstanding ticket or claim the action would bypass
     if bound.state == "queued" and not bound.claimed:
         found.append(
-            Refusal(
-                Concern.DEPENDENCY,
-                "CLAIM_OUTSTANDING",
-                "NOT_ELIGIBLE",
-                bound.execution_request_id,
-                "the request is still queued; it has not failed",
+            _claim_outstanding(
+                bound.execution_request_id, "the request is still queued; it has not failed"
             )
         )
-    for other in facts.outstanding:
-        found.append(
-            Refusal(
-                Concern.DEPENDENCY,
-                "CLAIM_OUTSTANDING",
-                "NOT_ELIGIBLE",
-                other,
-                f"execution request {other} is queued or claimed",
-            )
-        )
+    found += _outstanding(facts)
     found += _residual_effects(facts)
     return found
 
@@ -296,16 +298,7 @@ def _reconciliation_refusals(facts: ActionFacts, reconciling: ReconciliationFact
                 )
             )
         return found
-    for other in facts.outstanding:
-        found.append(
-            Refusal(
-                Concern.DEPENDENCY,
-                "CLAIM_OUTSTANDING",
-                "NOT_ELIGIBLE",
-                other,
-                f"execution request {other} is queued or claimed",
-            )
-        )
+    found += _outstanding(facts)
     # residual effects: a possibly running owner or excess exposure refuses the retry
     if not bound.cessation_verified:
         for problem in reconciling.verification_problems or ("no verification recorded",):
