@@ -20,6 +20,12 @@ from shared.continuity.sdk_epochs import DERIVED_FORMAT
 
 MIGRATION_WITNESS_FORMAT: Final = "forge.continuity.migration-witness/1"
 OBSERVATION_WITNESS_FORMAT: Final = "forge.continuity.readonly-observation-witness/1"
+#: The media type a derived checkpoint's blob row is stored under. Not hashed and not read to
+#: decide anything, but stored and returned by GetBlob and run snapshots, so each writer keeps
+#: the value it has always written (ADR 0055): a recovery commit names the format; an
+#: invalid-read admission stores the plain JSON type it stored before the format had a name.
+DERIVED_CHECKPOINT_MEDIA_TYPE: Final = "application/vnd.forge.derived-checkpoint+json"
+ADMITTED_DERIVED_CHECKPOINT_MEDIA_TYPE: Final = "application/json"
 #: ``reconstruction.workflow`` of a read-only observation's derived checkpoint.
 READONLY_OBSERVATION_WORKFLOW: Final = "readonly_observation"
 #: A JSON object as parsed (values of any JSON type).

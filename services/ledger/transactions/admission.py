@@ -40,6 +40,7 @@ from services.ledger.transactions.base import (
 from services.ledger.transactions.execution import existing_request
 from services.ledger.transactions.execution_stops import Expiry
 from shared.continuity.canonical import GENESIS_HASH, parse_json
+from shared.continuity.derived_format import ADMITTED_DERIVED_CHECKPOINT_MEDIA_TYPE
 from shared.continuity.idempotency import StoredAction, replay_or_conflict
 from shared.continuity.timeutil import to_text
 from shared.runtime.errors import (
@@ -50,7 +51,6 @@ from shared.runtime.errors import (
     PreconditionViolation,
 )
 
-DERIVED_CHECKPOINT_MEDIA_TYPE = "application/json"
 # The kinds whose newest entry steps 9.5, 9.5b and 9.8 judge.
 _JUDGED_KINDS = (
     EntryKind.RUN_STARTED,
@@ -257,7 +257,10 @@ def _admit(
     # request and the ticket
     derived = admission.derived_checkpoint
     blob = NewBlob(
-        admission.derived_checkpoint_digest, derived, DERIVED_CHECKPOINT_MEDIA_TYPE, created_at
+        admission.derived_checkpoint_digest,
+        derived,
+        ADMITTED_DERIVED_CHECKPOINT_MEDIA_TYPE,
+        created_at,
     )
     rows = AdmittedRows(
         entries=(settlement, claim),
