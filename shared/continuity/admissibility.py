@@ -37,11 +37,14 @@ from shared.continuity.admissibility_facts import (
     BoundRequest,
     Concern,
     Handoff,
+    KnownEffect,
     Outcome,
     PermittedAction,
     ReconciliationFacts,
     Refusal,
+    RemainingObligation,
     Unresolved,
+    UnresolvedAlternative,
 )
 
 CLAIM_ALTERNATIVES = ("failed", "committed", "in_flight")
@@ -400,21 +403,19 @@ def _permitted(facts: ActionFacts, refusals: list[Refusal]) -> tuple[PermittedAc
 
 def _handoff(facts: ActionFacts, refusals: list[Refusal]) -> Handoff:
     bound = facts.bound
-    unresolved: list[tuple[str, tuple[str, ...]]] = []
-    if _claim_unresolved(bound):
-        unresolved.append((bound.execution_request_id, CLAIM_ALTERNATIVES))
-    unresolved += [(subject, CLAIM_ALTERNATIVES) for subject in facts.uncertain]
-    obligations = (
-        (
-            f"continue request {bound.request_id} in the original attempt",
-            ", ".join(sorted({r.hold for r in refusals})),
-        ),
+    unresolved = [bound.execution_request_id] if _claim_unresolved(bound) else []
+    obligation = RemainingObligation(
+        f"continue request {bound.request_id} in the original attempt",
+        ", ".join(sorted({r.hold for r in refusals})),
     )
     return Handoff(
         bound_requests=(bound,),
-        known_effects=facts.known_effects,
-        unresolved_alternatives=tuple(unresolved),
-        remaining_obligations=obligations,
+        known_effects=tuple(KnownEffect(d, s) for d, s in facts.known_effects),
+        unresolved_alternatives=tuple(
+            UnresolvedAlternative(subject, CLAIM_ALTERNATIVES)
+            for subject in [*unresolved, *facts.uncertain]
+        ),
+        remaining_obligations=(obligation,),
         permitted_next_actions=_permitted(facts, refusals),
         consumed=facts.consumed,
     )

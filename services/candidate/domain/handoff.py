@@ -11,6 +11,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Final
 
+from shared.continuity.admissibility_facts import (
+    Consumed,
+    Handoff,
+    KnownEffect,
+    PermittedAction,
+    RemainingObligation,
+    UnresolvedAlternative,
+)
 from shared.continuity.journal_closure import RESPONSE_CONSUMED
 from shared.continuity.timeutil import deadline_remaining_seconds
 
@@ -22,17 +30,11 @@ from .journal import (
     Closure,
 )
 from .model import (
-    ConsumedResources,
     Entry,
-    Handoff,
     Hold,
     HoldReason,
-    KnownEffect,
-    PermittedAction,
-    RemainingObligation,
     Requirement,
     RunRecord,
-    UnresolvedAlternative,
 )
 
 # A started or durable-unknown effect: the evidence permits every one of these.
@@ -159,10 +161,10 @@ def _obligations(
     return obligations
 
 
-def _resources(run: RunRecord, entries: Sequence[Entry], now: datetime) -> ConsumedResources:
+def _resources(run: RunRecord, entries: Sequence[Entry], now: datetime) -> Consumed:
     commands = {e.text("command_id") for e in entries if e.kind == COMMAND_EXECUTED}
-    return ConsumedResources(
-        model_responses_consumed=sum(1 for e in entries if e.kind == RESPONSE_CONSUMED),
+    return Consumed(
+        model_responses=sum(1 for e in entries if e.kind == RESPONSE_CONSUMED),
         tool_calls=sum(1 for e in entries if e.kind == TOOL_CALL_GRANTED),
         commands_used=len(commands),
         command_limit=run.command_limit,
@@ -186,5 +188,5 @@ def build_handoff(
         unresolved_alternatives=tuple(unresolved),
         remaining_obligations=tuple(_obligations(run, closure, holds, unresolved)),
         permitted_next_actions=tuple(_permitted(holds, eligible)),
-        consumed_resources=_resources(run, entries, now),
+        consumed=_resources(run, entries, now),
     )
