@@ -54,6 +54,32 @@ class AppendedResult:
 
 
 @dataclass(frozen=True)
+class UncheckedResult:
+    """An appended result of another shape, kept as found: the envelope's shape check does not
+    look inside ``appended_results`` and no reader of the resume contract needs them, so parsing
+    refuses nothing it accepted before and writes the item back unchanged."""
+
+    value: Any
+
+    def to_json(self) -> Any:
+        return self.value
+
+
+_RESULT_KEYS: Final = frozenset({"tool_call_id", "tool_name", "content"})
+
+
+def _appended(item: Any) -> AppendedResult | UncheckedResult:
+    if (
+        isinstance(item, dict)
+        and item.keys() == _RESULT_KEYS
+        and isinstance(item["tool_call_id"], str)
+        and isinstance(item["tool_name"], str)
+    ):
+        return AppendedResult(item["tool_call_id"], item["tool_name"], item["content"])
+    return UncheckedResult(item)
+
+
+@dataclass(frozen=True)
 class Source:
     """What the derived checkpoint continues from: the source checkpoint, its sealed state, the
     consumed raw response, and the run and provider they belong to."""
@@ -79,7 +105,7 @@ class Reconstruction:
     """How it was derived: an invalid read names its ``version``, a recovery its ``workflow``."""
 
     consumed_at: str
-    appended_results: tuple[AppendedResult, ...]
+    appended_results: tuple[AppendedResult | UncheckedResult, ...]
     version: int | None = None
     workflow: str | None = None
     source_reader: Mapping[str, str] | None = None
@@ -177,10 +203,7 @@ def parse_envelope(document: Mapping[str, Any]) -> DerivedEnvelope:
         ),
         reconstruction=Reconstruction(
             consumed_at=rebuilt["consumed_at"],
-            appended_results=tuple(
-                AppendedResult(item["tool_call_id"], item["tool_name"], item["content"])
-                for item in rebuilt["appended_results"]
-            ),
+            appended_results=tuple(_appended(item) for item in rebuilt["appended_results"]),
             version=rebuilt.get("version"),
             workflow=rebuilt.get("workflow"),
             source_reader=rebuilt.get("source_reader"),

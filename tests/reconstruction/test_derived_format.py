@@ -22,6 +22,7 @@ from shared.continuity.derived_format import (
     DerivedEnvelope,
     Reconstruction,
     Source,
+    UncheckedResult,
     parse_envelope,
 )
 from tests.reconstruction.conftest import load_case
@@ -123,7 +124,10 @@ _json = st.recursive(
 )
 _object = st.dictionaries(_text, _json, max_size=3)
 _digest = st.text("0123456789abcdef", min_size=64, max_size=64).map(lambda h: "sha256:" + h)
-_results = st.lists(st.builds(AppendedResult, _text, _text, _json), max_size=3).map(tuple)
+_result = st.builds(AppendedResult, _text, _text, _json) | st.builds(
+    UncheckedResult, _scalar | st.dictionaries(_text, _scalar, max_size=2)
+)
+_results = st.lists(_result, max_size=3).map(tuple)
 _pin = st.none() | st.fixed_dictionaries({"name": _text, "version": _text, "source_hash": _digest})
 _kind = st.one_of(
     st.tuples(st.integers(1, 2), st.none()), st.tuples(st.none(), st.just("readonly_observation"))
