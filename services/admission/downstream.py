@@ -4,7 +4,6 @@ domain translation only; downstream refusals arrive as the typed domain errors t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
@@ -19,7 +18,6 @@ from forge.continuity.v1 import (
 from services.admission.domain import HoldView
 from services.admission.driver import Stored, Submitted
 from services.admission.workflows.invalid_read import (
-    AdmissionCommit,
     AdmissionKey,
     CandidateProof,
     InvalidReadCandidate,
@@ -29,8 +27,10 @@ from services.admission.workflows.recovery import (
     RecoveryCommit,
     RecoveryKey,
 )
+from shared.continuity.commit_admission import CommitAdmission
 from shared.continuity.idempotency import StoredAction
 from shared.continuity.recovery import DerivedCheckpoint, Inputs, Workflow
+from shared.contract.commit_admission_proto import commit_admission_to_proto
 from shared.contract.recovery_proto import inputs_to_proto, message_classes, workflow_number
 from shared.contract.terms import DIGEST_NAMES, enum_short_name
 from shared.runtime.client import call
@@ -133,10 +133,6 @@ def _derived_fields(derived: DerivedCheckpoint | None) -> dict[str, Any]:
     }
 
 
-def _continuity_digests(digests: Mapping[str, str]) -> common_pb2.ContinuityDigests:
-    return common_pb2.ContinuityDigests(**{name: digests[name] for name in DIGEST_NAMES})
-
-
 @dataclass(frozen=True)
 class Downstream:
     """The stubs admission coordinates (each channel carries admission's service identity); the
@@ -167,24 +163,10 @@ class Downstream:
         content: bytes = call(self.ledger.GetBlob, ledger_pb2.GetBlobRequest(digest=digest)).content
         return content
 
-    def commit(self, admission: AdmissionCommit) -> Submitted[ledger_pb2.AdmissionTicket]:
+    def commit(self, admission: CommitAdmission) -> Submitted[ledger_pb2.AdmissionTicket]:
         committed: ledger_pb2.CommitAdmissionResponse = call(
             self.ledger.CommitAdmission,
-            ledger_pb2.CommitAdmissionRequest(
-                run_id=admission.run_id,
-                request_id=admission.request_id,
-                operator_identity=admission.operator_identity,
-                request_content_digest=admission.request_content_digest,
-                expected_head_hash=admission.expected_head_hash,
-                policy_revision=admission.policy_revision,
-                digests=_continuity_digests(admission.digests),
-                version=admission.version,
-                valid_for_seconds=admission.valid_for_seconds,
-                derived_checkpoint_digest=admission.derived_checkpoint_digest,
-                consumed_response_digest=admission.consumed_response_digest,
-                witness_digest=admission.witness_digest,
-                derived_checkpoint=admission.derived_checkpoint,
-            ),
+            commit_admission_to_proto(admission),
         )
         return Submitted(committed.ticket, committed.created)
 

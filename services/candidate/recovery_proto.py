@@ -6,7 +6,7 @@ from forge.continuity.v1 import candidate_pb2, common_pb2
 from services.candidate.domain.recovery import RecoveryCandidate
 from services.candidate.domain.recovery.readonly_observation import ObservationProof
 from services.candidate.hold_proto import add_holds
-from shared.contract.handoff_proto import admissibility_handoff_to_proto
+from shared.contract.handoff_proto import handoff_to_proto
 
 
 def write_recovery_candidate(
@@ -30,7 +30,7 @@ def _without_holds(
         request_id=candidate.request_id,
         eligible=candidate.eligible,
         candidate_digest=candidate.candidate_digest,
-        handoff=admissibility_handoff_to_proto(candidate.handoff),
+        handoff=handoff_to_proto(candidate.handoff),
         policy_revision=candidate.policy_revision,
         journal_head=common_pb2.JournalHead(
             sequence=candidate.journal_head.sequence, hash=candidate.journal_head.hash

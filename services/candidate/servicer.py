@@ -14,7 +14,6 @@ from services.candidate.domain import (
     Candidate,
     CandidateEvaluator,
     CandidateSources,
-    Handoff,
     Reconstruction,
 )
 from services.candidate.domain.recovery import Caller, recovery_candidate
@@ -22,6 +21,7 @@ from services.candidate.hold_proto import add_holds
 from services.candidate.recovery_proto import write_recovery_candidate
 from shared.continuity.recovery import WORKFLOWS, Workflow
 from shared.continuity.timeutil import utc_now
+from shared.contract.handoff_proto import handoff_to_proto
 from shared.contract.method_facts import service_binding
 from shared.contract.recovery_proto import declared_inputs, inputs_from_proto, message_classes
 from shared.contract.terms import DEFAULT_VERSION
@@ -30,35 +30,6 @@ from shared.runtime.errors import Unavailable, field_required
 from shared.runtime.server import ServiceBinding
 
 SERVICE = candidate_pb2.DESCRIPTOR.services_by_name["CandidateService"]
-
-
-def handoff_to_proto(handoff: Handoff) -> common_pb2.HandoffPayload:
-    resources = handoff.consumed_resources
-    return common_pb2.HandoffPayload(
-        known_effects=[
-            common_pb2.KnownEffect(description=e.description, journal_sequence=e.journal_sequence)
-            for e in handoff.known_effects
-        ],
-        unresolved_alternatives=[
-            common_pb2.UnresolvedAlternative(subject=u.subject, alternatives=list(u.alternatives))
-            for u in handoff.unresolved_alternatives
-        ],
-        remaining_obligations=[
-            common_pb2.RemainingObligation(description=o.description, blocked_by=o.blocked_by)
-            for o in handoff.remaining_obligations
-        ],
-        permitted_next_actions=[
-            common_pb2.PermittedAction(action=a.action, description=a.description)
-            for a in handoff.permitted_next_actions
-        ],
-        consumed_resources=common_pb2.ConsumedResources(
-            model_responses_consumed=resources.model_responses_consumed,
-            tool_calls=resources.tool_calls,
-            commands_used=resources.commands_used,
-            command_limit=resources.command_limit,
-            deadline_remaining_seconds=resources.deadline_remaining_seconds,
-        ),
-    )
 
 
 def write_candidate(

@@ -26,7 +26,7 @@ from services.ledger.transactions.reconciliation import Reconciled
 from services.ledger.transactions.reconciliation_review import Inspection
 from shared.continuity.admissibility_facts import Unresolved
 from shared.continuity.timeutil import to_timestamp
-from shared.contract.handoff_proto import admissibility_handoff_to_proto, refusal_to_hold
+from shared.contract.handoff_proto import handoff_to_proto, refusal_to_hold
 from shared.contract.terms import enum_number, enum_short_name
 from shared.runtime.auth import current_principal
 
@@ -95,7 +95,7 @@ def snapshot_to_proto(
         later_entries=[_entry_ref(e) for e in snapshot.later_entries],
         request_chain=[to_proto(r) for r in snapshot.chain],
         holds=[refusal_to_hold(r) for r in refusals],
-        handoff=admissibility_handoff_to_proto(outcome.handoff),
+        handoff=handoff_to_proto(outcome.handoff),
         commands=reconciliation_pb2.CommandAccounting(
             used=snapshot.commands_used,
             limit=snapshot.command_limit,
@@ -135,7 +135,7 @@ def reconciliation_to_proto(
         settlement_sequence=saved.settlement_sequence,
         reconciled_request=to_proto(found.reconciled),
         retry_request=to_proto(found.retry) if found.retry is not None else None,
-        handoff=admissibility_handoff_to_proto(saved.handoff),
+        handoff=handoff_to_proto(saved.handoff),
         created_at=to_timestamp(saved.created_at),
         lease_bounds=lease_bounds_to_proto(saved.lease_bounds),
         cessation_unproven_acknowledged=saved.cessation_unproven_acknowledged,

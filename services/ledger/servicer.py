@@ -21,7 +21,6 @@ from services.ledger.audit_proto import (
     signed_head_to_proto,
     signing_keys_to_proto,
 )
-from services.ledger.domain.admission import AdmissionInput
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.journal import EntryKind
 from services.ledger.domain.runs import Run, RunSpec
@@ -44,9 +43,10 @@ from services.ledger.transactions.admission import Admission
 from services.ledger.transactions.snapshot import SnapshotBlob, SnapshotHeader
 from shared.continuity.journal_chain import Verification
 from shared.continuity.timeutil import timestamp_field, to_text, to_timestamp
+from shared.contract.commit_admission_proto import commit_admission_from_proto
 from shared.contract.method_facts import service_binding
 from shared.contract.modules import SERVICES
-from shared.contract.terms import DIGEST_NAMES, enum_number, enum_short_name
+from shared.contract.terms import enum_number, enum_short_name
 from shared.runtime.auth import Role, current_principal
 from shared.runtime.errors import FieldViolation, InvalidArgument
 from shared.runtime.server import ServiceBinding
@@ -317,22 +317,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     def CommitAdmission(
         self, request: ledger_pb2.CommitAdmissionRequest, context: grpc.ServicerContext
     ) -> ledger_pb2.CommitAdmissionResponse:
-        digests = request.digests
-        admission = AdmissionInput(
-            run_id=request.run_id,
-            request_id=request.request_id,
-            operator_identity=request.operator_identity,
-            request_content_digest=request.request_content_digest,
-            expected_head_hash=request.expected_head_hash,
-            policy_revision=request.policy_revision,
-            digests={name: getattr(digests, name) for name in DIGEST_NAMES},
-            version=request.version,
-            valid_for_seconds=request.valid_for_seconds,
-            derived_checkpoint_digest=request.derived_checkpoint_digest,
-            consumed_response_digest=request.consumed_response_digest,
-            witness_digest=request.witness_digest,
-            derived_checkpoint=request.derived_checkpoint,
-        )
+        admission = commit_admission_from_proto(request)
         committed = self._ledger.commit_admission(admission)
         return ledger_pb2.CommitAdmissionResponse(
             ticket=admission_to_proto(committed), created=committed.created

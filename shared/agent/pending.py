@@ -36,6 +36,7 @@ from shared.continuity.canonical import (
     parse_json,
     sha256_digest,
 )
+from shared.continuity.derived_format import DerivedEnvelope, parse_envelope
 from shared.continuity.sdk_epochs import DERIVED_FORMAT, DERIVED_KEYS, TARGET_RUNTIME
 from shared.runtime.errors import FailedPrecondition, Internal, InvalidArgument
 
@@ -79,23 +80,23 @@ def _not_sent(message: str) -> FailedPrecondition:
 
 @dataclass(frozen=True)
 class DerivedRecord:
-    """A verified derived checkpoint; ``envelope`` is the parsed record, never mutated."""
+    """A verified derived checkpoint; ``document`` is the parsed record, never mutated."""
 
     raw: bytes
     digest: str
-    envelope: MappingProxyType[str, Any]
+    document: DerivedEnvelope
 
     @property
     def state(self) -> Any:
-        return self.envelope["state"]
+        return self.document.state
 
     @property
     def run(self) -> Any:
-        return self.envelope["source"]["run"]
+        return self.document.source.run
 
     @property
     def provider(self) -> Any:
-        return self.envelope["source"]["provider"]
+        return self.document.source.provider
 
 
 def read_derived_checkpoint(raw: bytes) -> DerivedRecord:
@@ -115,20 +116,21 @@ def read_derived_checkpoint(raw: bytes) -> DerivedRecord:
     # Every field outside the sealed state, before anything reads one.
     check_shape(envelope, DERIVED)
     check_reconstruction_kind(envelope)
-    state = envelope["state"]
+    document = parse_envelope(envelope)
+    state = document.state
     if state.keys() != STATE_KEYS:
         raise _refuse("CHECKPOINT_FORMAT_UNSUPPORTED", "/state", "state keys are not the format's")
-    if envelope["state_digest"] != digest_of(state):
+    if document.state_digest != digest_of(state):
         raise _refuse(
             "CHECKPOINT_DIGEST_MISMATCH", "/state_digest", "state does not match its sealed digest"
         )
-    if envelope["compatibility"]["target_runtime"] != dict(TARGET_RUNTIME):
+    if document.target_runtime != dict(TARGET_RUNTIME):
         raise _refuse(
             "SDK_TRANSITION_UNSUPPORTED",
             "/compatibility/target_runtime",
             "the checkpoint was not derived for the installed runtime",
         )
-    return DerivedRecord(raw=raw, digest=sha256_digest(raw), envelope=MappingProxyType(envelope))
+    return DerivedRecord(raw=raw, digest=sha256_digest(raw), document=document)
 
 
 def continuation_run_id(record: DerivedRecord) -> str:

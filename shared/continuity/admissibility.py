@@ -37,11 +37,14 @@ from shared.continuity.admissibility_facts import (
     BoundRequest,
     Concern,
     Handoff,
+    KnownEffect,
     Outcome,
     PermittedAction,
     ReconciliationFacts,
     Refusal,
+    RemainingObligation,
     Unresolved,
+    UnresolvedAlternative,
 )
 
 CLAIM_ALTERNATIVES = ("failed", "committed", "in_flight")
@@ -83,6 +86,21 @@ def _claim_unresolved(bound: BoundRequest) -> bool:
 def _claim_resolved(bound: BoundRequest) -> bool:
     """A worker claim whose outcome native evidence settles for the workflow asking."""
     return bound.refusal_reviewed or bound.observation_proven
+
+
+def _claim_outstanding(execution_request_id: str, detail: str) -> Refusal:
+    """The dependency refusal: a queued or claimed request the action would bypass."""
+    return Refusal(
+        Concern.DEPENDENCY, "CLAIM_OUTSTANDING", "NOT_ELIGIBLE", execution_request_id, detail
+    )
+
+
+def _outstanding(facts: ActionFacts) -> list[Refusal]:
+    """One refusal for each other execution request of the run still queued or claimed."""
+    return [
+        _claim_outstanding(other, f"execution request {other} is queued or claimed")
+        for other in facts.outstanding
+    ]
 
 
 def _refusals(facts: ActionFacts) -> list[Refusal]:
@@ -128,24 +146,11 @@ def _refusals(facts: ActionFacts) -> list[Refusal]:
     # dependencies: an outstanding ticket or claim the action would bypass
     if bound.state == "queued" and not bound.claimed:
         found.append(
-            Refusal(
-                Concern.DEPENDENCY,
-                "CLAIM_OUTSTANDING",
-                "NOT_ELIGIBLE",
-                bound.execution_request_id,
-                "the request is still queued; it has not failed",
+            _claim_outstanding(
+                bound.execution_request_id, "the request is still queued; it has not failed"
             )
         )
-    for other in facts.outstanding:
-        found.append(
-            Refusal(
-                Concern.DEPENDENCY,
-                "CLAIM_OUTSTANDING",
-                "NOT_ELIGIBLE",
-                other,
-                f"execution request {other} is queued or claimed",
-            )
-        )
+    found += _outstanding(facts)
     found += _residual_effects(facts)
     return found
 
@@ -296,16 +301,7 @@ def _reconciliation_refusals(facts: ActionFacts, reconciling: ReconciliationFact
                 )
             )
         return found
-    for other in facts.outstanding:
-        found.append(
-            Refusal(
-                Concern.DEPENDENCY,
-                "CLAIM_OUTSTANDING",
-                "NOT_ELIGIBLE",
-                other,
-                f"execution request {other} is queued or claimed",
-            )
-        )
+    found += _outstanding(facts)
     # residual effects: a possibly running owner or excess exposure refuses the retry
     if not bound.cessation_verified:
         for problem in reconciling.verification_problems or ("no verification recorded",):
@@ -407,21 +403,19 @@ def _permitted(facts: ActionFacts, refusals: list[Refusal]) -> tuple[PermittedAc
 
 def _handoff(facts: ActionFacts, refusals: list[Refusal]) -> Handoff:
     bound = facts.bound
-    unresolved: list[tuple[str, tuple[str, ...]]] = []
-    if _claim_unresolved(bound):
-        unresolved.append((bound.execution_request_id, CLAIM_ALTERNATIVES))
-    unresolved += [(subject, CLAIM_ALTERNATIVES) for subject in facts.uncertain]
-    obligations = (
-        (
-            f"continue request {bound.request_id} in the original attempt",
-            ", ".join(sorted({r.hold for r in refusals})),
-        ),
+    unresolved = [bound.execution_request_id] if _claim_unresolved(bound) else []
+    obligation = RemainingObligation(
+        f"continue request {bound.request_id} in the original attempt",
+        ", ".join(sorted({r.hold for r in refusals})),
     )
     return Handoff(
         bound_requests=(bound,),
-        known_effects=facts.known_effects,
-        unresolved_alternatives=tuple(unresolved),
-        remaining_obligations=obligations,
+        known_effects=tuple(KnownEffect(d, s) for d, s in facts.known_effects),
+        unresolved_alternatives=tuple(
+            UnresolvedAlternative(subject, CLAIM_ALTERNATIVES)
+            for subject in [*unresolved, *facts.uncertain]
+        ),
+        remaining_obligations=(obligation,),
         permitted_next_actions=_permitted(facts, refusals),
         consumed=facts.consumed,
     )

@@ -174,17 +174,41 @@ class PermittedAction:
 
 
 @dataclass(frozen=True)
-class Handoff:
-    """Spec 001's handoff: what an operator gets instead of a bare "held"."""
+class KnownEffect:
+    """An effect the journal shows happened, at its sequence."""
 
-    bound_requests: tuple[BoundRequest, ...]
-    known_effects: tuple[tuple[str, int], ...]
-    #: (subject, alternatives the evidence still permits)
-    unresolved_alternatives: tuple[tuple[str, tuple[str, ...]], ...]
-    #: (obligation, what blocks it)
-    remaining_obligations: tuple[tuple[str, str], ...]
+    description: str
+    journal_sequence: int
+
+
+@dataclass(frozen=True)
+class UnresolvedAlternative:
+    """An operation whose outcome is unknown, and the alternatives the evidence still permits."""
+
+    subject: str
+    alternatives: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RemainingObligation:
+    """What is left to do, and what blocks it ("" when nothing does)."""
+
+    description: str
+    blocked_by: str
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """Spec 001's handoff: what an operator gets instead of a bare "held". The one type of the
+    candidate's payload and the admissibility check's (contract ``HandoffPayload``); only the
+    check binds requests."""
+
+    known_effects: tuple[KnownEffect, ...]
+    unresolved_alternatives: tuple[UnresolvedAlternative, ...]
+    remaining_obligations: tuple[RemainingObligation, ...]
     permitted_next_actions: tuple[PermittedAction, ...]
     consumed: Consumed
+    bound_requests: tuple[BoundRequest, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,7 @@ pin"). Apart from ``sdk_epochs``, which the historical fixture environment impor
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
+from shared.continuity.derived_format import DerivedClaims
 from shared.continuity.sdk_epochs import (
     PUBLISHED_SOURCE_READER,
     reads_the_source,
@@ -15,13 +13,13 @@ from shared.continuity.sdk_epochs import (
 from shared.runtime.errors import FailedPrecondition
 
 
-def check_source_reader_pin(rebuilt: Mapping[str, Any]) -> None:
+def check_source_reader_pin(claims: DerivedClaims) -> None:
     """A derived checkpoint that appends a source reader's result (version 2's unavailable
     list_files observation, a retained one) names the pinned published source reader:
     FAILED_PRECONDITION SOURCE_READER_UNPINNED when it names none or another."""
-    if not reads_the_source(rebuilt.get("appended_results")):
+    if not reads_the_source(claims.appended_results):
         return
-    named = rebuilt.get("source_reader")
+    named = claims.source_reader
     problem = source_reader_problem(named)
     if problem is not None:
         pinned = PUBLISHED_SOURCE_READER.pin()

@@ -1,5 +1,6 @@
-"""Protobuf translation of the admissibility check's handoff and of holds, shared by the candidate
-(continuity and recovery candidates) and the ledger (reconciliation snapshots and decisions)."""
+"""Protobuf translation of the handoff (one type: the candidate's and the admissibility check's)
+and of holds, shared by the candidate (continuity and recovery candidates) and the ledger
+(reconciliation snapshots and decisions)."""
 
 from __future__ import annotations
 
@@ -8,20 +9,20 @@ from shared.continuity.admissibility_facts import Handoff, Refusal
 from shared.contract.terms import enum_number
 
 
-def admissibility_handoff_to_proto(handoff: Handoff) -> common_pb2.HandoffPayload:
+def handoff_to_proto(handoff: Handoff) -> common_pb2.HandoffPayload:
     consumed = handoff.consumed
     return common_pb2.HandoffPayload(
         known_effects=[
-            common_pb2.KnownEffect(description=description, journal_sequence=sequence)
-            for description, sequence in handoff.known_effects
+            common_pb2.KnownEffect(description=e.description, journal_sequence=e.journal_sequence)
+            for e in handoff.known_effects
         ],
         unresolved_alternatives=[
-            common_pb2.UnresolvedAlternative(subject=subject, alternatives=list(alternatives))
-            for subject, alternatives in handoff.unresolved_alternatives
+            common_pb2.UnresolvedAlternative(subject=u.subject, alternatives=list(u.alternatives))
+            for u in handoff.unresolved_alternatives
         ],
         remaining_obligations=[
-            common_pb2.RemainingObligation(description=description, blocked_by=blocked_by)
-            for description, blocked_by in handoff.remaining_obligations
+            common_pb2.RemainingObligation(description=o.description, blocked_by=o.blocked_by)
+            for o in handoff.remaining_obligations
         ],
         permitted_next_actions=[
             common_pb2.PermittedAction(action=a.action, description=a.description)

@@ -13,9 +13,9 @@ from sqlalchemy import Engine
 
 from forge.continuity.v1 import common_pb2
 from services.demo.seed import load_fixture, seed_held_run
-from services.ledger.domain.admission import AdmissionInput
 from services.ledger.service import Ledger
 from services.ledger.transactions.admission import Admission
+from shared.continuity.commit_admission import CommitAdmission
 from shared.runtime.errors import from_rpc_error
 from tests.admission.conftest import Stack, submission
 from tests.support import token_roles
@@ -27,7 +27,7 @@ class RacingLedger(Ledger):
     """Before it commits ``req-2``, another operator's admission of the same consumed response
     (``req-rival``) commits: the race between the admission's candidate and its commit."""
 
-    def commit_admission(self, request: AdmissionInput) -> Admission:
+    def commit_admission(self, request: CommitAdmission) -> Admission:
         if request.request_id == "req-2":
             rival = replace(request, request_id="req-rival", operator_identity="otto-operator")
             super().commit_admission(rival)

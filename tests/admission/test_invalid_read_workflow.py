@@ -10,7 +10,6 @@ import pytest
 from services.admission.driver import Stored, Submitted, submit
 from services.admission.servicer import binding, routes
 from services.admission.workflows.invalid_read import (
-    AdmissionCommit,
     AdmissionKey,
     CandidateProof,
     ContinuityRequest,
@@ -18,6 +17,7 @@ from services.admission.workflows.invalid_read import (
     InvalidReadContinuity,
 )
 from shared.continuity.canonical import sha256_digest
+from shared.continuity.commit_admission import CommitAdmission
 from shared.continuity.derived_checkpoint import DerivedCheckpoint
 from shared.continuity.idempotency import StoredAction
 from shared.contract.terms import DIGEST_NAMES, VERSIONS
@@ -48,7 +48,7 @@ class FakePort:
     found: InvalidReadCandidate = field(default_factory=candidate)
     lookup_refusal: NotFound | None = None
     asked: list[tuple[str, int]] = field(default_factory=list)
-    committed: list[AdmissionCommit] = field(default_factory=list)
+    committed: list[CommitAdmission] = field(default_factory=list)
 
     def stored_ticket(self, key: AdmissionKey) -> Stored[str]:
         if self.lookup_refusal is not None:
@@ -62,7 +62,7 @@ class FakePort:
         self.asked.append((run_id, version))
         return self.found
 
-    def commit(self, admission: AdmissionCommit) -> Submitted[str]:
+    def commit(self, admission: CommitAdmission) -> Submitted[str]:
         if self.committed:  # the ledger replays an identical repeat inside its commit (9.2)
             return Submitted("ticket", created=False)
         self.committed.append(admission)

@@ -18,15 +18,20 @@ from shared.continuity.admissibility_facts import (
     BoundRequest,
     Consumed,
     Handoff,
+    KnownEffect,
     PermittedAction,
+    RemainingObligation,
+    UnresolvedAlternative,
 )
-from shared.continuity.canonical import digest_of
+from shared.continuity.canonical import digest_of, sha256_digest
 
 HANDOFF = Handoff(
     bound_requests=(BoundRequest("req-1", "exr_1", "claimed", True, False),),
-    known_effects=(("worker wanda claimed exr_1 at generation 1", 31),),
-    unresolved_alternatives=(("exr_1", ("failed", "committed", "in_flight")),),
-    remaining_obligations=(("continue request req-1 in the original attempt", ""),),
+    known_effects=(KnownEffect("worker wanda claimed exr_1 at generation 1", 31),),
+    unresolved_alternatives=(UnresolvedAlternative("exr_1", ("failed", "committed", "in_flight")),),
+    remaining_obligations=(
+        RemainingObligation("continue request req-1 in the original attempt", ""),
+    ),
     permitted_next_actions=(PermittedAction(MARK_UNRESOLVED, "record it"),),
     consumed=Consumed(1, 2, 13, 22, -1),
 )
@@ -47,6 +52,18 @@ SAVED = StoredReconciliation(
     handoff=HANDOFF,
     created_at="2026-12-03T05:00:00.000000Z",
 )
+
+
+def test_the_stored_bytes_are_those_saved_before_the_handoff_had_one_type() -> None:
+    """Recorded from the record the pair-typed handoff wrote: effects, alternatives and
+    obligations stay stored as pairs."""
+    text = SAVED.to_text()
+    assert json.loads(text)["handoff"]["known_effects"] == [
+        ["worker wanda claimed exr_1 at generation 1", 31]
+    ]
+    assert sha256_digest(text.encode()) == (
+        "sha256:0055c3a5491acdc7d09826ebed90bb20682e8d0c8d911d2d401fa62eca9cbd8e"
+    )
 
 
 def test_a_record_round_trips_with_its_handoff() -> None:

@@ -18,7 +18,7 @@ from forge.continuity.v1 import candidate_pb2
 from services.demo.provider import RefusingProvider
 from services.ledger.repository.blobs import insert_blob
 from services.ledger.transactions.base import TRANSACTION_RETRIES, UNIQUE_CONFLICT
-from services.ledger.transactions.recovery import DERIVED_CHECKPOINT_MEDIA_TYPE
+from shared.continuity.derived_format import DERIVED_CHECKPOINT_MEDIA_TYPE
 from tests.admission.conftest import Stack
 from tests.ledger.conftest import waiting_for_locks
 from tests.recovery.test_never_claimed import ADA

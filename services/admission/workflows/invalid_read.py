@@ -28,6 +28,7 @@ from services.admission.domain import (
 )
 from services.admission.driver import Stored, Submitted
 from shared.continuity.canonical import digest_of
+from shared.continuity.commit_admission import CommitAdmission
 from shared.continuity.derived_checkpoint import DerivedCheckpoint, proved
 from shared.contract.terms import DIGEST_NAMES, ContinuityVersion
 from shared.runtime.errors import FailedPrecondition, NotFound
@@ -109,26 +110,6 @@ class InvalidReadCandidate:
     handoff: Message | None = None
 
 
-@dataclass(frozen=True)
-class AdmissionCommit:
-    """Everything the ledger needs for the one atomic append; it re-checks head, caps, policy
-    revision, outstanding claims and idempotency itself."""
-
-    run_id: str
-    request_id: str
-    operator_identity: str
-    request_content_digest: str
-    expected_head_hash: str
-    policy_revision: int
-    digests: Mapping[str, str]
-    version: int
-    valid_for_seconds: int
-    derived_checkpoint_digest: str
-    consumed_response_digest: str
-    witness_digest: str
-    derived_checkpoint: bytes
-
-
 class InvalidReadPort(Protocol[TicketT_co]):
     """What the workflow needs from the ledger, candidate and reconstruction services."""
 
@@ -141,7 +122,7 @@ class InvalidReadPort(Protocol[TicketT_co]):
         eligible."""
         ...
 
-    def commit(self, admission: AdmissionCommit) -> Submitted[TicketT_co]: ...
+    def commit(self, admission: CommitAdmission) -> Submitted[TicketT_co]: ...
 
 
 class InvalidReadContinuity(Generic[TicketT]):
@@ -178,7 +159,7 @@ class InvalidReadContinuity(Generic[TicketT]):
             )
         derived = proved_derived_checkpoint(candidate)
         return self._port.commit(
-            AdmissionCommit(
+            CommitAdmission(
                 run_id=request.run_id,
                 request_id=request.request_id,
                 operator_identity=identity,

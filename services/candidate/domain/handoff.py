@@ -19,16 +19,18 @@ from services.candidate.domain.journal import (
     Closure,
 )
 from services.candidate.domain.model import (
-    ConsumedResources,
     Entry,
-    Handoff,
     Hold,
     HoldReason,
+    Requirement,
+    RunRecord,
+)
+from shared.continuity.admissibility_facts import (
+    Consumed,
+    Handoff,
     KnownEffect,
     PermittedAction,
     RemainingObligation,
-    Requirement,
-    RunRecord,
     UnresolvedAlternative,
 )
 from shared.continuity.journal_closure import RESPONSE_CONSUMED
@@ -158,10 +160,10 @@ def _obligations(
     return obligations
 
 
-def _resources(run: RunRecord, entries: Sequence[Entry], now: datetime) -> ConsumedResources:
+def _resources(run: RunRecord, entries: Sequence[Entry], now: datetime) -> Consumed:
     commands = {e.text("command_id") for e in entries if e.kind == COMMAND_EXECUTED}
-    return ConsumedResources(
-        model_responses_consumed=sum(1 for e in entries if e.kind == RESPONSE_CONSUMED),
+    return Consumed(
+        model_responses=sum(1 for e in entries if e.kind == RESPONSE_CONSUMED),
         tool_calls=sum(1 for e in entries if e.kind == TOOL_CALL_GRANTED),
         commands_used=len(commands),
         command_limit=run.command_limit,
@@ -185,5 +187,5 @@ def build_handoff(
         unresolved_alternatives=tuple(unresolved),
         remaining_obligations=tuple(_obligations(run, closure, holds, unresolved)),
         permitted_next_actions=tuple(_permitted(holds, eligible)),
-        consumed_resources=_resources(run, entries, now),
+        consumed=_resources(run, entries, now),
     )

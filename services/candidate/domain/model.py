@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from shared.continuity.admissibility_facts import Handoff
 from shared.continuity.journal_chain import Verification
 from shared.continuity.journal_closure import payload_object, payload_text
 from shared.continuity.records import direct_constructor
@@ -409,50 +410,6 @@ class Digests:
     run_digest: str
     journal_digest: str
     policy_digest: str
-
-
-@dataclass(frozen=True)
-class KnownEffect:
-    description: str
-    journal_sequence: int
-
-
-@dataclass(frozen=True)
-class UnresolvedAlternative:
-    subject: str
-    alternatives: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class RemainingObligation:
-    description: str
-    blocked_by: str
-
-
-@dataclass(frozen=True)
-class PermittedAction:
-    action: str
-    description: str
-
-
-@dataclass(frozen=True)
-class ConsumedResources:
-    model_responses_consumed: int
-    tool_calls: int
-    commands_used: int
-    command_limit: int
-    deadline_remaining_seconds: int
-
-
-@dataclass(frozen=True)
-class Handoff:
-    """Spec 001's handoff payload: what a held (or eligible) candidate hands an operator."""
-
-    known_effects: tuple[KnownEffect, ...]
-    unresolved_alternatives: tuple[UnresolvedAlternative, ...]
-    remaining_obligations: tuple[RemainingObligation, ...]
-    permitted_next_actions: tuple[PermittedAction, ...]
-    consumed_resources: ConsumedResources
 
 
 @dataclass(frozen=True)

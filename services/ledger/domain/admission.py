@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import check_identifier
 from shared.continuity.canonical import is_digest, sha256_digest
+from shared.continuity.commit_admission import CommitAdmission
 from shared.continuity.identifiers import identity_violations
 from shared.contract.terms import DIGEST_NAMES, MAX_WINDOW_SECONDS, SUPPORTED_VERSIONS
 from shared.runtime.errors import (
@@ -18,65 +16,52 @@ from shared.runtime.errors import (
     ResourceExhausted,
 )
 
+#: The admission the admission service validated, as the ledger's transaction takes it (the one
+#: ``CommitAdmission`` both services share); the ledger re-checks state itself.
+AdmissionInput = CommitAdmission
 
-@dataclass(frozen=True)
-class AdmissionInput:
-    """An admission the admission service validated; the ledger re-checks state itself."""
 
-    run_id: str
-    request_id: str
-    operator_identity: str
-    request_content_digest: str
-    expected_head_hash: str
-    policy_revision: int
-    digests: Mapping[str, str]
-    version: int
-    valid_for_seconds: int
-    derived_checkpoint_digest: str
-    consumed_response_digest: str
-    witness_digest: str
-    derived_checkpoint: bytes = b""
-
-    def validate(self) -> None:
-        check_identifier("run_id", self.run_id)
-        check_identifier("request_id", self.request_id)
-        violations = identity_violations("operator_identity", self.operator_identity)
-        for name in (
-            "request_content_digest",
-            "expected_head_hash",
-            "derived_checkpoint_digest",
-            "consumed_response_digest",
-            "witness_digest",
-        ):
-            if not is_digest(getattr(self, name)):
-                violations.append(FieldViolation(name, "must be sha256:<64 hex>"))
-        violations += [
-            FieldViolation(f"digests.{name}", "must be sha256:<64 hex>")
-            for name in DIGEST_NAMES
-            if not is_digest(self.digests.get(name, ""))
-        ]
-        if self.version not in SUPPORTED_VERSIONS:
-            supported = " or ".join(str(v) for v in SUPPORTED_VERSIONS)
-            violations.append(FieldViolation("version", f"must be {supported}"))
-        if not 1 <= self.valid_for_seconds <= MAX_WINDOW_SECONDS:
-            violations.append(
-                FieldViolation("valid_for_seconds", f"must be in 1..{MAX_WINDOW_SECONDS}")
-            )
-        if self.policy_revision <= 0:
-            violations.append(FieldViolation("policy_revision", "must be positive"))
-        if (
-            self.derived_checkpoint
-            and sha256_digest(self.derived_checkpoint) != self.derived_checkpoint_digest
-        ):
-            violations.append(
-                FieldViolation("derived_checkpoint", "does not match derived_checkpoint_digest")
-            )
-        if violations:
-            raise InvalidArgument(
-                "ADMISSION_INVALID",
-                "; ".join(f"{v.field}: {v.description}" for v in violations),
-                field_violations=violations,
-            )
+def validate_admission(admission: CommitAdmission) -> None:
+    """INVALID_ARGUMENT ADMISSION_INVALID naming every field the ledger refuses."""
+    check_identifier("run_id", admission.run_id)
+    check_identifier("request_id", admission.request_id)
+    violations = identity_violations("operator_identity", admission.operator_identity)
+    for name in (
+        "request_content_digest",
+        "expected_head_hash",
+        "derived_checkpoint_digest",
+        "consumed_response_digest",
+        "witness_digest",
+    ):
+        if not is_digest(getattr(admission, name)):
+            violations.append(FieldViolation(name, "must be sha256:<64 hex>"))
+    violations += [
+        FieldViolation(f"digests.{name}", "must be sha256:<64 hex>")
+        for name in DIGEST_NAMES
+        if not is_digest(admission.digests.get(name, ""))
+    ]
+    if admission.version not in SUPPORTED_VERSIONS:
+        supported = " or ".join(str(v) for v in SUPPORTED_VERSIONS)
+        violations.append(FieldViolation("version", f"must be {supported}"))
+    if not 1 <= admission.valid_for_seconds <= MAX_WINDOW_SECONDS:
+        violations.append(
+            FieldViolation("valid_for_seconds", f"must be in 1..{MAX_WINDOW_SECONDS}")
+        )
+    if admission.policy_revision <= 0:
+        violations.append(FieldViolation("policy_revision", "must be positive"))
+    if (
+        admission.derived_checkpoint
+        and sha256_digest(admission.derived_checkpoint) != admission.derived_checkpoint_digest
+    ):
+        violations.append(
+            FieldViolation("derived_checkpoint", "does not match derived_checkpoint_digest")
+        )
+    if violations:
+        raise InvalidArgument(
+            "ADMISSION_INVALID",
+            "; ".join(f"{v.field}: {v.description}" for v in violations),
+            field_violations=violations,
+        )
 
 
 def check_policy_for_admission(policy: PolicyRevision, decided_revision: int, version: int) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.continuity.canonical import CanonicalJsonError, digest_of, parse_json
+from shared.continuity.derived_format import DerivedClaims
 from shared.continuity.source_reader import check_source_reader_pin
 from shared.runtime.errors import FailedPrecondition
 
@@ -43,15 +44,13 @@ def _mismatch(field: str, detail: str, digest: str) -> FailedPrecondition:
     )
 
 
-def _object(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def _limits(content: bytes | None) -> Any:
     try:
-        return _object(_object(parse_json(content or b"null")).get("state")).get("limits")
+        state = parse_json(content or b"null")
     except CanonicalJsonError:
         return None
+    state = state.get("state") if isinstance(state, dict) else None
+    return state.get("limits") if isinstance(state, dict) else None
 
 
 def check_derived_envelope(
@@ -59,24 +58,18 @@ def check_derived_envelope(
 ) -> None:
     """RECONSTRUCTION_MISMATCH unless the derived checkpoint ``content`` continues ``turn``
     under ``version`` with ``witness_digest`` and the source checkpoint's limits."""
-    try:
-        envelope = _object(parse_json(content))
-    except CanonicalJsonError:
-        envelope = {}
-    source = _object(envelope.get("source"))
-    rebuilt = _object(envelope.get("reconstruction"))
+    claims = DerivedClaims.read(content)
     expected = (
-        ("source.checkpoint_digest", source.get("checkpoint_digest"), turn.checkpoint_digest),
-        ("source.raw_response_digest", source.get("raw_response_digest"), turn.response_digest),
-        ("reconstruction.consumed_at", rebuilt.get("consumed_at"), turn.consumed_at),
-        ("reconstruction.version", rebuilt.get("version"), version),
-        ("witness_digest", envelope.get("witness_digest"), witness_digest),
+        ("source.checkpoint_digest", claims.checkpoint_digest, turn.checkpoint_digest),
+        ("source.raw_response_digest", claims.raw_response_digest, turn.response_digest),
+        ("reconstruction.consumed_at", claims.consumed_at, turn.consumed_at),
+        ("reconstruction.version", claims.version, version),
+        ("witness_digest", claims.witness_digest, witness_digest),
     )
     for field, found, wanted in expected:
         if found != wanted or isinstance(found, bool):
             raise _mismatch(field, f"{found!r}, the journal binds {wanted!r}", digest)
-    check_source_reader_pin(rebuilt)
+    check_source_reader_pin(claims)
     source_limits = _limits(turn.checkpoint)
-    derived_limits = _object(envelope.get("state")).get("limits")
-    if source_limits is None or digest_of(derived_limits) != digest_of(source_limits):
+    if source_limits is None or digest_of(claims.limits) != digest_of(source_limits):
         raise _mismatch("state.limits", "not the source checkpoint's unchanged limits", digest)

@@ -9,25 +9,47 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from services.ledger.domain.execution import LeaseBounds
-from shared.continuity.admissibility_facts import BoundRequest, Consumed, Handoff, PermittedAction
+from shared.continuity.admissibility_facts import (
+    BoundRequest,
+    Consumed,
+    Handoff,
+    KnownEffect,
+    PermittedAction,
+    RemainingObligation,
+    UnresolvedAlternative,
+)
 from shared.continuity.canonical import canonical_text, parse_json
 
 RECORD_VERSION = 1
 
 
 def handoff_to_record(handoff: Handoff) -> dict[str, Any]:
-    return asdict(handoff)
+    """The stored handoff: effects, alternatives and obligations as pairs, as first stored."""
+    return {
+        "bound_requests": [asdict(b) for b in handoff.bound_requests],
+        "known_effects": [[e.description, e.journal_sequence] for e in handoff.known_effects],
+        "unresolved_alternatives": [
+            [u.subject, list(u.alternatives)] for u in handoff.unresolved_alternatives
+        ],
+        "remaining_obligations": [
+            [o.description, o.blocked_by] for o in handoff.remaining_obligations
+        ],
+        "permitted_next_actions": [asdict(a) for a in handoff.permitted_next_actions],
+        "consumed": asdict(handoff.consumed),
+    }
 
 
 def handoff_from_record(record: Mapping[str, Any]) -> Handoff:
     return Handoff(
         bound_requests=tuple(BoundRequest(**b) for b in record["bound_requests"]),
-        known_effects=tuple((str(d), int(s)) for d, s in record["known_effects"]),
+        known_effects=tuple(KnownEffect(str(d), int(s)) for d, s in record["known_effects"]),
         unresolved_alternatives=tuple(
-            (str(subject), tuple(alternatives))
+            UnresolvedAlternative(str(subject), tuple(alternatives))
             for subject, alternatives in record["unresolved_alternatives"]
         ),
-        remaining_obligations=tuple((str(o), str(b)) for o, b in record["remaining_obligations"]),
+        remaining_obligations=tuple(
+            RemainingObligation(str(o), str(b)) for o, b in record["remaining_obligations"]
+        ),
         permitted_next_actions=tuple(
             PermittedAction(**a) for a in record["permitted_next_actions"]
         ),

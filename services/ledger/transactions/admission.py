@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
-from services.ledger.domain.admission import AdmissionInput, check_policy_for_admission
+from services.ledger.domain.admission import check_policy_for_admission, validate_admission
 from services.ledger.domain.derived_envelope import JournalTurn, check_derived_envelope
 from services.ledger.domain.execution import (
     ExecutionRequestRecord,
@@ -40,6 +40,8 @@ from services.ledger.transactions.base import (
 from services.ledger.transactions.execution import existing_request
 from services.ledger.transactions.execution_stops import Expiry
 from shared.continuity.canonical import GENESIS_HASH, parse_json
+from shared.continuity.commit_admission import CommitAdmission
+from shared.continuity.derived_format import ADMITTED_DERIVED_CHECKPOINT_MEDIA_TYPE
 from shared.continuity.idempotency import StoredAction, replay_or_conflict
 from shared.continuity.timeutil import to_text
 from shared.runtime.errors import (
@@ -50,7 +52,6 @@ from shared.runtime.errors import (
     PreconditionViolation,
 )
 
-DERIVED_CHECKPOINT_MEDIA_TYPE = "application/json"
 # The kinds whose newest entry steps 9.5, 9.5b and 9.8 judge.
 _JUDGED_KINDS = (
     EntryKind.RUN_STARTED,
@@ -71,15 +72,15 @@ class Admission:
     current: ExecutionRequestRecord | None = None
 
 
-def commit(context: LedgerContext, admission: AdmissionInput, expiry: Expiry) -> Admission:
+def commit(context: LedgerContext, admission: CommitAdmission, expiry: Expiry) -> Admission:
     """Admit, or replay the identical earlier admission; refusals write nothing (``expiry``'s
     sweep is rolled back with them)."""
-    admission.validate()
+    validate_admission(admission)
     return _commit(context, admission, expiry)
 
 
 @retry_on_unique_conflict
-def _commit(context: LedgerContext, admission: AdmissionInput, expiry: Expiry) -> Admission:
+def _commit(context: LedgerContext, admission: CommitAdmission, expiry: Expiry) -> Admission:
     # If a concurrent transaction commits first (a unique constraint fires), the retry answers
     # as the second caller would: replay or conflict.
     with context.engine.begin() as connection:
@@ -87,7 +88,7 @@ def _commit(context: LedgerContext, admission: AdmissionInput, expiry: Expiry) -
 
 
 def _admit(
-    context: LedgerContext, connection: Connection, admission: AdmissionInput, expiry: Expiry
+    context: LedgerContext, connection: Connection, admission: CommitAdmission, expiry: Expiry
 ) -> Admission:
     # Before the lock: the journal rows and stored bytes the checks judge (they decide nothing
     # yet; what the policy lock covers is kept short, since a policy write waits for it).
@@ -257,7 +258,10 @@ def _admit(
     # request and the ticket
     derived = admission.derived_checkpoint
     blob = NewBlob(
-        admission.derived_checkpoint_digest, derived, DERIVED_CHECKPOINT_MEDIA_TYPE, created_at
+        admission.derived_checkpoint_digest,
+        derived,
+        ADMITTED_DERIVED_CHECKPOINT_MEDIA_TYPE,
+        created_at,
     )
     rows = AdmittedRows(
         entries=(settlement, claim),
@@ -272,7 +276,7 @@ def _admit(
 
 
 def _admission_reads(
-    connection: Connection, admission: AdmissionInput, now: str
+    connection: Connection, admission: CommitAdmission, now: str
 ) -> ticket_rows.AdmissionReads:
     return ticket_rows.admission_reads(
         connection,
@@ -299,7 +303,7 @@ class _EarlyReads:
     envelope_refusal: DomainError | None
 
 
-def _read_before_lock(connection: Connection, admission: AdmissionInput) -> _EarlyReads:
+def _read_before_lock(connection: Connection, admission: CommitAdmission) -> _EarlyReads:
     """The newest entries with the bytes of the source checkpoint their model_request_sent
     names (one statement), the derived checkpoint's when its bytes were not sent (one more),
     and the envelope check on them when they hold every byte it needs."""
@@ -336,7 +340,7 @@ def _checkpoint_digest(newest: NewestEntries) -> str:
 
 
 def _check_envelope(
-    admission: AdmissionInput, newest: NewestEntries, stored: Callable[[str], bytes | None]
+    admission: CommitAdmission, newest: NewestEntries, stored: Callable[[str], bytes | None]
 ) -> None:
     """9.8: the derived checkpoint (the bytes sent, or those stored under its digest) names the
     source checkpoint, raw response, consumption time, version, witness and limits of the rows
@@ -367,7 +371,7 @@ def _payload(entry: StoredEntry | None) -> dict[str, object]:
 
 
 def _check_held_on_consumed_response(
-    admission: AdmissionInput, last: StoredEntry | None, consumed: StoredEntry | None
+    admission: CommitAdmission, last: StoredEntry | None, consumed: StoredEntry | None
 ) -> None:
     """The ledger does not trust the caller's ``consumed_response_digest``, which keys the
     one-ticket-per-consumed-graph rule: the run must be held (its last entry, ``last``, is

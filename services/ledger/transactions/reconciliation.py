@@ -57,7 +57,7 @@ from shared.continuity.admissibility import check
 from shared.continuity.admissibility_facts import RETRY_STAGE, ActionFacts, Handoff, Unresolved
 from shared.continuity.idempotency import StoredAction, replay_or_conflict
 from shared.continuity.timeutil import from_text, to_text
-from shared.contract.handoff_proto import admissibility_handoff_to_proto
+from shared.contract.handoff_proto import handoff_to_proto
 from shared.runtime.errors import FailedPrecondition, NotFound, PreconditionViolation
 
 
@@ -300,7 +300,7 @@ def unresolved_refusal(outcome: Unresolved, request: ReconcileInput) -> FailedPr
             for refusal in outcome.refusals
         ],
         # Every refusal the check makes carries its handoff (the 001 principle).
-        details=[admissibility_handoff_to_proto(outcome.handoff)],
+        details=[handoff_to_proto(outcome.handoff)],
     )
 
 

@@ -52,6 +52,7 @@ from services.ledger.transactions.recovery_input import Recovery, RecoveryInput
 from shared.continuity.admissibility import check
 from shared.continuity.admissibility_facts import Unresolved
 from shared.continuity.canonical import digest_of
+from shared.continuity.derived_format import DERIVED_CHECKPOINT_MEDIA_TYPE
 from shared.continuity.idempotency import StoredAction, replay_or_conflict
 from shared.continuity.recovery import DerivedCheckpoint
 from shared.continuity.recovery import workflow as recovery_workflow
@@ -61,8 +62,6 @@ from shared.runtime.errors import (
     NotFound,
     PreconditionViolation,
 )
-
-DERIVED_CHECKPOINT_MEDIA_TYPE = "application/vnd.forge.derived-checkpoint+json"
 
 
 def commit_recovery(

@@ -15,7 +15,7 @@ from shared.continuity.admissibility_facts import Unresolved
 from shared.continuity.recovery import Evidence, Situation, Workflow
 from shared.continuity.request_history import JournalRow, consumed_from, request_history
 from shared.continuity.timeutil import deadline_remaining_seconds
-from shared.contract.handoff_proto import admissibility_handoff_to_proto
+from shared.contract.handoff_proto import handoff_to_proto
 from shared.runtime.errors import FailedPrecondition, PreconditionViolation
 
 
@@ -71,5 +71,5 @@ def unresolved_refusal(outcome: Unresolved, run_id: str, request_id: str) -> Fai
             for refusal in outcome.refusals
         ],
         # Every refusal the check makes carries its handoff (the 001 principle).
-        details=[admissibility_handoff_to_proto(outcome.handoff)],
+        details=[handoff_to_proto(outcome.handoff)],
     )

@@ -36,7 +36,7 @@ from shared.continuity.canonical import parse_json
 from shared.continuity.refused_actions import refusal_of
 from shared.continuity.request_history import consumed_from
 from shared.continuity.timeutil import deadline_remaining_seconds
-from shared.contract.handoff_proto import admissibility_handoff_to_proto
+from shared.contract.handoff_proto import handoff_to_proto
 from shared.runtime.errors import DomainError
 
 
@@ -129,7 +129,7 @@ def handoff_of(
             )
         ),
     )
-    return admissibility_handoff_to_proto(check(facts).handoff)
+    return handoff_to_proto(check(facts).handoff)
 
 
 def _bound_record(

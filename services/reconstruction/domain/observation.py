@@ -25,7 +25,6 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCall
 from services.reconstruction.domain.analysis import EVIDENCE_TOOL, READ_GRANT
 from services.reconstruction.domain.reconstruct import OBSERVATION_UNAVAILABLE, _parse_consumed_at
 from services.reconstruction.domain.registry import (
-    DERIVED_FORMAT,
     TARGET_RUNTIME,
     source_reader_pin,
     transition,
@@ -37,10 +36,20 @@ from shared.agent.pending import continuation_run_id, read_derived_checkpoint
 from shared.agent.projection import LIMITS, MESSAGES, USAGE
 from shared.agent.sealed import replay_consumed_response
 from shared.continuity.canonical import canonical_bytes, digest_of, sha256_digest
+from shared.continuity.derived_format import (
+    READONLY_OBSERVATION_WORKFLOW,
+    AppendedResult,
+    ConsumedResponse,
+    DerivedEnvelope,
+    ObservationAccounting,
+    ObservationWitness,
+    ObservedCall,
+    Reconstruction,
+    Source,
+)
 from shared.continuity.sdk_epochs import SOURCE_READER_TOOLS
 from shared.runtime.errors import FailedPrecondition
 
-OBSERVATION_WITNESS_FORMAT: Final = "forge.continuity.readonly-observation-witness/1"
 #: The one sibling whose exact retained successful result may be reused.
 RETAINED_TOOLS: Final = frozenset({"list_files"})
 
@@ -250,72 +259,63 @@ async def areconstruct_readonly_observation(
     }
     _validate_state(state, derived_state, len(results))
     before, after = state["usage"], derived_state["usage"]
-    witness = {
-        "format": OBSERVATION_WITNESS_FORMAT,
-        "transition": transition(),
-        "source_checkpoint_digest": record.digest,
-        "source_state_digest": record.envelope["state_digest"],
-        "raw_response_digest": sha256_digest(raw_response),
-        "consumed_at": consumed_at,
-        "calls": [
-            {
-                "tool_call_id": call.tool_call_id,
-                "tool_name": call.tool_name,
-                "args_digest": digest_of(call.args_as_dict()),
-                "result": "retained" if call.tool_name != EVIDENCE_TOOL else "unavailable",
-            }
+    appended_results = tuple(AppendedResult(i, n, c) for i, n, c in results)
+    witness = ObservationWitness(
+        transition=transition(),
+        source_checkpoint_digest=record.digest,
+        source_state_digest=record.document.state_digest,
+        raw_response_digest=sha256_digest(raw_response),
+        consumed_at=consumed_at,
+        calls=tuple(
+            ObservedCall(
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                args_digest=digest_of(call.args_as_dict()),
+                result="retained" if call.tool_name != EVIDENCE_TOOL else "unavailable",
+            )
             for call in calls
-        ],
-        "history_digest": digest_of(messages_json),
-        "contract_digest": record.envelope["contract_digest"],
-        **({"source_reader": reader} if reader is not None else {}),
-    }
-    witness_digest = digest_of(witness)
-    accounting = {
-        "consumed_response": {
-            "raw_response_digest": sha256_digest(raw_response),
-            "provider_response_id": replay.response.provider_response_id,
-            "charged_requests": 1,
-        },
-        "appended_results": [
-            {"tool_call_id": i, "tool_name": n, "charged_tool_calls": 1} for i, n, _ in results
-        ],
-        "usage_before": before,
-        "usage_after": after,
-        "limits_unchanged": True,
-        "command_charge": 0,
-    }
-    envelope = {
-        "format": DERIVED_FORMAT,
-        "compatibility": {"transition": transition(), "target_runtime": dict(TARGET_RUNTIME)},
-        "source": {
-            "checkpoint_digest": record.digest,
-            "state_digest": record.envelope["state_digest"],
-            "raw_response_digest": sha256_digest(raw_response),
-            "run": dict(run),
-            "provider": dict(provider),
-        },
-        "reconstruction": {
-            "workflow": "readonly_observation",
-            "consumed_at": consumed_at,
-            "appended_results": [
-                {"tool_call_id": i, "tool_name": n, "content": c} for i, n, c in results
-            ],
-            **({"source_reader": reader} if reader is not None else {}),
-        },
-        "state": derived_state,
-        "state_digest": digest_of(derived_state),
-        "witness_digest": witness_digest,
-        "contract_digest": record.envelope["contract_digest"],
-        "accounting_digest": digest_of(accounting),
-    }
-    derived = canonical_bytes(envelope)
+        ),
+        history_digest=digest_of(messages_json),
+        contract_digest=record.document.contract_digest,
+        source_reader=reader,
+    ).to_json()
+    accounting = ObservationAccounting(
+        consumed_response=ConsumedResponse(
+            raw_response_digest=sha256_digest(raw_response),
+            provider_response_id=replay.response.provider_response_id,
+        ),
+        appended_results=appended_results,
+        usage_before=before,
+        usage_after=after,
+    ).to_json()
+    envelope = DerivedEnvelope.sealed(
+        transition=transition(),
+        target_runtime=TARGET_RUNTIME,
+        source=Source(
+            checkpoint_digest=record.digest,
+            state_digest=record.document.state_digest,
+            raw_response_digest=sha256_digest(raw_response),
+            run=dict(run),
+            provider=dict(provider),
+        ),
+        reconstruction=Reconstruction(
+            workflow=READONLY_OBSERVATION_WORKFLOW,
+            consumed_at=consumed_at,
+            appended_results=appended_results,
+            source_reader=reader,
+        ),
+        state=derived_state,
+        witness=witness,
+        contract_digest=record.document.contract_digest,
+        accounting=accounting,
+    )
+    derived = envelope.canonical()
     return ObservationResult(
         derived_checkpoint=derived,
         derived_checkpoint_digest=sha256_digest(derived),
         witness=witness,
         witness_json=canonical_bytes(witness).decode(),
-        witness_digest=witness_digest,
+        witness_digest=envelope.witness_digest,
         accounting_json=canonical_bytes(accounting).decode(),
         calls=tuple((c.tool_call_id, c.tool_name) for c in calls),
     )

@@ -20,9 +20,7 @@ from services.reconstruction.domain.contract import (
     migrate_contract,
 )
 from services.reconstruction.domain.registry import (
-    DERIVED_FORMAT,
     TARGET_RUNTIME,
-    WITNESS_FORMAT,
     source_reader_pin,
     transition,
     verify_target_runtime,
@@ -32,6 +30,15 @@ from shared.agent.jsonpath import first_difference
 from shared.agent.projection import MESSAGES, USAGE, Projection, project
 from shared.agent.sealed import Replay, capture_current_contract, replay_consumed_response
 from shared.continuity.canonical import canonical_bytes, digest_of, sha256_digest
+from shared.continuity.derived_format import (
+    AppendedResult,
+    ConsumedResponse,
+    DerivedEnvelope,
+    InvalidReadAccounting,
+    MigrationWitness,
+    Reconstruction,
+    Source,
+)
 from shared.continuity.sdk_epochs import SOURCE_READER_TOOLS
 from shared.contract.terms import SUPPORTED_VERSIONS
 from shared.runtime.errors import FailedPrecondition, InvalidArgument
@@ -182,73 +189,60 @@ async def areconstruct_invalid_read(
         "model_settings": current["model_settings"],
         "model_request_parameters": captured.model_request_parameters,
     }
-    witness = {
-        "format": WITNESS_FORMAT,
-        "transition": transition(),
-        "source_checkpoint_digest": record.digest,
-        "source_state_digest": record.envelope["state_digest"],
-        "historical_identities": {
-            "evidence_validator": dict(analysis.validator_identity),
-            "advertised_schema_digest": record.envelope["runtime"]["advertised_schema_digest"],
-            **({"source_reader": reader} if reader is not None else {}),
-        },
-        "sdk_projection": projection.witness,
-        "round_trip": projection.round_trip,
-        "tool_contract": {
-            **contract_witness,
-            "historical_contract_digest": digest_of(historical),
-            "current_contract_digest": digest_of(current),
-        },
-    }
-    witness_digest = digest_of(witness)
-    accounting = {
-        "consumed_response": {
-            "raw_response_digest": sha256_digest(raw_response),
-            "provider_response_id": replay.response.provider_response_id,
-            "charged_requests": 1,
-            "usage": TypeAdapter(RequestUsage).dump_python(replay.response.usage, mode="json"),
-        },
-        "fixed_outcomes": [
-            {"tool_call_id": i, "tool_name": n, "result": c, "charged_tool_calls": 1}
-            for i, n, c in results
-        ],
-        "usage_before": state["usage"],
-        "usage_after": derived_state["usage"],
-        "limits": state["limits"],
-        "limits_unchanged": derived_state["limits"] == state["limits"],
-        "command_charge": 0,
-    }
-    envelope = {
-        "format": DERIVED_FORMAT,
-        "compatibility": {"transition": transition(), "target_runtime": dict(TARGET_RUNTIME)},
-        "source": {
-            "checkpoint_digest": record.digest,
-            "state_digest": record.envelope["state_digest"],
-            "raw_response_digest": sha256_digest(raw_response),
-            "run": dict(record.run),
-            "provider": dict(record.provider),
-        },
-        "reconstruction": {
-            "version": version,
-            "consumed_at": consumed_at,
-            "appended_results": [
-                {"tool_call_id": i, "tool_name": n, "content": c} for i, n, c in results
-            ],
-            **({"source_reader": reader} if reader is not None else {}),
-        },
-        "state": derived_state,
-        "state_digest": digest_of(derived_state),
-        "witness_digest": witness_digest,
-        "contract_digest": digest_of(current),
-        "accounting_digest": digest_of(accounting),
-    }
-    derived = canonical_bytes(envelope)
+    appended = tuple(AppendedResult(i, n, c) for i, n, c in results)
+    witness = MigrationWitness(
+        transition=transition(),
+        source_checkpoint_digest=record.digest,
+        source_state_digest=record.envelope["state_digest"],
+        evidence_validator=dict(analysis.validator_identity),
+        advertised_schema_digest=record.envelope["runtime"]["advertised_schema_digest"],
+        sdk_projection=projection.witness,
+        round_trip=projection.round_trip,
+        contract_migration=contract_witness,
+        historical_contract_digest=digest_of(historical),
+        current_contract_digest=digest_of(current),
+        source_reader=reader,
+    ).to_json()
+    accounting = InvalidReadAccounting(
+        consumed_response=ConsumedResponse(
+            raw_response_digest=sha256_digest(raw_response),
+            provider_response_id=replay.response.provider_response_id,
+            usage=TypeAdapter(RequestUsage).dump_python(replay.response.usage, mode="json"),
+        ),
+        fixed_outcomes=appended,
+        usage_before=state["usage"],
+        usage_after=derived_state["usage"],
+        limits=state["limits"],
+        limits_unchanged=derived_state["limits"] == state["limits"],
+    ).to_json()
+    envelope = DerivedEnvelope.sealed(
+        transition=transition(),
+        target_runtime=TARGET_RUNTIME,
+        source=Source(
+            checkpoint_digest=record.digest,
+            state_digest=record.envelope["state_digest"],
+            raw_response_digest=sha256_digest(raw_response),
+            run=dict(record.run),
+            provider=dict(record.provider),
+        ),
+        reconstruction=Reconstruction(
+            version=version,
+            consumed_at=consumed_at,
+            appended_results=appended,
+            source_reader=reader,
+        ),
+        state=derived_state,
+        witness=witness,
+        contract_digest=digest_of(current),
+        accounting=accounting,
+    )
+    derived = envelope.canonical()
     return ReconstructionResult(
         derived_checkpoint=derived,
         derived_checkpoint_digest=sha256_digest(derived),
         witness=witness,
         witness_json=canonical_bytes(witness).decode(),
-        witness_digest=witness_digest,
+        witness_digest=envelope.witness_digest,
         captured_contract=current,
         captured_contract_json=canonical_bytes(current).decode(),
         accounting=accounting,

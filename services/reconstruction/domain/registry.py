@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from shared.agent import historical
 from shared.agent.target import verify_target_runtime
@@ -23,13 +23,10 @@ __all__ = [
     "SOURCE_RUNTIME",
     "TARGET_RUNTIME",
     "TRANSITION_ID",
-    "WITNESS_FORMAT",
     "source_reader_pin",
     "transition",
     "verify_target_runtime",
 ]
-
-WITNESS_FORMAT: Final = "forge.continuity.migration-witness/1"
 
 
 def transition() -> dict[str, Any]:

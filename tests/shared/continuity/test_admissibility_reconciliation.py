@@ -17,6 +17,7 @@ from shared.continuity.admissibility_facts import (
     Consumed,
     ReconciliationFacts,
     Unresolved,
+    UnresolvedAlternative,
 )
 
 PROBLEMS = ("no verification is recorded for this reconciliation",)
@@ -96,7 +97,7 @@ def test_mark_unresolved_needs_identity_authority_a_claim_and_cessation_verified
         assert facts.bound.state != "claimed" or "RECONCILIATION_NOT_VERIFIED" in refused
     if cleared and not facts.bound.cessation_verified:
         # the terminal unresolved state names every alternative the evidence still permits
-        assert ("exr_1", ("failed", "committed", "in_flight")) in (
+        assert UnresolvedAlternative("exr_1", ("failed", "committed", "in_flight")) in (
             outcome.handoff.unresolved_alternatives
         )
 
@@ -145,8 +146,8 @@ def test_a_decided_request_is_blocked_by_its_decision_not_called_unclaimed(
         assert isinstance(outcome, Unresolved)
         holds = {r.hold for r in outcome.refusals}
         assert "RECOVERY_SPENT" in holds and "REQUEST_NOT_CLAIMED" not in holds
-        ((_, blocked_by),) = outcome.handoff.remaining_obligations
-        assert "REQUEST_NOT_CLAIMED" not in blocked_by
+        (obligation,) = outcome.handoff.remaining_obligations
+        assert "REQUEST_NOT_CLAIMED" not in obligation.blocked_by
     # a request no decision reconciled is still "not claimed" when it is not
     queued = replace(facts, bound=replace(facts.bound, state="queued"))
     assert "REQUEST_NOT_CLAIMED" in {r.hold for r in check(queued).refusals}  # type: ignore[union-attr]

@@ -16,6 +16,7 @@ from shared.continuity.canonical import (
     parse_json,
 )
 from shared.continuity.derived_checkpoint import DerivedCheckpoint
+from shared.continuity.derived_format import DerivedClaims
 from shared.continuity.recovery.readonly_observation.custody import (
     EVIDENCE_TOOL,
     ObservationCustody,
@@ -46,28 +47,25 @@ def check_binding(
     from, with the consumed response, whose calls carry exactly the arguments their grant rows
     digest, and appends exactly the retained results (stored intact, compared as canonical JSON)
     and the fixed unavailable observation for the evidence call."""
-    try:
-        envelope = parse_json(derived.content)
-    except CanonicalJsonError as exc:
+    claims = DerivedClaims.read(derived.content)
+    if not claims.is_json:
         raise InvalidArgument(
             "RECOVERY_INVALID",
             "derived_checkpoint is not JSON",
             field_violations=[FieldViolation("derived_checkpoint", "not JSON")],
-        ) from exc
-    source = envelope.get("source") if isinstance(envelope, dict) else None
-    rebuilt = envelope.get("reconstruction") if isinstance(envelope, dict) else None
-    if not isinstance(source, dict) or not isinstance(rebuilt, dict):
+        )
+    if not claims.records:
         raise _mismatch("no source or reconstruction record", derived)
-    if source.get("checkpoint_digest") != custody.pending_checkpoint_digest:
+    if claims.checkpoint_digest != custody.pending_checkpoint_digest:
         raise _mismatch("another source checkpoint", derived)
-    if source.get("raw_response_digest") != custody.consumed_response_digest:
+    if claims.raw_response_digest != custody.consumed_response_digest:
         raise _mismatch("another consumed response", derived)
-    if rebuilt.get("consumed_at") != custody.consumed_at:
+    if claims.consumed_at != custody.consumed_at:
         raise _mismatch("another consumption time", derived)
-    if envelope.get("witness_digest") != derived.witness_digest:
+    if claims.witness_digest != derived.witness_digest:
         raise _mismatch("another witness", derived)
-    _check_arguments(envelope, custody, derived)
-    appended = rebuilt.get("appended_results")
+    _check_arguments(claims.messages, custody, derived)
+    appended = claims.appended_results
     results = {
         str(item.get("tool_call_id")): item.get("content")
         for item in (appended if isinstance(appended, list) else [])
@@ -76,7 +74,7 @@ def check_binding(
     if sorted(results) != sorted(call_id for call_id, _ in custody.calls):
         raise _mismatch("the appended results are not the granted calls'", derived)
     # a reused source-reader result: the proof pins the published historical source reader
-    check_source_reader_pin(rebuilt)
+    check_source_reader_pin(claims)
     for call_id, name in custody.calls:
         if name == EVIDENCE_TOOL:
             expected: Any = OBSERVATION_UNAVAILABLE
@@ -90,11 +88,11 @@ def check_binding(
 
 
 def _check_arguments(
-    envelope: Any, custody: ObservationCustody, derived: DerivedCheckpoint
+    messages: Any, custody: ObservationCustody, derived: DerivedCheckpoint
 ) -> None:
     """Each granted call's argument digest is the digest of its arguments in the consumed
     response the derived checkpoint carries."""
-    consumed = consumed_call_args(envelope)
+    consumed = consumed_call_args(messages)
     for call_id, _ in custody.calls:
         if consumed.get(call_id) != custody.args_digests.get(call_id):
             raise _mismatch(
@@ -102,12 +100,10 @@ def _check_arguments(
             )
 
 
-def consumed_call_args(envelope: Any) -> dict[str, str]:
+def consumed_call_args(messages: Any) -> dict[str, str]:
     """call id → ``digest_of`` the parsed arguments of each tool call of the consumed response the
-    derived checkpoint carries (its state's second-to-last message, the reconstructed turn's
-    response); "" for arguments that are not JSON. Empty when the envelope has no such message."""
-    state = envelope.get("state") if isinstance(envelope, dict) else None
-    messages = state.get("messages") if isinstance(state, dict) else None
+    derived checkpoint's history carries (its second-to-last message, the reconstructed turn's
+    response); "" for arguments that are not JSON. Empty when there is no such message."""
     if not isinstance(messages, list) or len(messages) < 2 or not isinstance(messages[-2], dict):
         return {}
     parts = messages[-2].get("parts")
