@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from services.ledger.domain.admission import AdmissionInput
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.policy import PolicyRevision, PolicySettings
 from services.ledger.domain.reconciliation import ReconcileInput, VerifyInput
@@ -42,6 +41,7 @@ from services.ledger.transactions.recovery_input import Recovery, RecoveryInput
 from services.ledger.transactions.refusal_handoff import BoundAction
 from services.ledger.transactions.signed_heads import HeadFeedPage, SignedHeadPage
 from shared.continuity.admissibility_facts import REVIEW
+from shared.continuity.commit_admission import CommitAdmission
 from shared.continuity.journal_chain import Verification
 from shared.runtime.events import record_event
 
@@ -192,7 +192,7 @@ class Ledger(ExecutionRequests):
 
     # --- admissions -----------------------------------------------------------------------------
 
-    def commit_admission(self, request: AdmissionInput) -> Admission:
+    def commit_admission(self, request: CommitAdmission) -> Admission:
         bound = BoundAction(
             "request_invalid_read_continuity",
             request.operator_identity,

@@ -6,7 +6,8 @@ registered profile whose digest equals the **installed profile digest**, compute
 start-up from three parts (docs/formats.md, "Qualified profile digest"; ADR 0023):
 
 - ``migration_code``: every file of the ledger's migrations (``services/ledger/migrations``);
-- ``reconstruction_code``: every file of the reconstruction package (``services/reconstruction``);
+- ``reconstruction_code``: every file of the reconstruction package (``services/reconstruction``),
+  the agent (``shared/agent``) and the derived checkpoint's format (``derived_format.py``);
 - ``sdk_distribution``: the pinned SDK's distribution record (name, version, RECORD).
 
 The registry comes from ``FORGE_QUALIFIED_PROFILES_FILE`` (production: the release's registration,
@@ -49,6 +50,10 @@ MIGRATION_PACKAGE = "services.ledger.migrations"
 RECONSTRUCTION_PACKAGE = "services.reconstruction"
 AGENT_PACKAGE = "shared.agent"
 RECONSTRUCTION_PACKAGES = (RECONSTRUCTION_PACKAGE, AGENT_PACKAGE)
+#: Modules outside those packages that write what a reconstruction returns, digested with them:
+#: the derived checkpoint's envelope, witnesses and accountings (ADR 0055), so a change to those
+#: bytes re-qualifies the profile like a change to the reconstruction itself.
+RECONSTRUCTION_MODULES = ("shared.continuity.derived_format",)
 # RECORD entries an installer writes (not the wheel's content): left out so the same wheel gives
 # the same digest whichever installer put it there.
 _INSTALLER_FILES = frozenset({"INSTALLER", "REQUESTED", "direct_url.json", "RECORD"})
@@ -94,6 +99,11 @@ class ProfileDigest:
 
 
 def _files(root: Path, prefix: str = "") -> list[dict[str, str]]:
+    if root.is_file():
+        # a single module: its path is the tree name itself
+        return [
+            {"path": prefix.rstrip("/"), "sha256": hashlib.sha256(root.read_bytes()).hexdigest()}
+        ]
     files = []
     for path in sorted(root.rglob("*")):
         relative = path.relative_to(root)
@@ -153,13 +163,26 @@ def _package_dir(package: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+def _module_file(module: str) -> Path:
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise RegistryError(f"module {module} is not installed")
+    return Path(spec.origin)
+
+
 @functools.cache
 def installed_profile() -> ProfileDigest:
     """The installed code's profile digest (computed once per process)."""
     return ProfileDigest(
         migration_code=tree_digest(_package_dir(MIGRATION_PACKAGE)),
         reconstruction_code=trees_digest(
-            {name.replace(".", "/"): _package_dir(name) for name in RECONSTRUCTION_PACKAGES}
+            {
+                **{name.replace(".", "/"): _package_dir(name) for name in RECONSTRUCTION_PACKAGES},
+                **{
+                    name.replace(".", "/") + ".py": _module_file(name)
+                    for name in RECONSTRUCTION_MODULES
+                },
+            }
         ),
         sdk_distribution=distribution_digest(),
     )

@@ -16,10 +16,6 @@ from shared.runtime.errors import (
     ResourceExhausted,
 )
 
-#: The admission the admission service validated, as the ledger's transaction takes it (the one
-#: ``CommitAdmission`` both services share); the ledger re-checks state itself.
-AdmissionInput = CommitAdmission
-
 
 def validate_admission(admission: CommitAdmission) -> None:
     """INVALID_ARGUMENT ADMISSION_INVALID naming every field the ledger refuses."""
