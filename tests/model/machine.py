@@ -115,15 +115,17 @@ class ModelMachine(RuleBasedStateMachine):
         #: Each admitted run's submission, replayed as a retrying client would.
         self.submissions: dict[str, admission_pb2.RequestInvalidReadContinuityRequest] = {}
         self.steps = 0
+        #: Turns of the ledger replicas (deterministic, so a sequence replays exactly).
+        self.spread = 0
 
     # -- calls -------------------------------------------------------------------------------
 
     def _channel(self, service: str, token: str) -> grpc.Channel:
-        served = {
-            "ledger": self.stack.ledger,
-            "candidate": self.stack.candidate,
-            "admission": self.stack.admission,
-        }[service]
+        """A channel to ``service``; the ledger's calls go round its replicas in turn."""
+        if service == "ledger":
+            self.spread += 1
+            return self.stack.ledgers[self.spread % len(self.stack.ledgers)].channel(token)
+        served = {"candidate": self.stack.candidate, "admission": self.stack.admission}[service]
         return served.channel(token)
 
     def call(

@@ -12,19 +12,37 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from tests.model.harness import ModelStack, sqlite_stack
+from tests.conftest import postgres_schema
+from tests.model.harness import ModelStack, postgres_stack, sqlite_stack
 from tests.model.machine import ModelMachine
+from tests.scale.pgbouncer import running_pgbouncer
 
 #: The budget; unset (make test), the small one runs the same sequences every time, so a CI run
 #: is reproducible, while make model-check draws new ones.
 EXPLORING = "FORGE_MODEL_EXAMPLES" in os.environ
-EXAMPLES = int(os.environ.get("FORGE_MODEL_EXAMPLES", "25"))
+#: make test's budget per target: PostgreSQL's calls take about four times SQLite's.
+SMALL_BUDGET = {"sqlite": 25, "postgresql+pgbouncer": 8}
 STEPS = int(os.environ.get("FORGE_MODEL_STEPS", "40"))
 
 
-@pytest.fixture(scope="module")
-def model_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelStack]:
-    with sqlite_stack(tmp_path_factory.mktemp("model")) as stack:
+def examples(target: str) -> int:
+    return int(os.environ.get("FORGE_MODEL_EXAMPLES", SMALL_BUDGET[target]))
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def model_stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ModelStack]:
+    """SQLite with one ledger; PostgreSQL with two replicas, one behind PgBouncer."""
+    if request.param == "sqlite":
+        with sqlite_stack(tmp_path_factory.mktemp("model")) as stack:
+            yield stack
+        return
+    with (
+        postgres_schema() as database_url,
+        running_pgbouncer(database_url, tmp_path_factory.mktemp("pgbouncer")) as bouncer,
+        postgres_stack(database_url, bouncer.url) as stack,
+    ):
         yield stack
 
 
@@ -33,10 +51,12 @@ def test_the_services_answer_as_the_spec_model_requires(
 ) -> None:
     ModelMachine.stack = model_stack
     ModelMachine.history_dir = tmp_path
+    ModelMachine.examples = ModelMachine.total_steps = ModelMachine.checked_histories = 0
+    ModelMachine.outcomes.clear()
     run_state_machine_as_test(
         ModelMachine,
         settings=settings(
-            max_examples=EXAMPLES,
+            max_examples=examples(model_stack.target),
             stateful_step_count=STEPS,
             deadline=None,
             suppress_health_check=list(HealthCheck),
@@ -44,11 +64,12 @@ def test_the_services_answer_as_the_spec_model_requires(
             derandomize=not EXPLORING,
         ),
     )
-    assert ModelMachine.examples >= EXAMPLES
+    assert ModelMachine.examples >= examples(model_stack.target)
     assert ModelMachine.checked_histories > 0
     print(
-        f"\nmodel: {ModelMachine.examples} sequences, {ModelMachine.total_steps} checked calls, "
-        f"{ModelMachine.checked_histories} histories checked, 0 divergences, 0 anomalies"
+        f"\nmodel ({model_stack.target}): {ModelMachine.examples} sequences, "
+        f"{ModelMachine.total_steps} checked calls, {ModelMachine.checked_histories} histories "
+        "checked, 0 divergences, 0 anomalies"
     )
     for outcome, count in sorted(ModelMachine.outcomes.items()):
         print(f"  {count:6d}  {outcome}")
