@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN):$(CURDIR)/tools/audit
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install lock chromium pgbouncer promtool guarantees run run-mtls certs test test-database host-controls reliability scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-policy-lock bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
+.PHONY: help install lock chromium pgbouncer promtool guarantees run run-mtls certs test test-database host-controls reliability model-check scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-policy-lock bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
@@ -37,6 +37,7 @@ help:
 	@echo "make profile    py-spy samples of every service under admission load"
 	@echo "make host-controls the reference worker as a process against real services, every variant"
 	@echo "make reliability faults, races and hostile input at full counts (docs/reliability.md)"
+	@echo "make model-check   the spec model against the real services, and the history checker"
 	@echo "make scale      two ledger replicas on one PostgreSQL, directly and behind PgBouncer, full counts"
 	@echo "make demo       the whole v1 story against make run (or services it starts itself)"
 	@echo "make db-upgrade apply ledger migrations to FORGE_DATABASE_URL (default var/continuity.db)"
@@ -162,6 +163,16 @@ reliability: $(STAMP)
 	mkdir -p var && rm -f var/reliability.jsonl
 	FORGE_RELIABILITY_SCALE=full FORGE_RELIABILITY_RESULTS=var/reliability.jsonl CI=true \
 	  $(PY) -m pytest -q -s -o timeout=3600 tests/reliability
+	$(MAKE) --no-print-directory model-check
+
+# The spec model against the real services, and the independent history checker, for a budget of
+# sequences and steps (docs/reliability.md, "The model and the history checker"; make test runs a
+# small budget). Prints sequences, calls checked, histories checked, divergences and anomalies.
+FORGE_MODEL_EXAMPLES ?= 300
+FORGE_MODEL_STEPS ?= 60
+model-check: $(STAMP)
+	FORGE_MODEL_EXAMPLES=$(FORGE_MODEL_EXAMPLES) FORGE_MODEL_STEPS=$(FORGE_MODEL_STEPS) CI=true \
+	  $(PY) -m pytest -q -s -o timeout=3600 tests/model
 
 # The replica scenarios at full counts (make test runs a fast slice): two ledger processes on one
 # PostgreSQL schema with two lanes, under both isolation defaults and behind PgBouncer. Figures

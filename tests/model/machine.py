@@ -1,0 +1,561 @@
+"""The model run against the real services: a Hypothesis rule-based state machine whose rules
+call the public API only, compare each answer with the spec model's prediction, and check the
+invariants after every step (docs/reliability.md, "The model").
+
+Every call is recorded in the history (tests/model/history.py) for the independent checker
+(tools/history_check), which reads it with the runs' exported audit bundles after each example.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+import grpc
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+from sqlalchemy import bindparam, text
+
+from forge.continuity.v1 import (
+    admission_pb2,
+    admission_pb2_grpc,
+    candidate_pb2,
+    candidate_pb2_grpc,
+    common_pb2,
+    execution_pb2,
+    execution_pb2_grpc,
+    ledger_pb2,
+    ledger_pb2_grpc,
+    policy_pb2,
+    policy_pb2_grpc,
+)
+from services.client import ContinuityClient
+from services.demo.seed import load_fixture, seed_held_run
+from shared.contract.terms import PENDING_STATE_NAMES, enum_short_name
+from shared.runtime.errors import from_rpc_error
+from tests.model.harness import ModelStack
+from tests.model.history import History
+from tests.model.spec_model import (
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    LEASE_SECONDS,
+    OK,
+    Answer,
+    Policy,
+    RunModel,
+    SpecModel,
+)
+from tests.support import row_counts
+
+FIXTURE = load_fixture("v1_basic")
+ROOT = Path(__file__).resolve().parents[2]
+#: This example's pending requests (every earlier example's were cancelled at its start).
+PENDING_REQUESTS = text(
+    "SELECT execution_request_id FROM execution_requests WHERE state IN :states"
+).bindparams(bindparam("states", value=list(PENDING_STATE_NAMES), expanding=True))
+#: What a refusal that leaves a record may add: journal lines and the heads signed over them.
+JOURNAL_TABLES = {"journal_entries", "signed_heads"}
+#: At most this many runs per example: enough for the pending cap to bind.
+MAX_RUNS = 4
+#: Steps of the model clock, in seconds: each sum stays clear of a lease's edge by more than the
+#: real seconds an example takes, so the services and the model never disagree by a moment.
+CLOCK_STEPS = (120, 300, 1000)
+
+Response = TypeVar("Response")
+
+
+class Divergence(AssertionError):
+    """The services answered other than the spec requires."""
+
+
+@dataclass
+class Called:
+    """A call's answer, as the model compares it, and the response on success."""
+
+    answer: Answer
+    response: Any = None
+
+
+class ModelMachine(RuleBasedStateMachine):
+    """One example: fresh runs on the shared services, the model beside them."""
+
+    #: Set by the test before the machine runs (tests/model/test_model.py).
+    stack: ModelStack
+    history_dir: Any
+    examples = 0
+    total_steps = 0
+    checked_histories = 0
+    #: How often each operation got each answer, over every example (the report).
+    outcomes: ClassVar[dict[str, int]] = {}
+
+    runs = Bundle("runs")
+
+    def __init__(self) -> None:
+        super().__init__()
+        type(self).examples += 1
+        self.prefix = f"m{uuid.uuid4().hex[:8]}"
+        self.history = History(self.history_dir / f"{self.prefix}.history.jsonl")
+        self.started_at = self.stack.clock.offset.total_seconds()
+        self.model = SpecModel(Policy(enabled=True, pending_cap=2))
+        #: Each admitted run's submission, replayed as a retrying client would.
+        self.submissions: dict[str, admission_pb2.RequestInvalidReadContinuityRequest] = {}
+        self.steps = 0
+        #: Turns of the ledger replicas (deterministic, so a sequence replays exactly).
+        self.spread = 0
+
+    # -- calls -------------------------------------------------------------------------------
+
+    def _channel(self, service: str, token: str) -> grpc.Channel:
+        """A channel to ``service``; the ledger's calls go round its replicas in turn."""
+        if service == "ledger":
+            self.spread += 1
+            return self.stack.ledgers[self.spread % len(self.stack.ledgers)].channel(token)
+        served = {"candidate": self.stack.candidate, "admission": self.stack.admission}[service]
+        return served.channel(token)
+
+    def call(
+        self,
+        process: str,
+        operation: str,
+        value: dict[str, Any],
+        send: Callable[[], Response],
+        acknowledged: Callable[[Response], dict[str, Any]] = lambda _: {},
+        refusal_writes: Callable[[Answer], bool] = lambda _: False,
+    ) -> Called:
+        """Send one operation, recorded in the history. A refusal writes nothing, except where
+        the spec says it leaves a record (``refusal_writes``): then only journal lines and their
+        signed heads."""
+        before = row_counts(self.stack.engine)
+        index = self.history.invoke(process, operation, value)
+        try:
+            response = send()
+        except grpc.RpcError as error:
+            reason = from_rpc_error(error).reason
+            code = error.code().name  # type: ignore[attr-defined]
+            self.history.complete(index, "fail", {"code": code, "reason": reason})
+            after = row_counts(self.stack.engine)
+            changed = {table for table in after if after[table] != before.get(table)}
+            allowed = JOURNAL_TABLES if refusal_writes(Answer(code, reason)) else set()
+            if changed - allowed:
+                grown = {table: after[table] - before.get(table, 0) for table in changed}
+                raise Divergence(
+                    f"{operation} refused ({code} {reason}) but wrote {grown}"
+                ) from None
+            return Called(Answer(code, reason))
+        self.history.complete(index, "ok", acknowledged(response))
+        return Called(OK, response)
+
+    def expect(self, operation: str, predicted: Answer, got: Called) -> None:
+        self.steps += 1
+        type(self).total_steps += 1
+        type(self).outcomes[f"{operation} {got.answer.code} {got.answer.reason}".strip()] = (
+            type(self).outcomes.get(f"{operation} {got.answer.code} {got.answer.reason}".strip(), 0)
+            + 1
+        )
+        if (got.answer.code, got.answer.reason) != (predicted.code, predicted.reason):
+            raise Divergence(
+                f"{operation}: the spec requires {predicted.code} {predicted.reason or ''}, "
+                f"the services answered {got.answer.code} {got.answer.reason}"
+            )
+
+    def advance_clock(self, seconds: float) -> None:
+        self.model.advance(seconds)
+        self.stack.clock.advance(seconds)
+
+    # -- setup -------------------------------------------------------------------------------
+
+    @initialize()
+    def start(self) -> None:
+        self._drain()
+        self.put_policy(True, 2)
+
+    def _drain(self) -> None:
+        """Cancel whatever earlier examples left pending, so the cap counts this example's."""
+        admin = execution_pb2_grpc.ExecutionServiceStub(self._channel("ledger", "admin-token"))
+        # Read, then close: an open SQLite read would hold the lock the ledger's writes wait on.
+        with self.stack.engine.connect() as connection:
+            pending = list(connection.execute(PENDING_REQUESTS).scalars())
+        for execution_request_id in pending:
+            admin.CancelExecutionRequest(
+                execution_pb2.CancelExecutionRequestRequest(
+                    execution_request_id=execution_request_id, reason="model example reset"
+                )
+            )
+
+    # -- rules -------------------------------------------------------------------------------
+
+    @precondition(lambda self: len(self.model.runs) < MAX_RUNS)
+    @rule(target=runs)
+    def seed_run(self) -> str:
+        run_id = f"{self.prefix}-run-{len(self.model.runs) + 1}"
+        writer = ledger_pb2_grpc.LedgerServiceStub(self._channel("ledger", "writer-token"))
+        # The platform's writes before the run is held: recorded as one operation whose result
+        # names the head they end at, so the checker leaves them out of the acknowledged writes.
+        index = self.history.invoke("platform", "seed", {"run_id": run_id})
+        seed_held_run(writer, FIXTURE, run_id)
+        head = writer.GetRun(ledger_pb2.GetRunRequest(run_id=run_id)).head.sequence
+        self.history.complete(index, "ok", {"head_sequence": head})
+        self.model.runs[run_id] = RunModel(run_id, held_at=self.model.now)
+        return run_id
+
+    # Policy edits and cancellations end what the other rules exercise: taken at every few
+    # steps only (deterministic, so Hypothesis replays a sequence exactly).
+    @precondition(lambda self: self.steps % 4 == 3)
+    @rule(enabled=st.sampled_from((True, True, False)), cap=st.integers(min_value=1, max_value=3))
+    def put_policy(self, enabled: bool, cap: int) -> None:
+        stub = policy_pb2_grpc.PolicyServiceStub(self._channel("ledger", "admin-token"))
+        current = stub.GetPolicy(policy_pb2.GetPolicyRequest()).policy
+        settings = common_pb2.PolicySettings(
+            enabled=enabled,
+            window_seconds=self.model.policy.window_seconds,
+            pending_ticket_limit=cap,
+        )
+        got = self.call(
+            "admin",
+            "put_policy",
+            {"enabled": enabled, "pending_cap": cap},
+            lambda: stub.PutPolicy(
+                policy_pb2.PutPolicyRequest(expected_revision=current.revision, settings=settings)
+            ),
+            lambda response: {"revision": response.policy.revision},
+        )
+        self.expect("put_policy", OK, got)
+        self.model.policy_written(enabled, cap)
+
+    @rule(run_id=runs)
+    def admit(self, run_id: str) -> None:
+        run = self.model.runs[run_id]
+        candidates = candidate_pb2_grpc.CandidateServiceStub(
+            self._channel("candidate", "operator-token")
+        )
+        candidate = candidates.GetInvalidReadContinuityCandidate(
+            candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=run_id)
+        ).candidate
+        request_id = f"req-{uuid.uuid4().hex[:10]}"
+        submission = admission_pb2.RequestInvalidReadContinuityRequest(
+            run_id=run_id,
+            request_id=request_id,
+            digests=candidate.digests,
+            version=1,
+            valid_for_seconds=1800,
+            acknowledge_no_new_grant=True,
+            acknowledge_original_consumption=True,
+            acknowledge_renewed_same_attempt_lease=True,
+        )
+        # The ledger's transaction first expires what is due, whatever it then answers.
+        expired = self.model.expire_due() if self.model.reaches_the_ledger(run) else []
+        predicted = self.model.predict_admit(run)
+        got = self._submit(run_id, submission, expires=bool(expired))
+        self.expect("admit", predicted, got)
+        if got.answer.ok:
+            ticket = got.response.ticket
+            if ticket.execution_request.lease.seconds != LEASE_SECONDS:
+                raise Divergence(f"a queued request's lease is {ticket.execution_request.lease}")
+            self.model.admitted(run, request_id, ticket.execution_request.execution_request_id)
+            if self.model.pending() > self.model.policy.pending_cap:
+                raise Divergence(f"admitted past the pending cap {self.model.policy.pending_cap}")
+            self.submissions[run_id] = submission
+
+    def _submit(
+        self,
+        run_id: str,
+        submission: admission_pb2.RequestInvalidReadContinuityRequest,
+        expires: bool = False,
+    ) -> Called:
+        stub = admission_pb2_grpc.AdmissionServiceStub(self._channel("admission", "operator-token"))
+        return self.call(
+            "operator",
+            "admit",
+            {"run_id": run_id, "request_id": submission.request_id},
+            lambda: stub.RequestInvalidReadContinuity(submission),
+            lambda response: {
+                "execution_request_id": response.ticket.execution_request.execution_request_id
+            },
+            lambda _: expires,
+        )
+
+    @precondition(lambda self: bool(self.submissions))
+    @rule(data=st.data())
+    def replay_admission(self, data: st.DataObject) -> None:
+        """The same submission again (a client retrying): the same ticket, nothing written."""
+        run_id = data.draw(st.sampled_from(sorted(self.submissions)))
+        run = self.model.runs[run_id]
+        got = self._submit(run_id, self.submissions[run_id])
+        self.expect("replay_admission", OK, got)
+        answered = got.response.ticket.execution_request.execution_request_id
+        if answered != run.execution_request_id:
+            raise Divergence(f"a replayed admission answered {answered}")
+
+    def _worker(self) -> execution_pb2_grpc.ExecutionServiceStub:
+        return execution_pb2_grpc.ExecutionServiceStub(self._channel("ledger", "worker-token"))
+
+    @precondition(lambda self: bool(self.submissions))
+    @rule(data=st.data())
+    def claim(self, data: st.DataObject) -> None:
+        run = self.model.runs[data.draw(st.sampled_from(sorted(self.submissions)))]
+        stub = self._worker()
+        predicted = self.model.predict_claim(run)
+        leaves_record = self.model.claim_refusal_writes(run, predicted)
+        got = self.call(
+            "worker",
+            "claim",
+            {"run_id": run.run_id, "execution_request_id": run.execution_request_id},
+            lambda: stub.ClaimExecutionRequest(
+                execution_pb2.ClaimExecutionRequestRequest(
+                    execution_request_id=run.execution_request_id,
+                    attempt_id=f"{run.run_id}-attempt-1",
+                    source_revision=FIXTURE_SOURCE.source_revision,
+                    configuration_digest=FIXTURE_SOURCE.configuration_digest,
+                    source_profile=FIXTURE_SOURCE.source_profile,
+                )
+            ),
+            lambda response: {
+                "lease_generation": response.execution_request.lease.generation,
+                "journal_sequence": response.worker_claimed_entry.sequence,
+            },
+            lambda _: leaves_record,
+        )
+        self.expect("claim", predicted, got)
+        if got.answer.ok:
+            self.model.claimed(run)
+            generation = got.response.execution_request.lease.generation
+            if generation != run.generation:
+                raise Divergence(f"claim granted generation {generation}, not {run.generation}")
+
+    @precondition(lambda self: bool(self.submissions))
+    @rule(data=st.data(), outcome=st.sampled_from((COMPLETED, FAILED)))
+    def finish(self, data: st.DataObject, outcome: str) -> None:
+        run = self.model.runs[data.draw(st.sampled_from(sorted(self.submissions)))]
+        stub = self._worker()
+        generation = run.generation
+        predicted = self.model.predict_finish(run, outcome)
+        value = {
+            "run_id": run.run_id,
+            "execution_request_id": run.execution_request_id,
+            "lease_generation": generation,
+        }
+        if outcome == COMPLETED:
+            got = self.call(
+                "worker",
+                "complete",
+                value,
+                lambda: stub.CompleteExecutionRequest(
+                    execution_pb2.CompleteExecutionRequestRequest(
+                        execution_request_id=run.execution_request_id, lease_generation=generation
+                    )
+                ),
+            )
+        else:
+            got = self.call(
+                "worker",
+                "fail",
+                value,
+                lambda: stub.FailExecutionRequest(
+                    execution_pb2.FailExecutionRequestRequest(
+                        execution_request_id=run.execution_request_id,
+                        lease_generation=generation,
+                        reason="model_failure",
+                    )
+                ),
+            )
+        self.expect(outcome, predicted, got)
+        if got.answer.ok:
+            self.model.finished(run, outcome)
+
+    @precondition(lambda self: bool(self.submissions))
+    @rule(data=st.data(), command=st.integers(min_value=1, max_value=14))
+    def record_command(self, data: st.DataObject, command: int) -> None:
+        run = self.model.runs[data.draw(st.sampled_from(sorted(self.submissions)))]
+        stub = self._worker()
+        command_id = f"{run.run_id}-cmd-{command}"
+        predicted = self.model.predict_command(run, command_id)
+        generation = run.generation
+        got = self.call(
+            "worker",
+            "record_command",
+            {
+                "run_id": run.run_id,
+                "execution_request_id": run.execution_request_id,
+                "command_id": command_id,
+            },
+            lambda: stub.RecordCommand(
+                execution_pb2.RecordCommandRequest(
+                    execution_request_id=run.execution_request_id,
+                    lease_generation=generation,
+                    command_id=command_id,
+                    command_digest="sha256:" + hashlib.sha256(command_id.encode()).hexdigest(),
+                )
+            ),
+            lambda response: {
+                "charged": response.charged,
+                "journal_sequence": response.journal_sequence,
+            },
+        )
+        self.expect("record_command", predicted, got)
+        if got.answer.ok:
+            charged = self.model.commanded(run, command_id)
+            if got.response.charged != charged:
+                raise Divergence(f"{command_id} charged={got.response.charged}, not {charged}")
+            if got.response.usage.used != run.commands_used:
+                raise Divergence(f"usage {got.response.usage} after {run.commands_used}")
+
+    @precondition(lambda self: bool(self.submissions) and self.steps % 3 == 2)
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        run = self.model.runs[data.draw(st.sampled_from(sorted(self.submissions)))]
+        stub = execution_pb2_grpc.ExecutionServiceStub(self._channel("ledger", "admin-token"))
+        predicted = self.model.predict_cancel(run)
+        got = self.call(
+            "admin",
+            "cancel",
+            {"run_id": run.run_id, "execution_request_id": run.execution_request_id},
+            lambda: stub.CancelExecutionRequest(
+                execution_pb2.CancelExecutionRequestRequest(
+                    execution_request_id=run.execution_request_id, reason="model_cancel"
+                )
+            ),
+        )
+        self.expect("cancel", predicted, got)
+        if got.answer.ok:
+            self.model.finished(run, CANCELLED)
+
+    @precondition(lambda self: bool(self.model.due()) or self.steps % 7 == 0)
+    @rule()
+    def expire_sweep(self) -> None:
+        due = {run.execution_request_id for run in self.model.due()}
+        stub = execution_pb2_grpc.ExecutionServiceStub(self._channel("ledger", "admin-token"))
+        got = self.call(
+            "admin",
+            "expire",
+            {},
+            lambda: stub.ExpireExecutionRequests(execution_pb2.ExpireExecutionRequestsRequest()),
+            lambda response: {"expired": sorted(r.execution_request_id for r in response.expired)},
+        )
+        self.expect("expire", OK, got)
+        # Requests of earlier examples were all cancelled at the start: only ours can expire.
+        expired = {r.execution_request_id for r in got.response.expired}
+        if expired != due:
+            raise Divergence(f"the sweep expired {sorted(expired)}, the spec {sorted(due)}")
+        self.model.expire_due()
+
+    @rule(seconds=st.sampled_from(CLOCK_STEPS))
+    def advance(self, seconds: int) -> None:
+        self.advance_clock(seconds)
+
+    # -- invariants --------------------------------------------------------------------------
+
+    @invariant()
+    def requests_are_in_the_modelled_state(self) -> None:
+        if not getattr(self, "submissions", None):
+            return
+        reader = execution_pb2_grpc.ExecutionServiceStub(self._channel("ledger", "admin-token"))
+        for run_id in self.submissions:
+            run = self.model.runs[run_id]
+            request = reader.GetExecutionRequest(
+                execution_pb2.GetExecutionRequestRequest(
+                    execution_request_id=run.execution_request_id
+                )
+            ).execution_request
+            state = enum_short_name(common_pb2.ExecutionRequestState, request.state).lower()
+            if state != self.model.observed(run):
+                raise Divergence(
+                    f"{run.execution_request_id} reads {state}, the spec {self.model.observed(run)}"
+                )
+
+    @invariant()
+    def one_ticket_per_run_and_the_pending_count(self) -> None:
+        with self.stack.engine.connect() as connection:
+            per_run = connection.execute(
+                text(
+                    "SELECT run_id, count(*) FROM admission_tickets WHERE run_id LIKE :prefix "
+                    "GROUP BY run_id HAVING count(*) > 1"
+                ),
+                {"prefix": f"{self.prefix}-%"},
+            ).all()
+            pending = len(list(connection.execute(PENDING_REQUESTS).scalars()))
+        if per_run:
+            raise Divergence(f"more than one ticket: {per_run}")
+        if pending != self.model.pending():
+            raise Divergence(f"{pending} requests pending, the spec {self.model.pending()}")
+
+    @invariant()
+    def every_journal_verifies(self) -> None:
+        reader = ledger_pb2_grpc.LedgerServiceStub(self._channel("ledger", "reader-token"))
+        for run_id in self.model.runs:
+            verified = reader.VerifyJournal(ledger_pb2.VerifyJournalRequest(run_id=run_id))
+            if not verified.valid:
+                raise Divergence(f"{run_id}'s journal does not verify: {verified}")
+
+    def teardown(self) -> None:
+        """Export every run's audit bundle and hand them, with the history, to the independent
+        checker (tools/history_check.py), which verifies each with forge-continuity-verify."""
+        self.history.close()
+        if not self.model.runs:
+            return
+        client = ContinuityClient(
+            "reader-token",
+            ledger_target=self.stack.ledger.target,
+            candidate_target=self.stack.candidate.target,
+            admission_target=self.stack.admission.target,
+        )
+        bundles = []
+        for run_id in sorted(self.model.runs):
+            bundle = self.history_dir / f"{run_id}.audit.jsonl"
+            client.export_journal(run_id, bundle)
+            bundles.append(bundle)
+        key = self.history_dir / "ledger-signing.pub.pem"
+        if not key.exists():
+            key.write_bytes(self.stack.signer.public_pem())
+        checked = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "tools" / "history_check.py"),
+                "--trusted-key",
+                str(key),
+                "--verifier",
+                f"{sys.executable} -m forge_audit.verify",
+                str(self.history.path),
+                *(argument for bundle in bundles for argument in ("--bundle", str(bundle))),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT / "tools" / "audit")},
+            check=False,
+        )
+        type(self).checked_histories += 1
+        if checked.returncode != 0:
+            raise Divergence(
+                f"the history checker found anomalies:\n{checked.stdout}{checked.stderr}"
+            )
+
+
+@dataclass(frozen=True)
+class _Source:
+    source_revision: str
+    configuration_digest: str
+    source_profile: str
+
+
+def _fixture_source() -> _Source:
+    from services.demo.seed import CONFIGURATION_DIGEST, SEEDED_SOURCE_REVISION
+    from shared.continuity.qualification import DEFAULT_QUALIFIED_PROFILE
+
+    return _Source(SEEDED_SOURCE_REVISION, CONFIGURATION_DIGEST, DEFAULT_QUALIFIED_PROFILE)
+
+
+FIXTURE_SOURCE = _fixture_source()

@@ -1,0 +1,81 @@
+"""The independent history checker (tools/history_check.py) finds each anomaly it names: a lost,
+duplicated or phantom write, writes journaled against real-time order, and a ticket event after
+the ticket's end, while an idempotent retry and a sweep's expiry are no anomaly."""
+
+from __future__ import annotations
+
+from tools.history_check import Line, Operation, check
+
+RUN = "run-1"
+REQUEST = "exr_1"
+
+
+def admitted(index: int, invoked: int, completed: int) -> Operation:
+    return Operation(
+        index,
+        "operator",
+        "admit",
+        {"run_id": RUN, "request_id": "req-1"},
+        invoked,
+        "ok",
+        {"execution_request_id": REQUEST},
+        completed,
+    )
+
+
+def claimed(index: int, invoked: int, completed: int, outcome: str = "ok") -> Operation:
+    return Operation(
+        index,
+        "worker",
+        "claim",
+        {"run_id": RUN, "execution_request_id": REQUEST},
+        invoked,
+        outcome,
+        {"lease_generation": 1} if outcome == "ok" else {"code": "FAILED_PRECONDITION"},
+        completed,
+    )
+
+
+def journal(*kinds: tuple[str, dict[str, object]]) -> dict[str, list[Line]]:
+    return {
+        RUN: [Line(sequence, kind, payload) for sequence, (kind, payload) in enumerate(kinds, 1)]
+    }
+
+
+SETTLED = ("migration_settlement", {"request_id": "req-1"})
+OWNED = ("ownership_claim", {"execution_request_id": REQUEST})
+CLAIMED = ("worker_claimed", {"execution_request_id": REQUEST, "lease_generation": 1})
+
+
+def test_a_consistent_history_with_a_retry_and_a_sweep_has_no_anomaly() -> None:
+    history = [admitted(0, 1, 2), admitted(1, 3, 4), claimed(2, 5, 6)]
+    expired = ("request_event", {"execution_request_id": "exr_other", "event": "expired"})
+    assert check(history, journal(SETTLED, OWNED, CLAIMED, expired)) == []
+
+
+def test_a_lost_write_is_found() -> None:
+    anomalies = check([admitted(0, 1, 2), claimed(1, 3, 4)], journal(SETTLED, OWNED))
+    assert any("worker_claimed" in a and "journaled 0x" in a for a in anomalies), anomalies
+
+
+def test_a_duplicated_or_phantom_write_is_found() -> None:
+    duplicated = check(
+        [admitted(0, 1, 2), claimed(1, 3, 4)], journal(SETTLED, OWNED, CLAIMED, CLAIMED)
+    )
+    assert any("journaled 2x" in a for a in duplicated), duplicated
+    phantom = check([admitted(0, 1, 2), claimed(1, 3, 4, "fail")], journal(SETTLED, OWNED, CLAIMED))
+    assert any("acknowledged by no write" in a for a in phantom), phantom
+
+
+def test_writes_out_of_real_time_order_are_found() -> None:
+    # the admission was acknowledged (2) before the claim was invoked (3), yet journaled after it
+    anomalies = check([admitted(0, 1, 2), claimed(1, 3, 4)], journal(CLAIMED, SETTLED, OWNED))
+    assert any("acknowledged first" in a for a in anomalies), anomalies
+
+
+def test_an_event_after_the_tickets_end_is_found() -> None:
+    cancelled = ("request_event", {"execution_request_id": REQUEST, "event": "cancelled"})
+    anomalies = check(
+        [admitted(0, 1, 2), claimed(1, 5, 6)], journal(SETTLED, OWNED, cancelled, CLAIMED)
+    )
+    assert any("after its end" in a for a in anomalies), anomalies

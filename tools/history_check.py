@@ -1,0 +1,276 @@
+"""``python tools/history_check.py``: check a model run's history against the runs' audit bundles,
+sharing no code with the services (docs/reliability.md, "The history checker").
+
+The history (one JSON line per event: ``invoke``, then ``ok``, ``fail`` or ``info``) is what the
+clients saw; the bundles are what the ledger kept, each first verified by
+``forge-continuity-verify`` against the pinned signing key. The checker reads both with the
+standard library only and reports every anomaly:
+
+- **lost or duplicated**: an acknowledged write is in its run's journal exactly once (a repeat
+  the spec answers without writing, such as a replayed admission, adds nothing);
+- **phantom**: a journal line no acknowledged write explains, unless an operation's outcome was
+  unknown (``info``) or the spec writes it without a request (an expiry by a sweep);
+- **order**: within a run, a write acknowledged before another was invoked comes first;
+- **state**: every acknowledged ticket's events form one path, queued then claimed then one end,
+  with nothing after the end.
+
+Exit status 0: no anomaly; 1: anomalies (each printed); 2: usage error or a bundle that fails
+verification.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HISTORY_FORMAT = "forge.continuity.model-history/1"
+ENDS = ("completed", "failed", "cancelled", "expired")
+#: Operations keyed by the caller (a request id): an identical retry returns the first answer.
+IDEMPOTENT = frozenset({"admit"})
+
+
+@dataclass
+class Operation:
+    """One invocation and how it ended."""
+
+    index: int
+    process: str
+    f: str
+    value: dict[str, Any]
+    invoked: int
+    outcome: str = "info"  # no completion recorded: the answer was lost
+    result: dict[str, Any] = field(default_factory=dict)
+    completed: int | None = None
+
+
+@dataclass
+class Line:
+    sequence: int
+    kind: str
+    payload: dict[str, Any]
+
+
+def read_history(path: Path) -> list[Operation]:
+    operations: dict[int, Operation] = {}
+    with path.open(encoding="utf-8") as lines:
+        header = json.loads(next(lines))
+        if header.get("format") != HISTORY_FORMAT:
+            raise ValueError(f"{path}: not a {HISTORY_FORMAT} history")
+        for text in lines:
+            event = json.loads(text)
+            if event["type"] == "invoke":
+                operations[event["index"]] = Operation(
+                    event["index"], event["process"], event["f"], event["value"], event["time"]
+                )
+            else:
+                operation = operations[event["index"]]
+                operation.outcome, operation.result = event["type"], event["value"]
+                operation.completed = event["time"]
+    return list(operations.values())
+
+
+def read_bundle(path: Path) -> tuple[str, list[Line]]:
+    run_id, lines = "", []
+    with path.open(encoding="utf-8") as records:
+        for text in records:
+            record = json.loads(text)
+            if record["type"] == "manifest":
+                run_id = record["run_id"]
+            elif record["type"] == "entry":
+                payload = json.loads(record["payload_json"])
+                lines.append(Line(record["sequence"], record["kind"], payload))
+    return run_id, lines
+
+
+def verify_bundles(bundles: Sequence[Path], verifier: Sequence[str], key: Path) -> list[str]:
+    """Each bundle through the offline verifier; the ones it does not accept, with its words."""
+    broken = []
+    for bundle in bundles:
+        checked = subprocess.run(
+            [*verifier, "--trusted-key", str(key), str(bundle)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if checked.returncode != 0:
+            broken.append(f"{bundle.name}: {checked.stdout.strip()} {checked.stderr.strip()}")
+    return broken
+
+
+def _written_by(operation: Operation) -> list[tuple[str, str]]:
+    """The journal lines (kind, key) an acknowledged operation writes, by the spec."""
+    value, result = operation.value, operation.result
+    request = value.get("execution_request_id") or result.get("execution_request_id", "")
+    if operation.f == "admit":
+        return [
+            ("migration_settlement", value["request_id"]),
+            ("ownership_claim", result["execution_request_id"]),
+        ]
+    if operation.f == "claim":
+        return [("worker_claimed", f"{request}#{result['lease_generation']}")]
+    if operation.f == "complete":
+        return [("request_event", f"{request}#completed")]
+    if operation.f == "fail":
+        return [("request_failed", request)]
+    if operation.f == "record_command" and result.get("charged"):
+        return [("command_executed", value["command_id"])]
+    return []
+
+
+#: Each journal line kind a write of the history leaves, and the key it is found by.
+_KEYS = {
+    "migration_settlement": lambda p: str(p.get("request_id", "")),
+    "ownership_claim": lambda p: str(p.get("execution_request_id", "")),
+    "worker_claimed": lambda p: f"{p.get('execution_request_id')}#{p.get('lease_generation')}",
+    "request_event": lambda p: f"{p.get('execution_request_id')}#{p.get('event')}",
+    "request_failed": lambda p: str(p.get("execution_request_id", "")),
+    "command_executed": lambda p: str(p.get("command_id", "")),
+}
+
+
+def _key(line: Line) -> tuple[str, str] | None:
+    keyed = _KEYS.get(line.kind)
+    return None if keyed is None else (line.kind, keyed(line.payload))
+
+
+def check(operations: Iterable[Operation], journals: dict[str, list[Line]]) -> list[str]:
+    """Every anomaly of the history against the journals, in words."""
+    anomalies: list[str] = []
+    by_run: dict[str, list[Operation]] = defaultdict(list)
+    for operation in operations:
+        if "run_id" in operation.value:
+            by_run[operation.value["run_id"]].append(operation)
+    for run_id, run_operations in sorted(by_run.items()):
+        lines = journals.get(run_id)
+        if lines is None:
+            anomalies.append(f"{run_id}: no bundle")
+            continue
+        anomalies += _check_run(run_id, run_operations, lines)
+    return anomalies
+
+
+@dataclass
+class _Acknowledged:
+    """What the history's acknowledged operations wrote, by key, and where each write is."""
+
+    counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    cancelled: set[str] = field(default_factory=set)
+    written_at: list[tuple[Operation, int]] = field(default_factory=list)
+    uncertain: bool = False
+
+
+def _acknowledged(operations: list[Operation], where: dict[tuple[str, str], int]) -> _Acknowledged:
+    found = _Acknowledged()
+    for operation in operations:
+        found.uncertain |= operation.outcome == "info"
+        if operation.outcome != "ok":
+            continue
+        if operation.f == "cancel":
+            found.cancelled.add(operation.value["execution_request_id"])
+        for key in _written_by(operation):
+            if operation.f in IDEMPOTENT and key in found.counts:
+                continue  # a retry answered from what the first wrote: it writes nothing more
+            found.counts[key] += 1
+            if key in where:
+                found.written_at.append((operation, where[key]))
+    return found
+
+
+def _check_run(run_id: str, operations: list[Operation], lines: list[Line]) -> list[str]:
+    # What the platform wrote before the run was held is no write of the history's.
+    seeded = max(
+        (op.result["head_sequence"] for op in operations if op.f == "seed" and op.outcome == "ok"),
+        default=0,
+    )
+    lines = [line for line in lines if line.sequence > seeded]
+    found = Counter(key for line in lines if (key := _key(line)) is not None)
+    where = {key: line.sequence for line in lines if (key := _key(line)) is not None}
+    acknowledged = _acknowledged(operations, where)
+    anomalies = [
+        f"{run_id}: {key} acknowledged {count}x, journaled {found[key]}x"
+        for key, count in acknowledged.counts.items()
+        if found[key] != count
+    ]
+    cancellations = {("request_event", f"{r}#cancelled") for r in acknowledged.cancelled}
+    anomalies += [
+        f"{run_id}: {key[1]} acknowledged cancelled, journaled {found[key]}x"
+        for key in cancellations
+        if found[key] != 1
+    ]
+    explained = set(acknowledged.counts) | cancellations
+    anomalies += [
+        f"{run_id}: {key} journaled {count}x, acknowledged by no write"
+        for key, count in found.items()
+        if key not in explained
+        and not (key[0] == "request_event" and key[1].endswith("#expired"))  # a sweep's
+        and not acknowledged.uncertain
+    ]
+    anomalies += _check_order(run_id, acknowledged.written_at)
+    return anomalies + _check_paths(run_id, lines)
+
+
+def _check_order(run_id: str, written_at: list[tuple[Operation, int]]) -> list[str]:
+    """A write acknowledged before another was invoked is journaled before it."""
+    return [
+        f"{run_id}: {earlier.f} (acknowledged first) is at {first}, after {later.f} at {second}"
+        for earlier, first in written_at
+        for later, second in written_at
+        if earlier is not later
+        and earlier.completed is not None
+        and earlier.completed < later.invoked
+        and not first < second
+    ]
+
+
+def _check_paths(run_id: str, lines: list[Line]) -> list[str]:
+    """Each ticket: queued, then at most one claim per generation, then one end, then nothing."""
+    anomalies = []
+    ended: dict[str, str] = {}
+    for line in sorted(lines, key=lambda line: line.sequence):
+        request = str(line.payload.get("execution_request_id", ""))
+        if not request or line.kind not in ("worker_claimed", "request_event", "request_failed"):
+            continue
+        if request in ended:
+            anomalies.append(f"{run_id}: {request} {line.kind} at {line.sequence} after its end")
+        event = "failed" if line.kind == "request_failed" else line.payload.get("event", "")
+        if event in ENDS:
+            ended[request] = event
+    return anomalies
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trusted-key", type=Path, required=True)
+    parser.add_argument(
+        "--verifier",
+        default="forge-continuity-verify",
+        help="the offline verifier's command line (split on spaces)",
+    )
+    parser.add_argument("history", type=Path, nargs="+", help="history files")
+    parser.add_argument("--bundle", type=Path, action="append", default=[], required=True)
+    args = parser.parse_args(argv)
+    broken = verify_bundles(args.bundle, args.verifier.split(), args.trusted_key)
+    if broken:
+        print("\n".join(f"unverified: {b}" for b in broken))
+        return 2
+    journals = dict(read_bundle(bundle) for bundle in args.bundle)
+    operations = [operation for path in args.history for operation in read_history(path)]
+    anomalies = check(operations, journals)
+    print(
+        f"history check: {len(operations)} operations, {len(journals)} journals, "
+        f"{len(anomalies)} anomalies"
+    )
+    for anomaly in anomalies:
+        print(f"  {anomaly}")
+    return 1 if anomalies else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
