@@ -9,9 +9,6 @@ Every call is recorded in the history (tests/model/history.py) for the independe
 from __future__ import annotations
 
 import hashlib
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +25,6 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
-from sqlalchemy import bindparam, text
 
 from forge.continuity.v1 import (
     admission_pb2,
@@ -43,10 +39,22 @@ from forge.continuity.v1 import (
     policy_pb2,
     policy_pb2_grpc,
 )
-from services.client import ContinuityClient
-from services.demo.seed import load_fixture, seed_held_run
-from shared.contract.terms import PENDING_STATE_NAMES, enum_short_name
-from shared.runtime.errors import from_rpc_error
+from services.demo.seed import (
+    CONFIGURATION_DIGEST,
+    SEEDED_SOURCE_REVISION,
+    load_fixture,
+    seed_held_run,
+)
+from shared.continuity.qualification import DEFAULT_QUALIFIED_PROFILE
+from shared.contract.terms import enum_short_name
+from tests.model.checking import (
+    Called,
+    Divergence,
+    check_history,
+    checked_call,
+    pending_requests,
+    runs_with_two_tickets,
+)
 from tests.model.harness import ModelStack
 from tests.model.history import History
 from tests.model.spec_model import (
@@ -60,16 +68,9 @@ from tests.model.spec_model import (
     RunModel,
     SpecModel,
 )
-from tests.support import row_counts
 
 FIXTURE = load_fixture("v1_basic")
 ROOT = Path(__file__).resolve().parents[2]
-#: This example's pending requests (every earlier example's were cancelled at its start).
-PENDING_REQUESTS = text(
-    "SELECT execution_request_id FROM execution_requests WHERE state IN :states"
-).bindparams(bindparam("states", value=list(PENDING_STATE_NAMES), expanding=True))
-#: What a refusal that leaves a record may add: journal lines and the heads signed over them.
-JOURNAL_TABLES = {"journal_entries", "signed_heads"}
 #: At most this many runs per example: enough for the pending cap to bind.
 MAX_RUNS = 4
 #: Steps of the model clock, in seconds: each sum stays clear of a lease's edge by more than the
@@ -79,16 +80,11 @@ CLOCK_STEPS = (120, 300, 1000)
 Response = TypeVar("Response")
 
 
-class Divergence(AssertionError):
-    """The services answered other than the spec requires."""
-
-
-@dataclass
-class Called:
-    """A call's answer, as the model compares it, and the response on success."""
-
-    answer: Answer
-    response: Any = None
+@dataclass(frozen=True)
+class WorkerSourceFields:
+    source_revision: str
+    configuration_digest: str
+    source_profile: str
 
 
 class ModelMachine(RuleBasedStateMachine):
@@ -110,7 +106,6 @@ class ModelMachine(RuleBasedStateMachine):
         type(self).examples += 1
         self.prefix = f"m{uuid.uuid4().hex[:8]}"
         self.history = History(self.history_dir / f"{self.prefix}.history.jsonl")
-        self.started_at = self.stack.clock.offset.total_seconds()
         self.model = SpecModel(Policy(enabled=True, pending_cap=2))
         #: Each admitted run's submission, replayed as a retrying client would.
         self.submissions: dict[str, admission_pb2.RequestInvalidReadContinuityRequest] = {}
@@ -137,36 +132,21 @@ class ModelMachine(RuleBasedStateMachine):
         acknowledged: Callable[[Response], dict[str, Any]] = lambda _: {},
         refusal_writes: Callable[[Answer], bool] = lambda _: False,
     ) -> Called:
-        """Send one operation, recorded in the history. A refusal writes nothing, except where
-        the spec says it leaves a record (``refusal_writes``): then only journal lines and their
-        signed heads."""
-        before = row_counts(self.stack.engine)
-        index = self.history.invoke(process, operation, value)
-        try:
-            response = send()
-        except grpc.RpcError as error:
-            reason = from_rpc_error(error).reason
-            code = error.code().name  # type: ignore[attr-defined]
-            self.history.complete(index, "fail", {"code": code, "reason": reason})
-            after = row_counts(self.stack.engine)
-            changed = {table for table in after if after[table] != before.get(table)}
-            allowed = JOURNAL_TABLES if refusal_writes(Answer(code, reason)) else set()
-            if changed - allowed:
-                grown = {table: after[table] - before.get(table, 0) for table in changed}
-                raise Divergence(
-                    f"{operation} refused ({code} {reason}) but wrote {grown}"
-                ) from None
-            return Called(Answer(code, reason))
-        self.history.complete(index, "ok", acknowledged(response))
-        return Called(OK, response)
+        """One operation through :func:`checked_call`, in this sequence's history."""
+        return checked_call(
+            self.stack.engine,
+            self.history,
+            (process, operation, value),
+            send,
+            acknowledged,
+            refusal_writes,
+        )
 
     def expect(self, operation: str, predicted: Answer, got: Called) -> None:
         self.steps += 1
         type(self).total_steps += 1
-        type(self).outcomes[f"{operation} {got.answer.code} {got.answer.reason}".strip()] = (
-            type(self).outcomes.get(f"{operation} {got.answer.code} {got.answer.reason}".strip(), 0)
-            + 1
-        )
+        outcome = f"{operation} {got.answer.code} {got.answer.reason}".strip()
+        type(self).outcomes[outcome] = type(self).outcomes.get(outcome, 0) + 1
         if (got.answer.code, got.answer.reason) != (predicted.code, predicted.reason):
             raise Divergence(
                 f"{operation}: the spec requires {predicted.code} {predicted.reason or ''}, "
@@ -187,9 +167,7 @@ class ModelMachine(RuleBasedStateMachine):
     def _drain(self) -> None:
         """Cancel whatever earlier examples left pending, so the cap counts this example's."""
         admin = execution_pb2_grpc.ExecutionServiceStub(self._channel("ledger", "admin-token"))
-        # Read, then close: an open SQLite read would hold the lock the ledger's writes wait on.
-        with self.stack.engine.connect() as connection:
-            pending = list(connection.execute(PENDING_REQUESTS).scalars())
+        pending = pending_requests(self.stack.engine)
         for execution_request_id in pending:
             admin.CancelExecutionRequest(
                 execution_pb2.CancelExecutionRequestRequest(
@@ -479,17 +457,10 @@ class ModelMachine(RuleBasedStateMachine):
 
     @invariant()
     def one_ticket_per_run_and_the_pending_count(self) -> None:
-        with self.stack.engine.connect() as connection:
-            per_run = connection.execute(
-                text(
-                    "SELECT run_id, count(*) FROM admission_tickets WHERE run_id LIKE :prefix "
-                    "GROUP BY run_id HAVING count(*) > 1"
-                ),
-                {"prefix": f"{self.prefix}-%"},
-            ).all()
-            pending = len(list(connection.execute(PENDING_REQUESTS).scalars()))
-        if per_run:
-            raise Divergence(f"more than one ticket: {per_run}")
+        two = runs_with_two_tickets(self.stack.engine, self.prefix)
+        if two:
+            raise Divergence(f"more than one ticket: {two}")
+        pending = len(pending_requests(self.stack.engine))
         if pending != self.model.pending():
             raise Divergence(f"{pending} requests pending, the spec {self.model.pending()}")
 
@@ -507,36 +478,7 @@ class ModelMachine(RuleBasedStateMachine):
         self.history.close()
         if not self.model.runs:
             return
-        client = ContinuityClient(
-            "reader-token",
-            ledger_target=self.stack.ledger.target,
-            candidate_target=self.stack.candidate.target,
-            admission_target=self.stack.admission.target,
-        )
-        bundles = []
-        for run_id in sorted(self.model.runs):
-            bundle = self.history_dir / f"{run_id}.audit.jsonl"
-            client.export_journal(run_id, bundle)
-            bundles.append(bundle)
-        key = self.history_dir / "ledger-signing.pub.pem"
-        if not key.exists():
-            key.write_bytes(self.stack.signer.public_pem())
-        checked = subprocess.run(
-            [
-                sys.executable,
-                str(ROOT / "tools" / "history_check.py"),
-                "--trusted-key",
-                str(key),
-                "--verifier",
-                f"{sys.executable} -m forge_audit.verify",
-                str(self.history.path),
-                *(argument for bundle in bundles for argument in ("--bundle", str(bundle))),
-            ],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT / "tools" / "audit")},
-            check=False,
-        )
+        checked = check_history(self.stack, self.history.path, self.model.runs, self.history_dir)
         type(self).checked_histories += 1
         if checked.returncode != 0:
             raise Divergence(
@@ -544,18 +486,7 @@ class ModelMachine(RuleBasedStateMachine):
             )
 
 
-@dataclass(frozen=True)
-class _Source:
-    source_revision: str
-    configuration_digest: str
-    source_profile: str
-
-
-def _fixture_source() -> _Source:
-    from services.demo.seed import CONFIGURATION_DIGEST, SEEDED_SOURCE_REVISION
-    from shared.continuity.qualification import DEFAULT_QUALIFIED_PROFILE
-
-    return _Source(SEEDED_SOURCE_REVISION, CONFIGURATION_DIGEST, DEFAULT_QUALIFIED_PROFILE)
-
-
-FIXTURE_SOURCE = _fixture_source()
+#: What the seeded runs were started with, as a worker presents it at its claim.
+FIXTURE_SOURCE = WorkerSourceFields(
+    SEEDED_SOURCE_REVISION, CONFIGURATION_DIGEST, DEFAULT_QUALIFIED_PROFILE
+)
