@@ -9,8 +9,10 @@ Every call is recorded in the history (tests/model/history.py) for the independe
 from __future__ import annotations
 
 import hashlib
+import threading
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -48,6 +50,7 @@ from services.demo.seed import (
 from shared.continuity.qualification import DEFAULT_QUALIFIED_PROFILE
 from shared.contract.terms import enum_short_name
 from tests.model.checking import (
+    JOURNAL_TABLES,
     Called,
     Divergence,
     check_history,
@@ -68,9 +71,12 @@ from tests.model.spec_model import (
     RunModel,
     SpecModel,
 )
+from tests.support import row_counts
 
 FIXTURE = load_fixture("v1_basic")
 ROOT = Path(__file__).resolve().parents[2]
+#: The two workers (tokens); the first claims alone, both race in race_claims.
+WORKERS = ("worker-token", "worker2-token")
 #: At most this many runs per example: enough for the pending cap to bind.
 MAX_RUNS = 4
 #: Steps of the model clock, in seconds: each sum stays clear of a lease's edge by more than the
@@ -279,8 +285,19 @@ class ModelMachine(RuleBasedStateMachine):
         if answered != run.execution_request_id:
             raise Divergence(f"a replayed admission answered {answered}")
 
-    def _worker(self) -> execution_pb2_grpc.ExecutionServiceStub:
-        return execution_pb2_grpc.ExecutionServiceStub(self._channel("ledger", "worker-token"))
+    def _worker(self, run: RunModel | None = None) -> execution_pb2_grpc.ExecutionServiceStub:
+        """The worker that holds ``run``'s claim (the first worker while nobody does)."""
+        token = run.owner if run is not None and run.owner else WORKERS[0]
+        return execution_pb2_grpc.ExecutionServiceStub(self._channel("ledger", token))
+
+    def _claim_request(self, run: RunModel) -> execution_pb2.ClaimExecutionRequestRequest:
+        return execution_pb2.ClaimExecutionRequestRequest(
+            execution_request_id=run.execution_request_id,
+            attempt_id=f"{run.run_id}-attempt-1",
+            source_revision=FIXTURE_SOURCE.source_revision,
+            configuration_digest=FIXTURE_SOURCE.configuration_digest,
+            source_profile=FIXTURE_SOURCE.source_profile,
+        )
 
     @precondition(lambda self: bool(self.submissions))
     @rule(data=st.data())
@@ -293,33 +310,79 @@ class ModelMachine(RuleBasedStateMachine):
             "worker",
             "claim",
             {"run_id": run.run_id, "execution_request_id": run.execution_request_id},
-            lambda: stub.ClaimExecutionRequest(
-                execution_pb2.ClaimExecutionRequestRequest(
-                    execution_request_id=run.execution_request_id,
-                    attempt_id=f"{run.run_id}-attempt-1",
-                    source_revision=FIXTURE_SOURCE.source_revision,
-                    configuration_digest=FIXTURE_SOURCE.configuration_digest,
-                    source_profile=FIXTURE_SOURCE.source_profile,
-                )
-            ),
-            lambda response: {
-                "lease_generation": response.execution_request.lease.generation,
-                "journal_sequence": response.worker_claimed_entry.sequence,
-            },
+            lambda: stub.ClaimExecutionRequest(self._claim_request(run)),
+            _claim_acknowledged,
             lambda _: leaves_record,
         )
         self.expect("claim", predicted, got)
         if got.answer.ok:
-            self.model.claimed(run)
-            generation = got.response.execution_request.lease.generation
-            if generation != run.generation:
-                raise Divergence(f"claim granted generation {generation}, not {run.generation}")
+            self._claimed(run, WORKERS[0], got.response)
+
+    def _claimed(
+        self, run: RunModel, token: str, response: execution_pb2.ClaimExecutionRequestResponse
+    ) -> None:
+        self.model.claimed(run)
+        run.owner = token
+        generation = response.execution_request.lease.generation
+        if generation != run.generation:
+            raise Divergence(f"claim granted generation {generation}, not {run.generation}")
+
+    @precondition(lambda self: bool(self.submissions))
+    @rule(data=st.data())
+    def race_claims(self, data: st.DataObject) -> None:
+        """Two workers claim one request at the same moment: a claim is exclusive, so at most
+        one wins and the other is refused as if it came second (spec 002)."""
+        run = self.model.runs[data.draw(st.sampled_from(sorted(self.submissions)))]
+        predicted = self.model.predict_claim(run)
+        leaves_record = self.model.claim_refusal_writes(run, predicted)
+        before = row_counts(self.stack.engine)
+        stubs = {token: self._worker_of(token) for token in WORKERS}
+        start = threading.Barrier(len(WORKERS))
+
+        def claim_as(token: str) -> Called:
+            start.wait(timeout=30)
+            return checked_call(
+                self.stack.engine,
+                self.history,
+                (
+                    token,
+                    "claim",
+                    {"run_id": run.run_id, "execution_request_id": run.execution_request_id},
+                ),
+                lambda: stubs[token].ClaimExecutionRequest(self._claim_request(run)),
+                _claim_acknowledged,
+                refusal_writes=lambda _: True,  # the other's win lands meanwhile: counted below
+            )
+
+        with ThreadPoolExecutor(len(WORKERS)) as pool:
+            answers = dict(zip(WORKERS, pool.map(claim_as, WORKERS), strict=True))
+        winners = [token for token, got in answers.items() if got.answer.ok]
+        if predicted.ok:
+            # one wins; the loser finds the request claimed
+            second = Answer("FAILED_PRECONDITION", "EXECUTION_REQUEST_NOT_QUEUED")
+            losers = [got.answer for token, got in answers.items() if token not in winners]
+            if len(winners) != 1 or losers != [second]:
+                raise Divergence(f"a claim race answered {answers}, the spec one win and {second}")
+            self._claimed(run, winners[0], answers[winners[0]].response)
+        elif winners or any(got.answer != predicted for got in answers.values()):
+            raise Divergence(f"a claim race answered {answers}, the spec {predicted} for both")
+        for got in answers.values():
+            self.expect("race_claim", OK if got.answer.ok else got.answer, got)
+        # what the race wrote: the winner's worker_claimed line (or the refusal's one record)
+        lines = int(bool(winners) or leaves_record)
+        grown = {t: n - before.get(t, 0) for t, n in row_counts(self.stack.engine).items()}
+        expected = {table: lines if table in JOURNAL_TABLES else 0 for table in grown}
+        if grown != expected:
+            raise Divergence(f"a claim race wrote {grown}, the spec {expected}")
+
+    def _worker_of(self, token: str) -> execution_pb2_grpc.ExecutionServiceStub:
+        return execution_pb2_grpc.ExecutionServiceStub(self._channel("ledger", token))
 
     @precondition(lambda self: bool(self.submissions))
     @rule(data=st.data(), outcome=st.sampled_from((COMPLETED, FAILED)))
     def finish(self, data: st.DataObject, outcome: str) -> None:
         run = self.model.runs[data.draw(st.sampled_from(sorted(self.submissions)))]
-        stub = self._worker()
+        stub = self._worker(run)
         generation = run.generation
         predicted = self.model.predict_finish(run, outcome)
         value = {
@@ -359,7 +422,7 @@ class ModelMachine(RuleBasedStateMachine):
     @rule(data=st.data(), command=st.integers(min_value=1, max_value=14))
     def record_command(self, data: st.DataObject, command: int) -> None:
         run = self.model.runs[data.draw(st.sampled_from(sorted(self.submissions)))]
-        stub = self._worker()
+        stub = self._worker(run)
         command_id = f"{run.run_id}-cmd-{command}"
         predicted = self.model.predict_command(run, command_id)
         generation = run.generation
@@ -484,6 +547,13 @@ class ModelMachine(RuleBasedStateMachine):
             raise Divergence(
                 f"the history checker found anomalies:\n{checked.stdout}{checked.stderr}"
             )
+
+
+def _claim_acknowledged(response: execution_pb2.ClaimExecutionRequestResponse) -> dict[str, Any]:
+    return {
+        "lease_generation": response.execution_request.lease.generation,
+        "journal_sequence": response.worker_claimed_entry.sequence,
+    }
 
 
 #: What the seeded runs were started with, as a worker presents it at its claim.

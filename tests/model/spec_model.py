@@ -66,6 +66,8 @@ class RunModel:
     revoked: bool = False
     #: A claim refused by the revocation left the request's one admission-refusal record.
     refusal_recorded: bool = False
+    #: The token of the worker holding the claim ("" while nobody does).
+    owner: str = ""
 
 
 @dataclass
