@@ -56,7 +56,7 @@ class RunModel:
     state: str | None = None
     request_id: str = ""
     execution_request_id: str = ""
-    #: When the queued request's ownership lease, then the claim's lease, runs out.
+    #: When the ownership lease admission granted runs out (a claim keeps it; nothing renews it).
     lease_expires: float = 0.0
     generation: int = 0
     commands_used: int = COMMANDS_BEFORE
@@ -146,9 +146,10 @@ class SpecModel:
         return True
 
     def claimed(self, run: RunModel) -> None:
+        """The claim takes the request under the one finite lease admission granted: it renews
+        nothing, so the lease still ends where it ended while queued."""
         run.state = CLAIMED
         run.generation += 1
-        run.lease_expires = self.now + LEASE_SECONDS
 
     def _predict_fenced(self, run: RunModel) -> Answer:
         """A write under the claim's lease: completion, failure, a command."""
