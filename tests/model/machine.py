@@ -49,6 +49,7 @@ from services.demo.seed import (
 )
 from shared.continuity.qualification import DEFAULT_QUALIFIED_PROFILE
 from shared.contract.terms import enum_short_name
+from tests.admission.conftest import submission as operator_submission
 from tests.model.checking import (
     JOURNAL_TABLES,
     Called,
@@ -231,16 +232,7 @@ class ModelMachine(RuleBasedStateMachine):
             candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=run_id)
         ).candidate
         request_id = f"req-{uuid.uuid4().hex[:10]}"
-        submission = admission_pb2.RequestInvalidReadContinuityRequest(
-            run_id=run_id,
-            request_id=request_id,
-            digests=candidate.digests,
-            version=1,
-            valid_for_seconds=1800,
-            acknowledge_no_new_grant=True,
-            acknowledge_original_consumption=True,
-            acknowledge_renewed_same_attempt_lease=True,
-        )
+        submission = operator_submission(candidate, request_id)
         # The ledger's transaction first expires what is due, whatever it then answers.
         expired = self.model.expire_due() if self.model.reaches_the_ledger(run) else []
         predicted = self.model.predict_admit(run)
