@@ -50,6 +50,10 @@ class Called:
 
     answer: Answer
     response: Any = None
+    #: Settled after an unknown outcome (``info``): a retry with the same key answered, or a
+    #: read back found the write; a repeat's own fields (a command's ``charged``) may then say
+    #: the first attempt applied it.
+    settled: bool = False
 
 
 def checked_call(

@@ -124,41 +124,67 @@ def _accepting(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
+class BouncerProcess:
+    """PgBouncer (transaction pooling) in front of the schema of ``database_url`` (a
+    ``postgres_schema`` URL), as its user, on one port across restarts."""
+
+    def __init__(self, database_url: str, workdir: Path) -> None:
+        self.executable = pgbouncer_path()
+        workdir.mkdir(parents=True, exist_ok=True)
+        user = make_url(POSTGRES_URL).username or "postgres"
+        server_user = make_url(database_url).username or user
+        userlist = workdir / "userlist.txt"
+        userlist.write_text(
+            "".join(f'"{name}" ""\n' for name in dict.fromkeys([user, server_user])),
+            encoding="utf-8",
+        )
+        port = _free_port()
+        self.ini = workdir / "pgbouncer.ini"
+        self.ini.write_text(_ini(database_url, port, userlist), encoding="utf-8")
+        self.log_path = workdir / "pgbouncer.log"
+        url = f"postgresql+psycopg://{user}@127.0.0.1:{port}/{DATABASE}"
+        self.bouncer = Bouncer(url, port, user)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        # PgBouncer refuses to run as root; it reads its ini before it drops to the user named.
+        command = [self.executable, *(["-u", "nobody"] if os.geteuid() == 0 else []), str(self.ini)]
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+            )
+        self.starts += 1
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while not _accepting(self.bouncer.port):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"pgbouncer did not start:\n{self.log_path.read_text()}")
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        """SIGKILL: every client and server connection it carried is cut at once."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(timeout=15)
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
 @contextmanager
 def running_pgbouncer(database_url: str, workdir: Path) -> Iterator[Bouncer]:
     """PgBouncer (transaction pooling) in front of the schema of ``database_url`` (a
     ``postgres_schema`` URL), as its user; stopped with SIGTERM after."""
-    executable = pgbouncer_path()
-    workdir.mkdir(parents=True, exist_ok=True)
-    user = make_url(POSTGRES_URL).username or "postgres"
-    server_user = make_url(database_url).username or user
-    userlist = workdir / "userlist.txt"
-    userlist.write_text(
-        "".join(f'"{name}" ""\n' for name in dict.fromkeys([user, server_user])),
-        encoding="utf-8",
-    )
-    port = _free_port()
-    ini = workdir / "pgbouncer.ini"
-    ini.write_text(_ini(database_url, port, userlist), encoding="utf-8")
-    # PgBouncer refuses to run as root; it reads its ini before it drops to the user named.
-    command = [executable, *(["-u", "nobody"] if os.geteuid() == 0 else []), str(ini)]
-    log_path = workdir / "pgbouncer.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-        )
+    process = BouncerProcess(database_url, workdir)
     try:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while not _accepting(port):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"pgbouncer did not start:\n{log_path.read_text()}")
-            time.sleep(0.1)
-        url = f"postgresql+psycopg://{user}@127.0.0.1:{port}/{DATABASE}"
-        yield Bouncer(url, port, user)
+        process.start()
+        yield process.bouncer
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        process.stop()

@@ -1,0 +1,302 @@
+"""Faults between the model's steps (ADR 0058; docs/reliability.md, "Faults between steps").
+
+:class:`FaultMachine` is the model machine on the fault target (tests/model/fault_harness.py)
+with four fault rules. Each injects its fault around one operation of the model's own rules,
+sent to the replica the fault hits:
+
+- **kill**: SIGKILL of a replica a moment after the call is sent (or before), then a restart on
+  the same port;
+- **cut**: the CuttingProxy armed to cut replica A's connection just before or just after the
+  COMMIT of the operation's transaction;
+- **pause**: SIGSTOP of a replica while the call waits with a short deadline, then SIGCONT;
+- **bouncer**: PgBouncer killed and started again on its port while replica B's call runs.
+
+An answer lost or ambiguous (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, UNKNOWN, CANCELLED) is an
+``info`` outcome in the history, and the machine settles it as a client must: a write keyed by
+the caller (an admission's request id, a command's id, a cancellation) is sent again with the
+same key; a write that is not (a claim, a completion, a failure report, a policy edit) is read
+back first and sent again only when the read shows it did not apply. The settled answer must be
+the one the spec predicts for the operation applied once; a settled refusal must have written
+nothing since the first attempt (never partially, never twice).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import grpc
+from hypothesis import strategies as st
+from hypothesis.stateful import precondition, rule
+
+from forge.continuity.v1 import (
+    common_pb2,
+    execution_pb2,
+    execution_pb2_grpc,
+    policy_pb2,
+    policy_pb2_grpc,
+)
+from shared.contract.channels import open_channel
+from shared.runtime.errors import from_rpc_error
+from tests.model.checking import JOURNAL_TABLES, Called, Divergence
+from tests.model.fault_harness import FaultStack
+from tests.model.machine import ModelMachine
+from tests.model.spec_model import COMPLETED, FAILED, OK, Answer
+from tests.support import row_counts
+
+#: Codes that leave the caller unable to tell whether the write applied.
+AMBIGUOUS = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "UNKNOWN", "CANCELLED"})
+#: How long after sending the call a kill or a PgBouncer restart comes (0: before it is sent).
+DELAYS = (0.0, 0.005, 0.02, 0.06)
+#: A call to a paused replica waits this long, then it is an unknown outcome.
+PAUSED_DEADLINE = 1.0
+#: After SIGCONT, what the replica was given while paused finishes before the read back.
+THAW_SECONDS = 0.5
+#: Settling an unknown outcome: attempts, and the wait between them (a restarted replica, a
+#: channel reconnecting after its backoff).
+SETTLE_ATTEMPTS = 40
+SETTLE_PAUSE = 0.25
+#: Operations keyed by the caller: an identical retry answers the first attempt's outcome.
+RETRIED = frozenset({"admit", "replay_admission", "record_command", "cancel", "expire"})
+#: Execution states a read back shows when the write applied.
+APPLIED_STATE = {
+    "claim": common_pb2.EXECUTION_REQUEST_STATE_CLAIMED,
+    "complete": common_pb2.EXECUTION_REQUEST_STATE_COMPLETED,
+    "fail": common_pb2.EXECUTION_REQUEST_STATE_FAILED,
+}
+#: The ledger operations a fault can surround (admissions reach only replica B).
+LEDGER_OPERATIONS = ("claim", "complete", "fail", "record_command", "cancel")
+
+
+@dataclass
+class Injection:
+    """One fault around one call: started as the call is sent, healed when it has answered."""
+
+    kind: str
+    #: The replica the call is sent to (0: A, 1: B).
+    replica: int
+    delay: float = 0.0
+    mode: str = ""
+    _timer: threading.Timer | None = field(default=None, init=False)
+
+    def start(self, stack: FaultStack) -> None:
+        if self.kind == "cut":
+            stack.proxy.arm("before_commit" if self.mode == "before_commit" else "after_commit")
+        elif self.kind == "pause":
+            stack.replicas[self.replica].freeze()
+        else:
+            self._timer = threading.Timer(self.delay, self._strike, (stack,))
+            self._timer.start()
+            if self.delay == 0:
+                self._timer.join()
+
+    def _strike(self, stack: FaultStack) -> None:
+        if self.kind == "kill":
+            stack.replicas[self.replica].kill()
+        else:
+            stack.bouncer.kill()
+            stack.bouncer.start()
+
+    def heal(self, stack: FaultStack) -> None:
+        if self.kind == "cut":
+            stack.proxy.arm(None)
+        elif self.kind == "pause":
+            stack.replicas[self.replica].thaw()
+            time.sleep(THAW_SECONDS)
+        else:
+            assert self._timer is not None
+            self._timer.join()
+            if self.kind == "kill":
+                stack.replicas[self.replica].start()
+
+
+class FaultMachine(ModelMachine):
+    """The model machine on the fault target, with fault rules and settled unknown outcomes."""
+
+    stack: FaultStack
+    #: Faults injected by kind, unknown outcomes and how each was settled (the report).
+    faults: ClassVar[dict[str, int]] = {}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.injection: Injection | None = None
+
+    @classmethod
+    def count(cls, what: str) -> None:
+        cls.faults[what] = cls.faults.get(what, 0) + 1
+
+    # -- where calls go ----------------------------------------------------------------------
+
+    def _channel(self, service: str, token: str) -> grpc.Channel:
+        """While a fault is pending, the ledger's calls go to the replica it hits, and a call
+        to a paused replica (or to admission, which calls B) waits a short deadline only."""
+        injection = self.injection
+        if injection is None or service == "candidate":
+            return super()._channel(service, token)
+        timeout = PAUSED_DEADLINE if injection.kind == "pause" else 30.0
+        if service == "ledger":
+            return open_channel(self.stack.ledgers[injection.replica].target, token, default_timeout=timeout)
+        return open_channel(self.stack.admission.target, token, default_timeout=timeout)
+
+    # -- unknown outcomes --------------------------------------------------------------------
+
+    def call(
+        self,
+        process: str,
+        operation: str,
+        value: dict[str, Any],
+        send: Callable[[], Any],
+        acknowledged: Callable[[Any], dict[str, Any]] = lambda _: {},
+        refusal_writes: Callable[[Answer], bool] = lambda _: False,
+    ) -> Called:
+        """One operation, with the pending fault around it; an unknown outcome is settled."""
+        injection, self.injection = self.injection, None
+        before = row_counts(self.stack.engine)
+        index = self.history.invoke(process, operation, value)
+        if injection is not None:
+            injection.start(self.stack)
+        try:
+            got = self._send(index, send, acknowledged)
+        finally:
+            if injection is not None:
+                injection.heal(self.stack)
+        if got is None:
+            type(self).count("info outcomes")
+            got = self._settle(process, operation, value, send, acknowledged)
+        if not got.answer.ok:
+            after = row_counts(self.stack.engine)
+            changed = {table for table in after if after[table] != before.get(table)}
+            allowed = JOURNAL_TABLES if refusal_writes(got.answer) else frozenset()
+            if changed - allowed:
+                grown = {table: after[table] - before.get(table, 0) for table in changed}
+                raise Divergence(f"{operation} settled as {got.answer} but wrote {grown}")
+        return got
+
+    def _send(
+        self, index: int, send: Callable[[], Any], acknowledged: Callable[[Any], dict[str, Any]]
+    ) -> Called | None:
+        """Send once and record the outcome; None when it is unknown (``info``)."""
+        try:
+            response = send()
+        except grpc.RpcError as error:
+            code = error.code().name  # type: ignore[attr-defined]
+            reason = from_rpc_error(error).reason
+            if code in AMBIGUOUS:
+                self.history.complete(index, "info", {"code": code, "reason": reason})
+                return None
+            self.history.complete(index, "fail", {"code": code, "reason": reason})
+            return Called(Answer(code, reason))
+        self.history.complete(index, "ok", acknowledged(response))
+        return Called(OK, response)
+
+    def _settle(
+        self,
+        process: str,
+        operation: str,
+        value: dict[str, Any],
+        send: Callable[[], Any],
+        acknowledged: Callable[[Any], dict[str, Any]],
+    ) -> Called:
+        """Resolve an unknown outcome: read back what is not keyed by the caller, send again
+        what is (or what the read shows did not apply), until an answer is known."""
+        for _ in range(SETTLE_ATTEMPTS):
+            if operation not in RETRIED:
+                found = self._read_back(operation, value)
+                if found is not None:
+                    type(self).count(f"settled by read back: {operation}")
+                    return found
+            index = self.history.invoke(process, operation, value)
+            got = self._send(index, send, acknowledged)
+            if got is not None:
+                type(self).count(f"settled by retry: {operation}")
+                return Called(got.answer, got.response, settled=True)
+            time.sleep(SETTLE_PAUSE)
+        raise Divergence(f"{operation} {value}: no answer after {SETTLE_ATTEMPTS} attempts")
+
+    def _read_back(self, operation: str, value: dict[str, Any]) -> Called | None:
+        """The write found applied (its answer made from what was read), or None."""
+        try:
+            if operation == "put_policy":
+                stub = policy_pb2_grpc.PolicyServiceStub(self._channel("ledger", "admin-token"))
+                policy = stub.GetPolicy(policy_pb2.GetPolicyRequest(), timeout=10).policy
+                settings = (policy.settings.enabled, policy.settings.pending_ticket_limit)
+                if settings != (value["enabled"], value["pending_cap"]):
+                    return None
+                return Called(OK, policy_pb2.PutPolicyResponse(policy=policy), settled=True)
+            reader = execution_pb2_grpc.ExecutionServiceStub(
+                self._channel("ledger", "admin-token")
+            )
+            request = reader.GetExecutionRequest(
+                execution_pb2.GetExecutionRequestRequest(
+                    execution_request_id=value["execution_request_id"]
+                ),
+                timeout=10,
+            ).execution_request
+        except grpc.RpcError:
+            return None  # not readable yet: the next attempt reads again
+        if request.state != APPLIED_STATE[operation]:
+            return None
+        if operation == "claim":
+            response: Any = execution_pb2.ClaimExecutionRequestResponse(execution_request=request)
+        elif operation == "complete":
+            response = execution_pb2.CompleteExecutionRequestResponse()
+        else:
+            response = execution_pb2.FailExecutionRequestResponse()
+        return Called(OK, response, settled=True)
+
+    # -- fault rules -------------------------------------------------------------------------
+
+    def advance(self, seconds: int) -> None:
+        """No clock rule here: a process's clock is not the model's (ADR 0058)."""
+
+    def _under(self, injection: Injection, data: st.DataObject) -> None:
+        """Run one operation the fault hits; with nothing to run, the fault alone."""
+        type(self).count(f"fault: {injection.kind}")
+        operations = list(LEDGER_OPERATIONS) if self.submissions else []
+        if injection.replica == 1 and injection.kind != "cut":
+            operations.append("admit")
+        if not operations:
+            injection.start(self.stack)
+            injection.heal(self.stack)
+            return
+        operation = data.draw(st.sampled_from(operations), label="operation")
+        self.injection = injection
+        try:
+            if operation == "admit":
+                self.admit(data.draw(st.sampled_from(sorted(self.model.runs)), label="run"))
+            elif operation == "claim":
+                self.claim(data)
+            elif operation in ("complete", "fail"):
+                self.finish(data, COMPLETED if operation == "complete" else FAILED)
+            elif operation == "record_command":
+                self.record_command(data, data.draw(st.integers(1, 14), label="command"))
+            else:
+                self.cancel(data)
+        finally:
+            if self.injection is not None:  # the operation sent nothing: the fault alone
+                self.injection = None
+                injection.start(self.stack)
+                injection.heal(self.stack)
+
+    @precondition(lambda self: bool(self.model.runs))
+    @rule(data=st.data(), replica=st.sampled_from((0, 1)), delay=st.sampled_from(DELAYS))
+    def kill_replica(self, data: st.DataObject, replica: int, delay: float) -> None:
+        self._under(Injection("kill", replica, delay=delay), data)
+
+    @precondition(lambda self: bool(self.submissions))
+    @rule(data=st.data(), mode=st.sampled_from(("before_commit", "after_commit")))
+    def cut_connection(self, data: st.DataObject, mode: str) -> None:
+        self._under(Injection("cut", 0, mode=mode), data)
+
+    @precondition(lambda self: bool(self.model.runs))
+    @rule(data=st.data(), replica=st.sampled_from((0, 1)))
+    def pause_replica(self, data: st.DataObject, replica: int) -> None:
+        self._under(Injection("pause", replica), data)
+
+    @precondition(lambda self: bool(self.model.runs))
+    @rule(data=st.data(), delay=st.sampled_from(DELAYS))
+    def restart_bouncer(self, data: st.DataObject, delay: float) -> None:
+        self._under(Injection("bouncer", 1, delay=delay), data)

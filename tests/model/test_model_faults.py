@@ -1,0 +1,72 @@
+"""The spec model against ledger replicas as processes, with faults between its steps (ADR 0058;
+docs/reliability.md, "Faults between steps"). ``make test`` runs a small derandomized budget;
+``make model-check`` and ``make reliability`` the full one (FORGE_MODEL_FAULT_EXAMPLES,
+FORGE_MODEL_STEPS)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from tests.conftest import postgres_schema
+from tests.model.fault_harness import FaultStack, fault_stack
+from tests.model.faults import FaultMachine
+
+EXPLORING = "FORGE_MODEL_EXAMPLES" in os.environ
+#: make test's budget: each kill restarts a Python process (about two seconds).
+SMALL_EXAMPLES, SMALL_STEPS = 4, 20
+
+
+def budget() -> tuple[int, int]:
+    if not EXPLORING:
+        return SMALL_EXAMPLES, SMALL_STEPS
+    examples = os.environ.get("FORGE_MODEL_FAULT_EXAMPLES", os.environ["FORGE_MODEL_EXAMPLES"])
+    return int(examples), int(os.environ.get("FORGE_MODEL_STEPS", "40"))
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultStack]:
+    with postgres_schema() as database_url, fault_stack(
+        database_url, tmp_path_factory.mktemp("model-faults")
+    ) as running:
+        yield running
+
+
+def test_the_services_answer_as_the_spec_requires_through_faults(
+    stack: FaultStack, tmp_path: Path
+) -> None:
+    examples, steps = budget()
+    FaultMachine.stack = stack
+    FaultMachine.history_dir = tmp_path
+    FaultMachine.examples = FaultMachine.total_steps = FaultMachine.checked_histories = 0
+    FaultMachine.outcomes.clear()
+    FaultMachine.faults.clear()
+    run_state_machine_as_test(
+        FaultMachine,
+        settings=settings(
+            max_examples=examples,
+            stateful_step_count=steps,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            database=None,
+            derandomize=not EXPLORING,
+        ),
+    )
+    injected = {k: v for k, v in FaultMachine.faults.items() if k.startswith("fault: ")}
+    assert FaultMachine.checked_histories > 0
+    assert sum(injected.values()) > 0
+    print(
+        f"\nmodel ({stack.target}): {FaultMachine.examples} sequences, "
+        f"{FaultMachine.total_steps} checked calls, {sum(injected.values())} faults injected, "
+        f"{FaultMachine.faults.get('info outcomes', 0)} info outcomes, "
+        f"{FaultMachine.checked_histories} histories checked, 0 divergences, 0 anomalies"
+    )
+    for what, count in sorted(FaultMachine.faults.items()):
+        print(f"  {count:6d}  {what}")
+    for outcome, count in sorted(FaultMachine.outcomes.items()):
+        print(f"  {count:6d}  {outcome}")
