@@ -8,8 +8,10 @@ standard library only and reports every anomaly:
 
 - **lost or duplicated**: an acknowledged write is in its run's journal exactly once (a repeat
   the spec answers without writing, such as a replayed admission, adds nothing);
-- **phantom**: a journal line no acknowledged write explains, unless an operation's outcome was
-  unknown (``info``) or the spec writes it without a request (an expiry by a sweep);
+- **phantom**: a journal line no acknowledged write explains, unless the spec writes it without
+  a request (an expiry by a sweep) or an operation whose outcome was unknown (``info``) would
+  have written it: each such operation explains at most one line, so a write whose answer was
+  lost is journaled once or not at all, never twice;
 - **order**: within a run, a write acknowledged before another was invoked comes first;
 - **state**: every acknowledged ticket's events form one path, queued then claimed then one end,
   with nothing after the end.
@@ -25,7 +27,7 @@ import json
 import subprocess
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,6 +126,45 @@ def _written_by(operation: Operation) -> list[tuple[str, str]]:
     return []
 
 
+@dataclass(frozen=True)
+class _Maybe:
+    """A line an operation of unknown outcome would have written: its kind and key, or every
+    key beginning with ``key`` when the answer would have named the rest (a lease generation,
+    the execution request an admission creates)."""
+
+    kind: str
+    key: str
+    prefix: bool = False
+
+    def matches(self, found: tuple[str, str]) -> bool:
+        kind, key = found
+        return kind == self.kind and (key.startswith(self.key) if self.prefix else key == self.key)
+
+
+def _request(value: dict[str, Any]) -> str:
+    return str(value.get("execution_request_id", ""))
+
+
+#: The journal lines each operation may have written when its answer was lost, by the spec.
+_MAYBE: dict[str, Callable[[dict[str, Any]], list[_Maybe]]] = {
+    "admit": lambda v: [
+        _Maybe("migration_settlement", str(v["request_id"])),
+        _Maybe("ownership_claim", "", prefix=True),
+    ],
+    "claim": lambda v: [_Maybe("worker_claimed", f"{_request(v)}#", prefix=True)],
+    "complete": lambda v: [_Maybe("request_event", f"{_request(v)}#completed")],
+    "cancel": lambda v: [_Maybe("request_event", f"{_request(v)}#cancelled")],
+    "fail": lambda v: [_Maybe("request_failed", _request(v))],
+    "record_command": lambda v: [_Maybe("command_executed", str(v["command_id"]))],
+}
+
+
+def _maybe_written(operation: Operation) -> list[_Maybe]:
+    """The journal lines an operation whose answer was lost may have written."""
+    written = _MAYBE.get(operation.f)
+    return [] if written is None else written(operation.value)
+
+
 #: Each journal line kind a write of the history leaves, and the key it is found by.
 _KEYS = {
     "migration_settlement": lambda p: str(p.get("request_id", "")),
@@ -163,13 +204,15 @@ class _Acknowledged:
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)
     cancelled: set[str] = field(default_factory=set)
     written_at: list[tuple[Operation, int]] = field(default_factory=list)
-    uncertain: bool = False
+    #: What the operations whose outcome was unknown may have written, one list each.
+    unknown: list[list[_Maybe]] = field(default_factory=list)
 
 
 def _acknowledged(operations: list[Operation], where: dict[tuple[str, str], int]) -> _Acknowledged:
     found = _Acknowledged()
     for operation in operations:
-        found.uncertain |= operation.outcome == "info"
+        if operation.outcome == "info":
+            found.unknown.append(_maybe_written(operation))
         if operation.outcome != "ok":
             continue
         if operation.f == "cancel":
@@ -205,15 +248,37 @@ def _check_run(run_id: str, operations: list[Operation], lines: list[Line]) -> l
         if found[key] != 1
     ]
     explained = set(acknowledged.counts) | cancellations
-    anomalies += [
-        f"{run_id}: {key} journaled {count}x, acknowledged by no write"
+    unexplained = {
+        key: count
         for key, count in found.items()
         if key not in explained
         and not (key[0] == "request_event" and key[1].endswith("#expired"))  # a sweep's
-        and not acknowledged.uncertain
-    ]
+    }
+    anomalies += _check_unknown(run_id, unexplained, acknowledged.unknown)
     anomalies += _check_order(run_id, acknowledged.written_at)
     return anomalies + _check_paths(run_id, lines)
+
+
+def _check_unknown(
+    run_id: str, unexplained: dict[tuple[str, str], int], unknown: list[list[_Maybe]]
+) -> list[str]:
+    """Lines no acknowledged write explains: each must be the one line of an operation whose
+    outcome was unknown; a key journaled twice is a duplicate whatever explains it."""
+    anomalies = []
+    unused = [list(maybe) for maybe in unknown]
+    for key, count in sorted(unexplained.items()):
+        if count > 1:
+            anomalies.append(f"{run_id}: {key} journaled {count}x, acknowledged by no write")
+            continue
+        owner = next((m for m in unused if any(line.matches(key) for line in m)), None)
+        if owner is None:
+            anomalies.append(f"{run_id}: {key} journaled 1x, acknowledged by no write")
+            continue
+        # the operation's other lines (an admission's two) may be explained by it too
+        owner[:] = [line for line in owner if not line.matches(key)]
+        if not owner:
+            unused.remove(owner)
+    return anomalies
 
 
 def _check_order(run_id: str, written_at: list[tuple[Operation, int]]) -> list[str]:

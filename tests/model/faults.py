@@ -33,6 +33,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
 from forge.continuity.v1 import (
+    admission_pb2,
+    admission_pb2_grpc,
+    candidate_pb2,
+    candidate_pb2_grpc,
     common_pb2,
     execution_pb2,
     execution_pb2_grpc,
@@ -44,7 +48,7 @@ from shared.runtime.errors import from_rpc_error
 from tests.model.checking import JOURNAL_TABLES, Called, Divergence
 from tests.model.fault_harness import FaultStack
 from tests.model.machine import ModelMachine
-from tests.model.spec_model import COMPLETED, FAILED, OK, Answer
+from tests.model.spec_model import CLAIMED, COMPLETED, FAILED, OK, Answer
 from tests.support import row_counts
 
 #: Codes that leave the caller unable to tell whether the write applied.
@@ -59,16 +63,24 @@ THAW_SECONDS = 0.5
 #: channel reconnecting after its backoff).
 SETTLE_ATTEMPTS = 40
 SETTLE_PAUSE = 0.25
+#: After a fault is healed, how long the stack may take to answer again through every path.
+STEADY_SECONDS = 60.0
 #: Operations keyed by the caller: an identical retry answers the first attempt's outcome.
-RETRIED = frozenset({"admit", "replay_admission", "record_command", "cancel", "expire"})
+RETRIED = frozenset(
+    {"admit", "replay_admission", "record_command", "cancel", "expire", "put_policy"}
+)
+#: A policy edit is a compare-and-set on the revision its caller read: a retry refused as stale
+#: after a lost answer means the first attempt wrote the next revision (nobody else writes it).
+STALE_POLICY = Answer("ABORTED", "POLICY_REVISION_STALE")
 #: Execution states a read back shows when the write applied.
 APPLIED_STATE = {
     "claim": common_pb2.EXECUTION_REQUEST_STATE_CLAIMED,
     "complete": common_pb2.EXECUTION_REQUEST_STATE_COMPLETED,
     "fail": common_pb2.EXECUTION_REQUEST_STATE_FAILED,
 }
+_STATE_NAME = {"claim": CLAIMED, "complete": COMPLETED, "fail": FAILED}
 #: The ledger operations a fault can surround (admissions reach only replica B).
-LEDGER_OPERATIONS = ("claim", "complete", "fail", "record_command", "cancel")
+LEDGER_OPERATIONS = ("claim", "complete", "fail", "record_command", "cancel", "put_policy")
 
 
 @dataclass
@@ -138,7 +150,9 @@ class FaultMachine(ModelMachine):
             return super()._channel(service, token)
         timeout = PAUSED_DEADLINE if injection.kind == "pause" else 30.0
         if service == "ledger":
-            return open_channel(self.stack.ledgers[injection.replica].target, token, default_timeout=timeout)
+            return open_channel(
+                self.stack.ledgers[injection.replica].target, token, default_timeout=timeout
+            )
         return open_channel(self.stack.admission.target, token, default_timeout=timeout)
 
     # -- unknown outcomes --------------------------------------------------------------------
@@ -163,6 +177,7 @@ class FaultMachine(ModelMachine):
         finally:
             if injection is not None:
                 injection.heal(self.stack)
+                self._steady()
         if got is None:
             type(self).count("info outcomes")
             got = self._settle(process, operation, value, send, acknowledged)
@@ -210,25 +225,36 @@ class FaultMachine(ModelMachine):
                     return found
             index = self.history.invoke(process, operation, value)
             got = self._send(index, send, acknowledged)
+            if got is not None and operation == "put_policy" and got.answer == STALE_POLICY:
+                return self._policy_written(value)
+            if got is not None and not got.answer.ok and operation not in RETRIED:
+                # the first attempt may have landed meanwhile (a paused replica let go of it)
+                found = self._read_back(operation, value)
+                if found is not None:
+                    type(self).count(f"settled by read back: {operation}")
+                    return found
             if got is not None:
                 type(self).count(f"settled by retry: {operation}")
                 return Called(got.answer, got.response, settled=True)
             time.sleep(SETTLE_PAUSE)
         raise Divergence(f"{operation} {value}: no answer after {SETTLE_ATTEMPTS} attempts")
 
+    def _policy_written(self, value: dict[str, Any]) -> Called:
+        """The lost policy edit applied: the current revision must carry its settings."""
+        stub = policy_pb2_grpc.PolicyServiceStub(self._channel("ledger", "admin-token"))
+        policy = stub.GetPolicy(policy_pb2.GetPolicyRequest(), timeout=10).policy
+        if (policy.enabled, policy.pending_ticket_limit) != (
+            value["enabled"],
+            value["pending_cap"],
+        ):
+            raise Divergence(f"a lost policy edit {value} left revision {policy}")
+        type(self).count("settled by read back: put_policy")
+        return Called(OK, policy_pb2.PutPolicyResponse(policy=policy), settled=True)
+
     def _read_back(self, operation: str, value: dict[str, Any]) -> Called | None:
         """The write found applied (its answer made from what was read), or None."""
         try:
-            if operation == "put_policy":
-                stub = policy_pb2_grpc.PolicyServiceStub(self._channel("ledger", "admin-token"))
-                policy = stub.GetPolicy(policy_pb2.GetPolicyRequest(), timeout=10).policy
-                settings = (policy.settings.enabled, policy.settings.pending_ticket_limit)
-                if settings != (value["enabled"], value["pending_cap"]):
-                    return None
-                return Called(OK, policy_pb2.PutPolicyResponse(policy=policy), settled=True)
-            reader = execution_pb2_grpc.ExecutionServiceStub(
-                self._channel("ledger", "admin-token")
-            )
+            reader = execution_pb2_grpc.ExecutionServiceStub(self._channel("ledger", "admin-token"))
             request = reader.GetExecutionRequest(
                 execution_pb2.GetExecutionRequestRequest(
                     execution_request_id=value["execution_request_id"]
@@ -237,7 +263,15 @@ class FaultMachine(ModelMachine):
             ).execution_request
         except grpc.RpcError:
             return None  # not readable yet: the next attempt reads again
-        if request.state != APPLIED_STATE[operation]:
+        # The model's state is the services' before the call (the invariants held after the
+        # last step): the write applied only if the read shows the change it makes.
+        run = self.model.runs[value["run_id"]]
+        if (
+            request.state != APPLIED_STATE[operation]
+            or self.model.observed(run) == _STATE_NAME[operation]
+        ):
+            return None
+        if operation == "claim" and request.lease.generation != run.generation + 1:
             return None
         if operation == "claim":
             response: Any = execution_pb2.ClaimExecutionRequestResponse(execution_request=request)
@@ -246,6 +280,45 @@ class FaultMachine(ModelMachine):
         else:
             response = execution_pb2.FailExecutionRequestResponse()
         return Called(OK, response, settled=True)
+
+    def _steady(self) -> None:
+        """Wait until every path answers again: each replica reads its database (a pool's
+        connections cut by the fault are replaced), and the candidate's and admission's channels
+        to replica B have reconnected. Any answer but an unknown one will do."""
+        run_id = sorted(self.model.runs)[0] if self.model.runs else "model-steady"
+        probes: list[Callable[[], object]] = [
+            *(
+                lambda served=served: policy_pb2_grpc.PolicyServiceStub(
+                    served.channel("admin-token")
+                ).GetPolicy(policy_pb2.GetPolicyRequest(), timeout=5)
+                for served in self.stack.ledgers
+            ),
+            lambda: candidate_pb2_grpc.CandidateServiceStub(
+                self.stack.candidate.channel("operator-token")
+            ).GetInvalidReadContinuityCandidate(
+                candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=run_id), timeout=5
+            ),
+            lambda: admission_pb2_grpc.AdmissionServiceStub(
+                self.stack.admission.channel("operator-token")
+            ).GetInvalidReadContinuity(
+                admission_pb2.GetInvalidReadContinuityRequest(
+                    run_id=run_id, request_id="model-steady"
+                ),
+                timeout=5,
+            ),
+        ]
+        deadline = time.monotonic() + STEADY_SECONDS
+        for probe in probes:
+            while True:
+                try:
+                    probe()
+                    break
+                except grpc.RpcError as error:
+                    if error.code().name not in AMBIGUOUS:  # type: ignore[attr-defined]
+                        break
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
 
     # -- fault rules -------------------------------------------------------------------------
 
@@ -261,6 +334,7 @@ class FaultMachine(ModelMachine):
         if not operations:
             injection.start(self.stack)
             injection.heal(self.stack)
+            self._steady()
             return
         operation = data.draw(st.sampled_from(operations), label="operation")
         self.injection = injection
@@ -273,6 +347,11 @@ class FaultMachine(ModelMachine):
                 self.finish(data, COMPLETED if operation == "complete" else FAILED)
             elif operation == "record_command":
                 self.record_command(data, data.draw(st.integers(1, 14), label="command"))
+            elif operation == "put_policy":
+                self.put_policy(
+                    data.draw(st.sampled_from((True, True, False)), label="enabled"),
+                    data.draw(st.integers(1, 3), label="cap"),
+                )
             else:
                 self.cancel(data)
         finally:
@@ -280,6 +359,7 @@ class FaultMachine(ModelMachine):
                 self.injection = None
                 injection.start(self.stack)
                 injection.heal(self.stack)
+                self._steady()
 
     @precondition(lambda self: bool(self.model.runs))
     @rule(data=st.data(), replica=st.sampled_from((0, 1)), delay=st.sampled_from(DELAYS))

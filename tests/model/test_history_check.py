@@ -79,3 +79,45 @@ def test_an_event_after_the_tickets_end_is_found() -> None:
         [admitted(0, 1, 2), claimed(1, 5, 6)], journal(SETTLED, OWNED, cancelled, CLAIMED)
     )
     assert any("after its end" in a for a in anomalies), anomalies
+
+
+def completed(index: int, invoked: int, outcome: str) -> Operation:
+    return Operation(
+        index,
+        "worker",
+        "complete",
+        {"run_id": RUN, "execution_request_id": REQUEST, "lease_generation": 1},
+        invoked,
+        outcome,
+        {} if outcome == "ok" else {"code": "UNAVAILABLE"},
+        None if outcome == "info" else invoked + 1,
+    )
+
+
+COMPLETED = ("request_event", {"execution_request_id": REQUEST, "event": "completed"})
+
+
+def test_a_write_whose_answer_was_lost_is_journaled_once_or_not_at_all() -> None:
+    history = [admitted(0, 1, 2), claimed(1, 3, 4), completed(2, 5, "info")]
+    assert check(history, journal(SETTLED, OWNED, CLAIMED, COMPLETED)) == []
+    assert check(history, journal(SETTLED, OWNED, CLAIMED)) == []
+    # the retry that settled it acknowledged it: still one line
+    settled = [*history, completed(3, 8, "ok")]
+    assert check(settled, journal(SETTLED, OWNED, CLAIMED, COMPLETED)) == []
+
+
+def test_a_write_whose_answer_was_lost_journaled_twice_is_found() -> None:
+    history = [admitted(0, 1, 2), claimed(1, 3, 4), completed(2, 5, "info")]
+    twice = check(history, journal(SETTLED, OWNED, CLAIMED, COMPLETED, COMPLETED))
+    assert any("journaled 2x" in a for a in twice), twice
+    settled = check(
+        [*history, completed(3, 8, "ok")], journal(SETTLED, OWNED, CLAIMED, COMPLETED, COMPLETED)
+    )
+    assert any("acknowledged 1x, journaled 2x" in a for a in settled), settled
+
+
+def test_an_unknown_outcome_explains_only_its_own_write() -> None:
+    # a lost completion does not excuse a claim nobody acknowledged
+    history = [admitted(0, 1, 2), completed(1, 5, "info")]
+    anomalies = check(history, journal(SETTLED, OWNED, CLAIMED))
+    assert any("worker_claimed" in a and "acknowledged by no write" in a for a in anomalies)

@@ -16,6 +16,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from tests.conftest import postgres_schema
 from tests.model.fault_harness import FaultStack, fault_stack
 from tests.model.faults import FaultMachine
+from tests.model.spec_model import COMPLETED
 
 EXPLORING = "FORGE_MODEL_EXAMPLES" in os.environ
 #: make test's budget: each kill restarts a Python process (about two seconds).
@@ -31,9 +32,10 @@ def budget() -> tuple[int, int]:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultStack]:
-    with postgres_schema() as database_url, fault_stack(
-        database_url, tmp_path_factory.mktemp("model-faults")
-    ) as running:
+    with (
+        postgres_schema() as database_url,
+        fault_stack(database_url, tmp_path_factory.mktemp("model-faults")) as running,
+    ):
         yield running
 
 
@@ -70,3 +72,39 @@ def test_the_services_answer_as_the_spec_requires_through_faults(
         print(f"  {count:6d}  {what}")
     for outcome, count in sorted(FaultMachine.outcomes.items()):
         print(f"  {count:6d}  {outcome}")
+
+
+class Scripted:
+    """Stands in for Hypothesis's data object: answers each draw from a script, in order."""
+
+    def __init__(self, *values: object) -> None:
+        self.values = list(values)
+
+    def draw(self, strategy: object, label: str = "") -> object:
+        return self.values.pop(0)
+
+
+def test_a_lost_claim_of_a_claimed_request_settles_as_refused(
+    stack: FaultStack, tmp_path: Path
+) -> None:
+    """Found by the full run: the first fault machine settled a lost claim by reading the request
+    back, and took "claimed" as the claim's success although the request was claimed before it
+    (the same for a lost completion of a completed request). A read back shows a write applied
+    only when it shows the change the write makes; here the retry is refused as the spec says."""
+    FaultMachine.stack, FaultMachine.history_dir = stack, tmp_path
+    FaultMachine.faults.clear()
+    machine = FaultMachine()
+    machine.start()
+    run_id = str(machine.seed_run())
+    machine.admit(run_id)
+    machine.claim(Scripted(run_id))  # type: ignore[arg-type]
+    machine.finish(Scripted(run_id), COMPLETED)  # type: ignore[arg-type]
+    # replica A is killed before the claim reaches it: the answer is lost, the claim refused
+    machine.kill_replica(Scripted("claim", run_id), replica=0, delay=0.0)  # type: ignore[arg-type]
+    machine.kill_replica(Scripted("complete", run_id), replica=0, delay=0.0)  # type: ignore[arg-type]
+    assert machine.model.runs[run_id].state == COMPLETED
+    assert FaultMachine.faults.get("info outcomes", 0) >= 2
+    machine.requests_are_in_the_modelled_state()
+    machine.one_ticket_per_run_and_the_pending_count()
+    machine.every_journal_verifies()
+    machine.teardown()
