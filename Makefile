@@ -168,10 +168,13 @@ reliability: $(STAMP)
 # The spec model against the real services, and the independent history checker, for a budget of
 # sequences and steps (docs/reliability.md, "The model and the history checker"; make test runs a
 # small budget). Prints sequences, calls checked, histories checked, divergences and anomalies.
+# The fault target (ADR 0058) restarts processes: fewer sequences, FORGE_MODEL_FAULT_EXAMPLES.
 FORGE_MODEL_EXAMPLES ?= 300
+FORGE_MODEL_FAULT_EXAMPLES ?= 60
 FORGE_MODEL_STEPS ?= 60
-model-check: $(STAMP)
+model-check: $(STAMP) pgbouncer
 	FORGE_MODEL_EXAMPLES=$(FORGE_MODEL_EXAMPLES) FORGE_MODEL_STEPS=$(FORGE_MODEL_STEPS) CI=true \
+	  FORGE_MODEL_FAULT_EXAMPLES=$(FORGE_MODEL_FAULT_EXAMPLES) \
 	  $(PY) -m pytest -q -s -o timeout=3600 tests/model
 
 # The replica scenarios at full counts (make test runs a fast slice): two ledger processes on one

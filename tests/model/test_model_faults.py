@@ -98,9 +98,10 @@ def test_a_lost_claim_of_a_claimed_request_settles_as_refused(
     run_id = str(machine.seed_run())
     machine.admit(run_id)
     machine.claim(Scripted(run_id))  # type: ignore[arg-type]
-    machine.finish(Scripted(run_id), COMPLETED)  # type: ignore[arg-type]
-    # replica A is killed before the claim reaches it: the answer is lost, the claim refused
+    # replica A is killed before each call reaches it: the answer is lost, the retry refused
     machine.kill_replica(Scripted("claim", run_id), replica=0, delay=0.0)  # type: ignore[arg-type]
+    assert machine.model.runs[run_id].generation == 1
+    machine.finish(Scripted(run_id), COMPLETED)  # type: ignore[arg-type]
     machine.kill_replica(Scripted("complete", run_id), replica=0, delay=0.0)  # type: ignore[arg-type]
     assert machine.model.runs[run_id].state == COMPLETED
     assert FaultMachine.faults.get("info outcomes", 0) >= 2
