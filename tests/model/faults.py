@@ -14,10 +14,11 @@ sent to the replica the fault hits:
 An answer lost or ambiguous (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, UNKNOWN, CANCELLED) is an
 ``info`` outcome in the history, and the machine settles it as a client must: a write keyed by
 the caller (an admission's request id, a command's id, a cancellation) is sent again with the
-same key; a write that is not (a claim, a completion, a failure report, a policy edit) is read
-back first and sent again only when the read shows it did not apply. The settled answer must be
-the one the spec predicts for the operation applied once; a settled refusal must have written
-nothing since the first attempt (never partially, never twice).
+same key; a claim, a completion and a failure report are read back first and sent again only
+when the read shows the change they make did not happen; a policy edit (a compare-and-set on
+the revision read) is sent again, and refused as stale it proves the lost attempt applied. The
+settled answer must be the one the spec predicts for the operation applied once; a settled
+refusal must have written nothing since the first attempt (never partially, never twice).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from shared.runtime.errors import from_rpc_error
 from tests.model.checking import JOURNAL_TABLES, Called, Divergence
 from tests.model.fault_harness import FaultStack
 from tests.model.machine import ModelMachine
-from tests.model.spec_model import CLAIMED, COMPLETED, FAILED, OK, Answer
+from tests.model.spec_model import CLAIMED, COMPLETED, FAILED, OK, PENDING, Answer, RunModel
 from tests.support import row_counts
 
 #: Codes that leave the caller unable to tell whether the write applied.
@@ -123,6 +124,21 @@ class Injection:
             self._timer.join()
             if self.kind == "kill":
                 stack.replicas[self.replica].start()
+
+
+@dataclass
+class _Chosen:
+    """Hypothesis's data object for one rule, except that the rule's first draw (its run) is
+    the one the fault rule chose, when it chose one."""
+
+    data: st.DataObject
+    run_id: str | None
+
+    def draw(self, strategy: st.SearchStrategy[Any], label: str | None = None) -> Any:
+        if self.run_id is not None:
+            chosen, self.run_id = self.run_id, None
+            return chosen
+        return self.data.draw(strategy, label=label)
 
 
 class FaultMachine(ModelMachine):
@@ -336,30 +352,59 @@ class FaultMachine(ModelMachine):
             injection.heal(self.stack)
             self._steady()
             return
+        # Half the time the fault hits an operation the model says will write (a cut around
+        # COMMIT needs a COMMIT), on a run where it will; else any, refusals included.
+        steer = data.draw(st.booleans(), label="steer")
+        writing = {operation: self._writes(operation) for operation in operations}
+        if steer and any(writing.values()):
+            operations = [operation for operation in operations if writing[operation]]
         operation = data.draw(st.sampled_from(operations), label="operation")
+        chosen = writing[operation] if steer else []
+        rule_data = _Chosen(
+            data, data.draw(st.sampled_from(chosen), label="run") if chosen else None
+        )
         self.injection = injection
         try:
             if operation == "admit":
-                self.admit(data.draw(st.sampled_from(sorted(self.model.runs)), label="run"))
+                runs = st.sampled_from(sorted(self.model.runs))
+                self.admit(str(rule_data.draw(runs, label="run")))
             elif operation == "claim":
-                self.claim(data)
+                self.claim(rule_data)  # type: ignore[arg-type]
             elif operation in ("complete", "fail"):
-                self.finish(data, COMPLETED if operation == "complete" else FAILED)
+                self.finish(rule_data, COMPLETED if operation == "complete" else FAILED)  # type: ignore[arg-type]
             elif operation == "record_command":
-                self.record_command(data, data.draw(st.integers(1, 14), label="command"))
+                command = data.draw(st.integers(1, 14), label="command")
+                self.record_command(rule_data, command)  # type: ignore[arg-type]
             elif operation == "put_policy":
                 self.put_policy(
                     data.draw(st.sampled_from((True, True, False)), label="enabled"),
                     data.draw(st.integers(1, 3), label="cap"),
                 )
             else:
-                self.cancel(data)
+                self.cancel(rule_data)  # type: ignore[arg-type]
         finally:
             if self.injection is not None:  # the operation sent nothing: the fault alone
                 self.injection = None
                 injection.start(self.stack)
                 injection.heal(self.stack)
                 self._steady()
+
+    def _writes(self, operation: str) -> list[str]:
+        """The runs on which ``operation`` writes, by the model ("" for a policy edit)."""
+        model = self.model
+        if operation == "put_policy":
+            return [""]
+        if operation == "admit":
+            return [r.run_id for r in model.runs.values() if model.predict_admit(r).ok]
+        predict: dict[str, Callable[[RunModel], Answer]] = {
+            "claim": model.predict_claim,
+            "complete": lambda run: model.predict_finish(run, COMPLETED),
+            "fail": lambda run: model.predict_finish(run, FAILED),
+            "record_command": lambda run: model.predict_command(run, f"{run.run_id}-new"),
+            "cancel": lambda run: OK if run.state in PENDING else Answer("", ""),
+        }
+        runs = [model.runs[run_id] for run_id in sorted(self.submissions)]
+        return [run.run_id for run in runs if predict[operation](run).ok]
 
     @precondition(lambda self: bool(self.model.runs))
     @rule(data=st.data(), replica=st.sampled_from((0, 1)), delay=st.sampled_from(DELAYS))

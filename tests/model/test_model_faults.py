@@ -20,7 +20,7 @@ from tests.model.spec_model import COMPLETED
 
 EXPLORING = "FORGE_MODEL_EXAMPLES" in os.environ
 #: make test's budget: each kill restarts a Python process (about two seconds).
-SMALL_EXAMPLES, SMALL_STEPS = 4, 20
+SMALL_EXAMPLES, SMALL_STEPS = 8, 25
 
 
 def budget() -> tuple[int, int]:
@@ -99,10 +99,10 @@ def test_a_lost_claim_of_a_claimed_request_settles_as_refused(
     machine.admit(run_id)
     machine.claim(Scripted(run_id))  # type: ignore[arg-type]
     # replica A is killed before each call reaches it: the answer is lost, the retry refused
-    machine.kill_replica(Scripted("claim", run_id), replica=0, delay=0.0)  # type: ignore[arg-type]
+    machine.kill_replica(Scripted(False, "claim", run_id), replica=0, delay=0.0)  # type: ignore[arg-type]
     assert machine.model.runs[run_id].generation == 1
     machine.finish(Scripted(run_id), COMPLETED)  # type: ignore[arg-type]
-    machine.kill_replica(Scripted("complete", run_id), replica=0, delay=0.0)  # type: ignore[arg-type]
+    machine.kill_replica(Scripted(False, "complete", run_id), replica=0, delay=0.0)  # type: ignore[arg-type]
     assert machine.model.runs[run_id].state == COMPLETED
     assert FaultMachine.faults.get("info outcomes", 0) >= 2
     machine.requests_are_in_the_modelled_state()
