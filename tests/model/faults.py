@@ -50,10 +50,12 @@ from tests.model.checking import JOURNAL_TABLES, Called, Divergence
 from tests.model.fault_harness import FaultStack
 from tests.model.machine import ModelMachine
 from tests.model.spec_model import CLAIMED, COMPLETED, FAILED, OK, PENDING, Answer, RunModel
+from tests.reliability.proxy import Mode
 from tests.support import row_counts
 
 #: Codes that leave the caller unable to tell whether the write applied.
 AMBIGUOUS = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "UNKNOWN", "CANCELLED"})
+MODES: tuple[Mode, ...] = ("before_commit", "after_commit")
 #: How long after sending the call a kill or a PgBouncer restart comes (0: before it is sent).
 DELAYS = (0.0, 0.005, 0.02, 0.06)
 #: A call to a paused replica waits this long, then it is an unknown outcome.
@@ -92,12 +94,12 @@ class Injection:
     #: The replica the call is sent to (0: A, 1: B).
     replica: int
     delay: float = 0.0
-    mode: str = ""
+    mode: Mode | None = None
     _timer: threading.Timer | None = field(default=None, init=False)
 
     def start(self, stack: FaultStack) -> None:
         if self.kind == "cut":
-            stack.proxy.arm("before_commit" if self.mode == "before_commit" else "after_commit")
+            stack.proxy.arm(self.mode)
         elif self.kind == "pause":
             stack.replicas[self.replica].freeze()
         else:
@@ -412,8 +414,8 @@ class FaultMachine(ModelMachine):
         self._under(Injection("kill", replica, delay=delay), data)
 
     @precondition(lambda self: bool(self.submissions))
-    @rule(data=st.data(), mode=st.sampled_from(("before_commit", "after_commit")))
-    def cut_connection(self, data: st.DataObject, mode: str) -> None:
+    @rule(data=st.data(), mode=st.sampled_from(MODES))
+    def cut_connection(self, data: st.DataObject, mode: Mode) -> None:
         self._under(Injection("cut", 0, mode=mode), data)
 
     @precondition(lambda self: bool(self.model.runs))

@@ -68,6 +68,8 @@ def test_the_services_answer_as_the_spec_requires_through_faults(
         f"{FaultMachine.faults.get('info outcomes', 0)} info outcomes, "
         f"{FaultMachine.checked_histories} histories checked, 0 divergences, 0 anomalies"
     )
+    cuts = stack.proxy.cuts
+    print(f"  connections cut: {cuts['before_commit']} before COMMIT, {cuts['after_commit']} after")
     for what, count in sorted(FaultMachine.faults.items()):
         print(f"  {count:6d}  {what}")
     for outcome, count in sorted(FaultMachine.outcomes.items()):
