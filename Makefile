@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN):$(CURDIR)/tools/audit
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install lock chromium pgbouncer promtool guarantees run run-mtls certs test test-database host-controls reliability model-check scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-policy-lock bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
+.PHONY: help install lock chromium pgbouncer promtool guarantees run run-mtls certs test test-database host-controls reliability model-check scale lint typecheck protos protos-check openapi openapi-check bench bench-repeat bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-policy-lock bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
@@ -27,6 +27,7 @@ help:
 	@echo "make protos     regenerate Python code from protos/"
 	@echo "make openapi    regenerate docs/openapi.json (the gateway's OpenAPI document) from protos/"
 	@echo "make bench      the five performance figures beside in-run baselines (PostgreSQL)"
+	@echo "make bench-repeat     make bench three times in a row; every run and whether they agree: bench/results/three-runs.json"
 	@echo "make bench-admission  figure 1 (admission) alone, ~1 min: bench/results/admission.json"
 	@echo "make bench-append     figure 3 (appends) in three separate runs; the median is the figure: bench/results/append.json"
 	@echo "make bench-candidate  figure 2 (candidate reads up to 100,000 entries) alone: bench/results/candidate.json"
@@ -191,6 +192,12 @@ guarantees: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+# Three consecutive `make bench` runs on this machine (FORGE_BENCH_REPEAT_RUNS to change the
+# count): each run's summary, the medians, and whether every run's median lies inside the other
+# runs' spreads: bench/results/three-runs.json (the last run's latest.json is kept).
+bench-repeat: $(STAMP)
+	$(PY) -m bench.repeat
 
 # The policy lock's wait and hold times by mode (ADR 0049): bench/results/policy-lock.json.
 bench-policy-lock: $(STAMP)
