@@ -117,13 +117,15 @@ def _summarized(
     return summary
 
 
-def over_rounds(one_round: Callable[[int], dict[str, Any]], rounds: int = ROUNDS) -> dict[str, Any]:
+def over_rounds(
+    one_round: Callable[[int], dict[str, Any]], rounds: int | None = None
+) -> dict[str, Any]:
     """Run a throughput figure in ``rounds`` rounds, each measuring the figure right beside its
     baseline: this machine drifts from one minute to the next (the same bare baseline has cost
     1.4 to 2.0 ms of CPU per call in different runs), so a ratio is only as good as the pair it
     comes from. Each ratio is the median over the rounds, with its range; the round with the
     median throughput ratio is reported whole, and every round in ``rounds``."""
-    measured = [one_round(index) for index in range(rounds)]
+    measured = [one_round(index) for index in range(ROUNDS if rounds is None else rounds)]
     ordered = sorted(measured, key=lambda figure: float(figure["throughput_ratio"]))
     figure = _summarized(ordered[len(ordered) // 2], measured, _RATIOS)
     for key, ratios in _NESTED_RATIOS.items():

@@ -26,8 +26,8 @@ from typing import Any
 
 import grpc
 
+from bench import floors
 from bench.figures import CALLERS, Clients, K, bench_run_request
-from bench.floors import ROUNDS
 from bench.load import Latencies, Throughput, median, ratio, run_concurrently
 from bench.paired import in_turn
 from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc
@@ -242,10 +242,13 @@ def _round(clients: Clients, calls_each: int, index: int) -> dict[str, Any]:
     return figure
 
 
-def followers_figure(clients: Clients, calls_each: int, rounds: int = ROUNDS) -> dict[str, Any]:
+def followers_figure(
+    clients: Clients, calls_each: int, rounds: int | None = None
+) -> dict[str, Any]:
     """The rounds, each running the appends without followers, with followers that batch and
     with followers of one entry a message; ratios (with / without) are medians."""
-    measured = [_round(clients, calls_each, index) for index in range(rounds)]
+    count = floors.ROUNDS if rounds is None else rounds
+    measured = [_round(clients, calls_each, index) for index in range(count)]
     figure: dict[str, Any] = {
         "followers": FOLLOWERS,
         "replicas": REPLICAS,
