@@ -242,6 +242,10 @@ def _round(clients: Clients, calls_each: int, index: int) -> dict[str, Any]:
     return figure
 
 
+def _median(values: list[float]) -> float:
+    return round(median(values), 3)
+
+
 def followers_figure(
     clients: Clients, calls_each: int, rounds: int | None = None
 ) -> dict[str, Any]:
@@ -258,16 +262,16 @@ def followers_figure(
     }
     for shape in ("", "one_entry_a_message_"):
         figure |= {
-            f"{shape}followers_append_ratio": median(
+            f"{shape}followers_append_ratio": _median(
                 [r[f"{shape}followers_append_ratio"] for r in measured]
             ),
-            f"{shape}followers_append_cpu_ratio": median(
+            f"{shape}followers_append_cpu_ratio": _median(
                 [r[f"{shape}followers_append_cpu_ratio"] for r in measured]
             ),
-            f"{shape}followers_delivery_p50_ms": median(
+            f"{shape}followers_delivery_p50_ms": _median(
                 [r[f"{shape}delivery"]["p50_ms"] for r in measured]
             ),
-            f"{shape}followers_delivery_p99_ms": median(
+            f"{shape}followers_delivery_p99_ms": _median(
                 [r[f"{shape}delivery"]["p99_ms"] for r in measured]
             ),
         }
