@@ -5,6 +5,7 @@ the lines ``make bench`` prints and ``make bench-repeat`` compares. Pure: no ser
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -32,7 +33,7 @@ def test_a_round_times_its_windows_forwards_then_backwards_and_answers_in_order(
 ) -> None:
     called: list[int] = []
 
-    def window(position: int) -> object:
+    def window(position: int) -> Callable[[], int]:
         def timed() -> int:
             called.append(position)
             return position * 10

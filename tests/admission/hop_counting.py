@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+from google.protobuf.message import Message
 from sqlalchemy import Engine, event
 
 from forge.continuity.v1 import admission_pb2, candidate_pb2, ledger_pb2, reconstruction_pb2
@@ -108,54 +109,66 @@ class _Profiler:
         if counts is None:
             return
         if what == "c_call":
-            name = getattr(arg, "__name__", "")
-            kind = C_CALLS.get(name) or C_MODULE_CALLS.get((getattr(arg, "__module__", ""), name))
-            if kind:
-                hop = self.hop()
-                if kind == "parse" and isinstance(hop, str) and hop != CALLER:
-                    # gRPC parses a request on the server's receiving thread, outside any
-                    # frame that names the method: the request's type does.
-                    hop = _method_of_request(getattr(arg, "__self__", None)) or hop
-                counts.add(hop, kind)
+            self._c_call(counts, arg)
             return
         code = frame.f_code
-        if code.co_name in _SERVING and code.co_filename.endswith("_server.py"):
-            hops = self._local.__dict__.setdefault("hops", [])
-            if what == "call":
-                hops.append(next(self._slots))
-            elif what == "return" and hops:
-                hops.pop()
+        if code.co_filename.endswith("_server.py") and code.co_name in (*_SERVING, _RECEIVING):
+            self._served(counts, frame, what)
             return
-        if code.co_name == _RECEIVING and code.co_filename.endswith("_server.py"):
-            # The server's receiving thread runs the interceptors (the gate) on each call.
-            hops = self._local.__dict__.setdefault("hops", [])
-            if what == "call":
-                slot = next(self._slots)
-                method = frame.f_locals["method_with_handler"].name()
-                if method:
-                    service, _, name = method.strip("/").partition("/")
-                    counts.name(slot, f"{service}.{name}", received=True)
-                hops.append(slot)
-            elif what == "return" and hops:
-                hops.pop()
-            return
-        module = frame.f_globals.get("__name__", "")
-        if what == "call":
-            kind = PY_CALLS.get((module, code.co_name))
+        if frame.f_globals.get("__name__") == "shared.runtime.metrics" and code.co_name == "handle":
+            self._handler(counts, frame, what, arg)
+        elif what == "call":
+            kind = PY_CALLS.get((frame.f_globals.get("__name__", ""), code.co_name))
             if kind:
                 counts.add(self.hop(), kind)
-            elif code.co_name == "handle" and module == "shared.runtime.metrics":
-                slot = self.hop()
-                if isinstance(slot, int):
-                    # the method's metric series, which the handler's closure holds
-                    outcomes = frame.f_locals["outcomes"]
-                    counts.name(slot, f"{outcomes._service}.{outcomes._name}")
-                request = frame.f_locals.get("request")
-                if hasattr(request, "ByteSize"):
-                    counts.add(slot, "bytes", request.ByteSize())
-        elif what == "return" and code.co_name == "handle" and module == "shared.runtime.metrics":
-            if hasattr(arg, "ByteSize"):
-                counts.add(self.hop(), "bytes", arg.ByteSize())
+
+    def _c_call(self, counts: HopCounts, function: Any) -> None:
+        name = getattr(function, "__name__", "")
+        module = getattr(function, "__module__", "")
+        kind = C_CALLS.get(name) or C_MODULE_CALLS.get((module, name))
+        if not kind:
+            return
+        hop = self.hop()
+        if kind == "parse" and isinstance(hop, str) and hop != CALLER:
+            # gRPC parses a request on the server's receiving thread, outside any frame that
+            # names the method: the request's type does.
+            hop = _method_of_request(getattr(function, "__self__", None)) or hop
+        counts.add(hop, kind)
+
+    def _served(self, counts: HopCounts, frame: FrameType, what: str) -> None:
+        """A server thread enters or leaves a call: the pool's frame (parse, handler, answer),
+        or the receiving thread's, which runs the interceptors (the gate) on it."""
+        hops: list[int] = self._local.__dict__.setdefault("hops", [])
+        if what == "return":
+            if hops:
+                hops.pop()
+            return
+        if what != "call":
+            return
+        slot = next(self._slots)
+        if frame.f_code.co_name == _RECEIVING:
+            method = frame.f_locals["method_with_handler"].name()
+            if method:
+                service, _, name = method.strip("/").partition("/")
+                counts.name(slot, f"{service}.{name}", received=True)
+        hops.append(slot)
+
+    def _handler(self, counts: HopCounts, frame: FrameType, what: str, arg: Any) -> None:
+        """The counted handler (shared.runtime.metrics) names the call and sees its request
+        and its answer."""
+        slot = self.hop()
+        if what == "call":
+            if isinstance(slot, int):
+                # the method's metric series, which the handler's closure holds
+                outcomes = frame.f_locals["outcomes"]
+                counts.name(slot, f"{outcomes._service}.{outcomes._name}")
+            message = frame.f_locals.get("request")
+        elif what == "return":
+            message = arg
+        else:
+            return
+        if isinstance(message, Message):
+            counts.add(slot, "bytes", message.ByteSize())
 
 
 def _method_of_request(message_class: object) -> str | None:
@@ -209,3 +222,19 @@ def counting(engine: Engine) -> Iterator[HopCounts]:
     finally:
         PROFILER.counts = None
         event.remove(engine, "before_cursor_execute", statement)
+
+
+def markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """The rows as a Markdown table (bytes to the nearest 100: ids and times vary in length)."""
+    lines = [
+        "| hop (RPC served) | bytes in + out | serialize | parse | JSON encode | JSON decode"
+        " | SHA-256 | statements |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        hop = str(row["hop"]).removeprefix("forge.continuity.v1.")
+        moved = "–" if row["hop"] == CALLER else f"~{round(row['bytes'], -2):,}"
+        cells = [hop, moved]
+        cells += [str(row[kind]) for kind in KINDS[1:]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
