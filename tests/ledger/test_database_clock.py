@@ -1,0 +1,152 @@
+"""The ledger's clock on PostgreSQL (services/ledger/database_clock.py, ADR 0057), on a real server:
+anchored on the database's clock_timestamp(), advanced by the monotonic clock without a statement,
+sampled again on schedule, its error bound half the round trip, never going back."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, event, text
+
+from services.ledger.database import make_engine
+from services.ledger.database_clock import DatabaseClock, started_clock, take_sample
+from shared.runtime.errors import Unavailable
+
+POSTGRESQL = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+
+
+class Monotonic:
+    """The process's monotonic clock plus ``shift`` seconds."""
+
+    def __init__(self) -> None:
+        self.shift = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.shift
+
+
+def database_now(engine: Engine) -> datetime:
+    with engine.connect() as connection:
+        value: datetime = connection.execute(text("SELECT clock_timestamp()")).scalar_one()
+    return value
+
+
+@pytest.fixture
+def statements(engine: Engine) -> Iterator[list[str]]:
+    """Every statement the engine sends, from here on."""
+    sent: list[str] = []
+
+    def note(*args: Any) -> None:
+        sent.append(args[2])
+
+    event.listen(engine, "before_cursor_execute", note)
+    yield sent
+    event.remove(engine, "before_cursor_execute", note)
+
+
+@POSTGRESQL
+def test_the_clock_reads_the_databases_time_within_its_error_bound(engine: Engine) -> None:
+    clock = DatabaseClock(engine)
+    sample = clock.resample()
+    before = database_now(engine)
+    now = clock()
+    after = database_now(engine)
+    bound = timedelta(seconds=sample.error_bound + 0.005)  # + the monotonic drift, generously
+    assert before - bound <= now <= after + bound
+    assert sample.round_trip > 0 and sample.error_bound == sample.round_trip / 2
+
+
+@POSTGRESQL
+def test_between_samples_it_advances_by_the_monotonic_clock_without_a_statement(
+    engine: Engine, statements: list[str]
+) -> None:
+    monotonic = Monotonic()
+    clock = DatabaseClock(engine, monotonic=monotonic)
+    clock.resample()
+    statements.clear()
+    first = clock()
+    monotonic.shift += 90
+    later = clock()
+    assert abs((later - first).total_seconds() - 90) < 0.05
+    assert statements == []
+
+
+@POSTGRESQL
+def test_the_error_bound_is_half_the_round_trip(engine: Engine) -> None:
+    # Each reading of this monotonic clock is 4 ms after the one before, however long the
+    # statement between the two takes.
+    ticks = iter(range(100))
+    sample = take_sample(engine, lambda: 0.004 * next(ticks))
+    assert sample.round_trip == pytest.approx(0.004)
+    assert sample.error_bound == pytest.approx(0.002)
+
+
+@POSTGRESQL
+def test_a_new_sample_corrects_a_monotonic_clock_that_fell_behind(engine: Engine) -> None:
+    monotonic = Monotonic()
+    clock = DatabaseClock(engine, monotonic=monotonic)
+    clock.resample()
+    monotonic.shift -= 100  # the anchor now extrapolates 100 s behind the database
+    assert (database_now(engine) - clock()).total_seconds() > 99
+    clock.resample()
+    assert abs((database_now(engine) - clock()).total_seconds()) < 0.5
+
+
+@POSTGRESQL
+def test_the_time_never_goes_back_within_a_process(engine: Engine) -> None:
+    monotonic = Monotonic()
+    clock = DatabaseClock(engine, monotonic=monotonic)
+    clock.resample()
+    monotonic.shift += 100  # the anchor extrapolates 100 s ahead of the database
+    ahead = clock()
+    clock.resample()  # the new anchor is 100 s behind what was already answered
+    assert clock() == ahead
+    monotonic.shift += 101  # (the new sample's extrapolation passes it again)
+    assert clock() > ahead
+
+
+@POSTGRESQL
+def test_the_thread_samples_again_on_schedule(engine: Engine) -> None:
+    clock = DatabaseClock(engine, resample_seconds=0.05).start()
+    try:
+        first = clock.sample
+        assert first is not None and clock.unread() is None
+        deadline = time.monotonic() + 10
+        while clock.sample is first and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert clock.sample is not first
+    finally:
+        clock.stop()
+
+
+def test_before_the_first_sample_the_clock_is_unavailable() -> None:
+    engine = make_engine("postgresql+psycopg://postgres@127.0.0.1:1/nothing_test")
+    clock = DatabaseClock(engine).start()
+    try:
+        assert clock.sample is None
+        assert clock.unread() == "a reading of the database's clock"
+        with pytest.raises(Unavailable) as refused:
+            clock()
+        assert refused.value.reason == "DATABASE_UNAVAILABLE"
+    finally:
+        clock.stop()
+        engine.dispose()
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_sqlite_keeps_the_hosts_clock(engine: Engine) -> None:
+    assert started_clock(engine) is None
+
+
+@POSTGRESQL
+def test_postgresql_runs_on_the_databases_clock(engine: Engine) -> None:
+    clock = started_clock(engine)
+    assert clock is not None
+    try:
+        assert clock.sample is not None
+    finally:
+        clock.stop()
