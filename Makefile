@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN):$(CURDIR)/tools/audit
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install lock chromium pgbouncer promtool guarantees run run-mtls certs test test-database host-controls reliability model-check scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-policy-lock bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
+.PHONY: help install lock chromium pgbouncer faketime promtool guarantees run run-mtls certs test test-database host-controls reliability model-check scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-policy-lock bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
@@ -77,6 +77,16 @@ ifeq ($(PGBOUNCER)$(FORGE_PGBOUNCER),)
 	@echo "installing pgbouncer (Debian package pgbouncer) for the replica tests behind PgBouncer"
 	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null
+endif
+
+# The skewed-clock scenarios run a ledger replica under libfaketime (tests/reliability/faketime.py),
+# from the Debian package faketime. FORGE_LIBFAKETIME names another library.
+LIBFAKETIME := $(wildcard /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1)
+faketime:
+ifeq ($(LIBFAKETIME)$(FORGE_LIBFAKETIME),)
+	@echo "installing libfaketime (Debian package faketime) for the skewed-clock scenarios"
+	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null
 endif
 
 # The alert rules are tested with promtool (tests/deploy/test_alert_rules.py), from the Debian
@@ -142,7 +152,7 @@ CERTS_DIR ?= var/certs
 certs: $(STAMP)
 	$(PY) -m shared.runtime.dev_certificates $(CERTS_DIR) $(if $(FORCE),--force)
 
-test: $(STAMP) $(NODE_STAMP) chromium pgbouncer promtool test-database
+test: $(STAMP) $(NODE_STAMP) chromium pgbouncer faketime promtool test-database
 	$(MAKE) --no-print-directory lint typecheck
 	$(PY) -m pytest -q
 
@@ -159,7 +169,7 @@ host-controls: $(STAMP) test-database
 
 # The reliability scenarios at full counts (make test runs a fast slice of each). Figures are
 # printed and appended to var/reliability.jsonl; any broken invariant fails the target.
-reliability: $(STAMP)
+reliability: $(STAMP) faketime
 	mkdir -p var && rm -f var/reliability.jsonl
 	FORGE_RELIABILITY_SCALE=full FORGE_RELIABILITY_RESULTS=var/reliability.jsonl CI=true \
 	  $(PY) -m pytest -q -s -o timeout=3600 tests/reliability
