@@ -32,6 +32,7 @@ from shared.runtime.bootstrap import BuildResult, run_service
 from shared.runtime.config import Settings
 from shared.runtime.errors import FailedPrecondition
 from shared.runtime.limits import expiry_sweep_seconds
+from shared.runtime.readiness import Check
 
 # The deployment's reconciliation verifier, "package.module:attribute"; unset: the refusing default.
 VERIFIER_VARIABLE = "FORGE_RECONCILIATION_VERIFIER"
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                 clock.stop()
             engine.dispose()
 
-        checks = {"database": database}
+        checks: dict[str, Check] = {"database": database}
         if clock is not None:
             checks["database_clock"] = clock.unread
         return BuildResult(bindings(ledger), cleanup, checks=checks)

@@ -13,4 +13,5 @@ _DATABASE_TIME = text("SELECT clock_timestamp()")
 
 def database_time(connection: Connection) -> datetime:
     """The database server's clock now (timezone-aware)."""
-    return connection.execute(_DATABASE_TIME).scalar_one()
+    moment: datetime = connection.execute(_DATABASE_TIME).scalar_one()
+    return moment

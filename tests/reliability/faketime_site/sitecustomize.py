@@ -8,14 +8,17 @@ waits on an event instead (``sem_clockwait``, which libfaketime leaves alone).""
 
 from __future__ import annotations
 
+import operator
 import threading
 import time
+from typing import SupportsIndex
 
 
-def _sleep(seconds: float) -> None:
-    if seconds < 0:
+def _sleep(seconds: float | SupportsIndex) -> None:
+    length = seconds if isinstance(seconds, float) else operator.index(seconds)
+    if length < 0:
         raise ValueError("sleep length must be non-negative")
-    threading.Event().wait(seconds)
+    threading.Event().wait(length)
 
 
 time.sleep = _sleep
