@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import Engine, event, text
 
 from services.ledger.database import make_engine
@@ -148,5 +149,29 @@ def test_postgresql_runs_on_the_databases_clock(engine: Engine) -> None:
     assert clock is not None
     try:
         assert clock.sample is not None
+    finally:
+        clock.stop()
+
+
+@POSTGRESQL
+def test_a_started_clock_exports_its_error_bound_and_the_hosts_offset(engine: Engine) -> None:
+    clock = DatabaseClock(engine).start()
+    try:
+        sample = clock.sample
+        assert sample is not None
+        values = {
+            name: REGISTRY.get_sample_value(f"forge_ledger_{name}")
+            for name in (
+                "clock_error_bound_seconds",
+                "clock_sample_age_seconds",
+                "host_clock_offset_seconds",
+            )
+        }
+        assert values["clock_error_bound_seconds"] == sample.error_bound
+        assert values["clock_sample_age_seconds"] is not None
+        assert 0 <= values["clock_sample_age_seconds"] < 30
+        # This host is the database's: its wall clock is the same within the round trip.
+        assert values["host_clock_offset_seconds"] is not None
+        assert abs(values["host_clock_offset_seconds"]) < 0.5
     finally:
         clock.stop()
