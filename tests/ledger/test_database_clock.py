@@ -5,7 +5,7 @@ sampled again on schedule, its error bound half the round trip, never going back
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -15,7 +15,21 @@ from sqlalchemy import Engine, event, text
 
 from services.ledger.database import make_engine
 from services.ledger.database_clock import DatabaseClock, started_clock, take_sample
+from services.ledger.service import Ledger
+from services.ledger.servicer import bindings
+from shared.continuity.timeutil import Clock, utc_now
 from shared.runtime.errors import Unavailable
+from tests.conftest import postgres_schema
+from tests.ledger.admission_support import (
+    claim_request,
+    commit,
+    commit_request,
+    enable_policy,
+    execution,
+    seed,
+)
+from tests.ledger.conftest import LedgerClients, counted
+from tests.support import serve, token_roles
 
 POSTGRESQL = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 
@@ -175,3 +189,34 @@ def test_a_started_clock_exports_its_error_bound_and_the_hosts_offset(engine: En
         assert abs(values["host_clock_offset_seconds"]) < 0.5
     finally:
         clock.stop()
+
+
+def _statements_of_one_admission_and_claim(clock_of: Callable[[Engine], Clock]) -> list[str]:
+    """Every statement a ledger on a fresh schema sends to seed, admit and claim one request."""
+    with postgres_schema() as url:
+        engine = make_engine(url)
+        try:
+            ledger = Ledger(engine, clock_of(engine), authority=token_roles)
+            with serve("ledger", bindings(ledger)) as served:
+                clients = LedgerClients(served)
+                enable_policy(clients)
+                seeded = seed(clients)
+                with counted(engine) as statements:
+                    ticket = commit(clients, commit_request(clients, seeded)).ticket
+                    exr = ticket.execution_request.execution_request_id
+                    execution(clients).ClaimExecutionRequest(claim_request(clients, exr))
+                return statements
+        finally:
+            engine.dispose()
+
+
+def test_the_databases_clock_adds_no_statement_to_a_transaction() -> None:
+    def database_clock(engine: Engine) -> Clock:
+        clock = DatabaseClock(engine)
+        clock.resample()
+        return clock
+
+    on_the_host = _statements_of_one_admission_and_claim(lambda _engine: utc_now)
+    on_the_database = _statements_of_one_admission_and_claim(database_clock)
+    assert on_the_host and on_the_database == on_the_host
+    assert not any("clock_timestamp" in statement for statement in on_the_database)
