@@ -1,13 +1,15 @@
-"""Two ledger replicas on one PostgreSQL schema, one with its wall clock an hour ahead
-(libfaketime): leases, expiry and claim decisions and ``recorded_at`` are the same whichever
-replica answers, because both measure them on the database's clock (ADR 0057).
+"""Two ledger replicas on one PostgreSQL schema, one with its wall clock an hour ahead (at full
+scale also 20 minutes behind; libfaketime): leases, expiry and claim decisions and
+``recorded_at`` are the same whichever replica answers, because both measure them on the
+database's clock (ADR 0057).
 
 Invariants: a lease granted by either replica expires the database's time of the commit plus the
-lease; both replicas read every request in the same state with the same expiry; a claim through
-the skewed replica of a request the other admitted is not refused as expired (on the skewed
-host's own clock, it is an hour past its 900 s lease), and neither replica's scheduled sweep
-expires it; every entry either replica journals is stamped within seconds of the database's
-clock, in journal order.
+lease; both replicas read every request in the same state with the same expiry; each request is
+claimed through the replica that did not admit it, and neither claim is refused as expired (on
+the skewed host's own clock an hour ahead, the other's 900 s lease is long past; 20 minutes
+behind, the leases it grants are), nor does either replica's scheduled sweep expire a request;
+every entry either replica journals is stamped within seconds of the database's clock, in
+journal order.
 """
 
 from __future__ import annotations
@@ -37,10 +39,11 @@ from tests.ledger.admission_support import (
 from tests.ledger.conftest import LedgerClients, run_request
 from tests.reliability.faketime import FAKETIME_AVAILABLE, faketime_environment
 from tests.reliability.processes import KillableLedger
-from tests.reliability.scale import report
+from tests.reliability.scale import FULL, report
 from tests.support import whole_journal
 
-SKEW = "+1h"
+#: libfaketime's offset, and the seconds it puts the skewed host's clock from the database's.
+SKEWS = [("+1h", 3600)] + ([("-20m", -1200)] if FULL else [])
 #: How far a stamp may sit from the database's clock read around it: the replicas' error
 #: bounds are well under a millisecond on one host; this leaves room for a slow machine only.
 TOLERANCE = timedelta(seconds=2)
@@ -50,7 +53,9 @@ QUEUED = common_pb2.EXECUTION_REQUEST_STATE_QUEUED
 
 
 @pytest.fixture
-def replicas(database_url: str, tmp_path: Path) -> Iterator[tuple[KillableLedger, KillableLedger]]:
+def replicas(
+    database_url: str, skew: str, tmp_path: Path
+) -> Iterator[tuple[KillableLedger, KillableLedger]]:
     if not FAKETIME_AVAILABLE:
         if os.environ.get("CI") == "true":
             pytest.fail("libfaketime is not installed: make faketime")
@@ -58,7 +63,7 @@ def replicas(database_url: str, tmp_path: Path) -> Iterator[tuple[KillableLedger
     sweep = {"FORGE_EXPIRY_SWEEP_SECONDS": SWEEP_SECONDS}
     host = KillableLedger(database_url, tmp_path, label="ledger-host", env=sweep)
     skewed = KillableLedger(
-        database_url, tmp_path, label="ledger-skewed", env={**sweep, **faketime_environment(SKEW)}
+        database_url, tmp_path, label="ledger-skewed", env={**sweep, **faketime_environment(skew)}
     )
     for replica in (host, skewed):
         replica.launch()
@@ -111,12 +116,13 @@ def append_alternating(replicas: list[LedgerClients], run_id: str, count: int) -
 
 
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+@pytest.mark.parametrize(("skew", "offset"), SKEWS)
 def test_a_replica_with_a_skewed_clock_decides_leases_on_the_databases_clock(
-    replicas: tuple[KillableLedger, KillableLedger], engine: Engine
+    replicas: tuple[KillableLedger, KillableLedger], engine: Engine, skew: str, offset: int
 ) -> None:
-    # The skew is real: the skewed replica's wall clock is an hour ahead of the database's.
+    # The skew is real: the skewed replica's wall clock is that far from the database's.
     assert abs(host_offset(replicas[0])) < 1
-    assert abs(host_offset(replicas[1]) - 3600) < 5
+    assert abs(host_offset(replicas[1]) - offset) < 5
     host, skewed = (replica.clients() for replica in replicas)
     started = database_now(engine)
     enable_policy(host)
@@ -168,4 +174,4 @@ def test_a_replica_with_a_skewed_clock_decides_leases_on_the_databases_clock(
         assert recorded == sorted(recorded), run_id
         assert all(started - TOLERANCE <= at <= ended + TOLERANCE for at in recorded), run_id
         stamps += len(recorded)
-    report("skewed_clock", skew=SKEW, replicas=2, stamps_checked=stamps, claims=len(claims))
+    report("skewed_clock", skew=skew, replicas=2, stamps_checked=stamps, claims=len(claims))
