@@ -53,7 +53,7 @@ def _sync(model: str, ports: Queue[int], stop: Any) -> None:
         return
     # Before the gate: the same call policy in the handler, no interceptor, a plain pool.
     from shared.runtime.metrics import counted
-    from shared.runtime.server import CallPolicy
+    from shared.runtime.call_policy import CallPolicy
 
     server = grpc.server(futures.ThreadPoolExecutor(32))
     policy = CallPolicy(directory(), binding.full_method_roles())
