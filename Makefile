@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN):$(CURDIR)/tools/audit
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install lock chromium pgbouncer faketime promtool guarantees run run-mtls certs test test-database host-controls reliability model-check scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-policy-lock bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
+.PHONY: help install lock chromium pgbouncer faketime promtool guarantees run run-mtls certs test test-database host-controls reliability model-check scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-hops bench-append bench-candidate bench-worker bench-followers bench-listing bench-policy-lock bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
@@ -28,6 +28,7 @@ help:
 	@echo "make openapi    regenerate docs/openapi.json (the gateway's OpenAPI document) from protos/"
 	@echo "make bench      the five performance figures beside in-run baselines (PostgreSQL)"
 	@echo "make bench-admission  figure 1 (admission) alone, ~1 min: bench/results/admission.json"
+	@echo "make bench-hops       per hop, what one admission moves, parses, hashes and writes (counted): bench/results/hops.json"
 	@echo "make bench-append     figure 3 (appends) in three separate runs; the median is the figure: bench/results/append.json"
 	@echo "make bench-candidate  figure 2 (candidate reads up to 100,000 entries) alone: bench/results/candidate.json"
 	@echo "make bench-worker     the worker-path figure alone: bench/results/worker.json"
@@ -209,6 +210,11 @@ bench-policy-lock: $(STAMP)
 # Figure 1 alone (admission beside its baselines, three rounds): bench/results/admission.json.
 bench-admission: $(STAMP)
 	$(PY) -m bench admission
+
+# Per hop, what one admission moves, parses, hashes and writes, counted (not timed; issue 50):
+# bench/results/hops.json and the tables of docs/performance.md.
+bench-hops: $(STAMP)
+	$(PY) -m bench.hops
 
 # Figure 3 (journal appends) in three separate runs on freshly started services, each the
 # median of three rounds; the median of the runs is the figure: bench/results/append.json.
