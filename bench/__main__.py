@@ -1,10 +1,12 @@
 """`make bench`: measure the five figures on PostgreSQL, each beside its in-run baseline; write
-bench/results/latest.json and the candidate-latency plot; print one line per figure.
+bench/results/latest.json and the candidate-latency plot; print one line per figure, a targeted
+ratio with its spread over its paired rounds and its verdict (bench.paired, bench.summary).
 
 Sizes can be reduced for a smoke run with FORGE_BENCH_SCALE (a fraction, default 1; it also
 scales the RSS figure's long phase, never below 10,000 operations) and the RSS figure's long phase
 set with FORGE_BENCH_RSS_OPERATIONS (default 100,000 operations: appends, every 500th one a full
-admission of a held run seeded for it).
+admission of a held run seeded for it). FORGE_BENCH_ROUNDS sets the paired rounds of each
+throughput figure (default 5) and FORGE_BENCH_RESULTS the directory the results are written to.
 
 ``python -m bench listing`` measures figure 6 alone (listing 10,000 runs, bench/listing.py) and
 writes bench/results/listing.json.
