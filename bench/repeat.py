@@ -62,30 +62,37 @@ def medians(summaries: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     }
 
 
-def main() -> int:
+def repeat(command: Sequence[str], runs: int, results: Path) -> dict[str, Any]:
+    """Run ``command`` (a full bench) ``runs`` times, each writing to a directory of its own
+    (FORGE_BENCH_RESULTS); keep the last run's latest.json and plot in ``results`` and write
+    three-runs.json there. Returns what it wrote."""
     summaries = []
     with tempfile.TemporaryDirectory(prefix="forge-bench-repeat-") as scratch:
-        for run in range(RUNS):
+        for run in range(runs):
             directory = Path(scratch) / f"run-{run + 1}"
-            print(f"== make bench, run {run + 1} of {RUNS}", flush=True)
+            print(f"== make bench, run {run + 1} of {runs}", flush=True)
             env = {**os.environ, "FORGE_BENCH_RESULTS": str(directory)}
-            subprocess.run([sys.executable, "-m", "bench"], env=env, check=True)
+            subprocess.run(list(command), env=env, check=True)
             summaries.append(json.loads((directory / "latest.json").read_text())["summary"])
-        last = Path(scratch) / f"run-{RUNS}"
-        RESULTS.mkdir(parents=True, exist_ok=True)
+        last = Path(scratch) / f"run-{runs}"
+        results.mkdir(parents=True, exist_ok=True)
         for name in ("latest.json", "candidate_latency.png"):
-            shutil.copyfile(last / name, RESULTS / name)
+            shutil.copyfile(last / name, results / name)
     rss = [float(s["rss_peak_ratio"]) for s in summaries]
-    agreed = agreement(summaries)
     document = {
         "runs": summaries,
         "median": medians(summaries),
-        "agreement": agreed,
+        "agreement": agreement(summaries),
         "rss_peak_ratio_spread_over_runs": [min(rss), max(rss)],
     }
-    written = RESULTS / "three-runs.json"
+    written = results / "three-runs.json"
     written.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    for key, row in agreed.items():
+    return document
+
+
+def main() -> int:
+    document = repeat([sys.executable, "-m", "bench"], RUNS, RESULTS)
+    for key, row in document["agreement"].items():
         print(f"{key} {row['medians']} {'agree' if row['agree'] else 'DISAGREE'}", flush=True)
     return 0
 

@@ -4,8 +4,11 @@ the lines ``make bench`` prints and ``make bench-repeat`` compares. Pure: no ser
 
 from __future__ import annotations
 
+import json
 import statistics
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -15,7 +18,7 @@ from bench import floors, summary
 from bench.cpu import CpuUse
 from bench.load import Latencies, Throughput
 from bench.paired import Spread, Target, in_turn, printed, spread_lines
-from bench.repeat import agreement, medians
+from bench.repeat import agreement, medians, repeat
 
 ratios = st.lists(
     st.floats(min_value=0.001, max_value=100, allow_nan=False), min_size=1, max_size=12
@@ -164,3 +167,30 @@ def test_runs_agree_when_each_median_lies_in_every_other_runs_spread() -> None:
 def test_runs_with_the_same_rounds_always_agree(rounds: list[list[float]]) -> None:
     same = [spread_lines("x_ratio", rounds[0]) for _ in rounds]
     assert agreement(same)["x_ratio"]["agree"] is True
+
+
+# A stand-in for `python -m bench` in a process of its own: writes a summary whose paired ratio
+# moves with each run, as a full run writes latest.json and the plot.
+FAKE_RUN = """
+import json, os, pathlib
+out = pathlib.Path(os.environ["FORGE_BENCH_RESULTS"])
+out.mkdir(parents=True)
+run = int(out.name.rsplit("-", 1)[1])
+summary = {"x_ratio": 0.5 + run / 100, "x_ratio_spread": [0.45, 0.6], "x_ratio_rounds": 5,
+           "rss_peak_ratio": 1.0 + run / 100}
+(out / "latest.json").write_text(json.dumps({"summary": summary}))
+(out / "candidate_latency.png").write_bytes(b"png")
+"""
+
+
+def test_repeat_runs_the_bench_in_turn_and_keeps_every_summary(tmp_path: Path) -> None:
+    document = repeat([sys.executable, "-c", FAKE_RUN], 3, tmp_path)
+    written = json.loads((tmp_path / "three-runs.json").read_text())
+    assert written == document
+    assert [run["x_ratio"] for run in written["runs"]] == [0.51, 0.52, 0.53]
+    assert written["median"] == {"x_ratio": 0.52, "rss_peak_ratio": 1.02}
+    assert written["agreement"]["x_ratio"]["agree"] is True
+    assert written["rss_peak_ratio_spread_over_runs"] == [1.01, 1.03]
+    # the last run's results are kept
+    assert json.loads((tmp_path / "latest.json").read_text())["summary"]["x_ratio"] == 0.53
+    assert (tmp_path / "candidate_latency.png").read_bytes() == b"png"
