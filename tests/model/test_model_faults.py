@@ -17,6 +17,7 @@ from tests.conftest import postgres_schema
 from tests.model.fault_harness import FaultStack, fault_stack
 from tests.model.faults import FaultMachine
 from tests.model.spec_model import COMPLETED
+from tests.reliability.faketime import faketime_environment
 
 EXPLORING = "FORGE_MODEL_EXAMPLES" in os.environ
 #: make test's budget: each kill restarts a Python process (about two seconds).
@@ -30,11 +31,18 @@ def budget() -> tuple[int, int]:
     return int(examples), int(os.environ.get("FORGE_MODEL_STEPS", "40"))
 
 
+#: Replica A's wall clock offset under libfaketime ("+1h", "-20m"); unset: the host's clock.
+SKEW = os.environ.get("FORGE_MODEL_SKEW", "")
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultStack]:
+    skewed = faketime_environment(SKEW) if SKEW else None
     with (
         postgres_schema() as database_url,
-        fault_stack(database_url, tmp_path_factory.mktemp("model-faults")) as running,
+        fault_stack(
+            database_url, tmp_path_factory.mktemp("model-faults"), skewed_replica=skewed
+        ) as running,
     ):
         yield running
 
@@ -62,8 +70,9 @@ def test_the_services_answer_as_the_spec_requires_through_faults(
     injected = {k: v for k, v in FaultMachine.faults.items() if k.startswith("fault: ")}
     assert FaultMachine.checked_histories > 0
     assert sum(injected.values()) > 0
+    target = f"{stack.target}, replica A {SKEW}" if SKEW else stack.target
     print(
-        f"\nmodel ({stack.target}): {FaultMachine.examples} sequences, "
+        f"\nmodel ({target}): {FaultMachine.examples} sequences, "
         f"{FaultMachine.total_steps} checked calls, {sum(injected.values())} faults injected, "
         f"{FaultMachine.faults.get('info outcomes', 0)} info outcomes, "
         f"{FaultMachine.checked_histories} histories checked, 0 divergences, 0 anomalies"
