@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 HISTORY_FORMAT = "forge.continuity.model-history/1"
-ENDS = ("completed", "failed", "cancelled", "expired")
+ENDS = ("completed", "failed", "cancelled", "expired", "reconciled")
 #: Operations keyed by the caller (a request id): an identical retry returns the first answer.
 IDEMPOTENT = frozenset({"admit"})
 
@@ -121,6 +121,20 @@ def _written_by(operation: Operation) -> list[tuple[str, str]]:
         return [("request_failed", request)]
     if operation.f == "record_command" and result.get("charged"):
         return [("command_executed", value["command_id"])]
+    if operation.f == "fail_unclaimed":
+        return [("request_failed", request)]
+    if operation.f == "recover" and result.get("created"):
+        # the one recovery: its witness, and the same request queued again
+        return [
+            ("recovery_witness", value["recovery_id"]),
+            ("request_event", f"{request}#requeued_by_recovery"),
+        ]
+    if operation.f == "verify":
+        return [("reconciliation_verification", value["reconciliation_id"])]
+    if operation.f == "reconcile" and result.get("created"):
+        retry = result.get("retry_execution_request_id", "")
+        queued = [("request_event", f"{retry}#queued_by_reconciliation")] if retry else []
+        return [("reconciliation_settlement", value["reconciliation_id"]), *queued]
     return []
 
 
@@ -132,6 +146,9 @@ _KEYS = {
     "request_event": lambda p: f"{p.get('execution_request_id')}#{p.get('event')}",
     "request_failed": lambda p: str(p.get("execution_request_id", "")),
     "command_executed": lambda p: str(p.get("command_id", "")),
+    "recovery_witness": lambda p: str(p.get("recovery_id", "")),
+    "reconciliation_verification": lambda p: str(p.get("reconciliation_id", "")),
+    "reconciliation_settlement": lambda p: str(p.get("reconciliation_id", "")),
 }
 
 
@@ -230,19 +247,34 @@ def _check_order(run_id: str, written_at: list[tuple[Operation, int]]) -> list[s
 
 
 def _check_paths(run_id: str, lines: list[Line]) -> list[str]:
-    """Each ticket: queued, then at most one claim per generation, then one end, then nothing."""
+    """Each request: queued, then at most one claim per generation, then one end, then nothing;
+    except that the one recovery queues a request that failed before any claim again. A
+    reconciliation's settlement ends the request it decides."""
     anomalies = []
     ended: dict[str, str] = {}
+    claimed: set[str] = set()
     for line in sorted(lines, key=lambda line: line.sequence):
         request = str(line.payload.get("execution_request_id", ""))
-        if not request or line.kind not in ("worker_claimed", "request_event", "request_failed"):
+        if not request or line.kind not in _PATH_KINDS:
             continue
-        if request in ended:
+        event = _EVENTS.get(line.kind) or line.payload.get("event", "")
+        if line.kind == "worker_claimed":
+            claimed.add(request)
+        if (
+            event == "requeued_by_recovery"
+            and ended.get(request) == "failed"
+            and (request not in claimed)
+        ):
+            del ended[request]
+        elif request in ended:
             anomalies.append(f"{run_id}: {request} {line.kind} at {line.sequence} after its end")
-        event = "failed" if line.kind == "request_failed" else line.payload.get("event", "")
         if event in ENDS:
             ended[request] = event
     return anomalies
+
+
+_EVENTS = {"request_failed": "failed", "reconciliation_settlement": "reconciled"}
+_PATH_KINDS = frozenset({"worker_claimed", "request_event", *_EVENTS})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

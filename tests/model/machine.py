@@ -61,6 +61,9 @@ from tests.model.checking import (
 )
 from tests.model.harness import ModelStack
 from tests.model.history import History
+from tests.model.race_rules import RaceRules
+from tests.model.recovery_model import ORIGINAL_OPERATOR
+from tests.model.recovery_rules import RecoveryRules
 from tests.model.spec_model import (
     CANCELLED,
     COMPLETED,
@@ -94,7 +97,7 @@ class WorkerSourceFields:
     source_profile: str
 
 
-class ModelMachine(RuleBasedStateMachine):
+class ModelMachine(RecoveryRules, RaceRules, RuleBasedStateMachine):
     """One example: fresh runs on the shared services, the model beside them."""
 
     #: Set by the test before the machine runs (tests/model/test_model.py).
@@ -253,7 +256,9 @@ class ModelMachine(RuleBasedStateMachine):
         submission: admission_pb2.RequestInvalidReadContinuityRequest,
         expires: bool = False,
     ) -> Called:
-        stub = admission_pb2_grpc.AdmissionServiceStub(self._channel("admission", "operator-token"))
+        stub = admission_pb2_grpc.AdmissionServiceStub(
+            self._channel("admission", ORIGINAL_OPERATOR)
+        )
         return self.call(
             "operator",
             "admit",

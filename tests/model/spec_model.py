@@ -24,6 +24,8 @@ COMMAND_LIMIT = 22
 
 QUEUED, CLAIMED = "queued", "claimed"
 COMPLETED, FAILED, CANCELLED, EXPIRED = "completed", "failed", "cancelled", "expired"
+#: A reconciliation's decisions: the claimed request retried (reconciled) or marked unresolved.
+RECONCILED, UNRESOLVED = "reconciled", "unresolved"
 PENDING = (QUEUED, CLAIMED)
 
 
@@ -156,6 +158,8 @@ class SpecModel:
         if run.state == CANCELLED:
             # A cancelled request fences every generation, by name.
             return refused("FAILED_PRECONDITION", "EXECUTION_REQUEST_CANCELLED")
+        if run.state in (RECONCILED, UNRESOLVED):
+            return refused("FAILED_PRECONDITION", "LEASE_FENCED_BY_RECONCILIATION")
         if run.state != CLAIMED:
             return refused("FAILED_PRECONDITION", "EXECUTION_REQUEST_NOT_CLAIMED")
         if not self._lease_live(run):
