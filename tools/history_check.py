@@ -183,7 +183,11 @@ class _Acknowledged:
     uncertain: bool = False
 
 
-def _acknowledged(operations: list[Operation], where: dict[tuple[str, str], int]) -> _Acknowledged:
+def _acknowledged(
+    operations: list[Operation], where: dict[tuple[str, str], list[int]]
+) -> _Acknowledged:
+    """A key written more than once (a request failed before its recovery and again after) is
+    matched in order: the n-th acknowledged write of it to its n-th journal line."""
     found = _Acknowledged()
     for operation in operations:
         found.uncertain |= operation.outcome == "info"
@@ -194,9 +198,9 @@ def _acknowledged(operations: list[Operation], where: dict[tuple[str, str], int]
         for key in _written_by(operation):
             if operation.f in IDEMPOTENT and key in found.counts:
                 continue  # a retry answered from what the first wrote: it writes nothing more
+            if found.counts[key] < len(where.get(key, ())):
+                found.written_at.append((operation, where[key][found.counts[key]]))
             found.counts[key] += 1
-            if key in where:
-                found.written_at.append((operation, where[key]))
     return found
 
 
@@ -208,7 +212,10 @@ def _check_run(run_id: str, operations: list[Operation], lines: list[Line]) -> l
     )
     lines = [line for line in lines if line.sequence > seeded]
     found = Counter(key for line in lines if (key := _key(line)) is not None)
-    where = {key: line.sequence for line in lines if (key := _key(line)) is not None}
+    where: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for line in sorted(lines, key=lambda line: line.sequence):
+        if (key := _key(line)) is not None:
+            where[key].append(line.sequence)
     acknowledged = _acknowledged(operations, where)
     anomalies = [
         f"{run_id}: {key} acknowledged {count}x, journaled {found[key]}x"

@@ -279,7 +279,7 @@ class ModelMachine(RecoveryRules, RaceRules, RuleBasedStateMachine):
         got = self._submit(run_id, self.submissions[run_id])
         self.expect("replay_admission", OK, got)
         answered = got.response.ticket.execution_request.execution_request_id
-        if answered != run.execution_request_id:
+        if answered != run.ticket_request_id:
             raise Divergence(f"a replayed admission answered {answered}")
 
     def _worker(self, run: RunModel | None = None) -> execution_pb2_grpc.ExecutionServiceStub:

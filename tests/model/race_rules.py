@@ -92,7 +92,7 @@ class RaceRules(MachineParts):
     def _unadmitted(self) -> list[str]:
         return sorted(r for r, run in self.model.runs.items() if run.state is None)
 
-    @precondition(lambda self: bool(self._unadmitted()))
+    @precondition(lambda self: bool(self._unadmitted()) and self.steps % 3 == 1)
     @rule(data=st.data(), same=st.booleans())
     def race_admissions(self, data: st.DataObject, same: bool) -> None:
         """Two admissions of one held run at once: the same submission twice (one ticket, both
@@ -161,7 +161,7 @@ class RaceRules(MachineParts):
             and self.model.predict_finish(self.model.runs[run_id], COMPLETED).ok
         )
 
-    @precondition(lambda self: bool(self._finishable()))
+    @precondition(lambda self: bool(self._finishable()) and self.steps % 2 == 0)
     @rule(data=st.data(), outcome=st.sampled_from((COMPLETED, FAILED)))
     def race_cancel_and_finish(self, data: st.DataObject, outcome: str) -> None:
         """The administrator cancels while the owner completes (or fails): exactly one wins, the

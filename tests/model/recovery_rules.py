@@ -80,7 +80,12 @@ class RecoveryRules(MachineParts):
             if self.model.runs[run_id].state == QUEUED and self.model.runs[run_id].generation == 0
         )
 
-    @precondition(lambda self: bool(self.submissions) and self.steps % 5 == 4)
+    @precondition(
+        lambda self: (
+            bool(self.submissions)
+            and (bool(self._never_claimed()) and self.steps % 2 == 0 or self.steps % 5 == 4)
+        )
+    )
     @rule(data=st.data())
     def fail_unclaimed(self, data: st.DataObject) -> None:
         """The dispatcher reports a request no worker claimed as failed (ADR 0041)."""
@@ -108,7 +113,11 @@ class RecoveryRules(MachineParts):
             if self.recoveries.ended_unclaimed(self.model.runs[run_id])
         )
 
-    @precondition(lambda self: bool(self.submissions) and (self.steps % 3 == 0))
+    @precondition(
+        lambda self: (
+            bool(self.submissions) and (bool(self._ended_unclaimed()) or self.steps % 3 == 0)
+        )
+    )
     @rule(
         data=st.data(),
         actor=st.sampled_from((ORIGINAL_OPERATOR, ORIGINAL_OPERATOR, OTHER_ADMINISTRATOR)),
@@ -214,7 +223,12 @@ class RecoveryRules(MachineParts):
     def _claimed_runs(self) -> list[str]:
         return sorted(r for r in self.submissions if self.model.runs[r].state == CLAIMED)
 
-    @precondition(lambda self: bool(self.submissions) and self.steps % 4 == 1)
+    @precondition(
+        lambda self: (
+            bool(self.submissions)
+            and (bool(self._claimed_runs()) and self.steps % 2 == 1 or self.steps % 6 == 5)
+        )
+    )
     @rule(
         data=st.data(),
         retry=st.booleans(),

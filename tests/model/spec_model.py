@@ -58,6 +58,8 @@ class RunModel:
     state: str | None = None
     request_id: str = ""
     execution_request_id: str = ""
+    #: The request the ticket names (a reconciliation's retry is another, under the same ticket).
+    ticket_request_id: str = ""
     #: When the ownership lease admission granted runs out (a claim keeps it; nothing renews it).
     lease_expires: float = 0.0
     generation: int = 0
@@ -124,7 +126,7 @@ class SpecModel:
     def admitted(self, run: RunModel, request_id: str, execution_request_id: str) -> None:
         run.state = QUEUED
         run.request_id = request_id
-        run.execution_request_id = execution_request_id
+        run.execution_request_id = run.ticket_request_id = execution_request_id
         run.lease_expires = self.now + LEASE_SECONDS
 
     # -- the worker (spec 002) ---------------------------------------------------------------

@@ -11,7 +11,8 @@ import pytest
 
 from tests.model.harness import ModelStack, sqlite_stack
 from tests.model.machine import ModelMachine
-from tests.model.spec_model import COMPLETED
+from tests.model.recovery_model import ORIGINAL_OPERATOR
+from tests.model.spec_model import COMPLETED, QUEUED, RECONCILED
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +26,16 @@ class Draws:
 
     def draw(self, strategy: object) -> object:
         return strategy.elements[0]  # type: ignore[attr-defined]
+
+
+class Script:
+    """Stands in for Hypothesis's data object: draws the given values in turn."""
+
+    def __init__(self, *values: object) -> None:
+        self.values = list(values)
+
+    def draw(self, strategy: object) -> object:
+        return self.values.pop(0)
 
 
 def check_invariants(machine: ModelMachine) -> None:
@@ -51,4 +62,46 @@ def test_a_claim_keeps_the_lease_admission_granted(model_stack: ModelStack, tmp_
     machine.finish(Draws(), COMPLETED)  # type: ignore[arg-type]
     assert machine.model.runs[run_id].state == "claimed"
     check_invariants(machine)
+    machine.teardown()
+
+
+def test_an_expired_never_claimed_request_keeps_its_recovery(
+    model_stack: ModelStack, tmp_path: Path
+) -> None:
+    """Found by the first runs of the recovery rules: the model held the recovery of a request
+    that a sweep expired unclaimed. The services recover it, as ADR 0014 decides: the history
+    reads the expiry at generation 0 before any claim as the unclaimed end, like a failure."""
+    ModelMachine.stack, ModelMachine.history_dir = model_stack, tmp_path
+    machine = ModelMachine()
+    machine.start()
+    run_id = str(machine.seed_run())
+    machine.admit(run_id)
+    machine.advance(1000)
+    machine.expire_sweep()
+    machine.recover(Script(True, run_id), ORIGINAL_OPERATOR, "as reviewed")  # type: ignore[arg-type]
+    assert machine.model.runs[run_id].state == QUEUED
+    check_invariants(machine)
+    machine.teardown()
+
+
+def test_a_replayed_admission_names_the_ticket_after_a_reconciled_retry(
+    model_stack: ModelStack, tmp_path: Path
+) -> None:
+    """Found by the first runs of the reconciliation rule: the model expected a replayed
+    admission to answer the retry's request. The ticket stays the one admission wrote, naming
+    the request it queued (now reconciled); the retry is another request under that ticket."""
+    ModelMachine.stack, ModelMachine.history_dir = model_stack, tmp_path
+    machine = ModelMachine()
+    machine.start()
+    run_id = str(machine.seed_run())
+    machine.admit(run_id)
+    machine.claim(Draws())  # type: ignore[arg-type]
+    machine.reconcile(Script(True, run_id), True, "stopped", False)  # type: ignore[arg-type]
+    run = machine.model.runs[run_id]
+    assert run.execution_request_id != run.ticket_request_id
+    assert machine.recoveries.of(run).reconciled.keys() == {run.ticket_request_id}
+    machine.replay_admission(Draws())  # type: ignore[arg-type]
+    machine.late_write_after_retry(Script(run_id, run.ticket_request_id), True)  # type: ignore[arg-type]
+    check_invariants(machine)
+    assert RECONCILED == "reconciled"
     machine.teardown()
