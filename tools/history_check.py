@@ -32,6 +32,8 @@ from typing import Any
 
 HISTORY_FORMAT = "forge.continuity.model-history/1"
 ENDS = ("completed", "failed", "cancelled", "expired", "reconciled")
+#: The ends the one never-claimed recovery may queue a request again from, if it was never claimed.
+UNCLAIMED_ENDS = ("failed", "expired")
 #: Operations keyed by the caller (a request id): an identical retry returns the first answer.
 IDEMPOTENT = frozenset({"admit"})
 
@@ -255,7 +257,7 @@ def _check_order(run_id: str, written_at: list[tuple[Operation, int]]) -> list[s
 
 def _check_paths(run_id: str, lines: list[Line]) -> list[str]:
     """Each request: queued, then at most one claim per generation, then one end, then nothing;
-    except that the one recovery queues a request that failed before any claim again. A
+    except that the one recovery queues a request that failed or expired before any claim again. A
     reconciliation's settlement ends the request it decides."""
     anomalies = []
     ended: dict[str, str] = {}
@@ -269,8 +271,8 @@ def _check_paths(run_id: str, lines: list[Line]) -> list[str]:
             claimed.add(request)
         if (
             event == "requeued_by_recovery"
-            and ended.get(request) == "failed"
-            and (request not in claimed)
+            and ended.get(request) in UNCLAIMED_ENDS
+            and request not in claimed
         ):
             del ended[request]
         elif request in ended:
