@@ -82,7 +82,10 @@ class RecoveryModel:
     def ended_unclaimed(self, run: RunModel) -> bool:
         """The request's history proves no worker claimed it before it ended: it failed before a
         claim, or a sweep expired it queued (ADR 0014: the recovery accepts ``expired`` like
-        ``failed``; a lease that ran out with no sweep yet ended nothing)."""
+        ``failed``; a lease that ran out with no sweep yet ended nothing), and no claim is in its
+        request id's history: a reconciliation's retry is queued only for a claimed request."""
+        if self.of(run).reconciled:
+            return False  # the request id's history holds a worker's claim
         return (run.state == FAILED and self.of(run).failed_unclaimed) or run.state == EXPIRED
 
     def recovery_held(self, run: RunModel) -> bool:
@@ -112,10 +115,17 @@ class RecoveryModel:
             return refused("FAILED_PRECONDITION", "CANDIDATE_HELD")
         if actor != ORIGINAL_OPERATOR:
             return refused("FAILED_PRECONDITION", "RECOVERY_UNRESOLVED")
-        # the commit sweeps due leases first; the requeued request counts again
-        if self.model.pending() - len(self.model.due()) >= self.model.policy.pending_cap:
+        # the commit swept due leases first (:meth:`sweeps`); the requeued request counts again
+        if self.model.pending() >= self.model.policy.pending_cap:
             return refused("RESOURCE_EXHAUSTED", "PENDING_TICKET_LIMIT")
         return OK
+
+    @staticmethod
+    def reaches_the_commit(answer: Answer) -> bool:
+        """Whether a recovery submission reached the ledger's commit, whose first step expires
+        what is due: a refusal rolls that back, and the ledger expires it again on its own, so
+        the sweep stands whatever the commit answers (execution_stops.Expiry)."""
+        return answer.ok or answer.reason in ("RECOVERY_UNRESOLVED", "PENDING_TICKET_LIMIT")
 
     def _replay_or_conflict(
         self, stored: StoredRecovery, actor: str, recovery_id: str, digest: str
@@ -133,7 +143,6 @@ class RecoveryModel:
     def recovered(self, run: RunModel, recovery: StoredRecovery) -> None:
         """The same request queued again at generation 0 under the current policy revision, with
         a new lease bounded as at admission; nothing refunded."""
-        self.model.expire_due()
         run.state, run.generation, run.revoked = QUEUED, 0, False
         run.lease_expires = self.model.now + LEASE_SECONDS
         state = self.of(run)
@@ -152,10 +161,25 @@ class RecoveryModel:
 
     def predict_reconcile(
         self, run: RunModel, retry: bool, verified: bool, acknowledged: bool
-    ) -> Answer:
-        """A decision on the snapshot just inspected (its state, generation and digest current)."""
+    ) -> tuple[Answer, bool]:
+        """A decision on the snapshot just inspected, and whether the commit's sweep expired
+        something (which stands whatever the commit answers). The commit's first step expires
+        what is due; a request the reviewer saw queued may so have changed."""
         if retry and acknowledged:
-            return refused("INVALID_ARGUMENT", "RECONCILIATION_INVALID")
+            return refused("INVALID_ARGUMENT", "RECONCILIATION_INVALID"), False
+        expired = self.model.expire_due()
+        return self._decide(run, retry, verified, acknowledged, expired), bool(expired)
+
+    def _decide(
+        self,
+        run: RunModel,
+        retry: bool,
+        verified: bool,
+        acknowledged: bool,
+        expired: list[RunModel],
+    ) -> Answer:
+        if run in expired:
+            return refused("FAILED_PRECONDITION", "RECONCILIATION_STATE_CHANGED")
         unresolved = refused("FAILED_PRECONDITION", "RECONCILIATION_UNRESOLVED")
         if run.state != CLAIMED:
             return unresolved  # REQUEST_NOT_CLAIMED, or RECOVERY_SPENT once decided
@@ -167,20 +191,18 @@ class RecoveryModel:
             or run.commands_used >= COMMAND_LIMIT  # BUDGET_EXHAUSTED: nothing is refunded
         ):
             return unresolved
-        # the commit sweeps due leases first; the retry replaces the claimed request
-        if self.model.pending() - len(self.model.due()) - 1 >= self.model.policy.pending_cap:
+        # the retry replaces the claimed request among the pending ones
+        if self.model.pending() - 1 >= self.model.policy.pending_cap:
             return refused("RESOURCE_EXHAUSTED", "PENDING_TICKET_LIMIT")
         return OK
 
     def marked_unresolved(self, run: RunModel) -> None:
-        self.model.expire_due()  # the commit's first step
         run.state = UNRESOLVED
         self.of(run).decided = True
 
     def retried(self, run: RunModel, retry_request_id: str) -> None:
         """The claimed request is reconciled (its owner fenced for ever); a new request of the
         same admission is queued at generation 0 with a lease as long as the interrupted one."""
-        self.model.expire_due()  # the commit's first step
         self.of(run).reconciled[run.execution_request_id] = (run.owner, run.generation)
         run.execution_request_id = retry_request_id
         run.state, run.generation, run.revoked, run.owner = QUEUED, 0, False, ""

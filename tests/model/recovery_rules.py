@@ -158,13 +158,20 @@ class RecoveryRules(MachineParts):
             variant != "stale",
             variant != "unacknowledged",
         )
-        got = self._submit_recovery(run, actor, submission)
+        sweeps = self.recoveries.reaches_the_commit(predicted) and bool(self.model.due())
+        got = self._submit_recovery(run, actor, submission, sweeps)
         self.expect("recover", predicted, got)
+        if sweeps:
+            self.model.expire_due()
         if got.answer.ok:
             self._recovered(run, actor, submission, got.response)
 
     def _submit_recovery(
-        self, run: RunModel, actor: str, submission: admission_pb2.RequestInvalidReadRecoveryRequest
+        self,
+        run: RunModel,
+        actor: str,
+        submission: admission_pb2.RequestInvalidReadRecoveryRequest,
+        sweeps: bool = False,
     ) -> Any:
         stub = admission_pb2_grpc.AdmissionServiceStub(self._channel("admission", actor))
         return self.call(
@@ -177,6 +184,7 @@ class RecoveryRules(MachineParts):
             },
             lambda: stub.RequestInvalidReadRecovery(submission),
             _requeued,
+            lambda _: sweeps,  # a refused commit's sweep stands (the model expires it too)
         )
 
     def _recovered(
@@ -254,7 +262,7 @@ class RecoveryRules(MachineParts):
         verified = False
         if evidence:
             verified = self._verify(run, stub, snapshot, evidence)
-        predicted = self.recoveries.predict_reconcile(run, retry, verified, acknowledged)
+        predicted, sweeps = self.recoveries.predict_reconcile(run, retry, verified, acknowledged)
         decision = reconciliation_pb2.ReconcileExecutionRequestRequest(
             run_id=run.run_id,
             execution_request_id=run.execution_request_id,
@@ -280,6 +288,7 @@ class RecoveryRules(MachineParts):
                 "created": response.created,
                 "retry_execution_request_id": response.reconciliation.retry_request.execution_request_id,
             },
+            lambda _: sweeps,
         )
         self.expect("reconcile_retry" if retry else "reconcile_mark", predicted, got)
         if not got.answer.ok:
