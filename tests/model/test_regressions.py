@@ -104,3 +104,23 @@ def test_a_replayed_admission_names_the_ticket_after_a_reconciled_retry(
     machine.late_write_after_retry(Script(run_id, run.ticket_request_id), True)  # type: ignore[arg-type]
     check_invariants(machine)
     machine.teardown()
+
+
+def test_a_reconciliation_reviewed_queued_meets_the_sweep_first(
+    model_stack: ModelStack, tmp_path: Path
+) -> None:
+    """Found by the reconciliation rule: the model expected a refused decision to write nothing.
+    The decision's commit first expires what is due, and a refusal leaves that sweep standing
+    (the ledger expires it again in a transaction of its own, ADR 0014); a request the reviewer
+    saw queued is now expired: RECONCILIATION_STATE_CHANGED, with its expiry journaled."""
+    ModelMachine.stack, ModelMachine.history_dir = model_stack, tmp_path
+    machine = ModelMachine()
+    machine.start()
+    run_id = str(machine.seed_run())
+    machine.admit(run_id)
+    machine.advance(1000)
+    machine.reconcile(Script(run_id), False, "", True)  # type: ignore[arg-type]
+    assert machine.model.runs[run_id].state == "expired"
+    assert machine.outcomes["reconcile_mark FAILED_PRECONDITION RECONCILIATION_STATE_CHANGED"]
+    check_invariants(machine)
+    machine.teardown()
