@@ -11,7 +11,6 @@ import pytest
 
 from tests.model.harness import ModelStack, sqlite_stack
 from tests.model.machine import ModelMachine
-from tests.model.recovery_model import ORIGINAL_OPERATOR
 from tests.model.spec_model import COMPLETED, QUEUED
 
 
@@ -78,7 +77,8 @@ def test_an_expired_never_claimed_request_keeps_its_recovery(
     machine.admit(run_id)
     machine.advance(1000)
     machine.expire_sweep()
-    machine.recover(Script(True, run_id), ORIGINAL_OPERATOR, "as reviewed")  # type: ignore[arg-type]
+    machine.steps = 0  # the original operator, as reviewed
+    machine.recover(Script(run_id))  # type: ignore[arg-type]
     assert machine.model.runs[run_id].state == QUEUED
     check_invariants(machine)
     machine.teardown()
@@ -96,7 +96,7 @@ def test_a_replayed_admission_names_the_ticket_after_a_reconciled_retry(
     run_id = str(machine.seed_run())
     machine.admit(run_id)
     machine.claim(Draws())  # type: ignore[arg-type]
-    machine.reconcile(Script(True, run_id), True, "stopped", False)  # type: ignore[arg-type]
+    machine.reconcile(Script(run_id), True, "stopped", False)  # type: ignore[arg-type]
     run = machine.model.runs[run_id]
     assert run.execution_request_id != run.ticket_request_id
     assert machine.recoveries.of(run).reconciled.keys() == {run.ticket_request_id}
