@@ -123,6 +123,12 @@ def _written_by(operation: Operation) -> list[tuple[str, str]]:
         return [("request_failed", request)]
     if operation.f == "record_command" and result.get("charged"):
         return [("command_executed", value["command_id"])]
+    return _recovery_writes(operation, request)
+
+
+def _recovery_writes(operation: Operation, request: str) -> list[tuple[str, str]]:
+    """What the failure before a claim, the one recovery and a reconciliation write."""
+    value, result = operation.value, operation.result
     if operation.f == "fail_unclaimed":
         return [("request_failed", request)]
     if operation.f == "recover" and result.get("created"):

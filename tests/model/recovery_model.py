@@ -109,6 +109,10 @@ class RecoveryModel:
             # the candidate is held (the action is spent) or stale: admission reads back, and
             # the one idempotency rule answers
             return self._replay_or_conflict(stored, actor, recovery_id, digest)
+        return self._predict_commit(run, actor, fresh)
+
+    def _predict_commit(self, run: RunModel, actor: str, fresh: bool) -> Answer:
+        """A first recovery of the request: admission's recomputation, then the commit."""
         if not fresh:
             return refused("FAILED_PRECONDITION", "CANDIDATE_DIGEST_STALE")
         if self.recovery_held(run):

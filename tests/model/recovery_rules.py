@@ -50,6 +50,11 @@ RETRY = reconciliation_pb2.RECONCILIATION_DECISION_RETRY_STAGE
 MARK = reconciliation_pb2.RECONCILIATION_DECISION_MARK_UNRESOLVED
 
 
+def _decided(response: reconciliation_pb2.ReconcileExecutionRequestResponse) -> dict[str, Any]:
+    retry = response.reconciliation.retry_request.execution_request_id
+    return {"created": response.created, "retry_execution_request_id": retry}
+
+
 def _requeued(response: admission_pb2.RequestInvalidReadRecoveryResponse) -> dict[str, Any]:
     return {"created": response.created}
 
@@ -86,7 +91,7 @@ class RecoveryRules(MachineParts):
     @precondition(
         lambda self: (
             bool(self.submissions)
-            and (bool(self._never_claimed()) and self.steps % 2 == 0 or self.steps % 5 == 4)
+            and ((bool(self._never_claimed()) and self.steps % 2 == 0) or self.steps % 5 == 4)
         )
     )
     @rule(data=st.data())
@@ -151,7 +156,7 @@ class RecoveryRules(MachineParts):
             recovery_id=f"rec-{uuid.uuid4().hex[:10]}",
             candidate_digest=digest,
             valid_for_seconds=900,
-            **{name: True for name in ACKNOWLEDGEMENTS},
+            **dict.fromkeys(ACKNOWLEDGEMENTS, True),
         )
         if variant == "unacknowledged":
             setattr(submission, data.draw(st.sampled_from(ACKNOWLEDGEMENTS)), False)
@@ -239,7 +244,7 @@ class RecoveryRules(MachineParts):
     @precondition(
         lambda self: (
             bool(self.submissions)
-            and (bool(self._claimed_runs()) and self.steps % 2 == 1 or self.steps % 6 == 5)
+            and ((bool(self._claimed_runs()) and self.steps % 2 == 1) or self.steps % 6 == 5)
         )
     )
     @rule(
@@ -289,10 +294,7 @@ class RecoveryRules(MachineParts):
                 "decision": "retry_stage" if retry else "mark_unresolved",
             },
             lambda: stub.ReconcileExecutionRequest(decision),
-            lambda response: {
-                "created": response.created,
-                "retry_execution_request_id": response.reconciliation.retry_request.execution_request_id,
-            },
+            _decided,
             lambda _: sweeps,
         )
         self.expect("reconcile_retry" if retry else "reconcile_mark", predicted, got)
