@@ -56,13 +56,14 @@ from tests.model.checking import (
     Divergence,
     check_history,
     checked_call,
+    claim_acknowledged,
     pending_requests,
     runs_with_two_tickets,
 )
 from tests.model.harness import ModelStack
 from tests.model.history import History
 from tests.model.race_rules import RaceRules
-from tests.model.recovery_model import ORIGINAL_OPERATOR
+from tests.model.recovery_model import ORIGINAL_OPERATOR as OPERATOR
 from tests.model.recovery_rules import RecoveryRules
 from tests.model.spec_model import (
     CANCELLED,
@@ -256,9 +257,7 @@ class ModelMachine(RecoveryRules, RaceRules, RuleBasedStateMachine):
         submission: admission_pb2.RequestInvalidReadContinuityRequest,
         expires: bool = False,
     ) -> Called:
-        stub = admission_pb2_grpc.AdmissionServiceStub(
-            self._channel("admission", ORIGINAL_OPERATOR)
-        )
+        stub = admission_pb2_grpc.AdmissionServiceStub(self._channel("admission", OPERATOR))
         return self.call(
             "operator",
             "admit",
@@ -308,7 +307,7 @@ class ModelMachine(RecoveryRules, RaceRules, RuleBasedStateMachine):
             "claim",
             {"run_id": run.run_id, "execution_request_id": run.execution_request_id},
             lambda: stub.ClaimExecutionRequest(self._claim_request(run)),
-            _claim_acknowledged,
+            claim_acknowledged,
             lambda _: leaves_record,
         )
         self.expect("claim", predicted, got)
@@ -347,7 +346,7 @@ class ModelMachine(RecoveryRules, RaceRules, RuleBasedStateMachine):
                     {"run_id": run.run_id, "execution_request_id": run.execution_request_id},
                 ),
                 lambda: stubs[token].ClaimExecutionRequest(self._claim_request(run)),
-                _claim_acknowledged,
+                claim_acknowledged,
                 refusal_writes=lambda _: True,  # the other's win lands meanwhile: counted below
             )
 
@@ -544,13 +543,6 @@ class ModelMachine(RecoveryRules, RaceRules, RuleBasedStateMachine):
             raise Divergence(
                 f"the history checker found anomalies:\n{checked.stdout}{checked.stderr}"
             )
-
-
-def _claim_acknowledged(response: execution_pb2.ClaimExecutionRequestResponse) -> dict[str, Any]:
-    return {
-        "lease_generation": response.execution_request.lease.generation,
-        "journal_sequence": response.worker_claimed_entry.sequence,
-    }
 
 
 #: What the seeded runs were started with, as a worker presents it at its claim.
