@@ -124,3 +124,26 @@ def test_a_reconciliation_reviewed_queued_meets_the_sweep_first(
     assert machine.outcomes["reconcile_mark FAILED_PRECONDITION RECONCILIATION_STATE_CHANGED"]
     check_invariants(machine)
     machine.teardown()
+
+
+def test_a_retried_request_id_has_no_never_claimed_recovery(
+    model_stack: ModelStack, tmp_path: Path
+) -> None:
+    """Found by the first runs of the recovery rules: the model let a reconciliation's retry that
+    failed before its own claim be recovered as never claimed. Spec 000 asks the request id's
+    complete native history to prove no worker ever claimed it; the reconciled request's claim is
+    in that history, so the candidate is held and the submission refused CANDIDATE_HELD."""
+    ModelMachine.stack, ModelMachine.history_dir = model_stack, tmp_path
+    machine = ModelMachine()
+    machine.start()
+    run_id = str(machine.seed_run())
+    machine.admit(run_id)
+    machine.claim(Draws())  # type: ignore[arg-type]
+    machine.reconcile(Script(run_id), True, "stopped", False)  # type: ignore[arg-type]
+    machine.fail_unclaimed(Script(run_id))  # type: ignore[arg-type]
+    assert machine.model.runs[run_id].state == "failed"
+    machine.steps = 0  # the original operator, as reviewed
+    machine.recover(Script(run_id))  # type: ignore[arg-type]
+    assert machine.outcomes["recover FAILED_PRECONDITION CANDIDATE_HELD"]
+    check_invariants(machine)
+    machine.teardown()
