@@ -52,6 +52,17 @@ OBSERVATION_ACKNOWLEDGEMENTS = (
 )
 #: How a recovery submission is made (see :meth:`RecoveryRules.recover`).
 VARIANTS = ("as reviewed", "unacknowledged", "as reviewed", "stale", "as reviewed")
+#: A reconciliation's variants: (retry, the evidence shown to the verifier ("" none), the
+#: unproven-cessation acknowledgement).
+DECISIONS = (
+    (True, "stopped", False),
+    (False, "", False),
+    (True, "", False),
+    (False, "", True),
+    (True, "stopped", True),
+    (False, "stopped", False),
+    (True, "running", False),
+)
 RETRY = reconciliation_pb2.RECONCILIATION_DECISION_RETRY_STAGE
 MARK = reconciliation_pb2.RECONCILIATION_DECISION_MARK_UNRESOLVED
 
@@ -294,12 +305,11 @@ class RecoveryRules(MachineParts):
             and ((bool(self._claimed_runs()) and self.steps % 2 == 1) or self.steps % 6 == 5)
         )
     )
-    @rule(
-        data=st.data(),
-        retry=st.booleans(),
-        evidence=st.sampled_from(("", "stopped", "stopped", "running")),
-        acknowledged=st.booleans(),
-    )
+    @rule(data=st.data())
+    def reconcile_in_turn(self, data: st.DataObject) -> None:
+        """A decision of :data:`DECISIONS`, turning with the step count (as the recovery's)."""
+        self.reconcile(data, *DECISIONS[self.steps % len(DECISIONS)])
+
     def reconcile(
         self, data: st.DataObject, retry: bool, evidence: str, acknowledged: bool
     ) -> None:
