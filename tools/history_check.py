@@ -12,7 +12,8 @@ standard library only and reports every anomaly:
   unknown (``info``) or the spec writes it without a request (an expiry by a sweep);
 - **order**: within a run, a write acknowledged before another was invoked comes first;
 - **state**: every acknowledged ticket's events form one path, queued then claimed then one end,
-  with nothing after the end.
+  with nothing after the end, except the one recovery's requeue of a request that ended
+  unclaimed (failed or expired); a reconciliation's settlement ends the request it decides.
 
 Exit status 0: no anomaly; 1: anomalies (each printed); 2: usage error or a bundle that fails
 verification.
