@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/$(GEN):$(CURDIR)/tools/audit
 export PYTHONDONTWRITEBYTECODE := 1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install lock chromium pgbouncer promtool guarantees run run-mtls certs test test-database host-controls reliability model-check scale lint typecheck protos protos-check openapi openapi-check bench bench-admission bench-append bench-candidate bench-worker bench-followers bench-listing bench-policy-lock bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
+.PHONY: help install lock chromium pgbouncer faketime promtool guarantees run run-mtls certs test test-database host-controls reliability model-check scale lint typecheck protos protos-check openapi openapi-check bench bench-repeat bench-admission bench-hops bench-append bench-candidate bench-worker bench-followers bench-listing bench-policy-lock bench-micro profile demo clean db-upgrade fixtures fixtures-check vectors vectors-check
 
 help:
 	@echo "make run        start the four services and the HTTP gateway on SQLite (var/continuity.db)"
@@ -27,7 +27,9 @@ help:
 	@echo "make protos     regenerate Python code from protos/"
 	@echo "make openapi    regenerate docs/openapi.json (the gateway's OpenAPI document) from protos/"
 	@echo "make bench      the five performance figures beside in-run baselines (PostgreSQL)"
+	@echo "make bench-repeat     make bench three times in a row; every run and whether they agree: bench/results/three-runs.json"
 	@echo "make bench-admission  figure 1 (admission) alone, ~1 min: bench/results/admission.json"
+	@echo "make bench-hops       per hop, what one admission moves, parses, hashes and writes (counted): bench/results/hops.json"
 	@echo "make bench-append     figure 3 (appends) in three separate runs; the median is the figure: bench/results/append.json"
 	@echo "make bench-candidate  figure 2 (candidate reads up to 100,000 entries) alone: bench/results/candidate.json"
 	@echo "make bench-worker     the worker-path figure alone: bench/results/worker.json"
@@ -77,6 +79,16 @@ ifeq ($(PGBOUNCER)$(FORGE_PGBOUNCER),)
 	@echo "installing pgbouncer (Debian package pgbouncer) for the replica tests behind PgBouncer"
 	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null
+endif
+
+# The skewed-clock scenarios run a ledger replica under libfaketime (tests/reliability/faketime.py),
+# from the Debian package faketime. FORGE_LIBFAKETIME names another library.
+LIBFAKETIME := $(wildcard /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1)
+faketime:
+ifeq ($(LIBFAKETIME)$(FORGE_LIBFAKETIME),)
+	@echo "installing libfaketime (Debian package faketime) for the skewed-clock scenarios"
+	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null
 endif
 
 # The alert rules are tested with promtool (tests/deploy/test_alert_rules.py), from the Debian
@@ -142,7 +154,7 @@ CERTS_DIR ?= var/certs
 certs: $(STAMP)
 	$(PY) -m shared.runtime.dev_certificates $(CERTS_DIR) $(if $(FORCE),--force)
 
-test: $(STAMP) $(NODE_STAMP) chromium pgbouncer promtool test-database
+test: $(STAMP) $(NODE_STAMP) chromium pgbouncer faketime promtool test-database
 	$(MAKE) --no-print-directory lint typecheck
 	$(PY) -m pytest -q
 
@@ -159,7 +171,7 @@ host-controls: $(STAMP) test-database
 
 # The reliability scenarios at full counts (make test runs a fast slice of each). Figures are
 # printed and appended to var/reliability.jsonl; any broken invariant fails the target.
-reliability: $(STAMP)
+reliability: $(STAMP) faketime
 	mkdir -p var && rm -f var/reliability.jsonl
 	FORGE_RELIABILITY_SCALE=full FORGE_RELIABILITY_RESULTS=var/reliability.jsonl CI=true \
 	  $(PY) -m pytest -q -s -o timeout=3600 tests/reliability
@@ -192,6 +204,12 @@ guarantees: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m bench
 
+# Three consecutive `make bench` runs on this machine (FORGE_BENCH_REPEAT_RUNS to change the
+# count): each run's summary, the medians, and whether every run's median lies inside the other
+# runs' spreads: bench/results/three-runs.json (the last run's latest.json is kept).
+bench-repeat: $(STAMP)
+	$(PY) -m bench.repeat
+
 # The policy lock's wait and hold times by mode (ADR 0049): bench/results/policy-lock.json.
 bench-policy-lock: $(STAMP)
 	$(PY) -m bench policy-lock
@@ -199,6 +217,11 @@ bench-policy-lock: $(STAMP)
 # Figure 1 alone (admission beside its baselines, three rounds): bench/results/admission.json.
 bench-admission: $(STAMP)
 	$(PY) -m bench admission
+
+# Per hop, what one admission moves, parses, hashes and writes, counted (not timed; issue 50):
+# bench/results/hops.json and the tables of docs/performance.md.
+bench-hops: $(STAMP)
+	$(PY) -m bench.hops
 
 # Figure 3 (journal appends) in three separate runs on freshly started services, each the
 # median of three rounds; the median of the runs is the figure: bench/results/append.json.

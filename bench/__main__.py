@@ -1,10 +1,12 @@
 """`make bench`: measure the five figures on PostgreSQL, each beside its in-run baseline; write
-bench/results/latest.json and the candidate-latency plot; print one line per figure.
+bench/results/latest.json and the candidate-latency plot; print one line per figure, a targeted
+ratio with its spread over its paired rounds and its verdict (bench.paired, bench.summary).
 
 Sizes can be reduced for a smoke run with FORGE_BENCH_SCALE (a fraction, default 1; it also
 scales the RSS figure's long phase, never below 10,000 operations) and the RSS figure's long phase
 set with FORGE_BENCH_RSS_OPERATIONS (default 100,000 operations: appends, every 500th one a full
-admission of a held run seeded for it).
+admission of a held run seeded for it). FORGE_BENCH_ROUNDS sets the paired rounds of each
+throughput figure (default 5) and FORGE_BENCH_RESULTS the directory the results are written to.
 
 ``python -m bench listing`` measures figure 6 alone (listing 10,000 runs, bench/listing.py) and
 writes bench/results/listing.json.
@@ -40,31 +42,20 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import figures, floors, followers, policy_lock, worker_path
+from bench import figures, floors, followers, policy_lock, summary, worker_path
 from bench.listing import listing_latency
-from bench.load import median
+from bench.paired import in_turn, printed
 from bench.plot import plot_candidate_latency
 from bench.stack import Baseline, baseline_server, bench_schema, hop_floor, services
 
-RESULTS = Path(__file__).resolve().parent / "results"
-# Round 4 restated the admission targets against the six-hop floor measured in the same run (the
-# physical limit of four services in their own processes; docs/performance-history.md, round 4): the
-# one-hop ratios (admission_throughput_ratio, admission_p99_ratio) are still printed, untargeted.
-TARGETS = {
-    "admission_to_six_hop_floor_ratio": ">= 0.5",
-    "admission_p99_to_floor_ratio": "<= 3",
-    "admission_cpu_to_floor_ratio": "<= 2",
-    "candidate_100000_ratio": "<= 3 (and linear growth)",
-    "append_throughput_ratio": ">= 0.7",
-    "rss_peak_ratio": "<= 1.10",
-    "worker_path_throughput_ratio": ">= 0.7",
-    "followers_append_ratio": ">= 0.8",
-    "replicas_worker_path_ratio": ">= 0.9",
-}
+Lines = dict[str, Any]
 
+# FORGE_BENCH_RESULTS writes the results elsewhere (a smoke run, or one of make bench-repeat's).
+RESULTS = Path(os.environ.get("FORGE_BENCH_RESULTS") or Path(__file__).resolve().parent / "results")
 # Figure 5: the operations of the long phase, and how often one of them is a full admission
 # (seed by RPC, candidate read, admission) rather than one journal append.
 RSS_OPERATIONS = 100_000
@@ -72,7 +63,9 @@ RSS_OPERATIONS = 100_000
 # three runs, each the median of its rounds).
 APPEND_RUNS = 3
 # Figure 2: repeated candidate reads of each journal length (after its first read).
-CANDIDATE_REPEATS = {100: 15, 1_000: 10, 10_000: 5, 100_000: 3}
+# Each repeat is one pair (a read and a hashing run, in alternating order); the figure is the
+# median of the pairs' ratios, so the longest journal takes five pairs (three before round 5).
+CANDIDATE_REPEATS = {100: 15, 1_000: 10, 10_000: 5, 100_000: 5}
 ADMISSION_EVERY = 500
 
 
@@ -94,26 +87,28 @@ def admission_figure(
     ):
 
         def admission_round(index: int) -> dict[str, Any]:
-            floor = figures.baseline_floor(baseline, floor_calls)
             # As many admissions as each floor's calls (800 at scale 1, was 96): the p99 is then
-            # of as many samples as the floor p99 it is set beside (round 4, sixth pass).
-            measured = figures.admission_throughput(
-                clients, floor_calls, prefix=f"bench-admit-{index}"
+            # of as many samples as the floor p99 it is set beside (round 4, sixth pass). Their
+            # held runs are seeded before the round's first timed window, so the floors and the
+            # admissions are timed back to back (bench.paired).
+            prepared = figures.admissions_to_time(clients, floor_calls, f"bench-admit-{index}")
+            floor, six_hops, measured, five_hops, statement_hops = in_turn(
+                index,
+                [
+                    lambda: figures.baseline_floor(baseline, floor_calls),
+                    lambda: figures.baseline_floor(chain, floor_calls),
+                    lambda: figures.admitted(clients, prepared, floor_calls),
+                    lambda: figures.baseline_floor(crossed, floor_calls),
+                    lambda: figures.baseline_floor(statement_chain, floor_calls),
+                ],
             )
             figure = floors.throughput_figure(measured, floor)
-            six_hops = figures.baseline_floor(chain, floor_calls)
             figure["hop_floor"] = floors.hop_floor_figure(six_hops, floor, figure)
             figure["hops_crossed_floor"] = floors.hop_floor_figure(
-                figures.baseline_floor(crossed, floor_calls),
-                floor,
-                figure,
-                floors.ADMISSION_HOPS_NOW,
+                five_hops, floor, figure, floors.ADMISSION_HOPS_NOW
             )
             figure["statement_floor"] = floors.statement_floor_figure(
-                figures.baseline_floor(statement_chain, floor_calls),
-                six_hops,
-                figure,
-                floors.ADMISSION_STATEMENTS,
+                statement_hops, six_hops, figure, floors.ADMISSION_STATEMENTS
             )
             return figure
 
@@ -127,9 +122,14 @@ def append_figure(
     floor_calls = _scaled(100, scale, 10)
 
     def append_round(index: int) -> dict[str, Any]:
-        floor = figures.baseline_floor(baseline, floor_calls)
-        measured = figures.append_throughput(
-            clients, _scaled(100, scale, 10), prefix=f"bench-append-{run}-{index}"
+        floor, measured = in_turn(
+            index,
+            [
+                lambda: figures.baseline_floor(baseline, floor_calls),
+                lambda: figures.append_throughput(
+                    clients, floor_calls, prefix=f"bench-append-{run}-{index}"
+                ),
+            ],
         )
         return floors.throughput_figure(measured, floor)
 
@@ -153,18 +153,6 @@ def measure_append(scale: float) -> dict[str, Any]:
     return {"append_runs": runs}
 
 
-def append_summary(results: dict[str, Any]) -> dict[str, float]:
-    ratios = [run["throughput_ratio"] for run in results["append_runs"]]
-    return {
-        "append_throughput_ratio": median(ratios),
-        "append_throughput_ratio_lowest_run": min(ratios),
-        "append_throughput_ratio_highest_run": max(ratios),
-        "append_cpu_bound_ceiling": median(
-            [run["cpu_bound_ceiling"] for run in results["append_runs"]]
-        ),
-    }
-
-
 def worker_path_figure(
     clients: figures.Clients, baseline: Baseline, statements: Baseline, scale: float
 ) -> dict[str, Any]:
@@ -174,16 +162,22 @@ def worker_path_figure(
     floor_calls = _scaled(100, scale, 10)
 
     def worker_round(index: int) -> dict[str, Any]:
-        floor = figures.baseline_floor(baseline, floor_calls)
-        measured = worker_path.worker_path_throughput(
-            clients, _scaled(6, scale, 1), prefix=f"bench-worker-{index}"
+        # The requests are admitted (and each worker's first one stepped through, untimed)
+        # before the round's first timed window.
+        workers = worker_path.prepared_workers(
+            clients, _scaled(6, scale, 1), f"bench-worker-{index}"
+        )
+        floor, measured, statement_floor = in_turn(
+            index,
+            [
+                lambda: figures.baseline_floor(baseline, floor_calls),
+                lambda: worker_path.stepped(clients, workers),
+                lambda: figures.baseline_floor(statements, floor_calls),
+            ],
         )
         figure = {**floors.throughput_figure(measured, floor), **worker_path.describe(measured)}
         figure["statement_floor"] = floors.statement_floor_figure(
-            figures.baseline_floor(statements, floor_calls),
-            floor,
-            figure,
-            floors.WORKER_STEP_STATEMENTS,
+            statement_floor, floor, figure, floors.WORKER_STEP_STATEMENTS
         )
         return figure
 
@@ -207,7 +201,7 @@ def measure_replicas(scale: float) -> dict[str, Any]:
 
         def replicas_round(index: int) -> dict[str, Any]:
             return worker_path.replicas_round(
-                clients, running.metrics, _scaled(6, scale, 1), f"bench-replicas-{index}"
+                clients, running.metrics, _scaled(6, scale, 1), f"bench-replicas-{index}", index
             )
 
         cold = worker_path.replicas_round(
@@ -236,36 +230,6 @@ def measure_worker_path(scale: float) -> dict[str, Any]:
     return {**results, **measure_replicas(scale)}
 
 
-def replicas_summary(results: dict[str, Any]) -> dict[str, float]:
-    figure = results["replicas"]
-    return {
-        "replicas_worker_path_ratio": figure["throughput_ratio"],
-        # untargeted: the round that warmed both replicas (the second one's first calls)
-        "replicas_cold_round_ratio": figure["cold_round"]["throughput_ratio"],
-        "replicas_policy_lock_wait_ms_per_step_one": figure["policy_lock_wait_ms_per_step_one"],
-        "replicas_policy_lock_wait_ms_per_step_two": figure["policy_lock_wait_ms_per_step_two"],
-    }
-
-
-def worker_path_summary(results: dict[str, Any]) -> dict[str, float]:
-    figure = results["worker_path"]
-    return {
-        "worker_path_throughput_ratio": figure["throughput_ratio"],
-        "worker_path_p99_ratio": figure["p99_ratio"],
-        "worker_path_cpu_bound_ceiling": figure["cpu_bound_ceiling"],
-        "worker_path_requests_per_second": figure["requests_per_second"],
-        # untargeted: the best worker_path_throughput_ratio a design running a step's
-        # statements could reach here, and the worker path beside that statement floor
-        "worker_statement_floor_throughput_ratio": figure["statement_floor"]["throughput_ratio"],
-        "worker_path_to_statement_floor_ratio": figure["statement_floor"]["measured_ratio"],
-        **{
-            f"worker_step_p50_ms_at_{row['entries']}": row["step"]["p50_ms"]
-            for row in results.get("worker_path_long_runs", [])
-        },
-        **(replicas_summary(results) if "replicas" in results else {}),
-    }
-
-
 def measure_followers(scale: float) -> dict[str, Any]:
     """The followers figure, on its own services: two ledger replicas with the follower limit
     and server pool raised (bench.followers.PROCESS_ENV)."""
@@ -273,22 +237,6 @@ def measure_followers(scale: float) -> dict[str, Any]:
     with bench_schema() as url, services(url, ledger_replicas=replicas, env_extra=env) as running:
         clients = figures.Clients(running)
         return {"followers": followers.followers_figure(clients, _scaled(60, scale, 10))}
-
-
-def followers_summary(results: dict[str, Any]) -> dict[str, float]:
-    figure = results["followers"]
-    return {
-        "followers_append_ratio": figure["followers_append_ratio"],
-        "followers_delivery_p50_ms": figure["followers_delivery_p50_ms"],
-        "followers_delivery_p99_ms": figure["followers_delivery_p99_ms"],
-        "followers_one_entry_a_message_append_ratio": figure[
-            "one_entry_a_message_followers_append_ratio"
-        ],
-        "followers_one_entry_a_message_delivery_p99_ms": figure[
-            "one_entry_a_message_followers_delivery_p99_ms"
-        ],
-        "followers_faulty": figure["faulty_followers"],
-    }
 
 
 def measure_policy_lock(scale: float) -> dict[str, Any]:
@@ -305,25 +253,6 @@ def measure_policy_lock(scale: float) -> dict[str, Any]:
                 clients, running.metrics, _scaled(100, scale, 10), _scaled(12, scale, 2)
             )
         }
-
-
-def policy_lock_summary(results: dict[str, Any]) -> dict[str, float]:
-    """One line per load and measure: throughputs, and each ledger's wait and hold by mode."""
-    lines: dict[str, float] = {}
-    for load, figure in results["policy_lock"].items():
-        for name, value in figure.items():
-            if "per_second" in value:
-                lines[f"{load}_{name}_per_second"] = value["per_second"]
-                for process, ms in value["cpu_ms_per_call"].get("by", {}).items():
-                    lines[f"{load}_{name}_cpu_ms_{process}"] = ms
-                continue
-            for measure in policy_lock.MEASURES:
-                for mode, row in value[measure].items():
-                    tag = mode.replace('mode="', "").replace('"', "")
-                    lines[f"{load}_{name}_{measure}_{tag}_mean_ms"] = row["mean_ms"]
-                    lines[f"{load}_{name}_{measure}_{tag}_p99_bound_ms"] = row["p99_bound_ms"]
-                    lines[f"{load}_{name}_{measure}_{tag}_locks"] = row["locks"]
-    return lines
 
 
 def measure_admission(scale: float) -> dict[str, Any]:
@@ -348,30 +277,10 @@ def measure_candidate(scale: float) -> dict[str, Any]:
         return {"candidate": figures.candidate_latency(clients, url, lengths, CANDIDATE_REPEATS)}
 
 
-def candidate_summary(results: dict[str, Any]) -> dict[str, float]:
-    candidate = {row["entries"]: row for row in results["candidate"] if "candidate" in row}
-    longest = candidate[max(candidate)]
-    return {
-        f"candidate_{longest['entries']}_ratio": longest["ratio_p50"],
-        f"candidate_{longest['entries']}_first_read_ratio": longest["first_read_ratio"],
-    }
-
-
 def measure_listing(scale: float) -> dict[str, Any]:
     """Figure 6 alone, on freshly started services over a fresh schema."""
     with bench_schema() as url, services(url) as running:
         return {"listing": listing_latency(figures.Clients(running), url, _scaled(10_000, scale))}
-
-
-def listing_summary(results: dict[str, Any]) -> dict[str, float]:
-    listing = results["listing"]
-    return {
-        f"list_runs_{listing['runs']}_first_page_p50_ms": listing["first_page"]["p50_ms"],
-        f"list_runs_{listing['runs']}_held_page_p50_ms": listing["held_page"]["p50_ms"],
-        f"list_runs_{listing['runs']}_held_since_page_p50_ms": listing["held_since_page"]["p50_ms"],
-        f"list_runs_{listing['runs']}_page_20_p50_ms": listing["page_20"]["p50_ms"],
-        "list_queued_requests_page_p50_ms": listing["queued_requests_page"]["p50_ms"],
-    }
 
 
 def measure(scale: float, rss_operations: int) -> dict[str, Any]:
@@ -406,109 +315,31 @@ def measure(scale: float, rss_operations: int) -> dict[str, Any]:
     return results
 
 
-def _five_hop_lines(admission: dict[str, Any]) -> dict[str, float]:
-    """The admission beside the floor of the five hops it crosses since ADR 0024 (untargeted:
-    the targets name the six-hop floor)."""
-    crossed = admission["hops_crossed_floor"]
-    return {
-        "admission_to_five_hop_floor_ratio": crossed["admission_ratio"],
-        "admission_p99_to_five_hop_floor_ratio": crossed["admission_p99_ratio"],
-        "admission_cpu_to_five_hop_floor_ratio": crossed["admission_cpu_ratio"],
-    }
-
-
-def _statement_floor_lines(admission: dict[str, Any]) -> dict[str, float]:
-    """The six-hop statement floor (untargeted): how close to the six-hop floor any design that
-    runs an admission's statements could come, and the admission beside it."""
-    floor = admission["statement_floor"]
-    return {
-        "six_hop_statement_floor_to_six_hop_floor_ratio": floor["throughput_ratio"],
-        "six_hop_statement_floor_cpu_to_six_hop_floor_ratio": floor["cpu_ratio"],
-        "admission_to_six_hop_statement_floor_ratio": floor["measured_ratio"],
-        "admission_cpu_to_six_hop_statement_floor_ratio": floor["measured_cpu_ratio"],
-    }
-
-
-def admission_summary(results: dict[str, Any]) -> dict[str, float]:
-    admission = results["admission"]
-    measured = admission["measured"]
-    return {
-        "admission_throughput_ratio": admission["throughput_ratio"],
-        "admission_p99_ratio": admission["p99_ratio"],
-        "admission_cpu_bound_ceiling": admission["cpu_bound_ceiling"],
-        "admission_cpu_ms_per_call": measured["cpu_ms_per_call"]["attributed"],
-        "admission_service_cpu_ms_per_call": measured["cpu_ms_per_call"]["by"]["admission"],
-        "six_hop_floor_throughput_ratio": admission["hop_floor"]["throughput_ratio"],
-        "admission_to_six_hop_floor_ratio": admission["hop_floor"]["admission_ratio"],
-        "admission_p99_to_floor_ratio": admission["hop_floor"]["admission_p99_ratio"],
-        "admission_cpu_to_floor_ratio": admission["hop_floor"]["admission_cpu_ratio"],
-        **_five_hop_lines(admission),
-        **_statement_floor_lines(admission),
-    }
-
-
-def summary(results: dict[str, Any]) -> dict[str, float]:
-    lines = {
-        "admission_throughput_ratio": results["admission"]["throughput_ratio"],
-        "admission_p99_ratio": results["admission"]["p99_ratio"],
-        **candidate_summary(results),
-        "admission_cpu_bound_ceiling": results["admission"]["cpu_bound_ceiling"],
-        "six_hop_floor_throughput_ratio": results["admission"]["hop_floor"]["throughput_ratio"],
-        "admission_to_six_hop_floor_ratio": results["admission"]["hop_floor"]["admission_ratio"],
-        "admission_p99_to_floor_ratio": results["admission"]["hop_floor"]["admission_p99_ratio"],
-        "admission_cpu_to_floor_ratio": results["admission"]["hop_floor"]["admission_cpu_ratio"],
-        **_five_hop_lines(results["admission"]),
-        **_statement_floor_lines(results["admission"]),
-        "append_throughput_ratio": results["append"]["throughput_ratio"],
-        "append_cpu_bound_ceiling": results["append"]["cpu_bound_ceiling"],
-        "reconstruction_cold_ratio": results["reconstruction"]["cold_ratio_p50"],
-        "reconstruction_warm_ratio": results["reconstruction"]["warm_ratio_p50"],
-        "rss_peak_ratio": results["memory"]["worst_peak_ratio"],
-        **worker_path_summary(results),
-        **followers_summary(results),
-    }
-    return lines
+# ``python -m bench NAME``: one figure alone, what it measures and the lines it prints.
+ALONE: dict[str, tuple[Callable[[float], dict[str, Any]], Callable[[dict[str, Any]], Lines]]] = {
+    "admission": (measure_admission, summary.admission_summary),
+    "append": (measure_append, summary.append_summary),
+    "candidate": (measure_candidate, summary.candidate_summary),
+    "worker": (measure_worker_path, summary.worker_path_summary),
+    "listing": (measure_listing, summary.listing_summary),
+    "followers": (measure_followers, summary.followers_summary),
+    "policy-lock": (measure_policy_lock, summary.policy_lock_summary),
+}
 
 
 def main() -> int:
     scale = float(os.environ.get("FORGE_BENCH_SCALE", "1"))
     default_operations = max(10_000, round(RSS_OPERATIONS * scale))
     rss_operations = int(os.environ.get("FORGE_BENCH_RSS_OPERATIONS", str(default_operations)))
-    alone = (
-        ["admission"],
-        ["append"],
-        ["candidate"],
-        ["worker"],
-        ["listing"],
-        ["followers"],
-        ["policy-lock"],
-    )
-    only = sys.argv[1] if sys.argv[1:] in alone else ""
+    only = sys.argv[1] if len(sys.argv) == 2 and sys.argv[1] in ALONE else ""
     began = time.perf_counter()
-    if only == "admission":
-        results = measure_admission(scale)
-        lines = admission_summary(results)
-    elif only == "append":
-        results = measure_append(scale)
-        lines = append_summary(results)
-    elif only == "candidate":
-        results = measure_candidate(scale)
-        lines = candidate_summary(results)
-    elif only == "worker":
-        results = measure_worker_path(scale)
-        lines = worker_path_summary(results)
-    elif only == "policy-lock":
-        results = measure_policy_lock(scale)
-        lines = policy_lock_summary(results)
-    elif only == "followers":
-        results = measure_followers(scale)
-        lines = followers_summary(results)
-    elif only == "listing":
-        results = measure_listing(scale)
-        lines = listing_summary(results)
+    if only:
+        measure_alone, summarize = ALONE[only]
+        results = measure_alone(scale)
+        lines = summarize(results)
     else:
         results = measure(scale, rss_operations)
-        lines = summary(results)
+        lines = summary.summary(results)
     document = {
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {
@@ -517,9 +348,10 @@ def main() -> int:
             "platform": platform.platform(),
         },
         "scale": scale,
+        "rounds": floors.ROUNDS,
         "seconds": round(time.perf_counter() - began, 1),
         "summary": lines,
-        "targets": TARGETS,
+        "targets": summary.TARGETS,
         "figures": results,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -527,8 +359,8 @@ def main() -> int:
     (RESULTS / written).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     if not only:
         plot_candidate_latency(results["candidate"], RESULTS / "candidate_latency.png")
-    for name, value in lines.items():
-        print(f"{name} {value}", flush=True)
+    for line in printed(lines, summary.TARGETS):
+        print(line, flush=True)
     return 0
 
 

@@ -1,5 +1,6 @@
-"""Where the CPU of a timed window went: the named processes (services, the baseline server), every
-PostgreSQL process, the bench process itself, and the whole machine.
+"""Where the CPU of a timed window went: the named processes (services, the baseline server),
+PostgreSQL (its own processes and the client backends of the bench's database), the bench process
+itself, and the whole machine.
 
 On two cores a figure that keeps both cores busy is bounded by CPU, not by waiting: then the CPU
 one call costs, beside the CPU one baseline call costs, says how far any scheduling or locking
@@ -10,13 +11,22 @@ ticks, 10 ms on Linux), so a window should last seconds, not milliseconds.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy.engine import make_url
+
 TICK = os.sysconf("SC_CLK_TCK")
 POSTGRES = "postgres"
 BENCH = "bench"
+# The PostgreSQL the bench measures on (bench.stack); only its database's client backends are
+# charged to a window, beside the server's own processes.
+POSTGRES_URL = os.environ.get(
+    "FORGE_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+DATABASE = make_url(POSTGRES_URL).database
 
 
 def _process_seconds(pid: int) -> float | None:
@@ -28,7 +38,28 @@ def _process_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def _postgres_seconds() -> dict[int, float]:
+def client_database(title: str) -> str | None:
+    """The database a PostgreSQL client backend serves, from its process title
+    (``postgres: [cluster: ]user database host(port) state``); None for the server's own
+    processes (the postmaster, checkpointer, WAL writer, autovacuum, …)."""
+    words = title.replace("\0", " ").split()
+    if words[:1] != ["postgres:"]:
+        return None
+    words = words[1:]
+    if words and words[0].endswith(":"):  # the cluster's name (cluster_name), when set
+        words = words[1:]
+    if len(words) >= 3 and (words[2] == "[local]" or _CLIENT.fullmatch(words[2])):
+        return words[1]
+    return None
+
+
+_CLIENT = re.compile(r".+\(\d+\)")
+
+
+def _postgres_seconds(database: str | None = DATABASE) -> dict[int, float]:
+    """Every PostgreSQL process's CPU seconds, except client backends of databases other than
+    ``database`` (other work on the same server, such as a test suite's): the server's own
+    processes are shared, and counted."""
     found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -36,7 +67,10 @@ def _postgres_seconds() -> dict[int, float]:
         try:
             if (entry / "comm").read_text().strip() != POSTGRES:
                 continue
+            served = client_database((entry / "cmdline").read_text())
         except OSError:
+            continue
+        if database is not None and served not in (None, database):
             continue
         seconds = _process_seconds(int(entry.name))
         if seconds is not None:

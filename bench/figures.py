@@ -166,7 +166,23 @@ def admission_throughput(
     clients: Clients, calls_each: int, prefix: str = "bench-admit"
 ) -> Throughput:
     """Figure 1: 8 concurrent callers, each admitting its own pre-seeded held runs."""
-    prepared = prepared_admissions(clients, prefix, CALLERS * (calls_each + 1))
+    return admitted(clients, admissions_to_time(clients, calls_each, prefix), calls_each)
+
+
+def admissions_to_time(
+    clients: Clients, calls_each: int, prefix: str
+) -> list[admission_pb2.RequestInvalidReadContinuityRequest]:
+    """What ``admitted`` times ``calls_each`` admissions a caller with (one more each to warm
+    up), seeded before a round's first timed window."""
+    return prepared_admissions(clients, prefix, CALLERS * (calls_each + 1))
+
+
+def admitted(
+    clients: Clients,
+    prepared: list[admission_pb2.RequestInvalidReadContinuityRequest],
+    calls_each: int,
+) -> Throughput:
+    """The timed admissions of ``prepared`` (``admissions_to_time``), 8 callers."""
     stubs = [clients.admissions() for _ in range(CALLERS)]
     # One warm-up admission per caller (connections, first-call paths), not counted.
     for index, stub in enumerate(stubs):
@@ -276,6 +292,7 @@ def candidate_latency(
                 repeats[length],
             )
             read, hashing = Latencies.of(reads), Latencies.of([hashed_before_first_read, *hashed])
+            paired = [ratio(r, h) for r, h in zip(reads, hashed, strict=True)]
             rows.append(
                 {
                     "entries": len(stored),
@@ -288,6 +305,9 @@ def candidate_latency(
                     "candidate": read.as_dict(),
                     "hashing_baseline": hashing.as_dict(),
                     "ratio_p50": ratio(read.p50_ms, hashing.p50_ms),
+                    # each repeated read over the hashing run beside it (the figure since
+                    # round 5: the median of these, with their spread)
+                    "paired_ratios": paired,
                 }
             )
     finally:

@@ -2,12 +2,14 @@
 
 A figure's ratios are only as good as the baseline measured right beside it: each round pairs
 the figure with its baselines (the one-hop baseline, the floor of the gRPC hops an admission
-crosses, the floor of the statements a write runs), and ``over_rounds`` reports the median
-over the rounds with the ranges. The figures themselves are measured in ``bench.figures``.
+crosses, the floor of the statements a write runs), timed back to back in alternating order
+(bench.paired), and ``over_rounds`` reports the median over the rounds with the ranges and every
+round's ratios. The figures themselves are measured in ``bench.figures``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -74,11 +76,13 @@ def statement_floor_figure(
     }
 
 
-# Throughput figures are measured in this many rounds, each right beside its own baseline.
-ROUNDS = 3
+# Throughput figures are measured in this many paired rounds, each right beside its own
+# baselines: 5 (3 before round 5) makes a figure's spread a 93.75 % interval for its median
+# (bench.paired). FORGE_BENCH_ROUNDS sets it (at least 1; a smoke run may take 2).
+ROUNDS = max(1, int(os.environ.get("FORGE_BENCH_ROUNDS", "5")))
 # The ratios summarized over the rounds (median and range), at the figure's top level and in
 # its six-hop floor.
-_RATIOS = ("throughput_ratio", "p99_ratio", "cpu_bound_ceiling")
+_RATIOS = ("throughput_ratio", "p99_ratio", "cpu_bound_ceiling", "cpu_ratio")
 _FLOOR_RATIOS = (
     "throughput_ratio",
     "p99_ratio",
@@ -100,23 +104,28 @@ _NESTED_RATIOS = {
 def _summarized(
     chosen: dict[str, Any], rounds: list[dict[str, Any]], keys: tuple[str, ...]
 ) -> dict[str, Any]:
-    """``chosen`` with each of ``keys`` replaced by its median over ``rounds``, and the ranges."""
+    """``chosen`` with each of ``keys`` replaced by its median over ``rounds``, the ranges, and
+    each round's value in round order (``per_round``: what a summary's spread is made of)."""
     summary = dict(chosen)
     summary["ranges"] = {}
+    summary["per_round"] = {}
     for key in keys:
         values = [float(round_[key]) for round_ in rounds]
         summary[key] = round(median(values), 3)
         summary["ranges"][key] = [min(values), max(values)]
+        summary["per_round"][key] = values
     return summary
 
 
-def over_rounds(one_round: Callable[[int], dict[str, Any]], rounds: int = ROUNDS) -> dict[str, Any]:
+def over_rounds(
+    one_round: Callable[[int], dict[str, Any]], rounds: int | None = None
+) -> dict[str, Any]:
     """Run a throughput figure in ``rounds`` rounds, each measuring the figure right beside its
     baseline: this machine drifts from one minute to the next (the same bare baseline has cost
     1.4 to 2.0 ms of CPU per call in different runs), so a ratio is only as good as the pair it
     comes from. Each ratio is the median over the rounds, with its range; the round with the
     median throughput ratio is reported whole, and every round in ``rounds``."""
-    measured = [one_round(index) for index in range(rounds)]
+    measured = [one_round(index) for index in range(ROUNDS if rounds is None else rounds)]
     ordered = sorted(measured, key=lambda figure: float(figure["throughput_ratio"]))
     figure = _summarized(ordered[len(ordered) // 2], measured, _RATIOS)
     for key, ratios in _NESTED_RATIOS.items():
@@ -148,4 +157,8 @@ def throughput_figure(measured: Throughput, floor: Throughput) -> dict[str, Any]
         # The throughput ratio a CPU-bound run could reach at best: the CPU one baseline call
         # costs (server, PostgreSQL, caller) over the CPU one measured call costs.
         "cpu_bound_ceiling": ratio(floor.cpu_ms_per_call, measured.cpu_ms_per_call),
+        # The CPU one measured call costs over the CPU one baseline call costs (all processes,
+        # from the kernel's accounting): the ceiling's inverse, reported in the orientation of
+        # admission_cpu_to_floor_ratio and with its own spread.
+        "cpu_ratio": ratio(measured.cpu_ms_per_call, floor.cpu_ms_per_call),
     }

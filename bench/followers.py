@@ -26,8 +26,10 @@ from typing import Any
 
 import grpc
 
+from bench import floors
 from bench.figures import CALLERS, Clients, K, bench_run_request
 from bench.load import Latencies, Throughput, median, ratio, run_concurrently
+from bench.paired import in_turn
 from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc
 from shared.runtime.client import open_channel
 
@@ -207,32 +209,50 @@ def _with_followers(clients: Clients, calls_each: int, prefix: str, batch: int) 
 
 
 def _round(clients: Clients, calls_each: int, index: int) -> dict[str, Any]:
-    """The appends alone, then with followers that batch (the figure), then with followers that
-    take one entry a message (the default shape, as a follower that does not ask receives)."""
-    alone: Throughput = run_concurrently(
-        _Writers(clients, f"bench-alone-{index}").callers(), calls_each, watch=clients.pids
+    """The appends alone, with followers that batch (the figure), and with followers that take
+    one entry a message (the default shape, as a follower that does not ask receives), in that
+    order in even rounds and the reverse in odd ones (bench.paired.in_turn)."""
+
+    def alone() -> dict[str, Any]:
+        writers = _Writers(clients, f"bench-alone-{index}")
+        return {"measured": run_concurrently(writers.callers(), calls_each, watch=clients.pids)}
+
+    def followed(prefix: str, batch: int) -> Callable[[], dict[str, Any]]:
+        return lambda: _with_followers(clients, calls_each, f"{prefix}-{index}", batch)
+
+    without, batched, single = in_turn(
+        index, [alone, followed("bench-followed", BATCH), followed("bench-followed-single", 0)]
     )
-    shapes = {
-        "": _with_followers(clients, calls_each, f"bench-followed-{index}", BATCH),
-        "one_entry_a_message_": _with_followers(
-            clients, calls_each, f"bench-followed-single-{index}", 0
-        ),
-    }
-    figure: dict[str, Any] = {"without_followers": alone.as_dict()}
-    for shape, followed in shapes.items():
-        measured: Throughput = followed["measured"]
+    alone_measured: Throughput = without["measured"]
+    shapes = {"": batched, "one_entry_a_message_": single}
+    figure: dict[str, Any] = {"without_followers": alone_measured.as_dict()}
+    for shape, followed_shape in shapes.items():
+        measured: Throughput = followed_shape["measured"]
         figure[f"{shape}with_followers"] = measured.as_dict()
-        figure[f"{shape}followers_append_ratio"] = ratio(measured.per_second, alone.per_second)
-        figure[f"{shape}delivery"] = followed["delivery"].as_dict()
-        figure[f"{shape}faulty_followers"] = followed["faulty_followers"]
-        figure[f"{shape}faults"] = followed["faults"]
+        figure[f"{shape}followers_append_ratio"] = ratio(
+            measured.per_second, alone_measured.per_second
+        )
+        # CPU per append with the followers (their processes included) over without them
+        figure[f"{shape}followers_append_cpu_ratio"] = ratio(
+            measured.cpu_ms_per_call, alone_measured.cpu_ms_per_call
+        )
+        figure[f"{shape}delivery"] = followed_shape["delivery"].as_dict()
+        figure[f"{shape}faulty_followers"] = followed_shape["faulty_followers"]
+        figure[f"{shape}faults"] = followed_shape["faults"]
     return figure
 
 
-def followers_figure(clients: Clients, calls_each: int, rounds: int = 3) -> dict[str, Any]:
+def _median(values: list[float]) -> float:
+    return round(median(values), 3)
+
+
+def followers_figure(
+    clients: Clients, calls_each: int, rounds: int | None = None
+) -> dict[str, Any]:
     """The rounds, each running the appends without followers, with followers that batch and
     with followers of one entry a message; ratios (with / without) are medians."""
-    measured = [_round(clients, calls_each, index) for index in range(rounds)]
+    count = floors.ROUNDS if rounds is None else rounds
+    measured = [_round(clients, calls_each, index) for index in range(count)]
     figure: dict[str, Any] = {
         "followers": FOLLOWERS,
         "replicas": REPLICAS,
@@ -242,18 +262,25 @@ def followers_figure(clients: Clients, calls_each: int, rounds: int = 3) -> dict
     }
     for shape in ("", "one_entry_a_message_"):
         figure |= {
-            f"{shape}followers_append_ratio": median(
+            f"{shape}followers_append_ratio": _median(
                 [r[f"{shape}followers_append_ratio"] for r in measured]
             ),
-            f"{shape}followers_delivery_p50_ms": median(
+            f"{shape}followers_append_cpu_ratio": _median(
+                [r[f"{shape}followers_append_cpu_ratio"] for r in measured]
+            ),
+            f"{shape}followers_delivery_p50_ms": _median(
                 [r[f"{shape}delivery"]["p50_ms"] for r in measured]
             ),
-            f"{shape}followers_delivery_p99_ms": median(
+            f"{shape}followers_delivery_p99_ms": _median(
                 [r[f"{shape}delivery"]["p99_ms"] for r in measured]
             ),
         }
     figure["faulty_followers"] = sum(
         r["faulty_followers"] + r["one_entry_a_message_faulty_followers"] for r in measured
     )
+    figure["per_round"] = {
+        key: [r[key] for r in measured]
+        for key in ("followers_append_ratio", "followers_append_cpu_ratio")
+    }
     figure["rounds"] = measured
     return figure

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from bench.cpu import CpuReading, CpuUse
+from bench.paired import in_turn
 
 
 @dataclass(frozen=True)
@@ -124,15 +125,24 @@ def timed(action: Callable[[], object], repeats: int) -> Latencies:
 def alternated_samples(
     action: Callable[[], object], baseline: Callable[[], object], repeats: int
 ) -> tuple[list[float], list[float]]:
-    """Sequential durations in seconds of ``repeats`` calls of each, one of each in turn: a ratio
-    of the two then compares calls made under the same machine conditions (on a shared machine
-    the same code's speed drifts by tens of percent within a minute)."""
-    samples: tuple[list[float], list[float]] = ([], [])
-    for _ in range(repeats):
-        for timed_call, kept in ((action, samples[0]), (baseline, samples[1])):
+    """Sequential durations in seconds of ``repeats`` calls of each, one of each in turn (the
+    action first in even repeats, the baseline first in odd ones: bench.paired.in_turn): the
+    ratio of each pair then compares calls made under the same machine conditions (on a shared
+    machine the same code's speed drifts by tens of percent within a minute)."""
+
+    def duration(call: Callable[[], object]) -> Callable[[], float]:
+        def timed_call() -> float:
             began = time.perf_counter()
-            timed_call()
-            kept.append(time.perf_counter() - began)
+            call()
+            return time.perf_counter() - began
+
+        return timed_call
+
+    samples: tuple[list[float], list[float]] = ([], [])
+    for index in range(repeats):
+        measured, base = in_turn(index, [duration(action), duration(baseline)])
+        samples[0].append(measured)
+        samples[1].append(base)
     return samples
 
 

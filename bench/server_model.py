@@ -52,8 +52,8 @@ def _sync(model: str, ports: Queue[int], stop: Any) -> None:
         running.stop(0)
         return
     # Before the gate: the same call policy in the handler, no interceptor, a plain pool.
+    from shared.runtime.call_policy import CallPolicy
     from shared.runtime.metrics import counted
-    from shared.runtime.server import CallPolicy
 
     server = grpc.server(futures.ThreadPoolExecutor(32))
     policy = CallPolicy(directory(), binding.full_method_roles())

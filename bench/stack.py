@@ -17,6 +17,7 @@ from pathlib import Path
 import grpc
 from sqlalchemy import create_engine, text
 
+from bench.cpu import POSTGRES_URL
 from services.ledger.database import migrate
 from services.runner import dev_principals_text, service_env
 from shared.runtime.config import (
@@ -26,9 +27,6 @@ from shared.runtime.config import (
     target_variable,
 )
 
-POSTGRES_URL = os.environ.get(
-    "FORGE_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
 READY_SECONDS = 60.0
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ from bench.figures import (
 )
 from bench.floors import throughput_figure
 from bench.load import Latencies, Throughput, run_concurrently
+from bench.paired import in_turn
 from bench.seed import seed_long_held_run
 from forge.continuity.v1 import candidate_pb2, common_pb2, execution_pb2
 from services.worker.journaling import Journal
@@ -165,30 +166,42 @@ def policy_lock_wait(metrics: str) -> tuple[float, int]:
 
 
 def replicas_round(
-    clients: Clients, metrics: Mapping[str, str], requests_each: int, prefix: str
+    clients: Clients, metrics: Mapping[str, str], requests_each: int, prefix: str, index: int = 0
 ) -> dict[str, Any]:
-    """The worker path through the first ledger alone, then spread over both replicas (the
-    second idle in the first half), with each ledger's policy-lock waits over each timed half
-    (the histogram times the lock statements, so it includes the process's own scheduling): the
-    ratio is two replicas' steps per second over one's."""
-    halves: dict[str, dict[str, Any]] = {}
-    for name, ledgers in (("one", ("ledger",)), ("two", ("ledger", "ledger-2"))):
-        workers = prepared_workers(clients, requests_each, f"{prefix}-{name}", ledgers)
-        before = {ledger: policy_lock_wait(metrics[ledger]) for ledger in ledgers}
-        measured = stepped(clients, workers)
-        waits = {}
-        for ledger in ledgers:
-            seconds, count = policy_lock_wait(metrics[ledger])
-            waits[ledger] = {
-                "locks": count - before[ledger][1],
-                "wait_ms": round(1000 * (seconds - before[ledger][0]), 1),
+    """The worker path through the first ledger alone and spread over both replicas (the second
+    idle in the first), both halves' requests admitted before either is timed and the halves
+    timed back to back in alternating order (bench.paired.in_turn), with each ledger's
+    policy-lock waits over each timed half (the histogram times the lock statements, so it
+    includes the process's own scheduling): the ratio is two replicas' steps per second over
+    one's."""
+    spreads = {"one": ("ledger",), "two": ("ledger", "ledger-2")}
+    workers = {
+        name: prepared_workers(clients, requests_each, f"{prefix}-{name}", ledgers)
+        for name, ledgers in spreads.items()
+    }
+
+    def half(name: str) -> Callable[[], dict[str, Any]]:
+        def timed_half() -> dict[str, Any]:
+            ledgers = spreads[name]
+            before = {ledger: policy_lock_wait(metrics[ledger]) for ledger in ledgers}
+            measured = stepped(clients, workers[name])
+            waits = {}
+            for ledger in ledgers:
+                seconds, count = policy_lock_wait(metrics[ledger])
+                waits[ledger] = {
+                    "locks": count - before[ledger][1],
+                    "wait_ms": round(1000 * (seconds - before[ledger][0]), 1),
+                }
+            wait_ms = sum(w["wait_ms"] for w in waits.values())
+            return {
+                "throughput": measured,
+                "policy_lock_wait": waits,
+                "policy_lock_wait_ms_per_step": round(wait_ms / measured.calls, 3),
             }
-        wait_ms = sum(w["wait_ms"] for w in waits.values())
-        halves[name] = {
-            "throughput": measured,
-            "policy_lock_wait": waits,
-            "policy_lock_wait_ms_per_step": round(wait_ms / measured.calls, 3),
-        }
+
+        return timed_half
+
+    halves = dict(zip(spreads, in_turn(index, [half(name) for name in spreads]), strict=True))
     one, two = halves["one"]["throughput"], halves["two"]["throughput"]
     return {
         **throughput_figure(two, one),

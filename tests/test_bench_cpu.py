@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from bench.cpu import BENCH, POSTGRES, CpuReading, CpuUse
+from bench.cpu import BENCH, POSTGRES, CpuReading, CpuUse, client_database
 
 # Waits for "go", burns 0.3 s of CPU, says "done", then stays alive until its stdin closes.
 CHILD = """
@@ -47,3 +47,21 @@ def test_a_window_attributes_cpu_to_the_named_process_and_to_the_bench() -> None
     assert POSTGRES in use.by
     assert use.attributed >= 0.4
     assert use.per_call_ms(10)["attributed"] == round(1000 * use.attributed / 10, 3)
+
+
+def test_only_the_bench_databases_client_backends_and_the_servers_own_processes_count() -> None:
+    """Another database's backends (a test suite on the same server) are not the bench's CPU;
+    the server's own processes (WAL writer, checkpointer) serve every database and count."""
+    assert client_database("postgres: 15/main: postgres test 127.0.0.1(37760) idle") == "test"
+    assert (
+        client_database("postgres: forge_ledger forge_continuity_test 127.0.0.1(59412) idle")
+        == "forge_continuity_test"
+    )
+    assert client_database("postgres: app shop [local] SELECT\0\0") == "shop"
+    for own in (
+        "postgres: 15/main: walwriter",
+        "postgres: checkpointer",
+        "postgres: 15/main: autovacuum worker test",
+        "/usr/lib/postgresql/15/bin/postgres\0-D\0/var/lib/postgresql/15/main",
+    ):
+        assert client_database(own) is None, own

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import create_engine, text
 
-from bench import figures, floors, followers, worker_path
+from bench import figures, floors, followers, summary, worker_path
 from bench.stack import Services, baseline_server, services
 from tests.conftest import postgres_schema
 from tests.support import owner_url
@@ -81,3 +81,31 @@ def test_a_statement_floor_runs_its_statements_in_each_call() -> None:
     assert tuple(rows) == (3 * 4 * figures.CALLERS, 3)
     figure = floors.statement_floor_figure(measured, measured, {"measured": measured.as_dict()}, 3)
     assert figure["statements"] == 3 and figure["throughput_ratio"] == 1.0
+
+
+def test_the_admission_figure_reports_its_targeted_ratios_with_their_spreads(
+    running: tuple[str, Services], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Figure 1 as ``make bench`` measures it, at its smallest size and in two rounds: each
+    targeted ratio comes with the spread and count of its rounds and a verdict."""
+    from bench.__main__ import admission_figure  # the bench's entry point, imported to call
+
+    url, started = running
+    monkeypatch.setattr(floors, "ROUNDS", 2)
+    # The baselines are no ledger: they create their own table, as the schema's owner.
+    with (
+        baseline_server(owner_url(url)) as baseline,
+        baseline_server(owner_url(url), floors.ADMISSION_STATEMENTS) as statements,
+    ):
+        figure = admission_figure(figures.Clients(started), baseline, statements, 0.01)
+    lines = summary.admission_summary({"admission": figure})
+    for key in (
+        "admission_to_six_hop_floor_ratio",
+        "admission_p99_to_floor_ratio",
+        "admission_cpu_to_floor_ratio",
+    ):
+        assert lines[f"{key}_rounds"] == 2
+        low, high = lines[f"{key}_spread"]
+        assert 0 < low <= lines[key] <= high
+        assert lines[f"{key}_verdict"] in {"met", "missed", "straddles"}
+    assert len(figure["rounds"]) == 2

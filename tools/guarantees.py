@@ -109,6 +109,15 @@ GUARANTEES = (
         ),
     ),
     Guarantee(
+        "leases and recorded_at on the database's clock, whatever the host's (ADR 0057)",
+        "services/ledger/__main__.py",
+        ("            clock if clock is not None else utc_now,\n", "            utc_now,\n"),
+        (
+            "tests/reliability/test_skewed_clock.py::"
+            "test_a_replica_with_a_skewed_clock_decides_leases_on_the_databases_clock",
+        ),
+    ),
+    Guarantee(
         "RPC outcome counters start at 0 (rate() sees a first fault)",
         "shared/runtime/metrics.py",
         ("            RPC_HANDLED.labels(service, name, code, reason)\n", "            pass\n"),

@@ -3,7 +3,9 @@
 The ledger does not migrate its database: its health is NOT_SERVING while the database does not
 answer or its schema is at a revision outside the range this release serves
 (services/ledger/schema_revisions.py), and SERVING as soon as both hold. It exits non-zero only
-when PostgreSQL answers at start-up and will not run its writes at READ COMMITTED.
+when PostgreSQL answers at start-up and will not run its writes at READ COMMITTED. On PostgreSQL
+leases and ``recorded_at`` are measured on the database's clock (services/ledger/database_clock.py,
+ADR 0057), and the ledger is NOT_SERVING until it has read that clock once.
 `python -m services.ledger.migrate` (the migration job, `make db-upgrade`) and `make run` apply
 the migrations.
 """
@@ -15,6 +17,7 @@ import os
 import sys
 
 from services.ledger.database import make_engine
+from services.ledger.database_clock import started_clock
 from services.ledger.domain.signing import HeadSigner
 from services.ledger.domain.verifier import load_verifier
 from services.ledger.expiry_sweep import ExpirySweeper
@@ -23,11 +26,13 @@ from services.ledger.schema_revisions import DatabaseCheck
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
 from shared.continuity.serving import profile_preflight
+from shared.continuity.timeutil import utc_now
 from shared.runtime.auth import PrincipalsFile
 from shared.runtime.bootstrap import BuildResult, run_service
 from shared.runtime.config import Settings
 from shared.runtime.errors import FailedPrecondition
 from shared.runtime.limits import expiry_sweep_seconds
+from shared.runtime.readiness import Check
 
 # The deployment's reconciliation verifier, "package.module:attribute"; unset: the refusing default.
 VERIFIER_VARIABLE = "FORGE_RECONCILIATION_VERIFIER"
@@ -61,8 +66,12 @@ def main(argv: list[str] | None = None) -> int:
         except FailedPrecondition:
             engine.dispose()
             raise
+        # PostgreSQL: leases and recorded_at on the database's clock, one for every replica
+        # (ADR 0057); SQLite: the host's, which is the database's there.
+        clock = started_clock(engine)
         ledger = Ledger(
             engine,
+            clock if clock is not None else utc_now,
             # The roles authentication uses, from the same followed file (shared.runtime.auth).
             authority=principals.role_names,
             verifier=load_verifier(os.environ.get(VERIFIER_VARIABLE, "")),
@@ -73,9 +82,14 @@ def main(argv: list[str] | None = None) -> int:
 
         def cleanup() -> None:
             sweeper.stop()
+            if clock is not None:
+                clock.stop()
             engine.dispose()
 
-        return BuildResult(bindings(ledger), cleanup, checks={"database": database})
+        checks: dict[str, Check] = {"database": database}
+        if clock is not None:
+            checks["database_clock"] = clock.unread
+        return BuildResult(bindings(ledger), cleanup, checks=checks)
 
     try:
         return run_service(

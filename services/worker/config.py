@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -114,7 +115,11 @@ def load(
         grace = seconds(env, STOP_GRACE, DEFAULT_STOP_GRACE_SECONDS)
     except ValueError as exc:
         raise ConfigurationError(str(exc)) from exc
-    if grace < 0:
+    # A command's bound must be a finite positive time (0, a negative number or NaN would end
+    # every command at once, or never); the grace may be 0 but must be finite.
+    if not 0 < timeout < math.inf:
+        raise ConfigurationError(f"{COMMAND_TIMEOUT} must be a positive number of seconds")
+    if not 0 <= grace < math.inf:
         raise ConfigurationError(f"{STOP_GRACE} must not be negative")
     try:
         tls = client_tls(env)

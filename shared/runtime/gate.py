@@ -3,9 +3,9 @@ gRPC reads or parses its request message (ADR 0040).
 
 A synchronous gRPC server hands each call to a pool thread that first waits, without a timeout
 of its own, for the request message, and only then runs the handler; the call policy
-(shared.runtime.server.CallPolicy) authenticates inside the handler. So a stranger who opens calls
-and never sends a body held a pool thread each, and anyone could make a service receive and parse
-a message of the server-wide size limit. The gate, a server interceptor, runs on the serving
+(shared.runtime.call_policy.CallPolicy) authenticates inside the handler. So a stranger who opens
+calls and never sends a body held a pool thread each, and anyone could make a service receive and
+parse a message of the server-wide size limit. The gate, a server interceptor, runs on the serving
 thread when the call's headers arrive:
 
 * a call without a recognised credential for the method, or not allowed to call it, is refused

@@ -51,8 +51,12 @@ def test_seconds_settings_are_read_as_the_services_read_them(tmp_path: Path) -> 
     for variable in ("FORGE_WORKER_COMMAND_TIMEOUT_SECONDS", "FORGE_WORKER_STOP_GRACE_SECONDS"):
         with pytest.raises(ConfigurationError, match=f"{variable} must be a number, not 'soon'"):
             load(["run-1"], env=env(tmp_path, **{variable: "soon"}))
-    with pytest.raises(ConfigurationError, match="FORGE_WORKER_STOP_GRACE_SECONDS must not be"):
-        load(["run-1"], env=env(tmp_path, FORGE_WORKER_STOP_GRACE_SECONDS="-1"))
+    for grace in ("-1", "nan", "inf"):
+        with pytest.raises(ConfigurationError, match="FORGE_WORKER_STOP_GRACE_SECONDS must not"):
+            load(["run-1"], env=env(tmp_path, FORGE_WORKER_STOP_GRACE_SECONDS=grace))
+    for timeout in ("0", "-5", "nan", "inf"):
+        with pytest.raises(ConfigurationError, match="COMMAND_TIMEOUT_SECONDS must be a positive"):
+            load(["run-1"], env=env(tmp_path, FORGE_WORKER_COMMAND_TIMEOUT_SECONDS=timeout))
 
 
 def test_granted_commands_and_runs_come_from_the_environment(tmp_path: Path) -> None:

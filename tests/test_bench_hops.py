@@ -1,0 +1,56 @@
+"""The per-hop accounting of an admission (bench/hops.py, issue 50 §2) on real PostgreSQL: what
+it counts is exact, so the figures docs/performance.md shows are pinned here; a change that adds
+a hop, a statement or a transaction to an admission fails this test until the table is updated."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from bench.hops import count_admissions, table
+from services.ledger.database import make_engine
+from tests.conftest import postgres_schema
+
+
+@pytest.fixture(scope="module")
+def accounted() -> Iterator[dict[str, Any]]:
+    with postgres_schema() as url:
+        engine = make_engine(url)
+        try:
+            yield count_admissions(engine, admissions=3)
+        finally:
+            engine.dispose()
+
+
+def test_each_boundary_is_crossed_once_per_admission(accounted: dict[str, Any]) -> None:
+    # The operator's call, admission's candidate read and commit, the candidate's one ledger
+    # read; reconstruction is not asked again (ADR 0028: the operator's read computed it).
+    assert {hop: counts["calls"] for hop, counts in accounted["hops"].items()} == {
+        "admission -> CommitAdmission": 1,
+        "admission -> GetInvalidReadContinuityCandidate": 1,
+        "candidate -> GetRunSnapshot": 1,
+        "operator -> RequestInvalidReadContinuity": 1,
+    }
+    assert all(counts["request bytes"] > 0 for counts in accounted["hops"].values())
+
+
+def test_an_admission_costs_two_transactions_six_statements_and_one_signature(
+    accounted: dict[str, Any],
+) -> None:
+    ledger = accounted["work"]["ledger"]
+    assert (ledger["transactions"], ledger["statements"]) == (2, 6)
+    assert ledger["signatures made"] == 1
+    assert accounted["statements"]["ledger"] == {"INSERT": 1, "SELECT": 4, "WITH": 1}
+    # Only the ledger owns the database.
+    others = [scope for scope in accounted["work"] if scope != "ledger"]
+    assert all(accounted["work"][scope]["statements"] == 0 for scope in others)
+
+
+def test_every_service_parses_each_message_it_receives_once(accounted: dict[str, Any]) -> None:
+    work = accounted["work"]
+    # admission: its request and its two answers; candidate: its request, the ledger's answer,
+    # and the snapshot's one stored document; ledger: its two requests.
+    assert [work[s]["protobuf parsed"] for s in ("admission", "candidate", "ledger")] == [3, 3, 2]
+    assert "| ledger |" in table(accounted)
