@@ -14,7 +14,8 @@ standard library only and reports every anomaly:
   lost is journaled once or not at all, never twice;
 - **order**: within a run, a write acknowledged before another was invoked comes first;
 - **state**: every acknowledged ticket's events form one path, queued then claimed then one end,
-  with nothing after the end.
+  with nothing after the end, except the one recovery's requeue of a request that ended
+  unclaimed (failed or expired); a reconciliation's settlement ends the request it decides.
 
 Exit status 0: no anomaly; 1: anomalies (each printed); 2: usage error or a bundle that fails
 verification.
@@ -33,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 HISTORY_FORMAT = "forge.continuity.model-history/1"
-ENDS = ("completed", "failed", "cancelled", "expired")
+ENDS = ("completed", "failed", "cancelled", "expired", "reconciled")
+#: The ends the one never-claimed recovery may queue a request again from, if it was never claimed.
+UNCLAIMED_ENDS = ("failed", "expired")
 #: Operations keyed by the caller (a request id): an identical retry returns the first answer.
 IDEMPOTENT = frozenset({"admit"})
 
@@ -123,6 +126,26 @@ def _written_by(operation: Operation) -> list[tuple[str, str]]:
         return [("request_failed", request)]
     if operation.f == "record_command" and result.get("charged"):
         return [("command_executed", value["command_id"])]
+    return _recovery_writes(operation, request)
+
+
+def _recovery_writes(operation: Operation, request: str) -> list[tuple[str, str]]:
+    """What the failure before a claim, the one recovery and a reconciliation write."""
+    value, result = operation.value, operation.result
+    if operation.f == "fail_unclaimed":
+        return [("request_failed", request)]
+    if operation.f == "recover" and result.get("created"):
+        # the one recovery: its witness, and the same request queued again
+        return [
+            ("recovery_witness", value["recovery_id"]),
+            ("request_event", f"{request}#requeued_by_recovery"),
+        ]
+    if operation.f == "verify":
+        return [("reconciliation_verification", value["reconciliation_id"])]
+    if operation.f == "reconcile" and result.get("created"):
+        retry = result.get("retry_execution_request_id", "")
+        queued = [("request_event", f"{retry}#queued_by_reconciliation")] if retry else []
+        return [("reconciliation_settlement", value["reconciliation_id"]), *queued]
     return []
 
 
@@ -156,6 +179,17 @@ _MAYBE: dict[str, Callable[[dict[str, Any]], list[_Maybe]]] = {
     "cancel": lambda v: [_Maybe("request_event", f"{_request(v)}#cancelled")],
     "fail": lambda v: [_Maybe("request_failed", _request(v))],
     "record_command": lambda v: [_Maybe("command_executed", str(v["command_id"]))],
+    "fail_unclaimed": lambda v: [_Maybe("request_failed", _request(v))],
+    "recover": lambda v: [
+        _Maybe("recovery_witness", str(v.get("recovery_id", ""))),
+        _Maybe("request_event", f"{_request(v)}#requeued_by_recovery"),
+    ],
+    "verify": lambda v: [
+        _Maybe("reconciliation_verification", str(v.get("reconciliation_id", "")))
+    ],
+    "reconcile": lambda v: [
+        _Maybe("reconciliation_settlement", str(v.get("reconciliation_id", "")))
+    ],
 }
 
 
@@ -173,6 +207,9 @@ _KEYS = {
     "request_event": lambda p: f"{p.get('execution_request_id')}#{p.get('event')}",
     "request_failed": lambda p: str(p.get("execution_request_id", "")),
     "command_executed": lambda p: str(p.get("command_id", "")),
+    "recovery_witness": lambda p: str(p.get("recovery_id", "")),
+    "reconciliation_verification": lambda p: str(p.get("reconciliation_id", "")),
+    "reconciliation_settlement": lambda p: str(p.get("reconciliation_id", "")),
 }
 
 
@@ -208,7 +245,11 @@ class _Acknowledged:
     unknown: list[list[_Maybe]] = field(default_factory=list)
 
 
-def _acknowledged(operations: list[Operation], where: dict[tuple[str, str], int]) -> _Acknowledged:
+def _acknowledged(
+    operations: list[Operation], where: dict[tuple[str, str], list[int]]
+) -> _Acknowledged:
+    """A key written more than once (a request failed before its recovery and again after) is
+    matched in order: the n-th acknowledged write of it to its n-th journal line."""
     found = _Acknowledged()
     for operation in operations:
         if operation.outcome == "info":
@@ -220,9 +261,9 @@ def _acknowledged(operations: list[Operation], where: dict[tuple[str, str], int]
         for key in _written_by(operation):
             if operation.f in IDEMPOTENT and key in found.counts:
                 continue  # a retry answered from what the first wrote: it writes nothing more
+            if found.counts[key] < len(where.get(key, ())):
+                found.written_at.append((operation, where[key][found.counts[key]]))
             found.counts[key] += 1
-            if key in where:
-                found.written_at.append((operation, where[key]))
     return found
 
 
@@ -234,7 +275,10 @@ def _check_run(run_id: str, operations: list[Operation], lines: list[Line]) -> l
     )
     lines = [line for line in lines if line.sequence > seeded]
     found = Counter(key for line in lines if (key := _key(line)) is not None)
-    where = {key: line.sequence for line in lines if (key := _key(line)) is not None}
+    where: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for line in sorted(lines, key=lambda line: line.sequence):
+        if (key := _key(line)) is not None:
+            where[key].append(line.sequence)
     acknowledged = _acknowledged(operations, where)
     anomalies = [
         f"{run_id}: {key} acknowledged {count}x, journaled {found[key]}x"
@@ -295,19 +339,34 @@ def _check_order(run_id: str, written_at: list[tuple[Operation, int]]) -> list[s
 
 
 def _check_paths(run_id: str, lines: list[Line]) -> list[str]:
-    """Each ticket: queued, then at most one claim per generation, then one end, then nothing."""
+    """Each request: queued, then at most one claim per generation, then one end, then nothing;
+    except that the one recovery queues a request that failed or expired before any claim again. A
+    reconciliation's settlement ends the request it decides."""
     anomalies = []
     ended: dict[str, str] = {}
+    claimed: set[str] = set()
     for line in sorted(lines, key=lambda line: line.sequence):
         request = str(line.payload.get("execution_request_id", ""))
-        if not request or line.kind not in ("worker_claimed", "request_event", "request_failed"):
+        if not request or line.kind not in _PATH_KINDS:
             continue
-        if request in ended:
+        event = _EVENTS.get(line.kind) or line.payload.get("event", "")
+        if line.kind == "worker_claimed":
+            claimed.add(request)
+        if (
+            event == "requeued_by_recovery"
+            and ended.get(request) in UNCLAIMED_ENDS
+            and request not in claimed
+        ):
+            del ended[request]
+        elif request in ended:
             anomalies.append(f"{run_id}: {request} {line.kind} at {line.sequence} after its end")
-        event = "failed" if line.kind == "request_failed" else line.payload.get("event", "")
         if event in ENDS:
             ended[request] = event
     return anomalies
+
+
+_EVENTS = {"request_failed": "failed", "reconciliation_settlement": "reconciled"}
+_PATH_KINDS = frozenset({"worker_claimed", "request_event", *_EVENTS})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -186,3 +186,41 @@ def test_concurrent_admissions_on_different_runs_fill_the_cap_exactly(
         thread.join(QUEUE_DEADLINE_SECONDS)
     assert sorted(outcomes) == ["RESOURCE_EXHAUSTED PENDING_TICKET_LIMIT"] * 5 + ["ok"] * 3
     assert _pending(engine) == (3, 3, 3)
+
+
+@pytest.mark.parametrize("same_request", [False, True])
+def test_a_second_admission_of_one_graph_waiting_for_the_last_place_is_answered_as_second(
+    clients: LedgerClients,
+    holder: Engine,
+    engine: Engine,
+    application_name: str,
+    same_request: bool,
+) -> None:
+    """Found by the model (tests/model/race_rules.py, on PostgreSQL): two admissions of one run
+    at once under a cap with one place left. The first has taken the place and not committed;
+    the second read no ticket for the graph, passed steps 9.2 and 9.3, and waits for the place.
+    When the first commits, no place is left, but the answer is the one any later caller of
+    this graph gets: the replayed ticket for the same request id, CONSUMED_GRAPH_ALREADY_ADMITTED
+    for another. PENDING_TICKET_LIMIT would be an answer no order of the two explains."""
+    seeded = seed(clients, "run-0")
+    enable_policy(clients, pending_ticket_limit=1)
+    first = commit_request(clients, seeded, request_id="req-a")
+    second = first if same_request else commit_request(clients, seeded, request_id="req-b")
+    paused, release, listener = _pause_after_first_write(engine)
+    try:
+        threads, outcomes = in_threads([lambda: _outcome(clients, first)])
+        assert paused.wait(QUEUE_DEADLINE_SECONDS), "the first admission never wrote"
+        more, later = in_threads([lambda: _outcome(clients, second)])
+        deadline = time.monotonic() + QUEUE_DEADLINE_SECONDS
+        while waiting_for_locks(holder, application_name) < 1:
+            assert time.monotonic() < deadline, "the second admission never queued"
+            time.sleep(0.02)
+        release.set()
+        for thread in threads + more:
+            thread.join(QUEUE_DEADLINE_SECONDS)
+    finally:
+        release.set()
+        event.remove(engine, "after_cursor_execute", listener)
+    assert outcomes == ["ok"]
+    assert later == (["ok"] if same_request else ["ALREADY_EXISTS CONSUMED_GRAPH_ALREADY_ADMITTED"])
+    assert _pending(engine) == (1, 1, 1)

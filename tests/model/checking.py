@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import grpc
 from sqlalchemy import Engine, bindparam, text
 
+from forge.continuity.v1 import execution_pb2
 from services.client import ContinuityClient
 from shared.contract.terms import PENDING_STATE_NAMES
 from shared.runtime.errors import from_rpc_error
@@ -85,6 +86,14 @@ def checked_call(
         return Called(Answer(code, reason))
     history.complete(index, "ok", acknowledged(response))
     return Called(OK, response)
+
+
+def claim_acknowledged(response: execution_pb2.ClaimExecutionRequestResponse) -> dict[str, Any]:
+    """What the history records of an acknowledged claim."""
+    return {
+        "lease_generation": response.execution_request.lease.generation,
+        "journal_sequence": response.worker_claimed_entry.sequence,
+    }
 
 
 def pending_requests(engine: Engine) -> list[str]:

@@ -68,10 +68,6 @@ SETTLE_ATTEMPTS = 40
 SETTLE_PAUSE = 0.25
 #: After a fault is healed, how long the stack may take to answer again through every path.
 STEADY_SECONDS = 60.0
-#: Operations keyed by the caller: an identical retry answers the first attempt's outcome.
-RETRIED = frozenset(
-    {"admit", "replay_admission", "record_command", "cancel", "expire", "put_policy"}
-)
 #: A policy edit is a compare-and-set on the revision its caller read: a retry refused as stale
 #: after a lost answer means the first attempt wrote the next revision (nobody else writes it).
 STALE_POLICY = Answer("ABORTED", "POLICY_REVISION_STALE")
@@ -80,8 +76,9 @@ APPLIED_STATE = {
     "claim": common_pb2.EXECUTION_REQUEST_STATE_CLAIMED,
     "complete": common_pb2.EXECUTION_REQUEST_STATE_COMPLETED,
     "fail": common_pb2.EXECUTION_REQUEST_STATE_FAILED,
+    "fail_unclaimed": common_pb2.EXECUTION_REQUEST_STATE_FAILED,
 }
-_STATE_NAME = {"claim": CLAIMED, "complete": COMPLETED, "fail": FAILED}
+_STATE_NAME = {"claim": CLAIMED, "complete": COMPLETED, "fail": FAILED, "fail_unclaimed": FAILED}
 #: The ledger operations a fault can surround (admissions reach only replica B).
 LEDGER_OPERATIONS = ("claim", "complete", "fail", "record_command", "cancel", "put_policy")
 
@@ -236,7 +233,7 @@ class FaultMachine(ModelMachine):
         """Resolve an unknown outcome: read back what is not keyed by the caller, send again
         what is (or what the read shows did not apply), until an answer is known."""
         for _ in range(SETTLE_ATTEMPTS):
-            if operation not in RETRIED:
+            if operation in APPLIED_STATE:
                 found = self._read_back(operation, value)
                 if found is not None:
                     type(self).count(f"settled by read back: {operation}")
@@ -245,7 +242,7 @@ class FaultMachine(ModelMachine):
             got = self._send(index, send, acknowledged)
             if got is not None and operation == "put_policy" and got.answer == STALE_POLICY:
                 return self._policy_written(value)
-            if got is not None and not got.answer.ok and operation not in RETRIED:
+            if got is not None and not got.answer.ok and operation in APPLIED_STATE:
                 # the first attempt may have landed meanwhile (a paused replica let go of it)
                 found = self._read_back(operation, value)
                 if found is not None:

@@ -31,6 +31,7 @@ from services.ledger.servicer import bindings as ledger_bindings
 from services.reconstruction.servicer import bindings as reconstruction_bindings
 from shared.contract.channels import open_channel
 from shared.runtime.config import DatabaseSettings
+from tests.recovery.test_reconciliation import EvidenceVerifier
 from tests.support import Served, admission_downstream, serve, token_roles
 
 
@@ -75,7 +76,15 @@ def _services(engines: Sequence[Engine], sample: Engine, target: str) -> Iterato
             stack.enter_context(
                 serve(
                     "ledger",
-                    ledger_bindings(Ledger(engine, clock, authority=token_roles, signer=signer)),
+                    ledger_bindings(
+                        Ledger(
+                            engine,
+                            clock,
+                            authority=token_roles,
+                            signer=signer,
+                            verifier=EvidenceVerifier(),
+                        )
+                    ),
                 )
             )
             for engine in engines

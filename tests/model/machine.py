@@ -56,11 +56,15 @@ from tests.model.checking import (
     Divergence,
     check_history,
     checked_call,
+    claim_acknowledged,
     pending_requests,
     runs_with_two_tickets,
 )
 from tests.model.harness import ModelStack
 from tests.model.history import History
+from tests.model.race_rules import RaceRules
+from tests.model.recovery_model import ORIGINAL_OPERATOR as OPERATOR
+from tests.model.recovery_rules import RecoveryRules
 from tests.model.spec_model import (
     CANCELLED,
     COMPLETED,
@@ -94,7 +98,7 @@ class WorkerSourceFields:
     source_profile: str
 
 
-class ModelMachine(RuleBasedStateMachine):
+class ModelMachine(RecoveryRules, RaceRules, RuleBasedStateMachine):
     """One example: fresh runs on the shared services, the model beside them."""
 
     #: Set by the test before the machine runs (tests/model/test_model.py).
@@ -253,7 +257,7 @@ class ModelMachine(RuleBasedStateMachine):
         submission: admission_pb2.RequestInvalidReadContinuityRequest,
         expires: bool = False,
     ) -> Called:
-        stub = admission_pb2_grpc.AdmissionServiceStub(self._channel("admission", "operator-token"))
+        stub = admission_pb2_grpc.AdmissionServiceStub(self._channel("admission", OPERATOR))
         return self.call(
             "operator",
             "admit",
@@ -274,7 +278,7 @@ class ModelMachine(RuleBasedStateMachine):
         got = self._submit(run_id, self.submissions[run_id])
         self.expect("replay_admission", OK, got)
         answered = got.response.ticket.execution_request.execution_request_id
-        if answered != run.execution_request_id:
+        if answered != run.ticket_request_id:
             raise Divergence(f"a replayed admission answered {answered}")
 
     def _worker(self, run: RunModel | None = None) -> execution_pb2_grpc.ExecutionServiceStub:
@@ -303,7 +307,7 @@ class ModelMachine(RuleBasedStateMachine):
             "claim",
             {"run_id": run.run_id, "execution_request_id": run.execution_request_id},
             lambda: stub.ClaimExecutionRequest(self._claim_request(run)),
-            _claim_acknowledged,
+            claim_acknowledged,
             lambda _: leaves_record,
         )
         self.expect("claim", predicted, got)
@@ -342,7 +346,7 @@ class ModelMachine(RuleBasedStateMachine):
                     {"run_id": run.run_id, "execution_request_id": run.execution_request_id},
                 ),
                 lambda: stubs[token].ClaimExecutionRequest(self._claim_request(run)),
-                _claim_acknowledged,
+                claim_acknowledged,
                 refusal_writes=lambda _: True,  # the other's win lands meanwhile: counted below
             )
 
@@ -539,13 +543,6 @@ class ModelMachine(RuleBasedStateMachine):
             raise Divergence(
                 f"the history checker found anomalies:\n{checked.stdout}{checked.stderr}"
             )
-
-
-def _claim_acknowledged(response: execution_pb2.ClaimExecutionRequestResponse) -> dict[str, Any]:
-    return {
-        "lease_generation": response.execution_request.lease.generation,
-        "journal_sequence": response.worker_claimed_entry.sequence,
-    }
 
 
 #: What the seeded runs were started with, as a worker presents it at its claim.

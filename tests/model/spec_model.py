@@ -24,6 +24,8 @@ COMMAND_LIMIT = 22
 
 QUEUED, CLAIMED = "queued", "claimed"
 COMPLETED, FAILED, CANCELLED, EXPIRED = "completed", "failed", "cancelled", "expired"
+#: A reconciliation's decisions: the claimed request retried (reconciled) or marked unresolved.
+RECONCILED, UNRESOLVED = "reconciled", "unresolved"
 PENDING = (QUEUED, CLAIMED)
 
 
@@ -56,6 +58,8 @@ class RunModel:
     state: str | None = None
     request_id: str = ""
     execution_request_id: str = ""
+    #: The request the ticket names (a reconciliation's retry is another, under the same ticket).
+    ticket_request_id: str = ""
     #: When the ownership lease admission granted runs out (a claim keeps it; nothing renews it).
     lease_expires: float = 0.0
     generation: int = 0
@@ -122,7 +126,7 @@ class SpecModel:
     def admitted(self, run: RunModel, request_id: str, execution_request_id: str) -> None:
         run.state = QUEUED
         run.request_id = request_id
-        run.execution_request_id = execution_request_id
+        run.execution_request_id = run.ticket_request_id = execution_request_id
         run.lease_expires = self.now + LEASE_SECONDS
 
     # -- the worker (spec 002) ---------------------------------------------------------------
@@ -156,6 +160,8 @@ class SpecModel:
         if run.state == CANCELLED:
             # A cancelled request fences every generation, by name.
             return refused("FAILED_PRECONDITION", "EXECUTION_REQUEST_CANCELLED")
+        if run.state in (RECONCILED, UNRESOLVED):
+            return refused("FAILED_PRECONDITION", "LEASE_FENCED_BY_RECONCILIATION")
         if run.state != CLAIMED:
             return refused("FAILED_PRECONDITION", "EXECUTION_REQUEST_NOT_CLAIMED")
         if not self._lease_live(run):

@@ -121,3 +121,45 @@ def test_an_unknown_outcome_explains_only_its_own_write() -> None:
     history = [admitted(0, 1, 2), completed(1, 5, "info")]
     anomalies = check(history, journal(SETTLED, OWNED, CLAIMED))
     assert any("worker_claimed" in a and "acknowledged by no write" in a for a in anomalies)
+
+
+def operation(index: int, f: str, value: dict[str, object], result: dict[str, object]) -> Operation:
+    """An acknowledged operation invoked at ``2 * index + 1`` and acknowledged right after."""
+    value = {"run_id": RUN, "execution_request_id": REQUEST, **value}
+    return Operation(index, "admin", f, value, 2 * index + 1, "ok", result, 2 * index + 2)
+
+
+FAILED_UNCLAIMED = ("request_failed", {"execution_request_id": REQUEST})
+WITNESS = ("recovery_witness", {"recovery_id": "rec-1"})
+REQUEUED = ("request_event", {"execution_request_id": REQUEST, "event": "requeued_by_recovery"})
+
+
+def test_a_recovery_requeues_a_request_that_failed_unclaimed_and_writes_repeat_in_order() -> None:
+    """Found by the model: a request failed before any claim, recovered, claimed and failed
+    again writes ``request_failed`` twice; each acknowledgement is matched to its own line."""
+    history = [
+        admitted(0, 1, 2),
+        operation(1, "fail_unclaimed", {}, {}),
+        operation(2, "recover", {"recovery_id": "rec-1"}, {"created": True}),
+        operation(3, "claim", {}, {"lease_generation": 1}),
+        operation(4, "fail", {}, {}),
+    ]
+    kinds = (SETTLED, OWNED, FAILED_UNCLAIMED, WITNESS, REQUEUED, CLAIMED, FAILED_UNCLAIMED)
+    assert check(history, journal(*kinds)) == []
+    # a claimed request's failure is no unclaimed end: a requeue after it is found
+    claimed_first = (SETTLED, OWNED, CLAIMED, FAILED_UNCLAIMED, WITNESS, REQUEUED)
+    anomalies = check([*history[:1], history[3], history[1], history[2]], journal(*claimed_first))
+    assert any("after its end" in a for a in anomalies), anomalies
+
+
+def test_a_reconciliation_settlement_ends_the_request_it_decides() -> None:
+    settled = (
+        "reconciliation_settlement",
+        {"execution_request_id": REQUEST, "reconciliation_id": "r"},
+    )
+    decided = operation(2, "reconcile", {"reconciliation_id": "r"}, {"created": True})
+    history = [admitted(0, 1, 2), operation(1, "claim", {}, {"lease_generation": 1}), decided]
+    assert check(history, journal(SETTLED, OWNED, CLAIMED, settled)) == []
+    late = ("request_event", {"execution_request_id": REQUEST, "event": "completed"})
+    anomalies = check(history, journal(SETTLED, OWNED, CLAIMED, settled, late))
+    assert any("after its end" in a for a in anomalies), anomalies

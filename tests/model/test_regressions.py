@@ -11,7 +11,7 @@ import pytest
 
 from tests.model.harness import ModelStack, sqlite_stack
 from tests.model.machine import ModelMachine
-from tests.model.spec_model import COMPLETED
+from tests.model.spec_model import COMPLETED, QUEUED
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +25,16 @@ class Draws:
 
     def draw(self, strategy: object) -> object:
         return strategy.elements[0]  # type: ignore[attr-defined]
+
+
+class Script:
+    """Stands in for Hypothesis's data object: draws the given values in turn."""
+
+    def __init__(self, *values: object) -> None:
+        self.values = list(values)
+
+    def draw(self, strategy: object) -> object:
+        return self.values.pop(0)
 
 
 def check_invariants(machine: ModelMachine) -> None:
@@ -50,5 +60,90 @@ def test_a_claim_keeps_the_lease_admission_granted(model_stack: ModelStack, tmp_
     machine.advance(120)
     machine.finish(Draws(), COMPLETED)  # type: ignore[arg-type]
     assert machine.model.runs[run_id].state == "claimed"
+    check_invariants(machine)
+    machine.teardown()
+
+
+def test_an_expired_never_claimed_request_keeps_its_recovery(
+    model_stack: ModelStack, tmp_path: Path
+) -> None:
+    """Found by the first runs of the recovery rules: the model held the recovery of a request
+    that a sweep expired unclaimed. The services recover it, as ADR 0014 decides: the history
+    reads the expiry at generation 0 before any claim as the unclaimed end, like a failure."""
+    ModelMachine.stack, ModelMachine.history_dir = model_stack, tmp_path
+    machine = ModelMachine()
+    machine.start()
+    run_id = str(machine.seed_run())
+    machine.admit(run_id)
+    machine.advance(1000)
+    machine.expire_sweep()
+    machine.steps = 0  # the original operator, as reviewed
+    machine.recover(Script(run_id))  # type: ignore[arg-type]
+    assert machine.model.runs[run_id].state == QUEUED
+    check_invariants(machine)
+    machine.teardown()
+
+
+def test_a_replayed_admission_names_the_ticket_after_a_reconciled_retry(
+    model_stack: ModelStack, tmp_path: Path
+) -> None:
+    """Found by the first runs of the reconciliation rule: the model expected a replayed
+    admission to answer the retry's request. The ticket stays the one admission wrote, naming
+    the request it queued (now reconciled); the retry is another request under that ticket."""
+    ModelMachine.stack, ModelMachine.history_dir = model_stack, tmp_path
+    machine = ModelMachine()
+    machine.start()
+    run_id = str(machine.seed_run())
+    machine.admit(run_id)
+    machine.claim(Draws())  # type: ignore[arg-type]
+    machine.reconcile(Script(run_id), True, "stopped", False)  # type: ignore[arg-type]
+    run = machine.model.runs[run_id]
+    assert run.execution_request_id != run.ticket_request_id
+    assert machine.recoveries.of(run).reconciled.keys() == {run.ticket_request_id}
+    machine.replay_admission(Draws())  # type: ignore[arg-type]
+    machine.late_write_after_retry(Script(run_id, run.ticket_request_id), True)  # type: ignore[arg-type]
+    check_invariants(machine)
+    machine.teardown()
+
+
+def test_a_reconciliation_reviewed_queued_meets_the_sweep_first(
+    model_stack: ModelStack, tmp_path: Path
+) -> None:
+    """Found by the reconciliation rule: the model expected a refused decision to write nothing.
+    The decision's commit first expires what is due, and a refusal leaves that sweep standing
+    (the ledger expires it again in a transaction of its own, ADR 0014); a request the reviewer
+    saw queued is now expired: RECONCILIATION_STATE_CHANGED, with its expiry journaled."""
+    ModelMachine.stack, ModelMachine.history_dir = model_stack, tmp_path
+    machine = ModelMachine()
+    machine.start()
+    run_id = str(machine.seed_run())
+    machine.admit(run_id)
+    machine.advance(1000)
+    machine.reconcile(Script(run_id), False, "", True)  # type: ignore[arg-type]
+    assert machine.model.runs[run_id].state == "expired"
+    assert machine.outcomes["reconcile_mark FAILED_PRECONDITION RECONCILIATION_STATE_CHANGED"]
+    check_invariants(machine)
+    machine.teardown()
+
+
+def test_a_retried_request_id_has_no_never_claimed_recovery(
+    model_stack: ModelStack, tmp_path: Path
+) -> None:
+    """Found by the first runs of the recovery rules: the model let a reconciliation's retry that
+    failed before its own claim be recovered as never claimed. Spec 000 asks the request id's
+    complete native history to prove no worker ever claimed it; the reconciled request's claim is
+    in that history, so the candidate is held and the submission refused CANDIDATE_HELD."""
+    ModelMachine.stack, ModelMachine.history_dir = model_stack, tmp_path
+    machine = ModelMachine()
+    machine.start()
+    run_id = str(machine.seed_run())
+    machine.admit(run_id)
+    machine.claim(Draws())  # type: ignore[arg-type]
+    machine.reconcile(Script(run_id), True, "stopped", False)  # type: ignore[arg-type]
+    machine.fail_unclaimed(Script(run_id))  # type: ignore[arg-type]
+    assert machine.model.runs[run_id].state == "failed"
+    machine.steps = 0  # the original operator, as reviewed
+    machine.recover(Script(run_id))  # type: ignore[arg-type]
+    assert machine.outcomes["recover FAILED_PRECONDITION CANDIDATE_HELD"]
     check_invariants(machine)
     machine.teardown()

@@ -50,6 +50,7 @@ from shared.runtime.errors import (
     FailedPrecondition,
     NotFound,
     PreconditionViolation,
+    ResourceExhausted,
 )
 
 # The kinds whose newest entry steps 9.5, 9.5b and 9.8 judge.
@@ -109,27 +110,10 @@ def _admit(
         # was counted): lock the newest revision and sweep first, as 9.1 says, then read again.
         policy = expiry.lock_policy(connection, shared=True)
         reads = _admission_reads(connection, admission, now_text)
-    # 9.2 apply idempotency again: replay an identical repeat, refuse anything else
-    stored, taken = reads.by_request, reads.by_graph
-    if stored is not None:
-        replay_or_conflict(
-            id_field="request_id",
-            action_id=admission.request_id,
-            stored=StoredAction(
-                stored.ticket.operator_identity, stored.ticket.request_content_digest
-            ),
-            identity=admission.operator_identity,
-            content_digest=admission.request_content_digest,
-        )
-        record = existing_request(connection, stored.ticket.execution_request_id)
-        return Admission(stored.ticket, record, created=False)
-    # 9.3 one ticket per consumed graph, under any request id or identity
-    if taken is not None:
-        raise Conflict(
-            "CONSUMED_GRAPH_ALREADY_ADMITTED",
-            "this consumed response already has a continuity ticket",
-            metadata={"run_id": taken.ticket.run_id, "request_id": taken.ticket.request_id},
-        )
+    # 9.2 and 9.3: replay an identical repeat, refuse anything else, one ticket per graph
+    replayed = _replay_or_refuse_admitted(connection, admission, reads)
+    if replayed is not None:
+        return replayed
     if reads.run is None:
         raise run_not_found(admission.run_id)
     run = reads.run
@@ -271,8 +255,62 @@ def _admit(
         blob=blob if derived else None,
         pending_limit=policy.settings.pending_ticket_limit,
     )
-    insert_admission(context, connection, rows)
+    raced = _insert_or_answer_as_second(context, connection, admission, rows, now_text)
+    if raced is not None:
+        return raced
     return Admission(ticket, record, created=True)
+
+
+def _insert_or_answer_as_second(
+    context: LedgerContext,
+    connection: Connection,
+    admission: CommitAdmission,
+    rows: AdmittedRows,
+    now: str,
+) -> Admission | None:
+    """Write the admission's rows (None), or answer as the second of two admissions of this
+    request id or graph. The last place under the cap may go to a concurrent admission that
+    committed while this statement waited for it; if that one admitted this request id or
+    consumed graph, the answer is the one any later caller gets (9.2, 9.3), not the cap: no
+    order of the two makes the graph's second admission a queue refusal (found by the model,
+    tests/model/race_rules.py)."""
+    try:
+        insert_admission(context, connection, rows)
+    except ResourceExhausted:
+        raced = _replay_or_refuse_admitted(
+            connection, admission, _admission_reads(connection, admission, now)
+        )
+        if raced is None:
+            raise
+        return raced
+    return None
+
+
+def _replay_or_refuse_admitted(
+    connection: Connection, admission: CommitAdmission, reads: ticket_rows.AdmissionReads
+) -> Admission | None:
+    """9.2 apply idempotency again: replay an identical repeat, refuse anything else; 9.3 one
+    ticket per consumed graph, under any request id or identity. None: neither is admitted."""
+    stored, taken = reads.by_request, reads.by_graph
+    if stored is not None:
+        replay_or_conflict(
+            id_field="request_id",
+            action_id=admission.request_id,
+            stored=StoredAction(
+                stored.ticket.operator_identity, stored.ticket.request_content_digest
+            ),
+            identity=admission.operator_identity,
+            content_digest=admission.request_content_digest,
+        )
+        record = existing_request(connection, stored.ticket.execution_request_id)
+        return Admission(stored.ticket, record, created=False)
+    if taken is not None:
+        raise Conflict(
+            "CONSUMED_GRAPH_ALREADY_ADMITTED",
+            "this consumed response already has a continuity ticket",
+            metadata={"run_id": taken.ticket.run_id, "request_id": taken.ticket.request_id},
+        )
+    return None
 
 
 def _admission_reads(

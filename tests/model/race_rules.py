@@ -1,0 +1,231 @@
+"""Races besides two workers claiming one request (tests/model/machine.py's race_claims), mixed into
+the machine: two admissions of one run at the same moment, and a cancellation racing the owner's
+completion or failure. Each pair is released by a barrier from two threads, as two clients would
+send; the model names every answer each order of arrival allows, and the race must leave exactly
+one winner and one state."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import grpc
+from hypothesis import strategies as st
+from hypothesis.stateful import precondition, rule
+
+from forge.continuity.v1 import (
+    admission_pb2,
+    admission_pb2_grpc,
+    candidate_pb2,
+    candidate_pb2_grpc,
+    execution_pb2,
+    execution_pb2_grpc,
+)
+from shared.runtime.errors import from_rpc_error
+from tests.admission.conftest import submission as operator_submission
+from tests.model.checking import Called, Divergence
+from tests.model.parts import MachineParts
+from tests.model.recovery_model import ORIGINAL_OPERATOR
+from tests.model.spec_model import (
+    CANCELLED,
+    CLAIMED,
+    COMPLETED,
+    FAILED,
+    OK,
+    Answer,
+    RunModel,
+    refused,
+)
+from tests.support import row_counts
+
+#: What the second of two admissions of one run meets: the first's ticket at the ledger (one
+#: ticket per consumed graph), or, when admission recomputes the candidate after that ticket, a
+#: candidate no longer the one submitted (the ticket changed what it digests).
+SECOND_ADMISSION = frozenset(
+    {
+        refused("ALREADY_EXISTS", "CONSUMED_GRAPH_ALREADY_ADMITTED"),
+        refused("FAILED_PRECONDITION", "CANDIDATE_DIGEST_STALE"),
+    }
+)
+
+
+def _race(calls: dict[str, Callable[[], Called]]) -> dict[str, Called]:
+    """Run the calls from as many threads, released together."""
+    start = threading.Barrier(len(calls))
+
+    def released(name: str) -> Called:
+        start.wait(timeout=30)
+        return calls[name]()
+
+    with ThreadPoolExecutor(len(calls)) as pool:
+        return dict(zip(calls, pool.map(released, calls), strict=True))
+
+
+class RaceRules(MachineParts):
+    def _race_call(
+        self,
+        process: str,
+        operation: str,
+        value: dict[str, Any],
+        send: Callable[[], Any],
+        acknowledged: Callable[[Any], dict[str, Any]] = lambda _: {},
+    ) -> Callable[[], Called]:
+        """One side of a race, recorded in the history. The other side's write lands meanwhile,
+        so what the race wrote is counted by the rule, for the pair."""
+
+        def sent() -> Called:
+            index = self.history.invoke(process, operation, value)
+            try:
+                response = send()
+            except grpc.RpcError as error:
+                answer = Answer(error.code().name, from_rpc_error(error).reason)  # type: ignore[attr-defined]
+                self.history.complete(index, "fail", {"code": answer.code, "reason": answer.reason})
+                return Called(answer)
+            self.history.complete(index, "ok", acknowledged(response))
+            return Called(OK, response)
+
+        return sent
+
+    def _unadmitted(self) -> list[str]:
+        return sorted(r for r, run in self.model.runs.items() if run.state is None)
+
+    @precondition(lambda self: bool(self._unadmitted()) and self.steps % 3 == 1)
+    @rule(data=st.data(), same=st.booleans())
+    def race_admissions(self, data: st.DataObject, same: bool) -> None:
+        """Two admissions of one held run at once: the same submission twice (one ticket, both
+        answered with it, one ``created``), or two request ids (one ticket; the other refused as
+        the second)."""
+        run = self.model.runs[data.draw(st.sampled_from(self._unadmitted()))]
+        candidates = candidate_pb2_grpc.CandidateServiceStub(
+            self._channel("candidate", ORIGINAL_OPERATOR)
+        )
+        candidate = candidates.GetInvalidReadContinuityCandidate(
+            candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=run.run_id)
+        ).candidate
+        first = operator_submission(candidate, f"req-{uuid.uuid4().hex[:10]}")
+        second = first if same else operator_submission(candidate, f"req-{uuid.uuid4().hex[:10]}")
+        if self.model.reaches_the_ledger(run):
+            self.model.expire_due()  # whatever either then answers
+        predicted = self.model.predict_admit(run)
+        stub = admission_pb2_grpc.AdmissionServiceStub(
+            self._channel("admission", ORIGINAL_OPERATOR)
+        )
+
+        def admit(sent: admission_pb2.RequestInvalidReadContinuityRequest) -> Callable[[], Called]:
+            return self._race_call(
+                "operator",
+                "admit",
+                {"run_id": run.run_id, "request_id": sent.request_id},
+                lambda: stub.RequestInvalidReadContinuity(sent),
+                lambda response: {
+                    "execution_request_id": response.ticket.execution_request.execution_request_id
+                },
+            )
+
+        before = row_counts(self.stack.engine)["admission_tickets"]
+        answers = _race({"first": admit(first), "second": admit(second)})
+        tickets = row_counts(self.stack.engine)["admission_tickets"] - before
+        if tickets != int(predicted.ok):
+            raise Divergence(f"an admission race wrote {tickets} tickets, the spec one at most")
+        won = {name: got for name, got in answers.items() if got.answer.ok}
+        for got in answers.values():
+            self.expect("race_admission", got.answer, got)  # judged below, as a pair
+        if not predicted.ok:
+            if won or any(got.answer != predicted for got in answers.values()):
+                raise Divergence(f"an admission race answered {answers}, the spec {predicted}")
+            return
+        if same:
+            answered = {got.response.ticket.SerializeToString() for got in won.values()}
+            created = sum(got.response.created for got in won.values())
+            if len(won) != 2 or len(answered) != 1 or created != 1:
+                raise Divergence(f"two identical admissions answered {answers}: one ticket, both")
+        else:
+            losers = {got.answer for name, got in answers.items() if name not in won}
+            if len(won) != 1 or not losers <= SECOND_ADMISSION:
+                raise Divergence(f"an admission race answered {answers}, one ticket and a second")
+        name, winner = sorted(won.items())[0]
+        sent = first if name == "first" else second
+        ticket = winner.response.ticket
+        self.model.admitted(run, sent.request_id, ticket.execution_request.execution_request_id)
+        self.submissions[run.run_id] = sent
+
+    def _finishable(self) -> list[str]:
+        """Runs whose claimed request both a cancellation and its owner's completion may end."""
+        return sorted(
+            run_id
+            for run_id in self.submissions
+            if self.model.runs[run_id].state == CLAIMED
+            and self.model.predict_finish(self.model.runs[run_id], COMPLETED).ok
+        )
+
+    @precondition(lambda self: bool(self._finishable()) and self.steps % 2 == 0)
+    @rule(data=st.data(), outcome=st.sampled_from((COMPLETED, FAILED)))
+    def race_cancel_and_finish(self, data: st.DataObject, outcome: str) -> None:
+        """The administrator cancels while the owner completes (or fails): exactly one wins, the
+        request ends in its state, and the other is refused as the one that came second."""
+        run = self.model.runs[data.draw(st.sampled_from(self._finishable()))]
+        before = row_counts(self.stack.engine)["journal_entries"]
+        answers = _race(
+            {"cancel": self._cancel_call(run), outcome: self._finish_call(run, outcome)}
+        )
+        won = [name for name, got in answers.items() if got.answer.ok]
+        second: dict[str, Answer] = {
+            # the cancellation first: every later write of the request is fenced by name
+            outcome: refused("FAILED_PRECONDITION", "EXECUTION_REQUEST_CANCELLED"),
+            # the completion first: an ended request is no longer cancellable
+            "cancel": refused("FAILED_PRECONDITION", "EXECUTION_REQUEST_NOT_CANCELLABLE"),
+        }
+        if len(won) != 1 or [got.answer for name, got in answers.items() if name not in won] != [
+            second[name] for name in answers if name not in won
+        ]:
+            raise Divergence(f"a cancel and a {outcome} raced: {answers}, exactly one wins")
+        for name, got in answers.items():
+            self.expect(f"race_{name}", OK if name in won else second[name], got)
+        self.model.finished(run, CANCELLED if won == ["cancel"] else outcome)
+        grown = row_counts(self.stack.engine)["journal_entries"] - before
+        if grown != 1:
+            raise Divergence(f"a cancel and a {outcome} raced and wrote {grown} journal lines")
+
+    def _cancel_call(self, run: RunModel) -> Callable[[], Called]:
+        stub = execution_pb2_grpc.ExecutionServiceStub(self._channel("ledger", "admin-token"))
+        return self._race_call(
+            "admin",
+            "cancel",
+            {"run_id": run.run_id, "execution_request_id": run.execution_request_id},
+            lambda: stub.CancelExecutionRequest(
+                execution_pb2.CancelExecutionRequestRequest(
+                    execution_request_id=run.execution_request_id, reason="model_cancel"
+                )
+            ),
+        )
+
+    def _finish_call(self, run: RunModel, outcome: str) -> Callable[[], Called]:
+        stub = self._worker(run)
+        request_id, generation = run.execution_request_id, run.generation
+        value = {"run_id": run.run_id, "execution_request_id": request_id}
+        if outcome == COMPLETED:
+            return self._race_call(
+                run.owner,
+                "complete",
+                value,
+                lambda: stub.CompleteExecutionRequest(
+                    execution_pb2.CompleteExecutionRequestRequest(
+                        execution_request_id=request_id, lease_generation=generation
+                    )
+                ),
+            )
+        return self._race_call(
+            run.owner,
+            "fail",
+            value,
+            lambda: stub.FailExecutionRequest(
+                execution_pb2.FailExecutionRequestRequest(
+                    execution_request_id=request_id,
+                    lease_generation=generation,
+                    reason="model_failure",
+                )
+            ),
+        )
