@@ -38,12 +38,15 @@ from tests.scale.pgbouncer import BouncerProcess
 from tests.support import admission_downstream, serve
 
 #: Each replica's settings: small pools (two replicas and the samples stay far inside
-#: PostgreSQL's connections), one signing key, and no background sweep: the model's queued
-#: requests never expire in a sequence, and a sweep's write must not take an armed cut.
+#: PostgreSQL's connections), the test verifier, one signing key, and no background sweep:
+#: the model's queued requests never expire in a sequence, and a sweep's write must not take
+#: an armed cut.
 REPLICA_ENV = {
     "FORGE_DB_POOL_SIZE": "4",
     "FORGE_DB_MAX_OVERFLOW": "8",
     "FORGE_EXPIRY_SWEEP_SECONDS": "3600",
+    # the reconciliation rules' verifier, as the in-process targets' ledgers have it
+    "FORGE_RECONCILIATION_VERIFIER": "tests.recovery.test_reconciliation:EvidenceVerifier",
 }
 #: Behind a transaction-mode pooler, no server-side prepares (ADR 0016).
 POOLED_ENV = {"FORGE_DB_SERVER_PREPARES": "false"}
