@@ -184,7 +184,7 @@ reliability: $(STAMP) faketime
 FORGE_MODEL_EXAMPLES ?= 300
 FORGE_MODEL_FAULT_EXAMPLES ?= 60
 FORGE_MODEL_STEPS ?= 60
-model-check: $(STAMP) pgbouncer
+model-check: $(STAMP) pgbouncer faketime
 	FORGE_MODEL_EXAMPLES=$(FORGE_MODEL_EXAMPLES) FORGE_MODEL_STEPS=$(FORGE_MODEL_STEPS) CI=true \
 	  FORGE_MODEL_FAULT_EXAMPLES=$(FORGE_MODEL_FAULT_EXAMPLES) \
 	  $(PY) -m pytest -q -s -o timeout=3600 tests/model

@@ -31,8 +31,10 @@ def budget() -> tuple[int, int]:
     return int(examples), int(os.environ.get("FORGE_MODEL_STEPS", "40"))
 
 
-#: Replica A's wall clock offset under libfaketime ("+1h", "-20m"); unset: the host's clock.
-SKEW = os.environ.get("FORGE_MODEL_SKEW", "")
+#: Replica A's wall clock offset under libfaketime ("+1h", "-20m"; "none": the host's clock).
+#: An hour ahead by default, so every run also shows leases measured on the database's clock
+#: (ADR 0057): on its own clock replica A would expire every lease B grants.
+SKEW = os.environ.get("FORGE_MODEL_SKEW", "+1h").replace("none", "")
 
 
 @pytest.fixture(scope="module")
