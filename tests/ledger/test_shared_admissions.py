@@ -139,16 +139,16 @@ def _pause_after_first_write(engine: Engine) -> tuple[threading.Event, threading
     return paused, release, after
 
 
-def test_an_admission_waiting_for_the_last_place_is_refused_once_it_is_taken(
-    clients: LedgerClients, holder: Engine, engine: Engine, application_name: str
-) -> None:
-    """Cap 1. The first admission has taken the one place and not committed; the second (another
-    run, so nothing else orders them) read a pending count of 0 and passed step 9.7, and its
-    conditional statement waits for the counter row. When the first commits, the second's
-    statement re-checks the row and finds no room: refused PENDING_TICKET_LIMIT, nothing
-    written. Without the condition on the counter it would be admitted (2 pending under a cap
-    of 1): `make guarantees` removes it to show this test failing."""
-    first, second = _requests(clients, runs=2, cap=1)
+def _second_waits_for_the_first(
+    clients: LedgerClients,
+    holder: Engine,
+    engine: Engine,
+    application_name: str,
+    first: ledger_pb2.CommitAdmissionRequest,
+    second: ledger_pb2.CommitAdmissionRequest,
+) -> tuple[list[str], list[str]]:
+    """The first admission writes and pauses before committing; the second is sent and waits
+    for a lock; then the first commits. Both outcomes, each a list of one."""
     paused, release, listener = _pause_after_first_write(engine)
     try:
         threads, outcomes = in_threads([lambda: _outcome(clients, first)])
@@ -164,6 +164,22 @@ def test_an_admission_waiting_for_the_last_place_is_refused_once_it_is_taken(
     finally:
         release.set()
         event.remove(engine, "after_cursor_execute", listener)
+    return outcomes, later
+
+
+def test_an_admission_waiting_for_the_last_place_is_refused_once_it_is_taken(
+    clients: LedgerClients, holder: Engine, engine: Engine, application_name: str
+) -> None:
+    """Cap 1. The first admission has taken the one place and not committed; the second (another
+    run, so nothing else orders them) read a pending count of 0 and passed step 9.7, and its
+    conditional statement waits for the counter row. When the first commits, the second's
+    statement re-checks the row and finds no room: refused PENDING_TICKET_LIMIT, nothing
+    written. Without the condition on the counter it would be admitted (2 pending under a cap
+    of 1): `make guarantees` removes it to show this test failing."""
+    first, second = _requests(clients, runs=2, cap=1)
+    outcomes, later = _second_waits_for_the_first(
+        clients, holder, engine, application_name, first, second
+    )
     assert outcomes == ["ok"]
     assert later == ["RESOURCE_EXHAUSTED PENDING_TICKET_LIMIT"]
     assert _pending(engine) == (1, 1, 1)
@@ -206,21 +222,9 @@ def test_a_second_admission_of_one_graph_waiting_for_the_last_place_is_answered_
     enable_policy(clients, pending_ticket_limit=1)
     first = commit_request(clients, seeded, request_id="req-a")
     second = first if same_request else commit_request(clients, seeded, request_id="req-b")
-    paused, release, listener = _pause_after_first_write(engine)
-    try:
-        threads, outcomes = in_threads([lambda: _outcome(clients, first)])
-        assert paused.wait(QUEUE_DEADLINE_SECONDS), "the first admission never wrote"
-        more, later = in_threads([lambda: _outcome(clients, second)])
-        deadline = time.monotonic() + QUEUE_DEADLINE_SECONDS
-        while waiting_for_locks(holder, application_name) < 1:
-            assert time.monotonic() < deadline, "the second admission never queued"
-            time.sleep(0.02)
-        release.set()
-        for thread in threads + more:
-            thread.join(QUEUE_DEADLINE_SECONDS)
-    finally:
-        release.set()
-        event.remove(engine, "after_cursor_execute", listener)
+    outcomes, later = _second_waits_for_the_first(
+        clients, holder, engine, application_name, first, second
+    )
     assert outcomes == ["ok"]
     assert later == (["ok"] if same_request else ["ALREADY_EXISTS CONSUMED_GRAPH_ALREADY_ADMITTED"])
     assert _pending(engine) == (1, 1, 1)

@@ -57,6 +57,30 @@ class Called:
     settled: bool = False
 
 
+def recorded_send(
+    history: History,
+    index: int,
+    send: Callable[[], Response],
+    acknowledged: Callable[[Response], dict[str, Any]],
+    unknown: frozenset[str] = frozenset(),
+) -> Called | None:
+    """Send once and complete the history's operation ``index``: ``ok`` with what the caller
+    acknowledged, ``fail`` with the code and reason, or ``info`` (None returned) for a code in
+    ``unknown``, whose outcome the caller must settle."""
+    try:
+        response = send()
+    except grpc.RpcError as error:
+        code = error.code().name  # type: ignore[attr-defined]
+        reason = from_rpc_error(error).reason
+        if code in unknown:
+            history.complete(index, "info", {"code": code, "reason": reason})
+            return None
+        history.complete(index, "fail", {"code": code, "reason": reason})
+        return Called(Answer(code, reason))
+    history.complete(index, "ok", acknowledged(response))
+    return Called(OK, response)
+
+
 def checked_call(
     engine: Engine,
     history: History,
@@ -70,22 +94,17 @@ def checked_call(
     journal lines and their signed heads."""
     process, name, value = operation
     before = row_counts(engine)
-    index = history.invoke(process, name, value)
-    try:
-        response = send()
-    except grpc.RpcError as error:
-        reason = from_rpc_error(error).reason
-        code = error.code().name  # type: ignore[attr-defined]
-        history.complete(index, "fail", {"code": code, "reason": reason})
+    got = recorded_send(history, history.invoke(process, name, value), send, acknowledged)
+    assert got is not None  # no code is unknown here
+    if not got.answer.ok:
+        code, reason = got.answer.code, got.answer.reason
         after = row_counts(engine)
         changed = {table for table in after if after[table] != before.get(table)}
-        allowed = JOURNAL_TABLES if refusal_writes(Answer(code, reason)) else frozenset()
+        allowed = JOURNAL_TABLES if refusal_writes(got.answer) else frozenset()
         if changed - allowed:
             grown = {table: after[table] - before.get(table, 0) for table in changed}
-            raise Divergence(f"{name} refused ({code} {reason}) but wrote {grown}") from None
-        return Called(Answer(code, reason))
-    history.complete(index, "ok", acknowledged(response))
-    return Called(OK, response)
+            raise Divergence(f"{name} refused ({code} {reason}) but wrote {grown}")
+    return got
 
 
 def claim_acknowledged(response: execution_pb2.ClaimExecutionRequestResponse) -> dict[str, Any]:

@@ -45,8 +45,7 @@ from forge.continuity.v1 import (
     policy_pb2_grpc,
 )
 from shared.contract.channels import open_channel
-from shared.runtime.errors import from_rpc_error
-from tests.model.checking import JOURNAL_TABLES, Called, Divergence
+from tests.model.checking import JOURNAL_TABLES, Called, Divergence, recorded_send
 from tests.model.fault_harness import FaultStack
 from tests.model.machine import ModelMachine
 from tests.model.spec_model import CLAIMED, COMPLETED, FAILED, OK, PENDING, Answer, RunModel
@@ -209,18 +208,7 @@ class FaultMachine(ModelMachine):
         self, index: int, send: Callable[[], Any], acknowledged: Callable[[Any], dict[str, Any]]
     ) -> Called | None:
         """Send once and record the outcome; None when it is unknown (``info``)."""
-        try:
-            response = send()
-        except grpc.RpcError as error:
-            code = error.code().name  # type: ignore[attr-defined]
-            reason = from_rpc_error(error).reason
-            if code in AMBIGUOUS:
-                self.history.complete(index, "info", {"code": code, "reason": reason})
-                return None
-            self.history.complete(index, "fail", {"code": code, "reason": reason})
-            return Called(Answer(code, reason))
-        self.history.complete(index, "ok", acknowledged(response))
-        return Called(OK, response)
+        return recorded_send(self.history, index, send, acknowledged, AMBIGUOUS)
 
     def _settle(
         self,

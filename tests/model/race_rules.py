@@ -12,7 +12,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import grpc
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
@@ -24,9 +23,8 @@ from forge.continuity.v1 import (
     execution_pb2,
     execution_pb2_grpc,
 )
-from shared.runtime.errors import from_rpc_error
 from tests.admission.conftest import submission as operator_submission
-from tests.model.checking import Called, Divergence
+from tests.model.checking import Called, Divergence, recorded_send
 from tests.model.parts import MachineParts
 from tests.model.recovery_model import ORIGINAL_OPERATOR
 from tests.model.spec_model import (
@@ -78,14 +76,9 @@ class RaceRules(MachineParts):
 
         def sent() -> Called:
             index = self.history.invoke(process, operation, value)
-            try:
-                response = send()
-            except grpc.RpcError as error:
-                answer = Answer(error.code().name, from_rpc_error(error).reason)  # type: ignore[attr-defined]
-                self.history.complete(index, "fail", {"code": answer.code, "reason": answer.reason})
-                return Called(answer)
-            self.history.complete(index, "ok", acknowledged(response))
-            return Called(OK, response)
+            got = recorded_send(self.history, index, send, acknowledged)
+            assert got is not None  # no code is unknown here
+            return got
 
         return sent
 
