@@ -10,8 +10,10 @@ standard library only and reports every anomaly:
   the spec answers without writing, such as a replayed admission, adds nothing);
 - **phantom**: a journal line no acknowledged write explains, unless the spec writes it without
   a request (an expiry by a sweep) or an operation whose outcome was unknown (``info``) would
-  have written it: each such operation explains at most one line, so a write whose answer was
-  lost is journaled once or not at all, never twice;
+  have written it: each such operation explains each line it would have written at most once
+  (an admission's two, a recovery's two, a retry decision's settlement and the queued line of
+  the new request that settlement names), so a write whose answer was lost is journaled once or
+  not at all, never twice;
 - **order**: within a run, a write acknowledged before another was invoked comes first;
 - **state**: every acknowledged ticket's events form one path, queued then claimed then one end,
   with nothing after the end, except the one recovery's requeue of a request that ended
@@ -193,10 +195,22 @@ _MAYBE: dict[str, Callable[[dict[str, Any]], list[_Maybe]]] = {
 }
 
 
-def _maybe_written(operation: Operation) -> list[_Maybe]:
-    """The journal lines an operation whose answer was lost may have written."""
+def _maybe_written(operation: Operation, lines: list[Line]) -> list[_Maybe]:
+    """The journal lines an operation whose answer was lost may have written. A lost decision
+    to retry names its new request nowhere in the history: its settlement line does, and the
+    retry's queued line is the one that settlement names (only with it, once)."""
     written = _MAYBE.get(operation.f)
-    return [] if written is None else written(operation.value)
+    maybe = [] if written is None else written(operation.value)
+    if operation.f == "reconcile":
+        decision = str(operation.value.get("reconciliation_id", ""))
+        maybe += [
+            _Maybe("request_event", f"{retry}#queued_by_reconciliation")
+            for line in lines
+            if line.kind == "reconciliation_settlement"
+            and line.payload.get("reconciliation_id") == decision
+            and (retry := str(line.payload.get("retry_execution_request_id", "")))
+        ]
+    return maybe
 
 
 #: Each journal line kind a write of the history leaves, and the key it is found by.
@@ -246,14 +260,14 @@ class _Acknowledged:
 
 
 def _acknowledged(
-    operations: list[Operation], where: dict[tuple[str, str], list[int]]
+    operations: list[Operation], where: dict[tuple[str, str], list[int]], lines: list[Line]
 ) -> _Acknowledged:
     """A key written more than once (a request failed before its recovery and again after) is
     matched in order: the n-th acknowledged write of it to its n-th journal line."""
     found = _Acknowledged()
     for operation in operations:
         if operation.outcome == "info":
-            found.unknown.append(_maybe_written(operation))
+            found.unknown.append(_maybe_written(operation, lines))
         if operation.outcome != "ok":
             continue
         if operation.f == "cancel":
@@ -279,7 +293,7 @@ def _check_run(run_id: str, operations: list[Operation], lines: list[Line]) -> l
     for line in sorted(lines, key=lambda line: line.sequence):
         if (key := _key(line)) is not None:
             where[key].append(line.sequence)
-    acknowledged = _acknowledged(operations, where)
+    acknowledged = _acknowledged(operations, where, lines)
     anomalies = [
         f"{run_id}: {key} acknowledged {count}x, journaled {found[key]}x"
         for key, count in acknowledged.counts.items()

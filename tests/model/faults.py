@@ -47,6 +47,7 @@ from forge.continuity.v1 import (
 from shared.contract.channels import open_channel
 from tests.model.checking import JOURNAL_TABLES, Called, Divergence, recorded_send
 from tests.model.fault_harness import FaultStack
+from tests.model.fault_recoveries import RECOVERY_OPERATIONS, RecoveryFaults
 from tests.model.machine import ModelMachine
 from tests.model.spec_model import CLAIMED, COMPLETED, FAILED, OK, PENDING, Answer, RunModel
 from tests.reliability.proxy import Mode
@@ -91,6 +92,9 @@ class Injection:
     replica: int
     delay: float = 0.0
     mode: Mode | None = None
+    #: The operation it surrounds (None: the rule's first call); the calls before it are sent
+    #: to the same replica with no fault (a reconciliation's inspection before its decision).
+    target: str | None = None
     _timer: threading.Timer | None = field(default=None, init=False)
 
     def start(self, stack: FaultStack) -> None:
@@ -139,7 +143,7 @@ class _Chosen:
         return self.data.draw(strategy, label=label)
 
 
-class FaultMachine(ModelMachine):
+class FaultMachine(RecoveryFaults, ModelMachine):
     """The model machine on the fault target, with fault rules and settled unknown outcomes."""
 
     stack: FaultStack
@@ -181,7 +185,11 @@ class FaultMachine(ModelMachine):
         refusal_writes: Callable[[Answer], bool] = lambda _: False,
     ) -> Called:
         """One operation, with the pending fault around it; an unknown outcome is settled."""
-        injection, self.injection = self.injection, None
+        injection = self.injection
+        if injection is not None and injection.target not in (None, operation):
+            injection = None  # a call before the one the fault surrounds
+        elif injection is not None:
+            self.injection = None
         before = row_counts(self.stack.engine)
         index = self.history.invoke(process, operation, value)
         if injection is not None:
@@ -221,6 +229,15 @@ class FaultMachine(ModelMachine):
         """Resolve an unknown outcome: read back what is not keyed by the caller, send again
         what is (or what the read shows did not apply), until an answer is known."""
         for _ in range(SETTLE_ATTEMPTS):
+            if operation == "verify":
+                try:
+                    found = self.verification_read_back(value)
+                except grpc.RpcError:
+                    time.sleep(SETTLE_PAUSE)
+                    continue  # unread, a resend could record the proof twice
+                if found is not None:
+                    type(self).count("settled by read back: verify")
+                    return found
             if operation in APPLIED_STATE:
                 found = self._read_back(operation, value)
                 if found is not None:
@@ -334,6 +351,7 @@ class FaultMachine(ModelMachine):
         operations = list(LEDGER_OPERATIONS) if self.submissions else []
         if injection.replica == 1 and injection.kind != "cut":
             operations.append("admit")
+        operations += self.recovery_operations(injection.replica, injection.kind)
         if not operations:
             injection.start(self.stack)
             injection.heal(self.stack)
@@ -350,25 +368,14 @@ class FaultMachine(ModelMachine):
         rule_data = _Chosen(
             data, data.draw(st.sampled_from(chosen), label="run") if chosen else None
         )
+        if operation in ("verify", "reconcile"):
+            injection.target = operation  # not the inspection before it
         self.injection = injection
         try:
-            if operation == "admit":
-                runs = st.sampled_from(sorted(self.model.runs))
-                self.admit(str(rule_data.draw(runs, label="run")))
-            elif operation == "claim":
-                self.claim(rule_data)  # type: ignore[arg-type]
-            elif operation in ("complete", "fail"):
-                self.finish(rule_data, COMPLETED if operation == "complete" else FAILED)  # type: ignore[arg-type]
-            elif operation == "record_command":
-                command = data.draw(st.integers(1, 14), label="command")
-                self.record_command(rule_data, command)  # type: ignore[arg-type]
-            elif operation == "put_policy":
-                self.put_policy(
-                    data.draw(st.sampled_from((True, True, False)), label="enabled"),
-                    data.draw(st.integers(1, 3), label="cap"),
-                )
+            if operation in RECOVERY_OPERATIONS:
+                self.run_recovery(operation, data, rule_data, steer)
             else:
-                self.cancel(rule_data)  # type: ignore[arg-type]
+                self._run(operation, data, rule_data)
         finally:
             if self.injection is not None:  # the operation sent nothing: the fault alone
                 self.injection = None
@@ -376,9 +383,31 @@ class FaultMachine(ModelMachine):
                 injection.heal(self.stack)
                 self._steady()
 
+    def _run(self, operation: str, data: st.DataObject, rule_data: _Chosen) -> None:
+        """Run one of the model's own rules (``rule_data`` answers its first draw, the run)."""
+        if operation == "admit":
+            runs = st.sampled_from(sorted(self.model.runs))
+            self.admit(str(rule_data.draw(runs, label="run")))
+        elif operation == "claim":
+            self.claim(rule_data)  # type: ignore[arg-type]
+        elif operation in ("complete", "fail"):
+            self.finish(rule_data, COMPLETED if operation == "complete" else FAILED)  # type: ignore[arg-type]
+        elif operation == "record_command":
+            command = data.draw(st.integers(1, 14), label="command")
+            self.record_command(rule_data, command)  # type: ignore[arg-type]
+        elif operation == "put_policy":
+            self.put_policy(
+                data.draw(st.sampled_from((True, True, False)), label="enabled"),
+                data.draw(st.integers(1, 3), label="cap"),
+            )
+        else:
+            self.cancel(rule_data)  # type: ignore[arg-type]
+
     def _writes(self, operation: str) -> list[str]:
         """The runs on which ``operation`` writes, by the model ("" for a policy edit)."""
         model = self.model
+        if operation in RECOVERY_OPERATIONS:
+            return self.recovery_writes(operation)
         if operation == "put_policy":
             return [""]
         if operation == "admit":

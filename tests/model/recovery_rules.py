@@ -25,7 +25,7 @@ from forge.continuity.v1 import (
     reconciliation_pb2,
     reconciliation_pb2_grpc,
 )
-from tests.model.checking import Divergence
+from tests.model.checking import Called, Divergence
 from tests.model.parts import MachineParts
 from tests.model.recovery_model import (
     ORIGINAL_OPERATOR,
@@ -151,7 +151,10 @@ class RecoveryRules(MachineParts):
         count (Hypothesis's derandomized budget drew the first element of a sampled variant
         never), so a sequence replays exactly."""
         actor = (ORIGINAL_OPERATOR, ORIGINAL_OPERATOR, OTHER_ADMINISTRATOR)[self.steps % 3]
-        variant = VARIANTS[self.steps % len(VARIANTS)]
+        self.submit_recovery(data, actor, VARIANTS[self.steps % len(VARIANTS)])
+
+    def submit_recovery(self, data: st.DataObject, actor: str, variant: str) -> None:
+        """One recovery submission by ``actor``, made as ``variant`` says (:data:`VARIANTS`)."""
         run = self._draw_run(data, self._ended_unclaimed())
         candidates = candidate_pb2_grpc.CandidateServiceStub(self._channel("candidate", actor))
         candidate = candidates.GetInvalidReadRecoveryCandidate(
@@ -191,7 +194,7 @@ class RecoveryRules(MachineParts):
         if sweeps:
             self.model.expire_due()
         if got.answer.ok:
-            self._recovered(run, actor, submission, got.response)
+            self._recovered(run, actor, submission, got)
 
     def _submit_recovery(
         self,
@@ -219,10 +222,12 @@ class RecoveryRules(MachineParts):
         run: RunModel,
         actor: str,
         submission: admission_pb2.RequestInvalidReadRecoveryRequest,
-        response: admission_pb2.RequestInvalidReadRecoveryResponse,
+        got: Called,
     ) -> None:
+        response: admission_pb2.RequestInvalidReadRecoveryResponse = got.response
         requeued = response.outcome.execution_request
-        if not response.created:
+        # a retry after a lost answer replays what the first attempt stored: created=false
+        if not response.created and not got.settled:
             raise Divergence(f"a new recovery id answered created=false: {response}")
         if requeued.execution_request_id != run.execution_request_id or requeued.lease.generation:
             raise Divergence(f"the recovery requeued {requeued}, not the same request at 0")

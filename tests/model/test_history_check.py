@@ -163,3 +163,60 @@ def test_a_reconciliation_settlement_ends_the_request_it_decides() -> None:
     late = ("request_event", {"execution_request_id": REQUEST, "event": "completed"})
     anomalies = check(history, journal(SETTLED, OWNED, CLAIMED, settled, late))
     assert any("after its end" in a for a in anomalies), anomalies
+
+
+RETRY_REQUEST = "exr_2"
+RETRY_SETTLED = (
+    "reconciliation_settlement",
+    {
+        "execution_request_id": REQUEST,
+        "reconciliation_id": "r",
+        "retry_execution_request_id": RETRY_REQUEST,
+    },
+)
+QUEUED_RETRY = (
+    "request_event",
+    {"execution_request_id": RETRY_REQUEST, "event": "queued_by_reconciliation"},
+)
+
+
+def lost(index: int, f: str, value: dict[str, object]) -> Operation:
+    """An operation whose answer was lost (``info``), invoked at ``2 * index + 1``."""
+    value = {"run_id": RUN, "execution_request_id": REQUEST, **value}
+    return Operation(index, "admin", f, value, 2 * index + 1, "info", {"code": "UNAVAILABLE"})
+
+
+def test_a_lost_retry_decision_explains_its_settlement_and_the_queued_retry() -> None:
+    """A decision to retry whose answer was lost wrote two lines: its settlement and the new
+    request's queued line, named only by that settlement. Settled by a retry with the same
+    reconciliation id (answered created=false), or not applied at all: no anomaly."""
+    claim = operation(1, "claim", {}, {"lease_generation": 1})
+    decided = lost(2, "reconcile", {"reconciliation_id": "r"})
+    replayed = operation(
+        3,
+        "reconcile",
+        {"reconciliation_id": "r"},
+        {"created": False, "retry_execution_request_id": RETRY_REQUEST},
+    )
+    history = [admitted(0, 1, 2), claim, decided, replayed]
+    assert check(history, journal(SETTLED, OWNED, CLAIMED, RETRY_SETTLED, QUEUED_RETRY)) == []
+    assert check(history[:3], journal(SETTLED, OWNED, CLAIMED)) == []
+
+
+def test_a_lost_retry_decision_journaled_twice_or_a_stray_queued_line_is_found() -> None:
+    history = [
+        admitted(0, 1, 2),
+        operation(1, "claim", {}, {"lease_generation": 1}),
+        lost(2, "reconcile", {"reconciliation_id": "r"}),
+    ]
+    twice = check(
+        history, journal(SETTLED, OWNED, CLAIMED, RETRY_SETTLED, QUEUED_RETRY, QUEUED_RETRY)
+    )
+    assert any("queued_by_reconciliation" in a and "journaled 2x" in a for a in twice), twice
+    # a queued line no settlement of the lost decision names is explained by nothing
+    stray = check(history, journal(SETTLED, OWNED, CLAIMED, QUEUED_RETRY))
+    assert any("queued_by_reconciliation" in a and "by no write" in a for a in stray), stray
+    # another decision's lost answer does not explain this decision's queued retry
+    other = [*history[:2], lost(2, "reconcile", {"reconciliation_id": "other"})]
+    foreign = check(other, journal(SETTLED, OWNED, CLAIMED, RETRY_SETTLED, QUEUED_RETRY))
+    assert any("queued_by_reconciliation" in a for a in foreign), foreign
