@@ -25,15 +25,18 @@ from hypothesis import strategies as st
 
 from forge.continuity.v1 import reconciliation_pb2, reconciliation_pb2_grpc
 from tests.model.checking import Called
+from tests.model.race_rules import RaceRules
 from tests.model.recovery_model import ORIGINAL_OPERATOR
 from tests.model.recovery_rules import DECISIONS, RecoveryRules
-from tests.model.spec_model import CLAIMED, OK
+from tests.model.spec_model import CLAIMED, COMPLETED, FAILED, OK
 
 #: Ledger operations of the recovery rules a fault can surround (on either replica).
 LEDGER_RECOVERIES = ("fail_unclaimed", "verify", "reconcile", "late_write")
 #: Committed through admission, so only replica B's faults reach them.
 ADMISSION_RECOVERIES = ("recover", "replay_recovery")
-RECOVERY_OPERATIONS = frozenset((*LEDGER_RECOVERIES, *ADMISSION_RECOVERIES))
+#: The races (tests/model/race_rules.py): both sides sent inside the fault.
+RACES = ("race_cancel_and_finish", "race_admissions")
+RECOVERY_OPERATIONS = frozenset((*LEDGER_RECOVERIES, *ADMISSION_RECOVERIES, *RACES))
 #: The decisions that write on a claimed request the verifier clears (the model's own
 #: prediction says which of them do on the run drawn): a retry, and the two marks.
 WRITING_DECISIONS = tuple(
@@ -46,7 +49,7 @@ WRITING_DECISIONS = tuple(
 VERIFIED_DECISIONS = tuple(d for d in DECISIONS if d[1])
 
 
-class RecoveryFaults(RecoveryRules):
+class RecoveryFaults(RecoveryRules, RaceRules):
     """Which recovery operations a fault may surround, which write, and running one."""
 
     def recovery_operations(self, replica: int, kind: str) -> list[str]:
@@ -60,6 +63,10 @@ class RecoveryFaults(RecoveryRules):
             operations.append("recover")
             if getattr(self, "recovery_submissions", None):
                 operations.append("replay_recovery")
+        if self._finishable():
+            operations.append("race_cancel_and_finish")
+        if replica == 1 and kind != "cut" and self._unadmitted():
+            operations.append("race_admissions")
         return operations
 
     def recovery_writes(self, operation: str) -> list[str]:
@@ -77,6 +84,11 @@ class RecoveryFaults(RecoveryRules):
             ]
         if operation in ("verify", "reconcile"):
             return [r.run_id for r in runs if r.state == CLAIMED]
+        if operation == "race_cancel_and_finish":
+            return self._finishable()  # one of the two always wins
+        if operation == "race_admissions":
+            model = self.model
+            return [r for r in self._unadmitted() if model.predict_admit(model.runs[r]).ok]
         return []
 
     def run_recovery(
@@ -92,6 +104,11 @@ class RecoveryFaults(RecoveryRules):
             self.submit_recovery(rule_data, ORIGINAL_OPERATOR, variant)
         elif operation == "replay_recovery":
             self.replay_recovery(rule_data, same_actor=True)
+        elif operation == "race_admissions":
+            self.race_admissions(rule_data, data.draw(st.booleans(), label="same"))
+        elif operation == "race_cancel_and_finish":
+            outcome = data.draw(st.sampled_from((COMPLETED, FAILED)), label="outcome")
+            self.race_cancel_and_finish(rule_data, outcome)
         elif operation == "late_write":
             self.late_write_after_retry(rule_data, data.draw(st.booleans(), label="complete"))
         else:

@@ -49,6 +49,7 @@ from tests.model.checking import JOURNAL_TABLES, Called, Divergence, recorded_se
 from tests.model.fault_harness import FaultStack
 from tests.model.fault_recoveries import RECOVERY_OPERATIONS, RecoveryFaults
 from tests.model.machine import ModelMachine
+from tests.model.race_rules import Side, race
 from tests.model.spec_model import CLAIMED, COMPLETED, FAILED, OK, PENDING, Answer, RunModel
 from tests.reliability.proxy import Mode
 from tests.support import row_counts
@@ -211,6 +212,29 @@ class FaultMachine(RecoveryFaults, ModelMachine):
                 grown = {table: after[table] - before.get(table, 0) for table in changed}
                 raise Divergence(f"{operation} settled as {got.answer} but wrote {grown}")
         return got
+
+    def _raced(self, sides: dict[str, Side]) -> dict[str, Called]:
+        """A race with the pending fault around it: started as both sides are released, healed
+        when both have answered; a side whose answer was lost is then settled as a lone call's."""
+        injection, self.injection = self.injection, None
+        if injection is not None:
+            injection.start(self.stack)
+        try:
+            answers = race(self.history, sides, AMBIGUOUS)
+        finally:
+            if injection is not None:
+                injection.heal(self.stack)
+                self._steady()
+        settled = {}
+        for name, answered in answers.items():
+            if answered is None:
+                type(self).count("info outcomes")
+                side = sides[name]
+                answered = self._settle(  # noqa: PLW2901 - the lost answer, settled
+                    side.process, side.operation, side.value, side.send, side.acknowledged
+                )
+            settled[name] = answered
+        return settled
 
     def _send(
         self, index: int, send: Callable[[], Any], acknowledged: Callable[[Any], dict[str, Any]]
