@@ -122,3 +122,30 @@ def test_a_lost_claim_of_a_claimed_request_settles_as_refused(
     machine.one_ticket_per_run_and_the_pending_count()
     machine.every_journal_verifies()
     machine.teardown()
+
+
+def test_a_retry_decision_cut_after_its_commit_settles_by_its_reconciliation_id(
+    stack: FaultStack, tmp_path: Path
+) -> None:
+    """A reconciliation's decision to retry, its connection cut after COMMIT: the answer is lost
+    though both its journal lines (the settlement and the new request's queued line) are
+    written. The same reconciliation id sent again replays the stored decision (created=false),
+    and the history checker explains both lines by the lost operation."""
+    FaultMachine.stack, FaultMachine.history_dir = stack, tmp_path
+    FaultMachine.faults.clear()
+    machine = FaultMachine()
+    machine.start()
+    run_id = str(machine.seed_run())
+    machine.admit(run_id)
+    machine.claim(Scripted(run_id))  # type: ignore[arg-type]
+    cuts = stack.proxy.cuts["after_commit"]
+    # steered, the decision, its run, then the decision variant: retry on verified evidence
+    script = Scripted(True, "reconcile", run_id, (True, "stopped", False))
+    machine.cut_connection(script, mode="after_commit")  # type: ignore[arg-type]
+    assert stack.proxy.cuts["after_commit"] == cuts + 1
+    assert FaultMachine.faults.get("settled by retry: reconcile") == 1
+    run = machine.model.runs[run_id]
+    assert run.state == "queued" and run.execution_request_id != run.ticket_request_id
+    machine.requests_are_in_the_modelled_state()
+    machine.every_journal_verifies()
+    machine.teardown()  # the checker's verdict on the history: no anomaly
