@@ -1,8 +1,9 @@
 """Faults between the model's steps (ADR 0058; docs/reliability.md, "Faults between steps").
 
 :class:`FaultMachine` is the model machine on the fault target (tests/model/fault_harness.py)
-with four fault rules. Each injects its fault around one operation of the model's own rules,
-sent to the replica the fault hits:
+with four fault rules. Each injects its fault around one operation of the model's rules (the
+recovery, reconciliation and race rules' are named in tests/model/fault_recoveries.py), sent to
+the replica the fault hits:
 
 - **kill**: SIGKILL of a replica a moment after the call is sent (or before), then a restart on
   the same port;
@@ -13,12 +14,14 @@ sent to the replica the fault hits:
 
 An answer lost or ambiguous (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, UNKNOWN, CANCELLED) is an
 ``info`` outcome in the history, and the machine settles it as a client must: a write keyed by
-the caller (an admission's request id, a command's id, a cancellation) is sent again with the
-same key; a claim, a completion and a failure report are read back first and sent again only
-when the read shows the change they make did not happen; a policy edit (a compare-and-set on
-the revision read) is sent again, and refused as stale it proves the lost attempt applied. The
-settled answer must be the one the spec predicts for the operation applied once; a settled
-refusal must have written nothing since the first attempt (never partially, never twice).
+the caller (an admission's request id, a command's id, a cancellation, a recovery id, a
+reconciliation id) is sent again with the same key; a claim, a completion, a failure report and
+a failure before a claim are read back first and sent again only when the read shows the change
+they make did not happen (a verification: when the inspection shows none); a policy edit (a
+compare-and-set on the revision read) is sent again, and refused as stale it proves the lost
+attempt applied. The settled answer must be the one the spec predicts for the operation applied
+once; a settled refusal must have written nothing since the first attempt (never partially,
+never twice).
 """
 
 from __future__ import annotations
