@@ -13,7 +13,7 @@ import grpc
 import pytest
 import rfc8785
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from sqlalchemy import Engine
+from sqlalchemy import Engine, create_engine
 
 from forge.continuity.v1 import audit_pb2, common_pb2
 from services.ledger.domain.signing import (
@@ -24,6 +24,7 @@ from services.ledger.domain.signing import (
 )
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
+from services.ledger.transactions.head_signing import SignedHeads
 from shared.continuity.timeutil import to_text
 from tests.errors import expect_error
 from tests.ledger.admission_support import commit, commit_request, enable_policy, seed
@@ -209,3 +210,18 @@ def test_every_journal_insert_goes_through_the_signing_insert() -> None:
         and re.search(r"\binsert_journal_entr(y|ies)\w*\(", path.read_text())
     )
     assert callers == ["transactions/base.py"]
+
+
+def test_a_connection_lost_in_a_transaction_keeps_its_own_error() -> None:
+    """Found by the model's fault target (a PgBouncer restart, a cut around COMMIT): the
+    rollback that follows a lost connection read the invalidated connection's info to drop its
+    pending signatures, raised PendingRollbackError and hid the lost connection, which the
+    servicer answers UNAVAILABLE DATABASE_UNAVAILABLE (retry with the same id, or read back),
+    behind an internal error. The pool discards an invalidated connection's info itself."""
+    engine = create_engine("sqlite://")
+    heads = SignedHeads()
+    heads.watch(engine)
+    with pytest.raises(ConnectionError, match="lost"), engine.begin() as connection:
+        connection.invalidate()
+        raise ConnectionError("the database connection was lost")
+    engine.dispose()

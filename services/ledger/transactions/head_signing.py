@@ -98,6 +98,11 @@ class SignedHeads:
                 self._heads.popitem(last=False)
 
     def _dropped(self, connection: Connection) -> None:
+        # A connection lost mid-transaction is invalidated: the pool discards its info (the
+        # pending signatures with it), and reading it here would raise and hide the lost
+        # connection, which the servicer answers UNAVAILABLE, behind an internal error.
+        if connection.invalidated:
+            return
         connection.info.pop(self._pending_key, None)
 
 
