@@ -26,6 +26,7 @@ from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
 from services.ledger.transactions.head_signing import SignedHeads
 from shared.continuity.timeutil import to_text
+from shared.runtime.errors import Unavailable
 from tests.errors import expect_error
 from tests.ledger.admission_support import commit, commit_request, enable_policy, seed
 from tests.ledger.conftest import LedgerClients, append_entry, run_request
@@ -221,7 +222,9 @@ def test_a_connection_lost_in_a_transaction_keeps_its_own_error() -> None:
     engine = create_engine("sqlite://")
     heads = SignedHeads()
     heads.watch(engine)
-    with pytest.raises(ConnectionError, match="lost"), engine.begin() as connection:
+    # what services/ledger/database.py raises when the connection is lost (SQLAlchemy has
+    # invalidated it by then)
+    with pytest.raises(Unavailable, match="DATABASE_UNAVAILABLE"), engine.begin() as connection:
         connection.invalidate()
-        raise ConnectionError("the database connection was lost")
+        raise Unavailable("DATABASE_UNAVAILABLE", "the ledger lost its database connection")
     engine.dispose()
