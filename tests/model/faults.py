@@ -395,6 +395,7 @@ class FaultMachine(RecoveryFaults, ModelMachine):
         rule_data = _Chosen(
             data, data.draw(st.sampled_from(chosen), label="run") if chosen else None
         )
+        type(self).count(f"surrounds: {operation}")
         if operation in ("verify", "reconcile"):
             injection.target = operation  # not the inspection before it
         self.injection = injection
