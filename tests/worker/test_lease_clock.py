@@ -21,6 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import Engine
 
+from forge.continuity.v1 import execution_pb2
 from services.ledger.service import Ledger
 from services.worker.ledger_port import LedgerPort
 from services.worker.run import claim_one, lease_of
@@ -187,3 +188,28 @@ def test_the_claimed_lease_ends_on_the_ledgers_clock(
     # never after the lease (the read-back counts from the read, not from the lost claim) and
     # early by no more than the call that answered took
     assert truly_ends - way - LATE <= ends_at <= truly_ends + LATE, (ends_at - truly_ends, way)
+
+
+def test_the_ledger_answers_its_own_time_of_the_claim_and_of_a_read(
+    stack: Stack, tmp_path: Path, ledger_clock: OffClock
+) -> None:
+    continuation = admit(stack, tmp_path)
+    port = LedgerPort(continuation.config.ledger_target, continuation.config.token)
+    try:
+        before = ledger_clock()
+        found = claim_one(continuation.config, port)
+        assert isinstance(found, tuple), found
+        answer = found[0].answer
+        read = continuation.execution().GetExecutionRequest(
+            execution_pb2.GetExecutionRequestRequest(
+                execution_request_id=answer.execution_request.execution_request_id
+            )
+        )
+        after = ledger_clock()
+    finally:
+        port.close()
+    claimed_at = answer.ledger_time.ToDatetime(UTC)
+    read_at = read.ledger_time.ToDatetime(UTC)
+    # the claim's time is the one it stamped on the request; the read's follows it
+    assert answer.ledger_time == answer.execution_request.updated_at
+    assert before <= claimed_at <= read_at <= after
