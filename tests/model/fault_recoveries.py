@@ -115,10 +115,21 @@ class RecoveryFaults(RecoveryRules, RaceRules):
             # the fault surrounds the verification (``verify``) or the decision (``reconcile``)
             if operation == "verify":
                 choices = VERIFIED_DECISIONS
+            elif steer and rule_data.run_id is not None:
+                choices = self._writing_decisions(rule_data.run_id)
             else:
-                choices = WRITING_DECISIONS if steer else DECISIONS
+                choices = DECISIONS
             retry, evidence, acknowledged = data.draw(st.sampled_from(choices), label="decision")
             self.reconcile(rule_data, retry, evidence, acknowledged)
+
+    def _writing_decisions(self, run_id: str) -> tuple[tuple[bool, str, bool], ...]:
+        """The decisions the model says write on ``run_id`` (its verification proving cessation,
+        nothing expiring: the fault target's clock never reaches a lease's end)."""
+        run = self.model.runs[run_id]
+        decide = self.recoveries.decide
+        return tuple(
+            d for d in WRITING_DECISIONS if decide(run, d[0], d[1] == "stopped", d[2], []).ok
+        )
 
     def verification_read_back(self, value: dict[str, Any]) -> Called | None:
         """The lost verification found recorded for its reconciliation id, or None; raises

@@ -172,9 +172,9 @@ class RecoveryModel:
         if retry and acknowledged:
             return refused("INVALID_ARGUMENT", "RECONCILIATION_INVALID"), False
         expired = self.model.expire_due()
-        return self._decide(run, retry, verified, acknowledged, expired), bool(expired)
+        return self.decide(run, retry, verified, acknowledged, expired), bool(expired)
 
-    def _decide(
+    def decide(
         self,
         run: RunModel,
         retry: bool,
