@@ -7,6 +7,7 @@ candidate read is checked eligible exactly when the model says its commit would 
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from hypothesis import strategies as st
@@ -50,8 +51,15 @@ OBSERVATION_ACKNOWLEDGEMENTS = (
     "acknowledge_finite_ownership_lease",
 )
 ACKNOWLEDGEMENTS = {REFUSAL: REFUSAL_ACKNOWLEDGEMENTS, OBSERVATION: OBSERVATION_ACKNOWLEDGEMENTS}
-#: How a submission is made, turning with the step count (as the never-claimed recovery's).
-VARIANTS = ("as reviewed", "unacknowledged", "as reviewed", "stale", "as reviewed")
+#: Who submits and how, turning with each workflow's submissions in the sequence (so a
+#: sequence replays exactly, and a run with the evidence meets its success within a few).
+VARIANTS = (
+    (ORIGINAL_OPERATOR, "unacknowledged"),
+    (ORIGINAL_OPERATOR, "as reviewed"),
+    (OTHER_ADMINISTRATOR, "as reviewed"),
+    (ORIGINAL_OPERATOR, "stale"),
+    (ORIGINAL_OPERATOR, "as reviewed"),
+)
 #: The refused request, the administrator's review of it and the corrective configuration.
 Refused = tuple[
     SentRequest,
@@ -200,8 +208,9 @@ class NativeRecoveryRules(MachineParts):
         """An administrator reads the workflow's candidate and submits a new recovery id: the
         original operator or another administrator; as reviewed, with an acknowledgement
         missing, or with a digest that is not the candidate's."""
-        actor = (ORIGINAL_OPERATOR, ORIGINAL_OPERATOR, OTHER_ADMINISTRATOR)[self.steps % 3]
-        variant = VARIANTS[self.steps % len(VARIANTS)]
+        attempts = self.__dict__.setdefault("native_attempts", Counter())
+        actor, variant = VARIANTS[attempts[workflow] % len(VARIANTS)]
+        attempts[workflow] += 1
         preferred = self._evidenced(workflow)
         run = self.model.runs[data.draw(st.sampled_from(preferred or sorted(self.submissions)))]
         candidate = self._candidate(run, workflow, actor)

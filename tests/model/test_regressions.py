@@ -168,8 +168,8 @@ def test_a_refusal_after_a_never_claimed_recovery(model_stack: ModelStack, tmp_p
     assert machine.model.runs[run_id].state == QUEUED
     machine.native_turn(Draws())  # type: ignore[arg-type]
     check_invariants(machine)
-    machine.steps = 0
-    machine.recover_refusal(Draws())  # type: ignore[arg-type]
+    machine.recover_refusal(Draws())  # type: ignore[arg-type]  # unacknowledged
+    machine.recover_refusal(Draws())  # type: ignore[arg-type]  # as reviewed
     assert machine.outcomes["recover_refusal FAILED_PRECONDITION CANDIDATE_HELD"] >= 1
     check_invariants(machine)
     machine.teardown()
@@ -187,25 +187,25 @@ def test_a_refusal_and_then_an_observation_recovered_once_each(
     run_id = str(machine.seed_run())
     machine.admit(run_id)
     machine.native_turn(Draws())  # type: ignore[arg-type]
-    machine.steps = 0  # the original operator, as reviewed
-    machine.recover_refusal(Draws())  # type: ignore[arg-type]
+    machine.recover_refusal(Draws())  # type: ignore[arg-type]  # unacknowledged
+    machine.recover_refusal(Draws())  # type: ignore[arg-type]  # as reviewed
     run = machine.model.runs[run_id]
     assert (run.state, run.generation) == (QUEUED, 1)
     check_invariants(machine)
     machine.native_turn(Draws())  # type: ignore[arg-type]
-    machine.steps = 0
-    machine.recover_observation(Draws())  # type: ignore[arg-type]
+    machine.recover_observation(Draws())  # type: ignore[arg-type]  # unacknowledged
+    machine.recover_observation(Draws())  # type: ignore[arg-type]  # as reviewed
     assert (run.state, run.generation) == (QUEUED, 2)
     check_invariants(machine)
     machine.replay_native_recovery(Script((run_id, "readonly_observation")), True)  # type: ignore[arg-type]
     machine.replay_native_recovery(Script((run_id, "rejected_boundary")), False)  # type: ignore[arg-type]
-    machine.steps = 0
-    machine.recover_refusal(Draws())  # type: ignore[arg-type]
+    machine.recover_refusal(Draws())  # type: ignore[arg-type]  # another administrator
     for outcome in (
         "recover_refusal OK",
         "recover_observation OK",
         "replay_recover_observation OK",
         "replay_recover_refusal ALREADY_EXISTS RECOVERY_ID_OWNED_BY_ANOTHER_IDENTITY",
+        "recover_observation INVALID_ARGUMENT ACKNOWLEDGEMENT_REQUIRED",
         "recover_refusal ALREADY_EXISTS RECOVERY_ALREADY_SPENT",
     ):
         assert machine.outcomes.get(outcome), (outcome, machine.outcomes)
