@@ -32,6 +32,7 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +183,12 @@ def _request(value: dict[str, Any]) -> str:
     return str(value.get("execution_request_id", ""))
 
 
+def _native_recovery(kinds: tuple[str, ...], value: dict[str, Any]) -> list[_Maybe]:
+    """A recovery after a claimed failure: the lines naming it, and the request's requeue."""
+    named = [_Maybe(kind, str(value.get("recovery_id", ""))) for kind in kinds]
+    return [*named, _Maybe("request_event", f"{_request(value)}#requeued_by_recovery")]
+
+
 #: The journal lines each operation may have written when its answer was lost, by the spec.
 _MAYBE: dict[str, Callable[[dict[str, Any]], list[_Maybe]]] = {
     "admit": lambda v: [
@@ -198,13 +205,7 @@ _MAYBE: dict[str, Callable[[dict[str, Any]], list[_Maybe]]] = {
         _Maybe("recovery_witness", str(v.get("recovery_id", ""))),
         _Maybe("request_event", f"{_request(v)}#requeued_by_recovery"),
     ],
-    **{
-        f: lambda v, kinds=kinds: [
-            *(_Maybe(kind, str(v.get("recovery_id", ""))) for kind in kinds),
-            _Maybe("request_event", f"{_request(v)}#requeued_by_recovery"),
-        ]
-        for f, kinds in NATIVE_WITNESSES.items()
-    },
+    **{f: partial(_native_recovery, kinds) for f, kinds in NATIVE_WITNESSES.items()},
     "verify": lambda v: [
         _Maybe("reconciliation_verification", str(v.get("reconciliation_id", "")))
     ],
