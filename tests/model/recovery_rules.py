@@ -11,6 +11,7 @@ evidence, are in tests/model/native_recovery_rules.py.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from typing import Any
 
 from hypothesis import strategies as st
@@ -261,8 +262,16 @@ class RecoveryRules(MachineParts):
     )
     @rule(data=st.data())
     def reconcile_in_turn(self, data: st.DataObject) -> None:
-        """A decision of :data:`DECISIONS`, turning with the step count (as the recovery's)."""
-        self.reconcile(data, *DECISIONS[self.steps % len(DECISIONS)])
+        """A decision of :data:`DECISIONS`, turning with this sequence's decisions, counted
+        apart while a claimed run exists: the first decision on a claimed run is the verified
+        retry. (Turning with the step count, as before, drew it only at a step count that is an
+        odd multiple of 7 with a run claimed at that moment, which the exploratory runs on
+        PostgreSQL never met.)"""
+        claimed = bool(self._claimed_runs())
+        turns = self.__dict__.setdefault("decision_turns", Counter())
+        decision = DECISIONS[turns[claimed] % len(DECISIONS)]
+        turns[claimed] += 1
+        self.reconcile(data, *decision)
 
     def reconcile(
         self, data: st.DataObject, retry: bool, evidence: str, acknowledged: bool
