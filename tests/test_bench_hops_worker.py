@@ -1,0 +1,119 @@
+"""The worker path's steps and one journal append counted like an admission
+(bench/hops_worker.py, issue 50 §2) on real PostgreSQL. Counts are exact, so the tables
+docs/performance.md shows are pinned here: a change that brings back a repeat (a parse, a token
+digest, a statement) on a step or an append fails this test until the table is updated."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from bench.hops_worker import count_appends, count_worker_path, table
+from services.ledger.database import make_engine
+from tests.conftest import postgres_schema
+
+STEPS = ("claim", "intent", "record", "outcome", "complete")
+
+
+@pytest.fixture(scope="module")
+def counted() -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    with postgres_schema() as url:
+        engine = make_engine(url)
+        try:
+            yield count_worker_path(engine, requests=2), count_appends(engine, appends=4)
+        finally:
+            engine.dispose()
+
+
+def _ledger(worker: dict[str, Any], kind: str) -> dict[str, float]:
+    return {step: worker["steps"][step]["work"]["ledger"][kind] for step in STEPS}
+
+
+def test_each_step_makes_its_one_call_and_the_claim_reads_the_run_first(
+    counted: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    worker, _ = counted
+    calls = {
+        step: {hop: c["calls"] for hop, c in worker["steps"][step]["hops"].items()}
+        for step in STEPS
+    }
+    assert calls == {
+        "claim": {"worker -> GetRun": 1, "worker -> ClaimExecutionRequest": 1},
+        "intent": {"worker -> AppendJournalEntry": 1},
+        "record": {"worker -> RecordCommand": 1},
+        "outcome": {"worker -> AppendJournalEntry": 1},
+        "complete": {"worker -> CompleteExecutionRequest": 1},
+    }
+
+
+def test_statements_per_step_beside_the_statement_floor(
+    counted: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    worker, _ = counted
+    # GetRun reads the run, its head and the policy in one statement (three before round 5);
+    # the claim's transaction runs five, each own record and command charge five, a completion
+    # six (its certification reads the journal since the ownership claim once more).
+    assert _ledger(worker, "statements") == {
+        "claim": 6,
+        "intent": 5,
+        "record": 5,
+        "outcome": 5,
+        "complete": 6,
+    }
+    assert worker["statements_per_step"] == 5.25
+    assert worker["statement_floor"] == 5  # the floor the figure is judged against
+    assert all(
+        worker["steps"][step]["work"][scope]["statements"] == 0
+        for step in STEPS
+        for scope in worker["steps"][step]["work"]
+        if scope != "ledger"
+    )
+
+
+def test_each_payload_is_parsed_once_and_no_known_token_is_hashed(
+    counted: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    worker, _ = counted
+    # Before round 5: 14, 8, 15.5, 8 and 15 (a worker record's payload parsed five times, the
+    # judged entries once per rule that read them) and two token digests a call.
+    assert _ledger(worker, "JSON parsed") == {
+        "claim": 10,
+        "intent": 4.5,
+        "record": 15,
+        "outcome": 4.5,
+        "complete": 10,
+    }
+    # The claim hashes the entry it appends and the two ticket rows it re-verifies; every
+    # other step only its entry.
+    assert _ledger(worker, "SHA-256 digests") == {
+        "claim": 3,
+        "intent": 1,
+        "record": 1,
+        "outcome": 1,
+        "complete": 1,
+    }
+    intent = worker["steps"]["intent"]["sites"]
+    assert sum(n for site, n in intent.items() if site.startswith("ledger: JSON parsed")) == 4.5
+    assert [site for site in intent if "journal.py:_check" in site] == []
+    claim = worker["steps"]["claim"]["sites"]
+    # the two judged entries, parsed once for the three rules that read them (six before)
+    assert (
+        claim["ledger: JSON parsed at journal.py:payload_of via canonical.py:_compact_parse"] == 2
+    )
+    assert [site for site in claim if "queued_at" in site] == []
+    assert "| claim ledger |" in table(*counted)
+
+
+def test_an_append_costs_one_statement_two_parses_and_one_digest(
+    counted: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    _, appends = counted
+    ledger = appends["work"]["ledger"]
+    assert (ledger["statements"], ledger["transactions"]) == (1, 1)
+    # the payload sent, validated and made canonical, and the canonical text the seal hashes
+    assert (ledger["JSON parsed"], ledger["SHA-256 digests"]) == (2, 1)
+    assert (ledger["protobuf parsed"], ledger["protobuf serialized"]) == (1, 1)
+    # the run noted and the entry inserted after the head this process appended last
+    assert appends["statements"]["ledger"] == {"WITH": 1}
