@@ -116,11 +116,11 @@ def _step_table(total: Counter[tuple[str, ...]], occurrences: int) -> dict[str, 
 
 
 def count_worker_path(
-    engine: Engine, requests: int = WORKER_REQUESTS, *, signed: bool = False
+    engine: Engine, requests: int = WORKER_REQUESTS, *, signed: bool = True
 ) -> dict[str, Any]:
     """Admit ``requests`` + 1 held runs (uncounted), take one request's steps to warm up, then
-    count each step of the others, by step. Unsigned by default, as the timed figure's ledger
-    runs (``signed``: each write signs its head, one signature and one statement more)."""
+    count each step of the others, by step. The ledger signs each head, as the timed figure's
+    does (``signed`` False: without, one signature and one statement fewer a write)."""
     with counting(engine, client="worker", signed=signed) as (tally, targets):
         admit = admission_stub(tally, targets)
         queued = [
@@ -161,10 +161,10 @@ def count_worker_path(
 
 
 def count_appends(
-    engine: Engine, appends: int = APPENDS, *, signed: bool = False
+    engine: Engine, appends: int = APPENDS, *, signed: bool = True
 ) -> dict[str, Any]:
     """One plain run, one warm-up append, then ``appends`` appends with the expected head, as
-    figure 3's writers make them (unsigned by default, as for the worker path)."""
+    figure 3's writers make them (signed as for the worker path)."""
     with counting(engine, client="writer", signed=signed) as (tally, targets):
         stub = ledger_pb2_grpc.LedgerServiceStub(
             _channel(tally, "writer", targets["ledger"], WRITER_TOKEN)

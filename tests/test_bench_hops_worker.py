@@ -53,16 +53,18 @@ def test_statements_per_step_beside_the_statement_floor(
 ) -> None:
     worker, _ = counted
     # GetRun reads the run, its head and the policy in one statement (three before round 5);
-    # the claim's transaction runs five, each own record and command charge five, a completion
-    # six (its certification reads the journal since the ownership claim once more).
+    # the claim's transaction runs six, each own record and command charge six, a completion
+    # seven (its certification reads the journal since the ownership claim once more). Each
+    # write's last statement stores its signed head: the floor of five has no such statement.
     assert _ledger(worker, "statements") == {
-        "claim": 6,
-        "intent": 5,
-        "record": 5,
-        "outcome": 5,
-        "complete": 6,
+        "claim": 7,
+        "intent": 6,
+        "record": 6,
+        "outcome": 6,
+        "complete": 7,
     }
-    assert worker["statements_per_step"] == 5.25
+    assert _ledger(worker, "signatures made") == dict.fromkeys(STEPS, 1)
+    assert worker["statements_per_step"] == 6.25
     assert worker["statement_floor"] == 5  # the floor the figure is judged against
     assert all(
         worker["steps"][step]["work"][scope]["statements"] == 0
@@ -85,14 +87,14 @@ def test_each_payload_is_parsed_once_and_no_known_token_is_hashed(
         "outcome": 4.5,
         "complete": 10,
     }
-    # The claim hashes the entry it appends and the two ticket rows it re-verifies; every
-    # other step only its entry.
+    # The claim hashes the entry it appends and the two ticket rows it re-verifies, every other
+    # step only its entry; and each the signed head it chains to.
     assert _ledger(worker, "SHA-256 digests") == {
-        "claim": 3,
-        "intent": 1,
-        "record": 1,
-        "outcome": 1,
-        "complete": 1,
+        "claim": 4,
+        "intent": 2,
+        "record": 2,
+        "outcome": 2,
+        "complete": 2,
     }
     intent = worker["steps"]["intent"]["sites"]
     assert sum(n for site, n in intent.items() if site.startswith("ledger: JSON parsed")) == 4.5
@@ -106,14 +108,16 @@ def test_each_payload_is_parsed_once_and_no_known_token_is_hashed(
     assert "| claim ledger |" in table(*counted)
 
 
-def test_an_append_costs_one_statement_two_parses_and_one_digest(
+def test_an_append_costs_two_statements_two_parses_and_one_signature(
     counted: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
     _, appends = counted
     ledger = appends["work"]["ledger"]
-    assert (ledger["statements"], ledger["transactions"]) == (1, 1)
-    # the payload sent, validated and made canonical, and the canonical text the seal hashes
-    assert (ledger["JSON parsed"], ledger["SHA-256 digests"]) == (2, 1)
+    assert (ledger["statements"], ledger["transactions"], ledger["signatures made"]) == (2, 1, 1)
+    # the payload sent, validated and made canonical, and the canonical text the seal hashes;
+    # the entry's hash and the signed head's previous head (two token digests before round 5)
+    assert (ledger["JSON parsed"], ledger["SHA-256 digests"]) == (2, 2)
     assert (ledger["protobuf parsed"], ledger["protobuf serialized"]) == (1, 1)
-    # the run noted and the entry inserted after the head this process appended last
-    assert appends["statements"]["ledger"] == {"WITH": 1}
+    # the run noted and the entry inserted after the head this process appended last, and the
+    # signed head: the baseline the figure is set beside runs one statement
+    assert appends["statements"]["ledger"] == {"INSERT": 1, "WITH": 1}
