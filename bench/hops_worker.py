@@ -160,9 +160,7 @@ def count_worker_path(
     }
 
 
-def count_appends(
-    engine: Engine, appends: int = APPENDS, *, signed: bool = True
-) -> dict[str, Any]:
+def count_appends(engine: Engine, appends: int = APPENDS, *, signed: bool = True) -> dict[str, Any]:
     """One plain run, one warm-up append, then ``appends`` appends with the expected head, as
     figure 3's writers make them (signed as for the worker path)."""
     with counting(engine, client="writer", signed=signed) as (tally, targets):
