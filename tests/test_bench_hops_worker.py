@@ -81,7 +81,7 @@ def test_each_payload_is_parsed_once_and_no_known_token_is_hashed(
     # Before round 5: 14, 8, 15.5, 8 and 15 (a worker record's payload parsed five times, the
     # judged entries once per rule that read them) and two token digests a call.
     assert _ledger(worker, "JSON parsed") == {
-        "claim": 10,
+        "claim": 7,
         "intent": 4.5,
         "record": 15,
         "outcome": 4.5,
@@ -100,11 +100,12 @@ def test_each_payload_is_parsed_once_and_no_known_token_is_hashed(
     assert sum(n for site, n in intent.items() if site.startswith("ledger: JSON parsed")) == 4.5
     assert [site for site in intent if "journal.py:_check" in site] == []
     claim = worker["steps"]["claim"]["sites"]
-    # the two judged entries, parsed once for the three rules that read them (six before)
+    # the two judged entries, parsed once for the three rules and the custody check that read
+    # them (eight before), and run_started, once for the epoch and the source check (two)
     assert (
-        claim["ledger: JSON parsed at journal.py:payload_of via canonical.py:_compact_parse"] == 2
+        claim["ledger: JSON parsed at journal.py:payload_of via canonical.py:_compact_parse"] == 3
     )
-    assert [site for site in claim if "queued_at" in site] == []
+    assert [site for site in claim if "queued_at" in site or "_payload" in site] == []
     assert "| claim ledger |" in table(*counted)
 
 

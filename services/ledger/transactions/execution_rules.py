@@ -302,9 +302,11 @@ def judge_custody(effects: EffectsRead, record: ExecutionRequestRecord, custody:
     every ``run_started`` still records the run's source (``domain/claim_custody.py``).
     ``effects`` must have been read with ``native`` and ``run_started`` beside."""
     since = effects.queued_at(record.execution_request_id)
-    check_ticket_unchanged(custody.ticket, record, custody.run, effects.judged, since)
+    check_ticket_unchanged(
+        custody.ticket, record, custody.run, effects.judged, since, effects.payload
+    )
     starts = [e for e in effects.beside if e.kind == EntryKind.RUN_STARTED.value]
-    check_run_started_source(custody.run, starts, record.execution_request_id)
+    check_run_started_source(custody.run, starts, record.execution_request_id, effects.payload)
 
 
 def check_effects(
