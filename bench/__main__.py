@@ -69,6 +69,16 @@ CANDIDATE_REPEATS = {100: 15, 1_000: 10, 10_000: 5, 100_000: 5}
 ADMISSION_EVERY = 500
 
 
+#: Calls each of the eight writers makes in one timed window of figure 3, and requests each of the
+#: eight workers steps through in one window of the worker path (and the floors beside it). At
+#: 100 and 6 a window lasted 0.6-0.9 s, and one run's five rounds spread from 0.645 to 0.967
+#: (appends) and 0.641 to 0.874 (worker path): scheduling noise on two cores, not the code. Three
+#: times as long a window (ADR 0059, "Window length") costs about 40 s a run.
+APPEND_CALLS_EACH = 300
+WORKER_REQUESTS_EACH = 18
+WORKER_FLOOR_CALLS_EACH = 300
+
+
 def _scaled(value: int, scale: float, least: int = 1) -> int:
     return max(least, round(value * scale))
 
@@ -119,7 +129,7 @@ def append_figure(
     clients: figures.Clients, baseline: Baseline, scale: float, run: int = 0
 ) -> dict[str, Any]:
     """Figure 3 over its rounds, each beside the one-hop baseline."""
-    floor_calls = _scaled(100, scale, 10)
+    floor_calls = _scaled(APPEND_CALLS_EACH, scale, 10)
 
     def append_round(index: int) -> dict[str, Any]:
         floor, measured = in_turn(
@@ -159,13 +169,13 @@ def worker_path_figure(
     """The worker path over its rounds, each beside the one-hop baseline and the one-hop
     statement floor (``statements``: a bare server whose transaction runs a step's statements,
     floors.WORKER_STEP_STATEMENTS)."""
-    floor_calls = _scaled(100, scale, 10)
+    floor_calls = _scaled(WORKER_FLOOR_CALLS_EACH, scale, 10)
 
     def worker_round(index: int) -> dict[str, Any]:
         # The requests are admitted (and each worker's first one stepped through, untimed)
         # before the round's first timed window.
         workers = worker_path.prepared_workers(
-            clients, _scaled(6, scale, 1), f"bench-worker-{index}"
+            clients, _scaled(WORKER_REQUESTS_EACH, scale, 1), f"bench-worker-{index}"
         )
         floor, measured, statement_floor = in_turn(
             index,
@@ -201,7 +211,11 @@ def measure_replicas(scale: float) -> dict[str, Any]:
 
         def replicas_round(index: int) -> dict[str, Any]:
             return worker_path.replicas_round(
-                clients, running.metrics, _scaled(6, scale, 1), f"bench-replicas-{index}", index
+                clients,
+                running.metrics,
+                _scaled(WORKER_REQUESTS_EACH, scale, 1),
+                f"bench-replicas-{index}",
+                index,
             )
 
         cold = worker_path.replicas_round(

@@ -61,7 +61,9 @@ class _Worker:
         if step == "claim":
             run = self.port.get_run(request.run_id).run
             presented = Presented("", "", run.source_profile)
-            answer = self.port.claim(request.execution_request_id, run, presented, owner_instance())
+            answer = self.port.claim(
+                request.execution_request_id, run, presented, owner_instance()
+            ).answer
             head = claim_entry(self.port, answer).hash
             self.journal = Journal(
                 self.port, answer.execution_request, head, source_revision=run.source_revision

@@ -118,6 +118,15 @@ GUARANTEES = (
         ),
     ),
     Guarantee(
+        "the worker bounds its effects by the lease on the ledger's clock (ADR 0057)",
+        "services/worker/run.py",
+        (
+            "    return measured_lease(expires, ledger_time, claim.sent_at, wall_clock=utc_now)\n",
+            "    return measured_lease(expires, None, claim.sent_at, wall_clock=utc_now)\n",
+        ),
+        ("tests/worker/test_lease_clock.py::test_the_claimed_lease_ends_on_the_ledgers_clock",),
+    ),
+    Guarantee(
         "RPC outcome counters start at 0 (rate() sees a first fault)",
         "shared/runtime/metrics.py",
         ("            RPC_HANDLED.labels(service, name, code, reason)\n", "            pass\n"),

@@ -32,6 +32,7 @@ from services.ledger.database import single_statement_read
 from services.ledger.repository import clock as clock_rows
 from shared.runtime.errors import Unavailable
 from shared.runtime.metrics import export_at_scrape, gauge_family
+from shared.runtime.periodic import Periodic
 
 #: Seconds between two samples of the database's clock (after a failed one: RETRY_SECONDS).
 RESAMPLE_SECONDS = 30.0
@@ -92,8 +93,15 @@ class DatabaseClock:
         self._lock = threading.Lock()
         self._sample: Sample | None = None
         self._last: datetime | None = None
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="database-clock", daemon=True)
+        # A database that does not answer must not end the sampling: the anchor in use stays
+        # right, up to the monotonic clock's drift, until a sample succeeds again.
+        self._schedule = Periodic(
+            "database-clock",
+            self.resample,
+            lambda: RETRY_SECONDS if self._sample is None else self._resample_seconds,
+            failure="sampling the database's clock failed; keeping the last anchor",
+            log=_log,
+        )
 
     def __call__(self) -> datetime:
         sample = self._sample
@@ -142,24 +150,11 @@ class DatabaseClock:
                 sample.host_offset,
             )
         export_at_scrape("ledger_clock", self._families)
-        self._thread.start()
+        self._schedule.start()
         return self
 
     def stop(self) -> None:
-        self._stopping.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def _loop(self) -> None:
-        while not self._stopping.wait(
-            RETRY_SECONDS if self._sample is None else self._resample_seconds
-        ):
-            try:
-                self.resample()
-            # A database that does not answer must not end the sampling: the anchor in use
-            # stays right, up to the monotonic clock's drift, until a sample succeeds again.
-            except Exception:  # noqa: BLE001 - any failure of one sample, logged with its trace
-                _log.exception("sampling the database's clock failed; keeping the last anchor")
+        self._schedule.stop()
 
     def _families(self) -> Iterator[Metric]:
         sample = self._sample

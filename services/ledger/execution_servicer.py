@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from forge.continuity.v1 import execution_pb2, execution_pb2_grpc
 from services.ledger.domain.completion import Certification, GoalClaim
@@ -14,6 +15,7 @@ from services.ledger.proto_convert import (
     state_from_proto,
 )
 from services.ledger.service import Ledger
+from shared.continuity.timeutil import to_timestamp
 from shared.runtime.auth import current_principal
 from shared.runtime.errors import field_invalid, field_required
 
@@ -93,6 +95,8 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
         return execution_pb2.ClaimExecutionRequestResponse(
             execution_request=execution_request_to_proto(record),
             worker_claimed_entry=entry_to_proto(entry),
+            # the claim's own time on the ledger's clock: the claim stamps it as updated_at
+            ledger_time=to_timestamp(record.updated_at),
         )
 
     def CompleteExecutionRequest(
@@ -146,9 +150,11 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
     def GetExecutionRequest(
         self, request: execution_pb2.GetExecutionRequestRequest, context: grpc.ServicerContext
     ) -> execution_pb2.GetExecutionRequestResponse:
-        record = self._ledger.get_execution_request(request.execution_request_id)
+        record, read_at = self._ledger.read_execution_request(request.execution_request_id)
+        ledger_time = Timestamp()
+        ledger_time.FromDatetime(read_at)
         return execution_pb2.GetExecutionRequestResponse(
-            execution_request=execution_request_to_proto(record)
+            execution_request=execution_request_to_proto(record), ledger_time=ledger_time
         )
 
     def ListExecutionRequests(

@@ -7,35 +7,30 @@ admission. Replicas sharing one PostgreSQL take turns through an advisory lock
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
+
+from shared.runtime.periodic import Periodic
 
 _log = logging.getLogger("forge.ledger.expiry")
 
 
 class ExpirySweeper:
-    """Calls ``sweep`` every ``interval`` seconds from :meth:`start` until :meth:`stop`."""
+    """Calls ``sweep`` every ``interval`` seconds from :meth:`start` until :meth:`stop`. A failed
+    round is logged and the next one tries again: the sweep is idempotent and expires whatever
+    is still due."""
 
     def __init__(self, sweep: Callable[[], object], interval: float) -> None:
-        self._sweep = sweep
-        self._interval = interval
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="expiry-sweep", daemon=True)
+        self._schedule = Periodic(
+            "expiry-sweep",
+            sweep,
+            lambda: interval,
+            failure="the scheduled expiry sweep failed; retrying next round",
+            log=_log,
+        )
 
     def start(self) -> ExpirySweeper:
-        self._thread.start()
+        self._schedule.start()
         return self
 
     def stop(self) -> None:
-        self._stopping.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def _loop(self) -> None:
-        while not self._stopping.wait(self._interval):
-            try:
-                self._sweep()
-            # A database that does not answer for a round must not end the schedule: the sweep
-            # is idempotent and the next round expires whatever is still due.
-            except Exception:  # noqa: BLE001 - any failure of one round, logged with its trace
-                _log.exception("the scheduled expiry sweep failed; retrying next round")
+        self._schedule.stop()

@@ -4,6 +4,8 @@ transaction module and leaves one event line per committed change."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from services.ledger.domain.commands import RecordedCommand
 from services.ledger.domain.completion import Completion, GoalClaim
 from services.ledger.domain.execution import ExecutionRequestRecord, RequestState, WorkerSource
@@ -25,6 +27,12 @@ class ExecutionRequests(LedgerBase):
 
     def get_execution_request(self, execution_request_id: str) -> ExecutionRequestRecord:
         return execution.get(self._context, execution_request_id)
+
+    def read_execution_request(
+        self, execution_request_id: str
+    ) -> tuple[ExecutionRequestRecord, datetime]:
+        """The request and the ledger's time of the read (on the ledger's clock, ADR 0057)."""
+        return execution.read_with_time(self._context, execution_request_id)
 
     def cancel_execution_request(
         self, execution_request_id: str, actor: str, reason: str

@@ -51,6 +51,16 @@ class Presented:
     profile_digest: str = ""
 
 
+@dataclass(frozen=True)
+class Claimed:
+    """A claim's answer (or the read-back of one whose answer was lost) and when this process
+    sent the request that carried it, on its monotonic clock: the ledger read the lease after
+    that (``services.worker.stopping.measured_lease``)."""
+
+    answer: execution_pb2.ClaimExecutionRequestResponse
+    sent_at: float
+
+
 def _call(rpc: str, call: Callable[[], T]) -> T:
     try:
         return call()
@@ -164,13 +174,13 @@ class LedgerPort:
         )
 
     def get_execution_request(self, execution_request_id: str) -> common_pb2.ExecutionRequest:
+        return self._read_request(execution_request_id).execution_request
+
+    def _read_request(self, execution_request_id: str) -> execution_pb2.GetExecutionRequestResponse:
         request = execution_pb2.GetExecutionRequestRequest(
             execution_request_id=execution_request_id
         )
-        response = _call(
-            "GetExecutionRequest", lambda: self._execution.GetExecutionRequest(request)
-        )
-        return response.execution_request
+        return _call("GetExecutionRequest", lambda: self._execution.GetExecutionRequest(request))
 
     def blob(self, digest: str) -> bytes:
         """A stored blob, checked against its digest."""
@@ -201,10 +211,10 @@ class LedgerPort:
         run: ledger_pb2.Run,
         presented: Presented,
         owner: execution_pb2.OwnerInstance | None,
-    ) -> execution_pb2.ClaimExecutionRequestResponse:
+    ) -> Claimed:
         """Claim in the run's attempt, presenting this worker's source, configuration and
         profile (the ledger compares them with the run's): the claimed request and its
-        ``worker_claimed`` entry."""
+        ``worker_claimed`` entry, and when the request that answered them was sent."""
         source = execution_pb2.WorkerSource(
             attempt_id=run.attempt_id,
             source_revision=presented.source_revision or run.source_revision,
@@ -220,13 +230,21 @@ class LedgerPort:
             owner_instance=owner,
             profile_digest=presented.profile_digest,
         )
+        # The calls are made one after another; the answer returned is the last one's, so the
+        # last send time is the one the ledger's reading of the lease came after.
+        sent = [0.0]
+
+        def timed(call: Callable[[], T]) -> T:
+            sent[0] = time.monotonic()
+            return call()
+
         response = write_resolving_lost_answers(
             "ClaimExecutionRequest",
-            lambda: self._execution.ClaimExecutionRequest(request),
-            lambda: self._claimed_by(execution_request_id, owner),
+            lambda: timed(lambda: self._execution.ClaimExecutionRequest(request)),
+            lambda: timed(lambda: self._claimed_by(execution_request_id, owner)),
         )
         self._source = source
-        return response
+        return Claimed(response, sent[0])
 
     def _claimed_by(
         self, execution_request_id: str, owner: execution_pb2.OwnerInstance | None
@@ -234,7 +252,8 @@ class LedgerPort:
         """The claim whose answer was lost, when the ledger holds it for this process: claimed,
         and its newest ``worker_claimed`` names this owner instance. None: not claimed (sent
         again; a claim by anyone else is then refused as usual)."""
-        record = self.get_execution_request(execution_request_id)
+        read = self._read_request(execution_request_id)
+        record = read.execution_request
         if owner is None or record.state != common_pb2.EXECUTION_REQUEST_STATE_CLAIMED:
             return None
         for entry in reversed(self.journal(record.run_id)):
@@ -246,8 +265,11 @@ class LedgerPort:
             ):
                 mine = payload.get("owner_instance") or {}
                 if mine.get("pid") == owner.pid and mine.get("host_boot_id") == owner.host_boot_id:
+                    # the read's time, not the claim's: the claim came before this read
                     return execution_pb2.ClaimExecutionRequestResponse(
-                        execution_request=record, worker_claimed_entry=entry
+                        execution_request=record,
+                        worker_claimed_entry=entry,
+                        ledger_time=read.ledger_time if read.HasField("ledger_time") else None,
                     )
                 return None
         return None

@@ -38,7 +38,7 @@ from services.worker.journaling import (
     JournalingModel,
     JournalingTransport,
 )
-from services.worker.ledger_port import LedgerPort, LedgerRefused, Presented
+from services.worker.ledger_port import Claimed, LedgerPort, LedgerRefused, Presented
 from services.worker.owner import owner_instance
 from services.worker.source import profile_digest, profile_problem, source_revision
 from services.worker.stopping import (
@@ -47,6 +47,7 @@ from services.worker.stopping import (
     LeaseExhausted,
     Shutdown,
     WorkerInterrupted,
+    measured_lease,
 )
 from shared.agent import execute_agentic
 from shared.agent.pending import (
@@ -118,7 +119,7 @@ def claim_one(
     shutdown: Shutdown | None = None,
     contention: list[str] | None = None,
     skipped: list[str] | None = None,
-) -> tuple[execution_pb2.ClaimExecutionRequestResponse, ledger_pb2.Run] | LedgerRefused | None:
+) -> tuple[Claimed, ledger_pb2.Run] | LedgerRefused | None:
     """The first request of the configured runs this worker may claim (the claim repeats every
     current check); else the last refusal, or None when nothing was queued (or a stop was
     requested before a claim). ``contention`` collects the requests another worker claimed
@@ -257,11 +258,15 @@ def evidence_store(config: WorkerConfig, port: LedgerPort) -> EvidenceStore:
     return JournalEvidence(port)
 
 
-def lease_of(claimed: common_pb2.ExecutionRequest) -> LeaseBound:
-    expires = (
-        claimed.lease.expires_at.ToDatetime(UTC) if claimed.lease.HasField("expires_at") else None
-    )
-    return LeaseBound(expires, utc_now)
+def lease_of(claim: Claimed) -> LeaseBound:
+    """The claimed lease on this process's monotonic clock, counted from the claim's send by
+    the ledger's time in its answer (ADR 0057; a ledger of an earlier release: this host's
+    wall clock)."""
+    answer = claim.answer
+    lease = answer.execution_request.lease
+    expires = lease.expires_at.ToDatetime(UTC) if lease.HasField("expires_at") else None
+    ledger_time = answer.ledger_time.ToDatetime(UTC) if answer.HasField("ledger_time") else None
+    return measured_lease(expires, ledger_time, claim.sent_at, wall_clock=utc_now)
 
 
 def run_once(
@@ -288,23 +293,23 @@ def run_once(
         return Outcome(
             EXIT_NOTHING_TO_RUN, f"nothing to run in {where}{why}", claims_lost=len(lost)
         )
-    answer, run = found
-    return replace(_run_claimed(config, port, answer, run, echo, shutdown), claims_lost=len(lost))
+    claim, run = found
+    return replace(_run_claimed(config, port, claim, run, echo, shutdown), claims_lost=len(lost))
 
 
 def _run_claimed(
     config: WorkerConfig,
     port: LedgerPort,
-    answer: execution_pb2.ClaimExecutionRequestResponse,
+    claimed_by: Claimed,
     run: ledger_pb2.Run,
     echo: Callable[[common_pb2.JournalEntry], None] | None,
     shutdown: Shutdown,
 ) -> Outcome:
-    claimed = answer.execution_request
+    claimed = claimed_by.answer.execution_request
     exr = claimed.execution_request_id
-    bounds = EffectBounds(shutdown, lease_of(claimed))
+    bounds = EffectBounds(shutdown, lease_of(claimed_by))
     try:
-        claim = claim_entry(port, answer)
+        claim = claim_entry(port, claimed_by.answer)
         if echo is not None:
             echo(claim)
         journal = Journal(

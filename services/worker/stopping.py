@@ -96,17 +96,21 @@ class LeaseExhausted(Exception):
 
 
 class LeaseBound:
-    """The lease every effect must end within (spec: the lease bounds execution). Measured on
-    this host's clock against the ledger's expiry; a fenced write past it is refused anyway."""
+    """The lease every effect must end within (spec: the lease bounds execution), as a deadline
+    on this process's monotonic clock: never stepped, and whatever this host's wall clock says
+    (ADR 0057). Built by :func:`measured_lease`; a fenced write past the lease is refused anyway."""
 
-    def __init__(self, expires_at: datetime | None, clock: Callable[[], datetime]) -> None:
-        self._expires_at = expires_at
-        self._clock = clock
+    def __init__(
+        self, ends_at: float | None, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
+        #: The lease's end on ``monotonic``; None: no lease bounds this run.
+        self.ends_at = ends_at
+        self._monotonic = monotonic
 
     def remaining(self) -> float:
-        if self._expires_at is None:
+        if self.ends_at is None:
             return float("inf")
-        return (self._expires_at - self._clock()).total_seconds()
+        return self.ends_at - self._monotonic()
 
     def effect_timeout(self, wanted: float) -> float:
         """``wanted`` cut to what is left of the lease before its margin; raises
@@ -115,6 +119,31 @@ class LeaseBound:
         if left < MINIMUM_EFFECT_SECONDS:
             raise LeaseExhausted(left + LEASE_MARGIN_SECONDS)
         return min(wanted, left)
+
+
+def measured_lease(
+    expires_at: datetime | None,
+    ledger_time: datetime | None,
+    sent_at: float,
+    *,
+    wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    monotonic: Callable[[], float] = time.monotonic,
+) -> LeaseBound:
+    """The lease of a claim answer, on this process's monotonic clock.
+
+    ``ledger_time`` is the ledger's time when it read the lease for the answer, which it did
+    after this process sent the request (at ``sent_at`` on ``monotonic``): the lease ends at
+    least ``expires_at - ledger_time`` after ``sent_at``. Counting that much from the send
+    errs early by the request's way to the ledger, never late, and no wall clock enters it.
+
+    A ledger of an earlier release answers no ``ledger_time``: what is left is then read on this
+    host's wall clock once, now (the rule before ADR 0057's worker bound; a host behind the
+    ledger's clock over-counts by its skew)."""
+    if expires_at is None:
+        return LeaseBound(None, monotonic)
+    if ledger_time is None:
+        return LeaseBound(monotonic() + (expires_at - wall_clock()).total_seconds(), monotonic)
+    return LeaseBound(sent_at + (expires_at - ledger_time).total_seconds(), monotonic)
 
 
 class EffectBounds:
@@ -132,4 +161,4 @@ class EffectBounds:
 
 #: Bounds nothing: no stop request and no lease (an effect run outside a claim).
 def unbounded() -> EffectBounds:
-    return EffectBounds(Shutdown(), LeaseBound(None, lambda: datetime.now(UTC)))
+    return EffectBounds(Shutdown(), LeaseBound(None))

@@ -13,11 +13,12 @@ liveness probe does not restart a process that is only waiting for a dependency.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from shared.runtime.periodic import Periodic
 
 log = logging.getLogger("forge.readiness")
 #: How often a dependency is asked, and how long one answer may take.
@@ -64,16 +65,21 @@ class Readiness:
         self._names = ["", *names]
         self._checks = checks
         self._interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"{service}-readiness", daemon=True)
+        self._schedule = Periodic(
+            f"{service}-readiness",
+            self.check_once,
+            lambda: interval,
+            failure=f"{service}: a readiness probe failed; probing again next round",
+            log=log,
+            first_now=True,
+        )
         self._waiting: tuple[str, ...] | None = None
 
     def start(self) -> None:
-        self._thread.start()
+        self._schedule.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=PROBE_TIMEOUT_SECONDS + self._interval)
+        self._schedule.stop(timeout=PROBE_TIMEOUT_SECONDS + self._interval)
 
     def check_once(self) -> tuple[str, ...]:
         """Run every check now, set the status; what is still awaited."""
@@ -90,8 +96,3 @@ class Readiness:
                 log.info("%s SERVING: %s answer", self.service, ", ".join(self._checks) or "-")
             self._waiting = waiting
         return waiting
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.check_once()
-            self._stop.wait(self._interval)

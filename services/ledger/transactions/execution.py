@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from functools import partial
 
 from sqlalchemy import Connection
@@ -74,8 +75,18 @@ def existing_request(
 
 
 def get(context: LedgerContext, execution_request_id: str) -> ExecutionRequestRecord:
+    return read_with_time(context, execution_request_id)[0]
+
+
+def read_with_time(
+    context: LedgerContext, execution_request_id: str
+) -> tuple[ExecutionRequestRecord, datetime]:
+    """The request as it reads now, and the ledger's time of that read: what a worker reading
+    back its claim counts the rest of the lease from (ADR 0057)."""
     with context.read() as connection:
-        return as_read(existing_request(connection, execution_request_id), context.clock())
+        stored = existing_request(connection, execution_request_id)
+        now = context.clock()
+        return as_read(stored, now), now
 
 
 def list_for_run(
@@ -153,7 +164,9 @@ def _claim(
         # 11.5a the worker's installed code is the code the profile qualifies, when it says
         check_profile_digest(run, presented)
         # 11.5b the run's adopted checkpoint-mode epoch, recognized in the execution context
-        recognize_for_execution(run, policy, effects.newest_beside(EntryKind.RUN_STARTED))
+        recognize_for_execution(
+            run, policy, effects.newest_beside(EntryKind.RUN_STARTED), effects.payload
+        )
         # 11.5c the ticket's operator and each recovery's actor still hold their authority
         check_actors(authority, record, custody)
         # 11.5d no tool call of the run has an unknown durable outcome

@@ -7,6 +7,7 @@ from collections import abc as _abc
 from forge.continuity.v1 import common_pb2 as _common_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
@@ -151,6 +152,7 @@ class ClaimExecutionRequestResponse(_message.Message):
 
     EXECUTION_REQUEST_FIELD_NUMBER: _builtins.int
     WORKER_CLAIMED_ENTRY_FIELD_NUMBER: _builtins.int
+    LEDGER_TIME_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def execution_request(self) -> _common_pb2.ExecutionRequest:
         """The claimed request with its new lease generation."""
@@ -161,15 +163,25 @@ class ClaimExecutionRequestResponse(_message.Message):
         read of the journal needed to find it).
         """
 
+    @_builtins.property
+    def ledger_time(self) -> _timestamp_pb2.Timestamp:
+        """The ledger's time of the claim, on the clock it measures leases on (on PostgreSQL the
+        database's, ADR 0057). execution_request.lease.expires_at minus ledger_time is what was left
+        of the lease at the claim, which happened after the worker sent this request: a worker that
+        counts that much from the moment it sent the request, on its monotonic clock, ends no later
+        than the lease, whatever its own wall clock says. Unset from a ledger of an earlier release.
+        """
+
     def __init__(
         self,
         *,
         execution_request: _common_pb2.ExecutionRequest | None = ...,
         worker_claimed_entry: _common_pb2.JournalEntry | None = ...,
+        ledger_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["execution_request", b"execution_request", "worker_claimed_entry", b"worker_claimed_entry"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["execution_request", b"execution_request", "ledger_time", b"ledger_time", "worker_claimed_entry", b"worker_claimed_entry"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_request", b"execution_request", "worker_claimed_entry", b"worker_claimed_entry"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_request", b"execution_request", "ledger_time", b"ledger_time", "worker_claimed_entry", b"worker_claimed_entry"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -475,18 +487,28 @@ class GetExecutionRequestResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     EXECUTION_REQUEST_FIELD_NUMBER: _builtins.int
+    LEDGER_TIME_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def execution_request(self) -> _common_pb2.ExecutionRequest:
         """The execution request."""
+
+    @_builtins.property
+    def ledger_time(self) -> _timestamp_pb2.Timestamp:
+        """The ledger's time when it read the request, on the clock it measures leases on (as
+        ClaimExecutionRequestResponse.ledger_time): a worker that reads back a claim whose answer
+        was lost counts what is left of the lease from the moment it sent this read. Unset from a
+        ledger of an earlier release.
+        """
 
     def __init__(
         self,
         *,
         execution_request: _common_pb2.ExecutionRequest | None = ...,
+        ledger_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["execution_request", b"execution_request"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["execution_request", b"execution_request", "ledger_time", b"ledger_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_request", b"execution_request"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_request", b"execution_request", "ledger_time", b"ledger_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
