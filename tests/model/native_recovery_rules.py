@@ -87,11 +87,14 @@ class NativeRecoveryRules(MachineParts):
 
     #: Per stack, the refused request (the same bytes for every seeded run: one fixture
     #: checkpoint, one provider) and the administrator's review of it, once one was refused.
-    refusals: ClassVar[dict[int, Refused]] = {}
+    #: (Each entry keeps its stack, so no later stack can reuse the id and meet a review whose
+    #: reports another database stores.)
+    refusals: ClassVar[dict[int, tuple[object, Refused]]] = {}
 
     @property
     def _refused(self) -> Refused | None:
-        return self.refusals.get(id(self.stack))
+        found = self.refusals.get(id(self.stack))
+        return found[1] if found is not None and found[0] is self.stack else None
 
     def _ledgers(self, token: str) -> Ledgers:
         def stub(as_token: str) -> ledger_pb2_grpc.LedgerServiceStub:
@@ -141,7 +144,7 @@ class NativeRecoveryRules(MachineParts):
             if self._refused is None:
                 source = ledgers.reader.GetRun(ledger_pb2.GetRunRequest(run_id=run.run_id)).run
                 review, corrective = _pinned_evidence(ledgers.writer, source.source_revision, sent)
-                self.refusals[id(self.stack)] = (sent, review, corrective)
+                self.refusals[id(self.stack)] = (self.stack, (sent, review, corrective))
         else:
             assert self._refused is not None  # a refusal was recovered before
             source = ledgers.reader.GetRun(ledger_pb2.GetRunRequest(run_id=run.run_id)).run
