@@ -74,12 +74,12 @@ def test_statements_per_step_beside_the_statement_floor(
     )
 
 
-def test_each_payload_is_parsed_once_and_no_known_token_is_hashed(
+def test_each_payload_is_parsed_once_and_each_call_hashes_its_token_twice(
     counted: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
     worker, _ = counted
     # Before round 5: 14, 8, 15.5, 8 and 15 (a worker record's payload parsed five times, the
-    # judged entries once per rule that read them) and two token digests a call.
+    # judged entries once per rule that read them).
     assert _ledger(worker, "JSON parsed") == {
         "claim": 7,
         "intent": 4.5,
@@ -88,13 +88,15 @@ def test_each_payload_is_parsed_once_and_no_known_token_is_hashed(
         "complete": 10,
     }
     # The claim hashes the entry it appends and the two ticket rows it re-verifies, every other
-    # step only its entry; and each the signed head it chains to.
+    # step only its entry; and each the signed head it chains to. Besides, every call's bearer
+    # token is hashed twice (gate and call policy; kept, ADR 0062): the claim step is two calls
+    # (the claim and the worker's GetRun).
     assert _ledger(worker, "SHA-256 digests") == {
-        "claim": 4,
-        "intent": 2,
-        "record": 2,
-        "outcome": 2,
-        "complete": 2,
+        "claim": 4 + 4,
+        "intent": 2 + 2,
+        "record": 2 + 2,
+        "outcome": 2 + 2,
+        "complete": 2 + 2,
     }
     intent = worker["steps"]["intent"]["sites"]
     assert sum(n for site, n in intent.items() if site.startswith("ledger: JSON parsed")) == 4.5
@@ -116,8 +118,9 @@ def test_an_append_costs_two_statements_two_parses_and_one_signature(
     ledger = appends["work"]["ledger"]
     assert (ledger["statements"], ledger["transactions"], ledger["signatures made"]) == (2, 1, 1)
     # the payload sent, validated and made canonical, and the canonical text the seal hashes;
-    # the entry's hash and the signed head's previous head (two token digests before round 5)
-    assert (ledger["JSON parsed"], ledger["SHA-256 digests"]) == (2, 2)
+    # the entry's hash and the signed head's previous head, and the bearer token twice (gate and
+    # call policy)
+    assert (ledger["JSON parsed"], ledger["SHA-256 digests"]) == (2, 2 + 2)
     assert (ledger["protobuf parsed"], ledger["protobuf serialized"]) == (1, 1)
     # the run noted and the entry inserted after the head this process appended last, and the
     # signed head: the baseline the figure is set beside runs one statement

@@ -105,12 +105,6 @@ class PrincipalDirectory:
     ) -> None:
         self._by_token_digest = dict(by_token_digest)
         self._by_subject = dict(by_subject)
-        # Tokens this directory has accepted, to their principal: the gate and the call policy
-        # each authenticate every call, and a token's digest cannot change while this directory
-        # (immutable; a changed file loads a new one) is in force, so each accepted token is
-        # hashed once, not twice per call. Only accepted tokens enter, one per token digest at
-        # most: an unknown token is hashed every time and never kept.
-        self._accepted: dict[str, Principal] = {}
 
     def token_digests(self) -> frozenset[str]:
         """The SHA-256 of every token this directory accepts."""
@@ -173,15 +167,9 @@ class PrincipalDirectory:
                 raise Unauthenticated(
                     "CREDENTIALS_MALFORMED", "authorization metadata must be 'Bearer <token>'"
                 )
-            token = token.strip()
-            known = self._accepted.get(token)
-            if known is not None:
-                return known
-            presented = token_digest(token)
+            presented = token_digest(token.strip())
             for digest, principal in self._by_token_digest.items():
                 if hmac.compare_digest(digest, presented):
-                    if len(self._accepted) < len(self._by_token_digest):
-                        self._accepted[token] = principal
                     return principal
             raise Unauthenticated("CREDENTIALS_UNKNOWN", "the bearer token is not recognised")
         for subject in mtls_subjects:
