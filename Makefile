@@ -29,7 +29,7 @@ help:
 	@echo "make bench      the five performance figures beside in-run baselines (PostgreSQL)"
 	@echo "make bench-repeat     make bench three times in a row; every run and whether they agree: bench/results/three-runs.json"
 	@echo "make bench-admission  figure 1 (admission) alone, ~1 min: bench/results/admission.json"
-	@echo "make bench-hops       per hop, what one admission moves, parses, hashes and writes (counted): bench/results/hops.json"
+	@echo "make bench-hops       per hop, what an admission, a worker-path step and an append move, parse, hash and write (counted): bench/results/hops*.json"
 	@echo "make bench-append     figure 3 (appends) in three separate runs; the median is the figure: bench/results/append.json"
 	@echo "make bench-candidate  figure 2 (candidate reads up to 100,000 entries) alone: bench/results/candidate.json"
 	@echo "make bench-worker     the worker-path figure alone: bench/results/worker.json"
@@ -222,9 +222,11 @@ bench-admission: $(STAMP)
 	$(PY) -m bench admission
 
 # Per hop, what one admission moves, parses, hashes and writes, counted (not timed; issue 50):
-# bench/results/hops.json and the tables of docs/performance.md.
+# bench/results/hops.json; the same per step of the worker path and per journal append:
+# bench/results/hops-worker.json; the tables of docs/performance.md.
 bench-hops: $(STAMP)
 	$(PY) -m bench.hops
+	$(PY) -m bench.hops_worker
 
 # Figure 3 (journal appends) in three separate runs on freshly started services, each the
 # median of three rounds; the median of the runs is the figure: bench/results/append.json.

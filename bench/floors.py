@@ -49,7 +49,10 @@ def hop_floor_figure(
 # round 4's eleventh pass, ADR 0032; 4 before) and commits (4; 11 before round 4's fifth pass,
 # ADR 0027); a worker-path step runs 5.125 on average (a claim 5, four own records 5 each, two
 # command charges 5 each, a completion 6, over eight steps; 6.75 before round 4's twelfth
-# pass), rounded down. A statement floor runs that many single-row inserts, the cheapest statement
+# pass), rounded down; with the worker's GetRun before each claim, 5.25 a step (1 statement,
+# 3 before round 5), and 6.25 on a signing ledger as the timed figure now runs it (each write's
+# signed head is a statement of its own; bench/hops_worker.py counts every step). A
+# statement floor runs that many single-row inserts, the cheapest statement
 # there is, in one transaction (bench.baseline --statements): a lower bound on what any design
 # that runs those statements costs on this machine.
 ADMISSION_STATEMENTS = 5

@@ -42,6 +42,7 @@ from sqlalchemy import Engine, event
 from bench.figures import submission
 from bench.stack import bench_schema
 from forge.continuity.v1 import (
+    admission_pb2,
     admission_pb2_grpc,
     candidate_pb2,
     candidate_pb2_grpc,
@@ -129,16 +130,16 @@ def _note_serving_thread(service: str) -> None:
             _SERVING[thread.name] = service
 
 
-def _scope() -> str:
+def _scope(client: str = "operator") -> str:
     """The service whose thread this is (a pool thread ``<service>_<n>`` or its server's
-    serving thread), else the operator's client."""
+    serving thread), else the calling ``client`` (the bench's main thread)."""
     name = threading.current_thread().name
     if name in _SERVING:
         return _SERVING[name]
     for service in SERVICES:
         if name.startswith(service):
             return service
-    return "operator" if name == "MainThread" else "other"
+    return client if name == "MainThread" else "other"
 
 
 @dataclass
@@ -146,6 +147,8 @@ class Tally:
     """What was counted while ``active``: work by (scope, kind) and bytes by hop."""
 
     active: bool = False
+    #: Who the bench's main thread calls as: the operator, a worker, a writer.
+    client: str = "operator"
     work: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     statements: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     hops: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
@@ -200,7 +203,7 @@ class Tally:
                 if "ed25519" in owner.__name__.lower() or "Ed25519" in repr(owner):
                     kind = "signatures made" if name == "sign" else "signatures checked"
             if kind is not None:
-                scope = _scope()
+                scope = _scope(self.client)
                 self._open(id(arg), scope, kind, self.add(scope, kind, frame, counts=counts))
         elif event_name in ("c_return", "c_exception"):
             self._close(id(arg))
@@ -208,7 +211,7 @@ class Tally:
             code = frame.f_code
             for (suffix, function), kind in PY_CALLS.items():
                 if code.co_name == function and code.co_filename.endswith(suffix):
-                    scope = _scope()
+                    scope = _scope(self.client)
                     self._open(id(frame), scope, kind, self.add(scope, kind, frame.f_back))
         elif event_name == "return":
             self._close(id(frame))
@@ -217,13 +220,14 @@ class Tally:
         if self.active:
             verb = text.lstrip().split(None, 1)[0].upper() if text.strip() else "?"
             with self.lock:
-                self.statements[_scope()][verb] += 1
-                self.work[_scope()]["statements"] += 1
+                scope = _scope(self.client)
+                self.statements[scope][verb] += 1
+                self.work[scope]["statements"] += 1
 
     def transaction(self) -> None:
         if self.active:
             with self.lock:
-                self.work[_scope()]["transactions"] += 1
+                self.work[_scope(self.client)]["transactions"] += 1
 
     def hop(self, name: str, sent: int, received: int) -> None:
         if self.active:
@@ -273,10 +277,10 @@ def _channel(tally: Tally, caller: str, target: str, token: str) -> grpc.Channel
 
 
 @contextmanager
-def _stack(engine: Engine, tally: Tally) -> Iterator[dict[str, str]]:
+def _stack(engine: Engine, tally: Tally, signed: bool = True) -> Iterator[dict[str, str]]:
     event.listen(engine, "before_cursor_execute", lambda _c, _cur, text, *_a: tally.statement(text))
     event.listen(engine, "begin", lambda _connection: tally.transaction())
-    signer = HeadSigner.generate()
+    signer = HeadSigner.generate() if signed else None
     with ExitStack() as stack:
         ledger = stack.enter_context(
             serve("ledger", ledger_bindings(Ledger(engine, authority=token_roles, signer=signer)))
@@ -312,13 +316,18 @@ def _stack(engine: Engine, tally: Tally) -> Iterator[dict[str, str]]:
         }
 
 
-def count_admissions(engine: Engine, admissions: int = ADMISSIONS) -> dict[str, Any]:
-    """Seed ``admissions`` held runs, read each candidate, then count the admissions."""
-    tally = Tally()
+@contextmanager
+def counting(
+    engine: Engine, client: str = "operator", *, signed: bool = True
+) -> Iterator[tuple[Tally, dict[str, str]]]:
+    """The four services on loopback with every count hooked, not yet active; the policy
+    enabled with room for every admission a count prepares. ``signed``: the ledger signs each
+    new head (one signature and one statement more a write; the timed bench's does not)."""
+    tally = Tally(client=client)
     threading.setprofile(tally.profile)
     sys.setprofile(tally.profile)
     try:
-        with _stack(engine, tally) as targets:
+        with _stack(engine, tally, signed) as targets:
             policy = policy_pb2_grpc.PolicyServiceStub(
                 open_channel(targets["ledger"], "admin-token")
             )
@@ -331,32 +340,50 @@ def count_admissions(engine: Engine, admissions: int = ADMISSIONS) -> dict[str, 
                     ),
                 )
             )
-            writer = ledger_pb2_grpc.LedgerServiceStub(
-                open_channel(targets["ledger"], "writer-token")
-            )
-            candidates = candidate_pb2_grpc.CandidateServiceStub(
-                _channel(tally, "operator", targets["candidate"], "operator-token")
-            )
-            admit = admission_pb2_grpc.AdmissionServiceStub(
-                _channel(tally, "operator", targets["admission"], "operator-token")
-            )
-            prefix = f"hops-{uuid.uuid4().hex[:8]}"
-            prepared = []
-            for n in range(admissions + 1):
-                run_id = f"{prefix}-{n}"
-                seed_held_run(writer, FIXTURE, run_id)
-                read = candidates.GetInvalidReadContinuityCandidate(
-                    candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=run_id)
-                ).candidate
-                prepared.append(submission(read, f"req-{n}"))
-            admit.RequestInvalidReadContinuity(prepared[0])  # warm every path once, uncounted
-            tally.active = True
-            for request in prepared[1:]:
-                admit.RequestInvalidReadContinuity(request)
-            tally.active = False
+            yield tally, targets
     finally:
+        tally.active = False
         threading.setprofile(None)  # type: ignore[arg-type]
         sys.setprofile(None)
+
+
+def prepared_submissions(
+    tally: Tally, targets: dict[str, str], count: int
+) -> list[admission_pb2.RequestInvalidReadContinuityRequest]:
+    """``count`` held runs seeded, each candidate read as the operator does before admitting,
+    and the admission request each read makes (not counted unless the tally is active)."""
+    writer = ledger_pb2_grpc.LedgerServiceStub(open_channel(targets["ledger"], "writer-token"))
+    candidates = candidate_pb2_grpc.CandidateServiceStub(
+        _channel(tally, "operator", targets["candidate"], "operator-token")
+    )
+    prefix = f"hops-{uuid.uuid4().hex[:8]}"
+    prepared = []
+    for n in range(count):
+        run_id = f"{prefix}-{n}"
+        seed_held_run(writer, FIXTURE, run_id)
+        read = candidates.GetInvalidReadContinuityCandidate(
+            candidate_pb2.GetInvalidReadContinuityCandidateRequest(run_id=run_id)
+        ).candidate
+        prepared.append(submission(read, f"req-{n}"))
+    return prepared
+
+
+def admission_stub(tally: Tally, targets: dict[str, str]) -> Any:
+    return admission_pb2_grpc.AdmissionServiceStub(
+        _channel(tally, "operator", targets["admission"], "operator-token")
+    )
+
+
+def count_admissions(engine: Engine, admissions: int = ADMISSIONS) -> dict[str, Any]:
+    """Seed ``admissions`` held runs, read each candidate, then count the admissions."""
+    with counting(engine) as (tally, targets):
+        admit = admission_stub(tally, targets)
+        prepared = prepared_submissions(tally, targets, admissions + 1)
+        admit.RequestInvalidReadContinuity(prepared[0])  # warm every path once, uncounted
+        tally.active = True
+        for request in prepared[1:]:
+            admit.RequestInvalidReadContinuity(request)
+        tally.active = False
     return _per_admission(tally, admissions)
 
 
@@ -368,7 +395,7 @@ def _per_admission(tally: Tally, admissions: int) -> dict[str, Any]:
         "admissions": admissions,
         "work": {
             scope: {kind: mean(tally.work[scope][kind]) for kind in KINDS}
-            for scope in ("operator", *SERVICES, "other")
+            for scope in (tally.client, *SERVICES, "other")
             if scope in tally.work
         },
         "statements": {

@@ -54,3 +54,24 @@ def test_every_service_parses_each_message_it_receives_once(accounted: dict[str,
     # and the snapshot's one stored document; ledger: its two requests.
     assert [work[s]["protobuf parsed"] for s in ("admission", "candidate", "ledger")] == [3, 3, 2]
     assert "| ledger |" in table(accounted)
+
+
+def test_the_ledger_parses_each_judged_payload_once_and_each_call_hashes_its_token_twice(
+    accounted: dict[str, Any],
+) -> None:
+    # Round 5 removed a repeat: the commit parsed the newest model_request_sent and
+    # response_consumed payloads once per check that read them (4 parses, now 2).
+    sites = accounted["sites"]
+    assert (
+        sum(s["count"] for site, s in sites.items() if "admission.py" in site and "JSON" in site)
+        == 2
+    )
+    # Kept (ADR 0062): each service hashes the bearer token of every call it receives twice, at
+    # the gate and in the call policy (about 1.5 us each); the ledger receives two calls.
+    tokens = {site.split(":")[0]: s["count"] for site, s in sites.items() if "token_digest" in site}
+    assert tokens == {"admission": 2, "candidate": 2, "ledger": 4}
+    digests = {
+        s: accounted["work"][s]["SHA-256 digests"] for s in ("admission", "candidate", "ledger")
+    }
+    assert digests == {"admission": 2 + 2, "candidate": 7 + 2, "ledger": 9 + 4}
+    assert accounted["work"]["ledger"]["JSON parsed"] == 8

@@ -17,7 +17,9 @@ standard library only and reports every anomaly:
 - **order**: within a run, a write acknowledged before another was invoked comes first;
 - **state**: every acknowledged ticket's events form one path, queued then claimed then one end,
   with nothing after the end, except the one recovery's requeue of a request that ended
-  unclaimed (failed or expired); a reconciliation's settlement ends the request it decides.
+  unclaimed (failed or expired), or of a request that failed after a claim by a recovery whose
+  settlement or witness line precedes it (a provider refusal, a read-only observation); a
+  reconciliation's settlement ends the request it decides.
 
 Exit status 0: no anomaly; 1: anomalies (each printed); 2: usage error or a bundle that fails
 verification.
@@ -32,6 +34,7 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +42,12 @@ HISTORY_FORMAT = "forge.continuity.model-history/1"
 ENDS = ("completed", "failed", "cancelled", "expired", "reconciled")
 #: The ends the one never-claimed recovery may queue a request again from, if it was never claimed.
 UNCLAIMED_ENDS = ("failed", "expired")
+#: The recoveries of a request that failed after a claim (a provider refusal before admission, a
+#: read-only observation left unknown), and the line naming the recovery that each writes first.
+NATIVE_WITNESSES = {
+    "recover_refusal": ("refusal_settlement", "recovery_witness"),
+    "recover_observation": ("readonly_observation_recovery",),
+}
 #: Operations keyed by the caller (a request id): an identical retry returns the first answer.
 IDEMPOTENT = frozenset({"admit"})
 
@@ -142,6 +151,12 @@ def _recovery_writes(operation: Operation, request: str) -> list[tuple[str, str]
             ("recovery_witness", value["recovery_id"]),
             ("request_event", f"{request}#requeued_by_recovery"),
         ]
+    if operation.f in NATIVE_WITNESSES and result.get("created"):
+        # a recovery after a failed claim: its settlement or witness, and the request queued
+        return [
+            *((kind, value["recovery_id"]) for kind in NATIVE_WITNESSES[operation.f]),
+            ("request_event", f"{request}#requeued_by_recovery"),
+        ]
     if operation.f == "verify":
         return [("reconciliation_verification", value["reconciliation_id"])]
     if operation.f == "reconcile" and result.get("created"):
@@ -170,6 +185,12 @@ def _request(value: dict[str, Any]) -> str:
     return str(value.get("execution_request_id", ""))
 
 
+def _native_recovery(kinds: tuple[str, ...], value: dict[str, Any]) -> list[_Maybe]:
+    """A recovery after a claimed failure: the lines naming it, and the request's requeue."""
+    named = [_Maybe(kind, str(value.get("recovery_id", ""))) for kind in kinds]
+    return [*named, _Maybe("request_event", f"{_request(value)}#requeued_by_recovery")]
+
+
 #: The journal lines each operation may have written when its answer was lost, by the spec.
 _MAYBE: dict[str, Callable[[dict[str, Any]], list[_Maybe]]] = {
     "admit": lambda v: [
@@ -186,6 +207,7 @@ _MAYBE: dict[str, Callable[[dict[str, Any]], list[_Maybe]]] = {
         _Maybe("recovery_witness", str(v.get("recovery_id", ""))),
         _Maybe("request_event", f"{_request(v)}#requeued_by_recovery"),
     ],
+    **{f: partial(_native_recovery, kinds) for f, kinds in NATIVE_WITNESSES.items()},
     "verify": lambda v: [
         _Maybe("reconciliation_verification", str(v.get("reconciliation_id", "")))
     ],
@@ -222,6 +244,8 @@ _KEYS = {
     "request_failed": lambda p: str(p.get("execution_request_id", "")),
     "command_executed": lambda p: str(p.get("command_id", "")),
     "recovery_witness": lambda p: str(p.get("recovery_id", "")),
+    "refusal_settlement": lambda p: str(p.get("recovery_id", "")),
+    "readonly_observation_recovery": lambda p: str(p.get("recovery_id", "")),
     "reconciliation_verification": lambda p: str(p.get("reconciliation_id", "")),
     "reconciliation_settlement": lambda p: str(p.get("reconciliation_id", "")),
 }
@@ -359,17 +383,20 @@ def _check_paths(run_id: str, lines: list[Line]) -> list[str]:
     anomalies = []
     ended: dict[str, str] = {}
     claimed: set[str] = set()
+    #: recoveries of a failure after a claim, by the line that names each (once per workflow)
+    after_claim: set[str] = set()
     for line in sorted(lines, key=lambda line: line.sequence):
         request = str(line.payload.get("execution_request_id", ""))
+        if line.kind in ("refusal_settlement", "readonly_observation_recovery"):
+            after_claim.add(str(line.payload.get("recovery_id", "")))
         if not request or line.kind not in _PATH_KINDS:
             continue
         event = _EVENTS.get(line.kind) or line.payload.get("event", "")
         if line.kind == "worker_claimed":
             claimed.add(request)
-        if (
-            event == "requeued_by_recovery"
-            and ended.get(request) in UNCLAIMED_ENDS
-            and request not in claimed
+        if event == "requeued_by_recovery" and (
+            (ended.get(request) in UNCLAIMED_ENDS and request not in claimed)
+            or (ended.get(request) == "failed" and line.payload.get("recovery_id") in after_claim)
         ):
             del ended[request]
         elif request in ended:

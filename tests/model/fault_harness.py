@@ -27,6 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 from services.admission.servicer import bindings as admission_bindings
 from services.candidate.downstream import GrpcCandidateSources
 from services.candidate.servicer import bindings as candidate_bindings
+from services.demo.provider import RefusingProvider
 from services.ledger.database import make_engine
 from services.ledger.domain.signing import write_new_key
 from services.reconstruction.servicer import bindings as reconstruction_bindings
@@ -135,6 +136,7 @@ def fault_stack(
         )
         downstream = admission_downstream(served_b.target, candidate.target)
         admission = stack.enter_context(serve("admission", admission_bindings(downstream)))
+        provider = stack.enter_context(RefusingProvider())
         yield FaultStack(
             sample,
             clock,
@@ -143,6 +145,7 @@ def fault_stack(
             candidate,
             admission,
             "postgresql processes+faults",
+            provider,
             replicas,
             proxy,
             bouncer,

@@ -1,6 +1,6 @@
 """The real services for the model (docs/reliability.md, "The model and the history checker"):
 ledger replicas, a reconstruction, a candidate and an admission server on loopback ports, in this
-process, over one migrated database. Two targets:
+process, over one migrated database, and a loopback provider refusing every request. Two targets:
 
 - **SQLite**: one ledger over a fresh file;
 - **PostgreSQL**: two ledger replicas over one fresh schema, the second through a real PgBouncer
@@ -24,6 +24,7 @@ from sqlalchemy import Engine
 from services.admission.servicer import bindings as admission_bindings
 from services.candidate.downstream import GrpcCandidateSources
 from services.candidate.servicer import bindings as candidate_bindings
+from services.demo.provider import RefusingProvider
 from services.ledger.database import make_engine, migrate
 from services.ledger.domain.signing import HeadSigner
 from services.ledger.service import Ledger
@@ -61,6 +62,8 @@ class ModelStack:
     admission: Served
     #: How the ledgers reach the database (reports name it).
     target: str
+    #: The loopback provider that refuses every request (the native turns' provider).
+    provider: RefusingProvider
 
     @property
     def ledger(self) -> Served:
@@ -99,7 +102,8 @@ def _services(engines: Sequence[Engine], sample: Engine, target: str) -> Iterato
         )
         downstream = admission_downstream(ledgers[-1].target, candidate.target)
         admission = stack.enter_context(serve("admission", admission_bindings(downstream)))
-        yield ModelStack(sample, clock, signer, ledgers, candidate, admission, target)
+        provider = stack.enter_context(RefusingProvider())
+        yield ModelStack(sample, clock, signer, ledgers, candidate, admission, target, provider)
 
 
 @contextmanager

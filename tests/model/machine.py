@@ -62,6 +62,7 @@ from tests.model.checking import (
 )
 from tests.model.harness import ModelStack
 from tests.model.history import History
+from tests.model.native_recovery_rules import NativeRecoveryRules
 from tests.model.race_rules import RaceRules
 from tests.model.recovery_model import ORIGINAL_OPERATOR as OPERATOR
 from tests.model.recovery_rules import RecoveryRules
@@ -87,6 +88,9 @@ MAX_RUNS = 4
 #: Steps of the model clock, in seconds: each sum stays clear of a lease's edge by more than the
 #: real seconds an example takes, so the services and the model never disagree by a moment.
 CLOCK_STEPS = (120, 300, 1000)
+#: A policy revision's recovery switches: both on (the provider-refusal and the read-only
+#: observation recoveries enabled), or one of them off.
+SWITCHES = ("both", "both", "no refusal", "both", "no observation")
 
 Response = TypeVar("Response")
 
@@ -98,7 +102,7 @@ class WorkerSourceFields:
     source_profile: str
 
 
-class ModelMachine(RecoveryRules, RaceRules, RuleBasedStateMachine):
+class ModelMachine(NativeRecoveryRules, RecoveryRules, RaceRules, RuleBasedStateMachine):
     """One example: fresh runs on the shared services, the model beside them."""
 
     #: Set by the test before the machine runs (tests/model/test_model.py).
@@ -205,14 +209,21 @@ class ModelMachine(RecoveryRules, RaceRules, RuleBasedStateMachine):
     # Policy edits and cancellations end what the other rules exercise: taken at every few
     # steps only (deterministic, so Hypothesis replays a sequence exactly).
     @precondition(lambda self: self.steps % 4 == 3)
-    @rule(enabled=st.sampled_from((True, True, False)), cap=st.integers(min_value=1, max_value=3))
-    def put_policy(self, enabled: bool, cap: int) -> None:
+    @rule(
+        enabled=st.sampled_from((True, True, False)),
+        cap=st.integers(min_value=1, max_value=3),
+        switches=st.sampled_from(SWITCHES),
+    )
+    def put_policy(self, enabled: bool, cap: int, switches: str = "both") -> None:
         stub = policy_pb2_grpc.PolicyServiceStub(self._channel("ledger", "admin-token"))
         current = stub.GetPolicy(policy_pb2.GetPolicyRequest()).policy
+        refusal, observation = switches != "no refusal", switches != "no observation"
         settings = common_pb2.PolicySettings(
             enabled=enabled,
             window_seconds=self.model.policy.window_seconds,
             pending_ticket_limit=cap,
+            allow_pre_admission_recovery=refusal,
+            allow_readonly_observation_recovery=observation,
         )
         got = self.call(
             "admin",
@@ -224,7 +235,7 @@ class ModelMachine(RecoveryRules, RaceRules, RuleBasedStateMachine):
             lambda response: {"revision": response.policy.revision},
         )
         self.expect("put_policy", OK, got)
-        self.model.policy_written(enabled, cap)
+        self.model.policy_written(enabled, cap, (refusal, observation))
 
     @rule(run_id=runs)
     def admit(self, run_id: str) -> None:

@@ -1,9 +1,12 @@
-"""The never-claimed recovery and reconciliation in the spec model: what the services must answer,
-from the spec's state alone (docs/workflows/never-claimed.md, docs/workflows/reconciliation.md;
-spec 000's one-use recoveries, 001's one admissibility check, 002's reconciliation).
+"""The three recoveries and reconciliation in the spec model: what the services must answer,
+from the spec's state alone (docs/workflows/never-claimed.md, docs/workflows/reconciliation.md,
+the provider-refusal and read-only observation workflows; spec 000's one-use recoveries, 001's
+one admissibility check, 002's reconciliation).
 
 Nothing here reads the services. The state beside :class:`SpecModel`'s runs is each run's
-failure before a claim, its one stored recovery and the requests a reconciliation decided.
+failure before a claim, its native turns (a first provider request refused before admission, a
+later consumed turn with an unknown evidence read), its one stored recovery per workflow and the
+requests a reconciliation decided.
 """
 
 from __future__ import annotations
@@ -28,6 +31,12 @@ from tests.model.spec_model import (
 #: A recovery's or reconciliation's identity expires this long after its action was stored
 #: (ADR 0038): an identical repeat after that is refused, not replayed.
 ACTION_IDENTITY_SECONDS = 7200
+#: The two recoveries that rest on native turns, and the policy switch each needs.
+REFUSAL, OBSERVATION = "rejected_boundary", "readonly_observation"
+SWITCH = {
+    REFUSAL: "allow_pre_admission_recovery",
+    OBSERVATION: "allow_readonly_observation_recovery",
+}
 #: The ticket's original operator (also a factory administrator), and another administrator.
 ORIGINAL_OPERATOR, OTHER_ADMINISTRATOR = "admin-operator-token", "admin-token"
 
@@ -54,6 +63,14 @@ class Recovering:
     reconciled: dict[str, tuple[str, int]] = field(default_factory=dict)
     #: The current request was marked unresolved (its decision is spent).
     decided: bool = False
+    #: The first claim's provider request was refused before admission, retained, and the
+    #: request failed (the provider-refusal recovery's evidence).
+    refused_turn: bool = False
+    #: After the refusal recovery, the second claim's turn was consumed with an unknown evidence
+    #: read and a retained listing, and the request failed (the observation recovery's).
+    consumed_turn: bool = False
+    #: The one provider-refusal and the one read-only observation recovery, by workflow.
+    native: dict[str, StoredRecovery] = field(default_factory=dict)
 
 
 @dataclass
@@ -84,7 +101,7 @@ class RecoveryModel:
         claim, or a sweep expired it queued (ADR 0014: the recovery accepts ``expired`` like
         ``failed``; a lease that ran out with no sweep yet ended nothing), and no claim is in its
         request id's history: a reconciliation's retry is queued only for a claimed request."""
-        if self.of(run).reconciled:
+        if self.of(run).reconciled or run.claims:
             return False  # the request id's history holds a worker's claim
         return (run.state == FAILED and self.of(run).failed_unclaimed) or run.state == EXPIRED
 
@@ -151,6 +168,80 @@ class RecoveryModel:
         run.lease_expires = self.model.now + LEASE_SECONDS
         state = self.of(run)
         state.recovery, state.failed_unclaimed = recovery, False
+
+    # -- the provider-refusal and read-only observation recoveries ----------------------------
+
+    def turnable(self, run: RunModel) -> bool:
+        """A native worker turn can start: the request claimable now, and either never claimed
+        (its first request will be refused) or claimed once and recovered from that refusal
+        (the same request, answered and consumed)."""
+        state = self.of(run)
+        claimable = run.state == QUEUED and run.lease_expires > self.model.now and not run.revoked
+        first = run.claims == 0 and not state.reconciled
+        second = run.claims == 1 and REFUSAL in state.native and not state.consumed_turn
+        return claimable and (first or second)
+
+    def native_evidence(self, run: RunModel, workflow: str) -> bool:
+        """The request's history is the workflow's supported one, its last failure included:
+        for the refusal, one claim whose first request was refused; for the observation, the
+        refusal recovered, then exactly one more claim whose turn was consumed."""
+        state = self.of(run)
+        if run.state != FAILED or state.reconciled:
+            return False
+        if workflow == REFUSAL:
+            # the supported case only: nothing between the ticket and the claim, so a request
+            # recovered from a failure before any claim stays held (its failure, witness and
+            # requeue are not part of a refusal before admission)
+            return state.refused_turn and run.claims == 1 and state.recovery is None
+        return state.consumed_turn and run.claims == 2 and REFUSAL in state.native
+
+    def native_held(self, run: RunModel, workflow: str) -> bool:
+        """The workflow's candidate holds (for the ticket's original operator): the policy or
+        the workflow's switch off, no supported history, or its one action spent."""
+        return (
+            not self.model.policy.switched_on(SWITCH[workflow])
+            or not self.native_evidence(run, workflow)
+            or workflow in self.of(run).native
+        )
+
+    def predict_native(
+        self,
+        run: RunModel,
+        workflow: str,
+        actor: str,
+        recovery_id: str,
+        digest: str,
+        fresh: bool,
+        acks: bool,
+    ) -> Answer:
+        """A submission of ``workflow``'s recovery: the order of the never-claimed one (the
+        three share one admissibility check and one commit)."""
+        if not acks:
+            return refused("INVALID_ARGUMENT", "ACKNOWLEDGEMENT_REQUIRED")
+        stored = self.of(run).native.get(workflow)
+        if stored is not None:
+            return self._replay_or_conflict(stored, actor, recovery_id, digest)
+        return self._native_commit(run, workflow, actor, fresh)
+
+    def _native_commit(self, run: RunModel, workflow: str, actor: str, fresh: bool) -> Answer:
+        """A first recovery of ``workflow``: admission's recomputation, then the commit."""
+        if not fresh:
+            return refused("FAILED_PRECONDITION", "CANDIDATE_DIGEST_STALE")
+        if self.native_held(run, workflow):
+            return refused("FAILED_PRECONDITION", "CANDIDATE_HELD")
+        if actor != ORIGINAL_OPERATOR:
+            return refused("FAILED_PRECONDITION", "RECOVERY_UNRESOLVED")
+        if self.model.pending() >= self.model.policy.pending_cap:
+            return refused("RESOURCE_EXHAUSTED", "PENDING_TICKET_LIMIT")
+        return OK
+
+    def recovered_native(self, run: RunModel, workflow: str, recovery: StoredRecovery) -> None:
+        """The same request queued again at the generation it failed under, under the current
+        policy revision (which must keep the workflow's switch on from now), a new lease."""
+        run.state, run.revoked = QUEUED, False
+        run.lease_expires = self.model.now + LEASE_SECONDS
+        run.switches.add(SWITCH[workflow])
+        self.of(run).native[workflow] = recovery
 
     # -- reconciliation ----------------------------------------------------------------------
 

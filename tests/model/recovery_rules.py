@@ -2,14 +2,16 @@
 (tests/model/machine.py): each calls the public API as the administrator or the ticket's original
 operator would, and compares the answer with tests/model/recovery_model.py's prediction.
 
-The other two recoveries (the rejected boundary, the read-only observation) need native evidence
-the model's runs never produce (a retained provider request, a consumed later turn): their
-candidates are held for every run here, which their own tests in tests/recovery/ already show.
+The other two recoveries (the provider refusal, the read-only observation) rest on native
+evidence the worker retains (a first provider request refused before admission, a later consumed
+turn with an unknown evidence read): their rules, and the worker turns that produce that
+evidence, are in tests/model/native_recovery_rules.py.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from typing import Any
 
 from hypothesis import strategies as st
@@ -44,12 +46,6 @@ ACKNOWLEDGEMENTS = (
 #: What the model's verifier (tests/model/harness.py) is shown: "stopped" proves cessation, no
 #: effect and bounded exposure for an hour; "running" proves nothing.
 EVIDENCE = ("stopped", "running")
-OBSERVATION_ACKNOWLEDGEMENTS = (
-    "acknowledge_unavailable_observation",
-    "acknowledge_no_original_callback_replay",
-    "acknowledge_same_request_attempt_and_budgets",
-    "acknowledge_finite_ownership_lease",
-)
 #: How a recovery submission is made (see :meth:`RecoveryRules.recover`).
 VARIANTS = ("as reviewed", "unacknowledged", "as reviewed", "stale", "as reviewed")
 #: A reconciliation's variants: (retry, the evidence shown to the verifier ("" none), the
@@ -258,47 +254,6 @@ class RecoveryRules(MachineParts):
         if got.answer.ok and got.response.created:
             raise Divergence(f"a replayed recovery was created again: {got.response}")
 
-    @precondition(lambda self: bool(self.submissions) and self.steps % 7 == 6)
-    @rule(data=st.data(), acknowledged=st.booleans())
-    def readonly_observation_is_held(self, data: st.DataObject, acknowledged: bool) -> None:
-        """The read-only observation recovery needs what the model's runs never hold (a provider
-        refusal recovered, a later consumed turn with an unknown evidence read) and a switch the
-        model's policy never turns on: its candidate is held, and a submission of it is refused
-        as held, writing nothing."""
-        run = self.model.runs[data.draw(st.sampled_from(sorted(self.submissions)))]
-        candidates = candidate_pb2_grpc.CandidateServiceStub(
-            self._channel("candidate", ORIGINAL_OPERATOR)
-        )
-        candidate = candidates.GetReadonlyObservationCandidate(
-            candidate_pb2.GetReadonlyObservationCandidateRequest(
-                run_id=run.run_id, request_id=run.request_id
-            )
-        ).candidate
-        if candidate.eligible:
-            raise Divergence(f"{run.run_id}'s read-only observation candidate is eligible")
-        submission = admission_pb2.RequestReadonlyObservationRecoveryRequest(
-            run_id=run.run_id,
-            request_id=run.request_id,
-            recovery_id=f"obs-{uuid.uuid4().hex[:10]}",
-            candidate_digest=candidate.candidate_digest,
-            valid_for_seconds=900,
-            **dict.fromkeys(OBSERVATION_ACKNOWLEDGEMENTS, True),
-        )
-        if not acknowledged:
-            setattr(submission, OBSERVATION_ACKNOWLEDGEMENTS[0], False)
-        stub = admission_pb2_grpc.AdmissionServiceStub(
-            self._channel("admission", ORIGINAL_OPERATOR)
-        )
-        got = self.call(
-            ORIGINAL_OPERATOR,
-            "recover_observation",
-            {"run_id": run.run_id, "recovery_id": submission.recovery_id},
-            lambda: stub.RequestReadonlyObservationRecovery(submission),
-        )
-        held = refused("FAILED_PRECONDITION", "CANDIDATE_HELD")
-        unacknowledged = refused("INVALID_ARGUMENT", "ACKNOWLEDGEMENT_REQUIRED")
-        self.expect("recover_observation", held if acknowledged else unacknowledged, got)
-
     # -- reconciliation ----------------------------------------------------------------------
 
     def _claimed_runs(self) -> list[str]:
@@ -312,8 +267,16 @@ class RecoveryRules(MachineParts):
     )
     @rule(data=st.data())
     def reconcile_in_turn(self, data: st.DataObject) -> None:
-        """A decision of :data:`DECISIONS`, turning with the step count (as the recovery's)."""
-        self.reconcile(data, *DECISIONS[self.steps % len(DECISIONS)])
+        """A decision of :data:`DECISIONS`, turning with this sequence's decisions, counted
+        apart while a claimed run exists: the first decision on a claimed run is the verified
+        retry. (Turning with the step count, as before, drew it only at a step count that is an
+        odd multiple of 7 with a run claimed at that moment, which the exploratory runs on
+        PostgreSQL never met.)"""
+        claimed = bool(self._claimed_runs())
+        turns = self.__dict__.setdefault("decision_turns", Counter())
+        decision = DECISIONS[turns[claimed] % len(DECISIONS)]
+        turns[claimed] += 1
+        self.reconcile(data, *decision)
 
     def reconcile(
         self, data: st.DataObject, retry: bool, evidence: str, acknowledged: bool

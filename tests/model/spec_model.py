@@ -72,6 +72,11 @@ class RunModel:
     refusal_recorded: bool = False
     #: The token of the worker holding the claim ("" while nobody does).
     owner: str = ""
+    #: Claims granted on the request (a provider-refusal or observation history counts them).
+    claims: int = 0
+    #: Policy switches the request's recoveries made it need (a revision turning one off
+    #: revokes it, as turning the policy off does).
+    switches: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -79,6 +84,12 @@ class Policy:
     enabled: bool
     pending_cap: int
     window_seconds: int = 3600
+    #: The provider-refusal and the read-only observation recoveries' own switches.
+    allow_pre_admission_recovery: bool = True
+    allow_readonly_observation_recovery: bool = True
+
+    def switched_on(self, switch: str) -> bool:
+        return self.enabled and bool(getattr(self, switch))
 
 
 @dataclass
@@ -92,12 +103,18 @@ class SpecModel:
     def advance(self, seconds: float) -> None:
         self.now += seconds
 
-    def policy_written(self, enabled: bool, pending_cap: int) -> None:
+    def policy_written(
+        self, enabled: bool, pending_cap: int, switches: tuple[bool, bool] = (True, True)
+    ) -> None:
         self.policy.enabled, self.policy.pending_cap = enabled, pending_cap
-        if not enabled:
-            for run in self.runs.values():
-                if run.state is not None:
-                    run.revoked = True
+        (
+            self.policy.allow_pre_admission_recovery,
+            self.policy.allow_readonly_observation_recovery,
+        ) = switches
+        for run in self.runs.values():
+            off = [name for name in run.switches if not getattr(self.policy, name)]
+            if run.state is not None and (not enabled or off):
+                run.revoked = True
 
     def pending(self) -> int:
         return sum(1 for run in self.runs.values() if run.state in PENDING)
@@ -154,6 +171,7 @@ class SpecModel:
         nothing, so the lease still ends where it ended while queued."""
         run.state = CLAIMED
         run.generation += 1
+        run.claims += 1
 
     def _predict_fenced(self, run: RunModel) -> Answer:
         """A write under the claim's lease: completion, failure, a command."""

@@ -220,3 +220,35 @@ def test_a_lost_retry_decision_journaled_twice_or_a_stray_queued_line_is_found()
     other = [*history[:2], lost(2, "reconcile", {"reconciliation_id": "other"})]
     foreign = check(other, journal(SETTLED, OWNED, CLAIMED, RETRY_SETTLED, QUEUED_RETRY))
     assert any("queued_by_reconciliation" in a for a in foreign), foreign
+
+
+def _operation(
+    index: int, f: str, value: dict[str, object], result: dict[str, object]
+) -> Operation:
+    return Operation(
+        index, "admin", f, {"run_id": RUN, **value}, 2 * index + 1, "ok", result, 2 * index + 2
+    )
+
+
+def test_a_provider_refusal_recovery_may_requeue_a_request_failed_after_its_claim() -> None:
+    request = {"execution_request_id": REQUEST}
+    failed = ("request_failed", request)
+    recovery = {"recovery_id": "rec-1", **request}
+    requeued = ("request_event", {**recovery, "event": "requeued_by_recovery"})
+    history = [
+        admitted(0, 1, 2),
+        claimed(1, 3, 4),
+        _operation(2, "fail", request, {}),
+        _operation(3, "recover_refusal", recovery, {"created": True}),
+    ]
+    lines = [SETTLED, OWNED, CLAIMED, failed]
+    settled = [("refusal_settlement", recovery), ("recovery_witness", recovery), requeued]
+    assert check(history, journal(*lines, *settled)) == []
+    # without the recovery's settlement the requeue follows the request's end, as a phantom
+    anomalies = check(history[:3], journal(*lines, requeued))
+    assert any("after its end" in a for a in anomalies), anomalies
+    # a requeue naming a never-claimed recovery cannot follow a failure after a claim
+    witnessed = [("recovery_witness", recovery), requeued]
+    never_claimed = _operation(3, "recover", recovery, {"created": True})
+    anomalies = check([*history[:3], never_claimed], journal(*lines, *witnessed))
+    assert any("after its end" in a for a in anomalies), anomalies

@@ -21,7 +21,7 @@ from tests.scale.pgbouncer import running_pgbouncer
 #: is reproducible, while make model-check draws new ones.
 EXPLORING = "FORGE_MODEL_EXAMPLES" in os.environ
 #: make test's budget per target: PostgreSQL's calls take about four times SQLite's.
-SMALL_BUDGET = {"sqlite": 40, "postgresql+pgbouncer": 10}
+SMALL_BUDGET = {"sqlite": 32, "postgresql+pgbouncer": 8}
 STEPS = int(os.environ.get("FORGE_MODEL_STEPS", "40"))
 
 

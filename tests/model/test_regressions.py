@@ -147,3 +147,67 @@ def test_a_retried_request_id_has_no_never_claimed_recovery(
     assert machine.outcomes["recover FAILED_PRECONDITION CANDIDATE_HELD"]
     check_invariants(machine)
     machine.teardown()
+
+
+def test_a_refusal_after_a_never_claimed_recovery(model_stack: ModelStack, tmp_path: Path) -> None:
+    """Found by the first runs of the provider-refusal rules: a request failed before a claim,
+    was recovered, then claimed and its first provider request refused. The model held the
+    refusal eligible; the services hold it (REFUSAL_NOT_PROVEN): the spec's supported case is
+    the first request with nothing between the ticket and the claim, and the never-claimed
+    failure, its witness and requeue are not part of a refusal before admission. A model bug:
+    the refusal is predicted held, CANDIDATE_HELD, nothing written."""
+    ModelMachine.stack, ModelMachine.history_dir = model_stack, tmp_path
+    machine = ModelMachine()
+    machine.start()
+    run_id = str(machine.seed_run())
+    machine.admit(run_id)
+    machine.steps = 0
+    machine.fail_unclaimed(Draws())  # type: ignore[arg-type]
+    machine.steps = 0  # the original operator, as reviewed
+    machine.recover(Draws())  # type: ignore[arg-type]
+    assert machine.model.runs[run_id].state == QUEUED
+    machine.native_turn(Draws())  # type: ignore[arg-type]
+    check_invariants(machine)
+    machine.recover_refusal(Draws())  # type: ignore[arg-type]  # unacknowledged
+    machine.recover_refusal(Draws())  # type: ignore[arg-type]  # as reviewed
+    assert machine.outcomes["recover_refusal FAILED_PRECONDITION CANDIDATE_HELD"] >= 1
+    check_invariants(machine)
+    machine.teardown()
+
+
+def test_a_refusal_and_then_an_observation_recovered_once_each(
+    model_stack: ModelStack, tmp_path: Path
+) -> None:
+    """The two native recoveries' success paths, as the exploratory runs draw them: the first
+    request refused by the provider and recovered, the same request consumed with its evidence
+    read unknown and recovered by observation, each replayed; a second refusal stays held."""
+    ModelMachine.stack, ModelMachine.history_dir = model_stack, tmp_path
+    machine = ModelMachine()
+    machine.start()
+    run_id = str(machine.seed_run())
+    machine.admit(run_id)
+    machine.native_turn(Draws())  # type: ignore[arg-type]
+    machine.recover_refusal(Draws())  # type: ignore[arg-type]  # unacknowledged
+    machine.recover_refusal(Draws())  # type: ignore[arg-type]  # as reviewed
+    run = machine.model.runs[run_id]
+    assert (run.state, run.generation) == (QUEUED, 1)
+    check_invariants(machine)
+    machine.native_turn(Draws())  # type: ignore[arg-type]
+    machine.recover_observation(Draws())  # type: ignore[arg-type]  # unacknowledged
+    machine.recover_observation(Draws())  # type: ignore[arg-type]  # as reviewed
+    assert (run.state, run.generation) == (QUEUED, 2)
+    check_invariants(machine)
+    machine.replay_native_recovery(Script((run_id, "readonly_observation")), True)  # type: ignore[arg-type]
+    machine.replay_native_recovery(Script((run_id, "rejected_boundary")), False)  # type: ignore[arg-type]
+    machine.recover_refusal(Draws())  # type: ignore[arg-type]  # another administrator
+    for outcome in (
+        "recover_refusal OK",
+        "recover_observation OK",
+        "replay_recover_observation OK",
+        "replay_recover_refusal ALREADY_EXISTS RECOVERY_ID_OWNED_BY_ANOTHER_IDENTITY",
+        "recover_observation INVALID_ARGUMENT ACKNOWLEDGEMENT_REQUIRED",
+        "recover_refusal ALREADY_EXISTS RECOVERY_ALREADY_SPENT",
+    ):
+        assert machine.outcomes.get(outcome), (outcome, machine.outcomes)
+    check_invariants(machine)
+    machine.teardown()

@@ -19,14 +19,13 @@ applies them inside the claim.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from services.ledger.domain.execution import ExecutionRequestRecord
-from services.ledger.domain.journal import EntryKind, StoredEntry
+from services.ledger.domain.journal import EntryKind, StoredEntry, payload_of
 from services.ledger.domain.runs import Run
 from services.ledger.domain.tickets import StoredTicket
-from shared.continuity.canonical import parse_json
 from shared.continuity.journal_chain import entry_problem
 from shared.runtime.errors import FailedPrecondition, PreconditionViolation
 
@@ -34,9 +33,13 @@ from shared.runtime.errors import FailedPrecondition, PreconditionViolation
 STARTED_FIELDS = ("task_id", "attempt_id", "source_revision", "configuration_digest")
 
 
-def _payload(entry: StoredEntry) -> dict[str, Any]:
+#: An entry's parsed payload (the caller's, when it keeps the entries it read parsed).
+Parse = Callable[[StoredEntry], Any]
+
+
+def _payload(entry: StoredEntry, parse: Parse) -> dict[str, Any]:
     try:
-        payload = parse_json(entry.payload_json)
+        payload = parse(entry)
     except ValueError:
         return {}
     return payload if isinstance(payload, dict) else {}
@@ -55,7 +58,7 @@ def _mismatches(
 
 
 def _row(
-    subject: str, entry: StoredEntry | None, kind: EntryKind, prev_hash: str | None
+    subject: str, entry: StoredEntry | None, kind: EntryKind, prev_hash: str | None, parse: Parse
 ) -> tuple[dict[str, Any] | None, list[PreconditionViolation]]:
     """The payload of an intact ticket row of ``kind``, or why it is not one."""
     if entry is None or entry.kind != kind.value:
@@ -66,7 +69,7 @@ def _row(
     )
     if problem:
         return None, [PreconditionViolation("TICKET", subject, f"the entry fails: {problem}")]
-    return _payload(entry), []
+    return _payload(entry, parse), []
 
 
 def ticket_violations(
@@ -75,6 +78,7 @@ def ticket_violations(
     run: Run,
     entries: Iterable[StoredEntry],
     queued_at: int,
+    parse: Parse = payload_of,
 ) -> list[PreconditionViolation]:
     """Every way the ticket's rows no longer are what ``record`` was admitted against (empty:
     unchanged). ``entries`` must hold the run's entries at the ticket's two sequences, of any
@@ -82,7 +86,7 @@ def ticket_violations(
     by_sequence = {entry.sequence: entry for entry in entries}
     settlement_entry = by_sequence.get(ticket.settlement_sequence)
     settlement, violations = _row(
-        "settlement", settlement_entry, EntryKind.MIGRATION_SETTLEMENT, None
+        "settlement", settlement_entry, EntryKind.MIGRATION_SETTLEMENT, None, parse
     )
     if settlement is not None:
         violations += _mismatches(
@@ -101,6 +105,7 @@ def ticket_violations(
         by_sequence.get(ticket.claim_sequence),
         EntryKind.OWNERSHIP_CLAIM,
         settlement_entry.hash if settlement_entry is not None else "",
+        parse,
     )
     violations += found
     if claim is not None:
@@ -135,9 +140,10 @@ def check_ticket_unchanged(
     run: Run,
     entries: Iterable[StoredEntry],
     queued_at: int,
+    parse: Parse = payload_of,
 ) -> None:
     """TICKET_CHANGED, naming every difference, unless :func:`ticket_violations` finds none."""
-    violations = ticket_violations(ticket, record, run, entries, queued_at)
+    violations = ticket_violations(ticket, record, run, entries, queued_at, parse)
     if violations:
         raise FailedPrecondition(
             "TICKET_CHANGED",
@@ -154,14 +160,14 @@ def check_ticket_unchanged(
 
 
 def check_run_started_source(
-    run: Run, starts: Iterable[StoredEntry], execution_request_id: str
+    run: Run, starts: Iterable[StoredEntry], execution_request_id: str, parse: Parse = payload_of
 ) -> None:
     """RUN_STARTED_SOURCE_CHANGED when a ``run_started`` of the run records another task,
     attempt, source revision or configuration digest than the run's (absent counts as another,
     as it does for the candidate)."""
     expected = {name: getattr(run.spec, name) for name in STARTED_FIELDS}
     for entry in starts:
-        payload = _payload(entry)
+        payload = _payload(entry, parse)
         changed = [name for name, value in expected.items() if payload.get(name) != value]
         if changed:
             raise FailedPrecondition(

@@ -5,12 +5,13 @@ certification that the journal supports safe completion, computed from the journ
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from services.ledger.domain.journal import EntryKind, StoredEntry
+from services.ledger.domain.journal import EntryKind, StoredEntry, payload_of
 from services.ledger.domain.lease_records import LeaseFence, Standing
-from shared.continuity.canonical import is_digest, parse_json
+from shared.continuity.canonical import is_digest
 from shared.runtime.errors import field_invalid
 
 
@@ -76,20 +77,25 @@ def check_final_output_digest(value: str) -> None:
 
 
 def certify(
-    entries: Iterable[StoredEntry], execution_request_id: str, generation: int, current: int
+    entries: Iterable[StoredEntry],
+    execution_request_id: str,
+    generation: int,
+    current: int,
+    parse: Callable[[StoredEntry], Any] = payload_of,
 ) -> Certification:
     """The certification of ``execution_request_id``'s claim at ``generation`` from the run's
     journal (entries in sequence order): the generation is the current one, every effect intent
     the claim's worker journaled under its lease has a succeeded or failed outcome it journaled
     under the same lease, and no reconciliation entry names the request. Any other record, a
-    foreign one naming the request or a native one naming none, closes and opens nothing."""
+    foreign one naming the request or a native one naming none, closes and opens nothing.
+    ``parse``: an entry's payload (the caller's, when it parsed some of them already)."""
     claim_sequence = 0
     intents: dict[str, int] = {}
     latest: dict[str, tuple[str, int]] = {}  # call id -> (latest outcome status, sequence)
     markers: list[int] = []
     fence = LeaseFence(execution_request_id)
     for entry in entries:
-        payload = parse_json(entry.payload_json)
+        payload = parse(entry)
         if not isinstance(payload, dict):
             continue
         names_request = payload.get("execution_request_id") == execution_request_id

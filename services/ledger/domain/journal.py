@@ -6,8 +6,9 @@ transaction applies them."""
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from shared.continuity.blob_references import named_blobs
 from shared.continuity.canonical import CanonicalJsonError, canonical_text, is_digest, parse_json
@@ -226,15 +227,18 @@ def seal(
     prev_hash: str,
     actor: str,
     recorded_at: str,
+    *,
+    payload: Any = None,
 ) -> StoredEntry:
     """A new entry linked to ``prev_hash`` with its hash computed. Every entry is sealed here,
-    native or written by a workflow, so the payload bound holds for all of them."""
+    native or written by a workflow, so the payload bound holds for all of them. ``payload``:
+    ``canonical_payload`` parsed, when the caller has parsed it already (None: parsed here)."""
     _check_payload_size(canonical_payload)
     digest = entry_hash(
         run_id=run_id,
         sequence=sequence,
         kind=kind.value,
-        payload=parse_json(canonical_payload),
+        payload=parse_json(canonical_payload) if payload is None else payload,
         prev_hash=prev_hash,
         actor=actor,
         recorded_at=recorded_at,
@@ -248,12 +252,22 @@ def seal(
 QUEUEING_EVENTS = frozenset({"requeued_by_recovery", "queued_by_reconciliation"})
 
 
-def queued_at(entries: Iterable[StoredEntry], execution_request_id: str) -> int:
+def payload_of(entry: StoredEntry) -> Any:
+    """``entry``'s payload, parsed."""
+    return parse_json(entry.payload_json)
+
+
+def queued_at(
+    entries: Iterable[StoredEntry],
+    execution_request_id: str,
+    parse: Callable[[StoredEntry], Any] = payload_of,
+) -> int:
     """The sequence of the newest entry that queued ``execution_request_id``: its ownership
-    claim, or a recovery's or reconciliation's request event (0 if none)."""
+    claim, or a recovery's or reconciliation's request event (0 if none). ``parse``: an entry's
+    payload (a caller that reads the same entries again passes one that keeps them parsed)."""
     found = 0
     for entry in entries:
-        payload = parse_json(entry.payload_json)
+        payload = parse(entry)
         if not isinstance(payload, dict) or payload.get("execution_request_id") != (
             execution_request_id
         ):
@@ -265,13 +279,17 @@ def queued_at(entries: Iterable[StoredEntry], execution_request_id: str) -> int:
     return found
 
 
-def unknown_tool_calls(outcomes: Iterable[StoredEntry], after: int = 0) -> tuple[str, ...]:
+def unknown_tool_calls(
+    outcomes: Iterable[StoredEntry],
+    after: int = 0,
+    parse: Callable[[StoredEntry], Any] = payload_of,
+) -> tuple[str, ...]:
     """Call ids whose newest ``tool_outcome`` (entries in sequence order) is ``unknown`` and was
     recorded after sequence ``after``: what was known when the request was queued, the
-    admissibility check already judged."""
+    admissibility check already judged. ``parse`` as for :func:`queued_at`."""
     latest: dict[str, tuple[int, str]] = {}
     for entry in outcomes:
-        payload = parse_json(entry.payload_json)
+        payload = parse(entry)
         if isinstance(payload, dict) and isinstance(payload.get("call_id"), str):
             latest[payload["call_id"]] = (entry.sequence, str(payload.get("status", "")))
     return tuple(

@@ -3,9 +3,10 @@ transaction read (pure; the catalog is ``shared.continuity.policy_epochs``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from services.ledger.domain.journal import StoredEntry
+from services.ledger.domain.journal import StoredEntry, payload_of
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run
 from shared.continuity.canonical import parse_json
@@ -64,11 +65,15 @@ def admission_epoch_receipt(
 
 
 def recognize_for_execution(
-    run: Run, policy: PolicyRevision, run_started: StoredEntry | None
+    run: Run,
+    policy: PolicyRevision,
+    run_started: StoredEntry | None,
+    parse: Callable[[StoredEntry], Any] = payload_of,
 ) -> None:
     """A worker claim recognizes the run's adopted epoch again, in the continuity execution
-    context, under the catalog installed now: POLICY_EPOCH_UNRECOGNIZED otherwise."""
-    started = parse_json(run_started.payload_json) if run_started is not None else {}
+    context, under the catalog installed now: POLICY_EPOCH_UNRECOGNIZED otherwise. ``parse``:
+    an entry's payload (the claim's, which keeps the entries it read parsed)."""
+    started = parse(run_started) if run_started is not None else {}
     adopted = mode_tuple_of(started if isinstance(started, dict) else {})
     if adopted is not None:
         recognize(adopted, continuity_context(ContinuityNamespace.EXECUTION, run, policy))

@@ -280,6 +280,18 @@ def run_with_head_and_policy(
     return run_from_row(row), head_from_row(row), policy
 
 
+_READING = DriverStatement(RUN_WITH_HEAD_AND_POLICY)
+
+
+def get_run_with_head_and_policy(
+    connection: Connection, run_id: str
+) -> tuple[Run, tuple[int, str], PolicyRevision] | None:
+    """The run, its head and the current policy revision in one statement (GetRun, a worker's
+    first call for each request: three statements until round 5); None: no such run."""
+    rows = fetch(connection, _READING, {"run_id": run_id})
+    return run_with_head_and_policy(rows[0]) if rows else None
+
+
 def head_from_row(row: Mapping[Any, Any]) -> tuple[int, str]:
     """(sequence, hash) of the head read by :data:`HEAD_COLUMNS`; (0, genesis): no entry."""
     if row["head_sequence"] is None:

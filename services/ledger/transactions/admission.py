@@ -131,7 +131,7 @@ def _admit(
     if head[1] != admission.expected_head_hash:
         raise stale_head(run.spec.run_id, admission.expected_head_hash, *head)
     # 9.5 at that head the run is held, and its consumed response is the one named
-    _check_held_on_consumed_response(admission, last, newest.newest(EntryKind.RESPONSE_CONSUMED))
+    _check_held_on_consumed_response(admission, last, _payloads_of(newest, early))
     # 9.5b the run's adopted checkpoint-mode policy epoch, recognized only in this continuity
     # preparation context (shared/continuity/policy_epochs.py), and the receipt binding both epochs
     policy_epochs = admission_epoch_receipt(
@@ -160,7 +160,11 @@ def _admit(
         if early.envelope_refusal is not None:
             raise early.envelope_refusal
     else:
-        _check_envelope(admission, newest, lambda digest: _stored(connection, early, digest))
+        _check_envelope(
+            admission,
+            _payloads_of(newest, early),
+            lambda digest: _stored(connection, early, digest),
+        )
     if (
         not admission.derived_checkpoint
         and admission.derived_checkpoint_digest not in early.blobs
@@ -332,6 +336,8 @@ class _EarlyReads:
     envelope check of step 9.8 on them, which needs nothing else."""
 
     newest: NewestEntries
+    #: The payloads of ``newest``'s judged entries, each parsed once
+    payloads: _Payloads
     #: The blobs found (a stored blob never changes and is never removed, so one found before
     #: the lock stands; one not found is looked for again under it).
     blobs: dict[str, bytes]
@@ -346,7 +352,8 @@ def _read_before_lock(connection: Connection, admission: CommitAdmission) -> _Ea
     names (one statement), the derived checkpoint's when its bytes were not sent (one more),
     and the envelope check on them when they hold every byte it needs."""
     newest, blobs = newest_entries_and_checkpoint(connection, admission.run_id, _JUDGED_KINDS)
-    checkpoint = _checkpoint_digest(newest)
+    payloads = _Payloads(newest)
+    checkpoint = payloads.checkpoint_digest()
     derived = admission.derived_checkpoint_digest
     if not admission.derived_checkpoint and derived and derived not in blobs:
         blobs.update(
@@ -357,10 +364,10 @@ def _read_before_lock(connection: Connection, admission: CommitAdmission) -> _Ea
     refusal = None
     if judged:
         try:
-            _check_envelope(admission, newest, blobs.get)
+            _check_envelope(admission, payloads, blobs.get)
         except DomainError as refused:
             refusal = refused
-    return _EarlyReads(newest, blobs, judged, refusal)
+    return _EarlyReads(newest, payloads, blobs, judged, refusal)
 
 
 def _stored(connection: Connection, early: _EarlyReads, digest: str) -> bytes | None:
@@ -372,13 +379,39 @@ def _head_of(newest: NewestEntries) -> tuple[int, str]:
     return (last.sequence, last.hash) if last is not None else (0, GENESIS_HASH)
 
 
-def _checkpoint_digest(newest: NewestEntries) -> str:
-    """The source checkpoint the newest model_request_sent names ("" for none)."""
-    return str(_payload(newest.newest(EntryKind.MODEL_REQUEST_SENT)).get("checkpoint_digest") or "")
+class _Payloads:
+    """The payloads of the judged kinds' newest entries, each parsed at most once: steps 9.5 and
+    9.8 read the newest ``model_request_sent`` and ``response_consumed`` several times. Rows read
+    once never change within the transaction (the journal only grows; a re-read is a new
+    ``NewestEntries`` and gets its own)."""
+
+    __slots__ = ("_parsed", "newest")
+
+    def __init__(self, newest: NewestEntries) -> None:
+        self.newest = newest
+        self._parsed: dict[EntryKind, dict[str, object]] = {}
+
+    def of(self, kind: EntryKind) -> dict[str, object]:
+        """The newest ``kind`` entry's payload ({} for none, or for one that is no object)."""
+        payload = self._parsed.get(kind)
+        if payload is None:
+            entry = self.newest.newest(kind)
+            parsed = parse_json(entry.payload_json) if entry is not None else {}
+            payload = self._parsed[kind] = parsed if isinstance(parsed, dict) else {}
+        return payload
+
+    def checkpoint_digest(self) -> str:
+        """The source checkpoint the newest model_request_sent names ("" for none)."""
+        return str(self.of(EntryKind.MODEL_REQUEST_SENT).get("checkpoint_digest") or "")
+
+
+def _payloads_of(newest: NewestEntries, early: _EarlyReads) -> _Payloads:
+    """The parsed payloads of ``newest``: those parsed before the lock when it is those rows."""
+    return early.payloads if newest is early.newest else _Payloads(newest)
 
 
 def _check_envelope(
-    admission: CommitAdmission, newest: NewestEntries, stored: Callable[[str], bytes | None]
+    admission: CommitAdmission, payloads: _Payloads, stored: Callable[[str], bytes | None]
 ) -> None:
     """9.8: the derived checkpoint (the bytes sent, or those stored under its digest) names the
     source checkpoint, raw response, consumption time, version, witness and limits of the rows
@@ -387,8 +420,8 @@ def _check_envelope(
     content = admission.derived_checkpoint or stored(admission.derived_checkpoint_digest)
     if content is None:
         return  # not sent and not stored: refused as DERIVED_CHECKPOINT_MISSING just after
-    consumed = _payload(newest.newest(EntryKind.RESPONSE_CONSUMED))
-    checkpoint_digest = _checkpoint_digest(newest)
+    consumed = payloads.of(EntryKind.RESPONSE_CONSUMED)
+    checkpoint_digest = payloads.checkpoint_digest()
     check_derived_envelope(
         content,
         admission.derived_checkpoint_digest,
@@ -403,17 +436,12 @@ def _check_envelope(
     )
 
 
-def _payload(entry: StoredEntry | None) -> dict[str, object]:
-    payload = parse_json(entry.payload_json) if entry is not None else {}
-    return payload if isinstance(payload, dict) else {}
-
-
 def _check_held_on_consumed_response(
-    admission: CommitAdmission, last: StoredEntry | None, consumed: StoredEntry | None
+    admission: CommitAdmission, last: StoredEntry | None, payloads: _Payloads
 ) -> None:
     """The ledger does not trust the caller's ``consumed_response_digest``, which keys the
     one-ticket-per-consumed-graph rule: the run must be held (its last entry, ``last``, is
-    ``run_held``), and its newest ``response_consumed`` (``consumed``) must name that response."""
+    ``run_held``), and its newest ``response_consumed`` must name that response."""
     run_id = admission.run_id
     if last is None or last.kind != EntryKind.RUN_HELD.value:
         found = last.kind if last is not None else "nothing"
@@ -425,8 +453,7 @@ def _check_held_on_consumed_response(
                 PreconditionViolation("RUN_HELD", f"runs/{run_id}/journal", f"last is {found}")
             ],
         )
-    payload = parse_json(consumed.payload_json) if consumed is not None else {}
-    journal_digest = payload.get("response_digest") if isinstance(payload, dict) else None
+    journal_digest = payloads.of(EntryKind.RESPONSE_CONSUMED).get("response_digest")
     if journal_digest != admission.consumed_response_digest:
         recorded = journal_digest if isinstance(journal_digest, str) else ""
         raise FailedPrecondition(

@@ -61,6 +61,7 @@ def complete(
             execution_request_id,
             generation,
             record.lease_generation,
+            effects.payload,  # the same run's rows: those the effects read parsed, kept
         )
         # read with the run's lock in this transaction: still the count; a certified completion
         # adds its round with the entry's one update of the run row

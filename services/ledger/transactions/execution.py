@@ -164,7 +164,9 @@ def _claim(
         # 11.5a the worker's installed code is the code the profile qualifies, when it says
         check_profile_digest(run, presented)
         # 11.5b the run's adopted checkpoint-mode epoch, recognized in the execution context
-        recognize_for_execution(run, policy, effects.newest_beside(EntryKind.RUN_STARTED))
+        recognize_for_execution(
+            run, policy, effects.newest_beside(EntryKind.RUN_STARTED), effects.payload
+        )
         # 11.5c the ticket's operator and each recovery's actor still hold their authority
         check_actors(authority, record, custody)
         # 11.5d no tool call of the run has an unknown durable outcome

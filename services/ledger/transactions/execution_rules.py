@@ -7,7 +7,8 @@ transaction."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -28,6 +29,7 @@ from services.ledger.domain.journal import (
     NATIVE_RESUME_KINDS,
     EntryKind,
     StoredEntry,
+    payload_of,
     queued_at,
     unknown_tool_calls,
 )
@@ -176,6 +178,9 @@ def check_source(custody: Custody, presented: WorkerSource | None) -> None:
         check_worker_source(custody.run, presented, "WORKER_SOURCE_CHANGED")
 
 
+_UNPARSED = object()
+
+
 @dataclass(frozen=True)
 class EffectsRead:
     """What the unknown-effects rule reads, in one statement under the run row's lock: the
@@ -187,6 +192,27 @@ class EffectsRead:
     judged: list[StoredEntry]
     head: tuple[int, str]
     beside: list[StoredEntry]
+    #: The judged entries' payloads by sequence, each parsed once: the rules of one write read
+    #: them several times (a claim judges effects, the native journal and custody), and rows
+    #: read under the run row's lock do not change within the transaction.
+    _payloads: dict[int, Any] = field(default_factory=dict, compare=False, repr=False)
+    _queued: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+
+    def payload(self, entry: StoredEntry) -> Any:
+        """``entry``'s payload (an entry of this read), parsed at most once."""
+        found = self._payloads.get(entry.sequence, _UNPARSED)
+        if found is _UNPARSED:
+            found = self._payloads[entry.sequence] = payload_of(entry)
+        return found
+
+    def queued_at(self, execution_request_id: str) -> int:
+        """:func:`queued_at` of the judged entries, found once."""
+        found = self._queued.get(execution_request_id)
+        if found is None:
+            found = self._queued[execution_request_id] = queued_at(
+                self.judged, execution_request_id, self.payload
+            )
+        return found
 
     def newest_beside(self, kind: EntryKind) -> StoredEntry | None:
         found = [entry for entry in self.beside if entry.kind == kind.value]
@@ -237,9 +263,11 @@ def judge_effects(effects: EffectsRead, record: ExecutionRequestRecord) -> tuple
     """No tool call of the run has a new unknown durable outcome: one recorded after the request
     was queued (the admission or recovery that queued it judged every earlier one). Returns the
     run's head read with them."""
-    since = queued_at(effects.judged, record.execution_request_id)
+    since = effects.queued_at(record.execution_request_id)
     outcomes = [e for e in effects.judged if e.kind == EntryKind.TOOL_OUTCOME.value]
-    check_no_unknown_effects(unknown_tool_calls(outcomes, since), record.execution_request_id)
+    check_no_unknown_effects(
+        unknown_tool_calls(outcomes, since, effects.payload), record.execution_request_id
+    )
     return effects.head
 
 
@@ -259,7 +287,7 @@ def judge_native_journal(effects: EffectsRead, record: ExecutionRequestRecord) -
     a replica of an earlier release, or into the database directly) is a changed native ticket
     and stops the claim. ``effects`` must have been read with ``native`` and ``run_started``
     beside."""
-    since = queued_at(effects.judged, record.execution_request_id)
+    since = effects.queued_at(record.execution_request_id)
     resumes = {kind.value for kind in NATIVE_RESUME_KINDS}
     changed = sorted(
         (entry.sequence, entry.kind)
@@ -273,10 +301,12 @@ def judge_custody(effects: EffectsRead, record: ExecutionRequestRecord, custody:
     """The ticket and its settlement rows are still what the request was admitted against, and
     every ``run_started`` still records the run's source (``domain/claim_custody.py``).
     ``effects`` must have been read with ``native`` and ``run_started`` beside."""
-    since = queued_at(effects.judged, record.execution_request_id)
-    check_ticket_unchanged(custody.ticket, record, custody.run, effects.judged, since)
+    since = effects.queued_at(record.execution_request_id)
+    check_ticket_unchanged(
+        custody.ticket, record, custody.run, effects.judged, since, effects.payload
+    )
     starts = [e for e in effects.beside if e.kind == EntryKind.RUN_STARTED.value]
-    check_run_started_source(custody.run, starts, record.execution_request_id)
+    check_run_started_source(custody.run, starts, record.execution_request_id, effects.payload)
 
 
 def check_effects(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -112,7 +113,10 @@ def _append_at(
 ) -> StoredEntry:
     # A concurrent append that committed at the same head first makes the retry report where
     # the head is now (JOURNAL_HEAD_STALE).
-    named = _named_request(kind, canonical)
+    # The canonical payload parsed once, for every check below and the seal (a worker's record
+    # was parsed five times: the checks each read it, and the seal hashes it).
+    parsed = _Parsed(canonical)
+    named = _named_request(kind, parsed)
     if not worker and named is None and kind not in FENCED_NATIVE_KINDS:
         appended = _append_after_known_head(context, run_id, expected, kind, canonical, actor)
         if appended is not None:
@@ -134,14 +138,21 @@ def _append_at(
         else:
             # the fenced write's checks already locked the run row and read its head
             run, (sequence, head) = _check_worker_append(
-                context, connection, authority, run_id, kind, canonical, actor
+                context, connection, authority, run_id, kind, parsed.value(), actor
             )
             command_limit = run.spec.command_limit
             if head != expected:
                 raise stale_head(run_id, expected, sequence, head)
-        _check_native_write(connection, run_id, command_limit, kind, canonical, fenced=fenced)
+        _check_native_write(connection, run_id, command_limit, kind, parsed.value(), fenced=fenced)
         entry = seal(
-            run_id, sequence + 1, kind, canonical, head, actor, recorded_at or context.now()
+            run_id,
+            sequence + 1,
+            kind,
+            canonical,
+            head,
+            actor,
+            recorded_at or context.now(),
+            payload=parsed.value(),
         )
         insert_entries(context, connection, [entry], noted=not fenced)
     context.heads.note(entry)
@@ -185,11 +196,25 @@ def _append_after_known_head(
     return entry
 
 
-def _named_request(kind: EntryKind, canonical_payload: str) -> str | None:
+class _Parsed:
+    """A canonical payload, parsed when first asked for and then kept: it never changes."""
+
+    __slots__ = ("_text", "_value")
+
+    def __init__(self, text: str) -> None:
+        self._text, self._value = text, None
+
+    def value(self) -> Any:
+        if self._value is None:
+            self._value = parse_json(self._text)
+        return self._value
+
+
+def _named_request(kind: EntryKind, parsed: _Parsed) -> str | None:
     """The execution request a worker record names; None for every other entry."""
     if kind not in WORKER_RECORD_KINDS:
         return None
-    payload = parse_json(canonical_payload)
+    payload = parsed.value()
     named = payload.get("execution_request_id") if isinstance(payload, dict) else None
     return named if isinstance(named, str) else None
 
@@ -199,15 +224,15 @@ def _check_native_write(
     run_id: str,
     command_limit: int,
     kind: EntryKind,
-    canonical_payload: str,
+    payload: Any,
     *,
     fenced: bool,
 ) -> None:
     """Native appends may not route around the continuity rules: a continuity execution
     request is written only through ExecutionService under its lease generation (12), a native
     resume (any kind of :data:`NATIVE_RESUME_KINDS`) waits until no continuity request of the
-    run is outstanding, and a native command is charged against the same command limit (13)."""
-    payload = parse_json(canonical_payload)
+    run is outstanding, and a native command is charged against the same command limit (13).
+    ``payload``: the parsed canonical payload (an object: validate_payload refuses others)."""
     assert isinstance(payload, dict)
     named = payload.get("execution_request_id")
     if (
@@ -256,7 +281,7 @@ def _check_worker_append(
     authority: Authority,
     run_id: str,
     kind: EntryKind,
-    canonical_payload: str,
+    payload: Any,
     worker: str,
 ) -> tuple[Run, tuple[int, str]]:
     """A worker's own record is a fenced write like a command's (12): it names a request of this
@@ -264,8 +289,8 @@ def _check_worker_append(
     RecordCommand are repeated, so a worker that lost its lease or authority cannot record (and,
     recording first, does not make) its next model request or tool call; and nobody but the
     lease holder (a platform writer neither) writes a record reconciliation or certification
-    would count as the worker's. The run, locked, and its head."""
-    payload = parse_json(canonical_payload)
+    would count as the worker's. The run, locked, and its head. ``payload``: the parsed
+    canonical payload."""
     assert isinstance(payload, dict)
     execution_request_id, generation = (
         payload.get("execution_request_id"),

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+from services.ledger.database import single_statement_read
 from services.ledger.domain.execution import grantable_lease
 from services.ledger.domain.runs import Run, RunReading, RunSpec, check_identifier
-from services.ledger.repository import policy as policy_rows
 from services.ledger.repository import runs as run_rows
 from services.ledger.transactions.base import (
     LedgerContext,
-    current_head,
-    existing_run,
     retry_on_unique_conflict,
+    run_not_found,
 )
 from shared.runtime.errors import Conflict
 
@@ -35,11 +34,13 @@ def create(context: LedgerContext, spec: RunSpec, actor: str) -> tuple[Run, bool
 
 
 def get(context: LedgerContext, run_id: str) -> RunReading:
-    """The run, its journal head and the lease a grant made now may carry."""
+    """The run, its journal head and the lease a grant made now may carry: one statement, which
+    sees one snapshot on its own (no transaction around it on PostgreSQL)."""
     check_identifier("run_id", run_id)
-    with context.read() as connection:
-        run = existing_run(connection, run_id)
-        window = policy_rows.current_policy(connection).settings.window_seconds
-        return RunReading(
-            run, current_head(connection, run_id), grantable_lease(window, run, context.clock())
-        )
+    with single_statement_read(context.engine) as connection:
+        found = run_rows.get_run_with_head_and_policy(connection, run_id)
+    if found is None:
+        raise run_not_found(run_id)
+    run, head, policy = found
+    window = policy.settings.window_seconds
+    return RunReading(run, head, grantable_lease(window, run, context.clock()))

@@ -65,9 +65,9 @@ def test_sigusr1_writes_every_threads_stack_to_the_log_and_the_ledger_keeps_serv
         while "serve_until_signalled" not in ledger.log() and time.monotonic() < deadline:
             time.sleep(0.1)
         log = ledger.log()
-        # Every thread: the main one waits for a stop signal, the readiness thread follows the
-        # database.
+        # Every thread: the main one waits for a stop signal, the readiness thread (on the
+        # shared periodic schedule) follows the database.
         assert "most recent call first" in log
         assert "serve_until_signalled" in log
-        assert "readiness.py" in log
+        assert "periodic.py" in log
         assert health_status(ledger.target) == SERVING
