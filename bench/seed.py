@@ -8,12 +8,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import create_engine
+from sqlalchemy import Connection, create_engine
 
+from bench.stack import bench_signing_key
 from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc
 from services.demo.seed import Entry, HeldRunFixture, seed_held_run
 from services.ledger.domain.journal import EntryKind, seal
 from services.ledger.repository.journal import insert_journal_entries, journal_head
+from services.ledger.repository.signed_heads import insert_signed_head, newest_signed_head
 from shared.continuity.canonical import canonical_text
 from shared.continuity.timeutil import to_text, utc_now
 
@@ -43,6 +45,24 @@ def _append(
         )
     ).entry
     return str(appended.hash)
+
+
+def _sign_bulk_head(
+    connection: Connection, run_id: str, sequence: int, head: str, signed_at: str
+) -> None:
+    """Sign the head the bulk insert left, chained to the run's newest signature, with the key
+    the benched ledgers sign with: the ledger extends only a head it signed (ADR 0015)."""
+    _, signer = bench_signing_key()
+    newest = newest_signed_head(connection, run_id)
+    signed = signer.sign(
+        run_id,
+        sequence,
+        head,
+        max(signed_at, newest.signed_at) if newest is not None else signed_at,
+        newest.as_previous() if newest is not None else None,
+        newest.unsigned_through if newest is not None else 0,
+    )
+    insert_signed_head(connection, signed)
 
 
 def seed_long_held_run(
@@ -92,6 +112,7 @@ def seed_long_held_run(
                     batch = []
             if batch:
                 insert_journal_entries(connection, batch)
+            _sign_bulk_head(connection, run_id, sequence, head, recorded_at)
     finally:
         engine.dispose()
     for held_kind, held_payload in held:

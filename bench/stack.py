@@ -3,7 +3,10 @@ them), over a dedicated PostgreSQL schema; and the bare baseline server beside t
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -19,7 +22,7 @@ from sqlalchemy import create_engine, text
 
 from bench.cpu import POSTGRES_URL
 from services.ledger.database import migrate
-from services.ledger.domain.signing import write_new_key
+from services.ledger.domain.signing import HeadSigner, write_new_key
 from services.runner import dev_principals_text, service_env
 from shared.runtime.config import (
     SERVICE_NAMES,
@@ -36,6 +39,18 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+@functools.cache
+def bench_signing_key() -> tuple[Path, HeadSigner]:
+    """The one signing key of this bench process (a file, removed at exit): every benched ledger
+    signs its heads with it, as a deployed one does (ADR 0059), and the bulk seeding of long
+    journals (bench/seed.py), which writes around the ledger, signs the head it leaves with it
+    too, or the ledger would rightly refuse to sign over an unsigned head."""
+    scratch = Path(tempfile.mkdtemp(prefix="forge-bench-key-"))
+    atexit.register(shutil.rmtree, scratch, True)
+    path = scratch / "signing-key.pem"
+    return path, write_new_key(path)
 
 
 @contextmanager
@@ -108,8 +123,7 @@ def services(
         principals.write_text(dev_principals_text(), encoding="utf-8")
         # Every ledger signs its heads, as a deployed one does (the first rounds of round 5
         # benched a ledger that signed nothing: about 0.1 ms of an admission's CPU left out).
-        signing_key = Path(scratch) / "signing-key.pem"
-        write_new_key(signing_key)
+        signing_key, _ = bench_signing_key()
         ports = {name: free_port() for name in SERVICE_NAMES}
         env = dict(os.environ)
         env.update(
