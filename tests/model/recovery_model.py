@@ -281,7 +281,11 @@ class RecoveryModel:
         if not retry:
             return OK if verified or acknowledged else unresolved
         if (
-            not verified
+            # UNRESOLVED_CUSTODY: the consumed turn's evidence read has an unknown, durable
+            # outcome; a retry is a new action, and unknown native effects keep their original
+            # reconciliation rules (spec 000), so only a mark is left
+            self.of(run).consumed_turn
+            or not verified
             or not self.model.policy.enabled
             or run.commands_used >= COMMAND_LIMIT  # BUDGET_EXHAUSTED: nothing is refunded
         ):

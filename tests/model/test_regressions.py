@@ -211,3 +211,30 @@ def test_a_refusal_and_then_an_observation_recovered_once_each(
         assert machine.outcomes.get(outcome), (outcome, machine.outcomes)
     check_invariants(machine)
     machine.teardown()
+
+
+def test_no_reconciliation_retry_after_a_turn_with_an_unknown_read(
+    model_stack: ModelStack, tmp_path: Path
+) -> None:
+    """Found by the full run on the merged rules: after the observation recovery, a new claim of
+    the request was reconciled with a verified retry. The model predicted the retry; the services
+    hold it (RECONCILIATION_UNRESOLVED, UNRESOLVED_CUSTODY): the consumed turn's evidence read has
+    an unknown, durable outcome, which keeps its native reconciliation rules (spec 000), so only
+    a mark is left."""
+    ModelMachine.stack, ModelMachine.history_dir = model_stack, tmp_path
+    machine = ModelMachine()
+    machine.start()
+    run_id = str(machine.seed_run())
+    machine.admit(run_id)
+    machine.native_turn(Draws())  # type: ignore[arg-type]
+    machine.recover_refusal(Draws())  # type: ignore[arg-type]  # unacknowledged
+    machine.recover_refusal(Draws())  # type: ignore[arg-type]  # as reviewed
+    machine.native_turn(Draws())  # type: ignore[arg-type]
+    machine.recover_observation(Draws())  # type: ignore[arg-type]  # unacknowledged
+    machine.recover_observation(Draws())  # type: ignore[arg-type]  # as reviewed
+    machine.claim(Draws())  # type: ignore[arg-type]
+    check_invariants(machine)
+    machine.reconcile(Script(run_id), True, "stopped", False)  # type: ignore[arg-type]
+    assert machine.outcomes.get("reconcile_retry FAILED_PRECONDITION RECONCILIATION_UNRESOLVED")
+    check_invariants(machine)
+    machine.teardown()
