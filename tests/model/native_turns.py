@@ -15,6 +15,7 @@ from forge.continuity.v1 import common_pb2, ledger_pb2, ledger_pb2_grpc
 from services.demo.observation_turn import consumed_turn
 from services.demo.provider import RefusingProvider, SentRequest, send_refused
 from services.demo.refusal_story import PRINCIPAL
+from tests.support import whole_journal
 
 CONSUMED_AT = "2026-12-03T07:00:00.000000Z"
 
@@ -32,9 +33,7 @@ def _append(
     ledgers: Ledgers, run_id: str, entries: Iterable[tuple[str, dict[str, object]]]
 ) -> None:
     for kind, payload in entries:
-        head = ledgers.reader.ReadJournal(
-            ledger_pb2.ReadJournalRequest(run_id=run_id, page_size=1000)
-        ).entries[-1]
+        head = whole_journal(ledgers.reader, run_id)[-1]
         ledgers.journal.AppendJournalEntry(
             ledger_pb2.AppendJournalEntryRequest(
                 run_id=run_id,
