@@ -136,8 +136,9 @@ class RecoveryModel:
             return refused("FAILED_PRECONDITION", "CANDIDATE_HELD")
         if actor != ORIGINAL_OPERATOR:
             return refused("FAILED_PRECONDITION", "RECOVERY_UNRESOLVED")
-        # the commit swept due leases first (:meth:`sweeps`); the requeued request counts again
-        if self.model.pending() >= self.model.policy.pending_cap:
+        # the commit sweeps due leases before its cap check (the rule expires them after this
+        # prediction); the requeued request counts again
+        if self.model.pending_after_sweep() >= self.model.policy.pending_cap:
             return refused("RESOURCE_EXHAUSTED", "PENDING_TICKET_LIMIT")
         return OK
 
@@ -231,7 +232,7 @@ class RecoveryModel:
             return refused("FAILED_PRECONDITION", "CANDIDATE_HELD")
         if actor != ORIGINAL_OPERATOR:
             return refused("FAILED_PRECONDITION", "RECOVERY_UNRESOLVED")
-        if self.model.pending() >= self.model.policy.pending_cap:
+        if self.model.pending_after_sweep() >= self.model.policy.pending_cap:
             return refused("RESOURCE_EXHAUSTED", "PENDING_TICKET_LIMIT")
         return OK
 

@@ -119,6 +119,11 @@ class SpecModel:
     def pending(self) -> int:
         return sum(1 for run in self.runs.values() if run.state in PENDING)
 
+    def pending_after_sweep(self) -> int:
+        """The pending count a commit that sweeps first checks its cap against: the requests due
+        are expired before the check."""
+        return self.pending() - len(self.due())
+
     def _lease_live(self, run: RunModel) -> bool:
         return self.now < run.lease_expires
 

@@ -11,6 +11,7 @@ import pytest
 
 from tests.model.harness import ModelStack, sqlite_stack
 from tests.model.machine import ModelMachine
+from tests.model.recovery_model import ORIGINAL_OPERATOR
 from tests.model.spec_model import COMPLETED, QUEUED
 
 
@@ -236,5 +237,25 @@ def test_no_reconciliation_retry_after_a_turn_with_an_unknown_read(
     check_invariants(machine)
     machine.reconcile(Script(run_id), True, "stopped", False)  # type: ignore[arg-type]
     assert machine.outcomes.get("reconcile_retry FAILED_PRECONDITION RECONCILIATION_UNRESOLVED")
+    check_invariants(machine)
+    machine.teardown()
+
+
+def test_a_recovery_counts_the_cap_after_its_sweep(model_stack: ModelStack, tmp_path: Path) -> None:
+    """Found by the full run on SQLite: with the pending cap at 1 held by a queued request whose
+    lease had run out, the model refused a never-claimed recovery PENDING_TICKET_LIMIT; the
+    commit sweeps that request expired before its cap check, so the services accept."""
+    ModelMachine.stack, ModelMachine.history_dir = model_stack, tmp_path
+    machine = ModelMachine()
+    machine.start()
+    queued, failed = str(machine.seed_run()), str(machine.seed_run())
+    machine.admit(failed)
+    machine.fail_unclaimed(Script(failed))  # type: ignore[arg-type]
+    machine.admit(queued)
+    machine.put_policy(True, 1)
+    machine.advance(1000)  # the queued request's 900 s lease ran out; no sweep yet
+    check_invariants(machine)
+    machine.submit_recovery(Script(failed), ORIGINAL_OPERATOR, "as reviewed")  # type: ignore[arg-type]
+    assert machine.outcomes.get("recover OK")
     check_invariants(machine)
     machine.teardown()
