@@ -441,7 +441,10 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(sqlite: bool = False) -> dict[str, Any]:
+@contextmanager
+def counting_database(sqlite: bool) -> Iterator[Engine]:
+    """A fresh, migrated database to count on: a SQLite file, or a PostgreSQL bench schema;
+    removed after."""
     with ExitStack() as stack:
         if sqlite:
             url = f"sqlite:///{stack.enter_context(tempfile.TemporaryDirectory())}/hops.db"
@@ -450,6 +453,11 @@ def main(sqlite: bool = False) -> dict[str, Any]:
             url = stack.enter_context(bench_schema())
         engine = make_engine(url)
         stack.callback(engine.dispose)
+        yield engine
+
+
+def main(sqlite: bool = False) -> dict[str, Any]:
+    with counting_database(sqlite) as engine:
         result = count_admissions(engine)
     result["database"] = "sqlite" if sqlite else "postgresql"
     RESULTS.mkdir(exist_ok=True)

@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Callable
-from contextlib import ExitStack
 from typing import Any
 
 import grpc
@@ -39,12 +37,11 @@ from bench.hops import (
     _per_admission,
     admission_stub,
     counting,
+    counting_database,
     prepared_submissions,
 )
-from bench.stack import bench_schema
 from bench.worker_path import STEPS, _Worker
 from forge.continuity.v1 import common_pb2, execution_pb2_grpc, ledger_pb2, ledger_pb2_grpc
-from services.ledger.database import make_engine, migrate
 from services.worker.ledger_port import LedgerPort
 
 #: Requests the worker path is counted on (each eight steps), appends counted.
@@ -230,14 +227,7 @@ def main(sqlite: bool = False) -> dict[str, Any]:
         "append": count_appends,
     }
     for name, count in counts.items():
-        with ExitStack() as stack:
-            if sqlite:
-                url = f"sqlite:///{stack.enter_context(tempfile.TemporaryDirectory())}/hops.db"
-                migrate(url)
-            else:
-                url = stack.enter_context(bench_schema())
-            engine = make_engine(url)
-            stack.callback(engine.dispose)
+        with counting_database(sqlite) as engine:
             results[name] = count(engine)
     results["database"] = "sqlite" if sqlite else "postgresql"
     RESULTS.mkdir(exist_ok=True)
