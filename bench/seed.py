@@ -15,7 +15,8 @@ from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc
 from services.demo.seed import Entry, HeldRunFixture, seed_held_run
 from services.ledger.domain.journal import EntryKind, seal
 from services.ledger.repository.journal import insert_journal_entries, journal_head
-from services.ledger.repository.signed_heads import insert_signed_head, newest_signed_head
+from services.ledger.repository.signed_heads import insert_signed_head
+from services.ledger.transactions.head_signing import check_extends
 from shared.continuity.canonical import canonical_text
 from shared.continuity.timeutil import to_text, utc_now
 
@@ -48,20 +49,18 @@ def _append(
 
 
 def _sign_bulk_head(
-    connection: Connection, run_id: str, sequence: int, head: str, signed_at: str
+    connection: Connection,
+    run_id: str,
+    extended: tuple[int, str],
+    head: tuple[int, str],
+    signed_at: str,
 ) -> None:
-    """Sign the head the bulk insert left, chained to the run's newest signature, with the key
-    the benched ledgers sign with: the ledger extends only a head it signed (ADR 0015)."""
+    """Sign ``head``, which the bulk insert left after the ledger's own head ``extended``, as a
+    ledger's append does (the same check and chaining, ``check_extends``), with the key the
+    benched ledgers sign with: a ledger extends only a head it signed (ADR 0015)."""
     _, signer = bench_signing_key()
-    newest = newest_signed_head(connection, run_id)
-    signed = signer.sign(
-        run_id,
-        sequence,
-        head,
-        max(signed_at, newest.signed_at) if newest is not None else signed_at,
-        newest.as_previous() if newest is not None else None,
-        newest.unsigned_through if newest is not None else 0,
-    )
+    previous, unsigned_through, after = check_extends(signer, connection, run_id, *extended)
+    signed = signer.sign(run_id, *head, max(signed_at, after), previous, unsigned_through)
     insert_signed_head(connection, signed)
 
 
@@ -91,7 +90,7 @@ def seed_long_held_run(
     engine = create_engine(database_url)
     try:
         with engine.begin() as connection:
-            sequence, head = journal_head(connection, run_id)
+            sequence, head = extended = journal_head(connection, run_id)
             recorded_at = to_text(utc_now())
             batch = []
             for n in range(padding):
@@ -112,7 +111,7 @@ def seed_long_held_run(
                     batch = []
             if batch:
                 insert_journal_entries(connection, batch)
-            _sign_bulk_head(connection, run_id, sequence, head, recorded_at)
+            _sign_bulk_head(connection, run_id, extended, (sequence, head), recorded_at)
     finally:
         engine.dispose()
     for held_kind, held_payload in held:
