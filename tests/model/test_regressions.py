@@ -44,6 +44,26 @@ def check_invariants(machine: ModelMachine) -> None:
     machine.every_journal_verifies()
 
 
+def _refused_then_observed(machine: ModelMachine) -> str:
+    """A run admitted, its first provider request refused and recovered, the same request
+    consumed with its evidence read unknown and recovered by observation (each recovery first
+    submitted unacknowledged, then as reviewed); its id."""
+    run_id = str(machine.seed_run())
+    machine.admit(run_id)
+    machine.native_turn(Draws())  # type: ignore[arg-type]
+    machine.recover_refusal(Draws())  # type: ignore[arg-type]  # unacknowledged
+    machine.recover_refusal(Draws())  # type: ignore[arg-type]  # as reviewed
+    run = machine.model.runs[run_id]
+    assert (run.state, run.generation) == (QUEUED, 1)
+    check_invariants(machine)
+    machine.native_turn(Draws())  # type: ignore[arg-type]
+    machine.recover_observation(Draws())  # type: ignore[arg-type]  # unacknowledged
+    machine.recover_observation(Draws())  # type: ignore[arg-type]  # as reviewed
+    assert (run.state, run.generation) == (QUEUED, 2)
+    check_invariants(machine)
+    return run_id
+
+
 def test_a_claim_keeps_the_lease_admission_granted(model_stack: ModelStack, tmp_path: Path) -> None:
     """Found by the full run: the first model renewed the lease at the claim. The services keep
     the one finite lease admission granted (admitted at t, claimed at t+600: the completion at
@@ -185,19 +205,7 @@ def test_a_refusal_and_then_an_observation_recovered_once_each(
     ModelMachine.stack, ModelMachine.history_dir = model_stack, tmp_path
     machine = ModelMachine()
     machine.start()
-    run_id = str(machine.seed_run())
-    machine.admit(run_id)
-    machine.native_turn(Draws())  # type: ignore[arg-type]
-    machine.recover_refusal(Draws())  # type: ignore[arg-type]  # unacknowledged
-    machine.recover_refusal(Draws())  # type: ignore[arg-type]  # as reviewed
-    run = machine.model.runs[run_id]
-    assert (run.state, run.generation) == (QUEUED, 1)
-    check_invariants(machine)
-    machine.native_turn(Draws())  # type: ignore[arg-type]
-    machine.recover_observation(Draws())  # type: ignore[arg-type]  # unacknowledged
-    machine.recover_observation(Draws())  # type: ignore[arg-type]  # as reviewed
-    assert (run.state, run.generation) == (QUEUED, 2)
-    check_invariants(machine)
+    run_id = _refused_then_observed(machine)
     machine.replay_native_recovery(Script((run_id, "readonly_observation")), True)  # type: ignore[arg-type]
     machine.replay_native_recovery(Script((run_id, "rejected_boundary")), False)  # type: ignore[arg-type]
     machine.recover_refusal(Draws())  # type: ignore[arg-type]  # another administrator
@@ -225,14 +233,7 @@ def test_no_reconciliation_retry_after_a_turn_with_an_unknown_read(
     ModelMachine.stack, ModelMachine.history_dir = model_stack, tmp_path
     machine = ModelMachine()
     machine.start()
-    run_id = str(machine.seed_run())
-    machine.admit(run_id)
-    machine.native_turn(Draws())  # type: ignore[arg-type]
-    machine.recover_refusal(Draws())  # type: ignore[arg-type]  # unacknowledged
-    machine.recover_refusal(Draws())  # type: ignore[arg-type]  # as reviewed
-    machine.native_turn(Draws())  # type: ignore[arg-type]
-    machine.recover_observation(Draws())  # type: ignore[arg-type]  # unacknowledged
-    machine.recover_observation(Draws())  # type: ignore[arg-type]  # as reviewed
+    run_id = _refused_then_observed(machine)
     machine.claim(Draws())  # type: ignore[arg-type]
     check_invariants(machine)
     machine.reconcile(Script(run_id), True, "stopped", False)  # type: ignore[arg-type]
