@@ -53,18 +53,19 @@ def test_statements_per_step_beside_the_statement_floor(
 ) -> None:
     worker, _ = counted
     # GetRun reads the run, its head and the policy in one statement (three before round 5);
-    # the claim's transaction runs six, each own record and command charge six, a completion
-    # seven (its certification reads the journal since the ownership claim once more). Each
-    # write's last statement stores its signed head: the floor of five has no such statement.
+    # the claim's transaction runs six, each own record, command charge and completion six (a
+    # completion ran seven while its certification read the journal since the ownership claim
+    # again; it now certifies from the effects' statement). Each write's last statement stores
+    # its signed head: the floor of five has no such statement.
     assert _ledger(worker, "statements") == {
         "claim": 7,
         "intent": 6,
         "record": 6,
         "outcome": 6,
-        "complete": 7,
+        "complete": 6,
     }
     assert _ledger(worker, "signatures made") == dict.fromkeys(STEPS, 1)
-    assert worker["statements_per_step"] == 6.25
+    assert worker["statements_per_step"] == 6.12  # 49 over the eight steps, to two places
     assert worker["statement_floor"] == 5  # the floor the figure is judged against
     assert all(
         worker["steps"][step]["work"][scope]["statements"] == 0
@@ -79,13 +80,14 @@ def test_each_payload_is_parsed_once_and_each_call_hashes_its_token_twice(
 ) -> None:
     worker, _ = counted
     # Before round 5: 14, 8, 15.5, 8 and 15 (a worker record's payload parsed five times, the
-    # judged entries once per rule that read them).
+    # judged entries once per rule that read them). The completion parsed 10 while it certified
+    # from every entry since the ownership claim (the command charges' entries too).
     assert _ledger(worker, "JSON parsed") == {
         "claim": 7,
         "intent": 4.5,
         "record": 15,
         "outcome": 4.5,
-        "complete": 10,
+        "complete": 8,
     }
     # The claim hashes the entry it appends and the two ticket rows it re-verifies, every other
     # step only its entry; and each the signed head it chains to. Besides, every call's bearer

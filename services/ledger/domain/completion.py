@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.ledger.domain.journal import EntryKind, StoredEntry, payload_of
-from services.ledger.domain.lease_records import LeaseFence, Standing
+from services.ledger.domain.lease_records import LEASE_KINDS, LeaseFence, Standing
 from shared.continuity.canonical import is_digest
 from shared.runtime.errors import field_invalid
 
@@ -27,8 +27,16 @@ class GoalClaim(enum.Enum):
 #: Outcomes that close an intent. An ``unknown`` outcome leaves the effect open.
 CLOSING = frozenset({"succeeded", "failed"})
 #: Entries that mark a request as under reconciliation (owner loss suspected or decided).
-RECONCILIATION_KINDS = frozenset(
-    {EntryKind.RECONCILIATION_VERIFICATION.value, EntryKind.RECONCILIATION_SETTLEMENT.value}
+RECONCILIATION_MARKERS = frozenset(
+    {EntryKind.RECONCILIATION_VERIFICATION, EntryKind.RECONCILIATION_SETTLEMENT}
+)
+RECONCILIATION_KINDS = frozenset(kind.value for kind in RECONCILIATION_MARKERS)
+#: The kinds :func:`certify` can be moved by: the lease's openings and ends its fence follows,
+#: the markers, and the intents and outcomes it weighs. An entry of any other kind (a worker's
+#: model turn or grant, fenced or not, opens and closes nothing) leaves the answer as it was, so
+#: a completion certifies from these kinds alone, read with the entries it judges.
+CERTIFYING_KINDS = (
+    LEASE_KINDS | RECONCILIATION_MARKERS | {EntryKind.TOOL_INTENT, EntryKind.TOOL_OUTCOME}
 )
 
 
@@ -87,8 +95,9 @@ def certify(
     journal (entries in sequence order): the generation is the current one, every effect intent
     the claim's worker journaled under its lease has a succeeded or failed outcome it journaled
     under the same lease, and no reconciliation entry names the request. Any other record, a
-    foreign one naming the request or a native one naming none, closes and opens nothing.
-    ``parse``: an entry's payload (the caller's, when it parsed some of them already)."""
+    foreign one naming the request or a native one naming none, closes and opens nothing; only
+    entries of :data:`CERTIFYING_KINDS` count, the others may be left out. ``parse``: an
+    entry's payload (the caller's, when it parsed some of them already)."""
     claim_sequence = 0
     intents: dict[str, int] = {}
     latest: dict[str, tuple[str, int]] = {}  # call id -> (latest outcome status, sequence)

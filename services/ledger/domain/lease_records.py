@@ -31,13 +31,13 @@ _RECORD_NAMES = frozenset(kind.value for kind in WORKER_RECORD_KINDS)
 #: Ledger entries naming a request that end the lease it was under: a failure, every request
 #: event (completion, cancellation, expiry, a requeue) and a reconciliation's settlement. A
 #: worker write after one of them is refused, so a record there is foreign.
-_LEASE_ENDS = frozenset(
-    {
-        EntryKind.REQUEST_FAILED.value,
-        EntryKind.REQUEST_EVENT.value,
-        EntryKind.RECONCILIATION_SETTLEMENT.value,
-    }
+LEASE_ENDS = frozenset(
+    {EntryKind.REQUEST_FAILED, EntryKind.REQUEST_EVENT, EntryKind.RECONCILIATION_SETTLEMENT}
 )
+_LEASE_END_NAMES = frozenset(kind.value for kind in LEASE_ENDS)
+#: The kinds that move a :class:`LeaseFence` (open or close a lease); an entry of any other kind
+#: leaves it as it was, whatever it names.
+LEASE_KINDS = LEASE_ENDS | {EntryKind.WORKER_CLAIMED}
 
 
 class Standing(enum.Enum):
@@ -60,7 +60,7 @@ def lease_generation(payload: Mapping[str, Any]) -> int:
 class LeaseFence:
     """Follows one execution request's leases through its run's journal (:meth:`see` every
     entry, in sequence order): a ``worker_claimed`` entry opens the lease of its generation to
-    its worker, an entry in ``_LEASE_ENDS`` closes it. A worker record naming the request is
+    its worker, an entry in ``LEASE_ENDS`` closes it. A worker record naming the request is
     fenced only when the lease is open, it names that generation and its actor is that worker."""
 
     def __init__(self, execution_request_id: str) -> None:
@@ -72,7 +72,7 @@ class LeaseFence:
             return Standing.OTHER
         if entry.kind == EntryKind.WORKER_CLAIMED.value:
             self._holder = (lease_generation(payload), entry.actor)
-        elif entry.kind in _LEASE_ENDS:
+        elif entry.kind in _LEASE_END_NAMES:
             self._holder = None
         elif entry.kind in _RECORD_NAMES:
             generation = lease_generation(payload)

@@ -5,6 +5,7 @@ advances the run's completed-round count only when the journal certifies safe co
 from __future__ import annotations
 
 from services.ledger.domain.completion import (
+    CERTIFYING_KINDS,
     Completion,
     GoalClaim,
     certify,
@@ -19,7 +20,6 @@ from services.ledger.domain.execution import (
 )
 from services.ledger.domain.journal import EntryKind
 from services.ledger.domain.recovery_authority import Authority
-from services.ledger.repository import journal as journal_rows
 from services.ledger.transactions.base import (
     LedgerContext,
     append_entry,
@@ -48,20 +48,25 @@ def complete(
         policy, record = lock_for_fenced_write(connection, execution_request_id)
         # 12 claimed, current generation, the caller owns it, the lease is in time
         check_worker_write(record, worker, generation, context.clock())
+        # the certification's entries are read with the judged ones, in their one statement,
+        # under the request and run locks, from the ticket's ownership claim: every entry naming
+        # the request is at or after it, and no kind but CERTIFYING_KINDS moves the answer
         custody, effects = check_fenced_write(
-            connection, authority, policy, record, presented, dispatches=False
+            connection,
+            authority,
+            policy,
+            record,
+            presented,
+            dispatches=False,
+            from_claim=CERTIFYING_KINDS,
         )
         head = effects.head
-        # the certification reads the journal inside this transaction, under the request lock,
-        # from the ticket's ownership claim: every entry naming the request is at or after it
         certification = certify(
-            journal_rows.iter_journal(
-                connection, record.run_id, from_sequence=custody.ticket.claim_sequence
-            ),
+            effects.from_claim,
             execution_request_id,
             generation,
             record.lease_generation,
-            effects.payload,  # the same run's rows: those the effects read parsed, kept
+            effects.payload,  # each row parsed once, by whichever rule reads it first
         )
         # read with the run's lock in this transaction: still the count; a certified completion
         # adds its round with the entry's one update of the run row

@@ -151,20 +151,22 @@ def check_fenced_write(
     *,
     dispatches: bool = True,
     beside: tuple[EntryKind, ...] = (),
+    from_claim: frozenset[EntryKind] = frozenset(),
 ) -> tuple[Custody, EffectsRead]:
     """Every rule a worker write after the claim repeats (command, own journal record,
     completion): the policy since the request was queued, the source and profile, no new unknown
     effect and, for a write that dispatches something new (``dispatches``: a command, a model
     request or tool record; not a completion), the operator's and each recovery actor's
     authority. The custody, and the effects read with the run's head (sequence, hash) the write
-    appends after and the entries of the kinds ``beside`` (:func:`read_effects`): the run row is
-    locked from the custody read on, so the head cannot move before the write."""
+    appends after and the entries of the kinds ``beside`` and ``from_claim``
+    (:func:`read_effects`): the run row is locked from the custody read on, so the head cannot
+    move before the write."""
     custody = read_custody(connection, record)
     check_policy(connection, policy, record, custody)
     check_source(custody, presented)
     if dispatches:
         check_actors(authority, record, custody)
-    effects = read_effects(connection, record, custody, beside=beside)
+    effects = read_effects(connection, record, custody, beside=beside, from_claim=from_claim)
     judge_effects(effects, record)
     return custody, effects
 
@@ -187,11 +189,13 @@ class EffectsRead:
     entries it judges (ownership claims, request events and tool outcomes since the ticket's
     ownership claim), the run's head, and the entries of the kinds a write asked for beside them
     (``beside``, from the run's first entry on: a command charge's command ledger, a claim's
-    ``run_started``), each list in sequence order."""
+    ``run_started``) and with them (``from_claim``, judged or not, from the ticket's ownership
+    claim on: a completion's certification), each list in sequence order."""
 
     judged: list[StoredEntry]
     head: tuple[int, str]
     beside: list[StoredEntry]
+    from_claim: list[StoredEntry] = field(default_factory=list)
     #: The judged entries' payloads by sequence, each parsed once: the rules of one write read
     #: them several times (a claim judges effects, the native journal and custody), and rows
     #: read under the run row's lock do not change within the transaction.
@@ -225,12 +229,15 @@ def read_effects(
     custody: Custody,
     *,
     beside: tuple[EntryKind, ...] = (),
+    from_claim: frozenset[EntryKind] = frozenset(),
     native: bool = False,
 ) -> EffectsRead:
     """:class:`EffectsRead` of the request's run. Everything that queued the request, and so
     every outcome that counts, is at or after the ticket's ownership claim: the judged entries
     start there, not at the run's first entry. ``native`` (the claim): every native resume
-    kind is judged too (:func:`judge_native_journal`), in the same statement."""
+    kind is judged too (:func:`judge_native_journal`), in the same statement. ``from_claim``:
+    the kinds read from the ownership claim on in the same index range (the judged kinds among
+    them are not read twice)."""
     judged_kinds: tuple[EntryKind, ...] = (
         EntryKind.OWNERSHIP_CLAIM,
         EntryKind.REQUEST_EVENT,
@@ -242,21 +249,36 @@ def read_effects(
         # and the ticket's settlement, adjacent before its ownership claim (judge_custody)
         judged_kinds += (*_NATIVE_JUDGED, EntryKind.MIGRATION_SETTLEMENT)
         from_sequence = min(ticket.settlement_sequence, ticket.claim_sequence)
+    # sorted: the statement is built once per list of kinds (repository/journal.py:_of_kinds)
+    added = sorted(from_claim.difference(judged_kinds, beside), key=lambda kind: kind.value)
     entries, head = journal_rows.entries_of_kinds_and_head(
         connection,
         record.run_id,
         *judged_kinds,
+        *added,
         from_sequence=from_sequence,
         from_start=beside,
     )
-    if not beside:
-        return EffectsRead(entries, head, [])
-    asked = {kind.value for kind in beside}
+    claimed = _of_kinds_from(entries, from_claim, ticket.claim_sequence)
+    if not beside and not added:
+        return EffectsRead(entries, head, [], claimed)
+    judged, asked = {kind.value for kind in judged_kinds}, {kind.value for kind in beside}
     return EffectsRead(
-        [entry for entry in entries if entry.kind not in asked],
+        [entry for entry in entries if entry.kind in judged],
         head,
         [entry for entry in entries if entry.kind in asked],
+        claimed,
     )
+
+
+def _of_kinds_from(
+    entries: list[StoredEntry], kinds: frozenset[EntryKind], from_sequence: int
+) -> list[StoredEntry]:
+    """``entries`` of ``kinds`` from ``from_sequence`` on (none asked: none, nothing scanned)."""
+    if not kinds:
+        return []
+    names = {kind.value for kind in kinds}
+    return [entry for entry in entries if entry.kind in names and entry.sequence >= from_sequence]
 
 
 def judge_effects(effects: EffectsRead, record: ExecutionRequestRecord) -> tuple[int, str]:
