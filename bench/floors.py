@@ -47,11 +47,12 @@ def hop_floor_figure(
 # Statements one write runs on PostgreSQL (tests/ledger/test_statement_counts.py pins the
 # writes): an admission reads the snapshot of a run whose journal the candidate holds (1 since
 # round 4's eleventh pass, ADR 0032; 4 before) and commits (4; 11 before round 4's fifth pass,
-# ADR 0027); a worker-path step runs 5.125 on average (a claim 5, four own records 5 each, two
-# command charges 5 each, a completion 6, over eight steps; 6.75 before round 4's twelfth
-# pass), rounded down; with the worker's GetRun before each claim, 5.25 a step (1 statement,
-# 3 before round 5), and 6.25 on a signing ledger as the timed figure now runs it (each write's
-# signed head is a statement of its own; bench/hops_worker.py counts every step). A
+# ADR 0027); a worker-path step runs 5 on average (a claim 5, four own records 5 each, two
+# command charges 5 each, a completion 5, over eight steps; 6.75 before round 4's twelfth
+# pass, 5.125 before round 5 read the completion's certification with its effects); with the
+# worker's GetRun before each claim, 5.125 a step (1 statement, 3 before round 5), and 6.125 on
+# a signing ledger as the timed figure now runs it (each write's signed head is a statement of
+# its own; bench/hops_worker.py counts every step). A
 # statement floor runs that many single-row inserts, the cheapest statement
 # there is, in one transaction (bench.baseline --statements): a lower bound on what any design
 # that runs those statements costs on this machine.
