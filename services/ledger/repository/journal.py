@@ -302,7 +302,7 @@ def _after_known_head(*, held: bool, guarded: bool, signing: bool) -> Insert:
     if guarded:
         pending = exists().where(
             execution_requests.c.run_id == bindparam("b_run_id"),
-            execution_requests.c.state.in_(PENDING_STATE_NAMES),
+            in_constants(execution_requests.c.state, PENDING_STATE_NAMES),
         )
         conditions.append(~pending)
     statement = (
