@@ -143,6 +143,7 @@ def prepare_signing(
     run_id, extended = head.run_id, (first.sequence - 1, first.prev_hash)
     known = memory.get(run_id, connection)
     superseded = None
+    previous: PreviousHead | None
     if known is not None and (known.sequence, known.head_hash) == extended:
         # the head this process signed last: chain to it unread
         previous, unsigned_through, after = (
