@@ -50,9 +50,9 @@ def hop_floor_figure(
 # ADR 0027); a worker-path step runs 5 on average (a claim 5, four own records 5 each, two
 # command charges 5 each, a completion 5, over eight steps; 6.75 before round 4's twelfth
 # pass, 5.125 before round 5 read the completion's certification with its effects); with the
-# worker's GetRun before each claim, 5.125 a step (1 statement, 3 before round 5), and 6.125 on
-# a signing ledger as the timed figure now runs it (each write's signed head is a statement of
-# its own; bench/hops_worker.py counts every step). A
+# worker's GetRun before each claim, 5.125 a step (1 statement, 3 before round 5), on a signing
+# ledger too, as the timed figure runs it (each write's signed head rides in its statement, ADR
+# 0060; bench/hops_worker.py counts every step). A
 # statement floor runs that many single-row inserts, the cheapest statement
 # there is, in one transaction (bench.baseline --statements): a lower bound on what any design
 # that runs those statements costs on this machine.

@@ -7,6 +7,11 @@ become bench/results/latest.json and candidate_latency.png.
 Runs agree on a ratio when every run's median lies inside every other run's spread: what issue
 50 asks of a figure that reproduces. ``rss_peak_ratio`` has no rounds, so its spread is that of
 the runs themselves.
+
+Each run starts from the same database state: its schemas are fresh, and before it the bench's
+database is vacuumed (the catalog rows earlier runs' schemas left dead: a server may run without
+autovacuum, as the CI machine's does) and checkpointed (so no run inherits another's dirty
+buffers and WAL). What that found is recorded beside each run (``database_before``).
 """
 
 from __future__ import annotations
@@ -17,10 +22,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import create_engine, text
+
+from bench.cpu import POSTGRES_URL
 from bench.load import median
 from bench.paired import SUFFIXES
 
@@ -62,16 +71,52 @@ def medians(summaries: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     }
 
 
-def repeat(command: Sequence[str], runs: int, results: Path) -> dict[str, Any]:
+def settle_database(url: str = POSTGRES_URL) -> dict[str, Any]:
+    """Vacuum and checkpoint the bench's database before a run; what was there before (dead
+    catalog rows, the server's checkpoints so far, the WAL written) and how long it took."""
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as connection:
+            found = dict(
+                connection.execute(
+                    text(
+                        "SELECT (SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_sys_tables)"
+                        " AS dead_catalog_rows,"
+                        " (SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter)"
+                        " AS checkpoints,"
+                        " pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0') AS wal_bytes,"
+                        " current_setting('autovacuum') AS autovacuum"
+                    )
+                )
+                .mappings()
+                .one()
+            )
+            started = time.perf_counter()
+            connection.execute(text("VACUUM"))
+            connection.execute(text("CHECKPOINT"))
+            found["settle_seconds"] = round(time.perf_counter() - started, 3)
+    finally:
+        engine.dispose()
+    return {key: value if isinstance(value, str) else float(value) for key, value in found.items()}
+
+
+def repeat(
+    command: Sequence[str],
+    runs: int,
+    results: Path,
+    settle: Callable[[], dict[str, Any]] = settle_database,
+) -> dict[str, Any]:
     """Run ``command`` (a full bench) ``runs`` times, each writing to a directory of its own
-    (FORGE_BENCH_RESULTS); keep the last run's latest.json and plot in ``results`` and write
-    three-runs.json there. Returns what it wrote."""
+    (FORGE_BENCH_RESULTS) after ``settle`` readied the database; keep the last run's latest.json
+    and plot in ``results`` and write three-runs.json there. Returns what it wrote."""
     summaries = []
+    before = []
     with tempfile.TemporaryDirectory(prefix="forge-bench-repeat-") as scratch:
         for run in range(runs):
             directory = Path(scratch) / f"run-{run + 1}"
             print(f"== make bench, run {run + 1} of {runs}", flush=True)
             env = {**os.environ, "FORGE_BENCH_RESULTS": str(directory)}
+            before.append(settle())
             subprocess.run(list(command), env=env, check=True)
             summaries.append(json.loads((directory / "latest.json").read_text())["summary"])
         last = Path(scratch) / f"run-{runs}"
@@ -84,6 +129,7 @@ def repeat(command: Sequence[str], runs: int, results: Path) -> dict[str, Any]:
         "median": medians(summaries),
         "agreement": agreement(summaries),
         "rss_peak_ratio_spread_over_runs": [min(rss), max(rss)],
+        "database_before": before,
     }
     written = results / "three-runs.json"
     written.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

@@ -114,7 +114,7 @@ def services(
     env_extra: Mapping[str, str] | None = None,
     ledger_metrics: bool = False,
 ) -> Iterator[Services]:
-    """Start ledger, reconstruction, candidate and admission (in that order) on free ports; with
+    """Start ledger, reconstruction, candidate and admission on free ports; with
     ``ledger_replicas`` > 1 further ledger processes on the same database, the same way (targets
     ``ledger-2``, ``ledger-3``, …; the other services call the first); with ``ledger_metrics``
     each ledger serves /metrics on a port of its own (``Services.metrics``)."""
@@ -148,7 +148,10 @@ def services(
             return {metrics_port_variable("ledger"): metrics[target].rpartition(":")[2]}
 
         processes: list[subprocess.Popen[bytes]] = []
+        targets: dict[str, str] = {}
         try:
+            # All started at once, then each awaited: a service opens its channels to the others
+            # lazily, and interpreters started one after another cost seconds per set of services.
             for name in SERVICE_NAMES:
                 extra = own_metrics(name) if name == "ledger" else {}
                 process = subprocess.Popen(
@@ -156,20 +159,20 @@ def services(
                     env=service_env({**env, **extra}, name),
                 )
                 processes.append(process)
-                _wait_ready(f"127.0.0.1:{ports[name]}", process)
-            targets = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
-            pids = {name: p.pid for name, p in zip(SERVICE_NAMES, processes, strict=True)}
+                targets[name] = f"127.0.0.1:{ports[name]}"
             for replica in range(2, ledger_replicas + 1):
                 port = free_port()
                 own = service_env(
                     {**env, port_variable("ledger"): str(port), **own_metrics(f"ledger-{replica}")},
                     "ledger",
                 )
-                process = subprocess.Popen([sys.executable, "-m", "services.ledger"], env=own)
-                processes.append(process)
-                _wait_ready(f"127.0.0.1:{port}", process)
+                processes.append(
+                    subprocess.Popen([sys.executable, "-m", "services.ledger"], env=own)
+                )
                 targets[f"ledger-{replica}"] = f"127.0.0.1:{port}"
-                pids[f"ledger-{replica}"] = process.pid
+            for target, process in zip(targets.values(), processes, strict=True):
+                _wait_ready(target, process)
+            pids = {name: p.pid for name, p in zip(targets, processes, strict=True)}
             yield Services(targets, pids, metrics)
         finally:
             _stop(processes)

@@ -33,7 +33,7 @@ from tests.support import (
     token_roles,
 )
 
-__all__ = ["POSTGRES_URL", "postgres_schema"]
+__all__ = ["POSTGRES_URL", "postgres_schema", "require_postgres"]
 
 _postgres_problem: str | None = None
 
@@ -107,6 +107,15 @@ def _libpq_option(name: str, value: str) -> str:
     return f"-c{name}={escaped}"
 
 
+def require_postgres() -> None:
+    """Skip the test, saying why, when PostgreSQL is unreachable: only under
+    ``FORGE_TEST_POSTGRES=optional`` does the session get this far without it."""
+    if _postgres_problem:
+        pytest.skip(
+            f"PostgreSQL unreachable ({POSTGRES_REQUIREMENT}=optional): {_postgres_problem}"
+        )
+
+
 @contextmanager
 def postgres_schema(
     settings: Mapping[str, str] | None = None, application_name: str = ""
@@ -115,10 +124,7 @@ def postgres_schema(
     afterwards; skips the test when PostgreSQL is unreachable. ``settings`` become the
     connection's server settings (as a role or database default would), ``application_name``
     names its sessions in pg_stat_activity."""
-    if _postgres_problem:
-        pytest.skip(
-            f"PostgreSQL unreachable ({POSTGRES_REQUIREMENT}=optional): {_postgres_problem}"
-        )
+    require_postgres()
     schema = f"t_{uuid.uuid4().hex[:16]}"
     admin = create_engine(POSTGRES_URL)
     with admin.begin() as connection:

@@ -1,10 +1,10 @@
 """Every figure of ``make bench`` runs against the real services at its smallest size.
 
-The bench is not run by ``make test`` (it measures, it asserts nothing), so a change elsewhere
-can break it unseen: once the reconstruction service accepted only the candidate service's
-identity, the bench's reconstruction figure was refused (UNAUTHENTICATED) and ``make bench``
-stopped at its first figure. These tests take each figure through its calls once, with the
-credentials and processes the bench uses, and check the shape of what it records."""
+A change elsewhere can break the bench unseen: once the reconstruction service accepted only the
+candidate service's identity, the bench's reconstruction figure was refused (UNAUTHENTICATED) and
+``make bench`` stopped at its first figure. These tests take each figure through its calls once,
+with the credentials and processes the bench uses, and check the shape of what it records;
+tests/test_bench_smoke.py runs the whole bench as ``make bench`` does, at its smallest size."""
 
 from __future__ import annotations
 

@@ -53,19 +53,19 @@ def test_statements_per_step_beside_the_statement_floor(
 ) -> None:
     worker, _ = counted
     # GetRun reads the run, its head and the policy in one statement (three before round 5);
-    # the claim's transaction runs six, each own record, command charge and completion six (a
-    # completion ran seven while its certification read the journal since the ownership claim
-    # again; it now certifies from the effects' statement). Each write's last statement stores
-    # its signed head: the floor of five has no such statement.
+    # the claim's transaction runs five, each own record, command charge and completion five (a
+    # completion ran six while its certification read the journal since the ownership claim
+    # again; it now certifies from the effects' statement). Each write's statement stores its
+    # signed head too (ADR 0060; one statement more each before).
     assert _ledger(worker, "statements") == {
-        "claim": 7,
-        "intent": 6,
-        "record": 6,
-        "outcome": 6,
-        "complete": 6,
+        "claim": 6,
+        "intent": 5,
+        "record": 5,
+        "outcome": 5,
+        "complete": 5,
     }
     assert _ledger(worker, "signatures made") == dict.fromkeys(STEPS, 1)
-    assert worker["statements_per_step"] == 6.12  # 49 over the eight steps, to two places
+    assert worker["statements_per_step"] == 5.12  # 41 over the eight steps, to two places
     assert worker["statement_floor"] == 5  # the floor the figure is judged against
     assert all(
         worker["steps"][step]["work"][scope]["statements"] == 0
@@ -113,17 +113,18 @@ def test_each_payload_is_parsed_once_and_each_call_hashes_its_token_twice(
     assert "| claim ledger |" in table(*counted)
 
 
-def test_an_append_costs_two_statements_two_parses_and_one_signature(
+def test_an_append_costs_one_statement_two_parses_and_one_signature(
     counted: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
     _, appends = counted
     ledger = appends["work"]["ledger"]
-    assert (ledger["statements"], ledger["transactions"], ledger["signatures made"]) == (2, 1, 1)
+    # the signed head rides in the append's statement (ADR 0060; its own INSERT before)
+    assert (ledger["statements"], ledger["transactions"], ledger["signatures made"]) == (1, 1, 1)
     # the payload sent, validated and made canonical, and the canonical text the seal hashes;
     # the entry's hash and the signed head's previous head, and the bearer token twice (gate and
     # call policy)
     assert (ledger["JSON parsed"], ledger["SHA-256 digests"]) == (2, 2 + 2)
     assert (ledger["protobuf parsed"], ledger["protobuf serialized"]) == (1, 1)
-    # the run noted and the entry inserted after the head this process appended last, and the
-    # signed head: the baseline the figure is set beside runs one statement
-    assert appends["statements"]["ledger"] == {"INSERT": 1, "WITH": 1}
+    # the run noted, the entry inserted after the head this process appended last and its
+    # signed head stored, in one statement, as the baseline the figure is set beside
+    assert appends["statements"]["ledger"] == {"WITH": 1}

@@ -9,6 +9,7 @@ import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -184,9 +185,18 @@ summary = {"x_ratio": 0.5 + run / 100, "x_ratio_spread": [0.45, 0.6], "x_ratio_r
 
 
 def test_repeat_runs_the_bench_in_turn_and_keeps_every_summary(tmp_path: Path) -> None:
-    document = repeat([sys.executable, "-c", FAKE_RUN], 3, tmp_path)
+    settled: list[int] = []
+
+    def settle() -> dict[str, Any]:
+        settled.append(len(settled) + 1)
+        return {"dead_catalog_rows": float(len(settled))}
+
+    document = repeat([sys.executable, "-c", FAKE_RUN], 3, tmp_path, settle)
     written = json.loads((tmp_path / "three-runs.json").read_text())
     assert written == document
+    # the database was readied before each run, and what was found is kept beside the runs
+    assert settled == [1, 2, 3]
+    assert [before["dead_catalog_rows"] for before in written["database_before"]] == [1, 2, 3]
     assert [run["x_ratio"] for run in written["runs"]] == [0.51, 0.52, 0.53]
     assert written["median"] == {"x_ratio": 0.52, "rss_peak_ratio": 1.02}
     assert written["agreement"]["x_ratio"]["agree"] is True

@@ -49,8 +49,13 @@ def _hot_statements(dialect: str) -> dict[str, DriverStatement]:
         "admission's early read": admission_journal._statement(len(_JUDGED), dialect),
         "policy lock": policy._LOCKING[False, gated],
         "admission's reads": ticket_rows._ADMISSION_READS,
-        "admission's rows": admissions._statement(2, with_blob=True),
-        "admission's rows, no blob": admissions._statement(2, with_blob=False),
+        **{
+            f"admission's rows ({blob=}, {signing=})": admissions._statement(
+                2, with_blob=blob, signing=signing
+            )
+            for blob in (False, True)
+            for signing in (False, True)
+        },
         # every fenced worker write and native append
         "shared policy lock": policy._LOCKING[True, gated],
         "request locked": execution_requests._LOCK_WITH_NEWEST_POLICY,
@@ -60,6 +65,11 @@ def _hot_statements(dialect: str) -> dict[str, DriverStatement]:
         "run held, head read": runs._HOLD_RETURNING,
         **{f"run noted ({n})": alone for n, alone in enumerate(runs._RUN_ALONE.values())},
         "entry inserted": journal._INSERT_ONE,
+        "entry inserted with its signed head": journal._INSERT_ONE_SIGNED,
+        **{
+            f"entry inserted after a known head {key}": one
+            for key, one in journal._AFTER_KNOWN_HEAD.items()
+        },
         "head": journal._HEAD_ALONE,
         "kinds and head": journal._of_kinds(("ownership_claim", "request_event"), with_head=True),
         "kinds, head and kinds beside": journal._of_kinds(
@@ -80,7 +90,7 @@ def test_each_hot_statement_runs_on_the_driver_on_postgresql(engine: Engine) -> 
     on_driver = {
         name: statement.compiled(dialect) is not None
         for name, statement in _hot_statements(dialect.name).items()
-        if dialect.name == "postgresql" or name != "admission's rows"
+        if dialect.name == "postgresql" or not name.startswith("admission's rows (blob=True")
     }
     expected = dialect.name == "postgresql"
     assert on_driver == dict.fromkeys(on_driver, expected)

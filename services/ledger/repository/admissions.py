@@ -25,10 +25,12 @@ from sqlalchemy.dialects import postgresql
 
 from services.ledger.domain.execution import ExecutionRequestRecord
 from services.ledger.domain.journal import StoredEntry
+from services.ledger.domain.signing import SignedHead
 from services.ledger.domain.tickets import StoredTicket
 from services.ledger.repository import blobs as blob_rows
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import signed_heads as signed_head_rows
 from services.ledger.repository import tickets as ticket_rows
 from services.ledger.repository.driver import DriverStatement, fetch
 from services.ledger.repository.runs import queuing_request, typed_parameters
@@ -63,18 +65,28 @@ class AdmittedRows:
     pending_limit: int
 
 
-def insert_journal_entries_of_admission(connection: Connection, rows: AdmittedRows) -> bool:
+def insert_journal_entries_of_admission(
+    connection: Connection, rows: AdmittedRows, signed_head: SignedHead | None = None
+) -> bool:
     """Take a place under the pending cap and insert ``rows`` (journal entries included: only
     transactions/base.py calls this, so that the head they make is signed in the same
-    transaction, ADR 0015); False, and nothing written, when the cap is full. A concurrent
-    append at the same head fails the journal's unique constraints, as one insert would."""
+    transaction, ADR 0015) and ``signed_head``, the signature of that head; False, and nothing
+    written, when the cap is full. A concurrent append at the same head fails the journal's
+    unique constraints, as one insert would."""
     if connection.dialect.name not in ONE_STATEMENT_DIALECTS:
-        return _insert_one_by_one(connection, rows)
-    statement = _statement(len(rows.entries), with_blob=rows.blob is not None)
-    return bool(fetch(connection, statement, _parameters(rows)))
+        return _insert_one_by_one(connection, rows, signed_head)
+    statement = _statement(
+        len(rows.entries), with_blob=rows.blob is not None, signing=signed_head is not None
+    )
+    parameters = _parameters(rows)
+    if signed_head is not None:
+        parameters.update(signed_head_rows.signing_parameters(signed_head))
+    return bool(fetch(connection, statement, parameters))
 
 
-def _insert_one_by_one(connection: Connection, rows: AdmittedRows) -> bool:
+def _insert_one_by_one(
+    connection: Connection, rows: AdmittedRows, signed_head: SignedHead | None
+) -> bool:
     if not request_rows.take_pending_slot(connection, rows.pending_limit):
         return False
     if rows.blob is not None:
@@ -82,7 +94,7 @@ def _insert_one_by_one(connection: Connection, rows: AdmittedRows) -> bool:
         blob_rows.insert_blob_if_absent(
             connection, blob.digest, blob.content, blob.media_type, blob.created_at
         )
-    journal_rows.insert_journal_entries(connection, rows.entries)
+    journal_rows.insert_journal_entries(connection, rows.entries, signed_head)
     request_rows.insert_execution_request(connection, rows.request)
     ticket_rows.insert_ticket(connection, rows.ticket, rows.consumed_response_digest)
     return True
@@ -116,23 +128,27 @@ def _prefixed(prefix: str, values: dict[str, object]) -> dict[str, object]:
     return {f"{prefix}{name}": value for name, value in values.items()}
 
 
-# By (entries, with a blob): built once (building a statement costs more than running it).
-_STATEMENTS: dict[tuple[int, bool], DriverStatement] = {}
+# By (entries, with a blob, signed): built once (building a statement costs more than running
+# it).
+_STATEMENTS: dict[tuple[int, bool, bool], DriverStatement] = {}
 
 
-def _statement(entries: int, *, with_blob: bool) -> DriverStatement:
-    statement = _STATEMENTS.get((entries, with_blob))
+def _statement(entries: int, *, with_blob: bool, signing: bool) -> DriverStatement:
+    key = (entries, with_blob, signing)
+    statement = _STATEMENTS.get(key)
     if statement is None:
-        built = DriverStatement(_build(entries, with_blob=with_blob))
-        statement = _STATEMENTS[entries, with_blob] = built
+        built = DriverStatement(_build(entries, with_blob=with_blob, signing=signing))
+        statement = _STATEMENTS[key] = built
     return statement
 
 
-def _build(entries: int, *, with_blob: bool) -> Insert:
+def _build(entries: int, *, with_blob: bool, signing: bool) -> Insert:
     """PostgreSQL: ``WITH pending_slot AS (UPDATE pending_slots … WHERE there is room
     RETURNING slot), noted AS (UPDATE runs … WHERE EXISTS (SELECT FROM pending_slot) RETURNING
     run_id), entry_0 AS (INSERT … SELECT … FROM noted), …, request AS (…), blob AS (INSERT … ON
-    CONFLICT DO NOTHING) INSERT INTO admission_tickets SELECT … FROM noted RETURNING run_id``.
+    CONFLICT DO NOTHING), signed_head AS (INSERT … SELECT … FROM noted) INSERT INTO
+    admission_tickets SELECT … FROM noted RETURNING run_id`` (``signing``: the head's signature,
+    signed_heads.signing_from).
     Every insert selects from ``noted``, so nothing is inserted when the cap is full (no row
     returned) or the run is not there; the counter row is locked before the run's row, and the
     only other writers of the counter (a recovery's or a reconciliation's commit) hold the
@@ -154,6 +170,8 @@ def _build(entries: int, *, with_blob: bool) -> Insert:
             .on_conflict_do_nothing(index_elements=[blobs.c.digest])
         )
         written.append(blob.cte("blob"))
+    if signing:
+        written.append(signed_head_rows.signing_from(noted))
     tickets = _from_noted(admission_tickets, "t_", noted).add_cte(*written)
     return tickets.returning(admission_tickets.c.run_id)
 

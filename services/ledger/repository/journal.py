@@ -31,6 +31,7 @@ from services.ledger.domain.journal import (
     StoredEntry,
     build_stored_entry,
 )
+from services.ledger.domain.signing import SignedHead
 from services.ledger.repository.driver import DriverStatement, execute, fetch, in_constants
 from services.ledger.repository.execution_requests import (
     REQUEST_CHANGE,
@@ -44,6 +45,11 @@ from services.ledger.repository.runs import (
     noting,
     noting_entry,
     typed_parameters,
+)
+from services.ledger.repository.signed_heads import (
+    insert_signed_head,
+    signing_from,
+    signing_parameters,
 )
 from services.ledger.schema import execution_requests, journal_entries
 from shared.continuity.canonical import GENESIS_HASH
@@ -73,6 +79,8 @@ def _newest(*conditions: ColumnElement[bool]) -> Select[Any]:
 _INSERT = insert(journal_entries)
 # One entry's insert, on the driver's cursor (repository/driver.py; every native append).
 _INSERT_ONE = DriverStatement(_INSERT)
+# PostgreSQL: the entry and its signed head in one statement (ADR 0060).
+_INSERT_ONE_SIGNED = DriverStatement(_INSERT.add_cte(signing_from(None)))
 _HEAD_ALONE = DriverStatement(_HEAD)
 _ENTRY_COLUMNS = tuple(column.name for column in journal_entries.c)
 # Every journal column from its "e_" parameter (the name in entry_values), for the statements
@@ -179,30 +187,37 @@ def _entry_parameters(entry: StoredEntry) -> dict[str, object]:
     return {f"e_{name}": value for name, value in entry_values(entry).items()}
 
 
-def _noting_then_inserting(note: Update, *, changing_request: bool) -> Insert:
+def _noting_then_inserting(note: Update, *, changing_request: bool, signing: bool) -> Insert:
     """PostgreSQL: ``note`` (runs.ENTRY_NOTES) applied to the run row, which locks it as the
     separate update does, and the entry inserted from the row it returns, in one statement;
     nothing at all for an unknown run (no row to note, none to insert from).
     ``changing_request``: the execution request's change (REQUEST_CHANGE) is written by the same
-    statement (its row is locked already: every writer of a request locks it first)."""
+    statement (its row is locked already: every writer of a request locks it first);
+    ``signing``: the head's signature too, from the same row (signed_heads.signing_from)."""
+    noted = noting(note)
     statement = (
         insert(journal_entries)
-        .from_select(_ENTRY_COLUMNS, select(*_ENTRY_FROM_PARAMETERS).select_from(noting(note)))
+        .from_select(_ENTRY_COLUMNS, select(*_ENTRY_FROM_PARAMETERS).select_from(noted))
         .returning(journal_entries.c.sequence)
     )
-    return statement.add_cte(REQUEST_CHANGE.cte("changed")) if changing_request else statement
+    if changing_request:
+        statement = statement.add_cte(REQUEST_CHANGE.cte("changed"))
+    return statement.add_cte(signing_from(noted)) if signing else statement
 
 
 #: Where the run row's note, the entry and a request's change are one statement (it needs data-
 #: modifying common table expressions); elsewhere, and in tests that compare the two, they are
 #: one statement each.
 ONE_STATEMENT_DIALECTS = frozenset({"postgresql"})
-# By the note's identity (runs.ENTRY_NOTES are built once) and whether the request's change
-# rides along, on the driver's cursor.
+# By the note's identity (runs.ENTRY_NOTES are built once) and whether the request's change and
+# the head's signature ride along, on the driver's cursor.
 _NOTED_INSERT = {
-    (id(note), changing): DriverStatement(_noting_then_inserting(note, changing_request=changing))
+    (id(note), changing, signing): DriverStatement(
+        _noting_then_inserting(note, changing_request=changing, signing=signing)
+    )
     for note in ENTRY_NOTES
     for changing in (False, True)
+    for signing in (False, True)
 }
 
 
@@ -213,11 +228,14 @@ def insert_journal_entry(
     request: ExecutionRequestRecord | None = None,
     completed_round: bool = False,
     noted: bool = False,
+    signed_head: SignedHead | None = None,
 ) -> None:
     """Insert one entry. ``request``: the execution request this transaction changed (and
     locked first): its row is written here too, and the run's listing change rides on the entry's
     update of the run row; ``completed_round``: see runs.note_of_entry; ``noted``: the caller
-    already noted this entry on the run row (runs.note_entry_reading_head)."""
+    already noted this entry on the run row (runs.note_entry_reading_head); ``signed_head``: the
+    signature of the head the entry makes, stored with it (in the same statement on
+    PostgreSQL)."""
     # The run's listing columns first: every writer then locks the run's row before it inserts
     # an entry (an execution-request change does too), so two writers of one run queue on that
     # row instead of each holding what the other waits for. On PostgreSQL the request's change,
@@ -237,7 +255,10 @@ def insert_journal_entry(
         parameters: dict[str, object] = {**noting_parameters, **_entry_parameters(entry)}
         if request is not None:
             parameters.update(request_change_parameters(request))
-        if fetch(connection, _NOTED_INSERT[id(note), request is not None], parameters):
+        if signed_head is not None:
+            parameters.update(signing_parameters(signed_head))
+        statement = _NOTED_INSERT[id(note), request is not None, signed_head is not None]
+        if fetch(connection, statement, parameters):
             return
         # No run row to note: the plain insert below fails on the run's key, as it always has.
     elif not noted:
@@ -251,10 +272,16 @@ def insert_journal_entry(
             request=request,
             completed_round=completed_round,
         )
+    if signed_head is not None and connection.dialect.name in ONE_STATEMENT_DIALECTS:
+        parameters = {**entry_values(entry), **signing_parameters(signed_head)}
+        execute(connection, _INSERT_ONE_SIGNED, parameters)
+        return
     execute(connection, _INSERT_ONE, entry_values(entry))
+    if signed_head is not None:
+        insert_signed_head(connection, signed_head)
 
 
-def _after_known_head(*, held: bool, guarded: bool) -> Insert:
+def _after_known_head(*, held: bool, guarded: bool, signing: bool) -> Insert:
     """PostgreSQL: note the entry on the run row (:func:`runs.noting_entry`, which locks the row
     as the two-statement append does) and insert it, in one statement, only where the entry it
     links to (sequence and hash) is stored; the (run_id, sequence) key and the (run_id,
@@ -262,7 +289,9 @@ def _after_known_head(*, held: bool, guarded: bool) -> Insert:
     nothing for an unknown run or a head that is not there, nor, ``guarded``, while a
     continuity execution request of the run is queued or claimed (the caller's two-statement
     append then says why: a native resume waits for it, ADR 0014 rule 3b; a request queued
-    after this read came with an entry, so the link constraint refuses the insert)."""
+    after this read came with an entry, so the link constraint refuses the insert).
+    ``signing``: the head's signature is stored under the same conditions, in the same
+    statement (signed_heads.signing_from)."""
     noted = noting_entry(held=held)
     linked = exists().where(
         journal_entries.c.run_id == bindparam("b_run_id"),
@@ -273,10 +302,10 @@ def _after_known_head(*, held: bool, guarded: bool) -> Insert:
     if guarded:
         pending = exists().where(
             execution_requests.c.run_id == bindparam("b_run_id"),
-            execution_requests.c.state.in_(PENDING_STATE_NAMES),
+            in_constants(execution_requests.c.state, PENDING_STATE_NAMES),
         )
         conditions.append(~pending)
-    return (
+    statement = (
         insert(journal_entries)
         .from_select(
             _ENTRY_COLUMNS,
@@ -284,31 +313,45 @@ def _after_known_head(*, held: bool, guarded: bool) -> Insert:
         )
         .returning(journal_entries.c.sequence)
     )
+    return statement.add_cte(signing_from(noted, *conditions)) if signing else statement
 
 
 _AFTER_KNOWN_HEAD = {
-    (held, guarded): _after_known_head(held=held, guarded=guarded)
+    (held, guarded, signing): DriverStatement(
+        _after_known_head(held=held, guarded=guarded, signing=signing)
+    )
     for held in (False, True)
     for guarded in (False, True)
+    for signing in (False, True)
 }
 _RESUME_KIND_NAMES = frozenset(kind.value for kind in NATIVE_RESUME_KINDS)
 
 
-def insert_journal_entry_after_known_head(connection: Connection, entry: StoredEntry) -> bool:
+def insert_journal_entry_after_known_head(
+    connection: Connection, entry: StoredEntry, signed_head: SignedHead | None = None
+) -> bool:
     """PostgreSQL only: note and insert a native entry in one statement where the entry it
     links to is stored and, for a native resume, no continuity request of the run is
     outstanding; False (nothing inserted, the run row perhaps noted: roll back) where not. A
-    concurrent append after that entry fails a unique constraint."""
+    concurrent append after that entry fails a unique constraint. ``signed_head``: the head's
+    signature, stored by the same statement exactly when the entry is."""
     parameters: dict[str, object] = _entry_parameters(entry)
     parameters.update(b_run_id=entry.run_id, b_at=entry.recorded_at)  # runs.noting_entry's
     parameters.update(after_sequence=entry.sequence - 1)
+    if signed_head is not None:
+        parameters.update(signing_parameters(signed_head))
     held = entry.kind == EntryKind.RUN_HELD.value
-    statement = _AFTER_KNOWN_HEAD[held, entry.kind in _RESUME_KIND_NAMES]
-    return connection.execute(statement, parameters).first() is not None
+    key = (held, entry.kind in _RESUME_KIND_NAMES, signed_head is not None)
+    return bool(fetch(connection, _AFTER_KNOWN_HEAD[key], parameters))
 
 
-def insert_journal_entries(connection: Connection, entries: Sequence[StoredEntry]) -> None:
-    """Insert sealed entries in one executemany (bulk seeding of long journals in benchmarks)."""
+def insert_journal_entries(
+    connection: Connection,
+    entries: Sequence[StoredEntry],
+    signed_head: SignedHead | None = None,
+) -> None:
+    """Insert sealed entries in one executemany (bulk seeding of long journals in benchmarks),
+    then ``signed_head``, the signature of the head they make."""
     if not entries:
         return
     # The listing columns of each run once, first (as above): its newest entry's time, and held
@@ -318,6 +361,8 @@ def insert_journal_entries(connection: Connection, entries: Sequence[StoredEntry
     for run_id, recorded_at in newest.items():
         note_entry(connection, run_id, recorded_at, held=run_id in held)
     connection.execute(_INSERT, [entry_values(e) for e in entries])
+    if signed_head is not None:
+        insert_signed_head(connection, signed_head)
 
 
 def read_journal(

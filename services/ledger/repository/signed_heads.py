@@ -3,13 +3,27 @@ and the declared pre-signing prefixes it is checked against (unsigned_prefixes).
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, RowMapping, bindparam, func, insert, select, tuple_
+from sqlalchemy import (
+    CTE,
+    ColumnElement,
+    Connection,
+    RowMapping,
+    bindparam,
+    cast,
+    func,
+    insert,
+    null,
+    select,
+    tuple_,
+    union_all,
+)
 
 from services.ledger.domain.signing import (
     SIGNED_HEAD_FORMAT_V1,
     PreviousHead,
     SignedHead,
 )
+from services.ledger.repository.runs import typed_parameters
 from services.ledger.schema import signed_heads, unsigned_prefixes
 
 _INSERT = insert(signed_heads)
@@ -30,23 +44,50 @@ _COLUMNS = (
 
 
 def insert_signed_head(connection: Connection, head: SignedHead) -> None:
+    connection.execute(_INSERT, signed_head_values(head))
+
+
+def signed_head_values(head: SignedHead) -> dict[str, object]:
+    """The row ``head`` is stored as, by column name."""
     previous = head.previous
-    connection.execute(
-        _INSERT,
-        {
-            "run_id": head.run_id,
-            "sequence": head.sequence,
-            "head_hash": head.head_hash,
-            "key_id": head.key_id,
-            "signed_at": head.signed_at,
-            "signature": head.signature,
-            "format": head.format,
-            "previous_sequence": None if previous is None else previous.sequence,
-            "previous_head_hash": None if previous is None else previous.head_hash,
-            "previous_signature_digest": None if previous is None else previous.signature_digest,
-            "unsigned_through": head.unsigned_through,
-        },
+    return {
+        "run_id": head.run_id,
+        "sequence": head.sequence,
+        "head_hash": head.head_hash,
+        "key_id": head.key_id,
+        "signed_at": head.signed_at,
+        "signature": head.signature,
+        "format": head.format,
+        "previous_sequence": None if previous is None else previous.sequence,
+        "previous_head_hash": None if previous is None else previous.head_hash,
+        "previous_signature_digest": None if previous is None else previous.signature_digest,
+        "unsigned_through": head.unsigned_through,
+    }
+
+
+#: The prefix of a signed head's parameters in a statement that writes it beside its entries.
+SIGNED_HEAD_PREFIX = "h_"
+
+
+def signing_from(source: CTE | None, *conditions: ColumnElement[bool]) -> CTE:
+    """PostgreSQL: a data-modifying WITH that stores the signed head (parameters
+    :func:`signing_parameters`) once for the row ``source`` returns where ``conditions`` hold,
+    the same row and conditions the statement's journal insert selects from, so the head is
+    stored exactly when its entries are (ADR 0060). No ``source``: once, unconditionally (for a
+    statement whose insert is unconditional, and fails whole if it fails)."""
+    values = select(*typed_parameters(signed_heads, SIGNED_HEAD_PREFIX))
+    if source is not None:
+        values = values.select_from(source)
+    stored = insert(signed_heads).from_select(
+        [column.name for column in signed_heads.columns], values.where(*conditions)
     )
+    return stored.cte("signed_head")
+
+
+def signing_parameters(head: SignedHead) -> dict[str, object]:
+    """The parameters of :func:`signing_from` for ``head``."""
+    values = signed_head_values(head)
+    return {f"{SIGNED_HEAD_PREFIX}{name}": value for name, value in values.items()}
 
 
 def _signed_head(values: RowMapping) -> SignedHead:
@@ -96,6 +137,35 @@ _NEWEST = (
 _PREFIX = select(unsigned_prefixes.c.through_sequence).where(
     unsigned_prefixes.c.run_id == bindparam("run_id")
 )
+
+
+# The newest signature and the declared prefix in one statement: a UNION ALL of the two lookups,
+# the prefix's row carrying only ``declared_through`` (no run has a signature at sequence NULL).
+# NULLs are cast to their column's type: PostgreSQL types an untyped NULL in a subquery as text.
+_DECLARED = unsigned_prefixes.c.through_sequence
+_NEWEST_AND_PREFIX = union_all(
+    select(_NEWEST.add_columns(cast(null(), _DECLARED.type).label("declared_through")).subquery()),
+    select(
+        *(cast(null(), column.type).label(column.name) for column in _COLUMNS),
+        _DECLARED.label("declared_through"),
+    ).where(unsigned_prefixes.c.run_id == bindparam("run_id")),
+)
+
+
+def newest_signed_head_and_prefix(
+    connection: Connection, run_id: str
+) -> tuple[SignedHead | None, int]:
+    """The run's newest signature (what the next chains to) and its declared pre-signing prefix
+    (0: none declared), in one round trip: the check before every append this process did not
+    sign last (transactions/head_signing)."""
+    newest, declared = None, 0
+    for row in connection.execute(_NEWEST_AND_PREFIX, {"run_id": run_id}):
+        values = row._mapping
+        if values["sequence"] is None:
+            declared = int(values["declared_through"] or 0)
+        else:
+            newest = _signed_head(values)
+    return newest, declared
 
 
 def newest_signed_head(connection: Connection, run_id: str) -> SignedHead | None:

@@ -34,7 +34,12 @@ from services.ledger.repository import policy as policy_rows
 from services.ledger.repository import runs as run_rows
 from services.ledger.repository.admissions import AdmittedRows
 from services.ledger.transactions import policy_lock_hold
-from services.ledger.transactions.head_signing import SignedHeads, sign_head
+from services.ledger.transactions.head_signing import (
+    SignedHeads,
+    Signing,
+    prepare_signing,
+    settle_signing,
+)
 from services.ledger.transactions.known_heads import KnownHeads
 from shared.continuity.canonical import canonical_text
 from shared.continuity.timeutil import Clock, to_text, utc_now
@@ -241,25 +246,34 @@ def insert_entries(
     completed_round: bool = False,
     noted: bool = False,
 ) -> None:
-    """Insert sealed entries (in sequence order, one run), then, with a signing key, sign the
-    head they make, inside the caller's transaction: the head commits only with its signature
-    and a signature only with its head (ADR 0015). Every journal insert goes through here.
+    """Insert sealed entries (in sequence order, one run) and, with a signing key, the signature
+    of the head they make, inside the caller's transaction (in the insert's own statement on
+    PostgreSQL, ADR 0060): the head commits only with its signature and a signature only with
+    its head (ADR 0015). Every journal insert goes through here.
 
     One entry may carry the change of the execution request the transaction locked and changed
     (``request``: its row is written with the entry, and the run's listing change with the
     entry's one update of the run row; on PostgreSQL all in one statement, repository.journal)
     and a completed round. ``noted``: the caller already updated the run row for the one entry
     (a native append, :func:`existing_run_noting_entry`)."""
+    if not entries:
+        return
+    signing = _signing(context, connection, entries[0], entries[-1])
+    signed = signing.signed
     if len(entries) == 1:
         journal_rows.insert_journal_entry(
-            connection, entries[0], request=request, completed_round=completed_round, noted=noted
+            connection,
+            entries[0],
+            request=request,
+            completed_round=completed_round,
+            noted=noted,
+            signed_head=signed,
         )
     else:
         if request is not None or completed_round or noted:
             raise ValueError("a request change is recorded with a single entry")
-        journal_rows.insert_journal_entries(connection, entries)
-    if entries:
-        _sign_head(context, connection, entries[0], entries[-1])
+        journal_rows.insert_journal_entries(connection, entries, signed)
+    _settle(context, connection, signing, entries[0])
 
 
 def insert_after_known_head(
@@ -268,9 +282,10 @@ def insert_after_known_head(
     """:func:`insert_entries` for one native entry sealed after a head known beforehand, noted
     on the run row in the same statement (PostgreSQL; repository.journal); False: nothing was
     inserted (that head is not there, or no such run): roll back."""
-    if not journal_rows.insert_journal_entry_after_known_head(connection, entry):
+    signing = _signing(context, connection, entry, entry)
+    if not journal_rows.insert_journal_entry_after_known_head(connection, entry, signing.signed):
         return False
-    _sign_head(context, connection, entry, entry)
+    _settle(context, connection, signing, entry)
     return True
 
 
@@ -280,22 +295,36 @@ def insert_admission(context: LedgerContext, connection: Connection, rows: Admit
     the pending cap, then the head's signature. ``RESOURCE_EXHAUSTED PENDING_TICKET_LIMIT`` when
     the cap is full (counted by the admission transaction before could not know: a concurrent
     admission took the last place); nothing is written."""
-    if not admission_rows.insert_journal_entries_of_admission(connection, rows):
+    first = rows.entries[0]
+    signing = _signing(context, connection, first, rows.entries[-1])
+    if not admission_rows.insert_journal_entries_of_admission(connection, rows, signing.signed):
         refusal = pending_limit_reached(rows.pending_limit, request_rows.pending_count(connection))
         count_cap_refusal(refusal.reason)
         raise refusal
     policy_lock_hold.note_pending_slot(connection)
-    _sign_head(context, connection, rows.entries[0], rows.entries[-1])
+    _settle(context, connection, signing, first)
 
 
-def _sign_head(
+def _signing(
     context: LedgerContext, connection: Connection, first: StoredEntry, head: StoredEntry
+) -> Signing:
+    """With a signing key, the signature of the head ``head`` makes, chained to the signature of
+    the head ``first`` extends, which the insert stores in its own statement (ADR 0015, ADR
+    0060; head_signing refuses to sign over a head it did not sign); without one, nothing."""
+    if context.signer is None:
+        return _UNSIGNED
+    return prepare_signing(context.signer, context.signed, connection, first, head, context.now())
+
+
+_UNSIGNED = Signing(None)
+
+
+def _settle(
+    context: LedgerContext, connection: Connection, signing: Signing, first: StoredEntry
 ) -> None:
-    """With a signing key, sign the head ``head`` makes, chained to the signature of the head
-    ``first`` extends, inside the caller's transaction (ADR 0015; head_signing refuses to sign
-    over a head it did not sign); without one, nothing."""
-    if context.signer is not None:
-        sign_head(context.signer, context.signed, connection, first, head, context.now())
+    """After the insert: raise the signing's refusal, or remember its signature on commit."""
+    if signing is not _UNSIGNED:
+        settle_signing(context.signed, connection, signing, first)
 
 
 def seal_after(

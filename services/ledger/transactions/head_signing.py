@@ -9,11 +9,14 @@ is refused (``FAILED_PRECONDITION JOURNAL_HEAD_UNSIGNED``), one alarm line is lo
 refusal is counted by finding; nothing is signed over it. The exceptions are a run's declared
 pre-signing prefix (``unsigned_prefixes``, migration 0012) and an empty journal.
 
-The signature this process made last for each run is remembered once its transaction commits
-(:class:`SignedHeads`): an append at that head chains to it without reading or verifying it
-again. Equal head hashes mean an unchanged history, so the memory never vouches for a rewrite;
-any other head is judged by the database, never refused on the memory alone (the commit event
-comes before the commit, which may still fail).
+Every append is signed before its insert and the signature stored by the insert's own
+statement (ADR 0060); a refusal is raised only after the insert succeeded, so a head that a
+concurrent append moved fails the insert, never the check (:class:`Signing`). The signature this
+process made last for each run is remembered once its transaction commits (:class:`SignedHeads`):
+an append at that head chains to it without reading or verifying it again. Equal head hashes
+mean an unchanged history, so the memory never vouches for a rewrite; any other head is judged
+by the database, never refused on the memory alone (the commit event comes before the commit,
+which may still fail).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Final
 
 from sqlalchemy import Connection, event
@@ -106,43 +110,84 @@ class SignedHeads:
         connection.info.pop(self._pending_key, None)
 
 
-def sign_head(
+@dataclass(frozen=True)
+class Signing:
+    """What an append stores beside its entries: the signature of the head they make, or why
+    this ledger will not sign it. Prepared before the insert (:func:`prepare_signing`), settled
+    after it succeeded (:func:`settle_signing`): a refusal or a warning about a head a
+    concurrent append moved is never raised or logged, since that append fails the insert."""
+
+    signed: SignedHead | None
+    #: Why the head the entries extend is not the one this ledger signed last (the finding and
+    #: the run's newest signature), raised by :func:`settle_signing`.
+    refusal: tuple[str, SignedHead | None] | None = None
+    #: This process's own signature at or beyond the extended head over another history, which
+    #: the database no longer holds (warned about once the insert succeeded).
+    superseded: SignedHead | None = None
+
+
+def prepare_signing(
     signer: HeadSigner,
     memory: SignedHeads,
     connection: Connection,
     first: StoredEntry,
     head: StoredEntry,
     now: str,
-) -> None:
-    """Sign ``head``, the last of the entries this transaction inserted from ``first`` on, after
-    checking the head ``first`` extends (:func:`check_extends`); store the signature in the
-    caller's transaction."""
+) -> Signing:
+    """The signature of ``head``, the last of the entries a transaction is about to insert
+    from ``first`` on, chained to the signature of the head ``first`` extends, for the insert to
+    store in its own statement (ADR 0060). When this process signed that head last, it chains
+    to it unread; otherwise one statement reads the run's newest signature and declared prefix
+    and judges them (:func:`judge_extends`); a finding becomes the refusal
+    :func:`settle_signing` raises after the insert."""
     run_id, extended = head.run_id, (first.sequence - 1, first.prev_hash)
     known = memory.get(run_id, connection)
-    if known is None or known.sequence < extended[0]:
-        previous, unsigned_through, after = check_extends(signer, connection, run_id, *extended)
-    elif (known.sequence, known.head_hash) == extended:
+    superseded = None
+    previous: PreviousHead | None
+    if known is not None and (known.sequence, known.head_hash) == extended:
         # the head this process signed last: chain to it unread
         previous, unsigned_through, after = (
             known.as_previous(), known.unsigned_through, known.signed_at
         )  # fmt: skip
     else:
-        # This process signed a head at or beyond that sequence over another history. The
-        # database decides: it refuses when the signature is still there; when it is not, a
-        # commit that failed after its commit event cannot be told from a truncation that also
-        # removed the signatures, so the append goes on and a witnessed head convicts a rollback.
-        previous, unsigned_through, after = check_extends(signer, connection, run_id, *extended)
-        _log.warning(
-            "this ledger signed head %d of %s (%s), which the database no longer holds: a failed "
-            "commit, or a rollback to compare with witnessed heads",
-            known.sequence, run_id, known.head_hash,
-        )  # fmt: skip
+        if known is not None and known.sequence >= extended[0]:
+            # This process signed a head at or beyond that sequence over another history. The
+            # database decides: it refuses when the signature is still there; when it is not, a
+            # commit that failed after its commit event cannot be told from a truncation that
+            # also removed the signatures, so the append goes on and a witnessed head convicts
+            # a rollback.
+            superseded = known
+        newest, declared = signed_head_rows.newest_signed_head_and_prefix(connection, run_id)
+        judged = judge_extends(signer, newest, declared, *extended)
+        if isinstance(judged, str):
+            return Signing(None, refusal=(judged, newest))
+        previous, unsigned_through, after = judged
     # A replica whose clock is behind never signs before the head it extends.
     signed = signer.sign(
         run_id, head.sequence, head.hash, max(now, after), previous, unsigned_through
     )
-    signed_head_rows.insert_signed_head(connection, signed)
-    memory.pending(connection, signed)
+    return Signing(signed, superseded=superseded)
+
+
+def settle_signing(
+    memory: SignedHeads, connection: Connection, signing: Signing, first: StoredEntry
+) -> None:
+    """After the insert succeeded (so the head its entries extend was the run's head): raise
+    the refusal (``FAILED_PRECONDITION JOURNAL_HEAD_UNSIGNED``, with its alarm line and count),
+    or take the stored signature into memory when the transaction commits."""
+    run_id, sequence, head_hash = first.run_id, first.sequence - 1, first.prev_hash
+    if signing.refusal is not None:
+        finding, newest = signing.refusal
+        raise _refused(run_id, sequence, head_hash, finding, newest)
+    superseded = signing.superseded
+    if superseded is not None:
+        _log.warning(
+            "this ledger signed head %d of %s (%s), which the database no longer holds: a failed "
+            "commit, or a rollback to compare with witnessed heads",
+            superseded.sequence, run_id, superseded.head_hash,
+        )  # fmt: skip
+    if signing.signed is not None:
+        memory.pending(connection, signing.signed)
 
 
 def check_extends(
@@ -150,15 +195,32 @@ def check_extends(
 ) -> tuple[PreviousHead | None, int, str]:
     """(the signature to chain to, the run's unsigned prefix, the newest signed_at) for an append
     after head (``sequence``, ``head_hash``); refuses when that head is not the one this ledger
-    signed last."""
-    newest = signed_head_rows.newest_signed_head(connection, run_id)
+    signed last (bulk seeding, whose head nothing else moves)."""
+    newest, declared = signed_head_rows.newest_signed_head_and_prefix(connection, run_id)
+    judged = judge_extends(signer, newest, declared, sequence, head_hash)
+    if isinstance(judged, str):
+        raise _refused(run_id, sequence, head_hash, judged, newest)
+    return judged
+
+
+def judge_extends(
+    signer: HeadSigner,
+    newest: SignedHead | None,
+    declared_through: int,
+    sequence: int,
+    head_hash: str,
+) -> tuple[PreviousHead | None, int, str] | str:
+    """(the signature to chain to, the run's unsigned prefix, the newest signed_at) for an
+    append after head (``sequence``, ``head_hash``), given the run's newest signature and its
+    declared pre-signing prefix; the finding when that head is not the one this ledger signed
+    last."""
     if newest is not None and newest.format == SIGNED_HEAD_FORMAT:
         unsigned_through = newest.unsigned_through  # signed: the declaration cannot change
     else:
-        unsigned_through = signed_head_rows.unsigned_prefix(connection, run_id)
+        unsigned_through = declared_through
     finding = _finding(signer, newest, sequence, head_hash, unsigned_through)
     if finding is not None:
-        raise _refused(run_id, sequence, head_hash, finding, newest)
+        return finding
     if newest is None:
         return None, unsigned_through, ""
     return newest.as_previous(), unsigned_through, newest.signed_at
