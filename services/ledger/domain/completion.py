@@ -27,7 +27,7 @@ class GoalClaim(enum.Enum):
 #: Outcomes that close an intent. An ``unknown`` outcome leaves the effect open.
 CLOSING = frozenset({"succeeded", "failed"})
 #: Entries that mark a request as under reconciliation (owner loss suspected or decided).
-RECONCILIATION_MARKERS = frozenset(
+RECONCILIATION_MARKERS: frozenset[EntryKind] = frozenset(
     {EntryKind.RECONCILIATION_VERIFICATION, EntryKind.RECONCILIATION_SETTLEMENT}
 )
 RECONCILIATION_KINDS = frozenset(kind.value for kind in RECONCILIATION_MARKERS)
@@ -35,7 +35,7 @@ RECONCILIATION_KINDS = frozenset(kind.value for kind in RECONCILIATION_MARKERS)
 #: the markers, and the intents and outcomes it weighs. An entry of any other kind (a worker's
 #: model turn or grant, fenced or not, opens and closes nothing) leaves the answer as it was, so
 #: a completion certifies from these kinds alone, read with the entries it judges.
-CERTIFYING_KINDS = (
+CERTIFYING_KINDS: frozenset[EntryKind] = (
     LEASE_KINDS | RECONCILIATION_MARKERS | {EntryKind.TOOL_INTENT, EntryKind.TOOL_OUTCOME}
 )
 

@@ -31,13 +31,13 @@ _RECORD_NAMES = frozenset(kind.value for kind in WORKER_RECORD_KINDS)
 #: Ledger entries naming a request that end the lease it was under: a failure, every request
 #: event (completion, cancellation, expiry, a requeue) and a reconciliation's settlement. A
 #: worker write after one of them is refused, so a record there is foreign.
-LEASE_ENDS = frozenset(
+LEASE_ENDS: frozenset[EntryKind] = frozenset(
     {EntryKind.REQUEST_FAILED, EntryKind.REQUEST_EVENT, EntryKind.RECONCILIATION_SETTLEMENT}
 )
 _LEASE_END_NAMES = frozenset(kind.value for kind in LEASE_ENDS)
 #: The kinds that move a :class:`LeaseFence` (open or close a lease); an entry of any other kind
 #: leaves it as it was, whatever it names.
-LEASE_KINDS = LEASE_ENDS | {EntryKind.WORKER_CLAIMED}
+LEASE_KINDS: frozenset[EntryKind] = LEASE_ENDS | {EntryKind.WORKER_CLAIMED}
 
 
 class Standing(enum.Enum):
