@@ -127,12 +127,18 @@ def test_the_whole_bench_exits_cleanly_and_writes_only_where_told(
     ]
 
 
+def _results(smoke_run: tuple[subprocess.CompletedProcess[str], Path]) -> dict[str, Any]:
+    """The run's latest.json, once it is known to have finished well."""
+    finished, results = smoke_run
+    assert finished.returncode == 0, finished.stderr[-4000:]
+    document: dict[str, Any] = json.loads((results / "latest.json").read_text(encoding="utf-8"))
+    return document
+
+
 def test_every_figure_is_recorded_in_finite_numbers(
     smoke_run: tuple[subprocess.CompletedProcess[str], Path],
 ) -> None:
-    finished, results = smoke_run
-    assert finished.returncode == 0, finished.stderr[-4000:]
-    document = json.loads((results / "latest.json").read_text(encoding="utf-8"))
+    document = _results(smoke_run)
     assert set(FIGURES) <= set(document["figures"])
     assert document["targets"] == TARGETS
     not_finite = [(where, v) for where, v in _leaves(document["figures"]) if not _finite(v)]
@@ -142,9 +148,7 @@ def test_every_figure_is_recorded_in_finite_numbers(
 def test_every_targeted_line_has_its_spread_rounds_and_verdict(
     smoke_run: tuple[subprocess.CompletedProcess[str], Path],
 ) -> None:
-    finished, results = smoke_run
-    assert finished.returncode == 0, finished.stderr[-4000:]
-    document = json.loads((results / "latest.json").read_text(encoding="utf-8"))
+    document = _results(smoke_run)
     lines = document["summary"]
     # Figure 2's target names its longest journal (100,000 entries); a smoke run's is shorter.
     longest = max(row["entries"] for row in document["figures"]["candidate"] if "candidate" in row)
@@ -168,5 +172,5 @@ def test_every_targeted_line_has_its_spread_rounds_and_verdict(
         else:
             assert _finite(value), name
     # and printed, one line per figure (the services' own log lines may be printed between)
-    printed = {line.split()[0] for line in finished.stdout.splitlines() if line.strip()}
+    printed = {line.split()[0] for line in smoke_run[0].stdout.splitlines() if line.strip()}
     assert {name for name in lines if not name.endswith(SUFFIXES)} <= printed
