@@ -12,10 +12,16 @@ Each run starts from the same database state: its schemas are fresh, and before 
 database is vacuumed (the catalog rows earlier runs' schemas left dead: a server may run without
 autovacuum, as the CI machine's does) and checkpointed (so no run inherits another's dirty
 buffers and WAL). What that found is recorded beside each run (``database_before``).
+
+The machine itself is timed before every run and after the last (``machine``): a fixed loop of
+interpreted Python and a fixed SHA-256 of bytes (C), each the best of several tries. A ratio
+that drifts run by run while the database starts alike (issue 50) is the machine's if the
+Python loop slows against the C one over the same runs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -100,25 +106,60 @@ def settle_database(url: str = POSTGRES_URL) -> dict[str, Any]:
     return {key: value if isinstance(value, str) else float(value) for key, value in found.items()}
 
 
+_YARDSTICK_TRIES = 5
+_PYTHON_LOOP = 300_000
+_HASHED = bytes(range(256)) * 4096  # 1 MiB
+
+
+def _python_loop() -> int:
+    total = 0
+    for value in range(_PYTHON_LOOP):
+        total += value % 7
+    return total
+
+
+def time_machine() -> dict[str, float]:
+    """The best of a few tries of a fixed interpreted loop and a fixed C digest, in ms, and their
+    ratio (how much slower the machine runs Python than C right now, in arbitrary units)."""
+    best: dict[str, float] = {}
+    for name, work in (
+        ("python_loop_ms", _python_loop),
+        ("c_sha256_ms", lambda: hashlib.sha256(_HASHED * 8).digest()),
+    ):
+        tries = []
+        for _ in range(_YARDSTICK_TRIES):
+            started = time.perf_counter()
+            work()
+            tries.append(1000 * (time.perf_counter() - started))
+        best[name] = round(min(tries), 3)
+    best["python_to_c"] = round(best["python_loop_ms"] / best["c_sha256_ms"], 4)
+    return best
+
+
 def repeat(
     command: Sequence[str],
     runs: int,
     results: Path,
     settle: Callable[[], dict[str, Any]] = settle_database,
+    machine: Callable[[], dict[str, float]] = time_machine,
 ) -> dict[str, Any]:
     """Run ``command`` (a full bench) ``runs`` times, each writing to a directory of its own
-    (FORGE_BENCH_RESULTS) after ``settle`` readied the database; keep the last run's latest.json
-    and plot in ``results`` and write three-runs.json there. Returns what it wrote."""
+    (FORGE_BENCH_RESULTS) after ``settle`` readied the database; ``machine`` times the machine
+    before each run and after the last. Keep the last run's latest.json and plot in ``results``
+    and write three-runs.json there. Returns what it wrote."""
     summaries = []
     before = []
+    timed = []
     with tempfile.TemporaryDirectory(prefix="forge-bench-repeat-") as scratch:
         for run in range(runs):
             directory = Path(scratch) / f"run-{run + 1}"
             print(f"== make bench, run {run + 1} of {runs}", flush=True)
             env = {**os.environ, "FORGE_BENCH_RESULTS": str(directory)}
             before.append(settle())
+            timed.append(machine())
             subprocess.run(list(command), env=env, check=True)
             summaries.append(json.loads((directory / "latest.json").read_text())["summary"])
+        timed.append(machine())
         last = Path(scratch) / f"run-{runs}"
         results.mkdir(parents=True, exist_ok=True)
         for name in ("latest.json", "candidate_latency.png"):
@@ -130,6 +171,7 @@ def repeat(
         "agreement": agreement(summaries),
         "rss_peak_ratio_spread_over_runs": [min(rss), max(rss)],
         "database_before": before,
+        "machine": timed,
     }
     written = results / "three-runs.json"
     written.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

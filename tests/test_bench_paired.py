@@ -19,7 +19,7 @@ from bench import floors, summary
 from bench.cpu import CpuUse
 from bench.load import Latencies, Throughput
 from bench.paired import Spread, Target, in_turn, printed, spread_lines
-from bench.repeat import agreement, medians, repeat
+from bench.repeat import agreement, medians, repeat, time_machine
 
 ratios = st.lists(
     st.floats(min_value=0.001, max_value=100, allow_nan=False), min_size=1, max_size=12
@@ -191,12 +191,15 @@ def test_repeat_runs_the_bench_in_turn_and_keeps_every_summary(tmp_path: Path) -
         settled.append(len(settled) + 1)
         return {"dead_catalog_rows": float(len(settled))}
 
-    document = repeat([sys.executable, "-c", FAKE_RUN], 3, tmp_path, settle)
+    timings = iter([{"python_to_c": float(n)} for n in range(4)])
+    document = repeat([sys.executable, "-c", FAKE_RUN], 3, tmp_path, settle, lambda: next(timings))
     written = json.loads((tmp_path / "three-runs.json").read_text())
     assert written == document
     # the database was readied before each run, and what was found is kept beside the runs
     assert settled == [1, 2, 3]
     assert [before["dead_catalog_rows"] for before in written["database_before"]] == [1, 2, 3]
+    # the machine timed before each run and after the last
+    assert [timed["python_to_c"] for timed in written["machine"]] == [0, 1, 2, 3]
     assert [run["x_ratio"] for run in written["runs"]] == [0.51, 0.52, 0.53]
     assert written["median"] == {"x_ratio": 0.52, "rss_peak_ratio": 1.02}
     assert written["agreement"]["x_ratio"]["agree"] is True
@@ -204,3 +207,9 @@ def test_repeat_runs_the_bench_in_turn_and_keeps_every_summary(tmp_path: Path) -
     # the last run's results are kept
     assert json.loads((tmp_path / "latest.json").read_text())["summary"]["x_ratio"] == 0.53
     assert (tmp_path / "candidate_latency.png").read_bytes() == b"png"
+
+
+def test_the_machine_is_timed_in_python_and_in_c() -> None:
+    timed = time_machine()
+    assert timed["python_loop_ms"] > 0 and timed["c_sha256_ms"] > 0
+    assert timed["python_to_c"] == round(timed["python_loop_ms"] / timed["c_sha256_ms"], 4)
