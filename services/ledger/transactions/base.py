@@ -312,19 +312,16 @@ def _signing(
     the head ``first`` extends, which the insert stores in its own statement (ADR 0015, ADR
     0060; head_signing refuses to sign over a head it did not sign); without one, nothing."""
     if context.signer is None:
-        return _UNSIGNED
+        return Signing(None)
     return prepare_signing(context.signer, context.signed, connection, first, head, context.now())
-
-
-_UNSIGNED = Signing(None)
 
 
 def _settle(
     context: LedgerContext, connection: Connection, signing: Signing, first: StoredEntry
 ) -> None:
-    """After the insert: raise the signing's refusal, or remember its signature on commit."""
-    if signing is not _UNSIGNED:
-        settle_signing(context.signed, connection, signing, first)
+    """After the insert: raise the signing's refusal, or remember its signature on commit
+    (nothing for an unsigned append)."""
+    settle_signing(context.signed, connection, signing, first)
 
 
 def seal_after(
