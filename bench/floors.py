@@ -10,9 +10,10 @@ round's ratios. The figures themselves are measured in ``bench.figures``.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from bench.cpu import BENCH, POSTGRES
 from bench.load import Throughput, median, ratio
 
 # The gRPC hops one admission crosses: caller → admission; admission → ledger (read-back),
@@ -21,6 +22,19 @@ ADMISSION_HOPS = 6
 # Since ADR 0024 (no read back before the candidate) a first admission crosses five hops: the
 # floor of the hops it really crosses is measured beside the six-hop floor the targets name.
 ADMISSION_HOPS_NOW = 5
+
+
+# Who spends a figure's CPU, as the floors' and the figure's processes split it (bench.cpu): the
+# caller (the bench process), PostgreSQL, and the servers (every other process: the services, or
+# the floor's bare server and hop front).
+CPU_SHARES = ("servers", "postgres", "caller")
+
+
+def cpu_shares(by: Mapping[str, float]) -> dict[str, float]:
+    """CPU per call split into CPU_SHARES."""
+    caller, postgres = by.get(BENCH, 0.0), by.get(POSTGRES, 0.0)
+    servers = sum(ms for name, ms in by.items() if name not in (BENCH, POSTGRES))
+    return {"servers": servers, "postgres": postgres, "caller": caller}
 
 
 def hop_floor_figure(
@@ -41,6 +55,10 @@ def hop_floor_figure(
         "admission_cpu_ratio": ratio(
             measured.get("cpu_ms_per_call", {}).get("attributed", 0.0), chain.cpu_ms_per_call
         ),
+        **{
+            f"admission_{share}_cpu_ratio": value
+            for share, value in shares_over(measured, chain).items()
+        },
     }
 
 
@@ -60,15 +78,33 @@ ADMISSION_STATEMENTS = 5
 WORKER_STEP_STATEMENTS = 5
 
 
+def shares_over(measured: Mapping[str, Any], floor: Throughput) -> dict[str, float]:
+    """The ``measured`` figure's CPU per call over ``floor``'s, share by share."""
+    mine = cpu_shares(measured.get("cpu_ms_per_call", {}).get("by", {}))
+    calls = max(floor.calls, 1)
+    theirs = cpu_shares(
+        {name: 1000 * seconds / calls for name, seconds in floor.cpu.by.items()}
+        if floor.cpu
+        else {}
+    )
+    return {share: ratio(mine[share], theirs[share]) for share in CPU_SHARES}
+
+
 def statement_floor_figure(
     statements: Throughput, fewer: Throughput, figure: dict[str, Any], count: int
 ) -> dict[str, Any]:
     """The floor of ``count`` statements beside the floor it extends (``fewer``: the same hops
     with the one-statement transaction): its throughput ratio is the best ratio to ``fewer`` any
     design running those statements could reach here, its CPU ratio the least. The measured
-    ``figure`` is set beside it too."""
+    ``figure`` is set beside it too, with its CPU per call over the floor's split by who spent it
+    (``<share>_cpu_ratio``): where a figure's CPU exceeds its floor's, the servers' own work, the
+    database's or the caller's."""
     measured = figure["measured"]
     return {
+        **{
+            f"{share}_cpu_ratio": value
+            for share, value in shares_over(measured, statements).items()
+        },
         "statements": count,
         "measured": statements.as_dict(),
         "throughput_ratio": ratio(statements.per_second, fewer.per_second),
@@ -93,10 +129,17 @@ _FLOOR_RATIOS = (
     "admission_ratio",
     "admission_p99_ratio",
     "admission_cpu_ratio",
+    *(f"admission_{share}_cpu_ratio" for share in CPU_SHARES),
 )
 
 
-_STATEMENT_FLOOR_RATIOS = ("throughput_ratio", "cpu_ratio", "measured_ratio", "measured_cpu_ratio")
+_STATEMENT_FLOOR_RATIOS = (
+    "throughput_ratio",
+    "cpu_ratio",
+    "measured_ratio",
+    "measured_cpu_ratio",
+    *(f"{share}_cpu_ratio" for share in CPU_SHARES),
+)
 # The floors a figure carries beside its baseline, with the ratios summarized in each.
 _NESTED_RATIOS = {
     "hop_floor": _FLOOR_RATIOS,

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench import policy_lock
+from bench.floors import CPU_SHARES
 from bench.load import median
 from bench.paired import spread_lines
 
@@ -71,6 +72,14 @@ def admission_summary(results: dict[str, Any]) -> dict[str, Any]:
         **paired("admission_to_six_hop_floor_ratio", six_hops["admission_ratio"]),
         **paired("admission_p99_to_floor_ratio", six_hops["admission_p99_ratio"]),
         **paired("admission_cpu_to_floor_ratio", six_hops["admission_cpu_ratio"]),
+        # untargeted: the CPU ratio split by who spends it (the services, PostgreSQL, the caller)
+        **{
+            line: value
+            for share in CPU_SHARES
+            for line, value in paired(
+                f"admission_{share}_cpu_to_floor_ratio", six_hops[f"admission_{share}_cpu_ratio"]
+            ).items()
+        },
         **_five_hop_lines(admission),
         **_statement_floor_lines(admission),
     }
@@ -128,6 +137,16 @@ def worker_path_summary(results: dict[str, Any]) -> dict[str, Any]:
         "worker_statement_floor_throughput_ratio": figure["statement_floor"]["throughput_ratio"],
         **paired("worker_path_to_statement_floor_ratio", statement_floor["measured_ratio"]),
         **paired("worker_path_cpu_to_statement_floor_ratio", statement_floor["measured_cpu_ratio"]),
+        # untargeted: that CPU ratio split by who spends it (the ledger against the floor's bare
+        # server, PostgreSQL, the workers' own process against the floor's callers)
+        **{
+            line: value
+            for share in CPU_SHARES
+            for line, value in paired(
+                f"worker_path_{share}_cpu_to_statement_floor_ratio",
+                statement_floor[f"{share}_cpu_ratio"],
+            ).items()
+        },
         **{
             f"worker_step_p50_ms_at_{row['entries']}": row["step"]["p50_ms"]
             for row in results.get("worker_path_long_runs", [])
