@@ -13,15 +13,14 @@ database is vacuumed (the catalog rows earlier runs' schemas left dead: a server
 autovacuum, as the CI machine's does) and checkpointed (so no run inherits another's dirty
 buffers and WAL). What that found is recorded beside each run (``database_before``).
 
-The machine itself is timed before every run and after the last (``machine``): a fixed loop of
-interpreted Python and a fixed SHA-256 of bytes (C), each the best of several tries. A ratio
-that drifts run by run while the database starts alike (issue 50) is the machine's if the
-Python loop slows against the C one over the same runs.
+The machine itself is sampled before every run and after the last (``machine``,
+bench.machine): how much slower than its best it runs interpreted Python and C right now, and
+the share of slow phases. A ratio that drifts run by run while the database starts alike
+(issue 50) is the machine's if the slow share moves with it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -37,6 +36,7 @@ from sqlalchemy import create_engine, text
 
 from bench.cpu import POSTGRES_URL
 from bench.load import median
+from bench.machine import sample
 from bench.paired import SUFFIXES
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -106,42 +106,12 @@ def settle_database(url: str = POSTGRES_URL) -> dict[str, Any]:
     return {key: value if isinstance(value, str) else float(value) for key, value in found.items()}
 
 
-_YARDSTICK_TRIES = 5
-_PYTHON_LOOP = 300_000
-_HASHED = bytes(range(256)) * 4096  # 1 MiB
-
-
-def _python_loop() -> int:
-    total = 0
-    for value in range(_PYTHON_LOOP):
-        total += value % 7
-    return total
-
-
-def time_machine() -> dict[str, float]:
-    """The best of a few tries of a fixed interpreted loop and a fixed C digest, in ms, and their
-    ratio (how much slower the machine runs Python than C right now, in arbitrary units)."""
-    best: dict[str, float] = {}
-    for name, work in (
-        ("python_loop_ms", _python_loop),
-        ("c_sha256_ms", lambda: hashlib.sha256(_HASHED * 8).digest()),
-    ):
-        tries = []
-        for _ in range(_YARDSTICK_TRIES):
-            started = time.perf_counter()
-            work()
-            tries.append(1000 * (time.perf_counter() - started))
-        best[name] = round(min(tries), 3)
-    best["python_to_c"] = round(best["python_loop_ms"] / best["c_sha256_ms"], 4)
-    return best
-
-
 def repeat(
     command: Sequence[str],
     runs: int,
     results: Path,
     settle: Callable[[], dict[str, Any]] = settle_database,
-    machine: Callable[[], dict[str, float]] = time_machine,
+    machine: Callable[[], dict[str, float]] = sample,
 ) -> dict[str, Any]:
     """Run ``command`` (a full bench) ``runs`` times, each writing to a directory of its own
     (FORGE_BENCH_RESULTS) after ``settle`` readied the database; ``machine`` times the machine

@@ -19,7 +19,7 @@ from bench import floors, summary
 from bench.cpu import CpuUse
 from bench.load import Latencies, Throughput
 from bench.paired import Spread, Target, in_turn, printed, spread_lines
-from bench.repeat import agreement, medians, repeat, time_machine
+from bench.repeat import agreement, medians, repeat
 
 ratios = st.lists(
     st.floats(min_value=0.001, max_value=100, allow_nan=False), min_size=1, max_size=12
@@ -207,9 +207,3 @@ def test_repeat_runs_the_bench_in_turn_and_keeps_every_summary(tmp_path: Path) -
     # the last run's results are kept
     assert json.loads((tmp_path / "latest.json").read_text())["summary"]["x_ratio"] == 0.53
     assert (tmp_path / "candidate_latency.png").read_bytes() == b"png"
-
-
-def test_the_machine_is_timed_in_python_and_in_c() -> None:
-    timed = time_machine()
-    assert timed["python_loop_ms"] > 0 and timed["c_sha256_ms"] > 0
-    assert timed["python_to_c"] == round(timed["python_loop_ms"] / timed["c_sha256_ms"], 4)
