@@ -59,6 +59,7 @@ def hop_floor_figure(
             f"admission_{share}_cpu_ratio": value
             for share, value in shares_over(measured, chain).items()
         },
+        "admission_database_bound": database_bound(measured, chain),
     }
 
 
@@ -78,16 +79,30 @@ ADMISSION_STATEMENTS = 5
 WORKER_STEP_STATEMENTS = 5
 
 
+def _floor_shares(floor: Throughput) -> dict[str, float]:
+    calls = max(floor.calls, 1)
+    by = floor.cpu.by if floor.cpu else {}
+    return cpu_shares({name: 1000 * seconds / calls for name, seconds in by.items()})
+
+
 def shares_over(measured: Mapping[str, Any], floor: Throughput) -> dict[str, float]:
     """The ``measured`` figure's CPU per call over ``floor``'s, share by share."""
     mine = cpu_shares(measured.get("cpu_ms_per_call", {}).get("by", {}))
-    calls = max(floor.calls, 1)
-    theirs = cpu_shares(
-        {name: 1000 * seconds / calls for name, seconds in floor.cpu.by.items()}
-        if floor.cpu
-        else {}
-    )
+    theirs = _floor_shares(floor)
     return {share: ratio(mine[share], theirs[share]) for share in CPU_SHARES}
+
+
+def database_bound(measured: Mapping[str, Any], floor: Throughput) -> float:
+    """The best throughput ratio to ``floor`` a design could reach whose servers and caller cost
+    no more than the floor's and whose database does the ``measured`` figure's work: the
+    floor's CPU per call over that design's (the floor's, with its PostgreSQL share replaced by
+    the figure's). Every window here keeps the two cores about equally busy (1.5 to 1.7 of 2),
+    so a throughput ratio follows the inverse CPU ratio; where the bound sits below a target,
+    only less work in the database can meet it (ADR 0061)."""
+    theirs = _floor_shares(floor)
+    mine = cpu_shares(measured.get("cpu_ms_per_call", {}).get("by", {}))
+    total = sum(theirs.values())
+    return ratio(total, total - theirs["postgres"] + mine["postgres"])
 
 
 def statement_floor_figure(
@@ -105,6 +120,7 @@ def statement_floor_figure(
             f"{share}_cpu_ratio": value
             for share, value in shares_over(measured, statements).items()
         },
+        "database_bound": database_bound(measured, statements),
         "statements": count,
         "measured": statements.as_dict(),
         "throughput_ratio": ratio(statements.per_second, fewer.per_second),
@@ -130,6 +146,7 @@ _FLOOR_RATIOS = (
     "admission_p99_ratio",
     "admission_cpu_ratio",
     *(f"admission_{share}_cpu_ratio" for share in CPU_SHARES),
+    "admission_database_bound",
 )
 
 
@@ -139,6 +156,7 @@ _STATEMENT_FLOOR_RATIOS = (
     "measured_ratio",
     "measured_cpu_ratio",
     *(f"{share}_cpu_ratio" for share in CPU_SHARES),
+    "database_bound",
 )
 # The floors a figure carries beside its baseline, with the ratios summarized in each.
 _NESTED_RATIOS = {

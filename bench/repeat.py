@@ -14,9 +14,9 @@ autovacuum, as the CI machine's does) and checkpointed (so no run inherits anoth
 buffers and WAL). What that found is recorded beside each run (``database_before``).
 
 The machine itself is sampled before every run and after the last (``machine``,
-bench.machine): how much slower than its best it runs interpreted Python and C right now, and
-the share of slow phases. A ratio that drifts run by run while the database starts alike
-(issue 50) is the machine's if the slow share moves with it.
+bench.machine): how much slower it runs interpreted Python than C right now. A ratio that
+drifts run by run while the database starts alike (issue 50) is the machine's if that moves
+with it.
 """
 
 from __future__ import annotations

@@ -80,6 +80,9 @@ def admission_summary(results: dict[str, Any]) -> dict[str, Any]:
                 f"admission_{share}_cpu_to_floor_ratio", six_hops[f"admission_{share}_cpu_ratio"]
             ).items()
         },
+        # the best admission_to_six_hop_floor_ratio a design doing the admission's database work
+        # could reach (bench.floors.database_bound)
+        **paired("admission_database_bound_ratio", six_hops["admission_database_bound"]),
         **_five_hop_lines(admission),
         **_statement_floor_lines(admission),
     }
@@ -147,6 +150,13 @@ def worker_path_summary(results: dict[str, Any]) -> dict[str, Any]:
                 statement_floor[f"{share}_cpu_ratio"],
             ).items()
         },
+        # the best worker_path_to_statement_floor_ratio a design doing the path's database work
+        # could reach (bench.floors.database_bound): judged against that ratio's target (ADR 0061)
+        **spread_lines(
+            "worker_path_database_bound_ratio",
+            statement_floor["database_bound"],
+            TARGETS["worker_path_to_statement_floor_ratio"],
+        ),
         **{
             f"worker_step_p50_ms_at_{row['entries']}": row["step"]["p50_ms"]
             for row in results.get("worker_path_long_runs", [])

@@ -46,3 +46,22 @@ def test_the_admission_sets_each_share_beside_the_hop_floors() -> None:
     assert lines["admission_servers_cpu_ratio"] == 2.0
     assert lines["admission_postgres_cpu_ratio"] == 5.0
     assert lines["admission_caller_cpu_ratio"] == 1.0
+
+
+def test_the_database_bound_puts_the_figures_database_work_on_the_floor() -> None:
+    """The floor costs 1.0 ms a call (0.2 of it PostgreSQL's); a figure whose PostgreSQL spends
+    0.6 ms a call bounds any design doing that work at 1.0 / (1.0 - 0.2 + 0.6) of the floor,
+    whatever its own servers cost."""
+    floor = _throughput(100, {"baseline": 0.07, POSTGRES: 0.02, BENCH: 0.01})
+    for servers in (0.05, 0.5):
+        figure = {
+            "measured": _throughput(100, {"ledger": servers, POSTGRES: 0.06, BENCH: 0.02}).as_dict()
+        }
+        assert floors.statement_floor_figure(floor, floor, figure, 5)["database_bound"] == round(
+            1.0 / 1.4, 3
+        )
+    # a figure whose database does no more than the floor's is not bounded by it
+    same = {"measured": _throughput(100, {"ledger": 1.0, POSTGRES: 0.02, BENCH: 0.5}).as_dict()}
+    assert floors.statement_floor_figure(floor, floor, same, 5)["database_bound"] == 1.0
+    assert "database_bound" in floors._STATEMENT_FLOOR_RATIOS
+    assert "admission_database_bound" in floors._FLOOR_RATIOS
