@@ -25,6 +25,9 @@ TARGETS = {
     "rss_peak_ratio": "<= 1.10",
     "worker_path_throughput_ratio": ">= 0.7",
     "worker_path_to_statement_floor_ratio": ">= 0.85",
+    # the bound the path's database work puts on that ratio, judged against the same target
+    # (ADR 0061): a design doing that work cannot meet the target where its bound misses it
+    "worker_path_database_bound_ratio": ">= 0.85",
     "followers_append_ratio": ">= 0.8",
     "replicas_worker_path_ratio": ">= 0.9",
 }
@@ -151,12 +154,8 @@ def worker_path_summary(results: dict[str, Any]) -> dict[str, Any]:
             ).items()
         },
         # the best worker_path_to_statement_floor_ratio a design doing the path's database work
-        # could reach (bench.floors.database_bound): judged against that ratio's target (ADR 0061)
-        **spread_lines(
-            "worker_path_database_bound_ratio",
-            statement_floor["database_bound"],
-            TARGETS["worker_path_to_statement_floor_ratio"],
-        ),
+        # could reach (bench.floors.database_bound), judged against that ratio's target
+        **paired("worker_path_database_bound_ratio", statement_floor["database_bound"]),
         **{
             f"worker_step_p50_ms_at_{row['entries']}": row["step"]["p50_ms"]
             for row in results.get("worker_path_long_runs", [])
