@@ -55,11 +55,7 @@ def hop_floor_figure(
         "admission_cpu_ratio": ratio(
             measured.get("cpu_ms_per_call", {}).get("attributed", 0.0), chain.cpu_ms_per_call
         ),
-        **{
-            f"admission_{share}_cpu_ratio": value
-            for share, value in shares_over(measured, chain).items()
-        },
-        "admission_database_bound": database_bound(measured, chain),
+        **{f"admission_{key}": value for key, value in cpu_beside(measured, chain).items()},
     }
 
 
@@ -79,30 +75,26 @@ ADMISSION_STATEMENTS = 5
 WORKER_STEP_STATEMENTS = 5
 
 
-def _floor_shares(floor: Throughput) -> dict[str, float]:
-    calls = max(floor.calls, 1)
-    by = floor.cpu.by if floor.cpu else {}
-    return cpu_shares({name: 1000 * seconds / calls for name, seconds in by.items()})
+def _shares(measured: Mapping[str, Any]) -> dict[str, float]:
+    """A measured window's CPU per call (``Throughput.as_dict()``), split into CPU_SHARES."""
+    return cpu_shares(measured.get("cpu_ms_per_call", {}).get("by", {}))
 
 
-def shares_over(measured: Mapping[str, Any], floor: Throughput) -> dict[str, float]:
-    """The ``measured`` figure's CPU per call over ``floor``'s, share by share."""
-    mine = cpu_shares(measured.get("cpu_ms_per_call", {}).get("by", {}))
-    theirs = _floor_shares(floor)
-    return {share: ratio(mine[share], theirs[share]) for share in CPU_SHARES}
-
-
-def database_bound(measured: Mapping[str, Any], floor: Throughput) -> float:
-    """The best throughput ratio to ``floor`` a design could reach whose servers and caller cost
-    no more than the floor's and whose database does the ``measured`` figure's work: the
-    floor's CPU per call over that design's (the floor's, with its PostgreSQL share replaced by
-    the figure's). Every window here keeps the two cores about equally busy (1.5 to 1.7 of 2),
-    so a throughput ratio follows the inverse CPU ratio; where the bound sits below a target,
-    only less work in the database can meet it (ADR 0061)."""
-    theirs = _floor_shares(floor)
-    mine = cpu_shares(measured.get("cpu_ms_per_call", {}).get("by", {}))
+def cpu_beside(measured: Mapping[str, Any], floor: Throughput) -> dict[str, float]:
+    """The ``measured`` figure's CPU per call over ``floor``'s, share by share
+    (``<share>_cpu_ratio``), and its ``database_bound``: the best throughput ratio to ``floor``
+    a design could reach whose servers and caller cost no more than the floor's and whose
+    database does the figure's work, the floor's CPU per call over that design's (the floor's,
+    with its PostgreSQL share replaced by the figure's). Every window here keeps the two cores
+    about equally busy (1.5 to 1.7 of 2), so a throughput ratio follows the inverse CPU ratio;
+    where the bound sits below a target, only less work in the database can meet it (ADR
+    0061)."""
+    mine, theirs = _shares(measured), _shares(floor.as_dict())
     total = sum(theirs.values())
-    return ratio(total, total - theirs["postgres"] + mine["postgres"])
+    return {
+        **{f"{share}_cpu_ratio": ratio(mine[share], theirs[share]) for share in CPU_SHARES},
+        "database_bound": ratio(total, total - theirs["postgres"] + mine["postgres"]),
+    }
 
 
 def statement_floor_figure(
@@ -116,11 +108,7 @@ def statement_floor_figure(
     database's or the caller's."""
     measured = figure["measured"]
     return {
-        **{
-            f"{share}_cpu_ratio": value
-            for share, value in shares_over(measured, statements).items()
-        },
-        "database_bound": database_bound(measured, statements),
+        **cpu_beside(measured, statements),
         "statements": count,
         "measured": statements.as_dict(),
         "throughput_ratio": ratio(statements.per_second, fewer.per_second),

@@ -24,7 +24,7 @@ from typing import Any
 from bench import figures
 from bench.load import Throughput
 from bench.machine import sample
-from bench.paired import in_turn
+from bench.paired import Spread, in_turn
 from bench.stack import Baseline, baseline_server, bench_schema, services
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -43,10 +43,13 @@ def sliced_ratio(pairs: Sequence[tuple[Throughput, Throughput]]) -> float:
 
 
 def spread(values: Sequence[float]) -> dict[str, Any]:
+    """The rounds' median and range (bench.paired.Spread), interquartile range, standard
+    deviation and values."""
     ordered = sorted(values)
+    rounds = Spread.of(ordered)
     return {
-        "median": round(statistics.median(ordered), 3),
-        "range": [round(ordered[0], 3), round(ordered[-1], 3)],
+        "median": rounds.median,
+        "range": [rounds.low, rounds.high],
         "iqr": round(ordered[3 * len(ordered) // 4] - ordered[len(ordered) // 4], 3),
         "stdev": round(statistics.stdev(ordered), 3) if len(ordered) > 1 else 0.0,
         "values": [round(value, 3) for value in values],

@@ -84,7 +84,7 @@ def admission_summary(results: dict[str, Any]) -> dict[str, Any]:
             ).items()
         },
         # the best admission_to_six_hop_floor_ratio a design doing the admission's database work
-        # could reach (bench.floors.database_bound)
+        # could reach (bench.floors.cpu_beside)
         **paired("admission_database_bound_ratio", six_hops["admission_database_bound"]),
         **_five_hop_lines(admission),
         **_statement_floor_lines(admission),
@@ -154,7 +154,7 @@ def worker_path_summary(results: dict[str, Any]) -> dict[str, Any]:
             ).items()
         },
         # the best worker_path_to_statement_floor_ratio a design doing the path's database work
-        # could reach (bench.floors.database_bound), judged against that ratio's target
+        # could reach (bench.floors.cpu_beside), judged against that ratio's target
         **paired("worker_path_database_bound_ratio", statement_floor["database_bound"]),
         **{
             f"worker_step_p50_ms_at_{row['entries']}": row["step"]["p50_ms"]
