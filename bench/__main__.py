@@ -6,7 +6,7 @@ Sizes can be reduced for a smoke run with FORGE_BENCH_SCALE (a fraction, default
 scales the RSS figure's long phase, never below 10,000 operations) and the RSS figure's long phase
 set with FORGE_BENCH_RSS_OPERATIONS (default 100,000 operations: appends, every 500th one a full
 admission of a held run seeded for it). FORGE_BENCH_ROUNDS sets the paired rounds of each
-throughput figure (default 5) and FORGE_BENCH_RESULTS the directory the results are written to.
+throughput figure (default 9) and FORGE_BENCH_RESULTS the directory the results are written to.
 
 ``python -m bench listing`` measures figure 6 alone (listing 10,000 runs, bench/listing.py) and
 writes bench/results/listing.json.

@@ -121,9 +121,10 @@ def statement_floor_figure(
 
 
 # Throughput figures are measured in this many paired rounds, each right beside its own
-# baselines: 5 (3 before round 5) makes a figure's spread a 93.75 % interval for its median
-# (bench.paired). FORGE_BENCH_ROUNDS sets it (at least 1; a smoke run may take 2).
-ROUNDS = max(1, int(os.environ.get("FORGE_BENCH_ROUNDS", "5")))
+# baselines: at 9 (5 before ADR 0063, 3 before round 5) a figure's spread is its second lowest
+# and second highest round, a 96.1 % interval for its median (bench.paired).
+# FORGE_BENCH_ROUNDS sets it (at least 1; a smoke run may take 2).
+ROUNDS = max(1, int(os.environ.get("FORGE_BENCH_ROUNDS", "9")))
 # The ratios summarized over the rounds (median and range), at the figure's top level and in
 # its six-hop floor.
 _RATIOS = ("throughput_ratio", "p99_ratio", "cpu_bound_ceiling", "cpu_ratio")

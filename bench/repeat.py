@@ -44,8 +44,9 @@ RUNS = int(os.environ.get("FORGE_BENCH_REPEAT_RUNS", "3"))
 
 
 def agreement(summaries: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per paired ratio (a key with a ``_spread`` in every run): each run's median and spread,
-    and whether every run's median lies inside every other run's spread."""
+    """Per paired ratio (a key with a ``_spread`` in every run): each run's median and spread
+    (and range, where the runs give one), and whether every run's median lies inside every
+    other run's spread."""
     paired = [
         key
         for key in summaries[0]
@@ -62,6 +63,8 @@ def agreement(summaries: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any
             if i != j
         )
         found[key] = {"medians": medians, "spreads": [list(s) for s in spreads], "agree": agree}
+        if all(f"{key}_range" in s for s in summaries):
+            found[key]["ranges"] = [list(s[f"{key}_range"]) for s in summaries]
     return found
 
 

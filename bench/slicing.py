@@ -49,7 +49,7 @@ def spread(values: Sequence[float]) -> dict[str, Any]:
     rounds = Spread.of(ordered)
     return {
         "median": rounds.median,
-        "range": [rounds.low, rounds.high],
+        "range": [rounds.least, rounds.most],
         "iqr": round(ordered[3 * len(ordered) // 4] - ordered[len(ordered) // 4], 3),
         "stdev": round(statistics.stdev(ordered), 3) if len(ordered) > 1 else 0.0,
         "values": [round(value, 3) for value in values],

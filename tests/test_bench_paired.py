@@ -18,7 +18,16 @@ from hypothesis import strategies as st
 from bench import floors, summary
 from bench.cpu import CpuUse
 from bench.load import Latencies, Throughput
-from bench.paired import Spread, Target, in_turn, printed, spread_lines
+from bench.paired import (
+    CONFIDENCE,
+    Spread,
+    Target,
+    _coverage,
+    in_turn,
+    order_statistic,
+    printed,
+    spread_lines,
+)
 from bench.repeat import agreement, medians, repeat
 
 ratios = st.lists(
@@ -53,27 +62,51 @@ def test_a_round_times_its_windows_forwards_then_backwards_and_answers_in_order(
 @given(ratios)
 def test_a_spread_holds_the_median_of_its_rounds(values: list[float]) -> None:
     spread = Spread.of(values)
+    ordered = sorted(values)
+    k = order_statistic(len(values))
     assert spread.rounds == len(values)
-    assert spread.low == round(min(values), 3) and spread.high == round(max(values), 3)
+    assert spread.low == round(ordered[k - 1], 3) and spread.high == round(ordered[-k], 3)
+    assert spread.least == round(min(values), 3) and spread.most == round(max(values), 3)
     assert spread.median == round(statistics.median(values), 3)
-    assert spread.low <= spread.median <= spread.high
+    assert spread.least <= spread.low <= spread.median <= spread.high <= spread.most
 
 
 def test_the_spread_of_n_rounds_is_an_interval_of_known_confidence() -> None:
     assert Spread.of([1.0]).confidence == 0.0
     assert Spread.of([1.0, 2.0, 3.0]).confidence == 0.75
     assert Spread.of([1.0] * 5).confidence == 0.9375
+    assert Spread.of([1.0] * 9).confidence == pytest.approx(1 - 2 * 10 / 512)
     with pytest.raises(ValueError, match="at least one round"):
         Spread.of([])
 
 
+def test_nine_rounds_give_the_second_lowest_and_second_highest() -> None:
+    spread = Spread.of([0.1, 0.9, 0.5, 0.4, 0.6, 0.45, 0.55, 0.3, 0.7])
+    assert (spread.low, spread.median, spread.high) == (0.3, 0.5, 0.7)
+    assert (spread.least, spread.most) == (0.1, 0.9)
+
+
+@given(st.integers(min_value=1, max_value=60))
+def test_the_interval_is_the_narrowest_that_keeps_five_rounds_confidence(rounds: int) -> None:
+    """From five rounds on, the spread's confidence never falls below the five-round range's,
+    and the next order statistic inward would fall below it (or cross the median)."""
+    k = order_statistic(rounds)
+    if rounds >= 5:
+        assert _coverage(rounds, k) >= CONFIDENCE
+    else:
+        assert k == 1
+    assert 2 * (k + 1) > rounds or _coverage(rounds, k + 1) < CONFIDENCE
+
+
 @given(ratios, targets)
-def test_a_verdict_is_met_missed_or_straddles_by_every_round(
+def test_a_verdict_is_met_missed_or_straddles_by_its_interval(
     values: list[float], target: Target
 ) -> None:
     rounded = [round(value, 3) for value in values]
-    verdict = target.verdict(Spread.of(rounded))
-    holding = [target.holds(value) for value in rounded]
+    spread = Spread.of(rounded)
+    verdict = target.verdict(spread)
+    inside = [value for value in rounded if spread.low <= value <= spread.high]
+    holding = [target.holds(value) for value in inside]
     if all(holding):
         assert verdict == "met"
     elif not any(holding):
@@ -109,6 +142,11 @@ def test_a_paired_ratio_prints_with_its_spread_rounds_and_verdict() -> None:
         "admission_cpu_to_floor_ratio 1.95  spread 1.9..2.1  rounds 3  target <= 2: straddles",
         "append_cpu_ratio 1.15  spread 1.1..1.2  rounds 2",
         "rss_peak_ratio 1.08",
+    ]
+    nine = spread_lines("x_ratio", [0.1, 0.9, 0.5, 0.4, 0.6, 0.45, 0.55, 0.3, 0.7], ">= 0.2")
+    assert nine["x_ratio_range"] == [0.1, 0.9] and nine["x_ratio_verdict"] == "met"
+    assert printed(nine, {"x_ratio": ">= 0.2"}) == [
+        "x_ratio 0.5  spread 0.3..0.7 (range 0.1..0.9)  rounds 9  target >= 0.2: met"
     ]
 
 
@@ -153,6 +191,7 @@ def test_runs_agree_when_each_median_lies_in_every_other_runs_spread() -> None:
             "medians": [0.5, 0.52, 0.48],
             "spreads": [[0.45, 0.55], [0.47, 0.56], [0.44, 0.53]],
             "agree": True,
+            "ranges": [[0.45, 0.55], [0.47, 0.56], [0.44, 0.53]],
         }
     }
     # the second run's median lies above the third run's spread

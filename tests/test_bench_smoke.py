@@ -160,6 +160,8 @@ def test_every_targeted_line_has_its_spread_rounds_and_verdict(
             continue
         low, high = lines[f"{name}_spread"]
         assert _finite(low) and _finite(high) and low <= lines[name] <= high, name
+        least, most = lines[f"{name}_range"]
+        assert least <= low and high <= most, name
         assert lines[f"{name}_rounds"] >= 1, name
         if name in TARGETS:
             assert lines[f"{name}_verdict"] in VERDICTS, name
@@ -167,7 +169,7 @@ def test_every_targeted_line_has_its_spread_rounds_and_verdict(
     for name, value in lines.items():
         if name.endswith("_verdict"):
             assert value in VERDICTS, name
-        elif name.endswith("_spread"):
+        elif name.endswith(("_spread", "_range")):
             assert all(_finite(end) for end in value), name
         else:
             assert _finite(value), name

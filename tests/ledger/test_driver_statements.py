@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import Engine, event, insert, select, text
+from hypothesis import given
+from hypothesis import strategies as st
+from sqlalchemy import Engine, String, bindparam, event, insert, select, text
 from sqlalchemy.exc import IntegrityError
 
 from services.demo.seed import seed_held_run
@@ -26,7 +28,7 @@ from services.ledger.repository import (
     snapshot_header,
 )
 from services.ledger.repository import tickets as ticket_rows
-from services.ledger.repository.driver import DriverStatement, execute, fetch
+from services.ledger.repository.driver import DriverStatement, execute, fetch, positional
 from services.ledger.schema import blobs
 from shared.runtime.config import DatabaseSettings
 from shared.runtime.errors import Unavailable
@@ -175,3 +177,69 @@ def test_a_connection_outside_a_transaction_begins_one_first(engine: Engine) -> 
         fetch(connection, snapshot_header._HEADER, {"run_id": "no-such-run"})
         assert connection.in_transaction()
     assert len(began) == 1
+
+
+# The placeholders: psycopg's ordinary cursor parses %(name)s on every execution and remembers the
+# parse only for statements of at most 4,096 characters and 50 parameters; the driver's
+# statements are rewritten once to PostgreSQL's own $n and run on a raw cursor (ADR 0063).
+
+
+def test_named_placeholders_become_numbered_ones_in_order_of_first_use() -> None:
+    sql = "SELECT %(b)s, %(a)s, %(b)s WHERE x LIKE 'a%%'"
+    assert positional(sql) == ("SELECT $1, $2, $1 WHERE x LIKE 'a%'", ("b", "a"))
+
+
+@pytest.mark.parametrize(
+    "sql", ["SELECT $1", "SELECT %s", "SELECT %(a)d", "SELECT 5 % 2", "SELECT %(a-b)s"]
+)
+def test_text_it_cannot_read_exactly_stays_with_sqlalchemy(sql: str) -> None:
+    assert positional(sql) is None
+
+
+_NAMES = st.from_regex(r"[a-z_][a-z0-9_]{0,8}", fullmatch=True)
+_LITERALS = st.text(alphabet="abc ,()'=%", max_size=6).map(lambda text: text.replace("%", "%%"))
+
+
+@given(st.lists(st.tuples(_LITERALS, _NAMES), max_size=12), _LITERALS)
+def test_each_placeholder_stands_for_its_name(parts: list[tuple[str, str]], tail: str) -> None:
+    """Substituting each name's value for its $n gives what substituting it for %(name)s gives,
+    with every %% written as %."""
+    sql = "".join(f"{literal}%({name})s" for literal, name in parts) + tail
+    numbered = positional(sql)
+    assert numbered is not None
+    rewritten, order = numbered
+    assert sorted(order) == sorted({name for _, name in parts})
+    values = {name: f"<{name}>" for _, name in parts}
+    for index in range(len(order), 0, -1):  # $12 before $1
+        rewritten = rewritten.replace(f"${index}", values[order[index - 1]])
+    assert rewritten == sql % values
+
+
+def test_the_hot_statements_reach_postgresql_numbered(engine: Engine) -> None:
+    if engine.dialect.name != "postgresql":
+        pytest.skip("SQLite's statements run through SQLAlchemy")
+    for name, statement in _hot_statements("postgresql").items():
+        compiled = statement.compiled(engine.dialect)
+        assert compiled is not None, name
+        assert "%(" not in compiled.sql and ("$1" in compiled.sql) == bool(compiled.order), name
+
+
+def test_a_statement_beyond_psycopgs_parse_cache_binds_every_value(engine: Engine) -> None:
+    """61 parameters in over 4,096 characters, as the admission's writing statement has: each
+    value comes back where it was bound, a name bound twice both times."""
+    names = ["parameter_" * 5 + str(n) for n in range(61)]
+    columns = [bindparam(name, type_=String).label(f"c{n}") for n, name in enumerate(names)]
+    twice = bindparam(names[0], type_=String).label("again")
+    query = select(*columns, twice)
+    statement = DriverStatement(query)
+    if engine.dialect.name == "postgresql":
+        compiled = statement.compiled(engine.dialect)
+        named = str(query.compile(dialect=engine.dialect))
+        assert compiled is not None and len(compiled.order) == 61 and len(named) > 4096
+    values = {name: f"value {n} %s %% $1" for n, name in enumerate(names)}
+    with engine.begin() as connection, counted(engine) as statements:
+        rows = fetch(connection, statement, values)
+    assert rows == [
+        {**{f"c{n}": values[name] for n, name in enumerate(names)}, "again": values[names[0]]}
+    ]
+    assert len(statements) == 1
