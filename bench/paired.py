@@ -15,11 +15,12 @@ The spread is a distribution-free interval for the median ratio: the k-th lowest
 per-round ratio, each round falling either side of the median with probability one half, so it
 holds the median with confidence 1 - 2 P(Binomial(n, 1/2) <= k - 1). k is the largest that keeps
 that confidence at least CONFIDENCE, the 93.75 % that five rounds' lowest and highest have: at
-up to six rounds the spread is the lowest and highest round (75 % at 3, 96.9 % at 6); at nine
-the second lowest and second highest (96.1 %); at twelve the third (96.1 %). More rounds
-therefore narrow the spread at the same confidence instead of widening it (ADR 0063). The
-lowest and highest round are kept beside it as the range. A figure whose spread has values on
-both sides of its target "straddles" it: this run cannot say whether the target is met.
+up to eight rounds the spread is the lowest and highest round (75 % at 3, 93.75 % at 5, 99.2 %
+at 8); at nine the second lowest and second highest (96.1 %); at twelve the third (96.1 %).
+More rounds therefore narrow the spread at the same confidence instead of widening it (ADR
+0063). The lowest and highest round are kept beside it as the range. A figure whose spread has
+values on both sides of its target "straddles" it: this run cannot say whether the target is
+met.
 """
 
 from __future__ import annotations
