@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -69,6 +70,29 @@ def bench_schema() -> Iterator[str]:
         with admin.begin() as connection:
             connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
         admin.dispose()
+
+
+def vacuum_schema(url: str) -> dict[str, float]:
+    """Vacuum and analyze every table of the schema ``url`` selects, as autovacuum would on a
+    deployed database between one burst of writes and the next (a server may run without it, as
+    the CI machine's does). Returns the dead rows the tables held before and the seconds it took.
+    """
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as connection:
+            tables = connection.execute(
+                text(
+                    "SELECT relname, n_dead_tup FROM pg_stat_user_tables"
+                    " WHERE schemaname = current_schema() ORDER BY relname"
+                )
+            ).all()
+            started = time.perf_counter()
+            for name, _dead in tables:
+                connection.execute(text(f'VACUUM (ANALYZE) "{name}"'))
+            seconds = time.perf_counter() - started
+    finally:
+        engine.dispose()
+    return {"dead_rows": float(sum(dead for _name, dead in tables)), "seconds": round(seconds, 3)}
 
 
 def _wait_ready(target: str, process: subprocess.Popen[bytes]) -> None:

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from bench import figures, floors, followers, summary, worker_path
-from bench.stack import Services, baseline_server, services
+from bench.stack import Services, baseline_server, services, vacuum_schema
 from tests.conftest import postgres_schema
 from tests.support import owner_url
 
@@ -109,3 +109,26 @@ def test_the_admission_figure_reports_its_targeted_ratios_with_their_spreads(
         assert 0 < low <= lines[key] <= high
         assert lines[f"{key}_verdict"] in {"met", "missed", "straddles"}
     assert len(figure["rounds"]) == 2
+
+
+def test_vacuuming_a_schema_vacuums_and_analyzes_each_of_its_tables_only() -> None:
+    """The full bench vacuums its schema between figures (bench.stack.vacuum_schema), as
+    autovacuum would: every table of that schema, and nothing of another schema."""
+    with postgres_schema() as one, postgres_schema() as other:
+        url = owner_url(one)
+        with create_engine(url).begin() as connection:
+            connection.execute(text("CREATE TABLE churn (id integer PRIMARY KEY, n integer)"))
+            connection.execute(text("INSERT INTO churn SELECT g, 0 FROM generate_series(1, 200) g"))
+            connection.execute(text("UPDATE churn SET n = n + 1"))
+        found = vacuum_schema(url)
+        stats = (
+            "SELECT count(*), count(last_vacuum), count(last_analyze) FROM pg_stat_user_tables"
+            " WHERE schemaname = current_schema()"
+        )
+        with create_engine(url).connect() as connection:
+            tables, vacuumed, analyzed = connection.execute(text(stats)).one()
+        with create_engine(owner_url(other)).connect() as connection:
+            _, untouched, _ = connection.execute(text(stats)).one()
+    assert tables > 1 and vacuumed == tables and analyzed == tables
+    assert untouched == 0
+    assert found["dead_rows"] >= 0 and found["seconds"] >= 0

@@ -143,6 +143,8 @@ def test_every_figure_is_recorded_in_finite_numbers(
     assert document["targets"] == TARGETS
     not_finite = [(where, v) for where, v in _leaves(document["figures"]) if not _finite(v)]
     assert not_finite == []
+    # the main phase's later figures each start on a vacuumed schema
+    assert set(document["figures"]["vacuumed_before"]) == {"append", "worker_path", "candidate"}
 
 
 def test_every_targeted_line_has_its_spread_rounds_and_verdict(
