@@ -40,7 +40,7 @@ from forge.continuity.v1 import (
     reconstruction_pb2_grpc,
 )
 from services.demo.seed import HeldRunFixture, load_fixture, seed_held_run
-from services.ledger.repository.journal import iter_journal
+from services.ledger.repository.journal_reads import iter_journal
 from services.reconstruction.domain import reconstruct_invalid_read
 from services.runner import DEV_SERVICE_TOKENS
 from shared.continuity.journal_chain import verify_chain

@@ -14,7 +14,8 @@ from bench.stack import bench_signing_key
 from forge.continuity.v1 import ledger_pb2, ledger_pb2_grpc
 from services.demo.seed import Entry, HeldRunFixture, seed_held_run
 from services.ledger.domain.journal import EntryKind, seal
-from services.ledger.repository.journal import insert_journal_entries, journal_head
+from services.ledger.repository.journal import insert_journal_entries
+from services.ledger.repository.journal_reads import journal_head
 from services.ledger.repository.signed_heads import insert_signed_head
 from services.ledger.transactions.head_signing import check_extends
 from shared.continuity.canonical import canonical_text

@@ -21,8 +21,7 @@ from sqlalchemy import Connection
 
 from services.ledger.database import make_engine
 from services.ledger.domain.signing import SIGNED_HEAD_FORMAT
-from services.ledger.repository import declarations
-from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import declarations, journal_reads
 from services.ledger.repository import signed_heads as signed_head_rows
 from shared.continuity.timeutil import to_text, utc_now
 from shared.runtime.config import load_settings
@@ -36,7 +35,7 @@ class Refused(Exception):
 
 def declare(connection: Connection, run_id: str, through: int | None, by: str) -> int:
     """Declare the run's prefix up to ``through`` (default: its head); returns the sequence."""
-    head_sequence, _ = journal_rows.journal_head(connection, run_id)
+    head_sequence, _ = journal_reads.journal_head(connection, run_id)
     if head_sequence == 0:
         raise Refused(f"run {run_id} has no entries (or does not exist)")
     through = head_sequence if through is None else through

@@ -13,6 +13,7 @@ from services.demo.seed import seed_held_run
 from services.ledger.domain.journal import EntryKind, seal
 from services.ledger.repository import blobs as blob_rows
 from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import journal_reads
 from services.ledger.repository.admission_journal import newest_entries_and_checkpoint
 from shared.continuity.canonical import canonical_text, digest_of
 from shared.continuity.timeutil import to_text, utc_now
@@ -33,7 +34,7 @@ def test_the_read_finds_the_journal_rows_and_the_named_checkpoint(
     seeded = seed_held_run(clients.ledger(), FIXTURE, "run-early")  # type: ignore[arg-type]
     with engine.begin() as connection:
         newest, found = newest_entries_and_checkpoint(connection, "run-early", JUDGED)
-        expected = journal_rows.newest_entries(connection, "run-early", JUDGED)
+        expected = journal_reads.newest_entries(connection, "run-early", JUDGED)
         stored = blob_rows.get_content(connection, seeded.checkpoint_digest)
     assert newest == expected
     assert newest.last is not None and newest.last.hash == seeded.head_hash
@@ -56,7 +57,7 @@ def test_a_name_the_database_cannot_use_finds_nothing(
 ) -> None:
     seed_held_run(clients.ledger(), FIXTURE, "run-odd")  # type: ignore[arg-type]
     with engine.begin() as connection:
-        sequence, head = journal_rows.journal_head(connection, "run-odd")
+        sequence, head = journal_reads.journal_head(connection, "run-odd")
         entry = seal(
             "run-odd",
             sequence + 1,

@@ -23,6 +23,7 @@ from services.ledger.repository import (
     admissions,
     execution_requests,
     journal,
+    journal_reads,
     policy,
     runs,
     snapshot_header,
@@ -72,12 +73,14 @@ def _hot_statements(dialect: str) -> dict[str, DriverStatement]:
             f"entry inserted after a known head {key}": one
             for key, one in journal._AFTER_KNOWN_HEAD.items()
         },
-        "head": journal._HEAD_ALONE,
-        "kinds and head": journal._of_kinds(("ownership_claim", "request_event"), with_head=True),
-        "kinds, head and kinds beside": journal._of_kinds(
+        "head": journal_reads._HEAD_ALONE,
+        "kinds and head": journal_reads._of_kinds(
+            ("ownership_claim", "request_event"), with_head=True
+        ),
+        "kinds, head and kinds beside": journal_reads._of_kinds(
             ("ownership_claim", "request_event"), with_head=True, from_start=("command_executed",)
         ),
-        "kinds": journal._of_kinds(("command_executed",), with_head=False),
+        "kinds": journal_reads._of_kinds(("command_executed",), with_head=False),
         **{
             f"run noted, entry inserted ({n})": one
             for n, one in enumerate(journal._NOTED_INSERT.values())
@@ -102,8 +105,8 @@ def test_the_rows_are_sqlalchemys(clients: LedgerClients, engine: Engine) -> Non
     seeded = seed_held_run(clients.ledger(), FIXTURE, "run-driver")  # type: ignore[arg-type]
     header = snapshot_header._HEADER
     early = admission_journal._statement(len(_JUDGED), engine.dialect.name)
-    kinds = journal._of_kinds(("run_started", "response_consumed"), with_head=True)
-    beside = journal._of_kinds(
+    kinds = journal_reads._of_kinds(("run_started", "response_consumed"), with_head=True)
+    beside = journal_reads._of_kinds(
         ("response_consumed",), with_head=True, from_start=("run_started", "checkpoint_stored")
     )
     parameters: dict[str, object] = {

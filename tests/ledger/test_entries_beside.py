@@ -1,4 +1,4 @@
-"""``repository.journal.entries_of_kinds_and_head`` with ``from_start``: one statement that
+"""``repository.journal_reads.entries_of_kinds_and_head`` with ``from_start``: one statement that
 answers what ``entries_of_kinds`` from a sequence, ``entries_of_kinds`` of further kinds from the
 run's first entry and ``journal_head`` answer one by one (a claim's and a command charge's read
 under the run row's lock, transactions/execution_rules.py:read_effects), whatever the journal
@@ -15,6 +15,7 @@ from sqlalchemy import Engine
 from services.ledger.domain.journal import EntryKind, seal
 from services.ledger.domain.runs import Run
 from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import journal_reads
 from services.ledger.repository import runs as run_rows
 from shared.continuity.canonical import GENESIS_HASH
 from tests.ledger.conftest import run_spec
@@ -67,14 +68,14 @@ def test_the_read_beside_agrees_with_the_reads_one_by_one(
     # another run's entries of every kind must never leak into the answer
     _written(engine, other, neighbour)
     with engine.connect() as connection:
-        both, head = journal_rows.entries_of_kinds_and_head(
+        both, head = journal_reads.entries_of_kinds_and_head(
             connection, run_id, *JUDGED, from_sequence=start, from_start=beside
         )
-        judged = journal_rows.entries_of_kinds(connection, run_id, *JUDGED, from_sequence=start)
-        besides = journal_rows.entries_of_kinds(connection, run_id, *beside)
+        judged = journal_reads.entries_of_kinds(connection, run_id, *JUDGED, from_sequence=start)
+        besides = journal_reads.entries_of_kinds(connection, run_id, *beside)
         assert both == sorted([*judged, *besides], key=lambda entry: entry.sequence)
-        assert head == journal_rows.journal_head(connection, run_id)
-        alone, alone_head = journal_rows.entries_of_kinds_and_head(
+        assert head == journal_reads.journal_head(connection, run_id)
+        alone, alone_head = journal_reads.entries_of_kinds_and_head(
             connection, run_id, *JUDGED, from_sequence=start
         )
         assert (alone, alone_head) == (judged, head)

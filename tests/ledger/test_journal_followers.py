@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import Engine, make_url
 
 from forge.continuity.v1 import common_pb2, ledger_pb2, ledger_pb2_grpc
-from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import journal_reads
 from services.ledger.service import Ledger
 from services.ledger.servicer import bindings
 from services.ledger.transactions.base import LedgerContext
@@ -175,7 +175,7 @@ def test_a_journal_read_on_sqlite_does_not_take_the_write_lock(engine: Engine) -
     if engine.dialect.name != "sqlite":
         pytest.skip("SQLite only: PostgreSQL reads never block writers")
     with LedgerContext(engine).read() as connection:  # exactly how the ledger's reads connect
-        journal_rows.journal_head(connection, "run-1")
+        journal_reads.journal_head(connection, "run-1")
         other = sqlite3.connect(str(make_url(str(engine.url)).database), timeout=0)
         try:
             other.execute("BEGIN IMMEDIATE")  # a writer elsewhere, without waiting

@@ -1,4 +1,4 @@
-"""``repository.journal.newest_entries``: one statement that answers what reading the whole
+"""``repository.journal_reads.newest_entries``: one statement that answers what reading the whole
 journal answers (the admission commit judges these rows)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from sqlalchemy import Engine
 from services.ledger.domain.journal import EntryKind, seal
 from services.ledger.domain.runs import Run
 from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import journal_reads
 from services.ledger.repository import runs as run_rows
 from shared.continuity.canonical import GENESIS_HASH
 from tests.ledger.conftest import run_spec
@@ -59,8 +60,8 @@ def test_newest_entries_agree_with_the_one_by_one_reads(
             journal_rows.insert_journal_entry(connection, entry)
             head = (sequence, entry.hash)
     with engine.connect() as connection:
-        newest = journal_rows.newest_entries(connection, "run-a", ASKED)
-        journal = list(journal_rows.iter_journal(connection, "run-a"))
+        newest = journal_reads.newest_entries(connection, "run-a", ASKED)
+        journal = list(journal_reads.iter_journal(connection, "run-a"))
         assert newest.last == (journal[-1] if journal else None)
         for kind in ASKED:
             of_kind = [entry for entry in journal if entry.kind == kind.value]

@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 from forge.continuity.v1 import common_pb2, execution_pb2, ledger_pb2
 from services.ledger.domain.journal import EntryKind, seal
 from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import journal_reads
 from shared.continuity.canonical import canonical_text
 from shared.continuity.timeutil import to_text, utc_now
 from tests.errors import expect_error
@@ -106,7 +107,7 @@ def test_a_native_entry_written_around_the_ledger_after_admission_stops_the_clai
     _seeded, ticket = admitted(clients)
     exr = ticket.execution_request.execution_request_id
     with engine.begin() as connection:
-        sequence, head = journal_rows.journal_head(connection, "run-1")
+        sequence, head = journal_reads.journal_head(connection, "run-1")
         payload = canonical_text({"task_id": "task-1", "attempt_id": "att-2"})
         entry = seal(
             "run-1",

@@ -15,7 +15,8 @@ from sqlalchemy import Engine
 from forge.continuity.v1 import common_pb2, execution_pb2, ledger_pb2
 from services.demo.seed import SeededRun, seed_held_run
 from services.ledger.domain.journal import EntryKind, seal
-from services.ledger.repository.journal import insert_journal_entries, journal_head
+from services.ledger.repository.journal import insert_journal_entries
+from services.ledger.repository.journal_reads import journal_head
 from shared.continuity.canonical import canonical_text, digest_of
 from shared.continuity.timeutil import to_text, utc_now
 from tests.ledger.admission_support import (

@@ -19,6 +19,7 @@ from forge.continuity.v1 import common_pb2, execution_pb2, reconciliation_pb2
 from services.ledger.domain.journal import EntryKind, seal
 from services.ledger.local_process_verifier import LocalProcessVerifier
 from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import journal_reads
 from services.ledger.service import Ledger
 from shared.continuity.canonical import canonical_text, sha256_digest
 from shared.continuity.timeutil import to_text, utc_now
@@ -98,7 +99,7 @@ def insert_predating_record(
     """A record stored as the ledger stored a platform writer's append before the fence: sealed
     into the chain at the head, but never checked against the lease."""
     with engine.begin() as connection:
-        sequence, head = journal_rows.journal_head(connection, RUN)
+        sequence, head = journal_reads.journal_head(connection, RUN)
         entry = seal(
             RUN,
             sequence + 1,

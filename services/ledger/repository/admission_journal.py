@@ -22,7 +22,7 @@ from sqlalchemy import (
 
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.repository.driver import DriverStatement, fetch
-from services.ledger.repository.journal import (
+from services.ledger.repository.journal_reads import (
     NewestEntries,
     entry_from_mapping,
     newest_from_rows,

@@ -30,6 +30,7 @@ from services.ledger.domain.signing import HeadSigner
 from services.ledger.repository import admissions as admission_rows
 from services.ledger.repository import execution_requests as request_rows
 from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import journal_reads
 from services.ledger.repository import policy as policy_rows
 from services.ledger.repository import runs as run_rows
 from services.ledger.repository.admissions import AdmittedRows
@@ -205,7 +206,7 @@ def stale_head(run_id: str, expected: str, sequence: int, head: str) -> Aborted:
 
 def current_head(connection: Connection, run_id: str) -> tuple[int, str]:
     """(sequence, hash) of the run's newest entry; (0, genesis) for an empty journal."""
-    return journal_rows.journal_head(connection, run_id)
+    return journal_reads.journal_head(connection, run_id)
 
 
 def check_head(connection: Connection, run_id: str, expected: str) -> tuple[int, str]:

@@ -28,7 +28,7 @@ from services.ledger.domain.policy_epochs import recognize_for_execution
 from services.ledger.domain.recovery_authority import Authority
 from services.ledger.domain.runs import check_identifier
 from services.ledger.repository import execution_requests as request_rows
-from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import journal_reads
 from services.ledger.transactions.base import (
     LedgerContext,
     append_entry,
@@ -335,7 +335,7 @@ def command_usage(context: LedgerContext, run_id: str) -> tuple[int, int]:
     check_identifier("run_id", run_id)
     with context.read() as connection:
         run = existing_run(connection, run_id)
-        usage = CommandLedger.from_entries(journal_rows.command_entries(connection, run_id))
+        usage = CommandLedger.from_entries(journal_reads.command_entries(connection, run_id))
         return usage.used, run.spec.command_limit
 
 

@@ -39,7 +39,7 @@ from services.ledger.domain.runs import Run
 from services.ledger.domain.tickets import StoredTicket
 from services.ledger.repository import custody as custody_rows
 from services.ledger.repository import execution_requests as request_rows
-from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import journal_reads
 from services.ledger.repository import policy as policy_rows
 from services.ledger.transactions.base import lock_policy
 from shared.continuity.recovery import WORKFLOWS
@@ -249,9 +249,9 @@ def read_effects(
         # and the ticket's settlement, adjacent before its ownership claim (judge_custody)
         judged_kinds += (*_NATIVE_JUDGED, EntryKind.MIGRATION_SETTLEMENT)
         from_sequence = min(ticket.settlement_sequence, ticket.claim_sequence)
-    # sorted: the statement is built once per list of kinds (repository/journal.py:_of_kinds)
+    # sorted: the statement is built once per list of kinds (repository/journal_reads.py:_of_kinds)
     added = sorted(from_claim.difference(judged_kinds, beside), key=lambda kind: kind.value)
-    entries, head = journal_rows.entries_of_kinds_and_head(
+    entries, head = journal_reads.entries_of_kinds_and_head(
         connection,
         record.run_id,
         *judged_kinds,

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 from services.ledger.domain.journal import StoredEntry
-from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import journal_reads
 from services.ledger.transactions.base import LedgerContext, check_not_negative
 from services.ledger.transactions.journal import batches, pages_from
 from services.ledger.transactions.stream_slots import CallerSlots, Refusals
@@ -145,7 +145,7 @@ class JournalFollowers:
                 cursors = {run_id: feed.cursor for run_id, feed in self._feeds.items()}
             try:
                 with self._context.read() as connection:
-                    entries = journal_rows.entries_after(connection, cursors, POLL_PAGE)
+                    entries = journal_reads.entries_after(connection, cursors, POLL_PAGE)
             except Exception:  # noqa: BLE001 - every follower re-reads itself and sees the error
                 _LOG.warning("the journal followers' poll failed", exc_info=True)
                 entries = None

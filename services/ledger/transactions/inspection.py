@@ -13,7 +13,7 @@ from services.ledger.domain.inspection import RecordKind, RecordReport, inspect_
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.runs import check_identifier
 from services.ledger.repository import blobs as blob_rows
-from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import journal_reads
 from services.ledger.transactions.base import LedgerContext, existing_run
 from shared.continuity.canonical import CanonicalJsonError, canonical_text, is_digest, parse_json
 from shared.continuity.journal_chain import verify_chain
@@ -58,8 +58,8 @@ def inspect(context: LedgerContext, run_id: str) -> JournalInspection:
     check_identifier("run_id", run_id)
     with context.read() as connection:
         existing_run(connection, run_id)
-        entries = list(journal_rows.iter_journal(connection, run_id))
-        head = journal_rows.journal_head(connection, run_id)
+        entries = list(journal_reads.iter_journal(connection, run_id))
+        head = journal_reads.journal_head(connection, run_id)
         _require_intact(run_id, entries)
         references = [_reference(entry) for entry in entries]
         stored = {

@@ -23,7 +23,7 @@ from services.ledger.domain.lease_records import WORKER_RECORD_KINDS
 from services.ledger.domain.recovery_authority import Authority
 from services.ledger.domain.runs import Run, check_identifier
 from services.ledger.repository import execution_requests as request_rows
-from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import journal_reads
 from services.ledger.transactions.base import (
     LedgerContext,
     check_not_negative,
@@ -264,7 +264,7 @@ def _check_native_write(
                 },
             )
     if kind is EntryKind.COMMAND_EXECUTED:
-        usage = CommandLedger.from_entries(journal_rows.command_entries(connection, run_id))
+        usage = CommandLedger.from_entries(journal_reads.command_entries(connection, run_id))
         command_id = str(payload["command_id"])
         if usage.receipt(command_id) is not None:
             raise Conflict(
@@ -346,17 +346,17 @@ def read(context: LedgerContext, run_id: str, from_sequence: int, page_size: int
     # A plain connection, never begin(): a read must not take SQLite's write lock.
     with context.read() as connection:
         existing_run(connection, run_id)
-        entries = journal_rows.read_journal(connection, run_id, max(from_sequence, 1), limit)
+        entries = journal_reads.read_journal(connection, run_id, max(from_sequence, 1), limit)
         # Cut short when the payloads pass the message budget; next_sequence goes on from there.
         page = next(batches(entries, limit), [])
-        return JournalPage(page, journal_rows.journal_head(connection, run_id))
+        return JournalPage(page, journal_reads.journal_head(connection, run_id))
 
 
 def verify(context: LedgerContext, run_id: str) -> Verification:
     check_identifier("run_id", run_id)
     with context.read() as connection:
         existing_run(connection, run_id)
-        return verify_chain(journal_rows.iter_journal(connection, run_id), INTACT)
+        return verify_chain(journal_reads.iter_journal(connection, run_id), INTACT)
 
 
 def pages_from(

@@ -34,7 +34,7 @@ from services.ledger.domain.verifier import (
     VerificationSubject,
 )
 from services.ledger.repository import execution_requests as request_rows
-from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import journal_reads
 from services.ledger.repository import policy as policy_rows
 from services.ledger.repository import reconciliations as reconciliation_rows
 from services.ledger.transactions.base import (
@@ -97,7 +97,7 @@ def snapshot_of(
     return build_snapshot(
         record,
         chain,
-        journal_rows.iter_journal(connection, run.spec.run_id),
+        journal_reads.iter_journal(connection, run.spec.run_id),
         command_limit=run.spec.command_limit,
         deadline_remaining_seconds=deadline_remaining_seconds(
             run.spec.active_deadline_at, context.clock()

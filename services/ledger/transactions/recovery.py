@@ -34,7 +34,7 @@ from services.ledger.domain.recovery_authority import Authority
 from services.ledger.domain.runs import check_identifier
 from services.ledger.repository import blobs as blob_rows
 from services.ledger.repository import execution_requests as request_rows
-from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import journal_reads
 from services.ledger.repository import recoveries as recovery_rows
 from services.ledger.repository import tickets as ticket_rows
 from services.ledger.transactions.base import (
@@ -150,7 +150,7 @@ def _recover(
     workflow = recovery_workflow(recovery.workflow)
     record = existing_request(connection, ticket.ticket.execution_request_id, for_update=True)
     found = evidence(
-        recovery, list(journal_rows.iter_journal(connection, run.spec.run_id)), record, run
+        recovery, list(journal_reads.iter_journal(connection, run.spec.run_id)), record, run
     )
     judged = workflow.judge(found)
     pending = request_rows.list_execution_requests(connection, run.spec.run_id, PENDING_STATES)

@@ -20,7 +20,7 @@ from forge.continuity.v1 import common_pb2
 from services.ledger.domain.execution import PENDING_STATES, ExecutionRequestRecord
 from services.ledger.domain.reconciliation import bound_request
 from services.ledger.repository import execution_requests as request_rows
-from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import journal_reads
 from services.ledger.repository import runs as run_rows
 from services.ledger.repository import tickets as ticket_rows
 from services.ledger.transactions.base import LedgerContext
@@ -93,7 +93,7 @@ def handoff_of(
         deadline = deadline_remaining_seconds(run.spec.active_deadline_at, context.clock())
         if record is None:
             # nothing was admitted for it yet: the logical request, the run's resources
-            rows = list(journal_rows.iter_journal(connection, run_id))
+            rows = list(journal_reads.iter_journal(connection, run_id))
             request = BoundRequest(bound.request_id, "", "unadmitted", False, False)
             consumed = consumed_from(rows, run.spec.command_limit, deadline)
             effects: tuple[tuple[str, int], ...] = ()

@@ -21,7 +21,7 @@ from services.ledger.domain.journal import StoredEntry
 from services.ledger.domain.policy import PolicyRevision
 from services.ledger.domain.runs import Run, check_identifier
 from services.ledger.repository import blobs as blob_rows
-from services.ledger.repository import journal as journal_rows
+from services.ledger.repository import journal_reads
 from services.ledger.repository.snapshot_header import get_snapshot_header
 from services.ledger.transactions.base import LedgerContext, run_not_found
 from services.ledger.transactions.journal import INTACT
@@ -104,7 +104,7 @@ def read(
         verifier = ChainVerifier(INTACT)
         # Only the kinds the closure looks at, so a long journal is not kept in memory.
         closure_rows: list[PayloadRow] = []
-        for batch in journal_rows.journal_batches(connection, run_id, head[0], SNAPSHOT_BATCH):
+        for batch in journal_reads.journal_batches(connection, run_id, head[0], SNAPSHOT_BATCH):
             verifier.add_all(batch)
             if closure_blobs:
                 closure_rows += [PayloadRow(e) for e in batch if e.kind in CLOSURE_KINDS]
