@@ -23,11 +23,10 @@ from services.ledger.domain.runs import check_identifier
 from services.ledger.domain.tickets import StoredTicket
 from services.ledger.repository import blobs as blob_rows
 from services.ledger.repository import execution_requests as request_rows
-from services.ledger.repository import journal_reads
 from services.ledger.repository import tickets as ticket_rows
 from services.ledger.repository.admission_journal import newest_entries_and_checkpoint
 from services.ledger.repository.admissions import AdmittedRows, NewBlob
-from services.ledger.repository.journal_reads import NewestEntries
+from services.ledger.repository.journal_reads import NewestEntries, newest_entries
 from services.ledger.transactions.base import (
     LedgerContext,
     check_capacity,
@@ -124,7 +123,7 @@ def _admit(
     # with (the journal only grows, each entry bound to the one before), else read again.
     newest = early.newest
     if _head_of(newest) != reads.head:
-        newest = journal_reads.newest_entries(connection, run.spec.run_id, _JUDGED_KINDS)
+        newest = newest_entries(connection, run.spec.run_id, _JUDGED_KINDS)
     last = newest.last
     # 9.5 re-check the head (the last entry is the head: one read serves both checks)
     head = _head_of(newest)
@@ -332,7 +331,7 @@ def _admission_reads(
 @dataclass(frozen=True)
 class _EarlyReads:
     """What an admission reads before it takes the policy lock: the journal's newest entries
-    (as :func:`journal_reads.newest_entries`) and the stored bytes they name, by digest; and the
+    (as :func:`newest_entries`) and the stored bytes they name, by digest; and the
     envelope check of step 9.8 on them, which needs nothing else."""
 
     newest: NewestEntries
