@@ -127,6 +127,25 @@ def single_statement_read(engine: Engine) -> Iterator[Connection]:
         connection.commit()
 
 
+@contextmanager
+def single_statement_write(engine: Engine) -> Iterator[Connection]:
+    """A connection for a write whose one statement is its own transaction: on PostgreSQL in
+    autocommit, so the statement commits or fails whole without a BEGIN and a COMMIT around it
+    (two round trips of the three, ADR 0065); on SQLite, and where the timeouts are set per
+    transaction (behind a transaction-mode pooler), as ``engine.begin()``. The caller sends one
+    write statement, or reads first only what that statement re-checks itself: nothing it sent
+    can be rolled back. SQLAlchemy's commit and rollback events still run, after the statement
+    (a signature joins the ledger's memory only on commit, as in a transaction)."""
+    options = engine.get_execution_options()
+    if engine.dialect.name != "postgresql" or options.get(PER_TRANSACTION_SETTINGS_OPTION):
+        with engine.begin() as connection:
+            yield connection
+        return
+    autocommit = engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+    with autocommit as connection, connection.begin():
+        yield connection
+
+
 def snapshot_connection(engine: Engine) -> Connection:
     """A read-only connection whose statements all see one snapshot: REPEATABLE READ on
     PostgreSQL (one snapshot for the whole transaction); on SQLite a DEFERRED transaction under

@@ -8,17 +8,18 @@ from __future__ import annotations
 import json
 
 import grpc
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
 from forge.continuity.v1 import common_pb2, execution_pb2, ledger_pb2
 from services.ledger.domain.journal import EntryKind, seal
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import journal_reads
+from services.ledger.schema import runs
 from shared.continuity.canonical import canonical_text
 from shared.continuity.timeutil import to_text, utc_now
 from tests.errors import expect_error
 from tests.ledger.admission_support import admitted, claim_request, execution
-from tests.ledger.conftest import LedgerClients
+from tests.ledger.conftest import Clock, LedgerClients
 from tests.support import row_counts
 
 #: One native resume of each kind a platform writer sends (none names a continuity request).
@@ -60,8 +61,17 @@ def append(
     )
 
 
+def run_row(engine: Engine) -> dict[str, object]:
+    with engine.connect() as connection:
+        return dict(
+            connection.execute(select(runs).where(runs.c.run_id == "run-1")).mappings().one()
+        )
+
+
 def refused_everything(clients: LedgerClients, engine: Engine, exr: str) -> None:
-    counts = row_counts(engine)
+    """Every native resume refused, with nothing written: no row, and the run row untouched (on
+    PostgreSQL the append at a known head is a statement that commits by itself, ADR 0065)."""
+    counts, row = row_counts(engine), run_row(engine)
     for kind, payload in RESUMES:
         error = expect_error(
             grpc.StatusCode.FAILED_PRECONDITION,
@@ -70,10 +80,11 @@ def refused_everything(clients: LedgerClients, engine: Engine, exr: str) -> None
         )
         assert error.metadata["execution_request_id"] == exr
     assert row_counts(engine) == counts
+    assert run_row(engine) == row
 
 
 def test_a_native_resume_is_refused_while_a_continuity_ticket_is_queued_or_claimed(
-    clients: LedgerClients, engine: Engine
+    clients: LedgerClients, engine: Engine, clock: Clock
 ) -> None:
     _seeded, ticket = admitted(clients)
     exr = ticket.execution_request.execution_request_id
@@ -87,7 +98,9 @@ def test_a_native_resume_is_refused_while_a_continuity_ticket_is_queued_or_claim
         {"annotation": "the platform restarted"},
     )
     # ... and a native resume right after it, at the head that append left (on PostgreSQL the
-    # one-statement append at a known head, which must refuse it too), is still refused.
+    # one-statement append at a known head, which must refuse it too), is still refused, and
+    # later than the run row's time, which that statement must not move either.
+    clock.advance(60)
     refused_everything(clients, engine, exr)
     # Once the request ended, the run is the platform's again.
     execution(clients, "admin-token").CancelExecutionRequest(

@@ -173,14 +173,14 @@ def _after_known_head(*, held: bool, guarded: bool, signing: bool) -> Insert:
     """PostgreSQL: note the entry on the run row (:func:`runs.noting_entry`, which locks the row
     as the two-statement append does) and insert it, in one statement, only where the entry it
     links to (sequence and hash) is stored; the (run_id, sequence) key and the (run_id,
-    prev_hash) link constraint refuse it if anything was appended after that entry. Inserts
-    nothing for an unknown run or a head that is not there, nor, ``guarded``, while a
-    continuity execution request of the run is queued or claimed (the caller's two-statement
-    append then says why: a native resume waits for it, ADR 0014 rule 3b; a request queued
-    after this read came with an entry, so the link constraint refuses the insert).
-    ``signing``: the head's signature is stored under the same conditions, in the same
+    prev_hash) link constraint refuse it if anything was appended after that entry. Writes
+    nothing, the run row included, for an unknown run or a head that is not there, nor,
+    ``guarded``, while a continuity execution request of the run is queued or claimed (the
+    caller's two-statement append then says why: a native resume waits for it, ADR 0014 rule
+    3b; a request queued after this read came with an entry, so the link constraint refuses the
+    insert): the statement is a transaction of its own (database.single_statement_write, ADR
+    0065). ``signing``: the head's signature is stored under the same conditions, in the same
     statement (signed_heads.signing_from)."""
-    noted = noting_entry(held=held)
     linked = exists().where(
         journal_entries.c.run_id == bindparam("b_run_id"),
         journal_entries.c.sequence == bindparam("after_sequence"),
@@ -193,6 +193,7 @@ def _after_known_head(*, held: bool, guarded: bool, signing: bool) -> Insert:
             in_constants(execution_requests.c.state, PENDING_STATE_NAMES),
         )
         conditions.append(~pending)
+    noted = noting_entry(held=held, only_where=conditions)
     statement = (
         insert(journal_entries)
         .from_select(
@@ -220,9 +221,10 @@ def insert_journal_entry_after_known_head(
 ) -> bool:
     """PostgreSQL only: note and insert a native entry in one statement where the entry it
     links to is stored and, for a native resume, no continuity request of the run is
-    outstanding; False (nothing inserted, the run row perhaps noted: roll back) where not. A
-    concurrent append after that entry fails a unique constraint. ``signed_head``: the head's
-    signature, stored by the same statement exactly when the entry is."""
+    outstanding; False (nothing written, the run row untouched) where not. A concurrent append
+    after that entry fails a unique constraint, which fails the whole statement.
+    ``signed_head``: the head's signature, stored by the same statement exactly when the entry
+    is."""
     parameters: dict[str, object] = _entry_parameters(entry)
     parameters.update(b_run_id=entry.run_id, b_at=entry.recorded_at)  # runs.noting_entry's
     parameters.update(after_sequence=entry.sequence - 1)

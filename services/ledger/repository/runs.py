@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -125,10 +125,10 @@ def _unbounded(column_type: TypeEngine[Any]) -> TypeEngine[Any]:
     return String() if bounded else column_type
 
 
-def noting_entry(*, held: bool) -> CTE:
+def noting_entry(*, held: bool, only_where: Sequence[ColumnElement[bool]] = ()) -> CTE:
     """The update :func:`note_entry` makes for a native entry (parameters ``b_run_id``,
-    ``b_at``), as :func:`noting`."""
-    return noting(_HOLD if held else _TOUCH)
+    ``b_at``), as :func:`noting`, made only where ``only_where`` holds."""
+    return noting((_HOLD if held else _TOUCH).where(*only_where))
 
 
 def queuing_request(only_after: CTE) -> CTE:

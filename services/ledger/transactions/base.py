@@ -281,9 +281,14 @@ def insert_after_known_head(
     context: LedgerContext, connection: Connection, entry: StoredEntry
 ) -> bool:
     """:func:`insert_entries` for one native entry sealed after a head known beforehand, noted
-    on the run row in the same statement (PostgreSQL; repository.journal); False: nothing was
-    inserted (that head is not there, or no such run): roll back."""
+    on the run row in the same statement (PostgreSQL; repository.journal), which is its own
+    transaction (database.single_statement_write): nothing is written after it. False: nothing
+    was written (that head is not there, or no such run), or this ledger would refuse to sign
+    the head (a finding the caller's transaction judges after its insert, as every append
+    does)."""
     signing = _signing(context, connection, entry, entry)
+    if signing.refusal is not None:
+        return False
     if not journal_rows.insert_journal_entry_after_known_head(connection, entry, signing.signed):
         return False
     _settle(context, connection, signing, entry)

@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from services.ledger.database import single_statement_write
 from services.ledger.domain.commands import CommandLedger
 from services.ledger.domain.execution import PENDING_STATES, check_worker_write
 from services.ledger.domain.journal import (
@@ -182,7 +183,8 @@ def _append_after_known_head(
         return None
     entry = seal(run_id, known[0] + 1, kind, canonical, expected, actor, context.now())
     try:
-        with context.engine.begin() as connection:
+        # One statement, its own transaction (ADR 0065): no BEGIN and no COMMIT round trip.
+        with single_statement_write(context.engine) as connection:
             if not insert_after_known_head(context, connection, entry):
                 raise _HeadNotThere
     except _HeadNotThere:
