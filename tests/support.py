@@ -25,7 +25,7 @@ from forge.continuity.v1 import (
 from services.admission.downstream import Downstream
 from services.ledger.database import make_engine
 from services.ledger.repository.roles import create_append_only_guards, drop_append_only_guards
-from services.ledger.schema import metadata
+from services.ledger.schema import metadata, runs
 from services.ledger.table_access import ledger_role
 from shared.continuity.qualification import (
     DEFAULT_QUALIFIED_PROFILE,
@@ -123,6 +123,14 @@ def admission_downstream(ledger_target: str, candidate_target: str) -> Downstrea
             open_channel(candidate_target, "service-token")
         ),
     )
+
+
+def run_row(engine: Engine, run_id: str = "run-1") -> dict[str, object]:
+    """The run's row, every column: equal before and after a refusal means it was not touched."""
+    with engine.connect() as connection:
+        return dict(
+            connection.execute(select(runs).where(runs.c.run_id == run_id)).mappings().one()
+        )
 
 
 def row_counts(engine: Engine) -> dict[str, int]:

@@ -106,6 +106,14 @@ def read_transaction(
         transaction.commit()
 
 
+def _statements_run_alone(engine: Engine) -> bool:
+    """Whether one statement may run outside a transaction, in autocommit: on PostgreSQL, unless
+    the timeouts are set per transaction (a transaction-mode pooler is between), which a
+    statement outside one would run without. SQLite's transactions are local: nothing to save."""
+    per_transaction = engine.get_execution_options().get(PER_TRANSACTION_SETTINGS_OPTION)
+    return engine.dialect.name == "postgresql" and not per_transaction
+
+
 @contextmanager
 def single_statement_read(engine: Engine) -> Iterator[Connection]:
     """A read-only connection for a read of one statement, which sees one snapshot on its own:
@@ -113,10 +121,7 @@ def single_statement_read(engine: Engine) -> Iterator[Connection]:
     trips of the three, and nothing for psycopg to forget); on SQLite, and where the timeouts are
     set per transaction (behind a transaction-mode pooler), as ``read_transaction``.
     Running a second statement on it is a programming error: the two would see two snapshots."""
-    options = engine.get_execution_options()
-    if engine.dialect.name != "postgresql" or options.get(PER_TRANSACTION_SETTINGS_OPTION):
-        # SQLite; or the timeouts are set per transaction (a transaction-mode pooler is
-        # between), which a statement outside one would run without
+    if not _statements_run_alone(engine):
         with read_transaction(engine) as connection:
             yield connection
         return
@@ -136,8 +141,7 @@ def single_statement_write(engine: Engine) -> Iterator[Connection]:
     write statement, or reads first only what that statement re-checks itself: nothing it sent
     can be rolled back. SQLAlchemy's commit and rollback events still run, after the statement
     (a signature joins the ledger's memory only on commit, as in a transaction)."""
-    options = engine.get_execution_options()
-    if engine.dialect.name != "postgresql" or options.get(PER_TRANSACTION_SETTINGS_OPTION):
+    if not _statements_run_alone(engine):
         with engine.begin() as connection:
             yield connection
         return

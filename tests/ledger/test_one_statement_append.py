@@ -8,30 +8,23 @@ from __future__ import annotations
 import json
 
 import pytest
-from sqlalchemy import Connection, Engine, event, select
+from sqlalchemy import Connection, Engine, event
 
 from services.ledger.database import make_engine
 from services.ledger.domain.journal import EntryKind, StoredEntry
 from services.ledger.domain.signing import HeadSigner
-from services.ledger.schema import runs
 from services.ledger.service import Ledger
 from shared.runtime.config import DatabaseSettings
 from shared.runtime.errors import Aborted, FailedPrecondition
 from tests.attacker import delete_signatures
 from tests.ledger.conftest import run_spec
-from tests.support import row_counts, token_roles
+from tests.support import row_counts, run_row, token_roles
 
 NOTE = EntryKind.STARTUP_RECOVERY_ANNOTATION
 
 
 def _note(ledger: Ledger, head: str, text: str) -> StoredEntry:
     return ledger.append("run-1", head, NOTE, json.dumps({"annotation": text}), "writer")
-
-
-def _run_row(engine: Engine) -> dict[str, object]:
-    with engine.connect() as connection:
-        row = connection.execute(select(runs).where(runs.c.run_id == "run-1")).mappings().one()
-    return dict(row)
 
 
 def _statuses(engine: Engine) -> list[tuple[str, str]]:
@@ -90,14 +83,14 @@ def test_a_hold_refused_at_a_stale_known_head_leaves_the_run_row_as_it_was(
     one.create_run(run_spec("run-1"), "writer")
     head = _note(one, "", "first").hash  # one knows this head
     moved = _note(two, head, "second").hash
-    counts, row = row_counts(engine), _run_row(engine)
+    counts, row = row_counts(engine), run_row(engine)
     payload = json.dumps({"reason": "evidence query rejected", "call_id": "c1"})
     with pytest.raises(Aborted) as refused:
         one.append("run-1", head, EntryKind.RUN_HELD, payload, "writer")
     assert refused.value.reason == "JOURNAL_HEAD_STALE"
     assert refused.value.metadata["current_head_hash"] == moved
     assert row_counts(engine) == counts
-    assert _run_row(engine) == row and row["continuity_state"] != "held"
+    assert run_row(engine) == row and row["continuity_state"] != "held"
 
 
 def test_a_head_the_ledger_would_not_sign_is_refused_with_nothing_written(

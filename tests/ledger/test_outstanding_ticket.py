@@ -8,19 +8,18 @@ from __future__ import annotations
 import json
 
 import grpc
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from forge.continuity.v1 import common_pb2, execution_pb2, ledger_pb2
 from services.ledger.domain.journal import EntryKind, seal
 from services.ledger.repository import journal as journal_rows
 from services.ledger.repository import journal_reads
-from services.ledger.schema import runs
 from shared.continuity.canonical import canonical_text
 from shared.continuity.timeutil import to_text, utc_now
 from tests.errors import expect_error
 from tests.ledger.admission_support import admitted, claim_request, execution
 from tests.ledger.conftest import Clock, LedgerClients
-from tests.support import row_counts
+from tests.support import row_counts, run_row
 
 #: One native resume of each kind a platform writer sends (none names a continuity request).
 RESUMES: tuple[tuple[common_pb2.JournalEntryKind.ValueType, dict[str, object]], ...] = (
@@ -59,13 +58,6 @@ def append(
             run_id="run-1", expected_head_hash=head, kind=kind, payload_json=json.dumps(payload)
         )
     )
-
-
-def run_row(engine: Engine) -> dict[str, object]:
-    with engine.connect() as connection:
-        return dict(
-            connection.execute(select(runs).where(runs.c.run_id == "run-1")).mappings().one()
-        )
 
 
 def refused_everything(clients: LedgerClients, engine: Engine, exr: str) -> None:
