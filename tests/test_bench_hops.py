@@ -74,5 +74,10 @@ def test_the_ledger_parses_each_judged_payload_once_and_each_call_hashes_its_tok
     digests = {
         s: accounted["work"][s]["SHA-256 digests"] for s in ("admission", "candidate", "ledger")
     }
-    assert digests == {"admission": 2 + 2, "candidate": 7 + 2, "ledger": 9 + 4}
+    # The candidate: the two closure blobs' digests and the answer cache's key (ADR 0028); the
+    # admission's candidate evaluates nothing after the operator's read of the same facts (ADR
+    # 0066), so it writes no digest document and parses only the closure's three payloads.
+    assert digests == {"admission": 2 + 2, "candidate": 3 + 2, "ledger": 9 + 4}
+    candidate = accounted["work"]["candidate"]
+    assert (candidate["JSON written"], candidate["JSON parsed"]) == (0, 3)
     assert accounted["work"]["ledger"]["JSON parsed"] == 8

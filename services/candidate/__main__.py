@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from services.candidate.domain import EvaluationMemory
 from services.candidate.downstream import GrpcCandidateSources
 from services.candidate.servicer import bindings
 from shared.continuity.serving import profile_preflight
@@ -24,15 +25,21 @@ def build(settings: Settings, _principals: PrincipalsFile) -> BuildResult:
         reconstruction.close()
 
     sources = GrpcCandidateSources(ledger, reconstruction)
-    # The hit rates of the remembered reconstruction answers (ADR 0028) and journals (ADR 0030).
+    evaluations = EvaluationMemory()
+    # The hit rates of the remembered reconstruction answers (ADR 0028), journals (ADR 0030)
+    # and candidates read before their admission (ADR 0066).
     export_at_scrape(
         "candidate_cache",
         lambda: cache_families(
             "forge_candidate_cache",
-            {"analysis_and_reconstruction": sources.answers, "run_snapshot": sources.journals},
+            {
+                "analysis_and_reconstruction": sources.answers,
+                "run_snapshot": sources.journals,
+                "evaluation": evaluations,
+            },
         ),
     )
-    return BuildResult(bindings(sources), close)
+    return BuildResult(bindings(sources, evaluations=evaluations), close)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,6 +14,7 @@ from services.candidate.domain import (
     Candidate,
     CandidateEvaluator,
     CandidateSources,
+    EvaluationMemory,
     Reconstruction,
 )
 from services.candidate.domain.recovery import Caller, recovery_candidate
@@ -196,9 +197,16 @@ def bindings(
     sources: CandidateSources | None = None,
     *,
     clock: Callable[[], datetime] = utc_now,
+    evaluations: EvaluationMemory | None = None,
 ) -> list[ServiceBinding]:
-    """The candidate service over ``sources`` (None: every evaluation is UNAVAILABLE)."""
-    evaluator = CandidateEvaluator(sources, clock=clock) if sources is not None else None
+    """The candidate service over ``sources`` (None: every evaluation is UNAVAILABLE), with the
+    eligible candidates operators read remembered for their admissions in ``evaluations``
+    (ADR 0066; None: a memory of its own)."""
+    evaluator = (
+        CandidateEvaluator(sources, clock=clock, evaluations=evaluations)
+        if sources is not None
+        else None
+    )
     servicer = CandidateServicer(evaluator, sources, clock)
     registered = {
         workflow.rpcs.candidate.name: message_classes(SERVICE, workflow.rpcs.candidate)

@@ -156,6 +156,7 @@ class MemorySources:
     analysis: ResponseAnalysis | DomainError = ANALYSIS
     reconstruction: Reconstruction | DomainError = RECONSTRUCTION
     policy_record: PolicyRecord = POLICY
+    run_record: RunRecord = RUN
     reads: Counter[str] = field(default_factory=Counter)
 
     def _head(self) -> JournalHead:
@@ -164,7 +165,7 @@ class MemorySources:
 
     def run(self, run_id: str) -> tuple[RunRecord, JournalHead]:
         self.reads["run"] += 1
-        return RUN, self._head()
+        return self.run_record, self._head()
 
     def journal(self, run_id: str) -> tuple[Sequence[Entry], JournalHead]:
         self.reads["journal"] += 1

@@ -1,6 +1,7 @@
-"""The candidate's remembered reconstruction answers (ADR 0028) and journals (ADR 0030) are
-counted on a real /metrics endpoint, wired as the service builds itself: two reads of the same
-held run are one miss and one hit of each."""
+"""The candidate's remembered reconstruction answers (ADR 0028), journals (ADR 0030) and
+candidates read before their admission (ADR 0066) are counted on a real /metrics endpoint, wired
+as the service builds itself: two reads of the same held run are one miss and one hit of each of
+the first two, and of two admission reads after them the first takes the remembered candidate."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tests.support import cache_counts, serve
 PREFIX = "forge_candidate_cache"
 CACHE = "analysis_and_reconstruction"
 JOURNALS = "run_snapshot"
+EVALUATIONS = "evaluation"
 
 
 def test_two_reads_of_one_run_are_a_miss_then_a_hit(stack: Stack) -> None:
@@ -41,16 +43,26 @@ def test_two_reads_of_one_run_are_a_miss_then_a_hit(stack: Stack) -> None:
             before = cache_counts(endpoint.port, PREFIX)
             first = stub.GetInvalidReadContinuityCandidate(request).candidate
             second = stub.GetInvalidReadContinuityCandidate(request).candidate
+            remembered = cache_counts(endpoint.port, PREFIX)
+            # the admission's read takes the operator's candidate; the one after it evaluates
+            request.include_admission_inputs = True
+            admitted = [stub.GetInvalidReadContinuityCandidate(request) for _ in range(2)]
             after = cache_counts(endpoint.port, PREFIX)
     finally:
         endpoint.stop()
         built.cleanup()
     assert first.eligible and first == second
+    assert admitted[0] == admitted[1] and admitted[0].candidate == first
+    assert remembered[("forge_candidate_cache_bytes", EVALUATIONS)] > 0
+    assert remembered[("forge_candidate_cache_hits_total", EVALUATIONS)] == 0
+    assert after[("forge_candidate_cache_hits_total", EVALUATIONS)] == 1
+    assert after[("forge_candidate_cache_misses_total", EVALUATIONS)] == 1
+    assert after[("forge_candidate_cache_bytes", EVALUATIONS)] == 0
     assert before[("forge_candidate_cache_misses_total", CACHE)] == 0
-    assert after[("forge_candidate_cache_misses_total", CACHE)] == 1
-    assert after[("forge_candidate_cache_hits_total", CACHE)] == 1
-    assert after[("forge_candidate_cache_bytes", CACHE)] > 0
+    assert remembered[("forge_candidate_cache_misses_total", CACHE)] == 1
+    assert remembered[("forge_candidate_cache_hits_total", CACHE)] == 1
+    assert remembered[("forge_candidate_cache_bytes", CACHE)] > 0
     assert before[("forge_candidate_cache_misses_total", JOURNALS)] == 0
-    assert after[("forge_candidate_cache_misses_total", JOURNALS)] == 1
-    assert after[("forge_candidate_cache_hits_total", JOURNALS)] == 1
-    assert after[("forge_candidate_cache_bytes", JOURNALS)] > 0
+    assert remembered[("forge_candidate_cache_misses_total", JOURNALS)] == 1
+    assert remembered[("forge_candidate_cache_hits_total", JOURNALS)] == 1
+    assert remembered[("forge_candidate_cache_bytes", JOURNALS)] > 0

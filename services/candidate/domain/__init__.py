@@ -2,7 +2,7 @@
 
 API::
 
-    CandidateEvaluator(sources, *, clock=utc_now, qualified=is_qualified)
+    CandidateEvaluator(sources, *, clock=utc_now, qualified=is_qualified, evaluations=None)
         .invalid_read_continuity(run_id, version=1) -> Candidate
         Gathers the facts once (``gather_facts``), then runs the invalid-read workflow's pure
         checks over them (``evaluate(INVALID_READ_CONTINUITY, facts)``). Returns the candidate
@@ -18,6 +18,12 @@ API::
         The candidate and, when it is eligible, the reconstruction its proof binds with the
         derived checkpoint bytes: what the admission commit stores (admission does not
         reconstruct again).
+
+    EvaluationMemory(max_runs=2048)
+        The eligible candidates operators read, by run, until the admission that follows takes
+        them (ADR 0066): the evaluator remembers each eligible read with admission inputs, and an
+        admission whose gathered facts match those (all but the clock) gets that candidate with
+        its deadline counted again instead of evaluating again.
 
     gather_facts(sources, run_id, version, *, clock, qualified) -> Facts
         Every read, once: the run, its whole journal and the ledger's verification (one
@@ -37,6 +43,7 @@ API::
 from __future__ import annotations
 
 from services.candidate.domain.evaluate import CandidateEvaluator
+from services.candidate.domain.evaluation_memory import EvaluationMemory
 from services.candidate.domain.facts import Facts, Refusal, gather_facts, read_snapshot
 from services.candidate.domain.model import (
     REQUIREMENTS,
@@ -83,6 +90,7 @@ __all__ = [
     "ConsumedCall",
     "Digests",
     "Entry",
+    "EvaluationMemory",
     "ExecutionRecord",
     "ExecutionState",
     "Facts",

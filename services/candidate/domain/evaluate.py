@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
+from services.candidate.domain.evaluation_memory import EvaluationMemory
 from services.candidate.domain.facts import Facts, gather_facts
 from services.candidate.domain.model import Candidate, Reconstruction
 from services.candidate.domain.sources import CandidateSources
@@ -31,22 +32,35 @@ class CandidateEvaluator:
         *,
         clock: Callable[[], datetime] = utc_now,
         qualified: Callable[[str], bool] = is_qualified,
+        evaluations: EvaluationMemory | None = None,
     ) -> None:
         self._sources = sources
         self._clock = clock
         self._qualified = qualified
+        self.evaluations = evaluations if evaluations is not None else EvaluationMemory()
 
     def invalid_read_continuity(self, run_id: str, version: int = DEFAULT_VERSION) -> Candidate:
-        """The candidate of ``run_id`` under continuity ``version``."""
-        return evaluate(INVALID_READ_CONTINUITY, self._facts(run_id, version))
+        """The candidate of ``run_id`` under continuity ``version``; an eligible one is
+        remembered for the admission that follows (``EvaluationMemory``, ADR 0066)."""
+        facts = self._facts(run_id, version)
+        candidate = evaluate(INVALID_READ_CONTINUITY, facts)
+        self.evaluations.remember(
+            facts, candidate, admission_inputs(facts) if candidate.eligible else None
+        )
+        return candidate
 
     def invalid_read_continuity_for_admission(
         self, run_id: str, version: int = DEFAULT_VERSION
     ) -> tuple[Candidate, Reconstruction | None]:
         """The candidate and, when it is eligible, the reconstruction its proof binds with the
         derived checkpoint bytes: what the admission commit stores, so that admission commits
-        this one reconstruction instead of reading and reconstructing the same bytes again."""
+        this one reconstruction instead of reading and reconstructing the same bytes again.
+        The facts are always gathered again; where they match those an operator's read of the
+        run was evaluated from, its candidate stands for a second evaluation (ADR 0066)."""
         facts = self._facts(run_id, version)
+        remembered = self.evaluations.take(facts)
+        if remembered is not None:
+            return remembered
         candidate = evaluate(INVALID_READ_CONTINUITY, facts)
         return candidate, admission_inputs(facts) if candidate.eligible else None
 

@@ -179,8 +179,9 @@ def _after_known_head(*, held: bool, guarded: bool, signing: bool) -> Insert:
     caller's two-statement append then says why: a native resume waits for it, ADR 0014 rule
     3b; a request queued after this read came with an entry, so the link constraint refuses the
     insert): the statement is a transaction of its own (database.single_statement_write, ADR
-    0065). ``signing``: the head's signature is stored under the same conditions, in the same
-    statement (signed_heads.signing_from)."""
+    0065). The conditions are checked once, by the run row's update: the insert and, with
+    ``signing``, the head's signature (signed_heads.signing_from) select from the row it
+    returns, so they are written exactly when the row is noted, in the same statement."""
     linked = exists().where(
         journal_entries.c.run_id == bindparam("b_run_id"),
         journal_entries.c.sequence == bindparam("after_sequence"),
@@ -198,11 +199,11 @@ def _after_known_head(*, held: bool, guarded: bool, signing: bool) -> Insert:
         insert(journal_entries)
         .from_select(
             ENTRY_COLUMNS,
-            select(*_ENTRY_FROM_PARAMETERS).select_from(noted).where(*conditions),
+            select(*_ENTRY_FROM_PARAMETERS).select_from(noted),
         )
         .returning(journal_entries.c.sequence)
     )
-    return statement.add_cte(signing_from(noted, *conditions)) if signing else statement
+    return statement.add_cte(signing_from(noted)) if signing else statement
 
 
 _AFTER_KNOWN_HEAD = {

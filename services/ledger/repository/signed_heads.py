@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from sqlalchemy import (
     CTE,
-    ColumnElement,
     Connection,
     RowMapping,
     bindparam,
@@ -69,17 +68,17 @@ def signed_head_values(head: SignedHead) -> dict[str, object]:
 SIGNED_HEAD_PREFIX = "h_"
 
 
-def signing_from(source: CTE | None, *conditions: ColumnElement[bool]) -> CTE:
+def signing_from(source: CTE | None) -> CTE:
     """PostgreSQL: a data-modifying WITH that stores the signed head (parameters
-    :func:`signing_parameters`) once for the row ``source`` returns where ``conditions`` hold,
-    the same row and conditions the statement's journal insert selects from, so the head is
-    stored exactly when its entries are (ADR 0060). No ``source``: once, unconditionally (for a
-    statement whose insert is unconditional, and fails whole if it fails)."""
+    :func:`signing_parameters`) once for the row ``source`` returns, the same row the
+    statement's journal insert selects from, so the head is stored exactly when its entries are
+    (ADR 0060). No ``source``: once, unconditionally (for a statement whose insert is
+    unconditional, and fails whole if it fails)."""
     values = select(*typed_parameters(signed_heads, SIGNED_HEAD_PREFIX))
     if source is not None:
         values = values.select_from(source)
     stored = insert(signed_heads).from_select(
-        [column.name for column in signed_heads.columns], values.where(*conditions)
+        [column.name for column in signed_heads.columns], values
     )
     return stored.cte("signed_head")
 
