@@ -12,7 +12,9 @@ was evaluated from, the admission's candidate is that one with its deadline coun
 "Match" compares every fact but three, each fixed by one that is compared:
 
 - the journal's entries, by the head (sequence and hash) with both verifications (the ledger's
-  and this service's recomputation of the chain over the entries read);
+  and this service's recomputation of the chain over the entries read, as they arrived: a
+  candidate read without that recomputation is never remembered, so a valid recomputation
+  ending at the same head hash means the same entries);
 - the closure (derived from the entries);
 - the checkpoint and consumed response bytes, by the closure's digests: each is either absent or
   exactly the bytes of its digest (``facts._intact_blob``), so only whether each is there is
@@ -85,11 +87,12 @@ class EvaluationMemory:
 
     def remember(self, facts: Facts, candidate: Candidate, inputs: Reconstruction | None) -> None:
         """Keep ``candidate``, evaluated from ``facts``, for the run's admission when it is
-        eligible with admission ``inputs``; otherwise forget the run."""
+        eligible with admission ``inputs`` and its entries' chain was recomputed as they were
+        read; otherwise forget the run."""
         run_id = facts.run.run_id
         with self._lock:
             self._candidates.pop(run_id, None)
-            if not candidate.eligible or inputs is None:
+            if not candidate.eligible or inputs is None or facts.snapshot.recomputed is None:
                 return
             self._candidates[run_id] = _Remembered(_key(facts), candidate, inputs)
             while len(self._candidates) > self._max_runs:
