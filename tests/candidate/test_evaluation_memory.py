@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.candidate.domain import (
-    INVALID_READ_CONTINUITY,
     Candidate,
     CandidateEvaluator,
     ChainVerification,
@@ -21,9 +20,9 @@ from services.candidate.domain import (
     HoldReason,
     Reconstruction,
     Snapshot,
-    evaluate,
     gather_facts,
 )
+from services.candidate.domain.evaluate import evaluated
 from services.candidate.domain.journal import chain_verifier
 from tests.candidate.memory import (
     POLICY,
@@ -80,9 +79,7 @@ def evaluated_again(
     sources: SnapshotSources, clock: Clock
 ) -> tuple[Candidate, Reconstruction | None]:
     """What evaluating the facts as they are now gives, with nothing remembered."""
-    facts = gather_facts(sources, RUN.run_id, 1, clock=clock, qualified=lambda _: True)
-    candidate = evaluate(INVALID_READ_CONTINUITY, facts)
-    return candidate, facts.reconstruction if candidate.eligible else None
+    return evaluated(gather_facts(sources, RUN.run_id, 1, clock=clock, qualified=lambda _: True))
 
 
 def test_the_admission_takes_the_candidate_the_operator_read() -> None:

@@ -43,10 +43,8 @@ class CandidateEvaluator:
         """The candidate of ``run_id`` under continuity ``version``; an eligible one is
         remembered for the admission that follows (``EvaluationMemory``, ADR 0066)."""
         facts = self._facts(run_id, version)
-        candidate = evaluate(INVALID_READ_CONTINUITY, facts)
-        self.evaluations.remember(
-            facts, candidate, admission_inputs(facts) if candidate.eligible else None
-        )
+        candidate, inputs = evaluated(facts)
+        self.evaluations.remember(facts, candidate, inputs)
         return candidate
 
     def invalid_read_continuity_for_admission(
@@ -59,10 +57,7 @@ class CandidateEvaluator:
         run was evaluated from, its candidate stands for a second evaluation (ADR 0066)."""
         facts = self._facts(run_id, version)
         remembered = self.evaluations.take(facts)
-        if remembered is not None:
-            return remembered
-        candidate = evaluate(INVALID_READ_CONTINUITY, facts)
-        return candidate, admission_inputs(facts) if candidate.eligible else None
+        return remembered if remembered is not None else evaluated(facts)
 
     def _facts(self, run_id: str, version: int) -> Facts:
         if version not in SUPPORTED_VERSIONS:
@@ -74,6 +69,12 @@ class CandidateEvaluator:
         return gather_facts(
             self._sources, run_id, version, clock=self._clock, qualified=self._qualified
         )
+
+
+def evaluated(facts: Facts) -> tuple[Candidate, Reconstruction | None]:
+    """The invalid-read candidate of ``facts`` and, when it is eligible, its admission inputs."""
+    candidate = evaluate(INVALID_READ_CONTINUITY, facts)
+    return candidate, admission_inputs(facts) if candidate.eligible else None
 
 
 def admission_inputs(facts: Facts) -> Reconstruction | None:
