@@ -37,7 +37,7 @@ STREAM_IDLE_OPTION = "forge_stream_idle_statement"
 
 # Every PostgreSQL write transaction runs at READ COMMITTED, whatever the server's, role's or
 # database's default_transaction_isolation says: lock_current_policy's re-read after waiting for
-# the policy row lock is only right when each statement sees what committed before it
+# the policy lock is only right when each statement sees what committed before it
 # (docs/adr/0016-postgresql-isolation-retries-timeouts.md).
 WRITE_ISOLATION = "READ COMMITTED"
 # SQLSTATEs the ledger acts on. A serialization failure or a deadlock rolled the whole

@@ -66,8 +66,11 @@ class SchemaRange:
 #: ledger's own role and the append-only guards, ADR 0036) changes no statement the code runs,
 #: so ``oldest`` stays 0012: a ledger run as the new role before 0013 granted it anything sees
 #: permission denied and waits, NOT_SERVING. 0014: the pending cap's counter row, which every
-#: admission's conditional statement updates (ADR 0049), so ``oldest`` is 0014.
-SERVED = SchemaRange(oldest="0014", newest="0015")
+#: admission's conditional statement updates (ADR 0049), so ``oldest`` was 0014. 0015 changes no
+#: table; from it every serving release takes the policy lock as the schema's advisory gate, and
+#: this release locks no policy row, which is only safe beside such releases (ADR 0067), so
+#: ``oldest`` is 0015.
+SERVED = SchemaRange(oldest="0015", newest="0016")
 
 
 def _database_problem(error: BaseException) -> str:

@@ -78,11 +78,19 @@ LEDGER_ACCESS: Mapping[str, TableAccess] = {
     "admission_tickets": _RECORD,
     "recovery_actions": _RECORD,
     "reconciliations": _RECORD,
-    # a policy write inserts a new revision; admissions and fenced writes lock the newest row
+    # a policy write inserts a new revision; since ADR 0067 no statement of this release locks
+    # a row (the policy lock is an advisory gate): the lock column stays granted for the release
+    # before it, which still locks the newest row while a rolling upgrade runs both
     "policy_revisions": TableAccess(insert=True, lock_column="revision"),
     # written by migration 0012 and an operator's declaration only; the ledger reads it
     "unsigned_prefixes": TableAccess(),
 }
+
+#: Grants no statement of this release uses, kept because the release before it runs beside it
+#: during a rolling upgrade and needs them; the migration of the release after this one takes
+#: them back (expand/contract, ADR 0020). (table, kind) as tests/ledger/test_table_access.py
+#: names a use: the previous release locks the newest policy revision (ADR 0067).
+KEPT_FOR_THE_PREVIOUS_RELEASE: frozenset[tuple[str, str]] = frozenset({("policy_revisions", "LOCK")})
 
 #: Alembic's bookkeeping: the ledger reads the schema revision (its readiness check).
 MIGRATOR_TABLES: Mapping[str, TableAccess] = {"alembic_version": TableAccess()}

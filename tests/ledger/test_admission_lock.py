@@ -30,8 +30,8 @@ NOTE = "appended while the admission read"
 
 
 def _is_policy_lock(statement: str) -> bool:
-    locking = "FOR UPDATE" in statement or "FOR SHARE" in statement
-    return locking and "FROM policy_revisions" in statement
+    # the policy lock is the schema's advisory gate, joined to the read of the newest revision
+    return "pg_advisory_xact_lock" in statement and "FROM policy_revisions" in statement
 
 
 @contextmanager

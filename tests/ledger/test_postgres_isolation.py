@@ -212,6 +212,33 @@ def test_fenced_writes_share_the_policy_lock_and_a_policy_write_is_not_overtaken
         exclusive.dispose()
 
 
+def _policy_row_lockers(engine: Engine) -> list[str]:
+    """Each policy revision's ``xmax``: 0 for a row no transaction ever locked or deleted (a
+    lock leaves its locker's id, or a MultiXact's when several shared it, and a WAL record)."""
+    with engine.connect() as connection:
+        rows = connection.execute(
+            text("SELECT xmax::text FROM policy_revisions ORDER BY revision")
+        ).scalars()
+        return list(rows)
+
+
+def test_the_policy_lock_locks_no_policy_row(clients: LedgerClients, engine: Engine) -> None:
+    """ADR 0067: the policy lock is the schema's advisory gate alone. A policy write, an
+    admission and fenced writes' shared locks leave every revision's row as it was inserted:
+    each held lock on the one row every writer reads cost a WAL record on its page, and two
+    holders at once a MultiXact."""
+    assert _policy_row_lockers(engine) == ["0"]
+    [request] = _requests(clients, runs=1, cap=5)  # a policy write, then an admission
+    assert commit(clients, request).created
+    with engine.connect() as first, first.begin():
+        policy_rows.lock_current_policy(first, shared=True)
+        with engine.connect() as second, second.begin():
+            policy_rows.lock_policy_row(second, shared=True)  # a fenced write's first statement
+    with engine.connect() as connection, connection.begin():
+        policy_rows.lock_current_policy(connection)  # a recovery's or reconciliation's
+    assert _policy_row_lockers(engine) == ["0", "0"]
+
+
 # --- timeouts ----------------------------------------------------------------------------------
 
 

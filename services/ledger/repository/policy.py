@@ -57,26 +57,30 @@ SCHEMA_KEY = func.hashtext(func.current_schema())
 
 
 def _locking(*, shared: bool, gated: bool) -> Select[Any]:
-    """The current revision locked FOR UPDATE, or FOR SHARE (``shared``: the fenced worker
-    writes, which a policy write must wait for but which need not wait for each other; ADR 0014,
-    "The policy lock of the fenced writes").
+    """The current revision under the policy lock: exclusive, or shared (``shared``: admissions
+    and the fenced worker writes, which a policy write must wait for but which need not wait for
+    each other; ADR 0014, "The policy lock of the fenced writes"; ADR 0049).
 
-    ``gated`` (PostgreSQL): the statement first takes the schema's advisory gate lock in the
-    same mode (a joined one-row subquery, so it is held before the row is locked). A row share
-    lock joins the holders of a share lock even while an exclusive waiter queues, so a steady
-    stream of fenced writes could keep a policy write or an admission waiting for a gap; the
-    lock manager queues a share request behind a waiting exclusive one. Locking the row as well
-    keeps the older replicas of a rolling upgrade, which lock the row only, excluded."""
+    ``gated`` (PostgreSQL): the lock is the schema's transaction-scoped advisory gate, taken in
+    that mode by a joined one-row subquery of the statement that reads the row. The lock manager
+    queues a share request behind a waiting exclusive one, where a row share lock would join its
+    holders, and the gate writes nothing: the row itself is not locked since ADR 0067 (a share
+    lock on the one row every writer reads made a MultiXact and a WAL record on its page for
+    each holder). The release before it took both, and every release that serves revision 0015
+    takes the gate, so mixed releases exclude each other by the gate alone. The statement's
+    snapshot may predate a wait for a policy write: the caller confirms the revision in a later
+    statement (:func:`lock_current_policy`, or NEWEST_POLICY_REVISION in the fenced writes').
+
+    Ungated (SQLite): BEGIN IMMEDIATE already serializes every writer."""
     if not gated:
-        return _CURRENT.with_for_update(read=shared)
+        return _CURRENT
     take = func.pg_advisory_xact_lock_shared if shared else func.pg_advisory_xact_lock
     gate = select(take(POLICY_GATE_CLASS, SCHEMA_KEY).label("taken")).subquery("policy_gate")
     return (
         select(policy_revisions)
         .select_from(policy_revisions.join(gate, true()))
         .order_by(policy_revisions.c.revision.desc())
-        .limit(1)
-        .with_for_update(read=shared, of=policy_revisions)
+        .limit(literal_column("1"))
     )
 
 
@@ -165,11 +169,11 @@ def _lock(
 
 
 def lock_current_policy(connection: Connection, *, shared: bool = False) -> PolicyRevision:
-    """The current policy, row-locked on PostgreSQL: admissions, recoveries, reconciliations and
-    policy writes serialize on it (FOR UPDATE), so caps and revocations are checked against
-    committed state. ``shared`` (the fenced worker writes: claims, command charges, own records,
-    completions, failures) takes FOR SHARE: no policy write commits until the holder does, but
-    the holders do not wait for each other (ADR 0014).
+    """The current policy under the policy lock (PostgreSQL: the schema's advisory gate, ADR
+    0067): recoveries, reconciliations and policy writes take it exclusively, so caps and
+    revocations are checked against committed state. ``shared`` (admissions and the fenced
+    worker writes: claims, command charges, own records, completions, failures): no policy write
+    commits until the holder does, but the holders do not wait for each other (ADR 0014, 0049).
 
     A policy write inserts a new revision instead of updating one, so a transaction that waited
     for the lock may hold a revision that was superseded meanwhile; under READ COMMITTED each new
@@ -190,9 +194,9 @@ def lock_current_policy_counting_due(
 
 
 def lock_policy_row(connection: Connection, *, shared: bool) -> PolicyRevision:
-    """The newest revision as this statement saw it, locked: one statement, without the re-read
-    of :func:`lock_current_policy` (a caller that waited may hold a superseded revision; it must
-    compare NEWEST_POLICY_REVISION read in a later statement, as the fenced writes do)."""
+    """The newest revision as this statement saw it, under the lock: one statement, without the
+    re-read of :func:`lock_current_policy` (a caller that waited may hold a superseded revision;
+    it must compare NEWEST_POLICY_REVISION read in a later statement, as the fenced writes do)."""
     statement = _LOCKING[shared, connection.dialect.name == "postgresql"]
     rows = fetch(connection, statement)
     if not rows:

@@ -348,10 +348,11 @@ def seal_after(
 def lock_policy(
     connection: Connection, *, shared: bool = False, confirmed: bool = True
 ) -> PolicyRevision:
-    """Lock the current policy row; writers that judge the policy serialize on it, the fenced
-    worker writes (``shared``) only against the exclusive holders (policy writes, admissions,
-    recoveries, reconciliations; ADR 0014). ``confirmed`` false: the locked row without the
-    re-read that confirms it is still the newest (the caller confirms it in a later statement:
+    """Take the policy lock and read the current policy; writers that judge the policy serialize
+    on it, the shared holders (``shared``: admissions and the fenced worker writes) only against
+    the exclusive ones (policy writes, recoveries, reconciliations; ADR 0014, 0049, 0067).
+    ``confirmed`` false: the row read under the lock without the re-read that confirms it is
+    still the newest (the caller confirms it in a later statement:
     execution_rules.lock_for_fenced_write). The wait is the policy-lock histogram operators
     watch for contention across replicas."""
     start = time.perf_counter()

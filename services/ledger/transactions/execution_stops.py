@@ -161,7 +161,7 @@ class Expiry:
         self, connection: Connection, *, shared: bool = False
     ) -> tuple[PolicyRevision, str]:
         """The first step of a transaction that confirms the lock in its own next statement
-        (the admission's reads, tickets.admission_reads): the policy row locked as this
+        (the admission's reads, tickets.admission_reads): the policy under the lock as this
         statement saw it, without the re-read, and the time the due leases are to be counted
         at. Nothing is swept: a transaction whose next statement finds the locked revision
         superseded, or leases due, calls :meth:`lock_policy`, which re-reads and sweeps."""
