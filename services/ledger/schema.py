@@ -98,6 +98,12 @@ policy_revisions = Table(
     Column("updated_by", String(256), nullable=False),
     Column("updated_at", String(40), nullable=False),
     Column("digest", String(80), nullable=False),
+    # Written by migration 0015 (PostgreSQL): the schema from which no statement locks a row here.
+    comment=(
+        "Immutable policy revisions. From schema revision 0015 the policy lock is the "
+        "transaction-scoped advisory gate of the schema alone (ADR 0067); no ledger statement "
+        "locks these rows."
+    ),
 )
 
 execution_requests = Table(

@@ -242,7 +242,6 @@ def test_the_scan_finds_the_statements_it_must() -> None:
         ("execution_requests", "UPDATE"),
         ("journal_entries", "INSERT"),
         ("signed_heads", "INSERT"),
-        ("policy_revisions", "LOCK"),
         ("execution_requests", "LOCK"),
         ("runs", "LOCK"),
     } <= used

@@ -27,9 +27,11 @@ down_revision = "0014"
 branch_labels = None
 depends_on = None
 
+# No quote inside: the text is written into the statement as a literal.
 _COMMENT = (
-    "Immutable policy revisions. From schema revision 0015 the policy lock is the schema's "
-    "transaction-scoped advisory gate alone (ADR 0067); no ledger statement locks these rows."
+    "Immutable policy revisions. From schema revision 0015 the policy lock is the "
+    "transaction-scoped advisory gate of the schema alone (ADR 0067); no ledger statement "
+    "locks these rows."
 )
 
 
