@@ -90,7 +90,9 @@ LEDGER_ACCESS: Mapping[str, TableAccess] = {
 #: during a rolling upgrade and needs them; the migration of the release after this one takes
 #: them back (expand/contract, ADR 0020). (table, kind) as tests/ledger/test_table_access.py
 #: names a use: the previous release locks the newest policy revision (ADR 0067).
-KEPT_FOR_THE_PREVIOUS_RELEASE: frozenset[tuple[str, str]] = frozenset({("policy_revisions", "LOCK")})
+KEPT_FOR_THE_PREVIOUS_RELEASE: frozenset[tuple[str, str]] = frozenset(
+    {("policy_revisions", "LOCK")}
+)
 
 #: Alembic's bookkeeping: the ledger reads the schema revision (its readiness check).
 MIGRATOR_TABLES: Mapping[str, TableAccess] = {"alembic_version": TableAccess()}
