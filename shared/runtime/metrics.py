@@ -53,7 +53,7 @@ RPC_SECONDS = prometheus_client.Histogram(
 # --- the ledger -----------------------------------------------------------------------------
 POLICY_LOCK_WAIT = prometheus_client.Histogram(
     "forge_ledger_policy_lock_wait_seconds",
-    "Time a write transaction waited for the current policy row lock (PostgreSQL; on SQLite "
+    "Time a write transaction waited for the policy lock (PostgreSQL; on SQLite "
     "BEGIN IMMEDIATE already serialized the writer, so this is the read alone)",
     buckets=LATENCY_BUCKETS,
 )

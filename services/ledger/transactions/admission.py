@@ -93,7 +93,7 @@ def _admit(
     # Before the lock: the journal rows and stored bytes the checks judge (they decide nothing
     # yet; what the policy lock covers is kept short, since a policy write waits for it).
     early = _read_before_lock(connection, admission)
-    # 9.1 lock the current policy row, shared (ADR 0049): a policy write cannot commit until
+    # 9.1 take the policy lock, shared (ADR 0049, 0067): a policy write cannot commit until
     # this one does, but admissions do not wait for each other or for the fenced worker writes.
     # What else an exclusive lock kept steady, they get elsewhere: the run's own rows from the
     # journal chain (9.10 inserts after the head 9.2's read returned with them, so a concurrent

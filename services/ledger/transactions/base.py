@@ -96,7 +96,7 @@ UNIQUE_CONFLICT = "unique_conflict"
 
 class RetryCounts:
     """How many transactions were run again, by cause ("unique_conflict" or the SQLSTATE):
-    what the operator watches for contention on one run or on the policy row."""
+    what the operator watches for contention on one run or on the policy lock."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -44,7 +44,7 @@ def complete(
     refuses every worker write; actor loss does not, a completion dispatches nothing (ADR 0014)."""
     check_final_output_digest(final_output_digest)
     with context.engine.begin() as connection:
-        # the lock order of every fenced write: the policy row, then the request row
+        # the lock order of every fenced write: the policy lock, then the request row
         policy, record = lock_for_fenced_write(connection, execution_request_id)
         # 12 claimed, current generation, the caller owns it, the lease is in time
         check_worker_write(record, worker, generation, context.clock())

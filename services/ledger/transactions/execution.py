@@ -137,7 +137,7 @@ def _claim(
     owner_instance: OwnerInstance | None,
 ) -> tuple[ExecutionRequestRecord, StoredEntry]:
     with context.engine.begin() as connection:
-        # 11.1 lock the policy row and the request row
+        # 11.1 take the policy lock and lock the request row
         policy, record = lock_for_fenced_write(connection, execution_request_id)
         # 11.2 only a queued request is claimed; a claimed one is never requeued, an expired
         # one keeps the reason its lease gives

@@ -64,7 +64,7 @@ def request_not_found(execution_request_id: str) -> NotFound:
 def lock_for_fenced_write(
     connection: Connection, execution_request_id: str
 ) -> tuple[PolicyRevision, ExecutionRequestRecord]:
-    """The lock order of every fenced write: the policy row (shared, ADR 0014), then the request
+    """The lock order of every fenced write: the policy lock (shared, ADR 0014), then the request
     row. The statement that locks the request also reads the newest policy revision, which
     replaces the policy lock's own re-read: one statement fewer. A revision committed while
     this transaction waited for the policy lock makes it lock the newest one then (rare; the

@@ -138,7 +138,7 @@ def sweep_on_schedule(context: LedgerContext) -> list[ExecutionRequestRecord]:
 
 class Expiry:
     """The lazy sweep inside every transaction that counts queued requests (admission, recovery,
-    reconciliation): its first step locks the policy row and, in the same statements, counts the
+    reconciliation): its first step takes the policy lock and, in the same statements, counts the
     queued requests whose lease ran out; when there are any, they expire (:func:`_expire`) in
     that transaction before anything is judged or counted. ``expired`` holds what the last run
     of the transaction expired; a transaction that raised rolled it back with everything else,

@@ -310,7 +310,7 @@ def _check_worker_append(
             "entries naming execution_request_id and lease_generation",
             metadata={"identity": worker, "kind": kind.value},
         )
-    # the lock order of every fenced write: the policy row, then the request row
+    # the lock order of every fenced write: the policy lock, then the request row
     policy, record = lock_for_fenced_write(connection, execution_request_id)
     if record.run_id != run_id:
         raise PermissionDenied(

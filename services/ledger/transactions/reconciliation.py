@@ -124,7 +124,7 @@ def _reconcile(
     request: ReconcileInput,
     expiry: Expiry,
 ) -> Reconciled:
-    # C.1 lock the current policy row (writers that judge it serialize on it); queued requests
+    # C.1 take the policy lock (writers that judge the policy serialize on it); queued requests
     # whose lease ran out expire first
     policy = expiry.lock_policy(connection)
     # C.2 idempotency by reconciliation_id

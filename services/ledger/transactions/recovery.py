@@ -113,7 +113,7 @@ def _recover(
     recovery: RecoveryInput,
     expiry: Expiry,
 ) -> Recovery:
-    # R.1 lock the current policy row; queued requests whose lease ran out expire first
+    # R.1 take the policy lock; queued requests whose lease ran out expire first
     policy = expiry.lock_policy(connection)
     # R.2 idempotency by recovery_id, then one recovery per request and workflow
     for stored in (

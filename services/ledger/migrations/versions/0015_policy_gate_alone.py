@@ -2,8 +2,9 @@
 
 This migration changes no table, column or grant. It is the revision from which every release
 that serves the schema takes the policy lock as the schema's advisory gate (a class and a hash
-of ``current_schema()``): the releases before revision 0014's had no per-schema key, and they
-were kept out only because every release also locked the newest ``policy_revisions`` row. A
+of ``current_schema()``): some releases that serve revision 0014 take the gate with a
+server-wide key instead (before the schema key of 2026-12-06), and they were kept out only
+because every release also locked the newest ``policy_revisions`` row. A
 release that serves this revision and no older one (``schema_revisions.SERVED``) runs only beside
 releases that take the gate in the same modes, so it can stop locking the row. On PostgreSQL it
 records that on the table, where an operator reading the schema sees it; SQLite has no row locks
