@@ -161,9 +161,12 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
         self, request: execution_pb2.ListExecutionRequestsRequest, context: grpc.ServicerContext
     ) -> execution_pb2.ListExecutionRequestsResponse:
         states = tuple(state_from_proto(value) for value in request.states)
-        records = self._ledger.list_execution_requests(request.run_id, states)
+        records, read_at = self._ledger.list_execution_requests(request.run_id, states)
+        ledger_time = Timestamp()
+        ledger_time.FromDatetime(read_at)
         return execution_pb2.ListExecutionRequestsResponse(
-            execution_requests=[execution_request_to_proto(r) for r in records]
+            execution_requests=[execution_request_to_proto(r) for r in records],
+            ledger_time=ledger_time,
         )
 
     def ListAllExecutionRequests(

@@ -22,7 +22,9 @@ class ExecutionRequests(LedgerBase):
 
     def list_execution_requests(
         self, run_id: str, states: tuple[RequestState, ...]
-    ) -> list[ExecutionRequestRecord]:
+    ) -> tuple[list[ExecutionRequestRecord], datetime]:
+        """The run's requests and the ledger's time of the read (on the ledger's clock,
+        ADR 0057)."""
         return execution.list_for_run(self._context, run_id, states)
 
     def get_execution_request(self, execution_request_id: str) -> ExecutionRequestRecord:

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
 from playwright.sync_api import Page, expect
 
 from services.demo.continuation import COMMANDS, start_reference_worker, worker_environment
@@ -118,6 +120,32 @@ def test_the_lease_counts_down_from_the_served_expiry(page: Page, gateway: Runni
     page.clock.fast_forward("02:00")
     expect(lease).not_to_contain_text(re.compile(rf"\b{before // 60}:{before % 60:02d} left"))
     assert before - 125 <= left() <= before - 120
+
+
+@pytest.mark.parametrize("browser_off", [3600, -3600], ids=["browser-ahead", "browser-behind"])
+def test_the_lease_counts_down_on_the_ledgers_clock_not_the_browsers(
+    page: Page, gateway: RunningGateway, browser_off: int
+) -> None:
+    """An operator's laptop an hour off shows what the ledger would say is left of the lease:
+    not "expired" an hour early, not more than the lease an hour late (ADR 0057)."""
+    run_id = f"run-console-lease-{'ahead' if browser_off > 0 else 'behind'}"
+    queued = admitted(gateway, run_id)
+    expires = datetime.fromisoformat(queued["lease"]["expires_at"].replace("Z", "+00:00"))
+    before = datetime.now(UTC)
+    page.clock.install(time=before + timedelta(seconds=browser_off))
+    open_run(page, gateway, run_id, "reader-token")
+    lease = page.locator("#timeline-lease")
+    expect(lease).to_contain_text(re.compile(r"\d:\d\d left of"))
+    found = re.search(r"(?:(\d+):)?(\d+):(\d\d) left of", lease.inner_text())
+    after = datetime.now(UTC)
+    assert found, lease.inner_text()
+    hours, minutes, seconds = (int(g or 0) for g in found.groups())
+    shown = hours * 3600 + minutes * 60 + seconds
+    # never more than the ledger could say while the page was open; less by no more than the
+    # listing's call took
+    most, least = (expires - before).total_seconds(), (expires - after).total_seconds()
+    assert least - 30 <= shown <= most, (shown, least, most)
+    assert most < abs(browser_off)  # counted on the browser's clock, it would read wrong
 
 
 def test_the_summary_says_what_the_run_is_in_each_state(

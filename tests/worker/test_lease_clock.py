@@ -1,6 +1,7 @@
 """The worker measures its lease on the ledger's clock (ADR 0057): the claim answers the ledger's
 time, and the worker counts what was left of the lease then from the moment it sent the claim,
-on its monotonic clock. Its own wall clock never enters the bound, so a worker host behind the
+on its monotonic clock (a listing of a run's requests answers the ledger's time too, for the
+console's countdown). Its own wall clock never enters the bound, so a worker host behind the
 ledger's clock starts no effect after the lease ended and one ahead does not stop early.
 
 The arithmetic (hypothesis, over every skew of the three clocks and every delay of the request
@@ -205,11 +206,19 @@ def test_the_ledger_answers_its_own_time_of_the_claim_and_of_a_read(
                 execution_request_id=answer.execution_request.execution_request_id
             )
         )
+        # the console counts a lease down from the listing's time (run.js: ledgerNow)
+        listed = continuation.execution().ListExecutionRequests(
+            execution_pb2.ListExecutionRequestsRequest(run_id=answer.execution_request.run_id)
+        )
         after = ledger_clock()
     finally:
         port.close()
     claimed_at = answer.ledger_time.ToDatetime(UTC)
     read_at = read.ledger_time.ToDatetime(UTC)
-    # the claim's time is the one it stamped on the request; the read's follows it
+    listed_at = listed.ledger_time.ToDatetime(UTC)
+    # the claim's time is the one it stamped on the request; the reads' follow it
     assert answer.ledger_time == answer.execution_request.updated_at
-    assert before <= claimed_at <= read_at <= after
+    assert before <= claimed_at <= read_at <= listed_at <= after
+    assert [r.execution_request_id for r in listed.execution_requests] == [
+        answer.execution_request.execution_request_id
+    ]

@@ -91,14 +91,16 @@ def read_with_time(
 
 def list_for_run(
     context: LedgerContext, run_id: str, states: tuple[RequestState, ...]
-) -> list[ExecutionRequestRecord]:
+) -> tuple[list[ExecutionRequestRecord], datetime]:
+    """The run's requests as they read now, and the ledger's time of that read: what a reader
+    showing what is left of a lease counts from (ADR 0057)."""
     check_identifier("run_id", run_id)
     now = context.clock()
     with context.read() as connection:
         existing_run(connection, run_id)
         stored = request_rows.list_execution_requests(connection, run_id, states_to_read(states))
     read = [as_read(record, now) for record in stored]
-    return [record for record in read if not states or record.state in states]
+    return [record for record in read if not states or record.state in states], now
 
 
 @retry_on_unique_conflict

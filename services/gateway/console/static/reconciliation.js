@@ -11,7 +11,7 @@ import {
   inFlight, leaseBoundsRows, loadAction, newIdentity, note, readBack, saveAction, seqLink, shortName, stateName,
   submitOnce,
 } from "./common.js";
-import { page } from "./run.js";
+import { ledgerNow, page } from "./run.js";
 
 const CLAIMED = "EXECUTION_REQUEST_STATE_CLAIMED";
 const DECIDED = ["EXECUTION_REQUEST_STATE_RECONCILED", "EXECUTION_REQUEST_STATE_UNRESOLVED"];
@@ -170,10 +170,11 @@ function snapshotView(snapshot) {
 }
 
 // A recorded, unexpired proof for this review's digest: only then does the ledger release the
-// claim without the administrator's acknowledgement that cessation is unproven (ADR 0045).
+// claim without the administrator's acknowledgement that cessation is unproven (ADR 0045). A
+// proof expires on the ledger's clock, not the browser's.
 function cessationProven(snapshot) {
   return (snapshot.verifications || []).some((v) => v.reconciliation_digest === snapshot.reconciliation_digest
-    && v.cessation_verified && Date.parse(v.expires_at) > Date.now());
+    && v.cessation_verified && Date.parse(v.expires_at) > ledgerNow());
 }
 
 function verificationsView(items) {

@@ -10,7 +10,7 @@ import {
 
 // grantableLease: the lease window a grant made now may carry, as the ledger computes it with its
 // one lease-bound rule (the run answer's grantable_lease_seconds); the console keeps no copy.
-export const page = { runId: "", run: null, grantableLease: null, policy: null, usage: null, requests: [] };
+export const page = { runId: "", run: null, grantableLease: null, policy: null, usage: null, requests: [], ledgerOffset: 0 };
 export const runPath = () => `${API}/runs/${encodeURIComponent(page.runId)}`;
 export const requestPath = (requestId) =>
   `${runPath()}/invalid-read-continuity/requests/${encodeURIComponent(requestId)}`;
@@ -44,13 +44,22 @@ export async function loadFacts() {
   return true;
 }
 
+// The ledger's clock as this page reads it now. Leases and proofs end on the ledger's clock
+// (ADR 0057), not on the browser's: the offset is the ledger's time of the newest listing of the
+// requests less the browser's time when that listing was sent, so what is shown as left of a
+// lease is never more than the ledger would say, whatever the browser's clock says.
+export const ledgerNow = () => Date.now() + page.ledgerOffset;
+
 export async function loadRecords() {
+  const sent = Date.now();
   const [requests, usage, journal] = await Promise.all([
     call("GET", `${runPath()}/execution-requests`),
     call("GET", `${runPath()}/command-usage`),
     call("GET", `${runPath()}/journal?page_size=1000`),
   ]);
   page.requests = requests.outcome === "ok" ? requests.json.execution_requests : [];
+  const ledgerTime = Date.parse(requests.outcome === "ok" ? requests.json.ledger_time || "" : "");
+  if (!Number.isNaN(ledgerTime)) page.ledgerOffset = ledgerTime - sent;
   const canCancel = await cancelPermitted();
   const rows = page.requests.map((r) =>
     el("tr", { id: `er-${r.execution_request_id}` },

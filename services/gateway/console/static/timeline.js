@@ -5,7 +5,7 @@
 // It reads only; the services decide every state it shows.
 
 import { badge, code, el, erLink, note, seqLink, shortName, stateName, token } from "./common.js";
-import { page, runPath } from "./run.js";
+import { ledgerNow, page, runPath } from "./run.js";
 
 const K = "JOURNAL_ENTRY_KIND_";
 // Entries that start the execution record: an admission or a recovery (each settles the hold and
@@ -147,7 +147,7 @@ function leaseText() {
   if (!LIVE.includes(current.state)) return `no live lease: ${current.execution_request_id} is ${stateName(current.state)}`;
   const expires = Date.parse(current.lease.expires_at || "");
   if (Number.isNaN(expires)) return `${current.lease.seconds} s at generation ${current.lease.generation}`;
-  const left = (expires - Date.now()) / 1000;
+  const left = (expires - ledgerNow()) / 1000;  // on the ledger's clock, not the browser's
   const what = current.state === "EXECUTION_REQUEST_STATE_QUEUED" ? "to be claimed" : `held by ${current.owner || "the worker"}`;
   return left > 0
     ? `${clock(left)} left of ${current.lease.seconds} s (${what}, generation ${current.lease.generation}, until ${current.lease.expires_at})`

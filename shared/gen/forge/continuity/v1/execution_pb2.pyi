@@ -792,18 +792,28 @@ class ListExecutionRequestsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     EXECUTION_REQUESTS_FIELD_NUMBER: _builtins.int
+    LEDGER_TIME_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def execution_requests(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.ExecutionRequest]:
         """The requests, oldest first."""
+
+    @_builtins.property
+    def ledger_time(self) -> _timestamp_pb2.Timestamp:
+        """The ledger's time when it read the requests, on the clock it measures leases on (as
+        GetExecutionRequestResponse.ledger_time, ADR 0057): a reader that shows what is left of a
+        lease counts expires_at minus ledger_time from the moment it sent this request, whatever its
+        own wall clock says. Unset from a ledger of an earlier release.
+        """
 
     def __init__(
         self,
         *,
         execution_requests: _abc.Iterable[_common_pb2.ExecutionRequest] | None = ...,
+        ledger_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ledger_time", b"ledger_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_requests", b"execution_requests"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_requests", b"execution_requests", "ledger_time", b"ledger_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
