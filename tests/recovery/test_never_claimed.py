@@ -118,8 +118,11 @@ def refused_with_nothing_written(
     stack: Stack, engine: Engine, call: Callable[[], object], reason: str
 ) -> DomainError:
     before = row_counts(engine), kinds(stack)
-    queued = execution(stack, "reader-token").ListExecutionRequests(
-        execution_pb2.ListExecutionRequestsRequest(run_id="run-1")
+    # the requests, not the answer: its ledger_time is the time of each read
+    queued = (
+        execution(stack, "reader-token")
+        .ListExecutionRequests(execution_pb2.ListExecutionRequestsRequest(run_id="run-1"))
+        .execution_requests
     )
     code = {
         "RECOVERY_ID_CONFLICT": AE,
@@ -134,9 +137,9 @@ def refused_with_nothing_written(
     error = expect_error(code, reason, call)
     assert (row_counts(engine), kinds(stack)) == before
     assert (
-        execution(stack, "reader-token").ListExecutionRequests(
-            execution_pb2.ListExecutionRequestsRequest(run_id="run-1")
-        )
+        execution(stack, "reader-token")
+        .ListExecutionRequests(execution_pb2.ListExecutionRequestsRequest(run_id="run-1"))
+        .execution_requests
         == queued
     )
     return error
