@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -44,6 +46,13 @@ def certification_to_proto(found: Certification) -> execution_pb2.CompletionCert
         open_intent_call_ids=found.open_intent_call_ids,
         reconciliation_marker_sequences=found.reconciliation_marker_sequences,
     )
+
+
+def _stamp(read_at: datetime) -> Timestamp:
+    """The ledger's time of a read (``ledger_time``, ADR 0057) as a Timestamp."""
+    stamp = Timestamp()
+    stamp.FromDatetime(read_at)
+    return stamp
 
 
 def presented_source(
@@ -151,10 +160,8 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
         self, request: execution_pb2.GetExecutionRequestRequest, context: grpc.ServicerContext
     ) -> execution_pb2.GetExecutionRequestResponse:
         record, read_at = self._ledger.read_execution_request(request.execution_request_id)
-        ledger_time = Timestamp()
-        ledger_time.FromDatetime(read_at)
         return execution_pb2.GetExecutionRequestResponse(
-            execution_request=execution_request_to_proto(record), ledger_time=ledger_time
+            execution_request=execution_request_to_proto(record), ledger_time=_stamp(read_at)
         )
 
     def ListExecutionRequests(
@@ -162,11 +169,9 @@ class ExecutionServicer(execution_pb2_grpc.ExecutionServiceServicer):
     ) -> execution_pb2.ListExecutionRequestsResponse:
         states = tuple(state_from_proto(value) for value in request.states)
         records, read_at = self._ledger.list_execution_requests(request.run_id, states)
-        ledger_time = Timestamp()
-        ledger_time.FromDatetime(read_at)
         return execution_pb2.ListExecutionRequestsResponse(
             execution_requests=[execution_request_to_proto(r) for r in records],
-            ledger_time=ledger_time,
+            ledger_time=_stamp(read_at),
         )
 
     def ListAllExecutionRequests(

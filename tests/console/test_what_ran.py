@@ -12,7 +12,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from services.demo.continuation import COMMANDS, start_reference_worker, worker_environment
 from services.demo.scripted_provider import ScriptedProvider, reference_script
@@ -101,6 +101,14 @@ def test_the_timeline_follows_a_real_worker_run_live(
     screenshot(page, gateway, "timeline-completed-phone")
 
 
+def seconds_left(lease: Locator) -> int:
+    """The countdown the lease line shows ("h:mm:ss left of" or "m:ss left of"), in seconds."""
+    found = re.search(r"(?:(\d+):)?(\d+):(\d\d) left of", lease.inner_text())
+    assert found, lease.inner_text()
+    hours, minutes, seconds = (int(g or 0) for g in found.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
 def test_the_lease_counts_down_from_the_served_expiry(page: Page, gateway: RunningGateway) -> None:
     run_id = "run-console-lease"
     queued = admitted(gateway, run_id)
@@ -108,18 +116,11 @@ def test_the_lease_counts_down_from_the_served_expiry(page: Page, gateway: Runni
     open_run(page, gateway, run_id, "reader-token")
     lease = page.locator("#timeline-lease")
     expect(lease).to_contain_text(f"until {queued['lease']['expires_at']}")
-
-    def left() -> int:
-        found = re.search(r"(?:(\d+):)?(\d+):(\d\d) left of", lease.inner_text())
-        assert found, lease.inner_text()
-        hours, minutes, seconds = (int(g or 0) for g in found.groups())
-        return hours * 3600 + minutes * 60 + seconds
-
-    before = left()
+    before = seconds_left(lease)
     assert 0 < before <= int(queued["lease"]["seconds"])
     page.clock.fast_forward("02:00")
     expect(lease).not_to_contain_text(re.compile(rf"\b{before // 60}:{before % 60:02d} left"))
-    assert before - 125 <= left() <= before - 120
+    assert before - 125 <= seconds_left(lease) <= before - 120
 
 
 @pytest.mark.parametrize("browser_off", [3600, -3600], ids=["browser-ahead", "browser-behind"])
@@ -136,11 +137,8 @@ def test_the_lease_counts_down_on_the_ledgers_clock_not_the_browsers(
     open_run(page, gateway, run_id, "reader-token")
     lease = page.locator("#timeline-lease")
     expect(lease).to_contain_text(re.compile(r"\d:\d\d left of"))
-    found = re.search(r"(?:(\d+):)?(\d+):(\d\d) left of", lease.inner_text())
+    shown = seconds_left(lease)
     after = datetime.now(UTC)
-    assert found, lease.inner_text()
-    hours, minutes, seconds = (int(g or 0) for g in found.groups())
-    shown = hours * 3600 + minutes * 60 + seconds
     # never more than the ledger could say while the page was open; less by no more than the
     # listing's call took
     most, least = (expires - before).total_seconds(), (expires - after).total_seconds()
