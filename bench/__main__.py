@@ -46,7 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import figures, floors, followers, policy_lock, summary, worker_path
+from bench import figures, floors, followers, policy_lock, runtime_floor, summary, worker_path
 from bench.listing import listing_latency
 from bench.paired import in_turn, printed
 from bench.plot import plot_candidate_latency
@@ -84,16 +84,18 @@ def _scaled(value: int, scale: float, least: int = 1) -> int:
 
 
 def admission_figure(
-    clients: figures.Clients, baseline: Baseline, statements: Baseline, scale: float
+    clients: figures.Clients, baseline: Baseline, statements: Baseline, scale: float, url: str
 ) -> dict[str, Any]:
-    """Figure 1 over its rounds, each beside the baseline, the six-hop floor and the six-hop
+    """Figure 1 over its rounds, each beside the baseline, the six-hop floor, the six-hop
     statement floor (``statements``: a bare server whose transaction runs the admission's
-    statements, floors.ADMISSION_STATEMENTS)."""
+    statements, floors.ADMISSION_STATEMENTS) and the two floors of the admission's own call
+    graph over ``url`` (bench.runtime_floor: bare, and on the services' runtime)."""
     floor_calls = _scaled(100, scale, 10)
     with (
         hop_floor(baseline, floors.ADMISSION_HOPS) as chain,
         hop_floor(baseline, floors.ADMISSION_HOPS_NOW) as crossed,
         hop_floor(statements, floors.ADMISSION_HOPS) as statement_chain,
+        runtime_floor.admission_floors(url) as call_graph,
     ):
 
         def admission_round(index: int) -> dict[str, Any]:
@@ -102,7 +104,7 @@ def admission_figure(
             # held runs are seeded before the round's first timed window, so the floors and the
             # admissions are timed back to back (bench.paired).
             prepared = figures.admissions_to_time(clients, floor_calls, f"bench-admit-{index}")
-            floor, six_hops, measured, five_hops, statement_hops = in_turn(
+            floor, six_hops, measured, five_hops, statement_hops, bare, runtime = in_turn(
                 index,
                 [
                     lambda: figures.baseline_floor(baseline, floor_calls),
@@ -110,6 +112,8 @@ def admission_figure(
                     lambda: figures.admitted(clients, prepared, floor_calls),
                     lambda: figures.baseline_floor(crossed, floor_calls),
                     lambda: figures.baseline_floor(statement_chain, floor_calls),
+                    lambda: runtime_floor.floor_calls(call_graph["bare"], floor_calls),
+                    lambda: runtime_floor.floor_calls(call_graph["runtime"], floor_calls),
                 ],
             )
             figure = floors.throughput_figure(measured, floor)
@@ -120,6 +124,8 @@ def admission_figure(
             figure["statement_floor"] = floors.statement_floor_figure(
                 statement_hops, six_hops, figure, floors.ADMISSION_STATEMENTS
             )
+            figure["bare_floor"] = floors.call_graph_floor_figure(bare, six_hops, figure)
+            figure["runtime_floor"] = floors.call_graph_floor_figure(runtime, six_hops, figure)
             return figure
 
         return floors.over_rounds(admission_round)
@@ -279,7 +285,7 @@ def measure_admission(scale: float) -> dict[str, Any]:
     ):
         clients = figures.Clients(running)
         clients.set_policy()
-        return {"admission": admission_figure(clients, baseline, statements, scale)}
+        return {"admission": admission_figure(clients, baseline, statements, scale, url)}
 
 
 def measure_candidate(scale: float) -> dict[str, Any]:
@@ -311,7 +317,7 @@ def measure(scale: float, rss_operations: int) -> dict[str, Any]:
         clients.set_policy()
         began = time.perf_counter()
         results["reconstruction"] = figures.reconstruction_latency(clients, _scaled(20, scale, 5))
-        results["admission"] = admission_figure(clients, baseline, admission_statements, scale)
+        results["admission"] = admission_figure(clients, baseline, admission_statements, scale, url)
         # Each later figure starts on a schema vacuumed and analyzed, as autovacuum would leave
         # it after the one before: thousands of admissions and appends leave dead rows a server
         # without autovacuum keeps (stack.vacuum_schema; what was dead is kept in the results).

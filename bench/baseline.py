@@ -54,7 +54,7 @@ def main() -> None:
     handle = (
         _relay(args.downstream, args.hops)
         if relaying
-        else _insert(args.database_url, args.statements)
+        else insert_handler(args.database_url, args.statements)
     )
 
     def noop(request: bytes, context: grpc.ServicerContext) -> bytes:
@@ -75,7 +75,9 @@ def main() -> None:
     server.stop(1).wait()
 
 
-def _insert(database_url: str, statements: int) -> Callable[[bytes, grpc.ServicerContext], bytes]:
+def insert_handler(
+    database_url: str, statements: int
+) -> Callable[[bytes, grpc.ServicerContext], bytes]:
     engine = create_engine(database_url, pool_size=WORKERS, max_overflow=0)
     _metadata.create_all(engine)
     calls = itertools.count()

@@ -75,9 +75,15 @@ ADMISSION_STATEMENTS = 5
 WORKER_STEP_STATEMENTS = 5
 
 
+def _cpu_by(measured: Mapping[str, Any]) -> Mapping[str, float]:
+    """A measured window's CPU per call (``Throughput.as_dict()``), by process."""
+    by: Mapping[str, float] = measured.get("cpu_ms_per_call", {}).get("by", {})
+    return by
+
+
 def _shares(measured: Mapping[str, Any]) -> dict[str, float]:
     """A measured window's CPU per call (``Throughput.as_dict()``), split into CPU_SHARES."""
-    return cpu_shares(measured.get("cpu_ms_per_call", {}).get("by", {}))
+    return cpu_shares(_cpu_by(measured))
 
 
 def cpu_beside(measured: Mapping[str, Any], floor: Throughput) -> dict[str, float]:
@@ -120,6 +126,30 @@ def statement_floor_figure(
     }
 
 
+# The processes whose CPU an admission's call-graph floor is compared with, process by process.
+CALL_GRAPH_PROCESSES = ("admission", "candidate", "ledger", POSTGRES, BENCH)
+
+
+def call_graph_floor_figure(
+    floor: Throughput, six_hops: Throughput, figure: dict[str, Any]
+) -> dict[str, Any]:
+    """A floor of the admission's own call graph (bench.runtime_floor: its four hops, its
+    messages, no domain work) beside the six-hop floor, and the admission beside it: its CPU
+    over the floor's, and what it spends beyond the floor's, process by process (ms a call)."""
+    mine, theirs = _cpu_by(figure["measured"]), _cpu_by(floor.as_dict())
+    attributed = figure["measured"].get("cpu_ms_per_call", {}).get("attributed", 0.0)
+    return {
+        "measured": floor.as_dict(),
+        "throughput_ratio": ratio(floor.per_second, six_hops.per_second),
+        "cpu_ratio": ratio(floor.cpu_ms_per_call, six_hops.cpu_ms_per_call),
+        "admission_cpu_ratio": ratio(attributed, floor.cpu_ms_per_call),
+        **{
+            f"admission_{name}_cpu_ms_beyond": round(mine.get(name, 0.0) - theirs.get(name, 0.0), 3)
+            for name in CALL_GRAPH_PROCESSES
+        },
+    }
+
+
 # Throughput figures are measured in this many paired rounds, each right beside its own
 # baselines: at 9 (5 before ADR 0063, 3 before round 5) a figure's spread is its second lowest
 # and second highest round, a 96.1 % interval for its median (bench.paired).
@@ -147,11 +177,19 @@ _STATEMENT_FLOOR_RATIOS = (
     *(f"{share}_cpu_ratio" for share in CPU_SHARES),
     "database_bound",
 )
+_CALL_GRAPH_FLOOR_RATIOS = (
+    "throughput_ratio",
+    "cpu_ratio",
+    "admission_cpu_ratio",
+    *(f"admission_{name}_cpu_ms_beyond" for name in CALL_GRAPH_PROCESSES),
+)
 # The floors a figure carries beside its baseline, with the ratios summarized in each.
 _NESTED_RATIOS = {
     "hop_floor": _FLOOR_RATIOS,
     "hops_crossed_floor": _FLOOR_RATIOS,
     "statement_floor": _STATEMENT_FLOOR_RATIOS,
+    "bare_floor": _CALL_GRAPH_FLOOR_RATIOS,
+    "runtime_floor": _CALL_GRAPH_FLOOR_RATIOS,
 }
 
 

@@ -160,6 +160,9 @@ class Tally:
     _local: threading.local = field(default_factory=threading.local)
     #: Where each counted call was made from: "<scope>: <kind> at <file>:<function>".
     sites: Counter[str] = field(default_factory=Counter)
+    #: The first counted request and response message of each gRPC hop (bench.runtime_floor
+    #: answers with them), kept as they are: serializing them here would count as work.
+    samples: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
     def add(self, scope: str, kind: str, frame: FrameType | None, *, counts: bool = True) -> str:
         site = f"{scope}: {kind} at {_site(frame)}"
@@ -237,6 +240,11 @@ class Tally:
                 hop["request bytes"] += sent
                 hop["response bytes"] += received
 
+    def sample(self, name: str, request: Any, response: Any) -> None:
+        if self.active:
+            with self.lock:
+                self.samples.setdefault(name, (request, response))
+
 
 class _CountingInterceptor(grpc.UnaryUnaryClientInterceptor):  # type: ignore[type-arg]
     """Counts each call's request and response size on one caller's channel."""
@@ -249,11 +257,14 @@ class _CountingInterceptor(grpc.UnaryUnaryClientInterceptor):  # type: ignore[ty
     ) -> Any:
         outcome = continuation(details, request)
         method = details.method.rsplit("/", 1)[-1]
+        name = f"{self._caller} -> {method}"
         try:
-            received = outcome.result().ByteSize()
+            response = outcome.result()
         except grpc.RpcError:
-            received = 0
-        self._tally.hop(f"{self._caller} -> {method}", request.ByteSize(), received)
+            self._tally.hop(name, request.ByteSize(), 0)
+            return outcome
+        self._tally.hop(name, request.ByteSize(), response.ByteSize())
+        self._tally.sample(name, request, response)
         return outcome
 
 
@@ -385,6 +396,22 @@ def count_admissions(engine: Engine, admissions: int = ADMISSIONS) -> dict[str, 
             admit.RequestInvalidReadContinuity(request)
         tally.active = False
     return _per_admission(tally, admissions)
+
+
+def sample_admission(engine: Engine) -> dict[str, tuple[bytes, bytes]]:
+    """One admission's request and response over each gRPC hop, serialized, by hop name
+    (``<caller> -> <method>``), after one admission that warms every path."""
+    with counting(engine) as (tally, targets):
+        admit = admission_stub(tally, targets)
+        prepared = prepared_submissions(tally, targets, 2)
+        admit.RequestInvalidReadContinuity(prepared[0])
+        tally.active = True
+        admit.RequestInvalidReadContinuity(prepared[1])
+        tally.active = False
+    return {
+        name: (request.SerializeToString(), response.SerializeToString())
+        for name, (request, response) in tally.samples.items()
+    }
 
 
 def _per_admission(tally: Tally, admissions: int) -> dict[str, Any]:

@@ -127,6 +127,7 @@ def main() -> int:
                     "--output",
                     str(OUT / f"{name}.txt"),
                     "--nonblocking",
+                    "--gil",
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

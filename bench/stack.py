@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,8 +137,10 @@ def services(
     ledger_replicas: int = 1,
     env_extra: Mapping[str, str] | None = None,
     ledger_metrics: bool = False,
+    command: Callable[[str], list[str]] | None = None,
 ) -> Iterator[Services]:
-    """Start ledger, reconstruction, candidate and admission on free ports; with
+    """Start ledger, reconstruction, candidate and admission on free ports (``command(name)``
+    instead of ``python -m services.<name>`` where given: a floor standing in for them); with
     ``ledger_replicas`` > 1 further ledger processes on the same database, the same way (targets
     ``ledger-2``, ``ledger-3``, …; the other services call the first); with ``ledger_metrics``
     each ledger serves /metrics on a port of its own (``Services.metrics``)."""
@@ -179,7 +181,7 @@ def services(
             for name in SERVICE_NAMES:
                 extra = own_metrics(name) if name == "ledger" else {}
                 process = subprocess.Popen(
-                    [sys.executable, "-m", f"services.{name}"],
+                    command(name) if command else [sys.executable, "-m", f"services.{name}"],
                     env=service_env({**env, **extra}, name),
                 )
                 processes.append(process)

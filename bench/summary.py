@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench import policy_lock
-from bench.floors import CPU_SHARES
+from bench.floors import CALL_GRAPH_PROCESSES, CPU_SHARES
 from bench.load import median
 from bench.paired import spread_lines
 
@@ -61,6 +61,28 @@ def _statement_floor_lines(admission: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _call_graph_floor_lines(admission: dict[str, Any]) -> dict[str, Any]:
+    """The two floors of the admission's own call graph (untargeted; bench.runtime_floor): each
+    one's CPU beside the six-hop floor's, the admission's CPU beside the runtime floor's, and
+    where the admission's CPU beyond the runtime floor goes, process by process (ms a call)."""
+    bare = admission["bare_floor"]["per_round"]
+    runtime = admission["runtime_floor"]["per_round"]
+    return {
+        **paired("bare_floor_cpu_to_six_hop_floor_ratio", bare["cpu_ratio"]),
+        **paired("runtime_floor_cpu_to_six_hop_floor_ratio", runtime["cpu_ratio"]),
+        **paired("runtime_floor_to_six_hop_floor_ratio", runtime["throughput_ratio"]),
+        **paired("admission_cpu_to_runtime_floor_ratio", runtime["admission_cpu_ratio"]),
+        **{
+            line: value
+            for name in CALL_GRAPH_PROCESSES
+            for line, value in paired(
+                f"admission_cpu_ms_beyond_runtime_floor_in_{name}",
+                runtime[f"admission_{name}_cpu_ms_beyond"],
+            ).items()
+        },
+    }
+
+
 def admission_summary(results: dict[str, Any]) -> dict[str, Any]:
     admission = results["admission"]
     measured = admission["measured"]
@@ -88,6 +110,7 @@ def admission_summary(results: dict[str, Any]) -> dict[str, Any]:
         **paired("admission_database_bound_ratio", six_hops["admission_database_bound"]),
         **_five_hop_lines(admission),
         **_statement_floor_lines(admission),
+        **(_call_graph_floor_lines(admission) if "runtime_floor" in admission else {}),
     }
 
 

@@ -97,7 +97,9 @@ def test_the_admission_figure_reports_its_targeted_ratios_with_their_spreads(
         baseline_server(owner_url(url)) as baseline,
         baseline_server(owner_url(url), floors.ADMISSION_STATEMENTS) as statements,
     ):
-        figure = admission_figure(figures.Clients(started), baseline, statements, 0.01)
+        figure = admission_figure(
+            figures.Clients(started), baseline, statements, 0.01, owner_url(url)
+        )
     lines = summary.admission_summary({"admission": figure})
     for key in (
         "admission_to_six_hop_floor_ratio",
@@ -108,6 +110,16 @@ def test_the_admission_figure_reports_its_targeted_ratios_with_their_spreads(
         low, high = lines[f"{key}_spread"]
         assert 0 < low <= lines[key] <= high
         assert lines[f"{key}_verdict"] in {"met", "missed", "straddles"}
+    # beside them, untargeted, the floors of the admission's own call graph (ADR 0068)
+    for key in (
+        "bare_floor_cpu_to_six_hop_floor_ratio",
+        "runtime_floor_cpu_to_six_hop_floor_ratio",
+        "admission_cpu_to_runtime_floor_ratio",
+        "admission_cpu_ms_beyond_runtime_floor_in_ledger",
+    ):
+        assert lines[f"{key}_rounds"] == 2
+        assert f"{key}_verdict" not in lines
+    assert lines["runtime_floor_cpu_to_six_hop_floor_ratio"] > 0
     assert len(figure["rounds"]) == 2
 
 

@@ -65,3 +65,27 @@ def test_the_database_bound_puts_the_figures_database_work_on_the_floor() -> Non
     assert floors.statement_floor_figure(floor, floor, same, 5)["database_bound"] == 1.0
     assert "database_bound" in floors._STATEMENT_FLOOR_RATIOS
     assert "admission_database_bound" in floors._FLOOR_RATIOS
+
+
+def test_a_call_graph_floor_sets_the_admission_beside_it_process_by_process() -> None:
+    """Where an admission's CPU goes beyond the floor of its own call graph, in ms a call: the
+    floor ran 100 calls, the admission 50, so the same seconds are twice the CPU a call."""
+    six_hops = _throughput(100, {"baseline": 0.2, "hop_front": 0.1, POSTGRES: 0.05, BENCH: 0.05})
+    floor = _throughput(
+        100, {"admission": 0.08, "candidate": 0.05, "ledger": 0.1, POSTGRES: 0.04, BENCH: 0.03}
+    )
+    admission = {
+        "measured": _throughput(
+            50, {"admission": 0.05, "candidate": 0.04, "ledger": 0.1, POSTGRES: 0.05, BENCH: 0.02}
+        ).as_dict()
+    }
+    lines = floors.call_graph_floor_figure(floor, six_hops, admission)
+    assert lines["cpu_ratio"] == 0.75  # 3.0 ms a call against the six-hop floor's 4.0
+    assert lines["admission_cpu_ratio"] == round(5.2 / 3.0, 3)
+    assert lines["admission_admission_cpu_ms_beyond"] == 0.2
+    assert lines["admission_candidate_cpu_ms_beyond"] == 0.3
+    assert lines["admission_ledger_cpu_ms_beyond"] == 1.0
+    assert lines[f"admission_{POSTGRES}_cpu_ms_beyond"] == 0.6
+    assert lines[f"admission_{BENCH}_cpu_ms_beyond"] == 0.1
+    # every one of them is summarized over the rounds, like the other floors' ratios
+    assert {key for key in lines if key != "measured"} <= set(floors._CALL_GRAPH_FLOOR_RATIOS)
