@@ -7,6 +7,11 @@ candidate reads of one held run of CANDIDATE_ENTRIES entries (figure 2's shape),
 `python -m bench.profile candidate-first` under first reads (CANDIDATE_READS held runs of that
 length, each read once: nothing of them remembered by either end).
 
+Each process is sampled only in the thread holding the GIL (py-spy's ``--gil``): a sample is
+the process's Python at work, never a thread waiting on a socket, a lock or the database, which
+without it counted as much as work does. What runs without the GIL (gRPC's core, libpq, the
+kernel) is not in these samples; the bench's CPU figures count it.
+
 Writes the collapsed stacks to bench/results/profile/<service>.txt (flame-graph input) and prints,
 per service, its share of the samples and the functions with the most inclusive samples.
 """
