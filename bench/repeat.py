@@ -32,12 +32,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 
 from bench.cpu import POSTGRES_URL
 from bench.load import median
 from bench.machine import sample
 from bench.paired import SUFFIXES
+from bench.stack import autocommit_connection
 
 RESULTS = Path(__file__).resolve().parent / "results"
 RUNS = int(os.environ.get("FORGE_BENCH_REPEAT_RUNS", "3"))
@@ -83,29 +84,25 @@ def medians(summaries: Sequence[Mapping[str, Any]]) -> dict[str, float]:
 def settle_database(url: str = POSTGRES_URL) -> dict[str, Any]:
     """Vacuum and checkpoint the bench's database before a run; what was there before (dead
     catalog rows, the server's checkpoints so far, the WAL written) and how long it took."""
-    engine = create_engine(url, isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as connection:
-            found = dict(
-                connection.execute(
-                    text(
-                        "SELECT (SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_sys_tables)"
-                        " AS dead_catalog_rows,"
-                        " (SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter)"
-                        " AS checkpoints,"
-                        " pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0') AS wal_bytes,"
-                        " current_setting('autovacuum') AS autovacuum"
-                    )
+    with autocommit_connection(url) as connection:
+        found = dict(
+            connection.execute(
+                text(
+                    "SELECT (SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_sys_tables)"
+                    " AS dead_catalog_rows,"
+                    " (SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter)"
+                    " AS checkpoints,"
+                    " pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0') AS wal_bytes,"
+                    " current_setting('autovacuum') AS autovacuum"
                 )
-                .mappings()
-                .one()
             )
-            started = time.perf_counter()
-            connection.execute(text("VACUUM"))
-            connection.execute(text("CHECKPOINT"))
-            found["settle_seconds"] = round(time.perf_counter() - started, 3)
-    finally:
-        engine.dispose()
+            .mappings()
+            .one()
+        )
+        started = time.perf_counter()
+        connection.execute(text("VACUUM"))
+        connection.execute(text("CHECKPOINT"))
+        found["settle_seconds"] = round(time.perf_counter() - started, 3)
     return {key: value if isinstance(value, str) else float(value) for key, value in found.items()}
 
 

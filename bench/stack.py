@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
-from sqlalchemy import create_engine, text
+from sqlalchemy import Connection, create_engine, text
 
 from bench.cpu import POSTGRES_URL
 from services.ledger.database import migrate
@@ -72,26 +72,34 @@ def bench_schema() -> Iterator[str]:
         admin.dispose()
 
 
+@contextmanager
+def autocommit_connection(url: str) -> Iterator[Connection]:
+    """A connection to ``url`` whose statements run outside any transaction (VACUUM and
+    CHECKPOINT run in none); its engine is disposed after."""
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as connection:
+            yield connection
+    finally:
+        engine.dispose()
+
+
 def vacuum_schema(url: str) -> dict[str, float]:
     """Vacuum and analyze every table of the schema ``url`` selects, as autovacuum would on a
     deployed database between one burst of writes and the next (a server may run without it, as
     the CI machine's does). Returns the dead rows the tables held before and the seconds it took.
     """
-    engine = create_engine(url, isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as connection:
-            tables = connection.execute(
-                text(
-                    "SELECT relname, n_dead_tup FROM pg_stat_user_tables"
-                    " WHERE schemaname = current_schema() ORDER BY relname"
-                )
-            ).all()
-            started = time.perf_counter()
-            for name, _dead in tables:
-                connection.execute(text(f'VACUUM (ANALYZE) "{name}"'))
-            seconds = time.perf_counter() - started
-    finally:
-        engine.dispose()
+    with autocommit_connection(url) as connection:
+        tables = connection.execute(
+            text(
+                "SELECT relname, n_dead_tup FROM pg_stat_user_tables"
+                " WHERE schemaname = current_schema() ORDER BY relname"
+            )
+        ).all()
+        started = time.perf_counter()
+        for name, _dead in tables:
+            connection.execute(text(f'VACUUM (ANALYZE) "{name}"'))
+        seconds = time.perf_counter() - started
     return {"dead_rows": float(sum(dead for _name, dead in tables)), "seconds": round(seconds, 3)}
 
 
