@@ -4,7 +4,7 @@ target, ``<key>_verdict`` (met, missed or straddles: bench.paired)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bench import policy_lock
@@ -36,6 +36,15 @@ TARGETS = {
 def paired(key: str, values: Sequence[float]) -> dict[str, Any]:
     """A paired ratio's lines, judged against its target when it has one."""
     return spread_lines(key, values, TARGETS.get(key))
+
+
+def paired_each(values_by_key: Mapping[str, Sequence[float]]) -> dict[str, Any]:
+    """``paired`` for each key and its rounds' values, all lines together."""
+    return {
+        line: value
+        for key, values in values_by_key.items()
+        for line, value in paired(key, values).items()
+    }
 
 
 def _five_hop_lines(admission: dict[str, Any]) -> dict[str, Any]:
@@ -72,14 +81,14 @@ def _call_graph_floor_lines(admission: dict[str, Any]) -> dict[str, Any]:
         **paired("runtime_floor_cpu_to_six_hop_floor_ratio", runtime["cpu_ratio"]),
         **paired("runtime_floor_to_six_hop_floor_ratio", runtime["throughput_ratio"]),
         **paired("admission_cpu_to_runtime_floor_ratio", runtime["admission_cpu_ratio"]),
-        **{
-            line: value
-            for name in CALL_GRAPH_PROCESSES
-            for line, value in paired(
-                f"admission_cpu_ms_beyond_runtime_floor_in_{name}",
-                runtime[f"admission_{name}_cpu_ms_beyond"],
-            ).items()
-        },
+        **paired_each(
+            {
+                f"admission_cpu_ms_beyond_runtime_floor_in_{name}": runtime[
+                    f"admission_{name}_cpu_ms_beyond"
+                ]
+                for name in CALL_GRAPH_PROCESSES
+            }
+        ),
     }
 
 
@@ -98,13 +107,12 @@ def admission_summary(results: dict[str, Any]) -> dict[str, Any]:
         **paired("admission_p99_to_floor_ratio", six_hops["admission_p99_ratio"]),
         **paired("admission_cpu_to_floor_ratio", six_hops["admission_cpu_ratio"]),
         # untargeted: the CPU ratio split by who spends it (the services, PostgreSQL, the caller)
-        **{
-            line: value
-            for share in CPU_SHARES
-            for line, value in paired(
-                f"admission_{share}_cpu_to_floor_ratio", six_hops[f"admission_{share}_cpu_ratio"]
-            ).items()
-        },
+        **paired_each(
+            {
+                f"admission_{share}_cpu_to_floor_ratio": six_hops[f"admission_{share}_cpu_ratio"]
+                for share in CPU_SHARES
+            }
+        ),
         # the best admission_to_six_hop_floor_ratio a design doing the admission's database work
         # could reach (bench.floors.cpu_beside)
         **paired("admission_database_bound_ratio", six_hops["admission_database_bound"]),
@@ -168,14 +176,14 @@ def worker_path_summary(results: dict[str, Any]) -> dict[str, Any]:
         **paired("worker_path_cpu_to_statement_floor_ratio", statement_floor["measured_cpu_ratio"]),
         # untargeted: that CPU ratio split by who spends it (the ledger against the floor's bare
         # server, PostgreSQL, the workers' own process against the floor's callers)
-        **{
-            line: value
-            for share in CPU_SHARES
-            for line, value in paired(
-                f"worker_path_{share}_cpu_to_statement_floor_ratio",
-                statement_floor[f"{share}_cpu_ratio"],
-            ).items()
-        },
+        **paired_each(
+            {
+                f"worker_path_{share}_cpu_to_statement_floor_ratio": statement_floor[
+                    f"{share}_cpu_ratio"
+                ]
+                for share in CPU_SHARES
+            }
+        ),
         # the best worker_path_to_statement_floor_ratio a design doing the path's database work
         # could reach (bench.floors.cpu_beside), judged against that ratio's target
         **paired("worker_path_database_bound_ratio", statement_floor["database_bound"]),
