@@ -16,8 +16,9 @@ runs the bare baseline's one 3-row insert transaction, as the six-hop floor's la
 
 A process of a floor is ``python -m bench.runtime_floor {bare|runtime} SERVICE``, started by
 ``bench.stack.services(command=…)`` in the place of the service; it reads the samples from the
-file ``SAMPLES_VARIABLE`` names. ``python -m bench runtime-floor`` measures both floors beside the
-six-hop floor and the admission (bench.runtime_floor_figure).
+file ``SAMPLES_VARIABLE`` names. Figure 1 (``make bench``, ``make bench-admission``) times both
+in each of its rounds beside the six-hop floor and the admission (``admission_floors``,
+``floor_calls``; bench.floors.call_graph_floor_figure).
 """
 
 from __future__ import annotations
@@ -164,7 +165,9 @@ def _unanswered(_request: Any, context: grpc.ServicerContext) -> Any:
 
 
 def _caller(channels: Mapping[str, grpc.Channel]) -> Callable[[str, str, Any], Any]:
-    """``call(service, method, request)`` over ``channels``, with the contract's classes."""
+    """``call(service, method, request)`` over ``channels``, with the contract's classes. Not
+    registered methods (``_registered_method``), as the generated stubs the services call
+    through are: if anything, a floor's call costs a little more than a service's."""
     methods: dict[tuple[str, str], Any] = {}
     for service, channel in channels.items():
         descriptor = SERVICES[SERVED[service][0]]
