@@ -28,7 +28,7 @@ help:
 	@echo "make openapi    regenerate docs/openapi.json (the gateway's OpenAPI document) from protos/"
 	@echo "make bench      the five performance figures beside in-run baselines (PostgreSQL)"
 	@echo "make bench-repeat     make bench three times in a row; every run and whether they agree: bench/results/three-runs.json"
-	@echo "make bench-admission  figure 1 (admission) alone, ~1 min: bench/results/admission.json"
+	@echo "make bench-admission  figure 1 (admission) alone, ~6 min: bench/results/admission.json"
 	@echo "make bench-hops       per hop, what an admission, a worker-path step and an append move, parse, hash and write (counted): bench/results/hops*.json"
 	@echo "make bench-append     figure 3 (appends) in three separate runs; the median is the figure: bench/results/append.json"
 	@echo "make bench-candidate  figure 2 (candidate reads up to 100,000 entries) alone: bench/results/candidate.json"

@@ -30,9 +30,9 @@ bench/results/worker.json.
 admissions, the worker path over two replicas, and both at once (bench/policy_lock.py), and
 writes bench/results/policy-lock.json.
 
-``python -m bench admission`` measures figure 1 alone (its three rounds, each beside its
-baselines, exactly as the full run does) and writes bench/results/admission.json: a before/after
-comparison of the admission path in about a minute.
+``python -m bench admission`` measures figure 1 alone (its paired rounds, each beside its
+baselines and floors, exactly as the full run does) and writes bench/results/admission.json: a
+before/after comparison of the admission path in about six minutes.
 """
 
 from __future__ import annotations
