@@ -105,25 +105,18 @@ def _method(hop: str) -> str:
     return hop.rsplit(" -> ", 1)[1]
 
 
-def _service_of(method: str) -> str:
-    for service, (_name, hops) in SERVED.items():
-        if any(_method(hop) == method for hop in hops):
-            return service
-    raise KeyError(method)
-
-
 class _Messages:
     """The samples parsed into the contract's classes: each hop's request and response."""
 
     def __init__(self, samples: Mapping[str, tuple[bytes, bytes]]) -> None:
         self.request: dict[str, Any] = {}
         self.response: dict[str, Any] = {}
-        for hop in HOPS:
-            method = _method(hop)
-            descriptor = SERVICES[SERVED[_service_of(method)][0]].methods_by_name[method]
-            request, response = samples[hop]
-            self.request[hop] = GetMessageClass(descriptor.input_type).FromString(request)
-            self.response[hop] = GetMessageClass(descriptor.output_type).FromString(response)
+        for name, hops in SERVED.values():
+            for hop in hops:
+                descriptor = SERVICES[name].methods_by_name[_method(hop)]
+                request, response = samples[hop]
+                self.request[hop] = GetMessageClass(descriptor.input_type).FromString(request)
+                self.response[hop] = GetMessageClass(descriptor.output_type).FromString(response)
 
 
 def _answers(
@@ -284,23 +277,13 @@ def admission_floors(database_url: str) -> Iterator[dict[str, Floor]]:
 
 
 def floor_calls(floor: Floor, calls_each: int) -> Throughput:
-    """8 concurrent operators admitting through ``floor`` (after one warm-up call each), its
-    processes' CPU watched, as bench.figures.admitted times the admission."""
-    from bench.figures import CALLERS, Clients
-    from bench.load import run_concurrently
+    """8 concurrent operators admitting through ``floor``, timed as bench.figures.admitted times
+    the admission (one warm-up call each, every answer checked, the floor's processes' CPU
+    watched), each call sending the one sampled request."""
+    from bench.figures import CALLERS, Clients, admitted
 
-    clients = Clients(floor.services)
-    stubs = [clients.admissions() for _ in range(CALLERS)]
-    for stub in stubs:
-        stub.RequestInvalidReadContinuity(floor.request)
-
-    def caller(index: int) -> Callable[[int], None]:
-        def admit(_n: int) -> None:
-            stubs[index].RequestInvalidReadContinuity(floor.request)
-
-        return admit
-
-    return run_concurrently([caller(i) for i in range(CALLERS)], calls_each, watch=clients.pids)
+    sent = [floor.request] * (CALLERS * (calls_each + 1))
+    return admitted(Clients(floor.services), sent, calls_each)
 
 
 def main(argv: list[str]) -> int:
